@@ -1,0 +1,3 @@
+from sgcli.cli.app import main
+
+main()

@@ -1,0 +1,99 @@
+"""Backend registry: names -> adapters, loaded lazily so `--help` and `lint` stay fast.
+
+The CLI and engine only ever go through these functions; they never branch on a
+backend's name.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from sgcli.backends.base import Backend, Capabilities, Compiled, CompileWarning, Matcher
+from sgcli.errors import UnsupportedError, UserError
+from sgcli.spec import ConstraintSpec, Kind
+
+# Fixed order: also the order `sgcli backends` prints and `--backend auto` tries.
+_ADAPTERS = {
+    "xgrammar": "sgcli.backends.xgrammar_backend:XGrammarBackend",
+    "none": "sgcli.backends.none_backend:NoneBackend",
+}
+_instances: dict[str, Backend] = {}
+
+__all__ = ["Backend", "Capabilities", "Compiled", "CompileWarning", "Matcher", "backend_names",
+           "get_backend", "check_supports", "DEFAULT_BACKEND"]
+
+DEFAULT_BACKEND = "xgrammar"
+
+
+def backend_names() -> list[str]:
+    return list(_ADAPTERS)
+
+
+def get_backend(name: str) -> Backend:
+    if name not in _ADAPTERS:
+        raise UserError(f"unknown backend '{name}'", hint="choose one of: " + ", ".join(_ADAPTERS))
+    if name not in _instances:
+        module, cls = _ADAPTERS[name].split(":")
+        _instances[name] = getattr(importlib.import_module(module), cls)()
+    return _instances[name]
+
+
+def unsupported_reason(backend: Backend, spec: ConstraintSpec) -> str | None:
+    """What `backend` lacks to run `spec`, or None when it can."""
+    caps = backend.capabilities
+    if spec.kind not in caps.kinds:
+        return spec.kind.label
+    if spec.kind is Kind.JSON_SCHEMA:
+        for option in requested_json_options(spec):
+            if option not in caps.json_options:
+                return f"the JSON option {_OPTION_FLAGS[option]}"
+    return None
+
+
+_OPTION_FLAGS = {
+    "compact": "--json-whitespace compact",
+    "whitespace_pattern": "--whitespace-pattern",
+    "indent": "--indent",
+    "max_whitespace": "--max-whitespace",
+    "strict_properties": "--strict-properties",
+}
+
+
+def requested_json_options(spec: ConstraintSpec) -> list[str]:
+    o = spec.json_options
+    wanted = []
+    if o.whitespace == "compact":
+        wanted.append("compact")
+    if o.whitespace_pattern is not None:
+        wanted.append("whitespace_pattern")
+    if o.indent is not None:
+        wanted.append("indent")
+    if o.max_whitespace is not None:
+        wanted.append("max_whitespace")
+    if o.strict_properties:
+        wanted.append("strict_properties")
+    return wanted
+
+
+def compile_for(name: str, spec: ConstraintSpec, vocab) -> tuple[Compiled, list[dict]]:
+    """Compile with the named backend; returns (compiled, fallbacks) where fallbacks is
+    [{backend, reason}] for every backend `auto` tried and skipped (empty otherwise)."""
+    if name == "auto":
+        from sgcli.backends.auto import compile_auto
+
+        return compile_auto(spec, vocab)
+    return check_supports(name, spec).compile(spec, vocab), []
+
+
+def check_supports(name: str, spec: ConstraintSpec) -> Backend:
+    """The backend, or an exit-2 error naming what it lacks and which backends have it."""
+    backend = get_backend(name)
+    reason = unsupported_reason(backend, spec)
+    if reason is not None:
+        others = [n for n in _ADAPTERS if n != name and n != "none"
+                  and unsupported_reason(get_backend(n), spec) is None]
+        raise UnsupportedError(name, reason, others)
+    missing = backend.available()
+    if missing:
+        raise UserError(f"backend '{name}' is not usable: {missing}")
+    return backend

@@ -1,0 +1,106 @@
+"""The one protocol every grammar backend implements.
+
+Three nouns, one per stage (as in xgrammar): a `Backend` compiles a `ConstraintSpec`
+against a `Vocab` into a `Compiled` grammar, which makes fresh `Matcher`s, one per
+sequence. Matcher errors are state (`error`), not exceptions (as in llguidance), so
+the decode loop can report them. Masks are numpy int32 bitmasks, bit i of word i//32
+set when token i is allowed, so no backend needs torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
+
+import numpy as np
+
+from sgcli.spec import ConstraintSpec, Kind
+from sgcli.tokenizers.vocab import Vocab
+
+
+def bitmask_words(vocab_size: int) -> int:
+    return (vocab_size + 31) // 32
+
+
+def new_bitmask(vocab_size: int) -> np.ndarray:
+    return np.full(bitmask_words(vocab_size), -1, dtype=np.int32)
+
+
+def allowed_ids(bitmask: np.ndarray, vocab_size: int) -> np.ndarray:
+    """Token ids whose bit is set."""
+    bits = np.unpackbits(bitmask.view(np.uint8), bitorder="little")[:vocab_size]
+    return np.flatnonzero(bits)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend accepts: constraint kinds and JSON layout options."""
+
+    kinds: frozenset[Kind]
+    json_options: frozenset[str] = frozenset()  # "compact", "whitespace_pattern", "indent", "max_whitespace", "strict_properties"
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class CompileWarning:
+    """Something the backend weakened or ignored while compiling (e.g. an unenforced keyword)."""
+
+    message: str
+    pointer: str | None = None  # JSON pointer into the schema, where known
+
+
+class Matcher(Protocol):
+    """Per-sequence grammar state."""
+
+    error: str | None
+
+    def fill_mask(self, bitmask: np.ndarray) -> None:
+        """Write the allowed next tokens into `bitmask` (int32 words over the vocab)."""
+
+    def accept(self, token_id: int) -> bool:
+        """Advance by one token; False (and `error` set) if the grammar forbids it."""
+
+    def rollback(self, n: int) -> None: ...
+
+    def jump_forward(self) -> bytes:
+        """Bytes the grammar forces next, whatever the model would say (may be empty)."""
+
+    def is_terminated(self) -> bool:
+        """No further token can be accepted (a stop token was accepted, or the grammar is done)."""
+
+    def can_stop(self) -> bool:
+        """The text so far is a complete match: a stop token would be allowed now."""
+
+
+@dataclass(eq=False)
+class Compiled:
+    """A grammar compiled for one vocabulary by one backend."""
+
+    backend: str
+    spec: ConstraintSpec
+    vocab: Vocab
+    handle: object  # the backend's own compiled object
+    compile_s: float
+    warnings: list[CompileWarning] = field(default_factory=list)
+    normalized: str | None = None  # the grammar text the backend actually compiled, where it has one
+
+    def matcher(self) -> Matcher:
+        from sgcli.backends import get_backend
+
+        return get_backend(self.backend).matcher(self)
+
+
+class Backend(Protocol):
+    name: ClassVar[str]
+    description: ClassVar[str]
+    capabilities: ClassVar[Capabilities]
+
+    def available(self) -> str | None:
+        """None if importable, else why not (e.g. the package is missing)."""
+
+    def version(self) -> str: ...
+
+    def compile(self, spec: ConstraintSpec, vocab: Vocab) -> Compiled:
+        """Compile or raise a positioned UserError; unsupported kinds never reach here."""
+
+    def matcher(self, compiled: Compiled) -> Matcher: ...

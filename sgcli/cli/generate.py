@@ -1,0 +1,176 @@
+"""`sgcli generate`: stream a constrained generation, validate it, emit text or JSONL."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from sgcli.cli import constraint_options as co
+from sgcli.cli.common import err, handles_errors, json_line
+from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
+
+EXAMPLES = """
+Examples:
+
+  sgcli generate --schema examples/capital.json "What is the capital of France?"
+
+  sgcli generate --json --regex '(Paris|London)' "Capital of France?"
+
+  sgcli generate --choice yes --choice no "Is water wet?"
+
+  sgcli generate --schema s.json --input prompts.jsonl --output results.jsonl
+
+  echo '{"type":"integer"}' | sgcli generate --schema - "Pick a number"
+"""
+
+
+def generate(
+    prompt: Annotated[Optional[str], typer.Argument(help="The prompt ('-' reads stdin). Omit with --input.")] = None,
+    schema: co.SchemaOpt = None,
+    pydantic: co.PydanticOpt = None,
+    regex: co.RegexOpt = None,
+    ebnf: co.EbnfOpt = None,
+    lark: co.LarkOpt = None,
+    choice: co.ChoiceOpt = None,
+    grammar: co.GrammarOpt = None,
+    structural_tag: co.StructuralTagOpt = None,
+    backend: Annotated[str, typer.Option("--backend", "-b", help="Grammar backend (see `sgcli backends`); 'none' = unconstrained.")] = "xgrammar",
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Hugging Face id, local folder, or .gguf file. Default: the embedded SmolLM2-135M-Instruct.", rich_help_panel="Model")] = None,
+    device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda.", rich_help_panel="Model")] = "auto",
+    dtype: Annotated[str, typer.Option("--dtype", help="auto, float32, bfloat16 or float16.", rich_help_panel="Model")] = "auto",
+    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Stop after this many generated tokens.", rich_help_panel="Sampling")] = 256,
+    temperature: Annotated[float, typer.Option("--temperature", "-t", help="0 = greedy.", rich_help_panel="Sampling")] = 0.0,
+    top_p: Annotated[float, typer.Option("--top-p", rich_help_panel="Sampling")] = 1.0,
+    top_k: Annotated[int, typer.Option("--top-k", help="0 = off.", rich_help_panel="Sampling")] = 0,
+    seed: Annotated[int, typer.Option("--seed", rich_help_panel="Sampling")] = 0,
+    stop: Annotated[Optional[list[str]], typer.Option("--stop", help="Stop when this string appears; repeatable.", rich_help_panel="Sampling")] = None,
+    system: Annotated[Optional[str], typer.Option("--system", help="System message for the chat template.", rich_help_panel="Prompt")] = None,
+    raw: Annotated[bool, typer.Option("--raw", help="Send the prompt as is, without the chat template.", rich_help_panel="Prompt")] = False,
+    template_name: Annotated[Optional[str], typer.Option("--template-name", help="Which named chat template to use.", rich_help_panel="Prompt")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON record per generation instead of the text.", rich_help_panel="Output")] = False,
+    input_file: Annotated[Optional[str], typer.Option("--input", "-i", help="JSONL of {id, prompt} or {id, messages} ('-' = stdin).", rich_help_panel="Output")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write records here instead of stdout.", rich_help_panel="Output")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary line on stderr.", rich_help_panel="Output")] = False,
+    json_whitespace: co.JsonWhitespaceOpt = "flexible",
+    whitespace_pattern: co.WhitespacePatternOpt = None,
+    indent: co.IndentOpt = None,
+    max_whitespace: co.MaxWhitespaceOpt = None,
+    strict_properties: co.StrictOpt = False,
+) -> None:
+    """Generate text that is guaranteed to match a constraint, then validate it.
+
+    Exit codes: 0 every output valid, 1 some output invalid (e.g. cut off by
+    --max-tokens), 2 bad input or flags, 3 internal error.
+    """
+    from sgcli import backends
+    from sgcli.batch import read_requests
+    from sgcli.engine.session import PromptOptions, Request
+    from sgcli.engine.sampling import SamplingParams
+    from sgcli.models import resolve_model
+    from sgcli.sources import read_text
+
+    spec = co.build_spec(schema=schema, pydantic=pydantic, regex=regex, ebnf=ebnf, lark=lark, choice=choice,
+                         grammar=grammar, structural_tag=structural_tag, json_whitespace=json_whitespace,
+                         whitespace_pattern=whitespace_pattern, indent=indent, max_whitespace=max_whitespace,
+                         strict_properties=strict_properties, required=backend != "none")
+    if max_tokens < 1:
+        raise UserError("--max-tokens must be at least 1")
+    if not 0 < top_p <= 1:
+        raise UserError("--top-p must be in (0, 1]")
+    if temperature < 0:
+        raise UserError("--temperature must be 0 or more")
+    if (prompt is None) == (input_file is None):
+        raise UserError("give a prompt or --input FILE (not both)" if prompt is not None else "no prompt given",
+                        hint='sgcli generate --schema s.json "your prompt", or --input prompts.jsonl')
+    if prompt == "-" and input_file is None:
+        prompt = sys.stdin.read()
+    if backend != "auto":
+        backends.check_supports(backend, spec)  # fail fast, before the model loads
+    if schema == "-" and input_file == "-":
+        raise UserError("--schema - and --input - both read stdin; put one in a file")
+    # Read every input before the slow work, so a typo fails in milliseconds.
+    batch_text = read_text(input_file, what="input file") if input_file else None
+    ref = resolve_model(model)
+
+    from sgcli.cli.progress import stage_progress
+    from sgcli.engine.loader import load_model
+    from sgcli.engine.session import Session
+    from sgcli.tokenizers import load_tokenizer
+
+    with stage_progress(f"loading {ref.display}") as progress:
+        tokenizer = load_tokenizer(model, progress=lambda text: progress(text, 0, 3))
+        lm = load_model(ref, device=device, dtype=dtype, progress=progress)
+    vocab = tokenizer.vocab.padded(lm.logits_width)
+    compiled, fallbacks = backends.compile_for(backend, spec, vocab)
+    for fb in fallbacks:
+        err.print(f"[yellow]fallback[/]: {fb['backend']} skipped: {fb['reason']}")
+    for w in compiled.warnings:
+        where = f" (at {w.pointer})" if w.pointer else ""
+        err.print(f"[yellow]warning[/]: {compiled.backend}: {w.message}{where}")
+    session = Session(lm, tokenizer, compiled, SamplingParams(temperature, top_p, top_k, seed), max_tokens,
+                      tuple(stop or ()), PromptOptions(system, raw, template_name), fallbacks=fallbacks)
+
+    sink = output.open("w", encoding="utf-8") if output else sys.stdout
+    all_valid = True
+    try:
+        if batch_text is not None:
+            items = list(read_requests(*batch_text))
+            from sgcli.cli.progress import count_progress
+
+            with count_progress("generating", len(items)) as advance:
+                for item in items:
+                    record = item.record() if not isinstance(item, Request) else _run_quiet(session, item)
+                    all_valid &= bool(record["valid"])
+                    json_line(record, sink)
+                    advance()
+        else:
+            all_valid = _run_one(session, Request(None, prompt), json_out=json_out, sink=sink, quiet=quiet)
+    finally:
+        if output:
+            sink.close()
+    raise typer.Exit(EXIT_OK if all_valid else EXIT_FINDINGS)
+
+
+def _run_quiet(session, request) -> dict:
+    from sgcli.engine.session import Done
+
+    for event in session.stream(request):
+        if isinstance(event, Done):
+            return event.record
+    raise AssertionError("stream ended without a record")
+
+
+def _run_one(session, request, *, json_out: bool, sink, quiet: bool) -> bool:
+    from sgcli.engine.session import Done
+
+    record = None
+    for event in session.stream(request):
+        if isinstance(event, Done):
+            record = event.record
+            for notice in event.notices:
+                err.print(f"[cyan]note[/]: {notice}")
+        elif not json_out and event.text:
+            sink.write(event.text)
+            sink.flush()
+    assert record is not None
+    if json_out:
+        json_line(record, sink)
+    else:
+        sink.write("\n")
+        sink.flush()
+    if not quiet:
+        _summary(record)
+    return bool(record["valid"])
+
+
+def _summary(record: dict) -> None:
+    t = record["timings"]
+    tps = f"{t['tokens_per_s']:.1f} tok/s" if t["tokens_per_s"] else "- tok/s"
+    valid = "[green]valid[/]" if record["valid"] else "[red]invalid[/]"
+    err.print(f"[dim]{record['backend']} · {record['model']} · {record['usage']['completion_tokens']} tokens · "
+              f"{tps} · finish: {record['finish_reason']} ·[/] {valid}")
+    for e in record["errors"]:
+        err.print(f"  [red]✗[/] {e}")

@@ -1,0 +1,36 @@
+"""Rich progress for long work (model conversion, batches), shown only on a terminal."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from sgcli.cli.common import err
+
+
+def _progress(transient: bool = True) -> Progress:
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=err, transient=transient, disable=not err.is_terminal)
+
+
+@contextlib.contextmanager
+def stage_progress(title: str) -> Iterator:
+    """A callback `(description, step, total)` that drives one progress bar."""
+    with _progress() as bar:
+        task = bar.add_task(title, total=None)
+
+        def update(description: str, step: int, total: int) -> None:
+            bar.update(task, description=f"{title}: {description}", completed=step, total=total)
+            if not err.is_terminal:
+                err.print(f"{title}: {description}")
+
+        yield update
+
+
+@contextlib.contextmanager
+def count_progress(title: str, total: int) -> Iterator:
+    with _progress(transient=True) as bar:
+        task = bar.add_task(title, total=total)
+        yield lambda: bar.advance(task)

@@ -1,0 +1,1 @@
+"""The generation core: the only package that imports torch."""

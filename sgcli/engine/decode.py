@@ -1,0 +1,139 @@
+"""The decode loop: logits -> mask -> sample -> accept, as a generator of events.
+
+One sequence, KV-cached. The loop yields a `TokenEvent` for every token that adds
+visible text (held back while it could still be the start of a stop string) and ends
+with one `Finished` that says why it stopped.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+
+from sgcli.backends.base import Compiled, new_bitmask
+from sgcli.engine.loader import LoadedModel
+from sgcli.engine.sampling import Masker, SamplingParams, sample
+from sgcli.tokenizers.vocab import IncrementalDetokenizer
+
+
+@dataclass
+class TokenEvent:
+    token_id: int
+    text: str  # newly visible text (may be empty)
+
+
+@dataclass
+class Finished:
+    finish_reason: str  # "stop" | "length" | "error"
+    output: str
+    token_ids: list[int]
+    prompt_tokens: int
+    first_token_s: float | None
+    decode_s: float
+    mask_s: list[float] = field(default_factory=list)  # per generated token
+    grammar_complete: bool = False
+    error: str | None = None
+
+    @property
+    def completion_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Decode speed after the first token (prefill excluded), or overall for one token."""
+        n = self.completion_tokens
+        if n == 0 or self.decode_s <= 0:
+            return None
+        after_first = self.decode_s - (self.first_token_s or 0.0)
+        return (n - 1) / after_first if n > 1 and after_first > 0 else n / self.decode_s
+
+
+def _held_back(text: str, stops: Sequence[str]) -> int:
+    """How many trailing chars of `text` could still grow into a stop string."""
+    hold = 0
+    for s in stops:
+        for k in range(min(len(s) - 1, len(text)), 0, -1):
+            if text.endswith(s[:k]):
+                hold = max(hold, k)
+                break
+    return hold
+
+
+def cache_keyword(model) -> str:
+    """transformers renamed `past_key_values` to `cache`; use whichever this version takes."""
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def decode(lm: LoadedModel, prompt_ids: list[int], compiled: Compiled, *, params: SamplingParams,
+           max_tokens: int, stop: Sequence[str] = ()) -> Iterator[TokenEvent | Finished]:
+    model = lm.model
+    vocab = compiled.vocab
+    stop_ids = set(vocab.stop_ids)
+    matcher = compiled.matcher()
+    bitmask = new_bitmask(len(vocab))
+    masker = Masker(lm.logits_width, lm.device)
+    detok = IncrementalDetokenizer(vocab)
+    generator = None
+    if params.temperature > 0:
+        generator = torch.Generator(device=lm.device)
+        generator.manual_seed(params.seed if params.seed is not None else int(time.time_ns() % 2**31))
+
+    text, emitted = "", 0
+    ids: list[int] = []
+    mask_s: list[float] = []
+    first_token_s = None
+    reason, error = "length", None
+    start = time.perf_counter()
+    past = None
+    cache_kw = cache_keyword(model)
+    inputs = torch.tensor([prompt_ids], device=lm.device)
+    with torch.inference_mode():
+        while len(ids) < max_tokens:
+            out = model(input_ids=inputs, use_cache=True, **{cache_kw: past})
+            past = getattr(out, cache_kw)
+            logits = out.logits[0, -1].float()
+            t = time.perf_counter()
+            matcher.fill_mask(bitmask)
+            masker.apply(logits, bitmask)
+            mask_s.append(time.perf_counter() - t)
+            if not torch.isfinite(logits).any():
+                reason, error = "error", matcher.error or "the grammar allows no next token"
+                break
+            token = sample(logits, params, generator)
+            if first_token_s is None:
+                first_token_s = time.perf_counter() - start
+            if not matcher.accept(token):
+                reason, error = "error", matcher.error or f"backend rejected token {token} that its own mask allowed"
+                break
+            if token in stop_ids:
+                reason = "stop"
+                break
+            ids.append(token)
+            text += detok.feed(token)
+            hit = next((s for s in stop if s in text), None)
+            if hit is not None:
+                text = text[: text.index(hit)]
+                reason = "stop"
+                break
+            visible = len(text) - _held_back(text, stop)
+            if visible > emitted:
+                yield TokenEvent(token, text[emitted:visible])
+                emitted = visible
+            else:
+                yield TokenEvent(token, "")
+            if matcher.is_terminated():
+                reason = "stop"
+                break
+            inputs = torch.tensor([[token]], device=lm.device)
+    text += detok.flush() if reason != "stop" or not stop else ""
+    if len(text) > emitted:
+        yield TokenEvent(ids[-1] if ids else -1, text[emitted:])
+    yield Finished(reason, text, ids, len(prompt_ids), first_token_s, time.perf_counter() - start,
+                   mask_s, grammar_complete=matcher.can_stop() or matcher.is_terminated(), error=error)

@@ -1,0 +1,108 @@
+"""A generation session: one model, one tokenizer, one compiled constraint, many prompts.
+
+The grammar is compiled once per session (so once per batch); each request renders its
+prompt, decodes, validates, and ends in one JSON-ready record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from sgcli.backends.base import Compiled
+from sgcli.engine.decode import Finished, TokenEvent, decode
+from sgcli.engine.loader import LoadedModel
+from sgcli.engine.sampling import SamplingParams
+from sgcli.tokenizers.base import Tokenizer
+from sgcli.validate import validate
+
+
+@dataclass
+class Request:
+    id: Any
+    prompt: str | None = None
+    messages: list[dict] | None = None
+
+
+@dataclass
+class PromptOptions:
+    system: str | None = None
+    raw: bool = False
+    template_name: str | None = None
+
+
+@dataclass
+class Done:
+    """The end of one request: the record, plus the notices worth telling a human."""
+
+    record: dict
+    notices: list[str] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Session:
+    lm: LoadedModel
+    tokenizer: Tokenizer
+    compiled: Compiled
+    params: SamplingParams
+    max_tokens: int
+    stop: tuple[str, ...] = ()
+    prompt_options: PromptOptions = field(default_factory=PromptOptions)
+    fallbacks: list[dict] = field(default_factory=list)  # backends `auto` skipped, and why
+
+    def render(self, req: Request) -> tuple[str, list[int], list[str]]:
+        """(prompt text, prompt ids, notices)."""
+        notices: list[str] = []
+        opts = self.prompt_options
+        if opts.raw and req.messages is None:
+            text = req.prompt or ""
+            return text, self.tokenizer.prompt_ids(text, templated=False), notices
+        messages = list(req.messages or [{"role": "user", "content": req.prompt or ""}])
+        if opts.system is not None and not any(m.get("role") == "system" for m in messages):
+            messages.insert(0, {"role": "system", "content": opts.system})
+        text, template = self.tokenizer.render_chat(messages, template_name=opts.template_name)
+        if template is None:
+            notices.append(f"{self.tokenizer.name} has no chat template: the prompt is sent as is")
+            return text, self.tokenizer.prompt_ids(text, templated=False), notices
+        return text, self.tokenizer.prompt_ids(text, templated=True), notices
+
+    def stream(self, req: Request) -> Iterator[TokenEvent | Done]:
+        text, ids, notices = self.render(req)
+        finished: Finished | None = None
+        for event in decode(self.lm, ids, self.compiled, params=self.params,
+                            max_tokens=self.max_tokens, stop=self.stop):
+            if isinstance(event, Finished):
+                finished = event
+            else:
+                yield event
+        assert finished is not None
+        yield Done(self.record(req, finished), notices)
+
+    def record(self, req: Request, f: Finished) -> dict:
+        verdict = validate(self.compiled.spec, f.output, finish_reason=f.finish_reason,
+                           grammar_complete=f.grammar_complete)
+        errors = list(verdict.errors)
+        if f.error and f.error not in errors:
+            errors.insert(0, f.error)
+        mask_ms = sorted(s * 1000 for s in f.mask_s)
+        return {
+            "id": req.id,
+            "prompt": req.prompt if req.messages is None else req.messages,
+            "output": f.output,
+            "parsed": verdict.parsed,
+            "valid": verdict.valid and not f.error,
+            "errors": errors,
+            "finish_reason": f.finish_reason,
+            "backend": self.compiled.backend,
+            "fallbacks": self.fallbacks,
+            "warnings": [w.message if not w.pointer else f"{w.pointer}: {w.message}" for w in self.compiled.warnings],
+            "model": self.lm.ref.display,
+            "usage": {"prompt_tokens": f.prompt_tokens, "completion_tokens": f.completion_tokens},
+            "timings": {
+                "load_s": round(self.lm.load_s, 4),
+                "compile_s": round(self.compiled.compile_s, 4),
+                "first_token_s": None if f.first_token_s is None else round(f.first_token_s, 4),
+                "tokens_per_s": None if f.tokens_per_s is None else round(f.tokens_per_s, 2),
+                "mask_ms_p50": round(mask_ms[len(mask_ms) // 2], 4) if mask_ms else None,
+            },
+        }

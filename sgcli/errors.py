@@ -1,0 +1,79 @@
+"""Errors and exit codes, in one place.
+
+A `UserError` is the user's to fix (bad file, bad flag, unknown model): the CLI prints
+its message, without a traceback, and exits 2. Anything else escaping a command is a
+bug in sgcli: the CLI says so and exits 3.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1  # some output invalid, lint findings, failing test cases
+EXIT_USAGE = 2  # the user's input or flags are wrong
+EXIT_INTERNAL = 3  # a bug in sgcli
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where in a user's file something is: 1-based line and column, where known."""
+
+    path: str | None = None
+    line: int | None = None
+    col: int | None = None
+
+    def __str__(self) -> str:
+        parts = [self.path or "<input>"]
+        if self.line is not None:
+            parts.append(str(self.line))
+            if self.col is not None:
+                parts.append(str(self.col))
+        return ":".join(parts)
+
+
+class SgcliError(Exception):
+    """Base for errors sgcli raises on purpose."""
+
+    exit_code = EXIT_INTERNAL
+
+
+class UserError(SgcliError):
+    """Bad input: printed as `error: <where>: <message>` plus an optional hint, exit 2."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str, *, location: Location | None = None, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.location = location
+        self.hint = hint
+
+    def render(self) -> str:
+        where = f"{self.location}: " if self.location else ""
+        text = f"error: {where}{self.message}"
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+
+class UnsupportedError(UserError):
+    """A backend was asked for something it cannot do; names who can."""
+
+    def __init__(self, backend: str, what: str, alternatives: list[str]):
+        alt = ", ".join(alternatives) if alternatives else "no installed backend"
+        super().__init__(
+            f"backend '{backend}' does not support {what}",
+            hint=f"backends that do: {alt} (choose with --backend)",
+        )
+        self.backend = backend
+        self.what = what
+        self.alternatives = alternatives
+
+
+def offset_to_line_col(text: str, offset: int) -> tuple[int, int]:
+    """1-based (line, column) of a character offset in `text`."""
+    offset = max(0, min(offset, len(text)))
+    line = text.count("\n", 0, offset) + 1
+    col = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return line, col

@@ -1,0 +1,160 @@
+"""Reading constraints from files, stdin and flags into a `ConstraintSpec`.
+
+Everything that can be wrong with the user's input is caught here, with the file and
+position, before any backend or model is touched.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from sgcli.errors import Location, UserError
+from sgcli.jsonpos import locate
+from sgcli.spec import EXTENSION_KINDS, ConstraintSpec, JsonOptions, Kind, parse_json
+
+LIBRARY_DIR = Path(__file__).resolve().parent.parent / "grammars"
+
+
+def read_text(path: str, *, what: str = "file") -> tuple[str, str]:
+    """(text, origin) of a path, or of stdin for '-'."""
+    if path == "-":
+        return sys.stdin.read(), "<stdin>"
+    p = Path(path).expanduser()
+    try:
+        return p.read_text(encoding="utf-8"), str(path)
+    except FileNotFoundError:
+        raise UserError(f"{what} not found: {path}", hint="check the path") from None
+    except IsADirectoryError:
+        raise UserError(f"{what} is a directory, not a file: {path}") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{what} is not UTF-8 text: {path} (byte {exc.start})") from None
+    except OSError as exc:
+        raise UserError(f"cannot read {what} {path}: {exc.strerror}") from None
+
+
+def kind_from_extension(path: str) -> Kind:
+    name = Path(path).name.lower()
+    for ext in sorted(EXTENSION_KINDS, key=len, reverse=True):  # ".llg.json" before ".json"
+        if name.endswith(ext):
+            return EXTENSION_KINDS[ext]
+    suffix = Path(path).suffix.lower()
+    known = ", ".join(sorted(EXTENSION_KINDS))
+    raise UserError(f"cannot tell the grammar kind of {path} from its extension '{suffix or '(none)'}'",
+                    hint=f"use one of {known}, or the explicit flag (--schema, --ebnf, --lark, --regex)")
+
+
+def resolve_library(name: str) -> str:
+    """`@json` -> path of grammars/json.* in the curated library."""
+    matches = sorted(p for p in LIBRARY_DIR.glob(name[1:] + ".*") if p.suffix in EXTENSION_KINDS)
+    if not matches:
+        known = sorted({p.stem for p in LIBRARY_DIR.glob("*") if p.suffix in EXTENSION_KINDS})
+        raise UserError(f"no grammar named {name} in the library", hint="available: " + ", ".join("@" + k for k in known))
+    return str(matches[0])
+
+
+def check_schema(spec: ConstraintSpec) -> None:
+    """Meta-validate a JSON Schema; the error names the offending keyword's position."""
+    import jsonschema
+    from jsonschema.validators import validator_for
+
+    schema = spec.schema()
+    if not isinstance(schema, (dict, bool)):
+        raise UserError(f"a JSON Schema must be an object or a boolean, not {type(schema).__name__}",
+                        location=Location(spec.origin, 1, 1))
+    cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        pos = locate(spec.text, exc.path) or (None, None)
+        where = "/".join(str(p) for p in exc.path) or "(root)"
+        raise UserError(f"invalid JSON Schema at {where}: {exc.message}",
+                        location=Location(spec.origin, *pos),
+                        hint=f"the schema must be valid under {cls.__name__.removesuffix('Validator')}") from None
+
+
+def from_file(path: str, kind: Kind | None = None, json_options: JsonOptions | None = None) -> ConstraintSpec:
+    if path.startswith("@"):
+        path = resolve_library(path)
+    if kind is None:
+        kind = kind_from_extension(path)
+    text, origin = read_text(path, what=f"{kind.label} file")
+    if kind is Kind.REGEX:
+        text = text.rstrip("\n")
+    spec = ConstraintSpec(kind, text, origin, json_options=json_options or JsonOptions())
+    if kind is Kind.JSON_SCHEMA:
+        check_schema(spec)
+    if kind is Kind.STRUCTURAL_TAG:
+        parse_json(text, origin)
+    return spec
+
+
+def from_pydantic(target: str, json_options: JsonOptions | None = None) -> ConstraintSpec:
+    """`module:Class` (module importable or a .py path) -> its model_json_schema()."""
+    if ":" not in target:
+        raise UserError(f"--pydantic expects module:Class, got '{target}'", hint="e.g. --pydantic myapp.models:Answer")
+    module_name, _, cls_name = target.rpartition(":")
+    try:
+        if module_name.endswith(".py"):
+            spec_ = importlib.util.spec_from_file_location(Path(module_name).stem, module_name)
+            if spec_ is None or not Path(module_name).is_file():
+                raise ImportError(f"no file {module_name}")
+            module = importlib.util.module_from_spec(spec_)
+            spec_.loader.exec_module(module)
+        else:
+            sys.path.insert(0, str(Path.cwd()))
+            module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UserError(f"cannot import {module_name}: {exc}", hint="run from the folder holding the module, or pass a .py path") from None
+    except Exception as exc:
+        raise UserError(f"importing {module_name} failed: {type(exc).__name__}: {exc}") from None
+    cls = getattr(module, cls_name, None)
+    if cls is None or not hasattr(cls, "model_json_schema"):
+        raise UserError(f"{target} is not a pydantic model class", hint="it must have model_json_schema()")
+    text = json.dumps(cls.model_json_schema(), indent=2)
+    return ConstraintSpec(Kind.JSON_SCHEMA, text, target, json_options=json_options or JsonOptions())
+
+
+def from_flags(*, schema: str | None = None, pydantic: str | None = None, regex: str | None = None,
+               ebnf: str | None = None, lark: str | None = None, choice: list[str] | None = None,
+               grammar: str | None = None, structural_tag: str | None = None,
+               json_options: JsonOptions | None = None, required: bool = True) -> ConstraintSpec:
+    """Exactly one constraint flag -> a spec. Two flags, or none when required: exit 2."""
+    given = {
+        "--schema": schema, "--pydantic": pydantic, "--regex": regex, "--ebnf": ebnf, "--lark": lark,
+        "--choice": choice or None, "--grammar": grammar, "--structural-tag": structural_tag,
+    }
+    present = [flag for flag, value in given.items() if value is not None]
+    if len(present) > 1:
+        raise UserError(f"{present[0]} and {present[1]} both given; a generation takes exactly one constraint",
+                        hint="keep one of " + ", ".join(present))
+    if not present:
+        if required:
+            raise UserError("no constraint given",
+                            hint="pass one of --schema, --pydantic, --regex, --ebnf, --lark, --choice, --grammar, --structural-tag "
+                                 "(or --backend none for free text)")
+        return ConstraintSpec(Kind.NONE, "", None)
+    opts = json_options or JsonOptions()
+    flag = present[0]
+    if flag == "--schema":
+        return from_file(schema, Kind.JSON_SCHEMA, opts)
+    if flag == "--pydantic":
+        return from_pydantic(pydantic, opts)
+    if flag == "--regex":
+        if regex == "":
+            raise UserError("--regex is empty", hint="give a pattern, e.g. --regex '(yes|no)'")
+        return ConstraintSpec(Kind.REGEX, regex, "--regex")
+    if flag == "--ebnf":
+        return from_file(ebnf, Kind.EBNF)
+    if flag == "--lark":
+        return from_file(lark, Kind.LARK)
+    if flag == "--structural-tag":
+        return from_file(structural_tag, Kind.STRUCTURAL_TAG)
+    if flag == "--choice":
+        if any(c == "" for c in choice):
+            raise UserError("--choice values must not be empty")
+        return ConstraintSpec(Kind.CHOICE, "\n".join(choice), "--choice", choices=tuple(choice))
+    return from_file(grammar, None, opts)

@@ -1,0 +1,121 @@
+"""The one description of a constraint that flows from the CLI to every backend.
+
+A `ConstraintSpec` says *what* to enforce (kind + text) and *where it came from*
+(origin, for error messages); `JsonOptions` carries the JSON-formatting knobs that
+backends map to their own equivalents. Backends never see CLI flags.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field
+
+from sgcli.errors import Location, UserError
+
+
+class Kind(str, enum.Enum):
+    JSON_SCHEMA = "json_schema"
+    REGEX = "regex"
+    EBNF = "ebnf"  # GBNF / xgrammar EBNF
+    LARK = "lark"
+    CHOICE = "choice"
+    STRUCTURAL_TAG = "structural_tag"
+    LLGUIDANCE = "llguidance"  # llguidance's top-level grammar JSON: {"grammars": [...]}
+    NONE = "none"  # unconstrained
+
+    @property
+    def label(self) -> str:
+        return _LABELS[self]
+
+
+_LABELS = {
+    Kind.JSON_SCHEMA: "JSON Schema",
+    Kind.REGEX: "regex",
+    Kind.EBNF: "EBNF/GBNF",
+    Kind.LARK: "Lark",
+    Kind.CHOICE: "choice",
+    Kind.STRUCTURAL_TAG: "structural tags",
+    Kind.LLGUIDANCE: "llguidance top-level grammar",
+    Kind.NONE: "unconstrained",
+}
+
+# File extension -> kind, for `--grammar FILE` and the grammar-development commands.
+EXTENSION_KINDS = {
+    ".json": Kind.JSON_SCHEMA,
+    ".ebnf": Kind.EBNF,
+    ".gbnf": Kind.EBNF,
+    ".lark": Kind.LARK,
+    ".regex": Kind.REGEX,
+    ".llg.json": Kind.LLGUIDANCE,
+    ".re": Kind.REGEX,
+}
+
+
+@dataclass(frozen=True)
+class JsonOptions:
+    """How JSON may be laid out. `None` means: the backend's default."""
+
+    whitespace: str = "flexible"  # "flexible" | "compact"
+    whitespace_pattern: str | None = None
+    indent: int | None = None
+    max_whitespace: int | None = None
+    strict_properties: bool = False
+
+    def describe(self) -> str:
+        parts = [self.whitespace]
+        if self.indent is not None:
+            parts.append(f"indent={self.indent}")
+        if self.whitespace_pattern is not None:
+            parts.append(f"pattern={self.whitespace_pattern!r}")
+        if self.max_whitespace is not None:
+            parts.append(f"max_ws={self.max_whitespace}")
+        if self.strict_properties:
+            parts.append("strict")
+        return ",".join(parts)
+
+
+@dataclass(frozen=True)
+class ConstraintSpec:
+    """A constraint of kind `kind` with text `text`, read from `origin`."""
+
+    kind: Kind
+    text: str = ""
+    origin: str | None = None  # file path, "<stdin>", "--regex", ...
+    choices: tuple[str, ...] = ()
+    # Named sub-grammars a Lark grammar refers to as `@name` (e.g. a JSON Schema).
+    subgrammars: tuple[tuple[str, "ConstraintSpec"], ...] = ()
+    json_options: JsonOptions = field(default_factory=JsonOptions)
+
+    @property
+    def name(self) -> str:
+        return self.origin or f"<{self.kind.value}>"
+
+    def schema(self) -> dict | bool:
+        """The parsed JSON Schema (kind JSON_SCHEMA only); raises a positioned UserError."""
+        return parse_json(self.text, self.origin)
+
+    def as_regex(self) -> str:
+        """A regex equivalent, for kinds that have one (choice -> alternation)."""
+        if self.kind is Kind.REGEX:
+            return self.text
+        if self.kind is Kind.CHOICE:
+            return "|".join(_regex_escape(c) for c in self.choices)
+        raise ValueError(f"{self.kind.label} has no regex form")
+
+
+def parse_json(text: str, origin: str | None):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(
+            f"invalid JSON: {exc.msg}",
+            location=Location(origin, exc.lineno, exc.colno),
+            hint="fix the JSON syntax at that position",
+        ) from None
+
+
+def _regex_escape(s: str) -> str:
+    """Escape for the regex dialect every backend shares (no `re.escape` quirks like '\\ ')."""
+    special = set("\\.^$|?*+()[]{}/")
+    return "".join("\\" + ch if ch in special else ch for ch in s)

@@ -1,0 +1,41 @@
+"""The tokenizer sgcli works with: a `Vocab`, an encoder and the chat templates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from sgcli.templates import ChatTemplate, render, select_template
+from sgcli.tokenizers.vocab import Vocab
+
+
+@dataclass(eq=False)
+class Tokenizer:
+    vocab: Vocab
+    name: str
+    encode_fn: Callable[[str], list[int]]
+    raw_chat_template: Any = None  # str | list | dict | None, as in tokenizer_config.json
+    special_tokens: dict[str, str] = field(default_factory=dict)  # bos_token -> "<s>", ...
+    add_bos: bool = False  # whether a raw prompt starts with BOS
+
+    def encode(self, text: str) -> list[int]:
+        return self.encode_fn(text)
+
+    def template(self, name: str | None = None) -> ChatTemplate | None:
+        return select_template(self.raw_chat_template, name, origin=self.name)
+
+    def render_chat(self, messages: list[dict], *, template_name: str | None = None,
+                    add_generation_prompt: bool = True) -> tuple[str, ChatTemplate | None]:
+        """The prompt text for `messages`; (text, None) when the tokenizer has no template."""
+        tpl = self.template(template_name)
+        if tpl is None:
+            return "\n".join(str(m.get("content", "")) for m in messages), None
+        return render(tpl, messages, add_generation_prompt=add_generation_prompt,
+                      special_tokens=self.special_tokens), tpl
+
+    def prompt_ids(self, text: str, *, templated: bool) -> list[int]:
+        """Ids for a rendered prompt. Templates write BOS themselves; raw prompts get it if the model wants one."""
+        ids = self.encode(text)
+        if not templated and self.add_bos and self.vocab.bos_id is not None and ids[:1] != [self.vocab.bos_id]:
+            ids = [self.vocab.bos_id] + ids
+        return ids

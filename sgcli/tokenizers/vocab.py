@@ -1,0 +1,101 @@
+"""One vocabulary type that every backend is fed from.
+
+Backends disagree about how to read a tokenizer (decoded text, byte-level unicode,
+`<0x41>` byte-fallback pieces). sgcli resolves that once: a `Vocab` holds the exact
+bytes each token id produces, which ids are special, and which ids stop generation.
+Adapters build their own tokenizer objects from these bytes and never from
+`get_vocab()` keyed by decoded text, where distinct ids collapse.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+BYTE_LEVEL = "byte_level"  # GPT-2 style: bytes mapped to printable unicode
+BYTE_FALLBACK = "byte_fallback"  # SentencePiece: '▁' for space, <0xNN> byte pieces
+RAW = "raw"  # pieces are the bytes themselves (tiktoken, Tekken)
+
+
+@dataclass(eq=False)
+class Vocab:
+    """The bytes of every token id, plus what a grammar matcher must know about ids."""
+
+    tokens: list[bytes]  # index = token id; a special token holds its text's bytes
+    special_ids: frozenset[int]
+    stop_ids: tuple[int, ...]
+    vocab_type: str
+    source: str
+    eos_id: int | None = None
+    bos_id: int | None = None
+    add_prefix_space: bool = False
+    # Tokenizes text into ids the way the model's tokenizer does (needed by llguidance
+    # and by the dry-run tools); None where only the vocabulary is known.
+    encode: Callable[[str], list[int]] | None = field(default=None, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def size(self) -> int:
+        return len(self.tokens)
+
+    def padded(self, size: int) -> "Vocab":
+        """The same vocabulary widened to a model's logits width (extra ids are special and empty)."""
+        if size <= len(self.tokens):
+            return self
+        extra = range(len(self.tokens), size)
+        return Vocab(
+            tokens=self.tokens + [b""] * len(extra),
+            special_ids=self.special_ids | frozenset(extra),
+            stop_ids=self.stop_ids,
+            vocab_type=self.vocab_type,
+            source=self.source,
+            eos_id=self.eos_id,
+            bos_id=self.bos_id,
+            add_prefix_space=self.add_prefix_space,
+            encode=self.encode,
+        )
+
+    def piece(self, token_id: int) -> bytes:
+        return self.tokens[token_id]
+
+    def text_of(self, ids: Sequence[int], *, skip_special: bool = True) -> str:
+        data = b"".join(self.tokens[i] for i in ids if not (skip_special and i in self.special_ids))
+        return data.decode("utf-8", errors="replace")
+
+    def ordinary_ids(self) -> list[int]:
+        return [i for i in range(len(self.tokens)) if i not in self.special_ids]
+
+    def byte_collisions(self) -> dict[bytes, list[int]]:
+        """Ordinary ids sharing identical bytes (each group is one ambiguity for a backend)."""
+        groups: dict[bytes, list[int]] = defaultdict(list)
+        for i in self.ordinary_ids():
+            groups[self.tokens[i]].append(i)
+        return {b: ids for b, ids in groups.items() if len(ids) > 1}
+
+    def reachable_bytes(self) -> set[int]:
+        """Byte values that some single-byte ordinary token produces."""
+        return {self.tokens[i][0] for i in self.ordinary_ids() if len(self.tokens[i]) == 1}
+
+
+class IncrementalDetokenizer:
+    """Turns a token stream into text without ever splitting a UTF-8 character.
+
+    Bytes of a character cut across tokens are held back until the character is
+    whole, so a stream never shows a replacement character for valid UTF-8.
+    """
+
+    def __init__(self, vocab: Vocab):
+        self._vocab = vocab
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def feed(self, token_id: int) -> str:
+        if token_id in self._vocab.special_ids or token_id >= len(self._vocab.tokens):
+            return ""
+        return self._decoder.decode(self._vocab.tokens[token_id])
+
+    def flush(self) -> str:
+        return self._decoder.decode(b"", final=True)
