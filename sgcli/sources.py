@@ -82,6 +82,9 @@ def from_file(path: str, kind: Kind | None = None, json_options: JsonOptions | N
     if kind is None:
         kind = kind_from_extension(path)
     text, origin = read_text(path, what=f"{kind.label} file")
+    if not text.strip():
+        raise UserError(f"{kind.label} file {origin} is empty", location=Location(origin, 1, 1),
+                        hint=f"put the {kind.label} text in the file")
     if kind is Kind.REGEX:
         text = text.rstrip("\n")
     spec = ConstraintSpec(kind, text, origin, json_options=json_options or JsonOptions())
