@@ -153,7 +153,7 @@ def from_flags(*, schema: str | None = None, pydantic: str | None = None, regex:
     if flag == "--ebnf":
         return from_file(ebnf, Kind.EBNF)
     if flag == "--lark":
-        return from_file(lark, Kind.LARK)
+        return from_file(lark, Kind.LARK, opts)
     if flag == "--structural-tag":
         return from_file(structural_tag, Kind.STRUCTURAL_TAG)
     if flag == "--choice":
@@ -161,3 +161,27 @@ def from_flags(*, schema: str | None = None, pydantic: str | None = None, regex:
             raise UserError("--choice values must not be empty")
         return ConstraintSpec(Kind.CHOICE, "\n".join(choice), "--choice", choices=tuple(choice))
     return from_file(grammar, None, opts)
+
+
+def with_subgrammars(spec: ConstraintSpec, subs: list[str]) -> ConstraintSpec:
+    """Attach `--sub name=file` sub-grammars (JSON Schema or Lark) that a Lark grammar refers to as `@name`."""
+    import dataclasses
+
+    if not subs:
+        return spec
+    if spec.kind is not Kind.LARK:
+        raise UserError(f"--sub needs a Lark grammar (--lark), not {spec.kind.label}",
+                        hint="write the top grammar in Lark and refer to each sub-grammar as @name")
+    parsed = []
+    for item in subs:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path or not name.replace("_", "").isalnum():
+            raise UserError(f"--sub expects name=file, got '{item}'", hint="e.g. --sub myobj=answer.schema.json")
+        if f"@{name}" not in spec.text:
+            raise UserError(f"--sub {name}: the grammar never refers to @{name}", location=Location(spec.origin),
+                            hint=f"use @{name} in the Lark grammar, or drop this --sub")
+        sub = from_file(path, None, spec.json_options)
+        if sub.kind not in (Kind.JSON_SCHEMA, Kind.LARK):
+            raise UserError(f"--sub {name}: sub-grammars must be JSON Schema or Lark, not {sub.kind.label}")
+        parsed.append((name, sub))
+    return dataclasses.replace(spec, subgrammars=tuple(parsed))

@@ -37,6 +37,7 @@ def generate(
     choice: co.ChoiceOpt = None,
     grammar: co.GrammarOpt = None,
     structural_tag: co.StructuralTagOpt = None,
+    sub: Annotated[Optional[list[str]], typer.Option("--sub", help="name=FILE: a JSON Schema or Lark sub-grammar the Lark grammar uses as @name; repeatable.", rich_help_panel="Constraint")] = None,
     backend: Annotated[str, typer.Option("--backend", "-b", help="Grammar backend (see `sgcli backends`); 'none' = unconstrained.")] = "xgrammar",
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Hugging Face id, local folder, or .gguf file. Default: the embedded SmolLM2-135M-Instruct.", rich_help_panel="Model")] = None,
     device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda.", rich_help_panel="Model")] = "auto",
@@ -50,6 +51,8 @@ def generate(
     system: Annotated[Optional[str], typer.Option("--system", help="System message for the chat template.", rich_help_panel="Prompt")] = None,
     raw: Annotated[bool, typer.Option("--raw", help="Send the prompt as is, without the chat template.", rich_help_panel="Prompt")] = False,
     template_name: Annotated[Optional[str], typer.Option("--template-name", help="Which named chat template to use.", rich_help_panel="Prompt")] = None,
+    reasoning: Annotated[bool, typer.Option("--reasoning", help="Let a reasoning model think freely; constrain only the answer after --think-end.", rich_help_panel="Prompt")] = False,
+    think_end: Annotated[str, typer.Option("--think-end", help="End-of-thinking marker for --reasoning.", rich_help_panel="Prompt")] = "</think>",
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON record per generation instead of the text.", rich_help_panel="Output")] = False,
     input_file: Annotated[Optional[str], typer.Option("--input", "-i", help="JSONL of {id, prompt} or {id, messages} ('-' = stdin).", rich_help_panel="Output")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write records here instead of stdout.", rich_help_panel="Output")] = None,
@@ -70,12 +73,15 @@ def generate(
     from sgcli.engine.session import PromptOptions, Request
     from sgcli.engine.sampling import SamplingParams
     from sgcli.models import resolve_model
-    from sgcli.sources import read_text
+    from sgcli.sources import read_text, with_subgrammars
 
     spec = co.build_spec(schema=schema, pydantic=pydantic, regex=regex, ebnf=ebnf, lark=lark, choice=choice,
                          grammar=grammar, structural_tag=structural_tag, json_whitespace=json_whitespace,
                          whitespace_pattern=whitespace_pattern, indent=indent, max_whitespace=max_whitespace,
                          strict_properties=strict_properties, required=backend != "none")
+    spec = with_subgrammars(spec, sub or [])
+    if not think_end:
+        raise UserError("--think-end must not be empty")
     if max_tokens < 1:
         raise UserError("--max-tokens must be at least 1")
     if not 0 < top_p <= 1:
@@ -111,7 +117,8 @@ def generate(
         where = f" (at {w.pointer})" if w.pointer else ""
         err.print(f"[yellow]warning[/]: {compiled.backend}: {w.message}{where}")
     session = Session(lm, tokenizer, compiled, SamplingParams(temperature, top_p, top_k, seed), max_tokens,
-                      tuple(stop or ()), PromptOptions(system, raw, template_name), fallbacks=fallbacks)
+                      tuple(stop or ()), PromptOptions(system, raw, template_name), fallbacks=fallbacks,
+                      think_end=think_end if reasoning else None)
 
     sink = output.open("w", encoding="utf-8") if output else sys.stdout
     all_valid = True
@@ -153,6 +160,9 @@ def _run_one(session, request, *, json_out: bool, sink, quiet: bool) -> bool:
             for notice in event.notices:
                 err.print(f"[cyan]note[/]: {notice}")
         elif not json_out and event.text:
+            if event.phase == "reasoning":
+                err.print(event.text, end="", style="dim", markup=False)
+                continue
             sink.write(event.text)
             sink.flush()
     assert record is not None

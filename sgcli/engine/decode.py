@@ -24,6 +24,7 @@ from sgcli.tokenizers.vocab import IncrementalDetokenizer
 class TokenEvent:
     token_id: int
     text: str  # newly visible text (may be empty)
+    phase: str = "output"  # "reasoning" while a reasoning model thinks freely, then "output"
 
 
 @dataclass
@@ -37,6 +38,7 @@ class Finished:
     mask_s: list[float] = field(default_factory=list)  # per generated token
     grammar_complete: bool = False
     error: str | None = None
+    reasoning: str | None = None  # free text before the end-of-thinking marker (reasoning mode)
 
     @property
     def completion_tokens(self) -> int:
@@ -63,6 +65,12 @@ def _held_back(text: str, stops: Sequence[str]) -> int:
     return hold
 
 
+def _clear_bits(bitmask: np.ndarray, ids) -> None:
+    for i in ids:
+        if i // 32 < bitmask.size:
+            bitmask[i // 32] &= np.int32(~np.uint32(1 << (i % 32)).view(np.int32))
+
+
 def cache_keyword(model) -> str:
     """transformers renamed `past_key_values` to `cache`; use whichever this version takes."""
     import inspect
@@ -72,7 +80,14 @@ def cache_keyword(model) -> str:
 
 
 def decode(lm: LoadedModel, prompt_ids: list[int], compiled: Compiled, *, params: SamplingParams,
-           max_tokens: int, stop: Sequence[str] = ()) -> Iterator[TokenEvent | Finished]:
+           max_tokens: int, stop: Sequence[str] = (), min_tokens: int = 0,
+           think_end: str | None = None) -> Iterator[TokenEvent | Finished]:
+    """Decode up to `max_tokens`; stop tokens are masked out until `min_tokens` are generated.
+
+    With `think_end` (reasoning models), the model first thinks freely; the constraint
+    applies from the end-of-thinking marker on. Text after the marker inside the same
+    token was not constrained, so it stays in `reasoning`, never in the output.
+    """
     model = lm.model
     vocab = compiled.vocab
     stop_ids = set(vocab.stop_ids)
@@ -86,6 +101,8 @@ def decode(lm: LoadedModel, prompt_ids: list[int], compiled: Compiled, *, params
         generator.manual_seed(params.seed if params.seed is not None else int(time.time_ns() % 2**31))
 
     text, emitted = "", 0
+    thinking, reasoning = think_end is not None, ""
+    think_detok = IncrementalDetokenizer(vocab)
     ids: list[int] = []
     mask_s: list[float] = []
     first_token_s = None
@@ -100,7 +117,12 @@ def decode(lm: LoadedModel, prompt_ids: list[int], compiled: Compiled, *, params
             past = getattr(out, cache_kw)
             logits = out.logits[0, -1].float()
             t = time.perf_counter()
-            matcher.fill_mask(bitmask)
+            if thinking:
+                bitmask.fill(-1)
+            else:
+                matcher.fill_mask(bitmask)
+            if len(ids) < min_tokens:
+                _clear_bits(bitmask, stop_ids)
             masker.apply(logits, bitmask)
             mask_s.append(time.perf_counter() - t)
             if not torch.isfinite(logits).any():
@@ -109,6 +131,20 @@ def decode(lm: LoadedModel, prompt_ids: list[int], compiled: Compiled, *, params
             token = sample(logits, params, generator)
             if first_token_s is None:
                 first_token_s = time.perf_counter() - start
+            if thinking:
+                if token in stop_ids:
+                    reason, error = "stop", f"the model stopped before the end-of-thinking marker {think_end!r}"
+                    break
+                ids.append(token)
+                piece = think_detok.feed(token)
+                reasoning += piece
+                yield TokenEvent(token, piece, phase="reasoning")
+                if think_end in reasoning:
+                    thinking = False
+                    head, _, tail = reasoning.partition(think_end)
+                    reasoning = head + (think_end + tail if tail.strip() else "")
+                inputs = torch.tensor([[token]], device=lm.device)
+                continue
             if not matcher.accept(token):
                 reason, error = "error", matcher.error or f"backend rejected token {token} that its own mask allowed"
                 break
@@ -136,4 +172,5 @@ def decode(lm: LoadedModel, prompt_ids: list[int], compiled: Compiled, *, params
     if len(text) > emitted:
         yield TokenEvent(ids[-1] if ids else -1, text[emitted:])
     yield Finished(reason, text, ids, len(prompt_ids), first_token_s, time.perf_counter() - start,
-                   mask_s, grammar_complete=matcher.can_stop() or matcher.is_terminated(), error=error)
+                   mask_s, grammar_complete=not thinking and (matcher.can_stop() or matcher.is_terminated()),
+                   error=error, reasoning=reasoning if think_end is not None else None)

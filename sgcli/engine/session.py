@@ -49,6 +49,7 @@ class Session:
     stop: tuple[str, ...] = ()
     prompt_options: PromptOptions = field(default_factory=PromptOptions)
     fallbacks: list[dict] = field(default_factory=list)  # backends `auto` skipped, and why
+    think_end: str | None = None  # reasoning mode: constrain only after this marker
 
     def render(self, req: Request) -> tuple[str, list[int], list[str]]:
         """(prompt text, prompt ids, notices)."""
@@ -70,7 +71,7 @@ class Session:
         text, ids, notices = self.render(req)
         finished: Finished | None = None
         for event in decode(self.lm, ids, self.compiled, params=self.params,
-                            max_tokens=self.max_tokens, stop=self.stop):
+                            max_tokens=self.max_tokens, stop=self.stop, think_end=self.think_end):
             if isinstance(event, Finished):
                 finished = event
             else:
@@ -85,7 +86,7 @@ class Session:
         if f.error and f.error not in errors:
             errors.insert(0, f.error)
         mask_ms = sorted(s * 1000 for s in f.mask_s)
-        return {
+        record = {
             "id": req.id,
             "prompt": req.prompt if req.messages is None else req.messages,
             "output": f.output,
@@ -104,5 +105,9 @@ class Session:
                 "first_token_s": None if f.first_token_s is None else round(f.first_token_s, 4),
                 "tokens_per_s": None if f.tokens_per_s is None else round(f.tokens_per_s, 2),
                 "mask_ms_p50": round(mask_ms[len(mask_ms) // 2], 4) if mask_ms else None,
+                "mask_ms_p99": round(mask_ms[min(len(mask_ms) - 1, int(len(mask_ms) * 0.99))], 4) if mask_ms else None,
             },
         }
+        if self.think_end is not None:
+            record["reasoning"] = f.reasoning
+        return record
