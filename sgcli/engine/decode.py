@@ -123,9 +123,9 @@ def decode(lm: LoadedModel, prompt_ids: list[int], compiled: Compiled, *, params
                 matcher.fill_mask(bitmask)
             if len(ids) < min_tokens:
                 _clear_bits(bitmask, stop_ids)
-            masker.apply(logits, bitmask)
+            any_allowed = masker.apply(logits, bitmask)
             mask_s.append(time.perf_counter() - t)
-            if not torch.isfinite(logits).any():
+            if not any_allowed:
                 reason, error = "error", matcher.error or "the grammar allows no next token"
                 break
             token = sample(logits, params, generator)
