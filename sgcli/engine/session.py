@@ -53,19 +53,15 @@ class Session:
 
     def render(self, req: Request) -> tuple[str, list[int], list[str]]:
         """(prompt text, prompt ids, notices)."""
-        notices: list[str] = []
         opts = self.prompt_options
         if opts.raw and req.messages is None:
             text = req.prompt or ""
-            return text, self.tokenizer.prompt_ids(text, templated=False), notices
+            return text, self.tokenizer.prompt_ids(text, templated=False), []
         messages = list(req.messages or [{"role": "user", "content": req.prompt or ""}])
         if opts.system is not None and not any(m.get("role") == "system" for m in messages):
             messages.insert(0, {"role": "system", "content": opts.system})
-        text, template = self.tokenizer.render_chat(messages, template_name=opts.template_name)
-        if template is None:
-            notices.append(f"{self.tokenizer.name} has no chat template: the prompt is sent as is")
-            return text, self.tokenizer.prompt_ids(text, templated=False), notices
-        return text, self.tokenizer.prompt_ids(text, templated=True), notices
+        rendered = self.tokenizer.render_prompt(messages, template_name=opts.template_name)
+        return rendered.text, rendered.ids, list(rendered.notices)
 
     def stream(self, req: Request) -> Iterator[TokenEvent | Done]:
         text, ids, notices = self.render(req)

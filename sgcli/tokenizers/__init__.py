@@ -16,7 +16,9 @@ _loaded: dict[str, Tokenizer] = {}
 
 
 def load_tokenizer(ref: str | None, *, progress: Callable[[str], None] | None = None) -> Tokenizer:
-    """Load a tokenizer from a model reference, a tokenizer.json, a .gguf or a `mistral:` name."""
+    """A tokenizer from: None/"default" (the embedded model), a Hugging Face id or folder, a
+    tokenizer.json / tokenizer_config.json / tekken.json / SentencePiece .model file, a .gguf,
+    or `mistral:NAME`. Loaded once per process; a source that cannot be read is a UserError."""
     key = ref or "default"
     if key not in _loaded:
         _loaded[key] = _load(ref, progress)
@@ -24,29 +26,70 @@ def load_tokenizer(ref: str | None, *, progress: Callable[[str], None] | None = 
 
 
 def _load(ref: str | None, progress) -> Tokenizer:
-    from sgcli.tokenizers.gguf import cached_tokenizer_dir
-    from sgcli.tokenizers.hf import load_tokenizer_json
-
     if ref and ref.startswith("mistral:"):
         from sgcli.tokenizers.mistral import load_mistral
 
         return load_mistral(ref)
-    if ref and Path(ref).name == "tokenizer.json":
-        p = Path(ref).expanduser()
-        if not p.is_file():
-            raise UserError(f"tokenizer file not found: {ref}")
-        return load_tokenizer_json(p)
-    model = resolve_model(ref)
-    if model.kind == "gguf":
-        folder = cached_tokenizer_dir(model.path, progress)
-        return load_tokenizer_json(folder / "tokenizer.json", name=model.display)
-    if model.kind == "dir":
-        tj = model.path / "tokenizer.json"
-        if not tj.is_file():
-            raise UserError(f"{model.location} has no tokenizer.json",
-                            hint="sgcli reads fast (tokenizer.json) tokenizers; convert it with transformers first")
-        return load_tokenizer_json(tj, name=model.display)
-    return load_tokenizer_json(_hub_file(model.location, "tokenizer.json"), name=model.display)
+    path = Path(ref).expanduser() if ref and ref != "default" else None
+    try:
+        if path is not None and path.is_dir():
+            return _load_folder(path, name=path.name or str(path))
+        if path is not None and path.is_file() and path.suffix != ".gguf":
+            return _load_file(path)
+        model = resolve_model(ref)
+        if model.kind == "gguf":
+            from sgcli.tokenizers.gguf import cached_tokenizer_dir
+
+            folder = cached_tokenizer_dir(model.path, progress)
+            return _load_folder(folder, name=model.display)
+        from sgcli.tokenizers.hf import load_tokenizer_json
+
+        return load_tokenizer_json(_hub_file(model.location, "tokenizer.json"), name=model.display)
+    except UserError:
+        raise
+    except (OSError, ValueError, RuntimeError, KeyError, ImportError) as exc:  # a library refused the files
+        raise UserError(f"cannot build a vocabulary for tokenizer '{ref or 'default'}': {type(exc).__name__}: {exc}",
+                        hint="pass a tokenizer.json, a folder holding one, a .gguf or mistral:NAME") from None
+
+
+def _load_file(path: Path) -> Tokenizer:
+    """tokenizer.json, tokenizer_config.json (its folder), tekken.json, or a SentencePiece .model."""
+    if path.name == "tokenizer_config.json":
+        return _load_folder(path.parent, name=str(path.parent))
+    if path.name.startswith("tekken") and path.suffix == ".json":
+        from sgcli.tokenizers.mistral import load_tekken
+
+        return load_tekken(path, str(path))
+    if path.suffix == ".model":
+        from sgcli.tokenizers.spm import load_spm_tokenizer
+
+        return load_spm_tokenizer(path, name=str(path))
+    if path.suffix == ".json":
+        from sgcli.tokenizers.hf import load_tokenizer_json
+
+        return load_tokenizer_json(path)
+    raise UserError(f"{path} is not a tokenizer file sgcli reads",
+                    hint="tokenizer.json, tekken.json, a SentencePiece .model, a .gguf, or a folder holding one")
+
+
+def _load_folder(folder: Path, *, name: str) -> Tokenizer:
+    """A model or tokenizer folder: tokenizer.json first, else tokenizer.model, else tekken.json."""
+    from sgcli.tokenizers.hf import load_tokenizer_json
+
+    if (folder / "tokenizer.json").is_file():
+        return load_tokenizer_json(folder / "tokenizer.json", name=name)
+    if (folder / "tokenizer.model").is_file():
+        from sgcli.tokenizers.hf import folder_chat_template, read_json
+        from sgcli.tokenizers.spm import load_spm_tokenizer
+
+        cfg = read_json(folder / "tokenizer_config.json")
+        return load_spm_tokenizer(folder / "tokenizer.model", name=name, chat_template=folder_chat_template(folder, cfg))
+    if (folder / "tekken.json").is_file():
+        from sgcli.tokenizers.mistral import load_tekken
+
+        return load_tekken(folder / "tekken.json", name)
+    raise UserError(f"{folder} holds no tokenizer (tokenizer.json, tokenizer.model or tekken.json)",
+                    hint="pass the folder a model was saved to, or a tokenizer file")
 
 
 def _hub_file(repo: str, filename: str) -> Path:
@@ -55,7 +98,7 @@ def _hub_file(repo: str, filename: str) -> Path:
         from huggingface_hub import hf_hub_download
 
         path = Path(hf_hub_download(repo, filename))
-        for extra in ("tokenizer_config.json", "chat_template.jinja"):
+        for extra in ("tokenizer_config.json", "chat_template.jinja", "generation_config.json"):
             try:
                 hf_hub_download(repo, extra)
             except Exception:  # optional files

@@ -5,15 +5,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from sgcli.templates import ChatTemplate, render, select_template
+from sgcli.templates import ChatTemplate, raw_prompt, render, select_template
 from sgcli.tokenizers.vocab import Vocab
+
+
+@dataclass(frozen=True)
+class RenderedPrompt:
+    """A chat rendered for the model: its text, its ids, and how the template was chosen."""
+
+    text: str
+    ids: list[int]
+    template: ChatTemplate | None  # None: no template, the raw prompt was used
+    notices: tuple[str, ...] = ()
 
 
 @dataclass(eq=False)
 class Tokenizer:
     vocab: Vocab
     name: str
-    encode_fn: Callable[[str], list[int]]
+    encode_fn: Callable[[str], list[int]]  # prompt encoding (SentencePiece's dummy prefix included)
     raw_chat_template: Any = None  # str | list | dict | None, as in tokenizer_config.json
     special_tokens: dict[str, str] = field(default_factory=dict)  # bos_token -> "<s>", ...
     add_bos: bool = False  # whether a raw prompt starts with BOS
@@ -25,13 +35,13 @@ class Tokenizer:
         return select_template(self.raw_chat_template, name, origin=self.name)
 
     def render_chat(self, messages: list[dict], *, template_name: str | None = None,
-                    add_generation_prompt: bool = True) -> tuple[str, ChatTemplate | None]:
+                    add_generation_prompt: bool = True, tools: list | None = None) -> tuple[str, ChatTemplate | None]:
         """The prompt text for `messages`; (text, None) when the tokenizer has no template."""
         tpl = self.template(template_name)
         if tpl is None:
-            return "\n".join(str(m.get("content", "")) for m in messages), None
+            return raw_prompt(messages), None
         return render(tpl, messages, add_generation_prompt=add_generation_prompt,
-                      special_tokens=self.special_tokens), tpl
+                      special_tokens=self.special_tokens, tools=tools), tpl
 
     def prompt_ids(self, text: str, *, templated: bool) -> list[int]:
         """Ids for a rendered prompt. Templates write BOS themselves; raw prompts get it if the model wants one."""
@@ -39,3 +49,11 @@ class Tokenizer:
         if not templated and self.add_bos and self.vocab.bos_id is not None and ids[:1] != [self.vocab.bos_id]:
             ids = [self.vocab.bos_id] + ids
         return ids
+
+    def render_prompt(self, messages: list[dict], *, template_name: str | None = None,
+                      add_generation_prompt: bool = True, tools: list | None = None) -> RenderedPrompt:
+        """Text and ids exactly as a generation would send them (`template render` shows this)."""
+        text, tpl = self.render_chat(messages, template_name=template_name,
+                                     add_generation_prompt=add_generation_prompt, tools=tools)
+        notices = () if tpl is not None else (f"{self.name} has no chat template: the prompt is sent as is",)
+        return RenderedPrompt(text, self.prompt_ids(text, templated=tpl is not None), tpl, notices)

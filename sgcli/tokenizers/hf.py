@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
+from typing import Any
 
 from sgcli.errors import UserError
 from sgcli.tokenizers.base import Tokenizer
 from sgcli.tokenizers.pieces import byte_fallback_piece, byte_level_piece
 from sgcli.tokenizers.vocab import BYTE_FALLBACK, BYTE_LEVEL, RAW, Vocab
+
+# Names an end-of-sequence token goes by, for tokenizer.json files found without a config.
+_EOS_NAMES = ("</s>", "<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<eos>", "<|end|>")
 
 
 def _decoder_types(spec: dict | None) -> set[str]:
@@ -20,6 +25,7 @@ def _decoder_types(spec: dict | None) -> set[str]:
 
 
 def detect_vocab_type(tokenizer_json: dict) -> str:
+    """Byte-level, byte-fallback or raw, from the decoder (then the vocabulary) rather than the model name."""
     types = _decoder_types(tokenizer_json.get("decoder"))
     if "ByteLevel" in types:
         return BYTE_LEVEL
@@ -27,16 +33,42 @@ def detect_vocab_type(tokenizer_json: dict) -> str:
         return BYTE_FALLBACK
     if "Metaspace" in types or "Replace" in types:
         return BYTE_FALLBACK
+    vocab = tokenizer_json.get("model", {}).get("vocab")
+    if isinstance(vocab, dict) and "<0x0A>" in vocab:
+        return BYTE_FALLBACK
+    if isinstance(vocab, dict) and "\u010a" in vocab and "\u0120" in vocab:  # 'Ċ' and 'Ġ': GPT-2's \n and space
+        return BYTE_LEVEL
     return RAW
+
+
+def _normalizers(tokenizer_json: dict) -> list[dict]:
+    norm = tokenizer_json.get("normalizer") or {}
+    return norm.get("normalizers", []) if norm.get("type") == "Sequence" else [norm]
 
 
 def _add_prefix_space(tokenizer_json: dict) -> bool:
     pre = tokenizer_json.get("pre_tokenizer") or {}
-    if pre.get("type") == "Metaspace" and pre.get("prepend_scheme") in ("always", "first"):
+    pres = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
+    if any(p.get("type") == "Metaspace" and p.get("prepend_scheme", "always") in ("always", "first")
+           and p.get("add_prefix_space", True) for p in pres):
         return True
-    norm = tokenizer_json.get("normalizer") or {}
-    norms = norm.get("normalizers", [norm]) if norm.get("type") == "Sequence" else [norm]
-    return any(n.get("type") == "Prepend" and n.get("prepend") == "\u2581" for n in norms)
+    return any(n.get("type") == "Prepend" and n.get("prepend") == "\u2581" for n in _normalizers(tokenizer_json))
+
+
+def _without_prefix_space(tokenizer_json: dict) -> dict:
+    """The same tokenizer minus SentencePiece's dummy prefix: the continuation encoding."""
+    raw = copy.deepcopy(tokenizer_json)
+    pre = raw.get("pre_tokenizer") or {}
+    for p in pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]:
+        if p.get("type") == "Metaspace":
+            p["prepend_scheme"] = "never"
+            p.pop("add_prefix_space", None)
+    norm = raw.get("normalizer") or {}
+    if norm.get("type") == "Prepend":
+        raw["normalizer"] = None
+    elif norm.get("type") == "Sequence":
+        norm["normalizers"] = [n for n in norm["normalizers"] if n.get("type") != "Prepend"]
+    return raw
 
 
 def _token_str(tok_cfg: dict, key: str) -> str | None:
@@ -46,8 +78,55 @@ def _token_str(tok_cfg: dict, key: str) -> str | None:
     return v if isinstance(v, str) else None
 
 
+def read_json(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read {path}: {exc}") from None
+    return data if isinstance(data, dict) else {}
+
+
+def folder_chat_template(folder: Path, cfg: dict) -> Any:
+    """The chat template(s) of a tokenizer folder, as transformers finds them.
+
+    `chat_template.jinja` and `additional_chat_templates/*.jinja` take priority over
+    `chat_template` in tokenizer_config.json; several become an object of named templates.
+    """
+    named: dict[str, str] = {}
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        named["default"] = jinja.read_text(encoding="utf-8")
+    extra = folder / "additional_chat_templates"
+    if extra.is_dir():
+        named |= {p.stem: p.read_text(encoding="utf-8") for p in sorted(extra.glob("*.jinja"))}
+    if not named:
+        return cfg.get("chat_template")
+    if list(named) == ["default"]:
+        return named["default"]
+    return named
+
+
+def _adds_bos(tokenizer_json: dict, bos: str | None, cfg: dict) -> bool:
+    """Whether encoding a raw prompt starts with BOS (the post-processor decides in fast tokenizers)."""
+    post = tokenizer_json.get("post_processor") or {}
+    posts = post.get("processors", []) if post.get("type") == "Sequence" else [post]
+    for p in posts:
+        if p.get("type") == "TemplateProcessing" and p.get("single"):
+            first = p["single"][0]
+            return bool(bos) and isinstance(first, dict) and first.get("SpecialToken", {}).get("id") == bos
+    return bool(cfg.get("add_bos_token", False))
+
+
+def _generation_stop_ids(folder: Path) -> list[int]:
+    eos = read_json(folder / "generation_config.json").get("eos_token_id")
+    ids = eos if isinstance(eos, list) else [eos]
+    return [i for i in ids if isinstance(i, int)]
+
+
 def load_tokenizer_json(path: Path, *, name: str | None = None, extra_stop_ids: tuple[int, ...] = ()) -> Tokenizer:
-    """A Tokenizer from `tokenizer.json`, with `tokenizer_config.json` and `chat_template.jinja` beside it."""
+    """A Tokenizer from `tokenizer.json`, with `tokenizer_config.json` and chat templates beside it."""
     from tokenizers import Tokenizer as HFTokenizer
 
     try:
@@ -56,8 +135,8 @@ def load_tokenizer_json(path: Path, *, name: str | None = None, extra_stop_ids: 
     except (OSError, ValueError, Exception) as exc:  # the Rust loader raises plain Exception
         raise UserError(f"cannot read tokenizer {path}: {exc}") from None
     folder = path.parent
-    cfg_path = folder / "tokenizer_config.json"
-    cfg = json.loads(cfg_path.read_text(encoding="utf-8")) if cfg_path.is_file() else {}
+    cfg = read_json(folder / "tokenizer_config.json")
+    notes: list[str] = []
 
     vocab_type = detect_vocab_type(raw)
     size = hf.get_vocab_size(with_added_tokens=True)
@@ -68,7 +147,6 @@ def load_tokenizer_json(path: Path, *, name: str | None = None, extra_stop_ids: 
         piece = hf.id_to_token(i)
         if piece is None:
             tokens.append(b"")
-            special_ids.add(i)
         elif i in added:
             tokens.append(piece.encode("utf-8"))
         elif vocab_type == BYTE_LEVEL:
@@ -78,28 +156,37 @@ def load_tokenizer_json(path: Path, *, name: str | None = None, extra_stop_ids: 
             tokens.append(byte_fallback_piece(piece))
         else:
             tokens.append(piece.encode("utf-8"))
+    empty = {i for i, t in enumerate(tokens) if not t and i not in special_ids}
+    if empty:  # an id that writes nothing can only stall a grammar: every backend must see it as special
+        special_ids |= empty
+        notes.append(f"{len(empty)} id(s) without any bytes are treated as special")
 
     specials = {k: _token_str(cfg, k) for k in ("bos_token", "eos_token", "pad_token", "unk_token")}
     specials = {k: v for k, v in specials.items() if v}
+    if "eos_token" not in specials:
+        guess = next((n for n in _EOS_NAMES if hf.token_to_id(n) is not None), None)
+        if guess:
+            specials["eos_token"] = guess
+            notes.append(f"no tokenizer_config.json eos_token: EOS guessed from the token name {guess!r}")
+        else:
+            notes.append("no EOS token known: generation stops only at --max-tokens or a grammar's end")
     eos_id = hf.token_to_id(specials["eos_token"]) if "eos_token" in specials else None
     bos_id = hf.token_to_id(specials["bos_token"]) if "bos_token" in specials else None
-    stop_ids = tuple(dict.fromkeys(([eos_id] if eos_id is not None else []) + list(extra_stop_ids)))
+    stops = ([eos_id] if eos_id is not None else []) + _generation_stop_ids(folder) + list(extra_stop_ids)
+    stop_ids = tuple(i for i in dict.fromkeys(stops) if 0 <= i < size)
 
-    template = cfg.get("chat_template")
-    jinja = folder / "chat_template.jinja"
-    if template is None and jinja.is_file():
-        template = jinja.read_text(encoding="utf-8")
-    templates_dir = folder / "additional_chat_templates"
-    if templates_dir.is_dir():
-        named = {p.stem: p.read_text(encoding="utf-8") for p in sorted(templates_dir.glob("*.jinja"))}
-        if named:
-            template = ({"default": template} if isinstance(template, str) else {}) | named
+    add_prefix = _add_prefix_space(raw)
+    continuation = HFTokenizer.from_str(json.dumps(_without_prefix_space(raw))) if add_prefix else hf
 
     def encode(text: str) -> list[int]:
         return hf.encode(text, add_special_tokens=False).ids
 
+    def encode_continuation(text: str) -> list[int]:
+        return continuation.encode(text, add_special_tokens=False).ids
+
     vocab = Vocab(tokens=tokens, special_ids=frozenset(special_ids), stop_ids=stop_ids,
                   vocab_type=vocab_type, source=str(path), eos_id=eos_id, bos_id=bos_id,
-                  add_prefix_space=_add_prefix_space(raw), encode=encode)
-    return Tokenizer(vocab=vocab, name=name or str(path), encode_fn=encode, raw_chat_template=template,
-                     special_tokens=specials, add_bos=bool(cfg.get("add_bos_token", False)))
+                  add_prefix_space=add_prefix, encode=encode_continuation, notes=tuple(notes))
+    return Tokenizer(vocab=vocab, name=name or str(path), encode_fn=encode,
+                     raw_chat_template=folder_chat_template(folder, cfg), special_tokens=specials,
+                     add_bos=_adds_bos(raw, specials.get("bos_token"), cfg))

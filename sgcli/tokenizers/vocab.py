@@ -31,9 +31,13 @@ class Vocab:
     eos_id: int | None = None
     bos_id: int | None = None
     add_prefix_space: bool = False
-    # Tokenizes text into ids the way the model's tokenizer does (needed by llguidance
-    # and by the dry-run tools); None where only the vocabulary is known.
+    # Tokenizes text into ids the way the model's tokenizer does, as a continuation: the
+    # ids' bytes are exactly the text (no SentencePiece dummy prefix, no special tokens).
+    # Needed by llguidance and the dry-run tools; None where only the vocabulary is known.
     encode: Callable[[str], list[int]] | None = field(default=None, repr=False)
+    # What a reader of `sgcli tokenizer inspect` should know about how this vocabulary
+    # was built (e.g. an EOS guessed from a token's name).
+    notes: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -57,6 +61,7 @@ class Vocab:
             bos_id=self.bos_id,
             add_prefix_space=self.add_prefix_space,
             encode=self.encode,
+            notes=self.notes,
         )
 
     def piece(self, token_id: int) -> bytes:
@@ -75,6 +80,17 @@ class Vocab:
         for i in self.ordinary_ids():
             groups[self.tokens[i]].append(i)
         return {b: ids for b, ids in groups.items() if len(ids) > 1}
+
+    def text_collisions(self) -> dict[str, list[int]]:
+        """Ids sharing one decoded text: what a vocabulary keyed by `get_vocab()`-style text loses.
+
+        Pieces that are not valid UTF-8 on their own (partial characters) all decode
+        to replacement characters, so distinct byte pieces collapse here.
+        """
+        groups: dict[str, list[int]] = defaultdict(list)
+        for i, piece in enumerate(self.tokens):
+            groups[piece.decode("utf-8", errors="replace")].append(i)
+        return {t: ids for t, ids in groups.items() if len(ids) > 1}
 
     def reachable_bytes(self) -> set[int]:
         """Byte values that some single-byte ordinary token produces."""

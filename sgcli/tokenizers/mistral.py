@@ -1,0 +1,105 @@
+"""Mistral tokenizers bundled in `mistral-common`, usable offline: `mistral:tekken`, `mistral:v3`, ...
+
+Tekken (a tiktoken BPE) puts 1000 special tokens before its byte-level vocabulary.
+Its decoded-text vocabulary collapses 1,028 ids (partial UTF-8 pieces all decode to
+replacement characters), so sgcli builds the `Vocab` from exact bytes, as SGLang's
+fix does: ordinary tokens from their byte pieces, special tokens from their text,
+EOS as the stop token. The SentencePiece versions (v1, v2, v3, v7) are read from
+their `.model` files by type (`<0xNN>` byte pieces, `▁` spaces), without the
+sentencepiece package.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import warnings
+from pathlib import Path
+
+from sgcli.errors import UserError
+from sgcli.tokenizers.base import Tokenizer
+from sgcli.tokenizers.vocab import RAW, Vocab
+
+# ref name -> file name pattern inside mistral_common/data
+_FILES = {
+    "tekken": "tekken_240911.json",
+    "tekken-240911": "tekken_240911.json",
+    "tekken-240718": "tekken_240718.json",
+    "v1": "tokenizer.model.v1",
+    "v2": "*.model.v2",
+    "v3": "*.model.v3",
+    "v7": "*.model.v7",
+}
+
+
+def mistral_names() -> list[str]:
+    return [f"mistral:{n}" for n in _FILES]
+
+
+def _data_dir() -> Path:
+    spec = importlib.util.find_spec("mistral_common")
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError("mistral:* tokenizers need the mistral-common package, which is not installed",
+                        hint="pip install mistral-common")
+    return Path(next(iter(spec.submodule_search_locations))) / "data"
+
+
+def tokenizer_file(ref: str) -> Path:
+    """The bundled file behind `mistral:NAME`."""
+    name = ref.split(":", 1)[1].strip().lower()
+    if name not in _FILES:
+        raise UserError(f"unknown Mistral tokenizer '{ref}'", hint="choose one of: " + ", ".join(mistral_names()))
+    data = _data_dir()
+    found = sorted(data.glob(_FILES[name]))
+    if not found:
+        raise UserError(f"mistral-common has no file for {ref} in {data}",
+                        hint="a newer mistral-common may have renamed it; pip install -U mistral-common")
+    return found[-1]
+
+
+def load_mistral(ref: str) -> Tokenizer:
+    path = tokenizer_file(ref)
+    if path.suffix == ".json":
+        return load_tekken(path, ref)
+    from sgcli.tokenizers.spm import load_spm_tokenizer
+
+    return load_spm_tokenizer(path, name=ref)
+
+
+_SPECIAL_NAMES = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}
+
+
+def load_tekken(path: Path, ref: str) -> Tokenizer:
+    """A Tokenizer from a Tekken `tekken.json` file (bundled or from a model folder)."""
+    try:
+        from mistral_common.tokens.tokenizers.base import SpecialTokenPolicy
+        from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+    except ImportError as exc:
+        raise UserError(f"cannot load {ref}: {exc}", hint="pip install mistral-common tiktoken") from None
+    quiet = logging.getLogger("mistral_common")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tk = Tekkenizer.from_file(path)
+    except (AssertionError, ValueError, KeyError, OSError) as exc:
+        raise UserError(f"cannot build a vocabulary from {path} ({ref}): {exc}") from None
+    finally:
+        quiet.setLevel(level)
+
+    special = frozenset(range(tk.num_special_tokens))
+    tokens = [tk.id_to_byte_piece(i, SpecialTokenPolicy.KEEP) for i in range(tk.n_words)]
+    empty = [i for i, t in enumerate(tokens) if not t and i not in special]
+    if empty:
+        raise UserError(f"{ref}: ids {empty[:5]} have no bytes; cannot build a vocabulary")
+
+    def encode(text: str) -> list[int]:
+        return tk.encode(text, bos=False, eos=False)
+
+    vocab = Vocab(tokens=tokens, special_ids=special, stop_ids=(tk.eos_id,), vocab_type=RAW, source=str(path),
+                  eos_id=tk.eos_id, bos_id=tk.bos_id, add_prefix_space=False, encode=encode,
+                  notes=(f"Tekken {tk.version.value}: {tk.num_special_tokens} special ids first, "
+                         "then byte pieces",))
+    return Tokenizer(vocab=vocab, name=ref, encode_fn=encode, raw_chat_template=None,
+                     special_tokens=dict(_SPECIAL_NAMES), add_bos=True)

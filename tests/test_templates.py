@@ -1,0 +1,172 @@
+"""`sgcli template render`: template forms, choice, the raw-prompt fallback, and every error path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+CHATML = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+TOOLS = "TOOLS:{% for m in messages %}{{ m.content }}{% endfor %}"
+HI = [{"role": "user", "content": "Hi"}]
+
+
+@pytest.fixture
+def make_folder(tmp_path, smol_tokenizer):
+    """A tokenizer folder (SmolLM2's tokenizer.json) with the given config and extra files."""
+    count = iter(range(1000))
+
+    def make(chat_template=None, files: dict | None = None, **config) -> Path:
+        folder = tmp_path / f"tok{next(count)}"
+        folder.mkdir()
+        (folder / "tokenizer.json").symlink_to(smol_tokenizer.vocab.source)
+        cfg = {"eos_token": "<|im_end|>", "bos_token": "<|im_start|>", **config}
+        if chat_template is not None:
+            cfg["chat_template"] = chat_template
+        (folder / "tokenizer_config.json").write_text(json.dumps(cfg))
+        for name, text in (files or {}).items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text(text)
+        return folder
+
+    return make
+
+
+@pytest.fixture
+def messages(tmp_path):
+    def write(data, name="messages.json") -> Path:
+        path = tmp_path / name
+        path.write_text(data if isinstance(data, str) else json.dumps(data))
+        return path
+
+    return write
+
+
+def render(run_cli, folder, msgs, *extra):
+    return run_cli("template", "render", "--tokenizer", folder, "--messages", msgs, *extra)
+
+
+def test_string_form(run_cli, make_folder, messages):
+    result = render(run_cli, make_folder(CHATML), messages(HI))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    assert "template: default" in result.stderr and "only chat template" in result.stderr
+
+
+def test_no_generation_prompt(run_cli, make_folder, messages):
+    result = render(run_cli, make_folder(CHATML), messages(HI), "--no-add-generation-prompt")
+    assert result.stdout == "<|im_start|>user\nHi<|im_end|>\n"
+
+
+def test_object_form_uses_default_and_says_so(run_cli, make_folder, messages):
+    folder = make_folder({"tool_use": TOOLS, "default": CHATML})  # 'default' wins although not first
+    result = render(run_cli, folder, messages(HI))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("<|im_start|>user\nHi")
+    assert "template: default" in result.stderr and "the template named 'default'" in result.stderr
+    named = render(run_cli, folder, messages(HI), "--template-name", "tool_use")
+    assert named.stdout == "TOOLS:Hi" and "named by --template-name" in named.stderr
+
+
+def test_object_form_without_default_uses_the_first(run_cli, make_folder, messages):
+    result = render(run_cli, make_folder({"tool_use": TOOLS, "rag": CHATML}), messages(HI))
+    assert result.stdout == "TOOLS:Hi"
+    assert "the first template ('tool_use'" in result.stderr
+
+
+def test_list_form(run_cli, make_folder, messages):
+    folder = make_folder([{"name": "tool_use", "template": TOOLS}, {"name": "default", "template": CHATML}])
+    assert render(run_cli, folder, messages(HI)).stdout.startswith("<|im_start|>user")
+    assert render(run_cli, folder, messages(HI), "--template-name", "tool_use").stdout == "TOOLS:Hi"
+
+
+def test_template_files_take_priority_over_the_config(run_cli, make_folder, messages):
+    folder = make_folder("CONFIG", files={"chat_template.jinja": CHATML,
+                                          "additional_chat_templates/tool_use.jinja": TOOLS})
+    assert render(run_cli, folder, messages(HI)).stdout.startswith("<|im_start|>user")
+    assert render(run_cli, folder, messages(HI), "--template-name", "tool_use").stdout == "TOOLS:Hi"
+
+
+def test_missing_template_uses_the_raw_prompt_with_a_notice(run_cli, make_folder, messages):
+    msgs = messages([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}])
+    result = render(run_cli, make_folder(None), msgs, "--json", "--tokens")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    assert record["template"] is None and record["prompt"] == "Be brief.\nHi"
+    assert "has no chat template" in result.stderr
+    assert record["ids"] and record["num_tokens"] == len(record["ids"])
+
+
+def test_tokens_are_the_prompt_ids(run_cli, make_folder, messages, smol_tokenizer):
+    result = render(run_cli, make_folder(CHATML), messages(HI), "--tokens")
+    prompt, ids = result.stdout.rstrip("\n").rsplit("\n", 1)
+    assert [int(i) for i in ids.split()] == smol_tokenizer.encode(prompt + "\n")
+
+
+def test_same_renderer_as_generate(run_cli, messages, smol_tokenizer):
+    """`template render` and a generation session render the same text and ids."""
+    from sgcli.engine.session import PromptOptions, Request, Session
+
+    result = run_cli("template", "render", "--messages", messages(HI), "--json", "--tokens")
+    record = json.loads(result.stdout)
+    session = Session(lm=None, tokenizer=smol_tokenizer, compiled=None, params=None, max_tokens=1,
+                      prompt_options=PromptOptions())
+    text, ids, _ = session.render(Request(None, prompt="Hi"))
+    assert record["template"] == "default"
+    assert (record["prompt"], record["ids"]) == (text, ids)
+
+
+@pytest.mark.parametrize("template, message", [
+    ("{% for m in messages %}{{ m.content }", "syntax error at line 1"),
+    ("{% if messages[0].role != 'system' %}{{ raise_exception('Conversations must start with a system message') }}"
+     "{% endif %}", "Conversations must start with a system message"),
+    ("{% for m in messages %}{% if m.role == 'assistant' and not m.content %}"
+     "{{ raise_exception('Assistant message must have a content') }}{% endif %}{% endfor %}",
+     "Assistant message must have a content"),
+    ("{{ messages[0].content + 1 }}", "failed on these messages"),
+])
+def test_template_errors_exit_2_with_the_templates_message(run_cli, make_folder, messages, template, message):
+    msgs = messages([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": ""}])
+    result = render(run_cli, make_folder(template), msgs)
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("data, message", [
+    ('[{"role": "user", "content": "Hi"},]', "not valid JSON"),
+    ('{"role": "user"}', "without 'messages'"),
+    ("[]", "non-empty list"),
+    ('[{"content": "Hi"}]', "messages[0] has no 'role'"),
+    ('["Hi"]', "messages[0] must be an object"),
+])
+def test_bad_messages_exit_2(run_cli, make_folder, messages, data, message):
+    result = render(run_cli, make_folder(CHATML), messages(data))
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+
+
+def test_json_error_is_positioned(run_cli, make_folder, messages):
+    result = render(run_cli, make_folder(CHATML), messages('[\n  {"role": "user",}\n]', name="bad.json"))
+    assert result.exit_code == 2 and "bad.json:2:" in result.stderr
+
+
+@pytest.mark.parametrize("template, args, message", [
+    ({"default": CHATML}, ["--template-name", "rag"], "no chat template named 'rag'"),
+    (CHATML, ["--template-name", "rag"], "single chat template"),
+    (None, ["--template-name", "rag"], "has no chat template"),
+    ([{"template": CHATML}], [], "must be an object with 'name' and 'template'"),
+    ({"default": 3}, [], "must be a string"),
+])
+def test_template_choice_errors_exit_2(run_cli, make_folder, messages, template, args, message):
+    result = render(run_cli, make_folder(template), messages(HI), *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+
+
+def test_model_and_tokenizer_together_or_missing_file_exit_2(run_cli, messages, make_folder):
+    both = run_cli("template", "render", "--model", "x", "--tokenizer", "y", "--messages", messages(HI))
+    assert both.exit_code == 2 and "not both" in both.stderr
+    missing = run_cli("template", "render", "--tokenizer", make_folder(CHATML), "--messages", "nope.json")
+    assert missing.exit_code == 2 and "messages file not found" in missing.stderr

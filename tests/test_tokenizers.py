@@ -1,0 +1,176 @@
+"""One vocabulary type from every source, and masks that agree across tokenizer families."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sgcli.backends import get_backend
+from sgcli.backends.base import new_bitmask
+from sgcli.spec import ConstraintSpec, Kind
+from sgcli.tokenizers import load_tokenizer
+from sgcli.tokenizers.vocab import RAW, Vocab
+
+SCHEMA = json.dumps({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+                     "required": ["name", "age"], "additionalProperties": False})
+ACCEPTED = ['{"name": "Ann", "age": 3}', '{"name":"é 🌍 ü","age":-12}', '{"name": "a\\nb", "age": 0}']
+REJECTED = ['{"name": 1, "age": 3}', '{"age": 3}', '{"name": "x", "age": 3.5}',
+            '{"name": "x", "age": 3, "z": 1}', "hello", '{"name": "x\tb", "age": 3}']
+FAMILIES = [None, "mistral:v3", "mistral:tekken"]  # SmolLM2 byte-level BPE, SentencePiece, Tekken
+
+
+def allowed(bitmask, token_id: int) -> bool:
+    return bool((int(bitmask[token_id // 32]) >> (token_id % 32)) & 1)
+
+
+def byte_vocab() -> Vocab:
+    """One token per byte: the reference that says at which byte a text goes wrong."""
+    return Vocab(tokens=[bytes([b]) for b in range(256)] + [b"<eos>"], special_ids=frozenset({256}),
+                 stop_ids=(256,), vocab_type=RAW, source="bytes", eos_id=256,
+                 encode=lambda text: list(text.encode("utf-8")))
+
+
+def walk(vocab: Vocab, compiled, text: str):
+    """Follow the masks token by token: ('accept',) or ('reject', start, end) of the refused token."""
+    matcher, mask, pos = compiled.matcher(), new_bitmask(len(vocab)), 0
+    for token in vocab.encode(text):
+        matcher.fill_mask(mask)
+        if not allowed(mask, token):
+            return ("reject", pos, pos + len(vocab.tokens[token]))
+        assert matcher.accept(token), f"mask allowed {token} but the matcher refused it: {matcher.error}"
+        pos += len(vocab.tokens[token])
+    matcher.fill_mask(mask)
+    return ("accept",) if any(allowed(mask, s) for s in vocab.stop_ids) else ("incomplete", pos)
+
+
+@pytest.mark.parametrize("backend", ["xgrammar", "llguidance"])
+def test_families_accept_and_reject_the_same_texts(backend):
+    be = get_backend(backend)
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, SCHEMA)
+    reference = be.compile(spec, byte_vocab())
+    bad_byte = {}
+    for text in ACCEPTED + REJECTED:
+        verdict = walk(reference.vocab, reference, text)
+        assert verdict[0] == ("accept" if text in ACCEPTED else "reject"), (text, verdict)
+        if verdict[0] == "reject":
+            bad_byte[text] = verdict[1]
+    for ref in FAMILIES:
+        vocab = load_tokenizer(ref).vocab
+        compiled = be.compile(spec, vocab)
+        for text in ACCEPTED:
+            assert walk(vocab, compiled, text) == ("accept",), (ref, text)
+        for text in REJECTED:
+            verdict, start, end = walk(vocab, compiled, text)
+            assert verdict == "reject", (ref, text)
+            assert start <= bad_byte[text] < end, (ref, text, start, end)  # refused at the token holding the bad byte
+
+
+def test_default_vocab_is_byte_level_without_collisions(smol_tokenizer):
+    vocab = smol_tokenizer.vocab
+    assert vocab.vocab_type == "byte_level" and len(vocab) == 49152
+    assert vocab.byte_collisions() == {}
+    assert vocab.stop_ids == (vocab.eos_id,) and vocab.tokens[vocab.eos_id] == b"<|im_end|>"
+    ids = vocab.encode(" héllo\n")
+    assert b"".join(vocab.tokens[i] for i in ids) == " héllo\n".encode()
+
+
+def test_xgrammar_hides_empty_and_special_ids_and_replaces_nul_pieces():
+    tokens = [b"\x00", b"\x00ab", b"a", b"", b"<s>", b"</s>", b"{", b"\xff\xfe<sgcli:nul-piece:0>"]
+    vocab = Vocab(tokens=tokens, special_ids=frozenset({4, 5}), stop_ids=(5,), vocab_type=RAW, source="t",
+                  eos_id=5, encode=None)
+    be = get_backend("xgrammar")
+    encoded, holders = be.pieces_for_xgrammar(vocab)
+    assert sorted(holders) == [0, 1]
+    assert holders[0] != tokens[7] and holders[0].startswith(b"\xff")  # would have collided: lengthened
+    assert len(set(holders.values()) | set(tokens)) == len(holders) + len(set(tokens))
+    assert encoded[3] == b"" and encoded[4] == b"" and encoded[5] == b"</s>"
+    info = be.tokenizer_info(vocab)
+    assert sorted(info.special_token_ids) == [3, 4] and list(info.stop_token_ids) == [5]
+    compiled = be.compile(ConstraintSpec(Kind.REGEX, "a*"), vocab)
+    mask = new_bitmask(len(vocab))
+    compiled.matcher().fill_mask(mask)
+    assert [i for i in range(len(vocab)) if allowed(mask, i)] == [2, 5]
+
+
+def test_prefix_space_tokenizer_json_has_exact_continuation(tmp_path):
+    """A SentencePiece-style tokenizer.json: prompts get the dummy prefix, continuations do not."""
+    from sgcli.tokenizers.mistral import tokenizer_file
+    from sgcli.tokenizers.spm import build_encoder, read_spm
+
+    build_encoder(read_spm(tokenizer_file("mistral:v1")), dummy_prefix=True).save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"eos_token": "</s>", "bos_token": "<s>"}))
+    tok = load_tokenizer(str(tmp_path))
+    assert tok.vocab.vocab_type == "byte_fallback" and tok.vocab.add_prefix_space
+    assert tok.encode("Hello world") == [22557, 1526]
+    assert tok.vocab.encode("Hello world") == [16230, 1526]
+    assert tok.vocab.stop_ids == (2,) and tok.vocab.tokens[3] == b"\x00"  # <0x00> is one raw byte
+
+
+def _tokenizer_folder(tmp_path: Path, smol_tokenizer, config: dict | None) -> Path:
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    (folder / "tokenizer.json").symlink_to(smol_tokenizer.vocab.source)
+    if config is not None:
+        (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_sources_folder_file_and_config_path(tmp_path, smol_tokenizer):
+    folder = _tokenizer_folder(tmp_path, smol_tokenizer, {"eos_token": "<|im_end|>", "chat_template": "x"})
+    for ref in (folder, folder / "tokenizer.json", folder / "tokenizer_config.json"):
+        tok = load_tokenizer(str(ref))
+        assert tok.vocab.tokens == smol_tokenizer.vocab.tokens
+        assert tok.vocab.stop_ids == (2,) and tok.raw_chat_template == "x"
+
+
+def test_tokenizer_json_without_config_guesses_eos_and_says_so(tmp_path, smol_tokenizer):
+    folder = _tokenizer_folder(tmp_path, smol_tokenizer, None)
+    vocab = load_tokenizer(str(folder / "tokenizer.json")).vocab
+    assert vocab.eos_id == 0  # <|endoftext|>, the first known EOS name it holds
+    assert any("guessed" in note for note in vocab.notes)
+
+
+def test_sentencepiece_model_folder_with_template(tmp_path):
+    from sgcli.tokenizers.mistral import tokenizer_file
+
+    (tmp_path / "tokenizer.model").symlink_to(tokenizer_file("mistral:v3"))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": "[INST]{{ messages[0].content }}"}))
+    tok = load_tokenizer(str(tmp_path))
+    assert len(tok.vocab) == 32768 and tok.raw_chat_template.startswith("[INST]")
+    assert tok.render_chat([{"role": "user", "content": "hi"}])[0] == "[INST]hi"
+
+
+@pytest.mark.parametrize("make", [
+    lambda p: p / "missing.json",
+    lambda p: p,  # a folder holding no tokenizer
+    lambda p: (p / "tokenizer.json").write_text("{not json") and p / "tokenizer.json",
+    lambda p: (p / "notes.txt").write_text("hello") and p / "notes.txt",
+])
+def test_bad_tokenizer_sources_exit_2(tmp_path, run_cli, make):
+    result = run_cli("tokenizer", "inspect", make(tmp_path))
+    assert result.exit_code == 2, result.output
+    assert "error" in result.output and "Traceback" not in result.output
+
+
+def test_inspect_human_and_json_for_the_default(run_cli):
+    human = run_cli("tokenizer", "inspect", "default", "--text", "Hi!")
+    assert human.exit_code == 0
+    assert "49152 ids" in human.stdout and "none: every ordinary id has distinct bytes" in human.stdout
+    report = json.loads(run_cli("tokenizer", "inspect", "default", "--json", "--text", "Hi!").stdout)
+    assert report["stop_tokens"] == ["<|im_end|>"] and report["type"] == "byte_level"
+    assert report["tokenization"]["round_trip"] and report["tokenization"]["ids"]
+    assert report["reachable_bytes"]["count"] < 256 and "0x04" in report["reachable_bytes"]["unwritable"]
+
+
+def test_diff_same_and_different(tmp_path, run_cli, smol_tokenizer):
+    folder = _tokenizer_folder(tmp_path, smol_tokenizer, {"eos_token": "<|im_end|>", "bos_token": "<|im_start|>",
+                                                          "pad_token": "<|im_end|>", "unk_token": "<|endoftext|>"})
+    same = run_cli("tokenizer", "diff", "default", folder, "--json")
+    assert same.exit_code == 0 and json.loads(same.stdout)["same"] is True
+    other = run_cli("tokenizer", "diff", "mistral:v2", "mistral:v3", "--json")
+    assert other.exit_code == 1
+    report = json.loads(other.stdout)
+    assert report["same"] is False and report["differing_bytes"]["count"] > 0
+    assert {"id": 10, "a": "[control_8]", "b": "[IMG]"} in report["differing_bytes"]["examples"]
