@@ -104,3 +104,18 @@ class Backend(Protocol):
         """Compile or raise a positioned UserError; unsupported kinds never reach here."""
 
     def matcher(self, compiled: Compiled) -> Matcher: ...
+
+    # Optional methods. A backend may leave any of them out: callers look them up with
+    # getattr(backend, "serialize", None). Without serialize/deserialize a backend's
+    # compiled grammars are simply not cached on disk (`sgcli compile` says "not cacheable").
+
+    def serialize(self, compiled: Compiled) -> bytes | None:
+        """Optional. The compiled grammar as bytes for the on-disk cache (`sgcli.grammar_cache`),
+        or None when this particular grammar cannot be stored."""
+
+    def deserialize(self, data: bytes, spec: ConstraintSpec, vocab: Vocab) -> Compiled | None:
+        """Optional. Inverse of `serialize` for the same backend version and vocabulary; None when
+        `data` is stale or unreadable (the cache then recompiles). `compile_s` is the load time."""
+
+    def size_info(self, compiled: Compiled) -> dict[str, int]:
+        """Optional. Backend-specific size figures for `sgcli compile`, e.g. {"memory_size_bytes": n}."""

@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 import numpy as np
 
-from sgcli.backends.base import Capabilities, Compiled, CompileWarning
-from sgcli.backends.diagnostics import grammar_error, strip_log_prefix
+from sgcli.backends.base import Capabilities, Compiled
+from sgcli.backends.diagnostics import grammar_error
 from sgcli.backends.native_stderr import capture_fd2
-from sgcli.spec import ConstraintSpec, Kind
+from sgcli.backends import structural_tag
+from sgcli.backends.schema_warnings import compile_warnings
+from sgcli.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.tokenizers.vocab import Vocab
+
+
+def json_format_kwargs(o: JsonOptions) -> dict:
+    """sgcli's JSON layout options as xgrammar keyword arguments."""
+    return {
+        "any_whitespace": o.whitespace == "flexible" and o.indent is None,
+        "indent": o.indent,
+        "separators": (",", ":") if o.whitespace == "compact" and o.indent is None else None,
+        "strict_mode": o.strict_properties,
+        "max_whitespace_cnt": o.max_whitespace,
+    }
 
 
 class XGrammarMatcher:
@@ -68,14 +80,49 @@ class XGrammarBackend:
 
         return importlib.metadata.version("xgrammar")
 
+    @staticmethod
+    def pieces_for_xgrammar(vocab: Vocab) -> tuple[list[bytes], dict[int, bytes]]:
+        """(the byte pieces xgrammar is given, {id: placeholder} for pieces starting with NUL).
+
+        Stop ids keep their bytes (xgrammar matches them by id). Other special ids and
+        ids without bytes are given as b"", which xgrammar treats as special: never
+        allowed by a grammar. Pieces starting with b"\\x00" are reserved by xgrammar
+        (as in SGLang's Tekken fix): each becomes a placeholder that starts with 0xFF,
+        a byte no UTF-8 text contains, so no grammar can accept it, holds its id, so
+        placeholders are pairwise distinct, and is checked against every real piece,
+        so it collides with none.
+        """
+        stops = set(vocab.stop_ids)
+        real = set(vocab.tokens)
+        encoded: list[bytes] = []
+        placeholders: dict[int, bytes] = {}
+        for i, piece in enumerate(vocab.tokens):
+            if i in stops:
+                encoded.append(piece)
+            elif i in vocab.special_ids or not piece:
+                encoded.append(b"")
+            elif piece[0] == 0:
+                holder = b"\xff\xfe<sgcli:nul-piece:%d>" % i
+                while holder in real:
+                    holder += b"\xfe"
+                placeholders[i] = holder
+                encoded.append(holder)
+            else:
+                encoded.append(piece)
+        return encoded, placeholders
+
     def tokenizer_info(self, vocab: Vocab):
-        """xgrammar's view of `vocab`: raw bytes; non-stop specials as empty (xgrammar's 'special')."""
+        """xgrammar's view of `vocab`: exact bytes, specials hidden, NUL pieces replaced, EOS as stop."""
         import xgrammar as xgr
 
-        stops = set(vocab.stop_ids)
-        encoded = [b"" if (i in vocab.special_ids and i not in stops) else t for i, t in enumerate(vocab.tokens)]
-        return xgr.TokenizerInfo(encoded, xgr.VocabType.RAW, vocab_size=len(vocab),
-                                 stop_token_ids=list(vocab.stop_ids), add_prefix_space=False)
+        encoded, _ = self.pieces_for_xgrammar(vocab)
+        try:
+            return xgr.TokenizerInfo(encoded, xgr.VocabType.RAW, vocab_size=len(vocab),
+                                     stop_token_ids=list(vocab.stop_ids), add_prefix_space=False)
+        except (RuntimeError, ValueError, TypeError) as exc:
+            from sgcli.errors import UserError
+
+            raise UserError(f"backend 'xgrammar' cannot use the vocabulary of tokenizer {vocab.source}: {exc}") from None
 
     def _compiler(self, vocab: Vocab):
         import xgrammar as xgr
@@ -95,32 +142,62 @@ class XGrammarBackend:
             except RuntimeError as exc:
                 raise grammar_error(self.name, spec, str(exc)) from None
         elapsed = time.perf_counter() - t
-        warnings = [CompileWarning(strip_log_prefix(line).removeprefix("Warning: ")) for line in native_log]
+        warnings = compile_warnings(spec, native_log)
         return Compiled(self.name, spec, vocab, handle, elapsed, warnings, normalized=str(handle.grammar))
+
+    @staticmethod
+    def _named_grammars(spec: ConstraintSpec) -> dict:
+        """`@name` sub-grammars of a Lark grammar: JSON Schemas as xgrammar Grammars, Lark as text."""
+        import xgrammar as xgr
+
+        named = {}
+        for name, sub in spec.subgrammars:
+            if sub.kind is Kind.JSON_SCHEMA:
+                named[name] = xgr.Grammar.from_json_schema(sub.text, **json_format_kwargs(sub.json_options))
+            elif sub.kind is Kind.LARK:
+                named[name] = sub.text
+            else:
+                from sgcli.errors import UnsupportedError
+
+                raise UnsupportedError("xgrammar", f"{sub.kind.label} sub-grammars (@{name})", ["llguidance"])
+        return named
 
     def _compile(self, compiler, spec: ConstraintSpec):
         kind = spec.kind
         if kind is Kind.JSON_SCHEMA:
             spec.schema()  # positioned error for malformed JSON before xgrammar sees it
-            o = spec.json_options
-            separators = (",", ":") if o.whitespace == "compact" and o.indent is None else None
-            return compiler.compile_json_schema(
-                spec.text,
-                any_whitespace=o.whitespace == "flexible" and o.indent is None,
-                indent=o.indent,
-                separators=separators,
-                strict_mode=o.strict_properties,
-                max_whitespace_cnt=o.max_whitespace,
-            )
+            return compiler.compile_json_schema(spec.text, **json_format_kwargs(spec.json_options))
         if kind in (Kind.REGEX, Kind.CHOICE):
             return compiler.compile_regex(spec.as_regex())
         if kind is Kind.EBNF:
             return compiler.compile_grammar(spec.text, root_rule_name="root")
         if kind is Kind.LARK:
-            return compiler.compile_lark(spec.text)
+            return compiler.compile_lark(spec.text, named_grammars=self._named_grammars(spec))
         if kind is Kind.STRUCTURAL_TAG:
-            return compiler.compile_structural_tag(json.loads(spec.text))
+            return compiler.compile_structural_tag(structural_tag.parse(spec)[0])
         raise AssertionError(f"xgrammar asked to compile {kind}")
 
     def matcher(self, compiled: Compiled) -> XGrammarMatcher:
         return XGrammarMatcher(compiled.handle, len(compiled.vocab))
+
+    # --- on-disk cache support (optional protocol methods, see backends/base.py) ---
+
+    def serialize(self, compiled: Compiled) -> bytes | None:
+        return compiled.handle.serialize_json().encode("utf-8")
+
+    def deserialize(self, data: bytes, spec: ConstraintSpec, vocab: Vocab) -> Compiled | None:
+        import xgrammar as xgr
+
+        t = time.perf_counter()
+        try:
+            handle = xgr.CompiledGrammar.deserialize_json(data.decode("utf-8"), self._cached_info(vocab))
+        except Exception:  # stale version, other tokenizer, truncated file: the cache recompiles
+            return None
+        return Compiled(self.name, spec, vocab, handle, time.perf_counter() - t, normalized=str(handle.grammar))
+
+    def size_info(self, compiled: Compiled) -> dict[str, int]:
+        return {"memory_size_bytes": int(compiled.handle.memory_size_bytes)}
+
+    def _cached_info(self, vocab: Vocab):
+        """The TokenizerInfo of this vocabulary's compiler (building one takes seconds, so share it)."""
+        return self._compiler(vocab).compile_grammar('root ::= ""').tokenizer_info

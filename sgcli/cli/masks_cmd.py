@@ -1,0 +1,148 @@
+"""`sgcli masks`: dry-run a grammar over a text's tokens and show each step's mask."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from sgcli.cli import constraint_options as co
+from sgcli.cli.common import err, json_line, out
+from sgcli.cli.tables import print_table
+from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
+
+EXAMPLES = """
+Examples:
+
+  sgcli masks --schema examples/capital.json --text '{"capital": "Pa'
+
+  sgcli masks @json --text '[1, 2' --top 5
+
+  sgcli masks --regex '[0-9]{4}-[0-9]{2}' --text '2024-1x' --json
+"""
+
+
+def masks(
+    grammar_file: Annotated[Optional[str], typer.Argument(metavar="[GRAMMAR]", help="Grammar file (kind from extension) or @name; or use a constraint flag.")] = None,
+    text: Annotated[Optional[str], typer.Option("--text", help="Text to tokenize and step through. Omit to see the first step.")] = None,
+    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="Model id, folder, .gguf or tokenizer.json. Default: the embedded SmolLM2 tokenizer.")] = None,
+    backend: Annotated[str, typer.Option("--backend", "-b", help="Grammar backend (see `sgcli backends`).")] = "xgrammar",
+    top: Annotated[int, typer.Option("--top", help="How many allowed tokens to show per step.")] = 8,
+    json_out: Annotated[bool, typer.Option("--json", help="JSONL trace on stdout: one record per step, then a summary.")] = False,
+    schema: co.SchemaOpt = None,
+    regex: co.RegexOpt = None,
+    ebnf: co.EbnfOpt = None,
+    lark: co.LarkOpt = None,
+    choice: co.ChoiceOpt = None,
+    grammar: co.GrammarOpt = None,
+    json_whitespace: co.JsonWhitespaceOpt = "flexible",
+    indent: co.IndentOpt = None,
+    max_whitespace: co.MaxWhitespaceOpt = None,
+    strict_properties: co.StrictOpt = False,
+) -> None:
+    """Step a grammar's matcher through the tokens of TEXT, no model needed.
+
+    Per token: whether the grammar allows it, how many tokens it allows, a sample of
+    them and the forced continuation. Where TEXT leaves the grammar: the token, the
+    byte, and what was allowed there.
+
+    Exit codes: 0 TEXT accepted or a valid prefix (or no TEXT), 1 TEXT rejected,
+    2 bad input or flags.
+    """
+    from sgcli import backends
+    from sgcli.dryrun import dry_run
+    from sgcli.grammar_cache import compile_cached
+    from sgcli.sources import from_file
+    from sgcli.tokenizers import load_tokenizer
+
+    if top < 0:
+        raise UserError("--top must be 0 or more")
+    flags = dict(schema=schema, pydantic=None, regex=regex, ebnf=ebnf, lark=lark, choice=choice, grammar=grammar,
+                 structural_tag=None, json_whitespace=json_whitespace, indent=indent,
+                 max_whitespace=max_whitespace, strict_properties=strict_properties)
+    if grammar_file is not None:
+        if any(v for k, v in flags.items() if k in ("schema", "regex", "ebnf", "lark", "choice", "grammar")):
+            raise UserError("give the grammar either as an argument or with a constraint flag, not both")
+        spec = from_file(grammar_file, None, co.json_options(json_whitespace, None, indent, max_whitespace, strict_properties))
+    else:
+        spec = co.build_spec(**flags)
+    chosen = backends.check_supports(backend, spec)
+    vocab = load_tokenizer(tokenizer).vocab
+    compiled = compile_cached(chosen, spec, vocab).compiled
+    for w in compiled.warnings:
+        err.print(f"[yellow]warning[/]: {compiled.backend}: {w.message}")
+    run = dry_run(compiled, text, top=top)
+    if json_out:
+        from sgcli.dryrun import to_records
+
+        for record in to_records(run, vocab):
+            json_line(record)
+    else:
+        _show(run, vocab, spec.name)
+    raise typer.Exit(EXIT_FINDINGS if run.verdict == "rejected" else EXIT_OK)
+
+
+def _sample(state, vocab, limit_note: bool = True) -> str:
+    from sgcli.dryrun import piece_text
+
+    shown = " ".join(piece_text(vocab.tokens[i]) for i in state.sample)
+    more = state.n_allowed - len(state.sample)
+    return shown + (f" … +{more}" if more > 0 and limit_note else "")
+
+
+def _count(n: int) -> str:
+    return f"{n} token" + ("" if n == 1 else "s")
+
+
+def _byte_at(text: str, offset: int) -> str:
+    data = text.encode("utf-8")
+    if offset >= len(data):
+        return ""
+    return " (" + repr(data[offset:offset + 1].decode("latin-1"))[1:-1] + ")"
+
+
+def _show(run, vocab, name: str) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from sgcli.dryrun import piece_text
+
+    if run.text is None:
+        s = run.end
+        out.print(f"first step of {escape(name)} on {run.backend}: {_count(s.n_allowed)} allowed")
+        out.print(f"  allowed: {escape(_sample(s, vocab))}")
+        if s.forced:
+            out.print(f"  forced: {escape(piece_text(s.forced))}")
+        out.print(f"  can stop: {'yes' if s.can_stop else 'no'}")
+        return
+    table = Table(title=f"{escape(name)} · {run.backend} · {len(run.tokens)} tokens", title_justify="left")
+    for col, kw in (("#", {"justify": "right"}), ("byte", {"justify": "right"}), ("token", {}), ("ok", {}),
+                    ("allowed", {"justify": "right"}), ("forced", {}), ("sample of allowed", {"overflow": "fold"})):
+        table.add_column(col, **kw)
+    for step in run.steps:
+        b = step.before
+        table.add_row(str(step.index), str(step.offset), escape(f"{piece_text(step.piece)} #{step.token}"),
+                      "[green]✓[/]" if step.allowed else "[red]✗[/]", str(b.n_allowed),
+                      escape(piece_text(b.forced)) if b.forced else "", escape(_sample(b, vocab)))
+    print_table(table)
+    if run.note:
+        out.print(f"note: {escape(run.note)}")
+    if run.rejection is not None:
+        r = run.rejection
+        out.print(f"[red]rejected[/] at token {r.token_index} {escape(piece_text(r.piece))} (id {r.token}, "
+                  f"bytes {r.token_offset}-{r.token_offset + len(r.piece)} of TEXT); first bad byte: {r.byte_offset}"
+                  f"{_byte_at(run.text, r.byte_offset)}")
+        out.print(f"  allowed there: {_count(r.allowed.n_allowed)}: {escape(_sample(r.allowed, vocab))}")
+        if r.next_bytes == "[]":
+            out.print("  no byte may follow: the text must end there" if r.allowed.can_stop else "  no byte may follow")
+        else:
+            out.print(f"  next byte must be one of {escape(r.next_bytes)}")
+        if r.note:
+            out.print(f"  note: {escape(r.note)}")
+    elif run.end.can_stop:
+        out.print("[green]accepted[/]: the text is a complete match (the grammar can stop here)")
+    else:
+        out.print(f"[yellow]prefix[/]: every token allowed, but the grammar cannot stop yet; "
+                  f"next: {_count(run.end.n_allowed)}: {escape(_sample(run.end, vocab))}")
+        if run.end.forced:
+            out.print(f"  forced: {escape(piece_text(run.end.forced))}")

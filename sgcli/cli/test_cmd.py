@@ -1,0 +1,117 @@
+"""`sgcli test`: run grammar test files (cases that must be accepted or rejected) on backends."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from sgcli.cli.common import json_line, out
+from sgcli.cli.tables import print_table
+from sgcli.errors import EXIT_FINDINGS, EXIT_OK
+
+EXAMPLES = """
+Examples:
+
+  sgcli test grammars/json.test.yaml
+
+  sgcli test grammars/*.test.yaml --backend all --json
+
+  sgcli test my_cases.yaml --backend xgrammar --tokenizer HuggingFaceTB/SmolLM2-135M-Instruct
+"""
+
+
+def test(
+    files: Annotated[list[str], typer.Argument(metavar="CASES.yaml...", help="Grammar test files.")],
+    backend: Annotated[str, typer.Option("--backend", "-b", help="A backend name, or 'all' for every backend that supports the grammar's kind.")] = "all",
+    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="Model id, folder, .gguf or tokenizer.json. Default: the embedded SmolLM2 tokenizer.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="JSONL on stdout: one record per case and backend, then one per file.")] = False,
+) -> None:
+    """Check that a grammar accepts and rejects what its test file says, on every backend.
+
+    Each input is checked as a whole string (fed byte by byte) and through real
+    tokenizations (the tokenizer's own encoding and the greedy longest-match one, token
+    by token against the mask).
+
+    Exit codes: 0 every case passed, 1 some case failed or the grammar did not compile,
+    2 malformed test file or bad flags.
+    """
+    from sgcli.backends import check_supports
+    from sgcli.grammar_tests import load_suite, run_suite
+    from sgcli.matching import select_backends
+    from sgcli.tokenizers import load_tokenizer
+
+    suites = [load_suite(f) for f in files]  # a malformed file fails (exit 2) before any compile
+    names = select_backends(backend)
+    if backend != "all":
+        for suite in suites:
+            check_supports(backend, suite.spec)  # exit 2, naming the backends that can
+    vocab = load_tokenizer(tokenizer).vocab
+    all_ok = True
+    for suite in suites:
+        report = run_suite(suite, names, vocab)
+        all_ok &= report.ok
+        if json_out:
+            _json(report)
+        else:
+            _show(report)
+    raise typer.Exit(EXIT_OK if all_ok else EXIT_FINDINGS)
+
+
+def _json(report) -> None:
+    for o in report.outcomes:
+        json_line({"type": "case", "file": report.suite.path, "case": o.case.index + 1, "line": o.case.line,
+                   "description": o.case.description, "input": o.case.input, "accept": o.case.accept,
+                   "backend": o.backend, "passed": o.passed, "checked": o.checked, "problems": o.problems,
+                   "notes": o.notes})
+    json_line({"type": "file", "file": report.suite.path, "kind": report.suite.spec.kind.value, "ok": report.ok,
+               "backends": [{"name": b.name, "status": b.status, "message": b.message, "cache": b.cache}
+                            for b in report.backends],
+               "passed": sum(o.passed for o in report.outcomes), "failed": sum(not o.passed for o in report.outcomes)})
+
+
+def _show(report) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    suite = report.suite
+    ran = [b.name for b in report.backends if b.status == "ran"]
+    table = Table(title=f"{escape(suite.path)} · {suite.spec.kind.label}", title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("case", overflow="fold")
+    table.add_column("expect")
+    for name in ran:
+        table.add_column(name)
+    by_key = {(o.case.index, o.backend): o for o in report.outcomes}
+    for case in suite.cases:
+        label = case.description or _short(case.input)
+        cells = ["[green]pass[/]" if by_key[(case.index, n)].passed else "[red]FAIL[/]" for n in ran]
+        table.add_row(str(case.index + 1), escape(label), "accept" if case.accept else "reject", *cells)
+    print_table(table)
+    for b in report.backends:
+        if b.status == "error":
+            out.print(f"[red]error[/]: {b.name}: {escape(b.message or '')}")
+        elif b.status != "ran":
+            out.print(f"[dim]skipped {b.name}: {b.status}: {escape(b.message or '')}[/]")
+    for o in report.outcomes:
+        if not o.passed:
+            where = f"{suite.path}:{o.case.line}" if o.case.line else suite.path
+            out.print(f"{escape(where)}: case {o.case.index + 1} failed on {o.backend}: input {escape(_short(o.case.input, 60))}")
+            for problem in o.problems:
+                out.print(f"  {escape(problem)}")
+    noted = [o for o in report.outcomes if o.notes]
+    if noted:
+        out.print(f"[dim]{len(noted)} case run(s) took tokens the mask forbids (the backend steers decoding to "
+                  f"another tokenization; see --json for each):[/]")
+        for o in noted[:3]:
+            out.print(f"[dim]  case {o.case.index + 1} on {o.backend}: {escape(o.notes[0])}[/]")
+    passed = sum(o.passed for o in report.outcomes)
+    verdict = "[green]ok[/]" if report.ok else "[red]FAILED[/]"
+    out.print(f"{verdict}: {passed}/{len(report.outcomes)} case runs passed on {', '.join(ran) or 'no backend'}")
+
+
+def _short(text: str, limit: int = 40) -> str:
+    import json
+
+    shown = json.dumps(text, ensure_ascii=False)
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"

@@ -1,0 +1,202 @@
+"""The masks dry run: step a grammar's matcher through a text's tokens, no model needed.
+
+At every step it records what the decode loop would see: how many tokens the mask
+allows, a readable sample of them, the forced continuation (jump-forward bytes), and
+whether the text's own token is allowed. Where the text leaves the grammar, a byte-by-byte
+probe finds the exact byte and what the grammar wanted there.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from sgcli.backends.base import Compiled, allowed_ids, new_bitmask
+from sgcli.matching import byte_ids, canonical_ids
+from sgcli.tokenizers.vocab import Vocab
+
+ACCEPTED, PREFIX, REJECTED, START = "accepted", "prefix", "rejected", "start"
+
+
+@dataclass
+class State:
+    """The matcher's view before a token: what it allows and what it forces."""
+
+    n_allowed: int
+    sample: list[int]  # token ids, most readable first
+    forced: bytes
+    can_stop: bool
+
+
+@dataclass
+class Step:
+    index: int  # token index in the text
+    token: int
+    piece: bytes
+    offset: int  # byte offset in the text where the token starts
+    allowed: bool
+    before: State
+
+
+@dataclass
+class Rejection:
+    token_index: int
+    token: int
+    piece: bytes
+    token_offset: int  # where the rejected token starts in the text (bytes)
+    byte_offset: int  # the first byte of the text the grammar does not allow
+    next_bytes: str  # the bytes the grammar allowed at byte_offset, as a character class
+    allowed: State  # what the mask allowed in place of the token
+    note: str | None = None
+
+
+@dataclass
+class DryRun:
+    backend: str
+    text: str | None
+    tokens: list[int]
+    steps: list[Step] = field(default_factory=list)
+    end: State | None = None  # the state after the last accepted token
+    rejection: Rejection | None = None
+    note: str | None = None
+
+    @property
+    def verdict(self) -> str:
+        if self.rejection is not None:
+            return REJECTED
+        if self.text is None:
+            return START
+        return ACCEPTED if self.end is not None and self.end.can_stop else PREFIX
+
+
+def readable_order(vocab: Vocab, ids) -> list[int]:
+    """Allowed ids, most readable first: printable UTF-8 before raw bytes, short before long,
+    then by id (lower ids are earlier, i.e. more frequent, BPE merges)."""
+
+    def key(i: int):
+        piece = vocab.tokens[i]
+        try:
+            text = piece.decode("utf-8")
+            odd = not text.isprintable() and text not in (" ", "\n", "\t")
+        except UnicodeDecodeError:
+            odd = True
+        return (i in vocab.special_ids, odd, len(piece) == 0, len(piece), i)
+
+    return sorted((int(i) for i in ids), key=key)
+
+
+def _state(compiled: Compiled, matcher, mask, top: int) -> State:
+    matcher.fill_mask(mask)
+    ids = allowed_ids(mask, len(compiled.vocab))
+    return State(int(len(ids)), readable_order(compiled.vocab, ids)[:top], matcher.jump_forward(), matcher.can_stop())
+
+
+def dry_run(compiled: Compiled, text: str | None, *, top: int = 10) -> DryRun:
+    """Step `compiled` through the tokens of `text` (None: just the first step)."""
+    vocab = compiled.vocab
+    matcher = compiled.matcher()
+    mask = new_bitmask(len(vocab))
+    if text is None:
+        return DryRun(compiled.backend, None, [], end=_state(compiled, matcher, mask, top))
+    ids = canonical_ids(vocab, text)
+    run = DryRun(compiled.backend, text, ids)
+    if b"".join(vocab.tokens[i] for i in ids) != text.encode("utf-8"):
+        run.note = "the tokens do not spell TEXT byte for byte (the tokenizer normalizes it); offsets follow the tokens"
+    offset = 0
+    for index, token in enumerate(ids):
+        before = _state(compiled, matcher, mask, top)
+        allowed = bool((int(mask[token >> 5]) >> (token & 31)) & 1)
+        taken = matcher.accept(token) if allowed else False
+        run.steps.append(Step(index, token, vocab.tokens[token], offset, allowed and taken, before))
+        if not (allowed and taken):
+            run.rejection = _locate(compiled, ids, index, offset, before, top)
+            if allowed != taken:
+                run.rejection.note = f"{compiled.backend}: the mask allows this token but accept() refused it"
+            return run
+        offset += len(vocab.tokens[token])
+    run.end = _state(compiled, matcher, mask, top)
+    return run
+
+
+def _locate(compiled: Compiled, ids: list[int], index: int, offset: int, before: State, top: int) -> Rejection:
+    """Replay up to the rejected token, then feed its bytes one by one to find the failing byte."""
+    vocab = compiled.vocab
+    piece = vocab.tokens[ids[index]]
+    matcher = compiled.matcher()
+    for token in ids[:index]:
+        matcher.accept(token)
+    mask = new_bitmask(len(vocab))
+    good = 0
+    singles = byte_ids(vocab, piece) or []
+    for single in singles:
+        matcher.fill_mask(mask)  # kept when the byte fails: some matchers refuse everything after an error
+        if not matcher.accept(single):
+            break
+        good += 1
+    note = None
+    if singles and good == len(singles):
+        note = "every byte of this token is allowed, but not this token: the grammar wants the text split differently"
+        matcher.fill_mask(mask)
+    elif not singles:
+        matcher.fill_mask(mask)
+    firsts = {vocab.tokens[i][0] for i in allowed_ids(mask, len(vocab)) if vocab.tokens[i] and i not in vocab.special_ids}
+    return Rejection(index, ids[index], piece, offset, offset + good, char_class(firsts), before, note)
+
+
+def char_class(byte_values: set[int]) -> str:
+    """{0x30..0x39, 0x2d} -> '[\\-0-9]': a compact, regex-like view of allowed next bytes."""
+    if not byte_values:
+        return "[]"
+    values = sorted(byte_values)
+    parts, start, prev = [], values[0], values[0]
+    for v in values[1:] + [None]:
+        if v is not None and v == prev + 1:
+            prev = v
+            continue
+        parts.append(_byte_char(start) if start == prev else
+                     _byte_char(start) + ("" if prev == start + 1 else "-") + _byte_char(prev))
+        if v is not None:
+            start = prev = v
+    return "[" + "".join(parts) + "]"
+
+
+def _byte_char(b: int) -> str:
+    named = {9: "\\t", 10: "\\n", 13: "\\r", 32: " "}
+    if b in named:
+        return named[b]
+    if 33 <= b < 127:
+        ch = chr(b)
+        return "\\" + ch if ch in "\\]-^[" else ch
+    return f"\\x{b:02x}"
+
+
+def piece_text(piece: bytes) -> str:
+    """A token's bytes as a quoted, escaped string for display."""
+    return json.dumps(piece.decode("utf-8", errors="backslashreplace"), ensure_ascii=False)
+
+
+def to_records(run: DryRun, vocab: Vocab) -> list[dict]:
+    """The JSONL trace: one record per step, then one summary record."""
+
+    def state(s: State) -> dict:
+        return {"n_allowed": s.n_allowed, "can_stop": s.can_stop,
+                "forced": s.forced.decode("utf-8", errors="backslashreplace"),
+                "sample": [{"id": i, "text": vocab.tokens[i].decode("utf-8", errors="backslashreplace")}
+                           for i in s.sample]}
+
+    records = [{"type": "step", "index": s.index, "token": s.token,
+                "text": s.piece.decode("utf-8", errors="backslashreplace"), "offset": s.offset,
+                "allowed": s.allowed, **state(s.before)} for s in run.steps]
+    summary: dict = {"type": "summary", "backend": run.backend, "verdict": run.verdict, "tokens": len(run.tokens)}
+    if run.end is not None:
+        summary["end"] = state(run.end)
+    if run.rejection is not None:
+        r = run.rejection
+        summary["rejected"] = {"token_index": r.token_index, "token": r.token,
+                               "text": r.piece.decode("utf-8", errors="backslashreplace"),
+                               "token_offset": r.token_offset, "byte_offset": r.byte_offset,
+                               "next_bytes": r.next_bytes, "note": r.note, "allowed": state(r.allowed)}
+    if run.note:
+        summary["note"] = run.note
+    records.append(summary)
+    return records

@@ -1,0 +1,231 @@
+"""Grammar test files: a grammar and cases that it must accept or reject, run on backends.
+
+    grammar: json.gbnf            # a path relative to this file, '@name' (quoted), or inline:
+    # grammar: {kind: ebnf, text: 'root ::= "a"+'}
+    cases:
+      - {input: '{"a": 1}', accept: true, description: one member}
+      - {input: '{"a": }', accept: false}
+
+Each case is checked on every backend through every spelling in `sgcli.matching`:
+the bytes (the whole string, independent of tokenization) and the real tokenizations
+("canonical": the tokenizer's own encoding; "longest": greedy longest match), the latter
+two token by token against the mask as in decoding. A case passes on a backend when
+every spelling agrees with `accept`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sgcli.errors import Location, UserError
+from sgcli.spec import ConstraintSpec, Kind
+
+CASE_KEYS = {"input", "accept", "description"}
+KIND_ALIASES = {"gbnf": Kind.EBNF, "schema": Kind.JSON_SCHEMA, "json": Kind.JSON_SCHEMA}
+
+
+def parse_kind(value: str, location: Location | None = None) -> Kind:
+    """'ebnf', 'gbnf', 'json_schema', 'schema', 'lark', 'regex', ... -> Kind."""
+    try:
+        return KIND_ALIASES.get(value.lower()) or Kind(value.lower())
+    except (ValueError, AttributeError):
+        raise UserError(f"unknown grammar kind '{value}'", location=location,
+                        hint="one of: " + ", ".join(k.value for k in Kind if k is not Kind.NONE)) from None
+
+
+@dataclass
+class Case:
+    index: int
+    input: str
+    accept: bool
+    description: str
+    line: int | None = None
+
+
+@dataclass
+class Suite:
+    path: str
+    spec: ConstraintSpec
+    cases: list[Case]
+
+
+@dataclass
+class Outcome:
+    """One case on one backend."""
+
+    case: Case
+    backend: str
+    passed: bool
+    checked: list[str] = field(default_factory=list)  # spellings checked: bytes, canonical, longest
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # e.g. a token the mask forbids but accept() takes
+
+
+@dataclass
+class BackendRun:
+    name: str
+    status: str  # "ran", "error" (grammar did not compile), "unsupported", "unavailable"
+    message: str | None = None
+    cache: str | None = None
+
+
+@dataclass
+class Report:
+    suite: Suite
+    backends: list[BackendRun]
+    outcomes: list[Outcome]
+
+    @property
+    def ok(self) -> bool:
+        ran = [b for b in self.backends if b.status == "ran"]
+        return bool(ran) and not any(b.status == "error" for b in self.backends) and all(o.passed for o in self.outcomes)
+
+
+def load_suite(path: str) -> Suite:
+    """Read and check a test file; every mistake is a UserError at its line:col."""
+    import yaml
+
+    from sgcli.sources import read_text
+
+    text, origin = read_text(path, what="test file")
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = Location(origin, mark.line + 1, mark.column + 1) if mark else Location(origin)
+        problem = str(getattr(exc, "problem", None) or exc)
+        hint = "quote it: grammar: '@name' (YAML reserves @)" if "'@'" in problem else None
+        raise UserError(f"malformed YAML: {problem}", location=where, hint=hint) from None
+    finally:
+        loader.dispose()
+
+    def at(*keys, at_key: bool = False) -> Location:
+        return Location(origin, *_position(node, keys, at_key=at_key))
+
+    if not isinstance(data, dict):
+        raise UserError("a test file is a mapping with 'grammar' and 'cases'", location=at())
+    unknown = set(data) - {"grammar", "cases", "description"}
+    if unknown:
+        raise UserError(f"unknown key '{sorted(unknown)[0]}'", location=at(sorted(unknown)[0], at_key=True),
+                        hint="a test file has: grammar, cases, description")
+    if "grammar" not in data:
+        raise UserError("no 'grammar' given", location=at(), hint="grammar: path/to/file.gbnf, @name, or {kind, text}")
+    spec = _grammar(data["grammar"], Path(origin).parent, origin, at)
+    cases = data.get("cases")
+    if not isinstance(cases, list) or not cases:
+        raise UserError("'cases' must be a non-empty list", location=at("cases") if "cases" in data else at())
+    return Suite(origin, spec, [_case(i, c, at) for i, c in enumerate(cases)])
+
+
+def _position(node, keys, *, at_key: bool = False) -> tuple[int | None, int | None]:
+    """line, col (1-based) of the YAML node reached by following `keys` (mapping keys, list
+    indices); with `at_key`, of the last mapping key itself rather than its value."""
+    for n, key in enumerate(keys):
+        if node is None:
+            break
+        if isinstance(node.value, list) and node.value and isinstance(node.value[0], tuple):
+            last = at_key and n == len(keys) - 1
+            match = [k if last else v for k, v in node.value if getattr(k, "value", None) == key]
+            node = match[0] if match else node
+        elif isinstance(node.value, list) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+    if node is None:
+        return 1, 1
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+def _grammar(value, base: Path, origin: str, at) -> ConstraintSpec:
+    from sgcli.sources import check_schema, from_file
+
+    if isinstance(value, str):
+        target = value if value.startswith("@") or Path(value).is_absolute() else str(base / value)
+        try:
+            return from_file(target)
+        except UserError as exc:
+            if exc.location is None or exc.location.path is None:
+                exc.location = at("grammar")
+            raise
+    if not isinstance(value, dict) or "kind" not in value or "text" not in value:
+        raise UserError("'grammar' must be a path, @name, or a mapping with 'kind' and 'text'", location=at("grammar"))
+    kind = parse_kind(str(value["kind"]), at("grammar", "kind"))
+    text = value["text"]
+    if kind is Kind.JSON_SCHEMA and isinstance(text, (dict, list, bool)):
+        text = json.dumps(text, indent=2)  # a schema may be written as YAML
+    if not isinstance(text, str):
+        raise UserError("grammar 'text' must be a string", location=at("grammar", "text"))
+    line = at("grammar", "text").line
+    spec = ConstraintSpec(kind, text, f"{origin} (grammar text from line {line})")
+    if kind is Kind.JSON_SCHEMA:
+        check_schema(spec)
+    return spec
+
+
+def _case(index: int, value, at) -> Case:
+    if not isinstance(value, dict):
+        raise UserError(f"case {index + 1} must be a mapping with 'input' and 'accept'", location=at("cases", index))
+    unknown = set(value) - CASE_KEYS
+    if unknown:
+        key = sorted(unknown)[0]
+        raise UserError(f"case {index + 1}: unknown key '{key}'", location=at("cases", index, key, at_key=True),
+                        hint="a case has: input, accept, description")
+    if not isinstance(value.get("input"), str):
+        raise UserError(f"case {index + 1}: 'input' must be a string (quote it in YAML)",
+                        location=at("cases", index, "input") if "input" in value else at("cases", index))
+    if not isinstance(value.get("accept"), bool):
+        raise UserError(f"case {index + 1}: 'accept' must be true or false",
+                        location=at("cases", index, "accept") if "accept" in value else at("cases", index))
+    line = at("cases", index).line
+    return Case(index, value["input"], value["accept"], str(value.get("description") or ""), line)
+
+
+def check_case(compiled, case: Case) -> Outcome:
+    """Run one case through every spelling of its input on one compiled grammar."""
+    from sgcli.matching import feed, tokenizations
+
+    outcome = Outcome(case, compiled.backend, True)
+    spellings = tokenizations(compiled.vocab, case.input)
+    if spellings["longest"] == spellings["canonical"]:
+        spellings.pop("longest")  # the same tokens: one check is enough
+    for how, ids in spellings.items():
+        if ids is None:
+            continue  # the vocabulary cannot spell it this way (no single-byte token for some byte)
+        outcome.checked.append(how)
+        result = feed(compiled, ids, check_mask=how != "bytes")
+        outcome.notes += [f"{how}: {note}" for note in result.notes]
+        if result.inconsistent:
+            outcome.passed = False
+            outcome.problems.append(f"{how}: {result.problem} (a backend bug: mask and matcher disagree)")
+        elif result.accepted != case.accept:
+            outcome.passed = False
+            what = result.problem if not result.accepted else "accepted"
+            outcome.problems.append(f"{how}: {what} (expected {'accept' if case.accept else 'reject'})")
+    return outcome
+
+
+def run_suite(suite: Suite, names: list[str], vocab, *, use_cache: bool = True) -> Report:
+    from sgcli.backends import get_backend, unsupported_reason
+    from sgcli.grammar_cache import compile_cached
+
+    runs, outcomes = [], []
+    for name in names:
+        impl = get_backend(name)
+        reason = unsupported_reason(impl, suite.spec)
+        if reason is not None:
+            runs.append(BackendRun(name, "unsupported", f"{name} does not support {reason}"))
+            continue
+        missing = impl.available()
+        if missing:
+            runs.append(BackendRun(name, "unavailable", missing))
+            continue
+        try:
+            result = compile_cached(impl, suite.spec, vocab, use_cache=use_cache)
+        except UserError as exc:
+            runs.append(BackendRun(name, "error", exc.render().removeprefix("error: ")))
+            continue
+        runs.append(BackendRun(name, "ran", cache=result.status))
+        outcomes += [check_case(result.compiled, case) for case in suite.cases]
+    return Report(suite, runs, outcomes)

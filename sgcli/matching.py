@@ -1,0 +1,207 @@
+"""Driving a compiled grammar's matcher with token sequences, without a model.
+
+Shared by `sgcli masks`, `sgcli test` and `sgcli convert`: which backends to run, the
+token sequences that spell a string, feeding them to a matcher, and random walks that
+sample strings a grammar accepts.
+
+Three ways to spell a string as tokens (see docs/grammar-development.md):
+- "bytes": one single-byte token per byte. Token boundaries fall everywhere, so this
+  checks the grammar's *language* (the whole string), independent of tokenization.
+- "canonical": the tokenizer's own encoding (`Vocab.encode`, no special tokens added),
+  i.e. the tokens a model sees when it reads the string.
+- "longest": greedy longest-match over the vocabulary, the segmentation a decoder that
+  prefers long tokens tends to produce; it differs from "canonical" around merges.
+"""
+
+from __future__ import annotations
+
+import random
+import weakref
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sgcli.backends.base import Compiled, allowed_ids, new_bitmask
+from sgcli.errors import UserError
+from sgcli.spec import ConstraintSpec, Kind
+from sgcli.tokenizers.vocab import Vocab
+
+_byte_tables: "weakref.WeakKeyDictionary[Vocab, dict]" = weakref.WeakKeyDictionary()
+
+
+def enforcing_backends() -> list[str]:
+    """Registered backends that enforce a grammar. A backend that also runs unconstrained
+    (its capabilities include Kind.NONE) accepts everything, so testing grammars on it is moot."""
+    from sgcli.backends import backend_names, get_backend
+
+    return [n for n in backend_names() if Kind.NONE not in get_backend(n).capabilities.kinds]
+
+
+def backends_for(spec: ConstraintSpec) -> list[str]:
+    """Enforcing backends whose capabilities cover `spec`."""
+    from sgcli.backends import get_backend, unsupported_reason
+
+    return [n for n in enforcing_backends() if unsupported_reason(get_backend(n), spec) is None]
+
+
+def select_backends(choice: str) -> list[str]:
+    """`--backend NAME|all` -> names; an unknown name is a usage error."""
+    from sgcli.backends import get_backend
+
+    if choice == "all":
+        return enforcing_backends()
+    get_backend(choice)  # raises a UserError naming the known backends
+    return [choice]
+
+
+def _tables(vocab: Vocab) -> dict:
+    table = _byte_tables.get(vocab)
+    if table is None:
+        by_bytes: dict[bytes, int] = {}
+        for i in vocab.ordinary_ids():
+            piece = vocab.tokens[i]
+            if piece and piece not in by_bytes:
+                by_bytes[piece] = i
+        ordinary = np.zeros(len(vocab), dtype=bool)
+        ordinary[vocab.ordinary_ids()] = True
+        ordinary[list(vocab.stop_ids)] = False
+        punct = np.array([_is_punctuation(p) for p in vocab.tokens], dtype=bool) & ordinary
+        table = {"by_bytes": by_bytes, "max_len": max((len(p) for p in by_bytes), default=1),
+                 "ordinary": ordinary, "punct": punct}
+        _byte_tables[vocab] = table
+    return table
+
+
+def byte_ids(vocab: Vocab, data: bytes) -> list[int] | None:
+    """One single-byte token per byte of `data`; None if the vocabulary lacks one of them."""
+    by_bytes = _tables(vocab)["by_bytes"]
+    ids = [by_bytes.get(data[i:i + 1]) for i in range(len(data))]
+    return None if any(i is None for i in ids) else ids
+
+
+def longest_match_ids(vocab: Vocab, data: bytes) -> list[int] | None:
+    """Greedy left-to-right longest vocabulary piece; None if some byte has no token."""
+    table = _tables(vocab)
+    by_bytes, max_len = table["by_bytes"], table["max_len"]
+    ids, pos = [], 0
+    while pos < len(data):
+        for length in range(min(max_len, len(data) - pos), 0, -1):
+            token = by_bytes.get(data[pos:pos + length])
+            if token is not None:
+                ids.append(token)
+                pos += length
+                break
+        else:
+            return None
+    return ids
+
+
+def canonical_ids(vocab: Vocab, text: str) -> list[int]:
+    if vocab.encode is None:
+        raise UserError(f"the tokenizer {vocab.source} cannot encode text (only its vocabulary is known)",
+                        hint="pass a tokenizer.json or a model with --tokenizer")
+    return list(vocab.encode(text))
+
+
+def tokenizations(vocab: Vocab, text: str) -> dict[str, list[int] | None]:
+    """The three spellings of `text` described in the module docstring."""
+    data = text.encode("utf-8")
+    return {"bytes": byte_ids(vocab, data), "canonical": canonical_ids(vocab, text),
+            "longest": longest_match_ids(vocab, data)}
+
+
+@dataclass
+class Feed:
+    """How a matcher took a token sequence."""
+
+    accepted: bool  # every token taken and the grammar can stop after them
+    taken: int  # tokens accepted before the first rejection (= len(ids) when none)
+    can_stop: bool
+    problem: str | None = None  # why not accepted, for humans
+    inconsistent: bool = False  # the mask allowed a token that accept() then refused: a backend bug
+    notes: list[str] = field(default_factory=list)
+
+
+def feed(compiled: Compiled, ids: list[int], *, check_mask: bool = False) -> Feed:
+    """Feed `ids` to a fresh matcher; accept() decides. With `check_mask`, each token is also
+    looked up in the mask first, as in decoding: a token the mask allows but accept() refuses
+    is a backend bug (`inconsistent`); one the mask forbids but accept() takes is a note (some
+    backends steer generation to one tokenization of forced text, e.g. llguidance)."""
+    vocab = compiled.vocab
+    matcher = compiled.matcher()
+    mask = new_bitmask(len(vocab)) if check_mask else None
+    notes: list[str] = []
+    for index, token in enumerate(ids):
+        in_mask = None
+        if mask is not None:
+            matcher.fill_mask(mask)
+            in_mask = bool((int(mask[token >> 5]) >> (token & 31)) & 1)
+        ok = matcher.accept(token)
+        if in_mask and not ok:
+            return Feed(False, index, False, f"token {index} {_show(vocab, token)}: the mask allows it "
+                        "but accept() refused it", inconsistent=True, notes=notes)
+        if not ok:
+            return Feed(False, index, False, f"token {index} {_show(vocab, token)} rejected", notes=notes)
+        if in_mask is False:
+            notes.append(f"token {index} {_show(vocab, token)} is accepted but the mask forbids it")
+    stop = matcher.can_stop()
+    return Feed(stop, len(ids), stop, None if stop else "all tokens taken, but the grammar cannot stop there",
+                notes=notes)
+
+
+def _show(vocab: Vocab, token: int) -> str:
+    return f"#{token} {vocab.tokens[token].decode('utf-8', errors='backslashreplace')!r}"
+
+
+def accepts_bytes(compiled: Compiled, data: bytes) -> Feed:
+    ids = byte_ids(compiled.vocab, data)
+    if ids is None:
+        return Feed(False, 0, False, "the vocabulary has no single-byte token for some byte of the input")
+    return feed(compiled, ids)
+
+
+def random_walk(compiled: Compiled, rng: random.Random, *, max_tokens: int = 64,
+                stop_after: int = 8) -> bytes | None:
+    """Bytes of one random path through the grammar that ends where it can stop; None when
+    the walk runs past `max_tokens` without reaching a stopping point.
+
+    Picks are biased to end walks: half the time a short punctuation token (closing quotes
+    and brackets are punctuation), and the walk stops as soon as it can after `stop_after` tokens.
+    """
+    vocab = compiled.vocab
+    table = _tables(vocab)
+    matcher = compiled.matcher()
+    mask = new_bitmask(len(vocab))
+    out = bytearray()
+    for step in range(max_tokens):
+        if matcher.can_stop() and (step >= stop_after or rng.random() < 0.25):
+            return bytes(out)
+        matcher.fill_mask(mask)
+        choices = allowed_ids(mask, len(vocab))
+        choices = choices[table["ordinary"][choices]]
+        if not len(choices):
+            return bytes(out) if matcher.can_stop() else None
+        punct = choices[table["punct"][choices]]
+        pool = punct if len(punct) and rng.random() < 0.5 else choices
+        token = int(pool[rng.randrange(len(pool))])
+        if not matcher.accept(token):
+            return None  # the backend's mask and accept() disagree; not this function's to judge
+        out += vocab.tokens[token]
+    return bytes(out) if matcher.can_stop() else None
+
+
+def _is_punctuation(piece: bytes) -> bool:
+    return 0 < len(piece) <= 2 and all(33 <= b < 127 and not chr(b).isalnum() for b in piece)
+
+
+def sample_strings(compiled: Compiled, count: int, *, seed: int = 0, attempts_per_sample: int = 5) -> list[bytes]:
+    """Up to `count` distinct accepted strings from random walks (fewer when walks rarely end)."""
+    rng = random.Random(seed)
+    found: dict[bytes, None] = {}
+    for _ in range(count * attempts_per_sample):
+        if len(found) >= count:
+            break
+        s = random_walk(compiled, rng)
+        if s is not None:
+            found.setdefault(s)
+    return list(found)

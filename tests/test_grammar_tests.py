@@ -1,0 +1,131 @@
+"""`sgcli test` grammar test files, and the curated library in grammars/."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sgcli.backends import get_backend, unsupported_reason
+from sgcli.matching import enforcing_backends
+
+LIBRARY = Path(__file__).resolve().parent.parent / "grammars"
+CASE_FILES = sorted(LIBRARY.glob("*.test.yaml"))
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGCLI_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _records(result) -> list[dict]:
+    return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+
+
+def test_the_library_has_every_promised_grammar_each_with_a_test_file():
+    from sgcli.sources import resolve_library
+
+    for name in ("json", "arithmetic", "csv", "iso8601", "sql", "tool_call"):
+        path = Path(resolve_library("@" + name))
+        assert not path.name.endswith(".yaml"), path
+        assert (LIBRARY / f"{name}.test.yaml").is_file()
+    assert len(CASE_FILES) >= 6
+
+
+def test_every_library_grammar_passes_on_every_backend_that_supports_its_kind(run_cli):
+    from sgcli.grammar_tests import load_suite
+
+    result = run_cli("test", *CASE_FILES, "--json")
+    records = _records(result)
+    files = {r["file"]: r for r in records if r["type"] == "file"}
+    assert len(files) == len(CASE_FILES)
+    for path in CASE_FILES:
+        suite = load_suite(str(path))
+        summary = files[str(path)]
+        expected_ran = [n for n in enforcing_backends() if unsupported_reason(get_backend(n), suite.spec) is None]
+        ran = [b["name"] for b in summary["backends"] if b["status"] == "ran"]
+        assert ran == expected_ran and ran, (path.name, summary["backends"])
+        assert summary["ok"] and summary["failed"] == 0, [r for r in records if r["type"] == "case" and not r["passed"]]
+        assert summary["passed"] == len(suite.cases) * len(ran)
+        assert any(not c.accept for c in suite.cases) and any(c.accept for c in suite.cases)
+    cases = [r for r in records if r["type"] == "case"]
+    assert all("bytes" in r["checked"] and "canonical" in r["checked"] for r in cases)
+    assert result.exit_code == 0
+
+
+def test_a_failing_case_exits_1_and_names_case_and_backend(run_cli, tmp_path):
+    cases = tmp_path / "digits.test.yaml"
+    cases.write_text(
+        "grammar: {kind: regex, text: '[0-9]+'}\n"
+        "cases:\n"
+        "  - {input: '123', accept: true, description: digits}\n"
+        "  - {input: '12a', accept: true, description: wrongly expected to pass}\n"
+        "  - {input: '', accept: false, description: empty}\n")
+    result = run_cli("test", cases, "--backend", "xgrammar")
+    assert result.exit_code == 1
+    assert f"{cases}:4: case 2 failed on xgrammar" in result.stdout
+    assert "bytes: token 2" in result.stdout and "expected accept" in result.stdout
+    records = _records(run_cli("test", cases, "--backend", "xgrammar", "--json"))
+    assert [r["passed"] for r in records if r["type"] == "case"] == [True, False, True]
+
+
+def test_inputs_go_through_real_tokenizations(smol_tokenizer):
+    from sgcli.matching import tokenizations
+
+    vocab = smol_tokenizer.vocab
+    text = 'SELECT DISTINCT city'
+    spelled = tokenizations(vocab, text)
+    assert spelled["canonical"] == smol_tokenizer.encode(text)
+    assert len(spelled["bytes"]) == len(text.encode())
+    for ids in spelled.values():
+        assert b"".join(vocab.tokens[i] for i in ids) == text.encode()
+    assert spelled["longest"] != spelled["canonical"]  # a different, still valid, segmentation
+
+
+def test_a_tokenization_only_failure_is_caught(smol_tokenizer):
+    """A grammar that accepts the string byte by byte but not as the tokenizer spells it."""
+    from sgcli.grammar_tests import Case, check_case
+    from sgcli.grammar_cache import compile_cached
+    from sgcli.spec import ConstraintSpec, Kind
+
+    vocab = smol_tokenizer.vocab
+    spec = ConstraintSpec(Kind.REGEX, "ab")
+    compiled = compile_cached(get_backend("xgrammar"), spec, vocab).compiled
+    outcome = check_case(compiled, Case(0, "ab", True, ""))
+    assert outcome.passed and "bytes" in outcome.checked
+    rejected = check_case(compiled, Case(1, "abc", True, ""))
+    assert not rejected.passed and any(p.startswith("bytes:") for p in rejected.problems)
+
+
+def test_grammar_paths_are_relative_to_the_test_file_and_library_names_work(run_cli, tmp_path):
+    (tmp_path / "g.gbnf").write_text('root ::= "yes" | "no"\n')
+    relative = tmp_path / "rel.test.yaml"
+    relative.write_text("grammar: g.gbnf\ncases:\n  - {input: 'yes', accept: true}\n  - {input: 'maybe', accept: false}\n")
+    library = tmp_path / "lib.test.yaml"
+    library.write_text("grammar: '@iso8601'\ncases:\n  - {input: '2024-01-31', accept: true}\n")
+    assert run_cli("test", relative, library).exit_code == 0
+
+
+@pytest.mark.parametrize("text, where, what", [
+    ("grammar: {kind: regex, text: a}\ncases:\n  - {input: 'a', accept: true\n  - {input: 'b'}\n", ":4:5:", "malformed YAML"),
+    ("grammar: {kind: regex, text: a}\ncases:\n  - {input: 'a', accepts: true}\n", ":3:18:", "unknown key 'accepts'"),
+    ("grammar: {kind: regex, text: a}\ncases:\n  - {input: 12, accept: true}\n", ":3:13:", "'input' must be a string"),
+    ("grammar: {kind: cobol, text: a}\ncases:\n  - {input: 'a', accept: true}\n", ":1:17:", "unknown grammar kind"),
+    ("cases:\n  - {input: 'a', accept: true}\n", ":1:1:", "no 'grammar' given"),
+    ("grammar: missing.gbnf\ncases:\n  - {input: 'a', accept: true}\n", "missing.gbnf", "not found"),
+])
+def test_malformed_test_files_exit_2_with_line_and_column(run_cli, tmp_path, text, where, what):
+    path = tmp_path / "broken.test.yaml"
+    path.write_text(text)
+    result = run_cli("test", path)
+    assert result.exit_code == 2
+    assert where in result.stderr and what in result.stderr, result.stderr
+
+
+def test_a_grammar_that_does_not_compile_fails_the_file(run_cli, tmp_path):
+    path = tmp_path / "broken_grammar.test.yaml"
+    path.write_text("grammar: {kind: ebnf, text: 'root ::= \"a\" missing'}\ncases:\n  - {input: 'a', accept: true}\n")
+    result = run_cli("test", path, "--backend", "xgrammar")
+    assert result.exit_code == 1
+    assert "error: xgrammar" in result.stdout and "missing" in result.stdout

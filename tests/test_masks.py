@@ -1,0 +1,117 @@
+"""`sgcli masks`: the dry run that steps a matcher through a text's tokens."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sgcli.matching import backends_for
+
+SCHEMA = '{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}'
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGCLI_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def schema_file(tmp_path):
+    path = tmp_path / "a.json"
+    path.write_text(SCHEMA)
+    return path
+
+
+def _trace(result) -> list[dict]:
+    return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+
+
+def _json_schema_backends():
+    from sgcli.spec import ConstraintSpec, Kind
+
+    return backends_for(ConstraintSpec(Kind.JSON_SCHEMA, SCHEMA))
+
+
+@pytest.mark.parametrize("backend", _json_schema_backends())
+def test_rejected_text_names_the_token_the_byte_and_the_allowed_set(run_cli, schema_file, smol_tokenizer, backend):
+    text = '{"a": x'
+    result = run_cli("masks", "--schema", schema_file, "--text", text, "--backend", backend, "--json")
+    assert result.exit_code == 1
+    *steps, summary = _trace(result)
+    assert summary["verdict"] == "rejected"
+    rejected = summary["rejected"]
+    ids = smol_tokenizer.encode(text)
+    # The token holding 'x' is the one rejected; the space before it was fine, so the first
+    # bad byte is the 'x' itself.
+    index = rejected["token_index"]
+    assert ids[index] == rejected["token"] and "x" in rejected["text"]
+    assert rejected["byte_offset"] == text.index("x")
+    allowed_texts = {t["text"] for t in rejected["allowed"]["sample"]}
+    assert rejected["allowed"]["n_allowed"] > 0 and allowed_texts
+    assert all(t.strip() == "" or t.lstrip()[0] in "-0123456789" for t in allowed_texts), allowed_texts
+    assert "x" not in rejected["next_bytes"] and "0-9" in rejected["next_bytes"]
+    assert [s["allowed"] for s in steps] == [True] * index + [False]
+
+
+def test_human_output_names_the_rejected_token_and_what_was_allowed(run_cli, schema_file):
+    result = run_cli("masks", "--schema", schema_file, "--text", '{"a": x', "--top", "5")
+    assert result.exit_code == 1
+    out = result.stdout
+    assert 'rejected at token 3 " x"' in out and "first bad byte: 6 (x)" in out
+    assert "allowed there:" in out and '"0"' in out and "next byte must be one of" in out
+
+
+def test_accepted_text_walks_to_acceptance(run_cli, schema_file, smol_tokenizer):
+    text = '{"a": 12}'
+    result = run_cli("masks", "--schema", schema_file, "--text", text, "--json")
+    assert result.exit_code == 0
+    *steps, summary = _trace(result)
+    assert summary["verdict"] == "accepted" and summary["end"]["can_stop"]
+    assert [s["token"] for s in steps] == smol_tokenizer.encode(text)
+    assert all(s["allowed"] for s in steps) and all(s["n_allowed"] >= 1 for s in steps)
+    assert "".join(s["text"] for s in steps) == text
+    assert [s["offset"] for s in steps] == [sum(len(t["text"].encode()) for t in steps[:i]) for i in range(len(steps))]
+
+
+def test_a_valid_prefix_is_not_a_rejection(run_cli, schema_file):
+    result = run_cli("masks", "--schema", schema_file, "--text", '{"a": 1', "--json")
+    assert result.exit_code == 0
+    summary = _trace(result)[-1]
+    assert summary["verdict"] == "prefix" and not summary["end"]["can_stop"]
+    assert any(t["text"] == "}" for t in summary["end"]["sample"]) or summary["end"]["n_allowed"] > 8
+
+
+def test_without_text_shows_the_first_step(run_cli, schema_file):
+    result = run_cli("masks", "--schema", schema_file, "--backend", "xgrammar", "--json")
+    assert result.exit_code == 0
+    (summary,) = _trace(result)
+    assert summary["verdict"] == "start"
+    assert summary["end"]["forced"] == "{"  # an object must open with a brace
+    assert {t["text"][0] for t in summary["end"]["sample"]} == {"{"}
+    human = run_cli("masks", "--schema", schema_file)
+    assert "first step" in human.stdout and "forced" in human.stdout
+
+
+def test_grammar_argument_and_library_names(run_cli):
+    result = run_cli("masks", "@iso8601", "--text", "2024-13", "--json")
+    assert result.exit_code == 1
+    rejected = _trace(result)[-1]["rejected"]
+    assert rejected["byte_offset"] == 6  # '3' after '1': months stop at 12
+    assert rejected["next_bytes"] == "[0-2]"
+
+
+def test_bad_usage_exits_2(run_cli, schema_file, tmp_path):
+    assert run_cli("masks", "--text", "x").exit_code == 2  # no grammar
+    assert run_cli("masks", schema_file, "--regex", "a", "--text", "a").exit_code == 2  # two grammars
+    assert run_cli("masks", "--regex", "a", "--backend", "nope").exit_code == 2
+    assert run_cli("masks", tmp_path / "missing.json").exit_code == 2
+
+
+def test_char_class_is_compact_and_escaped():
+    from sgcli.dryrun import char_class
+
+    assert char_class({ord(c) for c in "0123456789-"}) == "[\\-0-9]"
+    assert char_class({9, 10, 32, ord("]")}) == "[\\t\\n \\]]"
+    assert char_class({ord("a"), ord("b")}) == "[ab]"
+    assert char_class(set()) == "[]"
