@@ -1,0 +1,120 @@
+"""`sgcli lint`: ruff-like diagnostics for grammar, regex and JSON Schema files."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from sgcli.cli.common import err
+from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
+
+EXAMPLES = """
+Examples:
+
+  sgcli lint grammars/*.gbnf
+
+  sgcli lint schema.json --output-format full
+
+  sgcli lint tool.lark --backend llguidance --output-format github
+
+  sgcli lint answer.gbnf --tokenizer default --max-tokens 32
+
+  sgcli lint schema.json --select J --ignore J002 --output-format json
+
+  sgcli rule J001
+"""
+
+
+def _kind(value: str | None):
+    from sgcli.spec import Kind
+
+    if value is None:
+        return None
+    try:
+        kind = Kind(value.lower().replace("-", "_"))
+    except ValueError:
+        kind = Kind.NONE
+    lintable = [k for k in Kind if k not in (Kind.NONE, Kind.CHOICE)]  # both have no file form
+    if kind not in lintable:
+        raise UserError(f"--kind {value}: not a kind of file sgcli can lint",
+                        hint="one of: " + ", ".join(k.value for k in lintable))
+    return kind
+
+
+def lint(
+    files: Annotated[list[str], typer.Argument(metavar="FILE...", help="Files to lint; kind from the extension (.gbnf .ebnf .lark .regex .json) or --kind.")],
+    backend: Annotated[str, typer.Option("--backend", "-b", help="A backend name, or 'all': every backend that supports the file's kind.")] = "all",
+    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="Compile against this tokenizer ('default' = the embedded SmolLM2) and run the T and L rules. Without it, backends compile against a 256-byte vocabulary.")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Report (L001) when the shortest output needs more tokens than this; needs --tokenizer.")] = None,
+    output_format: Annotated[str, typer.Option("--output-format", help="concise, full, json, json-lines or github.")] = "concise",
+    select: Annotated[Optional[list[str]], typer.Option("--select", help="Rule codes or prefixes to run (comma-separated, repeatable; ALL for every rule).")] = None,
+    ignore: Annotated[Optional[list[str]], typer.Option("--ignore", help="Rule codes or prefixes to skip (the more specific of --select/--ignore wins).")] = None,
+    kind: Annotated[Optional[str], typer.Option("--kind", help="Kind instead of the extension's: json_schema, regex, ebnf, lark.")] = None,
+    json_whitespace: Annotated[str, typer.Option("--json-whitespace", help="The JSON layout you generate with (for W002): flexible or compact.")] = "flexible",
+    max_whitespace: Annotated[Optional[int], typer.Option("--max-whitespace", help="The whitespace bound you generate with (for W002).")] = None,
+    indent: Annotated[Optional[int], typer.Option("--indent", help="The JSON indent you generate with (for W002).")] = None,
+) -> None:
+    """Find a grammar's mistakes before a model runs, with ruff-like diagnostics.
+
+    Each diagnostic has a rule code (S syntax/compile, G structure, W whitespace, J JSON
+    Schema enforcement, R regex features, T tokenizer, L length), file:line:col, a
+    message, and a fix hint where one exists. `sgcli rule CODE` explains a rule.
+
+    Exit codes: 0 clean, 1 findings, 2 bad usage or an unreadable file.
+    """
+    from sgcli.cli.constraint_options import json_options
+    from sgcli.lint import FORMATS, RENDERERS, Linter, LintOptions, Selection
+    from sgcli.lint.render import summary
+
+    if output_format not in FORMATS:
+        raise UserError(f"--output-format {output_format}: unknown format", hint="one of: " + ", ".join(FORMATS))
+    options = LintOptions(backend=backend, tokenizer=tokenizer, max_tokens=max_tokens, kind=_kind(kind),
+                          selection=Selection.parse(select, ignore),
+                          json_options=json_options(json_whitespace, None, indent, max_whitespace, False))
+    if backend != "all":
+        from sgcli.backends import get_backend
+
+        get_backend(backend)  # an unknown name is a usage error before any file is read
+    linter = Linter(options)
+    diagnostics, sources, failed = [], {}, 0
+    skipped: dict[tuple[str, str], int] = {}
+    for path in files:
+        try:
+            result = linter.lint(path)
+        except UserError as exc:  # unreadable file, unknown extension, unsupported backend
+            err.print(f"[bold red]error[/]: {_escape(exc.render().removeprefix('error: '))}")
+            failed += 1
+            continue
+        diagnostics += result.diagnostics
+        for note in result.notes:
+            err.print(f"[dim]note: {_escape(note)}[/]")
+        for key in result.skipped:
+            skipped[key] = skipped.get(key, 0) + 1
+        sources[result.path] = _source(result.path)
+    for (name, reason), count in skipped.items():
+        err.print(f"[dim]note: {name} did not run on {count} file{'s' if count > 1 else ''}: "
+                  f"it does not support {_escape(reason)}[/]")
+    sys.stdout.write(RENDERERS[output_format](diagnostics, sources))
+    sys.stdout.flush()
+    if output_format in ("concise", "full"):
+        err.print(summary(diagnostics, len(files) - failed), highlight=False, markup=False)
+    if failed:
+        raise typer.Exit(EXIT_USAGE)
+    raise typer.Exit(EXIT_FINDINGS if diagnostics else EXIT_OK)
+
+
+def _source(path: str) -> str | None:
+    from pathlib import Path
+
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)

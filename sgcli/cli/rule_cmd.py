@@ -1,0 +1,70 @@
+"""`sgcli rule CODE`: what a lint rule checks, why it matters, and how to fix it."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from sgcli.cli.common import json_line, out
+from sgcli.errors import UserError
+
+EXAMPLES = """
+Examples:
+
+  sgcli rule W001
+
+  sgcli rule --all
+
+  sgcli rule J001 --json
+"""
+
+
+def rule(
+    code: Annotated[Optional[str], typer.Argument(metavar="CODE", help="A rule code, e.g. G001.")] = None,
+    all_rules: Annotated[bool, typer.Option("--all", help="List every rule.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="JSON on stdout (one record per rule with --all).")] = False,
+) -> None:
+    """Explain a lint rule (or list them all with --all).
+
+    Exit codes: 0 ok, 2 unknown code or no code given.
+    """
+    from sgcli.lint.rules import FAMILIES, RULES, all_rules as every_rule
+
+    if all_rules:
+        if json_out:
+            for r in every_rule():
+                json_line(_record(r))
+            return
+        from rich.table import Table
+
+        table = Table(show_header=True, header_style="bold", box=None)
+        for col in ("code", "name", "severity", "needs", "summary"):
+            table.add_column(col, overflow="fold")
+        for r in every_rule():
+            table.add_row(r.code, r.name, r.severity, r.needs, r.summary)
+        out.print(table)
+        return
+    if code is None:
+        raise UserError("give a rule code, or --all to list them", hint="e.g. sgcli rule G001")
+    r = RULES.get(code.strip().upper())
+    if r is None:
+        family = FAMILIES.get(code.strip()[:1].upper())
+        known = ", ".join(c for c in RULES if family is None or c.startswith(code.strip()[:1].upper()))
+        raise UserError(f"no rule {code}", hint=f"known codes: {known}")
+    if json_out:
+        json_line(_record(r))
+        return
+    lines = [f"{r.code} {r.name} ({r.severity}; family {r.code[0]}: {r.family}; needs: {r.needs})", "",
+             r.summary, "", r.explanation]
+    if r.example:
+        lines += ["", "Example:", *("    " + line for line in r.example.split("\n"))]
+    if r.fix:
+        lines += ["", "Fix:", *("    " + line for line in r.fix.split("\n"))]
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _record(r) -> dict:
+    return {"code": r.code, "name": r.name, "severity": r.severity, "family": r.family, "needs": r.needs,
+            "summary": r.summary, "explanation": r.explanation, "example": r.example, "fix": r.fix}

@@ -1,0 +1,212 @@
+"""What the backends themselves say: S001 (rejected), S002 (warned), J002, and R001's verdicts.
+
+Each chosen backend compiles the file through the one protocol
+(`check_supports(name, spec).compile(spec, vocab)`); a compile error is a positioned
+`UserError`, a warning a `CompileWarning` (with a JSON pointer for schemas). Nothing
+here knows a backend by name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+from sgcli.backends.base import Compiled, CompileWarning
+from sgcli.errors import UserError
+from sgcli.lint.diagnostic import Diagnostic, at_offset
+from sgcli.lint.regex_parse import RegexFeature
+from sgcli.spec import ConstraintSpec, Kind
+
+_REGEX_POSITION = re.compile(r"at position (\d+)")
+_PREFIXES = [re.compile(r"^.*? rejected by \S+: "), re.compile(r"^[\w /]*error at line \d+, column \d+: ", re.I),
+             re.compile(r"\[[\d:]+\] \S+:\d+: ")]
+
+
+@dataclass
+class BackendRun:
+    """One backend's compile of one file."""
+
+    name: str
+    compiled: Compiled | None = None
+    error: UserError | None = None
+    warnings: list[CompileWarning] = field(default_factory=list)
+
+
+def compile_with(name: str, spec: ConstraintSpec, vocab) -> BackendRun:
+    from sgcli.backends import check_supports
+
+    backend = check_supports(name, spec)
+    try:
+        compiled = backend.compile(spec, vocab)
+    except UserError as exc:
+        return BackendRun(name, error=exc)
+    return BackendRun(name, compiled, warnings=list(compiled.warnings))
+
+
+def clean_message(message: str) -> str:
+    """The backend's own words, without sgcli's 'X rejected by Y:' wrapper, a position the
+    diagnostic already carries, native log prefixes, or code excerpts after the first line."""
+    text = message.strip()
+    for pattern in _PREFIXES:
+        text = pattern.sub("", text, count=1)
+    first = text.split("\n")[0].strip()
+    return first or text
+
+
+def compile_error(run: BackendRun, spec: ConstraintSpec, stext) -> Diagnostic:
+    """S001, or J002 when a schema error sits on a keyword of the schema."""
+    loc = run.error.location
+    line, col = (loc.line, loc.col) if loc else (None, None)
+    detail = clean_message(run.error.message)
+    if spec.kind is Kind.JSON_SCHEMA and stext is not None and line is not None:
+        keyword_path = _keyword_at(stext, line, col)
+        if keyword_path is not None:
+            start, end = stext.key_span(keyword_path)
+            return at_offset("J002", spec.text, spec.name, start, end,
+                             f"{run.name} does not implement `{keyword_path[-1]}`: {detail}",
+                             hint="drop or rewrite the keyword, or use a backend that supports it",
+                             backend=run.name)
+    return Diagnostic("S001", f"{run.name} rejects it: {detail}", spec.name, line, col,
+                      hint=run.error.hint, backend=run.name)
+
+
+def _keyword_at(stext, line: int, col: int | None) -> tuple | None:
+    """The schema path of a keyword whose value starts at line:col, if that is one."""
+    from sgcli.backends.schema_warnings import iter_subschemas
+    from sgcli.spec import parse_json
+
+    pointer = stext.pointer_at(_offset_of(stext.text, line, col or 1))
+    if not pointer:
+        return None
+    subschema_paths = {path for path, _ in iter_subschemas(parse_json(stext.text, None))}
+    path = _path_of(stext, pointer)
+    return path if path[:-1] in subschema_paths else None
+
+
+def _path_of(stext, pointer: str) -> tuple:
+    """A JSON pointer as a path of keys and list indexes (as `iter_subschemas` spells them)."""
+    from sgcli.jsonpos import pointer_of
+
+    path: list = []
+    for token in pointer.split("/")[1:]:
+        token = token.replace("~1", "/").replace("~0", "~")
+        container = stext.offsets.get(pointer_of(path))
+        in_list = container is not None and stext.text[container] == "["
+        path.append(int(token) if in_list and token.isdigit() else token)
+    return tuple(path)
+
+
+def _offset_of(text: str, line: int, col: int) -> int:
+    start = 0
+    for _ in range(line - 1):
+        start = text.index("\n", start) + 1
+    return start + col - 1
+
+
+def warning(run: BackendRun, w: CompileWarning, spec: ConstraintSpec, stext) -> Diagnostic:
+    """S002 at the schema location the warning is about (its JSON pointer, or the first
+    place its words point to), or at a regex position the message gives."""
+    message = f"{run.name} warns: {clean_message(w.message)}"
+    pointer = w.pointer
+    if stext is not None and pointer is None:
+        from sgcli.backends.schema_warnings import pointers_for
+
+        pointer = next(iter(pointers_for(spec.schema(), w.message)), None)
+    if stext is not None and pointer is not None:
+        span = stext.key_span(_path_of(stext, pointer))
+        if f"(at {pointer or '/'})" not in message:
+            message += f" (at {pointer or '/'})"
+        if span is not None:
+            return at_offset("S002", spec.text, spec.name, span[0], span[1], message, backend=run.name)
+    position = _REGEX_POSITION.search(w.message)
+    if spec.kind is Kind.REGEX and position and "\n" not in spec.text:
+        return Diagnostic("S002", message, spec.name, 1, min(int(position.group(1)), max(len(spec.text), 1)),
+                          backend=run.name)
+    return Diagnostic("S002", message, spec.name, backend=run.name)
+
+
+def neutralized(spec: ConstraintSpec, features: list[RegexFeature]) -> ConstraintSpec:
+    """The same file with every regex feature cut out, to test whether they caused a
+    backend's error or warning."""
+    text = spec.text
+    for f in sorted(features, key=lambda f: f.pos, reverse=True):
+        text = text[:f.pos] + text[f.end:]
+    return replace(spec, text=text)
+
+
+def feature_verdicts(runs: list[BackendRun], spec: ConstraintSpec, features: list[RegexFeature], vocab) -> dict[str, str]:
+    """For each backend: "rejects", "ignores" (it warned) or "" (no complaint), judged by
+    compiling the file again without the features. Runs whose error or warnings the
+    features explain are cleared, so the finding is reported once, as R001."""
+    if not features:
+        return {}
+    plain = neutralized(spec, features)
+    verdicts = {}
+    for run in runs:
+        again = compile_with(run.name, plain, vocab)
+        if run.error is not None:
+            if again.error is None:
+                verdicts[run.name] = "rejects"
+                run.error = None
+        elif len(again.warnings) < len(run.warnings):
+            verdicts[run.name] = "ignores"
+            kept = {w.message for w in again.warnings}
+            run.warnings = [w for w in run.warnings if w.message in kept]
+        else:
+            verdicts[run.name] = ""
+    return verdicts
+
+
+def feature_diagnostics(spec: ConstraintSpec, features: list[RegexFeature], verdicts: dict[str, str]) -> list[Diagnostic]:
+    rejecting = [n for n, v in verdicts.items() if v == "rejects"]
+    ignoring = [n for n, v in verdicts.items() if v == "ignores"]
+    silent = [n for n, v in verdicts.items() if v == ""]
+    parts = []
+    if rejecting:
+        parts.append("rejected by " + ", ".join(rejecting))
+    if ignoring:
+        parts.append("ignored (with a warning) by " + ", ".join(ignoring))
+    if silent:
+        parts.append("compiled without complaint by " + ", ".join(silent) + " (check what it matches)")
+    tail = "; " + "; ".join(parts) if parts else ""
+    return [at_offset("R001", spec.text, spec.name, f.pos, f.end,
+                      f"{f.what} `{f.source}` cannot be expressed by a token automaton{tail}",
+                      hint="spell the cases out with alternatives, or check this part after generation")
+            for f in features]
+
+
+def special_token_literals(spec: ConstraintSpec, grammar, vocab, tokenizer_name: str) -> list[Diagnostic]:
+    """T001: grammar literals containing the text of a special token."""
+    from sgcli.lint.grammar_model import Lit, walk
+
+    specials = {}
+    for i in sorted(vocab.special_ids):
+        piece = vocab.tokens[i].decode("utf-8", errors="replace") if i < len(vocab.tokens) else ""
+        if len(piece) >= 2:
+            specials.setdefault(piece, i)
+    out = []
+    for rule in grammar.rules:
+        for node in walk(rule.body):
+            if not isinstance(node, Lit) or len(node.text) < 2:
+                continue
+            for piece, token_id in specials.items():
+                if piece in node.text:
+                    how = "is" if piece == node.text else "contains"
+                    out.append(at_offset("T001", spec.text, spec.name, node.pos, _literal_end(spec.text, node.pos),
+                                         f"literal {how} the special token {piece} (id {token_id}) of {tokenizer_name}: "
+                                         f"backends match it as ordinary text, so the model cannot use its real "
+                                         f"special token here",
+                                         hint="end on the stop token instead, or use a syntax for special tokens "
+                                              "(llguidance Lark: <|name|>)"))
+                    break
+    return out
+
+
+def _literal_end(text: str, pos: int) -> int | None:
+    """End of a string literal starting at `pos` (a quote), for the underline."""
+    if pos >= len(text) or text[pos] != '"':
+        return None
+    i = pos + 1
+    while i < len(text) and text[i] not in '"\n':
+        i += 2 if text[i] == "\\" else 1
+    return i + 1

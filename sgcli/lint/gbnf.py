@@ -1,0 +1,177 @@
+"""A reader for GBNF (llama.cpp) and xgrammar's EBNF that keeps positions.
+
+It accepts the union of both dialects, because linting should find structural mistakes
+in a grammar whichever engine it was written for; what a particular backend rejects is
+reported by that backend itself (rule S001). A rule's body runs until the next
+`name ::=`, so bodies may span lines (xgrammar) or not (llama.cpp).
+"""
+
+from __future__ import annotations
+
+import re
+
+from sgcli.lint.grammar_model import Alt, Chars, Grammar, Lit, Node, Opaque, Ref, Rep, Rule, Seq
+from sgcli.lint.reader import Reader
+
+_NAME = re.compile(r"[A-Za-z0-9_-]+")
+_DEFINE = re.compile(r"[ \t]*::=")
+_BRACES = re.compile(r"\{\s*(\d*)\s*(,?)\s*(\d*)\s*\}")
+
+
+def parse_gbnf(text: str, root: str = "root") -> Grammar:
+    """The grammar in `text`; raises ParseError at the first thing it cannot read."""
+    r = Reader(text, ("#",))
+    grammar = Grammar("gbnf", root)
+    r.skip_space()
+    while not r.eof():
+        m = _NAME.match(text, r.pos)
+        if not m:
+            raise r.error(f"expected a rule name, found {r.peek()!r}")
+        name_pos = r.pos
+        r.pos = m.end()
+        r.skip_space()
+        r.expect("::=", "'::=' after the rule name")
+        body = _alternatives(r, nested=False)
+        grammar.rules.append(Rule(m.group(), body, name_pos))
+        r.skip_space()
+    return grammar
+
+
+def _rule_starts_here(r: Reader) -> bool:
+    m = _NAME.match(r.text, r.pos)
+    if not m:
+        return False
+    after = m.end()
+    while after < len(r.text) and r.text[after] in " \t\r\n":
+        after += 1
+    return r.text.startswith("::=", after)
+
+
+def _alternatives(r: Reader, *, nested: bool) -> Node:
+    start = r.pos
+    alts = [_sequence(r, nested=nested)]
+    while True:
+        r.skip_space()
+        if r.peek() != "|":
+            break
+        r.pos += 1
+        alts.append(_sequence(r, nested=nested))
+    return alts[0] if len(alts) == 1 else Alt(start, alts)
+
+
+def _sequence(r: Reader, *, nested: bool) -> Node:
+    r.skip_space()
+    start = r.pos
+    items: list[Node] = []
+    while True:
+        r.skip_space()
+        ch = r.peek()
+        if r.eof() or ch in "|)" or (not nested and _rule_starts_here(r)):
+            break
+        if nested and _rule_starts_here(r):
+            raise r.error("a new rule starts before this group is closed; a ')' is missing")
+        element_start = r.pos
+        items.append(_postfix(r, _element(r), element_start))
+    if not items:
+        return Lit(start, "")
+    return items[0] if len(items) == 1 else Seq(start, items)
+
+
+def _element(r: Reader) -> Node:
+    start = r.pos
+    ch = r.peek()
+    if ch == '"':
+        return Lit(start, _string(r))
+    if ch == "[":
+        return _char_class(r)
+    if r.startswith("(="):  # xgrammar's lookahead assertion: consumes nothing
+        r.pos += 2
+        inner = _alternatives(r, nested=True)
+        r.skip_space()
+        r.expect(")", "')' closing the lookahead")
+        return Opaque(start, "lookahead", nullable=True, sample="", children=[inner])
+    if ch == "(":
+        r.pos += 1
+        inner = _alternatives(r, nested=True)
+        r.skip_space()
+        r.expect(")", "')' closing the group")
+        return inner
+    if ch == ".":
+        r.pos += 1
+        return Chars(start, [], negated=True)
+    m = _NAME.match(r.text, r.pos)
+    if m:
+        r.pos = m.end()
+        return Ref(start, m.group())
+    raise r.error(f"unexpected {ch!r}")
+
+
+def _postfix(r: Reader, node: Node, start: int) -> Node:
+    """Repetition operators after an element; a repetition is located where the element's
+    source starts (its '(' for a group)."""
+    while True:
+        op_pos = r.pos
+        ch = r.peek()
+        if ch and ch in "*+?":
+            r.pos += 1
+            lo, hi = {"*": (0, None), "+": (1, None), "?": (0, 1)}[ch]
+        elif ch == "{":
+            m = _BRACES.match(r.text, r.pos)
+            if not m or (not m.group(1) and not m.group(3)):
+                raise r.error("bad repetition braces; write {n}, {n,}, {n,m} or {,m}")
+            r.pos = m.end()
+            lo = int(m.group(1) or 0)
+            hi = None if (m.group(2) and not m.group(3)) else int(m.group(3) or m.group(1))
+        else:
+            return node
+        node = Rep(start, node, lo, hi, op_pos, r.pos)
+
+
+def _string(r: Reader) -> str:
+    start = r.pos
+    r.pos += 1
+    out = []
+    while True:
+        if r.eof() or r.peek() == "\n":
+            raise r.error("unterminated string literal", start)
+        ch = r.peek()
+        if ch == '"':
+            r.pos += 1
+            return "".join(out)
+        if ch == "\\":
+            out.append(r.escape())
+        else:
+            out.append(ch)
+            r.pos += 1
+
+
+def _char_class(r: Reader) -> Chars:
+    start = r.pos
+    r.pos += 1
+    negated = r.peek() == "^"
+    if negated:
+        r.pos += 1
+    ranges: list[tuple[int, int]] = []
+    while True:
+        if r.eof() or r.peek() == "\n":
+            raise r.error("unterminated character class", start)
+        if r.peek() == "]":
+            r.pos += 1
+            return Chars(start, ranges, negated)
+        lo = _class_char(r)
+        if r.peek() == "-" and r.text[r.pos + 1:r.pos + 2] not in ("]", ""):
+            r.pos += 1
+            hi = _class_char(r)
+            if ord(hi) < ord(lo):
+                raise r.error(f"character range {lo!r}-{hi!r} is backwards", start)
+            ranges.append((ord(lo), ord(hi)))
+        else:
+            ranges.append((ord(lo), ord(lo)))
+
+
+def _class_char(r: Reader) -> str:
+    if r.peek() == "\\":
+        return r.escape()
+    ch = r.peek()
+    r.pos += 1
+    return ch

@@ -1,0 +1,143 @@
+"""One small grammar model that the GBNF, Lark and regex readers all produce.
+
+The structure rules (undefined, unused, left-recursive, nullable root, nested or
+whitespace-only unbounded repetition) and the shortest-sentence computation work on
+this model, so each rule is written once for every grammar syntax. Every node keeps
+the character offset where it starts in the file, which becomes the diagnostic's
+line:col.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Node:
+    pos: int  # character offset in the file text
+
+
+@dataclass
+class Lit(Node):
+    """A literal string ("abc"); the empty string is allowed."""
+
+    text: str
+
+
+@dataclass
+class Chars(Node):
+    """A set of characters: [a-z0-9], [^"], `.` (negated and empty) or \\d, \\s in regexes."""
+
+    ranges: list[tuple[int, int]]  # inclusive code point ranges
+    negated: bool = False
+
+    def contains(self, cp: int) -> bool:
+        inside = any(lo <= cp <= hi for lo, hi in self.ranges)
+        return inside != self.negated
+
+    def members(self, limit: int = 0x110000) -> list[int] | None:
+        """The code points, when the set is small and not negated; None otherwise."""
+        if self.negated:
+            return None
+        total = sum(hi - lo + 1 for lo, hi in self.ranges)
+        if total > limit:
+            return None
+        return [cp for lo, hi in self.ranges for cp in range(lo, hi + 1)]
+
+
+@dataclass
+class Ref(Node):
+    """A reference to a rule or terminal by name."""
+
+    name: str
+
+
+@dataclass
+class Seq(Node):
+    items: list[Node]
+
+
+@dataclass
+class Alt(Node):
+    alts: list[Node]
+
+
+@dataclass
+class Rep(Node):
+    """body{min,max}; max None = unbounded (`*`, `+`, `{n,}`)."""
+
+    body: Node
+    min: int
+    max: int | None
+    op_pos: int = -1  # offset of the operator (`*`, `{`)
+    end: int = -1  # offset just past the operator
+    lark: bool = False  # written in Lark syntax (bounds are `~ n..m`), not GBNF/regex (`{n,m}`)
+
+
+@dataclass
+class Opaque(Node):
+    """Something the structure rules cannot look into: `%json {...}`, `@sub`, a special
+    token `<|x|>`, a lookaround or backreference in a regex, llguidance's `~`/`&`.
+    `nullable` None means unknown (analyses then stay silent rather than guess)."""
+
+    what: str
+    nullable: bool | None = False
+    sample: str | None = None  # a short string it matches, where known
+    children: list[Node] = field(default_factory=list)  # e.g. a lookahead's body (for references)
+
+
+@dataclass
+class Rule:
+    name: str
+    body: Node
+    pos: int  # offset of the rule name in its definition
+    terminal: bool = False  # Lark terminals (UPPERCASE) are lexemes, not parser rules
+
+
+@dataclass
+class Grammar:
+    """Rules in file order (duplicates kept, for the duplicate-definition rule)."""
+
+    syntax: str  # "gbnf" | "lark" | "regex"
+    root: str
+    rules: list[Rule] = field(default_factory=list)
+    ignores: list[Node] = field(default_factory=list)  # Lark %ignore
+    external: set[str] = field(default_factory=set)  # names defined elsewhere (%import, %declare)
+    regex_features: list = field(default_factory=list)  # RegexFeature found in regex literals
+    options: dict = field(default_factory=dict)  # llguidance's `%llguidance {...}` options, merged
+
+    def definitions(self) -> dict[str, Rule]:
+        """First definition of each name."""
+        out: dict[str, Rule] = {}
+        for rule in self.rules:
+            out.setdefault(rule.name, rule)
+        return out
+
+
+def walk(node: Node):
+    """Every node under `node`, itself first."""
+    yield node
+    if isinstance(node, Seq):
+        for item in node.items:
+            yield from walk(item)
+    elif isinstance(node, Alt):
+        for alt in node.alts:
+            yield from walk(alt)
+    elif isinstance(node, Rep):
+        yield from walk(node.body)
+    elif isinstance(node, Opaque):
+        for child in node.children:
+            yield from walk(child)
+
+
+def refs(node: Node) -> list[Ref]:
+    return [n for n in walk(node) if isinstance(n, Ref)]
+
+
+class ParseError(Exception):
+    """sgcli's own reader could not follow the file here (offset into the text)."""
+
+    def __init__(self, message: str, pos: int):
+        super().__init__(message)
+        self.message = message
+        self.pos = pos

@@ -1,0 +1,270 @@
+"""A reader for the regex dialect backends share, into the grammar model, with positions.
+
+Used for `.regex` files, Lark `/.../` terminals and JSON Schema `pattern`s. Besides
+the structure (so the whitespace, repetition and shortest-sentence analyses apply to
+regexes too), it records the features a token-level automaton cannot express:
+lookaround, backreferences, word boundaries and anchors in the middle of a pattern.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from sgcli.lint.grammar_model import Alt, Chars, Lit, Node, Opaque, ParseError, Rep, Seq
+
+WHITESPACE = [(9, 13), (32, 32), (0x85, 0x85), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
+              (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000)]
+DIGITS = [(48, 57)]
+WORD = [(48, 57), (65, 90), (95, 95), (97, 122)]
+_CLASS_ESCAPES = {"d": (DIGITS, False), "D": (DIGITS, True), "w": (WORD, False), "W": (WORD, True),
+                  "s": (WHITESPACE, False), "S": (WHITESPACE, True)}
+_CHAR_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0", "a": "\a", "e": "\x1b"}
+_QUANT = re.compile(r"\{(\d*)(,?)(\d*)\}")
+
+
+@dataclass(frozen=True)
+class RegexFeature:
+    """Something in a regex that a finite automaton over tokens cannot express."""
+
+    what: str  # "lookahead", "negative lookahead", "lookbehind", ..., "backreference"
+    pos: int  # file offset where it starts
+    end: int  # file offset just past it
+    source: str  # the regex text of the feature
+
+
+@dataclass
+class ParsedRegex:
+    node: Node
+    features: list[RegexFeature]
+
+
+def parse_regex(pattern: str, to_file: Callable[[int], int] = lambda i: i) -> ParsedRegex:
+    """Parse `pattern`; node positions are `to_file(index)` (which must also accept
+    len(pattern), for the end of a feature at the very end). Raises ParseError (file offset)."""
+    p = _Parser(pattern, to_file)
+    node = p.alternatives(top=True)
+    if p.i < len(pattern):
+        raise ParseError("unbalanced ')' in regex", to_file(p.i))
+    return ParsedRegex(node, p.features)
+
+
+class _Parser:
+    def __init__(self, src: str, to_file: Callable[[int], int]):
+        self.src = src
+        self.i = 0
+        self.to_file = to_file
+        self.features: list[RegexFeature] = []
+
+    def error(self, message: str) -> ParseError:
+        return ParseError(message, self.to_file(min(self.i, max(len(self.src) - 1, 0))))
+
+    def feature(self, what: str, start: int) -> None:
+        self.features.append(RegexFeature(what, self.to_file(start), self.to_file(self.i), self.src[start:self.i]))
+
+    def alternatives(self, top: bool = False) -> Node:
+        start = self.i
+        alts = [self.sequence(top)]
+        while self.i < len(self.src) and self.src[self.i] == "|":
+            self.i += 1
+            alts.append(self.sequence(top))
+        return alts[0] if len(alts) == 1 else Alt(self.to_file(start), alts)
+
+    def sequence(self, top: bool) -> Node:
+        start = self.i
+        items: list[Node] = []
+        while self.i < len(self.src) and self.src[self.i] not in "|)":
+            atom_start = self.i
+            ch = self.src[self.i]
+            if ch in "^$":
+                self.i += 1
+                at_edge = (ch == "^" and not items) or (ch == "$" and self._at_sequence_end())
+                if not (top and at_edge):
+                    self.feature("anchor in the middle of the pattern", atom_start)
+                items.append(Opaque(self.to_file(atom_start), f"anchor {ch}", nullable=True, sample=""))
+                continue
+            items.append(self.quantified(self.atom(), atom_start))
+        if not items:
+            return Lit(self.to_file(start), "")
+        return items[0] if len(items) == 1 else Seq(self.to_file(start), items)
+
+    def _at_sequence_end(self) -> bool:
+        return self.i >= len(self.src) or self.src[self.i] in "|)"
+
+    def quantified(self, node: Node, start: int) -> Node:
+        """Quantifiers after an atom; a repetition is located where the atom starts."""
+        while self.i < len(self.src):
+            op = self.i
+            ch = self.src[self.i]
+            if ch in "*+?":
+                self.i += 1
+                lo, hi = {"*": (0, None), "+": (1, None), "?": (0, 1)}[ch]
+            elif ch == "{" and (m := _QUANT.match(self.src, self.i)) and (m.group(1) or m.group(3)):
+                self.i = m.end()
+                lo = int(m.group(1) or 0)
+                hi = None if (m.group(2) and not m.group(3)) else int(m.group(3) or m.group(1))
+            else:
+                return node
+            if self.i < len(self.src) and self.src[self.i] in "?+":  # lazy / possessive: same language
+                self.i += 1
+            node = Rep(self.to_file(start), node, lo, hi, self.to_file(op), self.to_file(self.i - 1) + 1)
+        return node
+
+    def atom(self) -> Node:
+        start = self.i
+        ch = self.src[self.i]
+        pos = self.to_file(start)
+        if ch == "(":
+            return self.group()
+        if ch == "[":
+            return self.char_class()
+        if ch == ".":
+            self.i += 1
+            return Chars(pos, [(10, 10)], negated=True)
+        if ch == "\\":
+            return self.escape_atom()
+        if ch in "*+?":
+            raise self.error(f"'{ch}' has nothing to repeat")
+        self.i += 1
+        return Lit(pos, ch)
+
+    def group(self) -> Node:
+        start = self.i
+        self.i += 1
+        kinds = [("?<=", "lookbehind"), ("?<!", "negative lookbehind"), ("?=", "lookahead"),
+                 ("?!", "negative lookahead")]
+        for prefix, what in kinds:
+            if self.src.startswith(prefix, self.i):
+                self.i += len(prefix)
+                inner = self.alternatives()
+                self.close(start)
+                self.feature(what, start)
+                return Opaque(self.to_file(start), what, nullable=True, sample="", children=[inner])
+        if self.src.startswith("?P=", self.i):  # (?P=name)
+            end = self.src.find(")", self.i)
+            if end < 0:
+                raise self.error("unclosed (?P=name)")
+            self.i = end + 1
+            self.feature("backreference", start)
+            return Opaque(self.to_file(start), "backreference", nullable=None)
+        if self.src.startswith("?", self.i):
+            m = re.compile(r"\?(?:P?<[A-Za-z_]\w*>|[a-zA-Z-]*:|[a-zA-Z-]+\))").match(self.src, self.i)
+            if not m:
+                raise self.error("unknown group syntax")
+            self.i = m.end()
+            if m.group().endswith(")"):  # (?i) applies flags; matches nothing itself
+                return Lit(self.to_file(start), "")
+        inner = self.alternatives()
+        self.close(start)
+        return inner
+
+    def close(self, start: int) -> None:
+        if self.i >= len(self.src) or self.src[self.i] != ")":
+            self.i = start
+            raise self.error("unclosed group '('")
+        self.i += 1
+
+    def escape_atom(self) -> Node:
+        start = self.i
+        pos = self.to_file(start)
+        self.i += 1
+        if self.i >= len(self.src):
+            raise self.error("the regex ends with a backslash")
+        ch = self.src[self.i]
+        self.i += 1
+        if ch in _CLASS_ESCAPES:
+            ranges, negated = _CLASS_ESCAPES[ch]
+            return Chars(pos, list(ranges), negated)
+        if ch in "bB":
+            self.feature("word boundary" if ch == "b" else "non-word-boundary", start)
+            return Opaque(pos, f"\\{ch}", nullable=True, sample="")
+        if ch in "AzZG":
+            return Opaque(pos, f"anchor \\{ch}", nullable=True, sample="")
+        if ch.isdigit() and ch != "0" or ch == "k":
+            if ch == "k":
+                end = self.src.find(">", self.i)
+                self.i = end + 1 if end > 0 else self.i
+            while self.i < len(self.src) and self.src[self.i].isdigit():
+                self.i += 1
+            self.feature("backreference", start)
+            return Opaque(pos, "backreference", nullable=None)
+        if ch in "pP":
+            if self.i < len(self.src) and self.src[self.i] == "{":
+                end = self.src.find("}", self.i)
+                self.i = end + 1 if end > 0 else self.i + 1
+            else:
+                self.i += 1
+            return Opaque(pos, "unicode class", nullable=False)
+        self.i = start
+        return Lit(pos, self.escaped_char())
+
+    def escaped_char(self) -> str:
+        """One character written with a backslash; the cursor is on the backslash."""
+        self.i += 1
+        if self.i >= len(self.src):
+            raise self.error("the regex ends with a backslash")
+        ch = self.src[self.i]
+        self.i += 1
+        if ch in _CHAR_ESCAPES:
+            return _CHAR_ESCAPES[ch]
+        if ch in "xu":
+            if self.i < len(self.src) and self.src[self.i] == "{":
+                end = self.src.find("}", self.i)
+                if end < 0:
+                    raise self.error(f"unclosed \\{ch}{{...}} escape")
+                digits, self.i = self.src[self.i + 1:end], end + 1
+            else:
+                width = 2 if ch == "x" else 4
+                digits = self.src[self.i:self.i + width]
+                self.i += width
+            try:
+                return chr(int(digits, 16))
+            except ValueError:
+                raise self.error(f"bad \\{ch} escape") from None
+        return ch  # \. \/ \\ \( ...
+
+    def char_class(self) -> Node:
+        start = self.i
+        self.i += 1
+        negated = self.i < len(self.src) and self.src[self.i] == "^"
+        if negated:
+            self.i += 1
+        ranges: list[tuple[int, int]] = []
+        first = True
+        while True:
+            if self.i >= len(self.src):
+                self.i = start
+                raise self.error("unclosed character class '['")
+            ch = self.src[self.i]
+            if ch == "]" and not first:
+                self.i += 1
+                return Chars(self.to_file(start), ranges, negated)
+            first = False
+            if ch == "[" and self.src.startswith("[:", self.i):
+                raise self.error("POSIX classes like [:alpha:] are not read by sgcli")
+            if ch == "[" or self.src.startswith(("&&", "--", "~~"), self.i):
+                raise self.error("nested classes and class set operations are not read by sgcli")
+            if ch == "\\" and self.i + 1 < len(self.src) and self.src[self.i + 1] in _CLASS_ESCAPES:
+                sub, sub_neg = _CLASS_ESCAPES[self.src[self.i + 1]]
+                self.i += 2
+                if sub_neg:
+                    raise self.error("negated class escapes inside [...] are not read by sgcli")
+                ranges.extend(sub)
+                continue
+            lo = self.class_char()
+            if self.src.startswith("-", self.i) and self.i + 1 < len(self.src) and self.src[self.i + 1] != "]":
+                self.i += 1
+                hi = self.class_char()
+                if ord(hi) < ord(lo):
+                    raise self.error(f"character range {lo!r}-{hi!r} is backwards")
+                ranges.append((ord(lo), ord(hi)))
+            else:
+                ranges.append((ord(lo), ord(lo)))
+
+    def class_char(self) -> str:
+        if self.src[self.i] == "\\":
+            return self.escaped_char()
+        ch = self.src[self.i]
+        self.i += 1
+        return ch

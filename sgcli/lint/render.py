@@ -1,0 +1,104 @@
+"""Diagnostics as text: concise, full (with the source line and a caret), json,
+json-lines, and GitHub Actions workflow commands."""
+
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+from sgcli.lint.diagnostic import Diagnostic
+
+FORMATS = ("concise", "full", "json", "json-lines", "github")
+
+
+def location(d: Diagnostic) -> str:
+    parts = [d.path]
+    if d.line is not None:
+        parts.append(str(d.line))
+        if d.col is not None:
+            parts.append(str(d.col))
+    return ":".join(parts)
+
+
+def concise(diags: list[Diagnostic], sources: dict[str, str]) -> str:
+    return "".join(f"{location(d)}: {d.code} {d.message}\n" for d in diags)
+
+
+def full(diags: list[Diagnostic], sources: dict[str, str]) -> str:
+    blocks = []
+    for d in diags:
+        lines = [f"{location(d)}: {d.code} [{d.severity}] {d.message}"]
+        lines += _excerpt(d, sources.get(d.path))
+        if d.hint:
+            lines.append(f"  = hint: {d.hint}")
+        lines += [f"  = note: {n}" for n in d.notes]
+        if d.backend:
+            lines.append(f"  = backend: {d.backend}")
+        lines.append(f"  = rule: {d.name} (sgcli rule {d.code})")
+        blocks.append("\n".join(lines) + "\n")
+    return "\n".join(blocks)
+
+
+def _excerpt(d: Diagnostic, text: str | None) -> list[str]:
+    if text is None or d.line is None:
+        return []
+    source_lines = text.split("\n")
+    if d.line > len(source_lines):
+        return []
+    src = source_lines[d.line - 1].rstrip("\r")
+    col = d.col or 1
+    if d.end_line == d.line and d.end_col is not None and d.end_col > col:
+        width = d.end_col - col
+    elif d.end_line is not None and d.end_line > d.line:
+        width = max(1, len(src) - col + 1)
+    else:
+        width = 1
+    gutter = " " * len(str(d.line))
+    prefix = "".join(ch if ch == "\t" else " " for ch in src[:col - 1])
+    return [f"{gutter} |", f"{d.line} | {src}", f"{gutter} | {prefix}{'^' * width}"]
+
+
+def as_json(diags: list[Diagnostic], sources: dict[str, str]) -> str:
+    return json.dumps([d.as_dict() for d in diags], indent=2, ensure_ascii=False) + "\n"
+
+
+def json_lines(diags: list[Diagnostic], sources: dict[str, str]) -> str:
+    return "".join(json.dumps(d.as_dict(), ensure_ascii=False) + "\n" for d in diags)
+
+
+def _gh_escape(value: str, *, prop: bool = False) -> str:
+    value = value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    if prop:
+        value = value.replace(":", "%3A").replace(",", "%2C")
+    return value
+
+
+def github(diags: list[Diagnostic], sources: dict[str, str]) -> str:
+    out = []
+    for d in diags:
+        level = "error" if d.severity == "error" else "warning"
+        props = [f"file={_gh_escape(d.path, prop=True)}"]
+        if d.line is not None:
+            props.append(f"line={d.line}")
+            if d.col is not None:
+                props.append(f"col={d.col}")
+            if d.end_line is not None:
+                props += [f"endLine={d.end_line}", f"endColumn={d.end_col}"]
+        props.append(f"title={_gh_escape(f'sgcli {d.code} ({d.name})', prop=True)}")
+        message = d.message + (f" (hint: {d.hint})" if d.hint else "")
+        out.append(f"::{level} {','.join(props)}::{_gh_escape(message)}\n")
+    return "".join(out)
+
+
+RENDERERS: dict[str, Callable[[list[Diagnostic], dict[str, str]], str]] = {
+    "concise": concise, "full": full, "json": as_json, "json-lines": json_lines, "github": github,
+}
+
+
+def summary(diags: list[Diagnostic], files: int) -> str:
+    if not diags:
+        return f"All checks passed ({files} file{'s' if files != 1 else ''})."
+    errors = sum(d.severity == "error" for d in diags)
+    warnings = len(diags) - errors
+    return (f"Found {len(diags)} diagnostic{'s' if len(diags) != 1 else ''} in {files} file{'s' if files != 1 else ''} "
+            f"({errors} error{'s' if errors != 1 else ''}, {warnings} warning{'s' if warnings != 1 else ''}).")

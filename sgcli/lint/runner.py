@@ -1,0 +1,256 @@
+"""Linting one file: sgcli's own readers first, then each backend, then the tokenizer rules.
+
+Nothing heavy is loaded unless an enabled rule needs it: the structure rules need only
+the file; backend rules compile against `--tokenizer`, or, without one, against a
+256-token byte vocabulary (`byte_vocab`), which keeps `sgcli lint` free of model
+downloads and of torch (xgrammar itself imports torch; llguidance does not).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+
+from sgcli.errors import UserError
+from sgcli.lint import backend_checks as bc
+from sgcli.lint.diagnostic import Diagnostic, at_offset
+from sgcli.lint.select import Selection
+from sgcli.spec import ConstraintSpec, JsonOptions, Kind
+from sgcli.tokenizers.vocab import RAW, Vocab
+
+BYTE_VOCAB_NAME = "sgcli's 256-byte lint vocabulary"
+
+
+@functools.lru_cache(maxsize=1)
+def byte_vocab() -> Vocab:
+    """One token per byte plus an end token: enough to compile and walk any grammar.
+    One shared instance, so backends' per-vocabulary caches (compilers, tokenizers) apply."""
+    tokens = [bytes([i]) for i in range(256)] + [b"<|end|>"]
+    return Vocab(tokens, frozenset({256}), (256,), RAW, BYTE_VOCAB_NAME, eos_id=256,
+                 encode=lambda text: list(text.encode("utf-8")))
+
+
+@dataclass
+class LintOptions:
+    backend: str = "all"
+    tokenizer: str | None = None
+    max_tokens: int | None = None
+    kind: Kind | None = None
+    selection: Selection = field(default_factory=Selection.everything)
+    json_options: JsonOptions = field(default_factory=JsonOptions)
+
+
+@dataclass
+class FileResult:
+    path: str
+    diagnostics: list[Diagnostic]
+    notes: list[str] = field(default_factory=list)  # checks that could not run, and why
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (backend, what it lacks for this file)
+
+
+class Linter:
+    def __init__(self, options: LintOptions):
+        if options.max_tokens is not None and options.tokenizer is None:
+            raise UserError("--max-tokens needs --tokenizer (token counts depend on the vocabulary)",
+                            hint="e.g. --tokenizer default --max-tokens 64")
+        if options.max_tokens is not None and options.max_tokens < 1:
+            raise UserError("--max-tokens must be 1 or more")
+        self.options = options
+        self._vocab: Vocab | None = None
+        self._tokenizer_name = BYTE_VOCAB_NAME
+
+    def vocab(self) -> Vocab:
+        if self._vocab is None:
+            if self.options.tokenizer is None:
+                self._vocab = byte_vocab()
+            else:
+                from sgcli.tokenizers import load_tokenizer
+
+                ref = None if self.options.tokenizer == "default" else self.options.tokenizer
+                tokenizer = load_tokenizer(ref)
+                self._vocab, self._tokenizer_name = tokenizer.vocab, tokenizer.name
+        return self._vocab
+
+    def backends(self, spec: ConstraintSpec, skipped: list[tuple[str, str]]) -> list[str]:
+        """The backends to run: the one named (exit 2 if it cannot take this file), or every
+        enforcing backend that supports the file's kind and JSON options."""
+        from sgcli.backends import check_supports, get_backend, unsupported_reason
+        from sgcli.matching import enforcing_backends
+
+        if self.options.backend != "all":
+            check_supports(self.options.backend, spec)
+            return [self.options.backend]
+        chosen = []
+        for name in enforcing_backends():
+            backend = get_backend(name)
+            reason = unsupported_reason(backend, spec) or backend.available()
+            if reason:
+                skipped.append((name, reason))
+            else:
+                chosen.append(name)
+        return chosen
+
+    def lint(self, path: str) -> FileResult:
+        from sgcli.sources import kind_from_extension, read_text, resolve_library
+
+        if path.startswith("@"):  # a grammar of the library in grammars/
+            path = resolve_library(path)
+        kind = self.options.kind or kind_from_extension(path)
+        text, origin = read_text(path, what=f"{kind.label} file")
+        if kind is Kind.REGEX:
+            text = text.rstrip("\n")
+        spec = ConstraintSpec(kind, text, origin, json_options=self.options.json_options)
+        return self.lint_spec(spec)
+
+    def lint_spec(self, spec: ConstraintSpec) -> FileResult:
+        sel = self.options.selection
+        notes: list[str] = []
+        skipped: list[tuple[str, str]] = []
+        found: list[Diagnostic] = []
+        grammar, features, schema, stext, unreadable = None, [], None, None, None
+        if spec.kind is Kind.JSON_SCHEMA:
+            problem = _schema_problem(spec)
+            if problem is not None:
+                return FileResult(spec.name, _finish([problem], sel), notes)
+            from sgcli.lint.jsontext import SchemaText
+            from sgcli.lint.schema_checks import pattern_features
+
+            schema, stext = spec.schema(), SchemaText(spec.text)
+            features = pattern_features(schema, stext)
+        elif spec.kind in (Kind.EBNF, Kind.LARK, Kind.REGEX):
+            grammar, features, unreadable = _read_grammar(spec)
+            if grammar is not None:
+                from sgcli.lint.structure import Structure
+
+                found += Structure(grammar, spec.text, spec.name).run()
+
+        wants_backends = sel.needs("backend") or (features and "R001" in sel) \
+            or (self.options.max_tokens is not None and "L001" in sel)
+        runs = []
+        if wants_backends:
+            vocab = self.vocab()
+            runs = [bc.compile_with(name, spec, vocab) for name in self.backends(spec, skipped)]
+        if "R001" in sel:
+            verdicts = bc.feature_verdicts(runs, spec, features, self._vocab) if runs else {}
+            found += bc.feature_diagnostics(spec, features, verdicts)
+        for run in runs:
+            if run.error is not None:
+                found.append(bc.compile_error(run, spec, stext))
+            found += [bc.warning(run, w, spec, stext) for w in run.warnings]
+        if unreadable is not None and not any(d.code == "S001" for d in found):
+            found.append(unreadable)
+        compiled = [run.compiled for run in runs if run.compiled is not None]
+        if schema is not None and compiled and sel.any("J001", "W002"):
+            found += self._schema_rules(schema, stext, compiled, spec, notes)
+        if self.options.tokenizer is not None and grammar is not None and "T001" in sel:
+            found += bc.special_token_literals(spec, grammar, self.vocab(), self._tokenizer_name)
+        if self.options.max_tokens is not None and "L001" in sel:
+            found += self._length(spec, grammar, schema, compiled)
+        return FileResult(spec.name, _finish(found, sel), notes, skipped)
+
+    def _schema_rules(self, schema, stext, compiled, spec, notes) -> list[Diagnostic]:
+        from sgcli.backends import get_backend
+        from sgcli.lint import schema_checks as sc
+        from sgcli.lint.schema_instances import Impossible
+        from sgcli.lint.schema_probes import keyword_probes
+
+        try:
+            base, probes = keyword_probes(schema)
+        except Impossible as exc:
+            notes.append(f"J001/W002 skipped for {spec.name}: sgcli could not build a valid instance ({exc})")
+            return []
+        out = []
+        for c in compiled:
+            layout = sc.layout_for(c, base)
+            if layout is None:
+                notes.append(f"J001/W002 skipped for {c.backend} on {spec.name}: its matcher rejects the valid "
+                             f"instance sgcli built, {sc.dumps(base, {})[:80]}")
+                continue
+            if "J001" in self.options.selection:
+                out += sc.unenforced(c, layout, probes, stext, spec.name)
+            if "W002" in self.options.selection:
+                caps = get_backend(c.backend).capabilities.json_options
+                flags = [flag for option, flag in sc.BOUNDED_FLAGS.items() if option in caps]
+                out += sc.runaway_whitespace(c, layout, base, flags, spec.name)
+        return out
+
+    def _length(self, spec, grammar, schema, compiled) -> list[Diagnostic]:
+        from sgcli.lint.length_check import shortest_sentence, too_long
+
+        sentence = shortest_sentence(grammar, schema, spec.kind is Kind.JSON_SCHEMA)
+        if sentence is None:
+            return []
+        root = grammar.definitions().get(grammar.root) if grammar is not None else None
+        return too_long(spec, sentence, self.vocab(), compiled, self.options.max_tokens, self._tokenizer_name,
+                        (root.pos, root.pos + len(root.name)) if root is not None and grammar.syntax != "regex" else None)
+
+
+def _schema_problem(spec: ConstraintSpec) -> Diagnostic | None:
+    """S003 when the file is not JSON or not a valid JSON Schema."""
+    from sgcli.sources import check_schema
+
+    try:
+        check_schema(spec)
+    except UserError as exc:
+        loc = exc.location
+        return Diagnostic("S003", exc.message, spec.name, loc.line if loc else None, loc.col if loc else None,
+                          hint=exc.hint)
+    return None
+
+
+def _read_grammar(spec: ConstraintSpec):
+    """(grammar, regex features, S004 diagnostic or None) for a GBNF, Lark or regex file."""
+    from sgcli.lint.grammar_model import Grammar, ParseError, Rule
+
+    try:
+        if spec.kind is Kind.EBNF:
+            from sgcli.lint.gbnf import parse_gbnf
+
+            return parse_gbnf(spec.text), [], None
+        if spec.kind is Kind.LARK:
+            from sgcli.lint.lark import parse_lark
+
+            grammar = parse_lark(spec.text)
+            return grammar, grammar.regex_features, None
+        from sgcli.lint.regex_parse import parse_regex
+
+        parsed = parse_regex(spec.text)
+        return Grammar("regex", "regex", [Rule("regex", parsed.node, 0)]), parsed.features, None
+    except ParseError as exc:
+        return None, [], at_offset("S004", spec.text, spec.name, exc.pos, None,
+                                   f"sgcli's reader cannot parse this ({exc.message}); the G, W and R rules did not run",
+                                   hint="if a backend accepts the file, this is sgcli's limitation: --ignore S004")
+
+
+def _finish(found: list[Diagnostic], sel: Selection) -> list[Diagnostic]:
+    """Keep the enabled rules; fold a backend's error or warning into sgcli's own finding at
+    the same place (one finding, with the backend's agreement as a note); sort."""
+    kept = [d for d in found if d.code in sel]
+    merged: list[Diagnostic] = []
+    for d in sorted(kept, key=lambda d: (d.code[0] == "S", d.sort_key())):  # S last: others absorb them
+        target = _absorber(merged, d)
+        if target is None:
+            merged.append(d)
+        else:
+            i = merged.index(target)
+            merged[i] = target.with_note(f"{d.backend} says: {d.message.split(': ', 1)[-1]}")
+    return sorted(merged, key=Diagnostic.sort_key)
+
+
+def _absorber(merged: list[Diagnostic], d: Diagnostic) -> Diagnostic | None:
+    """The finding that already says what `d` (a backend's error or warning) says: at the
+    same line:col, or, for an error without a position, about the same rule name."""
+    if d.code not in ("S001", "S002"):
+        return None
+    for other in merged:
+        if d.code == "S001" and other.code[0] == "G" and other.severity == "error":
+            if d.line is not None and (other.line, other.col) == (d.line, d.col):
+                return other
+            if d.line is None and any(re.search(rf"['\"`]{re.escape(name)}['\"`]", d.message)
+                                      for name in re.findall(r"`([^`]+)`", other.message)):
+                return other
+        if d.code == "S002" and other.code == "J001" and other.backend == d.backend \
+                and d.line is not None and (other.line, other.col) == (d.line, d.col):
+            return other
+    return None

@@ -1,0 +1,114 @@
+"""JSON Schema rules that run against each backend's matcher: J001 and W002.
+
+Both feed whole JSON texts, token by token (`Vocab.encode`), through a fresh matcher of
+the compiled schema, accepting every token and then asking `can_stop()`. The text is
+laid out the first way the backend accepts the *valid* instance (`", "`/`": "`,
+compact, indented), so that a rejection later is about the keyword, not the layout.
+"""
+
+from __future__ import annotations
+
+import json
+
+from sgcli.backends.base import Compiled
+from sgcli.lint.diagnostic import Diagnostic, at_offset
+from sgcli.lint.jsontext import SchemaText
+from sgcli.lint.regex_parse import RegexFeature, parse_regex
+from sgcli.lint.schema_probes import Probe
+
+_LAYOUTS = [
+    {"separators": (", ", ": ")},
+    {"separators": (",", ":")},
+    {"indent": 2},
+    {"indent": 4},
+]
+RUNAWAY_SPACES = 64
+
+
+def dumps(value, layout: dict) -> str:
+    return json.dumps(value, ensure_ascii=False, **layout)
+
+
+def accepts(compiled: Compiled, text: str) -> bool:
+    """Whether the backend's matcher takes `text` (tokenized by the vocabulary) to a stop."""
+    from sgcli.matching import feed
+
+    vocab = compiled.vocab
+    if vocab.encode is None:
+        return False
+    return feed(compiled, list(vocab.encode(text))).accepted
+
+
+def layout_for(compiled: Compiled, valid_instance) -> dict | None:
+    """The first layout in which the backend accepts the valid instance; None if none."""
+    for layout in _LAYOUTS:
+        if accepts(compiled, dumps(valid_instance, layout)):
+            return layout
+    return None
+
+
+def _printable(text: str) -> str:
+    """One line: control characters in keys (a property named "a\nb") shown escaped."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in text)
+
+
+def _short(text: str, limit: int = 70) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def unenforced(compiled: Compiled, layout: dict, probes: list[Probe], stext: SchemaText,
+               path: str) -> list[Diagnostic]:
+    """J001: keywords whose single-keyword violation the backend's matcher still accepts."""
+    from sgcli.jsonpos import pointer_of
+
+    out = []
+    for probe in probes:
+        if not accepts(compiled, dumps(probe.instance, layout)):
+            continue
+        span = stext.key_span(probe.path) or (0, None)
+        value = _short(json.dumps(probe.value, ensure_ascii=False))
+        out.append(at_offset(
+            "J001", stext.text, path, span[0], span[1],
+            f"`{probe.keyword}` is silently ignored by {compiled.backend}: its matcher accepts an instance that "
+            f"breaks only this keyword (value {value} at {_printable(pointer_of(probe.path[:-1])) or '/'})",
+            hint="validate outputs against the schema after generation, or choose a backend that enforces it",
+            backend=compiled.backend))
+    return out
+
+
+def runaway_whitespace(compiled: Compiled, layout: dict, valid_instance, bounded_flags: list[str],
+                       path: str) -> list[Diagnostic]:
+    """W002: the backend accepts RUNAWAY_SPACES spaces after the first JSON token."""
+    text = dumps(valid_instance, layout)
+    cut = 1 if text[:1] in "[{" else 0
+    padded = text[:cut] + " " * RUNAWAY_SPACES + text[cut:]
+    if not accepts(compiled, padded):
+        return []
+    flags = " or ".join(bounded_flags) if bounded_flags else "a backend with a whitespace bound"
+    return [Diagnostic(
+        "W002", f"{compiled.backend} accepts {RUNAWAY_SPACES} spaces between JSON tokens (no bound on whitespace): "
+        f"a model can emit whitespace until it runs out of tokens", path, 1, 1,
+        hint=f"generate with {flags}", backend=compiled.backend)]
+
+
+BOUNDED_FLAGS = {"max_whitespace": "--max-whitespace 4", "compact": "--json-whitespace compact",
+                 "indent": "--indent 2"}
+
+
+def pattern_features(schema, stext: SchemaText) -> list[RegexFeature]:
+    """Regex features (lookaround, backreferences, ...) inside `pattern` values, at their
+    positions in the file."""
+    from sgcli.backends.schema_warnings import iter_subschemas
+    from sgcli.lint.grammar_model import ParseError
+
+    found = []
+    for path, node in iter_subschemas(schema):
+        if isinstance(node.get("pattern"), str):
+            chars = stext.string_chars(path + ("pattern",))
+            if chars is not None:
+                decoded, where = chars
+                try:
+                    found += parse_regex(decoded, lambda i, where=where: where[i]).features
+                except ParseError:
+                    pass
+    return found

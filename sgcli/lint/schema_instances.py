@@ -1,0 +1,279 @@
+"""Building instances of a JSON Schema: a valid one to start from, and per-node values.
+
+The J001 check needs, for each keyword, an instance that breaks only that keyword. It
+starts from a valid instance built here, with every listed property present (so every
+keyword has a value to act on); L001 uses the minimal one (required properties only).
+Every instance is checked with the `jsonschema` library: this module only proposes.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+_FORMATS = {
+    "date-time": "2024-01-02T03:04:05Z", "date": "2024-01-02", "time": "03:04:05Z", "duration": "P1D",
+    "email": "a@example.com", "idn-email": "a@example.com", "hostname": "example.com",
+    "idn-hostname": "example.com", "ipv4": "192.168.0.1", "ipv6": "::1", "uri": "https://example.com",
+    "uri-reference": "https://example.com", "iri": "https://example.com", "uuid": "123e4567-e89b-12d3-a456-426614174000",
+    "regex": "a", "json-pointer": "/a",
+}
+_TYPE_KEYWORDS = [
+    ("object", ("properties", "required", "additionalProperties", "minProperties", "maxProperties",
+                "patternProperties", "propertyNames", "dependentRequired")),
+    ("array", ("items", "prefixItems", "minItems", "maxItems", "uniqueItems", "contains")),
+    ("string", ("minLength", "maxLength", "pattern", "format")),
+    ("number", ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")),
+]
+_MAX_DEPTH = 12
+
+
+def count(schema, key: str, default: int = 0) -> int:
+    """A length/size keyword as an int (JSON allows 2.0 for 2); `default` when absent or odd."""
+    v = schema.get(key, default) if isinstance(schema, dict) else default
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 0:
+        return default
+    return int(v)
+
+
+class Impossible(Exception):
+    """No instance could be built for this (sub)schema."""
+
+
+def validator(schema):
+    """A validator for `schema` that also checks `format` (where jsonschema can)."""
+    import jsonschema
+    from jsonschema.validators import validator_for
+
+    cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+class InstanceBuilder:
+    """Proposes instances of `root`. `full`: include optional properties and one array item."""
+
+    def __init__(self, root, *, full: bool):
+        self.root = root
+        self.full = full
+        # (subschema id, keyword) -> a replacement value builder, used by the violation probes
+        self.override: tuple[int, object] | None = None
+
+    def build(self):
+        value = self.value(self.root, 0)
+        if not validator(self.root).is_valid(value):
+            raise Impossible("the instance built does not validate")
+        return value
+
+    def resolve(self, ref: str):
+        if not ref.startswith("#"):
+            raise Impossible(f"remote $ref {ref}")
+        node = self.root
+        for part in ref[1:].split("/")[1:]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            node = node[int(part)] if isinstance(node, list) else node.get(part) if isinstance(node, dict) else None
+            if node is None:
+                raise Impossible(f"unresolvable $ref {ref}")
+        return node
+
+    def value(self, schema, depth: int, variant: int = 0):
+        if depth > _MAX_DEPTH:
+            raise Impossible("schema too deep or recursive")
+        if self.override is not None and schema is not None and id(schema) == self.override[0]:
+            return self.override[1](variant)
+        if schema is True or schema == {}:
+            return None
+        if schema is False or not isinstance(schema, dict):
+            raise Impossible("false schema")
+        if "$ref" in schema:
+            target = self.resolve(schema["$ref"])
+            rest = {k: v for k, v in schema.items() if k not in ("$ref", "$defs", "definitions")}
+            return self.value(target, depth + 1, variant) if not rest else self.value(_merge(target, rest), depth + 1, variant)
+        if "const" in schema:
+            return copy.deepcopy(schema["const"])
+        if "enum" in schema and schema["enum"]:
+            return copy.deepcopy(schema["enum"][variant % len(schema["enum"])])
+        if "allOf" in schema:
+            if self.override is not None and any(id(sub) == self.override[0] for sub in schema["allOf"]):
+                return self.override[1](variant)  # a probe of a keyword inside one allOf branch
+            merged = {k: v for k, v in schema.items() if k != "allOf"}
+            for sub in schema["allOf"]:
+                merged = _merge(merged, self.resolve(sub["$ref"]) if isinstance(sub, dict) and "$ref" in sub else sub)
+            return self.value(merged, depth + 1, variant)
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                return self.first_valid(schema, key, depth, variant)
+        return self.typed(schema, depth, variant)
+
+    def first_valid(self, schema, key: str, depth: int, variant: int):
+        rest = {k: v for k, v in schema.items() if k != key}
+        branches = list(schema[key])
+        if self.override is not None:  # a probe inside a later branch: build that branch
+            branches.sort(key=lambda b: not _holds(b, self.override[0]))
+        for branch in branches:
+            try:
+                candidate = self.value(_merge(rest, branch) if rest else branch, depth + 1, variant)
+            except Impossible:
+                continue
+            if self.override is not None or validator(_local(self.root, schema)).is_valid(candidate):
+                return candidate
+        raise Impossible(f"no {key} branch could be built")
+
+    def typed(self, schema, depth: int, variant: int):
+        types = schema.get("type")
+        if isinstance(types, str):
+            types = [types]
+        if not types:
+            types = [t for t, keys in _TYPE_KEYWORDS if any(k in schema for k in keys)] or ["null"]
+        for t in types:
+            try:
+                return self.of_type(t, schema, depth, variant)
+            except Impossible:
+                continue
+        raise Impossible("no type could be built")
+
+    def of_type(self, t: str, schema, depth: int, variant: int):
+        if t == "null":
+            return None
+        if t == "boolean":
+            return variant % 2 == 0
+        if t in ("integer", "number"):
+            return number(schema, t == "integer", variant)
+        if t == "string":
+            return string(schema, variant)
+        if t == "array":
+            return self.array(schema, depth, variant)
+        if t == "object":
+            return self.object(schema, depth, variant)
+        raise Impossible(f"unknown type {t}")
+
+    def array(self, schema, depth: int, variant: int):
+        prefix = schema.get("prefixItems") or []
+        items = schema.get("items", True)
+        out = [self.value(s, depth + 1, variant) for s in prefix]
+        want = count(schema, "minItems")
+        if self.full and items is not False and count(schema, "maxItems", 1) >= 1:
+            want = max(want, len(prefix) + 1)
+        unique = schema.get("uniqueItems") is True
+        i = 0
+        while len(out) < want:
+            if items is False:
+                raise Impossible("minItems beyond prefixItems with items: false")
+            out.append(self.value(items, depth + 1, variant + i if unique else variant))
+            i += 1
+        if "contains" in schema and not any(validator(schema["contains"]).is_valid(x) for x in out):
+            out.append(self.value(schema["contains"], depth + 1, variant))
+        return out
+
+    def object(self, schema, depth: int, variant: int):
+        props = schema.get("properties") or {}
+        required = list(schema.get("required") or [])
+        out = {}
+        for name, sub in props.items():
+            if name in required or self.full:
+                out[name] = self.value(sub, depth + 1, variant)
+        for name in required:
+            if name not in out:
+                out[name] = self.value(schema.get("additionalProperties", True), depth + 1, variant)
+        for name, deps in (schema.get("dependentRequired") or {}).items():
+            if name in out:
+                for dep in deps:
+                    out.setdefault(dep, self.value(props.get(dep, True), depth + 1, variant))
+        extra = 0
+        while len(out) < count(schema, "minProperties"):
+            extra_schema = schema.get("additionalProperties", True)
+            if extra_schema is False:
+                raise Impossible("minProperties needs properties the schema does not allow")
+            out[f"extra{extra}"] = self.value(extra_schema, depth + 1, variant)
+            extra += 1
+        return out
+
+
+def _num(schema, key):
+    v = schema.get(key)
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def number(schema, integer: bool, variant: int = 0):
+    """The smallest value within the bounds (a multiple of multipleOf where given), plus
+    `variant` steps, so that distinct variants give distinct values."""
+    lo, xlo, hi, xhi, step = (_num(schema, k) for k in
+                              ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf"))
+    lows = [v for v in (lo, None if xlo is None else xlo + 1) if v is not None]
+    value = max(lows) if lows else 0
+    if integer:
+        value = math.ceil(value)
+    if step:
+        value = math.ceil(value / step) * step
+    value += variant * (step or 1)
+    highs_ok = (hi is None or value <= hi) and (xhi is None or value < xhi)
+    if not highs_ok and not integer and not step:  # e.g. exclusiveMinimum 0, maximum 0.5
+        bottom = max(v for v in (lo, xlo) if v is not None) if (lo is not None or xlo is not None) else 0
+        top = min(v for v in (hi, xhi) if v is not None)
+        value = (bottom + top) / 2
+        highs_ok = True
+    if not highs_ok:
+        raise Impossible("no number between the bounds")
+    if integer or (isinstance(value, float) and value.is_integer() and not isinstance(step, float)):
+        value = int(value)
+    return value
+
+
+def string(schema, variant: int = 0) -> str:
+    lo = count(schema, "minLength")
+    hi = count(schema, "maxLength", -1)
+    hi = None if hi < 0 else hi
+    if "pattern" in schema:
+        from sgcli.lint.shortest import regex_sample
+
+        s = regex_sample(schema["pattern"], lo, variant)
+        if s is None:
+            raise Impossible("cannot build a string for the pattern")
+    elif schema.get("format") in _FORMATS:
+        s = _FORMATS[schema["format"]]
+    else:
+        letters = "abcdefghijklmnopqrstuvwxyz"
+        s = letters[variant % 26] * max(lo, 1 if variant else lo)
+    if len(s) < lo and "pattern" not in schema:
+        s += "a" * (lo - len(s))
+    if hi is not None and len(s) > hi:
+        raise Impossible("string longer than maxLength")
+    return s
+
+
+def _merge(a, b):
+    """Shallow merge of two subschemas for allOf: properties and required combine, numeric
+    bounds take the stricter value, other keys keep the first."""
+    if b is True or b == {}:
+        return a
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        raise Impossible("cannot merge non-object schemas")
+    out = dict(a)
+    for k, v in b.items():
+        if k == "properties" and isinstance(out.get(k), dict):
+            out[k] = {**out[k], **v}
+        elif k == "required" and k in out:
+            out[k] = list(dict.fromkeys(list(out[k]) + list(v)))
+        elif k in ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties") and k in out:
+            out[k] = max(out[k], v)
+        elif k in ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties") and k in out:
+            out[k] = min(out[k], v)
+        else:
+            out.setdefault(k, v)
+    return out
+
+
+def _holds(schema, target: int, depth: int = 0) -> bool:
+    """Whether the object with id `target` is `schema` or nested inside it."""
+    if id(schema) == target:
+        return True
+    if depth > _MAX_DEPTH:
+        return False
+    children = schema.values() if isinstance(schema, dict) else schema if isinstance(schema, list) else ()
+    return any(_holds(c, target, depth + 1) for c in children)
+
+
+def _local(root, schema):
+    """`schema` validated in the context of `root` (so its $refs resolve)."""
+    if schema is root or not isinstance(root, dict):
+        return schema
+    return {**schema, "$defs": root.get("$defs", {}), "definitions": root.get("definitions", {})}

@@ -1,0 +1,71 @@
+"""`--select` / `--ignore` with ruff's semantics.
+
+A selector is `ALL`, a family letter (`G`), a code prefix (`G00`) or a full code
+(`G001`). A rule runs when some `--select` selector matches it and no `--ignore`
+selector matches it more specifically or equally: `--select G --ignore G002` runs every
+G rule but G002; `--ignore G --select G002` still runs G002 (the longer match wins).
+Without `--select`, every rule is selected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sgcli.errors import UserError
+from sgcli.lint.rules import RULES
+
+
+def _split(values: list[str] | None) -> list[str]:
+    out = []
+    for value in values or []:
+        out.extend(v.strip().upper() for v in value.split(",") if v.strip())
+    return out
+
+
+def _check(selectors: list[str], flag: str) -> None:
+    for s in selectors:
+        if s != "ALL" and not any(code.startswith(s) for code in RULES):
+            raise UserError(f"{flag} {s}: no rule code starts with '{s}'",
+                            hint="see `sgcli rule --all` for the codes")
+
+
+def _specificity(selectors: list[str], code: str) -> int:
+    """Length of the longest selector matching `code` (ALL counts 0); -1 when none does."""
+    best = -1
+    for s in selectors:
+        if s == "ALL":
+            best = max(best, 0)
+        elif code.startswith(s):
+            best = max(best, len(s))
+    return best
+
+
+@dataclass(frozen=True)
+class Selection:
+    enabled: frozenset[str]
+
+    @classmethod
+    def parse(cls, select: list[str] | None, ignore: list[str] | None) -> "Selection":
+        chosen, dropped = _split(select) or ["ALL"], _split(ignore)
+        _check(chosen, "--select")
+        _check(dropped, "--ignore")
+        enabled = set()
+        for code in RULES:
+            picked, ignored = _specificity(chosen, code), _specificity(dropped, code)
+            if picked >= 0 and picked > ignored:
+                enabled.add(code)
+        return cls(frozenset(enabled))
+
+    @classmethod
+    def everything(cls) -> "Selection":
+        return cls(frozenset(RULES))
+
+    def __contains__(self, code: str) -> bool:
+        return code in self.enabled
+
+    def any(self, *codes: str) -> bool:
+        return any(c in self.enabled for c in codes)
+
+    def needs(self, requirement: str) -> bool:
+        """Whether any enabled rule needs `requirement` ("backend", "tokenizer")."""
+        return any(RULES[c].needs == requirement for c in self.enabled)

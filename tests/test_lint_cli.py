@@ -1,0 +1,202 @@
+"""`sgcli lint` and `sgcli rule` from the command line: formats, exit codes, selection."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CASES = Path(__file__).resolve().parent / "lint_cases"
+UNDEFINED = str(CASES / "g001_undefined_rule.gbnf")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def two_findings(tmp_path):
+    """A GBNF file with an undefined rule (G001 at 1:14) and an unused one (G002 at 2:1)."""
+    g = tmp_path / "two.gbnf"
+    g.write_text('root ::= "a" missing\nspare ::= "b"\n')
+    return str(g)
+
+
+def test_undefined_rule_prints_file_line_col_code_and_exits_1(run_cli):
+    result = run_cli("lint", UNDEFINED, "--backend", "xgrammar")
+    assert result.exit_code == 1
+    assert result.stdout == f"{UNDEFINED}:2:19: G001 `greeting` is used but never defined\n"
+    assert "Found 1 diagnostic in 1 file (1 error, 0 warnings)." in result.stderr
+
+
+def test_clean_file_exits_0(run_cli, tmp_path):
+    g = tmp_path / "ok.gbnf"
+    g.write_text('root ::= "yes" | "no"\n')
+    result = run_cli("lint", g)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ""
+    assert "All checks passed (1 file)." in result.stderr
+
+
+def test_json_output_is_valid_json_with_every_field(run_cli, two_findings):
+    result = run_cli("lint", two_findings, "--output-format", "json")
+    assert result.exit_code == 1
+    records = json.loads(result.stdout)
+    assert [(r["code"], r["line"], r["col"]) for r in records] == [("G001", 1, 14), ("G002", 2, 1)]
+    assert records[0]["rule"] == "undefined-rule" and records[0]["severity"] == "error"
+    assert records[0]["end_col"] == 21 and records[0]["path"] == two_findings
+    assert "xgrammar" in " ".join(records[0]["notes"])  # xgrammar's own error, folded in
+    assert set(records[1]) >= {"code", "rule", "severity", "path", "line", "col", "message", "hint", "backend"}
+
+
+def test_json_output_for_a_clean_file_is_an_empty_list(run_cli, tmp_path):
+    g = tmp_path / "ok.gbnf"
+    g.write_text('root ::= "a"\n')
+    result = run_cli("lint", g, "--output-format", "json")
+    assert (result.exit_code, json.loads(result.stdout)) == (0, [])
+
+
+def test_json_lines_output(run_cli, two_findings):
+    result = run_cli("lint", two_findings, "--output-format", "json-lines")
+    lines = result.stdout.splitlines()
+    assert [json.loads(line)["code"] for line in lines] == ["G001", "G002"]
+
+
+def test_github_output_is_workflow_commands(run_cli, two_findings):
+    result = run_cli("lint", two_findings, "--output-format", "github")
+    first, second = result.stdout.splitlines()
+    assert first.startswith(f"::error file={two_findings},line=1,col=14,endLine=1,endColumn=21,"
+                            "title=sgcli G001 (undefined-rule)::`missing` is used but never defined")
+    assert second.startswith(f"::warning file={two_findings},line=2,col=1,")
+
+
+def test_full_output_shows_the_source_line_and_a_caret(run_cli, two_findings):
+    result = run_cli("lint", two_findings, "--output-format", "full", "--select", "G001")
+    out = result.stdout
+    assert f"{two_findings}:1:14: G001 [error] `missing` is used but never defined" in out
+    assert '1 | root ::= "a" missing\n  |              ^^^^^^^\n' in out
+    assert "= hint: define `missing`" in out
+    assert "= rule: undefined-rule (sgcli rule G001)" in out
+
+
+@pytest.mark.parametrize("args, codes", [
+    (["--select", "G002"], ["G002"]),
+    (["--ignore", "G001", "--ignore", "S"], ["G002"]),
+    (["--ignore", "G001"], ["S001", "S001", "G002"]),  # the backends' own errors are no longer folded in
+    (["--select", "G", "--ignore", "G002"], ["G001"]),
+    (["--ignore", "G", "--select", "G002"], ["G002"]),  # the more specific selector wins
+    (["--select", "g001,g002"], ["G001", "G002"]),
+    (["--select", "W"], []),
+])
+def test_select_and_ignore(run_cli, two_findings, args, codes):
+    result = run_cli("lint", two_findings, "--output-format", "json", *args)
+    assert [r["code"] for r in json.loads(result.stdout)] == codes
+    assert result.exit_code == (1 if codes else 0)
+
+
+def test_selecting_only_structure_rules_runs_no_backend(run_cli, monkeypatch):
+    case = CASES / "s001_compile_error.gbnf"  # xgrammar rejects its empty alternative (S001)
+    assert run_cli("lint", case).exit_code == 1
+
+    def no_backend(*args, **kwargs):
+        raise AssertionError("a backend was compiled although only G rules were selected")
+
+    monkeypatch.setattr("sgcli.lint.backend_checks.compile_with", no_backend)
+    result = run_cli("lint", case, "--select", "G")
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["missing.gbnf"], "GBNF file not found: missing.gbnf"),
+    ([str(CASES / "g001_undefined_rule.gbnf"), "--select", "X9"], "--select X9: no rule code starts with 'X9'"),
+    ([str(CASES / "g001_undefined_rule.gbnf"), "--ignore", "Q"], "--ignore Q: no rule code starts with 'Q'"),
+    ([str(CASES / "g001_undefined_rule.gbnf"), "--backend", "nope"], "unknown backend 'nope'"),
+    ([str(CASES / "g001_undefined_rule.gbnf"), "--backend", "outlines_core"],
+     "backend 'outlines_core' does not support EBNF/GBNF"),
+    ([str(CASES / "g001_undefined_rule.gbnf"), "--max-tokens", "5"], "--max-tokens needs --tokenizer"),
+    ([str(CASES / "g001_undefined_rule.gbnf"), "--output-format", "xml"], "--output-format xml: unknown format"),
+    ([str(CASES / "g001_undefined_rule.gbnf"), "--kind", "cobol"], "--kind cobol: not a kind of file sgcli can lint"),
+])
+def test_bad_usage_and_unreadable_input_exit_2(run_cli, args, message):
+    result = run_cli("lint", *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_unreadable_file_among_good_ones_still_lints_the_rest_and_exits_2(run_cli, two_findings):
+    result = run_cli("lint", two_findings, "nowhere.gbnf", "--output-format", "json")
+    assert result.exit_code == 2
+    assert [r["code"] for r in json.loads(result.stdout)] == ["G001", "G002"]
+
+
+def test_unknown_extension_exits_2(run_cli, tmp_path):
+    f = tmp_path / "grammar.txt"
+    f.write_text("root ::= \"a\"\n")
+    result = run_cli("lint", f)
+    assert result.exit_code == 2 and "cannot tell the grammar kind" in result.stderr
+    assert run_cli("lint", f, "--kind", "ebnf").exit_code == 0
+
+
+def test_schema_minimum_reported_as_not_enforced_by_outlines_core(run_cli):
+    result = run_cli("lint", CASES / "j001_minimum.json", "--json-whitespace", "compact", "--output-format", "json")
+    (record,) = json.loads(result.stdout)
+    assert (record["code"], record["backend"], record["line"], record["col"]) == ("J001", "outlines_core", 3, 3)
+    assert "`minimum` is silently ignored by outlines_core" in record["message"]
+    assert result.exit_code == 1
+
+
+def test_rule_explains_a_code(run_cli):
+    result = run_cli("rule", "w001")
+    assert result.exit_code == 0
+    assert result.stdout.startswith("W001 unbounded-whitespace (warning; family W: unbounded whitespace")
+    assert "ws ::= [ \\t\\n]{0,20}" in result.stdout  # the fix
+
+
+def test_rule_all_lists_every_code(run_cli):
+    from sgcli.lint.rules import RULES
+
+    result = run_cli("rule", "--all", "--json")
+    assert [json.loads(line)["code"] for line in result.stdout.splitlines()] == list(RULES)
+    table = run_cli("rule", "--all").stdout
+    assert all(code in table for code in RULES)
+
+
+def test_rule_unknown_code_exits_2(run_cli):
+    result = run_cli("rule", "G999")
+    assert result.exit_code == 2
+    assert "no rule G999" in result.stderr and "G001" in result.stderr
+    assert run_cli("rule").exit_code == 2
+
+
+def test_lint_with_llguidance_does_not_import_torch():
+    """The pre-commit path: `sgcli lint --backend llguidance` on every kind of file."""
+    files = [CASES / n for n in ("g001_undefined_rule.gbnf", "w001_ignore_whitespace.lark",
+                                 "r001_lookahead.regex", "j001_minimum.json")]
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "sgcli", "lint", "--backend", "llguidance",
+                           *map(str, files)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "llguidance" in imported  # the backend really ran
+    assert "torch" not in imported and "transformers" not in imported
+    assert "G001" in proc.stdout and "R001" in proc.stdout
+
+
+def test_pre_commit_hook_definition():
+    import yaml
+
+    (hook,) = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    assert hook["id"] == "sgcli-lint" and hook["entry"] == "sgcli lint"
+    assert hook["args"][:2] == ["--backend", "llguidance"]
+    import re
+
+    for name in ("a.gbnf", "a.ebnf", "a.lark", "a.regex", "a.schema.json"):
+        assert re.search(hook["files"], name), name
+    assert not re.search(hook["files"], "package.json")
+
+
+def test_docs_describe_every_rule():
+    from sgcli.lint.rules import RULES
+
+    doc = (ROOT / "docs" / "lint.md").read_text()
+    for code, rule in RULES.items():
+        assert f"| {code} | {rule.name} | {rule.severity} |" in doc, code

@@ -1,0 +1,105 @@
+"""Real grammars from other projects: each lints clean, or gets exactly the diagnostics
+listed here, each of which is true (the comment says why)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sgcli.lint import Linter, LintOptions
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPORA = ROOT.parent / "shared" / "corpora"
+GBNF = CORPORA / "gbnf" / "grammars"
+LARK = CORPORA / "llguidance" / "sample_parser" / "data"
+
+# file -> [(code, line, col, backend)], every backend that supports the kind running.
+EXPECTED = {
+    # `ws ::= [ \t\n]*`, used between every token: unbounded whitespace.
+    "arithmetic.gbnf": [("W001", 6, 11, None)],
+    # `root ::= (declaration)*` accepts the empty program; `ws ::= ([ \t\n]+)` is unbounded.
+    "c.gbnf": [("G005", 1, 1, None), ("W001", 42, 9, None)],
+    "chess.gbnf": [],
+    "english.gbnf": [],
+    "japanese.gbnf": [],
+    # `ws ::= | " " | ...`: an empty first alternative, which llama.cpp and llguidance take but
+    # xgrammar's EBNF parser rejects ("Expect element, but got |"); it wants `""`.
+    "json.gbnf": [("S001", 25, 8, "xgrammar")],
+    "json_arr.gbnf": [("S001", 34, 8, "xgrammar")],  # the same `ws ::= | ...`
+    "list.gbnf": [],
+    "vllm-sql.gbnf": [],
+    # Lark's grammar of Lark: `start: (_item? _NL)* _item?` accepts the empty file; `_NL:
+    # /(\r?\n)+\s*/` repeats newlines and then whitespace without bound; `WS_INLINE: (" "|/\t/)+`
+    # (which is %ignored) too; `COMMENT: /\s*/ "//" ... | /\s*/ "#" ...` starts with `\s*` twice.
+    "lark.lark": [("G005", 5, 1, None), ("W001", 54, 7, None), ("W001", 54, 15, None),
+                  ("W001", 61, 12, None), ("W001", 66, 11, None), ("W001", 66, 33, None)],
+    "rfc.lark": [],
+}
+
+
+def corpus_files() -> list[Path]:
+    return sorted(GBNF.glob("*.gbnf")) + sorted(LARK.glob("*.lark"))
+
+
+def test_the_table_covers_every_corpus_grammar():
+    assert [p.name for p in corpus_files()] == sorted(n for n in EXPECTED if n.endswith(".gbnf")) + \
+        sorted(n for n in EXPECTED if n.endswith(".lark"))
+
+
+@pytest.fixture(scope="module")
+def linter():
+    return Linter(LintOptions())
+
+
+@pytest.mark.parametrize("path", corpus_files(), ids=lambda p: p.name)
+def test_corpus_grammar_lints_as_expected(linter, path):
+    found = [(d.code, d.line, d.col, d.backend) for d in linter.lint(str(path)).diagnostics]
+    assert found == EXPECTED[path.name]
+
+
+def test_corpus_grammars_compile_where_no_compile_error_is_expected():
+    """The S001 entries above are the only compile failures: every other (file, backend) compiles."""
+    from sgcli.lint.backend_checks import compile_with
+    from sgcli.lint.runner import byte_vocab
+    from sgcli.matching import backends_for
+    from sgcli.sources import from_file
+
+    for path in corpus_files():
+        spec = from_file(str(path))
+        failing = {b for code, *_, b in EXPECTED[path.name] if code == "S001"}
+        for name in backends_for(spec):
+            run = compile_with(name, spec, byte_vocab())
+            assert (run.error is not None) == (name in failing), (path.name, name, run.error)
+
+
+SUITE = CORPORA / "json-schema-test-suite" / "tests" / "draft2020-12"
+
+
+@pytest.mark.parametrize("group", [0, 1], ids=["minimum 1.1", "minimum -2"])
+def test_minimum_not_enforced_agrees_with_the_test_suite_on_each_matcher(group):
+    """J001 `minimum` for a backend exactly when its actual matcher accepts one of the
+    JSON-Schema-Test-Suite's invalid instances for that schema (checked here independently)."""
+    import json
+
+    from sgcli.backends import check_supports
+    from sgcli.errors import UserError
+    from sgcli.lint.runner import byte_vocab
+    from sgcli.matching import backends_for, feed
+    from sgcli.spec import ConstraintSpec, Kind
+
+    case = json.loads((SUITE / "minimum.json").read_text())[group]
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(case["schema"], indent=2), f"minimum-{group}.json")
+    vocab = byte_vocab()
+    accepts_invalid = set()
+    for name in backends_for(spec):
+        try:
+            compiled = check_supports(name, spec).compile(spec, vocab)
+        except UserError:
+            continue
+        invalid = [t["data"] for t in case["tests"] if not t["valid"]]
+        if any(feed(compiled, vocab.encode(json.dumps(x))).accepted for x in invalid):
+            accepts_invalid.add(name)
+    found = Linter(LintOptions()).lint_spec(spec).diagnostics
+    reported = {d.backend for d in found if d.code == "J001" and d.message.startswith("`minimum`")}
+    assert reported == accepts_invalid

@@ -1,0 +1,136 @@
+"""One deliberately broken file per lint rule (tests/lint_cases/): each yields exactly its
+rule's code, at the right line and column, and nothing else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sgcli.lint import Linter, LintOptions, Selection
+from sgcli.lint.runner import byte_vocab
+from sgcli.spec import JsonOptions
+
+CASES = Path(__file__).resolve().parent / "lint_cases"
+COMPACT = JsonOptions(whitespace="compact")
+
+# file -> (LintOptions overrides, [(code, line, col, backend)]). Schema cases run with a compact
+# layout so that W002 (runaway whitespace) stays out of cases about other rules.
+EXPECTED = {
+    "s001_compile_error.gbnf": ({}, [("S001", 2, 8, "xgrammar")]),  # `ws ::= | " "`: xgrammar wants ""
+    "s002_backend_warning.json": ({"backend": "xgrammar", "json_options": COMPACT}, [("S002", 2, 3, "xgrammar")]),
+    "s003_invalid_schema.json": ({}, [("S003", 3, 14, None)]),  # "minimum": "5"
+    "s004_unreadable_structure.regex": ({}, [("S004", 1, 2, None)]),  # POSIX class, which backends accept
+    "g001_undefined_rule.gbnf": ({}, [("G001", 2, 19, None)]),
+    "g001_undefined_rule.lark": ({}, [("G001", 1, 8, None)]),
+    "g002_unused_rule.gbnf": ({}, [("G002", 3, 1, None)]),
+    "g003_duplicate_rule.gbnf": ({}, [("G003", 3, 1, None)]),
+    "g004_left_recursion.gbnf": ({}, [("G004", 2, 10, None)]),
+    "g005_nullable_root.gbnf": ({}, [("G005", 1, 1, None)]),
+    "g006_nested_repetition.gbnf": ({}, [("G006", 1, 10, None)]),
+    "g007_missing_root.gbnf": ({}, [("G007", 1, 1, None)]),
+    "w001_unbounded_whitespace.gbnf": ({}, [("W001", 2, 8, None)]),
+    "w001_ignore_whitespace.lark": ({}, [("W001", 2, 1, None)]),
+    "w001_recursive_whitespace.gbnf": ({}, [("W001", 2, 1, None)]),  # llama.cpp's old `ws ::= ([ \t\n] ws)?`
+    "j001_minimum.json": ({"json_options": COMPACT}, [("J001", 3, 3, "outlines_core")]),
+    "j002_rejected_keyword.json": ({"backend": "llguidance", "json_options": COMPACT}, [("J002", 3, 3, "llguidance")]),
+    "r001_lookahead.regex": ({}, [("R001", 1, 2, None)]),
+    "t001_special_token.gbnf": ({"tokenizer": "default"}, [("T001", 1, 16, None)]),
+    "l001_max_tokens.gbnf": ({"tokenizer": "default", "max_tokens": 10}, [("L001", 1, 1, None)]),
+}
+
+
+def lint(name: str, **overrides):
+    return Linter(LintOptions(**overrides)).lint(str(CASES / name)).diagnostics
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_case_yields_exactly_its_rule(name):
+    overrides, expected = EXPECTED[name]
+    found = [(d.code, d.line, d.col, d.backend) for d in lint(name, **overrides)]
+    assert found == expected
+
+
+def test_every_rule_has_a_case():
+    from sgcli.lint.rules import RULES
+
+    covered = {code for _, expected in EXPECTED.values() for code, *_ in expected}
+    missing = set(RULES) - covered - {"W002"}  # W002 is backend-wide: test_w002_* below
+    assert not missing, f"no lint_cases file for {sorted(missing)}"
+    assert {p.name for p in CASES.iterdir()} == set(EXPECTED) | {"w002_json_whitespace.json"}
+
+
+def test_w002_reported_for_each_backend_with_flexible_whitespace_and_not_when_bounded():
+    from sgcli.matching import backends_for
+    from sgcli.sources import from_file
+
+    path = CASES / "w002_json_whitespace.json"
+    flexible = [(d.code, d.line, d.col, d.backend) for d in lint(path.name)]
+    assert flexible == [("W002", 1, 1, b) for b in sorted(backends_for(from_file(str(path))))]
+    assert "64 spaces" in lint(path.name)[0].message
+    bounded = JsonOptions(max_whitespace=4)
+    assert lint(path.name, json_options=bounded) == []
+
+
+def test_minimum_reported_exactly_for_the_backends_whose_matcher_accepts_a_smaller_value():
+    """J001 must agree with each backend's actual matcher: walk `4` (below minimum 5)
+    through every backend that compiles the schema, independently of sgcli lint."""
+    from sgcli.backends import check_supports
+    from sgcli.matching import backends_for, feed
+    from sgcli.sources import from_file
+
+    spec = from_file(str(CASES / "j001_minimum.json"))
+    vocab = byte_vocab()
+    ignoring = set()
+    for name in backends_for(spec):
+        compiled = check_supports(name, spec).compile(spec, vocab)
+        assert feed(compiled, vocab.encode("7")).accepted  # a valid value passes everywhere
+        if feed(compiled, vocab.encode("4")).accepted:
+            ignoring.add(name)
+    reported = {d.backend for d in lint("j001_minimum.json", json_options=COMPACT) if d.code == "J001"}
+    assert reported == ignoring
+    assert ignoring, "some installed backend should ignore minimum (outlines-core does)"
+    (d,) = lint("j001_minimum.json", json_options=COMPACT)
+    assert d.message.startswith("`minimum` is silently ignored by outlines_core")
+
+
+def test_r001_names_the_backends_that_reject_the_feature():
+    (d,) = lint("r001_lookahead.regex")
+    assert "lookahead `(?=b)`" in d.message
+    for name in ("xgrammar", "llguidance", "outlines_core"):
+        assert name in d.message  # each rejects lookahead; the S001 each would give is folded in
+
+
+def test_backend_error_on_the_same_spot_is_folded_into_the_structure_finding():
+    (d,) = lint("g003_duplicate_rule.gbnf", backend="xgrammar")
+    assert d.code == "G003" and any("xgrammar" in n and "defined multiple times" in n for n in d.notes)
+    (d,) = lint("g003_duplicate_rule.gbnf", selection=Selection.parse(["S"], None), backend="xgrammar")
+    assert (d.code, d.line, d.col) == ("S001", 3, 1)  # without G003 selected, the backend's error stands
+
+
+def test_unused_rule_hint_and_undefined_rule_suggestion(tmp_path):
+    g = tmp_path / "typo.gbnf"
+    g.write_text('root ::= greting\ngreeting ::= "hi"\n')
+    codes = {(d.code, d.line, d.col): d for d in Linter(LintOptions(backend="xgrammar")).lint(str(g)).diagnostics}
+    assert set(codes) == {("G001", 1, 10), ("G002", 2, 1)}
+    assert "did you mean `greeting`" in codes[("G001", 1, 10)].hint
+
+
+def test_llguidance_dialect_has_no_false_positives(tmp_path):
+    g = tmp_path / "tool.lark"
+    g.write_text(
+        '%llguidance {"skip_repetition": "once"}\n'
+        'start: TEXT | fun_call | pick\n'
+        'TEXT: /[^{](.|\\n){0,200}/\n'
+        'fun_call: <|im_start|> "call " args @schema <[2]>\n'
+        'args[capture, lazy]: %json { "type": "object", "properties": {"a": {"type": "integer"}} }\n'
+        'perm::_ : "" %if is_ones([0:2])\n'
+        '        | "a" perm::set_bit(0) %if bit_clear(0)\n'
+        'pick: perm::0x0\n'
+        '%ignore /[ ]{0,4}/\n')
+    found = Linter(LintOptions(selection=Selection.parse(["G", "W", "R"], None))).lint(str(g)).diagnostics
+    assert found == []  # nothing about %json, @schema, special tokens, attributes or parameters
+    without_option = g.read_text().replace('{"skip_repetition": "once"}', "{}")
+    g.write_text(without_option)  # now the bounded %ignore may repeat: a true W001
+    found = Linter(LintOptions(selection=Selection.parse(["G", "W", "R"], None))).lint(str(g)).diagnostics
+    assert [(d.code, d.line, d.col) for d in found] == [("W001", 9, 1)]
