@@ -56,6 +56,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", default="xgrammar")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     args = parser.parse_args()
 
@@ -69,7 +70,7 @@ def main() -> None:
 
     ref = resolve_model(None)
     tokenizer = load_tokenizer(None)
-    lm = load_model(ref, device="cpu")
+    lm = load_model(ref, device="cpu", threads=args.threads)
     vocab = tokenizer.vocab.padded(lm.logits_width)
     spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(SCHEMA), "benchmark",
                           json_options=JsonOptions(whitespace="compact"))

@@ -42,6 +42,7 @@ def generate(
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Hugging Face id, local folder, or .gguf file. Default: the embedded SmolLM2-135M-Instruct.", rich_help_panel="Model")] = None,
     device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda.", rich_help_panel="Model")] = "auto",
     dtype: Annotated[str, typer.Option("--dtype", help="auto, float32, bfloat16 or float16.", rich_help_panel="Model")] = "auto",
+    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the model (default: torch's choice, one per core). Use fewer on a busy machine.", rich_help_panel="Model")] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Stop after this many generated tokens.", rich_help_panel="Sampling")] = 256,
     temperature: Annotated[float, typer.Option("--temperature", "-t", help="0 = greedy.", rich_help_panel="Sampling")] = 0.0,
     top_p: Annotated[float, typer.Option("--top-p", rich_help_panel="Sampling")] = 1.0,
@@ -108,7 +109,7 @@ def generate(
 
     with stage_progress(f"loading {ref.display}") as progress:
         tokenizer = load_tokenizer(model, progress=lambda text: progress(text, 0, 3))
-        lm = load_model(ref, device=device, dtype=dtype, progress=progress)
+        lm = load_model(ref, device=device, dtype=dtype, progress=progress, threads=threads)
     vocab = tokenizer.vocab.padded(lm.logits_width)
     compiled, fallbacks = backends.compile_for(backend, spec, vocab)
     for fb in fallbacks:

@@ -92,8 +92,15 @@ def convert_gguf(gguf: Path, progress: Progress | None = None) -> Path:
 
 
 def load_model(ref: ModelRef, *, device: str = "auto", dtype: str = "auto",
-               progress: Progress | None = None) -> LoadedModel:
+               progress: Progress | None = None, threads: int | None = None) -> LoadedModel:
+    """Load a causal LM. `threads` sets torch's CPU threads: on a machine whose cores are busy
+    with other work, fewer threads than cores avoids torch's threads waiting on each other."""
     import torch
+
+    if threads is not None:
+        if threads < 1:
+            raise UserError("--threads must be at least 1")
+        torch.set_num_threads(threads)
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
