@@ -14,9 +14,12 @@ from sgcli.spec import ConstraintSpec, Kind
 
 # Fixed order: also the order `sgcli backends` prints and `--backend auto` tries.
 _ADAPTERS = {
+    "llguidance": "sgcli.backends.llguidance_backend:LLGuidanceBackend",
     "xgrammar": "sgcli.backends.xgrammar_backend:XGrammarBackend",
+    "outlines_core": "sgcli.backends.outlines_backend:OutlinesCoreBackend",
     "none": "sgcli.backends.none_backend:NoneBackend",
 }
+_ALIASES = {"outlines": "outlines_core"}  # SGLang's --grammar-backend name
 _instances: dict[str, Backend] = {}
 
 __all__ = ["Backend", "Capabilities", "Compiled", "CompileWarning", "Matcher", "backend_names",
@@ -30,6 +33,7 @@ def backend_names() -> list[str]:
 
 
 def get_backend(name: str) -> Backend:
+    name = _ALIASES.get(name, name)
     if name not in _ADAPTERS:
         raise UserError(f"unknown backend '{name}'", hint="choose one of: " + ", ".join(_ADAPTERS))
     if name not in _instances:

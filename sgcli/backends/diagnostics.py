@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from sgcli.errors import Location, UserError
-from sgcli.spec import ConstraintSpec
+from sgcli.spec import ConstraintSpec, Kind
 
 _LINE_COL = re.compile(r"line (\d+),? col(?:umn)? (\d+)", re.I)
 _POSITION = re.compile(r"at position (\d+)", re.I)
@@ -25,8 +26,66 @@ def grammar_error(backend: str, spec: ConstraintSpec, message: str, *, hint: str
         line, col = int(m.group(1)), int(m.group(2))
     else:
         m = _POSITION.search(text)
-        if m and "\n" not in spec.text:
+        # "position N" counts inside the regex itself: a file position only when the file is that regex
+        if m and spec.kind is Kind.REGEX and "\n" not in spec.text:
             line, col = 1, int(m.group(1))
     return UserError(f"{spec.kind.label} rejected by {backend}: {text}",
                      location=Location(spec.origin, line, col),
                      hint=hint or "fix the grammar at that position")
+
+
+# llguidance: "at 2(9): message" or "2(9): message", then a code excerpt "   2 | ...\n      ^".
+_LLG_POS = re.compile(r"^(?:at )?(\d+)\((\d+)\):\s*", re.S)
+_EXCERPT = re.compile(r"\n\s+\d+ \| ")
+# Rust regex errors: "regex parse error:\n    a(b\n     ^\nerror: unclosed group"
+_REGEX_CARET = re.compile(r"regex parse error:\n( *)(.*)\n( *)\^+\nerror: ([^\n]*)")
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """A backend's error message boiled down: one readable line plus where, if it says."""
+
+    message: str
+    line: int | None = None
+    col: int | None = None
+    regex: str | None = None  # the regex a regex parse error was about
+    regex_offset: int | None = None  # 0-based position of the caret inside that regex
+
+
+def diagnose_llguidance(text: str) -> Diagnosis:
+    text = text.strip()
+    line = col = None
+    m = _LLG_POS.match(text)
+    if m:
+        line, col = int(m.group(1)), int(m.group(2))
+        text = text[m.end():]
+    excerpt = _EXCERPT.search(text)
+    if excerpt:
+        text = text[:excerpt.start()]
+    regex = offset = None
+    r = _REGEX_CARET.search(text)
+    if r:
+        regex, offset = r.group(2), len(r.group(3)) - len(r.group(1))
+        text = (text[:r.start()] + r.group(4)).strip()
+    text = text.split("\n<state>")[0].strip()
+    return Diagnosis(" ".join(text.split()), line, col, regex, offset)
+
+
+def positioned_error(backend: str, spec: ConstraintSpec, message: str, *, line: int | None = None,
+                     col: int | None = None, origin: str | None = None, hint: str | None = None) -> UserError:
+    """A compile error at a position the adapter worked out itself."""
+    return UserError(f"{spec.kind.label} rejected by {backend}: {message}",
+                     location=Location(origin or spec.origin, line, col),
+                     hint=hint or ("fix the grammar at that position" if line else "fix the constraint"))
+
+
+def schema_error(backend: str, spec: ConstraintSpec, message: str, paths: list[tuple], *,
+                 hint: str | None = None) -> UserError:
+    """A JSON Schema compile error placed at the first schema location it is about."""
+    from sgcli.jsonpos import locate, pointer_of
+
+    pos = locate(spec.text, paths[0]) if paths else None
+    where = f" (at {pointer_of(paths[0]) or '/'})" if paths else ""
+    line, col = pos or (None, None)
+    return positioned_error(backend, spec, message + where, line=line, col=col,
+                            hint=hint or "change or remove that keyword, or try another --backend")

@@ -1,0 +1,178 @@
+"""How faithfully each backend enforces JSON Schema: the official test suite, instance by instance.
+
+Every schema of JSON-Schema-Test-Suite draft2020-12 is compiled with every grammar
+backend (SmolLM2 tokenizer); every test instance is fed to a fresh matcher as
+`json.dumps(data)`, in its compact form and with raw (unescaped) non-ASCII, token by
+token. A backend accepts the instance when some form is accepted to the end and the
+grammar may stop there.
+Compared with the instance's `valid` flag this gives, per backend and keyword (file):
+
+  accepted_invalid  the backend let through an instance the schema forbids (unsound)
+  accepted_invalid_silent   ... and compiled that schema without any warning
+  rejected_valid    the backend refused an instance the schema allows (incomplete)
+  compile_errors    schemas the backend would not compile (a positioned exit 2 in sgcli)
+
+For llguidance, instances where sgcli's result differs from llguidance's own expected
+results (shared/corpora/llguidance/json_schema_test_suite) are listed: a difference
+there would be the adapter's fault, not the library's.
+
+    .venv/bin/python benchmarks/json_schema_suite.py            # writes benchmarks/results/json_schema_suite.json
+    .venv/bin/python benchmarks/json_schema_suite.py --check    # compare with the committed summary, exit 1 on regression
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SUITE = ROOT.parent / "shared" / "corpora" / "json-schema-test-suite" / "tests" / "draft2020-12"
+UPSTREAM = ROOT.parent / "shared" / "corpora" / "llguidance" / "json_schema_test_suite" / "expected_json_schema_test_suite.json"
+RESULTS = ROOT / "benchmarks" / "results" / "json_schema_suite.json"
+BACKENDS = ("llguidance", "xgrammar", "outlines_core")
+COUNTS = ("schemas", "compile_errors", "warned_schemas", "instances", "not_compiled_instances",
+          "accepted_invalid", "accepted_invalid_silent", "rejected_valid")
+GUARDED = ("compile_errors", "accepted_invalid", "accepted_invalid_silent", "rejected_valid")  # may never rise
+
+
+def suite_files(keywords: list[str] | None = None) -> list[Path]:
+    files = sorted(SUITE.glob("*.json"))
+    return [f for f in files if keywords is None or f.stem in keywords]
+
+
+def _accepts(compiled, vocab, text: str) -> bool:
+    matcher = compiled.matcher()
+    return all(matcher.accept(t) for t in vocab.encode(text)) and matcher.can_stop()
+
+
+def run_file(backend_name: str, path: Path, vocab) -> tuple[dict, list[dict]]:
+    """(counts for this keyword, per-instance outcomes) for one backend on one suite file."""
+    from sgcli.backends import get_backend
+    from sgcli.errors import UserError
+    from sgcli.spec import ConstraintSpec, Kind
+
+    backend = get_backend(backend_name)
+    counts = dict.fromkeys(COUNTS, 0)
+    outcomes = []
+    for case in json.loads(path.read_text(encoding="utf-8")):
+        counts["schemas"] += 1
+        spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(case["schema"]), f"{path.name}: {case['description']}")
+        try:
+            compiled = backend.compile(spec, vocab)
+        except UserError:
+            compiled = None
+            counts["compile_errors"] += 1
+        else:
+            counts["warned_schemas"] += bool(compiled.warnings)
+        for test in case["tests"]:
+            counts["instances"] += 1
+            if compiled is None:
+                counts["not_compiled_instances"] += 1
+                result = "compile_error"
+            else:
+                forms = {json.dumps(test["data"], ensure_ascii=ascii_only, separators=seps)
+                         for ascii_only in (True, False) for seps in ((", ", ": "), (",", ":"))}
+                accepted = any(_accepts(compiled, vocab, form) for form in forms)
+                if accepted and not test["valid"]:
+                    counts["accepted_invalid"] += 1
+                    counts["accepted_invalid_silent"] += not compiled.warnings
+                    result = "accepted_invalid"
+                elif not accepted and test["valid"]:
+                    counts["rejected_valid"] += 1
+                    result = "rejected_valid"
+                else:
+                    result = "pass"
+            outcomes.append({"case": case["description"], "test": test["description"], "valid": test["valid"],
+                             "result": result})
+    return counts, outcomes
+
+
+def _total(per_keyword: dict) -> dict:
+    return {k: sum(c[k] for c in per_keyword.values()) for k in COUNTS}
+
+
+def upstream_differences(keyword: str, outcomes: list[dict]) -> list[dict]:
+    """Instances llguidance itself expects to pass but sgcli's llguidance adapter gets wrong."""
+    if not UPSTREAM.is_file():
+        return []
+    expected = json.loads(UPSTREAM.read_text())["draft2020-12"].get(keyword, {})
+    out = []
+    for o in outcomes:
+        want = expected.get(o["case"], {}).get(o["test"])
+        if want == "pass" and o["result"] != "pass":
+            out.append({"keyword": keyword, "case": o["case"], "test": o["test"], "sgcli": o["result"]})
+    return out
+
+
+def run(backends=BACKENDS, keywords: list[str] | None = None, progress=None) -> dict:
+    from sgcli.tokenizers import load_tokenizer
+
+    tokenizer = load_tokenizer(None)
+    vocab = tokenizer.vocab
+    summary: dict = {"suite": "JSON-Schema-Test-Suite draft2020-12", "tokenizer": tokenizer.name,
+                     "forms": "json.dumps(data) with default and compact separators, with and without ensure_ascii",
+                     "backends": {}}
+    for name in backends:
+        from sgcli.backends import get_backend
+
+        per_keyword, differences, started = {}, [], time.perf_counter()
+        for path in suite_files(keywords):
+            t = time.perf_counter()
+            counts, outcomes = run_file(name, path, vocab)
+            per_keyword[path.stem] = {**counts, "seconds": round(time.perf_counter() - t, 2)}
+            if name == "llguidance":
+                differences += upstream_differences(path.stem, outcomes)
+            if progress:
+                progress(f"{name} {path.stem}: {counts}")
+        summary["backends"][name] = {
+            "version": get_backend(name).version(),
+            "seconds": round(time.perf_counter() - started, 1),
+            "totals": _total(per_keyword),
+            "keywords": per_keyword,
+        }
+        if name == "llguidance":
+            summary["backends"][name]["differs_from_llguidance_expected"] = differences
+    return summary
+
+
+def regressions(current: dict, committed: dict) -> list[str]:
+    """Every (backend, keyword, count) that rose above the committed summary."""
+    found = []
+    for name, result in current["backends"].items():
+        base = committed["backends"][name]["keywords"]
+        for keyword, counts in result["keywords"].items():
+            for key in GUARDED:
+                if counts[key] > base[keyword][key]:
+                    found.append(f"{name} {keyword}: {key} {base[keyword][key]} -> {counts[key]}")
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backends", default=",".join(BACKENDS))
+    parser.add_argument("--check", action="store_true", help="compare with the committed summary instead of writing")
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args()
+    progress = None if args.quiet else (lambda line: print(line, file=sys.stderr))
+    summary = run(tuple(args.backends.split(",")), progress=progress)
+    for name, result in summary["backends"].items():
+        print(f"{name:14} {result['seconds']:7.1f}s  {result['totals']}")
+    if args.check:
+        found = regressions(summary, json.loads(RESULTS.read_text()))
+        print("\n".join(found) or "no regressions")
+        return 1 if found else 0
+    if RESULTS.is_file():  # a run over some backends keeps the others' committed results
+        merged = json.loads(RESULTS.read_text())
+        merged["backends"].update(summary["backends"])
+        summary["backends"] = {name: merged["backends"][name] for name in BACKENDS if name in merged["backends"]}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(summary, indent=1) + "\n")
+    print(f"wrote {RESULTS.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

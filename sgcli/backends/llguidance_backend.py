@@ -1,0 +1,283 @@
+"""llguidance adapter: Earley parser + lazy lexer, token masks computed on the fly.
+
+Its tokenizer is built from sgcli's `Vocab` (exact bytes per id, special ids, every stop
+id as an EOS), never from decoded text. llguidance reports grammar errors as matcher
+state, not exceptions; this adapter turns them into positioned `UserError`s.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+
+from sgcli.backends.base import Capabilities, Compiled, CompileWarning
+from sgcli.backends.diagnostics import diagnose_llguidance, positioned_error, schema_error
+from sgcli.backends.native_stderr import capture_fd2
+from sgcli.errors import Location, UserError, offset_to_line_col
+from sgcli.spec import ConstraintSpec, Kind, parse_json
+from sgcli.tokenizers.vocab import Vocab
+
+
+class LLGuidanceMatcher:
+    def __init__(self, prototype):
+        self._m = prototype.deep_copy()
+
+    @property
+    def error(self) -> str | None:
+        if not self._m.is_error():
+            return None
+        return diagnose_llguidance(self._m.get_error()).message
+
+    def fill_mask(self, bitmask: np.ndarray) -> None:
+        assert bitmask.dtype == np.int32 and bitmask.flags.c_contiguous
+        self._m.unsafe_compute_mask_ptr(bitmask.ctypes.data, bitmask.nbytes)
+
+    def accept(self, token_id: int) -> bool:
+        return self._m.consume_token(token_id)
+
+    def rollback(self, n: int) -> None:
+        self._m.rollback(n)
+
+    def jump_forward(self) -> bytes:
+        return self._m.compute_ff_bytes()
+
+    def is_terminated(self) -> bool:
+        return self._m.is_stopped()
+
+    def can_stop(self) -> bool:
+        return self._m.is_accepting()
+
+
+class _VocabTokenizer:
+    """What `llguidance.TokenizerWrapper` reads: bytes per id, special ids, EOS, an encoder."""
+
+    def __init__(self, vocab: Vocab):
+        self.tokens = vocab.tokens
+        self.special_token_ids = sorted(vocab.special_ids)
+        self.eos_token_id = vocab.eos_id if vocab.eos_id is not None else (vocab.stop_ids or (None,))[0]
+        self.bos_token_id = vocab.bos_id
+        self._encode = vocab.encode or _greedy_encoder(vocab)
+
+    def __call__(self, text):
+        if not isinstance(text, str):  # tells TokenizerWrapper to pass str, so no bytes are lost to decoding
+            raise TypeError("str expected")
+        return self._encode(text)
+
+
+def _greedy_encoder(vocab: Vocab):
+    """Longest-match tokenization, for vocabularies loaded without their encoder."""
+    by_bytes = {t: i for i, t in enumerate(vocab.tokens) if t and i not in vocab.special_ids}
+    longest = max((len(t) for t in by_bytes), default=1)
+
+    def encode(text: str) -> list[int]:
+        data, ids, i = text.encode("utf-8"), [], 0
+        while i < len(data):
+            for n in range(min(longest, len(data) - i), 0, -1):
+                if data[i:i + n] in by_bytes:
+                    ids.append(by_bytes[data[i:i + n]])
+                    i += n
+                    break
+            else:
+                raise ValueError(f"byte {data[i]:#x} has no token")
+        return ids
+
+    return encode
+
+
+def json_overrides(spec: ConstraintSpec) -> dict:
+    """llguidance's JsonCompileOptions for the spec's JSON layout (its `x-guidance` keys)."""
+    from sgcli.backends.json_layout import whitespace_regex
+
+    o = spec.json_options
+    ws = whitespace_regex(o)
+    if o.whitespace_pattern is None and o.max_whitespace is None:
+        flexible = o.whitespace == "flexible"
+        return {"whitespace_flexible": flexible} if flexible else \
+            {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
+    return {"whitespace_flexible": True, "whitespace_pattern": ws}
+
+
+def _schema_entry(spec: ConstraintSpec) -> dict:
+    """One `{"json_schema": ...}` grammar with the layout options folded in as `x-guidance`."""
+    from sgcli.backends.json_layout import strict_schema
+
+    schema = spec.schema()
+    if isinstance(schema, bool):
+        schema = {} if schema else {"not": {}}
+    if spec.json_options.strict_properties:
+        schema = strict_schema(schema)
+    schema = dict(schema)
+    schema["x-guidance"] = {**(schema.get("x-guidance") or {}), **json_overrides(spec)}
+    return {"json_schema": schema}
+
+
+class LLGuidanceBackend:
+    name = "llguidance"
+    description = "llguidance: Earley parser with a lazy lexer, masks computed per token (Guidance, llama.cpp, vLLM)"
+    capabilities = Capabilities(
+        kinds=frozenset({Kind.JSON_SCHEMA, Kind.REGEX, Kind.EBNF, Kind.LARK, Kind.CHOICE, Kind.STRUCTURAL_TAG,
+                         Kind.LLGUIDANCE}),
+        json_options=frozenset({"compact", "whitespace_pattern", "max_whitespace", "strict_properties"}),
+        notes="Lark in its dialect (%json, @name sub-grammars, %llguidance); GBNF via its converter; "
+              "--max-whitespace as a whitespace regex; no --indent",
+    )
+
+    def __init__(self):
+        self._tokenizers: dict[int, tuple[Vocab, object]] = {}
+
+    def available(self) -> str | None:
+        try:
+            import llguidance  # noqa: F401
+        except ImportError as exc:
+            return f"cannot import llguidance ({exc}); pip install llguidance"
+        return None
+
+    def version(self) -> str:
+        import importlib.metadata
+
+        return importlib.metadata.version("llguidance")
+
+    def tokenizer(self, vocab: Vocab):
+        """The `LLTokenizer` for `vocab`, built once per Vocab object."""
+        import llguidance as llg
+
+        entry = self._tokenizers.get(id(vocab))
+        if entry is None or entry[0] is not vocab:
+            wrapper = llg.TokenizerWrapper(_VocabTokenizer(vocab))
+            tok = llg.LLTokenizer(wrapper, n_vocab=len(vocab), eos_token=list(vocab.stop_ids) or None)
+            entry = (vocab, tok)
+            self._tokenizers[id(vocab)] = entry
+        return entry[1]
+
+    def compile(self, spec: ConstraintSpec, vocab: Vocab) -> Compiled:
+        import llguidance as llg
+
+        tok = self.tokenizer(vocab)
+        t = time.perf_counter()
+        grammar = self.grammar(spec, tok)
+        with capture_fd2() as native_log:
+            is_error, messages = llg.LLMatcher.validate_grammar_with_warnings(grammar, tok)
+            if is_error:
+                raise self._error(spec, messages[0] if messages else "invalid grammar")
+            prototype = llg.LLMatcher(tok, grammar, log_level=0)  # errors are state; no stderr noise while decoding
+        if prototype.is_error():
+            raise self._error(spec, prototype.get_error())
+        elapsed = time.perf_counter() - t
+        warnings = self._warnings(spec, list(messages) + list(prototype.get_grammar_warnings()) + native_log)
+        return Compiled(self.name, spec, vocab, prototype, elapsed, warnings, normalized=grammar)
+
+    # ---- building the grammar ----
+
+    def grammar(self, spec: ConstraintSpec, tok=None) -> str:
+        """The llguidance grammar (Lark text or top-level grammar JSON) for `spec`."""
+        import llguidance as llg
+
+        kind = spec.kind
+        if kind is Kind.JSON_SCHEMA:
+            return json.dumps({"grammars": [_schema_entry(spec)]})
+        if kind is Kind.REGEX:
+            return llg.LLMatcher.grammar_from_regex(spec.text)
+        if kind is Kind.CHOICE:
+            return "start: " + " | ".join(json.dumps(c) for c in spec.choices) + "\n"
+        if kind is Kind.EBNF:
+            return self._gbnf(spec)
+        if kind is Kind.LARK:
+            if spec.subgrammars:
+                return self._composite(spec, tok)
+            return spec.text
+        if kind is Kind.LLGUIDANCE:
+            doc = parse_json(spec.text, spec.origin)
+            if not isinstance(doc, dict) or not isinstance(doc.get("grammars"), list):
+                raise UserError('an llguidance grammar file must be a JSON object {"grammars": [...]}',
+                                location=Location(spec.origin), hint="see llguidance's TopLevelGrammar format")
+            return spec.text
+        if kind is Kind.STRUCTURAL_TAG:
+            from sgcli.backends import structural_tag
+
+            _, triggered = structural_tag.parse(spec)
+            if triggered is None:
+                raise UserError("structural tags other than triggered_tags are not supported by llguidance",
+                                location=Location(spec.origin),
+                                hint="xgrammar takes every structural-tag format (--backend xgrammar)")
+            return structural_tag.to_lark(spec, triggered, self.name)
+        raise AssertionError(f"llguidance asked to compile {kind}")
+
+    def _gbnf(self, spec: ConstraintSpec) -> str:
+        from llguidance.gbnf_to_lark import GbnfToLarkError, gbnf_to_lark
+
+        try:
+            return gbnf_to_lark(spec.text)
+        except GbnfToLarkError as exc:
+            line, col = offset_to_line_col(spec.text, exc.pos.pos)
+            raise positioned_error(self.name, spec, str(exc).split(" at line ")[0], line=line, col=col) from None
+        except Exception as exc:  # the converter raises bare Exceptions for unknown or missing rules
+            raise positioned_error(self.name, spec, f"cannot convert GBNF to Lark: {exc}") from None
+
+    def _composite(self, spec: ConstraintSpec, tok) -> str:
+        """A Lark grammar plus named sub-grammars it refers to as `@name`: llguidance's top-level JSON."""
+        import llguidance as llg
+
+        grammars = [{"name": "start", "lark_grammar": spec.text}]
+        for name, sub in spec.subgrammars:
+            if sub.kind not in (Kind.JSON_SCHEMA, Kind.LARK, Kind.REGEX, Kind.CHOICE, Kind.EBNF):
+                raise UserError(f"sub-grammar @{name}: {sub.kind.label} cannot be a sub-grammar",
+                                hint="use a JSON Schema, Lark, GBNF, regex or choice")
+            if sub.kind is Kind.JSON_SCHEMA:
+                entry = _schema_entry(sub)
+            else:
+                entry = {"lark_grammar": self._lark_of(sub)}
+            # validate alone first, so an error points into the sub-grammar's own file
+            is_error, messages = llg.LLMatcher.validate_grammar_with_warnings(json.dumps({"grammars": [entry]}), tok)
+            if is_error:
+                raise self._error(sub, messages[0])
+            grammars.append({"name": name, **entry})
+        return json.dumps({"grammars": grammars})
+
+    def _lark_of(self, spec: ConstraintSpec) -> str:
+        if spec.kind is Kind.REGEX:
+            import llguidance as llg
+
+            return "start: /" + llg.regex_to_lark(spec.text, "") + "/\n"
+        if spec.kind is Kind.EBNF:
+            return self._gbnf(spec)
+        return self.grammar(spec)
+
+    # ---- errors and warnings ----
+
+    def _error(self, spec: ConstraintSpec, message: str) -> UserError:
+        d = diagnose_llguidance(message)
+        if spec.kind is Kind.JSON_SCHEMA:
+            from sgcli.backends.schema_warnings import paths_for, pattern_paths
+
+            schema = spec.schema()
+            paths = pattern_paths(schema, d.regex) if d.regex is not None else paths_for(schema, d.message)
+            return schema_error(self.name, spec, d.message, paths)
+        line, col = d.line, d.col
+        if spec.kind is Kind.REGEX and d.regex_offset is not None and "\n" not in spec.text:
+            line, col = 1, d.regex_offset + 1
+        elif spec.kind in (Kind.EBNF, Kind.STRUCTURAL_TAG):
+            line = col = None  # positions refer to the generated Lark, not the user's file
+        elif spec.kind is Kind.LARK and line is None:
+            ref = d.message.removeprefix("unknown grammar ")
+            if ref != d.message and ref in spec.text:
+                line, col = offset_to_line_col(spec.text, spec.text.index(ref))
+        return positioned_error(self.name, spec, d.message, line=line, col=col)
+
+    def _warnings(self, spec: ConstraintSpec, messages: list[str]) -> list[CompileWarning]:
+        out: list[CompileWarning] = []
+        schema = spec.schema() if spec.kind is Kind.JSON_SCHEMA else None
+        for raw in dict.fromkeys(m.strip() for m in messages if m.strip()):
+            text = diagnose_llguidance(raw.removeprefix("WARNING: ").removeprefix("Warning: ")).message
+            if schema is not None:
+                from sgcli.backends.schema_warnings import pointers_for
+
+                pointers = pointers_for(schema, text) or [None]
+            else:
+                pointers = [None]
+            out.extend(CompileWarning(text, p) for p in pointers)
+        return list(dict.fromkeys(out))
+
+    def matcher(self, compiled: Compiled) -> LLGuidanceMatcher:
+        return LLGuidanceMatcher(compiled.handle)

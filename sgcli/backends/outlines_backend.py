@@ -1,0 +1,223 @@
+"""outlines-core adapter: a JSON Schema becomes one regex, the regex one token-level DFA index.
+
+Only regular languages: JSON Schema (through `build_regex_from_schema`), regex and choice.
+The index is built over the whole vocabulary up front, so compiling is slow on large
+vocabularies and complex schemas; masks are then a table lookup.
+
+outlines-core's `Vocabulary` knows one EOS id and no special tokens: specials are left
+out (never allowed), and the Vocab's other stop ids are treated as that EOS.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import numpy as np
+
+from sgcli.backends.base import Capabilities, Compiled, CompileWarning
+from sgcli.backends.diagnostics import positioned_error, schema_error
+from sgcli.backends.native_stderr import capture_fd2
+from sgcli.errors import UserError
+from sgcli.spec import ConstraintSpec, Kind
+from sgcli.tokenizers.vocab import Vocab
+
+MAX_ROLLBACK = 1024
+
+
+class OutlinesMatcher:
+    def __init__(self, index, eos_id: int, stop_ids: tuple[int, ...]):
+        import outlines_core as oc
+
+        self._guide = oc.Guide(index, max_rollback=MAX_ROLLBACK)
+        self._eos = eos_id
+        self._stops = stop_ids
+        self._stopped = False
+        self.error: str | None = None
+
+    def fill_mask(self, bitmask: np.ndarray) -> None:
+        if self._stopped or self.error:
+            bitmask.fill(0)
+            return
+        self._guide.write_mask_into(bitmask.ctypes.data, bitmask.size, 4)
+        if self._guide.is_finished():  # the single EOS is allowed: so is every stop id
+            words = bitmask.view(np.uint32)
+            for i in self._stops:
+                words[i // 32] |= np.uint32(1 << (i % 32))
+
+    def accept(self, token_id: int) -> bool:
+        if self.error:
+            return False
+        if token_id in self._stops and not self._stopped and self._guide.is_finished():
+            self._stopped = True
+            return True
+        try:
+            self._guide.advance(token_id, return_tokens=False)
+            return True
+        except ValueError:
+            self.error = f"token {token_id} is not allowed by the grammar here"
+            return False
+
+    def rollback(self, n: int) -> None:
+        if n > 0 and self._stopped:
+            self._stopped = False
+            n -= 1
+        if n > 0:
+            self._guide.rollback_state(n)
+
+    def jump_forward(self) -> bytes:
+        return b""  # outlines-core has no forced-bytes query
+
+    def is_terminated(self) -> bool:
+        return self._stopped
+
+    def can_stop(self) -> bool:
+        return self._guide.is_finished()
+
+
+class OutlinesCoreBackend:
+    name = "outlines_core"
+    description = "outlines-core: JSON Schema -> regex -> token DFA index, built up front (Outlines, SGLang 'outlines')"
+    capabilities = Capabilities(
+        kinds=frozenset({Kind.JSON_SCHEMA, Kind.REGEX, Kind.CHOICE}),
+        json_options=frozenset({"compact", "whitespace_pattern", "max_whitespace", "strict_properties"}),
+        notes="regular languages only; objects never take unlisted properties; keywords it drops (minimum, "
+              "uniqueItems, ...) are warnings at their JSON pointer; slow to compile on big schemas",
+    )
+
+    def __init__(self):
+        self._vocabularies: dict[int, tuple[Vocab, object]] = {}
+
+    def available(self) -> str | None:
+        try:
+            import outlines_core  # noqa: F401
+        except ImportError as exc:
+            return f"cannot import outlines_core ({exc}); pip install outlines-core"
+        return None
+
+    def version(self) -> str:
+        import importlib.metadata
+
+        return importlib.metadata.version("outlines-core")
+
+    @staticmethod
+    def eos_id(vocab: Vocab) -> int:
+        if vocab.eos_id is not None and vocab.eos_id in vocab.stop_ids:
+            return vocab.eos_id
+        if vocab.stop_ids:
+            return vocab.stop_ids[0]
+        raise UserError(f"outlines_core needs an end-of-sequence token, and {vocab.source} declares none")
+
+    def vocabulary(self, vocab: Vocab):
+        """outlines-core's Vocabulary for `vocab`: exact bytes -> ids (several ids may share bytes)."""
+        import outlines_core as oc
+
+        entry = self._vocabularies.get(id(vocab))
+        if entry is None or entry[0] is not vocab:
+            eos = self.eos_id(vocab)
+            by_bytes: dict[bytes, list[int]] = {}
+            for i, piece in enumerate(vocab.tokens):
+                if piece and i not in vocab.special_ids and i != eos:
+                    by_bytes.setdefault(piece, []).append(i)
+            entry = (vocab, oc.Vocabulary(eos, by_bytes))
+            self._vocabularies[id(vocab)] = entry
+        return entry[1]
+
+    def regex(self, spec: ConstraintSpec) -> str:
+        """The one regex outlines-core compiles for `spec`."""
+        if spec.kind is not Kind.JSON_SCHEMA:
+            return spec.as_regex()
+        from outlines_core.json_schema import build_regex_from_schema
+
+        from sgcli.backends.json_layout import strict_schema, whitespace_regex
+
+        schema = spec.schema()
+        if spec.json_options.strict_properties:
+            schema = strict_schema(schema)
+        self._refuse_broken(spec, schema)
+        try:
+            return build_regex_from_schema(json.dumps(schema), whitespace_regex(spec.json_options))
+        except ValueError as exc:
+            raise self._schema_error(spec, str(exc)) from None
+
+    def _refuse_broken(self, spec: ConstraintSpec, schema) -> None:
+        """Schemas outlines-core would compile into a regex that no longer describes them."""
+        from sgcli.backends.outlines_coverage import concatenated_all_of, ungrouped_empty_schema
+        from sgcli.jsonpos import locate
+
+        for pointer, why, fix in (
+            (concatenated_all_of(schema), "allOf with several subschemas would be compiled as their concatenation, "
+             "which is never valid JSON", "merge the allOf subschemas into one"),
+            (ungrouped_empty_schema(schema), "the empty schema {} would be compiled as an ungrouped alternation "
+             "that breaks the structure around it", "give that subschema a type"),
+        ):
+            if pointer is not None:
+                path = [p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]]
+                line, col = locate(spec.text, path) or (None, None)
+                raise positioned_error(self.name, spec, f"{why} (at {pointer})", line=line, col=col,
+                                       hint=f"{fix}, or use --backend llguidance or xgrammar")
+
+    def compile(self, spec: ConstraintSpec, vocab: Vocab) -> Compiled:
+        import outlines_core as oc
+
+        vocabulary = self.vocabulary(vocab)
+        t = time.perf_counter()
+        regex = self.regex(spec)
+        with capture_fd2():
+            try:
+                index = oc.Index(regex, vocabulary)
+            except ValueError as exc:
+                raise self._regex_error(spec, regex, str(exc)) from None
+        elapsed = time.perf_counter() - t
+        return Compiled(self.name, spec, vocab, index, elapsed, self._warnings(spec), normalized=regex)
+
+    @staticmethod
+    def _warnings(spec: ConstraintSpec) -> list[CompileWarning]:
+        """Keywords outlines-core compiles away without enforcing them, each at its pointer."""
+        if spec.kind is not Kind.JSON_SCHEMA:
+            return []
+        from sgcli.backends.outlines_coverage import dropped_keywords
+
+        return [CompileWarning(message, pointer) for pointer, message in dropped_keywords(spec.schema())]
+
+    def _schema_error(self, spec: ConstraintSpec, message: str) -> UserError:
+        from sgcli.backends.schema_warnings import find
+
+        first = message.split("\n")[0].strip()
+        schema = spec.schema()
+        paths = []
+        m = re.match(r"Format (\S+) is not supported", first)
+        if m:
+            paths = find(schema, lambda n: "format" if n.get("format") == m.group(1) else None)
+        m = re.match(r"Unsupported JSON Schema structure (.*)$", first)
+        if m:
+            try:
+                fragment = json.loads(m.group(1))
+            except ValueError:
+                fragment = None
+            from sgcli.backends.schema_warnings import iter_subschemas
+
+            paths = [p for p, node in iter_subschemas(schema) if node == fragment][:1]
+        return schema_error(self.name, spec, first, paths)
+
+    def _regex_error(self, spec: ConstraintSpec, regex: str, message: str) -> UserError:
+        """outlines-core says little ("error building NFA"); Python's `re` often says where."""
+        why = None
+        if spec.kind is Kind.REGEX:
+            try:
+                re.compile(regex)
+            except re.error as exc:
+                why = exc
+        if why is not None and why.pos is not None and "\n" not in regex:
+            return positioned_error(self.name, spec, f"{message} ({why.msg})", line=1, col=why.pos + 1)
+        if spec.kind is Kind.JSON_SCHEMA:
+            return schema_error(self.name, spec, message, [],
+                                hint="a pattern in the schema may use a feature outlines-core's DFA lacks "
+                                     "(lookaround, backreferences, \\b); try --backend llguidance or xgrammar")
+        return positioned_error(self.name, spec, message,
+                                hint="outlines-core builds a DFA: no lookaround, backreferences or \\b")
+
+    def matcher(self, compiled: Compiled) -> OutlinesMatcher:
+        vocab = compiled.vocab
+        return OutlinesMatcher(compiled.handle, self.eos_id(vocab), tuple(vocab.stop_ids))

@@ -1,0 +1,150 @@
+"""Which JSON Schema keywords outlines-core silently drops, and where.
+
+outlines-core turns each subschema into a regex by its *first* recognised keyword
+(properties, allOf, anyOf, oneOf, prefixItems, enum, const, $ref, type) and ignores
+every other keyword of that subschema: `minimum` next to `type: integer`, `pattern`
+next to `maxLength`, `required` on an object without `properties`... An output can then
+break the schema although the backend compiled it. This walks the schema the way
+outlines-core does (its `json_schema/parsing.rs`) and reports each dropped keyword with
+its JSON pointer, so sgcli can warn instead of weakening the schema in silence.
+"""
+
+from __future__ import annotations
+
+from sgcli.jsonpos import pointer_of
+
+_BRANCHES = ("properties", "allOf", "anyOf", "oneOf", "prefixItems", "enum", "const", "$ref")
+# Keywords that never constrain an instance, or only narrow what outlines-core accepts.
+_HARMLESS = {"title", "description", "$schema", "$id", "$comment", "$anchor", "default", "examples", "$defs",
+             "definitions", "deprecated", "readOnly", "writeOnly", "contentMediaType", "contentEncoding",
+             "depth", "minDigits", "maxDigits", "minDigitsInteger", "maxDigitsInteger", "minDigitsFraction",
+             "maxDigitsFraction", "minDigitsExponent", "maxDigitsExponent"}
+_HONOURED = {
+    "properties": {"properties", "required", "type", "additionalProperties", "unevaluatedProperties"},
+    "allOf": {"allOf"}, "anyOf": {"anyOf"}, "oneOf": {"oneOf"},
+    "prefixItems": {"prefixItems", "type", "items", "additionalItems", "unevaluatedItems"},
+    "enum": {"enum", "type"}, "const": {"const", "type"}, "$ref": {"$ref"},
+}
+_BY_TYPE = {
+    "number": {"type"}, "integer": {"type"}, "boolean": {"type"}, "null": {"type"},
+    "array": {"type", "items", "minItems", "maxItems"},
+    "object": {"type", "additionalProperties", "minProperties", "maxProperties"},
+}
+
+
+def _string_keywords(node: dict) -> set[str]:
+    if "minLength" in node or "maxLength" in node:
+        return {"type", "minLength", "maxLength"}
+    if "pattern" in node:
+        return {"type", "pattern"}
+    return {"type", "format"}
+
+
+def _honoured(node: dict, branch: str) -> set[str]:
+    if branch != "type":
+        return _HONOURED[branch]
+    types = node["type"] if isinstance(node["type"], list) else [node["type"]]
+    out: set[str] = set()
+    for t in types:
+        out |= _string_keywords(node) if t == "string" else _BY_TYPE.get(t, {"type"})
+    return out
+
+
+def _children(node: dict, branch: str, path: tuple):
+    if branch == "properties" and isinstance(node.get("properties"), dict):
+        for name, sub in node["properties"].items():
+            yield sub, path + ("properties", name)
+    elif branch in ("allOf", "anyOf", "oneOf", "prefixItems") and isinstance(node.get(branch), list):
+        for i, sub in enumerate(node[branch]):
+            yield sub, path + (branch, i)
+    elif branch == "type":
+        for key in ("items", "additionalProperties"):
+            if isinstance(node.get(key), dict):
+                yield node[key], path + (key,)
+
+
+def _resolve(root, ref: str):
+    if not ref.startswith("#"):
+        return None, None
+    node, path = root, ()
+    for part in (p for p in ref[1:].split("/") if p):
+        part = part.replace("~1", "/").replace("~0", "~")
+        if not isinstance(node, dict) or part not in node:
+            return None, None
+        node, path = node[part], path + (part,)
+    return node, path
+
+
+def _disjoint_types(branches) -> bool:
+    """oneOf branches that each admit one distinct JSON type cannot overlap: anyOf is then exact."""
+    if not isinstance(branches, list):
+        return False
+    types = [b.get("type") if isinstance(b, dict) else None for b in branches]
+    if not all(isinstance(t, str) for t in types) or len(set(types)) != len(types):
+        return False
+    return not {"integer", "number"} <= set(types)
+
+
+def dropped_keywords(schema) -> list[tuple[str, str]]:
+    """[(JSON pointer, explanation)] for every keyword outlines-core ignores or weakens."""
+    found: list[tuple[str, str]] = []
+    seen: set[tuple] = set()
+
+    def visit(node, path: tuple) -> None:
+        if not isinstance(node, dict) or not node or path in seen:
+            return
+        seen.add(path)
+        branch = next((k for k in _BRANCHES if k in node), "type" if "type" in node else None)
+        if branch is None:
+            found.extend((pointer_of(path + (k,)), f"'{k}' is ignored by outlines_core")
+                         for k in node if k not in _HARMLESS)
+            return
+        for key in sorted(set(node) - _honoured(node, branch) - _HARMLESS):
+            found.append((pointer_of(path + (key,)), f"'{key}' is ignored by outlines_core"))
+        if branch == "oneOf" and not _disjoint_types(node["oneOf"]):
+            found.append((pointer_of(path + ("oneOf",)), "oneOf is enforced as anyOf by outlines_core"))
+        if branch == "$ref":
+            target, target_path = _resolve(schema, str(node["$ref"]))
+            if target is not None:
+                visit(target, target_path)
+        for sub, sub_path in _children(node, branch, path):
+            visit(sub, sub_path)
+
+    visit(schema, ())
+    return found
+
+
+def concatenated_all_of(schema) -> str | None:
+    """Pointer of an allOf with several subschemas: outlines-core concatenates their regexes,
+    so no output could ever be valid JSON."""
+    from sgcli.backends.schema_warnings import iter_subschemas
+
+    for path, node in iter_subschemas(schema):
+        branch = next((k for k in _BRANCHES if k in node), None)
+        if branch == "allOf" and isinstance(node["allOf"], list) and len(node["allOf"]) > 1:
+            return pointer_of(path + ("allOf",))
+    return None
+
+
+
+def ungrouped_empty_schema(schema) -> str | None:
+    """Pointer of an empty subschema `{}` that outlines-core would splice in ungrouped.
+
+    outlines-core compiles `{}` to the alternation `(bool)|(null)|...` without parentheses;
+    as a property value, a tuple entry or an additionalProperties value the `|` then splits
+    the surrounding regex, so e.g. `prefixItems: [{}], items: false` accepts `[1,"foo"]`
+    and an object schema accepts a bare `null`. (Grouping it by hand is correct but makes
+    the DFA explode: minutes for a tuple of three.)
+    """
+    from sgcli.backends.schema_warnings import iter_subschemas
+
+    for path, node in iter_subschemas(schema):
+        for name, sub in (node.get("properties") or {}).items() if isinstance(node.get("properties"), dict) else ():
+            if sub == {}:
+                return pointer_of(path + ("properties", name))
+        for i, sub in enumerate(node.get("prefixItems") or []) if isinstance(node.get("prefixItems"), list) else ():
+            if sub == {}:
+                return pointer_of(path + ("prefixItems", i))
+        if node.get("additionalProperties") == {} and "properties" not in node:
+            return pointer_of(path + ("additionalProperties",))
+    return None

@@ -1,0 +1,124 @@
+"""Where in a JSON Schema a backend's complaint points.
+
+Grammar libraries say *what* they weakened or rejected ("oneOf ... falling back to anyOf
+semantics", "Unknown format: bogus") but not *where*. This walks the schema, visiting
+only real subschema positions (not, say, a property that happens to be named `allOf`),
+and returns the JSON pointers of the locations the message can be about.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, Iterator
+
+from sgcli.jsonpos import pointer_of
+
+# Keywords whose value is one subschema / a map of subschemas / a list of subschemas.
+_ONE = ("additionalProperties", "unevaluatedProperties", "items", "additionalItems", "unevaluatedItems",
+        "contains", "propertyNames", "not", "if", "then", "else", "contentSchema")
+_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
+_LIST = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
+
+
+def iter_subschemas(schema, path: tuple = ()) -> Iterator[tuple[tuple, dict]]:
+    """(path, subschema) for the schema and every subschema in it, depth first."""
+    if not isinstance(schema, dict):
+        return
+    yield path, schema
+    for key in _ONE:
+        if isinstance(schema.get(key), dict):
+            yield from iter_subschemas(schema[key], path + (key,))
+    for key in _MAP:
+        if isinstance(schema.get(key), dict):
+            for name, sub in schema[key].items():
+                yield from iter_subschemas(sub, path + (key, name))
+    for key in _LIST:
+        if isinstance(schema.get(key), list):
+            for i, sub in enumerate(schema[key]):
+                yield from iter_subschemas(sub, path + (key, i))
+
+
+def find(schema, predicate: Callable[[dict], str | None]) -> list[tuple]:
+    """Paths of every subschema for which `predicate` names a keyword (path includes it)."""
+    hits = []
+    for path, node in iter_subschemas(schema):
+        key = predicate(node)
+        if key is not None:
+            hits.append(path + (key,))
+    return hits
+
+
+def _regex_in(message: str) -> str | None:
+    m = re.search(r"(?:in regex|is ignored): (.*)$", message) or re.search(r"in regex /(.*)/$", message)
+    return m.group(1) if m else None
+
+
+def pattern_paths(schema, regex: str) -> list[tuple]:
+    """Where a regex occurs as a `pattern` value or a `patternProperties` key."""
+    out = find(schema, lambda n: "pattern" if n.get("pattern") == regex else None)
+    for path, node in iter_subschemas(schema):
+        props = node.get("patternProperties")
+        if isinstance(props, dict) and regex in props:
+            out.append(path + ("patternProperties", regex))
+    return out
+
+
+def _length_keyword(node: dict) -> str | None:
+    if "pattern" not in node:
+        return None
+    return next((k for k in ("minLength", "maxLength") if k in node), None)
+
+
+# (what the message says, how to find the places it can be about)
+_RULES: list[tuple[re.Pattern, Callable[[object, re.Match], list[tuple]]]] = [
+    (re.compile(r"allOf with multiple", re.I),
+     lambda s, m: find(s, lambda n: "allOf" if isinstance(n.get("allOf"), list) and len(n["allOf"]) > 1 else None)),
+    (re.compile(r"\boneOf\b"), lambda s, m: find(s, lambda n: "oneOf" if "oneOf" in n else None)),
+    (re.compile(r"\banyOf\b"), lambda s, m: find(s, lambda n: "anyOf" if "anyOf" in n else None)),
+    (re.compile(r"pattern combined with minLength/maxLength"), lambda s, m: find(s, _length_keyword)),
+    (re.compile(r"Unknown format: (\S+)"),
+     lambda s, m: find(s, lambda n: "format" if n.get("format") == m.group(1) else None)),
+    (re.compile(r"Unimplemented keys: \[\"([^\"]+)\""),
+     lambda s, m: find(s, lambda n: m.group(1) if m.group(1) in n else None)),
+]
+
+
+def paths_for(schema, message: str) -> list[tuple]:
+    """Key/index paths of the schema locations `message` can be about (may be empty)."""
+    regex = _regex_in(message)
+    if regex is not None:
+        return pattern_paths(schema, regex)
+    for rule, finder in _RULES:
+        m = rule.search(message)
+        if m:
+            return finder(schema, m)
+    return []
+
+
+def pointers_for(schema, message: str) -> list[str]:
+    """The same locations as JSON pointers."""
+    return [pointer_of(p) for p in paths_for(schema, message)]
+
+
+def compile_warnings(spec, lines: list[str]) -> list:
+    """Captured native log lines -> deduplicated `CompileWarning`s, each at its schema pointer
+    (one per location it can be about) when the spec is a JSON Schema."""
+    from sgcli.backends.base import CompileWarning
+    from sgcli.backends.diagnostics import strip_log_prefix
+    from sgcli.spec import Kind
+
+    schema = None
+    if spec.kind is Kind.JSON_SCHEMA:
+        try:
+            schema = spec.schema()
+        except Exception:  # malformed schemas were rejected before compiling; stay robust
+            schema = None
+    out: dict = {}
+    for line in lines:
+        message = strip_log_prefix(line).removeprefix("Warning: ").removeprefix("WARNING: ").strip()
+        if not message:
+            continue
+        pointers = pointers_for(schema, message) if schema is not None else []
+        for pointer in pointers or [None]:
+            out[CompileWarning(message, pointer)] = None
+    return list(out)

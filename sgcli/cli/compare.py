@@ -1,0 +1,341 @@
+"""`sgcli compare-backends`: one constraint, several backends (and JSON layouts), side by side.
+
+Every row uses the same prompt, constraint and seed; only the backend or the whitespace
+variant changes, so differences in compile time, mask time, output and validity are the
+backends' own. `--no-generate` loads no model: it compiles against a tokenizer and times
+the masks (walking them along `--text` when given, checking each backend accepts it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import time
+from typing import Annotated, Optional
+
+import typer
+
+from sgcli.cli import constraint_options as co
+from sgcli.cli.common import err, json_line, out
+from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
+from sgcli.spec import ConstraintSpec, JsonOptions, Kind
+
+EXAMPLES = """
+Examples:
+
+  sgcli compare-backends --schema s.json "Describe Paris as JSON"
+
+  sgcli compare-backends --schema s.json --whitespace flexible,compact,indent=2 "..." --json
+
+  sgcli compare-backends --no-generate --schema s.json --text '{"name": "Paris"}'
+
+  sgcli compare-backends --backends llguidance,xgrammar --regex '[0-9]{3}' "Pick a number"
+"""
+
+
+def parse_variants(text: str | None, base: JsonOptions) -> list[tuple[str, JsonOptions]]:
+    """`flexible,compact,indent=2,max-whitespace=4` -> named JsonOptions (default: just `base`)."""
+    if not text:
+        return [(base.describe(), base)]
+    variants = []
+    for item in (part.strip() for part in text.split(",")):
+        key, _, value = item.partition("=")
+        if item in ("flexible", "compact"):
+            opts = dataclasses.replace(base, whitespace=item, indent=None, max_whitespace=None)
+        elif key in ("indent", "max-whitespace") and value.isdigit():
+            layout = {"indent": None, "max_whitespace": None}
+            layout["indent" if key == "indent" else "max_whitespace"] = int(value)
+            opts = dataclasses.replace(base, whitespace="flexible", **layout)
+        else:
+            raise UserError(f"unknown --whitespace variant '{item}'",
+                            hint="use a comma-separated list of flexible, compact, indent=N, max-whitespace=N")
+        variants.append((item, opts))
+    return variants
+
+
+def _with_options(spec: ConstraintSpec, opts: JsonOptions) -> ConstraintSpec:
+    subs = tuple((n, dataclasses.replace(s, json_options=opts) if s.kind is Kind.JSON_SCHEMA else s)
+                 for n, s in spec.subgrammars)
+    return dataclasses.replace(spec, json_options=opts, subgrammars=subs)
+
+
+def pick_backends(names: str | None, spec: ConstraintSpec) -> list[str]:
+    """The backends to compare: those named, or every grammar backend that takes this kind."""
+    from sgcli.backends import check_supports, get_backend
+    from sgcli.backends.auto import AUTO_ORDER
+
+    if names:
+        chosen = [n.strip() for n in names.split(",") if n.strip()]
+        for n in chosen:
+            backend = get_backend(n)
+            if spec.kind not in backend.capabilities.kinds:
+                check_supports(n, dataclasses.replace(spec, json_options=JsonOptions()))  # exit 2, naming who can
+        return [get_backend(n).name for n in chosen]
+    chosen = [n for n in AUTO_ORDER
+              if spec.kind in get_backend(n).capabilities.kinds and get_backend(n).available() is None]
+    if not chosen:
+        raise UserError(f"no installed backend supports {spec.kind.label}", hint="see `sgcli backends`")
+    return chosen
+
+
+def _percentile(values_ms: list[float], q: float) -> float | None:
+    if not values_ms:
+        return None
+    ordered = sorted(values_ms)
+    return round(ordered[min(len(ordered) - 1, int(len(ordered) * q))], 4)
+
+
+def walk_masks(compiled, text: str | None) -> dict:
+    """Time the masks along `text` (or just the first mask); digest each mask for agreement."""
+    from sgcli.backends.base import allowed_ids, new_bitmask
+
+    vocab = compiled.vocab
+    if text is not None and vocab.encode is None:
+        raise UserError(f"{vocab.source} has no encoder, so --text cannot be tokenized")
+    ids = vocab.encode(text) if text is not None else []
+    matcher = compiled.matcher()
+    bitmask = new_bitmask(len(vocab))
+    times, digests, rejected_at, allowed_first = [], [], None, None
+    for step, token in enumerate(ids + [None]):
+        t = time.perf_counter()
+        matcher.fill_mask(bitmask)
+        times.append((time.perf_counter() - t) * 1000)
+        digests.append(hashlib.blake2b(bitmask.tobytes(), digest_size=8).hexdigest())
+        if allowed_first is None:
+            allowed_first = int(allowed_ids(bitmask, len(vocab)).size)
+        if token is None:
+            break
+        if not (int(bitmask[token // 32]) >> (token % 32)) & 1 or not matcher.accept(token):
+            rejected_at = step
+            break
+    accepted = None if text is None else rejected_at is None and matcher.can_stop()
+    return {"mask_ms": times, "digests": digests, "steps": len(times), "allowed_first": allowed_first,
+            "accepted": accepted, "rejected_at_token": rejected_at}
+
+
+def _base_row(backend: str, variant: str, no_generate: bool) -> dict:
+    row = {"backend": backend, "variant": variant, "compile_ms": None, "mask_ms_p50": None, "mask_ms_p99": None,
+           "tokens": None, "tokens_per_s": None, "finish_reason": None, "valid": None, "output": None,
+           "agree": None, "warnings": [], "error": None, "skipped": False}
+    row.update({"allowed_first": None, "rejected_at_token": None} if no_generate else {"errors": []})
+    return row
+
+
+def _compile(backend_name: str, spec: ConstraintSpec, vocab, row: dict):
+    from sgcli.backends import get_backend, unsupported_reason
+
+    backend = get_backend(backend_name)
+    lacking = unsupported_reason(backend, spec)
+    if lacking is not None or backend.available():
+        reason = f"does not support {lacking}" if lacking is not None else f"is not usable: {backend.available()}"
+        row.update(skipped=True, error=f"{backend_name} {reason}")
+        return None
+    try:
+        compiled = backend.compile(spec, vocab)
+    except UserError as exc:
+        row["error"] = exc.render().removeprefix("error: ")
+        return None
+    row["compile_ms"] = round(compiled.compile_s * 1000, 3)
+    row["warnings"] = [w.message if not w.pointer else f"{w.pointer}: {w.message}" for w in compiled.warnings]
+    return compiled
+
+
+def _mark_agreement(rows: list[dict], key: str) -> None:
+    """`agree`: does this row's `key` equal that of the first successful row of the same variant?
+    (Different whitespace variants differ by design, so they are not compared with each other.)"""
+    reference: dict[str, object] = {}
+    for r in rows:
+        if r["error"] is None:
+            reference.setdefault(r["variant"], r[key])
+            r["agree"] = r[key] == reference[r["variant"]]
+
+
+def compare_backends(
+    prompt: Annotated[Optional[str], typer.Argument(help="The prompt (not needed with --no-generate).")] = None,
+    schema: co.SchemaOpt = None,
+    pydantic: co.PydanticOpt = None,
+    regex: co.RegexOpt = None,
+    ebnf: co.EbnfOpt = None,
+    lark: co.LarkOpt = None,
+    choice: co.ChoiceOpt = None,
+    grammar: co.GrammarOpt = None,
+    structural_tag: co.StructuralTagOpt = None,
+    sub: Annotated[Optional[list[str]], typer.Option("--sub", help="name=FILE sub-grammar for @name in a Lark grammar; repeatable.", rich_help_panel="Constraint")] = None,
+    backends_opt: Annotated[Optional[str], typer.Option("--backends", help="Comma-separated backends. Default: every installed backend that supports the constraint.")] = None,
+    whitespace: Annotated[Optional[str], typer.Option("--whitespace", help="JSON layout variants to compare, e.g. flexible,compact,indent=2,max-whitespace=4.", rich_help_panel="JSON layout")] = None,
+    no_generate: Annotated[bool, typer.Option("--no-generate", help="Compile and time masks only; no model is loaded.")] = False,
+    text: Annotated[Optional[str], typer.Option("--text", help="With --no-generate: walk the masks along this sample output.")] = None,
+    tokenizer_ref: Annotated[Optional[str], typer.Option("--tokenizer", help="Tokenizer for --no-generate (model ref, tokenizer.json, .gguf). Default: --model's.")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model ref. Default: the embedded SmolLM2-135M-Instruct.", rich_help_panel="Model")] = None,
+    device: Annotated[str, typer.Option("--device", rich_help_panel="Model")] = "auto",
+    dtype: Annotated[str, typer.Option("--dtype", rich_help_panel="Model")] = "auto",
+    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", rich_help_panel="Sampling")] = 128,
+    temperature: Annotated[float, typer.Option("--temperature", "-t", help="0 = greedy.", rich_help_panel="Sampling")] = 0.0,
+    seed: Annotated[int, typer.Option("--seed", rich_help_panel="Sampling")] = 0,
+    system: Annotated[Optional[str], typer.Option("--system", rich_help_panel="Prompt")] = None,
+    raw: Annotated[bool, typer.Option("--raw", help="Send the prompt without the chat template.", rich_help_panel="Prompt")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="One JSON row per backend and variant (JSONL) on stdout.")] = False,
+    json_whitespace: co.JsonWhitespaceOpt = "flexible",
+    whitespace_pattern: co.WhitespacePatternOpt = None,
+    indent: co.IndentOpt = None,
+    max_whitespace: co.MaxWhitespaceOpt = None,
+    strict_properties: co.StrictOpt = False,
+) -> None:
+    """Run one constraint through several backends and compare compile time, mask time and output.
+
+    Exit codes: 0 every row ran and is valid (or, with --no-generate, compiled and
+    accepted --text), 1 some row failed, 2 bad input or flags.
+    """
+    from sgcli.sources import with_subgrammars
+
+    spec = co.build_spec(schema=schema, pydantic=pydantic, regex=regex, ebnf=ebnf, lark=lark, choice=choice,
+                         grammar=grammar, structural_tag=structural_tag, json_whitespace=json_whitespace,
+                         whitespace_pattern=whitespace_pattern, indent=indent, max_whitespace=max_whitespace,
+                         strict_properties=strict_properties)
+    spec = with_subgrammars(spec, sub or [])
+    if whitespace and spec.kind is not Kind.JSON_SCHEMA:
+        raise UserError(f"--whitespace compares JSON layouts; this constraint is {spec.kind.label}",
+                        hint="drop --whitespace, or use --schema")
+    if text is not None and not no_generate:
+        raise UserError("--text is for --no-generate", hint="add --no-generate, or drop --text")
+    if not no_generate and prompt is None:
+        raise UserError("no prompt given", hint='sgcli compare-backends --schema s.json "your prompt", or --no-generate')
+    if max_tokens < 1:
+        raise UserError("--max-tokens must be at least 1")
+    variants = parse_variants(whitespace, spec.json_options)
+    names = pick_backends(backends_opt, spec)
+
+    if no_generate:
+        rows = _compare_masks(spec, names, variants, tokenizer_ref or model, text)
+    else:
+        if tokenizer_ref is not None:
+            raise UserError("--tokenizer is for --no-generate; a generation uses the model's own tokenizer")
+        rows = _compare_generations(spec, names, variants, prompt, model=model, device=device, dtype=dtype,
+                                    max_tokens=max_tokens, temperature=temperature, seed=seed, system=system,
+                                    raw=raw)
+    failed = any(r["error"] and not r["skipped"] or r["valid"] is False for r in rows)
+    if json_out:
+        for row in rows:
+            json_line(row)
+    else:
+        _table(rows, no_generate)
+    _summary(rows)
+    raise typer.Exit(EXIT_FINDINGS if failed else EXIT_OK)
+
+
+def _compare_masks(spec, names, variants, tokenizer_ref, text) -> list[dict]:
+    from sgcli.tokenizers import load_tokenizer
+
+    vocab = load_tokenizer(tokenizer_ref).vocab
+    rows = []
+    for name in names:
+        for variant, opts in variants:
+            row = _base_row(name, variant, True)
+            rows.append(row)
+            compiled = _compile(name, _with_options(spec, opts), vocab, row)
+            if compiled is None:
+                continue
+            walk = walk_masks(compiled, text)
+            row.update(mask_ms_p50=_percentile(walk["mask_ms"], 0.5), mask_ms_p99=_percentile(walk["mask_ms"], 0.99),
+                       tokens=walk["steps"] - 1, valid=walk["accepted"], allowed_first=walk["allowed_first"],
+                       rejected_at_token=walk["rejected_at_token"], mask_digests=walk["digests"])
+    _mark_agreement(rows, "mask_digests")
+    for r in rows:
+        r.pop("mask_digests", None)
+    return rows
+
+
+def _compare_generations(spec, names, variants, prompt, *, model, device, dtype, max_tokens, temperature, seed,
+                         system, raw) -> list[dict]:
+    from sgcli.cli.progress import stage_progress
+    from sgcli.engine.loader import load_model
+    from sgcli.engine.sampling import SamplingParams
+    from sgcli.engine.session import Done, PromptOptions, Request, Session
+    from sgcli.models import resolve_model
+    from sgcli.tokenizers import load_tokenizer
+
+    ref = resolve_model(model)
+    with stage_progress(f"loading {ref.display}") as progress:
+        tokenizer = load_tokenizer(model, progress=lambda t: progress(t, 0, 3))
+        lm = load_model(ref, device=device, dtype=dtype, progress=progress)
+    vocab = tokenizer.vocab.padded(lm.logits_width)
+    rows = []
+    for name in names:
+        for variant, opts in variants:
+            row = _base_row(name, variant, False)
+            rows.append(row)
+            compiled = _compile(name, _with_options(spec, opts), vocab, row)
+            if compiled is None:
+                continue
+            session = Session(lm, tokenizer, compiled, SamplingParams(temperature, seed=seed), max_tokens, (),
+                              PromptOptions(system, raw))
+            record = next(e.record for e in session.stream(Request(None, prompt)) if isinstance(e, Done))
+            t = record["timings"]
+            row.update(mask_ms_p50=t["mask_ms_p50"], mask_ms_p99=t.get("mask_ms_p99"),
+                       tokens=record["usage"]["completion_tokens"], tokens_per_s=t["tokens_per_s"],
+                       finish_reason=record["finish_reason"], valid=record["valid"], output=record["output"],
+                       errors=record["errors"])
+    _mark_agreement(rows, "output")
+    return rows
+
+
+def _fmt(value, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "[green]yes[/]" if value else "[red]no[/]"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _table(rows: list[dict], no_generate: bool) -> None:
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0), caption="times in ms; p50/p99: mask time "
+                  "per token" + ("; allowed: tokens allowed first" if no_generate else ""), caption_justify="left")
+    variants = len({r["variant"] for r in rows}) > 1
+    cols = ["backend"] + (["variant"] if variants else []) + ["compile", "p50", "p99"]
+    cols += ["steps", "allowed", "ok", "agree"] if no_generate else \
+        ["tokens", "tok/s", "finish", "valid", "agree", "output"]
+    for c in cols:
+        table.add_column(c, overflow="fold", no_wrap=c != "output", min_width=10 if c == "output" else None)
+    notes = []
+    for r in rows:
+        cells = [r["backend"]] + ([r["variant"]] if variants else [])
+        if r["error"]:  # the status goes where the compile time would be; the message below the table
+            notes.append(f"({len(notes) + 1}) {r['backend']} {r['variant']}: {r['error']}")
+            status = "[yellow]skip[/]" if r["skipped"] else "[red]error[/]"
+            cells += [f"{status} ({len(notes)})"] + ["-"] * (len(cols) - len(cells) - 1)
+            table.add_row(*cells)
+            continue
+        cells += [_fmt(r["compile_ms"]), _fmt(r["mask_ms_p50"], 3), _fmt(r["mask_ms_p99"], 3)]
+        if no_generate:
+            cells += [_fmt(r["tokens"]), _fmt(r.get("allowed_first")), _fmt(r["valid"]), _fmt(r["agree"])]
+        else:
+            output = r["output"] if len(r["output"]) <= 60 else r["output"][:57] + "..."
+            cells += [_fmt(r["tokens"]), _fmt(r["tokens_per_s"], 1), _fmt(r["finish_reason"]), _fmt(r["valid"]),
+                      _fmt(r["agree"]), escape(output)]
+        table.add_row(*cells)
+    out.print(table)
+    for note in notes:
+        out.print(escape(note))
+
+
+def _summary(rows: list[dict]) -> None:
+    from rich.markup import escape
+
+    for r in rows:
+        for w in r["warnings"]:
+            err.print(f"[yellow]warning[/]: {r['backend']} ({r['variant']}): {escape(w)}")
+    for variant in dict.fromkeys(r["variant"] for r in rows):
+        ran = [r for r in rows if r["variant"] == variant and r["agree"] is not None]
+        if len(ran) < 2:
+            continue
+        differ = [r["backend"] for r in ran if not r["agree"]]
+        if differ:
+            err.print(f"[yellow]differ[/] ({escape(variant)}): {', '.join(differ)} vs {ran[0]['backend']}")
+        else:
+            err.print(f"agree ({escape(variant)}): {', '.join(r['backend'] for r in ran)}")

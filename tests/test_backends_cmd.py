@@ -1,0 +1,31 @@
+"""`sgcli backends`: the capability table, straight from what each adapter declares."""
+
+from __future__ import annotations
+
+import json
+
+
+def test_json_rows_follow_the_declared_capabilities(run_cli):
+    from sgcli.backends import get_backend
+
+    result = run_cli("backends", "--json")
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["backend"] for r in rows] == ["llguidance", "xgrammar", "outlines_core", "none"]
+    by = {r["backend"]: r for r in rows}
+    assert by["outlines_core"]["kinds"] == ["json_schema", "regex", "choice"]
+    assert by["llguidance"]["kinds"] == ["json_schema", "regex", "ebnf", "lark", "choice", "structural_tag", "llguidance"]
+    assert by["xgrammar"]["kinds"] == ["json_schema", "regex", "ebnf", "lark", "choice", "structural_tag"]
+    assert "whitespace_pattern" in by["llguidance"]["json_options"] and "indent" not in by["llguidance"]["json_options"]
+    assert "indent" in by["xgrammar"]["json_options"] and "whitespace_pattern" not in by["xgrammar"]["json_options"]
+    assert [r["auto_rank"] for r in rows] == [1, 2, 3, None] and by["xgrammar"]["default"] is True
+    for r in rows:
+        assert r["available"] is True and r["version"] == get_backend(r["backend"]).version()
+        assert r["notes"] == get_backend(r["backend"]).capabilities.notes
+
+
+def test_table_names_every_backend(run_cli):
+    result = run_cli("backends")
+    assert result.exit_code == 0
+    for text in ("llguidance", "xgrammar", "(default)", "outlines_core", "1.9.1", "none"):
+        assert text in result.stdout

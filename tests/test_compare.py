@@ -1,0 +1,83 @@
+"""`sgcli compare-backends`: same constraint across backends and whitespace variants."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+ROW_KEYS = {"backend", "variant", "compile_ms", "mask_ms_p50", "mask_ms_p99", "tokens", "tokens_per_s",
+            "finish_reason", "valid", "output", "agree", "warnings", "error", "skipped"}
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "rank": {"type": "integer"}},
+          "required": ["city", "rank"], "additionalProperties": False}
+
+
+@pytest.fixture
+def schema_file(tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(SCHEMA))
+    return path
+
+
+def rows(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def test_no_generate_walks_the_text_through_every_backend(run_cli, schema_file, smol_tokenizer):
+    text = '{"city": "Paris", "rank": 1}'
+    result = run_cli("compare-backends", "--no-generate", "--schema", schema_file, "--text", text, "--json")
+    assert result.exit_code == 0, result.output
+    out = rows(result.stdout)
+    assert [r["backend"] for r in out] == ["llguidance", "xgrammar", "outlines_core"]
+    n_tokens = len(smol_tokenizer.vocab.encode(text))
+    for r in out:
+        assert ROW_KEYS <= r.keys() and r["error"] is None
+        assert r["valid"] is True and r["tokens"] == n_tokens and r["rejected_at_token"] is None
+        assert r["compile_ms"] > 0 and 0 <= r["mask_ms_p50"] <= r["mask_ms_p99"]
+        assert isinstance(r["agree"], bool) and r["allowed_first"] >= 1
+    assert out[0]["agree"] is True  # the reference row
+
+
+def test_whitespace_variants_show_what_each_backend_cannot_do(run_cli, schema_file):
+    result = run_cli("compare-backends", "--no-generate", "--schema", schema_file, "--json",
+                     "--whitespace", "flexible,compact,indent=2", "--text", '{"city":"Paris","rank":1}')
+    out = rows(result.stdout)
+    assert [(r["backend"], r["variant"]) for r in out] == [
+        (b, v) for b in ("llguidance", "xgrammar", "outlines_core") for v in ("flexible", "compact", "indent=2")]
+    skipped = {(r["backend"], r["variant"]): r["error"] for r in out if r["skipped"]}
+    assert skipped == {("llguidance", "indent=2"): "llguidance does not support the JSON option --indent",
+                       ("outlines_core", "indent=2"): "outlines_core does not support the JSON option --indent"}
+    by = {(r["backend"], r["variant"]): r for r in out}
+    assert all(by[(b, v)]["valid"] for b in ("llguidance", "xgrammar", "outlines_core") for v in ("flexible", "compact"))
+    indented = by[("xgrammar", "indent=2")]
+    assert indented["valid"] is False and indented["rejected_at_token"] == 0  # the first token '{"' lacks the newline
+    assert result.exit_code == 1
+
+
+def test_rejected_text_exits_1_and_says_where(run_cli, schema_file):
+    result = run_cli("compare-backends", "--no-generate", "--schema", schema_file, "--json",
+                     "--backends", "llguidance,outlines", "--text", '{"city": 3}')
+    assert result.exit_code == 1
+    out = rows(result.stdout)
+    assert [r["backend"] for r in out] == ["llguidance", "outlines_core"]
+    assert all(r["valid"] is False and r["rejected_at_token"] is not None for r in out)
+
+
+def test_table_lists_every_backend(run_cli, schema_file):
+    result = run_cli("compare-backends", "--no-generate", "--schema", schema_file)
+    assert result.exit_code == 0, result.output
+    for name in ("llguidance", "xgrammar", "outlines_core", "compile", "p50", "p99", "times in ms"):
+        assert name in result.stdout
+
+
+def test_generation_rows_with_the_default_model(run_cli):
+    result = run_cli("compare-backends", "--choice", "yes", "--choice", "no", "--max-tokens", "4", "--json",
+                     "Is water wet? Answer yes or no.")
+    assert result.exit_code == 0, result.output
+    out = rows(result.stdout)
+    assert [r["backend"] for r in out] == ["llguidance", "xgrammar", "outlines_core"]
+    for r in out:
+        assert ROW_KEYS <= r.keys() and r["error"] is None
+        assert r["output"] in ("yes", "no") and r["valid"] is True and r["finish_reason"] == "stop"
+        assert r["tokens"] >= 1 and r["tokens_per_s"] is not None and r["mask_ms_p50"] <= r["mask_ms_p99"]
+        assert r["agree"] is (r["output"] == out[0]["output"])

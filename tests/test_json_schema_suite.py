@@ -1,0 +1,72 @@
+"""Guard the committed JSON-Schema-Test-Suite summary (benchmarks/results/json_schema_suite.json).
+
+Recomputes what `benchmarks/json_schema_suite.py` measures and fails when, for any backend
+and keyword, accepted-invalid, rejected-valid or compile errors rise above the committed
+counts. Improvements pass; rerun the benchmark to commit them.
+
+outlines-core builds a DFA index over the whole vocabulary per schema: ~8 minutes for the
+suite on 2 cores, most of it on `type`, `additionalProperties`, `items` and `required`
+(unconstrained values become huge regexes). Here it covers the keywords the committed run
+finished in under OUTLINES_SECONDS each (the summary records per-keyword seconds); the
+benchmark script covers them all.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import json_schema_suite as suite  # noqa: E402
+
+COMMITTED = json.loads(suite.RESULTS.read_text())
+OUTLINES_SECONDS = 5.0
+OUTLINES_SUBSET = [k for k, c in COMMITTED["backends"]["outlines_core"]["keywords"].items()
+                   if c["seconds"] < OUTLINES_SECONDS]
+
+
+@pytest.fixture(scope="module")
+def current():
+    results = {"backends": {}}
+    for name, keywords in (("llguidance", None), ("xgrammar", None), ("outlines_core", OUTLINES_SUBSET)):
+        results["backends"].update(suite.run((name,), keywords)["backends"])
+    return results
+
+
+def test_the_committed_summary_covers_the_whole_suite():
+    keywords = {p.stem for p in suite.suite_files()}
+    for name in suite.BACKENDS:
+        result = COMMITTED["backends"][name]
+        assert set(result["keywords"]) == keywords
+        totals = result["totals"]
+        assert totals["instances"] == 1299 and totals["schemas"] == 383
+        assert totals["accepted_invalid"] + totals["rejected_valid"] <= totals["instances"] - totals["not_compiled_instances"]
+
+
+def test_the_outlines_subset_is_most_of_the_suite():
+    assert len(OUTLINES_SUBSET) >= 35 and {"const", "enum", "oneOf", "allOf", "ref", "uniqueItems"} <= set(OUTLINES_SUBSET)
+
+
+def test_no_keyword_regresses(current):
+    assert suite.regressions(current, COMMITTED) == []
+    for name, result in current["backends"].items():
+        for keyword, counts in result["keywords"].items():
+            base = COMMITTED["backends"][name]["keywords"][keyword]
+            assert (counts["schemas"], counts["instances"]) == (base["schemas"], base["instances"]), (name, keyword)
+
+
+def test_llguidance_never_accepts_a_forbidden_instance(current):
+    """The measurement `--backend auto` puts llguidance first on: what it compiles, it enforces."""
+    assert current["backends"]["llguidance"]["totals"]["accepted_invalid"] == 0
+
+
+def test_outlines_never_weakens_a_schema_in_silence(current):
+    """sgcli's outlines adapter warns (with the pointer) about every keyword outlines-core drops."""
+    assert current["backends"]["outlines_core"]["totals"]["accepted_invalid_silent"] == 0
+
+
+def test_llguidance_adapter_matches_llguidance_own_expectations(current):
+    assert current["backends"]["llguidance"]["differs_from_llguidance_expected"] == []

@@ -1,0 +1,159 @@
+"""Structural tags (tool calls): both SGLang shapes, on xgrammar and llguidance.
+
+Text outside the tags is free; a trigger must continue into one of its tags, whose
+content is held to its schema. xgrammar's semantics are the reference: llguidance's
+Lark translation must give the same verdict on every probe.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from sgcli.backends import get_backend
+from sgcli.backends import structural_tag
+from sgcli.backends.base import new_bitmask
+from sgcli.errors import UserError
+from sgcli.spec import ConstraintSpec, Kind
+
+ARGS = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+        "additionalProperties": False}
+OLD = {"structures": [{"begin": "<function=weather>", "schema": ARGS, "end": "</function>"},
+                      {"begin": "<function=time>", "schema": {"enum": ["utc", "local"]}, "end": "</function>"}],
+       "triggers": ["<function="]}
+
+
+def new_shape(at_least_one=False, stop_after_first=False) -> dict:
+    tags = [{"begin": s["begin"], "content": {"type": "json_schema", "json_schema": s["schema"]}, "end": s["end"]}
+            for s in OLD["structures"]]
+    return {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<function="], "tags": tags,
+                                                 "at_least_one": at_least_one, "stop_after_first": stop_after_first}}
+
+
+def spec_of(doc) -> ConstraintSpec:
+    return ConstraintSpec(Kind.STRUCTURAL_TAG, json.dumps(doc, indent=2), "tags.json")
+
+
+def accepts(compiled, text: str) -> bool:
+    """Every token of `text` is in the mask and accepted, and the grammar may stop after it."""
+    vocab = compiled.vocab
+    matcher = compiled.matcher()
+    bitmask = new_bitmask(len(vocab))
+    for t in vocab.encode(text):
+        matcher.fill_mask(bitmask)
+        if not (int(bitmask[t // 32]) >> (t % 32)) & 1 or not matcher.accept(t):
+            return False
+    return matcher.can_stop()
+
+
+FREE = ["just text", "", "a < b and <functio", "call: <function=weather>{\"city\": \"Paris\"}</function> done",
+        "<function=time>\"utc\"</function><function=weather>{\"city\":\"Rome\"}</function>"]
+BROKEN = ["<function=weather>{\"town\": \"Paris\"}</function>", "<function=time>\"noon\"</function>",
+          "x <function=rain>{}</function>", "<function=weather>{\"city\": \"Paris\"}"]
+
+
+def test_old_shape_becomes_the_new_one():
+    native, tt = structural_tag.parse(spec_of(OLD))
+    assert native == structural_tag.to_xgrammar(tt)
+    assert native["format"]["tags"][0] == {"type": "tag", "begin": "<function=weather>",
+                                           "content": {"type": "json_schema", "json_schema": ARGS},
+                                           "end": "</function>"}
+    native_new, tt_new = structural_tag.parse(spec_of(new_shape()))
+    assert native_new == new_shape() and tt_new.triggers == tt.triggers
+    assert [t.content for t in tt_new.tags] == [t.content for t in tt.tags]
+
+
+@pytest.mark.parametrize("backend", ["xgrammar", "llguidance"])
+@pytest.mark.parametrize("doc", [OLD, new_shape()], ids=["old-shape", "new-shape"])
+def test_only_the_tagged_part_is_constrained(smol_tokenizer, backend, doc):
+    compiled = get_backend(backend).compile(spec_of(doc), smol_tokenizer.vocab)
+    assert [accepts(compiled, t) for t in FREE] == [True] * len(FREE)
+    assert [accepts(compiled, t) for t in BROKEN] == [False] * len(BROKEN)
+
+
+@pytest.mark.parametrize("flags", [(True, False), (False, True), (True, True)])
+def test_llguidance_agrees_with_xgrammar_on_the_flags(smol_tokenizer, flags):
+    spec = spec_of(new_shape(*flags))
+    xgr, llg = (get_backend(b).compile(spec, smol_tokenizer.vocab) for b in ("xgrammar", "llguidance"))
+    probes = FREE + BROKEN + ["<function=time>\"utc\"</function> and after", "<function=time>\"local\"</function>"]
+    verdicts = [(accepts(xgr, p), accepts(llg, p)) for p in probes]
+    assert all(a == b for a, b in verdicts), list(zip(probes, verdicts))
+    assert any(a for a, _ in verdicts) and not all(a for a, _ in verdicts)
+
+
+TAG_RE = re.compile(r'<function=weather>(.*?)</function>|<function=time>(.*?)</function>', re.S)
+
+
+def _check_tool_calls(text: str, finish_reason: str) -> int:
+    """Independent check: each complete tag holds valid arguments, no trigger is left dangling
+    (except a tag cut off by --max-tokens). Returns the number of complete tags."""
+    import jsonschema
+
+    count, pos = 0, 0
+    while (i := text.find("<function=", pos)) >= 0:
+        m = TAG_RE.match(text, i)
+        if m is None:
+            assert finish_reason == "length" and "</function>" not in text[i:], text[i:]
+            return count
+        if m.group(1) is not None:
+            jsonschema.validate(json.loads(m.group(1)), ARGS)
+        else:
+            assert json.loads(m.group(2)) in ("utc", "local")
+        count, pos = count + 1, m.end()
+    return count
+
+
+@pytest.mark.parametrize("backend", ["xgrammar", "llguidance"])
+def test_random_model_tool_calls_hold_their_schema(tiny_lm, smol_tokenizer, backend):
+    from helpers import generate_with
+
+    spec = spec_of(new_shape(at_least_one=True, stop_after_first=True))
+    complete = 0
+    for seed in range(3):
+        record = generate_with(tiny_lm, smol_tokenizer, spec, backend, seed=seed, max_tokens=60)
+        out = record["output"]
+        assert out.startswith("<function="), out
+        complete += _check_tool_calls(out, record["finish_reason"])
+        if record["finish_reason"] == "stop":
+            assert TAG_RE.fullmatch(out) and record["valid"], out
+    assert complete >= 1  # the adversary did get through a whole tool call
+
+
+@pytest.mark.parametrize("backend", ["xgrammar", "llguidance"])
+def test_random_model_free_text_stays_free_of_broken_tags(tiny_lm, smol_tokenizer, backend):
+    from helpers import generate_with
+
+    spec = spec_of(OLD)
+    for seed in range(3):
+        record = generate_with(tiny_lm, smol_tokenizer, spec, backend, seed=seed, max_tokens=40)
+        _check_tool_calls(record["output"], record["finish_reason"])
+
+
+def test_begin_without_its_trigger_is_an_error_at_its_position():
+    doc = json.loads(json.dumps(OLD))
+    doc["structures"][1]["begin"] = "<tool=time>"
+    with pytest.raises(UserError) as info:
+        structural_tag.parse(spec_of(doc))
+    assert info.value.message == ("structural tag: the begin '<tool=time>' starts with none of the triggers "
+                                  "['<function=']")
+    assert (info.value.location.line, info.value.location.col) == (20, 16)  # the value of structures/1/begin
+
+
+def test_unknown_shape_names_both_shapes():
+    with pytest.raises(UserError) as info:
+        structural_tag.parse(spec_of({"tags": []}))
+    assert info.value.message == "structural tag: neither 'structures' nor 'format' found"
+    assert "structures" in info.value.hint and "triggered_tags" in info.value.hint
+
+
+def test_llguidance_names_xgrammar_for_content_it_cannot_express(smol_tokenizer):
+    doc = new_shape()
+    doc["format"]["tags"][0]["content"] = {"type": "json_schema", "json_schema": ARGS, "style": "qwen_xml"}
+    with pytest.raises(UserError) as info:
+        get_backend("llguidance").compile(spec_of(doc), smol_tokenizer.vocab)
+    assert info.value.message == ("structural tag: content type \"json_schema with style 'qwen_xml'\" is not "
+                                  "supported by the llguidance backend")
+    assert "--backend xgrammar" in info.value.hint
+    get_backend("xgrammar").compile(spec_of(doc), smol_tokenizer.vocab)  # xgrammar takes it
