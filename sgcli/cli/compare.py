@@ -160,7 +160,7 @@ def compare_backends(
     choice: co.ChoiceOpt = None,
     grammar: co.GrammarOpt = None,
     structural_tag: co.StructuralTagOpt = None,
-    sub: Annotated[Optional[list[str]], typer.Option("--sub", help="name=FILE sub-grammar for @name in a Lark grammar; repeatable.", rich_help_panel="Constraint")] = None,
+    sub: co.SubOpt = None,
     backends_opt: Annotated[Optional[str], typer.Option("--backends", help="Comma-separated backends. Default: every installed backend that supports the constraint.")] = None,
     whitespace: Annotated[Optional[str], typer.Option("--whitespace", help="JSON layout variants to compare, e.g. flexible,compact,indent=2,max-whitespace=4.", rich_help_panel="JSON layout")] = None,
     no_generate: Annotated[bool, typer.Option("--no-generate", help="Compile and time masks only; no model is loaded.")] = False,
@@ -169,6 +169,7 @@ def compare_backends(
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model ref. Default: the embedded SmolLM2-135M-Instruct.", rich_help_panel="Model")] = None,
     device: Annotated[str, typer.Option("--device", rich_help_panel="Model")] = "auto",
     dtype: Annotated[str, typer.Option("--dtype", rich_help_panel="Model")] = "auto",
+    threads: co.ThreadsOpt = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", rich_help_panel="Sampling")] = 128,
     temperature: Annotated[float, typer.Option("--temperature", "-t", help="0 = greedy.", rich_help_panel="Sampling")] = 0.0,
     seed: Annotated[int, typer.Option("--seed", rich_help_panel="Sampling")] = 0,
@@ -257,7 +258,7 @@ def _compare_generations(spec, names, variants, prompt, *, model, device, dtype,
     ref = resolve_model(model)
     with stage_progress(f"loading {ref.display}") as progress:
         tokenizer = load_tokenizer(model, progress=lambda t: progress(t, 0, 3))
-        lm = load_model(ref, device=device, dtype=dtype, progress=progress)
+        lm = load_model(ref, device=device, dtype=dtype, progress=progress, threads=threads)
     vocab = tokenizer.vocab.padded(lm.logits_width)
     rows = []
     for name in names:

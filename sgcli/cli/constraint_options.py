@@ -16,6 +16,8 @@ EbnfOpt = Annotated[Optional[str], typer.Option("--ebnf", help="GBNF / xgrammar 
 LarkOpt = Annotated[Optional[str], typer.Option("--lark", help="Lark grammar file (start rule: start).", rich_help_panel="Constraint")]
 ChoiceOpt = Annotated[Optional[list[str]], typer.Option("--choice", help="An allowed output; repeat for each.", rich_help_panel="Constraint")]
 GrammarOpt = Annotated[Optional[str], typer.Option("--grammar", help="Grammar file, kind from extension (.json .ebnf .gbnf .lark .regex), or @name from grammars/.", rich_help_panel="Constraint")]
+SubOpt = Annotated[Optional[list[str]], typer.Option("--sub", help="name=FILE: a JSON Schema or Lark sub-grammar the Lark grammar uses as @name; repeatable.", rich_help_panel="Constraint")]
+ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the model (default: torch's choice, one per core). Use fewer on a busy machine.", rich_help_panel="Model")]
 StructuralTagOpt = Annotated[Optional[str], typer.Option("--structural-tag", help="Structural tag JSON file (tool calls).", rich_help_panel="Constraint")]
 
 JsonWhitespaceOpt = Annotated[str, typer.Option("--json-whitespace", help="flexible (any whitespace) or compact (none).", rich_help_panel="JSON layout")]
