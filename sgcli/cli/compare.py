@@ -213,7 +213,7 @@ def compare_backends(
             raise UserError("--tokenizer is for --no-generate; a generation uses the model's own tokenizer")
         rows = _compare_generations(spec, names, variants, prompt, model=model, device=device, dtype=dtype,
                                     max_tokens=max_tokens, temperature=temperature, seed=seed, system=system,
-                                    raw=raw)
+                                    raw=raw, threads=threads)
     failed = any(r["error"] and not r["skipped"] or r["valid"] is False for r in rows)
     if json_out:
         for row in rows:
@@ -247,7 +247,7 @@ def _compare_masks(spec, names, variants, tokenizer_ref, text) -> list[dict]:
 
 
 def _compare_generations(spec, names, variants, prompt, *, model, device, dtype, max_tokens, temperature, seed,
-                         system, raw) -> list[dict]:
+                         system, raw, threads=None) -> list[dict]:
     from sgcli.cli.progress import stage_progress
     from sgcli.engine.loader import load_model
     from sgcli.engine.sampling import SamplingParams
