@@ -21,10 +21,13 @@ def stage_progress(title: str) -> Iterator:
     with _progress() as bar:
         task = bar.add_task(title, total=None)
 
+        last = [None]
+
         def update(description: str, step: int, total: int) -> None:
             bar.update(task, description=f"{title}: {description}", completed=step, total=total)
-            if not err.is_terminal:
+            if not err.is_terminal and description != last[0]:  # a log line per stage, not per step
                 err.print(f"{title}: {description}")
+            last[0] = description
 
         yield update
 

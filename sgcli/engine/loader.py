@@ -7,6 +7,7 @@ safetensors + config itself, and loads that folder on later runs (<1 s).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
@@ -56,14 +57,40 @@ def pick_dtype(dtype: str, device: str):
     return table[dtype]
 
 
+@contextlib.contextmanager
+def _tensor_progress(progress: Progress | None, description: str):
+    """Route transformers' per-tensor GGUF tqdm loop into our progress callback.
+
+    transformers draws its own tqdm bar while dequantizing; that would bypass the CLI's
+    rich progress and clutter stderr. Where its module exposes the `tqdm` it uses, it is
+    swapped for the duration of the load; elsewhere the load runs unchanged.
+    """
+    try:
+        from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:
+        yield
+        return
+    original = getattr(gguf_utils, "tqdm", None)
+
+    def reporting(iterable, *args, **kwargs):
+        items = list(iterable)
+        for i, item in enumerate(items):
+            if progress:
+                progress(description, i, len(items))
+            yield item
+
+    gguf_utils.tqdm = reporting
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = original
+
+
 def convert_gguf(gguf: Path, progress: Progress | None = None) -> Path:
     """Dequantize a GGUF file into a cached Hugging Face folder; returns the folder."""
     out = converted_dir(gguf) / "model"
     if (out / _MARKER).is_file():
         return out
-    import os
-
-    os.environ.setdefault("TQDM_DISABLE", "1")  # transformers' GGUF reader draws its own tqdm bar
     import torch
     from safetensors.torch import save_model
     from transformers import AutoModelForCausalLM
@@ -73,7 +100,8 @@ def convert_gguf(gguf: Path, progress: Progress | None = None) -> Path:
     hf_logging.set_verbosity_error()
     step = lambda text, i: progress and progress(text, i, 3)  # noqa: E731
     step(f"dequantizing {gguf.name} (once; cached afterwards)", 0)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    with _tensor_progress(progress, f"dequantizing {gguf.name} (once; cached afterwards)"):
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     step("writing safetensors to the cache", 1)
     tmp = out.with_name("model.partial")
     shutil.rmtree(tmp, ignore_errors=True)
