@@ -119,3 +119,40 @@ class Backend(Protocol):
 
     def size_info(self, compiled: Compiled) -> dict[str, int]:
         """Optional. Backend-specific size figures for `sgcli compile`, e.g. {"memory_size_bytes": n}."""
+
+
+class LibraryBackend:
+    """Plumbing shared by adapters over an installed grammar library.
+
+    Subclasses name the module to import and the distribution to report; `per_vocab`
+    builds a library-side tokenizer object once per `Vocab` (keyed by identity, so a
+    padded copy of a vocabulary gets its own).
+    """
+
+    module: ClassVar[str]
+    distribution: ClassVar[str]
+
+    def __init__(self) -> None:
+        self._per_vocab: dict[int, tuple[Vocab, object]] = {}
+
+    def available(self) -> str | None:
+        import importlib
+
+        try:
+            importlib.import_module(self.module)
+        except ImportError as exc:
+            return f"cannot import {self.module} ({exc}); pip install {self.distribution}"
+        return None
+
+    def version(self) -> str:
+        import importlib.metadata
+
+        return importlib.metadata.version(self.distribution)
+
+    def per_vocab(self, vocab: Vocab, build):
+        entry = self._per_vocab.get(id(vocab))
+        if entry is None or entry[0] is not vocab:
+            entry = (vocab, build())
+            self._per_vocab[id(vocab)] = entry
+        return entry[1]
+

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from sgcli.backends.base import Capabilities, Compiled, CompileWarning
+from sgcli.backends.base import Capabilities, Compiled, CompileWarning, LibraryBackend
 from sgcli.backends.diagnostics import diagnose_llguidance, positioned_error, schema_error
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.errors import Location, UserError, offset_to_line_col
@@ -113,7 +113,9 @@ def _schema_entry(spec: ConstraintSpec) -> dict:
     return {"json_schema": schema}
 
 
-class LLGuidanceBackend:
+class LLGuidanceBackend(LibraryBackend):
+    module = "llguidance"
+    distribution = "llguidance"
     name = "llguidance"
     description = "llguidance: Earley parser with a lazy lexer, masks computed per token (Guidance, llama.cpp, vLLM)"
     capabilities = Capabilities(
@@ -124,32 +126,15 @@ class LLGuidanceBackend:
               "--max-whitespace as a whitespace regex; no --indent",
     )
 
-    def __init__(self):
-        self._tokenizers: dict[int, tuple[Vocab, object]] = {}
 
-    def available(self) -> str | None:
-        try:
-            import llguidance  # noqa: F401
-        except ImportError as exc:
-            return f"cannot import llguidance ({exc}); pip install llguidance"
-        return None
 
-    def version(self) -> str:
-        import importlib.metadata
-
-        return importlib.metadata.version("llguidance")
 
     def tokenizer(self, vocab: Vocab):
         """The `LLTokenizer` for `vocab`, built once per Vocab object."""
         import llguidance as llg
 
-        entry = self._tokenizers.get(id(vocab))
-        if entry is None or entry[0] is not vocab:
-            wrapper = llg.TokenizerWrapper(_VocabTokenizer(vocab))
-            tok = llg.LLTokenizer(wrapper, n_vocab=len(vocab), eos_token=list(vocab.stop_ids) or None)
-            entry = (vocab, tok)
-            self._tokenizers[id(vocab)] = entry
-        return entry[1]
+        return self.per_vocab(vocab, lambda: llg.LLTokenizer(
+            llg.TokenizerWrapper(_VocabTokenizer(vocab)), n_vocab=len(vocab), eos_token=list(vocab.stop_ids) or None))
 
     def compile(self, spec: ConstraintSpec, vocab: Vocab) -> Compiled:
         import llguidance as llg

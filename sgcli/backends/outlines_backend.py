@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from sgcli.backends.base import Capabilities, Compiled, CompileWarning
+from sgcli.backends.base import Capabilities, Compiled, CompileWarning, LibraryBackend
 from sgcli.backends.diagnostics import positioned_error, schema_error
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.errors import UserError
@@ -76,7 +76,9 @@ class OutlinesMatcher:
         return self._guide.is_finished()
 
 
-class OutlinesCoreBackend:
+class OutlinesCoreBackend(LibraryBackend):
+    module = "outlines_core"
+    distribution = "outlines-core"
     name = "outlines_core"
     description = "outlines-core: JSON Schema -> regex -> token DFA index, built up front (Outlines, SGLang 'outlines')"
     capabilities = Capabilities(
@@ -86,20 +88,8 @@ class OutlinesCoreBackend:
               "uniqueItems, ...) are warnings at their JSON pointer; slow to compile on big schemas",
     )
 
-    def __init__(self):
-        self._vocabularies: dict[int, tuple[Vocab, object]] = {}
 
-    def available(self) -> str | None:
-        try:
-            import outlines_core  # noqa: F401
-        except ImportError as exc:
-            return f"cannot import outlines_core ({exc}); pip install outlines-core"
-        return None
 
-    def version(self) -> str:
-        import importlib.metadata
-
-        return importlib.metadata.version("outlines-core")
 
     @staticmethod
     def eos_id(vocab: Vocab) -> int:
@@ -113,16 +103,15 @@ class OutlinesCoreBackend:
         """outlines-core's Vocabulary for `vocab`: exact bytes -> ids (several ids may share bytes)."""
         import outlines_core as oc
 
-        entry = self._vocabularies.get(id(vocab))
-        if entry is None or entry[0] is not vocab:
+        def build():
             eos = self.eos_id(vocab)
             by_bytes: dict[bytes, list[int]] = {}
             for i, piece in enumerate(vocab.tokens):
                 if piece and i not in vocab.special_ids and i != eos:
                     by_bytes.setdefault(piece, []).append(i)
-            entry = (vocab, oc.Vocabulary(eos, by_bytes))
-            self._vocabularies[id(vocab)] = entry
-        return entry[1]
+            return oc.Vocabulary(eos, by_bytes)
+
+        return self.per_vocab(vocab, build)
 
     def regex(self, spec: ConstraintSpec) -> str:
         """The one regex outlines-core compiles for `spec`."""

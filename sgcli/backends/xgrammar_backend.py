@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from sgcli.backends.base import Capabilities, Compiled
+from sgcli.backends.base import Capabilities, Compiled, LibraryBackend
 from sgcli.backends.diagnostics import grammar_error
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends import structural_tag
@@ -56,7 +56,9 @@ class XGrammarMatcher:
         return self._m.is_completed()
 
 
-class XGrammarBackend:
+class XGrammarBackend(LibraryBackend):
+    module = "xgrammar"
+    distribution = "xgrammar"
     name = "xgrammar"
     description = "xgrammar: pushdown automaton with precomputed token masks (SGLang's default)"
     capabilities = Capabilities(
@@ -65,20 +67,8 @@ class XGrammarBackend:
         notes="EBNF in xgrammar's GBNF dialect; no custom whitespace pattern",
     )
 
-    def __init__(self):
-        self._compilers: dict[int, tuple[Vocab, object]] = {}
 
-    def available(self) -> str | None:
-        try:
-            import xgrammar  # noqa: F401
-        except ImportError as exc:
-            return f"cannot import xgrammar ({exc}); pip install xgrammar"
-        return None
 
-    def version(self) -> str:
-        import importlib.metadata
-
-        return importlib.metadata.version("xgrammar")
 
     @staticmethod
     def pieces_for_xgrammar(vocab: Vocab) -> tuple[list[bytes], dict[int, bytes]]:
@@ -127,11 +117,7 @@ class XGrammarBackend:
     def _compiler(self, vocab: Vocab):
         import xgrammar as xgr
 
-        entry = self._compilers.get(id(vocab))
-        if entry is None or entry[0] is not vocab:
-            entry = (vocab, xgr.GrammarCompiler(self.tokenizer_info(vocab), max_threads=2))
-            self._compilers[id(vocab)] = entry
-        return entry[1]
+        return self.per_vocab(vocab, lambda: xgr.GrammarCompiler(self.tokenizer_info(vocab), max_threads=2))
 
     def compile(self, spec: ConstraintSpec, vocab: Vocab) -> Compiled:
         compiler = self._compiler(vocab)
