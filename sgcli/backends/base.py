@@ -136,10 +136,8 @@ class LibraryBackend:
         self._per_vocab: dict[int, tuple[Vocab, object]] = {}
 
     def available(self) -> str | None:
-        import importlib
-
         try:
-            importlib.import_module(self.module)
+            __import__(self.module)  # the import statement's path (importlib's skips -X importtime)
         except ImportError as exc:
             return f"cannot import {self.module} ({exc}); pip install {self.distribution}"
         return None
