@@ -17,7 +17,8 @@ results (shared/corpora/llguidance/json_schema_test_suite) are listed: a differe
 there would be the adapter's fault, not the library's.
 
     .venv/bin/python benchmarks/json_schema_suite.py            # writes benchmarks/results/json_schema_suite.json
-    .venv/bin/python benchmarks/json_schema_suite.py --check    # compare with the committed summary, exit 1 on regression
+    # compare with the committed summary; exit 1 on regression:
+    .venv/bin/python benchmarks/json_schema_suite.py --check
 """
 
 from __future__ import annotations
@@ -30,11 +31,26 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT.parent / "shared" / "corpora" / "json-schema-test-suite" / "tests" / "draft2020-12"
-UPSTREAM = ROOT.parent / "shared" / "corpora" / "llguidance" / "json_schema_test_suite" / "expected_json_schema_test_suite.json"
+UPSTREAM = (
+    ROOT.parent
+    / "shared"
+    / "corpora"
+    / "llguidance"
+    / "json_schema_test_suite"
+    / "expected_json_schema_test_suite.json"
+)
 RESULTS = ROOT / "benchmarks" / "results" / "json_schema_suite.json"
 BACKENDS = ("llguidance", "xgrammar", "outlines_core")
-COUNTS = ("schemas", "compile_errors", "warned_schemas", "instances", "not_compiled_instances",
-          "accepted_invalid", "accepted_invalid_silent", "rejected_valid")
+COUNTS = (
+    "schemas",
+    "compile_errors",
+    "warned_schemas",
+    "instances",
+    "not_compiled_instances",
+    "accepted_invalid",
+    "accepted_invalid_silent",
+    "rejected_valid",
+)
 GUARDED = ("compile_errors", "accepted_invalid", "accepted_invalid_silent", "rejected_valid")  # may never rise
 
 
@@ -51,8 +67,8 @@ def _accepts(compiled, vocab, text: str) -> bool:
 def run_file(backend_name: str, path: Path, vocab) -> tuple[dict, list[dict]]:
     """(counts for this keyword, per-instance outcomes) for one backend on one suite file."""
     from sgcli.backends import get_backend
+    from sgcli.constraints.spec import ConstraintSpec, Kind
     from sgcli.errors import UserError
-    from sgcli.spec import ConstraintSpec, Kind
 
     backend = get_backend(backend_name)
     counts = dict.fromkeys(COUNTS, 0)
@@ -73,8 +89,11 @@ def run_file(backend_name: str, path: Path, vocab) -> tuple[dict, list[dict]]:
                 counts["not_compiled_instances"] += 1
                 result = "compile_error"
             else:
-                forms = {json.dumps(test["data"], ensure_ascii=ascii_only, separators=seps)
-                         for ascii_only in (True, False) for seps in ((", ", ": "), (",", ":"))}
+                forms = {
+                    json.dumps(test["data"], ensure_ascii=ascii_only, separators=seps)
+                    for ascii_only in (True, False)
+                    for seps in ((", ", ": "), (",", ":"))
+                }
                 accepted = any(_accepts(compiled, vocab, form) for form in forms)
                 if accepted and not test["valid"]:
                     counts["accepted_invalid"] += 1
@@ -85,8 +104,9 @@ def run_file(backend_name: str, path: Path, vocab) -> tuple[dict, list[dict]]:
                     result = "rejected_valid"
                 else:
                     result = "pass"
-            outcomes.append({"case": case["description"], "test": test["description"], "valid": test["valid"],
-                             "result": result})
+            outcomes.append(
+                {"case": case["description"], "test": test["description"], "valid": test["valid"], "result": result}
+            )
     return counts, outcomes
 
 
@@ -112,9 +132,12 @@ def run(backends=BACKENDS, keywords: list[str] | None = None, progress=None) -> 
 
     tokenizer = load_tokenizer(None)
     vocab = tokenizer.vocab
-    summary: dict = {"suite": "JSON-Schema-Test-Suite draft2020-12", "tokenizer": tokenizer.name,
-                     "forms": "json.dumps(data) with default and compact separators, with and without ensure_ascii",
-                     "backends": {}}
+    summary: dict = {
+        "suite": "JSON-Schema-Test-Suite draft2020-12",
+        "tokenizer": tokenizer.name,
+        "forms": "json.dumps(data) with default and compact separators, with and without ensure_ascii",
+        "backends": {},
+    }
     for name in backends:
         from sgcli.backends import get_backend
 

@@ -45,8 +45,9 @@ def run_once(lm, tokenizer, compiled, ids, *, max_tokens, min_tokens=0):
     from sgcli.engine.decode import Finished, decode
     from sgcli.engine.sampling import SamplingParams
 
-    for event in decode(lm, ids, compiled, params=SamplingParams(temperature=0.0), max_tokens=max_tokens,
-                        min_tokens=min_tokens):
+    for event in decode(
+        lm, ids, compiled, params=SamplingParams(temperature=0.0), max_tokens=max_tokens, min_tokens=min_tokens
+    ):
         if isinstance(event, Finished):
             return event
     raise AssertionError("no Finished event")
@@ -63,17 +64,18 @@ def main() -> None:
     import torch
 
     from sgcli.backends import check_supports
+    from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
     from sgcli.engine.loader import load_model
-    from sgcli.models import resolve_model
-    from sgcli.spec import ConstraintSpec, JsonOptions, Kind
+    from sgcli.engine.models import resolve_model
     from sgcli.tokenizers import load_tokenizer
 
     ref = resolve_model(None)
     tokenizer = load_tokenizer(None)
     lm = load_model(ref, device="cpu", threads=args.threads)
     vocab = tokenizer.vocab.padded(lm.logits_width)
-    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(SCHEMA), "benchmark",
-                          json_options=JsonOptions(whitespace="compact"))
+    spec = ConstraintSpec(
+        Kind.JSON_SCHEMA, json.dumps(SCHEMA), "benchmark", json_options=JsonOptions(whitespace="compact")
+    )
     constrained = check_supports(args.backend, spec).compile(spec, vocab)
     free = check_supports("none", spec).compile(spec, vocab)
     text, _ = tokenizer.render_chat([{"role": "user", "content": PROMPT}])
@@ -106,7 +108,10 @@ def main() -> None:
     if args.json:
         print(json.dumps(result))
         return
-    print(f"model {result['model']}  backend {args.backend}  {n} tokens x {args.rounds} rounds  torch threads {result['torch_threads']}")
+    print(
+        f"model {result['model']}  backend {args.backend}  {n} tokens x {args.rounds} rounds  "
+        f"torch threads {result['torch_threads']}"
+    )
     print(f"  constrained   {result['constrained_tokens_per_s']:8.2f} tok/s")
     print(f"  unconstrained {result['unconstrained_tokens_per_s']:8.2f} tok/s")
     print(f"  ratio         {result['ratio']:8.4f}   (goal >= 0.97)")

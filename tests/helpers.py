@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 
-def generate_with(lm, tokenizer, spec, backend="xgrammar", *, seed=0, max_tokens=200, temperature=1.0,
-                  prompt="Answer:", stop=()):
+def generate_with(
+    lm, tokenizer, spec, backend="xgrammar", *, seed=0, max_tokens=200, temperature=1.0, prompt="Answer:", stop=()
+):
     """Run one constrained generation on `lm` and return the record dict."""
     from sgcli.backends import check_supports
     from sgcli.engine.sampling import SamplingParams
@@ -12,7 +13,14 @@ def generate_with(lm, tokenizer, spec, backend="xgrammar", *, seed=0, max_tokens
 
     vocab = tokenizer.vocab.padded(lm.logits_width)
     compiled = check_supports(backend, spec).compile(spec, vocab)
-    session = Session(lm, tokenizer, compiled, SamplingParams(temperature=temperature, seed=seed), max_tokens,
-                      tuple(stop), PromptOptions(raw=True))
+    session = Session(
+        lm,
+        tokenizer,
+        compiled,
+        SamplingParams(temperature=temperature, seed=seed),
+        max_tokens,
+        tuple(stop),
+        PromptOptions(raw=True),
+    )
     events = list(session.stream(Request(seed, prompt)))
     return events[-1].record

@@ -14,7 +14,15 @@ def test_json_rows_follow_the_declared_capabilities(run_cli):
     assert [r["backend"] for r in rows] == ["llguidance", "xgrammar", "outlines_core", "none"]
     by = {r["backend"]: r for r in rows}
     assert by["outlines_core"]["kinds"] == ["json_schema", "regex", "choice"]
-    assert by["llguidance"]["kinds"] == ["json_schema", "regex", "ebnf", "lark", "choice", "structural_tag", "llguidance"]
+    assert by["llguidance"]["kinds"] == [
+        "json_schema",
+        "regex",
+        "ebnf",
+        "lark",
+        "choice",
+        "structural_tag",
+        "llguidance",
+    ]
     assert by["xgrammar"]["kinds"] == ["json_schema", "regex", "ebnf", "lark", "choice", "structural_tag"]
     assert "whitespace_pattern" in by["llguidance"]["json_options"] and "indent" not in by["llguidance"]["json_options"]
     assert "indent" in by["xgrammar"]["json_options"] and "whitespace_pattern" not in by["xgrammar"]["json_options"]

@@ -16,7 +16,7 @@ import pytest
 
 from sgcli.backends import get_backend
 from sgcli.backends.base import allowed_ids, new_bitmask
-from sgcli.spec import ConstraintSpec, JsonOptions, Kind
+from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 
 SEEDS = range(3)
 BACKENDS = ["llguidance", "xgrammar", "outlines_core"]
@@ -48,6 +48,7 @@ def _schema_check(options):
         if options.whitespace == "compact":
             outside_strings = re.sub(r'"(?:[^"\\]|\\.)*"', '""', out)
             assert not any(ch.isspace() for ch in outside_strings), out
+
     return check
 
 
@@ -57,13 +58,22 @@ def _regex_check(pattern):
 
 CHOICES = ("yes", "no", "maybe not")
 CASES = {
-    "schema-compact": (ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(PERSON), "t", json_options=JsonOptions("compact")),
-                       _schema_check(JsonOptions("compact")), '{"name":"Al","age":7,"tags":["a"],"ok":true}'),
-    "schema-max-ws": (ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(PERSON), "t", json_options=JsonOptions(max_whitespace=2)),
-                      _schema_check(JsonOptions()), '{ "name": "Al", "age": 7, "tags": [], "ok": false }'),
+    "schema-compact": (
+        ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(PERSON), "t", json_options=JsonOptions("compact")),
+        _schema_check(JsonOptions("compact")),
+        '{"name":"Al","age":7,"tags":["a"],"ok":true}',
+    ),
+    "schema-max-ws": (
+        ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(PERSON), "t", json_options=JsonOptions(max_whitespace=2)),
+        _schema_check(JsonOptions()),
+        '{ "name": "Al", "age": 7, "tags": [], "ok": false }',
+    ),
     "regex": (ConstraintSpec(Kind.REGEX, REGEX, "--regex"), _regex_check(REGEX), "abc-123"),
-    "choice": (ConstraintSpec(Kind.CHOICE, "\n".join(CHOICES), "--choice", choices=CHOICES),
-               lambda out: out in CHOICES or pytest.fail(f"{out!r} is not a choice"), "maybe not"),
+    "choice": (
+        ConstraintSpec(Kind.CHOICE, "\n".join(CHOICES), "--choice", choices=CHOICES),
+        lambda out: out in CHOICES or pytest.fail(f"{out!r} is not a choice"),
+        "maybe not",
+    ),
     "ebnf": (ConstraintSpec(Kind.EBNF, GBNF, "g.gbnf"), _regex_check(GBNF_AS_RE), "[4,27]"),
     "lark": (ConstraintSpec(Kind.LARK, LARK, "g.lark"), _regex_check(LARK_AS_RE), "<abc>"),
     "llguidance": (ConstraintSpec(Kind.LLGUIDANCE, LLG, "g.llg.json"), _regex_check(LLG_AS_RE), "id-42"),
@@ -102,8 +112,15 @@ def test_random_model_outputs_satisfy_the_constraint(tiny_lm, smol_tokenizer, ba
     _, check, _ = CASES[case]
     compiled = _compile(backend, case, smol_tokenizer.vocab.padded(tiny_lm.logits_width))
     for seed in SEEDS:
-        session = Session(tiny_lm, smol_tokenizer, compiled, SamplingParams(temperature=1.0, seed=seed), 300, (),
-                          PromptOptions(raw=True))
+        session = Session(
+            tiny_lm,
+            smol_tokenizer,
+            compiled,
+            SamplingParams(temperature=1.0, seed=seed),
+            300,
+            (),
+            PromptOptions(raw=True),
+        )
         record = next(e.record for e in session.stream(Request(seed, "Answer:")) if isinstance(e, Done))
         assert record["finish_reason"] == "stop", (backend, seed, record)
         assert record["backend"] == backend and record["valid"], record
@@ -166,13 +183,22 @@ def test_every_stop_id_ends_a_complete_match(smol_tokenizer, backend):
         assert matcher.accept(stop)
         assert matcher.is_terminated()
 
+
 def test_backends_name_what_they_weaken(smol_tokenizer):
     """A keyword a backend does not enforce is a warning at its JSON pointer, never silence."""
-    schema = {"type": "object", "properties": {"age": {"type": "integer", "minimum": 0, "maximum": 130},
-                                               "code": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 4}}}
+    schema = {
+        "type": "object",
+        "properties": {
+            "age": {"type": "integer", "minimum": 0, "maximum": 130},
+            "code": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 4},
+        },
+    }
     spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema), "s.json")
     pointers = {b: {w.pointer for w in get_backend(b).compile(spec, smol_tokenizer.vocab).warnings} for b in BACKENDS}
-    assert pointers["outlines_core"] == {"/properties/age/minimum", "/properties/age/maximum",
-                                         "/properties/code/pattern"}
+    assert pointers["outlines_core"] == {
+        "/properties/age/minimum",
+        "/properties/age/maximum",
+        "/properties/code/pattern",
+    }
     assert pointers["xgrammar"] == {"/properties/code/maxLength"}
     assert pointers["llguidance"] == set()

@@ -13,8 +13,8 @@ import pytest
 
 from sgcli.backends import get_backend
 from sgcli.backends.auto import AUTO_ORDER, compile_auto
+from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.errors import UserError
-from sgcli.spec import ConstraintSpec, JsonOptions, Kind
 
 
 @pytest.fixture
@@ -35,65 +35,98 @@ def gbnf_file(tmp_path):
 def test_outlines_has_no_ebnf_and_says_who_has(run_cli, gbnf_file, name):
     result = run_cli("generate", "--backend", name, "--ebnf", gbnf_file, "Answer")
     assert result.exit_code == 2
-    assert result.stderr == (f"error: backend '{name}' does not support EBNF/GBNF\n"
-                             "  hint: backends that do: llguidance, xgrammar (choose with --backend)\n")
+    assert result.stderr == (
+        f"error: backend '{name}' does not support EBNF/GBNF\n"
+        "  hint: backends that do: llguidance, xgrammar (choose with --backend)\n"
+    )
 
 
-@pytest.mark.parametrize("args,backend,what,who", [
-    (["--lark", "g.lark"], "outlines_core", "Lark", "llguidance, xgrammar"),
-    (["--structural-tag", "t.json"], "outlines_core", "structural tags", "llguidance, xgrammar"),
-    (["--grammar", "g.llg.json"], "xgrammar", "llguidance top-level grammar", "llguidance"),
-])
+@pytest.mark.parametrize(
+    "args,backend,what,who",
+    [
+        (["--lark", "g.lark"], "outlines_core", "Lark", "llguidance, xgrammar"),
+        (["--structural-tag", "t.json"], "outlines_core", "structural tags", "llguidance, xgrammar"),
+        (["--grammar", "g.llg.json"], "xgrammar", "llguidance top-level grammar", "llguidance"),
+    ],
+)
 def test_missing_kind_names_the_backends_that_have_it(run_cli, tmp_path, args, backend, what, who):
     (tmp_path / "g.lark").write_text('start: "a"\n')
-    (tmp_path / "t.json").write_text(json.dumps({"structures": [{"begin": "<f>", "schema": {}, "end": "</f>"}],
-                                                 "triggers": ["<f"]}))
+    (tmp_path / "t.json").write_text(
+        json.dumps({"structures": [{"begin": "<f>", "schema": {}, "end": "</f>"}], "triggers": ["<f"]})
+    )
     (tmp_path / "g.llg.json").write_text(json.dumps({"grammars": [{"lark_grammar": 'start: "a"'}]}))
     flag, file = args
     result = run_cli("generate", "--backend", backend, flag, tmp_path / file, "Answer")
     assert result.exit_code == 2
-    assert result.stderr == (f"error: backend '{backend}' does not support {what}\n"
-                             f"  hint: backends that do: {who} (choose with --backend)\n")
+    assert result.stderr == (
+        f"error: backend '{backend}' does not support {what}\n  hint: backends that do: {who} (choose with --backend)\n"
+    )
 
 
-@pytest.mark.parametrize("flag,backend,who", [
-    (["--whitespace-pattern", "[ ]?"], "xgrammar", "llguidance, outlines_core"),
-    (["--indent", "2"], "llguidance", "xgrammar"),
-    (["--indent", "2"], "outlines_core", "xgrammar"),
-])
+@pytest.mark.parametrize(
+    "flag,backend,who",
+    [
+        (["--whitespace-pattern", "[ ]?"], "xgrammar", "llguidance, outlines_core"),
+        (["--indent", "2"], "llguidance", "xgrammar"),
+        (["--indent", "2"], "outlines_core", "xgrammar"),
+    ],
+)
 def test_json_option_a_backend_lacks_names_the_backends_that_have_it(run_cli, schema_file, flag, backend, who):
     result = run_cli("generate", "--backend", backend, "--schema", schema_file, *flag, "Answer")
     assert result.exit_code == 2
     option = "--whitespace-pattern" if flag[0] == "--whitespace-pattern" else "--indent"
-    assert result.stderr == (f"error: backend '{backend}' does not support the JSON option {option}\n"
-                             f"  hint: backends that do: {who} (choose with --backend)\n")
+    assert result.stderr == (
+        f"error: backend '{backend}' does not support the JSON option {option}\n"
+        f"  hint: backends that do: {who} (choose with --backend)\n"
+    )
 
 
 def test_unknown_backend_lists_the_known_ones(run_cli, schema_file):
     result = run_cli("generate", "--backend", "guidance", "--schema", schema_file, "Answer")
     assert result.exit_code == 2
-    assert result.stderr == ("error: unknown backend 'guidance'\n"
-                             "  hint: choose one of: llguidance, xgrammar, outlines_core, none\n")
+    assert result.stderr == (
+        "error: unknown backend 'guidance'\n  hint: choose one of: llguidance, xgrammar, outlines_core, none\n"
+    )
 
 
 @pytest.mark.parametrize("backend", ["llguidance", "outlines_core"])
 def test_contradictory_whitespace_options(smol_tokenizer, backend):
-    spec = ConstraintSpec(Kind.JSON_SCHEMA, "{}", "s.json", json_options=JsonOptions(whitespace_pattern="[ ]?",
-                                                                                      max_whitespace=2))
+    spec = ConstraintSpec(
+        Kind.JSON_SCHEMA, "{}", "s.json", json_options=JsonOptions(whitespace_pattern="[ ]?", max_whitespace=2)
+    )
     with pytest.raises(UserError) as info:
         get_backend(backend).compile(spec, smol_tokenizer.vocab)
     assert info.value.message == "--whitespace-pattern and --max-whitespace both given"
 
 
-@pytest.mark.parametrize("backend,kind,text,message,line_col", [
-    ("llguidance", Kind.REGEX, "ab(c", "regex rejected by llguidance: invalid regex \"ab(c\" (in regex): unclosed group",
-     (1, 3)),
-    ("llguidance", Kind.LARK, 'start: "a"\nx: "b" (\n', "Lark rejected by llguidance: Expected token ')', found '\\n' "
-     "(at \"\\n\\n\" ('\\n'))", (2, 9)),
-    ("llguidance", Kind.LARK, 'start: "a" foo\n', 'Lark rejected by llguidance: unknown name: "foo"', (1, 8)),
-    ("outlines_core", Kind.REGEX, "ab(c", "regex rejected by outlines_core: Failed to build DFA error building NFA "
-     "(missing ), unterminated subpattern)", (1, 3)),
-])
+@pytest.mark.parametrize(
+    "backend,kind,text,message,line_col",
+    [
+        (
+            "llguidance",
+            Kind.REGEX,
+            "ab(c",
+            'regex rejected by llguidance: invalid regex "ab(c" (in regex): unclosed group',
+            (1, 3),
+        ),
+        (
+            "llguidance",
+            Kind.LARK,
+            'start: "a"\nx: "b" (\n',
+            "Lark rejected by llguidance: Expected token ')', found '\\n' (at \"\\n\\n\" ('\\n'))",
+            (2, 9),
+        ),
+        ("llguidance", Kind.LARK, 'start: "a" foo\n', 'Lark rejected by llguidance: unknown name: "foo"', (1, 8)),
+        (
+            "outlines_core",
+            Kind.REGEX,
+            "ab(c",
+            "regex rejected by outlines_core: Failed to build DFA error building NFA "
+            "(missing ), unterminated subpattern)",
+            (1, 3),
+        ),
+    ],
+)
 def test_grammar_errors_are_positioned(smol_tokenizer, backend, kind, text, message, line_col):
     with pytest.raises(UserError) as info:
         get_backend(backend).compile(ConstraintSpec(kind, text, "g"), smol_tokenizer.vocab)
@@ -103,29 +136,53 @@ def test_grammar_errors_are_positioned(smol_tokenizer, backend, kind, text, mess
 
 def test_gbnf_conversion_error_points_into_the_gbnf(smol_tokenizer):
     with pytest.raises(UserError) as info:
-        get_backend("llguidance").compile(ConstraintSpec(Kind.EBNF, 'root ::= "a"\nx ::= "b" (\n', "g.gbnf"),
-                                          smol_tokenizer.vocab)
+        get_backend("llguidance").compile(
+            ConstraintSpec(Kind.EBNF, 'root ::= "a"\nx ::= "b" (\n', "g.gbnf"), smol_tokenizer.vocab
+        )
     assert info.value.message == "EBNF/GBNF rejected by llguidance: Expected ')'"
     assert (info.value.location.path, info.value.location.line) == ("g.gbnf", 3)  # the text ended unclosed
 
 
-@pytest.mark.parametrize("backend,schema,message,pointer_line_col", [
-    ("llguidance", {"type": "object", "unevaluatedProperties": False},
-     'JSON Schema rejected by llguidance: Unimplemented keys: ["unevaluatedProperties"] (at /unevaluatedProperties)',
-     (3, 28)),
-    ("llguidance", {"type": "string", "pattern": "\\bfoo\\b"},
-     "JSON Schema rejected by llguidance: lookarounds not supported yet; WordUnicode in regex /\\bfoo\\b/ "
-     "(at /pattern)", (3, 14)),
-    ("outlines_core", {"type": "object", "properties": {"a": {"type": "string", "format": "bogus"}}},
-     "JSON Schema rejected by outlines_core: Format bogus is not supported by Outlines (at /properties/a/format)",
-     (6, 17)),
-    ("outlines_core", {"prefixItems": [{}], "items": False},
-     "JSON Schema rejected by outlines_core: the empty schema {} would be compiled as an ungrouped alternation "
-     "that breaks the structure around it (at /prefixItems/0)", (3, 5)),
-    ("outlines_core", {"allOf": [{"type": "object"}, {"required": ["a"]}]},
-     "JSON Schema rejected by outlines_core: allOf with several subschemas would be compiled as their "
-     "concatenation, which is never valid JSON (at /allOf)", (2, 12)),
-])
+@pytest.mark.parametrize(
+    "backend,schema,message,pointer_line_col",
+    [
+        (
+            "llguidance",
+            {"type": "object", "unevaluatedProperties": False},
+            'JSON Schema rejected by llguidance: Unimplemented keys: ["unevaluatedProperties"] '
+            "(at /unevaluatedProperties)",
+            (3, 28),
+        ),
+        (
+            "llguidance",
+            {"type": "string", "pattern": "\\bfoo\\b"},
+            "JSON Schema rejected by llguidance: lookarounds not supported yet; WordUnicode in regex /\\bfoo\\b/ "
+            "(at /pattern)",
+            (3, 14),
+        ),
+        (
+            "outlines_core",
+            {"type": "object", "properties": {"a": {"type": "string", "format": "bogus"}}},
+            "JSON Schema rejected by outlines_core: Format bogus is not supported by Outlines "
+            "(at /properties/a/format)",
+            (6, 17),
+        ),
+        (
+            "outlines_core",
+            {"prefixItems": [{}], "items": False},
+            "JSON Schema rejected by outlines_core: the empty schema {} would be compiled as an ungrouped alternation "
+            "that breaks the structure around it (at /prefixItems/0)",
+            (3, 5),
+        ),
+        (
+            "outlines_core",
+            {"allOf": [{"type": "object"}, {"required": ["a"]}]},
+            "JSON Schema rejected by outlines_core: allOf with several subschemas would be compiled as their "
+            "concatenation, which is never valid JSON (at /allOf)",
+            (2, 12),
+        ),
+    ],
+)
 def test_schema_errors_point_at_the_keyword(smol_tokenizer, backend, schema, message, pointer_line_col):
     spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema, indent=2), "s.json")
     with pytest.raises(UserError) as info:
@@ -138,8 +195,13 @@ def test_auto_falls_back_with_the_reason(smol_tokenizer):
     spec = ConstraintSpec(Kind.JSON_SCHEMA, '{"type": "object", "unevaluatedProperties": false}', "s.json")
     compiled, fallbacks = compile_auto(spec, smol_tokenizer.vocab)
     assert compiled.backend == "xgrammar"
-    assert fallbacks == [{"backend": "llguidance", "reason": 's.json:1:45: JSON Schema rejected by llguidance: '
-                          'Unimplemented keys: ["unevaluatedProperties"] (at /unevaluatedProperties)'}]
+    assert fallbacks == [
+        {
+            "backend": "llguidance",
+            "reason": "s.json:1:45: JSON Schema rejected by llguidance: "
+            'Unimplemented keys: ["unevaluatedProperties"] (at /unevaluatedProperties)',
+        }
+    ]
 
 
 def test_auto_skips_backends_without_the_capability(smol_tokenizer):
@@ -162,19 +224,25 @@ def test_auto_when_every_backend_fails_raises_the_first_error_with_all_reasons(s
 def test_compare_rejects_whitespace_variants_for_non_json(run_cli):
     result = run_cli("compare-backends", "--no-generate", "--regex", "[0-9]+", "--whitespace", "compact")
     assert result.exit_code == 2
-    assert result.stderr == ("error: --whitespace compares JSON layouts; this constraint is regex\n"
-                             "  hint: drop --whitespace, or use --schema\n")
+    assert result.stderr == (
+        "error: --whitespace compares JSON layouts; this constraint is regex\n"
+        "  hint: drop --whitespace, or use --schema\n"
+    )
 
 
 def test_compare_rejects_unknown_variant(run_cli, schema_file):
     result = run_cli("compare-backends", "--no-generate", "--schema", schema_file, "--whitespace", "tabs")
     assert result.exit_code == 2
-    assert result.stderr == ("error: unknown --whitespace variant 'tabs'\n"
-                             "  hint: use a comma-separated list of flexible, compact, indent=N, max-whitespace=N\n")
+    assert result.stderr == (
+        "error: unknown --whitespace variant 'tabs'\n"
+        "  hint: use a comma-separated list of flexible, compact, indent=N, max-whitespace=N\n"
+    )
 
 
 def test_compare_with_a_named_backend_that_lacks_the_kind(run_cli, gbnf_file):
     result = run_cli("compare-backends", "--no-generate", "--ebnf", gbnf_file, "--backends", "xgrammar,outlines")
     assert result.exit_code == 2
-    assert result.stderr == ("error: backend 'outlines' does not support EBNF/GBNF\n"
-                             "  hint: backends that do: llguidance, xgrammar (choose with --backend)\n")
+    assert result.stderr == (
+        "error: backend 'outlines' does not support EBNF/GBNF\n"
+        "  hint: backends that do: llguidance, xgrammar (choose with --backend)\n"
+    )

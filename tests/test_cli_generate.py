@@ -8,11 +8,22 @@ import sys
 from pathlib import Path
 
 import jsonschema
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPITAL = ROOT / "examples" / "capital.json"
-RECORD_KEYS = {"id", "prompt", "output", "parsed", "valid", "errors", "finish_reason", "backend", "model", "usage", "timings"}
+RECORD_KEYS = {
+    "id",
+    "prompt",
+    "output",
+    "parsed",
+    "valid",
+    "errors",
+    "finish_reason",
+    "backend",
+    "model",
+    "usage",
+    "timings",
+}
 
 
 def records(stdout: str) -> list[dict]:
@@ -80,8 +91,16 @@ def test_batch_from_stdin(run_cli):
 
 
 def test_schema_from_stdin(run_cli):
-    result = run_cli("generate", "--json", "--schema", "-", "--max-tokens", "8", "Pick a number",
-                     input='{"type": "integer", "minimum": 1, "maximum": 9}')
+    result = run_cli(
+        "generate",
+        "--json",
+        "--schema",
+        "-",
+        "--max-tokens",
+        "8",
+        "Pick a number",
+        input='{"type": "integer", "minimum": 1, "maximum": 9}',
+    )
     rec = records(result.stdout)[0]
     assert result.exit_code == 0, result.output
     assert 1 <= rec["parsed"] <= 9
@@ -96,12 +115,22 @@ def test_ebnf_and_pydantic_and_grammar_flags(run_cli, tmp_path):
     assert r2.exit_code == 0 and records(r2.stdout)[0]["output"] in ("yes", "no")
     mod = tmp_path / "answer_model.py"
     mod.write_text("from pydantic import BaseModel\nclass Answer(BaseModel):\n    ok: bool\n")
-    r3 = run_cli("generate", "--json", "--json-whitespace", "compact", "--strict-properties", "--pydantic", f"{mod}:Answer", "Is it ok?")
+    r3 = run_cli(
+        "generate",
+        "--json",
+        "--json-whitespace",
+        "compact",
+        "--strict-properties",
+        "--pydantic",
+        f"{mod}:Answer",
+        "Is it ok?",
+    )
     assert r3.exit_code == 0, r3.output
     assert isinstance(records(r3.stdout)[0]["parsed"]["ok"], bool)
 
 
 # --- every error path: exit 2, one message, no traceback -------------------------------------
+
 
 def _user_error(result, *needles):
     assert result.exit_code == 2, result.output
@@ -135,7 +164,9 @@ def test_bad_regex_names_position(run_cli):
 
 def test_unknown_model_path(run_cli):
     _user_error(run_cli("generate", "--model", "./no/such/model", "--regex", "a", "x"), "model path not found")
-    _user_error(run_cli("generate", "--model", "missing.gguf", "--regex", "a", "x"), "model file not found: missing.gguf")
+    _user_error(
+        run_cli("generate", "--model", "missing.gguf", "--regex", "a", "x"), "model file not found: missing.gguf"
+    )
 
 
 def test_unreadable_input_files(run_cli, tmp_path):
@@ -167,7 +198,9 @@ def test_flag_validation(run_cli):
 
 
 def test_module_entry_point_and_help():
-    result = subprocess.run([sys.executable, "-m", "sgcli", "generate", "--help"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "sgcli", "generate", "--help"], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0
     assert "Examples" in result.stdout and "--schema" in result.stdout
 
@@ -175,7 +208,11 @@ def test_module_entry_point_and_help():
 def test_invalid_schema_in_a_subprocess_has_no_traceback(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{nope")
-    result = subprocess.run([sys.executable, "-m", "sgcli", "generate", "--schema", str(bad), "x"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "sgcli", "generate", "--schema", str(bad), "x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and f"{bad}:1:2" in result.stderr

@@ -6,10 +6,28 @@ import json
 
 import pytest
 
-ROW_KEYS = {"backend", "variant", "compile_ms", "mask_ms_p50", "mask_ms_p99", "tokens", "tokens_per_s",
-            "finish_reason", "valid", "output", "agree", "warnings", "error", "skipped"}
-SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "rank": {"type": "integer"}},
-          "required": ["city", "rank"], "additionalProperties": False}
+ROW_KEYS = {
+    "backend",
+    "variant",
+    "compile_ms",
+    "mask_ms_p50",
+    "mask_ms_p99",
+    "tokens",
+    "tokens_per_s",
+    "finish_reason",
+    "valid",
+    "output",
+    "agree",
+    "warnings",
+    "error",
+    "skipped",
+}
+SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "rank": {"type": "integer"}},
+    "required": ["city", "rank"],
+    "additionalProperties": False,
+}
 
 
 @pytest.fixture
@@ -39,24 +57,47 @@ def test_no_generate_walks_the_text_through_every_backend(run_cli, schema_file, 
 
 
 def test_whitespace_variants_show_what_each_backend_cannot_do(run_cli, schema_file):
-    result = run_cli("compare-backends", "--no-generate", "--schema", schema_file, "--json",
-                     "--whitespace", "flexible,compact,indent=2", "--text", '{"city":"Paris","rank":1}')
+    result = run_cli(
+        "compare-backends",
+        "--no-generate",
+        "--schema",
+        schema_file,
+        "--json",
+        "--whitespace",
+        "flexible,compact,indent=2",
+        "--text",
+        '{"city":"Paris","rank":1}',
+    )
     out = rows(result.stdout)
     assert [(r["backend"], r["variant"]) for r in out] == [
-        (b, v) for b in ("llguidance", "xgrammar", "outlines_core") for v in ("flexible", "compact", "indent=2")]
+        (b, v) for b in ("llguidance", "xgrammar", "outlines_core") for v in ("flexible", "compact", "indent=2")
+    ]
     skipped = {(r["backend"], r["variant"]): r["error"] for r in out if r["skipped"]}
-    assert skipped == {("llguidance", "indent=2"): "llguidance does not support the JSON option --indent",
-                       ("outlines_core", "indent=2"): "outlines_core does not support the JSON option --indent"}
+    assert skipped == {
+        ("llguidance", "indent=2"): "llguidance does not support the JSON option --indent",
+        ("outlines_core", "indent=2"): "outlines_core does not support the JSON option --indent",
+    }
     by = {(r["backend"], r["variant"]): r for r in out}
-    assert all(by[(b, v)]["valid"] for b in ("llguidance", "xgrammar", "outlines_core") for v in ("flexible", "compact"))
+    assert all(
+        by[(b, v)]["valid"] for b in ("llguidance", "xgrammar", "outlines_core") for v in ("flexible", "compact")
+    )
     indented = by[("xgrammar", "indent=2")]
     assert indented["valid"] is False and indented["rejected_at_token"] == 0  # the first token '{"' lacks the newline
     assert result.exit_code == 1
 
 
 def test_rejected_text_exits_1_and_says_where(run_cli, schema_file):
-    result = run_cli("compare-backends", "--no-generate", "--schema", schema_file, "--json",
-                     "--backends", "llguidance,outlines", "--text", '{"city": 3}')
+    result = run_cli(
+        "compare-backends",
+        "--no-generate",
+        "--schema",
+        schema_file,
+        "--json",
+        "--backends",
+        "llguidance,outlines",
+        "--text",
+        '{"city": 3}',
+    )
     assert result.exit_code == 1
     out = rows(result.stdout)
     assert [r["backend"] for r in out] == ["llguidance", "outlines_core"]
@@ -71,8 +112,17 @@ def test_table_lists_every_backend(run_cli, schema_file):
 
 
 def test_generation_rows_with_the_default_model(run_cli):
-    result = run_cli("compare-backends", "--choice", "yes", "--choice", "no", "--max-tokens", "4", "--json",
-                     "Is water wet? Answer yes or no.")
+    result = run_cli(
+        "compare-backends",
+        "--choice",
+        "yes",
+        "--choice",
+        "no",
+        "--max-tokens",
+        "4",
+        "--json",
+        "Is water wet? Answer yes or no.",
+    )
     assert result.exit_code == 0, result.output
     out = rows(result.stdout)
     assert [r["backend"] for r in out] == ["llguidance", "xgrammar", "outlines_core"]

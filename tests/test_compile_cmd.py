@@ -7,7 +7,7 @@ import json
 import pytest
 
 from sgcli.backends import get_backend, unsupported_reason
-from sgcli.matching import enforcing_backends
+from sgcli.grammar_dev.matching import enforcing_backends
 
 
 @pytest.fixture(autouse=True)
@@ -20,7 +20,7 @@ def _records(result) -> list[dict]:
 
 
 def _cacheable_backend() -> str:
-    from sgcli.grammar_cache import is_cacheable
+    from sgcli.cache.grammars import is_cacheable
 
     names = [n for n in enforcing_backends() if is_cacheable(get_backend(n))]
     assert names, "at least one backend (xgrammar) implements serialize/deserialize"
@@ -52,7 +52,7 @@ def test_every_backend_gets_a_row_and_unsupported_ones_name_who_can(run_cli):
 
 
 def _spec(ref):
-    from sgcli.sources import from_file
+    from sgcli.constraints.sources import from_file
 
     return from_file(ref)
 
@@ -69,8 +69,8 @@ def test_second_compile_is_a_cache_hit(run_cli):
 
 
 def test_a_cache_hit_gives_a_working_matcher_and_corrupt_entries_are_recompiled(smol_tokenizer):
-    from sgcli.grammar_cache import cache_key, compile_cached, compiled_dir
-    from sgcli.matching import accepts_bytes
+    from sgcli.cache.grammars import cache_key, compile_cached, compiled_dir
+    from sgcli.grammar_dev.matching import accepts_bytes
 
     backend = get_backend(_cacheable_backend())
     spec = _spec("@iso8601")
@@ -88,8 +88,8 @@ def test_a_cache_hit_gives_a_working_matcher_and_corrupt_entries_are_recompiled(
 
 
 def test_cache_key_depends_on_tokenizer_and_grammar(smol_tokenizer):
-    from sgcli.grammar_cache import cache_key, tokenizer_identity
-    from sgcli.spec import JsonOptions
+    from sgcli.cache.grammars import cache_key, tokenizer_identity
+    from sgcli.constraints.spec import JsonOptions
 
     vocab = smol_tokenizer.vocab
     wider = vocab.padded(len(vocab) + 64)
@@ -98,8 +98,12 @@ def test_cache_key_depends_on_tokenizer_and_grammar(smol_tokenizer):
     backend = get_backend("xgrammar")
     spec = _spec("@tool_call")
     compact = type(spec)(spec.kind, spec.text, spec.origin, json_options=JsonOptions(whitespace="compact"))
-    keys = {cache_key(backend, spec, vocab), cache_key(backend, spec, wider), cache_key(backend, compact, vocab),
-            cache_key(backend, _spec("@iso8601"), vocab)}
+    keys = {
+        cache_key(backend, spec, vocab),
+        cache_key(backend, spec, wider),
+        cache_key(backend, compact, vocab),
+        cache_key(backend, _spec("@iso8601"), vocab),
+    }
     assert len(keys) == 4
 
 

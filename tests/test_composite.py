@@ -6,21 +6,26 @@ import json
 import re
 
 import pytest
-
 from helpers import generate_with
+
 from sgcli.backends import get_backend
+from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.errors import UserError
-from sgcli.spec import ConstraintSpec, JsonOptions, Kind
 
 TOP = 'start: "Reasoning: " REASON "\\nJSON: " @myobj\nREASON: /[^\\n]{0,40}/\n'
-ANSWER = {"type": "object", "properties": {"answer": {"enum": ["Yes", "No"]}}, "required": ["answer"],
-          "additionalProperties": False}
+ANSWER = {
+    "type": "object",
+    "properties": {"answer": {"enum": ["Yes", "No"]}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
 SHAPE = re.compile(r"Reasoning: ([^\n]{0,40})\nJSON: (.*)", re.S)
 
 
 def composite(schema=ANSWER, top=TOP) -> ConstraintSpec:
-    sub = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema, indent=2), "answer.schema.json",
-                         json_options=JsonOptions("compact"))
+    sub = ConstraintSpec(
+        Kind.JSON_SCHEMA, json.dumps(schema, indent=2), "answer.schema.json", json_options=JsonOptions("compact")
+    )
     return ConstraintSpec(Kind.LARK, top, "top.lark", subgrammars=(("myobj", sub),))
 
 
@@ -39,16 +44,24 @@ def test_random_model_writes_reasoning_then_the_json_answer(tiny_lm, smol_tokeni
 
 def test_top_level_grammar_json_is_the_same_language(smol_tokenizer):
     """The same grammar written in llguidance's own {"grammars": [...]} shape."""
-    llg = json.dumps({"grammars": [{"lark_grammar": TOP},
-                                   {"name": "myobj", "json_schema": {**ANSWER, "x-guidance": {"whitespace_flexible": False}}}]})
+    llg = json.dumps(
+        {
+            "grammars": [
+                {"lark_grammar": TOP},
+                {"name": "myobj", "json_schema": {**ANSWER, "x-guidance": {"whitespace_flexible": False}}},
+            ]
+        }
+    )
     backend = get_backend("llguidance")
     a = backend.compile(composite(), smol_tokenizer.vocab)
     b = backend.compile(ConstraintSpec(Kind.LLGUIDANCE, llg, "g.llg.json"), smol_tokenizer.vocab)
-    for text, ok in [('Reasoning: why not\nJSON: {"answer":"No"}', True),
-                     ('Reasoning: \nJSON: {"answer":"Yes"}', True),
-                     ('Reasoning: hmm\nJSON: {"answer":"Maybe"}', False),
-                     ('Reasoning: hmm\nJSON: {"answer": "No"}', False),
-                     ('JSON: {"answer":"No"}', False)]:
+    for text, ok in [
+        ('Reasoning: why not\nJSON: {"answer":"No"}', True),
+        ('Reasoning: \nJSON: {"answer":"Yes"}', True),
+        ('Reasoning: hmm\nJSON: {"answer":"Maybe"}', False),
+        ('Reasoning: hmm\nJSON: {"answer": "No"}', False),
+        ('JSON: {"answer":"No"}', False),
+    ]:
         for compiled in (a, b):
             m = compiled.matcher()
             accepted = all(m.accept(t) for t in smol_tokenizer.vocab.encode(text)) and m.can_stop()

@@ -7,9 +7,9 @@ import re
 
 import jsonschema
 import pytest
-
 from helpers import generate_with
-from sgcli.spec import ConstraintSpec, JsonOptions, Kind
+
+from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 
 SEEDS = range(12)
 
@@ -27,8 +27,12 @@ PERSON = {
 NESTED = {
     "type": "object",
     "properties": {
-        "point": {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"}},
-                  "required": ["x", "y"], "additionalProperties": False},
+        "point": {
+            "type": "object",
+            "properties": {"x": {"type": "number"}, "y": {"type": "number"}},
+            "required": ["x", "y"],
+            "additionalProperties": False,
+        },
         "kind": {"enum": ["circle", "square"]},
         "note": {"anyOf": [{"type": "null"}, {"type": "string", "maxLength": 5}]},
     },
@@ -38,8 +42,9 @@ NESTED = {
 
 
 @pytest.mark.parametrize("schema", [PERSON, NESTED], ids=["person", "nested"])
-@pytest.mark.parametrize("options", [JsonOptions(whitespace="compact"), JsonOptions(max_whitespace=2)],
-                         ids=["compact", "max-ws-2"])
+@pytest.mark.parametrize(
+    "options", [JsonOptions(whitespace="compact"), JsonOptions(max_whitespace=2)], ids=["compact", "max-ws-2"]
+)
 def test_every_schema_output_parses_and_validates(tiny_lm, smol_tokenizer, schema, options):
     spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema), "test", json_options=options)
     for seed in SEEDS:
@@ -110,7 +115,9 @@ def test_ebnf_output_is_a_sentence_of_the_grammar(tiny_lm, smol_tokenizer):
 
 def test_unconstrained_backend_is_really_unconstrained(tiny_lm, smol_tokenizer):
     spec = ConstraintSpec(Kind.REGEX, "[0-9]", "--regex")
-    outputs = {generate_with(tiny_lm, smol_tokenizer, spec, backend="none", seed=s, max_tokens=5)["output"] for s in range(3)}
+    outputs = {
+        generate_with(tiny_lm, smol_tokenizer, spec, backend="none", seed=s, max_tokens=5)["output"] for s in range(3)
+    }
     assert not all(re.fullmatch("[0-9]", o) for o in outputs)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sgcli.spec import ConstraintSpec, Kind
+from sgcli.constraints.spec import ConstraintSpec, Kind
 
 GBNF_CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpora" / "gbnf" / "grammars"
 
@@ -18,15 +18,15 @@ def _private_cache(tmp_path, monkeypatch):
 
 
 def _record(result) -> dict:
-    (line,) = [l for l in result.stdout.splitlines() if l.strip()]
+    (line,) = [ln for ln in result.stdout.splitlines() if ln.strip()]
     return json.loads(line)
 
 
 @pytest.mark.parametrize("path", sorted(GBNF_CORPUS.glob("*.gbnf")), ids=lambda p: p.name)
 def test_real_gbnf_grammars_convert_to_lark_every_lark_backend_compiles(path, smol_tokenizer):
     from sgcli.backends import get_backend
-    from sgcli.gbnf_to_lark import convert
-    from sgcli.matching import backends_for
+    from sgcli.grammar_dev.gbnf_to_lark import convert
+    from sgcli.grammar_dev.matching import backends_for
 
     lark = convert(path.read_text(), str(path))
     assert lark.startswith("start:") or "\nstart:" in lark
@@ -38,7 +38,7 @@ def test_real_gbnf_grammars_convert_to_lark_every_lark_backend_compiles(path, sm
 
 
 def test_gbnf_to_lark_renames_rules_and_translates_repetitions():
-    from sgcli.gbnf_to_lark import convert
+    from sgcli.grammar_dev.gbnf_to_lark import convert
 
     lark = convert('root ::= my-item{2,3} rest\nmy-item ::= [a-c\\]] | "\\x41"\nrest ::= "x"{2,} | "y"?\n')
     assert lark.splitlines() == [
@@ -48,13 +48,16 @@ def test_gbnf_to_lark_renames_rules_and_translates_repetitions():
     ]
 
 
-@pytest.mark.parametrize("text, where, what", [
-    ('root ::= "a" (\n', "1:15", "missing ')'"),
-    ('root ::= "a" itm\nitem ::= "x"\n', "1:14", "undefined rule 'itm'"),
-    ('start ::= "a"\n', "1:1", "no 'root' rule"),
-    ('root ::= "a"\nroot ::= "b"\n', "2:1", "defined twice"),
-    ('root ::= "a\n', "1:10", "unterminated string"),
-])
+@pytest.mark.parametrize(
+    "text, where, what",
+    [
+        ('root ::= "a" (\n', "1:15", "missing ')'"),
+        ('root ::= "a" itm\nitem ::= "x"\n', "1:14", "undefined rule 'itm'"),
+        ('start ::= "a"\n', "1:1", "no 'root' rule"),
+        ('root ::= "a"\nroot ::= "b"\n', "2:1", "defined twice"),
+        ('root ::= "a\n', "1:10", "unterminated string"),
+    ],
+)
 def test_gbnf_mistakes_are_positioned(run_cli, tmp_path, text, where, what):
     path = tmp_path / "bad.gbnf"
     path.write_text(text)
@@ -63,8 +66,9 @@ def test_gbnf_mistakes_are_positioned(run_cli, tmp_path, text, where, what):
     assert f"{path}:{where}:" in result.stderr and what in result.stderr, result.stderr
 
 
-@pytest.mark.parametrize("ref, to", [("@json", "lark"), ("@arithmetic", "lark"), ("@iso8601", "ebnf"),
-                                     ("@tool_call", "ebnf")])
+@pytest.mark.parametrize(
+    "ref, to", [("@json", "lark"), ("@arithmetic", "lark"), ("@iso8601", "ebnf"), ("@tool_call", "ebnf")]
+)
 def test_library_grammars_convert_and_round_trip(run_cli, ref, to):
     result = run_cli("convert", ref, "--to", to, "--samples", "4", "--json")
     record = _record(result)
@@ -86,13 +90,14 @@ def test_schema_to_ebnf_follows_json_layout(run_cli, tmp_path):
 
 
 def test_the_round_trip_catches_a_wrong_conversion(smol_tokenizer):
-    from sgcli.convert import round_trip
-    from sgcli.grammar_tests import Case
+    from sgcli.grammar_dev.convert import round_trip
+    from sgcli.grammar_dev.grammar_tests import Case
 
     source = ConstraintSpec(Kind.REGEX, "[0-9]{2,4}", "--regex")
     too_narrow = ConstraintSpec(Kind.EBNF, "root ::= [0-9] [0-9] [0-9]", "narrow.ebnf")
-    report = round_trip(source, too_narrow, smol_tokenizer.vocab, samples=10,
-                        cases=[Case(0, "12", True, ""), Case(1, "123", True, "")])
+    report = round_trip(
+        source, too_narrow, smol_tokenizer.vocab, samples=10, cases=[Case(0, "12", True, ""), Case(1, "123", True, "")]
+    )
     assert not report.ok
     assert any("case 1 is accepted by the source but rejected" in f for f in report.failures)
     assert any("source sample is rejected" in f for f in report.failures)
@@ -101,7 +106,7 @@ def test_the_round_trip_catches_a_wrong_conversion(smol_tokenizer):
 
 
 def test_cli_reports_the_check_and_exits_1_when_the_round_trip_fails(run_cli, tmp_path, monkeypatch):
-    import sgcli.convert as convert
+    import sgcli.grammar_dev.convert as convert
 
     (tmp_path / "digits.regex").write_text("[0-9]{2,4}\n")
     cases = tmp_path / "c.test.yaml"

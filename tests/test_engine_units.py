@@ -35,7 +35,11 @@ def test_sampling_never_picks_a_masked_token():
     gen = torch.Generator().manual_seed(0)
     logits = torch.randn(500)
     Masker(500, "cpu").apply(logits, _bitmask([7, 123, 499], 500))
-    for params in (SamplingParams(temperature=1.5), SamplingParams(temperature=1.0, top_k=2), SamplingParams(temperature=1.0, top_p=0.5)):
+    for params in (
+        SamplingParams(temperature=1.5),
+        SamplingParams(temperature=1.0, top_k=2),
+        SamplingParams(temperature=1.0, top_p=0.5),
+    ):
         picks = {sample(logits.clone(), params, gen) for _ in range(200)}
         assert picks <= {7, 123, 499}
     assert sample(logits, SamplingParams(temperature=0), None) == int(torch.argmax(logits))

@@ -6,12 +6,18 @@ import json
 import re
 
 from sgcli.backends import get_backend
+from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.engine.decode import Finished, decode
 from sgcli.engine.sampling import SamplingParams
-from sgcli.spec import ConstraintSpec, JsonOptions, Kind
 
-ANSWER = json.dumps({"type": "object", "properties": {"answer": {"enum": ["Yes", "No"]}},
-                     "required": ["answer"], "additionalProperties": False})
+ANSWER = json.dumps(
+    {
+        "type": "object",
+        "properties": {"answer": {"enum": ["Yes", "No"]}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+)
 TOP = 'start: "Reasoning: " /[a-z ,.]{1,40}/ "\\nJSON: " @myobj\n'
 
 
@@ -51,6 +57,8 @@ def test_reasoning_is_free_and_the_answer_is_constrained(tiny_lm, smol_tokenizer
 def test_min_tokens_holds_back_stop_tokens(tiny_lm, smol_tokenizer):
     spec = ConstraintSpec(Kind.NONE, "", None)
     compiled = get_backend("none").compile(spec, smol_tokenizer.vocab.padded(tiny_lm.logits_width))
-    events = list(decode(tiny_lm, [1, 2, 3], compiled, params=SamplingParams(temperature=0), max_tokens=17, min_tokens=17))
+    events = list(
+        decode(tiny_lm, [1, 2, 3], compiled, params=SamplingParams(temperature=0), max_tokens=17, min_tokens=17)
+    )
     f = events[-1]
     assert f.completion_tokens == 17 and not set(f.token_ids) & set(smol_tokenizer.vocab.stop_ids)

@@ -1,4 +1,4 @@
-"""`sgcli test` grammar test files, and the curated library in grammars/."""
+"""`sgcli test` grammar test files, and the curated library in sgcli/grammars/."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from sgcli.backends import get_backend, unsupported_reason
-from sgcli.matching import enforcing_backends
+from sgcli.grammar_dev.matching import enforcing_backends
 
-LIBRARY = Path(__file__).resolve().parent.parent / "grammars"
+LIBRARY = Path(__file__).resolve().parent.parent / "sgcli" / "grammars"
 CASE_FILES = sorted(LIBRARY.glob("*.test.yaml"))
 
 
@@ -24,7 +24,7 @@ def _records(result) -> list[dict]:
 
 
 def test_the_library_has_every_promised_grammar_each_with_a_test_file():
-    from sgcli.sources import resolve_library
+    from sgcli.constraints.sources import resolve_library
 
     for name in ("json", "arithmetic", "csv", "iso8601", "sql", "tool_call"):
         path = Path(resolve_library("@" + name))
@@ -34,7 +34,7 @@ def test_the_library_has_every_promised_grammar_each_with_a_test_file():
 
 
 def test_every_library_grammar_passes_on_every_backend_that_supports_its_kind(run_cli):
-    from sgcli.grammar_tests import load_suite
+    from sgcli.grammar_dev.grammar_tests import load_suite
 
     result = run_cli("test", *CASE_FILES, "--json")
     records = _records(result)
@@ -61,7 +61,8 @@ def test_a_failing_case_exits_1_and_names_case_and_backend(run_cli, tmp_path):
         "cases:\n"
         "  - {input: '123', accept: true, description: digits}\n"
         "  - {input: '12a', accept: true, description: wrongly expected to pass}\n"
-        "  - {input: '', accept: false, description: empty}\n")
+        "  - {input: '', accept: false, description: empty}\n"
+    )
     result = run_cli("test", cases, "--backend", "xgrammar")
     assert result.exit_code == 1
     assert f"{cases}:4: case 2 failed on xgrammar" in result.stdout
@@ -71,10 +72,10 @@ def test_a_failing_case_exits_1_and_names_case_and_backend(run_cli, tmp_path):
 
 
 def test_inputs_go_through_real_tokenizations(smol_tokenizer):
-    from sgcli.matching import tokenizations
+    from sgcli.grammar_dev.matching import tokenizations
 
     vocab = smol_tokenizer.vocab
-    text = 'SELECT DISTINCT city'
+    text = "SELECT DISTINCT city"
     spelled = tokenizations(vocab, text)
     assert spelled["canonical"] == smol_tokenizer.encode(text)
     assert len(spelled["bytes"]) == len(text.encode())
@@ -85,9 +86,9 @@ def test_inputs_go_through_real_tokenizations(smol_tokenizer):
 
 def test_a_tokenization_only_failure_is_caught(smol_tokenizer):
     """A grammar that accepts the string byte by byte but not as the tokenizer spells it."""
-    from sgcli.grammar_tests import Case, check_case
-    from sgcli.grammar_cache import compile_cached
-    from sgcli.spec import ConstraintSpec, Kind
+    from sgcli.cache.grammars import compile_cached
+    from sgcli.constraints.spec import ConstraintSpec, Kind
+    from sgcli.grammar_dev.grammar_tests import Case, check_case
 
     vocab = smol_tokenizer.vocab
     spec = ConstraintSpec(Kind.REGEX, "ab")
@@ -101,20 +102,37 @@ def test_a_tokenization_only_failure_is_caught(smol_tokenizer):
 def test_grammar_paths_are_relative_to_the_test_file_and_library_names_work(run_cli, tmp_path):
     (tmp_path / "g.gbnf").write_text('root ::= "yes" | "no"\n')
     relative = tmp_path / "rel.test.yaml"
-    relative.write_text("grammar: g.gbnf\ncases:\n  - {input: 'yes', accept: true}\n  - {input: 'maybe', accept: false}\n")
+    relative.write_text(
+        "grammar: g.gbnf\ncases:\n  - {input: 'yes', accept: true}\n  - {input: 'maybe', accept: false}\n"
+    )
     library = tmp_path / "lib.test.yaml"
     library.write_text("grammar: '@iso8601'\ncases:\n  - {input: '2024-01-31', accept: true}\n")
     assert run_cli("test", relative, library).exit_code == 0
 
 
-@pytest.mark.parametrize("text, where, what", [
-    ("grammar: {kind: regex, text: a}\ncases:\n  - {input: 'a', accept: true\n  - {input: 'b'}\n", ":4:5:", "malformed YAML"),
-    ("grammar: {kind: regex, text: a}\ncases:\n  - {input: 'a', accepts: true}\n", ":3:18:", "unknown key 'accepts'"),
-    ("grammar: {kind: regex, text: a}\ncases:\n  - {input: 12, accept: true}\n", ":3:13:", "'input' must be a string"),
-    ("grammar: {kind: cobol, text: a}\ncases:\n  - {input: 'a', accept: true}\n", ":1:17:", "unknown grammar kind"),
-    ("cases:\n  - {input: 'a', accept: true}\n", ":1:1:", "no 'grammar' given"),
-    ("grammar: missing.gbnf\ncases:\n  - {input: 'a', accept: true}\n", "missing.gbnf", "not found"),
-])
+@pytest.mark.parametrize(
+    "text, where, what",
+    [
+        (
+            "grammar: {kind: regex, text: a}\ncases:\n  - {input: 'a', accept: true\n  - {input: 'b'}\n",
+            ":4:5:",
+            "malformed YAML",
+        ),
+        (
+            "grammar: {kind: regex, text: a}\ncases:\n  - {input: 'a', accepts: true}\n",
+            ":3:18:",
+            "unknown key 'accepts'",
+        ),
+        (
+            "grammar: {kind: regex, text: a}\ncases:\n  - {input: 12, accept: true}\n",
+            ":3:13:",
+            "'input' must be a string",
+        ),
+        ("grammar: {kind: cobol, text: a}\ncases:\n  - {input: 'a', accept: true}\n", ":1:17:", "unknown grammar kind"),
+        ("cases:\n  - {input: 'a', accept: true}\n", ":1:1:", "no 'grammar' given"),
+        ("grammar: missing.gbnf\ncases:\n  - {input: 'a', accept: true}\n", "missing.gbnf", "not found"),
+    ],
+)
 def test_malformed_test_files_exit_2_with_line_and_column(run_cli, tmp_path, text, where, what):
     path = tmp_path / "broken.test.yaml"
     path.write_text(text)

@@ -24,8 +24,9 @@ import json_schema_suite as suite  # noqa: E402
 
 COMMITTED = json.loads(suite.RESULTS.read_text())
 OUTLINES_SECONDS = 5.0
-OUTLINES_SUBSET = [k for k, c in COMMITTED["backends"]["outlines_core"]["keywords"].items()
-                   if c["seconds"] < OUTLINES_SECONDS]
+OUTLINES_SUBSET = [
+    k for k, c in COMMITTED["backends"]["outlines_core"]["keywords"].items() if c["seconds"] < OUTLINES_SECONDS
+]
 
 
 @pytest.fixture(scope="module")
@@ -43,11 +44,16 @@ def test_the_committed_summary_covers_the_whole_suite():
         assert set(result["keywords"]) == keywords
         totals = result["totals"]
         assert totals["instances"] == 1299 and totals["schemas"] == 383
-        assert totals["accepted_invalid"] + totals["rejected_valid"] <= totals["instances"] - totals["not_compiled_instances"]
+        assert (
+            totals["accepted_invalid"] + totals["rejected_valid"]
+            <= totals["instances"] - totals["not_compiled_instances"]
+        )
 
 
 def test_the_outlines_subset_is_most_of_the_suite():
-    assert len(OUTLINES_SUBSET) >= 35 and {"const", "enum", "oneOf", "allOf", "ref", "uniqueItems"} <= set(OUTLINES_SUBSET)
+    assert len(OUTLINES_SUBSET) >= 35 and {"const", "enum", "oneOf", "allOf", "ref", "uniqueItems"} <= set(
+        OUTLINES_SUBSET
+    )
 
 
 def test_no_keyword_regresses(current):

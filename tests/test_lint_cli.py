@@ -65,8 +65,10 @@ def test_json_lines_output(run_cli, two_findings):
 def test_github_output_is_workflow_commands(run_cli, two_findings):
     result = run_cli("lint", two_findings, "--output-format", "github")
     first, second = result.stdout.splitlines()
-    assert first.startswith(f"::error file={two_findings},line=1,col=14,endLine=1,endColumn=21,"
-                            "title=sgcli G001 (undefined-rule)::`missing` is used but never defined")
+    assert first.startswith(
+        f"::error file={two_findings},line=1,col=14,endLine=1,endColumn=21,"
+        "title=sgcli G001 (undefined-rule)::`missing` is used but never defined"
+    )
     assert second.startswith(f"::warning file={two_findings},line=2,col=1,")
 
 
@@ -79,15 +81,18 @@ def test_full_output_shows_the_source_line_and_a_caret(run_cli, two_findings):
     assert "= rule: undefined-rule (sgcli rule G001)" in out
 
 
-@pytest.mark.parametrize("args, codes", [
-    (["--select", "G002"], ["G002"]),
-    (["--ignore", "G001", "--ignore", "S"], ["G002"]),
-    (["--ignore", "G001"], ["S001", "S001", "G002"]),  # the backends' own errors are no longer folded in
-    (["--select", "G", "--ignore", "G002"], ["G001"]),
-    (["--ignore", "G", "--select", "G002"], ["G002"]),  # the more specific selector wins
-    (["--select", "g001,g002"], ["G001", "G002"]),
-    (["--select", "W"], []),
-])
+@pytest.mark.parametrize(
+    "args, codes",
+    [
+        (["--select", "G002"], ["G002"]),
+        (["--ignore", "G001", "--ignore", "S"], ["G002"]),
+        (["--ignore", "G001"], ["S001", "S001", "G002"]),  # the backends' own errors are no longer folded in
+        (["--select", "G", "--ignore", "G002"], ["G001"]),
+        (["--ignore", "G", "--select", "G002"], ["G002"]),  # the more specific selector wins
+        (["--select", "g001,g002"], ["G001", "G002"]),
+        (["--select", "W"], []),
+    ],
+)
 def test_select_and_ignore(run_cli, two_findings, args, codes):
     result = run_cli("lint", two_findings, "--output-format", "json", *args)
     assert [r["code"] for r in json.loads(result.stdout)] == codes
@@ -106,17 +111,25 @@ def test_selecting_only_structure_rules_runs_no_backend(run_cli, monkeypatch):
     assert result.exit_code == 0, result.output
 
 
-@pytest.mark.parametrize("args, message", [
-    (["missing.gbnf"], "GBNF file not found: missing.gbnf"),
-    ([str(CASES / "g001_undefined_rule.gbnf"), "--select", "X9"], "--select X9: no rule code starts with 'X9'"),
-    ([str(CASES / "g001_undefined_rule.gbnf"), "--ignore", "Q"], "--ignore Q: no rule code starts with 'Q'"),
-    ([str(CASES / "g001_undefined_rule.gbnf"), "--backend", "nope"], "unknown backend 'nope'"),
-    ([str(CASES / "g001_undefined_rule.gbnf"), "--backend", "outlines_core"],
-     "backend 'outlines_core' does not support EBNF/GBNF"),
-    ([str(CASES / "g001_undefined_rule.gbnf"), "--max-tokens", "5"], "--max-tokens needs --tokenizer"),
-    ([str(CASES / "g001_undefined_rule.gbnf"), "--output-format", "xml"], "--output-format xml: unknown format"),
-    ([str(CASES / "g001_undefined_rule.gbnf"), "--kind", "cobol"], "--kind cobol: not a kind of file sgcli can lint"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["missing.gbnf"], "GBNF file not found: missing.gbnf"),
+        ([str(CASES / "g001_undefined_rule.gbnf"), "--select", "X9"], "--select X9: no rule code starts with 'X9'"),
+        ([str(CASES / "g001_undefined_rule.gbnf"), "--ignore", "Q"], "--ignore Q: no rule code starts with 'Q'"),
+        ([str(CASES / "g001_undefined_rule.gbnf"), "--backend", "nope"], "unknown backend 'nope'"),
+        (
+            [str(CASES / "g001_undefined_rule.gbnf"), "--backend", "outlines_core"],
+            "backend 'outlines_core' does not support EBNF/GBNF",
+        ),
+        ([str(CASES / "g001_undefined_rule.gbnf"), "--max-tokens", "5"], "--max-tokens needs --tokenizer"),
+        ([str(CASES / "g001_undefined_rule.gbnf"), "--output-format", "xml"], "--output-format xml: unknown format"),
+        (
+            [str(CASES / "g001_undefined_rule.gbnf"), "--kind", "cobol"],
+            "--kind cobol: not a kind of file sgcli can lint",
+        ),
+    ],
+)
 def test_bad_usage_and_unreadable_input_exit_2(run_cli, args, message):
     result = run_cli("lint", *args)
     assert result.exit_code == 2
@@ -131,7 +144,7 @@ def test_unreadable_file_among_good_ones_still_lints_the_rest_and_exits_2(run_cl
 
 def test_unknown_extension_exits_2(run_cli, tmp_path):
     f = tmp_path / "grammar.txt"
-    f.write_text("root ::= \"a\"\n")
+    f.write_text('root ::= "a"\n')
     result = run_cli("lint", f)
     assert result.exit_code == 2 and "cannot tell the grammar kind" in result.stderr
     assert run_cli("lint", f, "--kind", "ebnf").exit_code == 0
@@ -170,10 +183,22 @@ def test_rule_unknown_code_exits_2(run_cli):
 
 def test_lint_with_llguidance_does_not_import_torch():
     """The pre-commit path: `sgcli lint --backend llguidance` on every kind of file."""
-    files = [CASES / n for n in ("g001_undefined_rule.gbnf", "w001_ignore_whitespace.lark",
-                                 "r001_lookahead.regex", "j001_minimum.json")]
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "sgcli", "lint", "--backend", "llguidance",
-                           *map(str, files)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    files = [
+        CASES / n
+        for n in (
+            "g001_undefined_rule.gbnf",
+            "w001_ignore_whitespace.lark",
+            "r001_lookahead.regex",
+            "j001_minimum.json",
+        )
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "sgcli", "lint", "--backend", "llguidance", *map(str, files)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert proc.returncode == 1, proc.stderr[-2000:]
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert "llguidance" in imported  # the backend really ran

@@ -32,8 +32,14 @@ EXPECTED = {
     # Lark's grammar of Lark: `start: (_item? _NL)* _item?` accepts the empty file; `_NL:
     # /(\r?\n)+\s*/` repeats newlines and then whitespace without bound; `WS_INLINE: (" "|/\t/)+`
     # (which is %ignored) too; `COMMENT: /\s*/ "//" ... | /\s*/ "#" ...` starts with `\s*` twice.
-    "lark.lark": [("G005", 5, 1, None), ("W001", 54, 7, None), ("W001", 54, 15, None),
-                  ("W001", 61, 12, None), ("W001", 66, 11, None), ("W001", 66, 33, None)],
+    "lark.lark": [
+        ("G005", 5, 1, None),
+        ("W001", 54, 7, None),
+        ("W001", 54, 15, None),
+        ("W001", 61, 12, None),
+        ("W001", 66, 11, None),
+        ("W001", 66, 33, None),
+    ],
     "rfc.lark": [],
 }
 
@@ -43,8 +49,9 @@ def corpus_files() -> list[Path]:
 
 
 def test_the_table_covers_every_corpus_grammar():
-    assert [p.name for p in corpus_files()] == sorted(n for n in EXPECTED if n.endswith(".gbnf")) + \
-        sorted(n for n in EXPECTED if n.endswith(".lark"))
+    assert [p.name for p in corpus_files()] == sorted(n for n in EXPECTED if n.endswith(".gbnf")) + sorted(
+        n for n in EXPECTED if n.endswith(".lark")
+    )
 
 
 @pytest.fixture(scope="module")
@@ -60,10 +67,10 @@ def test_corpus_grammar_lints_as_expected(linter, path):
 
 def test_corpus_grammars_compile_where_no_compile_error_is_expected():
     """The S001 entries above are the only compile failures: every other (file, backend) compiles."""
+    from sgcli.constraints.sources import from_file
+    from sgcli.grammar_dev.matching import backends_for
     from sgcli.lint.backend_checks import compile_with
     from sgcli.lint.runner import byte_vocab
-    from sgcli.matching import backends_for
-    from sgcli.sources import from_file
 
     for path in corpus_files():
         spec = from_file(str(path))
@@ -83,10 +90,10 @@ def test_minimum_not_enforced_agrees_with_the_test_suite_on_each_matcher(group):
     import json
 
     from sgcli.backends import check_supports
+    from sgcli.constraints.spec import ConstraintSpec, Kind
     from sgcli.errors import UserError
+    from sgcli.grammar_dev.matching import backends_for, feed
     from sgcli.lint.runner import byte_vocab
-    from sgcli.matching import backends_for, feed
-    from sgcli.spec import ConstraintSpec, Kind
 
     case = json.loads((SUITE / "minimum.json").read_text())[group]
     spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(case["schema"], indent=2), f"minimum-{group}.json")

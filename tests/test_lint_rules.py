@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from sgcli.constraints.spec import JsonOptions
 from sgcli.lint import Linter, LintOptions, Selection
 from sgcli.lint.runner import byte_vocab
-from sgcli.spec import JsonOptions
 
 CASES = Path(__file__).resolve().parent / "lint_cases"
 COMPACT = JsonOptions(whitespace="compact")
@@ -61,8 +61,8 @@ def test_every_rule_has_a_case():
 
 
 def test_w002_reported_for_each_backend_with_flexible_whitespace_and_not_when_bounded():
-    from sgcli.matching import backends_for
-    from sgcli.sources import from_file
+    from sgcli.constraints.sources import from_file
+    from sgcli.grammar_dev.matching import backends_for
 
     path = CASES / "w002_json_whitespace.json"
     flexible = [(d.code, d.line, d.col, d.backend) for d in lint(path.name)]
@@ -76,8 +76,8 @@ def test_minimum_reported_exactly_for_the_backends_whose_matcher_accepts_a_small
     """J001 must agree with each backend's actual matcher: walk `4` (below minimum 5)
     through every backend that compiles the schema, independently of sgcli lint."""
     from sgcli.backends import check_supports
-    from sgcli.matching import backends_for, feed
-    from sgcli.sources import from_file
+    from sgcli.constraints.sources import from_file
+    from sgcli.grammar_dev.matching import backends_for, feed
 
     spec = from_file(str(CASES / "j001_minimum.json"))
     vocab = byte_vocab()
@@ -120,14 +120,15 @@ def test_llguidance_dialect_has_no_false_positives(tmp_path):
     g = tmp_path / "tool.lark"
     g.write_text(
         '%llguidance {"skip_repetition": "once"}\n'
-        'start: TEXT | fun_call | pick\n'
-        'TEXT: /[^{](.|\\n){0,200}/\n'
+        "start: TEXT | fun_call | pick\n"
+        "TEXT: /[^{](.|\\n){0,200}/\n"
         'fun_call: <|im_start|> "call " args @schema <[2]>\n'
         'args[capture, lazy]: %json { "type": "object", "properties": {"a": {"type": "integer"}} }\n'
         'perm::_ : "" %if is_ones([0:2])\n'
         '        | "a" perm::set_bit(0) %if bit_clear(0)\n'
-        'pick: perm::0x0\n'
-        '%ignore /[ ]{0,4}/\n')
+        "pick: perm::0x0\n"
+        "%ignore /[ ]{0,4}/\n"
+    )
     found = Linter(LintOptions(selection=Selection.parse(["G", "W", "R"], None))).lint(str(g)).diagnostics
     assert found == []  # nothing about %json, @schema, special tokens, attributes or parameters
     without_option = g.read_text().replace('{"skip_repetition": "once"}', "{}")

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sgcli.matching import backends_for
+from sgcli.grammar_dev.matching import backends_for
 
 SCHEMA = '{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}'
 
@@ -28,7 +28,7 @@ def _trace(result) -> list[dict]:
 
 
 def _json_schema_backends():
-    from sgcli.spec import ConstraintSpec, Kind
+    from sgcli.constraints.spec import ConstraintSpec, Kind
 
     return backends_for(ConstraintSpec(Kind.JSON_SCHEMA, SCHEMA))
 
@@ -109,7 +109,7 @@ def test_bad_usage_exits_2(run_cli, schema_file, tmp_path):
 
 
 def test_char_class_is_compact_and_escaped():
-    from sgcli.dryrun import char_class
+    from sgcli.grammar_dev.dryrun import char_class
 
     assert char_class({ord(c) for c in "0123456789-"}) == "[\\-0-9]"
     assert char_class({9, 10, 32, ord("]")}) == "[\\t\\n \\]]"

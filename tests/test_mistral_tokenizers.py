@@ -9,7 +9,7 @@ import pytest
 
 from sgcli.backends import get_backend
 from sgcli.backends.base import new_bitmask
-from sgcli.spec import ConstraintSpec, Kind
+from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.tokenizers import load_tokenizer
 
 SCHEMA = json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
@@ -95,8 +95,7 @@ def test_sentencepiece_v1_matches_reference_ids():
     """Ids of Mistral 7B v0.1's tokenizer.model as SentencePiece and Hugging Face produce them."""
     tok = load_tokenizer("mistral:v1")
     assert tok.encode("Hello world") == [22557, 1526]  # '▁Hello', '▁world': the dummy prefix
-    assert tok.encode("[INST] 2+2 [/INST]") == [733, 16289, 28793, 28705, 28750, 28806, 28750,
-                                                 733, 28748, 16289, 28793]
+    assert tok.encode("[INST] 2+2 [/INST]") == [733, 16289, 28793, 28705, 28750, 28806, 28750, 733, 28748, 16289, 28793]
     assert tok.vocab.encode("Hello world") == [16230, 1526]  # continuation: no prefix space
     assert tok.prompt_ids("Hello world", templated=False)[0] == tok.vocab.bos_id == 1
 

@@ -12,24 +12,41 @@ import re
 
 import pytest
 
-from sgcli.backends import get_backend
-from sgcli.backends import structural_tag
+from sgcli.backends import get_backend, structural_tag
 from sgcli.backends.base import new_bitmask
+from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import UserError
-from sgcli.spec import ConstraintSpec, Kind
 
-ARGS = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
-        "additionalProperties": False}
-OLD = {"structures": [{"begin": "<function=weather>", "schema": ARGS, "end": "</function>"},
-                      {"begin": "<function=time>", "schema": {"enum": ["utc", "local"]}, "end": "</function>"}],
-       "triggers": ["<function="]}
+ARGS = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
+OLD = {
+    "structures": [
+        {"begin": "<function=weather>", "schema": ARGS, "end": "</function>"},
+        {"begin": "<function=time>", "schema": {"enum": ["utc", "local"]}, "end": "</function>"},
+    ],
+    "triggers": ["<function="],
+}
 
 
 def new_shape(at_least_one=False, stop_after_first=False) -> dict:
-    tags = [{"begin": s["begin"], "content": {"type": "json_schema", "json_schema": s["schema"]}, "end": s["end"]}
-            for s in OLD["structures"]]
-    return {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<function="], "tags": tags,
-                                                 "at_least_one": at_least_one, "stop_after_first": stop_after_first}}
+    tags = [
+        {"begin": s["begin"], "content": {"type": "json_schema", "json_schema": s["schema"]}, "end": s["end"]}
+        for s in OLD["structures"]
+    ]
+    return {
+        "type": "structural_tag",
+        "format": {
+            "type": "triggered_tags",
+            "triggers": ["<function="],
+            "tags": tags,
+            "at_least_one": at_least_one,
+            "stop_after_first": stop_after_first,
+        },
+    }
 
 
 def spec_of(doc) -> ConstraintSpec:
@@ -48,18 +65,30 @@ def accepts(compiled, text: str) -> bool:
     return matcher.can_stop()
 
 
-FREE = ["just text", "", "a < b and <functio", "call: <function=weather>{\"city\": \"Paris\"}</function> done",
-        "<function=time>\"utc\"</function><function=weather>{\"city\":\"Rome\"}</function>"]
-BROKEN = ["<function=weather>{\"town\": \"Paris\"}</function>", "<function=time>\"noon\"</function>",
-          "x <function=rain>{}</function>", "<function=weather>{\"city\": \"Paris\"}"]
+FREE = [
+    "just text",
+    "",
+    "a < b and <functio",
+    'call: <function=weather>{"city": "Paris"}</function> done',
+    '<function=time>"utc"</function><function=weather>{"city":"Rome"}</function>',
+]
+BROKEN = [
+    '<function=weather>{"town": "Paris"}</function>',
+    '<function=time>"noon"</function>',
+    "x <function=rain>{}</function>",
+    '<function=weather>{"city": "Paris"}',
+]
 
 
 def test_old_shape_becomes_the_new_one():
     native, tt = structural_tag.parse(spec_of(OLD))
     assert native == structural_tag.to_xgrammar(tt)
-    assert native["format"]["tags"][0] == {"type": "tag", "begin": "<function=weather>",
-                                           "content": {"type": "json_schema", "json_schema": ARGS},
-                                           "end": "</function>"}
+    assert native["format"]["tags"][0] == {
+        "type": "tag",
+        "begin": "<function=weather>",
+        "content": {"type": "json_schema", "json_schema": ARGS},
+        "end": "</function>",
+    }
     native_new, tt_new = structural_tag.parse(spec_of(new_shape()))
     assert native_new == new_shape() and tt_new.triggers == tt.triggers
     assert [t.content for t in tt_new.tags] == [t.content for t in tt.tags]
@@ -77,13 +106,13 @@ def test_only_the_tagged_part_is_constrained(smol_tokenizer, backend, doc):
 def test_llguidance_agrees_with_xgrammar_on_the_flags(smol_tokenizer, flags):
     spec = spec_of(new_shape(*flags))
     xgr, llg = (get_backend(b).compile(spec, smol_tokenizer.vocab) for b in ("xgrammar", "llguidance"))
-    probes = FREE + BROKEN + ["<function=time>\"utc\"</function> and after", "<function=time>\"local\"</function>"]
+    probes = FREE + BROKEN + ['<function=time>"utc"</function> and after', '<function=time>"local"</function>']
     verdicts = [(accepts(xgr, p), accepts(llg, p)) for p in probes]
     assert all(a == b for a, b in verdicts), list(zip(probes, verdicts))
     assert any(a for a, _ in verdicts) and not all(a for a, _ in verdicts)
 
 
-TAG_RE = re.compile(r'<function=weather>(.*?)</function>|<function=time>(.*?)</function>', re.S)
+TAG_RE = re.compile(r"<function=weather>(.*?)</function>|<function=time>(.*?)</function>", re.S)
 
 
 def _check_tool_calls(text: str, finish_reason: str) -> int:
@@ -136,8 +165,9 @@ def test_begin_without_its_trigger_is_an_error_at_its_position():
     doc["structures"][1]["begin"] = "<tool=time>"
     with pytest.raises(UserError) as info:
         structural_tag.parse(spec_of(doc))
-    assert info.value.message == ("structural tag: the begin '<tool=time>' starts with none of the triggers "
-                                  "['<function=']")
+    assert info.value.message == (
+        "structural tag: the begin '<tool=time>' starts with none of the triggers ['<function=']"
+    )
     assert (info.value.location.line, info.value.location.col) == (20, 16)  # the value of structures/1/begin
 
 
@@ -153,7 +183,8 @@ def test_llguidance_names_xgrammar_for_content_it_cannot_express(smol_tokenizer)
     doc["format"]["tags"][0]["content"] = {"type": "json_schema", "json_schema": ARGS, "style": "qwen_xml"}
     with pytest.raises(UserError) as info:
         get_backend("llguidance").compile(spec_of(doc), smol_tokenizer.vocab)
-    assert info.value.message == ("structural tag: content type \"json_schema with style 'qwen_xml'\" is not "
-                                  "supported by the llguidance backend")
+    assert info.value.message == (
+        "structural tag: content type \"json_schema with style 'qwen_xml'\" is not supported by the llguidance backend"
+    )
     assert "--backend xgrammar" in info.value.hint
     get_backend("xgrammar").compile(spec_of(doc), smol_tokenizer.vocab)  # xgrammar takes it

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-CHATML = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 TOOLS = "TOOLS:{% for m in messages %}{{ m.content }}{% endfor %}"
 HI = [{"role": "user", "content": "Hi"}]
 
@@ -83,8 +85,9 @@ def test_list_form(run_cli, make_folder, messages):
 
 
 def test_template_files_take_priority_over_the_config(run_cli, make_folder, messages):
-    folder = make_folder("CONFIG", files={"chat_template.jinja": CHATML,
-                                          "additional_chat_templates/tool_use.jinja": TOOLS})
+    folder = make_folder(
+        "CONFIG", files={"chat_template.jinja": CHATML, "additional_chat_templates/tool_use.jinja": TOOLS}
+    )
     assert render(run_cli, folder, messages(HI)).stdout.startswith("<|im_start|>user")
     assert render(run_cli, folder, messages(HI), "--template-name", "tool_use").stdout == "TOOLS:Hi"
 
@@ -111,22 +114,32 @@ def test_same_renderer_as_generate(run_cli, messages, smol_tokenizer):
 
     result = run_cli("template", "render", "--messages", messages(HI), "--json", "--tokens")
     record = json.loads(result.stdout)
-    session = Session(lm=None, tokenizer=smol_tokenizer, compiled=None, params=None, max_tokens=1,
-                      prompt_options=PromptOptions())
+    session = Session(
+        lm=None, tokenizer=smol_tokenizer, compiled=None, params=None, max_tokens=1, prompt_options=PromptOptions()
+    )
     text, ids, _ = session.render(Request(None, prompt="Hi"))
     assert record["template"] == "default"
     assert (record["prompt"], record["ids"]) == (text, ids)
 
 
-@pytest.mark.parametrize("template, message", [
-    ("{% for m in messages %}{{ m.content }", "syntax error at line 1"),
-    ("{% if messages[0].role != 'system' %}{{ raise_exception('Conversations must start with a system message') }}"
-     "{% endif %}", "Conversations must start with a system message"),
-    ("{% for m in messages %}{% if m.role == 'assistant' and not m.content %}"
-     "{{ raise_exception('Assistant message must have a content') }}{% endif %}{% endfor %}",
-     "Assistant message must have a content"),
-    ("{{ messages[0].content + 1 }}", "failed on these messages"),
-])
+@pytest.mark.parametrize(
+    "template, message",
+    [
+        ("{% for m in messages %}{{ m.content }", "syntax error at line 1"),
+        (
+            "{% if messages[0].role != 'system' %}"
+            "{{ raise_exception('Conversations must start with a system message') }}"
+            "{% endif %}",
+            "Conversations must start with a system message",
+        ),
+        (
+            "{% for m in messages %}{% if m.role == 'assistant' and not m.content %}"
+            "{{ raise_exception('Assistant message must have a content') }}{% endif %}{% endfor %}",
+            "Assistant message must have a content",
+        ),
+        ("{{ messages[0].content + 1 }}", "failed on these messages"),
+    ],
+)
 def test_template_errors_exit_2_with_the_templates_message(run_cli, make_folder, messages, template, message):
     msgs = messages([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": ""}])
     result = render(run_cli, make_folder(template), msgs)
@@ -134,13 +147,16 @@ def test_template_errors_exit_2_with_the_templates_message(run_cli, make_folder,
     assert message in result.stderr and "Traceback" not in result.output
 
 
-@pytest.mark.parametrize("data, message", [
-    ('[{"role": "user", "content": "Hi"},]', "not valid JSON"),
-    ('{"role": "user"}', "without 'messages'"),
-    ("[]", "non-empty list"),
-    ('[{"content": "Hi"}]', "messages[0] has no 'role'"),
-    ('["Hi"]', "messages[0] must be an object"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ('[{"role": "user", "content": "Hi"},]', "not valid JSON"),
+        ('{"role": "user"}', "without 'messages'"),
+        ("[]", "non-empty list"),
+        ('[{"content": "Hi"}]', "messages[0] has no 'role'"),
+        ('["Hi"]', "messages[0] must be an object"),
+    ],
+)
 def test_bad_messages_exit_2(run_cli, make_folder, messages, data, message):
     result = render(run_cli, make_folder(CHATML), messages(data))
     assert result.exit_code == 2, result.output
@@ -152,13 +168,16 @@ def test_json_error_is_positioned(run_cli, make_folder, messages):
     assert result.exit_code == 2 and "bad.json:2:" in result.stderr
 
 
-@pytest.mark.parametrize("template, args, message", [
-    ({"default": CHATML}, ["--template-name", "rag"], "no chat template named 'rag'"),
-    (CHATML, ["--template-name", "rag"], "single chat template"),
-    (None, ["--template-name", "rag"], "has no chat template"),
-    ([{"template": CHATML}], [], "must be an object with 'name' and 'template'"),
-    ({"default": 3}, [], "must be a string"),
-])
+@pytest.mark.parametrize(
+    "template, args, message",
+    [
+        ({"default": CHATML}, ["--template-name", "rag"], "no chat template named 'rag'"),
+        (CHATML, ["--template-name", "rag"], "single chat template"),
+        (None, ["--template-name", "rag"], "has no chat template"),
+        ([{"template": CHATML}], [], "must be an object with 'name' and 'template'"),
+        ({"default": 3}, [], "must be a string"),
+    ],
+)
 def test_template_choice_errors_exit_2(run_cli, make_folder, messages, template, args, message):
     result = render(run_cli, make_folder(template), messages(HI), *args)
     assert result.exit_code == 2, result.output

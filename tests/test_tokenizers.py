@@ -9,15 +9,27 @@ import pytest
 
 from sgcli.backends import get_backend
 from sgcli.backends.base import new_bitmask
-from sgcli.spec import ConstraintSpec, Kind
+from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.tokenizers import load_tokenizer
 from sgcli.tokenizers.vocab import RAW, Vocab
 
-SCHEMA = json.dumps({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
-                     "required": ["name", "age"], "additionalProperties": False})
+SCHEMA = json.dumps(
+    {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+        "required": ["name", "age"],
+        "additionalProperties": False,
+    }
+)
 ACCEPTED = ['{"name": "Ann", "age": 3}', '{"name":"é 🌍 ü","age":-12}', '{"name": "a\\nb", "age": 0}']
-REJECTED = ['{"name": 1, "age": 3}', '{"age": 3}', '{"name": "x", "age": 3.5}',
-            '{"name": "x", "age": 3, "z": 1}', "hello", '{"name": "x\tb", "age": 3}']
+REJECTED = [
+    '{"name": 1, "age": 3}',
+    '{"age": 3}',
+    '{"name": "x", "age": 3.5}',
+    '{"name": "x", "age": 3, "z": 1}',
+    "hello",
+    '{"name": "x\tb", "age": 3}',
+]
 FAMILIES = [None, "mistral:v3", "mistral:tekken"]  # SmolLM2 byte-level BPE, SentencePiece, Tekken
 
 
@@ -27,9 +39,15 @@ def allowed(bitmask, token_id: int) -> bool:
 
 def byte_vocab() -> Vocab:
     """One token per byte: the reference that says at which byte a text goes wrong."""
-    return Vocab(tokens=[bytes([b]) for b in range(256)] + [b"<eos>"], special_ids=frozenset({256}),
-                 stop_ids=(256,), vocab_type=RAW, source="bytes", eos_id=256,
-                 encode=lambda text: list(text.encode("utf-8")))
+    return Vocab(
+        tokens=[bytes([b]) for b in range(256)] + [b"<eos>"],
+        special_ids=frozenset({256}),
+        stop_ids=(256,),
+        vocab_type=RAW,
+        source="bytes",
+        eos_id=256,
+        encode=lambda text: list(text.encode("utf-8")),
+    )
 
 
 def walk(vocab: Vocab, compiled, text: str):
@@ -78,8 +96,9 @@ def test_default_vocab_is_byte_level_without_collisions(smol_tokenizer):
 
 def test_xgrammar_hides_empty_and_special_ids_and_replaces_nul_pieces():
     tokens = [b"\x00", b"\x00ab", b"a", b"", b"<s>", b"</s>", b"{", b"\xff\xfe<sgcli:nul-piece:0>"]
-    vocab = Vocab(tokens=tokens, special_ids=frozenset({4, 5}), stop_ids=(5,), vocab_type=RAW, source="t",
-                  eos_id=5, encode=None)
+    vocab = Vocab(
+        tokens=tokens, special_ids=frozenset({4, 5}), stop_ids=(5,), vocab_type=RAW, source="t", eos_id=5, encode=None
+    )
     be = get_backend("xgrammar")
     encoded, holders = be.pieces_for_xgrammar(vocab)
     assert sorted(holders) == [0, 1]
@@ -142,12 +161,15 @@ def test_sentencepiece_model_folder_with_template(tmp_path):
     assert tok.render_chat([{"role": "user", "content": "hi"}])[0] == "[INST]hi"
 
 
-@pytest.mark.parametrize("make", [
-    lambda p: p / "missing.json",
-    lambda p: p,  # a folder holding no tokenizer
-    lambda p: (p / "tokenizer.json").write_text("{not json") and p / "tokenizer.json",
-    lambda p: (p / "notes.txt").write_text("hello") and p / "notes.txt",
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda p: p / "missing.json",
+        lambda p: p,  # a folder holding no tokenizer
+        lambda p: (p / "tokenizer.json").write_text("{not json") and p / "tokenizer.json",
+        lambda p: (p / "notes.txt").write_text("hello") and p / "notes.txt",
+    ],
+)
 def test_bad_tokenizer_sources_exit_2(tmp_path, run_cli, make):
     result = run_cli("tokenizer", "inspect", make(tmp_path))
     assert result.exit_code == 2, result.output
@@ -165,8 +187,16 @@ def test_inspect_human_and_json_for_the_default(run_cli):
 
 
 def test_diff_same_and_different(tmp_path, run_cli, smol_tokenizer):
-    folder = _tokenizer_folder(tmp_path, smol_tokenizer, {"eos_token": "<|im_end|>", "bos_token": "<|im_start|>",
-                                                          "pad_token": "<|im_end|>", "unk_token": "<|endoftext|>"})
+    folder = _tokenizer_folder(
+        tmp_path,
+        smol_tokenizer,
+        {
+            "eos_token": "<|im_end|>",
+            "bos_token": "<|im_start|>",
+            "pad_token": "<|im_end|>",
+            "unk_token": "<|endoftext|>",
+        },
+    )
     same = run_cli("tokenizer", "diff", "default", folder, "--json")
     assert same.exit_code == 0 and json.loads(same.stdout)["same"] is True
     other = run_cli("tokenizer", "diff", "mistral:v2", "mistral:v3", "--json")

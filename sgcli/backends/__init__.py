@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib
 
 from sgcli.backends.base import Backend, Capabilities, Compiled, CompileWarning, Matcher
+from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import UnsupportedError, UserError
-from sgcli.spec import ConstraintSpec, Kind
 
 # Fixed order: also the order `sgcli backends` prints and `--backend auto` tries.
 _ADAPTERS = {
@@ -22,8 +22,17 @@ _ADAPTERS = {
 _ALIASES = {"outlines": "outlines_core"}  # SGLang's --grammar-backend name
 _instances: dict[str, Backend] = {}
 
-__all__ = ["Backend", "Capabilities", "Compiled", "CompileWarning", "Matcher", "backend_names",
-           "get_backend", "check_supports", "DEFAULT_BACKEND"]
+__all__ = [
+    "Backend",
+    "Capabilities",
+    "Compiled",
+    "CompileWarning",
+    "Matcher",
+    "backend_names",
+    "get_backend",
+    "check_supports",
+    "DEFAULT_BACKEND",
+]
 
 DEFAULT_BACKEND = "xgrammar"
 
@@ -94,8 +103,9 @@ def check_supports(name: str, spec: ConstraintSpec) -> Backend:
     backend = get_backend(name)
     reason = unsupported_reason(backend, spec)
     if reason is not None:
-        others = [n for n in _ADAPTERS if n != name and n != "none"
-                  and unsupported_reason(get_backend(n), spec) is None]
+        others = [
+            n for n in _ADAPTERS if n != name and n != "none" and unsupported_reason(get_backend(n), spec) is None
+        ]
         raise UnsupportedError(name, reason, others)
     missing = backend.available()
     if missing:

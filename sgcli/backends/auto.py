@@ -27,8 +27,8 @@ installed, or rejects the constraint; every skip is reported as {backend, reason
 from __future__ import annotations
 
 from sgcli.backends.base import Compiled
+from sgcli.constraints.spec import ConstraintSpec
 from sgcli.errors import UserError
-from sgcli.spec import ConstraintSpec
 
 AUTO_ORDER = ("llguidance", "xgrammar", "outlines_core")
 
@@ -62,5 +62,4 @@ def compile_auto(spec: ConstraintSpec, vocab) -> tuple[Compiled, list[dict]]:
     tried = "; ".join(f"{f['backend']}: {f['reason']}" for f in fallbacks)
     if first_error is None:
         raise UserError(f"no backend can run this {spec.kind.label} constraint", hint=f"tried {tried}")
-    raise UserError(first_error.message, location=first_error.location,
-                    hint=f"every backend failed ({tried})")
+    raise UserError(first_error.message, location=first_error.location, hint=f"every backend failed ({tried})")

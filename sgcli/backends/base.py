@@ -14,7 +14,7 @@ from typing import ClassVar, Protocol
 
 import numpy as np
 
-from sgcli.spec import ConstraintSpec, Kind
+from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.tokenizers.vocab import Vocab
 
 
@@ -37,7 +37,9 @@ class Capabilities:
     """What a backend accepts: constraint kinds and JSON layout options."""
 
     kinds: frozenset[Kind]
-    json_options: frozenset[str] = frozenset()  # "compact", "whitespace_pattern", "indent", "max_whitespace", "strict_properties"
+    json_options: frozenset[str] = (
+        frozenset()
+    )  # "compact", "whitespace_pattern", "indent", "max_whitespace", "strict_properties"
     notes: str = ""
 
 
@@ -110,7 +112,7 @@ class Backend(Protocol):
     # compiled grammars are simply not cached on disk (`sgcli compile` says "not cacheable").
 
     def serialize(self, compiled: Compiled) -> bytes | None:
-        """Optional. The compiled grammar as bytes for the on-disk cache (`sgcli.grammar_cache`),
+        """Optional. The compiled grammar as bytes for the on-disk cache (`sgcli.cache.grammars`),
         or None when this particular grammar cannot be stored."""
 
     def deserialize(self, data: bytes, spec: ConstraintSpec, vocab: Vocab) -> Compiled | None:
@@ -153,4 +155,3 @@ class LibraryBackend:
             entry = (vocab, build())
             self._per_vocab[id(vocab)] = entry
         return entry[1]
-

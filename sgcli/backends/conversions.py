@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from sgcli.backends.diagnostics import grammar_error
 from sgcli.backends.native_stderr import capture_fd2
+from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import UserError
-from sgcli.spec import ConstraintSpec, Kind
 
 TRANSLATOR = "xgrammar"
 
@@ -19,8 +19,9 @@ def _xgrammar():
     try:
         import xgrammar
     except ImportError as exc:
-        raise UserError(f"converting to EBNF needs xgrammar, which cannot be imported ({exc})",
-                        hint="pip install xgrammar") from None
+        raise UserError(
+            f"converting to EBNF needs xgrammar, which cannot be imported ({exc})", hint="pip install xgrammar"
+        ) from None
     return xgrammar
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import Location, UserError
-from sgcli.spec import ConstraintSpec, Kind
 
 _LINE_COL = re.compile(r"line (\d+),? col(?:umn)? (\d+)", re.I)
 _POSITION = re.compile(r"at position (\d+)", re.I)
@@ -29,9 +29,11 @@ def grammar_error(backend: str, spec: ConstraintSpec, message: str, *, hint: str
         # "position N" counts inside the regex itself: a file position only when the file is that regex
         if m and spec.kind is Kind.REGEX and "\n" not in spec.text:
             line, col = 1, int(m.group(1))
-    return UserError(f"{spec.kind.label} rejected by {backend}: {text}",
-                     location=Location(spec.origin, line, col),
-                     hint=hint or "fix the grammar at that position")
+    return UserError(
+        f"{spec.kind.label} rejected by {backend}: {text}",
+        location=Location(spec.origin, line, col),
+        hint=hint or "fix the grammar at that position",
+    )
 
 
 # llguidance: "at 2(9): message" or "2(9): message", then a code excerpt "   2 | ...\n      ^".
@@ -58,34 +60,51 @@ def diagnose_llguidance(text: str) -> Diagnosis:
     m = _LLG_POS.match(text)
     if m:
         line, col = int(m.group(1)), int(m.group(2))
-        text = text[m.end():]
+        text = text[m.end() :]
     excerpt = _EXCERPT.search(text)
     if excerpt:
-        text = text[:excerpt.start()]
+        text = text[: excerpt.start()]
     regex = offset = None
     r = _REGEX_CARET.search(text)
     if r:
         regex, offset = r.group(2), len(r.group(3)) - len(r.group(1))
-        text = (text[:r.start()] + r.group(4)).strip()
+        text = (text[: r.start()] + r.group(4)).strip()
     text = text.split("\n<state>")[0].strip()
     return Diagnosis(" ".join(text.split()), line, col, regex, offset)
 
 
-def positioned_error(backend: str, spec: ConstraintSpec, message: str, *, line: int | None = None,
-                     col: int | None = None, origin: str | None = None, hint: str | None = None) -> UserError:
+def positioned_error(
+    backend: str,
+    spec: ConstraintSpec,
+    message: str,
+    *,
+    line: int | None = None,
+    col: int | None = None,
+    origin: str | None = None,
+    hint: str | None = None,
+) -> UserError:
     """A compile error at a position the adapter worked out itself."""
-    return UserError(f"{spec.kind.label} rejected by {backend}: {message}",
-                     location=Location(origin or spec.origin, line, col),
-                     hint=hint or ("fix the grammar at that position" if line else "fix the constraint"))
+    return UserError(
+        f"{spec.kind.label} rejected by {backend}: {message}",
+        location=Location(origin or spec.origin, line, col),
+        hint=hint or ("fix the grammar at that position" if line else "fix the constraint"),
+    )
 
 
-def schema_error(backend: str, spec: ConstraintSpec, message: str, paths: list[tuple], *,
-                 hint: str | None = None) -> UserError:
+def schema_error(
+    backend: str, spec: ConstraintSpec, message: str, paths: list[tuple], *, hint: str | None = None
+) -> UserError:
     """A JSON Schema compile error placed at the first schema location it is about."""
-    from sgcli.jsonpos import locate, pointer_of
+    from sgcli.constraints.jsonpos import locate, pointer_of
 
     pos = locate(spec.text, paths[0]) if paths else None
     where = f" (at {pointer_of(paths[0]) or '/'})" if paths else ""
     line, col = pos or (None, None)
-    return positioned_error(backend, spec, message + where, line=line, col=col,
-                            hint=hint or "change or remove that keyword, or try another --backend")
+    return positioned_error(
+        backend,
+        spec,
+        message + where,
+        line=line,
+        col=col,
+        hint=hint or "change or remove that keyword, or try another --backend",
+    )

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import copy
 
+from sgcli.constraints.spec import JsonOptions
 from sgcli.errors import UserError
-from sgcli.spec import JsonOptions
 
 # The whitespace JSON itself allows (RFC 8259): space, tab, newline, carriage return.
 JSON_WS = r"[ \t\n\r]"
@@ -21,8 +21,10 @@ def whitespace_regex(o: JsonOptions) -> str:
     """The regex for whitespace between JSON tokens that `o` asks for ('' = none)."""
     if o.whitespace_pattern is not None:
         if o.max_whitespace is not None:
-            raise UserError("--whitespace-pattern and --max-whitespace both given",
-                            hint="bound the repetition inside the pattern instead, e.g. '[ ]{0,4}'")
+            raise UserError(
+                "--whitespace-pattern and --max-whitespace both given",
+                hint="bound the repetition inside the pattern instead, e.g. '[ ]{0,4}'",
+            )
         if o.whitespace == "compact":
             raise UserError("--whitespace-pattern contradicts --json-whitespace compact", hint="keep one of them")
         return o.whitespace_pattern

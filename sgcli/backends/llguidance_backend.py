@@ -15,8 +15,8 @@ import numpy as np
 from sgcli.backends.base import Capabilities, Compiled, CompileWarning, LibraryBackend
 from sgcli.backends.diagnostics import diagnose_llguidance, positioned_error, schema_error
 from sgcli.backends.native_stderr import capture_fd2
+from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
 from sgcli.errors import Location, UserError, offset_to_line_col
-from sgcli.spec import ConstraintSpec, Kind, parse_json
 from sgcli.tokenizers.vocab import Vocab
 
 
@@ -75,8 +75,8 @@ def _greedy_encoder(vocab: Vocab):
         data, ids, i = text.encode("utf-8"), [], 0
         while i < len(data):
             for n in range(min(longest, len(data) - i), 0, -1):
-                if data[i:i + n] in by_bytes:
-                    ids.append(by_bytes[data[i:i + n]])
+                if data[i : i + n] in by_bytes:
+                    ids.append(by_bytes[data[i : i + n]])
                     i += n
                     break
             else:
@@ -94,8 +94,11 @@ def json_overrides(spec: ConstraintSpec) -> dict:
     ws = whitespace_regex(o)
     if o.whitespace_pattern is None and o.max_whitespace is None:
         flexible = o.whitespace == "flexible"
-        return {"whitespace_flexible": flexible} if flexible else \
-            {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
+        return (
+            {"whitespace_flexible": flexible}
+            if flexible
+            else {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
+        )
     return {"whitespace_flexible": True, "whitespace_pattern": ws}
 
 
@@ -119,22 +122,24 @@ class LLGuidanceBackend(LibraryBackend):
     name = "llguidance"
     description = "llguidance: Earley parser with a lazy lexer, masks computed per token (Guidance, llama.cpp, vLLM)"
     capabilities = Capabilities(
-        kinds=frozenset({Kind.JSON_SCHEMA, Kind.REGEX, Kind.EBNF, Kind.LARK, Kind.CHOICE, Kind.STRUCTURAL_TAG,
-                         Kind.LLGUIDANCE}),
+        kinds=frozenset(
+            {Kind.JSON_SCHEMA, Kind.REGEX, Kind.EBNF, Kind.LARK, Kind.CHOICE, Kind.STRUCTURAL_TAG, Kind.LLGUIDANCE}
+        ),
         json_options=frozenset({"compact", "whitespace_pattern", "max_whitespace", "strict_properties"}),
         notes="Lark in its dialect (%json, @name sub-grammars, %llguidance); GBNF via its converter; "
-              "--max-whitespace as a whitespace regex; no --indent",
+        "--max-whitespace as a whitespace regex; no --indent",
     )
-
-
-
 
     def tokenizer(self, vocab: Vocab):
         """The `LLTokenizer` for `vocab`, built once per Vocab object."""
         import llguidance as llg
 
-        return self.per_vocab(vocab, lambda: llg.LLTokenizer(
-            llg.TokenizerWrapper(_VocabTokenizer(vocab)), n_vocab=len(vocab), eos_token=list(vocab.stop_ids) or None))
+        return self.per_vocab(
+            vocab,
+            lambda: llg.LLTokenizer(
+                llg.TokenizerWrapper(_VocabTokenizer(vocab)), n_vocab=len(vocab), eos_token=list(vocab.stop_ids) or None
+            ),
+        )
 
     def compile(self, spec: ConstraintSpec, vocab: Vocab) -> Compiled:
         import llguidance as llg
@@ -175,17 +180,22 @@ class LLGuidanceBackend(LibraryBackend):
         if kind is Kind.LLGUIDANCE:
             doc = parse_json(spec.text, spec.origin)
             if not isinstance(doc, dict) or not isinstance(doc.get("grammars"), list):
-                raise UserError('an llguidance grammar file must be a JSON object {"grammars": [...]}',
-                                location=Location(spec.origin), hint="see llguidance's TopLevelGrammar format")
+                raise UserError(
+                    'an llguidance grammar file must be a JSON object {"grammars": [...]}',
+                    location=Location(spec.origin),
+                    hint="see llguidance's TopLevelGrammar format",
+                )
             return spec.text
         if kind is Kind.STRUCTURAL_TAG:
             from sgcli.backends import structural_tag
 
             _, triggered = structural_tag.parse(spec)
             if triggered is None:
-                raise UserError("structural tags other than triggered_tags are not supported by llguidance",
-                                location=Location(spec.origin),
-                                hint="xgrammar takes every structural-tag format (--backend xgrammar)")
+                raise UserError(
+                    "structural tags other than triggered_tags are not supported by llguidance",
+                    location=Location(spec.origin),
+                    hint="xgrammar takes every structural-tag format (--backend xgrammar)",
+                )
             return structural_tag.to_lark(spec, triggered, self.name)
         raise AssertionError(f"llguidance asked to compile {kind}")
 
@@ -207,8 +217,10 @@ class LLGuidanceBackend(LibraryBackend):
         grammars = [{"name": "start", "lark_grammar": spec.text}]
         for name, sub in spec.subgrammars:
             if sub.kind not in (Kind.JSON_SCHEMA, Kind.LARK, Kind.REGEX, Kind.CHOICE, Kind.EBNF):
-                raise UserError(f"sub-grammar @{name}: {sub.kind.label} cannot be a sub-grammar",
-                                hint="use a JSON Schema, Lark, GBNF, regex or choice")
+                raise UserError(
+                    f"sub-grammar @{name}: {sub.kind.label} cannot be a sub-grammar",
+                    hint="use a JSON Schema, Lark, GBNF, regex or choice",
+                )
             if sub.kind is Kind.JSON_SCHEMA:
                 entry = _schema_entry(sub)
             else:

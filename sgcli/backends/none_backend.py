@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from sgcli.backends.base import Capabilities, Compiled
-from sgcli.spec import ConstraintSpec, Kind
+from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.tokenizers.vocab import Vocab
 
 
@@ -28,7 +28,7 @@ class NoneMatcher:
         return True
 
     def rollback(self, n: int) -> None:
-        del self._history[len(self._history) - n:]
+        del self._history[len(self._history) - n :]
         self._stopped = bool(self._history) and self._history[-1] in self._stops
 
     def jump_forward(self) -> bytes:

@@ -19,8 +19,8 @@ import numpy as np
 from sgcli.backends.base import Capabilities, Compiled, CompileWarning, LibraryBackend
 from sgcli.backends.diagnostics import positioned_error, schema_error
 from sgcli.backends.native_stderr import capture_fd2
+from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import UserError
-from sgcli.spec import ConstraintSpec, Kind
 from sgcli.tokenizers.vocab import Vocab
 
 MAX_ROLLBACK = 1024
@@ -85,11 +85,8 @@ class OutlinesCoreBackend(LibraryBackend):
         kinds=frozenset({Kind.JSON_SCHEMA, Kind.REGEX, Kind.CHOICE}),
         json_options=frozenset({"compact", "whitespace_pattern", "max_whitespace", "strict_properties"}),
         notes="regular languages only; objects never take unlisted properties; keywords it drops (minimum, "
-              "uniqueItems, ...) are warnings at their JSON pointer; slow to compile on big schemas",
+        "uniqueItems, ...) are warnings at their JSON pointer; slow to compile on big schemas",
     )
-
-
-
 
     @staticmethod
     def eos_id(vocab: Vocab) -> int:
@@ -133,19 +130,31 @@ class OutlinesCoreBackend(LibraryBackend):
     def _refuse_broken(self, spec: ConstraintSpec, schema) -> None:
         """Schemas outlines-core would compile into a regex that no longer describes them."""
         from sgcli.backends.outlines_coverage import concatenated_all_of, ungrouped_empty_schema
-        from sgcli.jsonpos import locate
+        from sgcli.constraints.jsonpos import locate
 
         for pointer, why, fix in (
-            (concatenated_all_of(schema), "allOf with several subschemas would be compiled as their concatenation, "
-             "which is never valid JSON", "merge the allOf subschemas into one"),
-            (ungrouped_empty_schema(schema), "the empty schema {} would be compiled as an ungrouped alternation "
-             "that breaks the structure around it", "give that subschema a type"),
+            (
+                concatenated_all_of(schema),
+                "allOf with several subschemas would be compiled as their concatenation, which is never valid JSON",
+                "merge the allOf subschemas into one",
+            ),
+            (
+                ungrouped_empty_schema(schema),
+                "the empty schema {} would be compiled as an ungrouped alternation that breaks the structure around it",
+                "give that subschema a type",
+            ),
         ):
             if pointer is not None:
                 path = [p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]]
                 line, col = locate(spec.text, path) or (None, None)
-                raise positioned_error(self.name, spec, f"{why} (at {pointer})", line=line, col=col,
-                                       hint=f"{fix}, or use --backend llguidance or xgrammar")
+                raise positioned_error(
+                    self.name,
+                    spec,
+                    f"{why} (at {pointer})",
+                    line=line,
+                    col=col,
+                    hint=f"{fix}, or use --backend llguidance or xgrammar",
+                )
 
     def compile(self, spec: ConstraintSpec, vocab: Vocab) -> Compiled:
         import outlines_core as oc
@@ -201,11 +210,17 @@ class OutlinesCoreBackend(LibraryBackend):
         if why is not None and why.pos is not None and "\n" not in regex:
             return positioned_error(self.name, spec, f"{message} ({why.msg})", line=1, col=why.pos + 1)
         if spec.kind is Kind.JSON_SCHEMA:
-            return schema_error(self.name, spec, message, [],
-                                hint="a pattern in the schema may use a feature outlines-core's DFA lacks "
-                                     "(lookaround, backreferences, \\b); try --backend llguidance or xgrammar")
-        return positioned_error(self.name, spec, message,
-                                hint="outlines-core builds a DFA: no lookaround, backreferences or \\b")
+            return schema_error(
+                self.name,
+                spec,
+                message,
+                [],
+                hint="a pattern in the schema may use a feature outlines-core's DFA lacks "
+                "(lookaround, backreferences, \\b); try --backend llguidance or xgrammar",
+            )
+        return positioned_error(
+            self.name, spec, message, hint="outlines-core builds a DFA: no lookaround, backreferences or \\b"
+        )
 
     def matcher(self, compiled: Compiled) -> OutlinesMatcher:
         vocab = compiled.vocab

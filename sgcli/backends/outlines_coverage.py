@@ -11,22 +11,51 @@ its JSON pointer, so sgcli can warn instead of weakening the schema in silence.
 
 from __future__ import annotations
 
-from sgcli.jsonpos import pointer_of
+from sgcli.constraints.jsonpos import pointer_of
 
 _BRANCHES = ("properties", "allOf", "anyOf", "oneOf", "prefixItems", "enum", "const", "$ref")
 # Keywords that never constrain an instance, or only narrow what outlines-core accepts.
-_HARMLESS = {"title", "description", "$schema", "$id", "$comment", "$anchor", "default", "examples", "$defs",
-             "definitions", "deprecated", "readOnly", "writeOnly", "contentMediaType", "contentEncoding",
-             "depth", "minDigits", "maxDigits", "minDigitsInteger", "maxDigitsInteger", "minDigitsFraction",
-             "maxDigitsFraction", "minDigitsExponent", "maxDigitsExponent"}
+_HARMLESS = {
+    "title",
+    "description",
+    "$schema",
+    "$id",
+    "$comment",
+    "$anchor",
+    "default",
+    "examples",
+    "$defs",
+    "definitions",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "contentMediaType",
+    "contentEncoding",
+    "depth",
+    "minDigits",
+    "maxDigits",
+    "minDigitsInteger",
+    "maxDigitsInteger",
+    "minDigitsFraction",
+    "maxDigitsFraction",
+    "minDigitsExponent",
+    "maxDigitsExponent",
+}
 _HONOURED = {
     "properties": {"properties", "required", "type", "additionalProperties", "unevaluatedProperties"},
-    "allOf": {"allOf"}, "anyOf": {"anyOf"}, "oneOf": {"oneOf"},
+    "allOf": {"allOf"},
+    "anyOf": {"anyOf"},
+    "oneOf": {"oneOf"},
     "prefixItems": {"prefixItems", "type", "items", "additionalItems", "unevaluatedItems"},
-    "enum": {"enum", "type"}, "const": {"const", "type"}, "$ref": {"$ref"},
+    "enum": {"enum", "type"},
+    "const": {"const", "type"},
+    "$ref": {"$ref"},
 }
 _BY_TYPE = {
-    "number": {"type"}, "integer": {"type"}, "boolean": {"type"}, "null": {"type"},
+    "number": {"type"},
+    "integer": {"type"},
+    "boolean": {"type"},
+    "null": {"type"},
     "array": {"type", "items", "minItems", "maxItems"},
     "object": {"type", "additionalProperties", "minProperties", "maxProperties"},
 }
@@ -96,8 +125,9 @@ def dropped_keywords(schema) -> list[tuple[str, str]]:
         seen.add(path)
         branch = next((k for k in _BRANCHES if k in node), "type" if "type" in node else None)
         if branch is None:
-            found.extend((pointer_of(path + (k,)), f"'{k}' is ignored by outlines_core")
-                         for k in node if k not in _HARMLESS)
+            found.extend(
+                (pointer_of(path + (k,)), f"'{k}' is ignored by outlines_core") for k in node if k not in _HARMLESS
+            )
             return
         for key in sorted(set(node) - _honoured(node, branch) - _HARMLESS):
             found.append((pointer_of(path + (key,)), f"'{key}' is ignored by outlines_core"))
@@ -124,7 +154,6 @@ def concatenated_all_of(schema) -> str | None:
         if branch == "allOf" and isinstance(node["allOf"], list) and len(node["allOf"]) > 1:
             return pointer_of(path + ("allOf",))
     return None
-
 
 
 def ungrouped_empty_schema(schema) -> str | None:

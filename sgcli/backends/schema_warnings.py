@@ -9,13 +9,25 @@ and returns the JSON pointers of the locations the message can be about.
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
-from sgcli.jsonpos import pointer_of
+from sgcli.constraints.jsonpos import pointer_of
 
 # Keywords whose value is one subschema / a map of subschemas / a list of subschemas.
-_ONE = ("additionalProperties", "unevaluatedProperties", "items", "additionalItems", "unevaluatedItems",
-        "contains", "propertyNames", "not", "if", "then", "else", "contentSchema")
+_ONE = (
+    "additionalProperties",
+    "unevaluatedProperties",
+    "items",
+    "additionalItems",
+    "unevaluatedItems",
+    "contains",
+    "propertyNames",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contentSchema",
+)
 _MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
 _LIST = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
 
@@ -71,15 +83,21 @@ def _length_keyword(node: dict) -> str | None:
 
 # (what the message says, how to find the places it can be about)
 _RULES: list[tuple[re.Pattern, Callable[[object, re.Match], list[tuple]]]] = [
-    (re.compile(r"allOf with multiple", re.I),
-     lambda s, m: find(s, lambda n: "allOf" if isinstance(n.get("allOf"), list) and len(n["allOf"]) > 1 else None)),
+    (
+        re.compile(r"allOf with multiple", re.I),
+        lambda s, m: find(s, lambda n: "allOf" if isinstance(n.get("allOf"), list) and len(n["allOf"]) > 1 else None),
+    ),
     (re.compile(r"\boneOf\b"), lambda s, m: find(s, lambda n: "oneOf" if "oneOf" in n else None)),
     (re.compile(r"\banyOf\b"), lambda s, m: find(s, lambda n: "anyOf" if "anyOf" in n else None)),
     (re.compile(r"pattern combined with minLength/maxLength"), lambda s, m: find(s, _length_keyword)),
-    (re.compile(r"Unknown format: (\S+)"),
-     lambda s, m: find(s, lambda n: "format" if n.get("format") == m.group(1) else None)),
-    (re.compile(r"Unimplemented keys: \[\"([^\"]+)\""),
-     lambda s, m: find(s, lambda n: m.group(1) if m.group(1) in n else None)),
+    (
+        re.compile(r"Unknown format: (\S+)"),
+        lambda s, m: find(s, lambda n: "format" if n.get("format") == m.group(1) else None),
+    ),
+    (
+        re.compile(r"Unimplemented keys: \[\"([^\"]+)\""),
+        lambda s, m: find(s, lambda n: m.group(1) if m.group(1) in n else None),
+    ),
 ]
 
 
@@ -105,7 +123,7 @@ def compile_warnings(spec, lines: list[str]) -> list:
     (one per location it can be about) when the spec is a JSON Schema."""
     from sgcli.backends.base import CompileWarning
     from sgcli.backends.diagnostics import strip_log_prefix
-    from sgcli.spec import Kind
+    from sgcli.constraints.spec import Kind
 
     schema = None
     if spec.kind is Kind.JSON_SCHEMA:

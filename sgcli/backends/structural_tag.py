@@ -16,11 +16,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from sgcli.constraints.spec import ConstraintSpec, parse_json
 from sgcli.errors import Location, UserError
-from sgcli.spec import ConstraintSpec, parse_json
 
-_SHAPES_HINT = ('use SGLang\'s old shape {"structures": [{"begin", "schema", "end"}], "triggers": [...]} or its new '
-                'shape {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers", "tags": [...]}}')
+_SHAPES_HINT = (
+    'use SGLang\'s old shape {"structures": [{"begin", "schema", "end"}], "triggers": [...]} or its new '
+    'shape {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers", "tags": [...]}}'
+)
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,7 @@ class TriggeredTags:
 
 
 def _error(spec: ConstraintSpec, message: str, path: tuple = (), hint: str | None = None) -> UserError:
-    from sgcli.jsonpos import locate
+    from sgcli.constraints.jsonpos import locate
 
     line, col = locate(spec.text, path) or (None, None)
     return UserError(f"structural tag: {message}", location=Location(spec.origin, line, col), hint=hint)
@@ -73,8 +75,14 @@ def _old_shape(spec: ConstraintSpec, doc: dict) -> TriggeredTags:
             schema = parse_json(schema, spec.origin)
         if not isinstance(schema, (dict, bool)):
             raise _error(spec, "'schema' must be a JSON Schema object", path + ("schema",))
-        tags.append(Tag(_string(spec, s, "begin", path), {"type": "json_schema", "json_schema": schema},
-                        (_string(spec, s, "end", path),), path))
+        tags.append(
+            Tag(
+                _string(spec, s, "begin", path),
+                {"type": "json_schema", "json_schema": schema},
+                (_string(spec, s, "end", path),),
+                path,
+            )
+        )
     return TriggeredTags(triggers, tuple(tags))
 
 
@@ -93,15 +101,20 @@ def _new_shape(spec: ConstraintSpec, fmt: dict) -> TriggeredTags:
         if not isinstance(ends, (list, tuple)) or not ends or not all(isinstance(e, str) for e in ends):
             raise _error(spec, "'end' must be a string or a list of strings", path + ("end",) if "end" in t else path)
         tags.append(Tag(_string(spec, t, "begin", path), t["content"], tuple(ends), path))
-    return TriggeredTags(triggers, tuple(tags), bool(fmt.get("at_least_one", False)),
-                         bool(fmt.get("stop_after_first", False)))
+    return TriggeredTags(
+        triggers, tuple(tags), bool(fmt.get("at_least_one", False)), bool(fmt.get("stop_after_first", False))
+    )
 
 
 def _check_triggers(spec: ConstraintSpec, tt: TriggeredTags) -> None:
     for tag in tt.tags:
         if not any(tag.begin.startswith(t) for t in tt.triggers):
-            raise _error(spec, f"the begin {tag.begin!r} starts with none of the triggers {list(tt.triggers)}",
-                         tag.path + ("begin",), hint="every tag's begin must start with one of the triggers")
+            raise _error(
+                spec,
+                f"the begin {tag.begin!r} starts with none of the triggers {list(tt.triggers)}",
+                tag.path + ("begin",),
+                hint="every tag's begin must start with one of the triggers",
+            )
 
 
 def parse(spec: ConstraintSpec) -> tuple[dict, TriggeredTags | None]:
@@ -125,14 +138,28 @@ def parse(spec: ConstraintSpec) -> tuple[dict, TriggeredTags | None]:
 
 
 def to_xgrammar(tt: TriggeredTags) -> dict:
-    return {"type": "structural_tag", "format": {
-        "type": "triggered_tags", "triggers": list(tt.triggers),
-        "tags": [{"type": "tag", "begin": t.begin, "content": t.content,
-                  "end": t.ends[0] if len(t.ends) == 1 else list(t.ends)} for t in tt.tags],
-        "at_least_one": tt.at_least_one, "stop_after_first": tt.stop_after_first}}
+    return {
+        "type": "structural_tag",
+        "format": {
+            "type": "triggered_tags",
+            "triggers": list(tt.triggers),
+            "tags": [
+                {
+                    "type": "tag",
+                    "begin": t.begin,
+                    "content": t.content,
+                    "end": t.ends[0] if len(t.ends) == 1 else list(t.ends),
+                }
+                for t in tt.tags
+            ],
+            "at_least_one": tt.at_least_one,
+            "stop_after_first": tt.stop_after_first,
+        },
+    }
 
 
 # ---- llguidance Lark ----
+
 
 def _regex_literal(text: str) -> str:
     """`text` as a Rust-regex literal: ASCII punctuation hex-escaped (Rust rejects some `\\<`-style escapes)."""
@@ -165,9 +192,13 @@ def _content_lark(spec: ConstraintSpec, tag: Tag, backend: str) -> str:
         stop = "|".join(_regex_literal(e) for e in tag.ends)
         return f"/(.|\\n)*/ & ~/(.|\\n)*({stop})(.|\\n)*/"
     what = kind if kind != "json_schema" else f"json_schema with style {c.get('style')!r}"
-    raise _error(spec, f"content type {what!r} is not supported by the {backend} backend", tag.path + ("content",),
-                 hint="supported there: json_schema, const_string, regex, any_text; xgrammar takes every format "
-                      "(--backend xgrammar)")
+    raise _error(
+        spec,
+        f"content type {what!r} is not supported by the {backend} backend",
+        tag.path + ("content",),
+        hint="supported there: json_schema, const_string, regex, any_text; xgrammar takes every format "
+        "(--backend xgrammar)",
+    )
 
 
 def to_lark(spec: ConstraintSpec, tt: TriggeredTags, backend: str = "llguidance") -> str:
@@ -179,12 +210,13 @@ def to_lark(spec: ConstraintSpec, tt: TriggeredTags, backend: str = "llguidance"
     for i, trig in enumerate(tt.triggers):
         bodies = []
         for j, tag in enumerate(tt.tags):
-            if not tag.begin.startswith(trig) or any(tag.begin.startswith(t) and len(t) > len(trig)
-                                                     for t in tt.triggers):
+            if not tag.begin.startswith(trig) or any(
+                tag.begin.startswith(t) and len(t) > len(trig) for t in tt.triggers
+            ):
                 continue  # each tag belongs to its longest matching trigger
             content = _content_lark(spec, tag, backend)
             lines.append(f"tag_{j}_content: {content}")
-            lines.append(f"tag_{j}: {_lit(tag.begin[len(trig):])} tag_{j}_content {_ends(tag.ends)}")
+            lines.append(f"tag_{j}: {_lit(tag.begin[len(trig) :])} tag_{j}_content {_ends(tag.ends)}")
             bodies.append(f"tag_{j}")
         if not bodies:
             continue
@@ -194,7 +226,11 @@ def to_lark(spec: ConstraintSpec, tt: TriggeredTags, backend: str = "llguidance"
         first.append(f"{_lit(trig)} body_{i}")
     lines.append("seg: " + " | ".join(seg))
     lines.append("first: " + " | ".join(first))
-    start = {(False, False): "seg* FREE", (True, False): "first seg* FREE",
-             (False, True): "FREE | seg", (True, True): "first"}[(tt.at_least_one, tt.stop_after_first)]
+    start = {
+        (False, False): "seg* FREE",
+        (True, False): "first seg* FREE",
+        (False, True): "FREE | seg",
+        (True, True): "first",
+    }[(tt.at_least_one, tt.stop_after_first)]
     lines.insert(1, f"start: {start}")
     return "\n".join(lines) + "\n"

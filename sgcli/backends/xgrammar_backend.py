@@ -6,12 +6,12 @@ import time
 
 import numpy as np
 
+from sgcli.backends import structural_tag
 from sgcli.backends.base import Capabilities, Compiled, LibraryBackend
 from sgcli.backends.diagnostics import grammar_error
 from sgcli.backends.native_stderr import capture_fd2
-from sgcli.backends import structural_tag
 from sgcli.backends.schema_warnings import compile_warnings
-from sgcli.spec import ConstraintSpec, JsonOptions, Kind
+from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.tokenizers.vocab import Vocab
 
 
@@ -67,9 +67,6 @@ class XGrammarBackend(LibraryBackend):
         notes="EBNF in xgrammar's GBNF dialect; no custom whitespace pattern",
     )
 
-
-
-
     @staticmethod
     def pieces_for_xgrammar(vocab: Vocab) -> tuple[list[bytes], dict[int, bytes]]:
         """(the byte pieces xgrammar is given, {id: placeholder} for pieces starting with NUL).
@@ -107,12 +104,19 @@ class XGrammarBackend(LibraryBackend):
 
         encoded, _ = self.pieces_for_xgrammar(vocab)
         try:
-            return xgr.TokenizerInfo(encoded, xgr.VocabType.RAW, vocab_size=len(vocab),
-                                     stop_token_ids=list(vocab.stop_ids), add_prefix_space=False)
+            return xgr.TokenizerInfo(
+                encoded,
+                xgr.VocabType.RAW,
+                vocab_size=len(vocab),
+                stop_token_ids=list(vocab.stop_ids),
+                add_prefix_space=False,
+            )
         except (RuntimeError, ValueError, TypeError) as exc:
             from sgcli.errors import UserError
 
-            raise UserError(f"backend 'xgrammar' cannot use the vocabulary of tokenizer {vocab.source}: {exc}") from None
+            raise UserError(
+                f"backend 'xgrammar' cannot use the vocabulary of tokenizer {vocab.source}: {exc}"
+            ) from None
 
     def _compiler(self, vocab: Vocab):
         import xgrammar as xgr

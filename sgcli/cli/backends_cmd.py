@@ -17,30 +17,31 @@ Examples:
 """
 
 
-
 def capability_rows() -> list[dict]:
     """One record per registered backend, in the registry's (and `auto`'s) order."""
     from sgcli.backends import _OPTION_FLAGS, DEFAULT_BACKEND, backend_names, get_backend
     from sgcli.backends.auto import AUTO_ORDER
-    from sgcli.spec import Kind
+    from sgcli.constraints.spec import Kind
 
     rows = []
     for name in backend_names():
         backend = get_backend(name)
         caps = backend.capabilities
         missing = backend.available()
-        rows.append({
-            "backend": name,
-            "available": missing is None,
-            "version": backend.version() if missing is None else None,
-            "unavailable_reason": missing,
-            "description": backend.description,
-            "kinds": [k.value for k in Kind if k in caps.kinds and k is not Kind.NONE],
-            "json_options": [o for o in _OPTION_FLAGS if o in caps.json_options],
-            "notes": caps.notes,
-            "default": name == DEFAULT_BACKEND,
-            "auto_rank": AUTO_ORDER.index(name) + 1 if name in AUTO_ORDER else None,
-        })
+        rows.append(
+            {
+                "backend": name,
+                "available": missing is None,
+                "version": backend.version() if missing is None else None,
+                "unavailable_reason": missing,
+                "description": backend.description,
+                "kinds": [k.value for k in Kind if k in caps.kinds and k is not Kind.NONE],
+                "json_options": [o for o in _OPTION_FLAGS if o in caps.json_options],
+                "notes": caps.notes,
+                "default": name == DEFAULT_BACKEND,
+                "auto_rank": AUTO_ORDER.index(name) + 1 if name in AUTO_ORDER else None,
+            }
+        )
     return rows
 
 
@@ -63,7 +64,7 @@ def _table(rows: list[dict]) -> None:
     from rich.table import Table
 
     from sgcli.backends import _OPTION_FLAGS  # the JSON options as the flags that request them
-    from sgcli.spec import Kind
+    from sgcli.constraints.spec import Kind
 
     table = Table(title="grammar backends", title_justify="left", show_lines=True)
     for col in ("backend", "version", "kinds", "JSON options", "auto", "notes"):

@@ -7,7 +7,8 @@ import json
 import os
 import sys
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -50,7 +51,10 @@ def handles_errors(fn: Callable) -> Callable:
         except BrokenPipeError:
             raise typer.Exit(0) from None
         except Exception as exc:  # a bug: say so, keep the traceback for reports
-            err.print(f"[bold red]internal error[/] (a bug in sgcli, please report it): {type(exc).__name__}: {_escape(str(exc))}")
+            err.print(
+                "[bold red]internal error[/] (a bug in sgcli, please report it): "
+                f"{type(exc).__name__}: {_escape(str(exc))}"
+            )
             if os.environ.get("SGCLI_DEBUG"):
                 traceback.print_exc()
             else:

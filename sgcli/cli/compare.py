@@ -17,8 +17,8 @@ import typer
 
 from sgcli.cli import constraint_options as co
 from sgcli.cli.common import err, json_line, out
+from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
-from sgcli.spec import ConstraintSpec, JsonOptions, Kind
 
 EXAMPLES = """
 Examples:
@@ -47,15 +47,18 @@ def parse_variants(text: str | None, base: JsonOptions) -> list[tuple[str, JsonO
             layout["indent" if key == "indent" else "max_whitespace"] = int(value)
             opts = dataclasses.replace(base, whitespace="flexible", **layout)
         else:
-            raise UserError(f"unknown --whitespace variant '{item}'",
-                            hint="use a comma-separated list of flexible, compact, indent=N, max-whitespace=N")
+            raise UserError(
+                f"unknown --whitespace variant '{item}'",
+                hint="use a comma-separated list of flexible, compact, indent=N, max-whitespace=N",
+            )
         variants.append((item, opts))
     return variants
 
 
 def _with_options(spec: ConstraintSpec, opts: JsonOptions) -> ConstraintSpec:
-    subs = tuple((n, dataclasses.replace(s, json_options=opts) if s.kind is Kind.JSON_SCHEMA else s)
-                 for n, s in spec.subgrammars)
+    subs = tuple(
+        (n, dataclasses.replace(s, json_options=opts) if s.kind is Kind.JSON_SCHEMA else s) for n, s in spec.subgrammars
+    )
     return dataclasses.replace(spec, json_options=opts, subgrammars=subs)
 
 
@@ -71,8 +74,9 @@ def pick_backends(names: str | None, spec: ConstraintSpec) -> list[str]:
             if spec.kind not in backend.capabilities.kinds:
                 check_supports(n, dataclasses.replace(spec, json_options=JsonOptions()))  # exit 2, naming who can
         return [get_backend(n).name for n in chosen]
-    chosen = [n for n in AUTO_ORDER
-              if spec.kind in get_backend(n).capabilities.kinds and get_backend(n).available() is None]
+    chosen = [
+        n for n in AUTO_ORDER if spec.kind in get_backend(n).capabilities.kinds and get_backend(n).available() is None
+    ]
     if not chosen:
         raise UserError(f"no installed backend supports {spec.kind.label}", hint="see `sgcli backends`")
     return chosen
@@ -109,14 +113,33 @@ def walk_masks(compiled, text: str | None) -> dict:
             rejected_at = step
             break
     accepted = None if text is None else rejected_at is None and matcher.can_stop()
-    return {"mask_ms": times, "digests": digests, "steps": len(times), "allowed_first": allowed_first,
-            "accepted": accepted, "rejected_at_token": rejected_at}
+    return {
+        "mask_ms": times,
+        "digests": digests,
+        "steps": len(times),
+        "allowed_first": allowed_first,
+        "accepted": accepted,
+        "rejected_at_token": rejected_at,
+    }
 
 
 def _base_row(backend: str, variant: str, no_generate: bool) -> dict:
-    row = {"backend": backend, "variant": variant, "compile_ms": None, "mask_ms_p50": None, "mask_ms_p99": None,
-           "tokens": None, "tokens_per_s": None, "finish_reason": None, "valid": None, "output": None,
-           "agree": None, "warnings": [], "error": None, "skipped": False}
+    row = {
+        "backend": backend,
+        "variant": variant,
+        "compile_ms": None,
+        "mask_ms_p50": None,
+        "mask_ms_p99": None,
+        "tokens": None,
+        "tokens_per_s": None,
+        "finish_reason": None,
+        "valid": None,
+        "output": None,
+        "agree": None,
+        "warnings": [],
+        "error": None,
+        "skipped": False,
+    }
     row.update({"allowed_first": None, "rejected_at_token": None} if no_generate else {"errors": []})
     return row
 
@@ -161,21 +184,54 @@ def compare_backends(
     grammar: co.GrammarOpt = None,
     structural_tag: co.StructuralTagOpt = None,
     sub: co.SubOpt = None,
-    backends_opt: Annotated[Optional[str], typer.Option("--backends", help="Comma-separated backends. Default: every installed backend that supports the constraint.")] = None,
-    whitespace: Annotated[Optional[str], typer.Option("--whitespace", help="JSON layout variants to compare, e.g. flexible,compact,indent=2,max-whitespace=4.", rich_help_panel="JSON layout")] = None,
-    no_generate: Annotated[bool, typer.Option("--no-generate", help="Compile and time masks only; no model is loaded.")] = False,
-    text: Annotated[Optional[str], typer.Option("--text", help="With --no-generate: walk the masks along this sample output.")] = None,
-    tokenizer_ref: Annotated[Optional[str], typer.Option("--tokenizer", help="Tokenizer for --no-generate (model ref, tokenizer.json, .gguf). Default: --model's.")] = None,
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model ref. Default: the embedded SmolLM2-135M-Instruct.", rich_help_panel="Model")] = None,
+    backends_opt: Annotated[
+        Optional[str],
+        typer.Option(
+            "--backends",
+            help="Comma-separated backends. Default: every installed backend that supports the constraint.",
+        ),
+    ] = None,
+    whitespace: Annotated[
+        Optional[str],
+        typer.Option(
+            "--whitespace",
+            help="JSON layout variants to compare, e.g. flexible,compact,indent=2,max-whitespace=4.",
+            rich_help_panel="JSON layout",
+        ),
+    ] = None,
+    no_generate: Annotated[
+        bool, typer.Option("--no-generate", help="Compile and time masks only; no model is loaded.")
+    ] = False,
+    text: Annotated[
+        Optional[str], typer.Option("--text", help="With --no-generate: walk the masks along this sample output.")
+    ] = None,
+    tokenizer_ref: Annotated[
+        Optional[str],
+        typer.Option(
+            "--tokenizer", help="Tokenizer for --no-generate (model ref, tokenizer.json, .gguf). Default: --model's."
+        ),
+    ] = None,
+    model: Annotated[
+        Optional[str],
+        typer.Option(
+            "--model", "-m", help="Model ref. Default: the embedded SmolLM2-135M-Instruct.", rich_help_panel="Model"
+        ),
+    ] = None,
     device: Annotated[str, typer.Option("--device", rich_help_panel="Model")] = "auto",
     dtype: Annotated[str, typer.Option("--dtype", rich_help_panel="Model")] = "auto",
     threads: co.ThreadsOpt = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", rich_help_panel="Sampling")] = 128,
-    temperature: Annotated[float, typer.Option("--temperature", "-t", help="0 = greedy.", rich_help_panel="Sampling")] = 0.0,
+    temperature: Annotated[
+        float, typer.Option("--temperature", "-t", help="0 = greedy.", rich_help_panel="Sampling")
+    ] = 0.0,
     seed: Annotated[int, typer.Option("--seed", rich_help_panel="Sampling")] = 0,
     system: Annotated[Optional[str], typer.Option("--system", rich_help_panel="Prompt")] = None,
-    raw: Annotated[bool, typer.Option("--raw", help="Send the prompt without the chat template.", rich_help_panel="Prompt")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="One JSON row per backend and variant (JSONL) on stdout.")] = False,
+    raw: Annotated[
+        bool, typer.Option("--raw", help="Send the prompt without the chat template.", rich_help_panel="Prompt")
+    ] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="One JSON row per backend and variant (JSONL) on stdout.")
+    ] = False,
     json_whitespace: co.JsonWhitespaceOpt = "flexible",
     whitespace_pattern: co.WhitespacePatternOpt = None,
     indent: co.IndentOpt = None,
@@ -187,20 +243,35 @@ def compare_backends(
     Exit codes: 0 every row ran and is valid (or, with --no-generate, compiled and
     accepted --text), 1 some row failed, 2 bad input or flags.
     """
-    from sgcli.sources import with_subgrammars
+    from sgcli.constraints.sources import with_subgrammars
 
-    spec = co.build_spec(schema=schema, pydantic=pydantic, regex=regex, ebnf=ebnf, lark=lark, choice=choice,
-                         grammar=grammar, structural_tag=structural_tag, json_whitespace=json_whitespace,
-                         whitespace_pattern=whitespace_pattern, indent=indent, max_whitespace=max_whitespace,
-                         strict_properties=strict_properties)
+    spec = co.build_spec(
+        schema=schema,
+        pydantic=pydantic,
+        regex=regex,
+        ebnf=ebnf,
+        lark=lark,
+        choice=choice,
+        grammar=grammar,
+        structural_tag=structural_tag,
+        json_whitespace=json_whitespace,
+        whitespace_pattern=whitespace_pattern,
+        indent=indent,
+        max_whitespace=max_whitespace,
+        strict_properties=strict_properties,
+    )
     spec = with_subgrammars(spec, sub or [])
     if whitespace and spec.kind is not Kind.JSON_SCHEMA:
-        raise UserError(f"--whitespace compares JSON layouts; this constraint is {spec.kind.label}",
-                        hint="drop --whitespace, or use --schema")
+        raise UserError(
+            f"--whitespace compares JSON layouts; this constraint is {spec.kind.label}",
+            hint="drop --whitespace, or use --schema",
+        )
     if text is not None and not no_generate:
         raise UserError("--text is for --no-generate", hint="add --no-generate, or drop --text")
     if not no_generate and prompt is None:
-        raise UserError("no prompt given", hint='sgcli compare-backends --schema s.json "your prompt", or --no-generate')
+        raise UserError(
+            "no prompt given", hint='sgcli compare-backends --schema s.json "your prompt", or --no-generate'
+        )
     if max_tokens < 1:
         raise UserError("--max-tokens must be at least 1")
     variants = parse_variants(whitespace, spec.json_options)
@@ -211,9 +282,21 @@ def compare_backends(
     else:
         if tokenizer_ref is not None:
             raise UserError("--tokenizer is for --no-generate; a generation uses the model's own tokenizer")
-        rows = _compare_generations(spec, names, variants, prompt, model=model, device=device, dtype=dtype,
-                                    max_tokens=max_tokens, temperature=temperature, seed=seed, system=system,
-                                    raw=raw, threads=threads)
+        rows = _compare_generations(
+            spec,
+            names,
+            variants,
+            prompt,
+            model=model,
+            device=device,
+            dtype=dtype,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            seed=seed,
+            system=system,
+            raw=raw,
+            threads=threads,
+        )
     failed = any(r["error"] and not r["skipped"] or r["valid"] is False for r in rows)
     if json_out:
         for row in rows:
@@ -237,22 +320,29 @@ def _compare_masks(spec, names, variants, tokenizer_ref, text) -> list[dict]:
             if compiled is None:
                 continue
             walk = walk_masks(compiled, text)
-            row.update(mask_ms_p50=_percentile(walk["mask_ms"], 0.5), mask_ms_p99=_percentile(walk["mask_ms"], 0.99),
-                       tokens=walk["steps"] - 1, valid=walk["accepted"], allowed_first=walk["allowed_first"],
-                       rejected_at_token=walk["rejected_at_token"], mask_digests=walk["digests"])
+            row.update(
+                mask_ms_p50=_percentile(walk["mask_ms"], 0.5),
+                mask_ms_p99=_percentile(walk["mask_ms"], 0.99),
+                tokens=walk["steps"] - 1,
+                valid=walk["accepted"],
+                allowed_first=walk["allowed_first"],
+                rejected_at_token=walk["rejected_at_token"],
+                mask_digests=walk["digests"],
+            )
     _mark_agreement(rows, "mask_digests")
     for r in rows:
         r.pop("mask_digests", None)
     return rows
 
 
-def _compare_generations(spec, names, variants, prompt, *, model, device, dtype, max_tokens, temperature, seed,
-                         system, raw, threads=None) -> list[dict]:
+def _compare_generations(
+    spec, names, variants, prompt, *, model, device, dtype, max_tokens, temperature, seed, system, raw, threads=None
+) -> list[dict]:
     from sgcli.cli.progress import stage_progress
     from sgcli.engine.loader import load_model
+    from sgcli.engine.models import resolve_model
     from sgcli.engine.sampling import SamplingParams
     from sgcli.engine.session import Done, PromptOptions, Request, Session
-    from sgcli.models import resolve_model
     from sgcli.tokenizers import load_tokenizer
 
     ref = resolve_model(model)
@@ -268,14 +358,27 @@ def _compare_generations(spec, names, variants, prompt, *, model, device, dtype,
             compiled = _compile(name, _with_options(spec, opts), vocab, row)
             if compiled is None:
                 continue
-            session = Session(lm, tokenizer, compiled, SamplingParams(temperature, seed=seed), max_tokens, (),
-                              PromptOptions(system, raw))
+            session = Session(
+                lm,
+                tokenizer,
+                compiled,
+                SamplingParams(temperature, seed=seed),
+                max_tokens,
+                (),
+                PromptOptions(system, raw),
+            )
             record = next(e.record for e in session.stream(Request(None, prompt)) if isinstance(e, Done))
             t = record["timings"]
-            row.update(mask_ms_p50=t["mask_ms_p50"], mask_ms_p99=t.get("mask_ms_p99"),
-                       tokens=record["usage"]["completion_tokens"], tokens_per_s=t["tokens_per_s"],
-                       finish_reason=record["finish_reason"], valid=record["valid"], output=record["output"],
-                       errors=record["errors"])
+            row.update(
+                mask_ms_p50=t["mask_ms_p50"],
+                mask_ms_p99=t.get("mask_ms_p99"),
+                tokens=record["usage"]["completion_tokens"],
+                tokens_per_s=t["tokens_per_s"],
+                finish_reason=record["finish_reason"],
+                valid=record["valid"],
+                output=record["output"],
+                errors=record["errors"],
+            )
     _mark_agreement(rows, "output")
     return rows
 
@@ -295,12 +398,21 @@ def _table(rows: list[dict], no_generate: bool) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0), caption="times in ms; p50/p99: mask time "
-                  "per token" + ("; allowed: tokens allowed first" if no_generate else ""), caption_justify="left")
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+        caption="times in ms; p50/p99: mask time "
+        "per token" + ("; allowed: tokens allowed first" if no_generate else ""),
+        caption_justify="left",
+    )
     variants = len({r["variant"] for r in rows}) > 1
     cols = ["backend"] + (["variant"] if variants else []) + ["compile", "p50", "p99"]
-    cols += ["steps", "allowed", "ok", "agree"] if no_generate else \
-        ["tokens", "tok/s", "finish", "valid", "agree", "output"]
+    cols += (
+        ["steps", "allowed", "ok", "agree"]
+        if no_generate
+        else ["tokens", "tok/s", "finish", "valid", "agree", "output"]
+    )
     for c in cols:
         table.add_column(c, overflow="fold", no_wrap=c != "output", min_width=10 if c == "output" else None)
     notes = []
@@ -317,8 +429,14 @@ def _table(rows: list[dict], no_generate: bool) -> None:
             cells += [_fmt(r["tokens"]), _fmt(r.get("allowed_first")), _fmt(r["valid"]), _fmt(r["agree"])]
         else:
             output = r["output"] if len(r["output"]) <= 60 else r["output"][:57] + "..."
-            cells += [_fmt(r["tokens"]), _fmt(r["tokens_per_s"], 1), _fmt(r["finish_reason"]), _fmt(r["valid"]),
-                      _fmt(r["agree"]), escape(output)]
+            cells += [
+                _fmt(r["tokens"]),
+                _fmt(r["tokens_per_s"], 1),
+                _fmt(r["finish_reason"]),
+                _fmt(r["valid"]),
+                _fmt(r["agree"]),
+                escape(output),
+            ]
         table.add_row(*cells)
     out.print(table)
     for note in notes:

@@ -15,7 +15,7 @@ from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
 EXAMPLES = """
 Examples:
 
-  sgcli compile grammars/json.gbnf
+  sgcli compile sgcli/grammars/json.gbnf
 
   sgcli compile @sql @iso8601 --backend all
 
@@ -28,13 +28,30 @@ _RULE_LINE = re.compile(r"^\s*[A-Za-z_][\w.-]*\s*(::=|:)", re.M)
 
 
 def compile_files(
-    files: Annotated[list[str], typer.Argument(metavar="FILE...", help="Grammar files (kind from extension) or @name from grammars/.")],
-    backend: Annotated[str, typer.Option("--backend", "-b", help="A backend name, or 'all' for every backend that enforces grammars.")] = "all",
-    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="Model id, folder, .gguf or tokenizer.json. Default: the embedded SmolLM2 tokenizer.")] = None,
-    kind: Annotated[Optional[str], typer.Option("--kind", help="Grammar kind instead of the extension's: json_schema, regex, ebnf, lark, ...")] = None,
-    print_grammar: Annotated[bool, typer.Option("--print", help="Print the normalized grammar each backend compiled.")] = False,
+    files: Annotated[
+        list[str],
+        typer.Argument(metavar="FILE...", help="Grammar files (kind from extension) or @name from sgcli/grammars/."),
+    ],
+    backend: Annotated[
+        str, typer.Option("--backend", "-b", help="A backend name, or 'all' for every backend that enforces grammars.")
+    ] = "all",
+    tokenizer: Annotated[
+        Optional[str],
+        typer.Option(
+            "--tokenizer", help="Model id, folder, .gguf or tokenizer.json. Default: the embedded SmolLM2 tokenizer."
+        ),
+    ] = None,
+    kind: Annotated[
+        Optional[str],
+        typer.Option("--kind", help="Grammar kind instead of the extension's: json_schema, regex, ebnf, lark, ..."),
+    ] = None,
+    print_grammar: Annotated[
+        bool, typer.Option("--print", help="Print the normalized grammar each backend compiled.")
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="One JSON record per file and backend on stdout.")] = False,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Compile afresh and do not touch the on-disk cache.")] = False,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Compile afresh and do not touch the on-disk cache.")
+    ] = False,
 ) -> None:
     """Compile grammar files with each backend: errors at file:line:col, time, size, cache.
 
@@ -45,9 +62,9 @@ def compile_files(
     Exit codes: 0 all compiled, 1 some grammar failed to compile, 2 bad usage or an
     unreadable file.
     """
-    from sgcli.grammar_tests import parse_kind
-    from sgcli.matching import select_backends
-    from sgcli.sources import from_file
+    from sgcli.constraints.sources import from_file
+    from sgcli.grammar_dev.grammar_tests import parse_kind
+    from sgcli.grammar_dev.matching import select_backends
     from sgcli.tokenizers import load_tokenizer
 
     chosen_kind = parse_kind(kind) if kind else None
@@ -69,15 +86,18 @@ def compile_files(
 def compile_row(spec, name: str, vocab, *, use_cache: bool) -> dict:
     """One report row: status ok | error | unsupported | unavailable, with the details."""
     from sgcli.backends import get_backend, unsupported_reason
-    from sgcli.grammar_cache import compile_cached
-    from sgcli.matching import backends_for
+    from sgcli.cache.grammars import compile_cached
+    from sgcli.grammar_dev.matching import backends_for
 
     impl = get_backend(name)
     row: dict = {"file": spec.name, "kind": spec.kind.value, "backend": name}
     reason = unsupported_reason(impl, spec)
     if reason is not None:
-        return row | {"status": "unsupported", "message": f"{name} does not support {reason}",
-                      "backends_that_can": backends_for(spec)}
+        return row | {
+            "status": "unsupported",
+            "message": f"{name} does not support {reason}",
+            "backends_that_can": backends_for(spec),
+        }
     missing = impl.available()
     if missing:
         return row | {"status": "unavailable", "message": missing}
@@ -86,10 +106,15 @@ def compile_row(spec, name: str, vocab, *, use_cache: bool) -> dict:
         outcome = compile_cached(impl, spec, vocab, use_cache=use_cache)
     except UserError as exc:
         loc = exc.location
-        return row | {"status": "error", "message": exc.message, "hint": exc.hint,
-                      "location": str(loc) if loc else spec.name,
-                      "line": loc.line if loc else None, "col": loc.col if loc else None,
-                      "ms": round((time.perf_counter() - t) * 1000, 2)}
+        return row | {
+            "status": "error",
+            "message": exc.message,
+            "hint": exc.hint,
+            "location": str(loc) if loc else spec.name,
+            "line": loc.line if loc else None,
+            "col": loc.col if loc else None,
+            "ms": round((time.perf_counter() - t) * 1000, 2),
+        }
     compiled = outcome.compiled
     size: dict = {}
     if compiled.normalized is not None:
@@ -97,8 +122,14 @@ def compile_row(spec, name: str, vocab, *, use_cache: bool) -> dict:
     size_info = getattr(impl, "size_info", None)
     if callable(size_info):
         size |= size_info(compiled)
-    return row | {"status": "ok", "ms": round(compiled.compile_s * 1000, 2), "cache": outcome.status,
-                  "size": size, "warnings": [w.message for w in compiled.warnings], "normalized": compiled.normalized}
+    return row | {
+        "status": "ok",
+        "ms": round(compiled.compile_s * 1000, 2),
+        "cache": outcome.status,
+        "size": size,
+        "warnings": [w.message for w in compiled.warnings],
+        "normalized": compiled.normalized,
+    }
 
 
 def _size_text(size: dict) -> str:
@@ -123,8 +154,14 @@ def _show(rows: list[dict], print_grammar: bool) -> None:
     colors = {"ok": "green", "error": "red", "unsupported": "yellow", "unavailable": "yellow"}
     for r in rows:
         ms = f"{r['ms']:.1f}" if "ms" in r else ""
-        table.add_row(escape(r["file"]), r["backend"], f"[{colors[r['status']]}]{r['status']}[/]", ms,
-                      _size_text(r.get("size", {})), r.get("cache", ""))
+        table.add_row(
+            escape(r["file"]),
+            r["backend"],
+            f"[{colors[r['status']]}]{r['status']}[/]",
+            ms,
+            _size_text(r.get("size", {})),
+            r.get("cache", ""),
+        )
     print_table(table)
     for r in rows:  # details as plain lines: greppable, never wrapped inside a table cell
         if r["status"] == "error":

@@ -13,24 +13,52 @@ from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 EXAMPLES = """
 Examples:
 
-  sgcli convert grammars/json.gbnf --to lark > json.lark
+  sgcli convert sgcli/grammars/json.gbnf --to lark > json.lark
 
-  sgcli convert grammars/iso8601.regex --to ebnf
+  sgcli convert sgcli/grammars/iso8601.regex --to ebnf
 
   sgcli convert schema.json --to ebnf --cases schema.test.yaml --samples 50
 """
 
 
 def convert(
-    file: Annotated[str, typer.Argument(metavar="FILE", help="GBNF (.gbnf/.ebnf), regex (.regex) or JSON Schema (.json) file, or @name.")],
-    to: Annotated[str, typer.Option("--to", help="Target notation: lark (from GBNF) or ebnf (from regex or JSON Schema).")],
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the converted grammar here instead of stdout.")] = None,
-    cases: Annotated[Optional[str], typer.Option("--cases", help="A grammar test file whose inputs both grammars must agree on. Default: <name>.test.yaml beside FILE, if any.")] = None,
-    samples: Annotated[int, typer.Option("--samples", help="Random strings to sample from each grammar for the round-trip check (0 = none).")] = 20,
+    file: Annotated[
+        str,
+        typer.Argument(
+            metavar="FILE", help="GBNF (.gbnf/.ebnf), regex (.regex) or JSON Schema (.json) file, or @name."
+        ),
+    ],
+    to: Annotated[
+        str, typer.Option("--to", help="Target notation: lark (from GBNF) or ebnf (from regex or JSON Schema).")
+    ],
+    output: Annotated[
+        Optional[Path], typer.Option("--output", "-o", help="Write the converted grammar here instead of stdout.")
+    ] = None,
+    cases: Annotated[
+        Optional[str],
+        typer.Option(
+            "--cases",
+            help="A grammar test file whose inputs both grammars must agree on. "
+            "Default: <name>.test.yaml beside FILE, if any.",
+        ),
+    ] = None,
+    samples: Annotated[
+        int,
+        typer.Option(
+            "--samples", help="Random strings to sample from each grammar for the round-trip check (0 = none)."
+        ),
+    ] = 20,
     seed: Annotated[int, typer.Option("--seed", help="Seed for the random walks.")] = 0,
-    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="Vocabulary the random walks step over. Default: the embedded SmolLM2 tokenizer.")] = None,
+    tokenizer: Annotated[
+        Optional[str],
+        typer.Option(
+            "--tokenizer", help="Vocabulary the random walks step over. Default: the embedded SmolLM2 tokenizer."
+        ),
+    ] = None,
     no_check: Annotated[bool, typer.Option("--no-check", help="Skip the round-trip check.")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="One JSON record on stdout: the converted text and the check.")] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="One JSON record on stdout: the converted text and the check.")
+    ] = False,
 ) -> None:
     """Convert GBNF -> Lark, regex -> EBNF or JSON Schema -> EBNF, and check the round trip.
 
@@ -40,9 +68,9 @@ def convert(
     Exit codes: 0 converted and the round trip agrees, 1 the round trip found a
     difference (or could not check anything), 2 bad input or flags.
     """
-    from sgcli.convert import convert_spec, round_trip, sibling_cases
-    from sgcli.grammar_tests import load_suite
-    from sgcli.sources import from_file
+    from sgcli.constraints.sources import from_file
+    from sgcli.grammar_dev.convert import convert_spec, round_trip, sibling_cases
+    from sgcli.grammar_dev.grammar_tests import load_suite
 
     if samples < 0:
         raise UserError("--samples must be 0 or more")
@@ -53,18 +81,30 @@ def convert(
     if not no_check:
         from sgcli.tokenizers import load_tokenizer
 
-        report = round_trip(source, target, load_tokenizer(tokenizer).vocab, samples=samples, seed=seed, cases=case_list)
+        report = round_trip(
+            source, target, load_tokenizer(tokenizer).vocab, samples=samples, seed=seed, cases=case_list
+        )
     if output is not None:
         try:
             output.write_text(target.text, encoding="utf-8")
         except OSError as exc:
             raise UserError(f"cannot write {output}: {exc.strerror}") from None
     if json_out:
-        record = {"source": source.name, "from": source.kind.value, "to": target.kind.value, "text": target.text,
-                  "cases_file": case_file}
+        record = {
+            "source": source.name,
+            "from": source.kind.value,
+            "to": target.kind.value,
+            "text": target.text,
+            "cases_file": case_file,
+        }
         if report is not None:
-            record["round_trip"] = {"ok": report.ok, "checked": report.checked, "backends": report.backends,
-                                    "failures": report.failures, "notes": report.notes}
+            record["round_trip"] = {
+                "ok": report.ok,
+                "checked": report.checked,
+                "backends": report.backends,
+                "failures": report.failures,
+                "notes": report.notes,
+            }
         json_line(record)
     else:
         if output is None:

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli.cli import constraint_options as co
-from sgcli.cli.common import err, handles_errors, json_line
+from sgcli.cli.common import err, json_line
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 
 EXAMPLES = """
@@ -38,26 +38,77 @@ def generate(
     grammar: co.GrammarOpt = None,
     structural_tag: co.StructuralTagOpt = None,
     sub: co.SubOpt = None,
-    backend: Annotated[str, typer.Option("--backend", "-b", help="Grammar backend (see `sgcli backends`); 'none' = unconstrained.")] = "xgrammar",
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Hugging Face id, local folder, or .gguf file. Default: the embedded SmolLM2-135M-Instruct.", rich_help_panel="Model")] = None,
+    backend: Annotated[
+        str, typer.Option("--backend", "-b", help="Grammar backend (see `sgcli backends`); 'none' = unconstrained.")
+    ] = "xgrammar",
+    model: Annotated[
+        Optional[str],
+        typer.Option(
+            "--model",
+            "-m",
+            help="Hugging Face id, local folder, or .gguf file. Default: the embedded SmolLM2-135M-Instruct.",
+            rich_help_panel="Model",
+        ),
+    ] = None,
     device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda.", rich_help_panel="Model")] = "auto",
-    dtype: Annotated[str, typer.Option("--dtype", help="auto, float32, bfloat16 or float16.", rich_help_panel="Model")] = "auto",
+    dtype: Annotated[
+        str, typer.Option("--dtype", help="auto, float32, bfloat16 or float16.", rich_help_panel="Model")
+    ] = "auto",
     threads: co.ThreadsOpt = None,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="Stop after this many generated tokens.", rich_help_panel="Sampling")] = 256,
-    temperature: Annotated[float, typer.Option("--temperature", "-t", help="0 = greedy.", rich_help_panel="Sampling")] = 0.0,
+    max_tokens: Annotated[
+        int,
+        typer.Option("--max-tokens", "-n", help="Stop after this many generated tokens.", rich_help_panel="Sampling"),
+    ] = 256,
+    temperature: Annotated[
+        float, typer.Option("--temperature", "-t", help="0 = greedy.", rich_help_panel="Sampling")
+    ] = 0.0,
     top_p: Annotated[float, typer.Option("--top-p", rich_help_panel="Sampling")] = 1.0,
     top_k: Annotated[int, typer.Option("--top-k", help="0 = off.", rich_help_panel="Sampling")] = 0,
     seed: Annotated[int, typer.Option("--seed", rich_help_panel="Sampling")] = 0,
-    stop: Annotated[Optional[list[str]], typer.Option("--stop", help="Stop when this string appears; repeatable.", rich_help_panel="Sampling")] = None,
-    system: Annotated[Optional[str], typer.Option("--system", help="System message for the chat template.", rich_help_panel="Prompt")] = None,
-    raw: Annotated[bool, typer.Option("--raw", help="Send the prompt as is, without the chat template.", rich_help_panel="Prompt")] = False,
-    template_name: Annotated[Optional[str], typer.Option("--template-name", help="Which named chat template to use.", rich_help_panel="Prompt")] = None,
-    reasoning: Annotated[bool, typer.Option("--reasoning", help="Let a reasoning model think freely; constrain only the answer after --think-end.", rich_help_panel="Prompt")] = False,
-    think_end: Annotated[str, typer.Option("--think-end", help="End-of-thinking marker for --reasoning.", rich_help_panel="Prompt")] = "</think>",
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON record per generation instead of the text.", rich_help_panel="Output")] = False,
-    input_file: Annotated[Optional[str], typer.Option("--input", "-i", help="JSONL of {id, prompt} or {id, messages} ('-' = stdin).", rich_help_panel="Output")] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write records here instead of stdout.", rich_help_panel="Output")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary line on stderr.", rich_help_panel="Output")] = False,
+    stop: Annotated[
+        Optional[list[str]],
+        typer.Option("--stop", help="Stop when this string appears; repeatable.", rich_help_panel="Sampling"),
+    ] = None,
+    system: Annotated[
+        Optional[str], typer.Option("--system", help="System message for the chat template.", rich_help_panel="Prompt")
+    ] = None,
+    raw: Annotated[
+        bool, typer.Option("--raw", help="Send the prompt as is, without the chat template.", rich_help_panel="Prompt")
+    ] = False,
+    template_name: Annotated[
+        Optional[str],
+        typer.Option("--template-name", help="Which named chat template to use.", rich_help_panel="Prompt"),
+    ] = None,
+    reasoning: Annotated[
+        bool,
+        typer.Option(
+            "--reasoning",
+            help="Let a reasoning model think freely; constrain only the answer after --think-end.",
+            rich_help_panel="Prompt",
+        ),
+    ] = False,
+    think_end: Annotated[
+        str, typer.Option("--think-end", help="End-of-thinking marker for --reasoning.", rich_help_panel="Prompt")
+    ] = "</think>",
+    json_out: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print one JSON record per generation instead of the text.", rich_help_panel="Output"
+        ),
+    ] = False,
+    input_file: Annotated[
+        Optional[str],
+        typer.Option(
+            "--input", "-i", help="JSONL of {id, prompt} or {id, messages} ('-' = stdin).", rich_help_panel="Output"
+        ),
+    ] = None,
+    output: Annotated[
+        Optional[Path],
+        typer.Option("--output", "-o", help="Write records here instead of stdout.", rich_help_panel="Output"),
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No summary line on stderr.", rich_help_panel="Output")
+    ] = False,
     json_whitespace: co.JsonWhitespaceOpt = "flexible",
     whitespace_pattern: co.WhitespacePatternOpt = None,
     indent: co.IndentOpt = None,
@@ -70,16 +121,28 @@ def generate(
     --max-tokens), 2 bad input or flags, 3 internal error.
     """
     from sgcli import backends
-    from sgcli.batch import read_requests
-    from sgcli.engine.session import PromptOptions, Request
+    from sgcli.constraints.sources import read_text, with_subgrammars
+    from sgcli.engine.models import resolve_model
+    from sgcli.engine.requests import read_requests
     from sgcli.engine.sampling import SamplingParams
-    from sgcli.models import resolve_model
-    from sgcli.sources import read_text, with_subgrammars
+    from sgcli.engine.session import PromptOptions, Request
 
-    spec = co.build_spec(schema=schema, pydantic=pydantic, regex=regex, ebnf=ebnf, lark=lark, choice=choice,
-                         grammar=grammar, structural_tag=structural_tag, json_whitespace=json_whitespace,
-                         whitespace_pattern=whitespace_pattern, indent=indent, max_whitespace=max_whitespace,
-                         strict_properties=strict_properties, required=backend != "none")
+    spec = co.build_spec(
+        schema=schema,
+        pydantic=pydantic,
+        regex=regex,
+        ebnf=ebnf,
+        lark=lark,
+        choice=choice,
+        grammar=grammar,
+        structural_tag=structural_tag,
+        json_whitespace=json_whitespace,
+        whitespace_pattern=whitespace_pattern,
+        indent=indent,
+        max_whitespace=max_whitespace,
+        strict_properties=strict_properties,
+        required=backend != "none",
+    )
     spec = with_subgrammars(spec, sub or [])
     if not think_end:
         raise UserError("--think-end must not be empty")
@@ -90,8 +153,10 @@ def generate(
     if temperature < 0:
         raise UserError("--temperature must be 0 or more")
     if (prompt is None) == (input_file is None):
-        raise UserError("give a prompt or --input FILE (not both)" if prompt is not None else "no prompt given",
-                        hint='sgcli generate --schema s.json "your prompt", or --input prompts.jsonl')
+        raise UserError(
+            "give a prompt or --input FILE (not both)" if prompt is not None else "no prompt given",
+            hint='sgcli generate --schema s.json "your prompt", or --input prompts.jsonl',
+        )
     if prompt == "-" and input_file is None:
         prompt = sys.stdin.read()
     if backend != "auto":
@@ -117,9 +182,17 @@ def generate(
     for w in compiled.warnings:
         where = f" (at {w.pointer})" if w.pointer else ""
         err.print(f"[yellow]warning[/]: {compiled.backend}: {w.message}{where}")
-    session = Session(lm, tokenizer, compiled, SamplingParams(temperature, top_p, top_k, seed), max_tokens,
-                      tuple(stop or ()), PromptOptions(system, raw, template_name), fallbacks=fallbacks,
-                      think_end=think_end if reasoning else None)
+    session = Session(
+        lm,
+        tokenizer,
+        compiled,
+        SamplingParams(temperature, top_p, top_k, seed),
+        max_tokens,
+        tuple(stop or ()),
+        PromptOptions(system, raw, template_name),
+        fallbacks=fallbacks,
+        think_end=think_end if reasoning else None,
+    )
 
     sink = output.open("w", encoding="utf-8") if output else sys.stdout
     all_valid = True
@@ -181,7 +254,9 @@ def _summary(record: dict) -> None:
     t = record["timings"]
     tps = f"{t['tokens_per_s']:.1f} tok/s" if t["tokens_per_s"] else "- tok/s"
     valid = "[green]valid[/]" if record["valid"] else "[red]invalid[/]"
-    err.print(f"[dim]{record['backend']} · {record['model']} · {record['usage']['completion_tokens']} tokens · "
-              f"{tps} · finish: {record['finish_reason']} ·[/] {valid}")
+    err.print(
+        f"[dim]{record['backend']} · {record['model']} · {record['usage']['completion_tokens']} tokens · "
+        f"{tps} · finish: {record['finish_reason']} ·[/] {valid}"
+    )
     for e in record["errors"]:
         err.print(f"  [red]✗[/] {e}")

@@ -13,7 +13,7 @@ from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
 EXAMPLES = """
 Examples:
 
-  sgcli lint grammars/*.gbnf
+  sgcli lint sgcli/grammars/*.gbnf
 
   sgcli lint schema.json --output-format full
 
@@ -28,7 +28,7 @@ Examples:
 
 
 def _kind(value: str | None):
-    from sgcli.spec import Kind
+    from sgcli.constraints.spec import Kind
 
     if value is None:
         return None
@@ -38,23 +38,64 @@ def _kind(value: str | None):
         kind = Kind.NONE
     lintable = [k for k in Kind if k not in (Kind.NONE, Kind.CHOICE)]  # both have no file form
     if kind not in lintable:
-        raise UserError(f"--kind {value}: not a kind of file sgcli can lint",
-                        hint="one of: " + ", ".join(k.value for k in lintable))
+        raise UserError(
+            f"--kind {value}: not a kind of file sgcli can lint", hint="one of: " + ", ".join(k.value for k in lintable)
+        )
     return kind
 
 
 def lint(
-    files: Annotated[list[str], typer.Argument(metavar="FILE...", help="Files to lint; kind from the extension (.gbnf .ebnf .lark .regex .json) or --kind.")],
-    backend: Annotated[str, typer.Option("--backend", "-b", help="A backend name, or 'all': every backend that supports the file's kind.")] = "all",
-    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="Compile against this tokenizer ('default' = the embedded SmolLM2) and run the T and L rules. Without it, backends compile against a 256-byte vocabulary.")] = None,
-    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Report (L001) when the shortest output needs more tokens than this; needs --tokenizer.")] = None,
-    output_format: Annotated[str, typer.Option("--output-format", help="concise, full, json, json-lines or github.")] = "concise",
-    select: Annotated[Optional[list[str]], typer.Option("--select", help="Rule codes or prefixes to run (comma-separated, repeatable; ALL for every rule).")] = None,
-    ignore: Annotated[Optional[list[str]], typer.Option("--ignore", help="Rule codes or prefixes to skip (the more specific of --select/--ignore wins).")] = None,
-    kind: Annotated[Optional[str], typer.Option("--kind", help="Kind instead of the extension's: json_schema, regex, ebnf, lark.")] = None,
-    json_whitespace: Annotated[str, typer.Option("--json-whitespace", help="The JSON layout you generate with (for W002): flexible or compact.")] = "flexible",
-    max_whitespace: Annotated[Optional[int], typer.Option("--max-whitespace", help="The whitespace bound you generate with (for W002).")] = None,
-    indent: Annotated[Optional[int], typer.Option("--indent", help="The JSON indent you generate with (for W002).")] = None,
+    files: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="FILE...", help="Files to lint; kind from the extension (.gbnf .ebnf .lark .regex .json) or --kind."
+        ),
+    ],
+    backend: Annotated[
+        str,
+        typer.Option("--backend", "-b", help="A backend name, or 'all': every backend that supports the file's kind."),
+    ] = "all",
+    tokenizer: Annotated[
+        Optional[str],
+        typer.Option(
+            "--tokenizer",
+            help="Compile against this tokenizer ('default' = the embedded SmolLM2) and run the T and L rules. "
+            "Without it, backends compile against a 256-byte vocabulary.",
+        ),
+    ] = None,
+    max_tokens: Annotated[
+        Optional[int],
+        typer.Option(
+            "--max-tokens",
+            help="Report (L001) when the shortest output needs more tokens than this; needs --tokenizer.",
+        ),
+    ] = None,
+    output_format: Annotated[
+        str, typer.Option("--output-format", help="concise, full, json, json-lines or github.")
+    ] = "concise",
+    select: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--select", help="Rule codes or prefixes to run (comma-separated, repeatable; ALL for every rule)."
+        ),
+    ] = None,
+    ignore: Annotated[
+        Optional[list[str]],
+        typer.Option("--ignore", help="Rule codes or prefixes to skip (the more specific of --select/--ignore wins)."),
+    ] = None,
+    kind: Annotated[
+        Optional[str], typer.Option("--kind", help="Kind instead of the extension's: json_schema, regex, ebnf, lark.")
+    ] = None,
+    json_whitespace: Annotated[
+        str,
+        typer.Option("--json-whitespace", help="The JSON layout you generate with (for W002): flexible or compact."),
+    ] = "flexible",
+    max_whitespace: Annotated[
+        Optional[int], typer.Option("--max-whitespace", help="The whitespace bound you generate with (for W002).")
+    ] = None,
+    indent: Annotated[
+        Optional[int], typer.Option("--indent", help="The JSON indent you generate with (for W002).")
+    ] = None,
 ) -> None:
     """Find a grammar's mistakes before a model runs, with ruff-like diagnostics.
 
@@ -70,9 +111,14 @@ def lint(
 
     if output_format not in FORMATS:
         raise UserError(f"--output-format {output_format}: unknown format", hint="one of: " + ", ".join(FORMATS))
-    options = LintOptions(backend=backend, tokenizer=tokenizer, max_tokens=max_tokens, kind=_kind(kind),
-                          selection=Selection.parse(select, ignore),
-                          json_options=json_options(json_whitespace, None, indent, max_whitespace, False))
+    options = LintOptions(
+        backend=backend,
+        tokenizer=tokenizer,
+        max_tokens=max_tokens,
+        kind=_kind(kind),
+        selection=Selection.parse(select, ignore),
+        json_options=json_options(json_whitespace, None, indent, max_whitespace, False),
+    )
     if backend != "all":
         from sgcli.backends import get_backend
 
@@ -94,8 +140,10 @@ def lint(
             skipped[key] = skipped.get(key, 0) + 1
         sources[result.path] = _source(result.path)
     for (name, reason), count in skipped.items():
-        err.print(f"[dim]note: {name} did not run on {count} file{'s' if count > 1 else ''}: "
-                  f"it does not support {_escape(reason)}[/]")
+        err.print(
+            f"[dim]note: {name} did not run on {count} file{'s' if count > 1 else ''}: "
+            f"it does not support {_escape(reason)}[/]"
+        )
     sys.stdout.write(RENDERERS[output_format](diagnostics, sources))
     sys.stdout.flush()
     if output_format in ("concise", "full"):

@@ -23,12 +23,28 @@ Examples:
 
 
 def masks(
-    grammar_file: Annotated[Optional[str], typer.Argument(metavar="[GRAMMAR]", help="Grammar file (kind from extension) or @name; or use a constraint flag.")] = None,
-    text: Annotated[Optional[str], typer.Option("--text", help="Text to tokenize and step through. Omit to see the first step.")] = None,
-    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="Model id, folder, .gguf or tokenizer.json. Default: the embedded SmolLM2 tokenizer.")] = None,
-    backend: Annotated[str, typer.Option("--backend", "-b", help="Grammar backend (see `sgcli backends`).")] = "xgrammar",
+    grammar_file: Annotated[
+        Optional[str],
+        typer.Argument(
+            metavar="[GRAMMAR]", help="Grammar file (kind from extension) or @name; or use a constraint flag."
+        ),
+    ] = None,
+    text: Annotated[
+        Optional[str], typer.Option("--text", help="Text to tokenize and step through. Omit to see the first step.")
+    ] = None,
+    tokenizer: Annotated[
+        Optional[str],
+        typer.Option(
+            "--tokenizer", help="Model id, folder, .gguf or tokenizer.json. Default: the embedded SmolLM2 tokenizer."
+        ),
+    ] = None,
+    backend: Annotated[
+        str, typer.Option("--backend", "-b", help="Grammar backend (see `sgcli backends`).")
+    ] = "xgrammar",
     top: Annotated[int, typer.Option("--top", help="How many allowed tokens to show per step.")] = 8,
-    json_out: Annotated[bool, typer.Option("--json", help="JSONL trace on stdout: one record per step, then a summary.")] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="JSONL trace on stdout: one record per step, then a summary.")
+    ] = False,
     schema: co.SchemaOpt = None,
     regex: co.RegexOpt = None,
     ebnf: co.EbnfOpt = None,
@@ -50,20 +66,33 @@ def masks(
     2 bad input or flags.
     """
     from sgcli import backends
-    from sgcli.dryrun import dry_run
-    from sgcli.grammar_cache import compile_cached
-    from sgcli.sources import from_file
+    from sgcli.cache.grammars import compile_cached
+    from sgcli.constraints.sources import from_file
+    from sgcli.grammar_dev.dryrun import dry_run
     from sgcli.tokenizers import load_tokenizer
 
     if top < 0:
         raise UserError("--top must be 0 or more")
-    flags = dict(schema=schema, pydantic=None, regex=regex, ebnf=ebnf, lark=lark, choice=choice, grammar=grammar,
-                 structural_tag=None, json_whitespace=json_whitespace, indent=indent,
-                 max_whitespace=max_whitespace, strict_properties=strict_properties)
+    flags = dict(
+        schema=schema,
+        pydantic=None,
+        regex=regex,
+        ebnf=ebnf,
+        lark=lark,
+        choice=choice,
+        grammar=grammar,
+        structural_tag=None,
+        json_whitespace=json_whitespace,
+        indent=indent,
+        max_whitespace=max_whitespace,
+        strict_properties=strict_properties,
+    )
     if grammar_file is not None:
         if any(v for k, v in flags.items() if k in ("schema", "regex", "ebnf", "lark", "choice", "grammar")):
             raise UserError("give the grammar either as an argument or with a constraint flag, not both")
-        spec = from_file(grammar_file, None, co.json_options(json_whitespace, None, indent, max_whitespace, strict_properties))
+        spec = from_file(
+            grammar_file, None, co.json_options(json_whitespace, None, indent, max_whitespace, strict_properties)
+        )
     else:
         spec = co.build_spec(**flags)
     chosen = backends.check_supports(backend, spec)
@@ -73,7 +102,7 @@ def masks(
         err.print(f"[yellow]warning[/]: {compiled.backend}: {w.message}")
     run = dry_run(compiled, text, top=top)
     if json_out:
-        from sgcli.dryrun import to_records
+        from sgcli.grammar_dev.dryrun import to_records
 
         for record in to_records(run, vocab):
             json_line(record)
@@ -83,7 +112,7 @@ def masks(
 
 
 def _sample(state, vocab, limit_note: bool = True) -> str:
-    from sgcli.dryrun import piece_text
+    from sgcli.grammar_dev.dryrun import piece_text
 
     shown = " ".join(piece_text(vocab.tokens[i]) for i in state.sample)
     more = state.n_allowed - len(state.sample)
@@ -98,14 +127,14 @@ def _byte_at(text: str, offset: int) -> str:
     data = text.encode("utf-8")
     if offset >= len(data):
         return ""
-    return " (" + repr(data[offset:offset + 1].decode("latin-1"))[1:-1] + ")"
+    return " (" + repr(data[offset : offset + 1].decode("latin-1"))[1:-1] + ")"
 
 
 def _show(run, vocab, name: str) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from sgcli.dryrun import piece_text
+    from sgcli.grammar_dev.dryrun import piece_text
 
     if run.text is None:
         s = run.end
@@ -116,22 +145,37 @@ def _show(run, vocab, name: str) -> None:
         out.print(f"  can stop: {'yes' if s.can_stop else 'no'}")
         return
     table = Table(title=f"{escape(name)} · {run.backend} · {len(run.tokens)} tokens", title_justify="left")
-    for col, kw in (("#", {"justify": "right"}), ("byte", {"justify": "right"}), ("token", {}), ("ok", {}),
-                    ("allowed", {"justify": "right"}), ("forced", {}), ("sample of allowed", {"overflow": "fold"})):
+    for col, kw in (
+        ("#", {"justify": "right"}),
+        ("byte", {"justify": "right"}),
+        ("token", {}),
+        ("ok", {}),
+        ("allowed", {"justify": "right"}),
+        ("forced", {}),
+        ("sample of allowed", {"overflow": "fold"}),
+    ):
         table.add_column(col, **kw)
     for step in run.steps:
         b = step.before
-        table.add_row(str(step.index), str(step.offset), escape(f"{piece_text(step.piece)} #{step.token}"),
-                      "[green]✓[/]" if step.allowed else "[red]✗[/]", str(b.n_allowed),
-                      escape(piece_text(b.forced)) if b.forced else "", escape(_sample(b, vocab)))
+        table.add_row(
+            str(step.index),
+            str(step.offset),
+            escape(f"{piece_text(step.piece)} #{step.token}"),
+            "[green]✓[/]" if step.allowed else "[red]✗[/]",
+            str(b.n_allowed),
+            escape(piece_text(b.forced)) if b.forced else "",
+            escape(_sample(b, vocab)),
+        )
     print_table(table)
     if run.note:
         out.print(f"note: {escape(run.note)}")
     if run.rejection is not None:
         r = run.rejection
-        out.print(f"[red]rejected[/] at token {r.token_index} {escape(piece_text(r.piece))} (id {r.token}, "
-                  f"bytes {r.token_offset}-{r.token_offset + len(r.piece)} of TEXT); first bad byte: {r.byte_offset}"
-                  f"{_byte_at(run.text, r.byte_offset)}")
+        out.print(
+            f"[red]rejected[/] at token {r.token_index} {escape(piece_text(r.piece))} (id {r.token}, "
+            f"bytes {r.token_offset}-{r.token_offset + len(r.piece)} of TEXT); first bad byte: {r.byte_offset}"
+            f"{_byte_at(run.text, r.byte_offset)}"
+        )
         out.print(f"  allowed there: {_count(r.allowed.n_allowed)}: {escape(_sample(r.allowed, vocab))}")
         if r.next_bytes == "[]":
             out.print("  no byte may follow: the text must end there" if r.allowed.can_stop else "  no byte may follow")
@@ -142,7 +186,9 @@ def _show(run, vocab, name: str) -> None:
     elif run.end.can_stop:
         out.print("[green]accepted[/]: the text is a complete match (the grammar can stop here)")
     else:
-        out.print(f"[yellow]prefix[/]: every token allowed, but the grammar cannot stop yet; "
-                  f"next: {_count(run.end.n_allowed)}: {escape(_sample(run.end, vocab))}")
+        out.print(
+            f"[yellow]prefix[/]: every token allowed, but the grammar cannot stop yet; "
+            f"next: {_count(run.end.n_allowed)}: {escape(_sample(run.end, vocab))}"
+        )
         if run.end.forced:
             out.print(f"  forced: {escape(piece_text(run.end.forced))}")

@@ -30,7 +30,8 @@ def rule(
 
     Exit codes: 0 ok, 2 unknown code or no code given.
     """
-    from sgcli.lint.rules import FAMILIES, RULES, all_rules as every_rule
+    from sgcli.lint.rules import FAMILIES, RULES
+    from sgcli.lint.rules import all_rules as every_rule
 
     if all_rules:
         if json_out:
@@ -56,8 +57,13 @@ def rule(
     if json_out:
         json_line(_record(r))
         return
-    lines = [f"{r.code} {r.name} ({r.severity}; family {r.code[0]}: {r.family}; needs: {r.needs})", "",
-             r.summary, "", r.explanation]
+    lines = [
+        f"{r.code} {r.name} ({r.severity}; family {r.code[0]}: {r.family}; needs: {r.needs})",
+        "",
+        r.summary,
+        "",
+        r.explanation,
+    ]
     if r.example:
         lines += ["", "Example:", *("    " + line for line in r.example.split("\n"))]
     if r.fix:
@@ -66,5 +72,14 @@ def rule(
 
 
 def _record(r) -> dict:
-    return {"code": r.code, "name": r.name, "severity": r.severity, "family": r.family, "needs": r.needs,
-            "summary": r.summary, "explanation": r.explanation, "example": r.example, "fix": r.fix}
+    return {
+        "code": r.code,
+        "name": r.name,
+        "severity": r.severity,
+        "family": r.family,
+        "needs": r.needs,
+        "summary": r.summary,
+        "explanation": r.explanation,
+        "example": r.example,
+        "fix": r.fix,
+    }

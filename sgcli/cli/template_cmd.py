@@ -26,20 +26,24 @@ Examples:
 
 def read_messages(path: str) -> tuple[list[dict], list | None]:
     """Messages (and tools) from a JSON file: a list of messages, or {"messages": [...], "tools": [...]}."""
-    from sgcli.sources import read_text
-    from sgcli.templates import check_messages
+    from sgcli.constraints.sources import read_text
+    from sgcli.tokenizers.templates import check_messages
 
     text, origin = read_text(path, what="messages file")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UserError(f"messages file is not valid JSON: {exc.msg}",
-                        location=Location(origin, exc.lineno, exc.colno)) from None
+        raise UserError(
+            f"messages file is not valid JSON: {exc.msg}", location=Location(origin, exc.lineno, exc.colno)
+        ) from None
     tools = None
     if isinstance(data, dict):
         if "messages" not in data:
-            raise UserError("messages file is an object without 'messages'", location=Location(origin),
-                            hint='give a list of messages, or {"messages": [...], "tools": [...]}')
+            raise UserError(
+                "messages file is an object without 'messages'",
+                location=Location(origin),
+                hint='give a list of messages, or {"messages": [...], "tools": [...]}',
+            )
         tools = data.get("tools")
         data = data["messages"]
     try:
@@ -51,10 +55,22 @@ def read_messages(path: str) -> tuple[list[dict], list | None]:
 @handles_errors
 def render(
     messages: Annotated[str, typer.Option("--messages", help="JSON file of messages ('-' = stdin).")],
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model whose tokenizer renders (HF id, folder, .gguf).")] = None,
-    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="A tokenizer instead of a model (same forms as `sgcli tokenizer inspect`).")] = None,
-    template_name: Annotated[Optional[str], typer.Option("--template-name", help="Which named chat template to use.")] = None,
-    add_generation_prompt: Annotated[bool, typer.Option("--add-generation-prompt/--no-add-generation-prompt", help="End with the assistant's turn opener.")] = True,
+    model: Annotated[
+        Optional[str], typer.Option("--model", "-m", help="Model whose tokenizer renders (HF id, folder, .gguf).")
+    ] = None,
+    tokenizer: Annotated[
+        Optional[str],
+        typer.Option("--tokenizer", help="A tokenizer instead of a model (same forms as `sgcli tokenizer inspect`)."),
+    ] = None,
+    template_name: Annotated[
+        Optional[str], typer.Option("--template-name", help="Which named chat template to use.")
+    ] = None,
+    add_generation_prompt: Annotated[
+        bool,
+        typer.Option(
+            "--add-generation-prompt/--no-add-generation-prompt", help="End with the assistant's turn opener."
+        ),
+    ] = True,
     tokens: Annotated[bool, typer.Option("--tokens", help="Also print the prompt's token ids.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print {template, prompt, ids} as JSON.")] = False,
 ) -> None:
@@ -70,17 +86,22 @@ def render(
     msgs, tools = read_messages(messages)
     ref = tokenizer if tokenizer is not None else model
     tok = load_tokenizer(None if ref == "default" else ref)
-    rendered = tok.render_prompt(msgs, template_name=template_name,
-                                 add_generation_prompt=add_generation_prompt, tools=tools)
+    rendered = tok.render_prompt(
+        msgs, template_name=template_name, add_generation_prompt=add_generation_prompt, tools=tools
+    )
     tpl = rendered.template
     if tpl is not None:
         err.print(f"[dim]template[/]: {tpl.name} — {tpl.how_chosen}", highlight=False)
     for notice in rendered.notices:
         err.print(f"[cyan]note[/]: {notice}", highlight=False)
     if json_out:
-        record = {"tokenizer": tok.name, "template": tpl.name if tpl else None,
-                  "how_chosen": tpl.how_chosen if tpl else None, "prompt": rendered.text,
-                  "num_tokens": len(rendered.ids)}
+        record = {
+            "tokenizer": tok.name,
+            "template": tpl.name if tpl else None,
+            "how_chosen": tpl.how_chosen if tpl else None,
+            "prompt": rendered.text,
+            "num_tokens": len(rendered.ids),
+        }
         if tokens:
             record["ids"] = rendered.ids
         json_line(record)

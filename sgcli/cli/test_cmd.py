@@ -13,9 +13,9 @@ from sgcli.errors import EXIT_FINDINGS, EXIT_OK
 EXAMPLES = """
 Examples:
 
-  sgcli test grammars/json.test.yaml
+  sgcli test sgcli/grammars/json.test.yaml
 
-  sgcli test grammars/*.test.yaml --backend all --json
+  sgcli test sgcli/grammars/*.test.yaml --backend all --json
 
   sgcli test my_cases.yaml --backend xgrammar --tokenizer HuggingFaceTB/SmolLM2-135M-Instruct
 """
@@ -23,9 +23,21 @@ Examples:
 
 def test(
     files: Annotated[list[str], typer.Argument(metavar="CASES.yaml...", help="Grammar test files.")],
-    backend: Annotated[str, typer.Option("--backend", "-b", help="A backend name, or 'all' for every backend that supports the grammar's kind.")] = "all",
-    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="Model id, folder, .gguf or tokenizer.json. Default: the embedded SmolLM2 tokenizer.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="JSONL on stdout: one record per case and backend, then one per file.")] = False,
+    backend: Annotated[
+        str,
+        typer.Option(
+            "--backend", "-b", help="A backend name, or 'all' for every backend that supports the grammar's kind."
+        ),
+    ] = "all",
+    tokenizer: Annotated[
+        Optional[str],
+        typer.Option(
+            "--tokenizer", help="Model id, folder, .gguf or tokenizer.json. Default: the embedded SmolLM2 tokenizer."
+        ),
+    ] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="JSONL on stdout: one record per case and backend, then one per file.")
+    ] = False,
 ) -> None:
     """Check that a grammar accepts and rejects what its test file says, on every backend.
 
@@ -37,8 +49,8 @@ def test(
     2 malformed test file or bad flags.
     """
     from sgcli.backends import check_supports
-    from sgcli.grammar_tests import load_suite, run_suite
-    from sgcli.matching import select_backends
+    from sgcli.grammar_dev.grammar_tests import load_suite, run_suite
+    from sgcli.grammar_dev.matching import select_backends
     from sgcli.tokenizers import load_tokenizer
 
     suites = [load_suite(f) for f in files]  # a malformed file fails (exit 2) before any compile
@@ -60,14 +72,35 @@ def test(
 
 def _json(report) -> None:
     for o in report.outcomes:
-        json_line({"type": "case", "file": report.suite.path, "case": o.case.index + 1, "line": o.case.line,
-                   "description": o.case.description, "input": o.case.input, "accept": o.case.accept,
-                   "backend": o.backend, "passed": o.passed, "checked": o.checked, "problems": o.problems,
-                   "notes": o.notes})
-    json_line({"type": "file", "file": report.suite.path, "kind": report.suite.spec.kind.value, "ok": report.ok,
-               "backends": [{"name": b.name, "status": b.status, "message": b.message, "cache": b.cache}
-                            for b in report.backends],
-               "passed": sum(o.passed for o in report.outcomes), "failed": sum(not o.passed for o in report.outcomes)})
+        json_line(
+            {
+                "type": "case",
+                "file": report.suite.path,
+                "case": o.case.index + 1,
+                "line": o.case.line,
+                "description": o.case.description,
+                "input": o.case.input,
+                "accept": o.case.accept,
+                "backend": o.backend,
+                "passed": o.passed,
+                "checked": o.checked,
+                "problems": o.problems,
+                "notes": o.notes,
+            }
+        )
+    json_line(
+        {
+            "type": "file",
+            "file": report.suite.path,
+            "kind": report.suite.spec.kind.value,
+            "ok": report.ok,
+            "backends": [
+                {"name": b.name, "status": b.status, "message": b.message, "cache": b.cache} for b in report.backends
+            ],
+            "passed": sum(o.passed for o in report.outcomes),
+            "failed": sum(not o.passed for o in report.outcomes),
+        }
+    )
 
 
 def _show(report) -> None:
@@ -96,13 +129,18 @@ def _show(report) -> None:
     for o in report.outcomes:
         if not o.passed:
             where = f"{suite.path}:{o.case.line}" if o.case.line else suite.path
-            out.print(f"{escape(where)}: case {o.case.index + 1} failed on {o.backend}: input {escape(_short(o.case.input, 60))}")
+            out.print(
+                f"{escape(where)}: case {o.case.index + 1} failed on {o.backend}: "
+                f"input {escape(_short(o.case.input, 60))}"
+            )
             for problem in o.problems:
                 out.print(f"  {escape(problem)}")
     noted = [o for o in report.outcomes if o.notes]
     if noted:
-        out.print(f"[dim]{len(noted)} case run(s) took tokens the mask forbids (the backend steers decoding to "
-                  f"another tokenization; see --json for each):[/]")
+        out.print(
+            f"[dim]{len(noted)} case run(s) took tokens the mask forbids (the backend steers decoding to "
+            f"another tokenization; see --json for each):[/]"
+        )
         for o in noted[:3]:
             out.print(f"[dim]  case {o.case.index + 1} on {o.backend}: {escape(o.notes[0])}[/]")
     passed = sum(o.passed for o in report.outcomes)

@@ -9,8 +9,10 @@ import typer
 from sgcli.cli.common import handles_errors, json_line, out
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK
 
-TOKENIZER_HELP = ("Hugging Face id or folder, tokenizer.json, .gguf file, mistral:tekken[-240718|-240911], "
-                  "mistral:v1|v2|v3|v7, or 'default' (the embedded SmolLM2).")
+TOKENIZER_HELP = (
+    "Hugging Face id or folder, tokenizer.json, .gguf file, mistral:tekken[-240718|-240911], "
+    "mistral:v1|v2|v3|v7, or 'default' (the embedded SmolLM2)."
+)
 
 app = typer.Typer(help="Inspect and compare tokenizer vocabularies.", no_args_is_help=True)
 
@@ -66,12 +68,27 @@ def _print_inspect(r: dict) -> None:
         ("prefix space", "yes (SentencePiece dummy prefix)" if r["add_prefix_space"] else "no"),
     ]
     bc, tc, rb = r["byte_collisions"], r["text_collisions"], r["reachable_bytes"]
-    rows.append(("byte collisions", "none: every ordinary id has distinct bytes" if not bc["groups"] else
-                 f"{bc['ids']} ids share bytes with another ({bc['groups']} groups)"))
-    rows.append(("text collisions", "none" if not tc["groups"] else
-                 f"{tc['ids']} ids would collapse if keyed by decoded text ({tc['groups']} groups)"))
-    reach = f"{rb['count']}/256" + ("" if rb["all"] else " (missing " + " ".join(rb["missing"][:16])
-                                    + (" …" if len(rb["missing"]) > 16 else "") + ")")
+    rows.append(
+        (
+            "byte collisions",
+            "none: every ordinary id has distinct bytes"
+            if not bc["groups"]
+            else f"{bc['ids']} ids share bytes with another ({bc['groups']} groups)",
+        )
+    )
+    rows.append(
+        (
+            "text collisions",
+            "none"
+            if not tc["groups"]
+            else f"{tc['ids']} ids would collapse if keyed by decoded text ({tc['groups']} groups)",
+        )
+    )
+    reach = f"{rb['count']}/256" + (
+        ""
+        if rb["all"]
+        else " (missing " + " ".join(rb["missing"][:16]) + (" …" if len(rb["missing"]) > 16 else "") + ")"
+    )
     rows.append(("reachable bytes", reach))
     if r["chat_template"]:
         rows.append(("chat templates", ", ".join(r["chat_template"]["names"])))
@@ -133,8 +150,10 @@ def _print_diff(r: dict) -> None:
         out.print(f"[yellow]size[/]: b has {r['size_difference']:+d} ids")
     d = r["differing_bytes"]
     if d["count"]:
-        out.print(f"[yellow]bytes[/]: {d['count']} ids differ, e.g. "
-                  + _escape("; ".join(f"{e['id']}: {e['a']!r} vs {e['b']!r}" for e in d["examples"])))
+        out.print(
+            f"[yellow]bytes[/]: {d['count']} ids differ, e.g. "
+            + _escape("; ".join(f"{e['id']}: {e['a']!r} vs {e['b']!r}" for e in d["examples"]))
+        )
     for side in ("a", "b"):
         only = r[f"special_only_in_{side}"]
         if only:

@@ -8,8 +8,8 @@ with one `Finished` that says why it stopped.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -79,9 +79,17 @@ def cache_keyword(model) -> str:
     return "cache" if "cache" in params else "past_key_values"
 
 
-def decode(lm: LoadedModel, prompt_ids: list[int], compiled: Compiled, *, params: SamplingParams,
-           max_tokens: int, stop: Sequence[str] = (), min_tokens: int = 0,
-           think_end: str | None = None) -> Iterator[TokenEvent | Finished]:
+def decode(
+    lm: LoadedModel,
+    prompt_ids: list[int],
+    compiled: Compiled,
+    *,
+    params: SamplingParams,
+    max_tokens: int,
+    stop: Sequence[str] = (),
+    min_tokens: int = 0,
+    think_end: str | None = None,
+) -> Iterator[TokenEvent | Finished]:
     """Decode up to `max_tokens`; stop tokens are masked out until `min_tokens` are generated.
 
     With `think_end` (reasoning models), the model first thinks freely; the constraint
@@ -171,6 +179,15 @@ def decode(lm: LoadedModel, prompt_ids: list[int], compiled: Compiled, *, params
     text += detok.flush() if reason != "stop" or not stop else ""
     if len(text) > emitted:
         yield TokenEvent(ids[-1] if ids else -1, text[emitted:])
-    yield Finished(reason, text, ids, len(prompt_ids), first_token_s, time.perf_counter() - start,
-                   mask_s, grammar_complete=not thinking and (matcher.can_stop() or matcher.is_terminated()),
-                   error=error, reasoning=reasoning if think_end is not None else None)
+    yield Finished(
+        reason,
+        text,
+        ids,
+        len(prompt_ids),
+        first_token_s,
+        time.perf_counter() - start,
+        mask_s,
+        grammar_complete=not thinking and (matcher.can_stop() or matcher.is_terminated()),
+        error=error,
+        reasoning=reasoning if think_end is not None else None,
+    )

@@ -11,13 +11,13 @@ import contextlib
 import json
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from sgcli.cache import converted_dir
+from sgcli.cache.paths import converted_dir
+from sgcli.engine.models import ModelRef
 from sgcli.errors import UserError
-from sgcli.models import ModelRef
 
 Progress = Callable[[str, int, int], None]  # (stage description, step, total steps)
 
@@ -119,8 +119,14 @@ def convert_gguf(gguf: Path, progress: Progress | None = None) -> Path:
     return out
 
 
-def load_model(ref: ModelRef, *, device: str = "auto", dtype: str = "auto",
-               progress: Progress | None = None, threads: int | None = None) -> LoadedModel:
+def load_model(
+    ref: ModelRef,
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+    progress: Progress | None = None,
+    threads: int | None = None,
+) -> LoadedModel:
     """Load a causal LM. `threads` sets torch's CPU threads: on a machine whose cores are busy
     with other work, fewer threads than cores avoids torch's threads waiting on each other."""
     import torch
@@ -141,8 +147,10 @@ def load_model(ref: ModelRef, *, device: str = "auto", dtype: str = "auto",
     try:
         model = AutoModelForCausalLM.from_pretrained(location, dtype=torch_dtype)
     except OSError as exc:
-        raise UserError(f"cannot load model '{ref.location}': {str(exc).splitlines()[0]}",
-                        hint="pass a local folder with config.json and weights, a .gguf file, or a reachable hub id") from None
+        raise UserError(
+            f"cannot load model '{ref.location}': {str(exc).splitlines()[0]}",
+            hint="pass a local folder with config.json and weights, a .gguf file, or a reachable hub id",
+        ) from None
     except ValueError as exc:
         raise UserError(f"'{ref.location}' is not a causal language model transformers can load: {exc}") from None
     model.to(dev)

@@ -6,15 +6,16 @@ prompt, decodes, validates, and ends in one JSON-ready record.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from sgcli.backends.base import Compiled
+from sgcli.constraints.validate import validate
 from sgcli.engine.decode import Finished, TokenEvent, decode
 from sgcli.engine.loader import LoadedModel
 from sgcli.engine.sampling import SamplingParams
 from sgcli.tokenizers.base import Tokenizer
-from sgcli.validate import validate
 
 
 @dataclass
@@ -66,8 +67,15 @@ class Session:
     def stream(self, req: Request) -> Iterator[TokenEvent | Done]:
         text, ids, notices = self.render(req)
         finished: Finished | None = None
-        for event in decode(self.lm, ids, self.compiled, params=self.params,
-                            max_tokens=self.max_tokens, stop=self.stop, think_end=self.think_end):
+        for event in decode(
+            self.lm,
+            ids,
+            self.compiled,
+            params=self.params,
+            max_tokens=self.max_tokens,
+            stop=self.stop,
+            think_end=self.think_end,
+        ):
             if isinstance(event, Finished):
                 finished = event
             else:
@@ -76,8 +84,9 @@ class Session:
         yield Done(self.record(req, finished), notices)
 
     def record(self, req: Request, f: Finished) -> dict:
-        verdict = validate(self.compiled.spec, f.output, finish_reason=f.finish_reason,
-                           grammar_complete=f.grammar_complete)
+        verdict = validate(
+            self.compiled.spec, f.output, finish_reason=f.finish_reason, grammar_complete=f.grammar_complete
+        )
         errors = list(verdict.errors)
         if f.error and f.error not in errors:
             errors.insert(0, f.error)

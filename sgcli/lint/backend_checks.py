@@ -12,14 +12,17 @@ import re
 from dataclasses import dataclass, field, replace
 
 from sgcli.backends.base import Compiled, CompileWarning
+from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import UserError
 from sgcli.lint.diagnostic import Diagnostic, at_offset
 from sgcli.lint.regex_parse import RegexFeature
-from sgcli.spec import ConstraintSpec, Kind
 
 _REGEX_POSITION = re.compile(r"at position (\d+)")
-_PREFIXES = [re.compile(r"^.*? rejected by \S+: "), re.compile(r"^[\w /]*error at line \d+, column \d+: ", re.I),
-             re.compile(r"\[[\d:]+\] \S+:\d+: ")]
+_PREFIXES = [
+    re.compile(r"^.*? rejected by \S+: "),
+    re.compile(r"^[\w /]*error at line \d+, column \d+: ", re.I),
+    re.compile(r"\[[\d:]+\] \S+:\d+: "),
+]
 
 
 @dataclass
@@ -62,18 +65,25 @@ def compile_error(run: BackendRun, spec: ConstraintSpec, stext) -> Diagnostic:
         keyword_path = _keyword_at(stext, line, col)
         if keyword_path is not None:
             start, end = stext.key_span(keyword_path)
-            return at_offset("J002", spec.text, spec.name, start, end,
-                             f"{run.name} does not implement `{keyword_path[-1]}`: {detail}",
-                             hint="drop or rewrite the keyword, or use a backend that supports it",
-                             backend=run.name)
-    return Diagnostic("S001", f"{run.name} rejects it: {detail}", spec.name, line, col,
-                      hint=run.error.hint, backend=run.name)
+            return at_offset(
+                "J002",
+                spec.text,
+                spec.name,
+                start,
+                end,
+                f"{run.name} does not implement `{keyword_path[-1]}`: {detail}",
+                hint="drop or rewrite the keyword, or use a backend that supports it",
+                backend=run.name,
+            )
+    return Diagnostic(
+        "S001", f"{run.name} rejects it: {detail}", spec.name, line, col, hint=run.error.hint, backend=run.name
+    )
 
 
 def _keyword_at(stext, line: int, col: int | None) -> tuple | None:
     """The schema path of a keyword whose value starts at line:col, if that is one."""
     from sgcli.backends.schema_warnings import iter_subschemas
-    from sgcli.spec import parse_json
+    from sgcli.constraints.spec import parse_json
 
     pointer = stext.pointer_at(_offset_of(stext.text, line, col or 1))
     if not pointer:
@@ -85,7 +95,7 @@ def _keyword_at(stext, line: int, col: int | None) -> tuple | None:
 
 def _path_of(stext, pointer: str) -> tuple:
     """A JSON pointer as a path of keys and list indexes (as `iter_subschemas` spells them)."""
-    from sgcli.jsonpos import pointer_of
+    from sgcli.constraints.jsonpos import pointer_of
 
     path: list = []
     for token in pointer.split("/")[1:]:
@@ -120,8 +130,9 @@ def warning(run: BackendRun, w: CompileWarning, spec: ConstraintSpec, stext) -> 
             return at_offset("S002", spec.text, spec.name, span[0], span[1], message, backend=run.name)
     position = _REGEX_POSITION.search(w.message)
     if spec.kind is Kind.REGEX and position and "\n" not in spec.text:
-        return Diagnostic("S002", message, spec.name, 1, min(int(position.group(1)), max(len(spec.text), 1)),
-                          backend=run.name)
+        return Diagnostic(
+            "S002", message, spec.name, 1, min(int(position.group(1)), max(len(spec.text), 1)), backend=run.name
+        )
     return Diagnostic("S002", message, spec.name, backend=run.name)
 
 
@@ -130,11 +141,13 @@ def neutralized(spec: ConstraintSpec, features: list[RegexFeature]) -> Constrain
     backend's error or warning."""
     text = spec.text
     for f in sorted(features, key=lambda f: f.pos, reverse=True):
-        text = text[:f.pos] + text[f.end:]
+        text = text[: f.pos] + text[f.end :]
     return replace(spec, text=text)
 
 
-def feature_verdicts(runs: list[BackendRun], spec: ConstraintSpec, features: list[RegexFeature], vocab) -> dict[str, str]:
+def feature_verdicts(
+    runs: list[BackendRun], spec: ConstraintSpec, features: list[RegexFeature], vocab
+) -> dict[str, str]:
     """For each backend: "rejects", "ignores" (it warned) or "" (no complaint), judged by
     compiling the file again without the features. Runs whose error or warnings the
     features explain are cleared, so the finding is reported once, as R001."""
@@ -157,7 +170,9 @@ def feature_verdicts(runs: list[BackendRun], spec: ConstraintSpec, features: lis
     return verdicts
 
 
-def feature_diagnostics(spec: ConstraintSpec, features: list[RegexFeature], verdicts: dict[str, str]) -> list[Diagnostic]:
+def feature_diagnostics(
+    spec: ConstraintSpec, features: list[RegexFeature], verdicts: dict[str, str]
+) -> list[Diagnostic]:
     rejecting = [n for n, v in verdicts.items() if v == "rejects"]
     ignoring = [n for n, v in verdicts.items() if v == "ignores"]
     silent = [n for n, v in verdicts.items() if v == ""]
@@ -169,10 +184,18 @@ def feature_diagnostics(spec: ConstraintSpec, features: list[RegexFeature], verd
     if silent:
         parts.append("compiled without complaint by " + ", ".join(silent) + " (check what it matches)")
     tail = "; " + "; ".join(parts) if parts else ""
-    return [at_offset("R001", spec.text, spec.name, f.pos, f.end,
-                      f"{f.what} `{f.source}` cannot be expressed by a token automaton{tail}",
-                      hint="spell the cases out with alternatives, or check this part after generation")
-            for f in features]
+    return [
+        at_offset(
+            "R001",
+            spec.text,
+            spec.name,
+            f.pos,
+            f.end,
+            f"{f.what} `{f.source}` cannot be expressed by a token automaton{tail}",
+            hint="spell the cases out with alternatives, or check this part after generation",
+        )
+        for f in features
+    ]
 
 
 def special_token_literals(spec: ConstraintSpec, grammar, vocab, tokenizer_name: str) -> list[Diagnostic]:
@@ -192,12 +215,20 @@ def special_token_literals(spec: ConstraintSpec, grammar, vocab, tokenizer_name:
             for piece, token_id in specials.items():
                 if piece in node.text:
                     how = "is" if piece == node.text else "contains"
-                    out.append(at_offset("T001", spec.text, spec.name, node.pos, _literal_end(spec.text, node.pos),
-                                         f"literal {how} the special token {piece} (id {token_id}) of {tokenizer_name}: "
-                                         f"backends match it as ordinary text, so the model cannot use its real "
-                                         f"special token here",
-                                         hint="end on the stop token instead, or use a syntax for special tokens "
-                                              "(llguidance Lark: <|name|>)"))
+                    out.append(
+                        at_offset(
+                            "T001",
+                            spec.text,
+                            spec.name,
+                            node.pos,
+                            _literal_end(spec.text, node.pos),
+                            f"literal {how} the special token {piece} (id {token_id}) of {tokenizer_name}: "
+                            f"backends match it as ordinary text, so the model cannot use its real "
+                            f"special token here",
+                            hint="end on the stop token instead, or use a syntax for special tokens "
+                            "(llguidance Lark: <|name|>)",
+                        )
+                    )
                     break
     return out
 

@@ -39,17 +39,37 @@ class Diagnostic:
     def sort_key(self):
         return (self.path, self.line or 0, self.col or 0, self.code, self.backend or "")
 
-    def with_note(self, note: str) -> "Diagnostic":
+    def with_note(self, note: str) -> Diagnostic:
         return replace(self, notes=self.notes + (note,))
 
     def as_dict(self) -> dict:
-        return {"code": self.code, "rule": self.name, "severity": self.severity, "path": self.path,
-                "line": self.line, "col": self.col, "end_line": self.end_line, "end_col": self.end_col,
-                "message": self.message, "hint": self.hint, "backend": self.backend, "notes": list(self.notes)}
+        return {
+            "code": self.code,
+            "rule": self.name,
+            "severity": self.severity,
+            "path": self.path,
+            "line": self.line,
+            "col": self.col,
+            "end_line": self.end_line,
+            "end_col": self.end_col,
+            "message": self.message,
+            "hint": self.hint,
+            "backend": self.backend,
+            "notes": list(self.notes),
+        }
 
 
-def at_offset(code: str, text: str, path: str, start: int, end: int | None, message: str, *,
-              hint: str | None = None, backend: str | None = None) -> Diagnostic:
+def at_offset(
+    code: str,
+    text: str,
+    path: str,
+    start: int,
+    end: int | None,
+    message: str,
+    *,
+    hint: str | None = None,
+    backend: str | None = None,
+) -> Diagnostic:
     """A diagnostic spanning character offsets [start, end) of `text`."""
     line, col = offset_to_line_col(text, start)
     end_line = end_col = None

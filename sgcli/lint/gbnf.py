@@ -159,7 +159,7 @@ def _char_class(r: Reader) -> Chars:
             r.pos += 1
             return Chars(start, ranges, negated)
         lo = _class_char(r)
-        if r.peek() == "-" and r.text[r.pos + 1:r.pos + 2] not in ("]", ""):
+        if r.peek() == "-" and r.text[r.pos + 1 : r.pos + 2] not in ("]", ""):
             r.pos += 1
             hi = _class_char(r)
             if ord(hi) < ord(lo):

@@ -1,6 +1,6 @@
 """Where things are inside a JSON Schema file: keys, values, and characters of strings.
 
-`sgcli.jsonpos` maps JSON pointers to where values start; a lint finding about a
+`sgcli.constraints.jsonpos` maps JSON pointers to where values start; a lint finding about a
 keyword reads better pointing at the key (`"minimum"`), and a regex feature inside a
 `pattern` needs the file offset of each character of the decoded string.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from sgcli.jsonpos import pointer_of, value_offsets
+from sgcli.constraints.jsonpos import pointer_of, value_offsets
 
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
@@ -57,10 +57,10 @@ class SchemaText:
             if text[i] == "\\":
                 esc = text[i + 1]
                 if esc == "u":
-                    code = int(text[i + 2:i + 6], 16)
+                    code = int(text[i + 2 : i + 6], 16)
                     i += 6
                     if 0xD800 <= code < 0xDC00 and text.startswith("\\u", i):  # surrogate pair
-                        low = int(text[i + 2:i + 6], 16)
+                        low = int(text[i + 2 : i + 6], 16)
                         code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
                         i += 6
                     out.append(chr(code))

@@ -15,8 +15,7 @@ from __future__ import annotations
 import json
 import re
 
-from sgcli.lint.grammar_model import (Alt, Chars, Grammar, Lit, Node, Opaque, ParseError, Ref, Rep, Rule,
-                                      Seq)
+from sgcli.lint.grammar_model import Alt, Chars, Grammar, Lit, Node, Opaque, ParseError, Ref, Rep, Rule, Seq
 from sgcli.lint.reader import Reader
 from sgcli.lint.regex_parse import parse_regex
 
@@ -27,10 +26,33 @@ _TILDE = re.compile(r"~\s*(\d+)(?:\s*\.\.\s*(\d+))?")
 _DIRECTIVE = re.compile(r"%([a-z_]+)")
 # Terminals Lark's `%import common` provides (and llguidance's built-in copy of it).
 COMMON_TERMINALS = {
-    "DIGIT", "HEXDIGIT", "INT", "SIGNED_INT", "DECIMAL", "_EXP", "FLOAT", "SIGNED_FLOAT", "NUMBER",
-    "SIGNED_NUMBER", "_STRING_INNER", "_STRING_ESC_INNER", "ESCAPED_STRING", "LETTER", "WORD", "LCASE_LETTER",
-    "UCASE_LETTER", "CNAME", "WS_INLINE", "WS", "CR", "LF", "NEWLINE", "SH_COMMENT", "CPP_COMMENT",
-    "C_COMMENT", "SQL_COMMENT",
+    "DIGIT",
+    "HEXDIGIT",
+    "INT",
+    "SIGNED_INT",
+    "DECIMAL",
+    "_EXP",
+    "FLOAT",
+    "SIGNED_FLOAT",
+    "NUMBER",
+    "SIGNED_NUMBER",
+    "_STRING_INNER",
+    "_STRING_ESC_INNER",
+    "ESCAPED_STRING",
+    "LETTER",
+    "WORD",
+    "LCASE_LETTER",
+    "UCASE_LETTER",
+    "CNAME",
+    "WS_INLINE",
+    "WS",
+    "CR",
+    "LF",
+    "NEWLINE",
+    "SH_COMMENT",
+    "CPP_COMMENT",
+    "C_COMMENT",
+    "SQL_COMMENT",
 }
 
 
@@ -103,7 +125,7 @@ class _LarkReader(Reader):
             start_json = self.pos
             self.json_object()
             try:
-                options = json.loads(self.text[start_json:self.pos])
+                options = json.loads(self.text[start_json : self.pos])
             except ValueError:
                 raise self.error("%llguidance needs a JSON object", start_json) from None
             if isinstance(options, dict):
@@ -115,12 +137,12 @@ class _LarkReader(Reader):
         """`%import common.WS`, `%import common.WS -> SPACE`, `%import common (WS, NUMBER)`."""
         line_end = self.text.find("\n", self.pos)
         line_end = len(self.text) if line_end < 0 else line_end
-        spec = self.text[self.pos:line_end].split("//")[0].split("#")[0].strip()
+        spec = self.text[self.pos : line_end].split("//")[0].split("#")[0].strip()
         self.pos = line_end
         if "->" in spec:
             return {spec.split("->")[1].strip()}
         if "(" in spec:
-            inside = spec[spec.index("(") + 1:spec.rindex(")")] if ")" in spec else ""
+            inside = spec[spec.index("(") + 1 : spec.rindex(")")] if ")" in spec else ""
             return {n.strip() for n in inside.split(",") if n.strip()}
         return {spec.rsplit(".", 1)[-1]} if spec else set()
 
@@ -173,8 +195,13 @@ class _LarkReader(Reader):
         items: list[Node] = []
         while True:
             self.skip_space()
-            if self.eof() or self.peek() in "|)]&" or self.startswith("->") or self.startswith("%if") \
-                    or self.at_new_definition():
+            if (
+                self.eof()
+                or self.peek() in "|)]&"
+                or self.startswith("->")
+                or self.startswith("%if")
+                or self.at_new_definition()
+            ):
                 break
             element_start = self.pos
             items.append(self.postfix(self.atom(), element_start))
@@ -225,7 +252,7 @@ class _LarkReader(Reader):
                 self.skip_space(newlines=False)
                 hi = self.string()
                 if len(lit.text) != 1 or len(hi) != 1:
-                    raise self.error("a range needs one-character strings: \"a\"..\"z\"", start)
+                    raise self.error('a range needs one-character strings: "a".."z"', start)
                 return Chars(start, [(ord(lit.text), ord(hi))])
             return lit
         if ch == "/":
@@ -242,10 +269,10 @@ class _LarkReader(Reader):
             return Opaque(start, f"@{m.group()}", nullable=None)
         if ch == "<":
             end = self.text.find(">", self.pos)
-            if end < 0 or "\n" in self.text[self.pos:end]:
+            if end < 0 or "\n" in self.text[self.pos : end]:
                 raise self.error("unclosed special token '<...>'")
             self.pos = end + 1
-            return Opaque(start, f"special token {self.text[start:end + 1]}", nullable=False)
+            return Opaque(start, f"special token {self.text[start : end + 1]}", nullable=False)
         if self.startswith("%json") or self.startswith("%regex"):
             word = "%json" if self.startswith("%json") else "%regex"
             self.pos += len(word)

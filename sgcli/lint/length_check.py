@@ -32,9 +32,10 @@ def shortest_sentence(grammar=None, schema=None, has_schema: bool = False) -> st
     return None
 
 
-def too_long(spec, sentence: str, vocab, compiled_runs, max_tokens: int, tokenizer_name: str,
-             root_span: tuple[int, int] | None) -> list[Diagnostic]:
-    from sgcli.matching import feed
+def too_long(
+    spec, sentence: str, vocab, compiled_runs, max_tokens: int, tokenizer_name: str, root_span: tuple[int, int] | None
+) -> list[Diagnostic]:
+    from sgcli.grammar_dev.matching import feed
 
     ids = fewest_tokens(vocab, sentence.encode("utf-8"))
     if ids is None or len(ids) <= max_tokens:
@@ -43,9 +44,11 @@ def too_long(spec, sentence: str, vocab, compiled_runs, max_tokens: int, tokeniz
     if not confirmed:
         return []
     shown = sentence if len(sentence) <= 60 else sentence[:59] + "…"
-    message = (f"the shortest output allowed, {json.dumps(shown, ensure_ascii=False)} ({len(sentence.encode())} bytes), "
-               f"takes {len(ids)} tokens of {tokenizer_name} at the fewest; --max-tokens {max_tokens} cuts every "
-               f"output before the grammar can end")
+    message = (
+        f"the shortest output allowed, {json.dumps(shown, ensure_ascii=False)} ({len(sentence.encode())} bytes), "
+        f"takes {len(ids)} tokens of {tokenizer_name} at the fewest; --max-tokens {max_tokens} cuts every "
+        f"output before the grammar can end"
+    )
     hint = f"raise --max-tokens to at least {len(ids)}, or shorten what the grammar requires"
     note = "confirmed on the matcher of " + ", ".join(confirmed)
     if root_span is None:

@@ -18,7 +18,7 @@ class Reader:
         return self.pos >= len(self.text)
 
     def peek(self, n: int = 1) -> str:
-        return self.text[self.pos:self.pos + n]
+        return self.text[self.pos : self.pos + n]
 
     def startswith(self, s: str) -> bool:
         return self.text.startswith(s, self.pos)
@@ -63,9 +63,9 @@ class Reader:
         if ch in _HEX_ESCAPES:
             if ch == "u" and self.peek() == "{":  # \u{1F600}
                 end = self.text.find("}", self.pos)
-                digits, after = (self.text[self.pos + 1:end], end + 1) if end > 0 else ("", self.pos)
+                digits, after = (self.text[self.pos + 1 : end], end + 1) if end > 0 else ("", self.pos)
             else:
-                digits = self.text[self.pos:self.pos + _HEX_ESCAPES[ch]]
+                digits = self.text[self.pos : self.pos + _HEX_ESCAPES[ch]]
                 after = self.pos + _HEX_ESCAPES[ch]
             try:
                 value = int(digits, 16)

@@ -9,17 +9,33 @@ lookaround, backreferences, word boundaries and anchors in the middle of a patte
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from sgcli.lint.grammar_model import Alt, Chars, Lit, Node, Opaque, ParseError, Rep, Seq
 
-WHITESPACE = [(9, 13), (32, 32), (0x85, 0x85), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
-              (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000)]
+WHITESPACE = [
+    (9, 13),
+    (32, 32),
+    (0x85, 0x85),
+    (0xA0, 0xA0),
+    (0x1680, 0x1680),
+    (0x2000, 0x200A),
+    (0x2028, 0x2029),
+    (0x202F, 0x202F),
+    (0x205F, 0x205F),
+    (0x3000, 0x3000),
+]
 DIGITS = [(48, 57)]
 WORD = [(48, 57), (65, 90), (95, 95), (97, 122)]
-_CLASS_ESCAPES = {"d": (DIGITS, False), "D": (DIGITS, True), "w": (WORD, False), "W": (WORD, True),
-                  "s": (WHITESPACE, False), "S": (WHITESPACE, True)}
+_CLASS_ESCAPES = {
+    "d": (DIGITS, False),
+    "D": (DIGITS, True),
+    "w": (WORD, False),
+    "W": (WORD, True),
+    "s": (WHITESPACE, False),
+    "S": (WHITESPACE, True),
+}
 _CHAR_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0", "a": "\a", "e": "\x1b"}
 _QUANT = re.compile(r"\{(\d*)(,?)(\d*)\}")
 
@@ -61,7 +77,7 @@ class _Parser:
         return ParseError(message, self.to_file(min(self.i, max(len(self.src) - 1, 0))))
 
     def feature(self, what: str, start: int) -> None:
-        self.features.append(RegexFeature(what, self.to_file(start), self.to_file(self.i), self.src[start:self.i]))
+        self.features.append(RegexFeature(what, self.to_file(start), self.to_file(self.i), self.src[start : self.i]))
 
     def alternatives(self, top: bool = False) -> Node:
         start = self.i
@@ -132,8 +148,12 @@ class _Parser:
     def group(self) -> Node:
         start = self.i
         self.i += 1
-        kinds = [("?<=", "lookbehind"), ("?<!", "negative lookbehind"), ("?=", "lookahead"),
-                 ("?!", "negative lookahead")]
+        kinds = [
+            ("?<=", "lookbehind"),
+            ("?<!", "negative lookbehind"),
+            ("?=", "lookahead"),
+            ("?!", "negative lookahead"),
+        ]
         for prefix, what in kinds:
             if self.src.startswith(prefix, self.i):
                 self.i += len(prefix)
@@ -213,10 +233,10 @@ class _Parser:
                 end = self.src.find("}", self.i)
                 if end < 0:
                     raise self.error(f"unclosed \\{ch}{{...}} escape")
-                digits, self.i = self.src[self.i + 1:end], end + 1
+                digits, self.i = self.src[self.i + 1 : end], end + 1
             else:
                 width = 2 if ch == "x" else 4
-                digits = self.src[self.i:self.i + width]
+                digits = self.src[self.i : self.i + width]
                 self.i += width
             try:
                 return chr(int(digits, 16))

@@ -4,7 +4,7 @@ json-lines, and GitHub Actions workflow commands."""
 from __future__ import annotations
 
 import json
-from typing import Callable
+from collections.abc import Callable
 
 from sgcli.lint.diagnostic import Diagnostic
 
@@ -54,7 +54,7 @@ def _excerpt(d: Diagnostic, text: str | None) -> list[str]:
     else:
         width = 1
     gutter = " " * len(str(d.line))
-    prefix = "".join(ch if ch == "\t" else " " for ch in src[:col - 1])
+    prefix = "".join(ch if ch == "\t" else " " for ch in src[: col - 1])
     return [f"{gutter} |", f"{d.line} | {src}", f"{gutter} | {prefix}{'^' * width}"]
 
 
@@ -91,7 +91,11 @@ def github(diags: list[Diagnostic], sources: dict[str, str]) -> str:
 
 
 RENDERERS: dict[str, Callable[[list[Diagnostic], dict[str, str]], str]] = {
-    "concise": concise, "full": full, "json": as_json, "json-lines": json_lines, "github": github,
+    "concise": concise,
+    "full": full,
+    "json": as_json,
+    "json-lines": json_lines,
+    "github": github,
 }
 
 
@@ -100,5 +104,7 @@ def summary(diags: list[Diagnostic], files: int) -> str:
         return f"All checks passed ({files} file{'s' if files != 1 else ''})."
     errors = sum(d.severity == "error" for d in diags)
     warnings = len(diags) - errors
-    return (f"Found {len(diags)} diagnostic{'s' if len(diags) != 1 else ''} in {files} file{'s' if files != 1 else ''} "
-            f"({errors} error{'s' if errors != 1 else ''}, {warnings} warning{'s' if warnings != 1 else ''}).")
+    return (
+        f"Found {len(diags)} diagnostic{'s' if len(diags) != 1 else ''} in {files} file{'s' if files != 1 else ''} "
+        f"({errors} error{'s' if errors != 1 else ''}, {warnings} warning{'s' if warnings != 1 else ''})."
+    )

@@ -50,108 +50,213 @@ class LintRule:
 
 
 _ALL = [
-    LintRule("S001", "compile-error", ERROR, "backend",
-             "A backend rejects the file; reported where the backend says, one diagnostic per backend.",
-             "Each backend has its own dialect: xgrammar's EBNF wants `\"\"` for an empty alternative, llguidance "
-             "refuses lookaround in regexes, outlines-core has no grammars at all. A file only one backend "
-             "accepts pins you to that backend in production.",
-             'ws ::= | " "        # xgrammar: Expect element, but got |',
-             'ws ::= "" | " "'),
-    LintRule("S002", "backend-warning", WARNING, "backend",
-             "A backend weakened or ignored part of the constraint while compiling (its own warning).",
-             "Grammar libraries log these from native code to stderr, where they scroll past unseen: xgrammar "
-             "treats `oneOf` as `anyOf`, drops `minLength`/`maxLength` beside `pattern`, ignores anchors in the "
-             "middle of a regex. sgcli captures them and places each at the schema location it is about "
-             "(its JSON pointer).",
-             '{"oneOf": [{"type": "integer"}, {"type": "number"}]}',
-             "make the branches disjoint, or accept anyOf semantics"),
-    LintRule("S003", "invalid-json-schema", ERROR, "structure",
-             "The schema file is not valid JSON, or not a valid JSON Schema (meta-schema validation).",
-             "Backends disagree about malformed schemas: some refuse them, some compile whatever they "
-             "understand. sgcli checks the file itself first and points at the offending value.",
-             '{"type": "integer", "minimum": "5"}', '{"type": "integer", "minimum": 5}'),
-    LintRule("S004", "unreadable-structure", WARNING, "structure",
-             "sgcli's own reader cannot parse the file, so the G, W and R rules did not run on it.",
-             "Reported only when no backend rejected the file (otherwise S001 already says what is wrong). "
-             "It means the file uses syntax sgcli does not know; the backends' own checks still ran.",
-             "", "report the construct to sgcli, or --ignore S004"),
-    LintRule("G001", "undefined-rule", ERROR, "structure",
-             "A rule refers to a name no rule defines.",
-             "Backends reject the whole grammar at the first undefined name; sgcli lists every one.",
-             'root ::= greeting " " name\ngreeting ::= "hi"', 'define `name`, or fix the spelling'),
-    LintRule("G002", "unused-rule", WARNING, "structure",
-             "A rule cannot be reached from the root rule (`root` in GBNF, `start` in Lark).",
-             "An unreachable rule is dead code, and often a sign that a reference to it was misspelled or "
-             "forgotten. `%ignore` counts as a use in Lark.",
-             'root ::= "a"\nunused ::= "b"', "remove it, or refer to it"),
-    LintRule("G003", "duplicate-rule", ERROR, "structure",
-             "A name is defined more than once.",
-             "xgrammar and Lark reject a second definition; an engine that accepts it keeps only one of the "
-             "bodies. Either way one of them is not what you meant.",
-             'b ::= "x"\nb ::= "y"', 'merge them: b ::= "x" | "y"'),
-    LintRule("G004", "left-recursion", WARNING, "structure",
-             "A GBNF rule can reach itself without consuming input first (left recursion).",
-             "llama.cpp's GBNF engine rejects left-recursive grammars, so a GBNF file that uses it only works "
-             "with Earley-based backends (xgrammar, llguidance). Applies to GBNF/EBNF only: in Lark, left "
-             "recursion is idiomatic and llguidance prefers it.",
-             'expr ::= expr "+" term | term', 'expr ::= term ("+" term)*'),
-    LintRule("G005", "nullable-root", WARNING, "structure",
-             "The root rule accepts the empty string.",
-             "A model may then stop at once and return nothing, and every backend will call that valid.",
-             "root ::= item*", "root ::= item+"),
-    LintRule("G006", "nested-unbounded-repetition", WARNING, "structure",
-             "An unbounded repetition whose body is itself an unbounded repetition, as in `(x+)*`.",
-             "The same text splits into iterations in exponentially many ways: regex engines backtrack "
-             "catastrophically, and Earley parsers carry every split. Followed through rule references "
-             "(in Lark, not into terminals from a parser rule: the lexer matches a terminal as a whole).",
-             'root ::= ([a-z]+)*', 'root ::= [a-z]*'),
-    LintRule("G007", "missing-root", ERROR, "structure",
-             "The grammar has no root rule (`root` in GBNF, `start` in Lark).",
-             "Backends start matching from the root rule; without it nothing can be generated.",
-             'main ::= "a"', 'root ::= "a"'),
-    LintRule("W001", "unbounded-whitespace", WARNING, "structure",
-             "Whitespace can repeat without bound (`[ \\t\\n]*`, `\\s+`, `%ignore WS`).",
-             "The classic runaway failure reported against vLLM and outlines: once a model starts emitting "
-             "newlines or spaces where the grammar allows any number, it often never stops and the output "
-             "is cut at the token limit. Bound the repetition.",
-             "ws ::= [ \\t\\n]*", "ws ::= [ \\t\\n]{0,20}"),
-    LintRule("W002", "unbounded-json-whitespace", WARNING, "backend",
-             "A backend's JSON grammar lets whitespace between JSON tokens run without bound.",
-             "Verified on each backend's matcher: a valid instance with 64 extra spaces after its first "
-             "token is still accepted. Choose a bounded layout when generating.",
-             "sgcli generate --schema s.json", "--max-whitespace 4, --json-whitespace compact or --indent 2"),
-    LintRule("J001", "unenforced-keyword", ERROR, "backend",
-             "A backend compiles the schema but silently ignores one of its keywords.",
-             "For each keyword, sgcli builds an instance that is valid except for that one keyword (checked "
-             "with the jsonschema library) and walks its tokens through the backend's matcher. If the matcher "
-             "accepts it, the backend does not enforce the keyword and can generate output the schema forbids.",
-             '{"type": "array", "uniqueItems": true}', "validate outputs after generation, or use a backend that enforces it"),
-    LintRule("J002", "rejected-keyword", ERROR, "backend",
-             "A backend refuses to compile the schema because of a keyword it does not implement.",
-             "Reported at the keyword instead of as a generic compile error (S001).",
-             '{"not": {"type": "string"}}', "drop the keyword or use a backend that supports it"),
-    LintRule("R001", "regex-feature", ERROR, "structure",
-             "A regex uses a feature a token automaton cannot express: lookahead, lookbehind, backreference, "
-             "word boundary, or an anchor in the middle of the pattern.",
-             "Constrained decoding compiles regexes to finite automata, which cannot look around or remember "
-             "a captured group. Backends reject these features, or worse, ignore them with a warning; the "
-             "message names what each chosen backend does.",
-             "(\\w+) \\1", "spell the alternatives out, or validate after generation"),
-    LintRule("T001", "special-token-literal", WARNING, "tokenizer",
-             "A grammar literal contains the text of a special token of `--tokenizer`.",
-             "Backends match literals against ordinary tokens' bytes, so the model must spell `<|im_end|>` "
-             "out of pieces while its real special token is masked: generation stalls or produces text the "
-             "serving stack will not treat as the token.",
-             'root ::= "answer" "<|im_end|>"',
-             "use the backend's special-token syntax (llguidance Lark: <|im_end|>) or end on the stop token"),
-    LintRule("L001", "max-tokens-too-small", ERROR, "tokenizer",
-             "With `--max-tokens N --tokenizer T`: the shortest output the grammar allows needs more than N tokens.",
-             "Every generation will be cut before the grammar can end, so every output is invalid. sgcli finds "
-             "the shortest sentence from the grammar's structure (the minimal valid instance for a schema), "
-             "splits it into the fewest tokens of T (dynamic programming over the vocabulary), and checks "
-             "that each backend's matcher accepts those tokens. A longer sentence could in rare cases take "
-             "fewer tokens; the message shows the sentence it measured.",
-             '--max-tokens 3 with root ::= "a long fixed preamble"', "raise --max-tokens or shorten the grammar"),
+    LintRule(
+        "S001",
+        "compile-error",
+        ERROR,
+        "backend",
+        "A backend rejects the file; reported where the backend says, one diagnostic per backend.",
+        'Each backend has its own dialect: xgrammar\'s EBNF wants `""` for an empty alternative, llguidance '
+        "refuses lookaround in regexes, outlines-core has no grammars at all. A file only one backend "
+        "accepts pins you to that backend in production.",
+        'ws ::= | " "        # xgrammar: Expect element, but got |',
+        'ws ::= "" | " "',
+    ),
+    LintRule(
+        "S002",
+        "backend-warning",
+        WARNING,
+        "backend",
+        "A backend weakened or ignored part of the constraint while compiling (its own warning).",
+        "Grammar libraries log these from native code to stderr, where they scroll past unseen: xgrammar "
+        "treats `oneOf` as `anyOf`, drops `minLength`/`maxLength` beside `pattern`, ignores anchors in the "
+        "middle of a regex. sgcli captures them and places each at the schema location it is about "
+        "(its JSON pointer).",
+        '{"oneOf": [{"type": "integer"}, {"type": "number"}]}',
+        "make the branches disjoint, or accept anyOf semantics",
+    ),
+    LintRule(
+        "S003",
+        "invalid-json-schema",
+        ERROR,
+        "structure",
+        "The schema file is not valid JSON, or not a valid JSON Schema (meta-schema validation).",
+        "Backends disagree about malformed schemas: some refuse them, some compile whatever they "
+        "understand. sgcli checks the file itself first and points at the offending value.",
+        '{"type": "integer", "minimum": "5"}',
+        '{"type": "integer", "minimum": 5}',
+    ),
+    LintRule(
+        "S004",
+        "unreadable-structure",
+        WARNING,
+        "structure",
+        "sgcli's own reader cannot parse the file, so the G, W and R rules did not run on it.",
+        "Reported only when no backend rejected the file (otherwise S001 already says what is wrong). "
+        "It means the file uses syntax sgcli does not know; the backends' own checks still ran.",
+        "",
+        "report the construct to sgcli, or --ignore S004",
+    ),
+    LintRule(
+        "G001",
+        "undefined-rule",
+        ERROR,
+        "structure",
+        "A rule refers to a name no rule defines.",
+        "Backends reject the whole grammar at the first undefined name; sgcli lists every one.",
+        'root ::= greeting " " name\ngreeting ::= "hi"',
+        "define `name`, or fix the spelling",
+    ),
+    LintRule(
+        "G002",
+        "unused-rule",
+        WARNING,
+        "structure",
+        "A rule cannot be reached from the root rule (`root` in GBNF, `start` in Lark).",
+        "An unreachable rule is dead code, and often a sign that a reference to it was misspelled or "
+        "forgotten. `%ignore` counts as a use in Lark.",
+        'root ::= "a"\nunused ::= "b"',
+        "remove it, or refer to it",
+    ),
+    LintRule(
+        "G003",
+        "duplicate-rule",
+        ERROR,
+        "structure",
+        "A name is defined more than once.",
+        "xgrammar and Lark reject a second definition; an engine that accepts it keeps only one of the "
+        "bodies. Either way one of them is not what you meant.",
+        'b ::= "x"\nb ::= "y"',
+        'merge them: b ::= "x" | "y"',
+    ),
+    LintRule(
+        "G004",
+        "left-recursion",
+        WARNING,
+        "structure",
+        "A GBNF rule can reach itself without consuming input first (left recursion).",
+        "llama.cpp's GBNF engine rejects left-recursive grammars, so a GBNF file that uses it only works "
+        "with Earley-based backends (xgrammar, llguidance). Applies to GBNF/EBNF only: in Lark, left "
+        "recursion is idiomatic and llguidance prefers it.",
+        'expr ::= expr "+" term | term',
+        'expr ::= term ("+" term)*',
+    ),
+    LintRule(
+        "G005",
+        "nullable-root",
+        WARNING,
+        "structure",
+        "The root rule accepts the empty string.",
+        "A model may then stop at once and return nothing, and every backend will call that valid.",
+        "root ::= item*",
+        "root ::= item+",
+    ),
+    LintRule(
+        "G006",
+        "nested-unbounded-repetition",
+        WARNING,
+        "structure",
+        "An unbounded repetition whose body is itself an unbounded repetition, as in `(x+)*`.",
+        "The same text splits into iterations in exponentially many ways: regex engines backtrack "
+        "catastrophically, and Earley parsers carry every split. Followed through rule references "
+        "(in Lark, not into terminals from a parser rule: the lexer matches a terminal as a whole).",
+        "root ::= ([a-z]+)*",
+        "root ::= [a-z]*",
+    ),
+    LintRule(
+        "G007",
+        "missing-root",
+        ERROR,
+        "structure",
+        "The grammar has no root rule (`root` in GBNF, `start` in Lark).",
+        "Backends start matching from the root rule; without it nothing can be generated.",
+        'main ::= "a"',
+        'root ::= "a"',
+    ),
+    LintRule(
+        "W001",
+        "unbounded-whitespace",
+        WARNING,
+        "structure",
+        "Whitespace can repeat without bound (`[ \\t\\n]*`, `\\s+`, `%ignore WS`).",
+        "The classic runaway failure reported against vLLM and outlines: once a model starts emitting "
+        "newlines or spaces where the grammar allows any number, it often never stops and the output "
+        "is cut at the token limit. Bound the repetition.",
+        "ws ::= [ \\t\\n]*",
+        "ws ::= [ \\t\\n]{0,20}",
+    ),
+    LintRule(
+        "W002",
+        "unbounded-json-whitespace",
+        WARNING,
+        "backend",
+        "A backend's JSON grammar lets whitespace between JSON tokens run without bound.",
+        "Verified on each backend's matcher: a valid instance with 64 extra spaces after its first "
+        "token is still accepted. Choose a bounded layout when generating.",
+        "sgcli generate --schema s.json",
+        "--max-whitespace 4, --json-whitespace compact or --indent 2",
+    ),
+    LintRule(
+        "J001",
+        "unenforced-keyword",
+        ERROR,
+        "backend",
+        "A backend compiles the schema but silently ignores one of its keywords.",
+        "For each keyword, sgcli builds an instance that is valid except for that one keyword (checked "
+        "with the jsonschema library) and walks its tokens through the backend's matcher. If the matcher "
+        "accepts it, the backend does not enforce the keyword and can generate output the schema forbids.",
+        '{"type": "array", "uniqueItems": true}',
+        "validate outputs after generation, or use a backend that enforces it",
+    ),
+    LintRule(
+        "J002",
+        "rejected-keyword",
+        ERROR,
+        "backend",
+        "A backend refuses to compile the schema because of a keyword it does not implement.",
+        "Reported at the keyword instead of as a generic compile error (S001).",
+        '{"not": {"type": "string"}}',
+        "drop the keyword or use a backend that supports it",
+    ),
+    LintRule(
+        "R001",
+        "regex-feature",
+        ERROR,
+        "structure",
+        "A regex uses a feature a token automaton cannot express: lookahead, lookbehind, backreference, "
+        "word boundary, or an anchor in the middle of the pattern.",
+        "Constrained decoding compiles regexes to finite automata, which cannot look around or remember "
+        "a captured group. Backends reject these features, or worse, ignore them with a warning; the "
+        "message names what each chosen backend does.",
+        "(\\w+) \\1",
+        "spell the alternatives out, or validate after generation",
+    ),
+    LintRule(
+        "T001",
+        "special-token-literal",
+        WARNING,
+        "tokenizer",
+        "A grammar literal contains the text of a special token of `--tokenizer`.",
+        "Backends match literals against ordinary tokens' bytes, so the model must spell `<|im_end|>` "
+        "out of pieces while its real special token is masked: generation stalls or produces text the "
+        "serving stack will not treat as the token.",
+        'root ::= "answer" "<|im_end|>"',
+        "use the backend's special-token syntax (llguidance Lark: <|im_end|>) or end on the stop token",
+    ),
+    LintRule(
+        "L001",
+        "max-tokens-too-small",
+        ERROR,
+        "tokenizer",
+        "With `--max-tokens N --tokenizer T`: the shortest output the grammar allows needs more than N tokens.",
+        "Every generation will be cut before the grammar can end, so every output is invalid. sgcli finds "
+        "the shortest sentence from the grammar's structure (the minimal valid instance for a schema), "
+        "splits it into the fewest tokens of T (dynamic programming over the vocabulary), and checks "
+        "that each backend's matcher accepts those tokens. A longer sentence could in rare cases take "
+        "fewer tokens; the message shows the sentence it measured.",
+        '--max-tokens 3 with root ::= "a long fixed preamble"',
+        "raise --max-tokens or shorten the grammar",
+    ),
 ]
 
 RULES: dict[str, LintRule] = {r.code: r for r in _ALL}

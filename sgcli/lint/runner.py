@@ -12,11 +12,11 @@ import functools
 import re
 from dataclasses import dataclass, field
 
+from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.errors import UserError
 from sgcli.lint import backend_checks as bc
 from sgcli.lint.diagnostic import Diagnostic, at_offset
 from sgcli.lint.select import Selection
-from sgcli.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.tokenizers.vocab import RAW, Vocab
 
 BYTE_VOCAB_NAME = "sgcli's 256-byte lint vocabulary"
@@ -27,8 +27,15 @@ def byte_vocab() -> Vocab:
     """One token per byte plus an end token: enough to compile and walk any grammar.
     One shared instance, so backends' per-vocabulary caches (compilers, tokenizers) apply."""
     tokens = [bytes([i]) for i in range(256)] + [b"<|end|>"]
-    return Vocab(tokens, frozenset({256}), (256,), RAW, BYTE_VOCAB_NAME, eos_id=256,
-                 encode=lambda text: list(text.encode("utf-8")))
+    return Vocab(
+        tokens,
+        frozenset({256}),
+        (256,),
+        RAW,
+        BYTE_VOCAB_NAME,
+        eos_id=256,
+        encode=lambda text: list(text.encode("utf-8")),
+    )
 
 
 @dataclass
@@ -52,8 +59,10 @@ class FileResult:
 class Linter:
     def __init__(self, options: LintOptions):
         if options.max_tokens is not None and options.tokenizer is None:
-            raise UserError("--max-tokens needs --tokenizer (token counts depend on the vocabulary)",
-                            hint="e.g. --tokenizer default --max-tokens 64")
+            raise UserError(
+                "--max-tokens needs --tokenizer (token counts depend on the vocabulary)",
+                hint="e.g. --tokenizer default --max-tokens 64",
+            )
         if options.max_tokens is not None and options.max_tokens < 1:
             raise UserError("--max-tokens must be 1 or more")
         self.options = options
@@ -76,7 +85,7 @@ class Linter:
         """The backends to run: the one named (exit 2 if it cannot take this file), or every
         enforcing backend that supports the file's kind and JSON options."""
         from sgcli.backends import check_supports, get_backend, unsupported_reason
-        from sgcli.matching import enforcing_backends
+        from sgcli.grammar_dev.matching import enforcing_backends
 
         if self.options.backend != "all":
             check_supports(self.options.backend, spec)
@@ -92,9 +101,9 @@ class Linter:
         return chosen
 
     def lint(self, path: str) -> FileResult:
-        from sgcli.sources import kind_from_extension, read_text, resolve_library
+        from sgcli.constraints.sources import kind_from_extension, read_text, resolve_library
 
-        if path.startswith("@"):  # a grammar of the library in grammars/
+        if path.startswith("@"):  # a grammar of the library in sgcli/grammars/
             path = resolve_library(path)
         kind = self.options.kind or kind_from_extension(path)
         text, origin = read_text(path, what=f"{kind.label} file")
@@ -125,8 +134,11 @@ class Linter:
 
                 found += Structure(grammar, spec.text, spec.name).run()
 
-        wants_backends = sel.needs("backend") or (features and "R001" in sel) \
+        wants_backends = (
+            sel.needs("backend")
+            or (features and "R001" in sel)
             or (self.options.max_tokens is not None and "L001" in sel)
+        )
         runs = []
         if wants_backends:
             vocab = self.vocab()
@@ -164,8 +176,10 @@ class Linter:
         for c in compiled:
             layout = sc.layout_for(c, base)
             if layout is None:
-                notes.append(f"J001/W002 skipped for {c.backend} on {spec.name}: its matcher rejects the valid "
-                             f"instance sgcli built, {sc.dumps(base, {})[:80]}")
+                notes.append(
+                    f"J001/W002 skipped for {c.backend} on {spec.name}: its matcher rejects the valid "
+                    f"instance sgcli built, {sc.dumps(base, {})[:80]}"
+                )
                 continue
             if "J001" in self.options.selection:
                 out += sc.unenforced(c, layout, probes, stext, spec.name)
@@ -182,20 +196,28 @@ class Linter:
         if sentence is None:
             return []
         root = grammar.definitions().get(grammar.root) if grammar is not None else None
-        return too_long(spec, sentence, self.vocab(), compiled, self.options.max_tokens, self._tokenizer_name,
-                        (root.pos, root.pos + len(root.name)) if root is not None and grammar.syntax != "regex" else None)
+        return too_long(
+            spec,
+            sentence,
+            self.vocab(),
+            compiled,
+            self.options.max_tokens,
+            self._tokenizer_name,
+            (root.pos, root.pos + len(root.name)) if root is not None and grammar.syntax != "regex" else None,
+        )
 
 
 def _schema_problem(spec: ConstraintSpec) -> Diagnostic | None:
     """S003 when the file is not JSON or not a valid JSON Schema."""
-    from sgcli.sources import check_schema
+    from sgcli.constraints.sources import check_schema
 
     try:
         check_schema(spec)
     except UserError as exc:
         loc = exc.location
-        return Diagnostic("S003", exc.message, spec.name, loc.line if loc else None, loc.col if loc else None,
-                          hint=exc.hint)
+        return Diagnostic(
+            "S003", exc.message, spec.name, loc.line if loc else None, loc.col if loc else None, hint=exc.hint
+        )
     return None
 
 
@@ -218,9 +240,19 @@ def _read_grammar(spec: ConstraintSpec):
         parsed = parse_regex(spec.text)
         return Grammar("regex", "regex", [Rule("regex", parsed.node, 0)]), parsed.features, None
     except ParseError as exc:
-        return None, [], at_offset("S004", spec.text, spec.name, exc.pos, None,
-                                   f"sgcli's reader cannot parse this ({exc.message}); the G, W and R rules did not run",
-                                   hint="if a backend accepts the file, this is sgcli's limitation: --ignore S004")
+        return (
+            None,
+            [],
+            at_offset(
+                "S004",
+                spec.text,
+                spec.name,
+                exc.pos,
+                None,
+                f"sgcli's reader cannot parse this ({exc.message}); the G, W and R rules did not run",
+                hint="if a backend accepts the file, this is sgcli's limitation: --ignore S004",
+            ),
+        )
 
 
 def _finish(found: list[Diagnostic], sel: Selection) -> list[Diagnostic]:
@@ -247,10 +279,17 @@ def _absorber(merged: list[Diagnostic], d: Diagnostic) -> Diagnostic | None:
         if d.code == "S001" and other.code[0] == "G" and other.severity == "error":
             if d.line is not None and (other.line, other.col) == (d.line, d.col):
                 return other
-            if d.line is None and any(re.search(rf"['\"`]{re.escape(name)}['\"`]", d.message)
-                                      for name in re.findall(r"`([^`]+)`", other.message)):
+            if d.line is None and any(
+                re.search(rf"['\"`]{re.escape(name)}['\"`]", d.message)
+                for name in re.findall(r"`([^`]+)`", other.message)
+            ):
                 return other
-        if d.code == "S002" and other.code == "J001" and other.backend == d.backend \
-                and d.line is not None and (other.line, other.col) == (d.line, d.col):
+        if (
+            d.code == "S002"
+            and other.code == "J001"
+            and other.backend == d.backend
+            and d.line is not None
+            and (other.line, other.col) == (d.line, d.col)
+        ):
             return other
     return None

@@ -31,7 +31,7 @@ def dumps(value, layout: dict) -> str:
 
 def accepts(compiled: Compiled, text: str) -> bool:
     """Whether the backend's matcher takes `text` (tokenized by the vocabulary) to a stop."""
-    from sgcli.matching import feed
+    from sgcli.grammar_dev.matching import feed
 
     vocab = compiled.vocab
     if vocab.encode is None:
@@ -53,13 +53,12 @@ def _printable(text: str) -> str:
 
 
 def _short(text: str, limit: int = 70) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def unenforced(compiled: Compiled, layout: dict, probes: list[Probe], stext: SchemaText,
-               path: str) -> list[Diagnostic]:
+def unenforced(compiled: Compiled, layout: dict, probes: list[Probe], stext: SchemaText, path: str) -> list[Diagnostic]:
     """J001: keywords whose single-keyword violation the backend's matcher still accepts."""
-    from sgcli.jsonpos import pointer_of
+    from sgcli.constraints.jsonpos import pointer_of
 
     out = []
     for probe in probes:
@@ -67,17 +66,25 @@ def unenforced(compiled: Compiled, layout: dict, probes: list[Probe], stext: Sch
             continue
         span = stext.key_span(probe.path) or (0, None)
         value = _short(json.dumps(probe.value, ensure_ascii=False))
-        out.append(at_offset(
-            "J001", stext.text, path, span[0], span[1],
-            f"`{probe.keyword}` is silently ignored by {compiled.backend}: its matcher accepts an instance that "
-            f"breaks only this keyword (value {value} at {_printable(pointer_of(probe.path[:-1])) or '/'})",
-            hint="validate outputs against the schema after generation, or choose a backend that enforces it",
-            backend=compiled.backend))
+        out.append(
+            at_offset(
+                "J001",
+                stext.text,
+                path,
+                span[0],
+                span[1],
+                f"`{probe.keyword}` is silently ignored by {compiled.backend}: its matcher accepts an instance that "
+                f"breaks only this keyword (value {value} at {_printable(pointer_of(probe.path[:-1])) or '/'})",
+                hint="validate outputs against the schema after generation, or choose a backend that enforces it",
+                backend=compiled.backend,
+            )
+        )
     return out
 
 
-def runaway_whitespace(compiled: Compiled, layout: dict, valid_instance, bounded_flags: list[str],
-                       path: str) -> list[Diagnostic]:
+def runaway_whitespace(
+    compiled: Compiled, layout: dict, valid_instance, bounded_flags: list[str], path: str
+) -> list[Diagnostic]:
     """W002: the backend accepts RUNAWAY_SPACES spaces after the first JSON token."""
     text = dumps(valid_instance, layout)
     cut = 1 if text[:1] in "[{" else 0
@@ -85,14 +92,21 @@ def runaway_whitespace(compiled: Compiled, layout: dict, valid_instance, bounded
     if not accepts(compiled, padded):
         return []
     flags = " or ".join(bounded_flags) if bounded_flags else "a backend with a whitespace bound"
-    return [Diagnostic(
-        "W002", f"{compiled.backend} accepts {RUNAWAY_SPACES} spaces between JSON tokens (no bound on whitespace): "
-        f"a model can emit whitespace until it runs out of tokens", path, 1, 1,
-        hint=f"generate with {flags}", backend=compiled.backend)]
+    return [
+        Diagnostic(
+            "W002",
+            f"{compiled.backend} accepts {RUNAWAY_SPACES} spaces between JSON tokens (no bound on whitespace): "
+            f"a model can emit whitespace until it runs out of tokens",
+            path,
+            1,
+            1,
+            hint=f"generate with {flags}",
+            backend=compiled.backend,
+        )
+    ]
 
 
-BOUNDED_FLAGS = {"max_whitespace": "--max-whitespace 4", "compact": "--json-whitespace compact",
-                 "indent": "--indent 2"}
+BOUNDED_FLAGS = {"max_whitespace": "--max-whitespace 4", "compact": "--json-whitespace compact", "indent": "--indent 2"}
 
 
 def pattern_features(schema, stext: SchemaText) -> list[RegexFeature]:

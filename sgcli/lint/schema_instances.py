@@ -12,15 +12,37 @@ import copy
 import math
 
 _FORMATS = {
-    "date-time": "2024-01-02T03:04:05Z", "date": "2024-01-02", "time": "03:04:05Z", "duration": "P1D",
-    "email": "a@example.com", "idn-email": "a@example.com", "hostname": "example.com",
-    "idn-hostname": "example.com", "ipv4": "192.168.0.1", "ipv6": "::1", "uri": "https://example.com",
-    "uri-reference": "https://example.com", "iri": "https://example.com", "uuid": "123e4567-e89b-12d3-a456-426614174000",
-    "regex": "a", "json-pointer": "/a",
+    "date-time": "2024-01-02T03:04:05Z",
+    "date": "2024-01-02",
+    "time": "03:04:05Z",
+    "duration": "P1D",
+    "email": "a@example.com",
+    "idn-email": "a@example.com",
+    "hostname": "example.com",
+    "idn-hostname": "example.com",
+    "ipv4": "192.168.0.1",
+    "ipv6": "::1",
+    "uri": "https://example.com",
+    "uri-reference": "https://example.com",
+    "iri": "https://example.com",
+    "uuid": "123e4567-e89b-12d3-a456-426614174000",
+    "regex": "a",
+    "json-pointer": "/a",
 }
 _TYPE_KEYWORDS = [
-    ("object", ("properties", "required", "additionalProperties", "minProperties", "maxProperties",
-                "patternProperties", "propertyNames", "dependentRequired")),
+    (
+        "object",
+        (
+            "properties",
+            "required",
+            "additionalProperties",
+            "minProperties",
+            "maxProperties",
+            "patternProperties",
+            "propertyNames",
+            "dependentRequired",
+        ),
+    ),
     ("array", ("items", "prefixItems", "minItems", "maxItems", "uniqueItems", "contains")),
     ("string", ("minLength", "maxLength", "pattern", "format")),
     ("number", ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")),
@@ -87,7 +109,11 @@ class InstanceBuilder:
         if "$ref" in schema:
             target = self.resolve(schema["$ref"])
             rest = {k: v for k, v in schema.items() if k not in ("$ref", "$defs", "definitions")}
-            return self.value(target, depth + 1, variant) if not rest else self.value(_merge(target, rest), depth + 1, variant)
+            return (
+                self.value(target, depth + 1, variant)
+                if not rest
+                else self.value(_merge(target, rest), depth + 1, variant)
+            )
         if "const" in schema:
             return copy.deepcopy(schema["const"])
         if "enum" in schema and schema["enum"]:
@@ -196,8 +222,9 @@ def _num(schema, key):
 def number(schema, integer: bool, variant: int = 0):
     """The smallest value within the bounds (a multiple of multipleOf where given), plus
     `variant` steps, so that distinct variants give distinct values."""
-    lo, xlo, hi, xhi, step = (_num(schema, k) for k in
-                              ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf"))
+    lo, xlo, hi, xhi, step = (
+        _num(schema, k) for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf")
+    )
     lows = [v for v in (lo, None if xlo is None else xlo + 1) if v is not None]
     value = max(lows) if lows else 0
     if integer:

@@ -51,7 +51,7 @@ def _strings(n, kw, v):
     if kw in ("minLength", "maxLength"):
         x = count(n, kw, -1)
     if kw == "minLength" and x > 0:
-        return [v[:x - 1], "a" * (x - 1)]
+        return [v[: x - 1], "a" * (x - 1)]
     if kw == "maxLength" and x >= 0:
         return [v + (v[-1:] or "a") * (x + 1 - len(v)), "a" * (x + 1)]
     if kw == "pattern":
@@ -68,11 +68,11 @@ def _arrays(n, kw, v, builder: InstanceBuilder):
     x = count(n, kw, -1) if kw in ("minItems", "maxItems") else n[kw]
     items = n.get("items", True)
     if kw == "minItems" and x > 0:
-        return [v[:x - 1]]
+        return [v[: x - 1]]
     if kw == "maxItems" and x >= 0:
         extra = [_try(builder, items, len(v) + i) for i in range(x + 1 - len(v))] if items is not False else []
         grown = v + [e for e in extra if e is not _NONE]
-        return [grown[:x + 1]] if len(grown) > x else []
+        return [grown[: x + 1]] if len(grown) > x else []
     if kw == "uniqueItems" and x is True:
         return [v + [v[0]]] if v else []
     if kw == "items" and items is False:
@@ -94,7 +94,7 @@ def _objects(n, kw, v, builder: InstanceBuilder):
         return [{**v, "zz_extra": value} for value in (1, "x", None, True, [], {})]
     if kw == "minProperties" and x > 0:
         keys = sorted(v, key=lambda k: k in required)  # drop optional keys first
-        return [{k: v[k] for k in keys[len(keys) - (x - 1):]}] if len(keys) >= x else []
+        return [{k: v[k] for k in keys[len(keys) - (x - 1) :]}] if len(keys) >= x else []
     if kw == "maxProperties" and x >= 0:
         grown = dict(v)
         for i in range(x + 1 - len(v)):
@@ -125,13 +125,20 @@ def candidates(node: dict, kw: str, v, builder: InstanceBuilder) -> list:
         return _strings(node, kw, v)
     if kw in ("minItems", "maxItems", "uniqueItems", "items", "contains"):
         return _arrays(node, kw, v, builder)
-    if kw in ("required", "additionalProperties", "minProperties", "maxProperties", "dependentRequired",
-              "propertyNames"):
+    if kw in (
+        "required",
+        "additionalProperties",
+        "minProperties",
+        "maxProperties",
+        "dependentRequired",
+        "propertyNames",
+    ):
         return _objects(node, kw, v, builder)
     if kw in ("enum", "const"):
         listed = node["enum"] if kw == "enum" and isinstance(node["enum"], list) else [node.get("const")]
-        near = [x + "_x" for x in listed if isinstance(x, str)] + [x + 1 for x in listed
-                                                                  if isinstance(x, int) and not isinstance(x, bool)]
+        near = [x + "_x" for x in listed if isinstance(x, str)] + [
+            x + 1 for x in listed if isinstance(x, int) and not isinstance(x, bool)
+        ]
         return near + _ANY_VALUES
     if kw == "type":
         return [1.5, "x", 0, None, True, [], {}]

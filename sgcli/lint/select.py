@@ -25,8 +25,7 @@ def _split(values: list[str] | None) -> list[str]:
 def _check(selectors: list[str], flag: str) -> None:
     for s in selectors:
         if s != "ALL" and not any(code.startswith(s) for code in RULES):
-            raise UserError(f"{flag} {s}: no rule code starts with '{s}'",
-                            hint="see `sgcli rule --all` for the codes")
+            raise UserError(f"{flag} {s}: no rule code starts with '{s}'", hint="see `sgcli rule --all` for the codes")
 
 
 def _specificity(selectors: list[str], code: str) -> int:
@@ -45,7 +44,7 @@ class Selection:
     enabled: frozenset[str]
 
     @classmethod
-    def parse(cls, select: list[str] | None, ignore: list[str] | None) -> "Selection":
+    def parse(cls, select: list[str] | None, ignore: list[str] | None) -> Selection:
         chosen, dropped = _split(select) or ["ALL"], _split(ignore)
         _check(chosen, "--select")
         _check(dropped, "--ignore")
@@ -57,7 +56,7 @@ class Selection:
         return cls(frozenset(enabled))
 
     @classmethod
-    def everything(cls) -> "Selection":
+    def everything(cls) -> Selection:
         return cls(frozenset(RULES))
 
     def __contains__(self, code: str) -> bool:

@@ -93,7 +93,7 @@ def regex_sample(pattern: str, min_len: int = 0, variant: int = 0) -> str | None
     return None
 
 
-_tables: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _piece_table(vocab) -> tuple[dict[bytes, int], int]:
@@ -119,7 +119,7 @@ def fewest_tokens(vocab, data: bytes) -> list[int] | None:
         if best[i] is None:
             continue
         for length in range(1, min(longest, n - i) + 1):
-            token = pieces.get(data[i:i + length])
+            token = pieces.get(data[i : i + length])
             if token is not None and (best[i + length] is None or best[i] + 1 < best[i + length]):
                 best[i + length] = best[i] + 1
                 back[i + length] = (i, token)

@@ -106,7 +106,7 @@ class Structure:
         return False
 
     def whitespace_kind(self, node: Node) -> str:
-        """"ws" if every non-empty string `node` matches is whitespace, "empty" if it matches
+        """ "ws" if every non-empty string `node` matches is whitespace, "empty" if it matches
         only the empty string, else "other"."""
         if isinstance(node, Lit):
             return "empty" if node.text == "" else ("ws" if node.text.isspace() else "other")
@@ -162,8 +162,11 @@ class Structure:
                 if ref.name not in known:
                     close = difflib.get_close_matches(ref.name, sorted(self.defs), n=1)
                     hint = f"did you mean `{close[0]}`?" if close else f"define `{ref.name}`"
-                    out.append(self._diag("G001", ref.pos, ref.pos + len(ref.name),
-                                          f"`{ref.name}` is used but never defined", hint))
+                    out.append(
+                        self._diag(
+                            "G001", ref.pos, ref.pos + len(ref.name), f"`{ref.name}` is used but never defined", hint
+                        )
+                    )
         return out
 
     def duplicates(self) -> list[Diagnostic]:
@@ -172,9 +175,15 @@ class Structure:
         for rule in self.g.rules:
             if rule.name in first:
                 line = self.text.count("\n", 0, first[rule.name].pos) + 1
-                out.append(self._diag("G003", rule.pos, rule.pos + len(rule.name),
-                                      f"`{rule.name}` is defined again (first defined on line {line})",
-                                      "merge the definitions into one rule with alternatives"))
+                out.append(
+                    self._diag(
+                        "G003",
+                        rule.pos,
+                        rule.pos + len(rule.name),
+                        f"`{rule.name}` is defined again (first defined on line {line})",
+                        "merge the definitions into one rule with alternatives",
+                    )
+                )
             else:
                 first[rule.name] = rule
         return out
@@ -182,8 +191,11 @@ class Structure:
     def missing_root(self) -> list[Diagnostic]:
         if self.g.root in self.defs or self.g.root in self.g.external:
             return []
-        return [self._diag("G007", 0, None, f"there is no `{self.g.root}` rule to start from",
-                           f"name the top rule `{self.g.root}`")]
+        return [
+            self._diag(
+                "G007", 0, None, f"there is no `{self.g.root}` rule to start from", f"name the top rule `{self.g.root}`"
+            )
+        ]
 
     def unused(self) -> list[Diagnostic]:
         if self.g.root not in self.defs:
@@ -195,10 +207,17 @@ class Structure:
                 if ref.name not in reached and ref.name in self.defs:
                     reached.add(ref.name)
                     stack.append(self.defs[ref.name].body)
-        return [self._diag("G002", r.pos, r.pos + len(r.name),
-                           f"`{r.name}` is never used: it cannot be reached from `{self.g.root}`",
-                           "remove it, or refer to it where it was meant to be used")
-                for name, r in self.defs.items() if name not in reached]
+        return [
+            self._diag(
+                "G002",
+                r.pos,
+                r.pos + len(r.name),
+                f"`{r.name}` is never used: it cannot be reached from `{self.g.root}`",
+                "remove it, or refer to it where it was meant to be used",
+            )
+            for name, r in self.defs.items()
+            if name not in reached
+        ]
 
     def _left_edges(self, node: Node) -> list[Ref]:
         if isinstance(node, Ref):
@@ -217,8 +236,9 @@ class Structure:
         return []
 
     def left_recursion(self) -> list[Diagnostic]:
-        edges = {name: [r for r in self._left_edges(rule.body) if r.name in self.defs]
-                 for name, rule in self.defs.items()}
+        edges = {
+            name: [r for r in self._left_edges(rule.body) if r.name in self.defs] for name, rule in self.defs.items()
+        }
         out, reported = [], set()
         for name in self.defs:  # file order: the first rule of a cycle carries the finding
             if name in reported:
@@ -229,9 +249,15 @@ class Structure:
             reported.update(path)
             ref = next(r for r in edges[name] if r.name == (path[1] if len(path) > 1 else name))
             chain = " → ".join(path + [name])
-            out.append(self._diag("G004", ref.pos, ref.pos + len(ref.name),
-                                  f"`{name}` is left-recursive ({chain}); llama.cpp's GBNF engine rejects this",
-                                  "turn the recursion into repetition, e.g. `expr ::= term (\"+\" term)*`"))
+            out.append(
+                self._diag(
+                    "G004",
+                    ref.pos,
+                    ref.pos + len(ref.name),
+                    f"`{name}` is left-recursive ({chain}); llama.cpp's GBNF engine rejects this",
+                    'turn the recursion into repetition, e.g. `expr ::= term ("+" term)*`',
+                )
+            )
         return out
 
     @staticmethod
@@ -260,9 +286,15 @@ class Structure:
             return []
         what = "the regex" if self.g.syntax == "regex" else f"the root rule `{rule.name}`"
         end = len(self.text) if self.g.syntax == "regex" else rule.pos + len(rule.name)
-        return [self._diag("G005", rule.pos, end,
-                           f"{what} accepts the empty string: a model may stop at once with no output",
-                           "require at least one item (`+` instead of `*`), or remove the empty alternative")]
+        return [
+            self._diag(
+                "G005",
+                rule.pos,
+                end,
+                f"{what} accepts the empty string: a model may stop at once with no output",
+                "require at least one item (`+` instead of `*`), or remove the empty alternative",
+            )
+        ]
 
     def repetitions(self) -> list[Diagnostic]:
         """G006 (nested unbounded repetition) and W001 (unbounded whitespace)."""
@@ -271,25 +303,44 @@ class Structure:
             for node in walk(body):
                 if not isinstance(node, Rep) or node.max is not None:
                     continue
-                src = self.text[node.pos:node.end]
+                src = self.text[node.pos : node.end]
                 if self.whitespace_kind(node.body) == "ws":
-                    out.append(self._diag("W001", node.pos, node.end,
-                                          f"`{_short(src)}` repeats whitespace without bound: a model can emit "
-                                          f"whitespace until it runs out of tokens", self._bounded_hint(node)))
+                    out.append(
+                        self._diag(
+                            "W001",
+                            node.pos,
+                            node.end,
+                            f"`{_short(src)}` repeats whitespace without bound: a model can emit "
+                            f"whitespace until it runs out of tokens",
+                            self._bounded_hint(node),
+                        )
+                    )
                 elif self.is_loop(node.body, terminal):
-                    out.append(self._diag("G006", node.pos, node.end,
-                                          f"`{_short(src)}` repeats something that is itself an unbounded "
-                                          f"repetition: the same text splits into iterations in exponentially many ways",
-                                          "repeat once: write `x*` instead of `(x+)*`"))
+                    out.append(
+                        self._diag(
+                            "G006",
+                            node.pos,
+                            node.end,
+                            f"`{_short(src)}` repeats something that is itself an unbounded "
+                            f"repetition: the same text splits into iterations in exponentially many ways",
+                            "repeat once: write `x*` instead of `(x+)*`",
+                        )
+                    )
         out += self.recursive_whitespace()
         skipped_once = self.g.options.get("skip_repetition") == "once"  # llguidance: no repeats
         for node in [] if skipped_once else self.g.ignores:
             if self.whitespace_kind(node) == "ws" and not self.has_unbounded(node):
                 start = self.text.rfind("%ignore", 0, node.pos)
-                out.append(self._diag("W001", start, _line_end(self.text, node.pos),
-                                      "`%ignore` lets this whitespace repeat any number of times between lexemes",
-                                      'make the ignored span bounded and skipped once: %llguidance {"skip_repetition": '
-                                      '"once"} with %ignore /[ \\t]{1,8}/'))
+                out.append(
+                    self._diag(
+                        "W001",
+                        start,
+                        _line_end(self.text, node.pos),
+                        "`%ignore` lets this whitespace repeat any number of times between lexemes",
+                        'make the ignored span bounded and skipped once: %llguidance {"skip_repetition": '
+                        '"once"} with %ignore /[ \\t]{1,8}/',
+                    )
+                )
         return out
 
     def recursive_whitespace(self) -> list[Diagnostic]:
@@ -298,8 +349,11 @@ class Structure:
         out, reported = [], []
         for name, rule in self.defs.items():
             below = self._reachable(name)
-            if name not in below or any(name in self._reachable(r) and r in below for r in reported) \
-                    or self.has_unbounded(rule.body):
+            if (
+                name not in below
+                or any(name in self._reachable(r) and r in below for r in reported)
+                or self.has_unbounded(rule.body)
+            ):
                 continue  # not recursive, in a cycle already reported, or W001 at its repetition
             saved, self._ws_memo = self._ws_memo, {name: "ws"}  # assume it, then check the body
             try:
@@ -308,9 +362,15 @@ class Structure:
                 self._ws_memo = saved
             if kind == "ws":
                 reported.append(name)
-                out.append(self._diag("W001", rule.pos, rule.pos + len(rule.name),
-                                      f"`{name}` matches whitespace and repeats itself through recursion, without bound",
-                                      "allow a bounded amount instead, e.g. `ws ::= [ \\t\\n]{0,20}`"))
+                out.append(
+                    self._diag(
+                        "W001",
+                        rule.pos,
+                        rule.pos + len(rule.name),
+                        f"`{name}` matches whitespace and repeats itself through recursion, without bound",
+                        "allow a bounded amount instead, e.g. `ws ::= [ \\t\\n]{0,20}`",
+                    )
+                )
         return out
 
     def _reachable(self, name: str) -> set[str]:
@@ -326,7 +386,7 @@ class Structure:
         return seen
 
     def _bounded_hint(self, rep: Rep) -> str:
-        body = self.text[rep.pos:rep.op_pos].strip()
+        body = self.text[rep.pos : rep.op_pos].strip()
         hi = rep.min + 20 if rep.min >= 20 else 20
         bounded = f"{body} ~ {rep.min}..{hi}" if rep.lark else f"{body}{{{rep.min},{hi}}}"
         return f"bound it, e.g. `{_short(bounded)}`"
@@ -340,7 +400,7 @@ class Structure:
 
 def _short(src: str, limit: int = 60) -> str:
     src = " ".join(src.split())
-    return src if len(src) <= limit else src[:limit - 1] + "…"
+    return src if len(src) <= limit else src[: limit - 1] + "…"
 
 
 def _line_end(text: str, pos: int) -> int:

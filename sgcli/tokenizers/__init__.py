@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
+from sgcli.engine.models import resolve_model
 from sgcli.errors import UserError
-from sgcli.models import resolve_model
 from sgcli.tokenizers.base import Tokenizer
 from sgcli.tokenizers.vocab import IncrementalDetokenizer, Vocab
 
@@ -48,8 +48,10 @@ def _load(ref: str | None, progress) -> Tokenizer:
     except UserError:
         raise
     except (OSError, ValueError, RuntimeError, KeyError, ImportError) as exc:  # a library refused the files
-        raise UserError(f"cannot build a vocabulary for tokenizer '{ref or 'default'}': {type(exc).__name__}: {exc}",
-                        hint="pass a tokenizer.json, a folder holding one, a .gguf or mistral:NAME") from None
+        raise UserError(
+            f"cannot build a vocabulary for tokenizer '{ref or 'default'}': {type(exc).__name__}: {exc}",
+            hint="pass a tokenizer.json, a folder holding one, a .gguf or mistral:NAME",
+        ) from None
 
 
 def _load_file(path: Path) -> Tokenizer:
@@ -68,8 +70,10 @@ def _load_file(path: Path) -> Tokenizer:
         from sgcli.tokenizers.hf import load_tokenizer_json
 
         return load_tokenizer_json(path)
-    raise UserError(f"{path} is not a tokenizer file sgcli reads",
-                    hint="tokenizer.json, tekken.json, a SentencePiece .model, a .gguf, or a folder holding one")
+    raise UserError(
+        f"{path} is not a tokenizer file sgcli reads",
+        hint="tokenizer.json, tekken.json, a SentencePiece .model, a .gguf, or a folder holding one",
+    )
 
 
 def _load_folder(folder: Path, *, name: str) -> Tokenizer:
@@ -83,13 +87,17 @@ def _load_folder(folder: Path, *, name: str) -> Tokenizer:
         from sgcli.tokenizers.spm import load_spm_tokenizer
 
         cfg = read_json(folder / "tokenizer_config.json")
-        return load_spm_tokenizer(folder / "tokenizer.model", name=name, chat_template=folder_chat_template(folder, cfg))
+        return load_spm_tokenizer(
+            folder / "tokenizer.model", name=name, chat_template=folder_chat_template(folder, cfg)
+        )
     if (folder / "tekken.json").is_file():
         from sgcli.tokenizers.mistral import load_tekken
 
         return load_tekken(folder / "tekken.json", name)
-    raise UserError(f"{folder} holds no tokenizer (tokenizer.json, tokenizer.model or tekken.json)",
-                    hint="pass the folder a model was saved to, or a tokenizer file")
+    raise UserError(
+        f"{folder} holds no tokenizer (tokenizer.json, tokenizer.model or tekken.json)",
+        hint="pass the folder a model was saved to, or a tokenizer file",
+    )
 
 
 def _hub_file(repo: str, filename: str) -> Path:
@@ -105,5 +113,7 @@ def _hub_file(repo: str, filename: str) -> Path:
                 pass
         return path
     except Exception as exc:
-        raise UserError(f"cannot fetch {filename} of '{repo}' from the Hugging Face hub: {type(exc).__name__}",
-                        hint="check the id, your network and HF_TOKEN, or pass a local directory") from None
+        raise UserError(
+            f"cannot fetch {filename} of '{repo}' from the Hugging Face hub: {type(exc).__name__}",
+            hint="check the id, your network and HF_TOKEN, or pass a local directory",
+        ) from None

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from sgcli.templates import ChatTemplate, raw_prompt, render, select_template
+from sgcli.tokenizers.templates import ChatTemplate, raw_prompt, render, select_template
 from sgcli.tokenizers.vocab import Vocab
 
 
@@ -34,14 +35,21 @@ class Tokenizer:
     def template(self, name: str | None = None) -> ChatTemplate | None:
         return select_template(self.raw_chat_template, name, origin=self.name)
 
-    def render_chat(self, messages: list[dict], *, template_name: str | None = None,
-                    add_generation_prompt: bool = True, tools: list | None = None) -> tuple[str, ChatTemplate | None]:
+    def render_chat(
+        self,
+        messages: list[dict],
+        *,
+        template_name: str | None = None,
+        add_generation_prompt: bool = True,
+        tools: list | None = None,
+    ) -> tuple[str, ChatTemplate | None]:
         """The prompt text for `messages`; (text, None) when the tokenizer has no template."""
         tpl = self.template(template_name)
         if tpl is None:
             return raw_prompt(messages), None
-        return render(tpl, messages, add_generation_prompt=add_generation_prompt,
-                      special_tokens=self.special_tokens, tools=tools), tpl
+        return render(
+            tpl, messages, add_generation_prompt=add_generation_prompt, special_tokens=self.special_tokens, tools=tools
+        ), tpl
 
     def prompt_ids(self, text: str, *, templated: bool) -> list[int]:
         """Ids for a rendered prompt. Templates write BOS themselves; raw prompts get it if the model wants one."""
@@ -50,10 +58,17 @@ class Tokenizer:
             ids = [self.vocab.bos_id] + ids
         return ids
 
-    def render_prompt(self, messages: list[dict], *, template_name: str | None = None,
-                      add_generation_prompt: bool = True, tools: list | None = None) -> RenderedPrompt:
+    def render_prompt(
+        self,
+        messages: list[dict],
+        *,
+        template_name: str | None = None,
+        add_generation_prompt: bool = True,
+        tools: list | None = None,
+    ) -> RenderedPrompt:
         """Text and ids exactly as a generation would send them (`template render` shows this)."""
-        text, tpl = self.render_chat(messages, template_name=template_name,
-                                     add_generation_prompt=add_generation_prompt, tools=tools)
+        text, tpl = self.render_chat(
+            messages, template_name=template_name, add_generation_prompt=add_generation_prompt, tools=tools
+        )
         notices = () if tpl is not None else (f"{self.name} has no chat template: the prompt is sent as is",)
         return RenderedPrompt(text, self.prompt_ids(text, templated=tpl is not None), tpl, notices)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
-from sgcli.cache import converted_dir
+from sgcli.cache.paths import converted_dir
 
 ProgressFn = Callable[[str], None]
 

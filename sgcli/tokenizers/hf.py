@@ -49,8 +49,12 @@ def _normalizers(tokenizer_json: dict) -> list[dict]:
 def _add_prefix_space(tokenizer_json: dict) -> bool:
     pre = tokenizer_json.get("pre_tokenizer") or {}
     pres = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
-    if any(p.get("type") == "Metaspace" and p.get("prepend_scheme", "always") in ("always", "first")
-           and p.get("add_prefix_space", True) for p in pres):
+    if any(
+        p.get("type") == "Metaspace"
+        and p.get("prepend_scheme", "always") in ("always", "first")
+        and p.get("add_prefix_space", True)
+        for p in pres
+    ):
         return True
     return any(n.get("type") == "Prepend" and n.get("prepend") == "\u2581" for n in _normalizers(tokenizer_json))
 
@@ -184,9 +188,23 @@ def load_tokenizer_json(path: Path, *, name: str | None = None, extra_stop_ids: 
     def encode_continuation(text: str) -> list[int]:
         return continuation.encode(text, add_special_tokens=False).ids
 
-    vocab = Vocab(tokens=tokens, special_ids=frozenset(special_ids), stop_ids=stop_ids,
-                  vocab_type=vocab_type, source=str(path), eos_id=eos_id, bos_id=bos_id,
-                  add_prefix_space=add_prefix, encode=encode_continuation, notes=tuple(notes))
-    return Tokenizer(vocab=vocab, name=name or str(path), encode_fn=encode,
-                     raw_chat_template=folder_chat_template(folder, cfg), special_tokens=specials,
-                     add_bos=_adds_bos(raw, specials.get("bos_token"), cfg))
+    vocab = Vocab(
+        tokens=tokens,
+        special_ids=frozenset(special_ids),
+        stop_ids=stop_ids,
+        vocab_type=vocab_type,
+        source=str(path),
+        eos_id=eos_id,
+        bos_id=bos_id,
+        add_prefix_space=add_prefix,
+        encode=encode_continuation,
+        notes=tuple(notes),
+    )
+    return Tokenizer(
+        vocab=vocab,
+        name=name or str(path),
+        encode_fn=encode,
+        raw_chat_template=folder_chat_template(folder, cfg),
+        special_tokens=specials,
+        add_bos=_adds_bos(raw, specials.get("bos_token"), cfg),
+    )

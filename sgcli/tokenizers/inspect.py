@@ -40,8 +40,10 @@ def byte_collision_report(vocab: Vocab) -> dict[str, Any]:
     """Ordinary ids sharing identical bytes in sgcli's vocabulary."""
     report = _groups(vocab.byte_collisions(), "bytes", show_bytes)
     if vocab.vocab_type == BYTE_FALLBACK and report["groups"]:
-        report["note"] = ("byte-fallback vocabularies spell some bytes twice (<0xNN> pieces and ordinary "
-                          "pieces): expected, and harmless since both ids write the same bytes")
+        report["note"] = (
+            "byte-fallback vocabularies spell some bytes twice (<0xNN> pieces and ordinary "
+            "pieces): expected, and harmless since both ids write the same bytes"
+        )
     return report
 
 
@@ -67,8 +69,10 @@ def reachable_report(vocab: Vocab) -> dict[str, Any]:
         never = [b for b in needed if b not in inside]
         report["unwritable"] = [f"0x{b:02X}" for b in never]
         if never:
-            report["note"] = (f"{len(never)} byte(s) valid in UTF-8 appear in no token at all "
-                              f"({' '.join(report['unwritable'][:8])}): text containing them cannot be generated")
+            report["note"] = (
+                f"{len(never)} byte(s) valid in UTF-8 appear in no token at all "
+                f"({' '.join(report['unwritable'][:8])}): text containing them cannot be generated"
+            )
     return report
 
 
@@ -79,8 +83,12 @@ def tokenize_report(tok: Tokenizer, text: str) -> dict[str, Any]:
         return {"text": text, "error": "this vocabulary has no encoder"}
     ids = vocab.encode(text)
     joined = b"".join(vocab.tokens[i] for i in ids)
-    return {"text": text, "ids": ids, "pieces": [_piece(vocab, i) for i in ids],
-            "round_trip": joined == text.encode("utf-8")}
+    return {
+        "text": text,
+        "ids": ids,
+        "pieces": [_piece(vocab, i) for i in ids],
+        "round_trip": joined == text.encode("utf-8"),
+    }
 
 
 def inspect_tokenizer(tok: Tokenizer, text: str | None = None) -> dict[str, Any]:
@@ -111,7 +119,7 @@ def inspect_tokenizer(tok: Tokenizer, text: str | None = None) -> dict[str, Any]
 
 
 def _template_summary(tok: Tokenizer) -> dict[str, Any] | None:
-    from sgcli.templates import template_names
+    from sgcli.tokenizers.templates import template_names
 
     names = template_names(tok.raw_chat_template)
     return {"names": names} if names else None
@@ -125,10 +133,14 @@ def diff_tokenizers(a: Tokenizer, b: Tokenizer, text: str | None = None) -> dict
     special_only_a = sorted(va.special_ids - vb.special_ids)
     special_only_b = sorted(vb.special_ids - va.special_ids)
     fields = {}
-    for name, x, y in (("type", va.vocab_type, vb.vocab_type), ("eos_id", va.eos_id, vb.eos_id),
-                       ("bos_id", va.bos_id, vb.bos_id), ("stop_ids", list(va.stop_ids), list(vb.stop_ids)),
-                       ("add_prefix_space", va.add_prefix_space, vb.add_prefix_space),
-                       ("add_bos", a.add_bos, b.add_bos)):
+    for name, x, y in (
+        ("type", va.vocab_type, vb.vocab_type),
+        ("eos_id", va.eos_id, vb.eos_id),
+        ("bos_id", va.bos_id, vb.bos_id),
+        ("stop_ids", list(va.stop_ids), list(vb.stop_ids)),
+        ("add_prefix_space", va.add_prefix_space, vb.add_prefix_space),
+        ("add_bos", a.add_bos, b.add_bos),
+    ):
         if x != y:
             fields[name] = {"a": x, "b": y}
     report: dict[str, Any] = {
@@ -138,8 +150,9 @@ def diff_tokenizers(a: Tokenizer, b: Tokenizer, text: str | None = None) -> dict
         "size_difference": len(vb) - len(va),
         "differing_bytes": {
             "count": len(differing),
-            "examples": [{"id": i, "a": show_bytes(va.tokens[i]), "b": show_bytes(vb.tokens[i])}
-                         for i in differing[:EXAMPLES]],
+            "examples": [
+                {"id": i, "a": show_bytes(va.tokens[i]), "b": show_bytes(vb.tokens[i])} for i in differing[:EXAMPLES]
+            ],
         },
         "special_only_in_a": special_only_a,
         "special_only_in_b": special_only_b,
@@ -148,8 +161,18 @@ def diff_tokenizers(a: Tokenizer, b: Tokenizer, text: str | None = None) -> dict
     }
     if text is not None:
         ta, tb = tokenize_report(a, text), tokenize_report(b, text)
-        report["tokenization"] = {"text": text, "a": ta.get("ids"), "b": tb.get("ids"),
-                                  "same": ta.get("ids") == tb.get("ids")}
-    report["same"] = (not fields and not differing and len(va) == len(vb) and not special_only_a
-                      and not special_only_b and report.get("tokenization", {}).get("same", True))
+        report["tokenization"] = {
+            "text": text,
+            "a": ta.get("ids"),
+            "b": tb.get("ids"),
+            "same": ta.get("ids") == tb.get("ids"),
+        }
+    report["same"] = (
+        not fields
+        and not differing
+        and len(va) == len(vb)
+        and not special_only_a
+        and not special_only_b
+        and report.get("tokenization", {}).get("same", True)
+    )
     return report

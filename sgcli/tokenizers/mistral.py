@@ -39,8 +39,10 @@ def mistral_names() -> list[str]:
 def _data_dir() -> Path:
     spec = importlib.util.find_spec("mistral_common")
     if spec is None or not spec.submodule_search_locations:
-        raise UserError("mistral:* tokenizers need the mistral-common package, which is not installed",
-                        hint="pip install mistral-common")
+        raise UserError(
+            "mistral:* tokenizers need the mistral-common package, which is not installed",
+            hint="pip install mistral-common",
+        )
     return Path(next(iter(spec.submodule_search_locations))) / "data"
 
 
@@ -52,8 +54,10 @@ def tokenizer_file(ref: str) -> Path:
     data = _data_dir()
     found = sorted(data.glob(_FILES[name]))
     if not found:
-        raise UserError(f"mistral-common has no file for {ref} in {data}",
-                        hint="a newer mistral-common may have renamed it; pip install -U mistral-common")
+        raise UserError(
+            f"mistral-common has no file for {ref} in {data}",
+            hint="a newer mistral-common may have renamed it; pip install -U mistral-common",
+        )
     return found[-1]
 
 
@@ -97,9 +101,23 @@ def load_tekken(path: Path, ref: str) -> Tokenizer:
     def encode(text: str) -> list[int]:
         return tk.encode(text, bos=False, eos=False)
 
-    vocab = Vocab(tokens=tokens, special_ids=special, stop_ids=(tk.eos_id,), vocab_type=RAW, source=str(path),
-                  eos_id=tk.eos_id, bos_id=tk.bos_id, add_prefix_space=False, encode=encode,
-                  notes=(f"Tekken {tk.version.value}: {tk.num_special_tokens} special ids first, "
-                         "then byte pieces",))
-    return Tokenizer(vocab=vocab, name=ref, encode_fn=encode, raw_chat_template=None,
-                     special_tokens=dict(_SPECIAL_NAMES), add_bos=True)
+    vocab = Vocab(
+        tokens=tokens,
+        special_ids=special,
+        stop_ids=(tk.eos_id,),
+        vocab_type=RAW,
+        source=str(path),
+        eos_id=tk.eos_id,
+        bos_id=tk.bos_id,
+        add_prefix_space=False,
+        encode=encode,
+        notes=(f"Tekken {tk.version.value}: {tk.num_special_tokens} special ids first, then byte pieces",),
+    )
+    return Tokenizer(
+        vocab=vocab,
+        name=ref,
+        encode_fn=encode,
+        raw_chat_template=None,
+        special_tokens=dict(_SPECIAL_NAMES),
+        add_bos=True,
+    )

@@ -11,9 +11,7 @@ _BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 @lru_cache(maxsize=1)
 def byte_level_decoder() -> dict[str, int]:
     """Inverse of GPT-2's bytes_to_unicode: printable stand-in char -> byte value."""
-    printable = (
-        list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
-    )
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
     mapping = {b: chr(b) for b in printable}
     shifted = 0
     for b in range(256):

@@ -58,12 +58,12 @@ def _fields(data: bytes):
         if wire == 0:
             value, i = _varint(data, i)
         elif wire == 1:
-            value, i = data[i:i + 8], i + 8
+            value, i = data[i : i + 8], i + 8
         elif wire == 2:
             size, i = _varint(data, i)
-            value, i = data[i:i + size], i + size
+            value, i = data[i : i + size], i + size
         elif wire == 5:
-            value, i = data[i:i + 4], i + 4
+            value, i = data[i : i + 4], i + 4
         else:
             raise ValueError(f"unsupported protobuf wire type {wire}")
         yield number, value
@@ -145,11 +145,13 @@ def build_encoder(model: SpmModel, *, dummy_prefix: bool):
     vocab = {piece: i for i, (piece, _, _) in enumerate(model.pieces)}
     unk = model.pieces[model.unk_id][0] if 0 <= model.unk_id < len(model.pieces) else None
     if model.model_type == BPE:
-        core = models.BPE(vocab=vocab, merges=_bpe_merges(model), unk_token=unk, fuse_unk=True,
-                          byte_fallback=model.byte_fallback)
+        core = models.BPE(
+            vocab=vocab, merges=_bpe_merges(model), unk_token=unk, fuse_unk=True, byte_fallback=model.byte_fallback
+        )
     elif model.model_type == UNIGRAM:
-        core = models.Unigram([(p, s) for p, s, _ in model.pieces], unk_id=max(model.unk_id, 0),
-                              byte_fallback=model.byte_fallback)
+        core = models.Unigram(
+            [(p, s) for p, s, _ in model.pieces], unk_id=max(model.unk_id, 0), byte_fallback=model.byte_fallback
+        )
     else:
         raise UserError(f"SentencePiece model type {model.model_type} is not supported (only BPE and unigram)")
     tok = HFTokenizer(core)
@@ -182,8 +184,22 @@ def load_spm_tokenizer(path: Path, *, name: str, chat_template=None, special_tok
         return continuation.encode(text, add_special_tokens=False).ids
 
     names = {k: model.pieces[i][0] for k, i in (("bos_token", bos), ("eos_token", eos)) if i is not None}
-    vocab = Vocab(tokens=tokens, special_ids=frozenset(special), stop_ids=(eos,) if eos is not None else (),
-                  vocab_type=BYTE_FALLBACK if model.byte_fallback else RAW, source=str(path),
-                  eos_id=eos, bos_id=bos, add_prefix_space=model.add_dummy_prefix, encode=encode_continuation)
-    return Tokenizer(vocab=vocab, name=name, encode_fn=encode, raw_chat_template=chat_template,
-                     special_tokens=special_tokens or names, add_bos=bos is not None)
+    vocab = Vocab(
+        tokens=tokens,
+        special_ids=frozenset(special),
+        stop_ids=(eos,) if eos is not None else (),
+        vocab_type=BYTE_FALLBACK if model.byte_fallback else RAW,
+        source=str(path),
+        eos_id=eos,
+        bos_id=bos,
+        add_prefix_space=model.add_dummy_prefix,
+        encode=encode_continuation,
+    )
+    return Tokenizer(
+        vocab=vocab,
+        name=name,
+        encode_fn=encode,
+        raw_chat_template=chat_template,
+        special_tokens=special_tokens or names,
+        add_bos=bos is not None,
+    )

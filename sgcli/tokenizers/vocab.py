@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import codecs
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 BYTE_LEVEL = "byte_level"  # GPT-2 style: bytes mapped to printable unicode
 BYTE_FALLBACK = "byte_fallback"  # SentencePiece: '▁' for space, <0xNN> byte pieces
@@ -46,7 +46,7 @@ class Vocab:
     def size(self) -> int:
         return len(self.tokens)
 
-    def padded(self, size: int) -> "Vocab":
+    def padded(self, size: int) -> Vocab:
         """The same vocabulary widened to a model's logits width (extra ids are special and empty)."""
         if size <= len(self.tokens):
             return self

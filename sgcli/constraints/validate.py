@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from sgcli.spec import ConstraintSpec, Kind
+from sgcli.constraints.spec import ConstraintSpec, Kind
 
 
 @dataclass
@@ -25,8 +25,11 @@ class Verdict:
 def validate(spec: ConstraintSpec, output: str, *, finish_reason: str, grammar_complete: bool) -> Verdict:
     errors: list[str] = []
     if finish_reason == "length":
-        errors.append("output was cut off by --max-tokens before the constraint was complete"
-                      if not grammar_complete else "output hit --max-tokens")
+        errors.append(
+            "output was cut off by --max-tokens before the constraint was complete"
+            if not grammar_complete
+            else "output hit --max-tokens"
+        )
     elif finish_reason == "error":
         errors.append("generation stopped on a grammar error")
     parsed = None

@@ -6,7 +6,7 @@
       - {input: '{"a": 1}', accept: true, description: one member}
       - {input: '{"a": }', accept: false}
 
-Each case is checked on every backend through every spelling in `sgcli.matching`:
+Each case is checked on every backend through every spelling in `sgcli.grammar_dev.matching`:
 the bytes (the whole string, independent of tokenization) and the real tokenizations
 ("canonical": the tokenizer's own encoding; "longest": greedy longest match), the latter
 two token by token against the mask as in decoding. A case passes on a backend when
@@ -19,8 +19,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import Location, UserError
-from sgcli.spec import ConstraintSpec, Kind
 
 CASE_KEYS = {"input", "accept", "description"}
 KIND_ALIASES = {"gbnf": Kind.EBNF, "schema": Kind.JSON_SCHEMA, "json": Kind.JSON_SCHEMA}
@@ -31,8 +31,11 @@ def parse_kind(value: str, location: Location | None = None) -> Kind:
     try:
         return KIND_ALIASES.get(value.lower()) or Kind(value.lower())
     except (ValueError, AttributeError):
-        raise UserError(f"unknown grammar kind '{value}'", location=location,
-                        hint="one of: " + ", ".join(k.value for k in Kind if k is not Kind.NONE)) from None
+        raise UserError(
+            f"unknown grammar kind '{value}'",
+            location=location,
+            hint="one of: " + ", ".join(k.value for k in Kind if k is not Kind.NONE),
+        ) from None
 
 
 @dataclass
@@ -80,14 +83,16 @@ class Report:
     @property
     def ok(self) -> bool:
         ran = [b for b in self.backends if b.status == "ran"]
-        return bool(ran) and not any(b.status == "error" for b in self.backends) and all(o.passed for o in self.outcomes)
+        return (
+            bool(ran) and not any(b.status == "error" for b in self.backends) and all(o.passed for o in self.outcomes)
+        )
 
 
 def load_suite(path: str) -> Suite:
     """Read and check a test file; every mistake is a UserError at its line:col."""
     import yaml
 
-    from sgcli.sources import read_text
+    from sgcli.constraints.sources import read_text
 
     text, origin = read_text(path, what="test file")
     loader = yaml.SafeLoader(text)
@@ -110,8 +115,11 @@ def load_suite(path: str) -> Suite:
         raise UserError("a test file is a mapping with 'grammar' and 'cases'", location=at())
     unknown = set(data) - {"grammar", "cases", "description"}
     if unknown:
-        raise UserError(f"unknown key '{sorted(unknown)[0]}'", location=at(sorted(unknown)[0], at_key=True),
-                        hint="a test file has: grammar, cases, description")
+        raise UserError(
+            f"unknown key '{sorted(unknown)[0]}'",
+            location=at(sorted(unknown)[0], at_key=True),
+            hint="a test file has: grammar, cases, description",
+        )
     if "grammar" not in data:
         raise UserError("no 'grammar' given", location=at(), hint="grammar: path/to/file.gbnf, @name, or {kind, text}")
     spec = _grammar(data["grammar"], Path(origin).parent, origin, at)
@@ -139,7 +147,7 @@ def _position(node, keys, *, at_key: bool = False) -> tuple[int | None, int | No
 
 
 def _grammar(value, base: Path, origin: str, at) -> ConstraintSpec:
-    from sgcli.sources import check_schema, from_file
+    from sgcli.constraints.sources import check_schema, from_file
 
     if isinstance(value, str):
         target = value if value.startswith("@") or Path(value).is_absolute() else str(base / value)
@@ -170,21 +178,28 @@ def _case(index: int, value, at) -> Case:
     unknown = set(value) - CASE_KEYS
     if unknown:
         key = sorted(unknown)[0]
-        raise UserError(f"case {index + 1}: unknown key '{key}'", location=at("cases", index, key, at_key=True),
-                        hint="a case has: input, accept, description")
+        raise UserError(
+            f"case {index + 1}: unknown key '{key}'",
+            location=at("cases", index, key, at_key=True),
+            hint="a case has: input, accept, description",
+        )
     if not isinstance(value.get("input"), str):
-        raise UserError(f"case {index + 1}: 'input' must be a string (quote it in YAML)",
-                        location=at("cases", index, "input") if "input" in value else at("cases", index))
+        raise UserError(
+            f"case {index + 1}: 'input' must be a string (quote it in YAML)",
+            location=at("cases", index, "input") if "input" in value else at("cases", index),
+        )
     if not isinstance(value.get("accept"), bool):
-        raise UserError(f"case {index + 1}: 'accept' must be true or false",
-                        location=at("cases", index, "accept") if "accept" in value else at("cases", index))
+        raise UserError(
+            f"case {index + 1}: 'accept' must be true or false",
+            location=at("cases", index, "accept") if "accept" in value else at("cases", index),
+        )
     line = at("cases", index).line
     return Case(index, value["input"], value["accept"], str(value.get("description") or ""), line)
 
 
 def check_case(compiled, case: Case) -> Outcome:
     """Run one case through every spelling of its input on one compiled grammar."""
-    from sgcli.matching import feed, tokenizations
+    from sgcli.grammar_dev.matching import feed, tokenizations
 
     outcome = Outcome(case, compiled.backend, True)
     spellings = tokenizations(compiled.vocab, case.input)
@@ -208,7 +223,7 @@ def check_case(compiled, case: Case) -> Outcome:
 
 def run_suite(suite: Suite, names: list[str], vocab, *, use_cache: bool = True) -> Report:
     from sgcli.backends import get_backend, unsupported_reason
-    from sgcli.grammar_cache import compile_cached
+    from sgcli.cache.grammars import compile_cached
 
     runs, outcomes = [], []
     for name in names:

@@ -12,9 +12,9 @@ import json
 import sys
 from pathlib import Path
 
+from sgcli.constraints.jsonpos import locate
+from sgcli.constraints.spec import EXTENSION_KINDS, ConstraintSpec, JsonOptions, Kind, parse_json
 from sgcli.errors import Location, UserError
-from sgcli.jsonpos import locate
-from sgcli.spec import EXTENSION_KINDS, ConstraintSpec, JsonOptions, Kind, parse_json
 
 LIBRARY_DIR = Path(__file__).resolve().parent.parent / "grammars"
 
@@ -43,16 +43,20 @@ def kind_from_extension(path: str) -> Kind:
             return EXTENSION_KINDS[ext]
     suffix = Path(path).suffix.lower()
     known = ", ".join(sorted(EXTENSION_KINDS))
-    raise UserError(f"cannot tell the grammar kind of {path} from its extension '{suffix or '(none)'}'",
-                    hint=f"use one of {known}, or the explicit flag (--schema, --ebnf, --lark, --regex)")
+    raise UserError(
+        f"cannot tell the grammar kind of {path} from its extension '{suffix or '(none)'}'",
+        hint=f"use one of {known}, or the explicit flag (--schema, --ebnf, --lark, --regex)",
+    )
 
 
 def resolve_library(name: str) -> str:
-    """`@json` -> path of grammars/json.* in the curated library."""
+    """`@json` -> path of sgcli/grammars/json.* in the curated library."""
     matches = sorted(p for p in LIBRARY_DIR.glob(name[1:] + ".*") if p.suffix in EXTENSION_KINDS)
     if not matches:
         known = sorted({p.stem for p in LIBRARY_DIR.glob("*") if p.suffix in EXTENSION_KINDS})
-        raise UserError(f"no grammar named {name} in the library", hint="available: " + ", ".join("@" + k for k in known))
+        raise UserError(
+            f"no grammar named {name} in the library", hint="available: " + ", ".join("@" + k for k in known)
+        )
     return str(matches[0])
 
 
@@ -63,17 +67,21 @@ def check_schema(spec: ConstraintSpec) -> None:
 
     schema = spec.schema()
     if not isinstance(schema, (dict, bool)):
-        raise UserError(f"a JSON Schema must be an object or a boolean, not {type(schema).__name__}",
-                        location=Location(spec.origin, 1, 1))
+        raise UserError(
+            f"a JSON Schema must be an object or a boolean, not {type(schema).__name__}",
+            location=Location(spec.origin, 1, 1),
+        )
     cls = validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(schema)
     except jsonschema.SchemaError as exc:
         pos = locate(spec.text, exc.path) or (None, None)
         where = "/".join(str(p) for p in exc.path) or "(root)"
-        raise UserError(f"invalid JSON Schema at {where}: {exc.message}",
-                        location=Location(spec.origin, *pos),
-                        hint=f"the schema must be valid under {cls.__name__.removesuffix('Validator')}") from None
+        raise UserError(
+            f"invalid JSON Schema at {where}: {exc.message}",
+            location=Location(spec.origin, *pos),
+            hint=f"the schema must be valid under {cls.__name__.removesuffix('Validator')}",
+        ) from None
 
 
 def from_file(path: str, kind: Kind | None = None, json_options: JsonOptions | None = None) -> ConstraintSpec:
@@ -83,8 +91,11 @@ def from_file(path: str, kind: Kind | None = None, json_options: JsonOptions | N
         kind = kind_from_extension(path)
     text, origin = read_text(path, what=f"{kind.label} file")
     if not text.strip():
-        raise UserError(f"{kind.label} file {origin} is empty", location=Location(origin, 1, 1),
-                        hint=f"put the {kind.label} text in the file")
+        raise UserError(
+            f"{kind.label} file {origin} is empty",
+            location=Location(origin, 1, 1),
+            hint=f"put the {kind.label} text in the file",
+        )
     if kind is Kind.REGEX:
         text = text.rstrip("\n")
     spec = ConstraintSpec(kind, text, origin, json_options=json_options or JsonOptions())
@@ -111,7 +122,9 @@ def from_pydantic(target: str, json_options: JsonOptions | None = None) -> Const
             sys.path.insert(0, str(Path.cwd()))
             module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise UserError(f"cannot import {module_name}: {exc}", hint="run from the folder holding the module, or pass a .py path") from None
+        raise UserError(
+            f"cannot import {module_name}: {exc}", hint="run from the folder holding the module, or pass a .py path"
+        ) from None
     except Exception as exc:
         raise UserError(f"importing {module_name} failed: {type(exc).__name__}: {exc}") from None
     cls = getattr(module, cls_name, None)
@@ -121,24 +134,43 @@ def from_pydantic(target: str, json_options: JsonOptions | None = None) -> Const
     return ConstraintSpec(Kind.JSON_SCHEMA, text, target, json_options=json_options or JsonOptions())
 
 
-def from_flags(*, schema: str | None = None, pydantic: str | None = None, regex: str | None = None,
-               ebnf: str | None = None, lark: str | None = None, choice: list[str] | None = None,
-               grammar: str | None = None, structural_tag: str | None = None,
-               json_options: JsonOptions | None = None, required: bool = True) -> ConstraintSpec:
+def from_flags(
+    *,
+    schema: str | None = None,
+    pydantic: str | None = None,
+    regex: str | None = None,
+    ebnf: str | None = None,
+    lark: str | None = None,
+    choice: list[str] | None = None,
+    grammar: str | None = None,
+    structural_tag: str | None = None,
+    json_options: JsonOptions | None = None,
+    required: bool = True,
+) -> ConstraintSpec:
     """Exactly one constraint flag -> a spec. Two flags, or none when required: exit 2."""
     given = {
-        "--schema": schema, "--pydantic": pydantic, "--regex": regex, "--ebnf": ebnf, "--lark": lark,
-        "--choice": choice or None, "--grammar": grammar, "--structural-tag": structural_tag,
+        "--schema": schema,
+        "--pydantic": pydantic,
+        "--regex": regex,
+        "--ebnf": ebnf,
+        "--lark": lark,
+        "--choice": choice or None,
+        "--grammar": grammar,
+        "--structural-tag": structural_tag,
     }
     present = [flag for flag, value in given.items() if value is not None]
     if len(present) > 1:
-        raise UserError(f"{present[0]} and {present[1]} both given; a generation takes exactly one constraint",
-                        hint="keep one of " + ", ".join(present))
+        raise UserError(
+            f"{present[0]} and {present[1]} both given; a generation takes exactly one constraint",
+            hint="keep one of " + ", ".join(present),
+        )
     if not present:
         if required:
-            raise UserError("no constraint given",
-                            hint="pass one of --schema, --pydantic, --regex, --ebnf, --lark, --choice, --grammar, --structural-tag "
-                                 "(or --backend none for free text)")
+            raise UserError(
+                "no constraint given",
+                hint="pass one of --schema, --pydantic, --regex, --ebnf, --lark, --choice, --grammar, --structural-tag "
+                "(or --backend none for free text)",
+            )
         return ConstraintSpec(Kind.NONE, "", None)
     opts = json_options or JsonOptions()
     flag = present[0]
@@ -170,16 +202,21 @@ def with_subgrammars(spec: ConstraintSpec, subs: list[str]) -> ConstraintSpec:
     if not subs:
         return spec
     if spec.kind is not Kind.LARK:
-        raise UserError(f"--sub needs a Lark grammar (--lark), not {spec.kind.label}",
-                        hint="write the top grammar in Lark and refer to each sub-grammar as @name")
+        raise UserError(
+            f"--sub needs a Lark grammar (--lark), not {spec.kind.label}",
+            hint="write the top grammar in Lark and refer to each sub-grammar as @name",
+        )
     parsed = []
     for item in subs:
         name, sep, path = item.partition("=")
         if not sep or not name or not path or not name.replace("_", "").isalnum():
             raise UserError(f"--sub expects name=file, got '{item}'", hint="e.g. --sub myobj=answer.schema.json")
         if f"@{name}" not in spec.text:
-            raise UserError(f"--sub {name}: the grammar never refers to @{name}", location=Location(spec.origin),
-                            hint=f"use @{name} in the Lark grammar, or drop this --sub")
+            raise UserError(
+                f"--sub {name}: the grammar never refers to @{name}",
+                location=Location(spec.origin),
+                hint=f"use @{name} in the Lark grammar, or drop this --sub",
+            )
         sub = from_file(path, None, spec.json_options)
         if sub.kind not in (Kind.JSON_SCHEMA, Kind.LARK):
             raise UserError(f"--sub {name}: sub-grammars must be JSON Schema or Lark, not {sub.kind.label}")

@@ -36,8 +36,9 @@ def select_template(raw: Any, name: str | None, *, origin: str) -> ChatTemplate 
         return None
     if isinstance(raw, str):
         if name and name != "default":
-            raise UserError(f"{origin} has a single chat template; there is none named '{name}'",
-                            hint="drop --template-name")
+            raise UserError(
+                f"{origin} has a single chat template; there is none named '{name}'", hint="drop --template-name"
+            )
         return ChatTemplate("default", raw, "the tokenizer's only chat template")
     if isinstance(raw, list):
         named = {}
@@ -91,8 +92,9 @@ def raw_prompt(messages: list[dict]) -> str:
 def check_messages(messages: Any, *, where: str = "messages") -> list[dict]:
     """A list of {role, content} objects, or a UserError saying which item is wrong."""
     if not isinstance(messages, list) or not messages:
-        raise UserError(f"{where} must be a non-empty list of messages",
-                        hint='e.g. [{"role": "user", "content": "Hello"}]')
+        raise UserError(
+            f"{where} must be a non-empty list of messages", hint='e.g. [{"role": "user", "content": "Hello"}]'
+        )
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
             raise UserError(f"{where}[{i}] must be an object with 'role' and 'content', not {type(m).__name__}")
@@ -126,29 +128,43 @@ def _compile(source: str):
     def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[GenerationBlock, "jinja2.ext.loopcontrols"])
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[GenerationBlock, "jinja2.ext.loopcontrols"]
+    )
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
     return env.from_string(source)
 
 
-def render(template: ChatTemplate, messages: list[dict], *, add_generation_prompt: bool = True,
-           special_tokens: dict[str, str] | None = None, tools: list | None = None) -> str:
+def render(
+    template: ChatTemplate,
+    messages: list[dict],
+    *,
+    add_generation_prompt: bool = True,
+    special_tokens: dict[str, str] | None = None,
+    tools: list | None = None,
+) -> str:
     """Render messages; template and message-structure errors are the user's (exit 2)."""
     import jinja2
 
     try:
         compiled = _compile(template.source)
-        return compiled.render(messages=messages, add_generation_prompt=add_generation_prompt,
-                               tools=tools, **(special_tokens or {}))
+        return compiled.render(
+            messages=messages, add_generation_prompt=add_generation_prompt, tools=tools, **(special_tokens or {})
+        )
     except jinja2.exceptions.TemplateSyntaxError as exc:
-        raise UserError(f"chat template '{template.name}' has a syntax error at line {exc.lineno}: {exc.message}",
-                        hint="fix the template in tokenizer_config.json / chat_template.jinja") from None
+        raise UserError(
+            f"chat template '{template.name}' has a syntax error at line {exc.lineno}: {exc.message}",
+            hint="fix the template in tokenizer_config.json / chat_template.jinja",
+        ) from None
     except jinja2.exceptions.TemplateError as exc:
-        raise UserError(f"chat template '{template.name}' rejected the messages: {exc}",
-                        hint="check the roles, order and contents of the messages") from None
+        raise UserError(
+            f"chat template '{template.name}' rejected the messages: {exc}",
+            hint="check the roles, order and contents of the messages",
+        ) from None
     except (TypeError, KeyError, AttributeError, ValueError, IndexError) as exc:
-        raise UserError(f"chat template '{template.name}' failed on these messages: {type(exc).__name__}: {exc}",
-                        hint="each message needs 'role' and 'content'") from None
+        raise UserError(
+            f"chat template '{template.name}' failed on these messages: {type(exc).__name__}: {exc}",
+            hint="each message needs 'role' and 'content'",
+        ) from None

@@ -20,15 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sgcli.backends.base import Backend, Compiled, CompileWarning
-from sgcli.cache import cache_root
-from sgcli.spec import ConstraintSpec
+from sgcli.cache.paths import cache_root
+from sgcli.constraints.spec import ConstraintSpec
 from sgcli.tokenizers.vocab import Vocab
 
 FORMAT_VERSION = 1  # bump when the entry layout changes
 
 HIT, MISS, OFF, NOT_CACHEABLE = "hit", "miss", "off", "not cacheable"
 
-_vocab_ids: "weakref.WeakKeyDictionary[Vocab, str]" = weakref.WeakKeyDictionary()
+_vocab_ids: weakref.WeakKeyDictionary[Vocab, str] = weakref.WeakKeyDictionary()
 
 
 @dataclass

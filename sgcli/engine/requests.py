@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from sgcli.engine.session import Request  # noqa: F401  (re-exported for the CLI)
 from sgcli.errors import Location
@@ -17,8 +17,15 @@ class BadLine:
     message: str
 
     def record(self) -> dict:
-        return {"id": self.id, "prompt": None, "output": None, "parsed": None, "valid": False,
-                "errors": [f"{self.location}: {self.message}"], "finish_reason": "error"}
+        return {
+            "id": self.id,
+            "prompt": None,
+            "output": None,
+            "parsed": None,
+            "valid": False,
+            "errors": [f"{self.location}: {self.message}"],
+            "finish_reason": "error",
+        }
 
 
 def read_requests(text: str, origin: str) -> Iterator[Request | BadLine]:
@@ -40,8 +47,10 @@ def read_requests(text: str, origin: str) -> Iterator[Request | BadLine]:
             yield BadLine(rid, loc, "give exactly one of 'prompt' (a string) or 'messages' (a list)")
         elif prompt is not None and not isinstance(prompt, str):
             yield BadLine(rid, loc, "'prompt' must be a string")
-        elif messages is not None and not (isinstance(messages, list) and all(
-                isinstance(m, dict) and isinstance(m.get("role"), str) and "content" in m for m in messages)):
+        elif messages is not None and not (
+            isinstance(messages, list)
+            and all(isinstance(m, dict) and isinstance(m.get("role"), str) and "content" in m for m in messages)
+        ):
             yield BadLine(rid, loc, "'messages' must be a list of {role, content} objects")
         else:
             yield Request(rid, prompt, messages)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from sgcli.errors import Location, UserError, offset_to_line_col
 
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
     (?P<space>\s+|\#[^\n]*)
   | (?P<define>::=)
   | (?P<name>[A-Za-z0-9_-]+)
@@ -22,7 +23,9 @@ _TOKEN = re.compile(r"""
   | (?P<cls>\[\^?(?:[^\]\\]|\\.)*\])
   | (?P<repeat>\{\s*\d*\s*(?:,\s*\d*\s*)?\})
   | (?P<op>[|()*+?.])
-""", re.X | re.S)
+""",
+    re.X | re.S,
+)
 
 _ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "[": "[", "]": "]", "-": "-", "^": "^", "/": "/"}
 
@@ -45,8 +48,9 @@ def convert(text: str, origin: str | None = None) -> str:
     names = _lark_names([name for name, _, _ in rules])
     defined = {name for name, _, _ in rules}
     if "root" not in defined:
-        raise UserError("the grammar has no 'root' rule", location=Location(origin, 1, 1),
-                        hint="GBNF starts at the rule named root")
+        raise UserError(
+            "the grammar has no 'root' rule", location=Location(origin, 1, 1), hint="GBNF starts at the rule named root"
+        )
     lines = []
     for name, body, _ in rules:
         tree = _Parser(body, text, origin).parse()
@@ -64,7 +68,9 @@ def _tokenize(text: str, origin: str | None) -> list[Tok]:
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if not m:
-            what = "unterminated string or character class" if text[pos] in '"[' else f"unexpected character {text[pos]!r}"
+            what = (
+                "unterminated string or character class" if text[pos] in '"[' else f"unexpected character {text[pos]!r}"
+            )
             raise _error(f"GBNF syntax error: {what}", text, pos, origin)
         if m.lastgroup != "space":
             tokens.append(Tok(m.lastgroup, m.group(), pos))
@@ -83,10 +89,15 @@ def _split_rules(tokens: list[Tok], text: str, origin: str | None) -> list[tuple
         end = starts[n + 1] if n + 1 < len(starts) else len(tokens)
         name_tok = tokens[start]
         if name_tok.text in seen:
-            raise _error(f"rule '{name_tok.text}' is defined twice", text, name_tok.pos, origin,
-                         hint=f"merge it with the definition at line {offset_to_line_col(text, seen[name_tok.text])[0]}")
+            raise _error(
+                f"rule '{name_tok.text}' is defined twice",
+                text,
+                name_tok.pos,
+                origin,
+                hint=f"merge it with the definition at line {offset_to_line_col(text, seen[name_tok.text])[0]}",
+            )
         seen[name_tok.text] = name_tok.pos
-        rules.append((name_tok.text, tokens[start + 2:end], name_tok.pos))
+        rules.append((name_tok.text, tokens[start + 2 : end], name_tok.pos))
     return rules
 
 
@@ -146,7 +157,7 @@ class _Parser:
             return ("lit", _unescape(t.text[1:-1], t, self))
         if t.kind == "cls":
             negated = t.text.startswith("[^")
-            return ("cls", negated, _class_ranges(t.text[2 if negated else 1:-1], t, self))
+            return ("cls", negated, _class_ranges(t.text[2 if negated else 1 : -1], t, self))
         if t.kind == "name":
             return ("ref", t.text, t.pos)
         if t.text == ".":
@@ -192,7 +203,7 @@ def _chars(body: str, t: Tok, parser: _Parser) -> list[tuple[int, int]]:
         esc = body[i + 1] if i + 1 < len(body) else ""
         widths = {"x": 2, "u": 4, "U": 8}
         if esc in widths:
-            digits = body[i + 2:i + 2 + widths[esc]]
+            digits = body[i + 2 : i + 2 + widths[esc]]
             if len(digits) != widths[esc] or not all(c in "0123456789abcdefABCDEF" for c in digits):
                 parser._fail(f"bad escape \\{esc}{digits}", Tok(t.kind, t.text, t.pos + i + 1))
             out.append((int(digits, 16), i))

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 
 from sgcli.backends.base import Compiled, allowed_ids, new_bitmask
-from sgcli.matching import byte_ids, canonical_ids
+from sgcli.grammar_dev.matching import byte_ids, canonical_ids
 from sgcli.tokenizers.vocab import Vocab
 
 ACCEPTED, PREFIX, REJECTED, START = "accepted", "prefix", "rejected", "start"
@@ -139,7 +139,9 @@ def _locate(compiled: Compiled, ids: list[int], index: int, offset: int, before:
         matcher.fill_mask(mask)
     elif not singles:
         matcher.fill_mask(mask)
-    firsts = {vocab.tokens[i][0] for i in allowed_ids(mask, len(vocab)) if vocab.tokens[i] and i not in vocab.special_ids}
+    firsts = {
+        vocab.tokens[i][0] for i in allowed_ids(mask, len(vocab)) if vocab.tokens[i] and i not in vocab.special_ids
+    }
     return Rejection(index, ids[index], piece, offset, offset + good, char_class(firsts), before, note)
 
 
@@ -153,8 +155,11 @@ def char_class(byte_values: set[int]) -> str:
         if v is not None and v == prev + 1:
             prev = v
             continue
-        parts.append(_byte_char(start) if start == prev else
-                     _byte_char(start) + ("" if prev == start + 1 else "-") + _byte_char(prev))
+        parts.append(
+            _byte_char(start)
+            if start == prev
+            else _byte_char(start) + ("" if prev == start + 1 else "-") + _byte_char(prev)
+        )
         if v is not None:
             start = prev = v
     return "[" + "".join(parts) + "]"
@@ -179,23 +184,40 @@ def to_records(run: DryRun, vocab: Vocab) -> list[dict]:
     """The JSONL trace: one record per step, then one summary record."""
 
     def state(s: State) -> dict:
-        return {"n_allowed": s.n_allowed, "can_stop": s.can_stop,
-                "forced": s.forced.decode("utf-8", errors="backslashreplace"),
-                "sample": [{"id": i, "text": vocab.tokens[i].decode("utf-8", errors="backslashreplace")}
-                           for i in s.sample]}
+        return {
+            "n_allowed": s.n_allowed,
+            "can_stop": s.can_stop,
+            "forced": s.forced.decode("utf-8", errors="backslashreplace"),
+            "sample": [{"id": i, "text": vocab.tokens[i].decode("utf-8", errors="backslashreplace")} for i in s.sample],
+        }
 
-    records = [{"type": "step", "index": s.index, "token": s.token,
-                "text": s.piece.decode("utf-8", errors="backslashreplace"), "offset": s.offset,
-                "allowed": s.allowed, **state(s.before)} for s in run.steps]
+    records = [
+        {
+            "type": "step",
+            "index": s.index,
+            "token": s.token,
+            "text": s.piece.decode("utf-8", errors="backslashreplace"),
+            "offset": s.offset,
+            "allowed": s.allowed,
+            **state(s.before),
+        }
+        for s in run.steps
+    ]
     summary: dict = {"type": "summary", "backend": run.backend, "verdict": run.verdict, "tokens": len(run.tokens)}
     if run.end is not None:
         summary["end"] = state(run.end)
     if run.rejection is not None:
         r = run.rejection
-        summary["rejected"] = {"token_index": r.token_index, "token": r.token,
-                               "text": r.piece.decode("utf-8", errors="backslashreplace"),
-                               "token_offset": r.token_offset, "byte_offset": r.byte_offset,
-                               "next_bytes": r.next_bytes, "note": r.note, "allowed": state(r.allowed)}
+        summary["rejected"] = {
+            "token_index": r.token_index,
+            "token": r.token,
+            "text": r.piece.decode("utf-8", errors="backslashreplace"),
+            "token_offset": r.token_offset,
+            "byte_offset": r.byte_offset,
+            "next_bytes": r.next_bytes,
+            "note": r.note,
+            "allowed": state(r.allowed),
+        }
     if run.note:
         summary["note"] = run.note
     records.append(summary)

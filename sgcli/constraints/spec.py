@@ -84,7 +84,7 @@ class ConstraintSpec:
     origin: str | None = None  # file path, "<stdin>", "--regex", ...
     choices: tuple[str, ...] = ()
     # Named sub-grammars a Lark grammar refers to as `@name` (e.g. a JSON Schema).
-    subgrammars: tuple[tuple[str, "ConstraintSpec"], ...] = ()
+    subgrammars: tuple[tuple[str, ConstraintSpec], ...] = ()
     json_options: JsonOptions = field(default_factory=JsonOptions)
 
     @property

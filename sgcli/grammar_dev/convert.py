@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import UserError
-from sgcli.spec import ConstraintSpec, Kind
 
 TARGETS = {"lark": Kind.LARK, "ebnf": Kind.EBNF}
 
 
 def _gbnf_to_lark(spec: ConstraintSpec) -> str:
-    from sgcli.gbnf_to_lark import convert
+    from sgcli.grammar_dev.gbnf_to_lark import convert
 
     return convert(spec.text, spec.origin)
 
@@ -70,8 +70,8 @@ class RoundTrip:
 def _compile_all(spec: ConstraintSpec, vocab, report: RoundTrip, role: str) -> dict:
     """Compile `spec` with every enforcing backend that supports it; notes for those that cannot."""
     from sgcli.backends import get_backend
-    from sgcli.grammar_cache import compile_cached
-    from sgcli.matching import backends_for
+    from sgcli.cache.grammars import compile_cached
+    from sgcli.grammar_dev.matching import backends_for
 
     compiled = {}
     for name in backends_for(spec):
@@ -85,23 +85,32 @@ def _compile_all(spec: ConstraintSpec, vocab, report: RoundTrip, role: str) -> d
     return compiled
 
 
-def round_trip(source: ConstraintSpec, target: ConstraintSpec, vocab, *, samples: int = 20, seed: int = 0,
-               cases: list | None = None) -> RoundTrip:
+def round_trip(
+    source: ConstraintSpec,
+    target: ConstraintSpec,
+    vocab,
+    *,
+    samples: int = 20,
+    seed: int = 0,
+    cases: list | None = None,
+) -> RoundTrip:
     """Check that `source` and `target` accept the same strings, as far as sampling can tell.
 
     Both grammars are compared on the same backend, for every backend that compiles both,
     so that a difference is the conversion's and not one backend disagreeing with another
     (that is what `sgcli test` and `compare-backends` are for).
     """
-    from sgcli.matching import accepts_bytes, sample_strings
+    from sgcli.grammar_dev.matching import accepts_bytes, sample_strings
 
     report = RoundTrip()
     sources = _compile_all(source, vocab, report, "source")
     targets = _compile_all(target, vocab, report, "converted grammar")
     report.backends = [name for name in sources if name in targets]
     if not report.backends:
-        report.failures.append("no backend compiles both the source and the converted grammar "
-                               f"(source: {', '.join(sources) or 'none'}; converted: {', '.join(targets) or 'none'})")
+        report.failures.append(
+            "no backend compiles both the source and the converted grammar "
+            f"(source: {', '.join(sources) or 'none'}; converted: {', '.join(targets) or 'none'})"
+        )
         return report
 
     def verdict(compiled, data: bytes):
@@ -109,21 +118,27 @@ def round_trip(source: ConstraintSpec, target: ConstraintSpec, vocab, *, samples
 
     for name in report.backends:
         src, tgt = sources[name], targets[name]
-        for origin, walker, other, other_label in (("source", src, tgt, "converted grammar"),
-                                                   ("converted", tgt, src, "source")):
+        for origin, walker, other, other_label in (
+            ("source", src, tgt, "converted grammar"),
+            ("converted", tgt, src, "source"),
+        ):
             for data in sample_strings(walker, samples, seed=seed):
                 report.checked[f"{origin} samples"] += 1
                 got = verdict(other, data)
                 if not got.accepted:
-                    report.failures.append(f"{name}: a {origin} sample is rejected by the {other_label} at "
-                                           f"byte {got.taken}: {_clip(data, got.taken)}")
+                    report.failures.append(
+                        f"{name}: a {origin} sample is rejected by the {other_label} at "
+                        f"byte {got.taken}: {_clip(data, got.taken)}"
+                    )
         for case in cases or []:
             report.checked["cases"] += 1
             data = case.input.encode("utf-8")
             a, b = verdict(src, data).accepted, verdict(tgt, data).accepted
             if a != b:
-                report.failures.append(f"{name}: case {case.index + 1} is {'accepted' if a else 'rejected'} by the source "
-                                       f"but {'accepted' if b else 'rejected'} by the converted grammar: {_clip(data, 0)}")
+                report.failures.append(
+                    f"{name}: case {case.index + 1} is {'accepted' if a else 'rejected'} by the source "
+                    f"but {'accepted' if b else 'rejected'} by the converted grammar: {_clip(data, 0)}"
+                )
     if sum(report.checked.values()) == 0:
         report.notes.append("no sample strings found (random walks never ended) and no test cases given")
     return report
@@ -131,20 +146,21 @@ def round_trip(source: ConstraintSpec, target: ConstraintSpec, vocab, *, samples
 
 def _clip(data: bytes, at: int, width: int = 30) -> str:
     """The bytes around offset `at`, with the offending byte marked by '⟨…⟩'."""
+
     def show(b: bytes) -> str:
         return repr(b.decode("utf-8", errors="backslashreplace"))[1:-1]
 
     start = max(0, at - width)
     head = ("…" if start else "") + show(data[start:at])
-    tail = show(data[at + 1:at + 1 + width // 2]) + ("…" if at + 1 + width // 2 < len(data) else "")
-    return head + (f"⟨{show(data[at:at + 1])}⟩" if at < len(data) else "⟨end⟩") + tail
+    tail = show(data[at + 1 : at + 1 + width // 2]) + ("…" if at + 1 + width // 2 < len(data) else "")
+    return head + (f"⟨{show(data[at : at + 1])}⟩" if at < len(data) else "⟨end⟩") + tail
 
 
 def sibling_cases(path: str | None) -> tuple[str | None, list]:
     """Cases of `<stem>.test.yaml` beside a grammar file, when there is one."""
     from pathlib import Path
 
-    from sgcli.grammar_tests import load_suite
+    from sgcli.grammar_dev.grammar_tests import load_suite
 
     if not path or path.startswith("<") or path.startswith("@"):
         return None, []
@@ -153,4 +169,3 @@ def sibling_cases(path: str | None) -> tuple[str | None, list]:
     if not candidate.is_file():
         return None, []
     return str(candidate), load_suite(str(candidate)).cases
-

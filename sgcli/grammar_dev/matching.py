@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sgcli.backends.base import Compiled, allowed_ids, new_bitmask
+from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import UserError
-from sgcli.spec import ConstraintSpec, Kind
 from sgcli.tokenizers.vocab import Vocab
 
-_byte_tables: "weakref.WeakKeyDictionary[Vocab, dict]" = weakref.WeakKeyDictionary()
+_byte_tables: weakref.WeakKeyDictionary[Vocab, dict] = weakref.WeakKeyDictionary()
 
 
 def enforcing_backends() -> list[str]:
@@ -66,8 +66,12 @@ def _tables(vocab: Vocab) -> dict:
         ordinary[vocab.ordinary_ids()] = True
         ordinary[list(vocab.stop_ids)] = False
         punct = np.array([_is_punctuation(p) for p in vocab.tokens], dtype=bool) & ordinary
-        table = {"by_bytes": by_bytes, "max_len": max((len(p) for p in by_bytes), default=1),
-                 "ordinary": ordinary, "punct": punct}
+        table = {
+            "by_bytes": by_bytes,
+            "max_len": max((len(p) for p in by_bytes), default=1),
+            "ordinary": ordinary,
+            "punct": punct,
+        }
         _byte_tables[vocab] = table
     return table
 
@@ -75,7 +79,7 @@ def _tables(vocab: Vocab) -> dict:
 def byte_ids(vocab: Vocab, data: bytes) -> list[int] | None:
     """One single-byte token per byte of `data`; None if the vocabulary lacks one of them."""
     by_bytes = _tables(vocab)["by_bytes"]
-    ids = [by_bytes.get(data[i:i + 1]) for i in range(len(data))]
+    ids = [by_bytes.get(data[i : i + 1]) for i in range(len(data))]
     return None if any(i is None for i in ids) else ids
 
 
@@ -86,7 +90,7 @@ def longest_match_ids(vocab: Vocab, data: bytes) -> list[int] | None:
     ids, pos = [], 0
     while pos < len(data):
         for length in range(min(max_len, len(data) - pos), 0, -1):
-            token = by_bytes.get(data[pos:pos + length])
+            token = by_bytes.get(data[pos : pos + length])
             if token is not None:
                 ids.append(token)
                 pos += length
@@ -98,16 +102,21 @@ def longest_match_ids(vocab: Vocab, data: bytes) -> list[int] | None:
 
 def canonical_ids(vocab: Vocab, text: str) -> list[int]:
     if vocab.encode is None:
-        raise UserError(f"the tokenizer {vocab.source} cannot encode text (only its vocabulary is known)",
-                        hint="pass a tokenizer.json or a model with --tokenizer")
+        raise UserError(
+            f"the tokenizer {vocab.source} cannot encode text (only its vocabulary is known)",
+            hint="pass a tokenizer.json or a model with --tokenizer",
+        )
     return list(vocab.encode(text))
 
 
 def tokenizations(vocab: Vocab, text: str) -> dict[str, list[int] | None]:
     """The three spellings of `text` described in the module docstring."""
     data = text.encode("utf-8")
-    return {"bytes": byte_ids(vocab, data), "canonical": canonical_ids(vocab, text),
-            "longest": longest_match_ids(vocab, data)}
+    return {
+        "bytes": byte_ids(vocab, data),
+        "canonical": canonical_ids(vocab, text),
+        "longest": longest_match_ids(vocab, data),
+    }
 
 
 @dataclass
@@ -138,15 +147,22 @@ def feed(compiled: Compiled, ids: list[int], *, check_mask: bool = False) -> Fee
             in_mask = bool((int(mask[token >> 5]) >> (token & 31)) & 1)
         ok = matcher.accept(token)
         if in_mask and not ok:
-            return Feed(False, index, False, f"token {index} {_show(vocab, token)}: the mask allows it "
-                        "but accept() refused it", inconsistent=True, notes=notes)
+            return Feed(
+                False,
+                index,
+                False,
+                f"token {index} {_show(vocab, token)}: the mask allows it but accept() refused it",
+                inconsistent=True,
+                notes=notes,
+            )
         if not ok:
             return Feed(False, index, False, f"token {index} {_show(vocab, token)} rejected", notes=notes)
         if in_mask is False:
             notes.append(f"token {index} {_show(vocab, token)} is accepted but the mask forbids it")
     stop = matcher.can_stop()
-    return Feed(stop, len(ids), stop, None if stop else "all tokens taken, but the grammar cannot stop there",
-                notes=notes)
+    return Feed(
+        stop, len(ids), stop, None if stop else "all tokens taken, but the grammar cannot stop there", notes=notes
+    )
 
 
 def _show(vocab: Vocab, token: int) -> str:
@@ -160,8 +176,7 @@ def accepts_bytes(compiled: Compiled, data: bytes) -> Feed:
     return feed(compiled, ids)
 
 
-def random_walk(compiled: Compiled, rng: random.Random, *, max_tokens: int = 64,
-                stop_after: int = 8) -> bytes | None:
+def random_walk(compiled: Compiled, rng: random.Random, *, max_tokens: int = 64, stop_after: int = 8) -> bytes | None:
     """Bytes of one random path through the grammar that ends where it can stop; None when
     the walk runs past `max_tokens` without reaching a stopping point.
 

