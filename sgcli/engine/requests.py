@@ -6,8 +6,22 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from sgcli.engine.session import Request  # noqa: F401  (re-exported for the CLI)
 from sgcli.errors import Location
+
+
+@dataclass
+class Request:
+    id: object
+    prompt: str | None = None
+    messages: list[dict] | None = None
+
+
+def chat_messages(req: Request, system: str | None) -> list[dict]:
+    """The request as chat messages, with `system` first unless the request has its own."""
+    messages = list(req.messages or [{"role": "user", "content": req.prompt or ""}])
+    if system is not None and not any(m.get("role") == "system" for m in messages):
+        messages.insert(0, {"role": "system", "content": system})
+    return messages
 
 
 @dataclass

@@ -8,21 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from sgcli.backends.base import Compiled
 from sgcli.constraints.validate import validate
 from sgcli.engine.decode import Finished, TokenEvent, decode
 from sgcli.engine.loader import LoadedModel
+from sgcli.engine.requests import Request, chat_messages
 from sgcli.engine.sampling import SamplingParams
 from sgcli.tokenizers.base import Tokenizer
-
-
-@dataclass
-class Request:
-    id: Any
-    prompt: str | None = None
-    messages: list[dict] | None = None
 
 
 @dataclass
@@ -58,9 +51,7 @@ class Session:
         if opts.raw and req.messages is None:
             text = req.prompt or ""
             return text, self.tokenizer.prompt_ids(text, templated=False), []
-        messages = list(req.messages or [{"role": "user", "content": req.prompt or ""}])
-        if opts.system is not None and not any(m.get("role") == "system" for m in messages):
-            messages.insert(0, {"role": "system", "content": opts.system})
+        messages = chat_messages(req, opts.system)
         rendered = self.tokenizer.render_prompt(messages, template_name=opts.template_name)
         return rendered.text, rendered.ids, list(rendered.notices)
 
