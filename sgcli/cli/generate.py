@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli.cli import constraint_options as co
+from sgcli.cli import engine_options as eo
 from sgcli.cli.common import err, json_line
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 
@@ -114,6 +115,13 @@ def generate(
     indent: co.IndentOpt = None,
     max_whitespace: co.MaxWhitespaceOpt = None,
     strict_properties: co.StrictOpt = False,
+    engine: eo.EngineOpt = "local",
+    base_url: eo.BaseUrlOpt = None,
+    api_key_env: eo.ApiKeyEnvOpt = None,
+    served_model: eo.ServedModelOpt = None,
+    concurrency: eo.ConcurrencyOpt = 4,
+    retries: eo.RetriesOpt = 3,
+    request_timeout: eo.RequestTimeoutOpt = 120.0,
 ) -> None:
     """Generate text that is guaranteed to match a constraint, then validate it.
 
@@ -159,10 +167,32 @@ def generate(
         )
     if prompt == "-" and input_file is None:
         prompt = sys.stdin.read()
-    if backend != "auto":
-        backends.check_supports(backend, spec)  # fail fast, before the model loads
     if schema == "-" and input_file == "-":
         raise UserError("--schema - and --input - both read stdin; put one in a file")
+    if engine != "local":
+        from sgcli.cli.generate_engine import generate_on_engine, reject_local_only
+        from sgcli.serving.base import Sampling
+
+        reject_local_only(**{"--reasoning": reasoning, "--template-name": template_name})
+        client = eo.client_options(engine, base_url, api_key_env, concurrency, retries, request_timeout)
+        code = generate_on_engine(
+            engine,
+            client,
+            spec,
+            served_model=served_model,
+            tokenizer_ref=model,
+            sampling=Sampling(max_tokens, temperature, top_p, top_k, seed, tuple(stop or ())),
+            system=system,
+            raw=raw,
+            prompt=prompt,
+            batch_text=read_text(input_file, what="input file") if input_file else None,
+            json_out=json_out,
+            output=output,
+            quiet=quiet,
+        )
+        raise typer.Exit(code)
+    if backend != "auto":
+        backends.check_supports(backend, spec)  # fail fast, before the model loads
     # Read every input before the slow work, so a typo fails in milliseconds.
     batch_text = read_text(input_file, what="input file") if input_file else None
     ref = resolve_model(model)

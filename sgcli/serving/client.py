@@ -1,0 +1,161 @@
+"""HTTP to a serving engine: one pooled httpx client, retries with backoff, timeouts, SSE streams.
+
+Retried: 429, 5xx, connection errors (refused, reset) and timeouts, up to `retries` times
+with exponential backoff (a 429's Retry-After wins when it says longer). Not retried: other
+4xx answers, which are the server rejecting the request; they raise `Rejected` with the
+server's own reason. What stays failing after the retries raises `Unreachable`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import httpx
+
+from sgcli.errors import SgcliError
+
+
+class Rejected(SgcliError):
+    """The server answered 4xx: it will not run this request as sent."""
+
+    def __init__(self, status: int, reason: str):
+        super().__init__(f"server rejected the request (HTTP {status}): {reason}")
+        self.status = status
+        self.reason = reason
+
+
+class Unreachable(SgcliError):
+    """No usable answer after every retry (connection failures, 429/5xx, timeouts)."""
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    base_url: str
+    api_key: str | None = None
+    concurrency: int = 4
+    retries: int = 3
+    request_timeout: float = 120.0
+    backoff_s: float = 0.5  # first wait; doubles each retry
+    max_backoff_s: float = 8.0
+
+
+def make_client(opts: ClientOptions) -> httpx.AsyncClient:
+    headers = {"Authorization": f"Bearer {opts.api_key}"} if opts.api_key else {}
+    limits = httpx.Limits(max_connections=opts.concurrency, max_keepalive_connections=opts.concurrency)
+    return httpx.AsyncClient(
+        base_url=opts.base_url.rstrip("/"),
+        headers=headers,
+        limits=limits,
+        timeout=httpx.Timeout(opts.request_timeout, connect=min(10.0, opts.request_timeout)),
+    )
+
+
+def server_reason(response: httpx.Response) -> str:
+    """The message a server put in its error body (OpenAI shape, FastAPI shape, or plain text)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:500] or response.reason_phrase
+    if isinstance(body, dict):
+        error = body.get("error", body.get("detail", body.get("message")))
+        if isinstance(error, dict):
+            error = error.get("message", error)
+        if error is not None:
+            return error if isinstance(error, str) else json.dumps(error)[:500]
+    return json.dumps(body)[:500]
+
+
+def _retryable(status: int) -> bool:
+    return status == 429 or status >= 500
+
+
+def _wait_s(opts: ClientOptions, attempt: int, response: httpx.Response | None) -> float:
+    wait = min(opts.max_backoff_s, opts.backoff_s * 2**attempt)
+    if response is not None and response.status_code == 429:
+        try:
+            wait = max(wait, min(opts.max_backoff_s * 4, float(response.headers.get("retry-after", 0))))
+        except ValueError:
+            pass
+    return wait
+
+
+_NETWORK_ERRORS = (httpx.TransportError,)  # connect/read/write errors, resets, timeouts, protocol errors
+
+
+async def with_retries(opts: ClientOptions, attempt_fn: Callable, on_retry: Callable[[str], None] | None = None):
+    """Run `attempt_fn()` (an async call that raises `_Retry` or a network error to ask again)."""
+    last = ""
+    for attempt in range(opts.retries + 1):
+        response = None
+        try:
+            return await attempt_fn()
+        except _Retry as exc:
+            response, last = exc.response, f"HTTP {exc.response.status_code}: {server_reason(exc.response)}"
+        except _NETWORK_ERRORS as exc:
+            last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if attempt < opts.retries:
+            if on_retry:
+                on_retry(last)
+            await asyncio.sleep(_wait_s(opts, attempt, response))
+    raise Unreachable(f"no answer after {opts.retries + 1} attempts; last: {last}")
+
+
+class _Retry(Exception):
+    def __init__(self, response: httpx.Response):
+        self.response = response
+
+
+def _check(response: httpx.Response) -> None:
+    if _retryable(response.status_code):
+        raise _Retry(response)
+    if response.status_code >= 400:
+        raise Rejected(response.status_code, server_reason(response))
+
+
+async def post_json(client: httpx.AsyncClient, opts: ClientOptions, path: str, body: dict) -> tuple[dict, float]:
+    """POST and return (the JSON answer, seconds the successful attempt took)."""
+
+    async def attempt():
+        t = time.perf_counter()
+        response = await client.post(path, json=body)
+        _check(response)
+        try:
+            return response.json(), time.perf_counter() - t
+        except ValueError:
+            raise Unreachable(f"the server's answer is not JSON: {response.text[:200]!r}") from None
+
+    return await with_retries(opts, attempt)
+
+
+async def stream_json(client: httpx.AsyncClient, path: str, body: dict) -> AsyncIterator[dict]:
+    """POST and yield each server-sent event's JSON. No retries: text already shown can't be unsaid;
+    the caller retries only when nothing came back yet."""
+    async with client.stream("POST", path, json=body) as response:
+        if response.status_code >= 400:
+            await response.aread()
+            _check(response)
+        async for line in response.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                return
+            try:
+                yield json.loads(data)
+            except ValueError:
+                raise Unreachable(f"the server sent a stream event that is not JSON: {data[:200]!r}") from None
+
+
+async def served_models(client: httpx.AsyncClient, opts: ClientOptions) -> list[str]:
+    """Model ids from GET /v1/models (vLLM, SGLang and OpenAI all list them there)."""
+
+    async def attempt():
+        response = await client.get("/v1/models")
+        _check(response)
+        return [m.get("id") for m in (response.json().get("data") or []) if isinstance(m, dict)]
+
+    return await with_retries(opts, attempt)

@@ -1,0 +1,33 @@
+"""Any OpenAI-compatible server: JSON Schema through `response_format`, chat route only.
+
+OpenAI's structured outputs take the schema as an object under
+`response_format: {type: "json_schema", json_schema: {name, schema, strict}}`; there is no
+regex, grammar or choice, no top_k, and `response_format` exists on chat completions only.
+"""
+
+from __future__ import annotations
+
+from sgcli.constraints.spec import Kind
+from sgcli.serving.base import EngineCapabilities, OpenAICompatible, schema_object
+
+
+class OpenAIDialect(OpenAICompatible):
+    name = "openai"
+    description = "any OpenAI-compatible server: response_format json_schema on /v1/chat/completions"
+    capabilities = EngineCapabilities(
+        kinds=frozenset({Kind.JSON_SCHEMA, Kind.NONE}),
+        json_options=frozenset({"strict_properties"}),
+        routes=("chat",),
+        raw_route=None,
+        notes="strict mode is always requested; whitespace is the server's choice",
+    )
+
+    def constraint_fields(self, spec, route, server_backend) -> dict:
+        name = (spec.origin or "schema").rsplit("/", 1)[-1].split(".")[0]
+        safe = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in name)[:64] or "schema"
+        return {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": safe, "schema": schema_object(spec), "strict": True},
+            }
+        }

@@ -1,0 +1,239 @@
+"""Running requests against a serving engine and turning the answers into sgcli's records.
+
+Records carry the same keys as a local run's (plus `engine`), go through the same
+post-generation validation, and an error (server gone, retries exhausted, a rejected
+request) becomes an error record for that line instead of ending the batch. Batches run
+with bounded concurrency and are written in input order as they complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sgcli.constraints.spec import ConstraintSpec
+from sgcli.constraints.validate import validate
+from sgcli.engine.requests import Request, chat_messages
+from sgcli.errors import UserError
+from sgcli.serving.base import Call, Dialect, Reply, Sampling
+from sgcli.serving.check import GrammarCheck
+from sgcli.serving.client import ClientOptions, Rejected, Unreachable
+
+
+@dataclass
+class EngineJob:
+    """One constraint and sampling setup, sent to one server for every request."""
+
+    engine: str
+    dialect: Dialect
+    spec: ConstraintSpec
+    sampling: Sampling
+    client: ClientOptions
+    check: GrammarCheck
+    served_model: str | None = None
+    system: str | None = None
+    raw: bool = False
+
+    def call(self, req: Request, *, stream: bool = False) -> Call:
+        raw = self.raw and req.messages is None
+        messages = None if raw else chat_messages(req, self.system)
+        return self.dialect.request(
+            self.spec,
+            messages,
+            req.prompt if raw else None,
+            self.sampling,
+            model=self.served_model or "",
+            stream=stream,
+        )
+
+
+def _base(job: EngineJob, req: Request) -> dict:
+    return {
+        "id": req.id,
+        "prompt": req.prompt if req.messages is None else req.messages,
+        "output": None,
+        "parsed": None,
+        "valid": False,
+        "errors": [],
+        "finish_reason": "error",
+        "backend": "server",
+        "engine": job.engine,
+        "fallbacks": [],
+        "warnings": [],
+        "model": job.served_model,
+        "usage": {"prompt_tokens": None, "completion_tokens": None},
+        "timings": {
+            "load_s": None,
+            "compile_s": None,
+            "first_token_s": None,
+            "tokens_per_s": None,
+            "mask_ms_p50": None,
+            "mask_ms_p99": None,
+            "request_s": None,
+        },
+    }
+
+
+def error_record(job: EngineJob, req: Request, message: str) -> dict:
+    record = _base(job, req)
+    record["errors"] = [message]
+    return record
+
+
+def bad_line_record(job: EngineJob, bad) -> dict:
+    """An unreadable input line, with every key a generated record has."""
+    return {**_base(job, Request(bad.id)), **bad.record()}
+
+
+def reply_record(job: EngineJob, req: Request, reply: Reply, elapsed: float, first_token_s: float | None) -> dict:
+    """The server's answer, validated as a local output would be ("length" is never valid)."""
+    complete, why_not = job.check.complete(reply.output)
+    verdict = validate(job.spec, reply.output, finish_reason=reply.finish_reason, grammar_complete=complete)
+    errors = list(verdict.errors)
+    if why_not and not any(why_not in e for e in errors):
+        errors.append(why_not)
+    if reply.finish_reason not in ("stop", "length") and not errors:
+        errors.append(f"the server ended with finish_reason {reply.finish_reason!r}")
+    record = _base(job, req)
+    tokens = reply.completion_tokens
+    record.update(
+        output=reply.output,
+        parsed=verdict.parsed,
+        valid=not errors,
+        errors=errors,
+        finish_reason=reply.finish_reason,
+        usage={"prompt_tokens": reply.prompt_tokens, "completion_tokens": tokens},
+    )
+    record["timings"].update(
+        first_token_s=None if first_token_s is None else round(first_token_s, 4),
+        tokens_per_s=round(tokens / elapsed, 2) if tokens and elapsed > 0 else None,
+        request_s=round(elapsed, 4),
+        **reply.server_timings,
+    )
+    return record
+
+
+async def _post(job: EngineJob, http, req: Request) -> dict:
+    from sgcli.serving.client import post_json
+
+    call = job.call(req)
+    body, elapsed = await post_json(http, job.client, call.path, call.body)
+    return reply_record(job, req, job.dialect.reply(call, body), elapsed, None)
+
+
+async def _stream(job: EngineJob, http, req: Request, on_text: Callable[[str], None]) -> dict:
+    """Stream one request, showing text as it comes; retried only while nothing has been shown."""
+    import httpx
+
+    from sgcli.serving.base import Delta
+    from sgcli.serving.client import stream_json, with_retries
+
+    call = job.call(req, stream=True)
+
+    async def attempt():
+        t = time.perf_counter()
+        text, first, last = "", None, Delta()
+        try:
+            async for chunk in stream_json(http, call.path, call.body):
+                delta = job.dialect.delta(call, chunk)
+                new = delta.text[len(text) :] if delta.cumulative else delta.text
+                if new:
+                    first = first if first is not None else time.perf_counter() - t
+                    on_text(new)
+                    text += new
+                last = Delta(
+                    finish_reason=delta.finish_reason or last.finish_reason,
+                    prompt_tokens=delta.prompt_tokens or last.prompt_tokens,
+                    completion_tokens=delta.completion_tokens or last.completion_tokens,
+                )
+        except httpx.TransportError as exc:
+            if text:  # shown text cannot be taken back, so no retry
+                raise Unreachable(f"the stream broke after {len(text)} characters: {exc!r}") from None
+            raise
+        reply = Reply(text, last.finish_reason or "unknown", last.prompt_tokens, last.completion_tokens)
+        return reply_record(job, req, reply, time.perf_counter() - t, first)
+
+    return await with_retries(job.client, attempt)
+
+
+async def _resolve_model(job: EngineJob, http) -> None:
+    """Use --served-model, else the server's only (or first) model from /v1/models."""
+    if job.served_model or job.call(Request(None, "")).route == "generate":
+        return
+    from sgcli.serving.client import served_models
+
+    try:
+        models = await served_models(http, job.client)
+    except (Unreachable, Rejected) as exc:
+        raise UserError(
+            f"cannot list the models of {job.engine} at {job.client.base_url}: {exc}",
+            hint="check --base-url and that the server is up, or pass --served-model NAME",
+        ) from None
+    if not models:
+        raise UserError(f"{job.client.base_url} lists no models", hint="pass --served-model NAME")
+    job.served_model = models[0]
+
+
+def _fail_fast(job: EngineJob, exc: Exception) -> UserError:
+    if isinstance(exc, Rejected):
+        return UserError(
+            f"{job.engine} at {job.client.base_url} rejected the request: {exc.reason}",
+            hint=f"HTTP {exc.status}: a constraint the server cannot compile, an unknown model, a bad parameter...",
+        )
+    return UserError(f"cannot reach {job.engine} at {job.client.base_url}: {exc}", hint="is the server up?")
+
+
+def run_single(job: EngineJob, req: Request, on_text: Callable[[str], None] | None) -> dict:
+    """One prompt: streamed when `on_text` is given. A rejection or a dead server is exit 2."""
+    from sgcli.serving.client import make_client
+
+    async def main():
+        async with make_client(job.client) as http:
+            await _resolve_model(job, http)
+            job.check.prepare()
+            try:
+                return await (_stream(job, http, req, on_text) if on_text else _post(job, http, req))
+            except (Rejected, Unreachable) as exc:
+                raise _fail_fast(job, exc) from None
+
+    return asyncio.run(main())
+
+
+def run_batch(job: EngineJob, items: list, put: Callable[[int, dict], None]) -> None:
+    """Every item (a Request, or a bad line with its own `.record()`), `job.client.concurrency` at a
+    time; `put(index, record)` as each finishes. The first request goes alone, so a constraint the
+    server rejects (or a server that is not there) fails fast with exit 2 instead of N error records."""
+    from sgcli.serving.client import make_client
+
+    async def one(index: int, item, http, gate) -> None:
+        if not isinstance(item, Request):
+            put(index, bad_line_record(job, item))
+            return
+        async with gate:
+            try:
+                record = await _post(job, http, item)
+            except Rejected as exc:
+                record = error_record(job, item, f"server rejected the request (HTTP {exc.status}): {exc.reason}")
+            except Unreachable as exc:
+                record = error_record(job, item, f"{job.engine} at {job.client.base_url}: {exc}")
+        put(index, record)
+
+    async def main():
+        async with make_client(job.client) as http:
+            await _resolve_model(job, http)
+            job.check.prepare()
+            first = next((i for i, item in enumerate(items) if isinstance(item, Request)), None)
+            for i in range(first if first is not None else len(items)):
+                put(i, bad_line_record(job, items[i]))
+            if first is None:
+                return
+            try:
+                put(first, await _post(job, http, items[first]))
+            except (Rejected, Unreachable) as exc:
+                raise _fail_fast(job, exc) from None
+            gate = asyncio.Semaphore(job.client.concurrency)
+            await asyncio.gather(*(one(i, items[i], http, gate) for i in range(first + 1, len(items))))
+
+    asyncio.run(main())
