@@ -31,7 +31,7 @@ install() {
 
 model_dir() {
     # The project's own GGUF conversion writes a Hugging Face folder into the sgcli cache.
-    "$SGCLI_PY" -m sgcli.engine.hf_export
+    "$SGCLI_PY" -m sgcli.engine.hf_export "$@"
 }
 
 serve() {

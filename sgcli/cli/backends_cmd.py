@@ -14,6 +14,8 @@ Examples:
   sgcli backends
 
   sgcli backends --json | jq -r 'select(.kinds | index("lark")) | .backend'
+
+  sgcli backends --engines            # what each serving engine (--engine) accepts
 """
 
 
@@ -45,19 +47,66 @@ def capability_rows() -> list[dict]:
     return rows
 
 
+def engine_rows() -> list[dict]:
+    """One record per serving engine (`--engine`), from the capabilities its dialect declares."""
+    from sgcli.backends import _OPTION_FLAGS
+    from sgcli.constraints.spec import Kind
+    from sgcli.serving import engine_names, get_dialect
+    from sgcli.serving.base import ROUTES
+
+    rows = []
+    for name in engine_names():
+        dialect = get_dialect(name)
+        caps = dialect.capabilities
+        rows.append(
+            {
+                "engine": name,
+                "description": dialect.description,
+                "kinds": [k.value for k in Kind if k in caps.kinds and k is not Kind.NONE],
+                "json_options": [o for o in _OPTION_FLAGS if o in caps.json_options],
+                "routes": [ROUTES[r] for r in caps.routes],
+                "raw_route": ROUTES[caps.raw_route] if caps.raw_route else None,
+                "subgrammars": caps.subgrammars,
+                "server_backends_per_request": bool(caps.server_backends),
+                "notes": caps.notes,
+            }
+        )
+    return rows
+
+
 def backends(
     json_out: Annotated[bool, typer.Option("--json", help="One JSON record per backend (JSONL) on stdout.")] = False,
+    engines: Annotated[
+        bool, typer.Option("--engines", help="List the serving engines (--engine) and what they accept instead.")
+    ] = False,
 ) -> None:
     """List the grammar backends: version, constraint kinds, JSON layout options, notes.
 
     `--backend auto` tries them in the order shown by the 'auto' column.
     """
-    rows = capability_rows()
+    rows = engine_rows() if engines else capability_rows()
     if json_out:
         for row in rows:
             json_line(row)
         return
-    _table(rows)
+    _engine_table(rows) if engines else _table(rows)
+
+
+def _engine_table(rows: list[dict]) -> None:
+    from rich.table import Table
+
+    from sgcli.backends import _OPTION_FLAGS
+    from sgcli.constraints.spec import Kind
+
+    table = Table(title="serving engines (--engine)", title_justify="left", show_lines=True)
+    for col in ("engine", "kinds", "JSON options", "routes (--raw)", "notes"):
+        table.add_column(col, overflow="fold", no_wrap=col == "engine")
+    for r in rows:
+        kinds = ", ".join(Kind(k).label for k in r["kinds"])
+        options = ", ".join(_OPTION_FLAGS[o] for o in r["json_options"]) or "-"
+        routes = ", ".join(r["routes"]) + f" ({r['raw_route'] or 'none'})"
+        table.add_row(r["engine"], kinds, options, routes, r["notes"])
+    out.print(table)
 
 
 def _table(rows: list[dict]) -> None:

@@ -16,10 +16,10 @@ class OpenAIDialect(OpenAICompatible):
     description = "any OpenAI-compatible server: response_format json_schema on /v1/chat/completions"
     capabilities = EngineCapabilities(
         kinds=frozenset({Kind.JSON_SCHEMA, Kind.NONE}),
-        json_options=frozenset({"strict_properties"}),
         routes=("chat",),
         raw_route=None,
-        notes="strict mode is always requested; whitespace is the server's choice",
+        notes="strict mode is always requested (the server may demand additionalProperties: false); "
+        "whitespace is the server's choice",
     )
 
     def constraint_fields(self, spec, route, server_backend) -> dict:

@@ -1,0 +1,337 @@
+"""Serving engines without a real server: request bodies against the documented shapes, capability
+errors, and the HTTP client's retry paths against a fault-injecting loopback stub.
+
+The real-server checks (schema, regex, choice, grammar, batches, a killed server) are in
+tests/test_serving_engine.py, marked `engine`.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.serving import get_dialect
+from sgcli.serving.base import Sampling
+from tests.serving_stub import Stub
+
+SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+MESSAGES = [{"role": "user", "content": "hi"}]
+OLD_TAG = {"structures": [{"begin": "<f>", "schema": {"type": "object"}, "end": "</f>"}], "triggers": ["<f>"]}
+NEW_TAG = {
+    "type": "structural_tag",
+    "format": {"type": "triggered_tags", "triggers": ["<f>"], "tags": [{"begin": "<f>", "content": {}, "end": "</f>"}]},
+}
+
+
+def spec_of(kind: Kind, value) -> ConstraintSpec:
+    if kind is Kind.CHOICE:
+        return ConstraintSpec(kind, "\n".join(value), "--choice", choices=tuple(value))
+    return ConstraintSpec(kind, value if isinstance(value, str) else json.dumps(value), "s.json")
+
+
+def body(engine, kind, value, *, raw=False, **sampling):
+    call = get_dialect(engine).request(
+        spec_of(kind, value),
+        None if raw else MESSAGES,
+        "hi" if raw else None,
+        Sampling(**sampling),
+        model="m",
+    )
+    return call.path, call.body
+
+
+# --- request bodies, against each engine's documented shape --------------------------------
+
+
+def test_openai_schema_goes_in_response_format_as_an_object():
+    path, b = body("openai", Kind.JSON_SCHEMA, SCHEMA, top_k=5)
+    assert path == "/v1/chat/completions"
+    assert b["messages"] == MESSAGES and b["model"] == "m"
+    rf = b["response_format"]
+    assert rf["type"] == "json_schema"
+    assert rf["json_schema"]["schema"] == SCHEMA and rf["json_schema"]["strict"] is True
+    assert rf["json_schema"]["name"] == "s"
+    assert "top_k" not in b  # not an OpenAI parameter
+
+
+@pytest.mark.parametrize(
+    "kind, value, expected",
+    [
+        (Kind.JSON_SCHEMA, SCHEMA, {"json": SCHEMA}),
+        (Kind.REGEX, "[0-9]+", {"regex": "[0-9]+"}),
+        (Kind.CHOICE, ["yes", "no"], {"choice": ["yes", "no"]}),
+        (Kind.EBNF, 'root ::= "a"', {"grammar": 'root ::= "a"'}),
+        (Kind.LARK, 'start: "a"', {"grammar": 'start: "a"'}),
+    ],
+)
+@pytest.mark.parametrize("raw", [False, True])
+def test_vllm_structured_outputs_on_both_routes(kind, value, expected, raw):
+    path, b = body("vllm", kind, value, raw=raw)
+    assert path == ("/v1/completions" if raw else "/v1/chat/completions")
+    assert ("prompt" in b) == raw and ("messages" in b) != raw
+    assert b["structured_outputs"] == expected
+    assert "response_format" not in b
+
+
+@pytest.mark.parametrize("tag", [OLD_TAG, NEW_TAG])
+def test_vllm_structural_tag_is_a_json_string(tag):
+    _, b = body("vllm", Kind.STRUCTURAL_TAG, tag)
+    sent = json.loads(b["structured_outputs"]["structural_tag"])
+    assert sent["type"] == "structural_tag"
+    assert {k: v for k, v in sent.items() if k != "type"} == {k: v for k, v in tag.items() if k != "type"}
+
+
+def test_vllm_top_k_only_when_set():
+    assert body("vllm", Kind.REGEX, "a", top_k=7)[1]["top_k"] == 7
+    assert "top_k" not in body("vllm", Kind.REGEX, "a")[1]
+
+
+@pytest.mark.parametrize(
+    "kind, value, field, expected",
+    [
+        (Kind.REGEX, "[0-9]+", "regex", "[0-9]+"),
+        (Kind.CHOICE, ["a.b", "c"], "regex", r"a\.b|c"),
+        (Kind.EBNF, 'root ::= "a"', "ebnf", 'root ::= "a"'),
+    ],
+)
+def test_sglang_openai_routes_take_regex_and_ebnf_in_the_body(kind, value, field, expected):
+    path, b = body("sglang", kind, value)
+    assert path == "/v1/chat/completions"
+    assert b[field] == expected
+
+
+def test_sglang_openai_route_schema_in_response_format():
+    _, b = body("sglang", Kind.JSON_SCHEMA, SCHEMA)
+    assert b["response_format"]["type"] == "json_schema"
+    assert b["response_format"]["json_schema"]["schema"] == SCHEMA
+
+
+@pytest.mark.parametrize("tag", [OLD_TAG, NEW_TAG])
+def test_sglang_structural_tag_both_shapes(tag):
+    _, chat = body("sglang", Kind.STRUCTURAL_TAG, tag)
+    assert chat["response_format"]["type"] == "structural_tag"
+    assert chat["response_format"].get("structures", chat["response_format"].get("format")) == tag.get(
+        "structures", tag.get("format")
+    )
+    path, native = body("sglang", Kind.STRUCTURAL_TAG, tag, raw=True)
+    assert path == "/generate"
+    assert json.loads(native["sampling_params"]["structural_tag"]) == chat["response_format"]
+
+
+def test_sglang_native_generate_schema_is_a_string():
+    path, b = body("sglang", Kind.JSON_SCHEMA, SCHEMA, raw=True, max_tokens=9, seed=3)
+    assert path == "/generate"
+    assert b["text"] == "hi"
+    params = b["sampling_params"]
+    assert isinstance(params["json_schema"], str) and json.loads(params["json_schema"]) == SCHEMA
+    assert params["max_new_tokens"] == 9
+
+
+def test_sglang_native_reply_reads_meta_info():
+    from sgcli.serving.base import Call
+
+    dialect = get_dialect("sglang")
+    reply = dialect.reply(
+        Call("generate", {}),
+        {
+            "text": "12",
+            "meta_info": {
+                "prompt_tokens": 4,
+                "completion_tokens": 2,
+                "finish_reason": {"type": "length", "length": 2},
+                "e2e_latency": 0.5,
+            },
+        },
+    )
+    assert (reply.output, reply.finish_reason, reply.prompt_tokens, reply.completion_tokens) == ("12", "length", 4, 2)
+    assert reply.server_timings == {"e2e_latency_s": 0.5}
+
+
+# --- capabilities: exit 2 naming who can ---------------------------------------------------
+
+
+def test_engines_listing(run_cli):
+    result = run_cli("backends", "--engines", "--json")
+    assert result.exit_code == 0
+    rows = {r["engine"]: r for r in map(json.loads, result.stdout.splitlines())}
+    assert set(rows) == {"vllm", "sglang", "openai"}
+    assert "regex" in rows["vllm"]["kinds"] and "regex" not in rows["openai"]["kinds"]
+    assert rows["vllm"]["server_backends_per_request"] is False
+
+
+def test_openai_cannot_take_a_regex(run_cli):
+    result = run_cli("generate", "--engine", "openai", "--base-url", "http://127.0.0.1:9", "--regex", "a+", "x")
+    assert result.exit_code == 2
+    assert "engine 'openai' does not support regex" in result.stderr
+    assert "vllm, sglang" in result.stderr and "xgrammar" in result.stderr
+
+
+def test_sglang_cannot_take_lark(run_cli, tmp_path):
+    grammar = tmp_path / "g.lark"
+    grammar.write_text('start: "a"\n')
+    result = run_cli("generate", "--engine", "sglang", "--base-url", "http://127.0.0.1:9", "--lark", grammar, "x")
+    assert result.exit_code == 2
+    assert "does not support Lark" in result.stderr and "engines: vllm" in result.stderr
+
+
+def test_vllm_per_request_compact_json_is_refused(run_cli, tmp_path):
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps(SCHEMA))
+    result = run_cli(
+        "generate", "--engine", "vllm", "--base-url", "http://127.0.0.1:9", "--schema", schema,
+        "--json-whitespace", "compact", "x",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "--json-whitespace compact" in result.stderr and "local backends" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--engine", "vllm"], "needs --base-url"),
+        (["--engine", "tgi", "--base-url", "http://x"], "unknown engine 'tgi'"),
+        (["--engine", "vllm", "--base-url", "127.0.0.1:1"], "must start with http"),
+        (["--engine", "vllm", "--base-url", "http://x", "--concurrency", "0"], "--concurrency"),
+        (["--engine", "vllm", "--base-url", "http://x", "--api-key-env", "SGCLI_NO_SUCH_VAR"], "not set"),
+        (["--engine", "vllm", "--base-url", "http://x", "--reasoning"], "local engine only"),
+    ],
+)
+def test_bad_engine_flags_exit_2(run_cli, args, message):
+    result = run_cli("generate", "--regex", "a", *args, "x")
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+# --- the HTTP client against the fault-injecting stub --------------------------------------
+
+
+def gen(run_cli, stub, *args):
+    return run_cli("generate", "--engine", "vllm", "--base-url", stub.url, "--quiet", *args)
+
+
+def test_retries_429_503_and_reset_then_succeeds(run_cli):
+    with Stub(answer=lambda b: "42") as stub:
+        stub.script = [("status", 429, {"retry-after": "0"}), ("status", 503), ("reset",)]
+        result = gen(run_cli, stub, "--regex", "[0-9]+", "--json", "How many?")
+    assert result.exit_code == 0, result.stderr
+    record = json.loads(result.stdout)
+    assert record["valid"] is True and record["output"] == "42" and record["engine"] == "vllm"
+    assert len(stub.requests) == 4
+    assert stub.requests[-1]["body"]["structured_outputs"] == {"regex": "[0-9]+"}
+
+
+def test_slow_answer_times_out_then_retries(run_cli):
+    with Stub(answer=lambda b: "7") as stub:
+        stub.script = [("slow", 3.0)]
+        result = gen(run_cli, stub, "--regex", "[0-9]+", "--json", "--request-timeout", "0.5", "n?")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["output"] == "7"
+    assert len(stub.requests) == 2
+
+
+def test_retries_exhausted_is_exit_2_for_a_single_prompt(run_cli):
+    with Stub() as stub:
+        stub.script = [("status", 503)] * 2
+        result = gen(run_cli, stub, "--regex", "a", "--retries", "1", "x")
+    assert result.exit_code == 2
+    assert "no answer after 2 attempts" in result.stderr and "HTTP 503" in result.stderr
+
+
+def test_a_rejection_is_exit_2_with_the_servers_reason(run_cli):
+    with Stub() as stub:
+        stub.script = [("status", 400)]
+        result = gen(run_cli, stub, "--regex", "a", "x")
+    assert result.exit_code == 2
+    assert "stub says 400" in result.stderr
+    assert len(stub.requests) == 1  # a 4xx is not retried
+
+
+def test_server_output_is_validated_independently(run_cli):
+    with Stub(answer=lambda b: "abc") as stub:
+        result = gen(run_cli, stub, "--regex", "[0-9]+", "--json", "n?")
+    assert result.exit_code == 1
+    record = json.loads(result.stdout)
+    assert record["valid"] is False and "does not match the regex" in record["errors"][0]
+
+
+def test_length_is_never_valid(run_cli):
+    with Stub(answer=lambda b: "12") as stub:
+        stub.script = [("ok", "length")]
+        result = gen(run_cli, stub, "--regex", "[0-9]+", "--json", "n?")
+    assert result.exit_code == 1
+    record = json.loads(result.stdout)
+    assert record["finish_reason"] == "length" and record["valid"] is False
+
+
+def test_grammar_output_is_checked_by_a_local_backend(run_cli, tmp_path):
+    grammar = tmp_path / "yn.gbnf"
+    grammar.write_text('root ::= "yes" | "no"\n')
+    for answer, code in (("yes", 0), ("maybe", 1)):
+        with Stub(answer=lambda b, a=answer: a) as stub:
+            result = gen(run_cli, stub, "--ebnf", grammar, "--json", "?")
+        record = json.loads(result.stdout)
+        assert result.exit_code == code and record["valid"] is (code == 0)
+        if code:
+            assert any("local" in e for e in record["errors"])
+
+
+def test_streaming_single_prompt_and_api_key(run_cli, monkeypatch):
+    monkeypatch.setenv("SGCLI_TEST_KEY", "sekret")
+    with Stub(answer=lambda b: "1234567") as stub:
+        result = gen(run_cli, stub, "--regex", "[0-9]+", "--api-key-env", "SGCLI_TEST_KEY", "n?")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == "1234567\n"
+    sent = stub.requests[-1]
+    assert sent["body"]["stream"] is True
+    assert sent["headers"].get("Authorization") == "Bearer sekret"
+
+
+def _batch_file(tmp_path, n):
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps({"id": f"r{i}", "prompt": f"line {i}"}) + "\n" for i in range(n)))
+    return path
+
+
+def _line(body):
+    return int(body["messages"][-1]["content"].split()[-1])
+
+
+def test_batch_in_input_order_with_bounded_concurrency(run_cli, tmp_path):
+    # Later lines answer sooner, so completion order is the reverse of input order.
+    with Stub(answer=lambda b: json.dumps({"n": _line(b)}), delay=lambda b: 0.05 * (12 - _line(b))) as stub:
+        out = tmp_path / "out.jsonl"
+        result = gen(
+            run_cli, stub, "--schema", _schema(tmp_path), "--input", _batch_file(tmp_path, 12), "--output", out,
+            "--concurrency", "3",
+        )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in records] == [f"r{i}" for i in range(12)]
+    assert [r["parsed"] for r in records] == [{"n": i} for i in range(12)]
+    assert all(r["valid"] for r in records)
+    assert stub.max_in_flight <= 3 and stub.max_in_flight >= 2
+
+
+def _schema(tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(SCHEMA))
+    return path
+
+
+def test_batch_failures_become_error_records_with_every_key(run_cli, tmp_path):
+    with Stub(answer=lambda b: json.dumps({"n": _line(b)})) as stub:
+        # the first request goes alone; then the next one fails every attempt
+        stub.script = [("ok",), ("status", 503), ("status", 503)]
+        out = tmp_path / "out.jsonl"
+        result = gen(
+            run_cli, stub, "--schema", _schema(tmp_path), "--input", _batch_file(tmp_path, 4), "--output", out,
+            "--concurrency", "1", "--retries", "1",
+        )  # fmt: skip
+    assert result.exit_code == 1
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in records] == ["r0", "r1", "r2", "r3"]
+    assert [r["valid"] for r in records] == [True, False, True, True]
+    assert set(records[1]) == set(records[0])
+    assert records[1]["finish_reason"] == "error" and "HTTP 503" in records[1]["errors"][0]
