@@ -335,3 +335,16 @@ def test_batch_failures_become_error_records_with_every_key(run_cli, tmp_path):
     assert [r["valid"] for r in records] == [True, False, True, True]
     assert set(records[1]) == set(records[0])
     assert records[1]["finish_reason"] == "error" and "HTTP 503" in records[1]["errors"][0]
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_compare_backends_on_an_engine_says_a_request_cannot_choose(run_cli, engine):
+    result = run_cli("compare-backends", "--engine", engine, "--base-url", "http://127.0.0.1:9", "--regex", "a", "x")
+    assert result.exit_code == 2
+    assert "a request cannot choose one" in result.stderr
+
+
+def test_compare_backends_engine_still_checks_the_constraint(run_cli):
+    result = run_cli("compare-backends", "--engine", "openai", "--base-url", "http://127.0.0.1:9", "--regex", "a", "x")
+    assert result.exit_code == 2
+    assert "engine 'openai' does not support regex" in result.stderr

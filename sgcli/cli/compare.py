@@ -16,6 +16,7 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli.cli import constraint_options as co
+from sgcli.cli import engine_options as eo
 from sgcli.cli.common import err, json_line, out
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
@@ -173,6 +174,22 @@ def _mark_agreement(rows: list[dict], key: str) -> None:
             r["agree"] = r[key] == reference[r["variant"]]
 
 
+def _server_side_backends(engine: str, base_url: str | None, spec: ConstraintSpec, raw: bool) -> None:
+    """A row per server-side backend needs an engine whose requests can choose one; say so when not."""
+    from sgcli.serving import check_engine_supports
+
+    eo.client_options(engine, base_url, None, 1, 0, 1.0)
+    caps = check_engine_supports(engine, spec, raw=raw).capabilities
+    if not caps.server_backends:
+        raise UserError(
+            f"engine '{engine}' picks its grammar backend when the server starts; a request cannot choose one, "
+            "so there is no row per backend to compare on one server",
+            hint=f"compare local backends (drop --engine), or start one {engine} server per backend and run "
+            f"`sgcli generate --engine {engine} --base-url URL` against each ({caps.notes})",
+        )
+    raise AssertionError(f"{engine} declares per-request backends but compare-backends has no rows for them")
+
+
 def compare_backends(
     prompt: Annotated[Optional[str], typer.Argument(help="The prompt (not needed with --no-generate).")] = None,
     schema: co.SchemaOpt = None,
@@ -237,6 +254,8 @@ def compare_backends(
     indent: co.IndentOpt = None,
     max_whitespace: co.MaxWhitespaceOpt = None,
     strict_properties: co.StrictOpt = False,
+    engine: eo.EngineOpt = "local",
+    base_url: eo.BaseUrlOpt = None,
 ) -> None:
     """Run one constraint through several backends and compare compile time, mask time and output.
 
@@ -274,6 +293,8 @@ def compare_backends(
         )
     if max_tokens < 1:
         raise UserError("--max-tokens must be at least 1")
+    if engine != "local":
+        _server_side_backends(engine, base_url, spec, raw)
     variants = parse_variants(whitespace, spec.json_options)
     names = pick_backends(backends_opt, spec)
 
