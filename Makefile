@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 SGCLI  := $(VENV)/bin/sgcli
 STAMP  := $(VENV)/.sgcli-installed
 
-.PHONY: setup demo test bench clean-cache
+.PHONY: setup demo test test-engine bench clean-cache
 
 setup: $(STAMP)
 
@@ -22,7 +22,12 @@ demo: setup
 	@$(SGCLI) generate --schema examples/capital.json "What is the capital of France?"
 
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not engine"
+
+# Against a real vLLM CPU server (scripts/serve-vllm.sh installs it into .venv-vllm and starts it):
+# minutes, not seconds. SGCLI_REQUIRE_ENGINE=1 turns "vLLM is not set up" from a skip into a failure.
+test-engine: setup
+	SGCLI_REQUIRE_ENGINE=1 $(PY) -m pytest -q -m engine
 
 bench: setup
 	$(PY) benchmarks/overhead.py
