@@ -230,12 +230,14 @@ def generate(
         if batch_text is not None:
             items = list(read_requests(*batch_text))
             from sgcli.cli.progress import count_progress
+            from sgcli.engine.batch_output import OrderedWriter
 
+            writer = OrderedWriter(sink, json_line)  # the same writer as --engine batches
             with count_progress("generating", len(items)) as advance:
-                for item in items:
+                for index, item in enumerate(items):
                     record = item.record() if not isinstance(item, Request) else _run_quiet(session, item)
                     all_valid &= bool(record["valid"])
-                    json_line(record, sink)
+                    writer.put(index, record)
                     advance()
         else:
             all_valid = _run_one(session, Request(None, prompt), json_out=json_out, sink=sink, quiet=quiet)
