@@ -348,3 +348,17 @@ def test_compare_backends_engine_still_checks_the_constraint(run_cli):
     result = run_cli("compare-backends", "--engine", "openai", "--base-url", "http://127.0.0.1:9", "--regex", "a", "x")
     assert result.exit_code == 2
     assert "engine 'openai' does not support regex" in result.stderr
+
+
+def test_ordered_writer_holds_records_until_those_before_are_done():
+    import io
+
+    from sgcli.engine.batch_output import OrderedWriter
+
+    sink = io.StringIO()
+    writer = OrderedWriter(sink)
+    assert writer.put(2, {"id": 2}) == [] and sink.getvalue() == ""
+    assert writer.put(0, {"id": 0}) == [{"id": 0}]
+    assert [r["id"] for r in writer.put(1, {"id": 1})] == [1, 2]
+    assert [json.loads(line)["id"] for line in sink.getvalue().splitlines()] == [0, 1, 2]
+    assert writer.written == 3
