@@ -8,7 +8,8 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any
+from enum import Enum
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -51,6 +52,10 @@ def handles_errors(fn: Callable) -> Callable:
         except BrokenPipeError:
             raise typer.Exit(0) from None
         except Exception as exc:  # a bug: say so, keep the traceback for reports
+            missing = _missing_extra(exc)
+            if missing is not None:  # an optional extra that is not installed is the user's to fix
+                fail(missing)
+                raise typer.Exit(EXIT_USAGE) from None
             err.print(
                 "[bold red]internal error[/] (a bug in sgcli, please report it): "
                 f"{type(exc).__name__}: {_escape(str(exc))}"
@@ -62,6 +67,38 @@ def handles_errors(fn: Callable) -> Callable:
             raise typer.Exit(EXIT_INTERNAL) from None
 
     return wrapper
+
+
+def _missing_extra(exc: Exception) -> UserError | None:
+    if not isinstance(exc, ImportError):
+        return None
+    from sgcli.extras import from_import_error
+
+    return from_import_error(exc)
+
+
+class OutputFormat(str, Enum):
+    """How a command prints its results: for people, one JSON document, or one JSON object a line."""
+
+    text = "text"
+    json = "json"
+    jsonl = "jsonl"
+
+
+OutputFormatOpt = Annotated[
+    Optional[OutputFormat],
+    typer.Option("--output-format", help="text (default on a terminal), json, or jsonl.", rich_help_panel="Output"),
+]
+JsonFlagOpt = Annotated[bool, typer.Option("--json", help="Same as --output-format json.", rich_help_panel="Output")]
+
+
+def output_format_of(output_format: OutputFormat | None, json_flag: bool) -> str:
+    """The format asked for: --output-format wins, --json is its alias, text otherwise."""
+    if output_format is not None:
+        if json_flag and output_format is not OutputFormat.json:
+            raise UserError(f"--json conflicts with --output-format {output_format.value}", hint="give one of them")
+        return output_format.value
+    return "json" if json_flag else "text"
 
 
 def json_line(obj: Any, stream=None) -> None:

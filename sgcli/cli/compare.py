@@ -214,11 +214,15 @@ def compare_backends(
     model: Annotated[
         Optional[str],
         typer.Option(
-            "--model", "-m", help="Model ref. Default: the embedded SmolLM2-135M-Instruct.", rich_help_panel="Model"
+            "--model",
+            "-m",
+            envvar="SGCLI_MODEL",
+            help="Model ref. Default: the embedded SmolLM2-135M-Instruct.",
+            rich_help_panel="Model",
         ),
     ] = None,
-    device: Annotated[str, typer.Option("--device", rich_help_panel="Model")] = "auto",
-    dtype: Annotated[str, typer.Option("--dtype", rich_help_panel="Model")] = "auto",
+    device: Annotated[str, typer.Option("--device", envvar="SGCLI_DEVICE", rich_help_panel="Model")] = "auto",
+    dtype: Annotated[str, typer.Option("--dtype", envvar="SGCLI_DTYPE", rich_help_panel="Model")] = "auto",
     threads: co.ThreadsOpt = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", rich_help_panel="Sampling")] = 128,
     temperature: Annotated[

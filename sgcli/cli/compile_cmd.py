@@ -33,7 +33,13 @@ def compile_files(
         typer.Argument(metavar="FILE...", help="Grammar files (kind from extension) or @name from sgcli/grammars/."),
     ],
     backend: Annotated[
-        str, typer.Option("--backend", "-b", help="A backend name, or 'all' for every backend that enforces grammars.")
+        str,
+        typer.Option(
+            "--backend",
+            "-b",
+            envvar="SGCLI_BACKEND",
+            help="A backend name, or 'all' for every backend that enforces grammars.",
+        ),
     ] = "all",
     tokenizer: Annotated[
         Optional[str],

@@ -39,20 +39,32 @@ def generate(
     structural_tag: co.StructuralTagOpt = None,
     sub: co.SubOpt = None,
     backend: Annotated[
-        str, typer.Option("--backend", "-b", help="Grammar backend (see `sgcli backends`); 'none' = unconstrained.")
+        str,
+        typer.Option(
+            "--backend",
+            "-b",
+            envvar="SGCLI_BACKEND",
+            help="Grammar backend (see `sgcli backends`); 'none' = unconstrained.",
+        ),
     ] = "xgrammar",
     model: Annotated[
         Optional[str],
         typer.Option(
             "--model",
             "-m",
+            envvar="SGCLI_MODEL",
             help="Hugging Face id, local folder, or .gguf file. Default: the embedded SmolLM2-135M-Instruct.",
             rich_help_panel="Model",
         ),
     ] = None,
-    device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda.", rich_help_panel="Model")] = "auto",
+    device: Annotated[
+        str, typer.Option("--device", envvar="SGCLI_DEVICE", help="auto, cpu or cuda.", rich_help_panel="Model")
+    ] = "auto",
     dtype: Annotated[
-        str, typer.Option("--dtype", help="auto, float32, bfloat16 or float16.", rich_help_panel="Model")
+        str,
+        typer.Option(
+            "--dtype", envvar="SGCLI_DTYPE", help="auto, float32, bfloat16 or float16.", rich_help_panel="Model"
+        ),
     ] = "auto",
     threads: co.ThreadsOpt = None,
     max_tokens: Annotated[

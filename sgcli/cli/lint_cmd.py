@@ -53,7 +53,12 @@ def lint(
     ],
     backend: Annotated[
         str,
-        typer.Option("--backend", "-b", help="A backend name, or 'all': every backend that supports the file's kind."),
+        typer.Option(
+            "--backend",
+            "-b",
+            envvar="SGCLI_BACKEND",
+            help="A backend name, or 'all': every backend that supports the file's kind.",
+        ),
     ] = "all",
     tokenizer: Annotated[
         Optional[str],
@@ -76,19 +81,29 @@ def lint(
     select: Annotated[
         Optional[list[str]],
         typer.Option(
-            "--select", help="Rule codes or prefixes to run (comma-separated, repeatable; ALL for every rule)."
+            "--select",
+            envvar="SGCLI_LINT_SELECT",
+            help="Rule codes or prefixes to run (comma-separated, repeatable; ALL for every rule).",
         ),
     ] = None,
     ignore: Annotated[
         Optional[list[str]],
-        typer.Option("--ignore", help="Rule codes or prefixes to skip (the more specific of --select/--ignore wins)."),
+        typer.Option(
+            "--ignore",
+            envvar="SGCLI_LINT_IGNORE",
+            help="Rule codes or prefixes to skip (the more specific of --select/--ignore wins).",
+        ),
     ] = None,
     kind: Annotated[
         Optional[str], typer.Option("--kind", help="Kind instead of the extension's: json_schema, regex, ebnf, lark.")
     ] = None,
     json_whitespace: Annotated[
         str,
-        typer.Option("--json-whitespace", help="The JSON layout you generate with (for W002): flexible or compact."),
+        typer.Option(
+            "--json-whitespace",
+            envvar="SGCLI_JSON_WHITESPACE",
+            help="The JSON layout you generate with (for W002): flexible or compact.",
+        ),
     ] = "flexible",
     max_whitespace: Annotated[
         Optional[int], typer.Option("--max-whitespace", help="The whitespace bound you generate with (for W002).")
@@ -140,10 +155,8 @@ def lint(
             skipped[key] = skipped.get(key, 0) + 1
         sources[result.path] = _source(result.path)
     for (name, reason), count in skipped.items():
-        err.print(
-            f"[dim]note: {name} did not run on {count} file{'s' if count > 1 else ''}: "
-            f"it does not support {_escape(reason)}[/]"
-        )
+        err.print(f"[dim]note: {name} did not run on {count} file{'s' if count > 1 else ''}: {_escape(reason)}[/]")
+    diagnostics = _without_per_file_ignores(diagnostics)
     sys.stdout.write(RENDERERS[output_format](diagnostics, sources))
     sys.stdout.flush()
     if output_format in ("concise", "full"):
@@ -166,3 +179,16 @@ def _escape(text: str) -> str:
     from rich.markup import escape
 
     return escape(text)
+
+
+def _without_per_file_ignores(diagnostics: list) -> list:
+    """Drop findings that the configuration's lint.per-file-ignores silences for their file."""
+    from sgcli import config
+    from sgcli.lint.select import PerFileIgnores
+
+    cfg = config.current()
+    table = cfg.file_values.get("lint.per-file-ignores")
+    if not table:
+        return diagnostics
+    rules = PerFileIgnores.parse(table, str(cfg.path.parent) if cfg.path else None)
+    return [d for d in diagnostics if not rules.ignores(d.path, d.code)]

@@ -39,7 +39,7 @@ def masks(
         ),
     ] = None,
     backend: Annotated[
-        str, typer.Option("--backend", "-b", help="Grammar backend (see `sgcli backends`).")
+        str, typer.Option("--backend", "-b", envvar="SGCLI_BACKEND", help="Grammar backend (see `sgcli backends`).")
     ] = "xgrammar",
     top: Annotated[int, typer.Option("--top", help="How many allowed tokens to show per step.")] = 8,
     json_out: Annotated[

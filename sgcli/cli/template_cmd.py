@@ -56,7 +56,10 @@ def read_messages(path: str) -> tuple[list[dict], list | None]:
 def render(
     messages: Annotated[str, typer.Option("--messages", help="JSON file of messages ('-' = stdin).")],
     model: Annotated[
-        Optional[str], typer.Option("--model", "-m", help="Model whose tokenizer renders (HF id, folder, .gguf).")
+        Optional[str],
+        typer.Option(
+            "--model", "-m", envvar="SGCLI_MODEL", help="Model whose tokenizer renders (HF id, folder, .gguf)."
+        ),
     ] = None,
     tokenizer: Annotated[
         Optional[str],

@@ -68,3 +68,36 @@ class Selection:
     def needs(self, requirement: str) -> bool:
         """Whether any enabled rule needs `requirement` ("backend", "tokenizer")."""
         return any(RULES[c].needs == requirement for c in self.enabled)
+
+
+@dataclass(frozen=True)
+class PerFileIgnores:
+    """`per-file-ignores` from the configuration: glob -> selectors skipped in matching files.
+
+    Globs match the path as given on the command line, or relative to the configuration
+    file's folder (as ruff resolves them)."""
+
+    patterns: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    base: str | None = None
+
+    @classmethod
+    def parse(cls, table: dict[str, list[str]] | None, base: str | None) -> PerFileIgnores:
+        pairs = []
+        for glob, codes in (table or {}).items():
+            selectors = _split(codes)
+            _check(selectors, f"per-file-ignores {glob!r}:")
+            pairs.append((glob, tuple(selectors)))
+        return cls(tuple(pairs), base)
+
+    def ignores(self, path: str, code: str) -> bool:
+        import fnmatch
+        import os
+
+        candidates = {path}
+        if self.base:
+            candidates.add(os.path.relpath(os.path.abspath(path), self.base))
+        return any(
+            _specificity(list(selectors), code) >= 0
+            for glob, selectors in self.patterns
+            if any(fnmatch.fnmatch(c, glob) for c in candidates)
+        )
