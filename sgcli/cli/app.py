@@ -78,7 +78,9 @@ def _register() -> None:
 
     app.command("lint", epilog=lint_cmd.EXAMPLES)(handles_errors(lint_cmd.lint))
     app.command("rule", epilog=rule_cmd.EXAMPLES)(handles_errors(rule_cmd.rule))
-    from sgcli.cli import cache_cmd, config_cmd
+    from sgcli.cli import cache_cmd, config_cmd, schema_cmd
+
+    app.command("schema", epilog=schema_cmd.EXAMPLES)(handles_errors(schema_cmd.schema))
 
     app.command("config", epilog=config_cmd.EXAMPLES)(handles_errors(config_cmd.show_config))
     app.add_typer(cache_cmd.app, name="cache")
