@@ -9,6 +9,7 @@ Without `--select`, every rule is selected.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from sgcli.errors import UserError
@@ -101,3 +102,21 @@ class PerFileIgnores:
             for glob, selectors in self.patterns
             if any(fnmatch.fnmatch(c, glob) for c in candidates)
         )
+
+
+_NOQA = re.compile(r"(?:#|//)\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]*(?:\s*,\s*[A-Za-z]+[0-9]*)*))?", re.IGNORECASE)
+
+
+def noqa_codes(line: str) -> frozenset[str] | None:
+    """The rule selectors a `# noqa: G001, W` (GBNF/EBNF) or `// noqa: G001` (Lark) comment
+    silences on its line; an empty set means every rule (a bare `noqa`), None means no comment."""
+    match = _NOQA.search(line)
+    if match is None:
+        return None
+    codes = match.group("codes")
+    return frozenset(_split([codes])) if codes else frozenset()
+
+
+def silenced_by_noqa(code: str, line: str) -> bool:
+    codes = noqa_codes(line)
+    return codes is not None and (not codes or _specificity(list(codes), code) >= 0)
