@@ -213,12 +213,16 @@ def generate(
             items = list(read_requests(*batch_text))
             from sgcli.cli.progress import count_progress
 
+            tally = BatchTally()
             with count_progress("generating", len(items)) as advance:
                 for item in items:
                     record = item.record() if not isinstance(item, Request) else _run_quiet(session, item)
                     all_valid &= bool(record["valid"])
                     json_line(record, sink)
+                    tally.add(record)
                     advance()
+            if not quiet:
+                err.print(tally.summary(), highlight=False)
         else:
             all_valid = _run_one(session, Request(None, prompt), json_out=json_out, sink=sink, quiet=quiet)
     finally:
@@ -272,3 +276,36 @@ def _summary(record: dict) -> None:
     )
     for e in record["errors"]:
         err.print(f"  [red]✗[/] {e}")
+
+
+class BatchTally:
+    """The one line a batch ends with on stderr: how many records, how they fared, how fast."""
+
+    def __init__(self) -> None:
+        import time
+
+        self.start = time.perf_counter()
+        self.n = self.valid = self.invalid = self.unchecked = self.errors = self.tokens = 0
+
+    def add(self, record: dict) -> None:
+        self.n += 1
+        self.tokens += (record.get("usage") or {}).get("completion_tokens") or 0
+        if record.get("finish_reason") == "error":
+            self.errors += 1
+        elif record.get("valid") is True:
+            self.valid += 1
+        elif record.get("valid") is None:
+            self.unchecked += 1
+        else:
+            self.invalid += 1
+
+    def summary(self) -> str:
+        import time
+
+        elapsed = time.perf_counter() - self.start
+        rate = f"{self.tokens / elapsed:.1f} tok/s" if elapsed > 0 and self.tokens else "- tok/s"
+        unchecked = f", {self.unchecked} unchecked" if self.unchecked else ""
+        return (
+            f"{self.n} records: {self.valid} valid, {self.invalid} invalid{unchecked}, {self.errors} errors · "
+            f"{self.tokens} tokens in {elapsed:.1f} s ({rate})"
+        )
