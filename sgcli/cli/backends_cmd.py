@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
-
-from sgcli.cli.common import json_line, out
+from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, RecordWriter, out, output_format_of
 
 EXAMPLES = """
 Examples:
@@ -45,17 +41,18 @@ def capability_rows() -> list[dict]:
     return rows
 
 
-def backends(
-    json_out: Annotated[bool, typer.Option("--json", help="One JSON record per backend (JSONL) on stdout.")] = False,
-) -> None:
+def backends(output_format: OutputFormatOpt = None, json_out: JsonFlagOpt = False) -> None:
     """List the grammar backends: version, constraint kinds, JSON layout options, notes.
 
     `--backend auto` tries them in the order shown by the 'auto' column.
     """
     rows = capability_rows()
-    if json_out:
+    fmt = output_format_of(output_format, json_out, stream=True)
+    if fmt != "text":
+        writer = RecordWriter(fmt)
         for row in rows:
-            json_line(row)
+            writer.write(row)
+        writer.close()
         return
     _table(rows)
 

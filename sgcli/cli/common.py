@@ -87,18 +87,50 @@ class OutputFormat(str, Enum):
 
 OutputFormatOpt = Annotated[
     Optional[OutputFormat],
-    typer.Option("--output-format", help="text (default on a terminal), json, or jsonl.", rich_help_panel="Output"),
+    typer.Option(
+        "--output-format",
+        help="text (for people), json (one document) or jsonl (one JSON object a line).",
+        rich_help_panel="Output",
+    ),
 ]
-JsonFlagOpt = Annotated[bool, typer.Option("--json", help="Same as --output-format json.", rich_help_panel="Output")]
+JsonFlagOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Alias: --output-format jsonl where the command prints a stream of records, json otherwise.",
+        rich_help_panel="Output",
+    ),
+]
 
 
-def output_format_of(output_format: OutputFormat | None, json_flag: bool) -> str:
-    """The format asked for: --output-format wins, --json is its alias, text otherwise."""
+def output_format_of(output_format: OutputFormat | None, json_flag: bool, *, stream: bool = False) -> str:
+    """The format asked for: --output-format wins; --json is its alias (jsonl for a `stream` of
+    records, json for one document, as each command always printed it); text otherwise."""
+    alias = "jsonl" if stream else "json"
     if output_format is not None:
-        if json_flag and output_format is not OutputFormat.json:
+        if json_flag and output_format.value != alias:
             raise UserError(f"--json conflicts with --output-format {output_format.value}", hint="give one of them")
         return output_format.value
-    return "json" if json_flag else "text"
+    return alias if json_flag else "text"
+
+
+class RecordWriter:
+    """Records to stdout as JSON Lines (each flushed at once) or, for `json`, one array at the end."""
+
+    def __init__(self, fmt: str, stream=None):
+        self.fmt, self.stream, self.rows = fmt, stream, []
+
+    def write(self, row: dict) -> None:
+        if self.fmt == "json":
+            self.rows.append(row)
+        else:
+            json_line(row, self.stream)
+
+    def close(self) -> None:
+        if self.fmt == "json":
+            stream = self.stream or sys.stdout
+            stream.write(json.dumps(self.rows, ensure_ascii=False, indent=2) + "\n")
+            stream.flush()
 
 
 def json_line(obj: Any, stream=None) -> None:

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli.cli import constraint_options as co
-from sgcli.cli.common import err, json_line
+from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, json_line, output_format_of
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 
 EXAMPLES = """
@@ -102,12 +102,8 @@ def generate(
     think_end: Annotated[
         str, typer.Option("--think-end", help="End-of-thinking marker for --reasoning.", rich_help_panel="Prompt")
     ] = "</think>",
-    json_out: Annotated[
-        bool,
-        typer.Option(
-            "--json", help="Print one JSON record per generation instead of the text.", rich_help_panel="Output"
-        ),
-    ] = False,
+    output_format: OutputFormatOpt = None,
+    json_out: JsonFlagOpt = False,
     input_file: Annotated[
         Optional[str],
         typer.Option(
@@ -130,8 +126,11 @@ def generate(
     """Generate text that is guaranteed to match a constraint, then validate it.
 
     Exit codes: 0 every output valid, 1 some output invalid (e.g. cut off by
-    --max-tokens), 2 bad input or flags, 3 internal error.
+    --max-tokens), 2 bad input or flags, 3 internal error. Batch records (--input) are
+    always JSON Lines, one per request, in input order.
     """
+    # A single prompt prints its record (json or jsonl: one object either way) or its text.
+    json_out = output_format_of(output_format, json_out, stream=True) != "text"
     from sgcli import backends
     from sgcli.constraints.sources import read_text, with_subgrammars
     from sgcli.engine.models import resolve_model

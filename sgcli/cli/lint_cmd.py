@@ -84,7 +84,12 @@ def lint(
         ),
     ] = None,
     output_format: Annotated[
-        str, typer.Option("--output-format", help="concise, full, json, json-lines or github.")
+        str,
+        typer.Option(
+            "--output-format",
+            help="concise (= text), full, json, json-lines (= jsonl), github or sarif.",
+            envvar="SGCLI_LINT_OUTPUT_FORMAT",
+        ),
     ] = "concise",
     select: Annotated[
         Optional[list[str]],
@@ -165,7 +170,7 @@ def lint(
     else:
         sys.stdout.write(RENDERERS[output_format](diagnostics, sources))
     sys.stdout.flush()
-    if output_format in ("concise", "full") or statistics:
+    if output_format in ("concise", "full", "text") or statistics:
         err.print(summary(diagnostics, len(files) - failed, failed), highlight=False, markup=False)
     if failed:
         raise typer.Exit(EXIT_USAGE)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from sgcli.lint.diagnostic import Diagnostic
 
-FORMATS = ("concise", "full", "json", "json-lines", "github", "sarif")
+FORMATS = ("concise", "full", "json", "json-lines", "github", "sarif", "text", "jsonl")
 
 
 def location(d: Diagnostic) -> str:
@@ -156,6 +156,8 @@ RENDERERS: dict[str, Callable[[list[Diagnostic], dict[str, str]], str]] = {
     "json-lines": json_lines,
     "github": github,
     "sarif": sarif,
+    "text": concise,  # the spellings every other command uses
+    "jsonl": json_lines,
 }
 
 
