@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, RecordWriter, out, output_format_of
+from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, out, output_format_of
 
 EXAMPLES = """
 Examples:
@@ -49,7 +49,7 @@ def backends(output_format: OutputFormatOpt = None, json_out: JsonFlagOpt = Fals
     rows = capability_rows()
     fmt = output_format_of(output_format, json_out, stream=True)
     if fmt != "text":
-        writer = RecordWriter(fmt)
+        writer = JsonRows(fmt)
         for row in rows:
             writer.write(row)
         writer.close()

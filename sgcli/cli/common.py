@@ -114,7 +114,7 @@ def output_format_of(output_format: OutputFormat | None, json_flag: bool, *, str
     return alias if json_flag else "text"
 
 
-class RecordWriter:
+class JsonRows:
     """Records to stdout as JSON Lines (each flushed at once) or, for `json`, one array at the end."""
 
     def __init__(self, fmt: str, stream=None):

@@ -16,7 +16,7 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli.cli import constraint_options as co
-from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, RecordWriter, err, out, output_format_of
+from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 
@@ -309,7 +309,7 @@ def compare_backends(
     if fmt == "text":
         _table(rows, no_generate)
     else:
-        writer = RecordWriter(fmt)
+        writer = JsonRows(fmt)
         for row in rows:
             writer.write(row)
         writer.close()

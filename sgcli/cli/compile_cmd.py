@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, RecordWriter, err, out, output_format_of
+from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
 
@@ -81,7 +81,7 @@ def compile_files(
     rows = [compile_row(spec, name, vocab, use_cache=not no_cache) for spec in specs for name in names]
     fmt = output_format_of(output_format, json_out, stream=True)
     if fmt != "text":
-        writer = RecordWriter(fmt)
+        writer = JsonRows(fmt)
         for row in rows:
             writer.write({k: v for k, v in row.items() if k != "normalized" or print_grammar})
         writer.close()

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli.cli import constraint_options as co
-from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, RecordWriter, err, out, output_format_of
+from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 
@@ -104,7 +104,7 @@ def masks(
     if fmt != "text":  # one record per step, then a summary
         from sgcli.grammar_dev.dryrun import to_records
 
-        writer = RecordWriter(fmt)
+        writer = JsonRows(fmt)
         for record in to_records(run, vocab):
             writer.write(record)
         writer.close()

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, RecordWriter, json_line, out, output_format_of
+from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, json_line, out, output_format_of
 from sgcli.errors import UserError
 
 EXAMPLES = """
@@ -37,7 +37,7 @@ def rule(
     fmt = output_format_of(output_format, json_out, stream=all_rules)
     if all_rules:
         if fmt != "text":
-            writer = RecordWriter(fmt)
+            writer = JsonRows(fmt)
             for r in every_rule():
                 writer.write(_record(r))
             writer.close()

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, RecordWriter, out, output_format_of
+from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, out, output_format_of
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK
 
@@ -59,7 +59,7 @@ def test(
             check_supports(backend, suite.spec)  # exit 2, naming the backends that can
     vocab = load_tokenizer(tokenizer).vocab
     fmt = output_format_of(output_format, json_out, stream=True)
-    writer = RecordWriter(fmt)
+    writer = JsonRows(fmt)
     all_ok = True
     for suite in suites:
         report = run_suite(suite, names, vocab)
