@@ -12,6 +12,7 @@ import json
 import pytest
 
 from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.records import EngineRow, GenerationRecord
 from sgcli.serving import get_dialect
 from sgcli.serving.base import Sampling
 from tests.serving_stub import Stub
@@ -146,7 +147,7 @@ def test_sglang_native_reply_reads_meta_info():
         },
     )
     assert (reply.output, reply.finish_reason, reply.prompt_tokens, reply.completion_tokens) == ("12", "length", 4, 2)
-    assert reply.server_timings == {"e2e_latency_s": 0.5}
+    assert reply.server_timings == {"server_s": 0.5}
 
 
 # --- capabilities: exit 2 naming who can ---------------------------------------------------
@@ -156,6 +157,8 @@ def test_engines_listing(run_cli):
     result = run_cli("backends", "--engines", "--json")
     assert result.exit_code == 0
     rows = {r["engine"]: r for r in map(json.loads, result.stdout.splitlines())}
+    for row in rows.values():
+        EngineRow.model_validate(row)
     assert set(rows) == {"vllm", "sglang", "openai"}
     assert "regex" in rows["vllm"]["kinds"] and "regex" not in rows["openai"]["kinds"]
     assert rows["vllm"]["server_backends_per_request"] is False
@@ -218,6 +221,7 @@ def test_retries_429_503_and_reset_then_succeeds(run_cli):
     assert result.exit_code == 0, result.stderr
     record = json.loads(result.stdout)
     assert record["valid"] is True and record["output"] == "42" and record["engine"] == "vllm"
+    GenerationRecord.model_validate(record)
     assert len(stub.requests) == 4
     assert stub.requests[-1]["body"]["structured_outputs"] == {"regex": "[0-9]+"}
 
@@ -254,6 +258,16 @@ def test_server_output_is_validated_independently(run_cli):
     assert result.exit_code == 1
     record = json.loads(result.stdout)
     assert record["valid"] is False and "does not match the regex" in record["errors"][0]
+
+
+def test_an_unfinished_server_answer_is_an_error(run_cli):
+    with Stub(answer=lambda b: "12") as stub:
+        stub.script = [("ok", "abort")]
+        result = gen(run_cli, stub, "--regex", "[0-9]+", "--json", "n?")
+    record = json.loads(result.stdout)
+    assert result.exit_code == 1
+    assert record["finish_reason"] == "error" and "finish_reason 'abort'" in record["errors"][0]
+    GenerationRecord.model_validate(record)
 
 
 def test_length_is_never_valid(run_cli):
@@ -335,6 +349,8 @@ def test_batch_failures_become_error_records_with_every_key(run_cli, tmp_path):
     assert [r["valid"] for r in records] == [True, False, True, True]
     assert set(records[1]) == set(records[0])
     assert records[1]["finish_reason"] == "error" and "HTTP 503" in records[1]["errors"][0]
+    for record in records:
+        GenerationRecord.model_validate(record)
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])

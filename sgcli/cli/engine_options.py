@@ -56,10 +56,13 @@ def client_options(
     request_timeout: float,
 ):
     """Check the engine flags (before anything slow) and return the client's options."""
+    from sgcli.extras import require
     from sgcli.serving import get_dialect
-    from sgcli.serving.client import ClientOptions
 
     get_dialect(engine)  # unknown name -> exit 2 naming the engines
+    require("serve", f"--engine {engine}")
+    from sgcli.serving.client import ClientOptions
+
     if not base_url:
         raise UserError(f"--engine {engine} needs --base-url", hint="e.g. --base-url http://127.0.0.1:8000")
     if not base_url.startswith(("http://", "https://")):

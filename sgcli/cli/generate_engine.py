@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from sgcli.cli.common import json_line
+from sgcli.cli.common import err, json_line
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 
 
@@ -41,14 +41,15 @@ def generate_on_engine(
     sink = output.open("w", encoding="utf-8") if output else sys.stdout
     try:
         if batch_text is not None:
-            return _batch(job, batch_text, sink)
+            return _batch(job, batch_text, sink, quiet=quiet)
         return _single(job, prompt, json_out=json_out, sink=sink, quiet=quiet)
     finally:
         if output:
             sink.close()
 
 
-def _batch(job, batch_text, sink) -> int:
+def _batch(job, batch_text, sink, *, quiet: bool) -> int:
+    from sgcli.cli.generate import BatchTally
     from sgcli.cli.progress import count_progress
     from sgcli.engine.batch_output import OrderedWriter
     from sgcli.engine.requests import read_requests
@@ -56,16 +57,18 @@ def _batch(job, batch_text, sink) -> int:
 
     items = list(read_requests(*batch_text))
     writer = OrderedWriter(sink, json_line)
-    verdicts = []
+    tally = BatchTally()
     with count_progress(f"generating on {job.engine}", len(items)) as advance:
 
         def put(index: int, record: dict) -> None:
-            verdicts.append(bool(record["valid"]))
+            tally.add(record)
             writer.put(index, record)
             advance()
 
         run_batch(job, items, put)
-    return EXIT_OK if all(verdicts) else EXIT_FINDINGS
+    if not quiet:
+        err.print(tally.summary(), highlight=False)
+    return EXIT_OK if tally.valid == tally.n else EXIT_FINDINGS
 
 
 def _single(job, prompt, *, json_out: bool, sink, quiet: bool) -> int:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.constraints.spec import ConstraintSpec
 from sgcli.constraints.validate import validate
 from sgcli.engine.requests import Request, chat_messages
@@ -51,6 +52,7 @@ class EngineJob:
 
 def _base(job: EngineJob, req: Request) -> dict:
     return {
+        "schema_version": RECORD_SCHEMA_VERSION,
         "id": req.id,
         "prompt": req.prompt if req.messages is None else req.messages,
         "output": None,
@@ -72,6 +74,7 @@ def _base(job: EngineJob, req: Request) -> dict:
             "mask_ms_p50": None,
             "mask_ms_p99": None,
             "request_s": None,
+            "server_s": None,
         },
     }
 
@@ -89,13 +92,15 @@ def bad_line_record(job: EngineJob, bad) -> dict:
 
 def reply_record(job: EngineJob, req: Request, reply: Reply, elapsed: float, first_token_s: float | None) -> dict:
     """The server's answer, validated as a local output would be ("length" is never valid)."""
+    finish = reply.finish_reason
+    ended = [] if finish in ("stop", "length") else [f"the server ended with finish_reason {finish!r}"]
+    if ended:  # abort, tool_calls, content_filter...: not a finished output
+        finish = "error"
     complete, why_not = job.check.complete(reply.output)
-    verdict = validate(job.spec, reply.output, finish_reason=reply.finish_reason, grammar_complete=complete)
-    errors = list(verdict.errors)
+    verdict = validate(job.spec, reply.output, finish_reason=finish, grammar_complete=complete)
+    errors = ended + [e for e in verdict.errors if not (ended and e.startswith("generation stopped"))]
     if why_not and not any(why_not in e for e in errors):
         errors.append(why_not)
-    if reply.finish_reason not in ("stop", "length") and not errors:
-        errors.append(f"the server ended with finish_reason {reply.finish_reason!r}")
     record = _base(job, req)
     tokens = reply.completion_tokens
     record.update(
@@ -103,7 +108,7 @@ def reply_record(job: EngineJob, req: Request, reply: Reply, elapsed: float, fir
         parsed=verdict.parsed,
         valid=not errors,
         errors=errors,
-        finish_reason=reply.finish_reason,
+        finish_reason=finish,
         usage={"prompt_tokens": reply.prompt_tokens, "completion_tokens": tokens},
     )
     record["timings"].update(

@@ -95,7 +95,7 @@ class SGLangDialect(OpenAICompatible):
         if call.route != "generate":
             return super().reply(call, body)
         meta = body.get("meta_info") or {}
-        timings = {"e2e_latency_s": meta["e2e_latency"]} if "e2e_latency" in meta else {}
+        timings = {"server_s": meta["e2e_latency"]} if "e2e_latency" in meta else {}
         return Reply(
             body.get("text") or "",
             _finish(meta.get("finish_reason")),
