@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from sgcli.cache.paths import converted_dir
+from sgcli.errors import UserError
 
 
 def export_hf_folder(gguf: Path) -> Path:
@@ -25,16 +26,35 @@ def export_hf_folder(gguf: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     for source in [*model_dir.iterdir(), *tokenizer_dir.iterdir()]:
         link = out / source.name
-        if link.is_symlink() and link.resolve() == source.resolve():
+        if source.name == "config.json" or (link.is_symlink() and link.resolve() == source.resolve()):
             continue
         link.unlink(missing_ok=True)
         link.symlink_to(source.resolve())
+    _write_config(model_dir / "config.json", out / "config.json")
     return out
+
+
+def _write_config(source: Path, target: Path) -> None:
+    """The config with `architectures` filled in. transformers leaves it null for a GGUF, and a server
+    then picks the bare base model (vLLM 0.32: `LlamaModel`, no LM head: every logit equal)."""
+    import json
+
+    config = json.loads(source.read_text())
+    if not config.get("architectures"):
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+        arch = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.get("model_type"))
+        if arch is None:
+            raise UserError(f"no causal-LM class is known for model_type {config.get('model_type')!r}")
+        config["architectures"] = [arch]
+    text = json.dumps(config, indent=2)
+    if not target.is_file() or target.is_symlink() or target.read_text() != text:
+        target.unlink(missing_ok=True)
+        target.write_text(text)
 
 
 def main(argv: list[str]) -> int:
     from sgcli.engine.models import resolve_model
-    from sgcli.errors import UserError
 
     try:
         ref = resolve_model(argv[0] if argv else None)
