@@ -378,3 +378,14 @@ def test_ordered_writer_holds_records_until_those_before_are_done():
     assert [r["id"] for r in writer.put(1, {"id": 1})] == [1, 2]
     assert [json.loads(line)["id"] for line in sink.getvalue().splitlines()] == [0, 1, 2]
     assert writer.written == 3
+
+
+def test_served_folder_config_names_the_causal_lm_class(tmp_path):
+    """A GGUF-converted config has `architectures: null`; a server would then load the bare base model."""
+    from sgcli.engine.hf_export import _write_config
+
+    source, target = tmp_path / "src.json", tmp_path / "config.json"
+    source.write_text(json.dumps({"model_type": "llama", "architectures": None, "hidden_size": 8}))
+    _write_config(source, target)
+    written = json.loads(target.read_text())
+    assert written["architectures"] == ["LlamaForCausalLM"] and written["hidden_size"] == 8
