@@ -31,7 +31,36 @@ def export_hf_folder(gguf: Path) -> Path:
         link.unlink(missing_ok=True)
         link.symlink_to(source.resolve())
     _write_config(model_dir / "config.json", out / "config.json")
+    _tied_embeddings_shard(model_dir / "model.safetensors", out / "embed_tokens.safetensors")
     return out
+
+
+_EMBED, _HEAD = "model.embed_tokens.weight", "lm_head.weight"
+
+
+def _tied_embeddings_shard(weights: Path, shard: Path) -> None:
+    """The input embeddings as a shard of their own, when the checkpoint holds only `lm_head.weight`.
+
+    Saving tied weights keeps one name (here the head's); transformers re-ties them on load, but a
+    server that finds `lm_head.weight` uses it and leaves the embeddings it never saw at zero
+    (vLLM 0.32: every hidden state zero, every logit equal). Servers load every *.safetensors file
+    in the folder, so a second file with the same tensor under the embeddings' name is enough.
+    """
+    from safetensors import safe_open
+
+    with safe_open(str(weights), "pt") as f:
+        names = set(f.keys())
+        if _EMBED in names or _HEAD not in names:
+            shard.unlink(missing_ok=True)
+            return
+        if shard.is_file():
+            return
+        head = f.get_tensor(_HEAD)
+    from safetensors.torch import save_file
+
+    tmp = shard.with_suffix(".partial")
+    save_file({_EMBED: head.contiguous()}, str(tmp), metadata={"format": "pt"})
+    tmp.replace(shard)
 
 
 def _write_config(source: Path, target: Path) -> None:
