@@ -389,3 +389,23 @@ def test_served_folder_config_names_the_causal_lm_class(tmp_path):
     _write_config(source, target)
     written = json.loads(target.read_text())
     assert written["architectures"] == ["LlamaForCausalLM"] and written["hidden_size"] == 8
+
+
+def test_served_folder_gets_the_tied_embeddings_a_server_would_miss(tmp_path):
+    """Saving tied weights keeps only lm_head.weight; the served folder adds the embeddings' name."""
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from sgcli.engine.hf_export import _tied_embeddings_shard
+
+    head = torch.arange(12, dtype=torch.float32).reshape(4, 3)
+    weights, shard = tmp_path / "model.safetensors", tmp_path / "embed_tokens.safetensors"
+    save_file({"lm_head.weight": head, "model.norm.weight": torch.ones(3)}, str(weights))
+    _tied_embeddings_shard(weights, shard)
+    with safe_open(str(shard), "pt") as f:
+        assert list(f.keys()) == ["model.embed_tokens.weight"]
+        assert torch.equal(f.get_tensor("model.embed_tokens.weight"), head)
+    save_file({"lm_head.weight": head, "model.embed_tokens.weight": head.clone()}, str(weights))
+    _tied_embeddings_shard(weights, shard)
+    assert not shard.exists()  # both names present: nothing to add
