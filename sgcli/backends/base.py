@@ -41,6 +41,7 @@ class Capabilities:
         frozenset()
     )  # "compact", "whitespace_pattern", "indent", "max_whitespace", "strict_properties"
     notes: str = ""
+    regex_dialect: str = "rust"  # how it reads regexes: "rust" or "ecma"; validation reads them the same way
 
 
 @dataclass(frozen=True)
