@@ -63,10 +63,11 @@ def backends(
 def _table(rows: list[dict]) -> None:
     from rich.table import Table
 
-    from sgcli.backends import _OPTION_FLAGS  # the JSON options as the flags that request them
+    from sgcli.backends import _OPTION_FLAGS, DEFAULT_BACKEND  # the JSON options as the flags that request them
     from sgcli.constraints.spec import Kind
 
-    table = Table(title="grammar backends", title_justify="left", show_lines=True)
+    default = "" if any(r["default"] for r in rows) else f" (default: --backend {DEFAULT_BACKEND}, in the 'auto' order)"
+    table = Table(title="grammar backends" + default, title_justify="left", show_lines=True)
     for col in ("backend", "version", "kinds", "JSON options", "auto", "notes"):
         table.add_column(col, overflow="fold", no_wrap=col in ("backend", "version", "auto"))
     for r in rows:

@@ -49,6 +49,16 @@ SubOpt = Annotated[
         rich_help_panel="Constraint",
     ),
 ]
+BackendOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--backend",
+        "-b",
+        help="Grammar backend (`sgcli backends` marks the default); 'auto' tries llguidance, then xgrammar, "
+        "then outlines_core, and says what each fallback weakens; 'none' = unconstrained.",
+        show_default=False,
+    ),
+]
 ThreadsOpt = Annotated[
     Optional[int],
     typer.Option(

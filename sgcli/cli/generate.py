@@ -38,9 +38,7 @@ def generate(
     grammar: co.GrammarOpt = None,
     structural_tag: co.StructuralTagOpt = None,
     sub: co.SubOpt = None,
-    backend: Annotated[
-        str, typer.Option("--backend", "-b", help="Grammar backend (see `sgcli backends`); 'none' = unconstrained.")
-    ] = "xgrammar",
+    backend: co.BackendOpt = None,
     model: Annotated[
         Optional[str],
         typer.Option(
@@ -117,7 +115,10 @@ def generate(
 ) -> None:
     """Generate text that is guaranteed to match a constraint, then validate it.
 
-    Exit codes: 0 every output valid, 1 some output invalid (e.g. cut off by
+    Every output is re-checked by an independent checker (jsonschema, lark, regex, ...);
+    the record's validated_by says which. valid is null ("unchecked", with the reason)
+    when no independent checker can read the constraint: that is not a success claim.
+    Exit codes: 0 no output invalid, 1 some output invalid (e.g. cut off by
     --max-tokens), 2 bad input or flags, 3 internal error.
     """
     from sgcli import backends
@@ -127,6 +128,7 @@ def generate(
     from sgcli.engine.sampling import SamplingParams
     from sgcli.engine.session import PromptOptions, Request
 
+    backend = backend or backends.DEFAULT_BACKEND
     spec = co.build_spec(
         schema=schema,
         pydantic=pydantic,
@@ -204,7 +206,7 @@ def generate(
             with count_progress("generating", len(items)) as advance:
                 for item in items:
                     record = item.record() if not isinstance(item, Request) else _run_quiet(session, item)
-                    all_valid &= bool(record["valid"])
+                    all_valid &= record["valid"] is not False
                     json_line(record, sink)
                     advance()
         else:
@@ -247,16 +249,20 @@ def _run_one(session, request, *, json_out: bool, sink, quiet: bool) -> bool:
         sink.flush()
     if not quiet:
         _summary(record)
-    return bool(record["valid"])
+    return record["valid"] is not False
 
 
 def _summary(record: dict) -> None:
     t = record["timings"]
     tps = f"{t['tokens_per_s']:.1f} tok/s" if t["tokens_per_s"] else "- tok/s"
-    valid = "[green]valid[/]" if record["valid"] else "[red]invalid[/]"
+    valid = {True: "[green]valid[/]", False: "[red]invalid[/]"}.get(record["valid"], "[yellow]unchecked[/]")
+    if record.get("validated_by"):
+        valid += f" [dim](checked by {record['validated_by']})[/]"
     err.print(
         f"[dim]{record['backend']} · {record['model']} · {record['usage']['completion_tokens']} tokens · "
         f"{tps} · finish: {record['finish_reason']} ·[/] {valid}"
     )
     for e in record["errors"]:
         err.print(f"  [red]✗[/] {e}")
+    if record.get("unchecked"):
+        err.print(f"  [yellow]?[/] not checked: {record['unchecked']}")
