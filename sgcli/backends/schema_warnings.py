@@ -140,3 +140,27 @@ def compile_warnings(spec, lines: list[str]) -> list:
         for pointer in pointers or [None]:
             out[CompileWarning(message, pointer)] = None
     return list(out)
+
+
+def weakened_keywords(compiled) -> list[dict]:
+    """[{pointer, keyword, backend}] for every schema keyword `compiled` does not enforce: those its
+    own warnings point at, and those its capabilities declare it drops silently (measured)."""
+    from sgcli.backends import get_backend
+    from sgcli.constraints.spec import Kind
+
+    if compiled.spec.kind is not Kind.JSON_SCHEMA:
+        return []
+    try:
+        schema = compiled.spec.schema()
+    except Exception:  # malformed schemas were rejected before compiling
+        return []
+    silent = get_backend(compiled.backend).capabilities.unenforced_keywords
+    found: dict[str, str] = {}
+    for w in compiled.warnings:
+        if w.pointer:
+            found.setdefault(w.pointer, w.pointer.rsplit("/", 1)[-1].replace("~1", "/").replace("~0", "~"))
+    for path, node in iter_subschemas(schema):
+        for key in node:
+            if key in silent:
+                found.setdefault(pointer_of(path + (key,)), key)
+    return [{"pointer": p, "keyword": k, "backend": compiled.backend} for p, k in found.items()]

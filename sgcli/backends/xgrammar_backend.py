@@ -66,6 +66,26 @@ class XGrammarBackend(LibraryBackend):
         json_options=frozenset({"compact", "indent", "max_whitespace", "strict_properties"}),
         notes="EBNF in xgrammar's GBNF dialect; no custom whitespace pattern",
         regex_dialect="ecma",
+        # accepted-invalid instances without any warning on JSON-Schema-Test-Suite draft2020-12
+        # (benchmarks/results/json_schema_suite.json) and lint's J001 probes
+        unenforced_keywords=frozenset(
+            {
+                "not",
+                "uniqueItems",
+                "contains",
+                "minContains",
+                "maxContains",
+                "if",
+                "then",
+                "else",
+                "patternProperties",
+                "dependentSchemas",
+                "dependentRequired",
+                "propertyNames",
+                "unevaluatedProperties",
+                "unevaluatedItems",
+            }
+        ),
     )
 
     @staticmethod

@@ -184,6 +184,16 @@ def generate(
     for w in compiled.warnings:
         where = f" (at {w.pointer})" if w.pointer else ""
         err.print(f"[yellow]warning[/]: {compiled.backend}: {w.message}{where}")
+    from sgcli.backends.schema_warnings import weakened_keywords
+
+    weakened = weakened_keywords(compiled)
+    if weakened:
+        listed = ", ".join(f"{w['keyword']} at {w['pointer']}" for w in weakened)
+        fell_back = " (auto fell back to it)" if fallbacks else ""
+        err.print(
+            f"[yellow]warning[/]: {compiled.backend}{fell_back} does not enforce {len(weakened)} keyword(s): "
+            f"{listed}; outputs are still validated"
+        )
     session = Session(
         lm,
         tokenizer,
@@ -193,6 +203,7 @@ def generate(
         tuple(stop or ()),
         PromptOptions(system, raw, template_name),
         fallbacks=fallbacks,
+        weakened=weakened,
         think_end=think_end if reasoning else None,
     )
 

@@ -51,6 +51,7 @@ class Session:
     prompt_options: PromptOptions = field(default_factory=PromptOptions)
     fallbacks: list[dict] = field(default_factory=list)  # backends `auto` skipped, and why
     think_end: str | None = None  # reasoning mode: constrain only after this marker
+    weakened: list[dict] = field(default_factory=list)  # [{pointer, keyword, backend}] the backend does not enforce
 
     def render(self, req: Request) -> tuple[str, list[int], list[str]]:
         """(prompt text, prompt ids, notices)."""
@@ -101,6 +102,7 @@ class Session:
             "finish_reason": f.finish_reason,
             "backend": self.compiled.backend,
             "fallbacks": self.fallbacks,
+            "weakened": self.weakened,
             "warnings": [w.message if not w.pointer else f"{w.pointer}: {w.message}" for w in self.compiled.warnings],
             "model": self.lm.ref.display,
             "usage": {"prompt_tokens": f.prompt_tokens, "completion_tokens": f.completion_tokens},
