@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -146,6 +147,7 @@ def generate(
         required=backend != "none",
     )
     spec = with_subgrammars(spec, sub or [])
+    spec = dataclasses.replace(spec, json_options=dataclasses.replace(spec.json_options, for_generation=True))
     if not think_end:
         raise UserError("--think-end must not be empty")
     if max_tokens < 1:
