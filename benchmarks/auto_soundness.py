@@ -60,7 +60,10 @@ def violated_paths(schema, instance) -> set[str]:
     from sgcli.lint.schema_instances import validator
 
     out: set[str] = set()
-    stack = list(validator(schema).iter_errors(instance))
+    try:
+        stack = list(validator(schema).iter_errors(instance))
+    except Exception:  # a remote or relative $ref jsonschema cannot resolve: no path to name
+        return {"<unresolvable $ref>"}
     while stack:
         err = stack.pop()
         out.update(str(p) for p in err.schema_path)

@@ -211,3 +211,10 @@ def test_cli_subgrammar_breaking_its_schema_exits_1(run_cli, tmp_path, monkeypat
     assert result.exit_code == 1
     assert (record["valid"], record["validated_by"]) == (False, "lark")
     assert "non-unique" in " ".join(record["errors"])
+
+
+def test_terminal_that_may_be_empty_is_still_checked():
+    """llguidance takes `T: /X{0,n}/`; lark's dynamic Earley lexer refuses empty terminals, so the
+    check reads it as an optional non-empty terminal rather than giving up."""
+    spec = ConstraintSpec(Kind.LARK, 'start: "<" REASON ">"\nREASON: /[a-z]{0,3}/\n', "e.lark")
+    assert [verdict(spec, o).valid for o in ("<>", "<ab>", "<abcd>", "<A>")] == [True, True, False, False]

@@ -24,7 +24,7 @@ RegexOpt = Annotated[
 ]
 EbnfOpt = Annotated[
     Optional[str],
-    typer.Option("--ebnf", help="GBNF / xgrammar EBNF file (root rule: root).", rich_help_panel="Constraint"),
+    typer.Option("--ebnf", help="GBNF / EBNF file (llama.cpp GBNF, root rule: root).", rich_help_panel="Constraint"),
 ]
 LarkOpt = Annotated[
     Optional[str], typer.Option("--lark", help="Lark grammar file (start rule: start).", rich_help_panel="Constraint")
@@ -54,8 +54,8 @@ BackendOpt = Annotated[
     typer.Option(
         "--backend",
         "-b",
-        help="Grammar backend (`sgcli backends` marks the default); 'auto' tries llguidance, then xgrammar, "
-        "then outlines_core, and says what each fallback weakens; 'none' = unconstrained.",
+        help="Grammar backend (`sgcli backends` marks the default); 'auto' tries them in the order "
+        "`sgcli backends` shows and says what a fallback weakens; 'none' = unconstrained.",
         show_default=False,
     ),
 ]

@@ -62,6 +62,7 @@ def prepare(spec: ConstraintSpec) -> Prepared:
     subs = dict(spec.subgrammars)
     out: list[str] = []
     text = re.sub(r"^[ \t]*%llguidance[ \t]*\{[^\n]*\}[ \t]*$", "", lark_text(spec), flags=re.M)
+    text, empty_terminals = _nonempty_terminals(text)
     i = 0
     while i < len(text):
         end = _skip_literal(text, i)
@@ -72,6 +73,12 @@ def prepare(spec: ConstraintSpec) -> Prepared:
         m = re.compile(r"@([A-Za-z_][A-Za-z0-9_]*)").match(text, i)
         if m:
             out.append(_sub_rule(m.group(1), subs, prepared))
+            i = m.end()
+            continue
+        m = _NAME.match(text, i)
+        if m and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            is_reference = m.group(0) in empty_terminals and not re.match(r"\s*:", text[m.end() :])
+            out.append(f"({m.group(0)}?)" if is_reference else m.group(0))
             i = m.end()
             continue
         m = re.compile(r"%json\s*").match(text, i)
@@ -91,6 +98,37 @@ def prepare(spec: ConstraintSpec) -> Prepared:
     json_rules = _JSON_RULES if prepared.schemas else ""
     prepared.text = "".join(out) + "\n" + "\n".join(dict.fromkeys(prepared.extra)) + "\n" + json_rules
     return prepared
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# a whole regex that is one atom under a quantifier that allows zero repetitions
+_OPTIONAL_ATOM = re.compile(r"^(\[(?:\\.|[^\]\\])*\]|\\.|\((?:[^()\\]|\\.)*\)|[^\\()\[\]|])(\*|\?|\{0,(\d*)\})$")
+
+
+def _nonempty_terminals(text: str) -> tuple[str, set[str]]:
+    """lark's dynamic Earley lexer refuses terminals that match the empty string (llguidance takes
+    them). `T: /X{0,n}/` becomes `T: /X{1,n}/` (and `X*` -> `X+`, `X?` -> `X`), with every use of
+    T made optional by the caller; other empty-matching terminals are left for lark to refuse."""
+    import regex
+
+    changed: set[str] = set()
+
+    def fix(m: re.Match) -> str:
+        name, body, flags = m.group(1), m.group(2), m.group(3)
+        atom = _OPTIONAL_ATOM.match(body)
+        try:
+            empty = regex.fullmatch(body, "") is not None
+        except regex.error:
+            return m.group(0)
+        if not empty or atom is None:
+            return m.group(0)
+        op = atom.group(2)
+        new = atom.group(1) + ("+" if op == "*" else "" if op == "?" else "{1," + atom.group(3) + "}")
+        changed.add(name)
+        return f"{name}: /{new}/{flags}"
+
+    fixed = re.sub(r"^([A-Z_][A-Z0-9_]*)[ \t]*:[ \t]*/((?:\\.|[^/\\\n])*)/([imslux]*)[ \t]*$", fix, text, flags=re.M)
+    return fixed, changed
 
 
 def _skip_literal(text: str, i: int) -> int:
