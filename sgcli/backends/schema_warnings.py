@@ -163,4 +163,7 @@ def weakened_keywords(compiled) -> list[dict]:
         for key in node:
             if key in silent:
                 found.setdefault(pointer_of(path + (key,)), key)
+        for key in ("$ref", "$dynamicRef"):  # no backend fetches a remote schema: it is compiled as anything
+            if isinstance(node.get(key), str) and not node[key].startswith("#"):
+                found.setdefault(pointer_of(path + (key,)), key)
     return [{"pointer": p, "keyword": k, "backend": compiled.backend} for p, k in found.items()]

@@ -87,6 +87,7 @@ class XGrammarBackend(LibraryBackend):
                 "propertyNames",
                 "unevaluatedProperties",
                 "unevaluatedItems",
+                "$dynamicRef",
             }
         ),
     )

@@ -187,7 +187,10 @@ def _parser(text: str, modules: tuple[tuple[str, str], ...], lexer: str):
         )
     except Exception as exc:  # lark raises GrammarError, UnexpectedInput, ... for syntax it lacks
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise Unchecked(f"the lark library cannot read this grammar ({first})") from None
+        raise Unchecked(
+            f"the lark library cannot read this grammar ({first}); llguidance-only syntax (`&`, `~`, "
+            "`<|special|>`, %regex, ...) has no independent parser"
+        ) from None
 
 
 def check(spec: ConstraintSpec, output: str) -> list[str]:
