@@ -90,6 +90,8 @@ class XGrammarBackend(LibraryBackend):
                 "$dynamicRef",
             }
         ),
+        # {"type": "integer", "minimum": 5, "anyOf": [...]} accepts 3: the siblings are dropped
+        ignores_beside=frozenset({"anyOf", "oneOf"}),
     )
 
     @staticmethod
