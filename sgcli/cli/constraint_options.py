@@ -54,6 +54,7 @@ BackendOpt = Annotated[
     typer.Option(
         "--backend",
         "-b",
+        envvar="SGCLI_BACKEND",
         help="Grammar backend (`sgcli backends` marks the default); 'auto' tries them in the order "
         "`sgcli backends` shows and says what a fallback weakens; 'none' = unconstrained.",
         show_default=False,
@@ -63,6 +64,7 @@ ThreadsOpt = Annotated[
     Optional[int],
     typer.Option(
         "--threads",
+        envvar="SGCLI_THREADS",
         help="CPU threads for the model (default: torch's choice, one per core). Use fewer on a busy machine.",
         rich_help_panel="Model",
     ),
