@@ -94,6 +94,14 @@ def test_grammar_the_lark_library_cannot_read_is_unchecked():
     assert v.valid is None and "lark library cannot read" in v.unchecked
 
 
+def test_llguidance_grammar_json_with_one_schema_or_lark_is_checked():
+    schema = ConstraintSpec(Kind.LLGUIDANCE, '{"grammars": [{"json_schema": {"type": "integer"}}]}', "s.llg.json")
+    lark = ConstraintSpec(Kind.LLGUIDANCE, json.dumps({"grammars": [{"lark_grammar": 'start: "a"+\n'}]}), "l.llg.json")
+    assert [verdict(schema, o).valid for o in ("3", '"x"')] == [True, False]
+    assert [verdict(lark, o).valid for o in ("aa", "ab")] == [True, False]
+    assert (verdict(schema, "3").validated_by, verdict(lark, "aa").validated_by) == ("jsonschema", "lark")
+
+
 def test_unchecked_grammar_the_matcher_calls_incomplete_is_invalid():
     spec = ConstraintSpec(Kind.LLGUIDANCE, '{"grammars": []}', "g.llg.json")
     assert verdict(spec, "x").valid is None

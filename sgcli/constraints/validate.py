@@ -104,11 +104,32 @@ def _check(spec: ConstraintSpec, output: str, dialect: str) -> Verdict:
         from sgcli.constraints import lark_check
 
         return Verdict(None, errors=lark_check.check(spec, output), validated_by="lark")
+    if kind is Kind.LLGUIDANCE:
+        return _llguidance_verdict(spec, output, dialect)
     if kind is Kind.STRUCTURAL_TAG:
         from sgcli.constraints.tag_check import tag_errors
 
         return Verdict(None, errors=tag_errors(spec, output, dialect), validated_by="structural_tags")
     raise Unchecked(f"no checker independent of the backend reads a {kind.label}")
+
+
+def _llguidance_verdict(spec: ConstraintSpec, output: str, dialect: str) -> Verdict:
+    """llguidance's top-level grammar JSON: checkable when it holds one grammar, a JSON Schema or Lark."""
+    import dataclasses
+
+    from sgcli.constraints.spec import parse_json
+
+    doc = parse_json(spec.text, spec.origin)
+    grammars = doc.get("grammars") if isinstance(doc, dict) else None
+    if not isinstance(grammars, list) or len(grammars) != 1 or not isinstance(grammars[0], dict):
+        raise Unchecked("only an llguidance grammar with one JSON Schema or Lark grammar can be checked apart from it")
+    (entry,) = grammars
+    if "json_schema" in entry:
+        return json_verdict(entry["json_schema"], output)
+    if isinstance(entry.get("lark_grammar"), str):
+        lark_spec = dataclasses.replace(spec, kind=Kind.LARK, text=entry["lark_grammar"])
+        return _check(lark_spec, output, dialect)
+    raise Unchecked("no checker independent of llguidance reads this grammar entry")
 
 
 def kind_checker(kind: Kind) -> str:
