@@ -134,6 +134,12 @@ def test_remote_ref_is_unchecked_not_a_crash():
     assert v.valid is None and "jsonschema cannot apply" in v.unchecked
 
 
+def test_output_nested_too_deeply_to_check_is_unchecked_not_a_crash():
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, '{"type": "array"}', "s.json")
+    v = verdict(spec, "[" * 100000 + "]" * 100000)
+    assert v.valid is None and "nested too deeply" in v.unchecked
+
+
 def test_formats_are_checked():
     spec = ConstraintSpec(Kind.JSON_SCHEMA, '{"type": "string", "format": "date"}', "s.json")
     assert (verdict(spec, '"2024-01-02"').valid, verdict(spec, '"2024-13-45"').valid) == (True, False)

@@ -61,7 +61,10 @@ def validate(
     errors = _finish_errors(finish_reason, grammar_complete)
     verdict = Verdict(valid=None)
     try:
-        verdict = _check(spec, output, dialect)
+        try:
+            verdict = _check(spec, output, dialect)
+        except RecursionError:
+            raise Unchecked("the output or constraint is nested too deeply for the checker") from None
     except Unchecked as exc:
         verdict.unchecked = str(exc)
         if spec.kind is Kind.REGEX and matcher_check is not None:
