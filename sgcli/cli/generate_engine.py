@@ -19,7 +19,6 @@ def generate_on_engine(
     spec,
     *,
     served_model: str | None,
-    tokenizer_ref: str | None,
     sampling,
     system: str | None,
     raw: bool,
@@ -31,13 +30,10 @@ def generate_on_engine(
 ) -> int:
     """Run on the server; returns the exit code."""
     from sgcli.serving import check_engine_supports
-    from sgcli.serving.check import GrammarCheck
     from sgcli.serving.runner import EngineJob
 
     dialect = check_engine_supports(engine, spec, raw=raw)
-    job = EngineJob(
-        engine, dialect, spec, sampling, client, GrammarCheck(spec, tokenizer_ref), served_model, system, raw
-    )
+    job = EngineJob(engine, dialect, spec, sampling, client, served_model, system, raw)
     sink = output.open("w", encoding="utf-8") if output else sys.stdout
     try:
         if batch_text is not None:
@@ -68,7 +64,7 @@ def _batch(job, batch_text, sink, *, quiet: bool) -> int:
         run_batch(job, items, put)
     if not quiet:
         err.print(tally.summary(), highlight=False)
-    return EXIT_OK if tally.valid == tally.n else EXIT_FINDINGS
+    return EXIT_FINDINGS if tally.invalid or tally.errors else EXIT_OK  # unchecked (null) is not a finding
 
 
 def _single(job, prompt, *, json_out: bool, sink, quiet: bool) -> int:
@@ -89,7 +85,7 @@ def _single(job, prompt, *, json_out: bool, sink, quiet: bool) -> int:
         from sgcli.cli.generate import _summary
 
         _summary(record)
-    return EXIT_OK if record["valid"] else EXIT_FINDINGS
+    return EXIT_OK if record["valid"] is not False else EXIT_FINDINGS
 
 
 def reject_local_only(**flags) -> None:

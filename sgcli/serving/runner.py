@@ -19,7 +19,6 @@ from sgcli.constraints.validate import validate
 from sgcli.engine.requests import Request, chat_messages
 from sgcli.errors import UserError
 from sgcli.serving.base import Call, Dialect, Reply, Sampling
-from sgcli.serving.check import GrammarCheck
 from sgcli.serving.client import ClientOptions, Rejected, Unreachable
 
 
@@ -32,7 +31,6 @@ class EngineJob:
     spec: ConstraintSpec
     sampling: Sampling
     client: ClientOptions
-    check: GrammarCheck
     served_model: str | None = None
     system: str | None = None
     raw: bool = False
@@ -58,11 +56,14 @@ def _base(job: EngineJob, req: Request) -> dict:
         "output": None,
         "parsed": None,
         "valid": False,
+        "validated_by": None,
+        "unchecked": None,
         "errors": [],
         "finish_reason": "error",
         "backend": "server",
         "engine": job.engine,
         "fallbacks": [],
+        "weakened": [],
         "warnings": [],
         "model": job.served_model,
         "usage": {"prompt_tokens": None, "completion_tokens": None},
@@ -96,17 +97,18 @@ def reply_record(job: EngineJob, req: Request, reply: Reply, elapsed: float, fir
     ended = [] if finish in ("stop", "length") else [f"the server ended with finish_reason {finish!r}"]
     if ended:  # abort, tool_calls, content_filter...: not a finished output
         finish = "error"
-    complete, why_not = job.check.complete(reply.output)
-    verdict = validate(job.spec, reply.output, finish_reason=finish, grammar_complete=complete)
+    # The server's grammar engine never vouches for its own output: the same independent checkers as
+    # a local run (jsonschema, lark, regex, tag scanner); where none reads the constraint, valid is null.
+    verdict = validate(job.spec, reply.output, finish_reason=finish, grammar_complete=finish == "stop")
     errors = ended + [e for e in verdict.errors if not (ended and e.startswith("generation stopped"))]
-    if why_not and not any(why_not in e for e in errors):
-        errors.append(why_not)
     record = _base(job, req)
     tokens = reply.completion_tokens
     record.update(
         output=reply.output,
         parsed=verdict.parsed,
-        valid=not errors,
+        valid=False if errors else verdict.valid,
+        validated_by=verdict.validated_by,
+        unchecked=verdict.unchecked,
         errors=errors,
         finish_reason=finish,
         usage={"prompt_tokens": reply.prompt_tokens, "completion_tokens": tokens},
@@ -197,7 +199,6 @@ def run_single(job: EngineJob, req: Request, on_text: Callable[[str], None] | No
     async def main():
         async with make_client(job.client) as http:
             await _resolve_model(job, http)
-            job.check.prepare()
             try:
                 return await (_stream(job, http, req, on_text) if on_text else _post(job, http, req))
             except (Rejected, Unreachable) as exc:
@@ -228,7 +229,6 @@ def run_batch(job: EngineJob, items: list, put: Callable[[int, dict], None]) -> 
     async def main():
         async with make_client(job.client) as http:
             await _resolve_model(job, http)
-            job.check.prepare()
             first = next((i for i, item in enumerate(items) if isinstance(item, Request)), None)
             for i in range(first if first is not None else len(items)):
                 put(i, bad_line_record(job, items[i]))
