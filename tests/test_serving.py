@@ -252,6 +252,14 @@ def test_a_rejection_is_exit_2_with_the_servers_reason(run_cli):
     assert len(stub.requests) == 1  # a 4xx is not retried
 
 
+def test_an_error_event_in_a_stream_is_a_rejection():
+    from sgcli.serving.client import Rejected, _raise_stream_error
+
+    _raise_stream_error({"choices": [{"delta": {"content": "a"}}]})  # an ordinary chunk passes
+    with pytest.raises(Rejected, match="Invalid grammar"):
+        _raise_stream_error({"error": {"message": "Invalid grammar specification", "code": 400}})
+
+
 def test_server_output_is_validated_independently(run_cli):
     with Stub(answer=lambda b: "abc") as stub:
         result = gen(run_cli, stub, "--regex", "[0-9]+", "--json", "n?")

@@ -145,9 +145,23 @@ async def stream_json(client: httpx.AsyncClient, path: str, body: dict) -> Async
             if data == "[DONE]":
                 return
             try:
-                yield json.loads(data)
+                event = json.loads(data)
             except ValueError:
                 raise Unreachable(f"the server sent a stream event that is not JSON: {data[:200]!r}") from None
+            _raise_stream_error(event)
+            yield event
+
+
+def _raise_stream_error(event) -> None:
+    """vLLM answers a streamed request it rejects with HTTP 200 and one `data: {"error": ...}` event."""
+    if not isinstance(event, dict) or "error" not in event or event.get("choices"):
+        return
+    error = event["error"]
+    message = error.get("message", json.dumps(error)) if isinstance(error, dict) else str(error)
+    code = error.get("code") if isinstance(error, dict) else None
+    if isinstance(code, int) and 400 <= code < 500:
+        raise Rejected(code, message)
+    raise Unreachable(f"the server reported an error in the stream: {message}")
 
 
 async def served_models(client: httpx.AsyncClient, opts: ClientOptions) -> list[str]:
