@@ -50,7 +50,7 @@ def main() -> None:
     batch.write_text(
         "".join(json.dumps({"id": i, "prompt": PROMPTS[i % len(PROMPTS)]}) + "\n" for i in range(args.requests))
     )
-    base = [sys.executable, "-m", "sgcli", "generate", "--quiet", "--regex", "[A-Z][a-z]+( [A-Z][a-z]+)?"]
+    base = [sys.executable, "-m", "sgcli", "generate", "--quiet", "--regex", "[A-Z][a-z]{2,12}( [A-Z][a-z]{2,12})?"]
     base += ["-n", str(args.max_tokens), "--input", str(batch)]
     local = [*base, "--engine", "local"] + (["--threads", str(args.threads)] if args.threads else [])
     remote = [*base, "--engine", "vllm", "--base-url", args.base_url, "--concurrency", str(args.concurrency)]
