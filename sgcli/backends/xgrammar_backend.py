@@ -65,6 +65,7 @@ class XGrammarBackend(LibraryBackend):
         kinds=frozenset({Kind.JSON_SCHEMA, Kind.REGEX, Kind.EBNF, Kind.LARK, Kind.CHOICE, Kind.STRUCTURAL_TAG}),
         json_options=frozenset({"compact", "indent", "max_whitespace", "strict_properties"}),
         notes="EBNF in xgrammar's GBNF dialect; no custom whitespace pattern",
+        jump_forward=True,
     )
 
     @staticmethod
