@@ -44,6 +44,9 @@ class Capabilities:
     # The matcher's `jump_forward()` reports the bytes the grammar forces next, so the engine
     # can append them in one forward pass. False: it always returns b"" (the engine then skips it).
     jump_forward: bool = False
+    # Importing the library imports torch (seconds): `sgcli lint` by default skips such a backend
+    # unless no other one supports the file.
+    imports_torch: bool = False
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,7 @@ class XGrammarBackend(LibraryBackend):
         json_options=frozenset({"compact", "indent", "max_whitespace", "strict_properties"}),
         notes="EBNF in xgrammar's GBNF dialect; no custom whitespace pattern",
         jump_forward=True,
+        imports_torch=True,
     )
 
     @staticmethod

@@ -53,8 +53,13 @@ def lint(
     ],
     backend: Annotated[
         str,
-        typer.Option("--backend", "-b", help="A backend name, or 'all': every backend that supports the file's kind."),
-    ] = "all",
+        typer.Option(
+            "--backend",
+            "-b",
+            help="A backend name; 'all': every backend that supports the file's kind; 'auto': those that start "
+            "without importing torch (llguidance, outlines_core), xgrammar only where none of them takes the file.",
+        ),
+    ] = "auto",
     tokenizer: Annotated[
         Optional[str],
         typer.Option(
@@ -119,7 +124,7 @@ def lint(
         selection=Selection.parse(select, ignore),
         json_options=json_options(json_whitespace, None, indent, max_whitespace, False),
     )
-    if backend != "all":
+    if backend not in ("all", "auto"):
         from sgcli.backends import get_backend
 
         get_backend(backend)  # an unknown name is a usage error before any file is read

@@ -145,7 +145,8 @@ class _Run:
     def events(self, prompt_ids: list[int]) -> Iterator[TokenEvent | Finished]:
         self.start = time.perf_counter()
         past = self._new_cache()
-        pending, draft = list(prompt_ids), self._draft(None)
+        marker = yield from self._end_thinking_if_over_budget()  # a budget of 0: no thinking at all
+        pending, draft = list(prompt_ids) + marker, self._draft(marker[-1] if marker else None)
         with torch.inference_mode():
             while not self.done and len(self.ids) < self.max_tokens:
                 feed = torch.tensor([pending + draft], device=self.lm.device)

@@ -1,0 +1,139 @@
+"""Jump-forward decoding: the same outputs as the plain loop, fewer forward passes.
+
+The tiny random model is the adversary: it rarely writes the canonical tokenization of
+forced text, so drafts are often rejected half way, and outputs must still match.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sgcli import backends
+from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
+from sgcli.engine.decode import Finished, decode
+from sgcli.engine.forced import draft_tokens
+from sgcli.engine.sampling import SamplingParams
+
+CITY = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "population": {"type": "integer"},
+        "country": {"enum": ["France", "Germany"]},
+    },
+    "required": ["name", "population", "country"],
+}
+SPECS = {
+    "schema-compact": ConstraintSpec(
+        Kind.JSON_SCHEMA, json.dumps(CITY), "t", json_options=JsonOptions(whitespace="compact")
+    ),
+    "schema-flexible": ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(CITY), "t"),
+    "regex-literal": ConstraintSpec(Kind.REGEX, "The answer is (yes|no), because [a-z ]{1,20}\\.", "--regex"),
+    # both choices share a prefix that ends inside a token ("internationalization" ...)
+    "choice-mid-token": ConstraintSpec(
+        Kind.CHOICE, "", "--choice", choices=("internationalization station", "internationalization platform")
+    ),
+}
+
+
+def jumping_backends() -> list[str]:
+    names = [n for n in backends.backend_names() if backends.get_backend(n).capabilities.jump_forward]
+    return [n for n in names if backends.get_backend(n).available() is None]
+
+
+def run(lm, compiled, prompt_ids, **kw) -> Finished:
+    params = kw.pop("params", SamplingParams())
+    events = decode(lm, prompt_ids, compiled, params=params, max_tokens=kw.pop("max_tokens", 48), **kw)
+    return [e for e in events if isinstance(e, Finished)][0]
+
+
+def test_backends_that_report_forced_bytes_declare_it():
+    assert {"xgrammar", "llguidance"} <= set(jumping_backends())
+    assert not backends.get_backend("outlines_core").capabilities.jump_forward
+
+
+@pytest.mark.parametrize("backend", ["xgrammar", "llguidance"])
+@pytest.mark.parametrize("name", list(SPECS))
+@pytest.mark.parametrize("temperature", [0.0, 0.9])
+def test_same_output_as_the_plain_loop_on_the_random_model(tiny_lm, smol_tokenizer, backend, name, temperature):
+    vocab = smol_tokenizer.vocab.padded(tiny_lm.logits_width)
+    compiled, _ = backends.compile_for(backend, SPECS[name], vocab)
+    prompt = smol_tokenizer.encode("Name a city, its population and its country:")
+    params = SamplingParams(temperature=temperature, seed=7)
+    plain = run(tiny_lm, compiled, prompt, params=params, jump_forward=False)
+    jumped = run(tiny_lm, compiled, prompt, params=params, jump_forward=True)
+    assert (jumped.output, jumped.token_ids, jumped.finish_reason) == (
+        plain.output,
+        plain.token_ids,
+        plain.finish_reason,
+    )
+    assert jumped.grammar_complete == plain.grammar_complete
+    assert plain.forced_tokens == 0
+    # every token comes from its own pass unless jump-forward appended it; the last pass may end on a stop token
+    assert jumped.forward_passes + jumped.forced_tokens in (len(jumped.token_ids), len(jumped.token_ids) + 1)
+    assert plain.forward_passes in (len(plain.token_ids), len(plain.token_ids) + 1)
+
+
+def test_forced_tokens_are_counted_and_save_passes(tiny_lm, smol_tokenizer):
+    vocab = smol_tokenizer.vocab.padded(tiny_lm.logits_width)
+    compiled, _ = backends.compile_for("xgrammar", SPECS["regex-literal"], vocab)
+    prompt = smol_tokenizer.encode("Yes or no?")
+    jumped = run(tiny_lm, compiled, prompt)
+    plain = run(tiny_lm, compiled, prompt, jump_forward=False)
+    assert jumped.output == plain.output and jumped.forced_tokens > 0
+    assert jumped.forward_passes == plain.forward_passes - jumped.forced_tokens
+
+
+def test_no_drafts_for_a_backend_without_forced_bytes(tiny_lm, smol_tokenizer):
+    vocab = smol_tokenizer.vocab.padded(tiny_lm.logits_width)
+    compiled, _ = backends.compile_for("outlines_core", SPECS["regex-literal"], vocab)
+    f = run(tiny_lm, compiled, smol_tokenizer.encode("Yes or no?"))
+    assert f.forced_tokens == 0 and f.forward_passes >= len(f.token_ids)
+
+
+def _spell(vocab, ids) -> bytes:
+    return b"".join(vocab.tokens[i] for i in ids)
+
+
+def test_draft_continues_a_token_cut_mid_word(smol_tokenizer):
+    vocab = smol_tokenizer.vocab
+    previous = smol_tokenizer.encode("inter")[-1]
+    draft = draft_tokens(vocab, previous, b"nationalization station", 50)
+    assert _spell(vocab, draft) == b"nationalization station"
+
+
+def test_draft_retokenizes_the_boundary_but_keeps_the_previous_token(smol_tokenizer):
+    vocab = smol_tokenizer.vocab
+    (quote,) = smol_tokenizer.encode('"')
+    draft = draft_tokens(vocab, quote, b'name": "', 50)
+    assert _spell(vocab, [quote] + draft) == b'"name": "'
+    assert draft == smol_tokenizer.encode('"name": "')[1:] or draft == smol_tokenizer.encode('name": "')
+
+
+def test_draft_stops_before_a_partial_character_and_respects_the_limit(smol_tokenizer):
+    vocab = smol_tokenizer.vocab
+    forced = "café".encode()[:-1]  # ends inside 'é'
+    assert _spell(vocab, draft_tokens(vocab, None, forced, 50)) == b"caf"
+    assert len(draft_tokens(vocab, None, b"a b c d e f g h", 3)) == 3
+    assert draft_tokens(vocab, None, b"", 5) == []
+
+
+def test_think_budget_forces_the_end_marker_then_the_constraint(tiny_lm, smol_tokenizer):
+    vocab = smol_tokenizer.vocab.padded(tiny_lm.logits_width)
+    compiled, _ = backends.compile_for("xgrammar", SPECS["choice-mid-token"], vocab)
+    prompt = smol_tokenizer.encode("Think, then answer.")
+    f = run(tiny_lm, compiled, prompt, think_end="</think>", think_budget=5, max_tokens=64)
+    assert f.think_forced and f.finish_reason == "stop" and f.grammar_complete
+    assert f.output in ("internationalization station", "internationalization platform")
+    marker = len(smol_tokenizer.encode("</think>"))
+    assert _spell(vocab, f.token_ids[5 : 5 + marker]) == b"</think>" and "</think>" not in f.reasoning
+    assert _spell(vocab, f.token_ids[5 + marker :]).decode() == f.output
+
+
+def test_think_budget_zero_thinks_not_at_all(tiny_lm, smol_tokenizer):
+    vocab = smol_tokenizer.vocab.padded(tiny_lm.logits_width)
+    compiled, _ = backends.compile_for("llguidance", SPECS["regex-literal"], vocab)
+    f = run(tiny_lm, compiled, smol_tokenizer.encode("Go."), think_end="</think>", think_budget=0)
+    assert f.think_forced and f.output.startswith("The answer is ")
