@@ -1,0 +1,59 @@
+"""What the engine benchmarks share: the default model loaded once, prompts rendered, one decode timed."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def load_default(threads: int | None, device: str = "cpu", dtype: str = "auto"):
+    """(tokenizer, loaded model) for the embedded default model. threads 0 = torch's own default."""
+    import torch
+
+    from sgcli.engine.loader import load_model
+    from sgcli.engine.models import resolve_model
+    from sgcli.tokenizers import load_tokenizer
+
+    default = torch.get_num_threads()
+    lm = load_model(resolve_model(None), device=device, dtype=dtype, threads=threads or None)
+    if threads == 0:
+        torch.set_num_threads(default)
+        lm.threads = default
+    return load_tokenizer(None), lm
+
+
+def chat_ids(tokenizer, prompt: str) -> list[int]:
+    text, _ = tokenizer.render_chat([{"role": "user", "content": prompt}])
+    return tokenizer.prompt_ids(text, templated=True)
+
+
+def schema_spec(schema: dict, compact: bool = False):
+    from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
+
+    options = JsonOptions(whitespace="compact" if compact else "flexible")
+    return ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema), "benchmark", json_options=options)
+
+
+def timed_decode(lm, compiled, ids, *, max_tokens: int, min_tokens: int = 0, jump_forward: bool = True):
+    """(Finished, wall seconds including prefill) for one greedy decode."""
+    from sgcli.engine.decode import Finished, decode
+    from sgcli.engine.sampling import SamplingParams
+
+    t = time.perf_counter()
+    for event in decode(
+        lm,
+        ids,
+        compiled,
+        params=SamplingParams(temperature=0.0),
+        max_tokens=max_tokens,
+        min_tokens=min_tokens,
+        jump_forward=jump_forward,
+    ):
+        if isinstance(event, Finished):
+            return event, time.perf_counter() - t
+    raise AssertionError("no Finished event")
