@@ -7,6 +7,7 @@ forced text, so drafts are often rejected half way, and outputs must still match
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ from sgcli.engine.decode import Finished, decode
 from sgcli.engine.forced import draft_tokens
 from sgcli.engine.sampling import SamplingParams
 
+CAPITAL = Path(__file__).resolve().parent.parent / "examples" / "capital.json"
 CITY = {
     "type": "object",
     "properties": {
@@ -137,3 +139,58 @@ def test_think_budget_zero_thinks_not_at_all(tiny_lm, smol_tokenizer):
     compiled, _ = backends.compile_for("llguidance", SPECS["regex-literal"], vocab)
     f = run(tiny_lm, compiled, smol_tokenizer.encode("Go."), think_end="</think>", think_budget=0)
     assert f.think_forced and f.output.startswith("The answer is ")
+
+
+@pytest.fixture(scope="module")
+def smol_lm():
+    from sgcli.engine.loader import load_model
+    from sgcli.engine.models import resolve_model
+
+    return load_model(resolve_model(None), device="cpu")
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("backend", ["xgrammar", "llguidance"])
+def test_default_model_writes_the_same_json_in_fewer_passes(smol_lm, smol_tokenizer, backend):
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, CAPITAL.read_text(), "capital.json")
+    compiled, _ = backends.compile_for(backend, spec, smol_tokenizer.vocab.padded(smol_lm.logits_width))
+    text, _ = smol_tokenizer.render_chat([{"role": "user", "content": "What is the capital of France?"}])
+    prompt = smol_tokenizer.prompt_ids(text, templated=True)
+    plain = run(smol_lm, compiled, prompt, jump_forward=False, max_tokens=80)
+    jumped = run(smol_lm, compiled, prompt, max_tokens=80)
+    assert (jumped.output, jumped.token_ids) == (plain.output, plain.token_ids)
+    assert jumped.forced_tokens > 0 and jumped.forward_passes == plain.forward_passes - jumped.forced_tokens
+    assert set(json.loads(jumped.output)) == {"country", "capital"}
+
+
+@pytest.mark.model
+def test_reasoning_with_a_think_budget_answers(run_cli):
+    schema = CAPITAL
+    result = run_cli(
+        "generate",
+        "--schema",
+        schema,
+        "--reasoning",
+        "--think-budget",
+        "16",
+        "--json",
+        "-n",
+        "120",
+        "Capital of France?",
+    )
+    record = json.loads(result.stdout)
+    assert record["think_budget"] == {"tokens": 16, "forced_end": True}
+    assert record["reasoning"] and record["output"].strip() and record["valid"], record
+    assert result.exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--think-budget", "8"], "--think-budget needs --reasoning"),
+        (["--reasoning", "--think-budget", "-1"], "0 or more"),
+    ],
+)
+def test_think_budget_flag_errors_before_any_model_loads(run_cli, args, message):
+    result = run_cli("generate", "--regex", "a", *args, "x")
+    assert result.exit_code == 2 and message in result.stderr
