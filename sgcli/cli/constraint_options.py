@@ -53,6 +53,7 @@ ThreadsOpt = Annotated[
     Optional[int],
     typer.Option(
         "--threads",
+        envvar="SGCLI_THREADS",
         help="CPU threads for the model (default 1: measured fastest for small models on a shared 2-core machine).",
         rich_help_panel="Model",
     ),
