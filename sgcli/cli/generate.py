@@ -106,7 +106,8 @@ def generate(
         Optional[int],
         typer.Option(
             "--think-budget",
-            help="With --reasoning: after this many thinking tokens, force the end-of-thinking marker.",
+            help="With --reasoning: after this many thinking tokens (or where the model stops while thinking), "
+            "force the end-of-thinking marker.",
             rich_help_panel="Prompt",
         ),
     ] = None,

@@ -140,6 +140,7 @@ class _Run:
         self.text, self.emitted, self.ids, self.mask_s = "", 0, [], []
         self.first_token_s, self.reason, self.error, self.done = None, "length", None, False
         self.drafting, self.forced, self.passes = False, 0, 0
+        self.dropped = False  # the last sampled token is not fed to the model (a stop token while thinking)
         self.cache_kw = cache_keyword(self.model)
 
     def events(self, prompt_ids: list[int]) -> Iterator[TokenEvent | Finished]:
@@ -165,7 +166,9 @@ class _Run:
                         continue
                     if i < len(draft):
                         past.crop(i - len(draft))  # drop the draft tokens the model did not write (negative: how many)
-                    pending = [token] + (yield from self._end_thinking_if_over_budget())
+                    pending = [] if self.dropped else [token]
+                    pending += yield from self._end_thinking_if_over_budget()
+                    self.dropped = False
                     draft = self._draft(pending[-1])
                     break
         yield from self._flush()
@@ -226,7 +229,10 @@ class _Run:
 
     def _take_thinking(self, token: int, forced: bool = False) -> Iterator[TokenEvent]:
         if token in self.stop_ids and not forced:
-            self._end("stop", f"the model stopped before the end-of-thinking marker {self.think_end!r}")
+            if self.think_budget is None:
+                self._end("stop", f"the model stopped before the end-of-thinking marker {self.think_end!r}")
+            else:  # with a budget, stopping early ends the thinking: the marker replaces the stop token
+                self.dropped = True
             return
         self.ids.append(token)
         self.think_tokens += 1
@@ -239,9 +245,14 @@ class _Run:
             self.reasoning = head + (self.think_end + tail if tail.strip() else "")
 
     def _end_thinking_if_over_budget(self) -> Iterator[TokenEvent]:
-        """Past the thinking budget, force the end-of-thinking marker (as SGLang's and vLLM's reasoning
-        budgets do); returns its tokens, recorded and streamed, for the next forward pass to read."""
-        if not self.thinking or self.think_budget is None or self.think_tokens < self.think_budget:
+        """Past the thinking budget, or where the model stopped while thinking under one, force the
+        end-of-thinking marker (as SGLang's and vLLM's reasoning budgets do); returns its tokens,
+        recorded and streamed, for the next forward pass to read."""
+        if (
+            not self.thinking
+            or self.think_budget is None
+            or (self.think_tokens < self.think_budget and not self.dropped)
+        ):
             return []
         marker = encode_bytes(self.vocab, self.think_end.encode("utf-8"))
         for token in marker:
