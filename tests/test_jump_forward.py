@@ -194,3 +194,39 @@ def test_reasoning_with_a_think_budget_answers(run_cli):
 def test_think_budget_flag_errors_before_any_model_loads(run_cli, args, message):
     result = run_cli("generate", "--regex", "a", *args, "x")
     assert result.exit_code == 2 and message in result.stderr
+
+
+class _StopsAtCall:
+    """Wraps a model so that its `n`-th forward pass strongly prefers the stop token (a model that
+    ends while still thinking)."""
+
+    def __init__(self, model, stop_id: int, n: int):
+        self.model, self.config, self.stop_id, self.n, self.calls = model, model.config, stop_id, n, 0
+
+    def forward(self, input_ids=None, cache=None, use_cache=True, logits_to_keep=1):
+        raise NotImplementedError  # only its signature is read
+
+    def __call__(self, **kwargs):
+        out = self.model(**kwargs)
+        self.calls += 1
+        if self.calls == self.n:
+            out.logits[0, -1, self.stop_id] = 1e4
+        return out
+
+
+def test_a_stop_while_thinking_under_a_budget_forces_the_marker(tiny_lm, smol_tokenizer):
+    from dataclasses import replace
+
+    vocab = smol_tokenizer.vocab.padded(tiny_lm.logits_width)
+    stop_id = vocab.stop_ids[0]
+    compiled, _ = backends.compile_for("xgrammar", SPECS["choice-mid-token"], vocab)
+    prompt = smol_tokenizer.encode("Think, then answer.")
+    stopping = replace(tiny_lm, model=_StopsAtCall(tiny_lm.model, stop_id, 3))
+    f = run(stopping, compiled, prompt, think_end="</think>", think_budget=50, max_tokens=64)
+    assert f.think_forced and f.output in SPECS["choice-mid-token"].choices and f.error is None
+    marker = len(smol_tokenizer.encode("</think>"))
+    assert stop_id not in f.token_ids  # two thoughts, the stop token dropped, then the marker
+    assert _spell(vocab, f.token_ids[2 : 2 + marker]) == b"</think>"
+    stopping = replace(tiny_lm, model=_StopsAtCall(tiny_lm.model, stop_id, 3))
+    unbudgeted = run(stopping, compiled, prompt, think_end="</think>", max_tokens=64)
+    assert unbudgeted.finish_reason == "stop" and "before the end-of-thinking marker" in unbudgeted.error
