@@ -39,21 +39,32 @@ def schema_spec(schema: dict, compact: bool = False):
     return ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema), "benchmark", json_options=options)
 
 
+class Clock:
+    """Wall and CPU seconds of a block. On a machine shared with other work, wall time also counts
+    the waits for a core; with one torch thread, CPU time is the work itself and far steadier."""
+
+    def __enter__(self):
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+
+
 def timed_decode(lm, compiled, ids, *, max_tokens: int, min_tokens: int = 0, jump_forward: bool = True):
-    """(Finished, wall seconds including prefill) for one greedy decode."""
+    """(Finished, Clock) for one greedy decode, prefill included."""
     from sgcli.engine.decode import Finished, decode
     from sgcli.engine.sampling import SamplingParams
 
-    t = time.perf_counter()
-    for event in decode(
-        lm,
-        ids,
-        compiled,
-        params=SamplingParams(temperature=0.0),
-        max_tokens=max_tokens,
-        min_tokens=min_tokens,
-        jump_forward=jump_forward,
-    ):
-        if isinstance(event, Finished):
-            return event, time.perf_counter() - t
-    raise AssertionError("no Finished event")
+    with Clock() as clock:
+        events = decode(
+            lm,
+            ids,
+            compiled,
+            params=SamplingParams(temperature=0.0),
+            max_tokens=max_tokens,
+            min_tokens=min_tokens,
+            jump_forward=jump_forward,
+        )
+        finished = [e for e in events if isinstance(e, Finished)][0]
+    return finished, clock

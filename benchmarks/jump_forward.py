@@ -4,7 +4,8 @@ Two schemas: a fixed-key one (most output bytes are keys, quotes and punctuation
 forces) and a free-text-heavy one. Per backend the constrained run is greedy and ends where
 the grammar ends (N tokens); the unconstrained run is held to exactly N tokens. Rounds
 alternate all variants so machine noise hits each alike. Effective tok/s = generated tokens
-/ wall time of the whole decode (prefill included), the same for every variant.
+/ time of the whole decode (prefill included), the same for every variant, per CPU second
+(steady on a shared machine with one torch thread) and per wall second.
 
     python benchmarks/jump_forward.py [--threads 1] [--rounds 2] [--backends xgrammar,llguidance]
 """
@@ -55,16 +56,16 @@ def measure(tokenizer, lm, backends_, rounds: int, max_tokens: int) -> list[dict
             compiled = backends.check_supports(name, spec).compile(spec, vocab)
             first, _ = timed_decode(lm, compiled, ids, max_tokens=max_tokens)  # warms caches
             n = first.completion_tokens
-            rates: dict[str, list[float]] = {"jump": [], "plain": [], "none": []}
+            rates: dict[str, list[float]] = {}
             for _ in range(rounds):
-                jf, t_jf = timed_decode(lm, compiled, ids, max_tokens=n)
-                plain, t_plain = timed_decode(lm, compiled, ids, max_tokens=n, jump_forward=False)
-                free_run, t_free = timed_decode(lm, free, ids, max_tokens=n, min_tokens=n)
+                jf, c_jf = timed_decode(lm, compiled, ids, max_tokens=n)
+                plain, c_plain = timed_decode(lm, compiled, ids, max_tokens=n, jump_forward=False)
+                free_run, c_free = timed_decode(lm, free, ids, max_tokens=n, min_tokens=n)
                 assert jf.output == plain.output and jf.token_ids == plain.token_ids, (name, label)
                 assert free_run.completion_tokens == n
-                rates["jump"].append(n / t_jf)
-                rates["plain"].append(n / t_plain)
-                rates["none"].append(n / t_free)
+                for key, clock in (("jump", c_jf), ("plain", c_plain), ("none", c_free)):
+                    rates.setdefault(f"{key}_cpu", []).append(n / clock.cpu)
+                    rates.setdefault(f"{key}_wall", []).append(n / clock.wall)
             med = {k: statistics.median(v) for k, v in rates.items()}
             rows.append(
                 {
@@ -73,12 +74,11 @@ def measure(tokenizer, lm, backends_, rounds: int, max_tokens: int) -> list[dict
                     "tokens": n,
                     "forced_tokens": first.forced_tokens,
                     "forward_passes": first.forward_passes,
-                    "jump_tok_s": round(med["jump"], 2),
-                    "plain_tok_s": round(med["plain"], 2),
-                    "unconstrained_tok_s": round(med["none"], 2),
-                    "jump_vs_unconstrained": round(med["jump"] / med["none"], 3),
-                    "jump_vs_plain": round(med["jump"] / med["plain"], 3),
-                    "plain_vs_unconstrained": round(med["plain"] / med["none"], 3),
+                    **{f"{k}_tok_s": round(v, 2) for k, v in med.items()},
+                    "jump_vs_unconstrained_cpu": round(med["jump_cpu"] / med["none_cpu"], 3),
+                    "jump_vs_plain_cpu": round(med["jump_cpu"] / med["plain_cpu"], 3),
+                    "plain_vs_unconstrained_cpu": round(med["plain_cpu"] / med["none_cpu"], 3),
+                    "jump_vs_unconstrained_wall": round(med["jump_wall"] / med["none_wall"], 3),
                     "valid_json": _is_json(first.output),
                 }
             )
@@ -107,15 +107,16 @@ def main() -> None:
     print(f"# model {lm.ref.display} on {lm.device} {lm.dtype}, torch threads {lm.threads}, {args.rounds} rounds")
     rows = measure(tokenizer, lm, args.backends.split(","), args.rounds, args.max_tokens)
     print(
-        "| case | backend | tokens (forced) | passes | jump-forward tok/s | plain tok/s | unconstrained tok/s "
-        "| jump/unconstrained | jump/plain |"
+        "| case | backend | tokens (forced) | passes | tok per CPU-s: jump-forward / plain / unconstrained "
+        "| jump/unconstrained (CPU) | jump/plain (CPU) | plain/unconstrained (CPU) | jump/unconstrained (wall) |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['case']} | {r['backend']} | {r['tokens']} ({r['forced_tokens']}) | {r['forward_passes']} "
-            f"| {r['jump_tok_s']} | {r['plain_tok_s']} | {r['unconstrained_tok_s']} "
-            f"| {r['jump_vs_unconstrained']} | {r['jump_vs_plain']} |"
+            f"| {r['jump_cpu_tok_s']} / {r['plain_cpu_tok_s']} / {r['none_cpu_tok_s']} "
+            f"| {r['jump_vs_unconstrained_cpu']} | {r['jump_vs_plain_cpu']} | {r['plain_vs_unconstrained_cpu']} "
+            f"| {r['jump_vs_unconstrained_wall']} |"
         )
 
 

@@ -3,7 +3,8 @@ model object, schema, prompt, token budget and dtype, greedy; rounds alternate.
 
 The peer is what a user has without sgcli: `model.generate(..., logits_processor=[xgr.contrib.hf.
 LogitsProcessor(compiled)])`. Both use the grammar sgcli's xgrammar backend compiled for the
-model's vocabulary. Tok/s = generated tokens / wall time of the whole call (prefill included).
+model's vocabulary. Tok/s = generated tokens / time of the whole call (prefill included), per CPU
+second (`*_tok_s`, steady on a shared machine with one torch thread) and per wall second (`*_wall`).
 
     python benchmarks/jump_forward_peer.py [--threads 1] [--rounds 3]
 """
@@ -13,19 +14,17 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 
-from common import chat_ids, load_default, schema_spec, timed_decode
+from common import Clock, chat_ids, load_default, schema_spec, timed_decode
 from jump_forward import FIXED_KEYS
 
 
-def peer_generate(lm, compiled, ids: list[int], max_tokens: int) -> tuple[list[int], float]:
+def peer_generate(lm, compiled, ids: list[int], max_tokens: int) -> tuple[list[int], Clock]:
     import torch
     from xgrammar.contrib.hf import LogitsProcessor
 
     processor = LogitsProcessor(compiled.handle)  # one per generate() call, as documented
-    t = time.perf_counter()
-    with torch.inference_mode():
+    with Clock() as clock, torch.inference_mode():
         out = lm.model.generate(
             torch.tensor([ids], device=lm.device),
             attention_mask=torch.ones(1, len(ids), dtype=torch.long, device=lm.device),
@@ -35,7 +34,7 @@ def peer_generate(lm, compiled, ids: list[int], max_tokens: int) -> tuple[list[i
             eos_token_id=list(compiled.vocab.stop_ids),
             pad_token_id=compiled.vocab.stop_ids[0],
         )
-    return out[0, len(ids) :].tolist(), time.perf_counter() - t
+    return out[0, len(ids) :].tolist(), clock
 
 
 def compare(tokenizer, lm, rounds: int, max_tokens: int) -> list[dict]:
@@ -47,15 +46,19 @@ def compare(tokenizer, lm, rounds: int, max_tokens: int) -> list[dict]:
         spec = schema_spec(FIXED_KEYS, compact)
         compiled = backends.check_supports("xgrammar", spec).compile(spec, vocab)
         ids = chat_ids(tokenizer, "Describe France as JSON.")
-        rates: dict[str, list[float]] = {"sgcli": [], "sgcli_no_jf": [], "peer": []}
+        rates: dict[str, list[float]] = {}
         for _ in range(rounds):
             ours, t_ours = timed_decode(lm, compiled, ids, max_tokens=max_tokens)
             plain, t_plain = timed_decode(lm, compiled, ids, max_tokens=max_tokens, jump_forward=False)
             theirs, t_theirs = peer_generate(lm, compiled, ids, max_tokens)
             theirs = [t for t in theirs if t not in compiled.vocab.stop_ids]
-            rates["sgcli"].append(len(ours.token_ids) / t_ours)
-            rates["sgcli_no_jf"].append(len(plain.token_ids) / t_plain)
-            rates["peer"].append(len(theirs) / t_theirs)
+            for key, n, clock in (
+                ("sgcli", len(ours.token_ids), t_ours),
+                ("sgcli_no_jf", len(plain.token_ids), t_plain),
+                ("peer", len(theirs), t_theirs),
+            ):
+                rates.setdefault(key, []).append(n / clock.cpu)
+                rates.setdefault(f"{key}_wall", []).append(n / clock.wall)
         med = {k: round(statistics.median(v), 2) for k, v in rates.items()}
         rows.append(
             {
@@ -65,6 +68,7 @@ def compare(tokenizer, lm, rounds: int, max_tokens: int) -> list[dict]:
                 "forced_tokens": ours.forced_tokens,
                 **{f"{k}_tok_s": v for k, v in med.items()},
                 "sgcli_vs_peer": round(med["sgcli"] / med["peer"], 3),
+                "sgcli_vs_peer_wall": round(med["sgcli_wall"] / med["peer_wall"], 3),
                 "sgcli_no_jf_vs_peer": round(med["sgcli_no_jf"] / med["peer"], 3),
                 "same_tokens_as_peer": theirs == ours.token_ids,
             }
