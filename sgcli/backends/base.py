@@ -47,6 +47,11 @@ class Capabilities:
     # Importing the library imports torch (seconds): `sgcli lint` by default skips such a backend
     # unless no other one supports the file.
     imports_torch: bool = False
+    regex_dialect: str = "rust"  # how it reads regexes: "rust" or "ecma"; validation reads them the same way
+    # JSON Schema keywords it compiles without enforcing and without a warning of its own (measured)
+    unenforced_keywords: frozenset[str] = frozenset()
+    # keywords beside which it drops every sibling keyword, silently (xgrammar: anyOf/oneOf)
+    ignores_beside: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
