@@ -90,12 +90,15 @@ def requested_json_options(spec: ConstraintSpec) -> list[str]:
 
 def compile_for(name: str, spec: ConstraintSpec, vocab) -> tuple[Compiled, list[dict]]:
     """Compile with the named backend; returns (compiled, fallbacks) where fallbacks is
-    [{backend, reason}] for every backend `auto` tried and skipped (empty otherwise)."""
+    [{backend, reason}] for every backend `auto` tried and skipped (empty otherwise).
+    Every compile is bounded (`sgcli.backends.bounded`) and goes through the grammar cache."""
+    from sgcli.cache.grammars import compile_cached
+
     if name == "auto":
         from sgcli.backends.auto import compile_auto
 
         return compile_auto(spec, vocab)
-    return check_supports(name, spec).compile(spec, vocab), []
+    return compile_cached(check_supports(name, spec), spec, vocab).compiled, []
 
 
 def check_supports(name: str, spec: ConstraintSpec) -> Backend:

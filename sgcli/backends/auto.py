@@ -41,6 +41,7 @@ def _one_line(error: UserError) -> str:
 def compile_auto(spec: ConstraintSpec, vocab) -> tuple[Compiled, list[dict]]:
     """(the first successful compilation in AUTO_ORDER, [{backend, reason}] for each skipped one)."""
     from sgcli.backends import get_backend, unsupported_reason
+    from sgcli.cache.grammars import compile_cached
 
     fallbacks: list[dict] = []
     first_error: UserError | None = None
@@ -55,7 +56,7 @@ def compile_auto(spec: ConstraintSpec, vocab) -> tuple[Compiled, list[dict]]:
             fallbacks.append({"backend": name, "reason": f"not usable: {missing}"})
             continue
         try:
-            return backend.compile(spec, vocab), fallbacks
+            return compile_cached(backend, spec, vocab).compiled, fallbacks
         except UserError as exc:
             first_error = first_error or exc
             fallbacks.append({"backend": name, "reason": _one_line(exc)})

@@ -1,10 +1,16 @@
-"""Where sgcli keeps what is expensive to recompute (converted models, compiled grammars)."""
+"""Where sgcli keeps what is expensive to recompute (converted models, compiled grammars), and the
+two things every cache writer shares: atomic writes and notices about cache trouble."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
+import warnings
+from collections.abc import Callable
 from pathlib import Path
+
+_notifier: Callable[[str], None] | None = None
 
 
 def cache_root() -> Path:
@@ -14,6 +20,33 @@ def cache_root() -> Path:
     if os.environ.get("XDG_CACHE_HOME"):
         return Path(os.environ["XDG_CACHE_HOME"]).expanduser() / "sgcli"
     return Path.home() / ".cache" / "sgcli"
+
+
+def set_notifier(fn: Callable[[str], None] | None) -> None:
+    """Where cache notices go (the CLI prints them on stderr); without one, Python warnings."""
+    global _notifier
+    _notifier = fn
+
+
+def notify(message: str) -> None:
+    """Report cache trouble that sgcli repaired or worked around: never silent, never fatal."""
+    if _notifier is not None:
+        _notifier(message)
+    else:
+        warnings.warn(message, stacklevel=2)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to a unique temporary file beside `path`, then rename it into place:
+    readers see the old file or the new one, never a mix, whatever other writers do."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def file_identity(path: Path) -> str:

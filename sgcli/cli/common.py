@@ -20,6 +20,16 @@ out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+def _notice(message: str) -> None:
+    err.print(f"[yellow]notice[/]: {_escape(message)}")
+
+
+def _install_notifier() -> None:
+    from sgcli.cache.paths import set_notifier
+
+    set_notifier(_notice)
+
+
 def fail(error: UserError) -> None:
     err.print(f"[bold red]error[/]: {_escape(error.render().removeprefix('error: '))}")
 
@@ -35,6 +45,7 @@ def handles_errors(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        _install_notifier()
         try:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):

@@ -221,7 +221,7 @@ def check_case(compiled, case: Case) -> Outcome:
     return outcome
 
 
-def run_suite(suite: Suite, names: list[str], vocab, *, use_cache: bool = True) -> Report:
+def run_suite(suite: Suite, names: list[str], vocab, *, use_cache: bool | None = None) -> Report:
     from sgcli.backends import get_backend, unsupported_reason
     from sgcli.cache.grammars import compile_cached
 

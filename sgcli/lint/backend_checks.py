@@ -37,10 +37,11 @@ class BackendRun:
 
 def compile_with(name: str, spec: ConstraintSpec, vocab) -> BackendRun:
     from sgcli.backends import check_supports
+    from sgcli.cache.grammars import compile_cached
 
     backend = check_supports(name, spec)
     try:
-        compiled = backend.compile(spec, vocab)
+        compiled = compile_cached(backend, spec, vocab).compiled
     except UserError as exc:
         return BackendRun(name, error=exc)
     return BackendRun(name, compiled, warnings=list(compiled.warnings))
