@@ -14,6 +14,7 @@ Measurements and the trade-off: docs/limits.md.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import select
@@ -56,13 +57,11 @@ def current_limits() -> Limits:
 class CompileLimitError(UserError):
     """A compile ran into a limit: exit 2 naming the limit and the flag that raises it."""
 
-    def __init__(self, what: str, limit: str, flag: str, origin: str | None):
-        where = f" of {origin}" if origin else ""
+    def __init__(self, message: str, flag: str):
         super().__init__(
-            f"compiling{where} {what} ({limit}); the process was stopped, sgcli was not",
+            f"{message}; the compile was stopped",
             hint=f"raise the limit with {flag} (0 turns it off), or simplify the constraint",
         )
-        self.limit = limit
         self.flag = flag
 
 
@@ -117,21 +116,15 @@ def compile_bounded(backend, spec: ConstraintSpec, vocab):
     return backend.compile(spec, vocab)  # a Python exception in the child happens here again, with its traceback
 
 
-def _limit_error(hit: LimitHit, backend_name: str, spec: ConstraintSpec, limits: Limits) -> CompileLimitError:
-    what = f"the {spec.kind.label} with {backend_name}"
+def _limit_error(hit: LimitHit, backend_name: str, spec: ConstraintSpec, limits: Limits) -> UserError:
+    what = f"compiling the {spec.kind.label}" + (f" of {spec.origin}" if spec.origin else "") + f" with {backend_name}"
     if hit.kind == "time":
-        return CompileLimitError(
-            f"{what} took longer than {limits.timeout_s:g} s", "compile time limit", "--compile-timeout", spec.origin
-        )
+        return CompileLimitError(f"{what} took longer than the {limits.timeout_s:g} s time limit", "--compile-timeout")
     if hit.kind == "memory":
-        return CompileLimitError(
-            f"{what} needed more than {limits.memory_mb} MB", "compile memory limit", "--compile-memory", spec.origin
-        )
-    raise UserError(
-        f"{backend_name} crashed while compiling the {spec.kind.label}"
-        + (f" of {spec.origin}" if spec.origin else "")
-        + (f": {hit.detail}" if hit.detail else ""),
-        hint="this is a bug in the grammar library; try another --backend",
+        return CompileLimitError(f"{what} needed more than the {limits.memory_mb} MB memory limit", "--compile-memory")
+    return UserError(
+        f"{what} crashed the grammar library" + (f": {hit.detail}" if hit.detail else ""),
+        hint="a bug in the grammar library, not in your constraint alone; try another --backend",
     )
 
 
@@ -169,6 +162,7 @@ def _child(fn, write_fd: int, stderr_fd: int, memory_mb: int) -> None:
     code = 0
     try:
         os.dup2(stderr_fd, 2)
+        faulthandler.disable()  # a native crash is reported by the parent, not dumped on the terminal
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
         if memory_mb:
             _cap_address_space(memory_mb)
