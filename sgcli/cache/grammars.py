@@ -58,6 +58,10 @@ class CacheOutcome:
     notes: list[str] = field(default_factory=list)
 
 
+def cache_enabled() -> bool:
+    return _enabled
+
+
 def set_cache_enabled(enabled: bool) -> None:
     """`--no-cache`: every later compile in this process compiles afresh and leaves the cache alone."""
     global _enabled

@@ -71,16 +71,21 @@ _OPTIONS = {
 
 def with_compile_limits(command: Callable) -> Callable:
     """`command` with the limit and cache flags added; they are applied before it runs."""
-    from sgcli.backends.bounded import Limits, set_limits
-    from sgcli.cache.grammars import set_cache_enabled
+    from sgcli.backends.bounded import Limits, current_limits, set_limits
+    from sgcli.cache.grammars import cache_enabled, set_cache_enabled
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         timeout, memory = kwargs.pop("compile_timeout"), kwargs.pop("compile_memory")
         max_bytes, no_cache = kwargs.pop("max_constraint_bytes"), kwargs.pop("no_cache")
-        set_limits(Limits(timeout_s=timeout, memory_mb=memory, max_bytes=max_bytes))
-        set_cache_enabled(not no_cache)
-        return command(*args, **kwargs)
+        before = (current_limits(), cache_enabled())
+        try:
+            set_limits(Limits(timeout_s=timeout, memory_mb=memory, max_bytes=max_bytes))
+            set_cache_enabled(not no_cache)
+            return command(*args, **kwargs)
+        finally:  # in-process callers (tests, embedding) get their settings back
+            set_limits(before[0])
+            set_cache_enabled(before[1])
 
     signature = inspect.signature(command, eval_str=True)  # typer reads real annotations, not strings
     extra = [
