@@ -49,13 +49,36 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def file_identity(path: Path) -> str:
-    """A short key that changes when the file at `path` is replaced or modified."""
+_SAMPLE = 64 << 10  # bytes per sampled chunk
+_SAMPLES = 16  # chunks spread over the file, besides its first and last MiB
+_identities: dict[tuple[str, int, int], str] = {}
+
+
+def sampled_digest(path: Path) -> str:
+    """sha256 of the file's size, first and last MiB and `_SAMPLES` chunks between: a content
+    fingerprint that reads ~3 MB whatever the file's size."""
+    size = path.stat().st_size
+    head = 1 << 20
+    chunks = [(0, head), (max(0, size - head), head)]
+    chunks += [(size * i // (_SAMPLES + 1), _SAMPLE) for i in range(1, _SAMPLES + 1)]
+    h = hashlib.sha256(str(size).encode())
+    with path.open("rb") as f:
+        for offset, length in chunks:
+            f.seek(offset)
+            h.update(f.read(length))
+    return h.hexdigest()
+
+
+def content_identity(path: Path) -> str:
+    """A short key for the file's content (size + sampled hash), not its path: the same .gguf in
+    three virtual environments is converted once. Computed once per (path, size, mtime)."""
     st = path.stat()
-    raw = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
-    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+    memo = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if memo not in _identities:
+        _identities[memo] = sampled_digest(path)[:16]
+    return _identities[memo]
 
 
 def converted_dir(source: Path) -> Path:
     """Cache folder for a GGUF file converted to safetensors + tokenizer.json."""
-    return cache_root() / "models" / f"{source.stem}-{file_identity(source)}"
+    return cache_root() / "models" / f"{source.stem}-{content_identity(source)}"
