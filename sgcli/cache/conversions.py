@@ -95,8 +95,9 @@ def staging(out: Path) -> Path:
         return folder
     except OSError as exc:
         raise UserError(
-            f"cannot write the model cache at {out.parent}: {exc.strerror or exc}",
-            hint="set SGCLI_CACHE_DIR to a writable folder (converted models are stored there)",
+            f"cannot write the model cache at {out.parent} ({exc.strerror or exc}); "
+            "converting a .gguf needs a writable cache folder (SGCLI_CACHE_DIR)",
+            hint="set SGCLI_CACHE_DIR to a writable folder, or pass a model or tokenizer folder instead",
         ) from None
 
 
