@@ -22,10 +22,12 @@ def cache_root() -> Path:
     return Path.home() / ".cache" / "sgcli"
 
 
-def set_notifier(fn: Callable[[str], None] | None) -> None:
-    """Where cache notices go (the CLI prints them on stderr); without one, Python warnings."""
+def set_notifier(fn: Callable[[str], None] | None) -> Callable[[str], None] | None:
+    """Where cache notices go (the CLI prints them on stderr); without one, Python warnings.
+    Returns the previous one, to put back."""
     global _notifier
-    _notifier = fn
+    previous, _notifier = _notifier, fn
+    return previous
 
 
 def notify(message: str) -> None:

@@ -25,12 +25,6 @@ def _notice(message: str) -> None:
     err.print(f"[yellow]notice[/]: {_escape(message)}")
 
 
-def _install_notifier() -> None:
-    from sgcli.cache.paths import set_notifier
-
-    set_notifier(_notice)
-
-
 def fail(error: UserError) -> None:
     err.print(f"[bold red]error[/]: {_escape(error.render().removeprefix('error: '))}")
 
@@ -46,7 +40,9 @@ def handles_errors(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        _install_notifier()
+        from sgcli.cache.paths import set_notifier
+
+        previous = set_notifier(_notice)  # cache notices go to stderr while the command runs
         try:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
@@ -76,6 +72,8 @@ def handles_errors(fn: Callable) -> Callable:
             else:
                 err.print("  set SGCLI_DEBUG=1 to see the traceback")
             raise typer.Exit(EXIT_INTERNAL) from None
+        finally:
+            set_notifier(previous)
 
     return wrapper
 
