@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from sgcli.cache.paths import notify, sampled_digest
@@ -90,6 +91,7 @@ def staging(out: Path) -> Path:
     """A fresh, unique folder beside `out` to convert into; exit 2 when the cache cannot be written."""
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
+        _drop_stale_staging(out)
         folder = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.partial-"))
         folder.chmod(0o755)  # mkdtemp's 0700 would keep other users of a shared cache out
         return folder
@@ -99,6 +101,17 @@ def staging(out: Path) -> Path:
             "converting a .gguf needs a writable cache folder (SGCLI_CACHE_DIR)",
             hint="set SGCLI_CACHE_DIR to a writable folder, or pass a model or tokenizer folder instead",
         ) from None
+
+
+def _drop_stale_staging(out: Path, max_age_s: float = 6 * 3600) -> None:
+    """Staging folders of runs killed mid-conversion (a live run's folder is minutes old)."""
+    now = time.time()
+    for stale in out.parent.glob(f".{out.name}.partial-*"):
+        try:
+            if now - stale.stat().st_mtime > max_age_s:
+                shutil.rmtree(stale, ignore_errors=True)
+        except OSError:
+            pass
 
 
 def publish(staged: Path, out: Path, source: Path) -> Path:
