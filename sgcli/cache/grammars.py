@@ -130,6 +130,7 @@ def compile_cached(
         loaded = _load(backend, key, header, payload, spec, vocab, notes)
         if loaded is not None:
             return CacheOutcome(loaded, HIT, key, notes=notes)
+        header = None  # the entry did not load and was removed: compile and store afresh
     compiled = compile_bounded(backend, spec, vocab)
     if header is not None:  # a skip entry: measured before, not worth storing
         return CacheOutcome(compiled, NOT_STORED, key, header.get("reason"), notes)
