@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -120,7 +121,7 @@ def _entry(backend, spec, vocab):
     return path
 
 
-@pytest.mark.parametrize("damage", ["flip a byte", "truncate", "empty"])
+@pytest.mark.parametrize("damage", ["flip a byte", "truncate", "empty", "unloadable with a good checksum"])
 def test_a_damaged_entry_is_detected_rebuilt_and_reported(smol_tokenizer, damage):
     from sgcli.cache.grammars import compile_cached
 
@@ -131,6 +132,11 @@ def test_a_damaged_entry_is_detected_rebuilt_and_reported(smol_tokenizer, damage
     raw = bytearray(path.read_bytes())
     if damage == "flip a byte":
         raw[-100] ^= 0x01
+    if damage.startswith("unloadable"):  # a consistent entry whose payload the backend refuses
+        header = json.loads(raw[: raw.index(b"\n")])
+        payload = b"not a compiled grammar"
+        header |= {"size": len(payload), "sha256": hashlib.sha256(payload).hexdigest()}
+        raw = bytearray(json.dumps(header).encode() + b"\n" + payload)
     path.write_bytes(bytes(raw[: len(raw) // 2] if damage == "truncate" else b"" if damage == "empty" else raw))
     rebuilt = compile_cached(backend, spec, vocab)
     assert rebuilt.status == "miss"
