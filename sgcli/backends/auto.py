@@ -38,8 +38,9 @@ def _one_line(error: UserError) -> str:
     return where + " ".join(error.message.split())
 
 
-def compile_auto(spec: ConstraintSpec, vocab) -> tuple[Compiled, list[dict]]:
-    """(the first successful compilation in AUTO_ORDER, [{backend, reason}] for each skipped one)."""
+def compile_auto(spec: ConstraintSpec, vocab, compile_one=None) -> tuple[Compiled, list[dict]]:
+    """(the first successful compilation in AUTO_ORDER, [{backend, reason}] for each skipped one).
+    `compile_one(backend)` compiles (default: through the grammar cache, bounded)."""
     from sgcli.backends import get_backend, unsupported_reason
     from sgcli.cache.grammars import compile_cached
 
@@ -56,7 +57,8 @@ def compile_auto(spec: ConstraintSpec, vocab) -> tuple[Compiled, list[dict]]:
             fallbacks.append({"backend": name, "reason": f"not usable: {missing}"})
             continue
         try:
-            return compile_cached(backend, spec, vocab).compiled, fallbacks
+            compiled = compile_one(backend) if compile_one else compile_cached(backend, spec, vocab).compiled
+            return compiled, fallbacks
         except UserError as exc:
             first_error = first_error or exc
             fallbacks.append({"backend": name, "reason": _one_line(exc)})
