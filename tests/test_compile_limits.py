@@ -121,3 +121,11 @@ def test_every_compiling_command_takes_the_limit_and_cache_flags():
 def test_negative_limits_are_usage_errors(run_cli):
     result = run_cli("compile", "@iso8601", "--compile-timeout", "-1")
     assert result.exit_code == 2 and "must not be negative" in result.output
+
+
+def test_grammar_test_command_exits_2_on_a_limit(run_cli, tmp_path):
+    (tmp_path / "huge.regex").write_text("a{1,1000000}\n")
+    suite = tmp_path / "huge.test.yaml"
+    suite.write_text("grammar: huge.regex\ncases:\n  - {input: 'aaa', accept: true}\n")
+    result = run_cli("test", suite, "--backend", "outlines_core", "--compile-timeout", "1")
+    assert result.exit_code == 2 and "--compile-timeout" in result.output
