@@ -39,7 +39,24 @@ class Limits:
     max_bytes: int = DEFAULT_MAX_BYTES  # 0: no size limit
 
 
-_limits = Limits()
+def _env_limits() -> Limits:
+    """The defaults, or the SGCLI_COMPILE_* variables (the CLI's flags read them too), so code that
+    compiles without the CLI (tests, embedding) follows the same settings."""
+
+    def read(name: str, kind, default):
+        try:
+            return kind(os.environ[name])
+        except (KeyError, ValueError):
+            return default
+
+    return Limits(
+        read("SGCLI_COMPILE_TIMEOUT", float, DEFAULT_TIMEOUT_S),
+        read("SGCLI_COMPILE_MEMORY", int, DEFAULT_MEMORY_MB),
+        read("SGCLI_MAX_CONSTRAINT_BYTES", int, DEFAULT_MAX_BYTES),
+    )
+
+
+_limits = _env_limits()
 
 
 def set_limits(limits: Limits) -> None:
