@@ -134,9 +134,10 @@ def weights_problem(model) -> str | None:
     with torch.no_grad():
         for name, param in model.named_parameters():
             if param.is_floating_point() and param.numel():
-                peak = param.detach().abs().amax().item()
-                if not math.isfinite(peak):
+                low, high = (v.item() for v in torch.aminmax(param.detach()))  # one pass, no abs() copy
+                if not (math.isfinite(low) and math.isfinite(high)):
                     return f"parameter {name} holds NaN or infinite values"
+                peak = max(-low, high)
                 if peak > 1e6:
                     return f"parameter {name} holds implausible values (|w| up to {peak:.3g})"
     return None
