@@ -174,3 +174,28 @@ def test_concurrent_first_runs_both_convert_and_damaged_weights_are_rebuilt(tmp_
     from sgcli.cache.conversions import problem
 
     assert problem(entry / "model") is None
+
+
+def test_a_cached_tokenizer_that_cannot_be_read_is_converted_again(tmp_path, monkeypatch):
+    import json
+
+    from sgcli.tokenizers import gguf
+
+    broken, good = tmp_path / "broken", tmp_path / "good"
+    for folder, text in ((broken, "{not json"), (good, '{"ok": true}')):
+        folder.mkdir()
+        (folder / "tokenizer.json").write_text(text)
+    folders = iter([broken, good])
+    monkeypatch.setattr(gguf, "cached_tokenizer_dir", lambda path, progress=None: next(folders))
+
+    def read(folder):
+        return json.loads((folder / "tokenizer.json").read_text())
+
+    with pytest.warns(UserWarning, match="cached tokenizer .* cannot be read .*converting again"):
+        assert gguf.load_converted(tmp_path / "m.gguf", read) == {"ok": True}
+    assert not broken.exists()  # set aside, not used
+    folders = iter([good, good])
+    (good / "tokenizer.json").write_text("{still not json")
+    with pytest.warns(UserWarning), pytest.raises(UserError, match="even when freshly converted") as exc:
+        gguf.load_converted(tmp_path / "m.gguf", read)
+    assert ".gguf file itself" in exc.value.hint

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sgcli.cache import conversions
 from sgcli.cache.paths import converted_dir
+from sgcli.errors import UserError
 
 ProgressFn = Callable[[str], None]
 
@@ -33,3 +34,20 @@ def cached_tokenizer_dir(gguf: Path, progress: ProgressFn | None = None) -> Path
         return conversions.publish(staged, out, gguf)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
+
+
+def load_converted(gguf: Path, load_folder: Callable[[Path], object], progress: ProgressFn | None = None):
+    """`load_folder` of the cached tokenizer conversion; one that cannot be read is a cache problem:
+    reported, converted again once, and only a fresh conversion that fails blames the .gguf file."""
+    for attempt in (1, 2):
+        folder = cached_tokenizer_dir(gguf, progress)
+        try:
+            return load_folder(folder)
+        except (UserError, OSError, ValueError, RuntimeError, KeyError) as exc:
+            found = exc.message if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+            if attempt == 2:
+                raise UserError(
+                    f"the tokenizer converted from {gguf} cannot be read even when freshly converted: {found}",
+                    hint="the .gguf file itself may be damaged: download it again",
+                ) from None
+            conversions.discard(folder, f"the cached tokenizer in {folder} cannot be read ({found}): converting again")
