@@ -239,3 +239,29 @@ def test_kind_flag_overrides_the_extension(run_cli, tmp_path):
     grammar.write_text("[0-9]+\n")
     records = _records(run_cli("compile", grammar, "--kind", "regex", "--backend", "xgrammar", "--json"))
     assert records[0]["status"] == "ok" and records[0]["kind"] == "regex"
+
+
+def test_a_150_property_schema_compiles_with_the_cache_on_in_bounded_memory(tmp_path):
+    """The issue's case: storing this xgrammar compile reached 23 GB; now it finishes under 2 GB."""
+    import resource
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    props = {f"p{i}": {"type": "string", "minLength": 3, "maxLength": 40} for i in range(150)}
+    schema = tmp_path / "wide.json"
+    schema.write_text(json.dumps({"type": "object", "properties": props, "required": list(props)}))
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1")
+    result = subprocess.run(
+        [sys.executable, "-m", "sgcli", "compile", str(schema), "--backend", "xgrammar", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    (row,) = _records(result)
+    assert row["status"] == "ok" and row["cache"] in ("miss", "not stored")
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # every process waited for, forks too
+    assert peak_kb < 2 * 1024 * 1024, f"peak {peak_kb / 1024:.0f} MB"
