@@ -20,6 +20,7 @@ import os
 import select
 import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,6 +58,9 @@ def _env_limits() -> Limits:
 
 
 _limits = _env_limits()
+# A fork copies only the forking thread: a library lock held by another thread at that moment
+# stays locked forever in the child. Bounded compiles are therefore one at a time per process.
+_compile_lock = threading.RLock()
 
 
 def set_limits(limits: Limits) -> None:
@@ -125,12 +129,13 @@ def compile_bounded(backend, spec: ConstraintSpec, vocab):
             pass  # the parent compiles again and raises the positioned error itself
         return None
 
-    try:
-        run_bounded(probe, timeout_s=limits.timeout_s, memory_mb=limits.memory_mb)
-    except LimitHit as hit:
-        if hit.kind != "raised":
-            raise _limit_error(hit, backend.name, spec, limits) from None
-    return backend.compile(spec, vocab)  # a Python exception in the child happens here again, with its traceback
+    with _compile_lock:  # no other thread of ours is inside a grammar library when we fork
+        try:
+            run_bounded(probe, timeout_s=limits.timeout_s, memory_mb=limits.memory_mb)
+        except LimitHit as hit:
+            if hit.kind != "raised":
+                raise _limit_error(hit, backend.name, spec, limits) from None
+        return backend.compile(spec, vocab)  # a Python exception in the child happens again here, traceback and all
 
 
 def _limit_error(hit: LimitHit, backend_name: str, spec: ConstraintSpec, limits: Limits) -> UserError:
