@@ -66,9 +66,10 @@ def _base(job: EngineJob, req: Request) -> dict:
         "weakened": [],
         "warnings": [],
         "model": job.served_model,
-        "usage": {"prompt_tokens": None, "completion_tokens": None},
+        "usage": {"prompt_tokens": None, "completion_tokens": None, "forced_tokens": None, "forward_passes": None},
         "timings": {
             "load_s": None,
+            "threads": None,
             "compile_s": None,
             "first_token_s": None,
             "tokens_per_s": None,
@@ -111,8 +112,8 @@ def reply_record(job: EngineJob, req: Request, reply: Reply, elapsed: float, fir
         unchecked=verdict.unchecked,
         errors=errors,
         finish_reason=finish,
-        usage={"prompt_tokens": reply.prompt_tokens, "completion_tokens": tokens},
     )
+    record["usage"].update(prompt_tokens=reply.prompt_tokens, completion_tokens=tokens)
     record["timings"].update(
         first_token_s=None if first_token_s is None else round(first_token_s, 4),
         tokens_per_s=round(tokens / elapsed, 2) if tokens and elapsed > 0 else None,
