@@ -12,9 +12,9 @@ import re
 import pytest
 
 from sgcli.backends import check_supports
-from sgcli.grammar_dev.matching import enforcing_backends
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.errors import UserError
+from sgcli.grammar_dev.matching import enforcing_backends
 
 SCHEMA = {
     "type": "object",

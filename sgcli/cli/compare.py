@@ -243,8 +243,6 @@ def compare_backends(
     Exit codes: 0 every row ran and is valid (or, with --no-generate, compiled and
     accepted --text), 1 some row failed, 2 bad input or flags.
     """
-    from sgcli.constraints.sources import with_subgrammars
-
     spec = co.build_spec(
         schema=schema,
         pydantic=pydantic,
@@ -259,8 +257,8 @@ def compare_backends(
         indent=indent,
         max_whitespace=max_whitespace,
         strict_properties=strict_properties,
+        sub=sub,
     )
-    spec = with_subgrammars(spec, sub or [])
     if whitespace and spec.kind is not Kind.JSON_SCHEMA:
         raise UserError(
             f"--whitespace compares JSON layouts; this constraint is {spec.kind.label}",

@@ -121,7 +121,7 @@ def generate(
     --max-tokens), 2 bad input or flags, 3 internal error.
     """
     from sgcli import backends
-    from sgcli.constraints.sources import read_text, with_subgrammars
+    from sgcli.constraints.sources import read_text
     from sgcli.engine.models import resolve_model
     from sgcli.engine.requests import read_requests
     from sgcli.engine.sampling import SamplingParams
@@ -141,9 +141,9 @@ def generate(
         indent=indent,
         max_whitespace=max_whitespace,
         strict_properties=strict_properties,
+        sub=sub,
         required=backend != "none",
     )
-    spec = with_subgrammars(spec, sub or [])
     if not think_end:
         raise UserError("--think-end must not be empty")
     if max_tokens < 1:

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.cli import constraint_options as co
 from sgcli.cli.common import err
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
 
@@ -22,6 +23,10 @@ Examples:
   sgcli lint answer.gbnf --tokenizer default --max-tokens 32
 
   sgcli lint schema.json --select J --ignore J002 --output-format json
+
+  sgcli lint examples/reasoning_json.lark --sub answer=examples/answer.schema.json
+
+  sgcli lint --regex '[0-9]{3}-[0-9]{4}' --backend outlines_core
 
   sgcli rule J001
 """
@@ -46,11 +51,13 @@ def _kind(value: str | None):
 
 def lint(
     files: Annotated[
-        list[str],
+        Optional[list[str]],
         typer.Argument(
-            metavar="FILE...", help="Files to lint; kind from the extension (.gbnf .ebnf .lark .regex .json) or --kind."
+            metavar="[FILE]...",
+            help="Files to lint; kind from the extension (.gbnf .ebnf .lark .regex .json) or --kind. "
+            "Or one constraint flag.",
         ),
-    ],
+    ] = None,
     backend: Annotated[
         str,
         typer.Option("--backend", "-b", help="A backend name, or 'all': every backend that supports the file's kind."),
@@ -86,16 +93,20 @@ def lint(
     kind: Annotated[
         Optional[str], typer.Option("--kind", help="Kind instead of the extension's: json_schema, regex, ebnf, lark.")
     ] = None,
-    json_whitespace: Annotated[
-        str,
-        typer.Option("--json-whitespace", help="The JSON layout you generate with (for W002): flexible or compact."),
-    ] = "flexible",
-    max_whitespace: Annotated[
-        Optional[int], typer.Option("--max-whitespace", help="The whitespace bound you generate with (for W002).")
-    ] = None,
-    indent: Annotated[
-        Optional[int], typer.Option("--indent", help="The JSON indent you generate with (for W002).")
-    ] = None,
+    schema: co.SchemaOpt = None,
+    pydantic: co.PydanticOpt = None,
+    regex: co.RegexOpt = None,
+    ebnf: co.EbnfOpt = None,
+    lark: co.LarkOpt = None,
+    choice: co.ChoiceOpt = None,
+    grammar: co.GrammarOpt = None,
+    structural_tag: co.StructuralTagOpt = None,
+    sub: co.SubOpt = None,
+    json_whitespace: co.JsonWhitespaceOpt = "flexible",
+    whitespace_pattern: co.WhitespacePatternOpt = None,
+    indent: co.IndentOpt = None,
+    max_whitespace: co.MaxWhitespaceOpt = None,
+    strict_properties: co.StrictOpt = False,
 ) -> None:
     """Find a grammar's mistakes before a model runs, with ruff-like diagnostics.
 
@@ -105,30 +116,34 @@ def lint(
 
     Exit codes: 0 clean, 1 findings, 2 bad usage or an unreadable file.
     """
-    from sgcli.cli.constraint_options import json_options
     from sgcli.lint import FORMATS, RENDERERS, Linter, LintOptions, Selection
     from sgcli.lint.render import summary
 
     if output_format not in FORMATS:
         raise UserError(f"--output-format {output_format}: unknown format", hint="one of: " + ", ".join(FORMATS))
+    flags = co.ConstraintFlags.pick(locals())
     options = LintOptions(
         backend=backend,
         tokenizer=tokenizer,
         max_tokens=max_tokens,
         kind=_kind(kind),
         selection=Selection.parse(select, ignore),
-        json_options=json_options(json_whitespace, None, indent, max_whitespace, False),
+        json_options=flags.layout(),
+        subs=tuple(flags.sub or ()),
     )
     if backend != "all":
         from sgcli.backends import get_backend
 
         get_backend(backend)  # an unknown name is a usage error before any file is read
+    targets = [*(files or []), *([flags.spec()] if flags.given() else [])]  # a flag's spec: read like generate's
+    if not targets:
+        raise co.no_grammar()
     linter = Linter(options)
     diagnostics, sources, failed = [], {}, 0
     skipped: dict[tuple[str, str], int] = {}
-    for path in files:
+    for target in targets:
         try:
-            result = linter.lint(path)
+            result = linter.lint(target) if isinstance(target, str) else linter.lint_spec(target)
         except UserError as exc:  # unreadable file, unknown extension, unsupported backend
             err.print(f"[bold red]error[/]: {_escape(exc.render().removeprefix('error: '))}")
             failed += 1
@@ -147,7 +162,7 @@ def lint(
     sys.stdout.write(RENDERERS[output_format](diagnostics, sources))
     sys.stdout.flush()
     if output_format in ("concise", "full"):
-        err.print(summary(diagnostics, len(files) - failed), highlight=False, markup=False)
+        err.print(summary(diagnostics, len(targets) - failed), highlight=False, markup=False)
     if failed:
         raise typer.Exit(EXIT_USAGE)
     raise typer.Exit(EXIT_FINDINGS if diagnostics else EXIT_OK)

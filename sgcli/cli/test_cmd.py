@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.cli import constraint_options as co
 from sgcli.cli.common import json_line, out
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK
@@ -38,6 +39,12 @@ def test(
     json_out: Annotated[
         bool, typer.Option("--json", help="JSONL on stdout: one record per case and backend, then one per file.")
     ] = False,
+    sub: co.SubOpt = None,
+    json_whitespace: co.JsonWhitespaceOpt = "flexible",
+    whitespace_pattern: co.WhitespacePatternOpt = None,
+    indent: co.IndentOpt = None,
+    max_whitespace: co.MaxWhitespaceOpt = None,
+    strict_properties: co.StrictOpt = False,
 ) -> None:
     """Check that a grammar accepts and rejects what its test file says, on every backend.
 
@@ -53,7 +60,10 @@ def test(
     from sgcli.grammar_dev.matching import select_backends
     from sgcli.tokenizers import load_tokenizer
 
+    flags = co.ConstraintFlags.pick(locals())
     suites = [load_suite(f) for f in files]  # a malformed file fails (exit 2) before any compile
+    for suite in suites:  # the grammar is the test file's; layout and sub-grammars are the flags'
+        suite.spec = flags.apply(suite.spec)
     names = select_backends(backend)
     if backend != "all":
         for suite in suites:

@@ -46,6 +46,7 @@ class LintOptions:
     kind: Kind | None = None
     selection: Selection = field(default_factory=Selection.everything)
     json_options: JsonOptions = field(default_factory=JsonOptions)
+    subs: tuple[str, ...] = ()  # `--sub name=FILE` for a Lark grammar's @name references
 
 
 @dataclass
@@ -101,7 +102,7 @@ class Linter:
         return chosen
 
     def lint(self, path: str) -> FileResult:
-        from sgcli.constraints.sources import kind_from_extension, read_text, resolve_library
+        from sgcli.constraints.sources import kind_from_extension, read_text, resolve_library, with_subgrammars
 
         if path.startswith("@"):  # a grammar of the library in sgcli/grammars/
             path = resolve_library(path)
@@ -110,7 +111,7 @@ class Linter:
         if kind is Kind.REGEX:
             text = text.rstrip("\n")
         spec = ConstraintSpec(kind, text, origin, json_options=self.options.json_options)
-        return self.lint_spec(spec)
+        return self.lint_spec(with_subgrammars(spec, list(self.options.subs)))
 
     def lint_spec(self, spec: ConstraintSpec) -> FileResult:
         sel = self.options.selection
