@@ -123,9 +123,7 @@ def generate(
     from sgcli import backends
     from sgcli.constraints.sources import read_text
     from sgcli.engine.models import resolve_model
-    from sgcli.engine.requests import read_requests
-    from sgcli.engine.sampling import SamplingParams
-    from sgcli.engine.session import PromptOptions, Request
+    from sgcli.lint import preflight
 
     spec = co.build_spec(
         schema=schema,
@@ -144,6 +142,7 @@ def generate(
         sub=sub,
         required=backend != "none",
     )
+    preflight.structure_errors(spec)  # an undefined rule fails here, before any library loads
     if not think_end:
         raise UserError("--think-end must not be empty")
     if max_tokens < 1:
@@ -169,19 +168,19 @@ def generate(
 
     from sgcli.cli.progress import stage_progress
     from sgcli.engine.loader import load_model
-    from sgcli.engine.session import Session
+    from sgcli.engine.requests import read_requests
+    from sgcli.engine.sampling import SamplingParams
+    from sgcli.engine.session import PromptOptions, Request, Session
     from sgcli.tokenizers import load_tokenizer
 
-    with stage_progress(f"loading {ref.display}") as progress:
+    # Grammar first, model last: the tokenizer loads fast, the model is the slow part.
+    with stage_progress(f"loading {ref.display} tokenizer") as progress:
         tokenizer = load_tokenizer(model, progress=lambda text: progress(text, 0, 3))
+    compiled, fallbacks = _compile_checked(backend, spec, tokenizer, max_tokens)
+    with stage_progress(f"loading {ref.display}") as progress:
         lm = load_model(ref, device=device, dtype=dtype, progress=progress, threads=threads)
-    vocab = tokenizer.vocab.padded(lm.logits_width)
-    compiled, fallbacks = backends.compile_for(backend, spec, vocab)
-    for fb in fallbacks:
-        err.print(f"[yellow]fallback[/]: {fb['backend']} skipped: {fb['reason']}")
-    for w in compiled.warnings:
-        where = f" (at {w.pointer})" if w.pointer else ""
-        err.print(f"[yellow]warning[/]: {compiled.backend}: {w.message}{where}")
+    if lm.logits_width > len(tokenizer.vocab):  # the model has more logits than tokens: mask those too
+        compiled = backends.compile_for(compiled.backend, spec, tokenizer.vocab.padded(lm.logits_width))[0]
     session = Session(
         lm,
         tokenizer,
@@ -213,6 +212,26 @@ def generate(
         if output:
             sink.close()
     raise typer.Exit(EXIT_OK if all_valid else EXIT_FINDINGS)
+
+
+def _compile_checked(backend: str, spec, tokenizer, max_tokens: int):
+    """Compile against the model's tokenizer and run the lint rules that predict certain failure."""
+    from rich.markup import escape
+
+    from sgcli import backends
+    from sgcli.grammar_dev.matching import enforcing_backends
+    from sgcli.lint import preflight
+
+    compiled, fallbacks = backends.compile_for(backend, spec, tokenizer.vocab)
+    for fb in fallbacks:
+        err.print(f"[yellow]fallback[/]: {fb['backend']} skipped: {fb['reason']}")
+    for w in compiled.warnings:
+        where = f" (at {w.pointer})" if w.pointer else ""
+        err.print(f"[yellow]warning[/]: {compiled.backend}: {w.message}{where}")
+    if compiled.backend in enforcing_backends():
+        for d in preflight.certain_failures(spec, compiled, max_tokens, tokenizer.name):
+            err.print(f"[yellow]warning[/]: {d.code} {escape(d.message)}\n  hint: {escape(d.hint or '')}")
+    return compiled, fallbacks
 
 
 def _run_quiet(session, request) -> dict:

@@ -129,7 +129,7 @@ class Linter:
             schema, stext = spec.schema(), SchemaText(spec.text)
             features = pattern_features(schema, stext)
         elif spec.kind in (Kind.EBNF, Kind.LARK, Kind.REGEX):
-            grammar, features, unreadable = _read_grammar(spec)
+            grammar, features, unreadable = read_grammar(spec)
             if grammar is not None:
                 from sgcli.lint.structure import Structure
 
@@ -222,7 +222,7 @@ def _schema_problem(spec: ConstraintSpec) -> Diagnostic | None:
     return None
 
 
-def _read_grammar(spec: ConstraintSpec):
+def read_grammar(spec: ConstraintSpec):
     """(grammar, regex features, S004 diagnostic or None) for a GBNF, Lark or regex file."""
     from sgcli.lint.grammar_model import Grammar, ParseError, Rule
 
