@@ -21,7 +21,7 @@ def _xgrammar():
     except ImportError as exc:
         raise UserError(
             f"converting a JSON Schema to a grammar needs xgrammar, which cannot be imported ({exc})",
-            hint="pip install xgrammar",
+            hint="pip install 'sgcli[xgrammar]'",
         ) from None
     return xgrammar
 

@@ -55,6 +55,7 @@ ThreadsOpt = Annotated[
     Optional[int],
     typer.Option(
         "--threads",
+        envvar="SGCLI_THREADS",
         help="CPU threads for the model (default: torch's choice, one per core). Use fewer on a busy machine.",
         rich_help_panel="Model",
     ),
@@ -67,7 +68,10 @@ StructuralTagOpt = Annotated[
 JsonWhitespaceOpt = Annotated[
     str,
     typer.Option(
-        "--json-whitespace", help="flexible (any whitespace) or compact (none).", rich_help_panel="JSON layout"
+        "--json-whitespace",
+        envvar="SGCLI_JSON_WHITESPACE",
+        help="flexible (any whitespace) or compact (none).",
+        rich_help_panel="JSON layout",
     ),
 ]
 WhitespacePatternOpt = Annotated[
