@@ -65,6 +65,9 @@ class JsonOptions:
     indent: int | None = None
     max_whitespace: int | None = None
     strict_properties: bool = False
+    # Compiled to generate from, not to judge given texts: a backend may narrow the language to a
+    # sound subset that compiles faster (xgrammar's strict_mode; measured in docs/grammar-development.md).
+    for_generation: bool = False
 
     def __post_init__(self) -> None:
         """The same conflict rules for every command: contradictory layouts are exit 2, never a silent pick."""
