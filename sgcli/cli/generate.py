@@ -185,7 +185,7 @@ def generate(
     # Grammar first, model last: the tokenizer loads fast, the model is the slow part.
     with stage_progress(f"loading {ref.display} tokenizer") as progress:
         tokenizer = load_tokenizer(model, progress=lambda text: progress(text, 0, 3))
-    compiled, fallbacks = _compile_checked(backend, spec, tokenizer, max_tokens)
+    compiled, fallbacks, weakened = _compile_checked(backend, spec, tokenizer, max_tokens)
     with stage_progress(f"loading {ref.display}") as progress:
         lm = load_model(ref, device=device, dtype=dtype, progress=progress, threads=threads)
     if lm.logits_width > len(tokenizer.vocab):  # the model has more logits than tokens: mask those too
@@ -229,7 +229,8 @@ def generate(
 
 
 def _compile_checked(backend: str, spec, tokenizer, max_tokens: int):
-    """Compile against the model's tokenizer and run the lint rules that predict certain failure."""
+    """Compile against the model's tokenizer, say what the backend weakens, and run the lint rules that
+    predict certain failure. Returns (compiled, fallbacks, weakened keywords)."""
     from rich.markup import escape
 
     from sgcli import backends
@@ -255,7 +256,7 @@ def _compile_checked(backend: str, spec, tokenizer, max_tokens: int):
     if compiled.backend in enforcing_backends():
         for d in preflight.certain_failures(spec, compiled, max_tokens, tokenizer.name):
             err.print(f"[yellow]warning[/]: {d.code} {escape(d.message)}\n  hint: {escape(d.hint or '')}")
-    return compiled, fallbacks
+    return compiled, fallbacks, weakened
 
 
 def _run_quiet(session, request) -> dict:
