@@ -1,0 +1,281 @@
+"""`sgcli bench`: a MaskBench-style report on the user's own schemas and grammars.
+
+Per backend: how many items compiled and why the others failed, compile time cold and
+through the on-disk cache, and the time of each mask along the tokens of each item's
+valid instances. Instances come alongside the grammar (JSONL input, or a sibling
+NAME.test.yaml's accepted cases) or, for a JSON Schema, from the project's instance
+builder. Compiles go through `compile_for`/`compile_cached`, so the same limits apply as
+in `generate`; masks are walked with the one `walk_masks` shared with compare-backends.
+No terminal code here: the command in sgcli/cli/bench_cmd.py prints what this returns.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.errors import Location, UserError
+
+
+@dataclass
+class Item:
+    """One grammar to measure, with the texts it must accept."""
+
+    name: str
+    spec: ConstraintSpec
+    instances: list[str]
+    source: str  # "given", "test file", "generated" or "none"
+
+
+@dataclass
+class BackendResult:
+    """One backend's measurements over every item."""
+
+    backend: str
+    compiled: int = 0
+    failed: dict[str, int] = field(default_factory=dict)  # reason -> count
+    compile_cold_ms: list[float] = field(default_factory=list)
+    compile_cached_ms: list[float] = field(default_factory=list)
+    mask_us: list[float] = field(default_factory=list)
+    instances_walked: int = 0
+    instances_rejected: int = 0
+    items: list[dict] = field(default_factory=list)  # one record per item
+
+
+def load_items(path: str) -> list[Item]:
+    """A folder of grammar files (kind from extension) or a JSONL file of items; UserError otherwise."""
+    p = Path(path)
+    if p.is_dir():
+        return _folder_items(p)
+    if not p.exists():
+        raise UserError(f"bench input not found: {path}", hint="give a folder of schemas/grammars or a .jsonl file")
+    if p.suffix.lower() != ".jsonl":
+        raise UserError(
+            f"bench input {path} is neither a folder nor a .jsonl file",
+            hint='a JSONL line is {"schema": {...}, "instances": [...]} or {"grammar": "...", "kind": "..."}',
+        )
+    return _jsonl_items(p)
+
+
+def _folder_items(folder: Path) -> list[Item]:
+    from sgcli.constraints.sources import from_file, kind_from_extension
+
+    items = []
+    for f in sorted(x for x in folder.iterdir() if x.is_file() and not x.name.endswith((".test.yaml", ".test.yml"))):
+        try:
+            kind_from_extension(str(f))
+        except UserError:
+            continue  # READMEs, notes: not grammars
+        spec = from_file(str(f))
+        given = _test_file_instances(f)
+        if given:
+            items.append(Item(f.name, spec, given, "test file"))
+        else:
+            items.append(_with_generated(Item(f.name, spec, [], "none")))
+    if not items:
+        raise UserError(f"no schema or grammar files in {folder}", hint="files are picked by extension, as in compile")
+    return items
+
+
+def _test_file_instances(grammar: Path) -> list[str]:
+    """The accepted cases of a sibling NAME.test.yaml (as in sgcli/grammars/), if there is one."""
+    from sgcli.grammar_dev.grammar_tests import load_suite
+
+    stem = grammar.name.split(".")[0]
+    test = grammar.with_name(f"{stem}.test.yaml")
+    if not test.is_file():
+        return []
+    return [c.input for c in load_suite(str(test)).cases if c.accept]
+
+
+def _with_generated(item: Item) -> Item:
+    """For a JSON Schema without instances: the minimal and the full instance the builder proposes."""
+    if item.spec.kind is not Kind.JSON_SCHEMA or item.instances:
+        return item
+    from sgcli.lint.schema_instances import Impossible, InstanceBuilder
+
+    schema = json.loads(item.spec.text)
+    texts = []
+    for full in (False, True):
+        try:
+            text = json.dumps(InstanceBuilder(schema, full=full).build(), ensure_ascii=False)
+        except (Impossible, RecursionError):
+            continue
+        if text not in texts:
+            texts.append(text)
+    return Item(item.name, item.spec, texts, "generated" if texts else "none")
+
+
+def _jsonl_items(path: Path) -> list[Item]:
+    from sgcli.constraints.sources import check_schema, read_text
+
+    text, origin = read_text(str(path), what="bench file")
+    items = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        at = Location(origin, n, 1)
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"malformed JSON: {exc.msg}", location=Location(origin, n, exc.colno)) from None
+        spec = _jsonl_spec(obj, at)
+        if spec.kind is Kind.JSON_SCHEMA:
+            check_schema(spec)
+        instances = _jsonl_instances(obj, at)
+        name = str(obj.get("name") or f"{path.name}:{n}")
+        items.append(_with_generated(Item(name, spec, instances, "given" if instances else "none")))
+    if not items:
+        raise UserError(f"{origin} has no items", hint='one JSON object a line: {"schema": {...}, "instances": [...]}')
+    return items
+
+
+def _jsonl_spec(obj, at: Location) -> ConstraintSpec:
+    from sgcli.grammar_dev.grammar_tests import parse_kind
+
+    if not isinstance(obj, dict) or ("schema" in obj) == ("grammar" in obj):
+        raise UserError(
+            "each line needs exactly one of 'schema' or 'grammar'",
+            location=at,
+            hint='{"schema": {...}, "instances": [...]} or {"grammar": "...", "kind": "lark", "instances": [...]}',
+        )
+    origin = f"{at.path}:{at.line}"
+    if "schema" in obj:
+        if not isinstance(obj["schema"], (dict, bool)):
+            raise UserError("'schema' must be a JSON object", location=at)
+        return ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(obj["schema"]), origin)
+    if not isinstance(obj["grammar"], str) or not isinstance(obj.get("kind"), str):
+        raise UserError(
+            "'grammar' must be a string and 'kind' must name its kind", location=at, hint="kind: ebnf, lark, regex, ..."
+        )
+    kind = parse_kind(obj["kind"], at)
+    if kind is Kind.JSON_SCHEMA:
+        raise UserError("give a JSON Schema as 'schema' (an object), not as 'grammar'", location=at)
+    return ConstraintSpec(kind, obj["grammar"], origin)
+
+
+def _jsonl_instances(obj: dict, at: Location) -> list[str]:
+    """Instances as texts: strings as they are for grammars; JSON values serialized for schemas."""
+    given = obj.get("instances", [])
+    if not isinstance(given, list):
+        raise UserError("'instances' must be a list", location=at)
+    if "schema" in obj:
+        return [json.dumps(v, ensure_ascii=False) for v in given]
+    if not all(isinstance(v, str) for v in given):
+        raise UserError("a grammar's 'instances' must be strings (the texts it accepts)", location=at)
+    return list(given)
+
+
+def run(items: list[Item], names: list[str], vocab, *, use_cache: bool = True) -> list[BackendResult]:
+    """Compile every item with every backend and walk its instances; one result per backend."""
+    results = []
+    for name in names:
+        result = BackendResult(name)
+        for item in items:
+            result.items.append(_bench_item(result, item, vocab, use_cache=use_cache))
+        results.append(result)
+    return results
+
+
+def _bench_item(result: BackendResult, item: Item, vocab, *, use_cache: bool) -> dict:
+    from sgcli.backends import compile_for, get_backend, unsupported_reason
+    from sgcli.cache.grammars import HIT, compile_cached
+    from sgcli.grammar_dev.matching import walk_masks
+
+    record: dict = {"item": item.name, "kind": item.spec.kind.value, "backend": result.backend}
+    impl = get_backend(result.backend)
+    reason = unsupported_reason(impl, item.spec) or (impl.available() and "unavailable")
+    if reason:
+        return _failed(result, record, "unsupported" if reason != "unavailable" else "unavailable", reason)
+    spec = item.spec
+    try:
+        t = time.perf_counter()
+        compiled, _ = compile_for(
+            result.backend, spec, vocab, compile_one=lambda b: compile_cached(b, spec, vocab, use_cache=False).compiled
+        )
+        cold_ms = (time.perf_counter() - t) * 1000
+    except UserError as exc:
+        where = f"{exc.location}: " if exc.location else ""
+        return _failed(result, record, _reason_of(exc), where + exc.message)
+    result.compiled += 1
+    result.compile_cold_ms.append(cold_ms)
+    record |= {"status": "compiled", "compile_cold_ms": round(cold_ms, 3)}
+    if use_cache:
+        compile_cached(impl, spec, vocab)  # make sure an entry exists, then time a load of it
+        t = time.perf_counter()
+        outcome = compile_cached(impl, spec, vocab)
+        if outcome.status == HIT:
+            record["compile_cached_ms"] = round((time.perf_counter() - t) * 1000, 3)
+            result.compile_cached_ms.append(record["compile_cached_ms"])
+    record |= _walk_all(result, compiled, item, walk_masks)
+    return record
+
+
+def _walk_all(result: BackendResult, compiled, item: Item, walk_masks) -> dict:
+    texts = item.instances or [None]  # no instance: time the first mask only
+    rejected = []
+    masks = 0
+    for index, text in enumerate(texts):
+        walk = walk_masks(compiled, text)
+        result.mask_us += [ms * 1000 for ms in walk["mask_ms"]]
+        masks += walk["steps"]
+        if text is not None:
+            result.instances_walked += 1
+            if not walk["accepted"]:
+                result.instances_rejected += 1
+                rejected.append({"instance": index, "rejected_at_token": walk["rejected_at_token"]})
+    return {
+        "instances": len(item.instances),
+        "instance_source": item.source,
+        "masks": masks,
+        "rejected": rejected,
+    }
+
+
+def _reason_of(exc: UserError) -> str:
+    """A short failure category for the per-backend tally, from the error's class (a compile
+    limit's own error class names itself: 'compiletimeout' and the like)."""
+    name = type(exc).__name__
+    return "compile error" if name == "UserError" else name.removesuffix("Error").lower() or name
+
+
+def _failed(result: BackendResult, record: dict, reason: str, message: str) -> dict:
+    result.failed[reason] = result.failed.get(reason, 0) + 1
+    return record | {"status": "failed", "reason": reason, "message": message}
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..1); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(round(q * len(ordered) + 0.5)) - 1))]
+
+
+def summary(result: BackendResult) -> dict:
+    """The per-backend row of the report."""
+
+    def stats(values: list[float], *, with_max: bool = False) -> dict:
+        out = {"p50": _round(percentile(values, 0.5)), "p99": _round(percentile(values, 0.99))}
+        if with_max:
+            out["max"] = _round(max(values) if values else None)
+        return out | {"n": len(values)}
+
+    return {
+        "backend": result.backend,
+        "compiled": result.compiled,
+        "failed": sum(result.failed.values()),
+        "failed_by_reason": dict(sorted(result.failed.items())),
+        "compile_cold_ms": stats(result.compile_cold_ms),
+        "compile_cached_ms": stats(result.compile_cached_ms),
+        "mask_us": stats(result.mask_us, with_max=True),
+        "instances_walked": result.instances_walked,
+        "instances_rejected": result.instances_rejected,
+    }
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 3)
