@@ -279,3 +279,50 @@ def summary(result: BackendResult) -> dict:
 
 def _round(v: float | None) -> float | None:
     return None if v is None else round(v, 3)
+
+
+PLOT_SUFFIXES = (".png", ".svg")
+
+
+def check_plot_path(path: str) -> None:
+    """Exit-2 checks for --plot, done before any measuring: the suffix, the folder, matplotlib."""
+    import importlib.util
+
+    from sgcli.extras import MissingExtra
+
+    suffix = Path(path).suffix.lower()
+    if suffix not in PLOT_SUFFIXES:
+        raise UserError(f"--plot {path}: the file must end in .png or .svg, not '{suffix or '(none)'}'")
+    if not Path(path).resolve().parent.is_dir():
+        raise UserError(f"--plot {path}: the folder {Path(path).parent} does not exist", hint="create it first")
+    if importlib.util.find_spec("matplotlib") is None:
+        raise MissingExtra("matplotlib", "bench", "--plot")
+
+
+def plot(results: list[BackendResult], path: str) -> None:
+    """Box plots of compile ms (cold) and mask µs per backend, log scale, saved as PNG or SVG."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed
+    from matplotlib import pyplot as plt
+
+    panels = [("compile ms (cold)", "compile_cold_ms"), ("mask µs", "mask_us")]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.5), squeeze=False)
+    for ax, (title, attr) in zip(axes[0], panels):
+        shown = [r for r in results if getattr(r, attr)]
+        if shown:
+            ax.boxplot([getattr(r, attr) for r in shown], whis=(1, 99), showfliers=True)
+            ax.set_xticks(range(1, len(shown) + 1), [r.backend for r in shown])
+            ax.set_yscale("log")
+        else:
+            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+        ax.set_title(title)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle("sgcli bench: whiskers at p1/p99")
+    fig.tight_layout()
+    try:
+        fig.savefig(path, format=Path(path).suffix.lower().lstrip("."))
+    except OSError as exc:
+        raise UserError(f"cannot write --plot {path}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
