@@ -28,6 +28,7 @@ class Item:
     spec: ConstraintSpec
     instances: list[str]
     source: str  # "given", "test file", "generated" or "none"
+    where: str | None = None  # "file:line" of a JSONL item: error positions inside its re-serialized text mean nothing
 
 
 @dataclass
@@ -106,7 +107,7 @@ def _with_generated(item: Item) -> Item:
             continue
         if text not in texts:
             texts.append(text)
-    return Item(item.name, item.spec, texts, "generated" if texts else "none")
+    return Item(item.name, item.spec, texts, "generated" if texts else "none", item.where)
 
 
 def _jsonl_items(path: Path) -> list[Item]:
@@ -127,7 +128,8 @@ def _jsonl_items(path: Path) -> list[Item]:
             check_schema(spec)
         instances = _jsonl_instances(obj, at)
         name = str(obj.get("name") or f"{path.name}:{n}")
-        items.append(_with_generated(Item(name, spec, instances, "given" if instances else "none")))
+        item = Item(name, spec, instances, "given" if instances else "none", where=spec.origin)
+        items.append(_with_generated(item))
     if not items:
         raise UserError(f"{origin} has no items", hint='one JSON object a line: {"schema": {...}, "instances": [...]}')
     return items
@@ -173,6 +175,7 @@ def run(items: list[Item], names: list[str], vocab, *, use_cache: bool = True) -
     """Compile every item with every backend and walk its instances; one result per backend."""
     results = []
     for name in names:
+        _warm_up(name, vocab)
         result = BackendResult(name)
         for item in items:
             result.items.append(_bench_item(result, item, vocab, use_cache=use_cache))
@@ -187,9 +190,11 @@ def _bench_item(result: BackendResult, item: Item, vocab, *, use_cache: bool) ->
 
     record: dict = {"item": item.name, "kind": item.spec.kind.value, "backend": result.backend}
     impl = get_backend(result.backend)
-    reason = unsupported_reason(impl, item.spec) or (impl.available() and "unavailable")
-    if reason:
-        return _failed(result, record, "unsupported" if reason != "unavailable" else "unavailable", reason)
+    unsupported, missing = unsupported_reason(impl, item.spec), impl.available()
+    if unsupported:
+        return _failed(result, record, "unsupported", f"{result.backend} does not support {unsupported}")
+    if missing:
+        return _failed(result, record, "unavailable", missing)
     spec = item.spec
     try:
         t = time.perf_counter()
@@ -198,7 +203,7 @@ def _bench_item(result: BackendResult, item: Item, vocab, *, use_cache: bool) ->
         )
         cold_ms = (time.perf_counter() - t) * 1000
     except UserError as exc:
-        where = f"{exc.location}: " if exc.location else ""
+        where = f"{item.where or exc.location}: " if item.where or exc.location else ""
         return _failed(result, record, _reason_of(exc), where + exc.message)
     result.compiled += 1
     result.compile_cold_ms.append(cold_ms)
@@ -212,6 +217,20 @@ def _bench_item(result: BackendResult, item: Item, vocab, *, use_cache: bool) ->
             result.compile_cached_ms.append(record["compile_cached_ms"])
     record |= _walk_all(result, compiled, item, walk_masks)
     return record
+
+
+def _warm_up(name: str, vocab) -> None:
+    """One throwaway compile first, so one-time set-up (a backend's tokenizer tables for this
+    vocabulary, lazy imports) is not charged to whichever item happens to come first."""
+    from sgcli.backends import get_backend, unsupported_reason
+
+    impl = get_backend(name)
+    spec = ConstraintSpec(Kind.REGEX, "a", "<warm-up>")
+    if unsupported_reason(impl, spec) is None and not impl.available():
+        try:
+            impl.compile(spec, vocab)
+        except UserError:
+            pass
 
 
 def _walk_all(result: BackendResult, compiled, item: Item, walk_masks) -> dict:
