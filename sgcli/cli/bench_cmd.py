@@ -8,7 +8,7 @@ import typer
 
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
 from sgcli.cli.tables import print_table
-from sgcli.errors import EXIT_FINDINGS, EXIT_OK
+from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 
 EXAMPLES = """
 Examples:
@@ -49,6 +49,19 @@ def bench(
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Skip the cached-compile column and leave the on-disk cache alone.")
     ] = False,
+    generate: Annotated[
+        bool,
+        typer.Option("--generate", help="Also generate with a model: tokens/s with and without jump-forward."),
+    ] = False,
+    model: Annotated[
+        Optional[str],
+        typer.Option("--model", "-m", envvar="SGCLI_MODEL", help="Model for --generate (HF id, folder, .gguf)."),
+    ] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Token budget per generation.")] = 64,
+    generate_items: Annotated[
+        int, typer.Option("--generate-items", help="How many compiled items per backend to generate for.")
+    ] = 3,
+    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the model.")] = None,
     output_format: OutputFormatOpt = None,
     json_out: JsonFlagOpt = False,
 ) -> None:
@@ -70,10 +83,23 @@ def bench(
     fmt = output_format_of(output_format, json_out, stream=True)
     if plot is not None:
         core.check_plot_path(plot)  # before anything slow: a bad path or missing matplotlib exits 2 now
+    if model is not None and not generate:
+        raise UserError("--model is only used with --generate", hint="add --generate, or drop --model")
+    if generate and (max_tokens < 1 or generate_items < 1):
+        raise UserError("--max-tokens and --generate-items must be 1 or more")
+    if generate and tokenizer is not None:
+        raise UserError("--generate uses the model's own tokenizer", hint="drop --tokenizer, or pick it with --model")
     names = select_backends(backend)
     items = core.load_items(path)
-    vocab = load_tokenizer(tokenizer).vocab
+    lm = None
+    if generate:
+        lm, tok = _load_model(model, threads)
+        vocab = tok.vocab.padded(lm.logits_width)
+    else:
+        vocab = load_tokenizer(tokenizer).vocab
     results = core.run(items, names, vocab, use_cache=not no_cache)
+    if lm is not None:
+        core.generate(results, items, lm, tok, max_tokens=max_tokens, n_items=generate_items)
     summaries = [core.summary(r) for r in results]
     if fmt != "text":
         writer = JsonRows(fmt)
@@ -91,6 +117,21 @@ def bench(
     failed = any(r.get("reason") == "compile error" for res in results for r in res.items)
     rejected = any(s["instances_rejected"] for s in summaries)
     raise typer.Exit(EXIT_FINDINGS if failed or rejected else EXIT_OK)
+
+
+def _load_model(model: str | None, threads: int | None):
+    from sgcli.cli.progress import stage_progress
+    from sgcli.engine.loader import load_model
+    from sgcli.engine.models import resolve_model
+    from sgcli.extras import require
+    from sgcli.tokenizers import load_tokenizer
+
+    require("generate", "--generate")
+    ref = resolve_model(model)
+    with stage_progress(f"loading {ref.display}") as progress:
+        tok = load_tokenizer(model, progress=lambda t: progress(t, 0, 3))
+        lm = load_model(ref, progress=progress, threads=threads)
+    return lm, tok
 
 
 def _num(v) -> str:
@@ -130,5 +171,14 @@ def _show(results, summaries: list[dict], n_items: int) -> None:
                     f"{escape(r['item'])}: {r['backend']}: valid instance {rej['instance']} rejected at token "
                     f"{rej['rejected_at_token']}"
                 )
+    for s in summaries:
+        g = s.get("generation")
+        if g:
+            jf = g["tokens_per_s_jump_forward"]
+            out.print(
+                f"{s['backend']}: generate {g['items']} items, ≤{g['max_tokens']} tokens: "
+                f"{_num(g['tokens_per_s'])} tokens/s; with jump-forward: {_num(jf)}"
+                + (f" ({g['note']})" if g.get("note") else "")
+            )
     if any(s["compile_cached_ms"]["n"] == 0 and s["compiled"] for s in summaries):
         out.print("cached: '-' where the backend has no on-disk cache (or --no-cache)")

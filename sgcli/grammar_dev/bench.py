@@ -44,6 +44,8 @@ class BackendResult:
     instances_walked: int = 0
     instances_rejected: int = 0
     items: list[dict] = field(default_factory=list)  # one record per item
+    compiled_items: dict[str, object] = field(default_factory=dict, repr=False)  # item name -> Compiled, for --generate
+    generation: dict | None = None  # tokens/s with and without jump-forward (--generate)
 
 
 def load_items(path: str) -> list[Item]:
@@ -216,6 +218,7 @@ def _bench_item(result: BackendResult, item: Item, vocab, *, use_cache: bool) ->
             record["compile_cached_ms"] = round((time.perf_counter() - t) * 1000, 3)
             result.compile_cached_ms.append(record["compile_cached_ms"])
     record |= _walk_all(result, compiled, item, walk_masks)
+    result.compiled_items[item.name] = compiled
     return record
 
 
@@ -293,7 +296,7 @@ def summary(result: BackendResult) -> dict:
         "mask_us": stats(result.mask_us, with_max=True),
         "instances_walked": result.instances_walked,
         "instances_rejected": result.instances_rejected,
-    }
+    } | ({"generation": result.generation} if result.generation is not None else {})
 
 
 def _round(v: float | None) -> float | None:
@@ -345,3 +348,62 @@ def plot(results: list[BackendResult], path: str) -> None:
         raise UserError(f"cannot write --plot {path}: {exc.strerror or exc}") from None
     finally:
         plt.close(fig)
+
+
+JUMP_FORWARD_MISSING = "decode() has no jump_forward switch yet: only plain tokens/s was measured"
+
+
+def has_jump_forward() -> bool:
+    """Whether the engine's decode loop takes `jump_forward` (the engine-jf work adds it)."""
+    import inspect
+
+    from sgcli.engine.decode import decode
+
+    return "jump_forward" in inspect.signature(decode).parameters
+
+
+def generate(results: list[BackendResult], items: list[Item], lm, tokenizer, *, max_tokens: int, n_items: int):
+    """With --generate: greedy generation on the first `n_items` compiled items of each backend,
+    tokens/s with jump-forward and without, alternating the two so load drift hits both alike.
+    tokens/s = completion tokens / decode seconds (prefill included) summed over the items."""
+    jump = has_jump_forward()
+    by_name = {item.name: item for item in items}
+    warm = next(((r, n) for r in results for n in r.compiled_items), None)
+    if warm is not None:  # the first forward passes are slow (allocations, kernels): not charged to a backend
+        _generate_one(warm[0].compiled_items[warm[1]], by_name[warm[1]], lm, tokenizer, 2, None)
+    for result in results:
+        names = list(result.compiled_items)[:n_items]
+        totals = {False: [0, 0.0], True: [0, 0.0]}
+        completed = 0  # plain runs that ended where the grammar can stop
+        for name in names:
+            for jf in (False, True) if jump else (False,):
+                f = _generate_one(
+                    result.compiled_items[name], by_name[name], lm, tokenizer, max_tokens, jf if jump else None
+                )
+                totals[jf][0] += f.completion_tokens
+                totals[jf][1] += f.decode_s
+                completed += f.grammar_complete and not jf
+        result.generation = {
+            "items": len(names),
+            "max_tokens": max_tokens,
+            "tokens_per_s": _rate(*totals[False]),
+            "tokens_per_s_jump_forward": _rate(*totals[True]) if jump else None,
+            "completed": completed,
+        } | ({} if jump else {"note": JUMP_FORWARD_MISSING})
+
+
+def _rate(tokens: int, seconds: float) -> float | None:
+    return round(tokens / seconds, 2) if tokens and seconds > 0 else None
+
+
+def _generate_one(compiled, item: Item, lm, tokenizer, max_tokens: int, jump_forward: bool | None):
+    """One greedy generation; `jump_forward` None where decode() has no such switch."""
+    from sgcli.engine.decode import Finished, decode
+    from sgcli.engine.sampling import SamplingParams
+
+    what = "JSON matching this schema" if item.spec.kind is Kind.JSON_SCHEMA else f"text in this {item.spec.kind.label}"
+    prompt = f"Write {what}:\n{item.spec.text[:2000]}"
+    ids = tokenizer.render_prompt([{"role": "user", "content": prompt}]).ids
+    extra = {} if jump_forward is None else {"jump_forward": jump_forward}
+    events = decode(lm, ids, compiled, params=SamplingParams(0.0), max_tokens=max_tokens, **extra)
+    return next(e for e in events if isinstance(e, Finished))
