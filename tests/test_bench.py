@@ -176,3 +176,35 @@ def test_missing_matplotlib_names_the_extra(tmp_path, run_cli, monkeypatch):
     result = run_cli("bench", _jsonl(tmp_path, ITEMS[:1]), "--plot", tmp_path / "p.png")
     assert result.exit_code == 2
     assert "pip install 'sgcli[bench]'" in result.output
+
+
+def test_generate_measures_tokens_per_s(tiny_lm, smol_tokenizer):
+    from sgcli.grammar_dev import bench
+
+    vocab = smol_tokenizer.vocab.padded(tiny_lm.logits_width)
+    items = [bench.Item("digits", bench.ConstraintSpec(bench.Kind.REGEX, "[0-9]{3,5}", "<test>"), ["123"], "given")]
+    results = bench.run(items, ["llguidance"], vocab, use_cache=False)
+    bench.generate(results, items, tiny_lm, smol_tokenizer, max_tokens=8, n_items=1)
+    g = bench.summary(results[0])["generation"]
+    assert g["items"] == 1 and g["tokens_per_s"] > 0
+    assert g["completed"] == 1  # a random model inside [0-9]{3,5} still ends where the grammar can stop
+    if bench.has_jump_forward():
+        assert g["tokens_per_s_jump_forward"] > 0
+    else:
+        assert g["tokens_per_s_jump_forward"] is None and "jump_forward" in g["note"]
+
+
+@pytest.mark.model
+def test_generate_cli_with_default_model(tmp_path, run_cli):
+    path = _jsonl(tmp_path, ITEMS[:1])
+    result = run_cli("bench", path, "-b", "llguidance", "--generate", "--max-tokens", "12", "--threads", "1", "--json")
+    assert result.exit_code == 0, result.output
+    g = _backend_rows(result)["llguidance"]["generation"]
+    assert g["tokens_per_s"] > 0 and g["max_tokens"] == 12
+
+
+def test_generate_flag_errors(tmp_path, run_cli):
+    path = _jsonl(tmp_path, ITEMS[:1])
+    assert "only used with --generate" in run_cli("bench", path, "--model", "x").output
+    result = run_cli("bench", path, "--generate", "--tokenizer", "x")
+    assert result.exit_code == 2 and "own tokenizer" in result.output
