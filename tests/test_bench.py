@@ -195,9 +195,11 @@ def test_generate_measures_tokens_per_s(tiny_lm, smol_tokenizer):
 
 
 @pytest.mark.model
-def test_generate_cli_with_default_model(tmp_path, run_cli):
+def test_generate_cli_with_default_model(tmp_path, run_cli, monkeypatch):
+    monkeypatch.delenv("SGCLI_CACHE_DIR")  # the converted default model lives in the user's cache; --no-cache
     path = _jsonl(tmp_path, ITEMS[:1])
-    result = run_cli("bench", path, "-b", "llguidance", "--generate", "--max-tokens", "12", "--threads", "1", "--json")
+    args = ("-b", "llguidance", "--generate", "--max-tokens", "12", "--threads", "1", "--no-cache", "--json")
+    result = run_cli("bench", path, *args)
     assert result.exit_code == 0, result.output
     g = _backend_rows(result)["llguidance"]["generation"]
     assert g["tokens_per_s"] > 0 and g["max_tokens"] == 12
