@@ -210,3 +210,11 @@ def test_generate_flag_errors(tmp_path, run_cli):
     assert "only used with --generate" in run_cli("bench", path, "--model", "x").output
     result = run_cli("bench", path, "--generate", "--tokenizer", "x")
     assert result.exit_code == 2 and "own tokenizer" in result.output
+
+
+def test_percentile_is_nearest_rank():
+    from sgcli.grammar_dev.bench import percentile
+
+    values = [float(v) for v in range(100, 0, -1)]  # order must not matter
+    assert (percentile(values, 0.5), percentile(values, 0.99), percentile(values, 1.0)) == (50.0, 99.0, 100.0)
+    assert percentile([7.0], 0.99) == 7.0 and percentile([], 0.5) is None
