@@ -99,6 +99,9 @@ def test_items_record_instance_sources(jsonl_run):
     assert items[("generated", "llguidance")]["instance_source"] == "generated"
     # a mask per token and one after the last: more masks than instances
     assert items[("person", "xgrammar")]["masks"] > 2 * 2
+    for r in items.values():
+        if r["status"] == "compiled":
+            assert 0 < r["mask_us_p50"] <= r["mask_us_max"], r
 
 
 def test_rejected_instance_is_a_finding(tmp_path, run_cli):

@@ -240,20 +240,22 @@ def _warm_up(name: str, vocab) -> None:
 def _walk_all(result: BackendResult, compiled, item: Item, walk_masks) -> dict:
     texts = item.instances or [None]  # no instance: time the first mask only
     rejected = []
-    masks = 0
+    mask_us: list[float] = []
     for index, text in enumerate(texts):
         walk = walk_masks(compiled, text)
-        result.mask_us += [ms * 1000 for ms in walk["mask_ms"]]
-        masks += walk["steps"]
+        mask_us += [ms * 1000 for ms in walk["mask_ms"]]
         if text is not None:
             result.instances_walked += 1
             if not walk["accepted"]:
                 result.instances_rejected += 1
                 rejected.append({"instance": index, "rejected_at_token": walk["rejected_at_token"]})
+    result.mask_us += mask_us
     return {
         "instances": len(item.instances),
         "instance_source": item.source,
-        "masks": masks,
+        "masks": len(mask_us),
+        "mask_us_p50": _round(percentile(mask_us, 0.5)),
+        "mask_us_max": _round(max(mask_us)),
         "rejected": rejected,
     }
 
