@@ -124,6 +124,10 @@ class Backend(Protocol):
         """Optional. Inverse of `serialize` for the same backend version and vocabulary; None when
         `data` is stale or unreadable (the cache then recompiles). `compile_s` is the load time."""
 
+    def prepare(self, vocab: Vocab) -> None:
+        """Optional. Build the per-vocabulary state now, so that a bounded compile's forked child
+        (`sgcli.backends.bounded`) inherits it instead of building it for nothing."""
+
     def size_info(self, compiled: Compiled) -> dict[str, int]:
         """Optional. Backend-specific size figures for `sgcli compile`, e.g. {"memory_size_bytes": n}."""
 
