@@ -85,7 +85,7 @@ def _register() -> None:
 
     from sgcli.cli import bench_cmd
 
-    app.command("bench", epilog=bench_cmd.EXAMPLES)(handles_errors(bench_cmd.bench))
+    app.command("bench", epilog=bench_cmd.EXAMPLES)(handles_errors(limited(bench_cmd.bench)))
     app.command("config", epilog=config_cmd.EXAMPLES)(handles_errors(config_cmd.show_config))
     app.add_typer(cache_cmd.app, name="cache")
 

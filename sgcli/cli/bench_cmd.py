@@ -8,7 +8,7 @@ import typer
 
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
 from sgcli.cli.tables import print_table
-from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
+from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
 
 EXAMPLES = """
 Examples:
@@ -46,9 +46,6 @@ def bench(
         Optional[str],
         typer.Option("--plot", metavar="FILE.png|svg", help="Draw per-backend compile and mask time distributions."),
     ] = None,
-    no_cache: Annotated[
-        bool, typer.Option("--no-cache", help="Skip the cached-compile column and leave the on-disk cache alone.")
-    ] = False,
     generate: Annotated[
         bool,
         typer.Option("--generate", help="Also generate with a model: tokens/s with and without jump-forward."),
@@ -74,7 +71,7 @@ def bench(
     machine: compare backends within one run, not across machines.
 
     Exit codes: 0 measured, 1 an item failed to compile or a valid instance was
-    rejected, 2 bad input or usage.
+    rejected, 2 bad input or usage, or a compile limit was hit (see --compile-timeout).
     """
     from sgcli.grammar_dev import bench as core
     from sgcli.grammar_dev.matching import select_backends
@@ -97,7 +94,7 @@ def bench(
         vocab = tok.vocab.padded(lm.logits_width)
     else:
         vocab = load_tokenizer(tokenizer).vocab
-    results = core.run(items, names, vocab, use_cache=not no_cache)
+    results = core.run(items, names, vocab)
     if lm is not None:
         core.generate(results, items, lm, tok, max_tokens=max_tokens, n_items=generate_items)
     summaries = [core.summary(r) for r in results]
@@ -114,6 +111,8 @@ def bench(
     if plot is not None:
         core.plot(results, plot)
         err.print(f"plot written to {plot}")
+    if any(r.get("limit") for res in results for r in res.items):
+        raise typer.Exit(EXIT_USAGE)  # a compile limit is the user's to raise, as in `sgcli compile`
     failed = any(r.get("reason") == "compile error" for res in results for r in res.items)
     rejected = any(s["instances_rejected"] for s in summaries)
     raise typer.Exit(EXIT_FINDINGS if failed or rejected else EXIT_OK)
