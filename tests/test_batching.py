@@ -270,3 +270,30 @@ def test_default_model_batch_equals_sequential(smol_tokenizer):
     got = list(session.batch(requests, batch_size=4))
     assert [_comparable(r) for r in got] == [_comparable(r) for r in _sequential(session, requests)]
     assert all(r["valid"] for r in got)
+
+
+def test_cli_batch_sizes_give_the_same_records(run_cli, tmp_path):
+    """`generate --input` on the default model: batched records equal one-at-a-time records, in order."""
+    lines = [json.dumps({"id": f"q{i}", "prompt": f"Say the number {i * 7}."}) for i in range(5)]
+    lines.insert(1, json.dumps({"id": "bad", "messages": [{"role": "user", "content": 3}, {"content": "x"}]}))
+    batch = tmp_path / "prompts.jsonl"
+    batch.write_text("\n".join(lines) + "\n")
+    outs = {}
+    for size in (1, 3):
+        result = run_cli("generate", "--regex", "[0-9]{1,3}", "--input", batch, "--batch-size", size, "--threads", 1)
+        outs[size] = [json.loads(line) for line in result.stdout.splitlines()]
+        assert result.exit_code == 1, result.output  # the bad line is an invalid record, not a crash
+    assert [r["id"] for r in outs[3]] == ["q0", "bad", "q1", "q2", "q3", "q4"]
+    assert [_comparable(r) for r in outs[3]] == [_comparable(r) for r in outs[1]]
+    assert all(r["valid"] for r in outs[3] if r["id"] != "bad")
+
+
+def test_cli_batch_size_flag_errors(run_cli, tmp_path):
+    batch = tmp_path / "p.jsonl"
+    batch.write_text('{"prompt": "hi"}\n')
+    for args, message in (
+        (("--input", batch, "--batch-size", "0"), "--batch-size must be at least 1"),
+        (("--batch-size", "4", "hello"), "--batch-size needs --input"),
+    ):
+        result = run_cli("generate", "--regex", "a", *args)
+        assert result.exit_code == 2 and message in result.output, result.output
