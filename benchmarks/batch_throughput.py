@@ -108,8 +108,12 @@ def vllm_rate(url: str, requests, concurrency: int, max_tokens: int) -> float:
     import concurrent.futures
     import urllib.request
 
+    with urllib.request.urlopen(url.rstrip("/") + "/v1/models", timeout=30) as resp:
+        model = json.load(resp)["data"][0]["id"]
+
     def one(req) -> int:
         body = {
+            "model": model,
             "messages": req.messages,
             "max_tokens": max_tokens,
             "temperature": 0,

@@ -233,6 +233,17 @@ def test_a_row_that_finishes_early_leaves_the_rest_running(sharp_lm, smol_tokeni
     assert [_comparable(r) for r in got] == [_comparable(r) for r in _sequential(session, requests)]
 
 
+def test_reasoning_rows_match_sequential(sharp_lm, smol_tokenizer):
+    """Reasoning mode per row: free text until the marker, then the grammar. The marker is one
+    common letter so that rows leave thinking at different steps."""
+    session = _session(sharp_lm, smol_tokenizer, _spec(), max_tokens=50)
+    session.think_end = "e"
+    requests = _requests()
+    got = list(session.batch(requests, batch_size=4))
+    assert [_comparable(r) for r in got] == [_comparable(r) for r in _sequential(session, requests)]
+    assert any(r["reasoning"] and r["output"] for r in got)
+
+
 def test_shared_prefix_reuse_gives_identical_outputs(sharp_lm, smol_tokenizer):
     session = _session(sharp_lm, smol_tokenizer, _spec())
     prompts = [session.render(r)[1] for r in _requests()]
