@@ -1,7 +1,7 @@
 """Continuous batched decoding for JSONL input: many requests, one forward pass per step.
 
-Why: on CPU one decode step costs nearly the same for 1 row as for 16 (the weights are read
-once either way), so decoding requests together multiplies throughput. Each row keeps its own
+Why: a one-row decode step is bound by reading the weights; rows decoded together share each
+read, so a step of 16 rows costs a few times a step of one, not 16 times. Each row keeps its own
 matcher, stop strings and token budget; a row that ends leaves the batch and a waiting request
 takes its place (continuous batching). Rows of different lengths share one KV cache, aligned on
 the right and padded on the left with masked zero columns; explicit position ids keep each row's
