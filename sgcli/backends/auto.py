@@ -38,9 +38,11 @@ def _one_line(error: UserError) -> str:
     return where + " ".join(error.message.split())
 
 
-def compile_auto(spec: ConstraintSpec, vocab) -> tuple[Compiled, list[dict]]:
-    """(the first successful compilation in AUTO_ORDER, [{backend, reason}] for each skipped one)."""
+def compile_auto(spec: ConstraintSpec, vocab, compile_one=None) -> tuple[Compiled, list[dict]]:
+    """(the first successful compilation in AUTO_ORDER, [{backend, reason}] for each skipped one).
+    `compile_one(backend)` compiles (default: through the grammar cache, bounded)."""
     from sgcli.backends import get_backend, unsupported_reason
+    from sgcli.cache.grammars import compile_cached
 
     fallbacks: list[dict] = []
     first_error: UserError | None = None
@@ -55,7 +57,8 @@ def compile_auto(spec: ConstraintSpec, vocab) -> tuple[Compiled, list[dict]]:
             fallbacks.append({"backend": name, "reason": f"not usable: {missing}"})
             continue
         try:
-            return backend.compile(spec, vocab), fallbacks
+            compiled = compile_one(backend) if compile_one else compile_cached(backend, spec, vocab).compiled
+            return compiled, fallbacks
         except UserError as exc:
             first_error = first_error or exc
             fallbacks.append({"backend": name, "reason": _one_line(exc)})

@@ -41,6 +41,11 @@ class Capabilities:
         frozenset()
     )  # "compact", "whitespace_pattern", "indent", "max_whitespace", "strict_properties"
     notes: str = ""
+    regex_dialect: str = "rust"  # how it reads regexes: "rust" or "ecma"; validation reads them the same way
+    # JSON Schema keywords it compiles without enforcing and without a warning of its own (measured)
+    unenforced_keywords: frozenset[str] = frozenset()
+    # keywords beside which it drops every sibling keyword, silently (xgrammar: anyOf/oneOf)
+    ignores_beside: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,10 @@ class Backend(Protocol):
     def deserialize(self, data: bytes, spec: ConstraintSpec, vocab: Vocab) -> Compiled | None:
         """Optional. Inverse of `serialize` for the same backend version and vocabulary; None when
         `data` is stale or unreadable (the cache then recompiles). `compile_s` is the load time."""
+
+    def prepare(self, vocab: Vocab) -> None:
+        """Optional. Build the per-vocabulary state now, so that a bounded compile's forked child
+        (`sgcli.backends.bounded`) inherits it instead of building it for nothing."""
 
     def size_info(self, compiled: Compiled) -> dict[str, int]:
         """Optional. Backend-specific size figures for `sgcli compile`, e.g. {"memory_size_bytes": n}."""

@@ -130,6 +130,9 @@ class LLGuidanceBackend(LibraryBackend):
         "--max-whitespace as a whitespace regex; no --indent",
     )
 
+    def prepare(self, vocab: Vocab) -> None:
+        self.tokenizer(vocab)
+
     def tokenizer(self, vocab: Vocab):
         """The `LLTokenizer` for `vocab`, built once per Vocab object."""
         import llguidance as llg

@@ -37,10 +37,14 @@ class BackendRun:
 
 def compile_with(name: str, spec: ConstraintSpec, vocab) -> BackendRun:
     from sgcli.backends import check_supports
+    from sgcli.backends.bounded import CompileLimitError
+    from sgcli.cache.grammars import compile_cached
 
     backend = check_supports(name, spec)
     try:
-        compiled = backend.compile(spec, vocab)
+        compiled = compile_cached(backend, spec, vocab).compiled
+    except CompileLimitError:
+        raise  # a limit is not a finding about the file: the file fails with exit 2
     except UserError as exc:
         return BackendRun(name, error=exc)
     return BackendRun(name, compiled, warnings=list(compiled.warnings))
@@ -78,6 +82,36 @@ def compile_error(run: BackendRun, spec: ConstraintSpec, stext) -> Diagnostic:
     return Diagnostic(
         "S001", f"{run.name} rejects it: {detail}", spec.name, line, col, hint=run.error.hint, backend=run.name
     )
+
+
+MAX_DROPPED = 8
+
+
+def without_refused(run: BackendRun, spec: ConstraintSpec, stext, vocab) -> tuple[Compiled | None, list[tuple]]:
+    """(the backend's compile of the schema minus every keyword it refuses (J002), the dropped
+    keyword paths); (None, ...) when an error is not about a keyword or too many are refused."""
+    import json
+
+    from sgcli.lint.jsontext import SchemaText
+
+    error, schema, dropped = run.error, json.loads(spec.text), []
+    while error is not None and len(dropped) < MAX_DROPPED:
+        loc = error.location
+        path = _keyword_at(stext, loc.line, loc.col) if loc and loc.line else None
+        if path is None or path in dropped:
+            return None, dropped
+        node = schema
+        for part in path[:-1]:
+            node = node[part]
+        del node[path[-1]]
+        dropped.append(path)
+        text = json.dumps(schema, indent=2, ensure_ascii=False)
+        stext = SchemaText(text)
+        again = compile_with(run.name, replace(spec, text=text), vocab)
+        if again.compiled is not None:
+            return again.compiled, dropped
+        error = again.error
+    return None, dropped
 
 
 def _keyword_at(stext, line: int, col: int | None) -> tuple | None:
