@@ -223,7 +223,10 @@ def report(lm, requests, prompts, label, rates, reference, batched, args) -> dic
             same = f"{len(prompts) - len(gaps)}/{len(prompts)}"
         vllm = "-"
         if args.vllm_url and c.startswith("batch"):
-            vllm = f"{vllm_rate(args.vllm_url, requests, int(c.split()[1]), args.max_tokens):.1f}"
+            try:
+                vllm = f"{vllm_rate(args.vllm_url, requests, int(c.split()[1]), args.max_tokens):.1f}"
+            except (OSError, ValueError, KeyError, IndexError) as exc:  # a server that went away costs its column only
+                vllm = f"unreachable ({exc})"
         gap_note = f"  (logit gaps at divergence: {', '.join(f'{g:.2e}' for g in gaps)})" if gaps else ""
         print(
             f"  {c:<12} {wall:7.1f} {wall / seq_wall:6.2f} {cpu:9.1f} {cpu / seq_cpu:6.2f} {same:>11}  {vllm}{gap_note}"
