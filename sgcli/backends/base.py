@@ -41,6 +41,12 @@ class Capabilities:
         frozenset()
     )  # "compact", "whitespace_pattern", "indent", "max_whitespace", "strict_properties"
     notes: str = ""
+    # The matcher's `jump_forward()` reports the bytes the grammar forces next, so the engine
+    # can append them in one forward pass. False: it always returns b"" (the engine then skips it).
+    jump_forward: bool = False
+    # Importing the library imports torch (seconds): `sgcli lint` by default skips such a backend
+    # unless no other one supports the file.
+    imports_torch: bool = False
     regex_dialect: str = "rust"  # how it reads regexes: "rust" or "ecma"; validation reads them the same way
     # JSON Schema keywords it compiles without enforcing and without a warning of its own (measured)
     unenforced_keywords: frozenset[str] = frozenset()
@@ -70,7 +76,8 @@ class Matcher(Protocol):
     def rollback(self, n: int) -> None: ...
 
     def jump_forward(self) -> bytes:
-        """Bytes the grammar forces next, whatever the model would say (may be empty)."""
+        """Bytes the grammar forces next, whatever the model would say (may be empty).
+        Only backends whose `Capabilities.jump_forward` is set compute it; others return b""."""
 
     def is_terminated(self) -> bool:
         """No further token can be accepted (a stop token was accepted, or the grammar is done)."""

@@ -46,6 +46,7 @@ class Row:
     reasoning: str = ""
     mask_s: list[float] = field(default_factory=list)
     first_token_s: float | None = None
+    forward_passes: int = 0  # model calls this row took part in (its prefill, then batched steps)
     finished: Finished | None = None
 
     def __post_init__(self) -> None:
@@ -64,6 +65,7 @@ class Row:
 
     def step(self, logits: torch.Tensor, masker: Masker) -> int | None:
         """Pick and take the next token from this row's logits; None once the row has finished."""
+        self.forward_passes += 1
         t = time.perf_counter()
         if self.thinking:
             self.bitmask.fill(-1)
@@ -120,6 +122,7 @@ class Row:
             grammar_complete=not self.thinking and (self.matcher.can_stop() or self.matcher.is_terminated()),
             error=error,
             reasoning=self.reasoning if self.think_end is not None else None,
+            forward_passes=self.forward_passes,
         )
         return None
 
