@@ -312,3 +312,12 @@ def test_cli_batch_size_flag_errors(run_cli, tmp_path):
     ):
         result = run_cli("generate", "--regex", "a", *args)
         assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_what_batching_does_not_do_is_said_not_skipped(sharp_lm, smol_tokenizer):
+    """--think-budget is not implemented in batches: the session says so, and the CLI then decodes
+    one request at a time with a note (never a batch that silently ignores the budget)."""
+    session = _session(sharp_lm, smol_tokenizer, _spec())
+    assert session.batch_unsupported() is None
+    session.think_end, session.think_budget = "e", 3
+    assert "--think-budget" in session.batch_unsupported()
