@@ -13,6 +13,8 @@ from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, json_line, output_format_of
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 
+DEFAULT_BATCH_SIZE = 16  # measured: benchmarks/batch_throughput.py, docs/performance.md "Batch"
+
 EXAMPLES = """
 Examples:
 
@@ -120,6 +122,15 @@ def generate(
             "--input", "-i", help="JSONL of {id, prompt} or {id, messages} ('-' = stdin).", rich_help_panel="Output"
         ),
     ] = None,
+    batch_size: Annotated[
+        Optional[int],
+        typer.Option(
+            "--batch-size",
+            help=f"Decode this many --input requests together (continuous batching; default {DEFAULT_BATCH_SIZE}). "
+            "1 = one after another. Batched rows decode token by token (no jump-forward).",
+            rich_help_panel="Output",
+        ),
+    ] = None,
     output: Annotated[
         Optional[Path],
         typer.Option("--output", "-o", help="Write records here instead of stdout.", rich_help_panel="Output"),
@@ -173,6 +184,10 @@ def generate(
         raise UserError("--think-end must not be empty")
     if max_tokens < 1:
         raise UserError("--max-tokens must be at least 1")
+    if batch_size is not None and batch_size < 1:
+        raise UserError("--batch-size must be at least 1")
+    if batch_size is not None and input_file is None:
+        raise UserError("--batch-size needs --input", hint="sgcli generate --input prompts.jsonl --batch-size 8")
     if think_budget is not None and (think_budget < 0 or not reasoning):
         raise UserError(
             "--think-budget must be 0 or more" if think_budget < 0 else "--think-budget needs --reasoning",
@@ -234,10 +249,13 @@ def generate(
             items = list(read_requests(*batch_text))
             from sgcli.cli.progress import count_progress
 
+            records = _records(
+                session, [it for it in items if isinstance(it, Request)], batch_size or DEFAULT_BATCH_SIZE
+            )
             tally = BatchTally()
             with count_progress("generating", len(items)) as advance:
                 for item in items:
-                    record = item.record() if not isinstance(item, Request) else _run_quiet(session, item)
+                    record = item.record() if not isinstance(item, Request) else next(records)
                     all_valid &= record["valid"] is not False
                     json_line(record, sink)
                     tally.add(record)
@@ -281,6 +299,16 @@ def _compile_checked(backend: str, spec, tokenizer, max_tokens: int):
         for d in preflight.certain_failures(spec, compiled, max_tokens, tokenizer.name):
             err.print(f"[yellow]warning[/]: {d.code} {escape(d.message)}\n  hint: {escape(d.hint or '')}")
     return compiled, fallbacks, weakened
+
+
+def _records(session, requests, batch_size: int):
+    """Records for `requests` in input order: batched, or one after another at batch size 1."""
+    why = session.batch_unsupported() if batch_size > 1 else None
+    if why:
+        err.print(f"[yellow]note[/]: --batch-size {batch_size} not used, decoding one request at a time: {why}")
+    if batch_size > 1 and not why:
+        return session.batch(requests, batch_size)
+    return (_run_quiet(session, r) for r in requests)
 
 
 def _run_quiet(session, request) -> dict:
