@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -9,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli.cli import constraint_options as co
-from sgcli.cli.common import err, json_line
+from sgcli.cli.common import err
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 
 EXAMPLES = """
@@ -109,6 +110,14 @@ def generate(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No summary line on stderr.", rich_help_panel="Output")
     ] = False,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="With --input and --output: skip ids already in the output, append the rest.",
+            rich_help_panel="Output",
+        ),
+    ] = False,
     json_whitespace: co.JsonWhitespaceOpt = "flexible",
     whitespace_pattern: co.WhitespacePatternOpt = None,
     indent: co.IndentOpt = None,
@@ -121,9 +130,10 @@ def generate(
     --max-tokens), 2 bad input or flags, 3 internal error.
     """
     from sgcli import backends
-    from sgcli.constraints.sources import read_text, with_subgrammars
+    from sgcli.constraints.sources import read_bytes, with_subgrammars
+    from sgcli.engine.flags import check_device, check_sampling
     from sgcli.engine.models import resolve_model
-    from sgcli.engine.requests import read_requests
+    from sgcli.engine.records import RecordWriter
     from sgcli.engine.sampling import SamplingParams
     from sgcli.engine.session import PromptOptions, Request
 
@@ -146,12 +156,8 @@ def generate(
     spec = with_subgrammars(spec, sub or [])
     if not think_end:
         raise UserError("--think-end must not be empty")
-    if max_tokens < 1:
-        raise UserError("--max-tokens must be at least 1")
-    if not 0 < top_p <= 1:
-        raise UserError("--top-p must be in (0, 1]")
-    if temperature < 0:
-        raise UserError("--temperature must be 0 or more")
+    check_sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, max_tokens=max_tokens)
+    check_device(device)
     if (prompt is None) == (input_file is None):
         raise UserError(
             "give a prompt or --input FILE (not both)" if prompt is not None else "no prompt given",
@@ -164,8 +170,11 @@ def generate(
     if schema == "-" and input_file == "-":
         raise UserError("--schema - and --input - both read stdin; put one in a file")
     # Read every input before the slow work, so a typo fails in milliseconds.
-    batch_text = read_text(input_file, what="input file") if input_file else None
+    batch = read_bytes(input_file, what="input file") if input_file else None
+    if resume and batch is None:
+        raise UserError("--resume is for batches", hint="use --resume with --input FILE --output FILE")
     ref = resolve_model(model)
+    writer = RecordWriter(output, resume=resume)  # a bad --output fails here, before the model loads
 
     from sgcli.cli.progress import stage_progress
     from sgcli.engine.loader import load_model
@@ -194,25 +203,66 @@ def generate(
         think_end=think_end if reasoning else None,
     )
 
-    sink = output.open("w", encoding="utf-8") if output else sys.stdout
-    all_valid = True
     try:
-        if batch_text is not None:
-            items = list(read_requests(*batch_text))
-            from sgcli.cli.progress import count_progress
-
-            with count_progress("generating", len(items)) as advance:
-                for item in items:
-                    record = item.record() if not isinstance(item, Request) else _run_quiet(session, item)
-                    all_valid &= bool(record["valid"])
-                    json_line(record, sink)
-                    advance()
+        if batch is not None:
+            all_valid = _run_batch(session, batch, writer)
         else:
-            all_valid = _run_one(session, Request(None, prompt), json_out=json_out, sink=sink, quiet=quiet)
+            all_valid = _run_one(session, Request(None, prompt), json_out=json_out, sink=writer, quiet=quiet)
     finally:
-        if output:
-            sink.close()
+        writer.close()
     raise typer.Exit(EXIT_OK if all_valid else EXIT_FINDINGS)
+
+
+def _run_batch(session, batch: tuple[bytes, str], writer) -> bool:
+    """Every input line answered by one record; a failing request becomes an error record, the batch goes on."""
+    import signal
+
+    from rich.markup import escape
+
+    from sgcli.cli.progress import count_progress
+    from sgcli.engine.requests import duplicate_ids, read_requests
+
+    items = list(read_requests(*batch))
+    dups = duplicate_ids(items)
+    if dups:
+        shown = ", ".join(json.dumps(d, ensure_ascii=False) for d in dups[:5]) + (" ..." if len(dups) > 5 else "")
+        what = "only the first of each is answered" if writer.resume else "each line still gets its own record"
+        err.print(
+            f"[yellow]warning[/]: {len(dups)} id{'s' if len(dups) > 1 else ''} used on several input lines: "
+            f"{escape(shown)} ({what})"
+        )
+    all_valid, skipped = True, 0
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM ends like Ctrl-C: complete lines only
+    try:
+        with count_progress("generating", len(items)) as advance:
+            for item in items:
+                if writer.skip(item.id):
+                    skipped += 1
+                else:
+                    record = _batch_record(session, item)
+                    all_valid &= bool(record["valid"])
+                    writer.write(record)
+                advance()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if skipped:
+        err.print(f"[cyan]note[/]: --resume: {skipped} of {len(items)} ids were already answered in {writer.path}")
+    return all_valid
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _batch_record(session, item) -> dict:
+    from sgcli.engine.requests import BadLine
+
+    if isinstance(item, BadLine):
+        return session.error_record(None, [f"{item.location}: {item.message}"], rid=item.id)
+    try:
+        return _run_quiet(session, item)
+    except UserError as exc:  # e.g. a prompt longer than the context: this record fails, the batch goes on
+        return session.error_record(item, [exc.render().removeprefix("error: ")])
 
 
 def _run_quiet(session, request) -> dict:
@@ -237,14 +287,12 @@ def _run_one(session, request, *, json_out: bool, sink, quiet: bool) -> bool:
             if event.phase == "reasoning":
                 err.print(event.text, end="", style="dim", markup=False)
                 continue
-            sink.write(event.text)
-            sink.flush()
+            sink.write_text(event.text)
     assert record is not None
     if json_out:
-        json_line(record, sink)
+        sink.write(record)
     else:
-        sink.write("\n")
-        sink.flush()
+        sink.write_text("\n")
     if not quiet:
         _summary(record)
     return bool(record["valid"])

@@ -147,7 +147,7 @@ def lint(
     sys.stdout.write(RENDERERS[output_format](diagnostics, sources))
     sys.stdout.flush()
     if output_format in ("concise", "full"):
-        err.print(summary(diagnostics, len(files) - failed), highlight=False, markup=False)
+        err.print(summary(diagnostics, len(files) - failed, failed), highlight=False, markup=False)
     if failed:
         raise typer.Exit(EXIT_USAGE)
     raise typer.Exit(EXIT_FINDINGS if diagnostics else EXIT_OK)

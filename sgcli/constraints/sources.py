@@ -21,19 +21,36 @@ LIBRARY_DIR = Path(__file__).resolve().parent.parent / "grammars"
 
 def read_text(path: str, *, what: str = "file") -> tuple[str, str]:
     """(text, origin) of a path, or of stdin for '-'."""
+    data, origin = read_bytes(path, what=what)
+    try:
+        return data.decode("utf-8"), origin
+    except UnicodeDecodeError as exc:
+        line, col = _byte_line_col(data, exc.start)
+        raise UserError(
+            f"{what} is not UTF-8 text", location=Location(origin, line, col), hint="save the file as UTF-8"
+        ) from None
+
+
+def read_bytes(path: str, *, what: str = "file") -> tuple[bytes, str]:
+    """(bytes, origin) of a path, or of stdin for '-'; unreadable paths are the user's to fix."""
     if path == "-":
-        return sys.stdin.read(), "<stdin>"
+        buffer = getattr(sys.stdin, "buffer", None)
+        return (buffer.read() if buffer is not None else sys.stdin.read().encode("utf-8")), "<stdin>"
     p = Path(path).expanduser()
     try:
-        return p.read_text(encoding="utf-8"), str(path)
+        return p.read_bytes(), str(path)
     except FileNotFoundError:
         raise UserError(f"{what} not found: {path}", hint="check the path") from None
     except IsADirectoryError:
         raise UserError(f"{what} is a directory, not a file: {path}") from None
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{what} is not UTF-8 text: {path} (byte {exc.start})") from None
     except OSError as exc:
         raise UserError(f"cannot read {what} {path}: {exc.strerror}") from None
+
+
+def _byte_line_col(data: bytes, offset: int) -> tuple[int, int]:
+    """1-based line and byte column of a byte offset."""
+    line = data.count(b"\n", 0, offset) + 1
+    return line, offset - (data.rfind(b"\n", 0, offset) + 1) + 1
 
 
 def kind_from_extension(path: str) -> Kind:

@@ -99,7 +99,14 @@ RENDERERS: dict[str, Callable[[list[Diagnostic], dict[str, str]], str]] = {
 }
 
 
-def summary(diags: list[Diagnostic], files: int) -> str:
+def summary(diags: list[Diagnostic], files: int, unreadable: int = 0) -> str:
+    """One line for humans; never 'All checks passed' when a file could not even be read."""
+    if unreadable:
+        found = f"{len(diags)} diagnostic{'s' if len(diags) != 1 else ''}"
+        checked = f"{found} in {files} checked file{'s' if files != 1 else ''}"
+        return (
+            f"{unreadable} file{'s' if unreadable != 1 else ''} could not be linted (see the errors above); {checked}."
+        )
     if not diags:
         return f"All checks passed ({files} file{'s' if files != 1 else ''})."
     errors = sum(d.severity == "error" for d in diags)
