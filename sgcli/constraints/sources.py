@@ -67,14 +67,21 @@ def kind_from_extension(path: str) -> Kind:
 
 
 def resolve_library(name: str) -> str:
-    """`@json` -> path of sgcli/grammars/json.* in the curated library."""
-    matches = sorted(p for p in LIBRARY_DIR.glob(name[1:] + ".*") if p.suffix in EXTENSION_KINDS)
+    """`@json` -> path of sgcli/grammars/json.* in the curated library; only plain names, never a path or glob."""
+    stem = name[1:]
+    known = sorted({p.name.split(".")[0] for p in LIBRARY_DIR.iterdir() if _library_kind(p)})
+    hint = "available: " + ", ".join("@" + k for k in known)
+    if not stem.replace("_", "").replace("-", "").isalnum() or not stem.isascii():
+        raise UserError(f"{name} is not a library grammar name (letters, digits, '-' and '_' only)", hint=hint)
+    matches = sorted(p for p in LIBRARY_DIR.iterdir() if p.name.split(".")[0] == stem and _library_kind(p))
     if not matches:
-        known = sorted({p.stem for p in LIBRARY_DIR.glob("*") if p.suffix in EXTENSION_KINDS})
-        raise UserError(
-            f"no grammar named {name} in the library", hint="available: " + ", ".join("@" + k for k in known)
-        )
+        raise UserError(f"no grammar named {name} in the library", hint=hint)
     return str(matches[0])
+
+
+def _library_kind(path: Path) -> bool:
+    """A grammar file of the library (not its .test.yaml)."""
+    return path.is_file() and any(path.name.endswith(ext) for ext in EXTENSION_KINDS) and ".test." not in path.name
 
 
 def check_schema(spec: ConstraintSpec) -> None:
@@ -99,6 +106,53 @@ def check_schema(spec: ConstraintSpec) -> None:
             location=Location(spec.origin, *pos),
             hint=f"the schema must be valid under {cls.__name__.removesuffix('Validator')}",
         ) from None
+    check_refs(spec, schema)
+
+
+def check_refs(spec: ConstraintSpec, schema) -> None:
+    """Every `$ref` resolves inside the schema itself: sgcli never fetches, so a remote or dangling
+    reference is refused here, at its line:col, not after generation."""
+    from referencing import Registry
+    from referencing.exceptions import Unresolvable
+    from referencing.jsonschema import DRAFT202012, UnknownDialect, specification_with
+
+    if not isinstance(schema, dict):
+        return
+    try:
+        specification = specification_with(schema.get("$schema", ""), default=DRAFT202012)
+    except UnknownDialect:
+        specification = DRAFT202012
+    root = specification.create_resource(schema)
+    paths = _container_paths(schema)
+    stack = [(root, Registry().resolver_with_root(root))]
+    while stack:
+        resource, resolver = stack.pop()
+        ref = resource.contents.get("$ref") if isinstance(resource.contents, dict) else None
+        if isinstance(ref, str):
+            try:
+                resolver.lookup(ref)
+            except Unresolvable:
+                path = paths.get(id(resource.contents), ()) + ("$ref",)
+                raise UserError(
+                    f"$ref {ref!r} does not resolve inside the schema",
+                    location=Location(spec.origin, *(locate(spec.text, path) or (None, None))),
+                    hint="check the JSON pointer after '#'"
+                    if ref.startswith("#")
+                    else "sgcli never fetches remote schemas: copy the definition into $defs and use '#/$defs/Name'",
+                ) from None
+        stack.extend((sub, resolver.in_subresource(sub)) for sub in resource.subresources())
+
+
+def _container_paths(value) -> dict[int, tuple]:
+    """id(object or array) -> its path in the document, walked without recursion."""
+    paths: dict[int, tuple] = {}
+    stack = [(value, ())]
+    while stack:
+        node, path = stack.pop()
+        paths[id(node)] = path
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        stack.extend((child, path + (key,)) for key, child in items if isinstance(child, (dict, list)))
+    return paths
 
 
 def from_file(path: str, kind: Kind | None = None, json_options: JsonOptions | None = None) -> ConstraintSpec:
@@ -148,7 +202,9 @@ def from_pydantic(target: str, json_options: JsonOptions | None = None) -> Const
     if cls is None or not hasattr(cls, "model_json_schema"):
         raise UserError(f"{target} is not a pydantic model class", hint="it must have model_json_schema()")
     text = json.dumps(cls.model_json_schema(), indent=2)
-    return ConstraintSpec(Kind.JSON_SCHEMA, text, target, json_options=json_options or JsonOptions())
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, text, target, json_options=json_options or JsonOptions())
+    check_schema(spec)
+    return spec
 
 
 def from_flags(
