@@ -212,3 +212,30 @@ def test_deeply_nested_input_line_is_one_bad_line():
     data = b'{"id": 1, "prompt": "a"}\n' + b"[" * 100000 + b"\n"
     items = list(read_requests(data, "p"))
     assert isinstance(items[1], BadLine) and "too deeply" in items[1].message
+
+
+def test_offline_hub_fails_fast_naming_the_fix(run_cli, monkeypatch, tmp_path):
+    from sgcli.engine import hub
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    hub.offline.cache_clear()
+    try:
+        result = run_cli("generate", "-m", "someorg/not-cached", "--regex", "a", "hi")
+    finally:
+        hub.offline.cache_clear()
+    _refused(result, "hub is not reachable", "'someorg/not-cached' has no tokenizer.json", "local model folder")
+
+
+def test_unreachable_hub_is_detected_by_a_short_probe(monkeypatch):
+    from sgcli.engine import hub
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    for var in hub._PROXY_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "https://127.0.0.1:9")  # the discard port: nothing listens
+    hub.offline.cache_clear()
+    try:
+        assert hub.offline() and hub.hub_options() == {"local_files_only": True}
+    finally:
+        hub.offline.cache_clear()

@@ -145,8 +145,13 @@ def load_model(
     torch_dtype = pick_dtype(dtype, dev)
     location = str(convert_gguf(ref.path, progress)) if ref.kind == "gguf" else ref.location
     try:
-        model = AutoModelForCausalLM.from_pretrained(location, dtype=torch_dtype)
+        from sgcli.engine.hub import hub_options, offline, offline_error
+
+        options = hub_options() if ref.kind == "hub" else {}
+        model = AutoModelForCausalLM.from_pretrained(location, dtype=torch_dtype, **options)
     except OSError as exc:
+        if ref.kind == "hub" and offline():
+            raise offline_error(ref.location, "model weights") from None
         raise UserError(
             f"cannot load model '{ref.location}': {str(exc).splitlines()[0]}",
             hint="pass a local folder with config.json and weights, a .gguf file, or a reachable hub id",
