@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sgcli.constraints.spec import MAX_JSON_DEPTH
+from sgcli.constraints.spec import MAX_DEPTH
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPITAL = ROOT / "examples" / "capital.json"
@@ -127,21 +127,21 @@ def deep_schema(tmp_path) -> Path:
 )
 def test_deep_nesting_is_refused_naming_the_limit(run_cli, no_model, deep_schema, command):
     args = [str(deep_schema) if a == "{f}" else a for a in command]
-    _refused(run_cli(*args), f"more than {MAX_JSON_DEPTH} levels", "$defs", "deep.json:1:")
+    _refused(run_cli(*args), f"more than {MAX_DEPTH} levels", "$defs", "deep.json:1:")
 
 
 def test_deep_nesting_in_lint_is_a_located_finding(run_cli, deep_schema):
     result = run_cli("lint", deep_schema)
     assert result.exit_code == 1 and "internal error" not in result.output, result.output
     text = deep_schema.read_text()
-    col = [i for i, ch in enumerate(text) if ch == "{"][MAX_JSON_DEPTH] + 1  # the bracket opening level limit+1
+    col = [i for i, ch in enumerate(text) if ch == "{"][MAX_DEPTH] + 1  # the bracket opening level limit+1
     assert f"deep.json:1:{col}: S003" in result.output
-    assert f"more than {MAX_JSON_DEPTH} levels" in result.output
+    assert f"more than {MAX_DEPTH} levels" in result.output
 
 
 def test_nesting_at_the_limit_still_compiles(run_cli, tmp_path):
     path = tmp_path / "ok.json"
-    path.write_text(json.dumps(_deep_items(MAX_JSON_DEPTH - 1)))  # depth == the limit
+    path.write_text(json.dumps(_deep_items(MAX_DEPTH - 1)))  # depth == the limit
     result = run_cli("compile", "-b", "llguidance", path)
     assert result.exit_code == 0, result.output
 
@@ -239,3 +239,32 @@ def test_unreachable_hub_is_detected_by_a_short_probe(monkeypatch):
         assert hub.offline() and hub.hub_options() == {"local_files_only": True}
     finally:
         hub.offline.cache_clear()
+
+
+DEEP_GRAMMARS = {
+    "deep.regex": "({open}a{close})",
+    "deep.gbnf": 'root ::= {open}"a"{close}\n',
+    "deep.lark": 'start: {open}"a"{close}\n',
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEEP_GRAMMARS))
+def test_deeply_nested_grammars_are_refused_naming_the_limit(run_cli, no_model, tmp_path, name):
+    n = 3000
+    path = tmp_path / name
+    path.write_text(DEEP_GRAMMARS[name].format(open="(" * n, close=")" * n))
+    _refused(run_cli("compile", path), f"nested more than {MAX_DEPTH} groups deep", "rules")
+    lint = run_cli("lint", path)
+    assert lint.exit_code == 1 and "internal error" not in lint.output and "S004" in lint.output, lint.output
+
+
+@pytest.mark.parametrize("name", sorted(DEEP_GRAMMARS))
+def test_grammars_nested_to_the_limit_lint_cleanly(run_cli, tmp_path, name):
+    path = tmp_path / name
+    path.write_text(DEEP_GRAMMARS[name].format(open="(" * (MAX_DEPTH - 1), close=")" * (MAX_DEPTH - 1)))
+    result = run_cli("lint", "-b", "xgrammar", path)
+    assert result.exit_code == 0, result.output
+
+
+def test_deep_regex_flag_is_refused(run_cli, no_model):
+    _refused(run_cli("generate", "--regex", "(" * 500 + "a" + ")" * 500, "hi"), "--regex:1:", "groups deep")

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from sgcli.constraints.jsonpos import locate
-from sgcli.constraints.spec import EXTENSION_KINDS, ConstraintSpec, JsonOptions, Kind, parse_json
-from sgcli.errors import Location, UserError
+from sgcli.constraints.spec import EXTENSION_KINDS, MAX_DEPTH, ConstraintSpec, JsonOptions, Kind, parse_json
+from sgcli.errors import Location, UserError, offset_to_line_col
 
 LIBRARY_DIR = Path(__file__).resolve().parent.parent / "grammars"
 
@@ -82,6 +82,37 @@ def resolve_library(name: str) -> str:
 def _library_kind(path: Path) -> bool:
     """A grammar file of the library (not its .test.yaml)."""
     return path.is_file() and any(path.name.endswith(ext) for ext in EXTENSION_KINDS) and ".test." not in path.name
+
+
+_GROUPS = {
+    # kind -> (what is skipped: escapes, strings, classes; what opens/closes a level)
+    Kind.REGEX: (r"\\.|\[(?:[^\]\\]|\\.)*\]", "(", ")"),
+    Kind.EBNF: (r'\\.|"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]', "(", ")"),
+    Kind.LARK: (r'\\.|"(?:[^"\\]|\\.)*"', "([", ")]"),
+}
+
+
+def check_nesting(spec: ConstraintSpec) -> None:
+    """Grammars and regexes nested past MAX_DEPTH groups are refused at the first deep group:
+    every parser of them (lint's, the backends') recurses once per level."""
+    import re
+
+    if spec.kind not in _GROUPS:
+        return
+    skip, opens, closes = _GROUPS[spec.kind]
+    depth = 0
+    for m in re.finditer(f"{skip}|[{re.escape(opens + closes)}]", spec.text):
+        token = m.group()
+        if token in opens:
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise UserError(
+                    f"{spec.kind.label} nested more than {MAX_DEPTH} groups deep (sgcli's depth limit)",
+                    location=Location(spec.origin, *offset_to_line_col(spec.text, m.start())),
+                    hint="give inner parts names of their own (rules), or flatten the nesting",
+                )
+        elif token in closes:
+            depth -= 1
 
 
 def check_schema(spec: ConstraintSpec) -> None:
@@ -170,6 +201,7 @@ def from_file(path: str, kind: Kind | None = None, json_options: JsonOptions | N
     if kind is Kind.REGEX:
         text = text.rstrip("\n")
     spec = ConstraintSpec(kind, text, origin, json_options=json_options or JsonOptions())
+    check_nesting(spec)
     if kind is Kind.JSON_SCHEMA:
         check_schema(spec)
     if kind is Kind.STRUCTURAL_TAG:
@@ -254,7 +286,9 @@ def from_flags(
     if flag == "--regex":
         if regex == "":
             raise UserError("--regex is empty", hint="give a pattern, e.g. --regex '(yes|no)'")
-        return ConstraintSpec(Kind.REGEX, regex, "--regex")
+        spec = ConstraintSpec(Kind.REGEX, regex, "--regex")
+        check_nesting(spec)
+        return spec
     if flag == "--ebnf":
         return from_file(ebnf, Kind.EBNF)
     if flag == "--lark":

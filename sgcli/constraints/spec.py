@@ -104,11 +104,11 @@ class ConstraintSpec:
         raise ValueError(f"{self.kind.label} has no regex form")
 
 
-MAX_JSON_DEPTH = 100  # nesting levels; every schema walk (jsonschema, lint, backends) is safe well past this
+MAX_DEPTH = 100  # JSON levels or grammar groups; every walk and parser (jsonschema, lint, backends) is safe past it
 
 
 def parse_json(text: str, origin: str | None):
-    """Parse JSON input; bad syntax and nesting past MAX_JSON_DEPTH are the user's to fix, with line:col."""
+    """Parse JSON input; bad syntax and nesting past MAX_DEPTH are the user's to fix, with line:col."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -119,10 +119,10 @@ def parse_json(text: str, origin: str | None):
         ) from None
     except RecursionError:
         value = _TOO_DEEP
-    if value is _TOO_DEEP or not _within_depth(value, MAX_JSON_DEPTH):
-        line, col = offset_to_line_col(text, _deep_offset(text, MAX_JSON_DEPTH))
+    if value is _TOO_DEEP or not _within_depth(value, MAX_DEPTH):
+        line, col = offset_to_line_col(text, _deep_offset(text, MAX_DEPTH))
         raise UserError(
-            f"JSON nested more than {MAX_JSON_DEPTH} levels deep (sgcli's depth limit)",
+            f"JSON nested more than {MAX_DEPTH} levels deep (sgcli's depth limit)",
             location=Location(origin, line, col),
             hint="move nested parts into $defs and refer to them with $ref",
         )

@@ -128,6 +128,9 @@ class Linter:
             schema, stext = spec.schema(), SchemaText(spec.text)
             features = pattern_features(schema, stext)
         elif spec.kind in (Kind.EBNF, Kind.LARK, Kind.REGEX):
+            problem = _nesting_problem(spec)
+            if problem is not None:
+                return FileResult(spec.name, _finish([problem], sel), notes)
             grammar, features, unreadable = _read_grammar(spec)
             if grammar is not None:
                 from sgcli.lint.structure import Structure
@@ -217,6 +220,20 @@ def _schema_problem(spec: ConstraintSpec) -> Diagnostic | None:
         loc = exc.location
         return Diagnostic(
             "S003", exc.message, spec.name, loc.line if loc else None, loc.col if loc else None, hint=exc.hint
+        )
+    return None
+
+
+def _nesting_problem(spec: ConstraintSpec) -> Diagnostic | None:
+    """S004 when a grammar or regex is nested past sgcli's depth limit (parsers recurse per level)."""
+    from sgcli.constraints.sources import check_nesting
+
+    try:
+        check_nesting(spec)
+    except UserError as exc:
+        loc = exc.location
+        return Diagnostic(
+            "S004", exc.message, spec.name, loc.line if loc else None, loc.col if loc else None, hint=exc.hint
         )
     return None
 
