@@ -41,6 +41,11 @@ class Capabilities:
         frozenset()
     )  # "compact", "whitespace_pattern", "indent", "max_whitespace", "strict_properties"
     notes: str = ""
+    regex_dialect: str = "rust"  # how it reads regexes: "rust" or "ecma"; validation reads them the same way
+    # JSON Schema keywords it compiles without enforcing and without a warning of its own (measured)
+    unenforced_keywords: frozenset[str] = frozenset()
+    # keywords beside which it drops every sibling keyword, silently (xgrammar: anyOf/oneOf)
+    ignores_beside: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -141,7 +146,9 @@ class LibraryBackend:
         try:
             __import__(self.module)  # the import statement's path (importlib's skips -X importtime)
         except ImportError as exc:
-            return f"cannot import {self.module} ({exc}); pip install {self.distribution}"
+            from sgcli.extras import install_hint
+
+            return f"cannot import {self.module} ({exc}); {install_hint(self.module)}"
         return None
 
     def version(self) -> str:

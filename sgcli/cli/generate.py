@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli.cli import constraint_options as co
-from sgcli.cli.common import err
+from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, output_format_of
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 
 EXAMPLES = """
@@ -39,21 +40,25 @@ def generate(
     grammar: co.GrammarOpt = None,
     structural_tag: co.StructuralTagOpt = None,
     sub: co.SubOpt = None,
-    backend: Annotated[
-        str, typer.Option("--backend", "-b", help="Grammar backend (see `sgcli backends`); 'none' = unconstrained.")
-    ] = "xgrammar",
+    backend: co.BackendOpt = None,
     model: Annotated[
         Optional[str],
         typer.Option(
             "--model",
             "-m",
+            envvar="SGCLI_MODEL",
             help="Hugging Face id, local folder, or .gguf file. Default: the embedded SmolLM2-135M-Instruct.",
             rich_help_panel="Model",
         ),
     ] = None,
-    device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda.", rich_help_panel="Model")] = "auto",
+    device: Annotated[
+        str, typer.Option("--device", envvar="SGCLI_DEVICE", help="auto, cpu or cuda.", rich_help_panel="Model")
+    ] = "auto",
     dtype: Annotated[
-        str, typer.Option("--dtype", help="auto, float32, bfloat16 or float16.", rich_help_panel="Model")
+        str,
+        typer.Option(
+            "--dtype", envvar="SGCLI_DTYPE", help="auto, float32, bfloat16 or float16.", rich_help_panel="Model"
+        ),
     ] = "auto",
     threads: co.ThreadsOpt = None,
     max_tokens: Annotated[
@@ -91,12 +96,8 @@ def generate(
     think_end: Annotated[
         str, typer.Option("--think-end", help="End-of-thinking marker for --reasoning.", rich_help_panel="Prompt")
     ] = "</think>",
-    json_out: Annotated[
-        bool,
-        typer.Option(
-            "--json", help="Print one JSON record per generation instead of the text.", rich_help_panel="Output"
-        ),
-    ] = False,
+    output_format: OutputFormatOpt = None,
+    json_out: JsonFlagOpt = False,
     input_file: Annotated[
         Optional[str],
         typer.Option(
@@ -126,9 +127,15 @@ def generate(
 ) -> None:
     """Generate text that is guaranteed to match a constraint, then validate it.
 
-    Exit codes: 0 every output valid, 1 some output invalid (e.g. cut off by
-    --max-tokens), 2 bad input or flags, 3 internal error.
+    Every output is re-checked by an independent checker (jsonschema, lark, regex, ...);
+    the record's validated_by says which. valid is null ("unchecked", with the reason)
+    when no independent checker can read the constraint: that is not a success claim.
+    Exit codes: 0 no output invalid, 1 some output invalid (e.g. cut off by
+    --max-tokens), 2 bad input or flags, 3 internal error. Batch records (--input) are
+    always JSON Lines, one per request, in input order.
     """
+    # A single prompt prints its record (json or jsonl: one object either way) or its text.
+    json_out = output_format_of(output_format, json_out, stream=True) != "text"
     from sgcli import backends
     from sgcli.constraints.sources import read_bytes, with_subgrammars
     from sgcli.engine.flags import check_device, check_sampling
@@ -137,6 +144,7 @@ def generate(
     from sgcli.engine.sampling import SamplingParams
     from sgcli.engine.session import PromptOptions, Request
 
+    backend = backend or backends.DEFAULT_BACKEND
     spec = co.build_spec(
         schema=schema,
         pydantic=pydantic,
@@ -154,6 +162,7 @@ def generate(
         required=backend != "none",
     )
     spec = with_subgrammars(spec, sub or [])
+    spec = dataclasses.replace(spec, json_options=dataclasses.replace(spec.json_options, for_generation=True))
     if not think_end:
         raise UserError("--think-end must not be empty")
     check_sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, max_tokens=max_tokens)
@@ -191,6 +200,16 @@ def generate(
     for w in compiled.warnings:
         where = f" (at {w.pointer})" if w.pointer else ""
         err.print(f"[yellow]warning[/]: {compiled.backend}: {w.message}{where}")
+    from sgcli.backends.schema_warnings import weakened_keywords
+
+    weakened = weakened_keywords(compiled)
+    if weakened:
+        listed = ", ".join(f"{w['keyword']} at {w['pointer']}" for w in weakened)
+        fell_back = " (auto fell back to it)" if fallbacks else ""
+        err.print(
+            f"[yellow]warning[/]: {compiled.backend}{fell_back} does not enforce {len(weakened)} keyword(s): "
+            f"{listed}; outputs are still validated"
+        )
     session = Session(
         lm,
         tokenizer,
@@ -200,12 +219,13 @@ def generate(
         tuple(stop or ()),
         PromptOptions(system, raw, template_name),
         fallbacks=fallbacks,
+        weakened=weakened,
         think_end=think_end if reasoning else None,
     )
 
     try:
         if batch is not None:
-            all_valid = _run_batch(session, batch, writer)
+            all_valid = _run_batch(session, batch, writer, quiet=quiet)
         else:
             all_valid = _run_one(session, Request(None, prompt), json_out=json_out, sink=writer, quiet=quiet)
     finally:
@@ -213,7 +233,7 @@ def generate(
     raise typer.Exit(EXIT_OK if all_valid else EXIT_FINDINGS)
 
 
-def _run_batch(session, batch: tuple[bytes, str], writer) -> bool:
+def _run_batch(session, batch: tuple[bytes, str], writer, *, quiet: bool = False) -> bool:
     """Every input line answered by one record; a failing request becomes an error record, the batch goes on."""
     import signal
 
@@ -231,7 +251,7 @@ def _run_batch(session, batch: tuple[bytes, str], writer) -> bool:
             f"[yellow]warning[/]: {len(dups)} id{'s' if len(dups) > 1 else ''} used on several input lines: "
             f"{escape(shown)} ({what})"
         )
-    all_valid, skipped = True, 0
+    all_valid, skipped, tally = True, 0, BatchTally()
     previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM ends like Ctrl-C: complete lines only
     try:
         with count_progress("generating", len(items)) as advance:
@@ -240,13 +260,16 @@ def _run_batch(session, batch: tuple[bytes, str], writer) -> bool:
                     skipped += 1
                 else:
                     record = _batch_record(session, item)
-                    all_valid &= bool(record["valid"])
+                    all_valid &= record["valid"] is not False
                     writer.write(record)
+                    tally.add(record)
                 advance()
     finally:
         signal.signal(signal.SIGTERM, previous)
     if skipped:
         err.print(f"[cyan]note[/]: --resume: {skipped} of {len(items)} ids were already answered in {writer.path}")
+    if not quiet:
+        err.print(tally.summary(), highlight=False)
     return all_valid
 
 
@@ -295,16 +318,53 @@ def _run_one(session, request, *, json_out: bool, sink, quiet: bool) -> bool:
         sink.write_text("\n")
     if not quiet:
         _summary(record)
-    return bool(record["valid"])
+    return record["valid"] is not False
 
 
 def _summary(record: dict) -> None:
     t = record["timings"]
     tps = f"{t['tokens_per_s']:.1f} tok/s" if t["tokens_per_s"] else "- tok/s"
-    valid = "[green]valid[/]" if record["valid"] else "[red]invalid[/]"
+    valid = {True: "[green]valid[/]", False: "[red]invalid[/]"}.get(record["valid"], "[yellow]unchecked[/]")
+    if record.get("validated_by"):
+        valid += f" [dim](checked by {record['validated_by']})[/]"
     err.print(
         f"[dim]{record['backend']} · {record['model']} · {record['usage']['completion_tokens']} tokens · "
         f"{tps} · finish: {record['finish_reason']} ·[/] {valid}"
     )
     for e in record["errors"]:
         err.print(f"  [red]✗[/] {e}")
+    if record.get("unchecked"):
+        err.print(f"  [yellow]?[/] not checked: {record['unchecked']}")
+
+
+class BatchTally:
+    """The one line a batch ends with on stderr: how many records, how they fared, how fast."""
+
+    def __init__(self) -> None:
+        import time
+
+        self.start = time.perf_counter()
+        self.n = self.valid = self.invalid = self.unchecked = self.errors = self.tokens = 0
+
+    def add(self, record: dict) -> None:
+        self.n += 1
+        self.tokens += (record.get("usage") or {}).get("completion_tokens") or 0
+        if record.get("finish_reason") == "error":
+            self.errors += 1
+        elif record.get("valid") is True:
+            self.valid += 1
+        elif record.get("valid") is None:
+            self.unchecked += 1
+        else:
+            self.invalid += 1
+
+    def summary(self) -> str:
+        import time
+
+        elapsed = time.perf_counter() - self.start
+        rate = f"{self.tokens / elapsed:.1f} tok/s" if elapsed > 0 and self.tokens else "- tok/s"
+        unchecked = f", {self.unchecked} unchecked" if self.unchecked else ""
+        return (
+            f"{self.n} records: {self.valid} valid, {self.invalid} invalid{unchecked}, {self.errors} errors · "
+            f"{self.tokens} tokens in {elapsed:.1f} s ({rate})"
+        )

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli.cli import constraint_options as co
-from sgcli.cli.common import err, json_line, out
+from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 
@@ -38,13 +38,10 @@ def masks(
             "--tokenizer", help="Model id, folder, .gguf or tokenizer.json. Default: the embedded SmolLM2 tokenizer."
         ),
     ] = None,
-    backend: Annotated[
-        str, typer.Option("--backend", "-b", help="Grammar backend (see `sgcli backends`).")
-    ] = "xgrammar",
+    backend: co.BackendOpt = None,
     top: Annotated[int, typer.Option("--top", help="How many allowed tokens to show per step.")] = 8,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="JSONL trace on stdout: one record per step, then a summary.")
-    ] = False,
+    output_format: OutputFormatOpt = None,
+    json_out: JsonFlagOpt = False,
     schema: co.SchemaOpt = None,
     regex: co.RegexOpt = None,
     ebnf: co.EbnfOpt = None,
@@ -95,17 +92,26 @@ def masks(
         )
     else:
         spec = co.build_spec(**flags)
-    chosen = backends.check_supports(backend, spec)
+    backend = backend or backends.DEFAULT_BACKEND
+    if backend != "auto":
+        backends.check_supports(backend, spec)  # fail fast, before the tokenizer loads
     vocab = load_tokenizer(tokenizer).vocab
-    compiled = compile_cached(chosen, spec, vocab).compiled
+    compiled, fallbacks = backends.compile_for(
+        backend, spec, vocab, compile_one=lambda chosen: compile_cached(chosen, spec, vocab).compiled
+    )
+    for fb in fallbacks:
+        err.print(f"[yellow]fallback[/]: {fb['backend']} skipped: {fb['reason']}")
     for w in compiled.warnings:
         err.print(f"[yellow]warning[/]: {compiled.backend}: {w.message}")
     run = dry_run(compiled, text, top=top)
-    if json_out:
+    fmt = output_format_of(output_format, json_out, stream=True)
+    if fmt != "text":  # one record per step, then a summary
         from sgcli.grammar_dev.dryrun import to_records
 
+        writer = JsonRows(fmt)
         for record in to_records(run, vocab):
-            json_line(record)
+            writer.write(record)
+        writer.close()
     else:
         _show(run, vocab, spec.name)
     raise typer.Exit(EXIT_FINDINGS if run.verdict == "rejected" else EXIT_OK)

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.backends.base import Compiled
 from sgcli.constraints.validate import Verdict, validate
 from sgcli.engine.decode import Finished, TokenEvent, decode
@@ -53,6 +54,7 @@ class Session:
     prompt_options: PromptOptions = field(default_factory=PromptOptions)
     fallbacks: list[dict] = field(default_factory=list)  # backends `auto` skipped, and why
     think_end: str | None = None  # reasoning mode: constrain only after this marker
+    weakened: list[dict] = field(default_factory=list)  # [{pointer, keyword, backend}] the backend does not enforce
 
     def render(self, req: Request) -> tuple[str, list[int], list[str]]:
         """(prompt text, prompt ids, notices)."""
@@ -111,6 +113,7 @@ class Session:
         context = {
             "backend": self.compiled.backend,
             "fallbacks": self.fallbacks,
+            "weakened": self.weakened,
             "warnings": [w.message if not w.pointer else f"{w.pointer}: {w.message}" for w in self.compiled.warnings],
             "model": self.lm.ref.display,
         }
@@ -122,25 +125,27 @@ class Session:
 
     def record(self, req: Request, f: Finished) -> dict:
         try:
-            verdict = validate(
-                self.compiled.spec, f.output, finish_reason=f.finish_reason, grammar_complete=f.grammar_complete
-            )
-        except Exception as exc:  # e.g. a `pattern` Python's re cannot compile: fail closed, keep the output
+            verdict = _verdict(self.compiled, f)
+        except Exception as exc:  # a checker that cannot run on this output: fail closed, keep the output
             verdict = Verdict(False, None, [f"the output could not be validated: {type(exc).__name__}: {exc}"])
         errors = list(verdict.errors)
         if f.error and f.error not in errors:
             errors.insert(0, f.error)
         mask_ms = sorted(s * 1000 for s in f.mask_s)
         record = {
+            "schema_version": RECORD_SCHEMA_VERSION,
             "id": req.id,
             "prompt": req.prompt if req.messages is None else req.messages,
             "output": f.output,
             "parsed": verdict.parsed,
-            "valid": verdict.valid and not f.error,
+            "valid": False if f.error else verdict.valid,
+            "validated_by": verdict.validated_by,
+            "unchecked": verdict.unchecked,
             "errors": errors,
             "finish_reason": f.finish_reason,
             "backend": self.compiled.backend,
             "fallbacks": self.fallbacks,
+            "weakened": self.weakened,
             "warnings": [w.message if not w.pointer else f"{w.pointer}: {w.message}" for w in self.compiled.warnings],
             "model": self.lm.ref.display,
             "usage": {"prompt_tokens": f.prompt_tokens, "completion_tokens": f.completion_tokens},
@@ -166,3 +171,29 @@ def context_length(lm: LoadedModel) -> int | None:
         if isinstance(value, int) and value > 0:
             return value
     return None
+
+
+def _verdict(compiled: Compiled, f: Finished):
+    """The independent check of one output (sgcli.constraints.validate), told how this backend
+    reads regexes; its own matcher is offered only as a last resort, and only if it enforces."""
+    from sgcli.backends import get_backend
+    from sgcli.constraints.spec import Kind
+
+    caps = get_backend(compiled.backend).capabilities
+    encode = compiled.vocab.encode
+
+    def matcher_check(text: str) -> bool:
+        from sgcli.grammar_dev.matching import feed
+
+        return feed(compiled, list(encode(text))).accepted
+
+    enforcing = Kind.NONE not in caps.kinds and encode is not None
+    return validate(
+        compiled.spec,
+        f.output,
+        finish_reason=f.finish_reason,
+        grammar_complete=f.grammar_complete,
+        dialect=caps.regex_dialect,
+        matcher_check=matcher_check if enforcing else None,
+        backend=compiled.backend,
+    )

@@ -41,7 +41,7 @@ def _data_dir() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise UserError(
             "mistral:* tokenizers need the mistral-common package, which is not installed",
-            hint="pip install mistral-common",
+            hint="pip install 'sgcli[mistral]'",
         )
     return Path(next(iter(spec.submodule_search_locations))) / "data"
 
@@ -79,7 +79,7 @@ def load_tekken(path: Path, ref: str) -> Tokenizer:
         from mistral_common.tokens.tokenizers.base import SpecialTokenPolicy
         from mistral_common.tokens.tokenizers.tekken import Tekkenizer
     except ImportError as exc:
-        raise UserError(f"cannot load {ref}: {exc}", hint="pip install mistral-common tiktoken") from None
+        raise UserError(f"cannot load {ref}: {exc}", hint="pip install 'sgcli[mistral]'") from None
     quiet = logging.getLogger("mistral_common")
     level = quiet.level
     quiet.setLevel(logging.ERROR)
