@@ -17,49 +17,15 @@ from typing import IO, Any
 
 from sgcli.errors import Location, UserError
 
-# Every record has these keys, an error record too (nulls where nothing ran); sgcli/records.py documents them.
-RECORD_KEYS = (
-    "schema_version",
-    "id",
-    "prompt",
-    "output",
-    "parsed",
-    "valid",
-    "validated_by",
-    "unchecked",
-    "errors",
-    "finish_reason",
-    "backend",
-    "fallbacks",
-    "weakened",
-    "warnings",
-    "model",
-    "usage",
-    "timings",
-)
-_USAGE = ("prompt_tokens", "completion_tokens")
-_TIMINGS = ("load_s", "compile_s", "first_token_s", "tokens_per_s", "mask_ms_p50", "mask_ms_p99")
-
 
 def error_record(rid: Any, prompt: Any, errors: list[str], **context: Any) -> dict:
-    """A record for a request that failed: the normal key set, `valid: false`, `finish_reason: error`."""
-    from sgcli import RECORD_SCHEMA_VERSION
+    """A record for a request that failed: the documented key set (sgcli/records.py), nulls where
+    nothing ran, `valid: false`, `finish_reason: error`; `reasoning` only where the context has it."""
+    from sgcli.records import GenerationRecord
 
-    record = dict.fromkeys(RECORD_KEYS)
-    record.update(
-        schema_version=RECORD_SCHEMA_VERSION,
-        id=rid,
-        prompt=prompt,
-        valid=False,
-        errors=list(errors),
-        finish_reason="error",
-        fallbacks=[],
-        weakened=[],
-        warnings=[],
-        usage=dict.fromkeys(_USAGE),
-        timings=dict.fromkeys(_TIMINGS),
-    )
-    record.update(context)
+    record = GenerationRecord(finish_reason="error", valid=False, errors=list(errors)).model_dump(mode="json")
+    record.pop("reasoning")
+    record.update(id=rid, prompt=prompt, **context)
     return record
 
 
