@@ -188,3 +188,11 @@ def _safe_lines(path: Path) -> list[str]:
         return [line for line in path.read_text().split("\n")[:-1] if line]
     except FileNotFoundError:
         return []
+
+
+@pytest.mark.model
+def test_a_prompt_longer_than_the_context_is_exit_2_with_the_real_model(run_cli):
+    """SmolLM2's context is 8192 tokens: a 9000-word prompt is refused before decoding, not run for minutes."""
+    result = run_cli("generate", "-b", "none", "--raw", "-n", "4", "hello " * 9000)
+    assert result.exit_code == 2, result.output
+    assert "longer than the model's context of 8192 tokens" in result.output and "shorten the prompt" in result.output
