@@ -273,3 +273,20 @@ def test_grammars_nested_to_the_limit_lint_cleanly(run_cli, tmp_path, name):
 
 def test_deep_regex_flag_is_refused(run_cli, no_model):
     _refused(run_cli("generate", "--regex", "(" * 500 + "a" + ")" * 500, "hi"), "--regex:1:", "groups deep")
+
+
+@pytest.mark.parametrize("bad", [["--temperature", "nan"], ["-o", "/nonexistent/dir/x"], ["--top-k", "-1"]])
+def test_bad_flags_are_refused_without_importing_torch(bad):
+    """Refusing a flag takes the time of `--help`, not of importing torch (~10 s on a busy machine)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['sgcli', 'generate', '--schema', {str(CAPITAL)!r}, *{bad!r}, 'hi']\n"
+        "try:\n    runpy.run_module('sgcli', run_name='__main__')\n"
+        "except SystemExit as exc:\n    print('exit', exc.code, 'torch' in sys.modules)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.stdout.strip().splitlines()[-1] == "exit 2 False", (done.stdout, done.stderr)

@@ -141,8 +141,6 @@ def generate(
     from sgcli.engine.flags import check_device, check_sampling
     from sgcli.engine.models import resolve_model
     from sgcli.engine.records import RecordWriter
-    from sgcli.engine.sampling import SamplingParams
-    from sgcli.engine.session import PromptOptions, Request
 
     backend = backend or backends.DEFAULT_BACKEND
     spec = co.build_spec(
@@ -187,7 +185,8 @@ def generate(
 
     from sgcli.cli.progress import stage_progress
     from sgcli.engine.loader import load_model
-    from sgcli.engine.session import Session
+    from sgcli.engine.sampling import SamplingParams  # torch: only after every check above
+    from sgcli.engine.session import PromptOptions, Request, Session
     from sgcli.tokenizers import load_tokenizer
 
     with stage_progress(f"loading {ref.display}") as progress:
