@@ -41,6 +41,12 @@ class Capabilities:
         frozenset()
     )  # "compact", "whitespace_pattern", "indent", "max_whitespace", "strict_properties"
     notes: str = ""
+    # The matcher's `jump_forward()` reports the bytes the grammar forces next, so the engine
+    # can append them in one forward pass. False: it always returns b"" (the engine then skips it).
+    jump_forward: bool = False
+    # Importing the library imports torch (seconds): `sgcli lint` by default skips such a backend
+    # unless no other one supports the file.
+    imports_torch: bool = False
     regex_dialect: str = "rust"  # how it reads regexes: "rust" or "ecma"; validation reads them the same way
     # JSON Schema keywords it compiles without enforcing and without a warning of its own (measured)
     unenforced_keywords: frozenset[str] = frozenset()
@@ -70,7 +76,8 @@ class Matcher(Protocol):
     def rollback(self, n: int) -> None: ...
 
     def jump_forward(self) -> bytes:
-        """Bytes the grammar forces next, whatever the model would say (may be empty)."""
+        """Bytes the grammar forces next, whatever the model would say (may be empty).
+        Only backends whose `Capabilities.jump_forward` is set compute it; others return b""."""
 
     def is_terminated(self) -> bool:
         """No further token can be accepted (a stop token was accepted, or the grammar is done)."""
@@ -123,6 +130,10 @@ class Backend(Protocol):
     def deserialize(self, data: bytes, spec: ConstraintSpec, vocab: Vocab) -> Compiled | None:
         """Optional. Inverse of `serialize` for the same backend version and vocabulary; None when
         `data` is stale or unreadable (the cache then recompiles). `compile_s` is the load time."""
+
+    def prepare(self, vocab: Vocab) -> None:
+        """Optional. Build the per-vocabulary state now, so that a bounded compile's forked child
+        (`sgcli.backends.bounded`) inherits it instead of building it for nothing."""
 
     def size_info(self, compiled: Compiled) -> dict[str, int]:
         """Optional. Backend-specific size figures for `sgcli compile`, e.g. {"memory_size_bytes": n}."""

@@ -128,7 +128,11 @@ class LLGuidanceBackend(LibraryBackend):
         json_options=frozenset({"compact", "whitespace_pattern", "max_whitespace", "strict_properties"}),
         notes="Lark in its dialect (%json, @name sub-grammars, %llguidance); GBNF via its converter; "
         "--max-whitespace as a whitespace regex; no --indent",
+        jump_forward=True,
     )
+
+    def prepare(self, vocab: Vocab) -> None:
+        self.tokenizer(vocab)
 
     def tokenizer(self, vocab: Vocab):
         """The `LLTokenizer` for `vocab`, built once per Vocab object."""

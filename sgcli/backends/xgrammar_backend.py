@@ -68,6 +68,8 @@ class XGrammarBackend(LibraryBackend):
         kinds=frozenset({Kind.JSON_SCHEMA, Kind.REGEX, Kind.EBNF, Kind.LARK, Kind.CHOICE, Kind.STRUCTURAL_TAG}),
         json_options=frozenset({"compact", "indent", "max_whitespace", "strict_properties"}),
         notes="EBNF in xgrammar's GBNF dialect; no custom whitespace pattern",
+        jump_forward=True,
+        imports_torch=True,
         regex_dialect="ecma",
         # accepted-invalid instances without any warning on JSON-Schema-Test-Suite draft2020-12
         # (benchmarks/results/json_schema_suite.json) and lint's J001 probes
@@ -144,6 +146,9 @@ class XGrammarBackend(LibraryBackend):
             raise UserError(
                 f"backend 'xgrammar' cannot use the vocabulary of tokenizer {vocab.source}: {exc}"
             ) from None
+
+    def prepare(self, vocab: Vocab) -> None:
+        self._compiler(vocab)
 
     def _compiler(self, vocab: Vocab):
         import xgrammar as xgr
