@@ -17,14 +17,17 @@ from typing import IO, Any
 
 from sgcli.errors import Location, UserError
 
+REASONING_ONLY = ("reasoning", "think_budget")  # keys a record has only in --reasoning mode
+
 
 def error_record(rid: Any, prompt: Any, errors: list[str], **context: Any) -> dict:
     """A record for a request that failed: the documented key set (sgcli/records.py), nulls where
-    nothing ran, `valid: false`, `finish_reason: error`; `reasoning` only where the context has it."""
+    nothing ran, `valid: false`, `finish_reason: error`; REASONING_ONLY keys only where the context has them."""
     from sgcli.records import GenerationRecord
 
     record = GenerationRecord(finish_reason="error", valid=False, errors=list(errors)).model_dump(mode="json")
-    record.pop("reasoning")
+    for key in REASONING_ONLY:
+        record.pop(key)
     record.update(id=rid, prompt=prompt, **context)
     return record
 

@@ -15,7 +15,7 @@ from sgcli.backends.base import Compiled
 from sgcli.constraints.validate import Verdict, validate
 from sgcli.engine.decode import Finished, TokenEvent, decode
 from sgcli.engine.loader import LoadedModel
-from sgcli.engine.records import error_record
+from sgcli.engine.records import REASONING_ONLY, error_record
 from sgcli.engine.sampling import SamplingParams
 from sgcli.errors import UserError
 from sgcli.tokenizers.base import Tokenizer
@@ -122,7 +122,7 @@ class Session:
             "model": self.lm.ref.display,
         }
         if self.think_end is not None:
-            context["reasoning"] = None
+            context.update(dict.fromkeys(REASONING_ONLY))
         if req is None:
             return error_record(rid, None, errors, **context)
         return error_record(req.id, req.prompt if req.messages is None else req.messages, errors, **context)
