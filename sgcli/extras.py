@@ -24,6 +24,7 @@ EXTRA_OF_MODULE = {
     "xgrammar": "xgrammar",
     "outlines_core": "outlines",
     "mistral_common": "mistral",
+    "matplotlib": "bench",
 }
 
 

@@ -9,8 +9,6 @@ the masks (walking them along `--text` when given, checking each backend accepts
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import time
 from typing import Annotated, Optional
 
 import typer
@@ -88,40 +86,6 @@ def _percentile(values_ms: list[float], q: float) -> float | None:
         return None
     ordered = sorted(values_ms)
     return round(ordered[min(len(ordered) - 1, int(len(ordered) * q))], 4)
-
-
-def walk_masks(compiled, text: str | None) -> dict:
-    """Time the masks along `text` (or just the first mask); digest each mask for agreement."""
-    from sgcli.backends.base import allowed_ids, new_bitmask
-
-    vocab = compiled.vocab
-    if text is not None and vocab.encode is None:
-        raise UserError(f"{vocab.source} has no encoder, so --text cannot be tokenized")
-    ids = vocab.encode(text) if text is not None else []
-    matcher = compiled.matcher()
-    bitmask = new_bitmask(len(vocab))
-    times, digests, rejected_at, allowed_first = [], [], None, None
-    for step, token in enumerate(ids + [None]):
-        t = time.perf_counter()
-        matcher.fill_mask(bitmask)
-        times.append((time.perf_counter() - t) * 1000)
-        digests.append(hashlib.blake2b(bitmask.tobytes(), digest_size=8).hexdigest())
-        if allowed_first is None:
-            allowed_first = int(allowed_ids(bitmask, len(vocab)).size)
-        if token is None:
-            break
-        if not (int(bitmask[token // 32]) >> (token % 32)) & 1 or not matcher.accept(token):
-            rejected_at = step
-            break
-    accepted = None if text is None else rejected_at is None and matcher.can_stop()
-    return {
-        "mask_ms": times,
-        "digests": digests,
-        "steps": len(times),
-        "allowed_first": allowed_first,
-        "accepted": accepted,
-        "rejected_at_token": rejected_at,
-    }
 
 
 def _base_row(backend: str, variant: str, no_generate: bool) -> dict:
@@ -252,8 +216,6 @@ def compare_backends(
     Exit codes: 0 every row ran and is valid (or, with --no-generate, compiled and
     accepted --text), 1 some row failed, 2 bad input or flags.
     """
-    from sgcli.constraints.sources import with_subgrammars
-
     spec = co.build_spec(
         schema=schema,
         pydantic=pydantic,
@@ -268,8 +230,8 @@ def compare_backends(
         indent=indent,
         max_whitespace=max_whitespace,
         strict_properties=strict_properties,
+        sub=sub,
     )
-    spec = with_subgrammars(spec, sub or [])
     if whitespace and spec.kind is not Kind.JSON_SCHEMA:
         raise UserError(
             f"--whitespace compares JSON layouts; this constraint is {spec.kind.label}",
@@ -322,6 +284,7 @@ def compare_backends(
 
 
 def _compare_masks(spec, names, variants, tokenizer_ref, text) -> list[dict]:
+    from sgcli.grammar_dev.matching import walk_masks
     from sgcli.tokenizers import load_tokenizer
 
     vocab = load_tokenizer(tokenizer_ref).vocab

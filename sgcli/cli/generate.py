@@ -14,6 +14,8 @@ from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, output_format_of
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 
+DEFAULT_BATCH_SIZE = 16  # measured: benchmarks/batch_throughput.py, docs/performance.md "Batch"
+
 EXAMPLES = """
 Examples:
 
@@ -121,6 +123,15 @@ def generate(
             "--input", "-i", help="JSONL of {id, prompt} or {id, messages} ('-' = stdin).", rich_help_panel="Output"
         ),
     ] = None,
+    batch_size: Annotated[
+        Optional[int],
+        typer.Option(
+            "--batch-size",
+            help=f"Decode this many --input requests together (continuous batching; default {DEFAULT_BATCH_SIZE}). "
+            "1 = one after another. Batched rows decode token by token (no jump-forward).",
+            rich_help_panel="Output",
+        ),
+    ] = None,
     output: Annotated[
         Optional[Path],
         typer.Option("--output", "-o", help="Write records here instead of stdout.", rich_help_panel="Output"),
@@ -154,10 +165,11 @@ def generate(
     # A single prompt prints its record (json or jsonl: one object either way) or its text.
     json_out = output_format_of(output_format, json_out, stream=True) != "text"
     from sgcli import backends
-    from sgcli.constraints.sources import read_bytes, with_subgrammars
+    from sgcli.constraints.sources import read_bytes
     from sgcli.engine.flags import check_device, check_sampling
     from sgcli.engine.models import resolve_model
     from sgcli.engine.records import RecordWriter
+    from sgcli.lint import preflight
 
     backend = backend or backends.DEFAULT_BACKEND
     spec = co.build_spec(
@@ -174,14 +186,19 @@ def generate(
         indent=indent,
         max_whitespace=max_whitespace,
         strict_properties=strict_properties,
+        sub=sub,
         required=backend != "none",
     )
-    spec = with_subgrammars(spec, sub or [])
     spec = dataclasses.replace(spec, json_options=dataclasses.replace(spec.json_options, for_generation=True))
+    preflight.structure_errors(spec)  # an undefined rule fails here, before any library loads
     if not think_end:
         raise UserError("--think-end must not be empty")
     check_sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, max_tokens=max_tokens)
     check_device(device)
+    if batch_size is not None and batch_size < 1:
+        raise UserError("--batch-size must be at least 1")
+    if batch_size is not None and input_file is None:
+        raise UserError("--batch-size needs --input", hint="sgcli generate --input prompts.jsonl --batch-size 8")
     if think_budget is not None and (think_budget < 0 or not reasoning):
         raise UserError(
             "--think-budget must be 0 or more" if think_budget < 0 else "--think-budget needs --reasoning",
@@ -211,26 +228,14 @@ def generate(
     from sgcli.engine.session import PromptOptions, Request, Session
     from sgcli.tokenizers import load_tokenizer
 
-    with stage_progress(f"loading {ref.display}") as progress:
+    # Grammar first, model last: the tokenizer loads fast, the model is the slow part.
+    with stage_progress(f"loading {ref.display} tokenizer") as progress:
         tokenizer = load_tokenizer(model, progress=lambda text: progress(text, 0, 3))
+    compiled, fallbacks, weakened = _compile_checked(backend, spec, tokenizer, max_tokens)
+    with stage_progress(f"loading {ref.display}") as progress:
         lm = load_model(ref, device=device, dtype=dtype, progress=progress, threads=threads)
-    vocab = tokenizer.vocab.padded(lm.logits_width)
-    compiled, fallbacks = backends.compile_for(backend, spec, vocab)
-    for fb in fallbacks:
-        err.print(f"[yellow]fallback[/]: {fb['backend']} skipped: {fb['reason']}")
-    for w in compiled.warnings:
-        where = f" (at {w.pointer})" if w.pointer else ""
-        err.print(f"[yellow]warning[/]: {compiled.backend}: {w.message}{where}")
-    from sgcli.backends.schema_warnings import weakened_keywords
-
-    weakened = weakened_keywords(compiled)
-    if weakened:
-        listed = ", ".join(f"{w['keyword']} at {w['pointer']}" for w in weakened)
-        fell_back = " (auto fell back to it)" if fallbacks else ""
-        err.print(
-            f"[yellow]warning[/]: {compiled.backend}{fell_back} does not enforce {len(weakened)} keyword(s): "
-            f"{listed}; outputs are still validated"
-        )
+    if lm.logits_width > len(tokenizer.vocab):  # the model has more logits than tokens: mask those too
+        compiled = backends.compile_for(compiled.backend, spec, tokenizer.vocab.padded(lm.logits_width))[0]
     session = Session(
         lm,
         tokenizer,
@@ -248,7 +253,7 @@ def generate(
 
     try:
         if batch is not None:
-            all_valid = _run_batch(session, batch, writer, quiet=quiet)
+            all_valid = _run_batch(session, batch, writer, quiet=quiet, batch_size=batch_size or DEFAULT_BATCH_SIZE)
         else:
             all_valid = _run_one(session, Request(None, prompt), json_out=json_out, sink=writer, quiet=quiet)
     finally:
@@ -256,14 +261,15 @@ def generate(
     raise typer.Exit(EXIT_OK if all_valid else EXIT_FINDINGS)
 
 
-def _run_batch(session, batch: tuple[bytes, str], writer, *, quiet: bool = False) -> bool:
+def _run_batch(session, batch: tuple[bytes, str], writer, *, quiet: bool = False, batch_size: int = 1) -> bool:
     """Every input line answered by one record; a failing request becomes an error record, the batch goes on."""
     import signal
 
     from rich.markup import escape
 
     from sgcli.cli.progress import count_progress
-    from sgcli.engine.requests import duplicate_ids, read_requests
+    from sgcli.engine.requests import BadLine, duplicate_ids, read_requests
+    from sgcli.engine.session import Request
 
     items = list(read_requests(*batch))
     dups = duplicate_ids(items)
@@ -274,18 +280,17 @@ def _run_batch(session, batch: tuple[bytes, str], writer, *, quiet: bool = False
             f"[yellow]warning[/]: {len(dups)} id{'s' if len(dups) > 1 else ''} used on several input lines: "
             f"{escape(shown)} ({what})"
         )
-    all_valid, skipped, tally = True, 0, BatchTally()
+    todo = [item for item in items if not writer.skip(item.id)]  # --resume: ids already answered
+    skipped, all_valid, tally = len(items) - len(todo), True, BatchTally()
+    records = _records(session, [it for it in todo if isinstance(it, Request)], batch_size)
     previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM ends like Ctrl-C: complete lines only
     try:
-        with count_progress("generating", len(items)) as advance:
-            for item in items:
-                if writer.skip(item.id):
-                    skipped += 1
-                else:
-                    record = _batch_record(session, item)
-                    all_valid &= record["valid"] is not False
-                    writer.write(record)
-                    tally.add(record)
+        with count_progress("generating", len(todo)) as advance:
+            for item in todo:
+                record = _bad_line_record(session, item) if isinstance(item, BadLine) else next(records)
+                all_valid &= record["valid"] is not False
+                writer.write(record)
+                tally.add(record)
                 advance()
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -300,15 +305,58 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def _batch_record(session, item) -> dict:
-    from sgcli.engine.requests import BadLine
+def _bad_line_record(session, item) -> dict:
+    return session.error_record(None, [f"{item.location}: {item.message}"], rid=item.id)
 
-    if isinstance(item, BadLine):
-        return session.error_record(None, [f"{item.location}: {item.message}"], rid=item.id)
+
+def _run_checked(session, request) -> dict:
+    """One request's record; a failure of this request alone (a prompt longer than the context) is an
+    error record, and the batch goes on."""
     try:
-        return _run_quiet(session, item)
-    except UserError as exc:  # e.g. a prompt longer than the context: this record fails, the batch goes on
-        return session.error_record(item, [exc.render().removeprefix("error: ")])
+        return _run_quiet(session, request)
+    except UserError as exc:
+        return session.error_record(request, [exc.render().removeprefix("error: ")])
+
+
+def _compile_checked(backend: str, spec, tokenizer, max_tokens: int):
+    """Compile against the model's tokenizer, say what the backend weakens, and run the lint rules that
+    predict certain failure. Returns (compiled, fallbacks, weakened keywords)."""
+    from rich.markup import escape
+
+    from sgcli import backends
+    from sgcli.grammar_dev.matching import enforcing_backends
+    from sgcli.lint import preflight
+
+    compiled, fallbacks = backends.compile_for(backend, spec, tokenizer.vocab)
+    for fb in fallbacks:
+        err.print(f"[yellow]fallback[/]: {fb['backend']} skipped: {fb['reason']}")
+    for w in compiled.warnings:
+        where = f" (at {w.pointer})" if w.pointer else ""
+        err.print(f"[yellow]warning[/]: {compiled.backend}: {w.message}{where}")
+    from sgcli.backends.schema_warnings import weakened_keywords
+
+    weakened = weakened_keywords(compiled)
+    if weakened:
+        listed = ", ".join(f"{w['keyword']} at {w['pointer']}" for w in weakened)
+        fell_back = " (auto fell back to it)" if fallbacks else ""
+        err.print(
+            f"[yellow]warning[/]: {compiled.backend}{fell_back} does not enforce {len(weakened)} keyword(s): "
+            f"{listed}; outputs are still validated"
+        )
+    if compiled.backend in enforcing_backends():
+        for d in preflight.certain_failures(spec, compiled, max_tokens, tokenizer.name):
+            err.print(f"[yellow]warning[/]: {d.code} {escape(d.message)}\n  hint: {escape(d.hint or '')}")
+    return compiled, fallbacks, weakened
+
+
+def _records(session, requests, batch_size: int):
+    """Records for `requests` in input order: batched, or one after another at batch size 1."""
+    why = session.batch_unsupported() if batch_size > 1 else None
+    if why:
+        err.print(f"[yellow]note[/]: --batch-size {batch_size} not used, decoding one request at a time: {why}")
+    if batch_size > 1 and not why:
+        return session.batch(requests, batch_size)
+    return (_run_checked(session, r) for r in requests)
 
 
 def _run_quiet(session, request) -> dict:

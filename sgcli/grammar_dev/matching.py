@@ -15,7 +15,9 @@ Three ways to spell a string as tokens (see docs/grammar-development.md):
 
 from __future__ import annotations
 
+import hashlib
 import random
+import time
 import weakref
 from dataclasses import dataclass, field
 
@@ -220,3 +222,36 @@ def sample_strings(compiled: Compiled, count: int, *, seed: int = 0, attempts_pe
         if s is not None:
             found.setdefault(s)
     return list(found)
+
+
+def walk_masks(compiled, text: str | None) -> dict:
+    """Time the masks along `text`'s own tokens (or just the first mask); digest each mask for agreement.
+    Shared by `sgcli compare-backends` and `sgcli bench`."""
+    vocab = compiled.vocab
+    if text is not None and vocab.encode is None:
+        raise UserError(f"{vocab.source} has no encoder, so --text cannot be tokenized")
+    ids = vocab.encode(text) if text is not None else []
+    matcher = compiled.matcher()
+    bitmask = new_bitmask(len(vocab))
+    times, digests, rejected_at, allowed_first = [], [], None, None
+    for step, token in enumerate(ids + [None]):
+        t = time.perf_counter()
+        matcher.fill_mask(bitmask)
+        times.append((time.perf_counter() - t) * 1000)
+        digests.append(hashlib.blake2b(bitmask.tobytes(), digest_size=8).hexdigest())
+        if allowed_first is None:
+            allowed_first = int(allowed_ids(bitmask, len(vocab)).size)
+        if token is None:
+            break
+        if not (int(bitmask[token // 32]) >> (token % 32)) & 1 or not matcher.accept(token):
+            rejected_at = step
+            break
+    accepted = None if text is None else rejected_at is None and matcher.can_stop()
+    return {
+        "mask_ms": times,
+        "digests": digests,
+        "steps": len(times),
+        "allowed_first": allowed_first,
+        "accepted": accepted,
+        "rejected_at_token": rejected_at,
+    }

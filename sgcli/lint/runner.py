@@ -46,6 +46,7 @@ class LintOptions:
     kind: Kind | None = None
     selection: Selection = field(default_factory=Selection.everything)
     json_options: JsonOptions = field(default_factory=JsonOptions)
+    subs: tuple[str, ...] = ()  # `--sub name=FILE` for a Lark grammar's @name references
 
 
 @dataclass
@@ -106,7 +107,7 @@ class Linter:
         return chosen
 
     def lint(self, path: str) -> FileResult:
-        from sgcli.constraints.sources import kind_from_extension, read_text, resolve_library
+        from sgcli.constraints.sources import kind_from_extension, read_text, resolve_library, with_subgrammars
 
         if path.startswith("@"):  # a grammar of the library in sgcli/grammars/
             path = resolve_library(path)
@@ -118,7 +119,7 @@ class Linter:
         from sgcli.backends.bounded import check_size  # --max-constraint-bytes, before any rule runs
 
         check_size(spec)
-        return self.lint_spec(spec)
+        return self.lint_spec(with_subgrammars(spec, list(self.options.subs)))
 
     def lint_spec(self, spec: ConstraintSpec) -> FileResult:
         sel = self.options.selection
@@ -139,7 +140,7 @@ class Linter:
             problem = _input_problem(spec)
             if problem is not None:
                 return FileResult(spec.name, _finish([problem], sel), notes)
-            grammar, features, unreadable = _read_grammar(spec)
+            grammar, features, unreadable = read_grammar(spec)
             if grammar is not None:
                 from sgcli.lint.structure import Structure
 
@@ -241,7 +242,7 @@ def _input_problem(spec: ConstraintSpec) -> Diagnostic | None:
     return None
 
 
-def _read_grammar(spec: ConstraintSpec):
+def read_grammar(spec: ConstraintSpec):
     """(grammar, regex features, S004 diagnostic or None) for a GBNF, Lark or regex file."""
     from sgcli.lint.grammar_model import Grammar, ParseError, Rule
 
