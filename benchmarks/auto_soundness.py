@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -26,8 +25,10 @@ OWN = ROOT / "tests" / "conformance"
 
 
 def suite_dir() -> Path:
-    corpora = Path(os.environ.get("SGCLI_CORPORA", ROOT.parent / "shared" / "corpora"))
-    return corpora / "json-schema-test-suite" / "tests" / "draft2020-12"
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from corpus_paths import corpus
+
+    return corpus("json-schema-test-suite") / "tests" / "draft2020-12"
 
 
 def cases(own: bool, suite: bool):

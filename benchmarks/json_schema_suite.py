@@ -29,16 +29,11 @@ import sys
 import time
 from pathlib import Path
 
+from corpus_paths import corpus
+
 ROOT = Path(__file__).resolve().parent.parent
-SUITE = ROOT.parent / "shared" / "corpora" / "json-schema-test-suite" / "tests" / "draft2020-12"
-UPSTREAM = (
-    ROOT.parent
-    / "shared"
-    / "corpora"
-    / "llguidance"
-    / "json_schema_test_suite"
-    / "expected_json_schema_test_suite.json"
-)
+SUITE = corpus("json-schema-test-suite") / "tests" / "draft2020-12"
+UPSTREAM = corpus("llguidance") / "json_schema_test_suite" / "expected_json_schema_test_suite.json"
 RESULTS = ROOT / "benchmarks" / "results" / "json_schema_suite.json"
 BACKENDS = ("llguidance", "xgrammar", "outlines_core")
 COUNTS = (
@@ -179,6 +174,10 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="compare with the committed summary instead of writing")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args()
+    for needed in (SUITE, UPSTREAM):
+        if not needed.exists():
+            print(f"corpus missing: {needed} (set SGCLI_CORPORA to the corpora folder)", file=sys.stderr)
+            return 2
     progress = None if args.quiet else (lambda line: print(line, file=sys.stderr))
     summary = run(tuple(args.backends.split(",")), progress=progress)
     for name, result in summary["backends"].items():

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -22,10 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import json_schema_suite as jss  # noqa: E402
-
-if os.environ.get("SGCLI_CORPORA"):  # the corpora elsewhere than beside the checkout
-    jss.SUITE = Path(os.environ["SGCLI_CORPORA"]) / "json-schema-test-suite" / "tests" / "draft2020-12"
+import json_schema_suite as jss  # noqa: E402  (its SUITE follows SGCLI_CORPORA, see corpus_paths.py)
 
 
 def measure(keywords: list[str] | None = None) -> dict:

@@ -8,11 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import corpora
 import pytest
 
 from sgcli.constraints.spec import ConstraintSpec, Kind
-
-GBNF_CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpora" / "gbnf" / "grammars"
 
 
 @pytest.fixture(autouse=True)
@@ -31,8 +30,9 @@ def _load_lark(text: str):
     return lark.Lark(text, start="start", parser="earley", lexer="dynamic")
 
 
-@pytest.mark.parametrize("path", sorted(GBNF_CORPUS.glob("*.gbnf")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", corpora.files("gbnf", "grammars", "*.gbnf"), ids=lambda p: getattr(p, "name", None))
 def test_real_gbnf_grammars_convert_to_lark_the_lark_library_and_every_lark_backend_load(path, smol_tokenizer):
+    path = corpora.resolve(path)
     from sgcli.backends import get_backend
     from sgcli.grammar_dev.convert import to_lark
     from sgcli.grammar_dev.matching import backends_for

@@ -17,6 +17,7 @@ import json
 import sys
 from pathlib import Path
 
+import corpora
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -31,6 +32,7 @@ OUTLINES_SUBSET = [
 
 @pytest.fixture(scope="module")
 def current():
+    corpora.require("json-schema-test-suite"), corpora.require("llguidance")
     results = {"backends": {}}
     for name, keywords in (("llguidance", None), ("xgrammar", None), ("outlines_core", OUTLINES_SUBSET)):
         results["backends"].update(suite.run((name,), keywords)["backends"])
@@ -38,6 +40,7 @@ def current():
 
 
 def test_the_committed_summary_covers_the_whole_suite():
+    corpora.require("json-schema-test-suite")
     keywords = {p.stem for p in suite.suite_files()}
     for name in suite.BACKENDS:
         result = COMMITTED["backends"][name]

@@ -3,16 +3,13 @@ listed here, each of which is true (the comment says why)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
+import corpora
 import pytest
 
 from sgcli.lint import Linter, LintOptions
 
-ROOT = Path(__file__).resolve().parent.parent
-CORPORA = ROOT.parent / "shared" / "corpora"
-GBNF = CORPORA / "gbnf" / "grammars"
-LARK = CORPORA / "llguidance" / "sample_parser" / "data"
+GBNF = ("gbnf", "grammars", "*.gbnf")
+LARK = ("llguidance", "sample_parser/data", "*.lark")
 
 # file -> [(code, line, col, backend)], every backend that supports the kind running.
 EXPECTED = {
@@ -47,11 +44,12 @@ EXPECTED = {
 }
 
 
-def corpus_files() -> list[Path]:
-    return sorted(GBNF.glob("*.gbnf")) + sorted(LARK.glob("*.lark"))
+def corpus_files() -> list:
+    return corpora.files(*GBNF) + corpora.files(*LARK)
 
 
 def test_the_table_covers_every_corpus_grammar():
+    corpora.require(GBNF[0]), corpora.require(LARK[0])
     assert [p.name for p in corpus_files()] == sorted(n for n in EXPECTED if n.endswith(".gbnf")) + sorted(
         n for n in EXPECTED if n.endswith(".lark")
     )
@@ -62,8 +60,9 @@ def linter():
     return Linter(LintOptions())
 
 
-@pytest.mark.parametrize("path", corpus_files(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", corpus_files(), ids=lambda p: getattr(p, "name", None))
 def test_corpus_grammar_lints_as_expected(linter, path):
+    path = corpora.resolve(path)
     found = [(d.code, d.line, d.col, d.backend) for d in linter.lint(str(path)).diagnostics]
     assert found == EXPECTED[path.name]
 
@@ -75,41 +74,10 @@ def test_corpus_grammars_compile_where_no_compile_error_is_expected():
     from sgcli.lint.backend_checks import compile_with
     from sgcli.lint.runner import byte_vocab
 
+    corpora.require(GBNF[0]), corpora.require(LARK[0])
     for path in corpus_files():
         spec = from_file(str(path))
         failing = {b for code, *_, b in EXPECTED[path.name] if code == "S001"}
         for name in backends_for(spec):
             run = compile_with(name, spec, byte_vocab())
             assert (run.error is not None) == (name in failing), (path.name, name, run.error)
-
-
-SUITE = CORPORA / "json-schema-test-suite" / "tests" / "draft2020-12"
-
-
-@pytest.mark.parametrize("group", [0, 1], ids=["minimum 1.1", "minimum -2"])
-def test_minimum_not_enforced_agrees_with_the_test_suite_on_each_matcher(group):
-    """J001 `minimum` for a backend exactly when its actual matcher accepts one of the
-    JSON-Schema-Test-Suite's invalid instances for that schema (checked here independently)."""
-    import json
-
-    from sgcli.backends import check_supports
-    from sgcli.constraints.spec import ConstraintSpec, Kind
-    from sgcli.errors import UserError
-    from sgcli.grammar_dev.matching import backends_for, feed
-    from sgcli.lint.runner import byte_vocab
-
-    case = json.loads((SUITE / "minimum.json").read_text())[group]
-    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(case["schema"], indent=2), f"minimum-{group}.json")
-    vocab = byte_vocab()
-    accepts_invalid = set()
-    for name in backends_for(spec):
-        try:
-            compiled = check_supports(name, spec).compile(spec, vocab)
-        except UserError:
-            continue
-        invalid = [t["data"] for t in case["tests"] if not t["valid"]]
-        if any(feed(compiled, vocab.encode(json.dumps(x))).accepted for x in invalid):
-            accepts_invalid.add(name)
-    found = Linter(LintOptions()).lint_spec(spec).diagnostics
-    reported = {d.backend for d in found if d.code == "J001" and d.message.startswith("`minimum`")}
-    assert reported == accepts_invalid

@@ -262,8 +262,10 @@ def compare_backends(
         raise UserError(
             "no prompt given", hint='sgcli compare-backends --schema s.json "your prompt", or --no-generate'
         )
-    if max_tokens < 1:
-        raise UserError("--max-tokens must be at least 1")
+    from sgcli.engine.flags import check_device, check_sampling
+
+    check_sampling(temperature=temperature, seed=seed, max_tokens=max_tokens)
+    check_device(device)
     if engine != "local":
         _server_side_backends(engine, base_url, spec, raw)
     variants = parse_variants(whitespace, spec.json_options)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -11,7 +12,7 @@ import typer
 
 from sgcli.cli import constraint_options as co
 from sgcli.cli import engine_options as eo
-from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, json_line, output_format_of
+from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, output_format_of
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 
 DEFAULT_BATCH_SIZE = 16  # measured: benchmarks/batch_throughput.py, docs/performance.md "Batch"
@@ -139,6 +140,14 @@ def generate(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No summary line on stderr.", rich_help_panel="Output")
     ] = False,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="With --input and --output: skip ids already in the output, append the rest.",
+            rich_help_panel="Output",
+        ),
+    ] = False,
     json_whitespace: co.JsonWhitespaceOpt = "flexible",
     whitespace_pattern: co.WhitespacePatternOpt = None,
     indent: co.IndentOpt = None,
@@ -164,8 +173,10 @@ def generate(
     # A single prompt prints its record (json or jsonl: one object either way) or its text.
     json_out = output_format_of(output_format, json_out, stream=True) != "text"
     from sgcli import backends
-    from sgcli.constraints.sources import read_text
+    from sgcli.constraints.sources import read_bytes
+    from sgcli.engine.flags import check_device, check_sampling
     from sgcli.engine.models import resolve_model
+    from sgcli.engine.records import RecordWriter
     from sgcli.lint import preflight
 
     backend = backend or backends.DEFAULT_BACKEND
@@ -190,8 +201,8 @@ def generate(
     preflight.structure_errors(spec)  # an undefined rule fails here, before any library loads
     if not think_end:
         raise UserError("--think-end must not be empty")
-    if max_tokens < 1:
-        raise UserError("--max-tokens must be at least 1")
+    check_sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, max_tokens=max_tokens)
+    check_device(device)
     if batch_size is not None and batch_size < 1:
         raise UserError("--batch-size must be at least 1")
     if batch_size is not None and input_file is None:
@@ -201,10 +212,6 @@ def generate(
             "--think-budget must be 0 or more" if think_budget < 0 else "--think-budget needs --reasoning",
             hint="sgcli generate --reasoning --think-budget 64 ...",
         )
-    if not 0 < top_p <= 1:
-        raise UserError("--top-p must be in (0, 1]")
-    if temperature < 0:
-        raise UserError("--temperature must be 0 or more")
     if (prompt is None) == (input_file is None):
         raise UserError(
             "give a prompt or --input FILE (not both)" if prompt is not None else "no prompt given",
@@ -214,6 +221,11 @@ def generate(
         prompt = sys.stdin.read()
     if schema == "-" and input_file == "-":
         raise UserError("--schema - and --input - both read stdin; put one in a file")
+    # Read every input before the slow work, so a typo fails in milliseconds.
+    batch = read_bytes(input_file, what="input file") if input_file else None
+    if resume and batch is None:
+        raise UserError("--resume is for batches", hint="use --resume with --input FILE --output FILE")
+    writer = RecordWriter(output, resume=resume)  # a bad --output fails here, before anything loads
     if engine != "local":
         from sgcli.cli.generate_engine import generate_on_engine, reject_local_only
         from sgcli.serving.base import Sampling
@@ -229,22 +241,19 @@ def generate(
             system=system,
             raw=raw,
             prompt=prompt,
-            batch_text=read_text(input_file, what="input file") if input_file else None,
+            batch=batch,
             json_out=json_out,
-            output=output,
+            writer=writer,
             quiet=quiet,
         )
         raise typer.Exit(code)
     if backend != "auto":
         backends.check_supports(backend, spec)  # fail fast, before the model loads
-    # Read every input before the slow work, so a typo fails in milliseconds.
-    batch_text = read_text(input_file, what="input file") if input_file else None
     ref = resolve_model(model)
 
     from sgcli.cli.progress import stage_progress
     from sgcli.engine.loader import load_model
-    from sgcli.engine.requests import read_requests
-    from sgcli.engine.sampling import SamplingParams
+    from sgcli.engine.sampling import SamplingParams  # torch: only after every check above
     from sgcli.engine.session import PromptOptions, Request, Session
     from sgcli.tokenizers import load_tokenizer
 
@@ -271,34 +280,71 @@ def generate(
         jump_forward=jump_forward,
     )
 
-    sink = output.open("w", encoding="utf-8") if output else sys.stdout
-    all_valid = True
     try:
-        if batch_text is not None:
-            items = list(read_requests(*batch_text))
-            from sgcli.cli.progress import count_progress
-            from sgcli.engine.batch_output import OrderedWriter
-
-            writer = OrderedWriter(sink, json_line)  # the same writer as --engine batches
-            records = _records(
-                session, [it for it in items if isinstance(it, Request)], batch_size or DEFAULT_BATCH_SIZE
-            )
-            tally = BatchTally()
-            with count_progress("generating", len(items)) as advance:
-                for index, item in enumerate(items):
-                    record = item.record() if not isinstance(item, Request) else next(records)
-                    all_valid &= record["valid"] is not False
-                    writer.put(index, record)
-                    tally.add(record)
-                    advance()
-            if not quiet:
-                err.print(tally.summary(), highlight=False)
+        if batch is not None:
+            all_valid = _run_batch(session, batch, writer, quiet=quiet, batch_size=batch_size or DEFAULT_BATCH_SIZE)
         else:
-            all_valid = _run_one(session, Request(None, prompt), json_out=json_out, sink=sink, quiet=quiet)
+            all_valid = _run_one(session, Request(None, prompt), json_out=json_out, sink=writer, quiet=quiet)
     finally:
-        if output:
-            sink.close()
+        writer.close()
     raise typer.Exit(EXIT_OK if all_valid else EXIT_FINDINGS)
+
+
+def _run_batch(session, batch: tuple[bytes, str], writer, *, quiet: bool = False, batch_size: int = 1) -> bool:
+    """Every input line answered by one record; a failing request becomes an error record, the batch goes on."""
+    import signal
+
+    from rich.markup import escape
+
+    from sgcli.cli.progress import count_progress
+    from sgcli.engine.requests import BadLine, duplicate_ids, read_requests
+    from sgcli.engine.session import Request
+
+    items = list(read_requests(*batch))
+    dups = duplicate_ids(items)
+    if dups:
+        shown = ", ".join(json.dumps(d, ensure_ascii=False) for d in dups[:5]) + (" ..." if len(dups) > 5 else "")
+        what = "only the first of each is answered" if writer.resume else "each line still gets its own record"
+        err.print(
+            f"[yellow]warning[/]: {len(dups)} id{'s' if len(dups) > 1 else ''} used on several input lines: "
+            f"{escape(shown)} ({what})"
+        )
+    todo = [item for item in items if not writer.skip(item.id)]  # --resume: ids already answered
+    skipped, all_valid, tally = len(items) - len(todo), True, BatchTally()
+    records = _records(session, [it for it in todo if isinstance(it, Request)], batch_size)
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM ends like Ctrl-C: complete lines only
+    try:
+        with count_progress("generating", len(todo)) as advance:
+            for item in todo:
+                record = _bad_line_record(session, item) if isinstance(item, BadLine) else next(records)
+                all_valid &= record["valid"] is not False
+                writer.write(record)
+                tally.add(record)
+                advance()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if skipped:
+        err.print(f"[cyan]note[/]: --resume: {skipped} of {len(items)} ids were already answered in {writer.path}")
+    if not quiet:
+        err.print(tally.summary(), highlight=False)
+    return all_valid
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _bad_line_record(session, item) -> dict:
+    return session.error_record(None, [f"{item.location}: {item.message}"], rid=item.id)
+
+
+def _run_checked(session, request) -> dict:
+    """One request's record; a failure of this request alone (a prompt longer than the context) is an
+    error record, and the batch goes on."""
+    try:
+        return _run_quiet(session, request)
+    except UserError as exc:
+        return session.error_record(request, [exc.render().removeprefix("error: ")])
 
 
 def _compile_checked(backend: str, spec, tokenizer, max_tokens: int):
@@ -339,7 +385,7 @@ def _records(session, requests, batch_size: int):
         err.print(f"[yellow]note[/]: --batch-size {batch_size} not used, decoding one request at a time: {why}")
     if batch_size > 1 and not why:
         return session.batch(requests, batch_size)
-    return (_run_quiet(session, r) for r in requests)
+    return (_run_checked(session, r) for r in requests)
 
 
 def _run_quiet(session, request) -> dict:
@@ -364,14 +410,12 @@ def _run_one(session, request, *, json_out: bool, sink, quiet: bool) -> bool:
             if event.phase == "reasoning":
                 err.print(event.text, end="", style="dim", markup=False)
                 continue
-            sink.write(event.text)
-            sink.flush()
+            sink.write_text(event.text)
     assert record is not None
     if json_out:
-        json_line(record, sink)
+        sink.write(record)
     else:
-        sink.write("\n")
-        sink.flush()
+        sink.write_text("\n")
     if not quiet:
         _summary(record)
     return record["valid"] is not False

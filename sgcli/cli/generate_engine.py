@@ -7,9 +7,7 @@ written in input order as they complete.
 
 from __future__ import annotations
 
-import sys
-
-from sgcli.cli.common import err, json_line
+from sgcli.cli.common import err
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 
 
@@ -23,36 +21,36 @@ def generate_on_engine(
     system: str | None,
     raw: bool,
     prompt: str | None,
-    batch_text: tuple[str, str] | None,
+    batch: tuple[bytes, str] | None,
     json_out: bool,
-    output,
+    writer,
     quiet: bool,
 ) -> int:
-    """Run on the server; returns the exit code."""
+    """Run on the server; returns the exit code. `writer` is the local path's RecordWriter, so
+    `--output` checks and `--resume` behave the same on a server."""
     from sgcli.serving import check_engine_supports
     from sgcli.serving.runner import EngineJob
 
     dialect = check_engine_supports(engine, spec, raw=raw)
     job = EngineJob(engine, dialect, spec, sampling, client, served_model, system, raw)
-    sink = output.open("w", encoding="utf-8") if output else sys.stdout
     try:
-        if batch_text is not None:
-            return _batch(job, batch_text, sink, quiet=quiet)
-        return _single(job, prompt, json_out=json_out, sink=sink, quiet=quiet)
+        if batch is not None:
+            return _batch(job, batch, writer, quiet=quiet)
+        return _single(job, prompt, json_out=json_out, sink=writer, quiet=quiet)
     finally:
-        if output:
-            sink.close()
+        writer.close()
 
 
-def _batch(job, batch_text, sink, *, quiet: bool) -> int:
+def _batch(job, batch, records, *, quiet: bool) -> int:
     from sgcli.cli.generate import BatchTally
     from sgcli.cli.progress import count_progress
     from sgcli.engine.batch_output import OrderedWriter
     from sgcli.engine.requests import read_requests
     from sgcli.serving.runner import run_batch
 
-    items = list(read_requests(*batch_text))
-    writer = OrderedWriter(sink, json_line)
+    items = list(read_requests(*batch))
+    todo = [item for item in items if not records.skip(item.id)]  # --resume: ids already answered
+    writer = OrderedWriter(None, lambda record, _: records.write(record))
     tally = BatchTally()
     with count_progress(f"generating on {job.engine}", len(items)) as advance:
 
@@ -61,7 +59,9 @@ def _batch(job, batch_text, sink, *, quiet: bool) -> int:
             writer.put(index, record)
             advance()
 
-        run_batch(job, items, put)
+        run_batch(job, todo, put)
+    if len(todo) < len(items):
+        err.print(f"[cyan]note[/]: --resume: {len(items) - len(todo)} of {len(items)} ids were already answered")
     if not quiet:
         err.print(tally.summary(), highlight=False)
     return EXIT_FINDINGS if tally.invalid or tally.errors else EXIT_OK  # unchecked (null) is not a finding
@@ -71,16 +71,11 @@ def _single(job, prompt, *, json_out: bool, sink, quiet: bool) -> int:
     from sgcli.engine.requests import Request
     from sgcli.serving.runner import run_single
 
-    def show(text: str) -> None:
-        sink.write(text)
-        sink.flush()
-
-    record = run_single(job, Request(None, prompt), None if json_out else show)
+    record = run_single(job, Request(None, prompt), None if json_out else sink.write_text)
     if json_out:
-        json_line(record, sink)
+        sink.write(record)
     else:
-        sink.write("\n")
-        sink.flush()
+        sink.write_text("\n")
     if not quiet:
         from sgcli.cli.generate import _summary
 

@@ -13,27 +13,44 @@ import sys
 from pathlib import Path
 
 from sgcli.constraints.jsonpos import locate
-from sgcli.constraints.spec import EXTENSION_KINDS, ConstraintSpec, JsonOptions, Kind, parse_json
-from sgcli.errors import Location, UserError
+from sgcli.constraints.spec import EXTENSION_KINDS, MAX_DEPTH, ConstraintSpec, JsonOptions, Kind, parse_json
+from sgcli.errors import Location, UserError, offset_to_line_col
 
 LIBRARY_DIR = Path(__file__).resolve().parent.parent / "grammars"
 
 
 def read_text(path: str, *, what: str = "file") -> tuple[str, str]:
     """(text, origin) of a path, or of stdin for '-'."""
+    data, origin = read_bytes(path, what=what)
+    try:
+        return data.decode("utf-8"), origin
+    except UnicodeDecodeError as exc:
+        line, col = _byte_line_col(data, exc.start)
+        raise UserError(
+            f"{what} is not UTF-8 text", location=Location(origin, line, col), hint="save the file as UTF-8"
+        ) from None
+
+
+def read_bytes(path: str, *, what: str = "file") -> tuple[bytes, str]:
+    """(bytes, origin) of a path, or of stdin for '-'; unreadable paths are the user's to fix."""
     if path == "-":
-        return sys.stdin.read(), "<stdin>"
+        buffer = getattr(sys.stdin, "buffer", None)
+        return (buffer.read() if buffer is not None else sys.stdin.read().encode("utf-8")), "<stdin>"
     p = Path(path).expanduser()
     try:
-        return p.read_text(encoding="utf-8"), str(path)
+        return p.read_bytes(), str(path)
     except FileNotFoundError:
         raise UserError(f"{what} not found: {path}", hint="check the path") from None
     except IsADirectoryError:
         raise UserError(f"{what} is a directory, not a file: {path}") from None
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{what} is not UTF-8 text: {path} (byte {exc.start})") from None
     except OSError as exc:
         raise UserError(f"cannot read {what} {path}: {exc.strerror}") from None
+
+
+def _byte_line_col(data: bytes, offset: int) -> tuple[int, int]:
+    """1-based line and byte column of a byte offset."""
+    line = data.count(b"\n", 0, offset) + 1
+    return line, offset - (data.rfind(b"\n", 0, offset) + 1) + 1
 
 
 def kind_from_extension(path: str) -> Kind:
@@ -50,14 +67,52 @@ def kind_from_extension(path: str) -> Kind:
 
 
 def resolve_library(name: str) -> str:
-    """`@json` -> path of sgcli/grammars/json.* in the curated library."""
-    matches = sorted(p for p in LIBRARY_DIR.glob(name[1:] + ".*") if p.suffix in EXTENSION_KINDS)
+    """`@json` -> path of sgcli/grammars/json.* in the curated library; only plain names, never a path or glob."""
+    stem = name[1:]
+    known = sorted({p.name.split(".")[0] for p in LIBRARY_DIR.iterdir() if _library_kind(p)})
+    hint = "available: " + ", ".join("@" + k for k in known)
+    if not stem.replace("_", "").replace("-", "").isalnum() or not stem.isascii():
+        raise UserError(f"{name} is not a library grammar name (letters, digits, '-' and '_' only)", hint=hint)
+    matches = sorted(p for p in LIBRARY_DIR.iterdir() if p.name.split(".")[0] == stem and _library_kind(p))
     if not matches:
-        known = sorted({p.stem for p in LIBRARY_DIR.glob("*") if p.suffix in EXTENSION_KINDS})
-        raise UserError(
-            f"no grammar named {name} in the library", hint="available: " + ", ".join("@" + k for k in known)
-        )
+        raise UserError(f"no grammar named {name} in the library", hint=hint)
     return str(matches[0])
+
+
+def _library_kind(path: Path) -> bool:
+    """A grammar file of the library (not its .test.yaml)."""
+    return path.is_file() and any(path.name.endswith(ext) for ext in EXTENSION_KINDS) and ".test." not in path.name
+
+
+_GROUPS = {
+    # kind -> (what is skipped: escapes, strings, classes; what opens/closes a level)
+    Kind.REGEX: (r"\\.|\[(?:[^\]\\]|\\.)*\]", "(", ")"),
+    Kind.EBNF: (r'\\.|"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]', "(", ")"),
+    Kind.LARK: (r'\\.|"(?:[^"\\]|\\.)*"', "([", ")]"),
+}
+
+
+def check_nesting(spec: ConstraintSpec) -> None:
+    """Grammars and regexes nested past MAX_DEPTH groups are refused at the first deep group:
+    every parser of them (lint's, the backends') recurses once per level."""
+    import re
+
+    if spec.kind not in _GROUPS:
+        return
+    skip, opens, closes = _GROUPS[spec.kind]
+    depth = 0
+    for m in re.finditer(f"{skip}|[{re.escape(opens + closes)}]", spec.text):
+        token = m.group()
+        if token in opens:
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise UserError(
+                    f"{spec.kind.label} nested more than {MAX_DEPTH} groups deep (sgcli's depth limit)",
+                    location=Location(spec.origin, *offset_to_line_col(spec.text, m.start())),
+                    hint="give inner parts names of their own (rules), or flatten the nesting",
+                )
+        elif token in closes:
+            depth -= 1
 
 
 def check_schema(spec: ConstraintSpec) -> None:
@@ -82,6 +137,52 @@ def check_schema(spec: ConstraintSpec) -> None:
             location=Location(spec.origin, *pos),
             hint=f"the schema must be valid under {cls.__name__.removesuffix('Validator')}",
         ) from None
+    check_refs(spec, schema)
+
+
+def check_refs(spec: ConstraintSpec, schema) -> None:
+    """Every local `$ref` ('#...') resolves, or exit 2 at its line:col before anything compiles.
+    Remote references are not fetched: backends compile them as anything and say so (weakened),
+    and the independent check reports them unchecked."""
+    from referencing import Registry
+    from referencing.exceptions import Unresolvable
+    from referencing.jsonschema import DRAFT202012, UnknownDialect, specification_with
+
+    if not isinstance(schema, dict):
+        return
+    try:
+        specification = specification_with(schema.get("$schema", ""), default=DRAFT202012)
+    except UnknownDialect:
+        specification = DRAFT202012
+    root = specification.create_resource(schema)
+    paths = _container_paths(schema)
+    stack = [(root, Registry().resolver_with_root(root))]
+    while stack:
+        resource, resolver = stack.pop()
+        ref = resource.contents.get("$ref") if isinstance(resource.contents, dict) else None
+        if isinstance(ref, str) and ref.startswith("#"):
+            try:
+                resolver.lookup(ref)
+            except Unresolvable:
+                path = paths.get(id(resource.contents), ()) + ("$ref",)
+                raise UserError(
+                    f"$ref {ref!r} does not resolve inside the schema",
+                    location=Location(spec.origin, *(locate(spec.text, path) or (None, None))),
+                    hint="check the JSON pointer or anchor after '#'",
+                ) from None
+        stack.extend((sub, resolver.in_subresource(sub)) for sub in resource.subresources())
+
+
+def _container_paths(value) -> dict[int, tuple]:
+    """id(object or array) -> its path in the document, walked without recursion."""
+    paths: dict[int, tuple] = {}
+    stack = [(value, ())]
+    while stack:
+        node, path = stack.pop()
+        paths[id(node)] = path
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        stack.extend((child, path + (key,)) for key, child in items if isinstance(child, (dict, list)))
+    return paths
 
 
 def from_file(path: str, kind: Kind | None = None, json_options: JsonOptions | None = None) -> ConstraintSpec:
@@ -102,6 +203,7 @@ def from_file(path: str, kind: Kind | None = None, json_options: JsonOptions | N
     from sgcli.backends.bounded import check_size  # --max-constraint-bytes, before any parse
 
     check_size(spec)
+    check_nesting(spec)
     if kind is Kind.JSON_SCHEMA:
         check_schema(spec)
     if kind is Kind.STRUCTURAL_TAG:
@@ -134,7 +236,9 @@ def from_pydantic(target: str, json_options: JsonOptions | None = None) -> Const
     if cls is None or not hasattr(cls, "model_json_schema"):
         raise UserError(f"{target} is not a pydantic model class", hint="it must have model_json_schema()")
     text = json.dumps(cls.model_json_schema(), indent=2)
-    return ConstraintSpec(Kind.JSON_SCHEMA, text, target, json_options=json_options or JsonOptions())
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, text, target, json_options=json_options or JsonOptions())
+    check_schema(spec)
+    return spec
 
 
 def from_flags(
@@ -184,7 +288,9 @@ def from_flags(
     if flag == "--regex":
         if regex == "":
             raise UserError("--regex is empty", hint="give a pattern, e.g. --regex '(yes|no)'")
-        return ConstraintSpec(Kind.REGEX, regex, "--regex")
+        spec = ConstraintSpec(Kind.REGEX, regex, "--regex")
+        check_nesting(spec)
+        return spec
     if flag == "--ebnf":
         return from_file(ebnf, Kind.EBNF)
     if flag == "--lark":

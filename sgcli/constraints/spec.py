@@ -11,7 +11,7 @@ import enum
 import json
 from dataclasses import dataclass, field
 
-from sgcli.errors import Location, UserError
+from sgcli.errors import Location, UserError, offset_to_line_col
 
 
 class Kind(str, enum.Enum):
@@ -137,15 +137,62 @@ class ConstraintSpec:
         raise ValueError(f"{self.kind.label} has no regex form")
 
 
+MAX_DEPTH = 100  # JSON levels or grammar groups; every walk and parser (jsonschema, lint, backends) is safe past it
+
+
 def parse_json(text: str, origin: str | None):
+    """Parse JSON input; bad syntax and nesting past MAX_DEPTH are the user's to fix, with line:col."""
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(
             f"invalid JSON: {exc.msg}",
             location=Location(origin, exc.lineno, exc.colno),
             hint="fix the JSON syntax at that position",
         ) from None
+    except RecursionError:
+        value = _TOO_DEEP
+    if value is _TOO_DEEP or not _within_depth(value, MAX_DEPTH):
+        line, col = offset_to_line_col(text, _deep_offset(text, MAX_DEPTH))
+        raise UserError(
+            f"JSON nested more than {MAX_DEPTH} levels deep (sgcli's depth limit)",
+            location=Location(origin, line, col),
+            hint="move nested parts into $defs and refer to them with $ref",
+        )
+    return value
+
+
+_TOO_DEEP = object()
+
+
+def _within_depth(value, limit: int) -> bool:
+    """Iterative, so a deep document cannot exhaust the stack while being measured."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > limit:
+                    return False
+                stack.append((child, depth + 1))
+    return True
+
+
+def _deep_offset(text: str, limit: int) -> int:
+    """Offset of the first bracket that opens level limit+1 (strings skipped)."""
+    import re
+
+    depth = 0
+    for m in re.finditer(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', text):
+        token = m.group()
+        if token in "[{":
+            depth += 1
+            if depth > limit:
+                return m.start()
+        elif token in "]}":
+            depth -= 1
+    return 0
 
 
 def _regex_escape(s: str) -> str:

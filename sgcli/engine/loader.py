@@ -209,9 +209,14 @@ def _from_pretrained(ref: ModelRef, torch_dtype):
     from transformers import AutoModelForCausalLM
 
     location = ref.location
+    from sgcli.engine.hub import hub_options, offline, offline_error
+
     try:
-        return AutoModelForCausalLM.from_pretrained(location, dtype=torch_dtype)
+        options = hub_options() if ref.kind == "hub" else {}
+        return AutoModelForCausalLM.from_pretrained(location, dtype=torch_dtype, **options)
     except OSError as exc:
+        if ref.kind == "hub" and offline():
+            raise offline_error(ref.location, "model weights") from None
         raise UserError(
             f"cannot load model '{ref.location}': {str(exc).splitlines()[0]}",
             hint="pass a local folder with config.json and weights, a .gguf file, or a reachable hub id",

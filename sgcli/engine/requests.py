@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from sgcli import RECORD_SCHEMA_VERSION
+from sgcli.engine.records import error_record, id_key
 from sgcli.errors import Location
 
 
@@ -31,59 +32,54 @@ class BadLine:
     location: Location
     message: str
 
-    def record(self) -> dict:
-        return {
-            "schema_version": RECORD_SCHEMA_VERSION,
-            "id": self.id,
-            "prompt": None,
-            "output": None,
-            "parsed": None,
-            "valid": False,
-            "validated_by": None,
-            "unchecked": None,
-            "errors": [f"{self.location}: {self.message}"],
-            "finish_reason": "error",
-            "backend": None,
-            "fallbacks": [],
-            "weakened": [],
-            "warnings": [],
-            "model": None,
-            "usage": {"prompt_tokens": None, "completion_tokens": None, "forced_tokens": None, "forward_passes": None},
-            "timings": {
-                "load_s": None,
-                "threads": None,
-                "compile_s": None,
-                "first_token_s": None,
-                "tokens_per_s": None,
-                "mask_ms_p50": None,
-                "mask_ms_p99": None,
-            },
-        }
+    def record(self, **context) -> dict:
+        return error_record(self.id, None, [f"{self.location}: {self.message}"], **context)
 
 
-def read_requests(text: str, origin: str) -> Iterator[Request | BadLine]:
-    for n, line in enumerate(text.splitlines(), start=1):
+def read_requests(data: bytes | str, origin: str) -> Iterator[Request | BadLine]:
+    """Each line decoded on its own: a non-UTF-8 or malformed line is rejected alone, by its line number."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    for n, chunk in enumerate(raw.split(b"\n"), start=1):
+        try:
+            line = chunk.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield BadLine(f"line-{n}", Location(origin, n, exc.start + 1), "line is not UTF-8 text")
+            continue
         if not line.strip():
             continue
-        loc = Location(origin, n, 1)
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            yield BadLine(f"line-{n}", Location(origin, n, exc.colno), f"invalid JSON: {exc.msg}")
-            continue
-        if not isinstance(obj, dict):
-            yield BadLine(f"line-{n}", loc, "each line must be a JSON object with 'prompt' or 'messages'")
-            continue
-        rid = obj.get("id", f"line-{n}")
-        prompt, messages = obj.get("prompt"), obj.get("messages")
-        if (prompt is None) == (messages is None):
-            yield BadLine(rid, loc, "give exactly one of 'prompt' (a string) or 'messages' (a list)")
-        elif prompt is not None and not isinstance(prompt, str):
-            yield BadLine(rid, loc, "'prompt' must be a string")
-        elif messages is not None and not (
-            isinstance(messages, list)
-            and all(isinstance(m, dict) and isinstance(m.get("role"), str) and "content" in m for m in messages)
-        ):
-            yield BadLine(rid, loc, "'messages' must be a list of {role, content} objects")
-        else:
-            yield Request(rid, prompt, messages)
+        yield _parse_line(line, Location(origin, n, 1), n)
+
+
+def _parse_line(line: str, loc: Location, n: int) -> Request | BadLine:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return BadLine(f"line-{n}", Location(loc.path, n, exc.colno), f"invalid JSON: {exc.msg}")
+    except RecursionError:
+        return BadLine(f"line-{n}", loc, "JSON nested too deeply")
+    if not isinstance(obj, dict):
+        return BadLine(f"line-{n}", loc, "each line must be a JSON object with 'prompt' or 'messages'")
+    rid = obj.get("id", f"line-{n}")
+    prompt, messages = obj.get("prompt"), obj.get("messages")
+    if (prompt is None) == (messages is None):
+        return BadLine(rid, loc, "give exactly one of 'prompt' (a string) or 'messages' (a list)")
+    if prompt is not None and not isinstance(prompt, str):
+        return BadLine(rid, loc, "'prompt' must be a string")
+    if messages is not None and not (
+        isinstance(messages, list)
+        and all(isinstance(m, dict) and isinstance(m.get("role"), str) and "content" in m for m in messages)
+    ):
+        return BadLine(rid, loc, "'messages' must be a list of {role, content} objects")
+    return Request(rid, prompt, messages)
+
+
+def duplicate_ids(items: list[Request | BadLine]) -> list[object]:
+    """Ids that more than one input line uses (a results file keyed by id would lose records)."""
+    counts = Counter(id_key(item.id) for item in items)
+    seen, dups = set(), []
+    for item in items:
+        key = id_key(item.id)
+        if counts[key] > 1 and key not in seen:
+            seen.add(key)
+            dups.append(item.id)
+    return dups

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.backends.base import Compiled
-from sgcli.constraints.validate import validate
+from sgcli.constraints.validate import Verdict, validate
 from sgcli.engine.decode import Finished, TokenEvent, decode
 from sgcli.engine.loader import LoadedModel
+from sgcli.engine.records import REASONING_ONLY, error_record
 from sgcli.engine.requests import Request, chat_messages
 from sgcli.engine.sampling import SamplingParams
 from sgcli.errors import UserError
@@ -62,13 +64,16 @@ class Session:
 
     def stream(self, req: Request) -> Iterator[TokenEvent | Done]:
         text, ids, notices = self.render(req)
+        max_tokens, limit_note = self.fit_context(len(ids))
+        if limit_note:
+            notices.append(limit_note)
         finished: Finished | None = None
         for event in decode(
             self.lm,
             ids,
             self.compiled,
             params=self.params,
-            max_tokens=self.max_tokens,
+            max_tokens=max_tokens,
             stop=self.stop,
             think_end=self.think_end,
             jump_forward=self.jump_forward,
@@ -79,7 +84,40 @@ class Session:
             else:
                 yield event
         assert finished is not None
-        yield Done(self.record(req, finished), notices)
+        record = self.record(req, finished)
+        if limit_note:
+            record["warnings"].append(limit_note)
+        yield Done(record, notices)
+
+    def fit_context(self, prompt_tokens: int) -> tuple[int, str | None]:
+        """(max new tokens, warning): a prompt that fills the context is refused, a long one gets fewer tokens."""
+        limit = context_length(self.lm)
+        if limit is None:
+            return self.max_tokens, None
+        if prompt_tokens >= limit:
+            raise UserError(
+                f"the prompt is {prompt_tokens} tokens, longer than the model's context of {limit} tokens",
+                hint="shorten the prompt, or use a model with a longer context",
+            )
+        room = limit - prompt_tokens
+        if self.max_tokens <= room:
+            return self.max_tokens, None
+        return room, f"--max-tokens {self.max_tokens} cut to {room}: the prompt uses {prompt_tokens} of {limit} tokens"
+
+    def error_record(self, req: Request | None, errors: list[str], *, rid: Any = None) -> dict:
+        """A failed request's record, with the same keys as a normal one (nulls where nothing ran)."""
+        context = {
+            "backend": self.compiled.backend,
+            "fallbacks": self.fallbacks,
+            "weakened": self.weakened,
+            "warnings": [w.message if not w.pointer else f"{w.pointer}: {w.message}" for w in self.compiled.warnings],
+            "model": self.lm.ref.display,
+        }
+        if self.think_end is not None:
+            context.update(dict.fromkeys(REASONING_ONLY))
+        if req is None:
+            return error_record(rid, None, errors, **context)
+        return error_record(req.id, req.prompt if req.messages is None else req.messages, errors, **context)
 
     def batch_unsupported(self) -> str | None:
         """Why this session's requests cannot be decoded in batches (None when they can)."""
@@ -127,7 +165,10 @@ class Session:
             flushed += 1
 
     def record(self, req: Request, f: Finished) -> dict:
-        verdict = _verdict(self.compiled, f)
+        try:
+            verdict = _verdict(self.compiled, f)
+        except Exception as exc:  # a checker that cannot run on this output: fail closed, keep the output
+            verdict = Verdict(False, None, [f"the output could not be validated: {type(exc).__name__}: {exc}"])
         errors = list(verdict.errors)
         if f.error and f.error not in errors:
             errors.insert(0, f.error)
@@ -168,6 +209,16 @@ class Session:
             record["reasoning"] = f.reasoning
             record["think_budget"] = {"tokens": self.think_budget, "forced_end": f.think_forced}
         return record
+
+
+def context_length(lm: LoadedModel) -> int | None:
+    """The model's context window in tokens, where its config says."""
+    config = getattr(lm.model, "config", None)
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
 
 
 def _verdict(compiled: Compiled, f: Finished):

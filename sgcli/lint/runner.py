@@ -128,7 +128,7 @@ class Linter:
         found: list[Diagnostic] = []
         grammar, features, schema, stext, unreadable = None, [], None, None, None
         if spec.kind is Kind.JSON_SCHEMA:
-            problem = _schema_problem(spec)
+            problem = _input_problem(spec)
             if problem is not None:
                 return FileResult(spec.name, _finish([problem], sel), notes)
             from sgcli.lint.jsontext import SchemaText
@@ -137,6 +137,9 @@ class Linter:
             schema, stext = spec.schema(), SchemaText(spec.text)
             features = pattern_features(schema, stext)
         elif spec.kind in (Kind.EBNF, Kind.LARK, Kind.REGEX):
+            problem = _input_problem(spec)
+            if problem is not None:
+                return FileResult(spec.name, _finish([problem], sel), notes)
             grammar, features, unreadable = read_grammar(spec)
             if grammar is not None:
                 from sgcli.lint.structure import Structure
@@ -223,16 +226,18 @@ class Linter:
         )
 
 
-def _schema_problem(spec: ConstraintSpec) -> Diagnostic | None:
-    """S003 when the file is not JSON or not a valid JSON Schema."""
-    from sgcli.constraints.sources import check_schema
+def _input_problem(spec: ConstraintSpec) -> Diagnostic | None:
+    """S003 when a schema is not JSON or not a valid JSON Schema; S004 when a grammar or regex is
+    nested past sgcli's depth limit. The same checks `generate` and `compile` refuse with exit 2."""
+    from sgcli.constraints.sources import check_nesting, check_schema
 
+    code, check = ("S003", check_schema) if spec.kind is Kind.JSON_SCHEMA else ("S004", check_nesting)
     try:
-        check_schema(spec)
+        check(spec)
     except UserError as exc:
         loc = exc.location
         return Diagnostic(
-            "S003", exc.message, spec.name, loc.line if loc else None, loc.col if loc else None, hint=exc.hint
+            code, exc.message, spec.name, loc.line if loc else None, loc.col if loc else None, hint=exc.hint
         )
     return None
 

@@ -101,17 +101,21 @@ def _load_folder(folder: Path, *, name: str) -> Tokenizer:
 
 def _hub_file(repo: str, filename: str) -> Path:
     """A file of a hub repository, downloading it if the network allows."""
+    from sgcli.engine.hub import hub_options, offline, offline_error
+
     try:
         from huggingface_hub import hf_hub_download
 
-        path = Path(hf_hub_download(repo, filename))
+        path = Path(hf_hub_download(repo, filename, **hub_options()))
         for extra in ("tokenizer_config.json", "chat_template.jinja", "generation_config.json"):
             try:
-                hf_hub_download(repo, extra)
+                hf_hub_download(repo, extra, **hub_options())
             except Exception:  # optional files
                 pass
         return path
     except Exception as exc:
+        if offline():
+            raise offline_error(repo, filename) from None
         raise UserError(
             f"cannot fetch {filename} of '{repo}' from the Hugging Face hub: {type(exc).__name__}",
             hint="check the id, your network and HF_TOKEN, or pass a local directory",

@@ -1,0 +1,199 @@
+"""Batch records: one key set for every record, failures as error records, --resume answers every id once."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.engine.records import RecordWriter
+from sgcli.errors import UserError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_resume_cuts_a_partial_last_line(tmp_path):
+    out = tmp_path / "o.jsonl"
+    out.write_text('{"id": 1, "valid": true}\n{"id": 2, "valid": true}\n{"id": 3, "out')
+    writer = RecordWriter(out, resume=True)
+    assert out.read_text() == '{"id": 1, "valid": true}\n{"id": 2, "valid": true}\n'
+    assert [writer.skip(i) for i in (1, 2, 3, 3)] == [True, True, False, True]
+
+
+def test_resume_keeps_a_complete_last_line_that_lacks_its_newline(tmp_path):
+    out = tmp_path / "o.jsonl"
+    out.write_text('{"id": "a"}\n{"id": "b"}')
+    writer = RecordWriter(out, resume=True)
+    writer.write({"id": "c"})
+    writer.close()
+    assert [r["id"] for r in _lines(out)] == ["a", "b", "c"]
+
+
+def test_resume_refuses_a_corrupt_middle_line(tmp_path):
+    out = tmp_path / "o.jsonl"
+    out.write_text('{"id": 1}\nnot json\n{"id": 3}\n')
+    with pytest.raises(UserError) as exc:
+        RecordWriter(out, resume=True)
+    assert str(exc.value.location) == f"{out}:2:1" and "without --resume" in exc.value.hint
+
+
+def test_without_resume_nothing_is_skipped_and_the_file_is_replaced(tmp_path):
+    out = tmp_path / "o.jsonl"
+    out.write_text('{"id": 1}\n')
+    writer = RecordWriter(out)
+    assert out.read_text() == '{"id": 1}\n'  # untouched until the first record: a failed load loses nothing
+    assert not writer.skip(1) and not writer.skip(1)
+    writer.write({"id": 2})
+    writer.close()
+    assert _lines(out) == [{"id": 2}]
+
+
+def test_a_write_failure_later_is_a_user_error(tmp_path, monkeypatch):
+    writer = RecordWriter(tmp_path / "o.jsonl")
+    writer.write({"id": 1})
+
+    def full(text):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(writer.stream, "write", full)
+    with pytest.raises(UserError, match="No space left on device"):
+        writer.write({"id": 2})
+
+
+@pytest.fixture
+def session(tiny_lm, smol_tokenizer):
+    from sgcli.backends import check_supports
+    from sgcli.engine.sampling import SamplingParams
+    from sgcli.engine.session import PromptOptions, Session
+
+    spec = ConstraintSpec(Kind.CHOICE, "yes\nno", "--choice", choices=("yes", "no"))
+    compiled = check_supports("llguidance", spec).compile(spec, smol_tokenizer.vocab.padded(tiny_lm.logits_width))
+    return Session(tiny_lm, smol_tokenizer, compiled, SamplingParams(1.0, seed=3), 8, (), PromptOptions(raw=True))
+
+
+def _batch(session, lines: list[str], out: Path, *, resume: bool) -> bool:
+    from sgcli.cli.generate import _run_batch
+
+    writer = RecordWriter(out, resume=resume)
+    try:
+        return _run_batch(session, ("\n".join(lines).encode(), "p.jsonl"), writer)
+    finally:
+        writer.close()
+
+
+def test_error_records_have_the_normal_key_set(session, tmp_path, monkeypatch):
+    monkeypatch.setattr(session.lm.model.config, "max_position_embeddings", 40)
+    lines = [
+        '{"id": "ok", "prompt": "Answer:"}',
+        "not json",
+        '{"id": "long", "prompt": "' + "word " * 200 + '"}',
+        '{"id": "after", "prompt": "Answer:"}',
+    ]
+    out = tmp_path / "o.jsonl"
+    assert _batch(session, lines, out, resume=False) is False
+    records = {r["id"]: r for r in _lines(out)}
+    assert list(records) == ["ok", "line-2", "long", "after"]
+    for record in records.values():
+        assert set(record) == set(records["ok"]), record
+    assert records["ok"]["valid"] and records["after"]["valid"]  # the batch went on past both failures
+    assert records["line-2"]["finish_reason"] == "error" and "p.jsonl:2:1" in records["line-2"]["errors"][0]
+    long = records["long"]
+    assert (
+        long["valid"] is False
+        and long["output"] is None
+        and "longer than the model's context of 40" in (long["errors"][0])
+    )
+    assert long["backend"] == "llguidance" and set(long["usage"]) == set(records["ok"]["usage"])
+    assert all(v is None for v in long["usage"].values()) and all(v is None for v in long["timings"].values())
+    from sgcli.records import GenerationRecord
+
+    for record in records.values():
+        GenerationRecord.model_validate(record)  # the documented model, extra keys forbidden
+
+
+def test_a_long_prompt_gets_fewer_tokens_with_a_warning(session, monkeypatch):
+    from sgcli.engine.session import Done, Request
+
+    n_prompt = len(session.render(Request(1, "Answer:"))[1])
+    monkeypatch.setattr(session.lm.model.config, "max_position_embeddings", n_prompt + 3)
+    monkeypatch.setattr(session, "max_tokens", 50)
+    record = next(e.record for e in session.stream(Request(1, "Answer:")) if isinstance(e, Done))
+    assert record["usage"]["completion_tokens"] <= 3
+    assert any("--max-tokens 50 cut to 3" in w for w in record["warnings"]), record["warnings"]
+
+
+def test_a_validation_that_raises_is_an_invalid_record_not_a_crash(session, monkeypatch):
+    import sgcli.engine.session as session_module
+    from sgcli.engine.session import Done, Request
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("remote reference")
+
+    monkeypatch.setattr(session_module, "validate", broken)
+    record = next(e.record for e in session.stream(Request(1, "Answer:")) if isinstance(e, Done))
+    assert record["valid"] is False and record["output"] in ("yes", "no")
+    assert "could not be validated: RuntimeError: remote reference" in record["errors"][0]
+
+
+def test_resume_answers_every_id_exactly_once(session, tmp_path):
+    lines = [json.dumps({"id": i, "prompt": "Answer:"}) for i in range(6)] + ['{"id": 2, "prompt": "again"}']
+    out = tmp_path / "o.jsonl"
+    _batch(session, lines[:3], out, resume=False)
+    with out.open("a") as f:
+        f.write('{"id": 3, "prompt": "Ans')  # a process killed mid-line
+    _batch(session, lines, out, resume=True)
+    ids = [r["id"] for r in _lines(out)]
+    assert sorted(ids) == list(range(6)), ids
+    assert out.read_text().endswith("\n")
+
+
+@pytest.mark.model
+def test_sigterm_then_resume_with_the_real_model(tmp_path):
+    """SIGTERM leaves complete lines only (exit 130); a rerun with --resume answers the rest exactly once."""
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"id": i, "prompt": f"Say a number {i}"}) + "\n" for i in range(40)))
+    out = tmp_path / "o.jsonl"
+    cmd = [sys.executable, "-m", "sgcli", "generate", "--regex", "[0-9]{1,3}", "--input", prompts, "-o", out]
+    cmd += ["--threads", "1", "--batch-size", "1"]  # one request at a time: slow enough to be interrupted
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([str(c) for c in cmd], env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None and len(_safe_lines(out)) < 2:
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.stderr.read()
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+    text = out.read_text()
+    assert text.endswith("\n") and 2 <= len(_lines(out)) < 40
+    rerun = subprocess.run([str(c) for c in cmd + ["--resume"]], env=env, capture_output=True, text=True)
+    assert rerun.returncode in (0, 1), rerun.stderr
+    assert sorted(r["id"] for r in _lines(out)) == list(range(40))
+    assert "already answered" in rerun.stderr
+
+
+def _safe_lines(path: Path) -> list[str]:
+    try:
+        return [line for line in path.read_text().split("\n")[:-1] if line]
+    except FileNotFoundError:
+        return []
+
+
+@pytest.mark.model
+def test_a_prompt_longer_than_the_context_is_exit_2_with_the_real_model(run_cli):
+    """SmolLM2's context is 8192 tokens: a 9000-word prompt is refused before decoding, not run for minutes."""
+    result = run_cli("generate", "-b", "none", "--raw", "-n", "4", "hello " * 9000)
+    assert result.exit_code == 2, result.output
+    assert "longer than the model's context of 8192 tokens" in result.output and "shorten the prompt" in result.output

@@ -1,0 +1,292 @@
+"""Every input is hostile: bad flags, paths, library names, nesting and references are exit 2 naming the fix,
+before anything slow loads; never a traceback or exit 3."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from sgcli.constraints.spec import MAX_DEPTH
+
+ROOT = Path(__file__).resolve().parent.parent
+CAPITAL = ROOT / "examples" / "capital.json"
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """Loading a model or tokenizer fails the test: every case here must be refused before that."""
+
+    def boom(*args, **kwargs):
+        raise AssertionError("a model or tokenizer was loaded before the bad input was refused")
+
+    import sgcli.engine.loader
+    import sgcli.tokenizers
+
+    monkeypatch.setattr(sgcli.engine.loader, "load_model", boom)
+    monkeypatch.setattr(sgcli.tokenizers, "load_tokenizer", boom)
+
+
+def _refused(result, *needles: str) -> str:
+    text = result.output
+    assert result.exit_code == 2, text
+    assert "internal error" not in text and "Traceback" not in text, text
+    for needle in needles:
+        assert needle in text, (needle, text)
+    return text
+
+
+@pytest.mark.parametrize(
+    ("flags", "needles"),
+    [
+        (["--temperature", "nan"], ["--temperature nan is out of range", "from 0 (greedy)"]),
+        (["--temperature", "inf"], ["--temperature inf is out of range"]),
+        (["--temperature", "1e308"], ["out of range"]),
+        (["--temperature", "-1"], ["out of range"]),
+        (["--top-p", "nan"], ["--top-p nan is out of range", "(0, 1]"]),
+        (["--top-k", "-3"], ["--top-k -3 is negative", "0 (off)"]),
+        (["--seed", str(10**20)], ["--seed 100000000000000000000 is out of range", "18446744073709551615"]),
+        (["--seed", "-1"], ["out of range"]),
+        (["--max-tokens", "0"], ["at least 1"]),
+        (["--device", "tpu"], ["unknown device 'tpu'", "cuda:N"]),
+        (["--grammar", "@../examples/capital"], ["not a library grammar name", "@json"]),
+        (["--grammar", "@../../x"], ["not a library grammar name"]),
+        (["--grammar", "@*"], ["not a library grammar name"]),
+        (["--grammar", "@nope"], ["no grammar named @nope", "available"]),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) and v and v[0].startswith("-") else None,
+)
+def test_bad_flag_values_exit_2_before_loading(run_cli, no_model, flags, needles):
+    constraint = [] if "--grammar" in flags else ["--schema", CAPITAL]
+    _refused(run_cli("generate", *constraint, *flags, "hi"), *needles)
+
+
+def test_cuda_device_that_does_not_exist(run_cli, no_model):
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    text = _refused(run_cli("generate", "--schema", CAPITAL, "--device", f"cuda:{count + 7}", "hi"))
+    assert ("no CUDA device" in text) if count == 0 else (f"has {count} CUDA device" in text)
+
+
+def test_compare_backends_checks_sampling_flags_too(run_cli, no_model):
+    _refused(run_cli("compare-backends", "--schema", CAPITAL, "--temperature", "nan", "hi"), "out of range")
+
+
+@pytest.mark.parametrize(
+    ("target", "needle"),
+    [("/nonexistent/dir/x.jsonl", "does not exist"), ("DIR", "is a directory")]
+    + ([("/dev/full", "No space left on device")] if os.path.exists("/dev/full") else []),
+)
+def test_bad_output_path_exit_2_before_loading(run_cli, no_model, tmp_path, target, needle):
+    target = str(tmp_path) if target == "DIR" else target
+    _refused(run_cli("generate", "--schema", CAPITAL, "-o", target, "hi"), needle, "--output" if needle != "No" else "")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere: the permission check cannot fail")
+def test_unwritable_output_exit_2(run_cli, no_model, tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o500)
+    _refused(run_cli("generate", "--schema", CAPITAL, "-o", folder / "x.jsonl", "hi"), "cannot create files")
+
+
+def test_resume_needs_a_batch_and_an_output(run_cli, no_model, tmp_path):
+    _refused(run_cli("generate", "--schema", CAPITAL, "--resume", "-o", tmp_path / "o.jsonl", "hi"), "--resume")
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": 1, "prompt": "x"}\n')
+    _refused(run_cli("generate", "--schema", CAPITAL, "--resume", "--input", prompts), "--resume needs --output")
+
+
+def _deep_items(depth: int) -> dict:
+    schema: dict = {"type": "integer"}
+    for _ in range(depth):
+        schema = {"type": "array", "items": schema}
+    return schema
+
+
+@pytest.fixture
+def deep_schema(tmp_path) -> Path:
+    path = tmp_path / "deep.json"
+    depth = 1500  # past json.loads' (and json.dumps') own recursion limit too
+    path.write_text('{"type": "array", "items": ' * depth + '{"type": "integer"}' + "}" * depth)
+    return path
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["generate", "--schema", "{f}", "hi"],
+        ["compile", "{f}"],
+        ["masks", "{f}", "--text", "[]"],
+        ["compare-backends", "--schema", "{f}", "--no-generate"],
+    ],
+    ids=lambda c: c[0],
+)
+def test_deep_nesting_is_refused_naming_the_limit(run_cli, no_model, deep_schema, command):
+    args = [str(deep_schema) if a == "{f}" else a for a in command]
+    _refused(run_cli(*args), f"more than {MAX_DEPTH} levels", "$defs", "deep.json:1:")
+
+
+def test_deep_nesting_in_lint_is_a_located_finding(run_cli, deep_schema):
+    result = run_cli("lint", deep_schema)
+    assert result.exit_code == 1 and "internal error" not in result.output, result.output
+    text = deep_schema.read_text()
+    col = [i for i, ch in enumerate(text) if ch == "{"][MAX_DEPTH] + 1  # the bracket opening level limit+1
+    assert f"deep.json:1:{col}: S003" in result.output
+    assert f"more than {MAX_DEPTH} levels" in result.output
+
+
+def test_nesting_at_the_limit_still_compiles(run_cli, tmp_path):
+    path = tmp_path / "ok.json"
+    path.write_text(json.dumps(_deep_items(MAX_DEPTH - 1)))  # depth == the limit
+    result = run_cli("compile", "-b", "llguidance", path)
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("ref", ["#/$defs/nope", "#no-such-anchor"])
+def test_dangling_local_ref_is_exit_2_at_its_line_and_column(run_cli, no_model, tmp_path, ref):
+    path = tmp_path / "s.json"
+    lines = [
+        "{",
+        '  "$defs": {"b": {"type": "integer"}},',
+        '  "properties": {',
+        f'    "a": {{"$ref": "{ref}"}}',
+        "  }",
+        "}",
+    ]
+    path.write_text("\n".join(lines))
+    _refused(run_cli("generate", "--schema", path, "hi"), f"s.json:4:19: $ref '{ref}' does not resolve", "after '#'")
+
+
+def test_remote_ref_is_not_refused_but_compiled_as_weakened(run_cli, tmp_path):
+    path = tmp_path / "remote.json"
+    path.write_text('{"type": "object", "properties": {"a": {"$ref": "https://example.com/thing.json"}}}')
+    result = run_cli("compile", "-b", "llguidance", path)  # llguidance refuses it as a compile error (exit 1)
+    assert result.exit_code == 1 and "internal error" not in result.output, result.output
+    assert "does not resolve" not in result.output and "https://example.com/thing.json" in result.output
+
+
+def test_refs_by_id_anchor_and_absolute_uri_resolve(run_cli, tmp_path):
+    schema = {
+        "$id": "https://example.com/root.json",
+        "$defs": {"item": {"$id": "item.json", "type": "integer"}, "x": {"$anchor": "xa", "type": "string"}},
+        "properties": {
+            "a": {"$ref": "item.json"},
+            "b": {"$ref": "#xa"},
+            "c": {"$ref": "https://example.com/root.json#/$defs/x"},
+            "$ref": {"type": "string"},  # a property named $ref is not a reference
+        },
+        "enum": [{"$ref": "nothing"}],  # nor is data inside enum
+    }
+    path = tmp_path / "ids.json"
+    path.write_text(json.dumps(schema))
+    result = run_cli("compile", "-b", "llguidance", path)
+    assert result.exit_code == 0, result.output
+
+
+def test_lint_never_says_all_passed_after_a_read_error(run_cli, tmp_path):
+    result = run_cli("lint", tmp_path / "missing.json")
+    assert result.exit_code == 2
+    assert "All checks passed" not in result.output
+    assert "1 file could not be linted" in result.output
+
+
+def test_non_utf8_input_line_rejects_only_that_line():
+    from sgcli.engine.requests import BadLine, read_requests
+
+    data = b'{"id": 1, "prompt": "a"}\n{"id": 2, "prompt": "caf\xe9"}\n{"id": 3, "prompt": "c"}\n'
+    items = list(read_requests(data, "p.jsonl"))
+    assert [type(i).__name__ for i in items] == ["Request", "BadLine", "Request"]
+    bad = items[1]
+    assert isinstance(bad, BadLine) and str(bad.location) == "p.jsonl:2:25" and "not UTF-8" in bad.message
+
+
+def test_duplicate_ids_are_found():
+    from sgcli.engine.requests import duplicate_ids, read_requests
+
+    data = b'{"id": 1, "prompt": "a"}\n{"id": "1", "prompt": "b"}\n{"id": 1, "prompt": "c"}\n{"prompt": "d"}\n'
+    assert duplicate_ids(list(read_requests(data, "p"))) == [1]
+
+
+def test_deeply_nested_input_line_is_one_bad_line():
+    from sgcli.engine.requests import BadLine, read_requests
+
+    data = b'{"id": 1, "prompt": "a"}\n' + b"[" * 100000 + b"\n"
+    items = list(read_requests(data, "p"))
+    assert isinstance(items[1], BadLine) and "too deeply" in items[1].message
+
+
+def test_offline_hub_fails_fast_naming_the_fix(run_cli, monkeypatch, tmp_path):
+    from sgcli.engine import hub
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    hub.offline.cache_clear()
+    try:
+        result = run_cli("generate", "-m", "someorg/not-cached", "--regex", "a", "hi")
+    finally:
+        hub.offline.cache_clear()
+    _refused(result, "hub is not reachable", "'someorg/not-cached' has no tokenizer.json", "local model folder")
+
+
+def test_unreachable_hub_is_detected_by_a_short_probe(monkeypatch):
+    from sgcli.engine import hub
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    for var in hub._PROXY_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "https://127.0.0.1:9")  # the discard port: nothing listens
+    hub.offline.cache_clear()
+    try:
+        assert hub.offline() and hub.hub_options() == {"local_files_only": True}
+    finally:
+        hub.offline.cache_clear()
+
+
+DEEP_GRAMMARS = {
+    "deep.regex": "({open}a{close})",
+    "deep.gbnf": 'root ::= {open}"a"{close}\n',
+    "deep.lark": 'start: {open}"a"{close}\n',
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEEP_GRAMMARS))
+def test_deeply_nested_grammars_are_refused_naming_the_limit(run_cli, no_model, tmp_path, name):
+    n = 3000
+    path = tmp_path / name
+    path.write_text(DEEP_GRAMMARS[name].format(open="(" * n, close=")" * n))
+    _refused(run_cli("compile", path), f"nested more than {MAX_DEPTH} groups deep", "rules")
+    lint = run_cli("lint", path)
+    assert lint.exit_code == 1 and "internal error" not in lint.output and "S004" in lint.output, lint.output
+
+
+@pytest.mark.parametrize("name", sorted(DEEP_GRAMMARS))
+def test_grammars_nested_to_the_limit_lint_cleanly(run_cli, tmp_path, name):
+    path = tmp_path / name
+    path.write_text(DEEP_GRAMMARS[name].format(open="(" * (MAX_DEPTH - 1), close=")" * (MAX_DEPTH - 1)))
+    result = run_cli("lint", "-b", "xgrammar", path)
+    assert result.exit_code == 0, result.output
+
+
+def test_deep_regex_flag_is_refused(run_cli, no_model):
+    _refused(run_cli("generate", "--regex", "(" * 500 + "a" + ")" * 500, "hi"), "--regex:1:", "groups deep")
+
+
+@pytest.mark.parametrize("bad", [["--temperature", "nan"], ["-o", "/nonexistent/dir/x"], ["--top-k", "-1"]])
+def test_bad_flags_are_refused_without_importing_torch(bad):
+    """Refusing a flag takes the time of `--help`, not of importing torch (~10 s on a busy machine)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['sgcli', 'generate', '--schema', {str(CAPITAL)!r}, *{bad!r}, 'hi']\n"
+        "try:\n    runpy.run_module('sgcli', run_name='__main__')\n"
+        "except SystemExit as exc:\n    print('exit', exc.code, 'torch' in sys.modules)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.stdout.strip().splitlines()[-1] == "exit 2 False", (done.stdout, done.stderr)
