@@ -50,7 +50,7 @@ def compile_auto(spec: ConstraintSpec, vocab) -> tuple[Compiled, list[dict]]:
         if lacking is not None:
             fallbacks.append({"backend": name, "reason": f"does not support {lacking}"})
             continue
-        missing = backend.available()
+        missing = backend.unavailable_reason()
         if missing:
             fallbacks.append({"backend": name, "reason": f"not usable: {missing}"})
             continue

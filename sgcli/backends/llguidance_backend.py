@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,6 +20,9 @@ from sgcli.backends.native_stderr import capture_fd2
 from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
 from sgcli.errors import Location, UserError, offset_to_line_col
 from sgcli.tokenizers.vocab import Vocab
+
+if TYPE_CHECKING:
+    import llguidance as llg
 
 
 class LLGuidanceMatcher:
@@ -48,6 +53,14 @@ class LLGuidanceMatcher:
 
     def can_stop(self) -> bool:
         return self._m.is_accepting()
+
+
+@dataclass(eq=False)
+class LLGuidanceCompiled(Compiled):
+    prototype: llg.LLMatcher = field(kw_only=True)  # each matcher is a deep copy of it
+
+    def matcher(self) -> LLGuidanceMatcher:
+        return LLGuidanceMatcher(self.prototype)
 
 
 class _VocabTokenizer:
@@ -128,6 +141,7 @@ class LLGuidanceBackend(LibraryBackend):
         json_options=frozenset({"compact", "whitespace_pattern", "max_whitespace", "strict_properties"}),
         notes="Lark in its dialect (%json, @name sub-grammars, %llguidance); GBNF via its converter; "
         "--max-whitespace as a whitespace regex; no --indent",
+        jump_forward=True,
     )
 
     def tokenizer(self, vocab: Vocab):
@@ -156,7 +170,7 @@ class LLGuidanceBackend(LibraryBackend):
             raise self._error(spec, prototype.get_error())
         elapsed = time.perf_counter() - t
         warnings = self._warnings(spec, list(messages) + list(prototype.get_grammar_warnings()) + native_log)
-        return Compiled(self.name, spec, vocab, prototype, elapsed, warnings, normalized=grammar)
+        return LLGuidanceCompiled(self.name, spec, vocab, elapsed, warnings, grammar, prototype=prototype)
 
     # ---- building the grammar ----
 
@@ -275,6 +289,3 @@ class LLGuidanceBackend(LibraryBackend):
                 pointers = [None]
             out.extend(CompileWarning(text, p) for p in pointers)
         return list(dict.fromkeys(out))
-
-    def matcher(self, compiled: Compiled) -> LLGuidanceMatcher:
-        return LLGuidanceMatcher(compiled.handle)

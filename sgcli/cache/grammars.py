@@ -3,7 +3,7 @@
 Entries live under `cache_root()/compiled/`, keyed by everything that changes the
 compiled artefact: backend name and version, the tokenizer's identity (a hash of its
 bytes, special ids and stop ids), and the grammar (kind, text, choices, sub-grammars,
-JSON options). Only backends with the optional `serialize`/`deserialize` methods are
+JSON options). Only backends whose capabilities say `cacheable` are
 cached; for the others `compile_cached` compiles and says "not cacheable".
 """
 
@@ -78,7 +78,7 @@ def cache_key(backend: Backend, spec: ConstraintSpec, vocab: Vocab) -> str:
 
 
 def is_cacheable(backend: Backend) -> bool:
-    return callable(getattr(backend, "serialize", None)) and callable(getattr(backend, "deserialize", None))
+    return backend.capabilities.cacheable
 
 
 def compile_cached(backend: Backend, spec: ConstraintSpec, vocab: Vocab, *, use_cache: bool = True) -> CacheOutcome:
@@ -96,7 +96,7 @@ def compile_cached(backend: Backend, spec: ConstraintSpec, vocab: Vocab, *, use_
     if loaded is not None:
         return CacheOutcome(loaded, HIT, key)
     compiled = backend.compile(spec, vocab)
-    data = backend.serialize(compiled)
+    data = compiled.serialize()
     if data is None:
         return CacheOutcome(compiled, NOT_CACHEABLE, key)
     _store(key, data, compiled)

@@ -27,7 +27,7 @@ def capability_rows() -> list[dict]:
     for name in backend_names():
         backend = get_backend(name)
         caps = backend.capabilities
-        missing = backend.available()
+        missing = backend.unavailable_reason()
         rows.append(
             {
                 "backend": name,

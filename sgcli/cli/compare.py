@@ -75,7 +75,9 @@ def pick_backends(names: str | None, spec: ConstraintSpec) -> list[str]:
                 check_supports(n, dataclasses.replace(spec, json_options=JsonOptions()))  # exit 2, naming who can
         return [get_backend(n).name for n in chosen]
     chosen = [
-        n for n in AUTO_ORDER if spec.kind in get_backend(n).capabilities.kinds and get_backend(n).available() is None
+        n
+        for n in AUTO_ORDER
+        if spec.kind in get_backend(n).capabilities.kinds and get_backend(n).unavailable_reason() is None
     ]
     if not chosen:
         raise UserError(f"no installed backend supports {spec.kind.label}", hint="see `sgcli backends`")
@@ -149,8 +151,10 @@ def _compile(backend_name: str, spec: ConstraintSpec, vocab, row: dict):
 
     backend = get_backend(backend_name)
     lacking = unsupported_reason(backend, spec)
-    if lacking is not None or backend.available():
-        reason = f"does not support {lacking}" if lacking is not None else f"is not usable: {backend.available()}"
+    if lacking is not None or backend.unavailable_reason():
+        reason = (
+            f"does not support {lacking}" if lacking is not None else f"is not usable: {backend.unavailable_reason()}"
+        )
         row.update(skipped=True, error=f"{backend_name} {reason}")
         return None
     try:

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.backends import DEFAULT_BACKEND, enforces
 from sgcli.cli import constraint_options as co
 from sgcli.cli.common import err, json_line
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
@@ -40,7 +41,7 @@ def generate(
     sub: co.SubOpt = None,
     backend: Annotated[
         str, typer.Option("--backend", "-b", help="Grammar backend (see `sgcli backends`); 'none' = unconstrained.")
-    ] = "xgrammar",
+    ] = DEFAULT_BACKEND,
     model: Annotated[
         Optional[str],
         typer.Option(
@@ -141,7 +142,7 @@ def generate(
         indent=indent,
         max_whitespace=max_whitespace,
         strict_properties=strict_properties,
-        required=backend != "none",
+        required=enforces(backend),
     )
     spec = with_subgrammars(spec, sub or [])
     if not think_end:

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from sgcli.cli.common import err
+from sgcli.cli.common import err, escape, fail
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
 
 EXAMPLES = """
@@ -130,19 +130,19 @@ def lint(
         try:
             result = linter.lint(path)
         except UserError as exc:  # unreadable file, unknown extension, unsupported backend
-            err.print(f"[bold red]error[/]: {_escape(exc.render().removeprefix('error: '))}")
+            fail(exc)
             failed += 1
             continue
         diagnostics += result.diagnostics
         for note in result.notes:
-            err.print(f"[dim]note: {_escape(note)}[/]")
+            err.print(f"[dim]note: {escape(note)}[/]")
         for key in result.skipped:
             skipped[key] = skipped.get(key, 0) + 1
         sources[result.path] = _source(result.path)
     for (name, reason), count in skipped.items():
         err.print(
             f"[dim]note: {name} did not run on {count} file{'s' if count > 1 else ''}: "
-            f"it does not support {_escape(reason)}[/]"
+            f"it does not support {escape(reason)}[/]"
         )
     sys.stdout.write(RENDERERS[output_format](diagnostics, sources))
     sys.stdout.flush()
@@ -160,9 +160,3 @@ def _source(path: str) -> str | None:
         return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
-
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.backends import DEFAULT_BACKEND
 from sgcli.cli import constraint_options as co
 from sgcli.cli.common import err, json_line, out
 from sgcli.cli.tables import print_table
@@ -40,7 +41,7 @@ def masks(
     ] = None,
     backend: Annotated[
         str, typer.Option("--backend", "-b", help="Grammar backend (see `sgcli backends`).")
-    ] = "xgrammar",
+    ] = DEFAULT_BACKEND,
     top: Annotated[int, typer.Option("--top", help="How many allowed tokens to show per step.")] = 8,
     json_out: Annotated[
         bool, typer.Option("--json", help="JSONL trace on stdout: one record per step, then a summary.")

@@ -76,7 +76,7 @@ def _compile_all(spec: ConstraintSpec, vocab, report: RoundTrip, role: str) -> d
     compiled = {}
     for name in backends_for(spec):
         impl = get_backend(name)
-        if impl.available():
+        if impl.unavailable_reason():
             continue
         try:
             compiled[name] = compile_cached(impl, spec, vocab).compiled

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sgcli.backends.base import Compiled, allowed_ids, new_bitmask
-from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.constraints.spec import ConstraintSpec
 from sgcli.errors import UserError
 from sgcli.tokenizers.vocab import Vocab
 
@@ -30,11 +30,10 @@ _byte_tables: weakref.WeakKeyDictionary[Vocab, dict] = weakref.WeakKeyDictionary
 
 
 def enforcing_backends() -> list[str]:
-    """Registered backends that enforce a grammar. A backend that also runs unconstrained
-    (its capabilities include Kind.NONE) accepts everything, so testing grammars on it is moot."""
+    """Registered backends that enforce a grammar (testing grammars on one that allows every token is moot)."""
     from sgcli.backends import backend_names, get_backend
 
-    return [n for n in backend_names() if Kind.NONE not in get_backend(n).capabilities.kinds]
+    return [n for n in backend_names() if get_backend(n).capabilities.enforces]
 
 
 def backends_for(spec: ConstraintSpec) -> list[str]:

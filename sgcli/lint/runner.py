@@ -93,7 +93,7 @@ class Linter:
         chosen = []
         for name in enforcing_backends():
             backend = get_backend(name)
-            reason = unsupported_reason(backend, spec) or backend.available()
+            reason = unsupported_reason(backend, spec) or backend.unavailable_reason()
             if reason:
                 skipped.append((name, reason))
             else:
