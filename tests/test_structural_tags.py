@@ -16,6 +16,7 @@ from sgcli.backends import get_backend, structural_tag
 from sgcli.backends.base import new_bitmask
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import UserError
+from sgcli.grammar_dev.matching import walk
 
 ARGS = {
     "type": "object",
@@ -56,13 +57,7 @@ def spec_of(doc) -> ConstraintSpec:
 def accepts(compiled, text: str) -> bool:
     """Every token of `text` is in the mask and accepted, and the grammar may stop after it."""
     vocab = compiled.vocab
-    matcher = compiled.matcher()
-    bitmask = new_bitmask(len(vocab))
-    for t in vocab.encode(text):
-        matcher.fill_mask(bitmask)
-        if not (int(bitmask[t // 32]) >> (t % 32)) & 1 or not matcher.accept(t):
-            return False
-    return matcher.can_stop()
+    return walk(compiled.matcher(), vocab.encode(text), new_bitmask(len(vocab)), follow_mask=True).accepted
 
 
 FREE = [

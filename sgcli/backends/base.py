@@ -30,6 +30,11 @@ def new_bitmask(vocab_size: int) -> np.ndarray:
     return np.full(bitmask_words(vocab_size), -1, dtype=np.int32)
 
 
+def allowed(bitmask: np.ndarray, token_id: int) -> bool:
+    """Whether `token_id`'s bit is set: bit i%32 of word i//32."""
+    return bool((int(bitmask[token_id >> 5]) >> (token_id & 31)) & 1)
+
+
 def allowed_ids(bitmask: np.ndarray, vocab_size: int) -> np.ndarray:
     """Token ids whose bit is set."""
     import numpy as np

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import time
 from typing import Annotated, Optional
 
 import typer
@@ -94,34 +93,28 @@ def _percentile(values_ms: list[float], q: float) -> float | None:
 def walk_masks(compiled, text: str | None) -> dict:
     """Time the masks along `text` (or just the first mask); digest each mask for agreement."""
     from sgcli.backends.base import allowed_ids, new_bitmask
+    from sgcli.grammar_dev.matching import canonical_ids, walk
 
     vocab = compiled.vocab
-    if text is not None and vocab.encode is None:
-        raise UserError(f"{vocab.source} has no encoder, so --text cannot be tokenized")
-    ids = vocab.encode(text) if text is not None else []
-    matcher = compiled.matcher()
+    ids = canonical_ids(vocab, text) if text is not None else []
     bitmask = new_bitmask(len(vocab))
-    times, digests, rejected_at, allowed_first = [], [], None, None
-    for step, token in enumerate(ids + [None]):
-        t = time.perf_counter()
-        matcher.fill_mask(bitmask)
-        times.append((time.perf_counter() - t) * 1000)
+    digests: list[str] = []
+    allowed_first = 0
+
+    def record(index: int, token: int | None) -> None:
+        nonlocal allowed_first
         digests.append(hashlib.blake2b(bitmask.tobytes(), digest_size=8).hexdigest())
-        if allowed_first is None:
+        if index == 0:
             allowed_first = int(allowed_ids(bitmask, len(vocab)).size)
-        if token is None:
-            break
-        if not (int(bitmask[token // 32]) >> (token % 32)) & 1 or not matcher.accept(token):
-            rejected_at = step
-            break
-    accepted = None if text is None else rejected_at is None and matcher.can_stop()
+
+    w = walk(compiled.matcher(), ids, bitmask, follow_mask=True, on_state=record)
     return {
-        "mask_ms": times,
+        "mask_ms": [s * 1000 for s in w.mask_s],
         "digests": digests,
-        "steps": len(times),
+        "steps": len(w.mask_s),
         "allowed_first": allowed_first,
-        "accepted": accepted,
-        "rejected_at_token": rejected_at,
+        "accepted": None if text is None else w.accepted,
+        "rejected_at_token": None if w.refused is None else w.taken,
     }
 
 

@@ -1,8 +1,8 @@
 """Driving a compiled grammar's matcher with token sequences, without a model.
 
-Shared by `sgcli masks`, `sgcli test` and `sgcli convert`: which backends to run, the
-token sequences that spell a string, feeding them to a matcher, and random walks that
-sample strings a grammar accepts.
+Shared by `sgcli masks`, `compare-backends`, `sgcli test`, `sgcli convert`, lint and the
+benchmarks: which backends to run, the token sequences that spell a string, the one
+`walk` that feeds them to a matcher, and random walks that sample strings a grammar accepts.
 
 Three ways to spell a string as tokens (see docs/grammar-development.md):
 - "bytes": one single-byte token per byte. Token boundaries fall everywhere, so this
@@ -16,12 +16,14 @@ Three ways to spell a string as tokens (see docs/grammar-development.md):
 from __future__ import annotations
 
 import random
+import time
 import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from sgcli.backends.base import Compiled, allowed_ids, new_bitmask
+from sgcli.backends.base import Compiled, Matcher, allowed, allowed_ids, new_bitmask
 from sgcli.constraints.spec import ConstraintSpec
 from sgcli.errors import UserError
 from sgcli.tokenizers.vocab import Vocab
@@ -119,8 +121,69 @@ def tokenizations(vocab: Vocab, text: str) -> dict[str, list[int] | None]:
 
 
 @dataclass
+class Walk:
+    """How a matcher took a token sequence (see `walk`)."""
+
+    taken: int = 0  # tokens accepted before the walk stopped
+    refused: str | None = None  # None (all taken), "mask" (only with follow_mask) or "accept"
+    in_mask: list[bool] = field(default_factory=list)  # per token tried: did the mask allow it (with a mask)
+    mask_s: list[float] = field(default_factory=list)  # seconds per fill_mask, in order
+    can_stop: bool = False  # after the last token (False when one was refused)
+
+    @property
+    def accepted(self) -> bool:
+        return self.refused is None and self.can_stop
+
+    @property
+    def inconsistent(self) -> bool:
+        """The mask allowed the refused token but accept() refused it: a backend bug."""
+        return self.refused == "accept" and len(self.in_mask) > self.taken and self.in_mask[self.taken]
+
+
+def walk(
+    matcher: Matcher,
+    token_ids: Sequence[int],
+    mask=None,
+    *,
+    follow_mask: bool = False,
+    on_state: Callable[[int, int | None], None] | None = None,
+) -> Walk:
+    """Feed `token_ids` to `matcher` one at a time, stopping at the first refused token.
+
+    With `mask`, it is filled before each token and once after the last, as in decoding, and
+    `on_state(index, token)` (token None after the last) runs while mask and matcher show the
+    state before that token. `follow_mask`: a token the mask forbids is refused without asking
+    accept(), as decoding would; otherwise accept() alone decides (the grammar's language).
+    """
+    result = Walk()
+    for index, token in enumerate(token_ids):
+        if mask is not None:
+            _fill(matcher, mask, result, on_state, index, token)
+            result.in_mask.append(allowed(mask, token))
+            if follow_mask and not result.in_mask[-1]:
+                result.refused = "mask"
+                return result
+        if not matcher.accept(token):
+            result.refused = "accept"
+            return result
+        result.taken += 1
+    if mask is not None:
+        _fill(matcher, mask, result, on_state, len(token_ids), None)
+    result.can_stop = matcher.can_stop()
+    return result
+
+
+def _fill(matcher: Matcher, mask, result: Walk, on_state, index: int, token: int | None) -> None:
+    t = time.perf_counter()
+    matcher.fill_mask(mask)
+    result.mask_s.append(time.perf_counter() - t)
+    if on_state is not None:
+        on_state(index, token)
+
+
+@dataclass
 class Feed:
-    """How a matcher took a token sequence."""
+    """How a matcher took a token sequence, for humans."""
 
     accepted: bool  # every token taken and the grammar can stop after them
     taken: int  # tokens accepted before the first rejection (= len(ids) when none)
@@ -136,32 +199,20 @@ def feed(compiled: Compiled, ids: list[int], *, check_mask: bool = False) -> Fee
     is a backend bug (`inconsistent`); one the mask forbids but accept() takes is a note (some
     backends steer generation to one tokenization of forced text, e.g. llguidance)."""
     vocab = compiled.vocab
-    matcher = compiled.matcher()
-    mask = new_bitmask(len(vocab)) if check_mask else None
-    notes: list[str] = []
-    for index, token in enumerate(ids):
-        in_mask = None
-        if mask is not None:
-            matcher.fill_mask(mask)
-            in_mask = bool((int(mask[token >> 5]) >> (token & 31)) & 1)
-        ok = matcher.accept(token)
-        if in_mask and not ok:
-            return Feed(
-                False,
-                index,
-                False,
-                f"token {index} {_show(vocab, token)}: the mask allows it but accept() refused it",
-                inconsistent=True,
-                notes=notes,
-            )
-        if not ok:
-            return Feed(False, index, False, f"token {index} {_show(vocab, token)} rejected", notes=notes)
-        if in_mask is False:
-            notes.append(f"token {index} {_show(vocab, token)} is accepted but the mask forbids it")
-    stop = matcher.can_stop()
-    return Feed(
-        stop, len(ids), stop, None if stop else "all tokens taken, but the grammar cannot stop there", notes=notes
-    )
+    w = walk(compiled.matcher(), ids, new_bitmask(len(vocab)) if check_mask else None)
+    notes = [
+        f"token {i} {_show(vocab, ids[i])} is accepted but the mask forbids it"
+        for i in range(w.taken)
+        if w.in_mask and not w.in_mask[i]
+    ]
+    if w.refused is not None:
+        i = w.taken
+        if w.inconsistent:
+            why = f"token {i} {_show(vocab, ids[i])}: the mask allows it but accept() refused it"
+            return Feed(False, i, False, why, inconsistent=True, notes=notes)
+        return Feed(False, i, False, f"token {i} {_show(vocab, ids[i])} rejected", notes=notes)
+    problem = None if w.can_stop else "all tokens taken, but the grammar cannot stop there"
+    return Feed(w.can_stop, len(ids), w.can_stop, problem, notes=notes)
 
 
 def _show(vocab: Vocab, token: int) -> str:
