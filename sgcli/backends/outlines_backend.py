@@ -144,7 +144,7 @@ class OutlinesCoreBackend(LibraryBackend):
     def _refuse_broken(self, spec: ConstraintSpec, schema) -> None:
         """Schemas outlines-core would compile into a regex that no longer describes them."""
         from sgcli.backends.outlines_coverage import concatenated_all_of, ungrouped_empty_schema
-        from sgcli.constraints.jsonpos import locate
+        from sgcli.constraints.jsonpos import locate, pointer_parts
 
         for pointer, why, fix in (
             (
@@ -159,8 +159,7 @@ class OutlinesCoreBackend(LibraryBackend):
             ),
         ):
             if pointer is not None:
-                path = [p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]]
-                line, col = locate(spec.text, path) or (None, None)
+                line, col = locate(spec.text, pointer_parts(pointer)) or (None, None)
                 raise positioned_error(
                     self.name,
                     spec,

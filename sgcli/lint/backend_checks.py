@@ -89,21 +89,8 @@ def _keyword_at(stext, line: int, col: int | None) -> tuple | None:
     if not pointer:
         return None
     subschema_paths = {path for path, _ in iter_subschemas(parse_json(stext.text, None))}
-    path = _path_of(stext, pointer)
+    path = stext.path_of(pointer)
     return path if path[:-1] in subschema_paths else None
-
-
-def _path_of(stext, pointer: str) -> tuple:
-    """A JSON pointer as a path of keys and list indexes (as `iter_subschemas` spells them)."""
-    from sgcli.constraints.jsonpos import pointer_of
-
-    path: list = []
-    for token in pointer.split("/")[1:]:
-        token = token.replace("~1", "/").replace("~0", "~")
-        container = stext.offsets.get(pointer_of(path))
-        in_list = container is not None and stext.text[container] == "["
-        path.append(int(token) if in_list and token.isdigit() else token)
-    return tuple(path)
 
 
 def _offset_of(text: str, line: int, col: int) -> int:
@@ -123,7 +110,7 @@ def warning(run: BackendRun, w: CompileWarning, spec: ConstraintSpec, stext) -> 
 
         pointer = next(iter(pointers_for(spec.schema(), w.message)), None)
     if stext is not None and pointer is not None:
-        span = stext.key_span(_path_of(stext, pointer))
+        span = stext.key_span(stext.path_of(pointer))
         if f"(at {pointer or '/'})" not in message:
             message += f" (at {pointer or '/'})"
         if span is not None:

@@ -122,7 +122,7 @@ class Linter:
             problem = _schema_problem(spec)
             if problem is not None:
                 return FileResult(spec.name, _finish([problem], sel), notes)
-            from sgcli.lint.jsontext import SchemaText
+            from sgcli.constraints.jsonpos import SchemaText
             from sgcli.lint.schema_checks import pattern_features
 
             schema, stext = spec.schema(), SchemaText(spec.text)
