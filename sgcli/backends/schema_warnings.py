@@ -118,11 +118,12 @@ def pointers_for(schema, message: str) -> list[str]:
     return [pointer_of(p) for p in paths_for(schema, message)]
 
 
-def compile_warnings(spec, lines: list[str]) -> list:
-    """Captured native log lines -> deduplicated `CompileWarning`s, each at its schema pointer
-    (one per location it can be about) when the spec is a JSON Schema."""
+def compile_warnings(spec, lines: list[str], clean=None) -> list:
+    """Native warning lines (captured log, or the library's own list) -> deduplicated
+    `CompileWarning`s, each at its schema pointer (one per location it can be about) when the
+    spec is a JSON Schema. `clean` turns a line into the message (default: `native_message`)."""
     from sgcli.backends.base import CompileWarning
-    from sgcli.backends.diagnostics import strip_log_prefix
+    from sgcli.backends.diagnostics import native_message
     from sgcli.constraints.spec import Kind
 
     schema = None
@@ -133,7 +134,7 @@ def compile_warnings(spec, lines: list[str]) -> list:
             schema = None
     out: dict = {}
     for line in lines:
-        message = strip_log_prefix(line).removeprefix("Warning: ").removeprefix("WARNING: ").strip()
+        message = (clean or native_message)(line)
         if not message:
             continue
         pointers = pointers_for(schema, message) if schema is not None else []

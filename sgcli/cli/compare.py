@@ -83,13 +83,6 @@ def pick_backends(names: str | None, spec: ConstraintSpec) -> list[str]:
     return chosen
 
 
-def _percentile(values_ms: list[float], q: float) -> float | None:
-    if not values_ms:
-        return None
-    ordered = sorted(values_ms)
-    return round(ordered[min(len(ordered) - 1, int(len(ordered) * q))], 4)
-
-
 def walk_masks(compiled, text: str | None) -> dict:
     """Time the masks along `text` (or just the first mask); digest each mask for agreement."""
     from sgcli.backends.base import allowed_ids, new_bitmask
@@ -305,6 +298,7 @@ def compare_backends(
 
 
 def _compare_masks(spec, names, variants, tokenizer_ref, text) -> list[dict]:
+    from sgcli.engine.timing import percentile
     from sgcli.tokenizers import load_tokenizer
 
     vocab = load_tokenizer(tokenizer_ref).vocab
@@ -318,8 +312,8 @@ def _compare_masks(spec, names, variants, tokenizer_ref, text) -> list[dict]:
                 continue
             walk = walk_masks(compiled, text)
             row.update(
-                mask_ms_p50=_percentile(walk["mask_ms"], 0.5),
-                mask_ms_p99=_percentile(walk["mask_ms"], 0.99),
+                mask_ms_p50=percentile(walk["mask_ms"], 0.5),
+                mask_ms_p99=percentile(walk["mask_ms"], 0.99),
                 tokens=walk["steps"] - 1,
                 valid=walk["accepted"],
                 allowed_first=walk["allowed_first"],

@@ -28,7 +28,7 @@ from sgcli.constraints.spec import ConstraintSpec
 from sgcli.errors import UserError
 from sgcli.tokenizers.vocab import Vocab
 
-_byte_tables: weakref.WeakKeyDictionary[Vocab, dict] = weakref.WeakKeyDictionary()
+_walk_tables: weakref.WeakKeyDictionary[Vocab, dict] = weakref.WeakKeyDictionary()
 
 
 def enforcing_backends() -> list[str]:
@@ -56,49 +56,22 @@ def select_backends(choice: str) -> list[str]:
 
 
 def _tables(vocab: Vocab) -> dict:
-    table = _byte_tables.get(vocab)
+    table = _walk_tables.get(vocab)
     if table is None:
-        by_bytes: dict[bytes, int] = {}
-        for i in vocab.ordinary_ids():
-            piece = vocab.tokens[i]
-            if piece and piece not in by_bytes:
-                by_bytes[piece] = i
         ordinary = np.zeros(len(vocab), dtype=bool)
         ordinary[vocab.ordinary_ids()] = True
         ordinary[list(vocab.stop_ids)] = False
         punct = np.array([_is_punctuation(p) for p in vocab.tokens], dtype=bool) & ordinary
-        table = {
-            "by_bytes": by_bytes,
-            "max_len": max((len(p) for p in by_bytes), default=1),
-            "ordinary": ordinary,
-            "punct": punct,
-        }
-        _byte_tables[vocab] = table
+        table = {"ordinary": ordinary, "punct": punct}
+        _walk_tables[vocab] = table
     return table
 
 
 def byte_ids(vocab: Vocab, data: bytes) -> list[int] | None:
     """One single-byte token per byte of `data`; None if the vocabulary lacks one of them."""
-    by_bytes = _tables(vocab)["by_bytes"]
+    by_bytes = vocab.piece_ids
     ids = [by_bytes.get(data[i : i + 1]) for i in range(len(data))]
     return None if any(i is None for i in ids) else ids
-
-
-def longest_match_ids(vocab: Vocab, data: bytes) -> list[int] | None:
-    """Greedy left-to-right longest vocabulary piece; None if some byte has no token."""
-    table = _tables(vocab)
-    by_bytes, max_len = table["by_bytes"], table["max_len"]
-    ids, pos = [], 0
-    while pos < len(data):
-        for length in range(min(max_len, len(data) - pos), 0, -1):
-            token = by_bytes.get(data[pos : pos + length])
-            if token is not None:
-                ids.append(token)
-                pos += length
-                break
-        else:
-            return None
-    return ids
 
 
 def canonical_ids(vocab: Vocab, text: str) -> list[int]:
@@ -116,7 +89,7 @@ def tokenizations(vocab: Vocab, text: str) -> dict[str, list[int] | None]:
     return {
         "bytes": byte_ids(vocab, data),
         "canonical": canonical_ids(vocab, text),
-        "longest": longest_match_ids(vocab, data),
+        "longest": vocab.longest_match(data),
     }
 
 

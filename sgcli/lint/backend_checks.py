@@ -18,15 +18,12 @@ from sgcli.lint.diagnostic import Diagnostic, at_offset
 from sgcli.lint.regex_parse import RegexFeature
 
 _REGEX_POSITION = re.compile(r"at position (\d+)")
-_PREFIXES = [
-    re.compile(r"^.*? rejected by \S+: "),
-    re.compile(r"^[\w /]*error at line \d+, column \d+: ", re.I),
-    re.compile(r"\[[\d:]+\] \S+:\d+: "),
-]
+_WRAPPER = re.compile(r"^.*? rejected by \S+: ")  # sgcli's own "EBNF rejected by xgrammar: "
+_POSITION = re.compile(r"^[\w /]*error at line \d+, column \d+: ", re.I)  # the diagnostic carries it
 
 
 @dataclass
-class BackendRun:
+class BackendCompile:
     """One backend's compile of one file."""
 
     name: str
@@ -35,28 +32,28 @@ class BackendRun:
     warnings: list[CompileWarning] = field(default_factory=list)
 
 
-def compile_with(name: str, spec: ConstraintSpec, vocab) -> BackendRun:
+def compile_with(name: str, spec: ConstraintSpec, vocab) -> BackendCompile:
     from sgcli.backends import check_supports
 
     backend = check_supports(name, spec)
     try:
         compiled = backend.compile(spec, vocab)
     except UserError as exc:
-        return BackendRun(name, error=exc)
-    return BackendRun(name, compiled, warnings=list(compiled.warnings))
+        return BackendCompile(name, error=exc)
+    return BackendCompile(name, compiled, warnings=list(compiled.warnings))
 
 
 def clean_message(message: str) -> str:
     """The backend's own words, without sgcli's 'X rejected by Y:' wrapper, a position the
     diagnostic already carries, native log prefixes, or code excerpts after the first line."""
-    text = message.strip()
-    for pattern in _PREFIXES:
-        text = pattern.sub("", text, count=1)
+    from sgcli.backends.diagnostics import native_message
+
+    text = _POSITION.sub("", native_message(_WRAPPER.sub("", message.strip(), count=1)), count=1)
     first = text.split("\n")[0].strip()
     return first or text
 
 
-def compile_error(run: BackendRun, spec: ConstraintSpec, stext) -> Diagnostic:
+def compile_error(run: BackendCompile, spec: ConstraintSpec, stext) -> Diagnostic:
     """S001, or J002 when a schema error sits on a keyword of the schema."""
     loc = run.error.location
     line, col = (loc.line, loc.col) if loc else (None, None)
@@ -100,7 +97,7 @@ def _offset_of(text: str, line: int, col: int) -> int:
     return start + col - 1
 
 
-def warning(run: BackendRun, w: CompileWarning, spec: ConstraintSpec, stext) -> Diagnostic:
+def warning(run: BackendCompile, w: CompileWarning, spec: ConstraintSpec, stext) -> Diagnostic:
     """S002 at the schema location the warning is about (its JSON pointer, or the first
     place its words point to), or at a regex position the message gives."""
     message = f"{run.name} warns: {clean_message(w.message)}"
@@ -133,7 +130,7 @@ def neutralized(spec: ConstraintSpec, features: list[RegexFeature]) -> Constrain
 
 
 def feature_verdicts(
-    runs: list[BackendRun], spec: ConstraintSpec, features: list[RegexFeature], vocab
+    runs: list[BackendCompile], spec: ConstraintSpec, features: list[RegexFeature], vocab
 ) -> dict[str, str]:
     """For each backend: "rejects", "ignores" (it warned) or "" (no complaint), judged by
     compiling the file again without the features. Runs whose error or warnings the
