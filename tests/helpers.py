@@ -4,15 +4,15 @@ from __future__ import annotations
 
 
 def generate_with(
-    lm, tokenizer, spec, backend="xgrammar", *, seed=0, max_tokens=200, temperature=1.0, prompt="Answer:", stop=()
+    lm, tokenizer, spec, backend=None, *, seed=0, max_tokens=200, temperature=1.0, prompt="Answer:", stop=()
 ):
     """Run one constrained generation on `lm` and return the record dict."""
-    from sgcli.backends import check_supports
+    from sgcli.backends import DEFAULT_BACKEND, compile_for
     from sgcli.engine.sampling import SamplingParams
     from sgcli.engine.session import PromptOptions, Request, Session
 
     vocab = tokenizer.vocab.padded(lm.logits_width)
-    compiled = check_supports(backend, spec).compile(spec, vocab)
+    compiled, _ = compile_for(backend or DEFAULT_BACKEND, spec, vocab)
     session = Session(
         lm,
         tokenizer,
