@@ -251,22 +251,9 @@ def compare_backends(
         strict_properties=strict_properties,
     )
     spec = with_subgrammars(spec, sub or [])
-    if whitespace and spec.kind is not Kind.JSON_SCHEMA:
-        raise UserError(
-            f"--whitespace compares JSON layouts; this constraint is {spec.kind.label}",
-            hint="drop --whitespace, or use --schema",
-        )
-    if text is not None and not no_generate:
-        raise UserError("--text is for --no-generate", hint="add --no-generate, or drop --text")
-    if not no_generate and prompt is None:
-        raise UserError(
-            "no prompt given", hint='sgcli compare-backends --schema s.json "your prompt", or --no-generate'
-        )
-    if max_tokens < 1:
-        raise UserError("--max-tokens must be at least 1")
+    _check_flags(spec, prompt, whitespace=whitespace, no_generate=no_generate, text=text, max_tokens=max_tokens)
     variants = parse_variants(whitespace, spec.json_options)
     names = pick_backends(backends_opt, spec)
-
     if no_generate:
         rows = _compare_masks(spec, names, variants, tokenizer_ref or model, text)
     else:
@@ -287,6 +274,28 @@ def compare_backends(
             raw=raw,
             threads=threads,
         )
+    _report(rows, json_out=json_out, no_generate=no_generate)
+
+
+def _check_flags(spec, prompt, *, whitespace, no_generate: bool, text, max_tokens: int) -> None:
+    """Flag combinations that make no sense, refused before anything loads."""
+    if whitespace and spec.kind is not Kind.JSON_SCHEMA:
+        raise UserError(
+            f"--whitespace compares JSON layouts; this constraint is {spec.kind.label}",
+            hint="drop --whitespace, or use --schema",
+        )
+    if text is not None and not no_generate:
+        raise UserError("--text is for --no-generate", hint="add --no-generate, or drop --text")
+    if not no_generate and prompt is None:
+        raise UserError(
+            "no prompt given", hint='sgcli compare-backends --schema s.json "your prompt", or --no-generate'
+        )
+    if max_tokens < 1:
+        raise UserError("--max-tokens must be at least 1")
+
+
+def _report(rows: list[dict], *, json_out: bool, no_generate: bool) -> None:
+    """Rows to stdout (JSONL or a table), the summary to stderr, and the exit code."""
     failed = any(r["error"] and not r["skipped"] or r["valid"] is False for r in rows)
     if json_out:
         for row in rows:

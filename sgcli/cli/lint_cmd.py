@@ -123,7 +123,18 @@ def lint(
         from sgcli.backends import get_backend
 
         get_backend(backend)  # an unknown name is a usage error before any file is read
-    linter = Linter(options)
+    diagnostics, sources, failed = _lint_files(Linter(options), files)
+    sys.stdout.write(RENDERERS[output_format](diagnostics, sources))
+    sys.stdout.flush()
+    if output_format in ("concise", "full"):
+        err.print(summary(diagnostics, len(files) - failed), highlight=False, markup=False)
+    if failed:
+        raise typer.Exit(EXIT_USAGE)
+    raise typer.Exit(EXIT_FINDINGS if diagnostics else EXIT_OK)
+
+
+def _lint_files(linter, files: list[str]) -> tuple[list, dict[str, str | None], int]:
+    """(diagnostics, {path: source text}, files that could not be linted); notes go to stderr."""
     diagnostics, sources, failed = [], {}, 0
     skipped: dict[tuple[str, str], int] = {}
     for path in files:
@@ -144,13 +155,7 @@ def lint(
             f"[dim]note: {name} did not run on {count} file{'s' if count > 1 else ''}: "
             f"it does not support {escape(reason)}[/]"
         )
-    sys.stdout.write(RENDERERS[output_format](diagnostics, sources))
-    sys.stdout.flush()
-    if output_format in ("concise", "full"):
-        err.print(summary(diagnostics, len(files) - failed), highlight=False, markup=False)
-    if failed:
-        raise typer.Exit(EXIT_USAGE)
-    raise typer.Exit(EXIT_FINDINGS if diagnostics else EXIT_OK)
+    return diagnostics, sources, failed
 
 
 def _source(path: str) -> str | None:
