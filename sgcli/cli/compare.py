@@ -153,6 +153,17 @@ def _compile(backend_name: str, spec: ConstraintSpec, vocab, row: dict):
     return compiled
 
 
+def _each_compiled(spec, names, variants, vocab, rows: list[dict], *, no_generate: bool):
+    """(row, compiled) per backend and variant that compiled; every row, failed ones too, goes into `rows`."""
+    for name in names:
+        for variant, opts in variants:
+            row = _base_row(name, variant, no_generate)
+            rows.append(row)
+            compiled = _compile(name, _with_options(spec, opts), vocab, row)
+            if compiled is not None:
+                yield row, compiled
+
+
 def _mark_agreement(rows: list[dict], key: str) -> None:
     """`agree`: does this row's `key` equal that of the first successful row of the same variant?
     (Different whitespace variants differ by design, so they are not compared with each other.)"""
@@ -311,24 +322,18 @@ def _compare_masks(spec, names, variants, tokenizer_ref, text) -> list[dict]:
     from sgcli.tokenizers import load_tokenizer
 
     vocab = load_tokenizer(tokenizer_ref).vocab
-    rows = []
-    for name in names:
-        for variant, opts in variants:
-            row = _base_row(name, variant, True)
-            rows.append(row)
-            compiled = _compile(name, _with_options(spec, opts), vocab, row)
-            if compiled is None:
-                continue
-            walk = walk_masks(compiled, text)
-            row.update(
-                mask_ms_p50=percentile(walk["mask_ms"], 0.5),
-                mask_ms_p99=percentile(walk["mask_ms"], 0.99),
-                tokens=walk["steps"] - 1,
-                valid=walk["accepted"],
-                allowed_first=walk["allowed_first"],
-                rejected_at_token=walk["rejected_at_token"],
-                mask_digests=walk["digests"],
-            )
+    rows: list[dict] = []
+    for row, compiled in _each_compiled(spec, names, variants, vocab, rows, no_generate=True):
+        walk = walk_masks(compiled, text)
+        row.update(
+            mask_ms_p50=percentile(walk["mask_ms"], 0.5),
+            mask_ms_p99=percentile(walk["mask_ms"], 0.99),
+            tokens=walk["steps"] - 1,
+            valid=walk["accepted"],
+            allowed_first=walk["allowed_first"],
+            rejected_at_token=walk["rejected_at_token"],
+            mask_digests=walk["digests"],
+        )
     _mark_agreement(rows, "mask_digests")
     for r in rows:
         r.pop("mask_digests", None)
@@ -350,35 +355,29 @@ def _compare_generations(
         tokenizer = load_tokenizer(model, progress=lambda t: progress(t, 0, 3))
         lm = load_model(ref, device=device, dtype=dtype, progress=progress, threads=threads)
     vocab = tokenizer.vocab.padded(lm.logits_width)
-    rows = []
-    for name in names:
-        for variant, opts in variants:
-            row = _base_row(name, variant, False)
-            rows.append(row)
-            compiled = _compile(name, _with_options(spec, opts), vocab, row)
-            if compiled is None:
-                continue
-            session = Session(
-                lm,
-                tokenizer,
-                compiled,
-                SamplingParams(temperature, seed=seed),
-                max_tokens,
-                (),
-                PromptOptions(system, raw),
-            )
-            record = next(e.record for e in session.stream(Request(None, prompt)) if isinstance(e, Done))
-            t = record["timings"]
-            row.update(
-                mask_ms_p50=t["mask_ms_p50"],
-                mask_ms_p99=t.get("mask_ms_p99"),
-                tokens=record["usage"]["completion_tokens"],
-                tokens_per_s=t["tokens_per_s"],
-                finish_reason=record["finish_reason"],
-                valid=record["valid"],
-                output=record["output"],
-                errors=record["errors"],
-            )
+    rows: list[dict] = []
+    for row, compiled in _each_compiled(spec, names, variants, vocab, rows, no_generate=False):
+        session = Session(
+            lm,
+            tokenizer,
+            compiled,
+            SamplingParams(temperature, seed=seed),
+            max_tokens,
+            (),
+            PromptOptions(system, raw),
+        )
+        record = next(e.record for e in session.stream(Request(None, prompt)) if isinstance(e, Done))
+        t = record["timings"]
+        row.update(
+            mask_ms_p50=t["mask_ms_p50"],
+            mask_ms_p99=t.get("mask_ms_p99"),
+            tokens=record["usage"]["completion_tokens"],
+            tokens_per_s=t["tokens_per_s"],
+            finish_reason=record["finish_reason"],
+            valid=record["valid"],
+            output=record["output"],
+            errors=record["errors"],
+        )
     _mark_agreement(rows, "output")
     return rows
 
