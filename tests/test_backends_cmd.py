@@ -29,6 +29,13 @@ def test_json_rows_follow_the_declared_capabilities(run_cli):
     assert "whitespace_pattern" in by["llguidance"]["json_options"] and "indent" not in by["llguidance"]["json_options"]
     assert "indent" in by["xgrammar"]["json_options"] and "whitespace_pattern" not in by["xgrammar"]["json_options"]
     assert [r["auto_rank"] for r in rows] == [1, 2, 3, None] and by["xgrammar"]["default"] is True
+    flags = {r["backend"]: (r["enforces"], r["jump_forward"], r["cacheable"]) for r in rows}
+    assert flags == {
+        "llguidance": (True, True, False),
+        "xgrammar": (True, True, True),
+        "outlines_core": (True, False, False),  # no forced-bytes query in outlines-core
+        "none": (False, False, False),
+    }
     for r in rows:
         assert r["available"] is True and r["unavailable_reason"] is None
         assert r["version"] == importlib.metadata.version(DISTRIBUTIONS[r["backend"]])

@@ -5,8 +5,9 @@ Hugging Face templates are rendered by transformers' `render_jinja_template` (th
 template variables never drift from transformers; `mistral:*` tokenizers use mistral-common's
 own chat encoding (see `sgcli.tokenizers.mistral`). sgcli keeps choosing the template,
 reporting which one it used, and bounding the render: a template is untrusted input, so it
-runs with a time limit, an address-space ceiling and an output-size limit, and every way it
-can fail is a `UserError` (exit 2) naming the template, as SGLang answers with a 400.
+runs with a time limit and an address-space ceiling (in the main thread, where the CLI renders)
+and an output-size limit, and every way it can fail is a `UserError` (exit 2) naming the
+template, as SGLang answers with a 400.
 """
 
 from __future__ import annotations
@@ -180,6 +181,13 @@ _LOOPS = "the template is untrusted input; check it for unbounded loops, repetit
 
 @contextlib.contextmanager
 def _limits() -> Iterator[None]:
+    """Time and memory limits around a render, in the main thread only: a signal can only be taken
+    there, and lowering the address-space limit while other threads allocate could fail them."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     with _time_limit(RENDER_TIME_S), _memory_limit(RENDER_MEMORY_MB):
         yield
 
@@ -187,11 +195,10 @@ def _limits() -> Iterator[None]:
 @contextlib.contextmanager
 def _time_limit(seconds: float) -> Iterator[None]:
     """Raise `_TemplateTimeout` inside the render after `seconds` (Jinja renders in Python code, so
-    the signal lands between bytecodes). Only the main thread can take signals; elsewhere no limit."""
+    the signal lands between bytecodes)."""
     import signal
-    import threading
 
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+    if not hasattr(signal, "setitimer"):
         yield
         return
 
