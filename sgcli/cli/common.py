@@ -8,7 +8,8 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any
+from enum import Enum
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -53,6 +54,10 @@ def handles_errors(fn: Callable) -> Callable:
         except BrokenPipeError:
             raise typer.Exit(0) from None
         except Exception as exc:  # a bug: say so, keep the traceback for reports
+            missing = _missing_extra(exc)
+            if missing is not None:  # an optional extra that is not installed is the user's to fix
+                fail(missing)
+                raise typer.Exit(EXIT_USAGE) from None
             err.print(
                 "[bold red]internal error[/] (a bug in sgcli, please report it): "
                 f"{type(exc).__name__}: {escape(str(exc))}"
@@ -64,6 +69,70 @@ def handles_errors(fn: Callable) -> Callable:
             raise typer.Exit(EXIT_INTERNAL) from None
 
     return wrapper
+
+
+def _missing_extra(exc: Exception) -> UserError | None:
+    if not isinstance(exc, ImportError):
+        return None
+    from sgcli.extras import from_import_error
+
+    return from_import_error(exc)
+
+
+class OutputFormat(str, Enum):
+    """How a command prints its results: for people, one JSON document, or one JSON object a line."""
+
+    text = "text"
+    json = "json"
+    jsonl = "jsonl"
+
+
+OutputFormatOpt = Annotated[
+    Optional[OutputFormat],
+    typer.Option(
+        "--output-format",
+        help="text (for people), json (one document) or jsonl (one JSON object a line).",
+        rich_help_panel="Output",
+    ),
+]
+JsonFlagOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Alias: --output-format jsonl where the command prints a stream of records, json otherwise.",
+        rich_help_panel="Output",
+    ),
+]
+
+
+def output_format_of(output_format: OutputFormat | None, json_flag: bool, *, stream: bool = False) -> str:
+    """The format asked for: --output-format wins; --json is its alias (jsonl for a `stream` of
+    records, json for one document, as each command always printed it); text otherwise."""
+    alias = "jsonl" if stream else "json"
+    if output_format is not None:
+        if json_flag and output_format.value != alias:
+            raise UserError(f"--json conflicts with --output-format {output_format.value}", hint="give one of them")
+        return output_format.value
+    return alias if json_flag else "text"
+
+
+class JsonRows:
+    """Records to stdout as JSON Lines (each flushed at once) or, for `json`, one array at the end."""
+
+    def __init__(self, fmt: str, stream=None):
+        self.fmt, self.stream, self.rows = fmt, stream, []
+
+    def write(self, row: dict) -> None:
+        if self.fmt == "json":
+            self.rows.append(row)
+        else:
+            json_line(row, self.stream)
+
+    def close(self) -> None:
+        if self.fmt == "json":
+            stream = self.stream or sys.stdout
+            stream.write(json.dumps(self.rows, ensure_ascii=False, indent=2) + "\n")
+            stream.flush()
 
 
 def json_line(obj: Any, stream=None) -> None:

@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli.cli import constraint_options as co
-from sgcli.cli.common import err, json_line, out
+from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 
@@ -28,7 +28,7 @@ Examples:
 
   sgcli compare-backends --no-generate --schema s.json --text '{"name": "Paris"}'
 
-  sgcli compare-backends --backends llguidance,xgrammar --regex '[0-9]{3}' "Pick a number"
+  sgcli compare-backends -b llguidance -b xgrammar --regex '[0-9]{3}' "Pick a number"
 """
 
 
@@ -61,13 +61,14 @@ def _with_options(spec: ConstraintSpec, opts: JsonOptions) -> ConstraintSpec:
     return dataclasses.replace(spec, json_options=opts, subgrammars=subs)
 
 
-def pick_backends(names: str | None, spec: ConstraintSpec) -> list[str]:
-    """The backends to compare: those named, or every grammar backend that takes this kind."""
+def pick_backends(names: list[str] | None, spec: ConstraintSpec) -> list[str]:
+    """The backends to compare: those named (repeatable, or comma-separated), or every grammar
+    backend that takes this kind ('all', or none named)."""
     from sgcli.backends import check_supports, get_backend
     from sgcli.backends.auto import AUTO_ORDER
 
-    if names:
-        chosen = [n.strip() for n in names.split(",") if n.strip()]
+    chosen = [n.strip() for value in names or [] for n in value.split(",") if n.strip()]
+    if chosen and chosen != ["all"]:
         for n in chosen:
             backend = get_backend(n)
             if spec.kind not in backend.capabilities.kinds:
@@ -186,10 +187,13 @@ def compare_backends(
     structural_tag: co.StructuralTagOpt = None,
     sub: co.SubOpt = None,
     backends_opt: Annotated[
-        Optional[str],
+        Optional[list[str]],
         typer.Option(
+            "--backend",
+            "-b",
             "--backends",
-            help="Comma-separated backends. Default: every installed backend that supports the constraint.",
+            help="A backend to compare (repeatable, or comma-separated). Default (or 'all'): every installed "
+            "backend that supports the constraint.",
         ),
     ] = None,
     whitespace: Annotated[
@@ -215,11 +219,15 @@ def compare_backends(
     model: Annotated[
         Optional[str],
         typer.Option(
-            "--model", "-m", help="Model ref. Default: the embedded SmolLM2-135M-Instruct.", rich_help_panel="Model"
+            "--model",
+            "-m",
+            envvar="SGCLI_MODEL",
+            help="Model ref. Default: the embedded SmolLM2-135M-Instruct.",
+            rich_help_panel="Model",
         ),
     ] = None,
-    device: Annotated[str, typer.Option("--device", rich_help_panel="Model")] = "auto",
-    dtype: Annotated[str, typer.Option("--dtype", rich_help_panel="Model")] = "auto",
+    device: Annotated[str, typer.Option("--device", envvar="SGCLI_DEVICE", rich_help_panel="Model")] = "auto",
+    dtype: Annotated[str, typer.Option("--dtype", envvar="SGCLI_DTYPE", rich_help_panel="Model")] = "auto",
     threads: co.ThreadsOpt = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", rich_help_panel="Sampling")] = 128,
     temperature: Annotated[
@@ -230,9 +238,8 @@ def compare_backends(
     raw: Annotated[
         bool, typer.Option("--raw", help="Send the prompt without the chat template.", rich_help_panel="Prompt")
     ] = False,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="One JSON row per backend and variant (JSONL) on stdout.")
-    ] = False,
+    output_format: OutputFormatOpt = None,
+    json_out: JsonFlagOpt = False,
     json_whitespace: co.JsonWhitespaceOpt = "flexible",
     whitespace_pattern: co.WhitespacePatternOpt = None,
     indent: co.IndentOpt = None,
@@ -308,11 +315,14 @@ def _check_flags(spec, prompt, *, whitespace, no_generate: bool, text, max_token
 def _report(rows: list[dict], *, json_out: bool, no_generate: bool) -> None:
     """Rows to stdout (JSONL or a table), the summary to stderr, and the exit code."""
     failed = any(r["error"] and not r["skipped"] or r["valid"] is False for r in rows)
-    if json_out:
-        for row in rows:
-            json_line(row)
-    else:
+    fmt = output_format_of(output_format, json_out, stream=True)
+    if fmt == "text":
         _table(rows, no_generate)
+    else:
+        writer = JsonRows(fmt)
+        for row in rows:
+            writer.write(row)
+        writer.close()
     _summary(rows)
     raise typer.Exit(EXIT_FINDINGS if failed else EXIT_OK)
 

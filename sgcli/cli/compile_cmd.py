@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from sgcli.cli.common import err, json_line, out
+from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
 
@@ -33,7 +33,13 @@ def compile_files(
         typer.Argument(metavar="FILE...", help="Grammar files (kind from extension) or @name from sgcli/grammars/."),
     ],
     backend: Annotated[
-        str, typer.Option("--backend", "-b", help="A backend name, or 'all' for every backend that enforces grammars.")
+        str,
+        typer.Option(
+            "--backend",
+            "-b",
+            envvar="SGCLI_BACKEND",
+            help="A backend name, or 'all' for every backend that enforces grammars.",
+        ),
     ] = "all",
     tokenizer: Annotated[
         Optional[str],
@@ -48,7 +54,8 @@ def compile_files(
     print_grammar: Annotated[
         bool, typer.Option("--print", help="Print the normalized grammar each backend compiled.")
     ] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="One JSON record per file and backend on stdout.")] = False,
+    output_format: OutputFormatOpt = None,
+    json_out: JsonFlagOpt = False,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Compile afresh and do not touch the on-disk cache.")
     ] = False,
@@ -72,9 +79,12 @@ def compile_files(
     specs = [from_file(f, chosen_kind) for f in files]  # unreadable input: exit 2 before any compile
     vocab = load_tokenizer(tokenizer).vocab
     rows = [compile_row(spec, name, vocab, use_cache=not no_cache) for spec in specs for name in names]
-    if json_out:
+    fmt = output_format_of(output_format, json_out, stream=True)
+    if fmt != "text":
+        writer = JsonRows(fmt)
         for row in rows:
-            json_line({k: v for k, v in row.items() if k != "normalized" or print_grammar})
+            writer.write({k: v for k, v in row.items() if k != "normalized" or print_grammar})
+        writer.close()
     else:
         _show(rows, print_grammar)
     if not any(r["status"] in ("ok", "error") for r in rows):

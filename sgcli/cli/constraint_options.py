@@ -53,6 +53,7 @@ ThreadsOpt = Annotated[
     Optional[int],
     typer.Option(
         "--threads",
+        envvar="SGCLI_THREADS",
         help="CPU threads for the model (default: torch's choice, one per core). Use fewer on a busy machine.",
         rich_help_panel="Model",
     ),

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from sgcli.cli.common import err, json_line, out
+from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, json_line, out, output_format_of
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 
 EXAMPLES = """
@@ -56,9 +56,8 @@ def convert(
         ),
     ] = None,
     no_check: Annotated[bool, typer.Option("--no-check", help="Skip the round-trip check.")] = False,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="One JSON record on stdout: the converted text and the check.")
-    ] = False,
+    output_format: OutputFormatOpt = None,
+    json_out: JsonFlagOpt = False,
 ) -> None:
     """Convert GBNF -> Lark, regex -> EBNF or JSON Schema -> EBNF, and check the round trip.
 
@@ -89,7 +88,7 @@ def convert(
             output.write_text(target.text, encoding="utf-8")
         except OSError as exc:
             raise UserError(f"cannot write {output}: {exc.strerror}") from None
-    if json_out:
+    if output_format_of(output_format, json_out) != "text":
         record = {
             "source": source.name,
             "from": source.kind.value,

@@ -10,7 +10,7 @@ import typer
 
 from sgcli.backends import DEFAULT_BACKEND, enforces
 from sgcli.cli import constraint_options as co
-from sgcli.cli.common import err, json_line
+from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, json_line, output_format_of
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 
 EXAMPLES = """
@@ -40,20 +40,32 @@ def generate(
     structural_tag: co.StructuralTagOpt = None,
     sub: co.SubOpt = None,
     backend: Annotated[
-        str, typer.Option("--backend", "-b", help="Grammar backend (see `sgcli backends`); 'none' = unconstrained.")
+        str,
+        typer.Option(
+            "--backend",
+            "-b",
+            envvar="SGCLI_BACKEND",
+            help="Grammar backend (see `sgcli backends`); 'none' = unconstrained.",
+        ),
     ] = DEFAULT_BACKEND,
     model: Annotated[
         Optional[str],
         typer.Option(
             "--model",
             "-m",
+            envvar="SGCLI_MODEL",
             help="Hugging Face id, local folder, or .gguf file. Default: the embedded SmolLM2-135M-Instruct.",
             rich_help_panel="Model",
         ),
     ] = None,
-    device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda.", rich_help_panel="Model")] = "auto",
+    device: Annotated[
+        str, typer.Option("--device", envvar="SGCLI_DEVICE", help="auto, cpu or cuda.", rich_help_panel="Model")
+    ] = "auto",
     dtype: Annotated[
-        str, typer.Option("--dtype", help="auto, float32, bfloat16 or float16.", rich_help_panel="Model")
+        str,
+        typer.Option(
+            "--dtype", envvar="SGCLI_DTYPE", help="auto, float32, bfloat16 or float16.", rich_help_panel="Model"
+        ),
     ] = "auto",
     threads: co.ThreadsOpt = None,
     max_tokens: Annotated[
@@ -91,12 +103,8 @@ def generate(
     think_end: Annotated[
         str, typer.Option("--think-end", help="End-of-thinking marker for --reasoning.", rich_help_panel="Prompt")
     ] = "</think>",
-    json_out: Annotated[
-        bool,
-        typer.Option(
-            "--json", help="Print one JSON record per generation instead of the text.", rich_help_panel="Output"
-        ),
-    ] = False,
+    output_format: OutputFormatOpt = None,
+    json_out: JsonFlagOpt = False,
     input_file: Annotated[
         Optional[str],
         typer.Option(
@@ -119,8 +127,11 @@ def generate(
     """Generate text that is guaranteed to match a constraint, then validate it.
 
     Exit codes: 0 every output valid, 1 some output invalid (e.g. cut off by
-    --max-tokens), 2 bad input or flags, 3 internal error.
+    --max-tokens), 2 bad input or flags, 3 internal error. Batch records (--input) are
+    always JSON Lines, one per request, in input order.
     """
+    # A single prompt prints its record (json or jsonl: one object either way) or its text.
+    json_out = output_format_of(output_format, json_out, stream=True) != "text"
     from sgcli import backends
     from sgcli.constraints.sources import read_text, with_subgrammars
     from sgcli.engine.models import resolve_model
@@ -202,12 +213,16 @@ def generate(
             items = list(read_requests(*batch_text))
             from sgcli.cli.progress import count_progress
 
+            tally = BatchTally()
             with count_progress("generating", len(items)) as advance:
                 for item in items:
                     record = item.record() if not isinstance(item, Request) else _run_quiet(session, item)
                     all_valid &= bool(record["valid"])
                     json_line(record, sink)
+                    tally.add(record)
                     advance()
+            if not quiet:
+                err.print(tally.summary(), highlight=False)
         else:
             all_valid = _run_one(session, Request(None, prompt), json_out=json_out, sink=sink, quiet=quiet)
     finally:
@@ -261,3 +276,36 @@ def _summary(record: dict) -> None:
     )
     for e in record["errors"]:
         err.print(f"  [red]✗[/] {e}")
+
+
+class BatchTally:
+    """The one line a batch ends with on stderr: how many records, how they fared, how fast."""
+
+    def __init__(self) -> None:
+        import time
+
+        self.start = time.perf_counter()
+        self.n = self.valid = self.invalid = self.unchecked = self.errors = self.tokens = 0
+
+    def add(self, record: dict) -> None:
+        self.n += 1
+        self.tokens += (record.get("usage") or {}).get("completion_tokens") or 0
+        if record.get("finish_reason") == "error":
+            self.errors += 1
+        elif record.get("valid") is True:
+            self.valid += 1
+        elif record.get("valid") is None:
+            self.unchecked += 1
+        else:
+            self.invalid += 1
+
+    def summary(self) -> str:
+        import time
+
+        elapsed = time.perf_counter() - self.start
+        rate = f"{self.tokens / elapsed:.1f} tok/s" if elapsed > 0 and self.tokens else "- tok/s"
+        unchecked = f", {self.unchecked} unchecked" if self.unchecked else ""
+        return (
+            f"{self.n} records: {self.valid} valid, {self.invalid} invalid{unchecked}, {self.errors} errors · "
+            f"{self.tokens} tokens in {elapsed:.1f} s ({rate})"
+        )

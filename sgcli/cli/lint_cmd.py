@@ -23,7 +23,13 @@ Examples:
 
   sgcli lint schema.json --select J --ignore J002 --output-format json
 
+  sgcli lint grammars/ --statistics          # a folder: the grammar files git does not ignore
+
+  sgcli lint grammars/ --output-format sarif > sgcli.sarif
+
   sgcli rule J001
+
+A finding is silenced on its line by `# noqa: G001` (GBNF/EBNF) or `// noqa: G001` (Lark).
 """
 
 
@@ -48,12 +54,19 @@ def lint(
     files: Annotated[
         list[str],
         typer.Argument(
-            metavar="FILE...", help="Files to lint; kind from the extension (.gbnf .ebnf .lark .regex .json) or --kind."
+            metavar="PATH...",
+            help="Files or folders to lint; kind from the extension (.gbnf .ebnf .lark .regex .json) or --kind. "
+            "In folders: *.gbnf *.ebnf *.lark *.regex *.schema.json that git does not ignore.",
         ),
     ],
     backend: Annotated[
         str,
-        typer.Option("--backend", "-b", help="A backend name, or 'all': every backend that supports the file's kind."),
+        typer.Option(
+            "--backend",
+            "-b",
+            envvar="SGCLI_BACKEND",
+            help="A backend name, or 'all': every backend that supports the file's kind.",
+        ),
     ] = "all",
     tokenizer: Annotated[
         Optional[str],
@@ -71,24 +84,39 @@ def lint(
         ),
     ] = None,
     output_format: Annotated[
-        str, typer.Option("--output-format", help="concise, full, json, json-lines or github.")
+        str,
+        typer.Option(
+            "--output-format",
+            help="concise (= text), full, json, json-lines (= jsonl), github or sarif.",
+            envvar="SGCLI_LINT_OUTPUT_FORMAT",
+        ),
     ] = "concise",
     select: Annotated[
         Optional[list[str]],
         typer.Option(
-            "--select", help="Rule codes or prefixes to run (comma-separated, repeatable; ALL for every rule)."
+            "--select",
+            envvar="SGCLI_LINT_SELECT",
+            help="Rule codes or prefixes to run (comma-separated, repeatable; ALL for every rule).",
         ),
     ] = None,
     ignore: Annotated[
         Optional[list[str]],
-        typer.Option("--ignore", help="Rule codes or prefixes to skip (the more specific of --select/--ignore wins)."),
+        typer.Option(
+            "--ignore",
+            envvar="SGCLI_LINT_IGNORE",
+            help="Rule codes or prefixes to skip (the more specific of --select/--ignore wins).",
+        ),
     ] = None,
     kind: Annotated[
         Optional[str], typer.Option("--kind", help="Kind instead of the extension's: json_schema, regex, ebnf, lark.")
     ] = None,
     json_whitespace: Annotated[
         str,
-        typer.Option("--json-whitespace", help="The JSON layout you generate with (for W002): flexible or compact."),
+        typer.Option(
+            "--json-whitespace",
+            envvar="SGCLI_JSON_WHITESPACE",
+            help="The JSON layout you generate with (for W002): flexible or compact.",
+        ),
     ] = "flexible",
     max_whitespace: Annotated[
         Optional[int], typer.Option("--max-whitespace", help="The whitespace bound you generate with (for W002).")
@@ -96,6 +124,12 @@ def lint(
     indent: Annotated[
         Optional[int], typer.Option("--indent", help="The JSON indent you generate with (for W002).")
     ] = None,
+    exit_zero: Annotated[
+        bool, typer.Option("--exit-zero", help="Exit 0 even when there are findings (2 still means bad input).")
+    ] = False,
+    statistics: Annotated[
+        bool, typer.Option("--statistics", help="Print how many findings each rule has, instead of each finding.")
+    ] = False,
 ) -> None:
     """Find a grammar's mistakes before a model runs, with ruff-like diagnostics.
 
@@ -107,6 +141,7 @@ def lint(
     """
     from sgcli.cli.constraint_options import json_options
     from sgcli.lint import FORMATS, RENDERERS, Linter, LintOptions, Selection
+    from sgcli.lint.render import statistics as render_statistics
     from sgcli.lint.render import summary
 
     if output_format not in FORMATS:
@@ -123,18 +158,27 @@ def lint(
         from sgcli.backends import get_backend
 
         get_backend(backend)  # an unknown name is a usage error before any file is read
+    from sgcli.lint.discover import expand
+
+    files = expand(files)
+    if not files:
+        raise UserError("no grammar files to lint", hint="name files, or folders holding " + _SUFFIXES)
     diagnostics, sources, failed = _lint_files(Linter(options), files)
-    sys.stdout.write(RENDERERS[output_format](diagnostics, sources))
+    diagnostics = _without_silenced(diagnostics, sources)
+    if statistics:
+        sys.stdout.write(render_statistics(diagnostics))
+    else:
+        sys.stdout.write(RENDERERS[output_format](diagnostics, sources))
     sys.stdout.flush()
-    if output_format in ("concise", "full"):
-        err.print(summary(diagnostics, len(files) - failed), highlight=False, markup=False)
+    if output_format in ("concise", "full", "text") or statistics:
+        err.print(summary(diagnostics, len(files) - failed, failed), highlight=False, markup=False)
     if failed:
         raise typer.Exit(EXIT_USAGE)
-    raise typer.Exit(EXIT_FINDINGS if diagnostics else EXIT_OK)
+    raise typer.Exit(EXIT_FINDINGS if diagnostics and not exit_zero else EXIT_OK)
 
 
 def _lint_files(linter, files: list[str]) -> tuple[list, dict[str, str | None], int]:
-    """(diagnostics, {path: source text}, files that could not be linted); notes go to stderr."""
+    """Lint each file; an unreadable one is reported and counted, never the end of the run."""
     diagnostics, sources, failed = [], {}, 0
     skipped: dict[tuple[str, str], int] = {}
     for path in files:
@@ -151,10 +195,7 @@ def _lint_files(linter, files: list[str]) -> tuple[list, dict[str, str | None], 
             skipped[key] = skipped.get(key, 0) + 1
         sources[result.path] = _source(result.path)
     for (name, reason), count in skipped.items():
-        err.print(
-            f"[dim]note: {name} did not run on {count} file{'s' if count > 1 else ''}: "
-            f"it does not support {escape(reason)}[/]"
-        )
+        err.print(f"[dim]note: {name} did not run on {count} file{'s' if count > 1 else ''}: {escape(reason)}[/]")
     return diagnostics, sources, failed
 
 
@@ -165,3 +206,28 @@ def _source(path: str) -> str | None:
         return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
+
+
+_SUFFIXES = ".gbnf .ebnf .lark .regex .schema.json"
+_COMMENTED = (".gbnf", ".ebnf", ".lark")  # grammar languages with comments, where `# noqa` / `// noqa` can sit
+
+
+def _without_silenced(diagnostics: list, sources: dict[str, str | None]) -> list:
+    """Drop findings silenced by a `noqa` comment on their line or by lint.per-file-ignores."""
+    from sgcli import config
+    from sgcli.lint.select import PerFileIgnores, silenced_by_noqa
+
+    cfg = config.current()
+    table = cfg.file_values.get("lint.per-file-ignores")
+    per_file = PerFileIgnores.parse(table, str(cfg.path.parent) if cfg.path else None) if table else None
+    kept = []
+    for d in diagnostics:
+        text = sources.get(d.path)
+        if text is not None and d.line is not None and d.path.lower().endswith(_COMMENTED):
+            lines = text.split("\n")
+            if d.line <= len(lines) and silenced_by_noqa(d.code, lines[d.line - 1]):
+                continue
+        if per_file is not None and per_file.ignores(d.path, d.code):
+            continue
+        kept.append(d)
+    return kept

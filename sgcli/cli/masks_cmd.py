@@ -8,7 +8,7 @@ import typer
 
 from sgcli.backends import DEFAULT_BACKEND
 from sgcli.cli import constraint_options as co
-from sgcli.cli.common import err, json_line, out
+from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 
@@ -40,12 +40,11 @@ def masks(
         ),
     ] = None,
     backend: Annotated[
-        str, typer.Option("--backend", "-b", help="Grammar backend (see `sgcli backends`).")
+        str, typer.Option("--backend", "-b", envvar="SGCLI_BACKEND", help="Grammar backend (see `sgcli backends`).")
     ] = DEFAULT_BACKEND,
     top: Annotated[int, typer.Option("--top", help="How many allowed tokens to show per step.")] = 8,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="JSONL trace on stdout: one record per step, then a summary.")
-    ] = False,
+    output_format: OutputFormatOpt = None,
+    json_out: JsonFlagOpt = False,
     schema: co.SchemaOpt = None,
     regex: co.RegexOpt = None,
     ebnf: co.EbnfOpt = None,
@@ -102,11 +101,14 @@ def masks(
     for w in compiled.warnings:
         err.print(f"[yellow]warning[/]: {compiled.backend}: {w.message}")
     run = dry_run(compiled, text, top=top)
-    if json_out:
+    fmt = output_format_of(output_format, json_out, stream=True)
+    if fmt != "text":  # one record per step, then a summary
         from sgcli.grammar_dev.dryrun import to_records
 
+        writer = JsonRows(fmt)
         for record in to_records(run, vocab):
-            json_line(record)
+            writer.write(record)
+        writer.close()
     else:
         _show(run, vocab, spec.name)
     raise typer.Exit(EXIT_FINDINGS if run.verdict == "rejected" else EXIT_OK)

@@ -6,15 +6,23 @@ import contextlib
 from collections.abc import Iterator
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Column
 
 from sgcli.cli.common import err
 
+_OTHER_COLUMNS = 42  # spinner, 16-cell bar, "123/456", "0:00:12" and the gaps between them
+
 
 def _progress(transient: bool = True) -> Progress:
+    # The description gives way (cut with an ellipsis) so the counter and the clock always
+    # stay on the line, down to 80 columns.
     return Progress(
         SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
+        TextColumn(
+            "{task.description}",
+            table_column=Column(no_wrap=True, overflow="ellipsis", max_width=max(20, err.width - _OTHER_COLUMNS)),
+        ),
+        BarColumn(bar_width=16),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=err,

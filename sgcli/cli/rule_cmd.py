@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from sgcli.cli.common import json_line, out
+from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, json_line, out, output_format_of
 from sgcli.errors import UserError
 
 EXAMPLES = """
@@ -24,7 +24,8 @@ Examples:
 def rule(
     code: Annotated[Optional[str], typer.Argument(metavar="CODE", help="A rule code, e.g. G001.")] = None,
     all_rules: Annotated[bool, typer.Option("--all", help="List every rule.")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="JSON on stdout (one record per rule with --all).")] = False,
+    output_format: OutputFormatOpt = None,
+    json_out: JsonFlagOpt = False,
 ) -> None:
     """Explain a lint rule (or list them all with --all).
 
@@ -33,10 +34,13 @@ def rule(
     from sgcli.lint.rules import FAMILIES, RULES
     from sgcli.lint.rules import all_rules as every_rule
 
+    fmt = output_format_of(output_format, json_out, stream=all_rules)
     if all_rules:
-        if json_out:
+        if fmt != "text":
+            writer = JsonRows(fmt)
             for r in every_rule():
-                json_line(_record(r))
+                writer.write(_record(r))
+            writer.close()
             return
         from rich.table import Table
 
@@ -54,7 +58,7 @@ def rule(
         family = FAMILIES.get(code.strip()[:1].upper())
         known = ", ".join(c for c in RULES if family is None or c.startswith(code.strip()[:1].upper()))
         raise UserError(f"no rule {code}", hint=f"known codes: {known}")
-    if json_out:
+    if fmt != "text":
         json_line(_record(r))
         return
     lines = [

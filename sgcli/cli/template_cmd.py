@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from sgcli.cli.common import err, handles_errors, json_line
+from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, handles_errors, json_line, output_format_of
 from sgcli.errors import EXIT_OK, Location, UserError
 
 app = typer.Typer(help="Render chat templates.", no_args_is_help=True)
@@ -56,7 +56,10 @@ def read_messages(path: str) -> tuple[list[dict], list | None]:
 def render(
     messages: Annotated[str, typer.Option("--messages", help="JSON file of messages ('-' = stdin).")],
     model: Annotated[
-        Optional[str], typer.Option("--model", "-m", help="Model whose tokenizer renders (HF id, folder, .gguf).")
+        Optional[str],
+        typer.Option(
+            "--model", "-m", envvar="SGCLI_MODEL", help="Model whose tokenizer renders (HF id, folder, .gguf)."
+        ),
     ] = None,
     tokenizer: Annotated[
         Optional[str],
@@ -72,7 +75,8 @@ def render(
         ),
     ] = True,
     tokens: Annotated[bool, typer.Option("--tokens", help="Also print the prompt's token ids.")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print {template, prompt, ids} as JSON.")] = False,
+    output_format: OutputFormatOpt = None,
+    json_out: JsonFlagOpt = False,
 ) -> None:
     """Print the prompt rendered from a chat, with the renderer `generate` uses.
 
@@ -94,7 +98,7 @@ def render(
         err.print(f"[dim]template[/]: {tpl.name} — {tpl.how_chosen}", highlight=False)
     for notice in rendered.notices:
         err.print(f"[cyan]note[/]: {notice}", highlight=False)
-    if json_out:
+    if output_format_of(output_format, json_out) != "text":
         record = {
             "tokenizer": tok.name,
             "template": tpl.name if tpl else None,

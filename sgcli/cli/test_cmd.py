@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from sgcli.cli.common import json_line, out
+from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, out, output_format_of
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK
 
@@ -35,9 +35,8 @@ def test(
             "--tokenizer", help="Model id, folder, .gguf or tokenizer.json. Default: the embedded SmolLM2 tokenizer."
         ),
     ] = None,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="JSONL on stdout: one record per case and backend, then one per file.")
-    ] = False,
+    output_format: OutputFormatOpt = None,
+    json_out: JsonFlagOpt = False,
 ) -> None:
     """Check that a grammar accepts and rejects what its test file says, on every backend.
 
@@ -59,20 +58,24 @@ def test(
         for suite in suites:
             check_supports(backend, suite.spec)  # exit 2, naming the backends that can
     vocab = load_tokenizer(tokenizer).vocab
+    fmt = output_format_of(output_format, json_out, stream=True)
+    writer = JsonRows(fmt)
     all_ok = True
     for suite in suites:
         report = run_suite(suite, names, vocab)
         all_ok &= report.ok
-        if json_out:
-            _json(report)
+        if fmt != "text":  # one record per case and backend, then one per file
+            _json(report, writer)
         else:
             _show(report)
+    if fmt != "text":
+        writer.close()
     raise typer.Exit(EXIT_OK if all_ok else EXIT_FINDINGS)
 
 
-def _json(report) -> None:
+def _json(report, writer) -> None:
     for o in report.outcomes:
-        json_line(
+        writer.write(
             {
                 "type": "case",
                 "file": report.suite.path,
@@ -88,7 +91,7 @@ def _json(report) -> None:
                 "notes": o.notes,
             }
         )
-    json_line(
+    writer.write(
         {
             "type": "file",
             "file": report.suite.path,

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from sgcli.cli.common import escape, handles_errors, json_line, out
+from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, escape, handles_errors, json_line, out, output_format_of
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK
 
 TOKENIZER_HELP = (
@@ -17,7 +17,6 @@ TOKENIZER_HELP = (
 app = typer.Typer(help="Inspect and compare tokenizer vocabularies.", no_args_is_help=True)
 
 TextOpt = Annotated[Optional[str], typer.Option("--text", help="Also show how this text is split into tokens.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")]
 
 
 def _load(ref: str):
@@ -34,13 +33,14 @@ def _ids_with_text(ids: list[int], texts: list[str]) -> str:
 def inspect(
     tokenizer: Annotated[str, typer.Argument(help=TOKENIZER_HELP)],
     text: TextOpt = None,
-    json_out: JsonOpt = False,
+    output_format: OutputFormatOpt = None,
+    json_out: JsonFlagOpt = False,
 ) -> None:
     """Size, type, special and stop tokens, collisions, reachable bytes, and a text's tokens."""
     from sgcli.tokenizers.inspect import inspect_tokenizer
 
     report = inspect_tokenizer(_load(tokenizer), text)
-    if json_out:
+    if output_format_of(output_format, json_out) != "text":
         json_line(report)
     else:
         _print_inspect(report)
@@ -119,13 +119,14 @@ def diff(
     a: Annotated[str, typer.Argument(help="First tokenizer. " + TOKENIZER_HELP)],
     b: Annotated[str, typer.Argument(help="Second tokenizer (same forms).")],
     text: TextOpt = None,
-    json_out: JsonOpt = False,
+    output_format: OutputFormatOpt = None,
+    json_out: JsonFlagOpt = False,
 ) -> None:
     """Compare two sources of one tokenizer (e.g. a GGUF and a tokenizer.json). Exit 1 when they differ."""
     from sgcli.tokenizers.inspect import diff_tokenizers
 
     report = diff_tokenizers(_load(a), _load(b), text)
-    if json_out:
+    if output_format_of(output_format, json_out) != "text":
         json_line(report)
     else:
         _print_diff(report)

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.engine.session import Request  # noqa: F401  (re-exported for the CLI)
 from sgcli.errors import Location
 
@@ -18,6 +19,7 @@ class BadLine:
 
     def record(self) -> dict:
         return {
+            "schema_version": RECORD_SCHEMA_VERSION,
             "id": self.id,
             "prompt": None,
             "output": None,
@@ -25,6 +27,19 @@ class BadLine:
             "valid": False,
             "errors": [f"{self.location}: {self.message}"],
             "finish_reason": "error",
+            "backend": None,
+            "fallbacks": [],
+            "warnings": [],
+            "model": None,
+            "usage": {"prompt_tokens": None, "completion_tokens": None},
+            "timings": {
+                "load_s": None,
+                "compile_s": None,
+                "first_token_s": None,
+                "tokens_per_s": None,
+                "mask_ms_p50": None,
+                "mask_ms_p99": None,
+            },
         }
 
 

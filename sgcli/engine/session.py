@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.backends.base import Compiled
 from sgcli.constraints.validate import validate
 from sgcli.engine.decode import Finished, TokenEvent, decode
@@ -93,6 +94,7 @@ class Session:
             errors.insert(0, f.error)
         mask_ms = [s * 1000 for s in f.mask_s]
         record = {
+            "schema_version": RECORD_SCHEMA_VERSION,
             "id": req.id,
             "prompt": req.prompt if req.messages is None else req.messages,
             "output": f.output,

@@ -4,11 +4,12 @@ json-lines, and GitHub Actions workflow commands."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 
 from sgcli.lint.diagnostic import Diagnostic
 
-FORMATS = ("concise", "full", "json", "json-lines", "github")
+FORMATS = ("concise", "full", "json", "json-lines", "github", "sarif", "text", "jsonl")
 
 
 def location(d: Diagnostic) -> str:
@@ -90,16 +91,83 @@ def github(diags: list[Diagnostic], sources: dict[str, str]) -> str:
     return "".join(out)
 
 
+def sarif(diags: list[Diagnostic], sources: dict[str, str]) -> str:
+    """SARIF 2.1.0, for code-scanning dashboards: one run, the rules that fired, one result each."""
+    from sgcli import __version__
+    from sgcli.lint.rules import RULES
+
+    codes = sorted({d.code for d in diags})
+    rules = [
+        {
+            "id": code,
+            "name": RULES[code].name,
+            "shortDescription": {"text": RULES[code].summary},
+            "fullDescription": {"text": RULES[code].explanation},
+            "defaultConfiguration": {"level": "error" if RULES[code].severity == "error" else "warning"},
+            "help": {"text": f"sgcli rule {code}"},
+        }
+        for code in codes
+    ]
+    results = []
+    for d in diags:
+        region = {}
+        if d.line is not None:
+            region = {"startLine": d.line, "startColumn": d.col or 1}
+            if d.end_line is not None:
+                region |= {"endLine": d.end_line, "endColumn": d.end_col or (d.col or 1)}
+        location = {"artifactLocation": {"uri": d.path.replace(os.sep, "/")}}
+        if region:
+            location["region"] = region
+        text = d.message + (f" (hint: {d.hint})" if d.hint else "")
+        results.append(
+            {
+                "ruleId": d.code,
+                "ruleIndex": codes.index(d.code),
+                "level": "error" if d.severity == "error" else "warning",
+                "message": {"text": text},
+                "locations": [{"physicalLocation": location}],
+                **({"properties": {"backend": d.backend}} if d.backend else {}),
+            }
+        )
+    doc = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{"tool": {"driver": {"name": "sgcli", "version": __version__, "rules": rules}}, "results": results}],
+    }
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def statistics(diags: list[Diagnostic]) -> str:
+    """Counts per rule, most frequent first, as `ruff --statistics` prints them."""
+    from collections import Counter
+
+    counts = Counter(d.code for d in diags)
+    width = len(str(max(counts.values()))) if counts else 1
+    return "".join(
+        f"{n:>{width}}\t{code}\t{diags[[d.code for d in diags].index(code)].name}\n"
+        for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
+
+
 RENDERERS: dict[str, Callable[[list[Diagnostic], dict[str, str]], str]] = {
     "concise": concise,
     "full": full,
     "json": as_json,
     "json-lines": json_lines,
     "github": github,
+    "sarif": sarif,
+    "text": concise,  # the spellings every other command uses
+    "jsonl": json_lines,
 }
 
 
-def summary(diags: list[Diagnostic], files: int) -> str:
+def summary(diags: list[Diagnostic], files: int, unreadable: int = 0) -> str:
+    if unreadable:
+        found = f"{len(diags)} diagnostic{'s' if len(diags) != 1 else ''}" if diags else "no diagnostics"
+        return (
+            f"{unreadable} file{'s' if unreadable != 1 else ''} could not be linted (see the errors above); "
+            f"{found} in the other {files}."
+        )
     if not diags:
         return f"All checks passed ({files} file{'s' if files != 1 else ''})."
     errors = sum(d.severity == "error" for d in diags)

@@ -53,7 +53,7 @@ class FileResult:
     path: str
     diagnostics: list[Diagnostic]
     notes: list[str] = field(default_factory=list)  # checks that could not run, and why
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (backend, what it lacks for this file)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (backend, why it did not run on this file)
 
 
 class Linter:
@@ -93,9 +93,9 @@ class Linter:
         chosen = []
         for name in enforcing_backends():
             backend = get_backend(name)
-            reason = unsupported_reason(backend, spec) or backend.unavailable_reason()
-            if reason:
-                skipped.append((name, reason))
+            lacking, missing = unsupported_reason(backend, spec), backend.unavailable_reason()
+            if lacking or missing:
+                skipped.append((name, f"it does not support {lacking}" if lacking else f"it is not usable: {missing}"))
             else:
                 chosen.append(name)
         return chosen

@@ -9,6 +9,7 @@ Without `--select`, every rule is selected.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from sgcli.errors import UserError
@@ -68,3 +69,54 @@ class Selection:
     def needs(self, requirement: str) -> bool:
         """Whether any enabled rule needs `requirement` ("backend", "tokenizer")."""
         return any(RULES[c].needs == requirement for c in self.enabled)
+
+
+@dataclass(frozen=True)
+class PerFileIgnores:
+    """`per-file-ignores` from the configuration: glob -> selectors skipped in matching files.
+
+    Globs match the path as given on the command line, or relative to the configuration
+    file's folder (as ruff resolves them)."""
+
+    patterns: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    base: str | None = None
+
+    @classmethod
+    def parse(cls, table: dict[str, list[str]] | None, base: str | None) -> PerFileIgnores:
+        pairs = []
+        for glob, codes in (table or {}).items():
+            selectors = _split(codes)
+            _check(selectors, f"per-file-ignores {glob!r}:")
+            pairs.append((glob, tuple(selectors)))
+        return cls(tuple(pairs), base)
+
+    def ignores(self, path: str, code: str) -> bool:
+        import fnmatch
+        import os
+
+        candidates = {path}
+        if self.base:
+            candidates.add(os.path.relpath(os.path.abspath(path), self.base))
+        return any(
+            _specificity(list(selectors), code) >= 0
+            for glob, selectors in self.patterns
+            if any(fnmatch.fnmatch(c, glob) for c in candidates)
+        )
+
+
+_NOQA = re.compile(r"(?:#|//)\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]*(?:\s*,\s*[A-Za-z]+[0-9]*)*))?", re.IGNORECASE)
+
+
+def noqa_codes(line: str) -> frozenset[str] | None:
+    """The rule selectors a `# noqa: G001, W` (GBNF/EBNF) or `// noqa: G001` (Lark) comment
+    silences on its line; an empty set means every rule (a bare `noqa`), None means no comment."""
+    match = _NOQA.search(line)
+    if match is None:
+        return None
+    codes = match.group("codes")
+    return frozenset(_split([codes])) if codes else frozenset()
+
+
+def silenced_by_noqa(code: str, line: str) -> bool:
+    codes = noqa_codes(line)
+    return codes is not None and (not codes or _specificity(list(codes), code) >= 0)

@@ -41,7 +41,7 @@ def _data_dir() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise UserError(
             "mistral:* tokenizers need the mistral-common package, which is not installed",
-            hint="pip install mistral-common",
+            hint="pip install 'sgcli[mistral]'",
         )
     return Path(next(iter(spec.submodule_search_locations))) / "data"
 
@@ -81,7 +81,7 @@ def chat_encoder(path: Path, ref: str):
         try:
             from mistral_common.protocol.instruct.request import ChatCompletionRequest
         except ImportError as exc:
-            raise UserError(f"cannot encode chats for {ref}: {exc}", hint="pip install mistral-common") from None
+            raise UserError(f"cannot encode chats for {ref}: {exc}", hint="pip install 'sgcli[mistral]'") from None
         if not built:
             built.append(_quietly(lambda: _mistral_tokenizer(path, ref)))
         try:
@@ -102,7 +102,7 @@ def _mistral_tokenizer(path: Path, ref: str):
 
         return MistralTokenizer.from_file(str(path))
     except ImportError as exc:  # SentencePiece versions need the sentencepiece package
-        hint = "pip install 'mistral-common[sentencepiece]'"
+        hint = "pip install 'sgcli[mistral]'  (it brings sentencepiece)"
         raise UserError(f"cannot encode chats for {ref}: {exc}", hint=hint) from None
 
 
@@ -128,7 +128,7 @@ def load_tekken(path: Path, ref: str) -> Tokenizer:
         from mistral_common.tokens.tokenizers.base import SpecialTokenPolicy
         from mistral_common.tokens.tokenizers.tekken import Tekkenizer
     except ImportError as exc:
-        raise UserError(f"cannot load {ref}: {exc}", hint="pip install mistral-common tiktoken") from None
+        raise UserError(f"cannot load {ref}: {exc}", hint="pip install 'sgcli[mistral]'") from None
     try:
         tk = _quietly(lambda: Tekkenizer.from_file(path))
     except (AssertionError, ValueError, KeyError, OSError) as exc:

@@ -1,0 +1,222 @@
+"""Settings that would otherwise be repeated on every call, read once like ruff reads its own.
+
+Where a setting comes from, strongest first: the command-line flag, an `SGCLI_*`
+environment variable, the nearest configuration file, the built-in default. The file is
+the nearest `sgcli.toml` (or `.sgcli.toml`) upward from the working directory, or a
+`pyproject.toml` with a `[tool.sgcli]` table, whichever comes first on the way up.
+
+```toml
+[tool.sgcli]              # in sgcli.toml the keys sit at the top level
+model = "Qwen/Qwen2.5-0.5B-Instruct"
+backend = "llguidance"
+threads = 1
+json-whitespace = "compact"
+
+[tool.sgcli.lint]
+select = ["G", "W"]
+ignore = ["W002"]
+per-file-ignores = { "schemas/legacy/*.json" = ["J001"] }
+```
+
+Flags and environment variables reach commands through click (an option's `envvar`
+and the context's `default_map`), so each command reads its parameters as usual.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sgcli.errors import Location, UserError
+
+CONFIG_NAMES = ("sgcli.toml", ".sgcli.toml")
+
+
+@dataclass(frozen=True)
+class Key:
+    """One setting: its TOML name, the type it must have, its env var, and the commands' parameter."""
+
+    name: str  # dotted for tables: "lint.select"
+    type: type
+    env: str | None
+    param: str | None  # the command parameter it defaults (None: applied by sgcli itself)
+    help: str
+    sequence: bool = False  # a list of strings (env: comma-separated)
+
+
+KEYS: dict[str, Key] = {
+    k.name: k
+    for k in [
+        Key("model", str, "SGCLI_MODEL", "model", "model for generate/compare-backends (HF id, folder, .gguf)"),
+        Key("backend", str, "SGCLI_BACKEND", "backend", "grammar backend for every command that takes --backend"),
+        Key("device", str, "SGCLI_DEVICE", "device", "auto, cpu, cuda, cuda:N or mps"),
+        Key("dtype", str, "SGCLI_DTYPE", "dtype", "auto, float32, bfloat16 or float16"),
+        Key("threads", int, "SGCLI_THREADS", "threads", "torch CPU threads"),
+        Key("cache-dir", str, "SGCLI_CACHE_DIR", None, "where converted models and compiled grammars are kept"),
+        Key("json-whitespace", str, "SGCLI_JSON_WHITESPACE", "json_whitespace", "flexible or compact"),
+        Key("lint.select", str, "SGCLI_LINT_SELECT", "select", "lint rule codes or prefixes to run", True),
+        Key("lint.ignore", str, "SGCLI_LINT_IGNORE", "ignore", "lint rule codes or prefixes to skip", True),
+        Key("lint.per-file-ignores", dict, None, None, "glob -> rule codes to skip in matching files"),
+    ]
+}
+COMMANDS_OF_TABLE = {"lint": ("lint",)}  # a [lint] key defaults only the lint command's parameter
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str
+    value: Any
+    source: str  # "default", "env SGCLI_X", or the file (with its table)
+
+
+@dataclass
+class Config:
+    path: Path | None = None
+    table: str | None = None  # "[tool.sgcli]" in pyproject.toml, "" at the top of sgcli.toml
+    file_values: dict[str, Any] = field(default_factory=dict)  # dotted key -> value
+
+    def origin(self) -> str:
+        return f"{self.path} {self.table}".rstrip() if self.path else "none"
+
+    def settings(self, environ: dict[str, str] | None = None) -> list[Setting]:
+        """Every key's resolved value (flags aside) and where it came from."""
+        environ = os.environ if environ is None else environ
+        out = []
+        for key in KEYS.values():
+            if key.env and environ.get(key.env):
+                out.append(Setting(key.name, _from_env(key, environ[key.env]), f"env {key.env}"))
+            elif key.name in self.file_values:
+                out.append(Setting(key.name, self.file_values[key.name], self.origin()))
+            else:
+                out.append(Setting(key.name, None, "default"))
+        return out
+
+    def get(self, name: str, environ: dict[str, str] | None = None) -> Any:
+        return next(s.value for s in self.settings(environ) if s.key == name)
+
+    def default_map(self, commands: dict[str, set[str]]) -> dict[str, dict[str, Any]]:
+        """click's default_map: for each command, file values of the parameters it has.
+
+        Environment variables are not folded in here: options name their `envvar`, and
+        click ranks flag > envvar > default_map > default by itself."""
+        out: dict[str, dict[str, Any]] = {}
+        for name, value in self.file_values.items():
+            key = KEYS[name]
+            if key.param is None:
+                continue
+            table = name.split(".")[0] if "." in name else None
+            for command, params in commands.items():
+                if table and command not in COMMANDS_OF_TABLE.get(table, ()):
+                    continue
+                if key.param in params:
+                    out.setdefault(command, {})[key.param] = list(value) if key.sequence else value
+        return out
+
+
+def _from_env(key: Key, raw: str) -> Any:
+    if key.sequence:
+        return [v.strip() for v in raw.split(",") if v.strip()]
+    if key.type is int:
+        try:
+            return int(raw)
+        except ValueError:
+            raise UserError(f"{key.env}={raw!r}: expected a whole number") from None
+    return raw
+
+
+def find_config(start: Path | None = None) -> tuple[Path, str] | None:
+    """The nearest config file upward from `start` and the table holding sgcli's settings."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        for name in CONFIG_NAMES:
+            if (folder / name).is_file():
+                return folder / name, ""
+        pyproject = folder / "pyproject.toml"
+        if pyproject.is_file() and "[tool.sgcli" in pyproject.read_text(encoding="utf-8", errors="replace"):
+            return pyproject, "[tool.sgcli]"
+    return None
+
+
+def load_config(start: Path | None = None) -> Config:
+    found = find_config(start)
+    if found is None:
+        return Config()
+    path, table = found
+    data = _read_toml(path)
+    if table:
+        data = data.get("tool", {}).get("sgcli", {})
+    return Config(path, table, _flatten(data, path, table))
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"cannot read the configuration: {exc.strerror}", location=Location(str(path))) from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"not UTF-8 text at byte {exc.start}", location=Location(str(path))) from None
+    except tomllib.TOMLDecodeError as exc:
+        import re
+
+        at = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        line, col = (int(at.group(1)), int(at.group(2))) if at else (None, None)
+        message = re.sub(r" \(at (line \d+, column \d+|end of document)\)", "", str(exc))
+        raise UserError(f"invalid TOML: {message}", location=Location(str(path), line, col)) from None
+
+
+def _flatten(data: dict, path: Path, table: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    where = f"{path} {table}".rstrip()
+    for raw_key, value in data.items():
+        if isinstance(value, dict) and raw_key in COMMANDS_OF_TABLE:
+            for sub, sub_value in value.items():
+                out[_check(f"{raw_key}.{sub}", sub_value, where)] = sub_value
+        else:
+            out[_check(raw_key, value, where)] = value
+    return out
+
+
+def _check(raw_key: str, value: Any, where: str) -> str:
+    name = raw_key.replace("_", "-")
+    key = KEYS.get(name)
+    if key is None:
+        known = ", ".join(KEYS)
+        raise UserError(f"{where}: unknown setting '{raw_key}'", hint=f"known settings: {known}")
+    ok = (
+        isinstance(value, list) and all(isinstance(v, str) for v in value)
+        if key.sequence
+        else isinstance(value, key.type) and not (key.type is int and isinstance(value, bool))
+    )
+    if key.name == "lint.per-file-ignores":
+        ok = isinstance(value, dict) and all(
+            isinstance(v, list) and all(isinstance(c, str) for c in v) for v in value.values()
+        )
+    if not ok:
+        expected = "a list of strings" if key.sequence else key.type.__name__
+        if key.name == "lint.per-file-ignores":
+            expected = 'a table of glob = ["CODE", ...]'
+        raise UserError(f"{where}: '{raw_key}' must be {expected}, not {value!r}")
+    return name
+
+
+_current: Config | None = None
+
+
+def current() -> Config:
+    """The configuration of this process (loaded once, from the working directory)."""
+    global _current
+    if _current is None:
+        _current = load_config()
+    return _current
+
+
+def reset() -> None:
+    """Forget the loaded configuration (tests change directories)."""
+    global _current
+    _current = None

@@ -1,0 +1,61 @@
+"""Optional dependency groups ("extras") and the exit-2 message when one is missing.
+
+The light core (`pip install sgcli`) lints and compiles with llguidance; generation,
+xgrammar, outlines-core and Mistral tokenizers each come with an extra. A missing
+extra is the user's to fix, so it is a `UserError` naming the install command.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from sgcli.errors import UserError
+
+# Top-level module -> the extra that installs it.
+EXTRA_OF_MODULE = {
+    "torch": "generate",
+    "transformers": "generate",
+    "tokenizers": "generate",
+    "safetensors": "generate",
+    "gguf": "generate",
+    "accelerate": "generate",
+    "jinja2": "generate",
+    "huggingface_hub": "generate",
+    "xgrammar": "xgrammar",
+    "outlines_core": "outlines",
+    "mistral_common": "mistral",
+    "sentencepiece": "mistral",
+}
+
+
+class MissingExtra(UserError):
+    """An optional dependency is not installed: say which extra brings it."""
+
+    def __init__(self, module: str, extra: str, what: str | None = None):
+        need = f"{what} needs" if what else "this needs"
+        super().__init__(
+            f"{need} the Python package '{module}', which is not installed",
+            hint=f"pip install 'sgcli[{extra}]'  (or 'sgcli[all]')",
+        )
+        self.module = module
+        self.extra = extra
+
+
+def install_hint(module: str) -> str:
+    """The pip command that brings `module` (an extra of sgcli where it is one)."""
+    extra = EXTRA_OF_MODULE.get(module.split(".")[0])
+    return f"pip install 'sgcli[{extra}]'" if extra else f"pip install {module}"
+
+
+def require(extra: str, what: str) -> None:
+    """Raise `MissingExtra` unless every module of `extra` can be imported (without importing it)."""
+    for module, group in EXTRA_OF_MODULE.items():
+        if group == extra and importlib.util.find_spec(module) is None:
+            raise MissingExtra(module, extra, what)
+
+
+def from_import_error(exc: ImportError) -> MissingExtra | None:
+    """The user-facing error for an ImportError of an optional module, or None if it is not one."""
+    name = (getattr(exc, "name", None) or "").split(".")[0]
+    extra = EXTRA_OF_MODULE.get(name)
+    return MissingExtra(name, extra) if extra else None

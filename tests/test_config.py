@@ -1,0 +1,145 @@
+"""Configuration files, SGCLI_* variables, `sgcli config`, `sgcli cache`, extras and -V."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sgcli import config
+
+SCHEMA = '{"type": "object", "properties": {"a": {"type": "integer"}}}'
+
+
+@pytest.fixture(autouse=True)
+def _fresh_config(monkeypatch):
+    for key in config.KEYS.values():
+        if key.env and key.env != "SGCLI_CACHE_DIR":
+            monkeypatch.delenv(key.env, raising=False)
+    config.reset()
+    yield
+    config.reset()
+
+
+def _project(tmp_path, body: str):
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n\n' + body)
+    sub = tmp_path / "pkg"
+    sub.mkdir()
+    (sub / "s.json").write_text(SCHEMA)
+    return sub
+
+
+def test_nearest_pyproject_table_and_sources(run_cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(_project(tmp_path, '[tool.sgcli]\nbackend = "llguidance"\nthreads = 1\n'))
+    monkeypatch.setenv("SGCLI_THREADS", "2")
+    result = run_cli("config", "--output-format", "json")
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    settings = {s["key"]: s for s in doc["settings"]}
+    assert doc["file"] == str(tmp_path / "pyproject.toml")
+    assert settings["backend"]["value"] == "llguidance"
+    assert settings["backend"]["source"].endswith("pyproject.toml [tool.sgcli]")
+    assert (settings["threads"]["value"], settings["threads"]["source"]) == (2, "env SGCLI_THREADS")
+    assert settings["model"]["source"] == "default"
+
+
+def test_sgcli_toml_beats_a_pyproject_further_up(tmp_path, monkeypatch):
+    sub = _project(tmp_path, '[tool.sgcli]\nbackend = "xgrammar"\n')
+    (sub / "sgcli.toml").write_text('backend = "llguidance"\n')
+    monkeypatch.chdir(sub)
+    assert config.current().get("backend") == "llguidance"
+    assert config.current().path == sub / "sgcli.toml"
+
+
+def test_file_then_env_then_flag_decide_lint_rules(run_cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(
+        _project(tmp_path, '[tool.sgcli]\nbackend = "llguidance"\n[tool.sgcli.lint]\nignore = ["W002"]\n')
+    )
+    assert run_cli("lint", "s.json").exit_code == 0  # the file silences W002
+    monkeypatch.setenv("SGCLI_LINT_IGNORE", "J")
+    config.reset()
+    flagged = run_cli("lint", "s.json")
+    assert flagged.exit_code == 1 and "W002" in flagged.stdout  # env replaced the file's list
+    assert run_cli("lint", "s.json", "--ignore", "W").exit_code == 0  # and the flag beats the env
+
+
+def test_per_file_ignores(run_cli, tmp_path, monkeypatch):
+    sub = _project(
+        tmp_path,
+        '[tool.sgcli]\nbackend = "llguidance"\n[tool.sgcli.lint]\nper-file-ignores = { "pkg/s*.json" = ["W"] }\n',
+    )
+    (sub / "other.json").write_text(SCHEMA)
+    monkeypatch.chdir(sub)
+    result = run_cli("lint", "s.json", "other.json")
+    assert result.exit_code == 1
+    assert "other.json" in result.stdout and "s.json:" not in result.stdout.replace("other.json", "")
+
+
+def test_config_supplies_generate_backend_before_any_model_loads(run_cli, tmp_path, monkeypatch):
+    sub = _project(tmp_path, '[tool.sgcli]\nbackend = "outlines_core"\nmodel = "missing-model.gguf"\n')
+    (sub / "g.gbnf").write_text('root ::= "a"\n')
+    monkeypatch.chdir(sub)
+    result = run_cli("generate", "--ebnf", "g.gbnf", "hi")
+    assert result.exit_code == 2
+    assert "backend 'outlines_core' does not support" in result.stderr
+    result = run_cli("generate", "--ebnf", "g.gbnf", "--backend", "llguidance", "hi")
+    assert result.exit_code == 2 and "missing-model.gguf" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("[tool.sgcli]\nbackend = \n", "pyproject.toml:5:11"),
+        ('[tool.sgcli]\nmodle = "x"\n', "unknown setting 'modle'"),
+        ('[tool.sgcli]\nthreads = "two"\n', "'threads' must be int"),
+        ('[tool.sgcli.lint]\nselect = "G"\n', "'lint.select' must be a list of strings"),
+        ('[tool.sgcli.lint]\nper-file-ignores = { "a" = ["NOPE"] }\n', "no rule code starts with 'NOPE'"),
+    ],
+)
+def test_bad_configuration_is_exit_2_naming_the_file(run_cli, tmp_path, monkeypatch, body, expected):
+    monkeypatch.chdir(_project(tmp_path, body))
+    result = run_cli("lint", "s.json")
+    assert result.exit_code == 2
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_env_value_is_exit_2(run_cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(_project(tmp_path, ""))
+    monkeypatch.setenv("SGCLI_THREADS", "many")
+    result = run_cli("config")
+    assert result.exit_code == 2 and "SGCLI_THREADS" in result.stderr
+
+
+def test_cache_info_and_clear(run_cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("SGCLI_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "cache" / "compiled" / "k1").mkdir(parents=True)
+    (tmp_path / "cache" / "compiled" / "k1" / "blob").write_bytes(b"x" * 1000)
+    info = json.loads(run_cli("cache", "info", "--json").stdout)
+    assert info["sections"] == [
+        {"section": "compiled", "path": str(tmp_path / "cache" / "compiled"), "entries": 1, "size_bytes": 1000}
+    ]
+    assert run_cli("cache", "clear", "models").exit_code == 2
+    assert run_cli("cache", "clear", "compiled").exit_code == 0
+    assert not (tmp_path / "cache" / "compiled").exists()
+
+
+def test_missing_extra_names_the_install_command():
+    from sgcli.cli.common import _missing_extra
+
+    error = _missing_extra(ModuleNotFoundError("No module named 'xgrammar'", name="xgrammar"))
+    assert error is not None and "pip install 'sgcli[xgrammar]'" in error.render()
+    assert _missing_extra(ModuleNotFoundError("No module named 'nope'", name="nope")) is None
+    assert _missing_extra(ValueError("x")) is None
+
+
+def test_short_version_flag(run_cli):
+    from sgcli import __version__
+
+    result = run_cli("-V")
+    assert result.exit_code == 0 and result.stdout.strip() == f"sgcli {__version__}"
+
+
+def test_json_alias_conflicts_with_another_format(run_cli):
+    result = run_cli("config", "--json", "--output-format", "text")
+    assert result.exit_code == 2 and "--json conflicts with --output-format text" in result.stderr

@@ -1,0 +1,98 @@
+"""lint over folders (respecting .gitignore), noqa comments, --exit-zero, --statistics, SARIF."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+UNUSED = 'root ::= "a"\nunused ::= "b"\n'
+
+
+@pytest.fixture
+def tree(tmp_path):
+    g = tmp_path / "g"
+    (g / "sub").mkdir(parents=True)
+    (g / "a.gbnf").write_text(UNUSED)
+    (g / "ignored.gbnf").write_text(UNUSED)
+    (g / ".gitignore").write_text("ignored.gbnf\n")
+    (g / "data.json").write_text("{}")  # not a *.schema.json: data, not linted in a folder
+    (g / "sub" / "c.lark").write_text('start: "a"\nunused: "b"\n')
+    return g
+
+
+def _lint(run_cli, *args):
+    return run_cli("lint", *map(str, args), "--backend", "llguidance")
+
+
+def test_folder_lists_grammar_files_git_does_not_ignore(run_cli, tree):
+    subprocess.run(["git", "init", "-q", str(tree)], check=True)
+    result = _lint(run_cli, tree)
+    assert result.exit_code == 1
+    paths = {line.split(":")[0] for line in result.stdout.splitlines()}
+    assert paths == {str(tree / "a.gbnf"), str(tree / "sub" / "c.lark")}
+
+
+def test_folder_outside_git_skips_hidden_folders(run_cli, tree):
+    (tree / ".cache").mkdir()
+    (tree / ".cache" / "x.gbnf").write_text(UNUSED)
+    result = _lint(run_cli, tree)
+    paths = {line.split(":")[0] for line in result.stdout.splitlines()}
+    assert str(tree / ".cache" / "x.gbnf") not in paths
+    assert str(tree / "a.gbnf") in paths
+
+
+@pytest.mark.parametrize(
+    ("line2", "silenced"),
+    [
+        ('unused ::= "b" # noqa: G002', True),
+        ('unused ::= "b" # noqa: G', True),
+        ('unused ::= "b" # noqa', True),
+        ('unused ::= "b" # noqa: W002', False),
+        ('unused ::= "b" # a comment', False),
+    ],
+)
+def test_noqa_comment_in_gbnf(run_cli, tmp_path, line2, silenced):
+    path = tmp_path / "g.gbnf"
+    path.write_text(f'root ::= "a"\n{line2}\n')
+    result = _lint(run_cli, path)
+    assert (result.exit_code == 0) is silenced, result.stdout
+    assert ("G002" in result.stdout) is not silenced
+
+
+def test_noqa_comment_in_lark(run_cli, tmp_path):
+    path = tmp_path / "g.lark"
+    path.write_text('start: "a"\nunused: "b" // noqa: G002\n')
+    assert _lint(run_cli, path).exit_code == 0
+
+
+def test_exit_zero_and_statistics(run_cli, tree):
+    assert _lint(run_cli, tree / "a.gbnf", "--exit-zero").exit_code == 0
+    stats = _lint(run_cli, tree / "a.gbnf", tree / "sub" / "c.lark", "--statistics")
+    assert stats.exit_code == 1
+    assert stats.stdout.splitlines() == ["2\tG002\tunused-rule"]
+
+
+def test_sarif_output_is_sarif_2_1_0(run_cli, tree):
+    result = _lint(run_cli, tree / "a.gbnf", "--output-format", "sarif")
+    doc = json.loads(result.stdout)
+    assert doc["version"] == "2.1.0"
+    (run,) = doc["runs"]
+    assert [r["id"] for r in run["tool"]["driver"]["rules"]] == ["G002"]
+    (res,) = run["results"]
+    assert res["ruleId"] == "G002" and res["level"] == "warning"
+    region = res["locations"][0]["physicalLocation"]["region"]
+    assert (region["startLine"], region["startColumn"]) == (2, 1)
+
+
+def test_unreadable_file_is_never_all_checks_passed(run_cli, tree):
+    result = _lint(run_cli, tree / "missing.gbnf")
+    assert result.exit_code == 2
+    assert "All checks passed" not in result.stderr
+    assert "could not be linted" in result.stderr
+
+
+def test_empty_folder_is_a_usage_error(run_cli, tmp_path):
+    result = _lint(run_cli, tmp_path)
+    assert result.exit_code == 2 and "no grammar files" in result.stderr

@@ -1,0 +1,103 @@
+"""One CLI dialect: every command takes --output-format text|json|jsonl, --json stays an alias."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+LIB = Path(__file__).resolve().parent.parent / "sgcli" / "grammars"
+
+
+def _jsonl(stdout: str) -> list:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "g.gbnf").write_text('root ::= "a" [0-9]+\n')
+    (tmp_path / "chat.json").write_text('[{"role": "user", "content": "Hi"}]')
+    return tmp_path
+
+
+STREAMS = {  # commands that print a stream of records
+    "backends": lambda f: ["backends"],
+    "rule --all": lambda f: ["rule", "--all"],
+    "compile": lambda f: ["compile", f / "g.gbnf", "-b", "llguidance"],
+    "masks": lambda f: ["masks", "--ebnf", f / "g.gbnf", "--text", "a12", "-b", "llguidance"],
+    "test": lambda f: ["test", LIB / "iso8601.test.yaml", "-b", "llguidance"],
+    "compare-backends": lambda f: ["compare-backends", "--no-generate", "--regex", "[0-9]+", "-b", "llguidance"],
+    "cache info": lambda f: ["cache", "info"],
+    "config": lambda f: ["config"],
+}
+DOCUMENTS = {  # commands that print one document
+    "rule CODE": lambda f: ["rule", "G001"],
+    "convert": lambda f: ["convert", f / "g.gbnf", "--to", "lark", "--no-check"],
+    "tokenizer inspect": lambda f: ["tokenizer", "inspect", "default"],
+    "template render": lambda f: ["template", "render", "--messages", f / "chat.json"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(STREAMS))
+def test_streams_give_jsonl_and_a_json_array(run_cli, files, name, monkeypatch, tmp_path):
+    monkeypatch.setenv("SGCLI_CACHE_DIR", str(tmp_path / "cache"))
+    args = STREAMS[name](files)
+    lines = run_cli(*args, "--output-format", "jsonl")
+    assert lines.exit_code in (0, 1), lines.stderr
+    records = _jsonl(lines.stdout)
+    document = run_cli(*args, "--output-format", "json")
+    assert document.exit_code == lines.exit_code
+    parsed = json.loads(document.stdout)
+    if name in ("cache info", "config"):  # one document whose rows are the JSONL lines
+        assert isinstance(parsed, dict)
+    else:
+        assert isinstance(parsed, list) and len(parsed) == len(records) and parsed
+        assert [sorted(r) for r in parsed] == [sorted(r) for r in records]
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTS))
+def test_documents_give_one_json_object(run_cli, files, name):
+    args = DOCUMENTS[name](files)
+    for fmt in ("json", "jsonl"):
+        result = run_cli(*args, "--output-format", fmt)
+        assert result.exit_code == 0, result.stderr
+        (obj,) = _jsonl(result.stdout)
+        assert isinstance(obj, dict)
+    assert _jsonl(run_cli(*args, "--json").stdout) == [obj]
+
+
+def test_json_flag_is_the_alias_for_streams(run_cli):
+    assert run_cli("backends", "--json").stdout == run_cli("backends", "--output-format", "jsonl").stdout
+    result = run_cli("backends", "--json", "--output-format", "json")
+    assert result.exit_code == 2 and "--json conflicts" in result.stderr
+
+
+def test_unknown_format_is_a_usage_error_listing_the_choices(run_cli):
+    result = run_cli("backends", "--output-format", "yaml")
+    assert result.exit_code == 2
+    assert "text" in result.stderr and "jsonl" in result.stderr
+
+
+def test_lint_takes_the_common_spellings(run_cli, files):
+    bad = files / "u.gbnf"
+    bad.write_text('root ::= "a"\nunused ::= "b"\n')
+    jsonl = run_cli("lint", bad, "-b", "llguidance", "--output-format", "jsonl")
+    assert jsonl.exit_code == 1 and _jsonl(jsonl.stdout)[0]["code"] == "G002"
+    text = run_cli("lint", bad, "-b", "llguidance", "--output-format", "text")
+    assert text.stdout.startswith(f"{bad}:2:1: G002")
+
+
+def test_compare_backends_takes_repeated_backend(run_cli):
+    result = run_cli(
+        "compare-backends", "--no-generate", "--regex", "[0-9]+", "-b", "llguidance", "-b", "xgrammar", "--json"
+    )
+    assert result.exit_code == 0, result.stderr
+    assert [r["backend"] for r in _jsonl(result.stdout)] == ["llguidance", "xgrammar"]
+
+
+@pytest.mark.model
+def test_generate_takes_output_format_jsonl(run_cli):
+    result = run_cli("generate", "--choice", "yes", "--choice", "no", "Is water wet?", "--output-format", "jsonl")
+    (record,) = _jsonl(result.stdout)
+    assert record["output"] in ("yes", "no") and record["valid"] is True
