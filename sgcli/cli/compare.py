@@ -292,7 +292,7 @@ def compare_backends(
             raw=raw,
             threads=threads,
         )
-    _report(rows, json_out=json_out, no_generate=no_generate)
+    _report(rows, output_format_of(output_format, json_out, stream=True), no_generate=no_generate)
 
 
 def _check_flags(spec, prompt, *, whitespace, no_generate: bool, text, max_tokens: int) -> None:
@@ -312,10 +312,9 @@ def _check_flags(spec, prompt, *, whitespace, no_generate: bool, text, max_token
         raise UserError("--max-tokens must be at least 1")
 
 
-def _report(rows: list[dict], *, json_out: bool, no_generate: bool) -> None:
-    """Rows to stdout (JSONL or a table), the summary to stderr, and the exit code."""
+def _report(rows: list[dict], fmt: str, *, no_generate: bool) -> None:
+    """Rows to stdout (a table, JSON or JSONL), the summary to stderr, and the exit code."""
     failed = any(r["error"] and not r["skipped"] or r["valid"] is False for r in rows)
-    fmt = output_format_of(output_format, json_out, stream=True)
     if fmt == "text":
         _table(rows, no_generate)
     else:
