@@ -107,7 +107,9 @@ def _outside_strings(text: str) -> str:
 
 
 @pytest.mark.parametrize("backend", backends_taking(Kind.REGEX))
-@pytest.mark.parametrize("pattern", [r"[0-9]{3}-[a-z]{2,4}", r"(yes|no|maybe)!?", r"\d+(\.\d{1,2})?"])
+# ASCII classes, not \d: llguidance's \d follows a newer Unicode than Python 3.11's `re` (it takes
+# U+1E4F7, a Unicode 15 digit, which `re` and so sgcli's validation reject).
+@pytest.mark.parametrize("pattern", [r"[0-9]{3}-[a-z]{2,4}", r"(yes|no|maybe)!?", r"[0-9]+(\.[0-9]{1,2})?"])
 def test_every_regex_output_matches(tiny_lm, smol_tokenizer, pattern, backend):
     spec = ConstraintSpec(Kind.REGEX, pattern, "--regex")
     for seed in SEEDS:
