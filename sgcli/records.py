@@ -38,6 +38,12 @@ class Fallback(_Strict):
     reason: str
 
 
+class Weakened(_Strict):
+    pointer: str = Field(..., description="JSON pointer of the keyword in the schema")
+    keyword: str
+    backend: str
+
+
 class GenerationRecord(_Strict):
     """One generation (or one batch line that could not run: same keys, nulls where nothing ran)."""
 
@@ -49,12 +55,19 @@ class GenerationRecord(_Strict):
     valid: Optional[bool] = Field(
         None, description="an independent check passed (true), failed (false), or could not run (null)"
     )
+    validated_by: Optional[str] = Field(
+        None, description="what checked it: jsonschema, lark, regex, choices, structural_tags, unconstrained"
+    )
+    unchecked: Optional[str] = Field(None, description="why nothing independent could check it (valid is null)")
     errors: list[str] = Field(default_factory=list, description="why the output is not valid, or why nothing ran")
     finish_reason: Literal["stop", "length", "error"] = Field(
         ..., description="stop: the grammar or the model ended; length: --max-tokens; error: see errors"
     )
     backend: Optional[str] = Field(None, description="the grammar backend that constrained the output")
     fallbacks: list[Fallback] = Field(default_factory=list, description="backends `auto` tried first, and why not")
+    weakened: list[Weakened] = Field(
+        default_factory=list, description="schema keywords the backend does not enforce, at their pointers"
+    )
     warnings: list[str] = Field(default_factory=list, description="what the backend weakened or ignored")
     model: Optional[str] = Field(None, description="the model that generated, as the user named it")
     usage: Usage = Field(default_factory=Usage, description="token counts")

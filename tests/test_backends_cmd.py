@@ -28,7 +28,8 @@ def test_json_rows_follow_the_declared_capabilities(run_cli):
     assert by["xgrammar"]["kinds"] == ["json_schema", "regex", "ebnf", "lark", "choice", "structural_tag"]
     assert "whitespace_pattern" in by["llguidance"]["json_options"] and "indent" not in by["llguidance"]["json_options"]
     assert "indent" in by["xgrammar"]["json_options"] and "whitespace_pattern" not in by["xgrammar"]["json_options"]
-    assert [r["auto_rank"] for r in rows] == [1, 2, 3, None] and by["xgrammar"]["default"] is True
+    assert [r["auto_rank"] for r in rows] == [1, 2, 3, None]
+    assert not any(r["default"] for r in rows)  # the default is `auto`, not one backend
     flags = {r["backend"]: (r["enforces"], r["jump_forward"], r["cacheable"]) for r in rows}
     assert flags == {
         "llguidance": (True, True, False),
@@ -46,5 +47,5 @@ def test_table_names_every_backend(run_cli):
     result = run_cli("backends")
     assert result.exit_code == 0
     versions = [importlib.metadata.version(d) for d in DISTRIBUTIONS.values()]
-    for text in ["llguidance", "xgrammar", "(default)", "outlines_core", "none", *versions]:
+    for text in ["llguidance", "xgrammar", "default: --backend auto", "outlines_core", "none", *versions]:
         assert text in result.stdout, text

@@ -35,6 +35,7 @@ EXPECTED = {
     "w001_recursive_whitespace.gbnf": ({}, [("W001", 2, 1, None)]),  # llama.cpp's old `ws ::= ([ \t\n] ws)?`
     "j001_minimum.json": ({"json_options": COMPACT}, [("J001", 3, 3, "outlines_core")]),
     "j002_rejected_keyword.json": ({"backend": "llguidance", "json_options": COMPACT}, [("J002", 3, 3, "llguidance")]),
+    "j003_unprobed_schema.json": ({"backend": "xgrammar", "json_options": COMPACT}, [("J003", 1, 1, None)]),
     "r001_lookahead.regex": ({}, [("R001", 1, 2, None)]),
     "t001_special_token.gbnf": ({"tokenizer": "default"}, [("T001", 1, 16, None)]),
     "l001_max_tokens.gbnf": ({"tokenizer": "default", "max_tokens": 10}, [("L001", 1, 1, None)]),

@@ -35,7 +35,9 @@ __all__ = [
     "enforces",
 ]
 
-DEFAULT_BACKEND = "xgrammar"  # the one place the default is named; commands take it from here
+# `auto` tries llguidance first (it refuses what it cannot enforce), then falls back loudly:
+# see sgcli/backends/auto.py for the measurements behind the order.
+DEFAULT_BACKEND = "auto"  # the one place the default is named; commands take it from here
 
 
 def backend_names() -> list[str]:
@@ -94,14 +96,16 @@ def requested_json_options(spec: ConstraintSpec) -> list[str]:
     return wanted
 
 
-def compile_for(name: str, spec: ConstraintSpec, vocab) -> tuple[Compiled, list[dict]]:
+def compile_for(name: str, spec: ConstraintSpec, vocab, compile_one=None) -> tuple[Compiled, list[dict]]:
     """Compile with the named backend; returns (compiled, fallbacks) where fallbacks is
-    [{backend, reason}] for every backend `auto` tried and skipped (empty otherwise)."""
+    [{backend, reason}] for every backend `auto` tried and skipped (empty otherwise).
+    `compile_one(backend)`, when given, compiles instead of `backend.compile` (e.g. through the cache)."""
+    compile_one = compile_one or (lambda backend: backend.compile(spec, vocab))
     if name == "auto":
         from sgcli.backends.auto import compile_auto
 
-        return compile_auto(spec, vocab)
-    return check_supports(name, spec).compile(spec, vocab), []
+        return compile_auto(spec, vocab, compile_one)
+    return compile_one(check_supports(name, spec)), []
 
 
 def check_supports(name: str, spec: ConstraintSpec) -> Backend:

@@ -38,8 +38,9 @@ def _one_line(error: UserError) -> str:
     return where + " ".join(error.message.split())
 
 
-def compile_auto(spec: ConstraintSpec, vocab) -> tuple[Compiled, list[dict]]:
-    """(the first successful compilation in AUTO_ORDER, [{backend, reason}] for each skipped one)."""
+def compile_auto(spec: ConstraintSpec, vocab, compile_one=None) -> tuple[Compiled, list[dict]]:
+    """(the first successful compilation in AUTO_ORDER, [{backend, reason}] for each skipped one).
+    `compile_one(backend)` compiles (default: `backend.compile(spec, vocab)`)."""
     from sgcli.backends import get_backend, unsupported_reason
 
     fallbacks: list[dict] = []
@@ -55,7 +56,8 @@ def compile_auto(spec: ConstraintSpec, vocab) -> tuple[Compiled, list[dict]]:
             fallbacks.append({"backend": name, "reason": f"not usable: {missing}"})
             continue
         try:
-            return backend.compile(spec, vocab), fallbacks
+            compiled = compile_one(backend) if compile_one else backend.compile(spec, vocab)
+            return compiled, fallbacks
         except UserError as exc:
             first_error = first_error or exc
             fallbacks.append({"backend": name, "reason": _one_line(exc)})

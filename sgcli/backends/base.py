@@ -57,6 +57,11 @@ class Capabilities:
     enforces: bool = True  # its masks restrict tokens (False only for the unconstrained A/B backend)
     jump_forward: bool = False  # Matcher.jump_forward can return forced bytes (else always b"")
     cacheable: bool = False  # Compiled.serialize / Backend.deserialize round-trip for the on-disk cache
+    regex_dialect: str = "rust"  # how it reads regexes: "rust" or "ecma"; validation reads them the same way
+    # JSON Schema keywords it compiles without enforcing and without a warning of its own (measured)
+    unenforced_keywords: frozenset[str] = frozenset()
+    # keywords beside which it drops every sibling keyword, silently (xgrammar: anyOf/oneOf)
+    ignores_beside: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,10 @@ def json_format_kwargs(o: JsonOptions) -> dict:
         "any_whitespace": o.whitespace == "flexible" and o.indent is None,
         "indent": o.indent,
         "separators": (",", ":") if o.whitespace == "compact" and o.indent is None else None,
-        "strict_mode": o.strict_properties,
+        # strict_mode (no unlisted properties/items) for generation: on the JSON-Schema-Test-Suite it
+        # accepts fewer invalid instances and never compiles for seconds; off for dry runs, where
+        # rejecting valid instances would be a false verdict (benchmarks/xgrammar_strict_mode.py)
+        "strict_mode": o.strict_properties or o.for_generation,
         "max_whitespace_cnt": o.max_whitespace,
     }
 
@@ -86,6 +89,30 @@ class XGrammarBackend(LibraryBackend):
         notes="EBNF in xgrammar's GBNF dialect; no custom whitespace pattern",
         jump_forward=True,
         cacheable=True,
+        regex_dialect="ecma",
+        # accepted-invalid instances without any warning on JSON-Schema-Test-Suite draft2020-12
+        # (benchmarks/results/json_schema_suite.json) and lint's J001 probes
+        unenforced_keywords=frozenset(
+            {
+                "not",
+                "uniqueItems",
+                "contains",
+                "minContains",
+                "maxContains",
+                "if",
+                "then",
+                "else",
+                "patternProperties",
+                "dependentSchemas",
+                "dependentRequired",
+                "propertyNames",
+                "unevaluatedProperties",
+                "unevaluatedItems",
+                "$dynamicRef",
+            }
+        ),
+        # {"type": "integer", "minimum": 5, "anyOf": [...]} accepts 3: the siblings are dropped
+        ignores_beside=frozenset({"anyOf", "oneOf"}),
     )
 
     @staticmethod

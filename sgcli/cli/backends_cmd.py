@@ -64,13 +64,14 @@ def _table(rows: list[dict]) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from sgcli.backends import _OPTION_FLAGS  # the JSON options as the flags that request them
+    from sgcli.backends import _OPTION_FLAGS, DEFAULT_BACKEND  # the JSON options as the flags that request them
     from sgcli.cli.tables import print_table
     from sgcli.constraints.spec import Kind
 
     # One item per line in the list columns, so cells break between items, never inside a word;
     # the notes (long prose) go below the table, where they wrap at word boundaries. Fits 80 columns.
-    table = Table(title="grammar backends", title_justify="left", show_lines=True)
+    default = "" if any(r["default"] for r in rows) else f" (default: --backend {DEFAULT_BACKEND}, in the 'auto' order)"
+    table = Table(title="grammar backends" + default, title_justify="left", show_lines=True)
     for column in ("backend", "version", "auto", "kinds (--kind)", "JSON options"):
         table.add_column(column, no_wrap=True, justify="right" if column == "auto" else "left")
     missing = []

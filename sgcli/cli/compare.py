@@ -28,7 +28,7 @@ Examples:
 
   sgcli compare-backends --no-generate --schema s.json --text '{"name": "Paris"}'
 
-  sgcli compare-backends -b llguidance -b xgrammar --regex '[0-9]{3}' "Pick a number"
+  sgcli compare-backends -b llguidance -b outlines_core --regex '[0-9]{3}' "Pick a number"
 """
 
 

@@ -19,7 +19,7 @@ Examples:
 
   sgcli compile @sql @iso8601 --backend all
 
-  sgcli compile schema.json --print --backend xgrammar
+  sgcli compile schema.json --print --backend llguidance
 
   sgcli compile broken.gbnf --json
 """

@@ -15,7 +15,7 @@ Examples:
 
   sgcli config --output-format json
 
-  SGCLI_BACKEND=xgrammar sgcli config
+  SGCLI_BACKEND=llguidance sgcli config
 """
 
 

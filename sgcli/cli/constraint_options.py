@@ -24,7 +24,7 @@ RegexOpt = Annotated[
 ]
 EbnfOpt = Annotated[
     Optional[str],
-    typer.Option("--ebnf", help="GBNF / xgrammar EBNF file (root rule: root).", rich_help_panel="Constraint"),
+    typer.Option("--ebnf", help="GBNF / EBNF file (llama.cpp GBNF, root rule: root).", rich_help_panel="Constraint"),
 ]
 LarkOpt = Annotated[
     Optional[str], typer.Option("--lark", help="Lark grammar file (start rule: start).", rich_help_panel="Constraint")
@@ -47,6 +47,17 @@ SubOpt = Annotated[
         "--sub",
         help="name=FILE: a JSON Schema or Lark sub-grammar the Lark grammar uses as @name; repeatable.",
         rich_help_panel="Constraint",
+    ),
+]
+BackendOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--backend",
+        "-b",
+        envvar="SGCLI_BACKEND",
+        help="Grammar backend (`sgcli backends` marks the default); 'auto' tries them in the order "
+        "`sgcli backends` shows and says what a fallback weakens; 'none' = unconstrained.",
+        show_default=False,
     ),
 ]
 ThreadsOpt = Annotated[

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from sgcli.backends import DEFAULT_BACKEND, enforces
 from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, json_line, output_format_of
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
@@ -39,15 +39,7 @@ def generate(
     grammar: co.GrammarOpt = None,
     structural_tag: co.StructuralTagOpt = None,
     sub: co.SubOpt = None,
-    backend: Annotated[
-        str,
-        typer.Option(
-            "--backend",
-            "-b",
-            envvar="SGCLI_BACKEND",
-            help="Grammar backend (see `sgcli backends`); 'none' = unconstrained.",
-        ),
-    ] = DEFAULT_BACKEND,
+    backend: co.BackendOpt = None,
     model: Annotated[
         Optional[str],
         typer.Option(
@@ -126,7 +118,10 @@ def generate(
 ) -> None:
     """Generate text that is guaranteed to match a constraint, then validate it.
 
-    Exit codes: 0 every output valid, 1 some output invalid (e.g. cut off by
+    Every output is re-checked by an independent checker (jsonschema, lark, regex, ...);
+    the record's validated_by says which. valid is null ("unchecked", with the reason)
+    when no independent checker can read the constraint: that is not a success claim.
+    Exit codes: 0 no output invalid, 1 some output invalid (e.g. cut off by
     --max-tokens), 2 bad input or flags, 3 internal error. Batch records (--input) are
     always JSON Lines, one per request, in input order.
     """
@@ -139,6 +134,7 @@ def generate(
     from sgcli.engine.sampling import SamplingParams
     from sgcli.engine.session import PromptOptions, Request
 
+    backend = backend or backends.DEFAULT_BACKEND
     spec = co.build_spec(
         schema=schema,
         pydantic=pydantic,
@@ -153,9 +149,10 @@ def generate(
         indent=indent,
         max_whitespace=max_whitespace,
         strict_properties=strict_properties,
-        required=enforces(backend),
+        required=backends.enforces(backend),
     )
     spec = with_subgrammars(spec, sub or [])
+    spec = dataclasses.replace(spec, json_options=dataclasses.replace(spec.json_options, for_generation=True))
     if not think_end:
         raise UserError("--think-end must not be empty")
     if max_tokens < 1:
@@ -194,6 +191,16 @@ def generate(
     for w in compiled.warnings:
         where = f" (at {w.pointer})" if w.pointer else ""
         err.print(f"[yellow]warning[/]: {compiled.backend}: {w.message}{where}")
+    from sgcli.backends.schema_warnings import weakened_keywords
+
+    weakened = weakened_keywords(compiled)
+    if weakened:
+        listed = ", ".join(f"{w['keyword']} at {w['pointer']}" for w in weakened)
+        fell_back = " (auto fell back to it)" if fallbacks else ""
+        err.print(
+            f"[yellow]warning[/]: {compiled.backend}{fell_back} does not enforce {len(weakened)} keyword(s): "
+            f"{listed}; outputs are still validated"
+        )
     session = Session(
         lm,
         tokenizer,
@@ -203,6 +210,7 @@ def generate(
         tuple(stop or ()),
         PromptOptions(system, raw, template_name),
         fallbacks=fallbacks,
+        weakened=weakened,
         think_end=think_end if reasoning else None,
     )
 
@@ -217,7 +225,7 @@ def generate(
             with count_progress("generating", len(items)) as advance:
                 for item in items:
                     record = item.record() if not isinstance(item, Request) else _run_quiet(session, item)
-                    all_valid &= bool(record["valid"])
+                    all_valid &= record["valid"] is not False
                     json_line(record, sink)
                     tally.add(record)
                     advance()
@@ -263,19 +271,23 @@ def _run_one(session, request, *, json_out: bool, sink, quiet: bool) -> bool:
         sink.flush()
     if not quiet:
         _summary(record)
-    return bool(record["valid"])
+    return record["valid"] is not False
 
 
 def _summary(record: dict) -> None:
     t = record["timings"]
     tps = f"{t['tokens_per_s']:.1f} tok/s" if t["tokens_per_s"] else "- tok/s"
-    valid = "[green]valid[/]" if record["valid"] else "[red]invalid[/]"
+    valid = {True: "[green]valid[/]", False: "[red]invalid[/]"}.get(record["valid"], "[yellow]unchecked[/]")
+    if record.get("validated_by"):
+        valid += f" [dim](checked by {record['validated_by']})[/]"
     err.print(
         f"[dim]{record['backend']} · {record['model']} · {record['usage']['completion_tokens']} tokens · "
         f"{tps} · finish: {record['finish_reason']} ·[/] {valid}"
     )
     for e in record["errors"]:
         err.print(f"  [red]✗[/] {e}")
+    if record.get("unchecked"):
+        err.print(f"  [yellow]?[/] not checked: {record['unchecked']}")
 
 
 class BatchTally:

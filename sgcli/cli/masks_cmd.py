@@ -6,7 +6,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from sgcli.backends import DEFAULT_BACKEND
 from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
 from sgcli.cli.tables import print_table
@@ -39,9 +38,7 @@ def masks(
             "--tokenizer", help="Model id, folder, .gguf or tokenizer.json. Default: the embedded SmolLM2 tokenizer."
         ),
     ] = None,
-    backend: Annotated[
-        str, typer.Option("--backend", "-b", envvar="SGCLI_BACKEND", help="Grammar backend (see `sgcli backends`).")
-    ] = DEFAULT_BACKEND,
+    backend: co.BackendOpt = None,
     top: Annotated[int, typer.Option("--top", help="How many allowed tokens to show per step.")] = 8,
     output_format: OutputFormatOpt = None,
     json_out: JsonFlagOpt = False,
@@ -95,9 +92,15 @@ def masks(
         )
     else:
         spec = co.build_spec(**flags)
-    chosen = backends.check_supports(backend, spec)
+    backend = backend or backends.DEFAULT_BACKEND
+    if backend != "auto":
+        backends.check_supports(backend, spec)  # fail fast, before the tokenizer loads
     vocab = load_tokenizer(tokenizer).vocab
-    compiled = compile_cached(chosen, spec, vocab).compiled
+    compiled, fallbacks = backends.compile_for(
+        backend, spec, vocab, compile_one=lambda chosen: compile_cached(chosen, spec, vocab).compiled
+    )
+    for fb in fallbacks:
+        err.print(f"[yellow]fallback[/]: {fb['backend']} skipped: {fb['reason']}")
     for w in compiled.warnings:
         err.print(f"[yellow]warning[/]: {compiled.backend}: {w.message}")
     run = dry_run(compiled, text, top=top)

@@ -17,7 +17,7 @@ Examples:
 
   sgcli test sgcli/grammars/*.test.yaml --backend all --json
 
-  sgcli test my_cases.yaml --backend xgrammar --tokenizer HuggingFaceTB/SmolLM2-135M-Instruct
+  sgcli test my_cases.yaml --backend llguidance --tokenizer HuggingFaceTB/SmolLM2-135M-Instruct
 """
 
 

@@ -61,6 +61,9 @@ class JsonOptions:
     indent: int | None = None
     max_whitespace: int | None = None
     strict_properties: bool = False
+    # Compiled to generate from, not to judge given texts: a backend may narrow the language to a
+    # sound subset that compiles faster (xgrammar's strict_mode; measured in docs/grammar-development.md).
+    for_generation: bool = False
 
     def describe(self) -> str:
         parts = [self.whitespace]

@@ -1,72 +1,178 @@
-"""After generation: does the output actually satisfy the constraint?
+"""After generation: does the output actually satisfy the constraint? Checked, not assumed.
 
-The grammar guarantees syntax, not truth: schema outputs are parsed and validated with
-jsonschema (keywords a backend did not enforce show up here), regexes re-matched,
-choices compared. Output cut off before the grammar completed is never a success.
+The grammar a backend compiled is the generator; asking its own matcher whether it agrees
+with itself proves nothing (and with `--backend none` there is no matcher at all). So every
+output is checked by an independent implementation, and the verdict says which one:
+
+  kind             validated_by     how
+  JSON Schema      jsonschema       json.loads, then the `jsonschema` library (formats too)
+  regex            regex            the `regex` package, in the backend's dialect (regex_check)
+  choice           choices          string equality
+  Lark / GBNF      lark             the `lark` library's Earley parser (lark_check); JSON from
+                                    `@name` / `%json` sub-grammars validated against its schema
+  structural tags  structural_tags  tags found by their begin/end strings, contents checked
+                                    as above (tag_check)
+
+Where no independent check exists (llguidance's own grammar JSON, a grammar the lark library
+cannot read, a regex the `regex` package cannot read) `valid` is None, with the reason in
+`unchecked`: never True. A regex may fall back to the backend's matcher as a last resort, and
+then `validated_by` says so. Output cut off before the constraint completed is never valid.
+
+Exit codes follow: a run fails (exit 1) only on `valid: false`; `valid: null` is not a
+success claim, and the CLI says "unchecked" with the reason.
 """
 
 from __future__ import annotations
 
 import json
-import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sgcli.constraints.spec import ConstraintSpec, Kind
 
 
+class Unchecked(Exception):
+    """No independent check can judge this output; the message says why."""
+
+
 @dataclass
 class Verdict:
-    valid: bool
+    valid: bool | None  # None: nothing independent could check it (see `unchecked`)
     parsed: Any = None
     errors: list[str] = field(default_factory=list)
+    validated_by: str | None = None
+    unchecked: str | None = None  # why there is no verdict, when valid is None
 
 
-def validate(spec: ConstraintSpec, output: str, *, finish_reason: str, grammar_complete: bool) -> Verdict:
-    errors: list[str] = []
+def validate(
+    spec: ConstraintSpec,
+    output: str,
+    *,
+    finish_reason: str,
+    grammar_complete: bool,
+    dialect: str = "rust",
+    matcher_check: Callable[[str], bool] | None = None,
+    backend: str | None = None,
+) -> Verdict:
+    """The verdict on `output`. `dialect`: how the backend read regexes ("rust" or "ecma");
+    `matcher_check`: the backend's own matcher re-fed the output, used only when a regex has
+    no independent reading (and `backend` names it in `validated_by`)."""
+    errors = _finish_errors(finish_reason, grammar_complete)
+    verdict = Verdict(valid=None)
+    try:
+        try:
+            verdict = _check(spec, output, dialect)
+        except RecursionError:
+            raise Unchecked("the output or constraint is nested too deeply for the checker") from None
+    except Unchecked as exc:
+        verdict.unchecked = str(exc)
+        if spec.kind is Kind.REGEX and matcher_check is not None:
+            verdict.validated_by = f"{backend} matcher (last resort: {exc})"
+            if not matcher_check(output):
+                verdict.errors.append(f"output does not match the regex {spec.text!r} ({backend}'s matcher)")
+            verdict.unchecked = None
+        elif not grammar_complete and finish_reason not in ("length", "error"):
+            errors.append("output is not a complete sentence of the grammar (the backend's matcher says so)")
+    verdict.errors = errors + verdict.errors
+    if verdict.errors:
+        verdict.valid = False
+    elif verdict.unchecked is None:
+        verdict.valid = True
+    return verdict
+
+
+def _finish_errors(finish_reason: str, grammar_complete: bool) -> list[str]:
     if finish_reason == "length":
-        errors.append(
+        return [
             "output was cut off by --max-tokens before the constraint was complete"
             if not grammar_complete
             else "output hit --max-tokens"
-        )
-    elif finish_reason == "error":
-        errors.append("generation stopped on a grammar error")
-    parsed = None
+        ]
+    if finish_reason == "error":
+        return ["generation stopped on a grammar error"]
+    return []
+
+
+def _check(spec: ConstraintSpec, output: str, dialect: str) -> Verdict:
+    """The independent check for the spec's kind; raises Unchecked where there is none."""
     kind = spec.kind
+    if kind is Kind.NONE:
+        return Verdict(True, validated_by="unconstrained")
     if kind is Kind.JSON_SCHEMA:
-        try:
-            parsed = json.loads(output)
-        except json.JSONDecodeError as exc:
-            errors.append(f"output is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
-        else:
-            errors.extend(_schema_errors(spec.schema(), parsed))
-    elif kind is Kind.REGEX:
-        if _fullmatch(spec.text, output) is False:
-            errors.append(f"output does not match the regex {spec.text!r}")
-    elif kind is Kind.CHOICE:
-        if output not in spec.choices:
-            errors.append(f"output is not one of the choices {list(spec.choices)}")
-    elif kind is not Kind.NONE and not grammar_complete and finish_reason != "length":
-        errors.append("output is not a complete sentence of the grammar")
-    return Verdict(valid=not errors, parsed=parsed, errors=errors)
+        return json_verdict(spec.schema(), output)
+    if kind in (Kind.REGEX, Kind.CHOICE):
+        return Verdict(None, errors=regex_errors(spec, output, dialect), validated_by=kind_checker(kind))
+    if kind in (Kind.LARK, Kind.EBNF):
+        from sgcli.constraints import lark_check
+
+        return Verdict(None, errors=lark_check.check(spec, output), validated_by="lark")
+    if kind is Kind.LLGUIDANCE:
+        return _llguidance_verdict(spec, output, dialect)
+    if kind is Kind.STRUCTURAL_TAG:
+        from sgcli.constraints.tag_check import tag_errors
+
+        return Verdict(None, errors=tag_errors(spec, output, dialect), validated_by="structural_tags")
+    raise Unchecked(f"no checker independent of the backend reads a {kind.label}")
 
 
-def _fullmatch(pattern: str, text: str) -> bool | None:
-    """Python's re as a second opinion; None when the backend dialect is not Python's."""
+def _llguidance_verdict(spec: ConstraintSpec, output: str, dialect: str) -> Verdict:
+    """llguidance's top-level grammar JSON: checkable when it holds one grammar, a JSON Schema or Lark."""
+    import dataclasses
+
+    from sgcli.constraints.spec import parse_json
+
+    doc = parse_json(spec.text, spec.origin)
+    grammars = doc.get("grammars") if isinstance(doc, dict) else None
+    if not isinstance(grammars, list) or len(grammars) != 1 or not isinstance(grammars[0], dict):
+        raise Unchecked("only an llguidance grammar with one JSON Schema or Lark grammar can be checked apart from it")
+    (entry,) = grammars
+    if "json_schema" in entry:
+        return json_verdict(entry["json_schema"], output)
+    if isinstance(entry.get("lark_grammar"), str):
+        lark_spec = dataclasses.replace(spec, kind=Kind.LARK, text=entry["lark_grammar"])
+        return _check(lark_spec, output, dialect)
+    raise Unchecked("no checker independent of llguidance reads this grammar entry")
+
+
+def kind_checker(kind: Kind) -> str:
+    return "choices" if kind is Kind.CHOICE else "regex"
+
+
+def json_verdict(schema, output: str) -> Verdict:
     try:
-        return re.fullmatch(pattern, text, flags=re.DOTALL) is not None
-    except re.error:
-        return None
+        parsed = json.loads(output)
+    except json.JSONDecodeError as exc:
+        msg = f"output is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        return Verdict(None, errors=[msg], validated_by="jsonschema")
+    return Verdict(None, parsed=parsed, errors=schema_errors(schema, parsed), validated_by="jsonschema")
 
 
-def _schema_errors(schema, instance) -> list[str]:
+def regex_errors(spec: ConstraintSpec, output: str, dialect: str) -> list[str]:
+    if spec.kind is Kind.CHOICE:
+        return [] if output in spec.choices else [f"output is not one of the choices {list(spec.choices)}"]
+    from sgcli.constraints.regex_check import DialectError, fullmatch
+
+    try:
+        matched = fullmatch(spec.text, output, dialect)
+    except DialectError as exc:
+        raise Unchecked(f"the regex package cannot read the {dialect} regex {spec.text!r}: {exc}") from None
+    return [] if matched else [f"output does not match the regex {spec.text!r} (read in the {dialect} dialect)"]
+
+
+def schema_errors(schema, instance) -> list[str]:
+    """Every violation of `schema` by `instance`, formats included; Unchecked when the schema
+    cannot be applied (a remote $ref, ...)."""
     import jsonschema
     from jsonschema.validators import validator_for
 
     cls = validator_for(schema, default=jsonschema.Draft202012Validator)
     out = []
-    for err in sorted(cls(schema).iter_errors(instance), key=lambda e: list(e.path)):
+    try:
+        found = sorted(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(instance), key=lambda e: list(e.path))
+    except Exception as exc:  # referencing.Unresolvable, RefResolutionError, ...: the schema, not the output
+        raise Unchecked(f"jsonschema cannot apply the schema: {type(exc).__name__}: {exc}") from None
+    for err in found:
         where = "/".join(str(p) for p in err.absolute_path) or "(root)"
         out.append(f"schema violation at {where}: {err.message}")
     return out

@@ -53,6 +53,7 @@ class Session:
     prompt_options: PromptOptions = field(default_factory=PromptOptions)
     fallbacks: list[dict] = field(default_factory=list)  # backends `auto` skipped, and why
     think_end: str | None = None  # reasoning mode: constrain only after this marker
+    weakened: list[dict] = field(default_factory=list)  # [{pointer, keyword, backend}] the backend does not enforce
 
     def render(self, req: Request) -> tuple[str, list[int], list[str]]:
         """(prompt text, prompt ids, notices)."""
@@ -86,9 +87,7 @@ class Session:
         yield Done(self.record(req, finished), notices)
 
     def record(self, req: Request, f: Finished) -> dict:
-        verdict = validate(
-            self.compiled.spec, f.output, finish_reason=f.finish_reason, grammar_complete=f.grammar_complete
-        )
+        verdict = _verdict(self.compiled, f)
         errors = list(verdict.errors)
         if f.error and f.error not in errors:
             errors.insert(0, f.error)
@@ -99,11 +98,14 @@ class Session:
             "prompt": req.prompt if req.messages is None else req.messages,
             "output": f.output,
             "parsed": verdict.parsed,
-            "valid": verdict.valid and not f.error,
+            "valid": False if f.error else verdict.valid,
+            "validated_by": verdict.validated_by,
+            "unchecked": verdict.unchecked,
             "errors": errors,
             "finish_reason": f.finish_reason,
             "backend": self.compiled.backend,
             "fallbacks": self.fallbacks,
+            "weakened": self.weakened,
             "warnings": [w.message if not w.pointer else f"{w.pointer}: {w.message}" for w in self.compiled.warnings],
             "model": self.lm.ref.display,
             "usage": {"prompt_tokens": f.prompt_tokens, "completion_tokens": f.completion_tokens},
@@ -119,3 +121,29 @@ class Session:
         if self.think_end is not None:
             record["reasoning"] = f.reasoning
         return record
+
+
+def _verdict(compiled: Compiled, f: Finished):
+    """The independent check of one output (sgcli.constraints.validate), told how this backend
+    reads regexes; its own matcher is offered only as a last resort, and only if it enforces."""
+    from sgcli.backends import get_backend
+    from sgcli.constraints.spec import Kind
+
+    caps = get_backend(compiled.backend).capabilities
+    encode = compiled.vocab.encode
+
+    def matcher_check(text: str) -> bool:
+        from sgcli.grammar_dev.matching import feed
+
+        return feed(compiled, list(encode(text))).accepted
+
+    enforcing = Kind.NONE not in caps.kinds and encode is not None
+    return validate(
+        compiled.spec,
+        f.output,
+        finish_reason=f.finish_reason,
+        grammar_complete=f.grammar_complete,
+        dialect=caps.regex_dialect,
+        matcher_check=matcher_check if enforcing else None,
+        backend=compiled.backend,
+    )

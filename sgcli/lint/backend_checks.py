@@ -77,6 +77,36 @@ def compile_error(run: BackendCompile, spec: ConstraintSpec, stext) -> Diagnosti
     )
 
 
+MAX_DROPPED = 8
+
+
+def without_refused(run: BackendCompile, spec: ConstraintSpec, stext, vocab) -> tuple[Compiled | None, list[tuple]]:
+    """(the backend's compile of the schema minus every keyword it refuses (J002), the dropped
+    keyword paths); (None, ...) when an error is not about a keyword or too many are refused."""
+    import json
+
+    from sgcli.constraints.jsonpos import SchemaText
+
+    error, schema, dropped = run.error, json.loads(spec.text), []
+    while error is not None and len(dropped) < MAX_DROPPED:
+        loc = error.location
+        path = _keyword_at(stext, loc.line, loc.col) if loc and loc.line else None
+        if path is None or path in dropped:
+            return None, dropped
+        node = schema
+        for part in path[:-1]:
+            node = node[part]
+        del node[path[-1]]
+        dropped.append(path)
+        text = json.dumps(schema, indent=2, ensure_ascii=False)
+        stext = SchemaText(text)
+        again = compile_with(run.name, replace(spec, text=text), vocab)
+        if again.compiled is not None:
+            return again.compiled, dropped
+        error = again.error
+    return None, dropped
+
+
 def _keyword_at(stext, line: int, col: int | None) -> tuple | None:
     """The schema path of a keyword whose value starts at line:col, if that is one."""
     from sgcli.backends.schema_warnings import iter_subschemas

@@ -219,6 +219,19 @@ _ALL = [
         "drop the keyword or use a backend that supports it",
     ),
     LintRule(
+        "J003",
+        "unprobed-schema",
+        WARNING,
+        "backend",
+        "The keyword probes behind J001 and W002 could not run on this schema, so no J001 is not a clean bill.",
+        "J001 needs a valid instance of the schema to start from (built by sgcli, checked with the jsonschema "
+        "library) that the backend's matcher accepts. When sgcli cannot build one (conflicting keywords, a "
+        "pattern it cannot sample, deep recursion) or the matcher rejects it, the keywords were not checked. "
+        "This used to be a note on stderr; it is a finding so that it shows up in --json and CI.",
+        '{"type": "string", "format": "date", "pattern": "^x"}',
+        "validate outputs after generation, or simplify the schema so an instance can be built",
+    ),
+    LintRule(
         "R001",
         "regex-feature",
         ERROR,

@@ -153,15 +153,17 @@ class Linter:
         if unreadable is not None and not any(d.code == "S001" for d in found):
             found.append(unreadable)
         compiled = [run.compiled for run in runs if run.compiled is not None]
-        if schema is not None and compiled and sel.any("J001", "W002"):
-            found += self._schema_rules(schema, stext, compiled, spec, notes)
+        if schema is not None and runs and sel.any("J001", "W002", "J003"):
+            found += self._schema_rules(schema, stext, runs, spec)
         if self.options.tokenizer is not None and grammar is not None and "T001" in sel:
             found += bc.special_token_literals(spec, grammar, self.vocab(), self._tokenizer_name)
         if self.options.max_tokens is not None and "L001" in sel:
             found += self._length(spec, grammar, schema, compiled)
         return FileResult(spec.name, _finish(found, sel), notes, skipped)
 
-    def _schema_rules(self, schema, stext, compiled, spec, notes) -> list[Diagnostic]:
+    def _schema_rules(self, schema, stext, runs, spec) -> list[Diagnostic]:
+        """J001/W002 on every compile, J003 where they cannot run. A backend that refused a keyword
+        (J002) is compiled again without it, so that one refusal does not hide the rest."""
         from sgcli.backends import get_backend
         from sgcli.lint import schema_checks as sc
         from sgcli.lint.schema_instances import Impossible
@@ -170,23 +172,28 @@ class Linter:
         try:
             base, probes = keyword_probes(schema)
         except Impossible as exc:
-            notes.append(f"J001/W002 skipped for {spec.name}: sgcli could not build a valid instance ({exc})")
-            return []
+            return [sc.unprobed(spec.name, f"sgcli could not build a valid instance of the schema ({exc})")]
         out = []
-        for c in compiled:
-            layout = sc.layout_for(c, base)
-            if layout is None:
-                notes.append(
-                    f"J001/W002 skipped for {c.backend} on {spec.name}: its matcher rejects the valid "
-                    f"instance sgcli built, {sc.dumps(base, {})[:80]}"
+        for run in runs:
+            c, dropped = run.compiled, []
+            if c is None and run.error is not None:
+                c, dropped = bc.without_refused(run, spec, stext, self.vocab())
+            if c is None:
+                continue
+            kept = [p for p in probes if not any(p.path[: len(d)] == d for d in dropped)]
+            layouts = sc.layouts_for(c, base)
+            if not layouts:
+                shown = sc.dumps(base, {})[:80]
+                out.append(
+                    sc.unprobed(spec.name, f"{c.backend}'s matcher rejects a valid instance: {shown}", c.backend)
                 )
                 continue
             if "J001" in self.options.selection:
-                out += sc.unenforced(c, layout, probes, stext, spec.name)
-            if "W002" in self.options.selection:
+                out += sc.unenforced(c, layouts, kept, stext, spec.name, dropped)
+            if "W002" in self.options.selection and not dropped:
                 caps = get_backend(c.backend).capabilities.json_options
                 flags = [flag for option, flag in sc.BOUNDED_FLAGS.items() if option in caps]
-                out += sc.runaway_whitespace(c, layout, base, flags, spec.name)
+                out += sc.runaway_whitespace(c, layouts[0], base, flags, spec.name)
         return out
 
     def _length(self, spec, grammar, schema, compiled) -> list[Diagnostic]:

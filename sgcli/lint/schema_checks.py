@@ -39,12 +39,10 @@ def accepts(compiled: Compiled, text: str) -> bool:
     return feed(compiled, list(vocab.encode(text))).accepted
 
 
-def layout_for(compiled: Compiled, valid_instance) -> dict | None:
-    """The first layout in which the backend accepts the valid instance; None if none."""
-    for layout in _LAYOUTS:
-        if accepts(compiled, dumps(valid_instance, layout)):
-            return layout
-    return None
+def layouts_for(compiled: Compiled, valid_instance) -> list[dict]:
+    """Every layout in which the backend accepts the valid instance (several can: `[0]` reads
+    the same with `", "` and `","`, while `[0, 0]` does not)."""
+    return [layout for layout in _LAYOUTS if accepts(compiled, dumps(valid_instance, layout))]
 
 
 def _printable(text: str) -> str:
@@ -56,13 +54,34 @@ def _short(text: str, limit: int = 70) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def unenforced(compiled: Compiled, layout: dict, probes: list[Probe], stext: SchemaText, path: str) -> list[Diagnostic]:
-    """J001: keywords whose single-keyword violation the backend's matcher still accepts."""
+def unprobed(path: str, why: str, backend: str | None = None) -> Diagnostic:
+    """J003: the keyword probes (J001, W002) could not run, so silence is not a clean bill."""
+    return Diagnostic(
+        "J003",
+        f"keyword enforcement was not checked: {why}",
+        path,
+        1,
+        1,
+        hint="validate outputs after generation; simplify the schema, or check it with `sgcli test` cases",
+        backend=backend,
+    )
+
+
+def unenforced(
+    compiled: Compiled,
+    layouts: list[dict],
+    probes: list[Probe],
+    stext: SchemaText,
+    path: str,
+    dropped: list[tuple] = (),
+) -> list[Diagnostic]:
+    """J001: keywords whose single-keyword violation the backend's matcher still accepts (in any
+    layout it accepts the valid instance in)."""
     from sgcli.constraints.jsonpos import pointer_of
 
     out = []
     for probe in probes:
-        if not accepts(compiled, dumps(probe.instance, layout)):
+        if not any(accepts(compiled, dumps(probe.instance, layout)) for layout in layouts):
             continue
         span = stext.key_span(probe.path) or (0, None)
         value = _short(json.dumps(probe.value, ensure_ascii=False))
@@ -74,7 +93,8 @@ def unenforced(compiled: Compiled, layout: dict, probes: list[Probe], stext: Sch
                 span[0],
                 span[1],
                 f"`{probe.keyword}` is silently ignored by {compiled.backend}: its matcher accepts an instance that "
-                f"breaks only this keyword (value {value} at {_printable(pointer_of(probe.path[:-1])) or '/'})",
+                f"breaks only this keyword (value {value} at {_printable(pointer_of(probe.path[:-1])) or '/'})"
+                + _after_dropping(dropped),
                 hint="validate outputs against the schema after generation, or choose a backend that enforces it",
                 backend=compiled.backend,
             )
@@ -126,3 +146,11 @@ def pattern_features(schema, stext: SchemaText) -> list[RegexFeature]:
                 except ParseError:
                     pass
     return found
+
+
+def _after_dropping(dropped) -> str:
+    from sgcli.constraints.jsonpos import pointer_of
+
+    if not dropped:
+        return ""
+    return " (found with the keywords it refuses removed: " + ", ".join(pointer_of(d) for d in dropped) + ")"

@@ -124,6 +124,8 @@ class InstanceBuilder:
             for sub in schema["allOf"]:
                 merged = _merge(merged, self.resolve(sub["$ref"]) if isinstance(sub, dict) and "$ref" in sub else sub)
             return self.value(merged, depth + 1, variant)
+        if "if" in schema:
+            return self.conditional(schema, depth, variant)
         for key in ("anyOf", "oneOf"):
             if key in schema:
                 return self.first_valid(schema, key, depth, variant)
@@ -142,6 +144,19 @@ class InstanceBuilder:
             if self.override is not None or validator(_local(self.root, schema)).is_valid(candidate):
                 return candidate
         raise Impossible(f"no {key} branch could be built")
+
+    def conditional(self, schema, depth: int, variant: int):
+        """if/then/else: an instance of (rest + if + then), else of (rest + else), whichever validates."""
+        rest = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
+        cond = schema["if"] if isinstance(schema["if"], dict) else {}
+        for branch in (_merge(_merge(rest, cond), schema.get("then", True)), _merge(rest, schema.get("else", True))):
+            try:
+                candidate = self.value(branch, depth + 1, variant)
+            except Impossible:
+                continue
+            if validator(_local(self.root, schema)).is_valid(candidate):
+                return candidate
+        raise Impossible("no if/then/else branch could be built")
 
     def typed(self, schema, depth: int, variant: int):
         types = schema.get("type")

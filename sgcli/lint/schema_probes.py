@@ -56,7 +56,9 @@ def _strings(n, kw, v):
         return [v + (v[-1:] or "a") * (x + 1 - len(v)), "a" * (x + 1)]
     if kw == "pattern":
         sizes = sorted({max(lo, 1), max(lo, 3), len(v)})
-        return [ch * size for size in sizes for ch in "!a0~Z "] + [""]
+        # beside `format`, a probe must keep the format valid, or the format (not the pattern)
+        # is what a backend's rejection shows
+        return _FORMAT_VALUES.get(n.get("format"), []) + [ch * size for size in sizes for ch in "!a0~Z "] + [""]
     if kw == "format":
         return [f"not a {x}", "x", "2024-13-45T99:99:99", "999.1.1.1"]
     return []
@@ -107,6 +109,46 @@ def _objects(n, kw, v, builder: InstanceBuilder):
     return []
 
 
+# Values valid for a format, several shapes each, to break a `pattern` beside the format.
+_FORMAT_VALUES = {
+    "date-time": ["1999-12-31T23:59:59Z", "2024-06-15T12:00:00+02:00", "2001-02-03T04:05:06.789Z"],
+    "date": ["1999-12-31", "2001-02-03", "2030-10-20"],
+    "time": ["23:59:59Z", "12:00:00+02:00"],
+    "email": ["zz@zz.zz", "Q_q.9@example.org", "x+y@sub.example.net"],
+    "hostname": ["zz.zz", "a-b.example.org", "localhost"],
+    "ipv4": ["10.0.0.1", "255.255.255.255", "1.2.3.4"],
+    "ipv6": ["fe80::1", "2001:db8::ff00:42:8329"],
+    "uri": ["ftp://zz.zz/x", "urn:isbn:0451450523", "http://a.b/c?d#e"],
+    "uuid": ["00000000-0000-0000-0000-000000000000", "FFFFFFFF-FFFF-4FFF-8FFF-FFFFFFFFFFFF"],
+}
+
+
+def _conditional(n, kw, v, builder: InstanceBuilder):
+    """For `then`: values that satisfy `if` (so `then` applies) and break `then`; for `else` the
+    same with `if` failing. The caller keeps only those jsonschema says break `kw` alone."""
+    other = n.get("else" if kw == "then" else "then")
+    rest = {k: x for k, x in n.items() if k not in ("if", "then", "else")}
+    built = [_try(builder, s, variant) for s in (n.get("if"), other, rest) for variant in (0, 1, 2)]
+    values = [b for b in built if b is not _NONE]
+    if isinstance(v, dict):
+        values = [{**v, **b} for b in values if isinstance(b, dict)] + values
+    return values + _ANY_VALUES + [0, "x", 1.5]
+
+
+def _pattern_properties(n, v):
+    """Objects with a key that one pattern matches and a value that breaks that pattern's subschema."""
+    from sgcli.lint.shortest import regex_sample
+
+    if not isinstance(v, dict) or not isinstance(n.get("patternProperties"), dict):
+        return []
+    out = []
+    for pattern in n["patternProperties"]:
+        key = regex_sample(pattern, 1)
+        if key is not None:
+            out += [{**v, key: value} for value in _ANY_VALUES + ["x", 0]]
+    return out
+
+
 _NONE = object()
 
 
@@ -142,6 +184,10 @@ def candidates(node: dict, kw: str, v, builder: InstanceBuilder) -> list:
         return near + _ANY_VALUES
     if kw == "type":
         return [1.5, "x", 0, None, True, [], {}]
+    if kw in ("then", "else") and isinstance(node.get("if"), (dict, bool)):
+        return _conditional(node, kw, v, builder)
+    if kw == "patternProperties":
+        return _pattern_properties(node, v)
     if kw == "not":
         return [c for c in (_try(builder, node["not"]),) if c is not _NONE]
     if kw == "oneOf" and isinstance(node["oneOf"], list):

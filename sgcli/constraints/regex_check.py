@@ -1,0 +1,85 @@
+"""Does a text match a regex *in the dialect the backend read it in*?
+
+Backends do not share one regex dialect: llguidance and outlines-core read Rust's `regex`
+syntax (`\\d`, `\\w` are Unicode, `\\z` ends the text), xgrammar reads ECMAScript's (JSON
+Schema `pattern`: `\\d` is [0-9], `\\w` is [A-Za-z0-9_]). Python's `re` is neither, so the
+check uses the `regex` package (Unicode classes, `\\p{..}`, possessive quantifiers) after a
+small translation of the few escapes whose meaning differs. `.` never matches a newline in
+either dialect, so neither does it here.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+RUST, ECMA = "rust", "ecma"
+
+# Escapes whose meaning differs from the `regex` package's, per dialect: outside / inside [...]
+_ECMA_OUTSIDE = {"d": "[0-9]", "D": "[^0-9]", "w": "[A-Za-z0-9_]", "W": "[^A-Za-z0-9_]"}
+_ECMA_INSIDE = {"d": "0-9", "w": "A-Za-z0-9_"}
+_RUST_OUTSIDE = {"z": r"\Z"}
+
+
+MATCH_TIMEOUT_S = 5.0
+
+
+class DialectError(Exception):
+    """The pattern cannot be read in this dialect by the `regex` package."""
+
+
+def translate(pattern: str, dialect: str) -> str:
+    """`pattern` rewritten so that the `regex` package gives it the dialect's meaning."""
+    outside = _ECMA_OUTSIDE if dialect == ECMA else _RUST_OUTSIDE
+    inside = _ECMA_INSIDE if dialect == ECMA else {}
+    out: list[str] = []
+    i, in_class = 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            table = inside if in_class else outside
+            if nxt in table:
+                out.append(table[nxt])
+            elif in_class and dialect == ECMA and nxt in "DW":
+                raise DialectError(f"\\{nxt} inside a character class has no ASCII translation")
+            else:
+                out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if ch == "[" and not in_class:
+            in_class = True
+            out.append(ch)
+            # a leading ']' or '^]' is a literal, not the end of the class
+            j = i + 1
+            if pattern[j : j + 1] == "^":
+                out.append("^")
+                j += 1
+            if pattern[j : j + 1] == "]":
+                out.append("\\]")
+                j += 1
+            i = j
+            continue
+        if ch == "]" and in_class:
+            in_class = False
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+@lru_cache(maxsize=64)
+def compiled(pattern: str, dialect: str):
+    import regex
+
+    try:
+        return regex.compile(translate(pattern, dialect), flags=regex.VERSION0)
+    except regex.error as exc:
+        raise DialectError(str(exc)) from None
+
+
+def fullmatch(pattern: str, text: str, dialect: str = RUST) -> bool:
+    """Whether all of `text` matches `pattern`; raises DialectError when the pattern cannot be
+    read, or when matching backtracks past MATCH_TIMEOUT_S (a hostile pattern is no verdict)."""
+    try:
+        return compiled(pattern, dialect).fullmatch(text, timeout=MATCH_TIMEOUT_S) is not None
+    except TimeoutError:
+        raise DialectError(f"matching took longer than {MATCH_TIMEOUT_S} s") from None

@@ -1,0 +1,96 @@
+"""Lint's keyword probes (J001) per backend for the keywords xgrammar drops silently, each with a
+negative case, J003 when no probe can run, and a refused keyword (J002) that hides nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
+from sgcli.lint import Linter, LintOptions
+
+COMPACT = JsonOptions(whitespace="compact")
+IF_THEN_ELSE = {
+    "type": "object",
+    "properties": {"kind": {"enum": ["a", "b"]}, "n": {"type": "integer"}},
+    "required": ["kind", "n"],
+    "if": {"properties": {"kind": {"const": "a"}}},
+    "then": {"properties": {"n": {"minimum": 10}}},
+    "else": {"properties": {"n": {"maximum": -10}}},
+}
+# name -> (schema, the keywords J001 must name for xgrammar)
+POSITIVE = {
+    "if/then/else": (IF_THEN_ELSE, {"then", "else"}),
+    "uniqueItems": ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, {"uniqueItems"}),
+    "pattern beside format": (
+        {"type": "string", "format": "email", "pattern": "^[a-z]+@example\\.com$"},
+        {"pattern"},
+    ),
+    "not": (
+        {"type": "object", "properties": {"a": {"type": "integer", "not": {"const": 3}}}, "required": ["a"]},
+        {"not"},
+    ),
+}
+# schemas where the keyword cannot be broken alone, or the backend enforces it: no J001
+NEGATIVE = {
+    "then without a way to break it": ({**IF_THEN_ELSE, "then": {"properties": {"n": {"type": "integer"}}}}, "then"),
+    "uniqueItems with at most one item": ({"type": "array", "maxItems": 1, "uniqueItems": True}, "uniqueItems"),
+    "pattern the format implies": ({"type": "string", "format": "date", "pattern": "^[0-9-]+$"}, "pattern"),
+    "not of an impossible type": ({"type": "integer", "not": {"type": "string"}}, "not"),
+}
+
+
+def j001(schema, backend: str) -> set[str]:
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema, indent=2), "s.json", json_options=COMPACT)
+    found = Linter(LintOptions(backend=backend, json_options=COMPACT)).lint_spec(spec).diagnostics
+    return {d.message.split("`")[1] for d in found if d.code == "J001"}, found
+
+
+@pytest.mark.parametrize("name", sorted(POSITIVE))
+def test_xgrammar_drops_are_named_by_keyword(name):
+    schema, keywords = POSITIVE[name]
+    named, _ = j001(schema, "xgrammar")
+    assert keywords <= named
+
+
+@pytest.mark.parametrize("name", sorted(NEGATIVE))
+def test_no_j001_where_the_keyword_cannot_be_broken_alone(name):
+    schema, keyword = NEGATIVE[name]
+    named, _ = j001(schema, "xgrammar")
+    assert keyword not in named
+
+
+def test_pattern_properties_per_backend():
+    schema = {"type": "object", "patternProperties": {"^x_": {"type": "integer"}}}
+    assert "patternProperties" in j001(schema, "outlines_core")[0]
+    assert "patternProperties" not in j001(schema, "llguidance")[0]  # llguidance enforces it
+
+
+def test_unprobed_schema_is_a_finding_not_a_note():
+    _, found = j001({"type": "string", "format": "date", "pattern": "^x"}, "xgrammar")
+    assert [d.code for d in found] == ["J003"]
+    _, fine = j001({"type": "string", "format": "date"}, "xgrammar")
+    assert "J003" not in {d.code for d in fine}
+
+
+def test_a_refused_keyword_does_not_hide_the_rest():
+    from sgcli.backends import get_backend
+    from sgcli.constraints.jsonpos import SchemaText
+    from sgcli.lint import backend_checks as bc
+    from sgcli.lint.runner import byte_vocab
+    from sgcli.lint.schema_checks import accepts
+
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer", "not": {"const": 3}}, "b": {"type": "integer", "minimum": 5}},
+        "required": ["a", "b"],
+        "uniqueItems": True,
+    }
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema, indent=2), "s.json", json_options=COMPACT)
+    run = bc.compile_with("llguidance", spec, byte_vocab())
+    assert run.error is not None  # llguidance refuses `not` and `uniqueItems`
+    compiled, dropped = bc.without_refused(run, spec, SchemaText(spec.text), byte_vocab())
+    assert set(dropped) == {("properties", "a", "not"), ("uniqueItems",)}
+    assert compiled.backend == get_backend("llguidance").name
+    assert accepts(compiled, '{"a":3,"b":5}') and not accepts(compiled, '{"a":3,"b":4}')  # minimum still probed

@@ -1,0 +1,234 @@
+""" "valid" means an independent check passed: what checked it, and null (never true) where nothing could.
+
+The checkers are other implementations than the generating backend: jsonschema, the lark
+library's Earley parser (GBNF through the project's converter), the `regex` package in the
+backend's dialect, and a structural-tag scanner. These tests feed them outputs on both sides
+of each constraint, and run the random model through `--backend none` with a grammar.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.constraints.validate import validate
+
+UNIQ = json.dumps({"type": "array", "items": {"type": "string"}, "uniqueItems": True})
+WRAP = 'start: "tags: " @tags\n'
+GBNF = 'root ::= "answer: " ("yes" | "no") "."\n'
+
+
+def verdict(spec, output, **kw):
+    return validate(spec, output, finish_reason="stop", grammar_complete=True, **kw)
+
+
+def composite() -> ConstraintSpec:
+    sub = ConstraintSpec(Kind.JSON_SCHEMA, UNIQ, "uniq.json")
+    return ConstraintSpec(Kind.LARK, WRAP, "wrap.lark", subgrammars=(("tags", sub),))
+
+
+# ---- regex: the regex package, in the dialect the backend read the pattern in ----
+
+
+@pytest.mark.parametrize(
+    "pattern, text, dialect, expected",
+    [
+        (r"\d{2}", "١٢", "rust", True),  # Rust's \d is Unicode
+        (r"\d{2}", "١٢", "ecma", False),  # ECMAScript's (xgrammar, JSON Schema) is [0-9]
+        (r"\d{2}", "12", "ecma", True),
+        (r"[\w]+", "é", "ecma", False),
+        (r"[\w]+", "é", "rust", True),
+        (r"a.b", "a\nb", "rust", False),  # `.` never matches a newline
+        (r"a.b", "axb", "rust", True),
+        (r"ab\z", "ab", "rust", True),  # Rust's end-of-text, unknown to Python's re
+        (r"\p{Lu}+", "ÀB", "rust", True),  # Unicode classes, unknown to Python's re
+        (r"\p{Lu}+", "Àb", "rust", False),
+        (r"[]a]+", "]a", "ecma", True),
+    ],
+)
+def test_regex_dialects(pattern, text, dialect, expected):
+    v = verdict(ConstraintSpec(Kind.REGEX, pattern, "--regex"), text, dialect=dialect)
+    assert (v.valid, v.validated_by) == (expected, "regex")
+
+
+def test_unreadable_regex_is_unchecked_not_valid():
+    v = verdict(ConstraintSpec(Kind.REGEX, "(?<=a", "--regex"), "x")
+    assert v.valid is None and v.validated_by is None and "cannot read" in v.unchecked
+
+
+def test_backend_matcher_is_a_last_resort_and_says_so():
+    spec = ConstraintSpec(Kind.REGEX, "(?<=a", "--regex")
+    no = verdict(spec, "x", matcher_check=lambda text: False, backend="llguidance")
+    yes = verdict(spec, "x", matcher_check=lambda text: True, backend="llguidance")
+    assert no.valid is False and yes.valid is True
+    assert yes.validated_by.startswith("llguidance matcher (last resort")
+
+
+def test_choices():
+    spec = ConstraintSpec(Kind.CHOICE, choices=("yes", "no"))
+    assert (verdict(spec, "no").valid, verdict(spec, "maybe").valid) == (True, False)
+    assert verdict(spec, "no").validated_by == "choices"
+
+
+# ---- Lark / GBNF: re-parsed by the lark library ----
+
+
+def test_lark_reparse_both_ways():
+    spec = ConstraintSpec(Kind.LARK, 'start: WORD "b"\nWORD: /[a-z]+/\n', "x.lark")
+    assert (verdict(spec, "aab").valid, verdict(spec, "aa1").valid) == (True, False)
+    assert verdict(spec, "aab").validated_by == "lark"
+
+
+def test_gbnf_goes_through_the_converter():
+    spec = ConstraintSpec(Kind.EBNF, GBNF, "g.gbnf")
+    assert verdict(spec, "answer: yes.").valid is True
+    bad = verdict(spec, "answer: maybe.")
+    assert bad.valid is False and bad.validated_by == "lark" and "line 1 column 9" in bad.errors[0]
+
+
+def test_grammar_the_lark_library_cannot_read_is_unchecked():
+    spec = ConstraintSpec(Kind.LARK, "start: /[a-z]+/ & ~/(.|\\n)*q(.|\\n)*/\n", "llg.lark")
+    v = verdict(spec, "abc")
+    assert v.valid is None and "lark library cannot read" in v.unchecked
+
+
+def test_llguidance_grammar_json_with_one_schema_or_lark_is_checked():
+    schema = ConstraintSpec(Kind.LLGUIDANCE, '{"grammars": [{"json_schema": {"type": "integer"}}]}', "s.llg.json")
+    lark = ConstraintSpec(Kind.LLGUIDANCE, json.dumps({"grammars": [{"lark_grammar": 'start: "a"+\n'}]}), "l.llg.json")
+    assert [verdict(schema, o).valid for o in ("3", '"x"')] == [True, False]
+    assert [verdict(lark, o).valid for o in ("aa", "ab")] == [True, False]
+    assert (verdict(schema, "3").validated_by, verdict(lark, "aa").validated_by) == ("jsonschema", "lark")
+
+
+def test_unchecked_grammar_the_matcher_calls_incomplete_is_invalid():
+    spec = ConstraintSpec(Kind.LLGUIDANCE, '{"grammars": []}', "g.llg.json")
+    assert verdict(spec, "x").valid is None
+    v = validate(spec, "x", finish_reason="stop", grammar_complete=False)
+    assert v.valid is False
+
+
+def test_subgrammar_json_is_validated_against_its_schema():
+    assert verdict(composite(), 'tags: ["a", "b"]').valid is True
+    dup = verdict(composite(), 'tags: ["a", "a"]')
+    assert dup.valid is False and "@tags" in dup.errors[0] and "non-unique" in dup.errors[0]
+
+
+def test_inline_json_schema_is_validated():
+    spec = ConstraintSpec(Kind.LARK, 'start: "n=" %json {"type": "integer", "minimum": 3}\n', "j.lark")
+    assert verdict(spec, "n=5").valid is True
+    low = verdict(spec, "n=2")
+    assert low.valid is False and "%json #1" in low.errors[0]
+
+
+def test_lark_subgrammar_is_imported_under_its_own_names():
+    sub = ConstraintSpec(Kind.LARK, 'start: item ("," item)*\nitem: /[a-z]+/\n', "list.lark")
+    spec = ConstraintSpec(Kind.LARK, 'start: "x=" @l "!"\n', "top.lark", subgrammars=(("l", sub),))
+    assert (verdict(spec, "x=ab,cd!").valid, verdict(spec, "x=ab,!").valid) == (True, False)
+
+
+def test_remote_ref_is_unchecked_not_a_crash():
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, '{"$ref": "https://example.com/s.json"}', "s.json")
+    v = verdict(spec, "1")
+    assert v.valid is None and "jsonschema cannot apply" in v.unchecked
+
+
+def test_output_nested_too_deeply_to_check_is_unchecked_not_a_crash():
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, '{"type": "array"}', "s.json")
+    v = verdict(spec, "[" * 100000 + "]" * 100000)
+    assert v.valid is None and "nested too deeply" in v.unchecked
+
+
+def test_formats_are_checked():
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, '{"type": "string", "format": "date"}', "s.json")
+    assert (verdict(spec, '"2024-01-02"').valid, verdict(spec, '"2024-13-45"').valid) == (True, False)
+
+
+# ---- structural tags: contents checked against their schemas ----
+
+TAGS = {
+    "structures": [
+        {
+            "begin": "<function=weather>",
+            "schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            "end": "</function>",
+        }
+    ],
+    "triggers": ["<function="],
+}
+
+
+@pytest.mark.parametrize(
+    "output, expected",
+    [
+        ("just text", True),
+        ('call <function=weather>{"city": "Paris"}</function> done', True),
+        ('call <function=weather>{"town": "Paris"}</function>', False),  # content breaks its schema
+        ('<function=weather>{"city": 3}</function>', False),
+        ("<function=time>{}</function>", False),  # a trigger that continues into no tag
+        ('<function=weather>{"city": "Paris"}', False),  # never ends
+    ],
+)
+def test_structural_tag_contents(output, expected):
+    spec = ConstraintSpec(Kind.STRUCTURAL_TAG, json.dumps(TAGS), "tags.json")
+    v = verdict(spec, output)
+    assert (v.valid, v.validated_by) == (expected, "structural_tags")
+
+
+def test_structural_tag_at_least_one_and_stop_after_first():
+    tag = {"begin": "<a>", "content": {"type": "const_string", "value": "x"}, "end": "</a>"}
+    fmt = {"type": "triggered_tags", "triggers": ["<a>"], "tags": [tag], "at_least_one": True, "stop_after_first": True}
+    spec = ConstraintSpec(Kind.STRUCTURAL_TAG, json.dumps({"type": "structural_tag", "format": fmt}), "t.json")
+    assert [verdict(spec, o).valid for o in ("<a>x</a>", "hi <a>x</a>", "<a>x</a> more", "", "<a>y</a>")] == [
+        True,
+        False,
+        False,
+        False,
+        False,
+    ]
+
+
+# ---- the random model with --backend none: the verdict is the independent check's alone ----
+
+
+def test_backend_none_with_gbnf_never_claims_valid_unchecked(tiny_lm, smol_tokenizer):
+    from sgcli.constraints import lark_check
+    from tests.helpers import generate_with
+
+    spec = ConstraintSpec(Kind.EBNF, GBNF, "g.gbnf")
+    for seed in range(4):
+        record = generate_with(tiny_lm, smol_tokenizer, spec, "none", seed=seed, max_tokens=12)
+        assert record["validated_by"] == "lark"
+        independent = not lark_check.check(spec, record["output"]) and record["finish_reason"] == "stop"
+        assert record["valid"] is independent, record
+        assert record["valid"] is False  # random text is not "answer: yes."
+
+
+def test_cli_subgrammar_breaking_its_schema_exits_1(run_cli, tmp_path, monkeypatch, tiny_lm):
+    """`--lark wrap.lark --sub tags=uniq.json`: a repeated item under uniqueItems is valid false, exit 1."""
+    import sgcli.engine.loader as loader
+    import sgcli.engine.session as session
+    from sgcli.engine.decode import Finished
+
+    (tmp_path / "wrap.lark").write_text(WRAP)
+    (tmp_path / "uniq.json").write_text(UNIQ)
+
+    def fake_decode(lm, ids, compiled, **kw):  # what an unsound backend could emit
+        yield Finished("stop", 'tags: ["a", "a"]', [1, 2], len(ids), 0.01, 0.02, grammar_complete=True)
+
+    monkeypatch.setattr(loader, "load_model", lambda *a, **k: tiny_lm)
+    monkeypatch.setattr(session, "decode", fake_decode)
+    args = ["generate", "--lark", tmp_path / "wrap.lark", "--sub", f"tags={tmp_path / 'uniq.json'}"]
+    result = run_cli(*args, "-b", "xgrammar", "--json", "hi")
+    record = json.loads(result.stdout)
+    assert result.exit_code == 1
+    assert (record["valid"], record["validated_by"]) == (False, "lark")
+    assert "non-unique" in " ".join(record["errors"])
+
+
+def test_terminal_that_may_be_empty_is_still_checked():
+    """llguidance takes `T: /X{0,n}/`; lark's dynamic Earley lexer refuses empty terminals, so the
+    check reads it as an optional non-empty terminal rather than giving up."""
+    spec = ConstraintSpec(Kind.LARK, 'start: "<" REASON ">"\nREASON: /[a-z]{0,3}/\n', "e.lark")
+    assert [verdict(spec, o).valid for o in ("<>", "<ab>", "<abcd>", "<A>")] == [True, True, False, False]
