@@ -58,6 +58,11 @@ KEYS: dict[str, Key] = {
         Key("json-whitespace", str, "SGCLI_JSON_WHITESPACE", "json_whitespace", "flexible or compact"),
         Key("lint.select", str, "SGCLI_LINT_SELECT", "select", "lint rule codes or prefixes to run", True),
         Key("lint.ignore", str, "SGCLI_LINT_IGNORE", "ignore", "lint rule codes or prefixes to skip", True),
+        Key(
+            "compile-timeout", float, "SGCLI_COMPILE_TIMEOUT", "compile_timeout", "seconds a compile may take (0: none)"
+        ),
+        Key("compile-memory", int, "SGCLI_COMPILE_MEMORY", "compile_memory", "MB a compile may add (0: no limit)"),
+        Key("max-constraint-bytes", int, "SGCLI_MAX_CONSTRAINT_BYTES", "max_constraint_bytes", "largest grammar"),
         Key("lint.per-file-ignores", dict, None, None, "glob -> rule codes to skip in matching files"),
     ]
 }
@@ -118,11 +123,11 @@ class Config:
 def _from_env(key: Key, raw: str) -> Any:
     if key.sequence:
         return [v.strip() for v in raw.split(",") if v.strip()]
-    if key.type is int:
+    if key.type in (int, float):
         try:
-            return int(raw)
+            return key.type(raw)
         except ValueError:
-            raise UserError(f"{key.env}={raw!r}: expected a whole number") from None
+            raise UserError(f"{key.env}={raw!r}: expected a {'whole ' if key.type is int else ''}number") from None
     return raw
 
 
@@ -191,7 +196,7 @@ def _check(raw_key: str, value: Any, where: str) -> str:
     ok = (
         isinstance(value, list) and all(isinstance(v, str) for v in value)
         if key.sequence
-        else isinstance(value, key.type) and not (key.type is int and isinstance(value, bool))
+        else isinstance(value, (int, float) if key.type is float else key.type) and not isinstance(value, bool)
     )
     if key.name == "lint.per-file-ignores":
         ok = isinstance(value, dict) and all(

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import time
 
 import pytest
 
 from sgcli.backends import get_backend, unsupported_reason
+from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.grammar_dev.matching import enforcing_backends
 
 
@@ -57,34 +61,141 @@ def _spec(ref):
     return from_file(ref)
 
 
-def test_second_compile_is_a_cache_hit(run_cli):
-    backend = _cacheable_backend()
-    first = _records(run_cli("compile", "@tool_call", "--backend", backend, "--json"))[0]
-    second = _records(run_cli("compile", "@tool_call", "--backend", backend, "--json"))[0]
-    fresh = _records(run_cli("compile", "@tool_call", "--backend", backend, "--json", "--no-cache"))[0]
-    assert (first["cache"], second["cache"], fresh["cache"]) == ("miss", "hit", "off")
-    assert second["size"] == first["size"]
-    human = run_cli("compile", "@tool_call", "--backend", backend)
-    assert " hit " in human.stdout and human.exit_code == 0
+class _Slow:
+    """The cacheable backend with a compile made slow on purpose, so storing it is worth it."""
+
+    def __init__(self, real, delay_s: float = 0.6):
+        self._real, self._delay = real, delay_s
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def compile(self, spec, vocab):
+        time.sleep(self._delay)
+        compiled = self._real.compile(spec, vocab)
+        compiled.compile_s += self._delay
+        return compiled
 
 
-def test_a_cache_hit_gives_a_working_matcher_and_corrupt_entries_are_recompiled(smol_tokenizer):
-    from sgcli.cache.grammars import cache_key, compile_cached, compiled_dir
+class _SlowLoad(_Slow):
+    """The cacheable backend with a load made slower than its compile."""
+
+    def compile(self, spec, vocab):
+        return self._real.compile(spec, vocab)
+
+    def deserialize(self, data, spec, vocab):
+        time.sleep(self._delay)
+        return self._real.deserialize(data, spec, vocab)
+
+
+def test_a_compile_faster_than_a_load_is_not_stored_and_says_why(smol_tokenizer, run_cli):
+    from sgcli.cache.grammars import compile_cached
+
+    backend = _SlowLoad(get_backend(_cacheable_backend()))
+    spec, vocab = _spec("@iso8601"), smol_tokenizer.vocab
+    first = compile_cached(backend, spec, vocab)
+    assert first.status == "not stored" and "compile" in first.reason  # "a load took..." or "serializing took..."
+    second = compile_cached(backend, spec, vocab)  # the measurement is remembered, not repeated
+    assert (second.status, second.reason) == ("not stored", first.reason)
+    fresh = _records(run_cli("compile", "@iso8601", "--backend", backend.name, "--json", "--no-cache"))[0]
+    assert fresh["cache"] == "off"
+
+
+def test_a_slow_compile_is_stored_and_a_hit_gives_a_working_matcher(smol_tokenizer):
+    from sgcli.cache.grammars import compile_cached
     from sgcli.grammar_dev.matching import accepts_bytes
 
-    backend = get_backend(_cacheable_backend())
-    spec = _spec("@iso8601")
-    vocab = smol_tokenizer.vocab
+    backend = _Slow(get_backend(_cacheable_backend()))
+    spec, vocab = _spec("@iso8601"), smol_tokenizer.vocab
     assert compile_cached(backend, spec, vocab).status == "miss"
     hit = compile_cached(backend, spec, vocab)
-    assert hit.status == "hit"
+    assert hit.status == "hit" and hit.compiled.compile_s < 0.6
     assert accepts_bytes(hit.compiled, b"2024-02-29").accepted
     assert not accepts_bytes(hit.compiled, b"2024-13-01").accepted
-    key = cache_key(backend, spec, vocab)
-    (data_file,) = compiled_dir().rglob(f"{key}.bin")
-    data_file.write_bytes(b"not a compiled grammar")
+
+
+def _entry(backend, spec, vocab):
+    from sgcli.cache.grammars import cache_key, compiled_dir
+
+    (path,) = compiled_dir().rglob(f"{cache_key(backend, spec, vocab)}.entry")
+    return path
+
+
+@pytest.mark.parametrize("damage", ["flip a byte", "truncate", "empty", "unloadable with a good checksum"])
+def test_a_damaged_entry_is_detected_rebuilt_and_reported(smol_tokenizer, damage):
+    from sgcli.cache.grammars import compile_cached
+
+    backend = _Slow(get_backend(_cacheable_backend()))
+    spec, vocab = _spec("@iso8601"), smol_tokenizer.vocab
     assert compile_cached(backend, spec, vocab).status == "miss"
+    path = _entry(backend, spec, vocab)
+    raw = bytearray(path.read_bytes())
+    if damage == "flip a byte":
+        raw[-100] ^= 0x01
+    if damage.startswith("unloadable"):  # a consistent entry whose payload the backend refuses
+        header = json.loads(raw[: raw.index(b"\n")])
+        payload = b"not a compiled grammar"
+        header |= {"size": len(payload), "sha256": hashlib.sha256(payload).hexdigest()}
+        raw = bytearray(json.dumps(header).encode() + b"\n" + payload)
+    path.write_bytes(bytes(raw[: len(raw) // 2] if damage == "truncate" else b"" if damage == "empty" else raw))
+    rebuilt = compile_cached(backend, spec, vocab)
+    assert rebuilt.status == "miss"
+    assert any("removed, compiling afresh" in note for note in rebuilt.notes)  # also printed as a notice
     assert compile_cached(backend, spec, vocab).status == "hit"
+
+
+def test_entries_swapped_between_keys_never_give_a_hit(smol_tokenizer):
+    from sgcli.cache.grammars import compile_cached
+    from sgcli.grammar_dev.matching import accepts_bytes
+
+    backend = _Slow(get_backend(_cacheable_backend()))
+    vocab = smol_tokenizer.vocab
+    dates, digits = _spec("@iso8601"), ConstraintSpec(Kind.REGEX, "[0-9]+", "digits")
+    for spec in (dates, digits):
+        assert compile_cached(backend, spec, vocab).status == "miss"
+    a, b = _entry(backend, dates, vocab), _entry(backend, digits, vocab)
+    a_bytes, b_bytes = a.read_bytes(), b.read_bytes()
+    a.write_bytes(b_bytes)
+    b.write_bytes(a_bytes)
+    outcome = compile_cached(backend, digits, vocab)
+    assert outcome.status != "hit" and any("belongs to another grammar" in note for note in outcome.notes)
+    assert accepts_bytes(outcome.compiled, b"12345").accepted
+    assert not accepts_bytes(outcome.compiled, b"2024-02-29").accepted
+
+
+def test_an_unwritable_cache_folder_turns_the_cache_off_with_one_notice(run_cli, tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")  # nothing can be created below a file, whoever runs the test
+    monkeypatch.setenv("SGCLI_CACHE_DIR", str(blocker / "cache"))
+    backend = _cacheable_backend()
+    result = run_cli("compile", "@iso8601", "@tool_call", "--backend", backend, "--json")
+    assert result.exit_code == 0
+    assert [r["cache"] for r in _records(result)] == ["off", "off"]
+    assert result.stderr.count("is not writable") == 1 and "--no-cache" in result.stderr
+
+
+def test_concurrent_writers_never_leave_a_mixed_file(tmp_path):
+    from sgcli.cache.paths import atomic_write
+
+    target = tmp_path / "entry"
+    payloads = [bytes([65 + i]) * 200_000 for i in range(4)]
+    pids = []
+    for payload in payloads:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                for _ in range(30):
+                    atomic_write(target, payload)
+            finally:
+                os._exit(0)
+        pids.append(pid)
+    for _ in range(300):  # read while they write: always one writer's whole payload
+        if target.exists():
+            assert target.read_bytes() in payloads
+    for pid in pids:
+        os.waitpid(pid, 0)
+    assert target.read_bytes() in payloads
+    assert [p.name for p in tmp_path.iterdir()] == ["entry"]  # no temporary file left behind
 
 
 def test_cache_key_depends_on_tokenizer_and_grammar(smol_tokenizer):
@@ -128,3 +239,29 @@ def test_kind_flag_overrides_the_extension(run_cli, tmp_path):
     grammar.write_text("[0-9]+\n")
     records = _records(run_cli("compile", grammar, "--kind", "regex", "--backend", "xgrammar", "--json"))
     assert records[0]["status"] == "ok" and records[0]["kind"] == "regex"
+
+
+def test_a_150_property_schema_compiles_with_the_cache_on_in_bounded_memory(tmp_path):
+    """The issue's case: storing this xgrammar compile reached 23 GB; now it finishes under 2 GB."""
+    import resource
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    props = {f"p{i}": {"type": "string", "minLength": 3, "maxLength": 40} for i in range(150)}
+    schema = tmp_path / "wide.json"
+    schema.write_text(json.dumps({"type": "object", "properties": props, "required": list(props)}))
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1")
+    result = subprocess.run(
+        [sys.executable, "-m", "sgcli", "compile", str(schema), "--backend", "xgrammar", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    (row,) = _records(result)
+    assert row["status"] == "ok" and row["cache"] in ("miss", "not stored")
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # every process waited for, forks too
+    assert peak_kb < 2 * 1024 * 1024, f"peak {peak_kb / 1024:.0f} MB"

@@ -99,8 +99,11 @@ def requested_json_options(spec: ConstraintSpec) -> list[str]:
 def compile_for(name: str, spec: ConstraintSpec, vocab, compile_one=None) -> tuple[Compiled, list[dict]]:
     """Compile with the named backend; returns (compiled, fallbacks) where fallbacks is
     [{backend, reason}] for every backend `auto` tried and skipped (empty otherwise).
-    `compile_one(backend)`, when given, compiles instead of `backend.compile` (e.g. through the cache)."""
-    compile_one = compile_one or (lambda backend: backend.compile(spec, vocab))
+    `compile_one(backend)`, when given, compiles instead of the default: through the grammar cache,
+    bounded by the compile limits (`sgcli.backends.bounded`)."""
+    from sgcli.cache.grammars import compile_cached
+
+    compile_one = compile_one or (lambda backend: compile_cached(backend, spec, vocab).compiled)
     if name == "auto":
         from sgcli.backends.auto import compile_auto
 

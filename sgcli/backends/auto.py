@@ -40,8 +40,9 @@ def _one_line(error: UserError) -> str:
 
 def compile_auto(spec: ConstraintSpec, vocab, compile_one=None) -> tuple[Compiled, list[dict]]:
     """(the first successful compilation in AUTO_ORDER, [{backend, reason}] for each skipped one).
-    `compile_one(backend)` compiles (default: `backend.compile(spec, vocab)`)."""
+    `compile_one(backend)` compiles (default: through the grammar cache, bounded)."""
     from sgcli.backends import get_backend, unsupported_reason
+    from sgcli.cache.grammars import compile_cached
 
     fallbacks: list[dict] = []
     first_error: UserError | None = None
@@ -56,7 +57,7 @@ def compile_auto(spec: ConstraintSpec, vocab, compile_one=None) -> tuple[Compile
             fallbacks.append({"backend": name, "reason": f"not usable: {missing}"})
             continue
         try:
-            compiled = compile_one(backend) if compile_one else backend.compile(spec, vocab)
+            compiled = compile_one(backend) if compile_one else compile_cached(backend, spec, vocab).compiled
             return compiled, fallbacks
         except UserError as exc:
             first_error = first_error or exc

@@ -141,6 +141,10 @@ class Backend(Protocol):
         `data` is stale or unreadable (the cache then recompiles). Only called when
         `capabilities.cacheable`."""
 
+    def prepare(self, vocab: Vocab) -> None:
+        """Build the per-vocabulary state now (a no-op where there is none), so that a bounded
+        compile's forked child (`sgcli.backends.bounded`) inherits it instead of building it for nothing."""
+
 
 class LibraryBackend:
     """Plumbing shared by adapters over an installed grammar library.
@@ -179,3 +183,6 @@ class LibraryBackend:
 
     def deserialize(self, data: bytes, spec: ConstraintSpec, vocab: Vocab) -> Compiled | None:
         return None
+
+    def prepare(self, vocab: Vocab) -> None:
+        pass

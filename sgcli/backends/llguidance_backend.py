@@ -136,6 +136,9 @@ class LLGuidanceBackend(LibraryBackend):
         jump_forward=True,
     )
 
+    def prepare(self, vocab: Vocab) -> None:
+        self.tokenizer(vocab)
+
     def tokenizer(self, vocab: Vocab):
         """The `LLTokenizer` for `vocab`, built once per Vocab object."""
         import llguidance as llg

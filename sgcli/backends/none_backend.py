@@ -72,3 +72,6 @@ class NoneBackend:
 
     def deserialize(self, data: bytes, spec: ConstraintSpec, vocab: Vocab) -> Compiled | None:
         return None
+
+    def prepare(self, vocab: Vocab) -> None:
+        pass

@@ -110,6 +110,9 @@ class OutlinesCoreBackend(LibraryBackend):
             return vocab.stop_ids[0]
         raise UserError(f"outlines_core needs an end-of-sequence token, and {vocab.source} declares none")
 
+    def prepare(self, vocab: Vocab) -> None:
+        self.vocabulary(vocab)
+
     def vocabulary(self, vocab: Vocab):
         """outlines-core's Vocabulary for `vocab`: exact bytes -> ids (several ids may share bytes)."""
         import outlines_core as oc

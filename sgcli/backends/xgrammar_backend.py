@@ -166,6 +166,9 @@ class XGrammarBackend(LibraryBackend):
                 f"backend 'xgrammar' cannot use the vocabulary of tokenizer {vocab.source}: {exc}"
             ) from None
 
+    def prepare(self, vocab: Vocab) -> None:
+        self._compiler(vocab)
+
     def _compiler(self, vocab: Vocab):
         import xgrammar as xgr
 

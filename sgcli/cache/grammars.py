@@ -1,10 +1,22 @@
-"""On-disk cache of compiled grammars, so a second compile of the same grammar is a load.
+"""On-disk cache of compiled grammars: a load where a load is measured faster than a compile.
 
-Entries live under `cache_root()/compiled/`, keyed by everything that changes the
-compiled artefact: backend name and version, the tokenizer's identity (a hash of its
-bytes, special ids and stop ids), and the grammar (kind, text, choices, sub-grammars,
-JSON options). Only backends whose capabilities say `cacheable` are
-cached; for the others `compile_cached` compiles and says "not cacheable".
+Entries live under `cache_root()/compiled/`, keyed by everything that changes the compiled
+artefact: backend name and version, the tokenizer's identity (a hash of its bytes, special ids
+and stop ids), and the grammar (kind, text, choices, sub-grammars, JSON options). Only backends
+whose capabilities say `cacheable` are cached; for the others `compile_cached` compiles and says
+"not cacheable".
+
+The cache must never hurt (docs/limits.md has the measurements):
+- a compile is stored only when a trial load of its serialized form was faster than the compile
+  and the bytes fit `MAX_ENTRY_BYTES`; serializing runs in a bounded child (`run_bounded`) with
+  the compile's own time as its budget, because xgrammar's JSON grows with rules x FSM size (every
+  rule's FSM embeds the whole grammar's FSM) and reached 23 GB at 150 properties. A compile not
+  worth storing leaves a small "skip" entry saying why, so the next run does not try again;
+- one file per entry: a JSON header line (its key, the payload's size and sha256) and the payload,
+  written to a unique temporary file and renamed into place, so concurrent writers never mix;
+- an entry whose header names another key, or whose payload fails its checksum, is removed,
+  recompiled and reported (a notice), never used;
+- a cache folder that cannot be written turns the cache off with one notice.
 """
 
 from __future__ import annotations
@@ -16,17 +28,23 @@ import os
 import tempfile
 import time
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sgcli.backends.base import Backend, Compiled, CompileWarning
-from sgcli.cache.paths import cache_root
+from sgcli.backends.bounded import LimitHit, compile_bounded, current_limits, run_bounded
+from sgcli.cache.paths import atomic_write, cache_root, notify
 from sgcli.constraints.spec import ConstraintSpec
 from sgcli.tokenizers.vocab import Vocab
 
-FORMAT_VERSION = 1  # bump when the entry layout changes
+FORMAT_VERSION = 2  # bump when the entry layout changes
+MAX_ENTRY_BYTES = 64 << 20  # a bigger payload is not stored (and is no faster to load than to compile)
+MIN_STORE_BUDGET_S = 0.25  # the least time a store attempt gets, whatever the compile took
 
-HIT, MISS, OFF, NOT_CACHEABLE = "hit", "miss", "off", "not cacheable"
+HIT, MISS, OFF, NOT_CACHEABLE, NOT_STORED = "hit", "miss", "off", "not cacheable", "not stored"
+
+_enabled = True
+_unwritable_noticed: set[Path] = set()
 
 _vocab_ids: weakref.WeakKeyDictionary[Vocab, str] = weakref.WeakKeyDictionary()
 
@@ -34,8 +52,20 @@ _vocab_ids: weakref.WeakKeyDictionary[Vocab, str] = weakref.WeakKeyDictionary()
 @dataclass
 class CacheOutcome:
     compiled: Compiled
-    status: str  # HIT, MISS, OFF or NOT_CACHEABLE
+    status: str  # HIT, MISS (compiled and stored), NOT_STORED (compiled, not worth storing), OFF, NOT_CACHEABLE
     key: str | None = None
+    reason: str | None = None  # why NOT_STORED or OFF
+    notes: list[str] = field(default_factory=list)
+
+
+def cache_enabled() -> bool:
+    return _enabled
+
+
+def set_cache_enabled(enabled: bool) -> None:
+    """`--no-cache`: every later compile in this process compiles afresh and leaves the cache alone."""
+    global _enabled
+    _enabled = enabled
 
 
 def compiled_dir() -> Path:
@@ -81,74 +111,197 @@ def is_cacheable(backend: Backend) -> bool:
     return backend.capabilities.cacheable
 
 
-def compile_cached(backend: Backend, spec: ConstraintSpec, vocab: Vocab, *, use_cache: bool = True) -> CacheOutcome:
-    """Load `spec` compiled by `backend` from the cache, or compile it and store it.
+def compile_cached(
+    backend: Backend, spec: ConstraintSpec, vocab: Vocab, *, use_cache: bool | None = None
+) -> CacheOutcome:
+    """Load `spec` compiled by `backend` from the cache, or compile it (bounded) and maybe store it.
 
-    Compile errors propagate unchanged (positioned UserErrors); cache trouble never does:
-    an unreadable entry is recompiled and an unwritable cache folder is ignored.
+    Compile errors propagate unchanged (positioned UserErrors, limit errors); cache trouble never
+    does: a bad entry is recompiled and reported, an unwritable cache folder is skipped.
     """
-    if not use_cache:
-        return CacheOutcome(backend.compile(spec, vocab), OFF)
+    if not (_enabled if use_cache is None else use_cache):
+        return CacheOutcome(compile_bounded(backend, spec, vocab), OFF)
     if not is_cacheable(backend):
-        return CacheOutcome(backend.compile(spec, vocab), NOT_CACHEABLE)
+        return CacheOutcome(compile_bounded(backend, spec, vocab), NOT_CACHEABLE)
     key = cache_key(backend, spec, vocab)
-    loaded = _load(backend, key, spec, vocab)
-    if loaded is not None:
-        return CacheOutcome(loaded, HIT, key)
-    compiled = backend.compile(spec, vocab)
-    data = compiled.serialize()
-    if data is None:
-        return CacheOutcome(compiled, NOT_CACHEABLE, key)
-    _store(key, data, compiled)
-    return CacheOutcome(compiled, MISS, key)
+    notes: list[str] = []
+    header, payload = _read_entry(key, notes)
+    if header is not None and header.get("stored"):
+        loaded = _load(backend, key, header, payload, spec, vocab, notes)
+        if loaded is not None:
+            return CacheOutcome(loaded, HIT, key, notes=notes)
+        header = None  # the entry did not load and was removed: compile and store afresh
+    compiled = compile_bounded(backend, spec, vocab)
+    if header is not None:  # a skip entry: measured before, not worth storing
+        return CacheOutcome(compiled, NOT_STORED, key, header.get("reason"), notes)
+    if not _writable(compiled_dir()):
+        return CacheOutcome(compiled, OFF, key, f"cache folder {compiled_dir()} is not writable", notes)
+    stored, reason = _store(backend, key, compiled)
+    return CacheOutcome(compiled, MISS if stored else NOT_STORED, key, reason, notes)
 
 
-def _paths(key: str) -> tuple[Path, Path]:
-    folder = compiled_dir() / key[:2]
-    return folder / f"{key}.bin", folder / f"{key}.meta.json"
+def _path(key: str) -> Path:
+    return compiled_dir() / key[:2] / f"{key}.entry"
 
 
-def _load(backend: Backend, key: str, spec: ConstraintSpec, vocab: Vocab) -> Compiled | None:
-    data_path, meta_path = _paths(key)
+def _read_entry(key: str, notes: list[str]) -> tuple[dict | None, bytes]:
+    """(header, payload) of the entry for `key`; (None, b"") when absent or bad (bad ones removed)."""
+    path = _path(key)
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        data = data_path.read_bytes()
-    except (OSError, ValueError):
-        return None
+        raw = path.read_bytes()
+    except OSError:
+        return None, b""
+    newline = raw.find(b"\n")
+    try:
+        header = json.loads(raw[:newline]) if newline > 0 else None
+    except ValueError:
+        header = None
+    payload = raw[newline + 1 :] if newline > 0 else b""
+    problem = _entry_problem(header, payload, key)
+    if problem is None:
+        return header, payload
+    _drop(path, f"compiled-grammar cache entry {path} {problem}: removed, compiling afresh", notes)
+    return None, b""
+
+
+def _entry_problem(header: dict | None, payload: bytes, key: str) -> str | None:
+    if not isinstance(header, dict) or header.get("format") != FORMAT_VERSION:
+        return "is unreadable or of another format"
+    if header.get("key") != key:
+        return "belongs to another grammar (its header names another key)"
+    if len(payload) != header.get("size") or hashlib.sha256(payload).hexdigest() != header.get("sha256"):
+        return "is corrupt or truncated (checksum mismatch)"
+    return None
+
+
+def _drop(path: Path, message: str, notes: list[str]) -> None:
+    notes.append(message)
+    notify(message)
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+def _load(backend, key, header, payload, spec, vocab, notes) -> Compiled | None:
+    backend.prepare(vocab)  # per-vocabulary state: a compile needs it too, so it is not part of the load
     t = time.perf_counter()
-    compiled = backend.deserialize(data, spec, vocab)
+    compiled = backend.deserialize(payload, spec, vocab)
     if compiled is None:
+        _drop(
+            _path(key),
+            f"compiled-grammar cache entry {_path(key)} could not be loaded: removed, compiling afresh",
+            notes,
+        )
         return None
-    compiled.compile_s = time.perf_counter() - t
+    load_s = time.perf_counter() - t
+    meta = header.get("meta", {})
+    compiled.compile_s = load_s
     compiled.warnings = [CompileWarning(w["message"], w.get("pointer")) for w in meta.get("warnings", [])]
     if compiled.normalized is None:
         compiled.normalized = meta.get("normalized")
+    if load_s > meta.get("compile_s", 0):  # this machine loads slower than it compiles: stop loading
+        _write_entry(
+            key,
+            _skip_header(
+                key, f"a load took {load_s * 1000:.0f} ms, a compile {meta.get('compile_s', 0) * 1000:.0f} ms"
+            ),
+            b"",
+        )
     return compiled
 
 
-def _store(key: str, data: bytes, compiled: Compiled) -> None:
-    data_path, meta_path = _paths(key)
-    meta = {
-        "backend": compiled.backend,
-        "origin": compiled.spec.origin,
-        "compile_s": compiled.compile_s,
-        "warnings": [{"message": w.message, "pointer": w.pointer} for w in compiled.warnings],
-        "normalized": compiled.normalized,
+def _store(backend, key: str, compiled: Compiled) -> tuple[bool, str | None]:
+    """Serialize, trial-load and write the entry in a bounded child; else write a skip entry."""
+    budget = max(MIN_STORE_BUDGET_S, compiled.compile_s)
+
+    def attempt() -> dict:
+        data = compiled.serialize()
+        if data is None:
+            return {"stored": False, "reason": "the backend cannot serialize this grammar"}
+        if len(data) > MAX_ENTRY_BYTES:
+            return {"stored": False, "reason": f"serialized size {len(data):,} bytes > {MAX_ENTRY_BYTES:,}"}
+        t = time.perf_counter()
+        ok = backend.deserialize(data, compiled.spec, compiled.vocab) is not None
+        load_s = time.perf_counter() - t
+        if not ok:
+            return {"stored": False, "reason": "the serialized grammar does not load back"}
+        if load_s >= compiled.compile_s:
+            return {
+                "stored": False,
+                "reason": f"a load took {load_s * 1000:.0f} ms, the compile {compiled.compile_s * 1000:.0f} ms",
+            }
+        _write_entry(key, _stored_header(key, data, compiled), data)
+        return {"stored": True}
+
+    try:
+        result = run_bounded(attempt, timeout_s=budget, memory_mb=current_limits().memory_mb)
+    except LimitHit as hit:
+        result = {"stored": False, "reason": _store_limit_reason(hit, budget)}
+    if not result.get("stored"):
+        _write_entry(key, _skip_header(key, result["reason"]), b"")
+    return bool(result.get("stored")), result.get("reason")
+
+
+def _store_limit_reason(hit: LimitHit, budget: float) -> str:
+    if hit.kind == "time":
+        return f"serializing took longer than the compile ({budget * 1000:.0f} ms)"
+    if hit.kind == "memory":
+        return f"serializing needed more than --compile-memory {current_limits().memory_mb} MB"
+    return f"serializing failed: {hit.detail}"
+
+
+def _stored_header(key: str, data: bytes, compiled: Compiled) -> dict:
+    return {
+        "format": FORMAT_VERSION,
+        "key": key,
+        "stored": True,
+        "size": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "meta": {
+            "backend": compiled.backend,
+            "origin": compiled.spec.origin,
+            "compile_s": compiled.compile_s,
+            "warnings": [{"message": w.message, "pointer": w.pointer} for w in compiled.warnings],
+            "normalized": compiled.normalized,
+        },
     }
+
+
+def _skip_header(key: str, reason: str) -> dict:
+    return {
+        "format": FORMAT_VERSION,
+        "key": key,
+        "stored": False,
+        "reason": reason,
+        "size": 0,
+        "sha256": hashlib.sha256(b"").hexdigest(),
+    }
+
+
+def _write_entry(key: str, header: dict, payload: bytes) -> None:
+    path = _path(key)
     try:
-        data_path.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(data_path, data)
-        _atomic_write(meta_path, json.dumps(meta).encode("utf-8"))  # written last: marks the entry complete
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, json.dumps(header).encode("utf-8") + b"\n" + payload)
     except OSError:
-        pass  # a read-only or full cache folder only costs speed
+        pass  # the folder was checked writable; a full disk only costs speed
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+def _writable(folder: Path) -> bool:
+    """Whether entries can be written; says once per folder when they cannot."""
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+        ok = True
+    except OSError:
+        ok = False
+    if not ok and folder not in _unwritable_noticed:
+        _unwritable_noticed.add(folder)
+        notify(
+            f"cache folder {folder} is not writable: compiled grammars are not cached "
+            "(set SGCLI_CACHE_DIR to a writable folder, or pass --no-cache)"
+        )
+    return ok

@@ -1,10 +1,16 @@
-"""Where sgcli keeps what is expensive to recompute (converted models, compiled grammars)."""
+"""Where sgcli keeps what is expensive to recompute (converted models, compiled grammars), and the
+two things every cache writer shares: atomic writes and notices about cache trouble."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
+import warnings
+from collections.abc import Callable
 from pathlib import Path
+
+_notifier: Callable[[str], None] | None = None
 
 
 def cache_root() -> Path:
@@ -16,13 +22,65 @@ def cache_root() -> Path:
     return Path.home() / ".cache" / "sgcli"
 
 
-def file_identity(path: Path) -> str:
-    """A short key that changes when the file at `path` is replaced or modified."""
+def set_notifier(fn: Callable[[str], None] | None) -> Callable[[str], None] | None:
+    """Where cache notices go (the CLI prints them on stderr); without one, Python warnings.
+    Returns the previous one, to put back."""
+    global _notifier
+    previous, _notifier = _notifier, fn
+    return previous
+
+
+def notify(message: str) -> None:
+    """Report cache trouble that sgcli repaired or worked around: never silent, never fatal."""
+    if _notifier is not None:
+        _notifier(message)
+    else:
+        warnings.warn(message, stacklevel=2)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to a unique temporary file beside `path`, then rename it into place:
+    readers see the old file or the new one, never a mix, whatever other writers do."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+_SAMPLE = 64 << 10  # bytes per sampled chunk
+_SAMPLES = 16  # chunks spread over the file, besides its first and last MiB
+_identities: dict[tuple[str, int, int], str] = {}
+
+
+def sampled_digest(path: Path) -> str:
+    """sha256 of the file's size, first and last MiB and `_SAMPLES` chunks between: a content
+    fingerprint that reads ~3 MB whatever the file's size."""
+    size = path.stat().st_size
+    head = 1 << 20
+    chunks = [(0, head), (max(0, size - head), head)]
+    chunks += [(size * i // (_SAMPLES + 1), _SAMPLE) for i in range(1, _SAMPLES + 1)]
+    h = hashlib.sha256(str(size).encode())
+    with path.open("rb") as f:
+        for offset, length in chunks:
+            f.seek(offset)
+            h.update(f.read(length))
+    return h.hexdigest()
+
+
+def content_identity(path: Path) -> str:
+    """A short key for the file's content (size + sampled hash), not its path: the same .gguf in
+    three virtual environments is converted once. Computed once per (path, size, mtime)."""
     st = path.stat()
-    raw = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
-    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+    memo = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if memo not in _identities:
+        _identities[memo] = sampled_digest(path)[:16]
+    return _identities[memo]
 
 
 def converted_dir(source: Path) -> Path:
     """Cache folder for a GGUF file converted to safetensors + tokenizer.json."""
-    return cache_root() / "models" / f"{source.stem}-{file_identity(source)}"
+    return cache_root() / "models" / f"{source.stem}-{content_identity(source)}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from sgcli.cli.common import handles_errors
+from sgcli.cli.limit_options import with_compile_limits as limited
 
 app = typer.Typer(
     name="sgcli",
@@ -57,26 +58,26 @@ def _apply_config(ctx: typer.Context) -> None:
 def _register() -> None:
     from sgcli.cli import generate
 
-    app.command("generate", epilog=generate.EXAMPLES)(handles_errors(generate.generate))
+    app.command("generate", epilog=generate.EXAMPLES)(handles_errors(limited(generate.generate)))
     from sgcli.cli import backends_cmd
 
     app.command("backends", epilog=backends_cmd.EXAMPLES)(handles_errors(backends_cmd.backends))
     from sgcli.cli import compare
 
-    app.command("compare-backends", epilog=compare.EXAMPLES)(handles_errors(compare.compare_backends))
+    app.command("compare-backends", epilog=compare.EXAMPLES)(handles_errors(limited(compare.compare_backends)))
     from sgcli.cli import template_cmd, tokenizer_cmd
 
     app.add_typer(tokenizer_cmd.app, name="tokenizer")
     app.add_typer(template_cmd.app, name="template")
     from sgcli.cli import compile_cmd, convert_cmd, masks_cmd, test_cmd
 
-    app.command("compile", epilog=compile_cmd.EXAMPLES)(handles_errors(compile_cmd.compile_files))
-    app.command("masks", epilog=masks_cmd.EXAMPLES)(handles_errors(masks_cmd.masks))
-    app.command("test", epilog=test_cmd.EXAMPLES)(handles_errors(test_cmd.test))
-    app.command("convert", epilog=convert_cmd.EXAMPLES)(handles_errors(convert_cmd.convert))
+    app.command("compile", epilog=compile_cmd.EXAMPLES)(handles_errors(limited(compile_cmd.compile_files)))
+    app.command("masks", epilog=masks_cmd.EXAMPLES)(handles_errors(limited(masks_cmd.masks)))
+    app.command("test", epilog=test_cmd.EXAMPLES)(handles_errors(limited(test_cmd.test)))
+    app.command("convert", epilog=convert_cmd.EXAMPLES)(handles_errors(limited(convert_cmd.convert)))
     from sgcli.cli import lint_cmd, rule_cmd
 
-    app.command("lint", epilog=lint_cmd.EXAMPLES)(handles_errors(lint_cmd.lint))
+    app.command("lint", epilog=lint_cmd.EXAMPLES)(handles_errors(limited(lint_cmd.lint)))
     app.command("rule", epilog=rule_cmd.EXAMPLES)(handles_errors(rule_cmd.rule))
     from sgcli.cli import cache_cmd, config_cmd, schema_cmd
 

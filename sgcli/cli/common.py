@@ -21,6 +21,10 @@ out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+def _notice(message: str) -> None:
+    err.print(f"[yellow]notice[/]: {escape(message)}")
+
+
 def fail(error: UserError) -> None:
     """Print a user error (without exiting: a command may go on to its next file)."""
     err.print(f"[bold red]error[/]: {escape(error.render().removeprefix('error: '))}")
@@ -38,6 +42,9 @@ def handles_errors(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        from sgcli.cache.paths import set_notifier
+
+        previous = set_notifier(_notice)  # cache notices go to stderr while the command runs
         try:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
@@ -67,6 +74,8 @@ def handles_errors(fn: Callable) -> Callable:
             else:
                 err.print("  set SGCLI_DEBUG=1 to see the traceback")
             raise typer.Exit(EXIT_INTERNAL) from None
+        finally:
+            set_notifier(previous)
 
     return wrapper
 

@@ -144,8 +144,10 @@ def _compile(backend_name: str, spec: ConstraintSpec, vocab, row: dict):
         )
         row.update(skipped=True, error=f"{backend_name} {reason}")
         return None
+    from sgcli.cache.grammars import compile_cached
+
     try:
-        compiled = backend.compile(spec, vocab)
+        compiled = compile_cached(backend, spec, vocab).compiled
     except UserError as exc:
         row["error"] = exc.render().removeprefix("error: ")
         return None

@@ -56,9 +56,6 @@ def compile_files(
     ] = False,
     output_format: OutputFormatOpt = None,
     json_out: JsonFlagOpt = False,
-    no_cache: Annotated[
-        bool, typer.Option("--no-cache", help="Compile afresh and do not touch the on-disk cache.")
-    ] = False,
 ) -> None:
     """Compile grammar files with each backend: errors at file:line:col, time, size, cache.
 
@@ -78,7 +75,7 @@ def compile_files(
     names = select_backends(backend)
     specs = [from_file(f, chosen_kind) for f in files]  # unreadable input: exit 2 before any compile
     vocab = load_tokenizer(tokenizer).vocab
-    rows = [compile_row(spec, name, vocab, use_cache=not no_cache) for spec in specs for name in names]
+    rows = [compile_row(spec, name, vocab) for spec in specs for name in names]
     fmt = output_format_of(output_format, json_out, stream=True)
     if fmt != "text":
         writer = JsonRows(fmt)
@@ -90,10 +87,12 @@ def compile_files(
     if not any(r["status"] in ("ok", "error") for r in rows):
         err.print("[bold red]error[/]: no chosen backend can compile these files (see the rows above)")
         raise typer.Exit(EXIT_USAGE)
+    if any(r.get("limit") for r in rows):
+        raise typer.Exit(EXIT_USAGE)  # a compile limit is the user's to raise, like bad input
     raise typer.Exit(EXIT_FINDINGS if any(r["status"] == "error" for r in rows) else EXIT_OK)
 
 
-def compile_row(spec, name: str, vocab, *, use_cache: bool) -> dict:
+def compile_row(spec, name: str, vocab) -> dict:
     """One report row: status ok | error | unsupported | unavailable, with the details."""
     from sgcli.backends import get_backend, unsupported_reason
     from sgcli.cache.grammars import compile_cached
@@ -113,7 +112,7 @@ def compile_row(spec, name: str, vocab, *, use_cache: bool) -> dict:
         return row | {"status": "unavailable", "message": missing}
     t = time.perf_counter()
     try:
-        outcome = compile_cached(impl, spec, vocab, use_cache=use_cache)
+        outcome = compile_cached(impl, spec, vocab)
     except UserError as exc:
         loc = exc.location
         return row | {
@@ -124,6 +123,7 @@ def compile_row(spec, name: str, vocab, *, use_cache: bool) -> dict:
             "line": loc.line if loc else None,
             "col": loc.col if loc else None,
             "ms": round((time.perf_counter() - t) * 1000, 2),
+            "limit": getattr(exc, "flag", None),  # a compile limit: the flag that raises it
         }
     compiled = outcome.compiled
     size: dict = {}
@@ -134,6 +134,7 @@ def compile_row(spec, name: str, vocab, *, use_cache: bool) -> dict:
         "status": "ok",
         "ms": round(compiled.compile_s * 1000, 2),
         "cache": outcome.status,
+        "cache_reason": outcome.reason,
         "size": size,
         "warnings": [w.message for w in compiled.warnings],
         "normalized": compiled.normalized,

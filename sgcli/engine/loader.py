@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from sgcli.cache import conversions
 from sgcli.cache.paths import converted_dir
 from sgcli.engine.models import ModelRef
 from sgcli.errors import UserError
 
 Progress = Callable[[str, int, int], None]  # (stage description, step, total steps)
-
-_MARKER = "sgcli-converted.json"
 
 
 @dataclass(eq=False)
@@ -87,10 +87,23 @@ def _tensor_progress(progress: Progress | None, description: str):
 
 
 def convert_gguf(gguf: Path, progress: Progress | None = None) -> Path:
-    """Dequantize a GGUF file into a cached Hugging Face folder; returns the folder."""
+    """Dequantize a GGUF file into a cached Hugging Face folder; returns the folder.
+
+    The cache entry is checked against its manifest on every use and rebuilt when damaged;
+    the conversion is staged in a unique folder and published with one rename
+    (`sgcli.cache.conversions`), so concurrent first runs both succeed."""
     out = converted_dir(gguf) / "model"
-    if (out / _MARKER).is_file():
+    if conversions.usable(out, f"conversion of {gguf.name}"):
         return out
+    staged = conversions.staging(out)  # exit 2 now, before 30 s of work, if the cache is read-only
+    try:
+        _convert_into(gguf, staged, progress)
+        return conversions.publish(staged, out, gguf)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+
+
+def _convert_into(gguf: Path, folder: Path, progress: Progress | None) -> None:
     import torch
     from safetensors.torch import save_model
     from transformers import AutoModelForCausalLM
@@ -103,20 +116,31 @@ def convert_gguf(gguf: Path, progress: Progress | None = None) -> Path:
     with _tensor_progress(progress, f"dequantizing {gguf.name} (once; cached afterwards)"):
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     step("writing safetensors to the cache", 1)
-    tmp = out.with_name("model.partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    save_model(model, str(tmp / "model.safetensors"))  # handles tied embeddings
+    save_model(model, str(folder / "model.safetensors"))  # handles tied embeddings
     config = model.config.to_dict()
     config.pop("quantization_config", None)  # the weights are plain float32 now
-    (tmp / "config.json").write_text(json.dumps(config, indent=2))
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
     if model.generation_config is not None:
-        model.generation_config.save_pretrained(str(tmp))
-    (tmp / _MARKER).write_text(json.dumps({"source": str(gguf), "converted_at": time.time()}))
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.replace(out)
+        model.generation_config.save_pretrained(str(folder))
     step("done", 3)
-    return out
+
+
+def weights_problem(model) -> str | None:
+    """NaN, infinite or implausibly large weights (|w| > 1e6): what damaged bytes in a cached
+    safetensors file become. Random bytes make ~40% of float32 values that large, so any damaged
+    region is caught; trained weights stay far below. One pass over the parameters."""
+    import torch
+
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if param.is_floating_point() and param.numel():
+                low, high = (v.item() for v in torch.aminmax(param.detach()))  # one pass, no abs() copy
+                if not (math.isfinite(low) and math.isfinite(high)):
+                    return f"parameter {name} holds NaN or infinite values"
+                peak = max(-low, high)
+                if peak > 1e6:
+                    return f"parameter {name} holds implausible values (|w| up to {peak:.3g})"
+    return None
 
 
 def load_model(
@@ -135,7 +159,6 @@ def load_model(
         if threads < 1:
             raise UserError("--threads must be at least 1")
         torch.set_num_threads(threads)
-    from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -143,9 +166,43 @@ def load_model(
     t = time.perf_counter()
     dev = pick_device(device)
     torch_dtype = pick_dtype(dtype, dev)
-    location = str(convert_gguf(ref.path, progress)) if ref.kind == "gguf" else ref.location
+    if ref.kind == "gguf":
+        model = _load_converted(ref.path, torch_dtype, progress)
+    else:
+        model = _from_pretrained(ref, torch_dtype)
+    model.to(dev)
+    model.eval()
+    width = model.get_output_embeddings().weight.shape[0]
+    return LoadedModel(model, ref, dev, str(torch_dtype).removeprefix("torch."), width, time.perf_counter() - t)
+
+
+def _load_converted(gguf: Path, torch_dtype, progress: Progress | None):
+    """The cached conversion of `gguf`, loaded and checked; a damaged one is rebuilt once, with a notice."""
+    from transformers import AutoModelForCausalLM
+
+    for attempt in (1, 2):
+        folder = convert_gguf(gguf, progress)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype)
+            found = weights_problem(model)
+        except Exception as exc:  # noqa: BLE001 - whatever the damaged files make the loader raise
+            found = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        if found is None:
+            return model
+        if attempt == 1:
+            conversions.discard(folder, f"the cached conversion in {folder} cannot be used ({found}): converting again")
+    raise UserError(
+        f"the model converted from {gguf} is unusable even when freshly converted: {found}",
+        hint="the .gguf file itself may be damaged: download it again",
+    )
+
+
+def _from_pretrained(ref: ModelRef, torch_dtype):
+    from transformers import AutoModelForCausalLM
+
+    location = ref.location
     try:
-        model = AutoModelForCausalLM.from_pretrained(location, dtype=torch_dtype)
+        return AutoModelForCausalLM.from_pretrained(location, dtype=torch_dtype)
     except OSError as exc:
         raise UserError(
             f"cannot load model '{ref.location}': {str(exc).splitlines()[0]}",
@@ -153,7 +210,3 @@ def load_model(
         ) from None
     except ValueError as exc:
         raise UserError(f"'{ref.location}' is not a causal language model transformers can load: {exc}") from None
-    model.to(dev)
-    model.eval()
-    width = model.get_output_embeddings().weight.shape[0]
-    return LoadedModel(model, ref, dev, str(torch_dtype).removeprefix("torch."), width, time.perf_counter() - t)

@@ -70,6 +70,7 @@ class RoundTrip:
 def _compile_all(spec: ConstraintSpec, vocab, report: RoundTrip, role: str) -> dict:
     """Compile `spec` with every enforcing backend that supports it; notes for those that cannot."""
     from sgcli.backends import get_backend
+    from sgcli.backends.bounded import CompileLimitError
     from sgcli.cache.grammars import compile_cached
     from sgcli.grammar_dev.matching import backends_for
 
@@ -80,6 +81,8 @@ def _compile_all(spec: ConstraintSpec, vocab, report: RoundTrip, role: str) -> d
             continue
         try:
             compiled[name] = compile_cached(impl, spec, vocab).compiled
+        except CompileLimitError:
+            raise  # a limit is the user's to raise (exit 2), not a note about the conversion
         except UserError as exc:
             report.notes.append(f"{role} not checked on {name}: it does not compile there: {exc.message}")
     return compiled

@@ -221,8 +221,9 @@ def check_case(compiled, case: Case) -> Outcome:
     return outcome
 
 
-def run_suite(suite: Suite, names: list[str], vocab, *, use_cache: bool = True) -> Report:
+def run_suite(suite: Suite, names: list[str], vocab, *, use_cache: bool | None = None) -> Report:
     from sgcli.backends import get_backend, unsupported_reason
+    from sgcli.backends.bounded import CompileLimitError
     from sgcli.cache.grammars import compile_cached
 
     runs, outcomes = [], []
@@ -238,6 +239,8 @@ def run_suite(suite: Suite, names: list[str], vocab, *, use_cache: bool = True) 
             continue
         try:
             result = compile_cached(impl, suite.spec, vocab, use_cache=use_cache)
+        except CompileLimitError:
+            raise  # a limit is the user's to raise (exit 2), not a failing grammar
         except UserError as exc:
             runs.append(BackendRun(name, "error", exc.render().removeprefix("error: ")))
             continue

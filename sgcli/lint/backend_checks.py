@@ -34,10 +34,14 @@ class BackendCompile:
 
 def compile_with(name: str, spec: ConstraintSpec, vocab) -> BackendCompile:
     from sgcli.backends import check_supports
+    from sgcli.backends.bounded import CompileLimitError
+    from sgcli.cache.grammars import compile_cached
 
     backend = check_supports(name, spec)
     try:
-        compiled = backend.compile(spec, vocab)
+        compiled = compile_cached(backend, spec, vocab).compiled
+    except CompileLimitError:
+        raise  # a limit is not a finding about the file: the file fails with exit 2
     except UserError as exc:
         return BackendCompile(name, error=exc)
     return BackendCompile(name, compiled, warnings=list(compiled.warnings))

@@ -110,6 +110,9 @@ class Linter:
         if kind is Kind.REGEX:
             text = text.rstrip("\n")
         spec = ConstraintSpec(kind, text, origin, json_options=self.options.json_options)
+        from sgcli.backends.bounded import check_size  # --max-constraint-bytes, before any rule runs
+
+        check_size(spec)
         return self.lint_spec(spec)
 
     def lint_spec(self, spec: ConstraintSpec) -> FileResult:

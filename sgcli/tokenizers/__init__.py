@@ -38,10 +38,9 @@ def _load(ref: str | None, progress) -> Tokenizer:
             return _load_file(path)
         model = resolve_model(ref)
         if model.kind == "gguf":
-            from sgcli.tokenizers.gguf import cached_tokenizer_dir
+            from sgcli.tokenizers.gguf import load_converted
 
-            folder = cached_tokenizer_dir(model.path, progress)
-            return _load_folder(folder, name=model.display)
+            return load_converted(model.path, lambda folder: _load_folder(folder, name=model.display), progress)
         from sgcli.tokenizers.hf import load_tokenizer_json
 
         return load_tokenizer_json(_hub_file(model.location, "tokenizer.json"), name=model.display)

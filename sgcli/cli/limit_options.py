@@ -1,0 +1,97 @@
+"""The compile-limit and cache flags, added in one place to every command that compiles.
+
+`with_compile_limits(command)` appends `--compile-timeout`, `--compile-memory`,
+`--max-constraint-bytes` and `--no-cache` to the command's signature (typer reads it), and sets
+them for the process before the command runs, so every compile below it is bounded the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Annotated
+
+import typer
+
+from sgcli.backends.bounded import DEFAULT_MAX_BYTES, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
+
+_PANEL = "Limits and cache"
+
+_OPTIONS = {
+    "compile_timeout": (
+        Annotated[
+            float,
+            typer.Option(
+                "--compile-timeout",
+                envvar="SGCLI_COMPILE_TIMEOUT",
+                help="Seconds one grammar compile may take before it is stopped (exit 2); 0 = no limit.",
+                rich_help_panel=_PANEL,
+            ),
+        ],
+        DEFAULT_TIMEOUT_S,
+    ),
+    "compile_memory": (
+        Annotated[
+            int,
+            typer.Option(
+                "--compile-memory",
+                envvar="SGCLI_COMPILE_MEMORY",
+                help="MB of memory one grammar compile may add before it is stopped (exit 2); 0 = no limit.",
+                rich_help_panel=_PANEL,
+            ),
+        ],
+        DEFAULT_MEMORY_MB,
+    ),
+    "max_constraint_bytes": (
+        Annotated[
+            int,
+            typer.Option(
+                "--max-constraint-bytes",
+                envvar="SGCLI_MAX_CONSTRAINT_BYTES",
+                help="Largest schema or grammar accepted, in bytes (exit 2 above it); 0 = no limit.",
+                rich_help_panel=_PANEL,
+            ),
+        ],
+        DEFAULT_MAX_BYTES,
+    ),
+    "no_cache": (
+        Annotated[
+            bool,
+            typer.Option(
+                "--no-cache",
+                help="Compile afresh; neither read nor write the on-disk cache of compiled grammars.",
+                rich_help_panel=_PANEL,
+            ),
+        ],
+        False,
+    ),
+}
+
+
+def with_compile_limits(command: Callable) -> Callable:
+    """`command` with the limit and cache flags added; they are applied before it runs."""
+    from sgcli.backends.bounded import Limits, current_limits, set_limits
+    from sgcli.cache.grammars import cache_enabled, set_cache_enabled
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        timeout, memory = kwargs.pop("compile_timeout"), kwargs.pop("compile_memory")
+        max_bytes, no_cache = kwargs.pop("max_constraint_bytes"), kwargs.pop("no_cache")
+        before = (current_limits(), cache_enabled())
+        try:
+            set_limits(Limits(timeout_s=timeout, memory_mb=memory, max_bytes=max_bytes))
+            set_cache_enabled(not no_cache)
+            return command(*args, **kwargs)
+        finally:  # in-process callers (tests, embedding) get their settings back
+            set_limits(before[0])
+            set_cache_enabled(before[1])
+
+    signature = inspect.signature(command, eval_str=True)  # typer reads real annotations, not strings
+    extra = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        for name, (annotation, default) in _OPTIONS.items()
+    ]
+    wrapper.__signature__ = signature.replace(parameters=[*signature.parameters.values(), *extra])
+    wrapper.__annotations__ = {p.name: p.annotation for p in wrapper.__signature__.parameters.values()}
+    return wrapper

@@ -1,0 +1,201 @@
+"""The cache of converted models and tokenizers: keyed by content, checked on every use, rebuilt
+with a notice when damaged, published atomically so concurrent first runs both succeed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from sgcli.cache import conversions
+from sgcli.cache.paths import converted_dir
+from sgcli.errors import UserError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGCLI_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _converted(tmp_path: Path, name: str = "model") -> Path:
+    """A published conversion with a 5 MB weights file and a config, as the loader writes them."""
+    source = tmp_path / "m.gguf"
+    source.write_bytes(os.urandom(1000))
+    out = converted_dir(source) / name
+    staged = conversions.staging(out)
+    (staged / "model.safetensors").write_bytes(os.urandom(5 << 20))
+    (staged / "config.json").write_text('{"model_type": "llama"}')
+    assert conversions.publish(staged, out, source) == out
+    return out
+
+
+def _damage(path: Path, how: str) -> None:
+    data = bytearray(path.read_bytes())
+    if how == "flip a byte":
+        data[100] ^= 0xFF  # in the header (first MiB), which the cheap check always hashes
+    elif how == "truncate":
+        data = data[: len(data) - 4096]
+    elif how == "empty":
+        data = bytearray()
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("how", ["flip a byte", "truncate", "empty", "no manifest", "missing file"])
+def test_damaged_conversions_are_detected_reported_and_set_aside(tmp_path, how):
+    out = _converted(tmp_path)
+    assert conversions.problem(out) is None
+    if how == "no manifest":
+        (out / conversions.MANIFEST).unlink()
+    elif how == "missing file":
+        (out / "config.json").unlink()
+    else:
+        _damage(out / "model.safetensors", how)
+    assert conversions.problem(out) is not None
+    with pytest.warns(UserWarning, match="is damaged .*converting it again"):
+        assert not conversions.usable(out, "conversion of m.gguf")
+    assert not out.exists()
+
+
+def test_the_key_is_the_content_not_the_path(tmp_path):
+    data = os.urandom(3 << 20)
+    a, b = tmp_path / "venv1" / "m.gguf", tmp_path / "venv2" / "m.gguf"
+    for path in (a, b):
+        path.parent.mkdir()
+        path.write_bytes(data)
+    assert converted_dir(a) == converted_dir(b)
+    changed = bytearray(data)
+    changed[0] ^= 1
+    b.write_bytes(bytes(changed))
+    os.utime(b, ns=(1, 1))  # a new mtime, as any rewrite gives
+    assert converted_dir(a) != converted_dir(b)
+
+
+def test_two_writers_publishing_the_same_conversion_both_succeed(tmp_path):
+    source = tmp_path / "m.gguf"
+    source.write_bytes(b"gguf")
+    out = converted_dir(source) / "tokenizer"
+    first, second = conversions.staging(out), conversions.staging(out)
+    assert first != second  # unique staging folders, never a shared `.partial`
+    for staged, text in ((first, "one"), (second, "two")):
+        (staged / "tokenizer.json").write_text(text)
+    assert conversions.publish(first, out, source) == out
+    assert conversions.publish(second, out, source) == out  # the loser keeps the winner's good copy
+    assert (out / "tokenizer.json").read_text() == "one" and conversions.problem(out) is None
+    assert [p.name for p in out.parent.iterdir()] == ["tokenizer"]  # nothing partial left behind
+
+
+def test_an_unwritable_cache_is_exit_2_naming_sgcli_cache_dir_before_any_work(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")  # nothing can be created below a file, whoever runs the test
+    monkeypatch.setenv("SGCLI_CACHE_DIR", str(blocker / "cache"))
+    with pytest.raises(UserError, match="SGCLI_CACHE_DIR"):
+        conversions.staging(converted_dir(blocker) / "model")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    result = subprocess.run(
+        [sys.executable, "-m", "sgcli", "compile", "@iso8601", "--backend", "xgrammar"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "cannot write the model cache" in result.stderr and "SGCLI_CACHE_DIR" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_weights_check_catches_nan_and_random_bytes():
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from sgcli.engine.loader import weights_problem
+
+    config = LlamaConfig(
+        vocab_size=64,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+    )
+    model = LlamaForCausalLM(config)
+    assert weights_problem(model) is None
+    weight = model.model.layers[0].mlp.up_proj.weight
+    with torch.no_grad():
+        saved = weight[0, 0].item()
+        weight[0, 0] = float("nan")
+        assert "NaN" in weights_problem(model)
+        garbage = torch.frombuffer(bytearray(b"\x5a" * 64), dtype=torch.float32)  # 1.5e16 each
+        weight[0, :16] = garbage
+        assert "implausible" in weights_problem(model)
+        weight[0, :16] = saved
+        assert weights_problem(model) is None
+
+
+@pytest.mark.model
+def test_concurrent_first_runs_both_convert_and_damaged_weights_are_rebuilt(tmp_path):
+    """Two processes convert the default GGUF on an empty cache at once; then NaN is written into
+    the cached weights and the next load rebuilds the conversion, with a notice."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", SGCLI_CACHE_DIR=os.environ["SGCLI_CACHE_DIR"])
+    script = textwrap.dedent(
+        """
+        from sgcli.engine.loader import load_model
+        from sgcli.engine.models import resolve_model
+        from sgcli.tokenizers import load_tokenizer
+        load_tokenizer(None)
+        print(load_model(resolve_model(None), device="cpu", threads=1).ref.display)
+        """
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    results = [p.communicate(timeout=900) + (p.returncode,) for p in procs]
+    assert all(code == 0 for _, _, code in results), results
+    models = Path(env["SGCLI_CACHE_DIR"]) / "models"
+    (entry,) = models.iterdir()
+    assert sorted(p.name for p in entry.iterdir()) == ["model", "tokenizer"]  # no partial folders left
+    weights = entry / "model" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    nan = b"\x00\x00\xc0\x7f" * 4096
+    middle = len(data) // 2 + 12345  # not on a sampled chunk: only the weights check can see it
+    data[middle - middle % 4 : middle - middle % 4 + len(nan)] = nan
+    weights.write_bytes(bytes(data))
+    rerun = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=900)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "converting again" in rerun.stderr + rerun.stdout or "damaged" in rerun.stderr + rerun.stdout
+    from sgcli.cache.conversions import problem
+
+    assert problem(entry / "model") is None
+
+
+def test_a_cached_tokenizer_that_cannot_be_read_is_converted_again(tmp_path, monkeypatch):
+    import json
+
+    from sgcli.tokenizers import gguf
+
+    broken, good = tmp_path / "broken", tmp_path / "good"
+    for folder, text in ((broken, "{not json"), (good, '{"ok": true}')):
+        folder.mkdir()
+        (folder / "tokenizer.json").write_text(text)
+    folders = iter([broken, good])
+    monkeypatch.setattr(gguf, "cached_tokenizer_dir", lambda path, progress=None: next(folders))
+
+    def read(folder):
+        return json.loads((folder / "tokenizer.json").read_text())
+
+    with pytest.warns(UserWarning, match="cached tokenizer .* cannot be read .*converting again"):
+        assert gguf.load_converted(tmp_path / "m.gguf", read) == {"ok": True}
+    assert not broken.exists()  # set aside, not used
+    folders = iter([good, good])
+    (good / "tokenizer.json").write_text("{still not json")
+    with pytest.warns(UserWarning), pytest.raises(UserError, match="even when freshly converted") as exc:
+        gguf.load_converted(tmp_path / "m.gguf", read)
+    assert ".gguf file itself" in exc.value.hint

@@ -1,0 +1,131 @@
+"""Compile limits (`sgcli.backends.bounded`): a compile past --compile-timeout / --compile-memory or a
+constraint past --max-constraint-bytes is exit 2 naming the flag, and the process goes on."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from sgcli.backends import get_backend
+from sgcli.backends.bounded import CompileLimitError, LimitHit, Limits, compile_bounded, run_bounded, set_limits
+from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.errors import UserError
+
+
+@pytest.fixture(autouse=True)
+def _private_cache_and_default_limits(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGCLI_CACHE_DIR", str(tmp_path / "cache"))
+    yield
+    set_limits(Limits())
+
+
+class _Fake:
+    """A backend whose compile does something hostile (it only ever runs in the bounded child)."""
+
+    name = "fake"
+
+    def __init__(self, action):
+        self.action = action
+
+    def compile(self, spec, vocab):
+        return self.action()
+
+
+def test_run_bounded_returns_the_childs_value_and_stops_a_slow_child():
+    assert run_bounded(lambda: {"answer": 6 * 7}, timeout_s=10, memory_mb=0) == {"answer": 42}
+    t = time.perf_counter()
+    with pytest.raises(LimitHit) as hit:
+        run_bounded(lambda: time.sleep(60), timeout_s=0.5, memory_mb=0)
+    assert hit.value.kind == "time" and time.perf_counter() - t < 5
+
+
+def test_memory_ceiling_stops_an_allocation_and_names_the_flag():
+    set_limits(Limits(timeout_s=20, memory_mb=200))
+    hog = _Fake(lambda: bytearray(2 << 30))  # 2 GB
+    with pytest.raises(CompileLimitError) as exc:
+        compile_bounded(hog, ConstraintSpec(Kind.REGEX, "a", "hog.regex"), None)
+    assert exc.value.flag == "--compile-memory" and "200 MB" in exc.value.message
+    assert "--compile-memory" in exc.value.render()
+
+
+def test_a_native_crash_is_a_user_error_and_a_python_bug_stays_a_bug():
+    set_limits(Limits(timeout_s=20, memory_mb=0))
+    with pytest.raises(UserError, match="crashed the grammar library.*SIGABRT"):
+        compile_bounded(_Fake(os.abort), ConstraintSpec(Kind.REGEX, "a"), None)
+
+    def bug():
+        raise KeyError("a bug in an adapter")
+
+    with pytest.raises(KeyError):  # re-raised by the parent's own compile, traceback and all: exit 3
+        compile_bounded(_Fake(bug), ConstraintSpec(Kind.REGEX, "a"), None)
+
+
+@pytest.mark.parametrize(
+    ("kind", "text"),
+    [
+        (Kind.REGEX, "a{1,1000000}"),
+        (Kind.JSON_SCHEMA, json.dumps({"type": "string", "minLength": 1000000})),
+        (Kind.JSON_SCHEMA, json.dumps({"type": "array", "items": {"type": "integer"}, "minItems": 100000})),
+    ],
+)
+def test_the_issues_runaway_outlines_core_compiles_end_within_the_timeout(smol_tokenizer, kind, text):
+    set_limits(Limits(timeout_s=2, memory_mb=4096))
+    backend = get_backend("outlines_core")
+    if backend.unavailable_reason():
+        pytest.skip(f"outlines_core not installed: {backend.unavailable_reason()}")
+    t = time.perf_counter()
+    with pytest.raises(CompileLimitError) as exc:
+        compile_bounded(backend, ConstraintSpec(kind, text, "hostile"), smol_tokenizer.vocab)
+    assert exc.value.flag == "--compile-timeout"
+    assert time.perf_counter() - t < 2 + 10  # the timeout, plus forking and a busy machine's slack
+    compiled = compile_bounded(backend, ConstraintSpec(Kind.REGEX, "(yes|no)"), smol_tokenizer.vocab)
+    assert compiled.backend == "outlines_core"  # the process, and the backend in it, still work
+
+
+def test_compile_command_exits_2_naming_the_timeout_flag(run_cli, tmp_path):
+    regex = tmp_path / "huge.regex"
+    regex.write_text("a{1,1000000}\n")
+    result = run_cli("compile", regex, "--backend", "outlines_core", "--compile-timeout", "1", "--json")
+    assert result.exit_code == 2
+    (row,) = [json.loads(line) for line in result.stdout.splitlines()]
+    assert row["status"] == "error" and row["limit"] == "--compile-timeout"
+    assert "1 s time limit" in row["message"]
+
+
+def test_size_limit_is_checked_before_anything_parses_the_schema(run_cli, tmp_path):
+    big = tmp_path / "big.json"
+    props = {f"p{i}": {"type": "string", "description": "x" * 100} for i in range(12000)}  # ~1.5 MB
+    big.write_text(json.dumps({"type": "object", "properties": props}))
+    t = time.perf_counter()
+    result = run_cli("lint", big)
+    assert result.exit_code == 2 and "--max-constraint-bytes" in result.output
+    assert time.perf_counter() - t < 10
+    compiled = run_cli("compile", big, "--backend", "xgrammar", "--max-constraint-bytes", "1000")
+    assert compiled.exit_code == 2 and "over the limit of 1,000 bytes" in compiled.output
+
+
+def test_every_compiling_command_takes_the_limit_and_cache_flags():
+    from typer.main import get_command
+
+    from sgcli.cli.app import app
+
+    group = get_command(app)
+    for name in ("generate", "compile", "masks", "test", "lint", "compare-backends", "convert"):
+        flags = {opt for p in group.commands[name].params for opt in p.opts}
+        assert {"--compile-timeout", "--compile-memory", "--max-constraint-bytes", "--no-cache"} <= flags, name
+
+
+def test_negative_limits_are_usage_errors(run_cli):
+    result = run_cli("compile", "@iso8601", "--compile-timeout", "-1")
+    assert result.exit_code == 2 and "must not be negative" in result.output
+
+
+def test_grammar_test_command_exits_2_on_a_limit(run_cli, tmp_path):
+    (tmp_path / "huge.regex").write_text("a{1,1000000}\n")
+    suite = tmp_path / "huge.test.yaml"
+    suite.write_text("grammar: huge.regex\ncases:\n  - {input: 'aaa', accept: true}\n")
+    result = run_cli("test", suite, "--backend", "outlines_core", "--compile-timeout", "1")
+    assert result.exit_code == 2 and "--compile-timeout" in result.output
