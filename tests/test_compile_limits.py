@@ -30,6 +30,9 @@ class _Fake:
     def __init__(self, action):
         self.action = action
 
+    def prepare(self, vocab):
+        pass
+
     def compile(self, spec, vocab):
         return self.action()
 
