@@ -45,8 +45,14 @@ def run_once(lm, tokenizer, compiled, ids, *, max_tokens, min_tokens=0):
     from sgcli.engine.decode import Finished, decode
     from sgcli.engine.sampling import SamplingParams
 
-    for event in decode(
-        lm, ids, compiled, params=SamplingParams(temperature=0.0), max_tokens=max_tokens, min_tokens=min_tokens
+    for event in decode(  # the mask's own cost: jump-forward off (benchmarks/jump_forward.py measures it)
+        lm,
+        ids,
+        compiled,
+        params=SamplingParams(temperature=0.0),
+        max_tokens=max_tokens,
+        min_tokens=min_tokens,
+        jump_forward=False,
     ):
         if isinstance(event, Finished):
             return event

@@ -22,15 +22,25 @@ class _Strict(BaseModel):
 class Usage(_Strict):
     prompt_tokens: Optional[int] = Field(None, description="tokens in the rendered prompt")
     completion_tokens: Optional[int] = Field(None, description="tokens generated")
+    forced_tokens: Optional[int] = Field(
+        None, description="generated tokens jump-forward appended without a forward pass of their own"
+    )
+    forward_passes: Optional[int] = Field(None, description="model forward passes, the prefill included")
 
 
 class Timings(_Strict):
     load_s: Optional[float] = Field(None, description="model load time, seconds")
+    threads: Optional[int] = Field(None, description="torch CPU threads the model ran with")
     compile_s: Optional[float] = Field(None, description="grammar compile (or cache load) time, seconds")
     first_token_s: Optional[float] = Field(None, description="time from decode start to the first token")
     tokens_per_s: Optional[float] = Field(None, description="decode speed after the first token")
     mask_ms_p50: Optional[float] = Field(None, description="median time to compute one token mask")
     mask_ms_p99: Optional[float] = Field(None, description="99th percentile of the mask time")
+
+
+class ThinkBudget(_Strict):
+    tokens: Optional[int] = Field(None, description="--think-budget, or null for none")
+    forced_end: bool = Field(False, description="the budget ran out and the end-of-thinking marker was forced")
 
 
 class Fallback(_Strict):
@@ -73,6 +83,9 @@ class GenerationRecord(_Strict):
     usage: Usage = Field(default_factory=Usage, description="token counts")
     timings: Timings = Field(default_factory=Timings, description="where the time went")
     reasoning: Optional[str] = Field(None, description="free text before the end-of-thinking marker (--reasoning)")
+    think_budget: Optional[ThinkBudget] = Field(
+        None, description="the thinking budget and whether it ran out (--reasoning)"
+    )
 
 
 class Diagnostic(_Strict):

@@ -45,7 +45,7 @@ def test_json_output_is_valid_json_with_every_field(run_cli, two_findings):
     assert [(r["code"], r["line"], r["col"]) for r in records] == [("G001", 1, 14), ("G002", 2, 1)]
     assert records[0]["rule"] == "undefined-rule" and records[0]["severity"] == "error"
     assert records[0]["end_col"] == 21 and records[0]["path"] == two_findings
-    assert "xgrammar" in " ".join(records[0]["notes"])  # xgrammar's own error, folded in
+    assert "llguidance says" in " ".join(records[0]["notes"])  # the default backend's own error, folded in
     assert set(records[1]) >= {"code", "rule", "severity", "path", "line", "col", "message", "hint", "backend"}
 
 
@@ -86,7 +86,9 @@ def test_full_output_shows_the_source_line_and_a_caret(run_cli, two_findings):
     [
         (["--select", "G002"], ["G002"]),
         (["--ignore", "G001", "--ignore", "S"], ["G002"]),
-        (["--ignore", "G001"], ["S001", "S001", "G002"]),  # the backends' own errors are no longer folded in
+        # the backend's own error is no longer folded in (by default llguidance checks GBNF; xgrammar needs -b all)
+        (["--ignore", "G001"], ["S001", "G002"]),
+        (["--ignore", "G001", "--backend", "all"], ["S001", "S001", "G002"]),
         (["--select", "G", "--ignore", "G002"], ["G001"]),
         (["--ignore", "G", "--select", "G002"], ["G002"]),  # the more specific selector wins
         (["--select", "g001,g002"], ["G001", "G002"]),
@@ -101,13 +103,13 @@ def test_select_and_ignore(run_cli, two_findings, args, codes):
 
 def test_selecting_only_structure_rules_runs_no_backend(run_cli, monkeypatch):
     case = CASES / "s001_compile_error.gbnf"  # xgrammar rejects its empty alternative (S001)
-    assert run_cli("lint", case).exit_code == 1
+    assert run_cli("lint", case, "--backend", "all").exit_code == 1
 
     def no_backend(*args, **kwargs):
         raise AssertionError("a backend was compiled although only G rules were selected")
 
     monkeypatch.setattr("sgcli.lint.backend_checks.compile_with", no_backend)
-    result = run_cli("lint", case, "--select", "G")
+    result = run_cli("lint", case, "--select", "G", "--backend", "all")
     assert result.exit_code == 0, result.output
 
 

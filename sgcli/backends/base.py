@@ -55,8 +55,13 @@ class Capabilities:
     json_options: frozenset[str] = frozenset()
     notes: str = ""
     enforces: bool = True  # its masks restrict tokens (False only for the unconstrained A/B backend)
-    jump_forward: bool = False  # Matcher.jump_forward can return forced bytes (else always b"")
     cacheable: bool = False  # Compiled.serialize / Backend.deserialize round-trip for the on-disk cache
+    # The matcher's `jump_forward()` reports the bytes the grammar forces next, so the engine
+    # can append them in one forward pass. False: it always returns b"" (the engine then skips it).
+    jump_forward: bool = False
+    # Importing the library imports torch (seconds): `sgcli lint` by default skips such a backend
+    # unless no other one supports the file.
+    imports_torch: bool = False
     regex_dialect: str = "rust"  # how it reads regexes: "rust" or "ecma"; validation reads them the same way
     # JSON Schema keywords it compiles without enforcing and without a warning of its own (measured)
     unenforced_keywords: frozenset[str] = frozenset()
@@ -86,7 +91,8 @@ class Matcher(Protocol):
     def rollback(self, n: int) -> None: ...
 
     def jump_forward(self) -> bytes:
-        """Bytes the grammar forces next, whatever the model would say (may be empty)."""
+        """Bytes the grammar forces next, whatever the model would say (may be empty).
+        Only backends whose `Capabilities.jump_forward` is set compute it; others return b""."""
 
     def is_terminated(self) -> bool:
         """No further token can be accepted (a stop token was accepted, or the grammar is done)."""

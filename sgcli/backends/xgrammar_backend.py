@@ -89,6 +89,7 @@ class XGrammarBackend(LibraryBackend):
         notes="EBNF in xgrammar's GBNF dialect; no custom whitespace pattern",
         jump_forward=True,
         cacheable=True,
+        imports_torch=True,
         regex_dialect="ecma",
         # accepted-invalid instances without any warning on JSON-Schema-Test-Suite draft2020-12
         # (benchmarks/results/json_schema_suite.json) and lint's J001 probes

@@ -65,7 +65,7 @@ ThreadsOpt = Annotated[
     typer.Option(
         "--threads",
         envvar="SGCLI_THREADS",
-        help="CPU threads for the model (default: torch's choice, one per core). Use fewer on a busy machine.",
+        help="CPU threads for the model (default 1: measured fastest for small models on a shared 2-core machine).",
         rich_help_panel="Model",
     ),
 ]

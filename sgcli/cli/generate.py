@@ -95,6 +95,23 @@ def generate(
     think_end: Annotated[
         str, typer.Option("--think-end", help="End-of-thinking marker for --reasoning.", rich_help_panel="Prompt")
     ] = "</think>",
+    think_budget: Annotated[
+        Optional[int],
+        typer.Option(
+            "--think-budget",
+            help="With --reasoning: after this many thinking tokens (or where the model stops while thinking), "
+            "force the end-of-thinking marker.",
+            rich_help_panel="Prompt",
+        ),
+    ] = None,
+    jump_forward: Annotated[
+        bool,
+        typer.Option(
+            "--jump-forward/--no-jump-forward",
+            help="Append text the grammar forces in one forward pass (same output, fewer passes).",
+            rich_help_panel="Sampling",
+        ),
+    ] = True,
     output_format: OutputFormatOpt = None,
     json_out: JsonFlagOpt = False,
     input_file: Annotated[
@@ -157,6 +174,11 @@ def generate(
         raise UserError("--think-end must not be empty")
     if max_tokens < 1:
         raise UserError("--max-tokens must be at least 1")
+    if think_budget is not None and (think_budget < 0 or not reasoning):
+        raise UserError(
+            "--think-budget must be 0 or more" if think_budget < 0 else "--think-budget needs --reasoning",
+            hint="sgcli generate --reasoning --think-budget 64 ...",
+        )
     if not 0 < top_p <= 1:
         raise UserError("--top-p must be in (0, 1]")
     if temperature < 0:
@@ -212,6 +234,8 @@ def generate(
         fallbacks=fallbacks,
         weakened=weakened,
         think_end=think_end if reasoning else None,
+        think_budget=think_budget,
+        jump_forward=jump_forward,
     )
 
     sink = output.open("w", encoding="utf-8") if output else sys.stdout
@@ -275,14 +299,17 @@ def _run_one(session, request, *, json_out: bool, sink, quiet: bool) -> bool:
 
 
 def _summary(record: dict) -> None:
-    t = record["timings"]
+    t, usage = record["timings"], record["usage"]
     tps = f"{t['tokens_per_s']:.1f} tok/s" if t["tokens_per_s"] else "- tok/s"
+    ttft = f"first token {t['first_token_s']:.2f} s" if t["first_token_s"] is not None else "no token"
+    forced = f" ({usage['forced_tokens']} forced)" if usage.get("forced_tokens") else ""
+    threads = f"{t['threads']} thread{'s' if t['threads'] != 1 else ''} · " if t.get("threads") else ""
     valid = {True: "[green]valid[/]", False: "[red]invalid[/]"}.get(record["valid"], "[yellow]unchecked[/]")
     if record.get("validated_by"):
         valid += f" [dim](checked by {record['validated_by']})[/]"
     err.print(
-        f"[dim]{record['backend']} · {record['model']} · {record['usage']['completion_tokens']} tokens · "
-        f"{tps} · finish: {record['finish_reason']} ·[/] {valid}"
+        f"[dim]{record['backend']} · {record['model']} · {usage['completion_tokens']} tokens{forced} · "
+        f"{tps} · {ttft} · {threads}finish: {record['finish_reason']} ·[/] {valid}"
     )
     for e in record["errors"]:
         err.print(f"  [red]✗[/] {e}")

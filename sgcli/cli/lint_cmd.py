@@ -65,9 +65,10 @@ def lint(
             "--backend",
             "-b",
             envvar="SGCLI_BACKEND",
-            help="A backend name, or 'all': every backend that supports the file's kind.",
+            help="A backend name; 'all': every backend that supports the file's kind; 'auto': those that start "
+            "without importing torch (llguidance, outlines_core), xgrammar only where none of them takes the file.",
         ),
-    ] = "all",
+    ] = "auto",
     tokenizer: Annotated[
         Optional[str],
         typer.Option(
@@ -154,7 +155,7 @@ def lint(
         selection=Selection.parse(select, ignore),
         json_options=json_options(json_whitespace, None, indent, max_whitespace, False),
     )
-    if backend != "all":
+    if backend not in ("all", "auto"):
         from sgcli.backends import get_backend
 
         get_backend(backend)  # an unknown name is a usage error before any file is read

@@ -23,6 +23,14 @@ from sgcli.errors import UserError
 
 Progress = Callable[[str, int, int], None]  # (stage description, step, total steps)
 
+# Measured on the 2-core machine this project runs on, shared with other work (ms per decode
+# step of the default model, medians of interleaved rounds, docs/performance.md): 1 thread
+# 432 fp32 / 450 bf16; torch's default (2 threads) 1373 fp32 / 4864 bf16. Small models spend
+# a step on many tiny ops where threads mostly wait on each other, so one thread is the
+# default and `--threads` raises it; bf16 is no faster on this CPU, so `--dtype auto` keeps
+# float32 there (bf16 on CUDA).
+DEFAULT_CPU_THREADS = 1
+
 
 @dataclass(eq=False)
 class LoadedModel:
@@ -32,6 +40,7 @@ class LoadedModel:
     dtype: str
     logits_width: int
     load_s: float
+    threads: int | None = None  # torch's CPU threads while this model runs
 
 
 def pick_device(device: str) -> str:
@@ -51,7 +60,7 @@ def pick_dtype(dtype: str, device: str):
 
     table = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     if dtype == "auto":
-        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32  # CPU: see DEFAULT_CPU_THREADS
     if dtype not in table:
         raise UserError(f"unknown dtype '{dtype}'", hint="use auto, float32, bfloat16 or float16")
     return table[dtype]
@@ -151,14 +160,12 @@ def load_model(
     progress: Progress | None = None,
     threads: int | None = None,
 ) -> LoadedModel:
-    """Load a causal LM. `threads` sets torch's CPU threads: on a machine whose cores are busy
-    with other work, fewer threads than cores avoids torch's threads waiting on each other."""
+    """Load a causal LM. `threads` sets torch's CPU threads; the default is `DEFAULT_CPU_THREADS`."""
     import torch
 
-    if threads is not None:
-        if threads < 1:
-            raise UserError("--threads must be at least 1")
-        torch.set_num_threads(threads)
+    if threads is not None and threads < 1:
+        raise UserError("--threads must be at least 1")
+    torch.set_num_threads(threads or DEFAULT_CPU_THREADS)
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -173,7 +180,8 @@ def load_model(
     model.to(dev)
     model.eval()
     width = model.get_output_embeddings().weight.shape[0]
-    return LoadedModel(model, ref, dev, str(torch_dtype).removeprefix("torch."), width, time.perf_counter() - t)
+    dtype_name = str(torch_dtype).removeprefix("torch.")
+    return LoadedModel(model, ref, dev, dtype_name, width, time.perf_counter() - t, torch.get_num_threads())
 
 
 def _load_converted(gguf: Path, torch_dtype, progress: Progress | None):

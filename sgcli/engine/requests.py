@@ -34,9 +34,10 @@ class BadLine:
             "weakened": [],
             "warnings": [],
             "model": None,
-            "usage": {"prompt_tokens": None, "completion_tokens": None},
+            "usage": {"prompt_tokens": None, "completion_tokens": None, "forced_tokens": None, "forward_passes": None},
             "timings": {
                 "load_s": None,
+                "threads": None,
                 "compile_s": None,
                 "first_token_s": None,
                 "tokens_per_s": None,

@@ -21,27 +21,60 @@ class Masker:
 
     Ids beyond the bitmask (a model whose logits are wider than the tokenizer) are
     always masked out. On CPU the work is done in numpy on the logits' own memory:
-    tiny multi-threaded torch ops cost milliseconds on a busy machine.
+    tiny multi-threaded torch ops cost milliseconds on a busy machine. On an accelerator
+    the mask stays packed (vocab/32 int32 words) in pinned host memory (`buffer`, which
+    matchers fill in place), is copied without blocking and unpacked on the device, so a
+    step's only host sync is reading the sampled id.
     """
 
-    def __init__(self, width: int, device):
+    def __init__(self, width: int, device, words: int | None = None):
         self.width = width
         self.device = torch.device(device)
+        words = words if words is not None else (width + 31) // 32
+        if self.device.type == "cpu":
+            self.buffer = np.full(words, -1, dtype=np.int32)
+            return
+        pinned = torch.full((words,), -1, dtype=torch.int32, pin_memory=torch.cuda.is_available())
+        self._pinned = pinned  # keeps the pinned memory alive under the numpy view
+        self.buffer = pinned.numpy()
+        self._on_device = torch.empty(words, dtype=torch.int32, device=self.device)
+        self._shifts = torch.arange(32, dtype=torch.int32, device=self.device)
 
     def apply(self, logits: torch.Tensor, bitmask: np.ndarray) -> bool:
         """Mask `logits` in place; False when the mask allows no token at all."""
-        bits = np.unpackbits(bitmask.view(np.uint8), bitorder="little")
-        n = min(bits.size, logits.numel())
+        n = min(bitmask.size * 32, logits.numel())
         if self.device.type == "cpu":
+            bits = np.unpackbits(bitmask.view(np.uint8), bitorder="little")
             values = logits.numpy()
             np.putmask(values[:n], bits[:n] == 0, -np.inf)
             values[n:] = -np.inf
+            return bool(bits[:n].any())
+        if bitmask is self.buffer:
+            self._on_device.copy_(self._pinned, non_blocking=True)
         else:
-            allowed = torch.from_numpy(bits[:n]).to(logits.device, non_blocking=True).bool()
-            logits[:n].masked_fill_(~allowed, float("-inf"))
-            if logits.numel() > n:
-                logits[n:] = float("-inf")
-        return bool(bits[:n].any())
+            self._on_device.copy_(torch.from_numpy(bitmask))
+        apply_packed_mask(logits, self._on_device, self._shifts)
+        return any_bit_set(bitmask, n)
+
+
+def apply_packed_mask(logits: torch.Tensor, words: torch.Tensor, shifts: torch.Tensor | None = None) -> None:
+    """Mask 1-D `logits` in place by packed int32 `words` (bit i of word i//32 = id i allowed), on
+    the tensors' own device with torch bit operations; ids past the mask are masked out."""
+    if shifts is None:
+        shifts = torch.arange(32, dtype=torch.int32, device=words.device)
+    n = min(words.numel() * 32, logits.numel())
+    allowed = ((words.unsqueeze(1) >> shifts) & 1).reshape(-1)[:n].bool()
+    logits[:n].masked_fill_(~allowed, float("-inf"))
+    if logits.numel() > n:
+        logits[n:] = float("-inf")
+
+
+def any_bit_set(bitmask: np.ndarray, n: int) -> bool:
+    """Whether any of the first `n` bits of a packed int32 mask is set (host side, no unpacking)."""
+    full, rest = divmod(n, 32)
+    if bitmask[:full].any():
+        return True
+    return bool(rest and int(bitmask[full]) & ((1 << rest) - 1))
 
 
 def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> int:

@@ -53,6 +53,8 @@ class Session:
     prompt_options: PromptOptions = field(default_factory=PromptOptions)
     fallbacks: list[dict] = field(default_factory=list)  # backends `auto` skipped, and why
     think_end: str | None = None  # reasoning mode: constrain only after this marker
+    think_budget: int | None = None  # reasoning mode: force the marker after this many thinking tokens
+    jump_forward: bool = True  # append grammar-forced text in one forward pass (same outputs, fewer passes)
     weakened: list[dict] = field(default_factory=list)  # [{pointer, keyword, backend}] the backend does not enforce
 
     def render(self, req: Request) -> tuple[str, list[int], list[str]]:
@@ -78,6 +80,8 @@ class Session:
             max_tokens=self.max_tokens,
             stop=self.stop,
             think_end=self.think_end,
+            jump_forward=self.jump_forward,
+            think_budget=self.think_budget,
         ):
             if isinstance(event, Finished):
                 finished = event
@@ -108,9 +112,15 @@ class Session:
             "weakened": self.weakened,
             "warnings": [w.message if not w.pointer else f"{w.pointer}: {w.message}" for w in self.compiled.warnings],
             "model": self.lm.ref.display,
-            "usage": {"prompt_tokens": f.prompt_tokens, "completion_tokens": f.completion_tokens},
+            "usage": {
+                "prompt_tokens": f.prompt_tokens,
+                "completion_tokens": f.completion_tokens,
+                "forced_tokens": f.forced_tokens,
+                "forward_passes": f.forward_passes,
+            },
             "timings": {
                 "load_s": round(self.lm.load_s, 4),
+                "threads": self.lm.threads,
                 "compile_s": round(self.compiled.compile_s, 4),
                 "first_token_s": None if f.first_token_s is None else round(f.first_token_s, 4),
                 "tokens_per_s": None if f.tokens_per_s is None else round(f.tokens_per_s, 2),
@@ -120,6 +130,7 @@ class Session:
         }
         if self.think_end is not None:
             record["reasoning"] = f.reasoning
+            record["think_budget"] = {"tokens": self.think_budget, "forced_end": f.think_forced}
         return record
 
 

@@ -87,17 +87,26 @@ class Linter:
         from sgcli.backends import check_supports, get_backend, unsupported_reason
         from sgcli.grammar_dev.matching import enforcing_backends
 
-        if self.options.backend != "all":
+        if self.options.backend not in ("all", "auto"):
             check_supports(self.options.backend, spec)
             return [self.options.backend]
-        chosen = []
+        chosen, heavy = [], []
         for name in enforcing_backends():
             backend = get_backend(name)
+            if self.options.backend == "auto" and backend.capabilities.imports_torch:
+                heavy.append(name)  # availability not probed: that would import torch
+                continue
             lacking, missing = unsupported_reason(backend, spec), backend.unavailable_reason()
             if lacking or missing:
                 skipped.append((name, f"it does not support {lacking}" if lacking else f"it is not usable: {missing}"))
             else:
                 chosen.append(name)
+        if heavy and not chosen:  # `auto`: the slow-to-import backends only where no other one can check
+            return [
+                n
+                for n in heavy
+                if not unsupported_reason(get_backend(n), spec) and not get_backend(n).unavailable_reason()
+            ]
         return chosen
 
     def lint(self, path: str) -> FileResult:

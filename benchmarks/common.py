@@ -1,0 +1,70 @@
+"""What the engine benchmarks share: the default model loaded once, prompts rendered, one decode timed."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def load_default(threads: int | None, device: str = "cpu", dtype: str = "auto"):
+    """(tokenizer, loaded model) for the embedded default model. threads 0 = torch's own default."""
+    import torch
+
+    from sgcli.engine.loader import load_model
+    from sgcli.engine.models import resolve_model
+    from sgcli.tokenizers import load_tokenizer
+
+    default = torch.get_num_threads()
+    lm = load_model(resolve_model(None), device=device, dtype=dtype, threads=threads or None)
+    if threads == 0:
+        torch.set_num_threads(default)
+        lm.threads = default
+    return load_tokenizer(None), lm
+
+
+def chat_ids(tokenizer, prompt: str) -> list[int]:
+    text, _ = tokenizer.render_chat([{"role": "user", "content": prompt}])
+    return tokenizer.prompt_ids(text, templated=True)
+
+
+def schema_spec(schema: dict, compact: bool = False):
+    from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
+
+    options = JsonOptions(whitespace="compact" if compact else "flexible")
+    return ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema), "benchmark", json_options=options)
+
+
+class Clock:
+    """Wall and CPU seconds of a block. On a machine shared with other work, wall time also counts
+    the waits for a core; with one torch thread, CPU time is the work itself and far steadier."""
+
+    def __enter__(self):
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+
+
+def timed_decode(lm, compiled, ids, *, max_tokens: int, min_tokens: int = 0, jump_forward: bool = True):
+    """(Finished, Clock) for one greedy decode, prefill included."""
+    from sgcli.engine.decode import Finished, decode
+    from sgcli.engine.sampling import SamplingParams
+
+    with Clock() as clock:
+        events = decode(
+            lm,
+            ids,
+            compiled,
+            params=SamplingParams(temperature=0.0),
+            max_tokens=max_tokens,
+            min_tokens=min_tokens,
+            jump_forward=jump_forward,
+        )
+        finished = [e for e in events if isinstance(e, Finished)][0]
+    return finished, clock

@@ -1,0 +1,60 @@
+"""Per-token decode step of the default model: torch threads (torch's default / 1 / 2) x dtype
+(float32 / bfloat16), interleaved rounds. Chose `--threads` and `--dtype auto` on CPU.
+
+    python benchmarks/threads_dtype.py [--rounds 4] [--steps 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+from common import ROOT  # noqa: F401  (puts the repo on sys.path)
+
+
+def step_ms(lm, steps: int) -> float:
+    import torch
+
+    from sgcli.engine.decode import cache_keyword
+
+    kw = cache_keyword(lm.model)
+    prompt = torch.tensor([list(range(100, 160))])
+    with torch.inference_mode():
+        out = lm.model(input_ids=prompt, use_cache=True, logits_to_keep=1)
+        past = getattr(out, kw)
+        token = torch.tensor([[200]])
+        t = time.perf_counter()
+        for _ in range(steps):
+            past = getattr(lm.model(input_ids=token, use_cache=True, logits_to_keep=1, **{kw: past}), kw)
+        return (time.perf_counter() - t) / steps * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=12)
+    args = parser.parse_args()
+    import torch
+
+    from sgcli.engine.loader import load_model
+    from sgcli.engine.models import resolve_model
+
+    default = torch.get_num_threads()
+    lms = {d: load_model(resolve_model(None), device="cpu", dtype=d) for d in ("float32", "bfloat16")}
+    print(f"# torch default threads {default}, cores {os.cpu_count()}, {args.rounds} rounds x {args.steps} steps")
+    results: dict[tuple[str, str], list[float]] = {}
+    for _ in range(args.rounds):
+        for label, n in ((f"torch default ({default})", default), ("1", 1), ("2", 2)):
+            torch.set_num_threads(n)
+            for dtype, lm in lms.items():
+                results.setdefault((label, dtype), []).append(step_ms(lm, args.steps))
+    print("| threads | dtype | ms per step (median) | rounds |")
+    print("|---|---|---|---|")
+    for (label, dtype), values in results.items():
+        print(f"| {label} | {dtype} | {statistics.median(values):.1f} | {[round(v) for v in values]} |")
+
+
+if __name__ == "__main__":
+    main()
