@@ -107,8 +107,8 @@ def main() -> None:
         "constrained_tokens_per_s": round(statistics.median(c_rates), 2),
         "unconstrained_tokens_per_s": round(statistics.median(u_rates), 2),
         "ratio": round(statistics.median(c_rates) / statistics.median(u_rates), 4),
-        "mask_ms_p50": percentile(mask_ms, 0.5),
-        "mask_ms_p99": percentile(mask_ms, 0.99),
+        "mask_ms_p50": percentile(mask_ms, 0.5, 4),
+        "mask_ms_p99": percentile(mask_ms, 0.99, 4),
         "output": warm.output,
     }
     if args.json:

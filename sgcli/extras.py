@@ -25,6 +25,7 @@ EXTRA_OF_MODULE = {
     "outlines_core": "outlines",
     "mistral_common": "mistral",
     "sentencepiece": "mistral",
+    "matplotlib": "bench",
 }
 
 

@@ -89,14 +89,15 @@ def test_unknown_backend_lists_the_known_ones(run_cli, schema_file):
     )
 
 
-@pytest.mark.parametrize("backend", ["llguidance", "outlines_core"])
-def test_contradictory_whitespace_options(smol_tokenizer, backend):
-    spec = ConstraintSpec(
-        Kind.JSON_SCHEMA, "{}", "s.json", json_options=JsonOptions(whitespace_pattern="[ ]?", max_whitespace=2)
-    )
-    with pytest.raises(UserError) as info:
-        get_backend(backend).compile(spec, smol_tokenizer.vocab)
-    assert info.value.message == "--whitespace-pattern and --max-whitespace both given"
+def test_contradictory_whitespace_options_fail_before_any_backend(run_cli, tmp_path):
+    schema = tmp_path / "s.json"
+    schema.write_text("{}")
+    for backend in ("llguidance", "outlines_core"):
+        result = run_cli(
+            "generate", "-b", backend, "--schema", schema, "--whitespace-pattern", "[ ]?", "--max-whitespace", "2", "x"
+        )
+        assert result.exit_code == 2
+        assert "--whitespace-pattern and --max-whitespace both given" in result.stderr
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,7 @@
-"""`sgcli convert`: GBNF -> Lark, regex -> EBNF, JSON Schema -> EBNF, and the round-trip check."""
+"""`sgcli convert`: GBNF <-> Lark, xgrammar EBNF / regex / JSON Schema -> either, and the round-trip check.
+
+Converted Lark is loaded with the `lark` library (an independent parser), and where it is
+small enough, the library's Earley parser must agree with the test cases of the grammar."""
 
 from __future__ import annotations
 
@@ -22,15 +25,22 @@ def _record(result) -> dict:
     return json.loads(line)
 
 
+def _load_lark(text: str):
+    import lark
+
+    return lark.Lark(text, start="start", parser="earley", lexer="dynamic")
+
+
 @pytest.mark.parametrize("path", sorted(GBNF_CORPUS.glob("*.gbnf")), ids=lambda p: p.name)
-def test_real_gbnf_grammars_convert_to_lark_every_lark_backend_compiles(path, smol_tokenizer):
+def test_real_gbnf_grammars_convert_to_lark_the_lark_library_and_every_lark_backend_load(path, smol_tokenizer):
     from sgcli.backends import get_backend
-    from sgcli.grammar_dev.gbnf_to_lark import convert
+    from sgcli.grammar_dev.convert import to_lark
     from sgcli.grammar_dev.matching import backends_for
 
-    lark = convert(path.read_text(), str(path))
-    assert lark.startswith("start:") or "\nstart:" in lark
-    spec = ConstraintSpec(Kind.LARK, lark, f"{path.name} as Lark")
+    lark_text = to_lark(path.read_text(), "gbnf", str(path))
+    assert lark_text.startswith("start:") or "\nstart:" in lark_text
+    _load_lark(lark_text)  # the lark library reads it
+    spec = ConstraintSpec(Kind.LARK, lark_text, f"{path.name} as Lark")
     names = backends_for(spec)
     assert names
     for name in names:
@@ -38,23 +48,107 @@ def test_real_gbnf_grammars_convert_to_lark_every_lark_backend_compiles(path, sm
 
 
 def test_gbnf_to_lark_renames_rules_and_translates_repetitions():
-    from sgcli.grammar_dev.gbnf_to_lark import convert
+    from sgcli.grammar_dev.convert import to_lark
 
-    lark = convert('root ::= my-item{2,3} rest\nmy-item ::= [a-c\\]] | "\\x41"\nrest ::= "x"{2,} | "y"?\n')
-    assert lark.splitlines() == [
+    lark_text = to_lark('root ::= my-item{2,3} rest\nmy-item ::= [a-c\\]] | "\\x41"\nrest ::= "x"{2,} | "y"?\n')
+    assert lark_text.splitlines() == [
         "start: my_item ~ 2..3 rest",
-        'my_item: /[a-c\\]]/ | "A"',
+        'my_item: /[\\]a-c]/ | "A"',
         'rest: ("x" ~ 2 "x"*) | "y"?',
     ]
+    parser = _load_lark(lark_text)
+    parser.parse("]Axx")  # two items, then two x
+    parser.parse("bAcy")  # three items, then y
+
+
+def test_library_lark_agrees_with_its_test_cases_under_the_lark_library():
+    """The independent check: lark's own parser gives every case of json.test.yaml its verdict."""
+    import lark
+
+    from sgcli.grammar_dev.convert import to_lark
+    from sgcli.grammar_dev.grammar_tests import load_suite
+
+    suite = load_suite(str(Path(__file__).resolve().parent.parent / "sgcli" / "grammars" / "json.test.yaml"))
+    parser = _load_lark(to_lark(suite.spec.text, "gbnf", suite.spec.origin))
+    for case in suite.cases:
+        try:
+            parser.parse(case.input)
+            accepted = True
+        except lark.exceptions.LarkError:
+            accepted = False
+        assert accepted == case.accept, case
+
+
+def test_xgrammar_ebnf_converts_both_ways(run_cli, tmp_path):
+    """xgrammar's own notation: `{n, -1}` for unbounded and the Regex("...") element."""
+    path = tmp_path / "x.ebnf"
+    path.write_text('root ::= "n=" digits{1, -1} ws id\nws ::= [ ]{0, 3}\ndigits ::= [0-9]\nid ::= Regex("[a-z]+")\n')
+    lark_out = run_cli("convert", path, "--to", "lark", "--samples", "6", "--json")
+    record = _record(lark_out)
+    assert lark_out.exit_code == 0, record
+    assert "digits+" in record["text"] and "/[a-z]/+" in record["text"]
+    _load_lark(record["text"]).parse("n=12  abc")
+    gbnf_out = run_cli("convert", path, "--to", "gbnf", "--samples", "6", "--json")
+    assert gbnf_out.exit_code == 0 and "digits+" in _record(gbnf_out)["text"]
+
+
+def test_lark_converts_to_gbnf_and_round_trips(run_cli, tmp_path):
+    g = tmp_path / "g.lark"
+    g.write_text('start: greeting " " NAME ("!" | "?")\ngreeting: "hi" | "hello"\nNAME: /[A-Z][a-z]{1,8}/\n')
+    result = run_cli("convert", g, "--to", "gbnf", "--samples", "8", "--json")
+    record = _record(result)
+    assert result.exit_code == 0, record
+    assert record["round_trip"]["ok"] and record["round_trip"]["checked"]["source samples"] > 0
+    assert record["text"].startswith("root ::= greeting")
+    back = tmp_path / "back.gbnf"
+    back.write_text(record["text"])
+    again = run_cli("convert", back, "--to", "lark", "--samples", "8", "--json")
+    assert again.exit_code == 0 and _record(again)["round_trip"]["ok"]
+    _load_lark(_record(again)["text"]).parse("hello Ada!")
+
+
+@pytest.mark.parametrize(
+    "name, text, to, where, what",
+    [
+        ("look.ebnf", 'root ::= "a" (= "b") "b"\n', "lark", "1:14", "a lookahead"),
+        ("j.lark", 'start: "x" %json {"type": "integer"}\n', "gbnf", "1:12", "%json"),
+        ("sub.lark", 'start: "x" @answer\n', "gbnf", "1:12", "@answer"),
+        ("ign.lark", 'start: "a" "b"\n%ignore " "\n', "gbnf", "2:1", "%ignore"),
+        ("imp.lark", "%import common.NUMBER\nstart: NUMBER\n", "gbnf", "1:1", "NUMBER"),
+        ("la.regex", "a(?=b)b\n", "lark", "1:2", "lookahead"),
+    ],
+)
+def test_constructs_without_an_equivalent_exit_2_at_their_position(run_cli, tmp_path, name, text, to, where, what):
+    path = tmp_path / name
+    path.write_text(text)
+    result = run_cli("convert", path, "--to", to)
+    assert result.exit_code == 2, result.stderr
+    assert f"{path}:{where}:" in result.stderr and what in result.stderr, result.stderr
+    assert "no equivalent" in result.stderr
+
+
+def test_schema_converts_to_lark_through_xgrammar_and_says_so(run_cli, tmp_path):
+    schema = tmp_path / "point.json"
+    schema.write_text('{"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}')
+    result = run_cli("convert", schema, "--to", "lark", "--samples", "5", "--json")
+    record = _record(result)
+    assert result.exit_code == 0, record
+    assert record["printed_by"] == "xgrammar" and record["round_trip"]["backends"] == ["xgrammar"]
+    parser = _load_lark(record["text"])
+    parser.parse('{"x": -12}')
+    import lark
+
+    with pytest.raises(lark.exceptions.LarkError):
+        parser.parse('{"y": 1}')
 
 
 @pytest.mark.parametrize(
     "text, where, what",
     [
-        ('root ::= "a" (\n', "1:15", "missing ')'"),
-        ('root ::= "a" itm\nitem ::= "x"\n', "1:14", "undefined rule 'itm'"),
-        ('start ::= "a"\n', "1:1", "no 'root' rule"),
-        ('root ::= "a"\nroot ::= "b"\n', "2:1", "defined twice"),
+        ('root ::= "a" (\n', "2:1", "expected ')' closing the group"),
+        ('root ::= "a" itm\nitem ::= "x"\n', "1:14", "`itm` is used but never defined"),
+        ('start ::= "a"\n', "1:1", "there is no `root` rule"),
+        ('root ::= "a"\nroot ::= "b"\n', "2:1", "`root` is defined again"),
         ('root ::= "a\n', "1:10", "unterminated string"),
     ],
 )
@@ -67,7 +161,17 @@ def test_gbnf_mistakes_are_positioned(run_cli, tmp_path, text, where, what):
 
 
 @pytest.mark.parametrize(
-    "ref, to", [("@json", "lark"), ("@arithmetic", "lark"), ("@iso8601", "ebnf"), ("@tool_call", "ebnf")]
+    "ref, to",
+    [
+        ("@json", "lark"),
+        ("@arithmetic", "lark"),
+        ("@csv", "gbnf"),
+        ("@sql", "lark"),
+        ("@iso8601", "gbnf"),
+        ("@iso8601", "lark"),
+        ("@tool_call", "gbnf"),
+        ("@tool_call", "lark"),
+    ],
 )
 def test_library_grammars_convert_and_round_trip(run_cli, ref, to):
     result = run_cli("convert", ref, "--to", to, "--samples", "4", "--json")
@@ -78,6 +182,8 @@ def test_library_grammars_convert_and_round_trip(run_cli, ref, to):
     assert check["checked"]["cases"] > 0  # the library's test file is picked up beside the grammar
     assert check["checked"]["source samples"] > 0 and check["checked"]["converted samples"] > 0
     assert record["to"] == ("lark" if to == "lark" else "ebnf") and record["text"].strip()
+    if to == "lark":
+        _load_lark(record["text"])
 
 
 def test_schema_to_ebnf_follows_json_layout(run_cli, tmp_path):
@@ -114,14 +220,23 @@ def test_cli_reports_the_check_and_exits_1_when_the_round_trip_fails(run_cli, tm
     ok = run_cli("convert", tmp_path / "digits.regex", "--to", "ebnf", "--cases", cases, "--samples", "3")
     assert ok.exit_code == 0 and "cases from" in ok.stderr and "round trip ok" in ok.stderr
     # A converter with a bug: the check must say so and fail the command.
-    monkeypatch.setitem(convert.CONVERTERS, (Kind.REGEX, Kind.EBNF), lambda spec: "root ::= [0-9] [0-9] [0-9]\n")
+    wrong = ConstraintSpec(Kind.EBNF, "root ::= [0-9] [0-9] [0-9]\n", "wrong.gbnf")
+    monkeypatch.setattr(convert, "convert_spec", lambda spec, to: wrong)
     bad = run_cli("convert", tmp_path / "digits.regex", "--to", "ebnf", "--cases", cases, "--samples", "3")
     assert bad.exit_code == 1
     assert "round trip FAILED" in bad.stderr and "case 1 is accepted by the source but rejected" in bad.stderr
 
 
 def test_unsupported_conversions_exit_2(run_cli):
-    assert run_cli("convert", "@csv", "--to", "ebnf").exit_code == 2
     assert run_cli("convert", "@json", "--to", "yaml").exit_code == 2
-    result = run_cli("convert", "@iso8601", "--to", "lark")
-    assert result.exit_code == 2 and "available:" in result.stderr
+    result = run_cli("convert", "@csv", "--to", "lark")
+    assert result.exit_code == 2 and "Lark already" in result.stderr
+
+
+def test_to_lark_is_the_public_entry_point():
+    from sgcli.errors import UserError
+    from sgcli.grammar_dev.convert import to_lark
+
+    assert to_lark("[0-9]{2}", "regex") == "start: /[0-9]/ ~ 2\n"
+    with pytest.raises(UserError):
+        to_lark("root ::= x", "gbnf")  # undefined rule

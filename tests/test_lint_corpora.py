@@ -18,8 +18,9 @@ LARK = CORPORA / "llguidance" / "sample_parser" / "data"
 EXPECTED = {
     # `ws ::= [ \t\n]*`, used between every token: unbounded whitespace.
     "arithmetic.gbnf": [("W001", 6, 11, None)],
-    # `root ::= (declaration)*` accepts the empty program; `ws ::= ([ \t\n]+)` is unbounded.
-    "c.gbnf": [("G005", 1, 1, None), ("W001", 42, 9, None)],
+    # `root ::= (declaration)*` accepts the empty program; `ws ::= ([ \t\n]+)` is unbounded;
+    # `"//" [^\n]* "\n"`: a line comment only the model can end, and the newline must follow.
+    "c.gbnf": [("G005", 1, 1, None), ("G008", 39, 28, None), ("W001", 42, 9, None)],
     "chess.gbnf": [],
     "english.gbnf": [],
     "japanese.gbnf": [],
@@ -31,11 +32,13 @@ EXPECTED = {
     "vllm-sql.gbnf": [],
     # Lark's grammar of Lark: `start: (_item? _NL)* _item?` accepts the empty file; `_NL:
     # /(\r?\n)+\s*/` repeats newlines and then whitespace without bound; `WS_INLINE: (" "|/\t/)+`
-    # (which is %ignored) too; `COMMENT: /\s*/ "//" ... | /\s*/ "#" ...` starts with `\s*` twice.
+    # (which is %ignored) too; `COMMENT: /\s*/ "//" ... | /\s*/ "#" ...` starts with `\s*` twice;
+    # `_STRING_INNER: /.*?/` is free text that a required closing quote follows.
     "lark.lark": [
         ("G005", 5, 1, None),
         ("W001", 54, 7, None),
         ("W001", 54, 15, None),
+        ("G008", 56, 17, None),
         ("W001", 61, 12, None),
         ("W001", 66, 11, None),
         ("W001", 66, 33, None),

@@ -1,8 +1,8 @@
-"""Grammar-to-grammar conversions that borrow a grammar library's own translator.
+"""JSON Schema -> grammar text, borrowed from the one grammar library that prints it.
 
-xgrammar turns a regex or a JSON Schema into its EBNF (`str(Grammar.from_...)`); this
-module is the only place sgcli calls those translators, keeping grammar libraries
-inside `backends/`.
+xgrammar turns a JSON Schema into its EBNF (`str(Grammar.from_json_schema(...))`);
+llguidance and outlines-core compile schemas without printing a grammar. This module is
+the only place sgcli calls that translator, keeping grammar libraries inside `backends/`.
 """
 
 from __future__ import annotations
@@ -20,18 +20,10 @@ def _xgrammar():
         import xgrammar
     except ImportError as exc:
         raise UserError(
-            f"converting to EBNF needs xgrammar, which cannot be imported ({exc})", hint="pip install 'sgcli[xgrammar]'"
+            f"converting a JSON Schema to a grammar needs xgrammar, which cannot be imported ({exc})",
+            hint="pip install 'sgcli[xgrammar]'",
         ) from None
     return xgrammar
-
-
-def regex_to_ebnf(spec: ConstraintSpec) -> str:
-    xgr = _xgrammar()
-    with capture_fd2():
-        try:
-            return str(xgr.Grammar.from_regex(spec.as_regex()))
-        except RuntimeError as exc:
-            raise grammar_error(TRANSLATOR, spec, str(exc)) from None
 
 
 def json_schema_to_ebnf(spec: ConstraintSpec) -> str:

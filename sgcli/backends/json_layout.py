@@ -11,23 +11,20 @@ from __future__ import annotations
 import copy
 
 from sgcli.constraints.spec import JsonOptions
-from sgcli.errors import UserError
 
 # The whitespace JSON itself allows (RFC 8259): space, tab, newline, carriage return.
 JSON_WS = r"[ \t\n\r]"
 
 
 def whitespace_regex(o: JsonOptions) -> str:
-    """The regex for whitespace between JSON tokens that `o` asks for ('' = none)."""
+    """The regex for the whole whitespace slot between JSON tokens that `o` asks for ('' = none).
+
+    `--whitespace-pattern P` means "nothing, or one match of P" (JsonOptions): llguidance
+    already makes its pattern optional, outlines-core puts it verbatim at every separator,
+    so the slot is written `(?:P)?` and both read it alike. (JsonOptions refuses combinations.)
+    """
     if o.whitespace_pattern is not None:
-        if o.max_whitespace is not None:
-            raise UserError(
-                "--whitespace-pattern and --max-whitespace both given",
-                hint="bound the repetition inside the pattern instead, e.g. '[ ]{0,4}'",
-            )
-        if o.whitespace == "compact":
-            raise UserError("--whitespace-pattern contradicts --json-whitespace compact", hint="keep one of them")
-        return o.whitespace_pattern
+        return f"(?:{o.whitespace_pattern})?"
     if o.whitespace == "compact":
         return ""
     if o.max_whitespace is not None:

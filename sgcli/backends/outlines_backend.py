@@ -140,9 +140,10 @@ class OutlinesCoreBackend(LibraryBackend):
             schema = strict_schema(schema)
         self._refuse_broken(spec, schema)
         try:
-            return build_regex_from_schema(json.dumps(schema), whitespace_regex(spec.json_options))
+            built = build_regex_from_schema(json.dumps(schema), _WS_MARK)
         except ValueError as exc:
             raise self._schema_error(spec, str(exc)) from None
+        return _place_whitespace(built, whitespace_regex(spec.json_options))
 
     def _refuse_broken(self, spec: ConstraintSpec, schema) -> None:
         """Schemas outlines-core would compile into a regex that no longer describes them."""
@@ -237,3 +238,13 @@ class OutlinesCoreBackend(LibraryBackend):
         return positioned_error(
             self.name, spec, message, hint="outlines-core builds a DFA: no lookaround, backreferences or \\b"
         )
+
+
+# A marker outlines-core places wherever JSON whitespace may go (no schema text contains \x01).
+_WS_MARK = "\x01ws\x01"
+
+
+def _place_whitespace(regex: str, ws: str) -> str:
+    """outlines-core allows whitespace after an array's comma but not before it (`(,WS(`), unlike
+    objects (`WS,WS`) and the other backends; add the missing slot, then put the pattern in."""
+    return regex.replace(f"(,{_WS_MARK}(", f"({_WS_MARK},{_WS_MARK}(").replace(_WS_MARK, ws)

@@ -83,6 +83,9 @@ def _register() -> None:
 
     app.command("schema", epilog=schema_cmd.EXAMPLES)(handles_errors(schema_cmd.schema))
 
+    from sgcli.cli import bench_cmd
+
+    app.command("bench", epilog=bench_cmd.EXAMPLES)(handles_errors(limited(bench_cmd.bench)))
     app.command("config", epilog=config_cmd.EXAMPLES)(handles_errors(config_cmd.show_config))
     app.add_typer(cache_cmd.app, name="cache")
 

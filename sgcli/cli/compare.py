@@ -9,7 +9,6 @@ the masks (walking them along `--text` when given, checking each backend accepts
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from typing import Annotated, Optional
 
 import typer
@@ -82,34 +81,6 @@ def pick_backends(names: list[str] | None, spec: ConstraintSpec) -> list[str]:
     if not chosen:
         raise UserError(f"no installed backend supports {spec.kind.label}", hint="see `sgcli backends`")
     return chosen
-
-
-def walk_masks(compiled, text: str | None) -> dict:
-    """Time the masks along `text` (or just the first mask); digest each mask for agreement."""
-    from sgcli.backends.base import allowed_ids, new_bitmask
-    from sgcli.grammar_dev.matching import canonical_ids, walk
-
-    vocab = compiled.vocab
-    ids = canonical_ids(vocab, text) if text is not None else []
-    bitmask = new_bitmask(len(vocab))
-    digests: list[str] = []
-    allowed_first = 0
-
-    def record(index: int, token: int | None) -> None:
-        nonlocal allowed_first
-        digests.append(hashlib.blake2b(bitmask.tobytes(), digest_size=8).hexdigest())
-        if index == 0:
-            allowed_first = int(allowed_ids(bitmask, len(vocab)).size)
-
-    w = walk(compiled.matcher(), ids, bitmask, follow_mask=True, on_state=record)
-    return {
-        "mask_ms": [s * 1000 for s in w.mask_s],
-        "digests": digests,
-        "steps": len(w.mask_s),
-        "allowed_first": allowed_first,
-        "accepted": None if text is None else w.accepted,
-        "rejected_at_token": None if w.refused is None else w.taken,
-    }
 
 
 def _base_row(backend: str, variant: str, no_generate: bool) -> dict:
@@ -253,8 +224,6 @@ def compare_backends(
     Exit codes: 0 every row ran and is valid (or, with --no-generate, compiled and
     accepted --text), 1 some row failed, 2 bad input or flags.
     """
-    from sgcli.constraints.sources import with_subgrammars
-
     spec = co.build_spec(
         schema=schema,
         pydantic=pydantic,
@@ -269,8 +238,8 @@ def compare_backends(
         indent=indent,
         max_whitespace=max_whitespace,
         strict_properties=strict_properties,
+        sub=sub,
     )
-    spec = with_subgrammars(spec, sub or [])
     _check_flags(spec, prompt, whitespace=whitespace, no_generate=no_generate, text=text, max_tokens=max_tokens)
     variants = parse_variants(whitespace, spec.json_options)
     names = pick_backends(backends_opt, spec)
@@ -330,6 +299,7 @@ def _report(rows: list[dict], fmt: str, *, no_generate: bool) -> None:
 
 def _compare_masks(spec, names, variants, tokenizer_ref, text) -> list[dict]:
     from sgcli.engine.timing import percentile
+    from sgcli.grammar_dev.matching import walk_masks
     from sgcli.tokenizers import load_tokenizer
 
     vocab = load_tokenizer(tokenizer_ref).vocab
@@ -337,8 +307,8 @@ def _compare_masks(spec, names, variants, tokenizer_ref, text) -> list[dict]:
     for row, compiled in _each_compiled(spec, names, variants, vocab, rows, no_generate=True):
         walk = walk_masks(compiled, text)
         row.update(
-            mask_ms_p50=percentile(walk["mask_ms"], 0.5),
-            mask_ms_p99=percentile(walk["mask_ms"], 0.99),
+            mask_ms_p50=percentile(walk["mask_ms"], 0.5, 4),
+            mask_ms_p99=percentile(walk["mask_ms"], 0.99, 4),
             tokens=walk["steps"] - 1,
             valid=walk["accepted"],
             allowed_first=walk["allowed_first"],

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
@@ -22,6 +23,8 @@ Examples:
   sgcli compile schema.json --print --backend llguidance
 
   sgcli compile broken.gbnf --json
+
+  sgcli compile --schema s.json --whitespace-pattern '[ ]{0,2}' --backend all
 """
 
 _RULE_LINE = re.compile(r"^\s*[A-Za-z_][\w.-]*\s*(::=|:)", re.M)
@@ -29,9 +32,11 @@ _RULE_LINE = re.compile(r"^\s*[A-Za-z_][\w.-]*\s*(::=|:)", re.M)
 
 def compile_files(
     files: Annotated[
-        list[str],
-        typer.Argument(metavar="FILE...", help="Grammar files (kind from extension) or @name from sgcli/grammars/."),
-    ],
+        Optional[list[str]],
+        typer.Argument(
+            metavar="[FILE]...", help="Grammar files (kind from extension) or @name from sgcli/grammars/; or a flag."
+        ),
+    ] = None,
     backend: Annotated[
         str,
         typer.Option(
@@ -56,6 +61,20 @@ def compile_files(
     ] = False,
     output_format: OutputFormatOpt = None,
     json_out: JsonFlagOpt = False,
+    schema: co.SchemaOpt = None,
+    pydantic: co.PydanticOpt = None,
+    regex: co.RegexOpt = None,
+    ebnf: co.EbnfOpt = None,
+    lark: co.LarkOpt = None,
+    choice: co.ChoiceOpt = None,
+    grammar: co.GrammarOpt = None,
+    structural_tag: co.StructuralTagOpt = None,
+    sub: co.SubOpt = None,
+    json_whitespace: co.JsonWhitespaceOpt = "flexible",
+    whitespace_pattern: co.WhitespacePatternOpt = None,
+    indent: co.IndentOpt = None,
+    max_whitespace: co.MaxWhitespaceOpt = None,
+    strict_properties: co.StrictOpt = False,
 ) -> None:
     """Compile grammar files with each backend: errors at file:line:col, time, size, cache.
 
@@ -66,14 +85,13 @@ def compile_files(
     Exit codes: 0 all compiled, 1 some grammar failed to compile, 2 bad usage or an
     unreadable file.
     """
-    from sgcli.constraints.sources import from_file
     from sgcli.grammar_dev.grammar_tests import parse_kind
     from sgcli.grammar_dev.matching import select_backends
     from sgcli.tokenizers import load_tokenizer
 
     chosen_kind = parse_kind(kind) if kind else None
     names = select_backends(backend)
-    specs = [from_file(f, chosen_kind) for f in files]  # unreadable input: exit 2 before any compile
+    specs = co.ConstraintFlags.pick(locals()).specs(files, chosen_kind)  # bad input: exit 2 before any compile
     vocab = load_tokenizer(tokenizer).vocab
     rows = [compile_row(spec, name, vocab) for spec in specs for name in names]
     fmt = output_format_of(output_format, json_out, stream=True)

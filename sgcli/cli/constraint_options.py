@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import Annotated, Optional
 
 import typer
 
-from sgcli.constraints.sources import from_flags
-from sgcli.constraints.spec import ConstraintSpec, JsonOptions
+from sgcli.constraints.sources import from_file, from_flags, with_subgrammars
+from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
+from sgcli.errors import UserError
 
 SchemaOpt = Annotated[
     Optional[str], typer.Option("--schema", help="JSON Schema file ('-' reads stdin).", rich_help_panel="Constraint")
@@ -77,13 +79,18 @@ StructuralTagOpt = Annotated[
 JsonWhitespaceOpt = Annotated[
     str,
     typer.Option(
-        "--json-whitespace", help="flexible (any whitespace) or compact (none).", rich_help_panel="JSON layout"
+        "--json-whitespace",
+        envvar="SGCLI_JSON_WHITESPACE",
+        help="flexible (any whitespace) or compact (none).",
+        rich_help_panel="JSON layout",
     ),
 ]
 WhitespacePatternOpt = Annotated[
     Optional[str],
     typer.Option(
-        "--whitespace-pattern", help="Regex for whitespace between JSON tokens.", rich_help_panel="JSON layout"
+        "--whitespace-pattern",
+        help="Regex for the whitespace between JSON tokens: each gap is empty or one match, on every backend.",
+        rich_help_panel="JSON layout",
     ),
 ]
 IndentOpt = Annotated[
@@ -103,47 +110,84 @@ StrictOpt = Annotated[
 ]
 
 
-def json_options(
-    whitespace: str, pattern: str | None, indent: int | None, max_ws: int | None, strict: bool
-) -> JsonOptions:
-    from sgcli.errors import UserError
+@dataclass
+class ConstraintFlags:
+    """The constraint flags as given; every command turns them into specs the same way."""
 
-    if whitespace not in ("flexible", "compact"):
-        raise UserError(f"--json-whitespace must be flexible or compact, not '{whitespace}'")
-    if indent is not None and indent < 0:
-        raise UserError("--indent must be 0 or more")
-    if max_ws is not None and max_ws < 1:
-        raise UserError("--max-whitespace must be 1 or more")
-    return JsonOptions(whitespace, pattern, indent, max_ws, strict)
+    schema: str | None = None
+    pydantic: str | None = None
+    regex: str | None = None
+    ebnf: str | None = None
+    lark: str | None = None
+    choice: list[str] | None = None
+    grammar: str | None = None
+    structural_tag: str | None = None
+    sub: list[str] | None = None
+    json_whitespace: str = "flexible"
+    whitespace_pattern: str | None = None
+    indent: int | None = None
+    max_whitespace: int | None = None
+    strict_properties: bool = False
+
+    @classmethod
+    def pick(cls, params: dict) -> ConstraintFlags:
+        """The flags among a command's parameters (`locals()`): they have the same names in every command."""
+        return cls(**{f.name: params[f.name] for f in fields(cls) if f.name in params})
+
+    def layout(self) -> JsonOptions:
+        """The JSON layout; contradictory flags are exit 2 here (JsonOptions checks them)."""
+        return JsonOptions(
+            self.json_whitespace, self.whitespace_pattern, self.indent, self.max_whitespace, self.strict_properties
+        )
+
+    def given(self) -> bool:
+        kinds = (self.schema, self.pydantic, self.regex, self.ebnf, self.lark, self.choice, self.grammar)
+        return any(v is not None for v in (*kinds, self.structural_tag))
+
+    def spec(self, *, required: bool = True) -> ConstraintSpec:
+        """The one constraint the kind flags name, with the layout and `--sub` sub-grammars."""
+        spec = from_flags(
+            schema=self.schema,
+            pydantic=self.pydantic,
+            regex=self.regex,
+            ebnf=self.ebnf,
+            lark=self.lark,
+            choice=self.choice,
+            grammar=self.grammar,
+            structural_tag=self.structural_tag,
+            json_options=self.layout(),
+            required=required,
+        )
+        return with_subgrammars(spec, self.sub or [])
+
+    def file_spec(self, path: str, kind: Kind | None = None) -> ConstraintSpec:
+        """A grammar FILE argument (or @name) read as the kind flags would read it."""
+        return with_subgrammars(from_file(path, kind, self.layout()), self.sub or [])
+
+    def apply(self, spec: ConstraintSpec) -> ConstraintSpec:
+        """A spec read elsewhere (a test file's grammar) with these flags' layout and sub-grammars."""
+        import dataclasses
+
+        return with_subgrammars(dataclasses.replace(spec, json_options=self.layout()), self.sub or [])
+
+    def specs(self, files: list[str] | None, kind: Kind | None = None) -> list[ConstraintSpec]:
+        """FILE arguments and/or one constraint flag -> specs; neither is exit 2."""
+        specs = [self.file_spec(f, kind) for f in files or []]
+        if self.given():
+            specs.append(self.spec())
+        if not specs:
+            raise no_grammar()
+        return specs
 
 
-def build_spec(
-    *,
-    schema,
-    pydantic,
-    regex,
-    ebnf,
-    lark,
-    choice,
-    grammar,
-    structural_tag,
-    json_whitespace="flexible",
-    whitespace_pattern=None,
-    indent=None,
-    max_whitespace=None,
-    strict_properties=False,
-    required=True,
-) -> ConstraintSpec:
-    opts = json_options(json_whitespace, whitespace_pattern, indent, max_whitespace, strict_properties)
-    return from_flags(
-        schema=schema,
-        pydantic=pydantic,
-        regex=regex,
-        ebnf=ebnf,
-        lark=lark,
-        choice=choice,
-        grammar=grammar,
-        structural_tag=structural_tag,
-        json_options=opts,
-        required=required,
+def no_grammar() -> UserError:
+    return UserError(
+        "no grammar given",
+        hint="pass FILE arguments or one of --schema, --pydantic, --regex, --ebnf, --lark, --choice, --grammar, "
+        "--structural-tag",
     )
+
+
+def build_spec(*, required: bool = True, **flags) -> ConstraintSpec:
+    """The spec of a command that takes exactly one constraint (generate, compare-backends)."""
+    return ConstraintFlags(**flags).spec(required=required)

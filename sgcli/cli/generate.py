@@ -13,6 +13,8 @@ from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, json_line, output_format_of
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 
+DEFAULT_BATCH_SIZE = 16  # measured: benchmarks/batch_throughput.py, docs/performance.md "Batch"
+
 EXAMPLES = """
 Examples:
 
@@ -120,6 +122,15 @@ def generate(
             "--input", "-i", help="JSONL of {id, prompt} or {id, messages} ('-' = stdin).", rich_help_panel="Output"
         ),
     ] = None,
+    batch_size: Annotated[
+        Optional[int],
+        typer.Option(
+            "--batch-size",
+            help=f"Decode this many --input requests together (continuous batching; default {DEFAULT_BATCH_SIZE}). "
+            "1 = one after another. Batched rows decode token by token (no jump-forward).",
+            rich_help_panel="Output",
+        ),
+    ] = None,
     output: Annotated[
         Optional[Path],
         typer.Option("--output", "-o", help="Write records here instead of stdout.", rich_help_panel="Output"),
@@ -145,11 +156,9 @@ def generate(
     # A single prompt prints its record (json or jsonl: one object either way) or its text.
     json_out = output_format_of(output_format, json_out, stream=True) != "text"
     from sgcli import backends
-    from sgcli.constraints.sources import read_text, with_subgrammars
+    from sgcli.constraints.sources import read_text
     from sgcli.engine.models import resolve_model
-    from sgcli.engine.requests import read_requests
-    from sgcli.engine.sampling import SamplingParams
-    from sgcli.engine.session import PromptOptions, Request
+    from sgcli.lint import preflight
 
     backend = backend or backends.DEFAULT_BACKEND
     spec = co.build_spec(
@@ -166,14 +175,19 @@ def generate(
         indent=indent,
         max_whitespace=max_whitespace,
         strict_properties=strict_properties,
+        sub=sub,
         required=backends.enforces(backend),
     )
-    spec = with_subgrammars(spec, sub or [])
     spec = dataclasses.replace(spec, json_options=dataclasses.replace(spec.json_options, for_generation=True))
+    preflight.structure_errors(spec)  # an undefined rule fails here, before any library loads
     if not think_end:
         raise UserError("--think-end must not be empty")
     if max_tokens < 1:
         raise UserError("--max-tokens must be at least 1")
+    if batch_size is not None and batch_size < 1:
+        raise UserError("--batch-size must be at least 1")
+    if batch_size is not None and input_file is None:
+        raise UserError("--batch-size needs --input", hint="sgcli generate --input prompts.jsonl --batch-size 8")
     if think_budget is not None and (think_budget < 0 or not reasoning):
         raise UserError(
             "--think-budget must be 0 or more" if think_budget < 0 else "--think-budget needs --reasoning",
@@ -200,29 +214,19 @@ def generate(
 
     from sgcli.cli.progress import stage_progress
     from sgcli.engine.loader import load_model
-    from sgcli.engine.session import Session
+    from sgcli.engine.requests import read_requests
+    from sgcli.engine.sampling import SamplingParams
+    from sgcli.engine.session import PromptOptions, Request, Session
     from sgcli.tokenizers import load_tokenizer
 
-    with stage_progress(f"loading {ref.display}") as progress:
+    # Grammar first, model last: the tokenizer loads fast, the model is the slow part.
+    with stage_progress(f"loading {ref.display} tokenizer") as progress:
         tokenizer = load_tokenizer(model, progress=lambda text: progress(text, 0, 3))
+    compiled, fallbacks, weakened = _compile_checked(backend, spec, tokenizer, max_tokens)
+    with stage_progress(f"loading {ref.display}") as progress:
         lm = load_model(ref, device=device, dtype=dtype, progress=progress, threads=threads)
-    vocab = tokenizer.vocab.padded(lm.logits_width)
-    compiled, fallbacks = backends.compile_for(backend, spec, vocab)
-    for fb in fallbacks:
-        err.print(f"[yellow]fallback[/]: {fb['backend']} skipped: {fb['reason']}")
-    for w in compiled.warnings:
-        where = f" (at {w.pointer})" if w.pointer else ""
-        err.print(f"[yellow]warning[/]: {compiled.backend}: {w.message}{where}")
-    from sgcli.backends.schema_warnings import weakened_keywords
-
-    weakened = weakened_keywords(compiled)
-    if weakened:
-        listed = ", ".join(f"{w['keyword']} at {w['pointer']}" for w in weakened)
-        fell_back = " (auto fell back to it)" if fallbacks else ""
-        err.print(
-            f"[yellow]warning[/]: {compiled.backend}{fell_back} does not enforce {len(weakened)} keyword(s): "
-            f"{listed}; outputs are still validated"
-        )
+    if lm.logits_width > len(tokenizer.vocab):  # the model has more logits than tokens: mask those too
+        compiled = backends.compile_for(compiled.backend, spec, tokenizer.vocab.padded(lm.logits_width))[0]
     session = Session(
         lm,
         tokenizer,
@@ -245,10 +249,13 @@ def generate(
             items = list(read_requests(*batch_text))
             from sgcli.cli.progress import count_progress
 
+            records = _records(
+                session, [it for it in items if isinstance(it, Request)], batch_size or DEFAULT_BATCH_SIZE
+            )
             tally = BatchTally()
             with count_progress("generating", len(items)) as advance:
                 for item in items:
-                    record = item.record() if not isinstance(item, Request) else _run_quiet(session, item)
+                    record = item.record() if not isinstance(item, Request) else next(records)
                     all_valid &= record["valid"] is not False
                     json_line(record, sink)
                     tally.add(record)
@@ -261,6 +268,47 @@ def generate(
         if output:
             sink.close()
     raise typer.Exit(EXIT_OK if all_valid else EXIT_FINDINGS)
+
+
+def _compile_checked(backend: str, spec, tokenizer, max_tokens: int):
+    """Compile against the model's tokenizer, say what the backend weakens, and run the lint rules that
+    predict certain failure. Returns (compiled, fallbacks, weakened keywords)."""
+    from rich.markup import escape
+
+    from sgcli import backends
+    from sgcli.grammar_dev.matching import enforcing_backends
+    from sgcli.lint import preflight
+
+    compiled, fallbacks = backends.compile_for(backend, spec, tokenizer.vocab)
+    for fb in fallbacks:
+        err.print(f"[yellow]fallback[/]: {fb['backend']} skipped: {fb['reason']}")
+    for w in compiled.warnings:
+        where = f" (at {w.pointer})" if w.pointer else ""
+        err.print(f"[yellow]warning[/]: {compiled.backend}: {w.message}{where}")
+    from sgcli.backends.schema_warnings import weakened_keywords
+
+    weakened = weakened_keywords(compiled)
+    if weakened:
+        listed = ", ".join(f"{w['keyword']} at {w['pointer']}" for w in weakened)
+        fell_back = " (auto fell back to it)" if fallbacks else ""
+        err.print(
+            f"[yellow]warning[/]: {compiled.backend}{fell_back} does not enforce {len(weakened)} keyword(s): "
+            f"{listed}; outputs are still validated"
+        )
+    if compiled.backend in enforcing_backends():
+        for d in preflight.certain_failures(spec, compiled, max_tokens, tokenizer.name):
+            err.print(f"[yellow]warning[/]: {d.code} {escape(d.message)}\n  hint: {escape(d.hint or '')}")
+    return compiled, fallbacks, weakened
+
+
+def _records(session, requests, batch_size: int):
+    """Records for `requests` in input order: batched, or one after another at batch size 1."""
+    why = session.batch_unsupported() if batch_size > 1 else None
+    if why:
+        err.print(f"[yellow]note[/]: --batch-size {batch_size} not used, decoding one request at a time: {why}")
+    if batch_size > 1 and not why:
+        return session.batch(requests, batch_size)
+    return (_run_quiet(session, r) for r in requests)
 
 
 def _run_quiet(session, request) -> dict:

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.cli import constraint_options as co
 from sgcli.cli.common import err, escape, fail
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
 
@@ -22,6 +23,10 @@ Examples:
   sgcli lint answer.gbnf --tokenizer default --max-tokens 32
 
   sgcli lint schema.json --select J --ignore J002 --output-format json
+
+  sgcli lint examples/reasoning_json.lark --sub answer=examples/answer.schema.json
+
+  sgcli lint --regex '[0-9]{3}-[0-9]{4}' --backend outlines_core
 
   sgcli lint grammars/ --statistics          # a folder: the grammar files git does not ignore
 
@@ -52,13 +57,13 @@ def _kind(value: str | None):
 
 def lint(
     files: Annotated[
-        list[str],
+        Optional[list[str]],
         typer.Argument(
-            metavar="PATH...",
+            metavar="[PATH]...",
             help="Files or folders to lint; kind from the extension (.gbnf .ebnf .lark .regex .json) or --kind. "
-            "In folders: *.gbnf *.ebnf *.lark *.regex *.schema.json that git does not ignore.",
+            "In folders: *.gbnf *.ebnf *.lark *.regex *.schema.json that git does not ignore. Or a constraint flag.",
         ),
-    ],
+    ] = None,
     backend: Annotated[
         str,
         typer.Option(
@@ -111,20 +116,20 @@ def lint(
     kind: Annotated[
         Optional[str], typer.Option("--kind", help="Kind instead of the extension's: json_schema, regex, ebnf, lark.")
     ] = None,
-    json_whitespace: Annotated[
-        str,
-        typer.Option(
-            "--json-whitespace",
-            envvar="SGCLI_JSON_WHITESPACE",
-            help="The JSON layout you generate with (for W002): flexible or compact.",
-        ),
-    ] = "flexible",
-    max_whitespace: Annotated[
-        Optional[int], typer.Option("--max-whitespace", help="The whitespace bound you generate with (for W002).")
-    ] = None,
-    indent: Annotated[
-        Optional[int], typer.Option("--indent", help="The JSON indent you generate with (for W002).")
-    ] = None,
+    schema: co.SchemaOpt = None,
+    pydantic: co.PydanticOpt = None,
+    regex: co.RegexOpt = None,
+    ebnf: co.EbnfOpt = None,
+    lark: co.LarkOpt = None,
+    choice: co.ChoiceOpt = None,
+    grammar: co.GrammarOpt = None,
+    structural_tag: co.StructuralTagOpt = None,
+    sub: co.SubOpt = None,
+    json_whitespace: co.JsonWhitespaceOpt = "flexible",
+    whitespace_pattern: co.WhitespacePatternOpt = None,
+    indent: co.IndentOpt = None,
+    max_whitespace: co.MaxWhitespaceOpt = None,
+    strict_properties: co.StrictOpt = False,
     exit_zero: Annotated[
         bool, typer.Option("--exit-zero", help="Exit 0 even when there are findings (2 still means bad input).")
     ] = False,
@@ -140,20 +145,21 @@ def lint(
 
     Exit codes: 0 clean, 1 findings, 2 bad usage or an unreadable file.
     """
-    from sgcli.cli.constraint_options import json_options
     from sgcli.lint import FORMATS, RENDERERS, Linter, LintOptions, Selection
     from sgcli.lint.render import statistics as render_statistics
     from sgcli.lint.render import summary
 
     if output_format not in FORMATS:
         raise UserError(f"--output-format {output_format}: unknown format", hint="one of: " + ", ".join(FORMATS))
+    flags = co.ConstraintFlags.pick(locals())
     options = LintOptions(
         backend=backend,
         tokenizer=tokenizer,
         max_tokens=max_tokens,
         kind=_kind(kind),
         selection=Selection.parse(select, ignore),
-        json_options=json_options(json_whitespace, None, indent, max_whitespace, False),
+        json_options=flags.layout(),
+        subs=tuple(flags.sub or ()),
     )
     if backend not in ("all", "auto"):
         from sgcli.backends import get_backend
@@ -161,10 +167,12 @@ def lint(
         get_backend(backend)  # an unknown name is a usage error before any file is read
     from sgcli.lint.discover import expand
 
-    files = expand(files)
-    if not files:
+    if not files and not flags.given():
+        raise co.no_grammar()
+    targets = [*expand(files or []), *([flags.spec()] if flags.given() else [])]  # a flag's spec: read like generate's
+    if not targets:
         raise UserError("no grammar files to lint", hint="name files, or folders holding " + _SUFFIXES)
-    diagnostics, sources, failed = _lint_files(Linter(options), files)
+    diagnostics, sources, failed = _lint_files(Linter(options), targets)
     diagnostics = _without_silenced(diagnostics, sources)
     if statistics:
         sys.stdout.write(render_statistics(diagnostics))
@@ -172,19 +180,19 @@ def lint(
         sys.stdout.write(RENDERERS[output_format](diagnostics, sources))
     sys.stdout.flush()
     if output_format in ("concise", "full", "text") or statistics:
-        err.print(summary(diagnostics, len(files) - failed, failed), highlight=False, markup=False)
+        err.print(summary(diagnostics, len(targets) - failed, failed), highlight=False, markup=False)
     if failed:
         raise typer.Exit(EXIT_USAGE)
     raise typer.Exit(EXIT_FINDINGS if diagnostics and not exit_zero else EXIT_OK)
 
 
-def _lint_files(linter, files: list[str]) -> tuple[list, dict[str, str | None], int]:
-    """Lint each file; an unreadable one is reported and counted, never the end of the run."""
+def _lint_files(linter, targets: list) -> tuple[list, dict[str, str | None], int]:
+    """Lint each file (or a flag's spec); an unreadable one is reported and counted, never the end of the run."""
     diagnostics, sources, failed = [], {}, 0
     skipped: dict[tuple[str, str], int] = {}
-    for path in files:
+    for target in targets:
         try:
-            result = linter.lint(path)
+            result = linter.lint(target) if isinstance(target, str) else linter.lint_spec(target)
         except UserError as exc:  # unreadable file, unknown extension, unsupported backend
             fail(exc)
             failed += 1

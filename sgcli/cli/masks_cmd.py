@@ -19,6 +19,10 @@ Examples:
   sgcli masks @json --text '[1, 2' --top 5
 
   sgcli masks --regex '[0-9]{4}-[0-9]{2}' --text '2024-1x' --json
+
+  sgcli masks --structural-tag tags.json --text '<tool=get_weather>{"city": "Paris"}</tool>'
+
+  sgcli masks examples/reasoning_json.lark --sub answer=examples/answer.schema.json -b llguidance
 """
 
 
@@ -43,12 +47,16 @@ def masks(
     output_format: OutputFormatOpt = None,
     json_out: JsonFlagOpt = False,
     schema: co.SchemaOpt = None,
+    pydantic: co.PydanticOpt = None,
     regex: co.RegexOpt = None,
     ebnf: co.EbnfOpt = None,
     lark: co.LarkOpt = None,
     choice: co.ChoiceOpt = None,
     grammar: co.GrammarOpt = None,
+    structural_tag: co.StructuralTagOpt = None,
+    sub: co.SubOpt = None,
     json_whitespace: co.JsonWhitespaceOpt = "flexible",
+    whitespace_pattern: co.WhitespacePatternOpt = None,
     indent: co.IndentOpt = None,
     max_whitespace: co.MaxWhitespaceOpt = None,
     strict_properties: co.StrictOpt = False,
@@ -64,34 +72,15 @@ def masks(
     """
     from sgcli import backends
     from sgcli.cache.grammars import compile_cached
-    from sgcli.constraints.sources import from_file
     from sgcli.grammar_dev.dryrun import dry_run
     from sgcli.tokenizers import load_tokenizer
 
     if top < 0:
         raise UserError("--top must be 0 or more")
-    flags = dict(
-        schema=schema,
-        pydantic=None,
-        regex=regex,
-        ebnf=ebnf,
-        lark=lark,
-        choice=choice,
-        grammar=grammar,
-        structural_tag=None,
-        json_whitespace=json_whitespace,
-        indent=indent,
-        max_whitespace=max_whitespace,
-        strict_properties=strict_properties,
-    )
-    if grammar_file is not None:
-        if any(v for k, v in flags.items() if k in ("schema", "regex", "ebnf", "lark", "choice", "grammar")):
-            raise UserError("give the grammar either as an argument or with a constraint flag, not both")
-        spec = from_file(
-            grammar_file, None, co.json_options(json_whitespace, None, indent, max_whitespace, strict_properties)
-        )
-    else:
-        spec = co.build_spec(**flags)
+    flags = co.ConstraintFlags.pick(locals())
+    if grammar_file is not None and flags.given():
+        raise UserError("give the grammar either as an argument or with a constraint flag, not both")
+    spec = flags.file_spec(grammar_file) if grammar_file is not None else flags.spec()
     backend = backend or backends.DEFAULT_BACKEND
     if backend != "auto":
         backends.check_supports(backend, spec)  # fail fast, before the tokenizer loads

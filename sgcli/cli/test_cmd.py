@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, out, output_format_of
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK
@@ -37,6 +38,12 @@ def test(
     ] = None,
     output_format: OutputFormatOpt = None,
     json_out: JsonFlagOpt = False,
+    sub: co.SubOpt = None,
+    json_whitespace: co.JsonWhitespaceOpt = "flexible",
+    whitespace_pattern: co.WhitespacePatternOpt = None,
+    indent: co.IndentOpt = None,
+    max_whitespace: co.MaxWhitespaceOpt = None,
+    strict_properties: co.StrictOpt = False,
 ) -> None:
     """Check that a grammar accepts and rejects what its test file says, on every backend.
 
@@ -52,7 +59,10 @@ def test(
     from sgcli.grammar_dev.matching import select_backends
     from sgcli.tokenizers import load_tokenizer
 
+    flags = co.ConstraintFlags.pick(locals())
     suites = [load_suite(f) for f in files]  # a malformed file fails (exit 2) before any compile
+    for suite in suites:  # the grammar is the test file's; layout and sub-grammars are the flags'
+        suite.spec = flags.apply(suite.spec)
     names = select_backends(backend)
     if backend != "all":
         for suite in suites:

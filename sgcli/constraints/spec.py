@@ -54,7 +54,11 @@ EXTENSION_KINDS = {
 
 @dataclass(frozen=True)
 class JsonOptions:
-    """How JSON may be laid out. `None` means: the backend's default."""
+    """How JSON may be laid out. `None` means: the backend's default.
+
+    Each option means the same on every backend (backends/json_layout.py translates):
+    `whitespace_pattern` P: between two JSON tokens, either nothing or one match of P.
+    """
 
     whitespace: str = "flexible"  # "flexible" | "compact"
     whitespace_pattern: str | None = None
@@ -64,6 +68,32 @@ class JsonOptions:
     # Compiled to generate from, not to judge given texts: a backend may narrow the language to a
     # sound subset that compiles faster (xgrammar's strict_mode; measured in docs/grammar-development.md).
     for_generation: bool = False
+
+    def __post_init__(self) -> None:
+        """The same conflict rules for every command: contradictory layouts are exit 2, never a silent pick."""
+        if self.whitespace not in ("flexible", "compact"):
+            raise UserError(f"--json-whitespace must be flexible or compact, not '{self.whitespace}'")
+        if self.indent is not None and self.indent < 0:
+            raise UserError("--indent must be 0 or more")
+        if self.max_whitespace is not None and self.max_whitespace < 1:
+            raise UserError("--max-whitespace must be 1 or more")
+        given = [
+            flag
+            for flag, on in (
+                ("--json-whitespace compact", self.whitespace == "compact"),
+                ("--indent", self.indent is not None),
+                ("--whitespace-pattern", self.whitespace_pattern is not None),
+                ("--max-whitespace", self.max_whitespace is not None),
+            )
+            if on
+        ]
+        if len(given) > 1:
+            raise UserError(
+                f"{given[0]} and {given[1]} both given; they describe different JSON layouts",
+                hint="keep one of " + ", ".join(given),
+            )
+        if self.whitespace_pattern is not None:
+            _check_pattern(self.whitespace_pattern)
 
     def describe(self) -> str:
         parts = [self.whitespace]
@@ -122,3 +152,18 @@ def _regex_escape(s: str) -> str:
     """Escape for the regex dialect every backend shares (no `re.escape` quirks like '\\ ')."""
     special = set("\\.^$|?*+()[]{}/")
     return "".join("\\" + ch if ch in special else ch for ch in s)
+
+
+def _check_pattern(pattern: str) -> None:
+    """A typo in --whitespace-pattern fails here, before any backend compiles it."""
+    import re
+
+    if pattern == "":
+        raise UserError("--whitespace-pattern is empty", hint="for no whitespace use --json-whitespace compact")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise UserError(
+            f"--whitespace-pattern is not a valid regex: {exc.msg} at {exc.pos}",
+            hint="e.g. --whitespace-pattern '[ ]{0,2}'",
+        ) from None

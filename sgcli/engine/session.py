@@ -17,6 +17,7 @@ from sgcli.engine.decode import Finished, TokenEvent, decode
 from sgcli.engine.loader import LoadedModel
 from sgcli.engine.sampling import SamplingParams
 from sgcli.engine.timing import percentile
+from sgcli.errors import UserError
 from sgcli.tokenizers.base import Tokenizer
 
 
@@ -90,6 +91,51 @@ class Session:
         assert finished is not None
         yield Done(self.record(req, finished), notices)
 
+    def batch_unsupported(self) -> str | None:
+        """Why this session's requests cannot be decoded in batches (None when they can)."""
+        from sgcli.engine.batching import unsupported_reason
+
+        if self.think_budget is not None:
+            return "--think-budget is not implemented inside batches"
+        return unsupported_reason(self.lm)
+
+    def batch(self, requests: list[Request], batch_size: int, stats=None) -> Iterator[dict]:
+        """Records for `requests` in input order, each yielded as soon as it and all before it are done.
+
+        Requests are decoded `batch_size` at a time (sgcli.engine.batching); a request whose prompt
+        cannot be rendered gets an error record and the others go on.
+        """
+        from sgcli.engine.batching import decode_batch
+
+        done: dict[int, Finished] = {}
+        rows, prompts = [], []
+        for i, req in enumerate(requests):
+            try:
+                prompts.append(self.render(req)[1])
+                rows.append(i)
+            except UserError as exc:
+                done[i] = Finished("error", "", [], 0, None, 0.0, error=exc.render().removeprefix("error: "))
+        finished = decode_batch(
+            self.lm,
+            prompts,
+            self.compiled,
+            params=self.params,
+            max_tokens=self.max_tokens,
+            batch_size=batch_size,
+            stop=self.stop,
+            think_end=self.think_end,
+            stats=stats,
+        )
+        flushed = 0
+        for row, f in finished:
+            done[rows[row]] = f
+            while flushed in done:
+                yield self.record(requests[flushed], done.pop(flushed))
+                flushed += 1
+        while flushed in done:  # trailing requests whose prompts failed to render
+            yield self.record(requests[flushed], done.pop(flushed))
+            flushed += 1
+
     def record(self, req: Request, f: Finished) -> dict:
         verdict = _verdict(self.compiled, f)
         errors = list(verdict.errors)
@@ -124,8 +170,8 @@ class Session:
                 "compile_s": round(self.compiled.compile_s, 4),
                 "first_token_s": None if f.first_token_s is None else round(f.first_token_s, 4),
                 "tokens_per_s": None if f.tokens_per_s is None else round(f.tokens_per_s, 2),
-                "mask_ms_p50": percentile(mask_ms, 0.5),
-                "mask_ms_p99": percentile(mask_ms, 0.99),
+                "mask_ms_p50": percentile(mask_ms, 0.5, 4),
+                "mask_ms_p99": percentile(mask_ms, 0.99, 4),
             },
         }
         if self.think_end is not None:

@@ -1,4 +1,8 @@
-"""`sgcli convert`: GBNF -> Lark, regex -> EBNF, JSON Schema -> EBNF, with a round-trip check.
+"""`sgcli convert`: between GBNF and Lark, and regex / JSON Schema to either, with a round-trip check.
+
+Every conversion reads the source with sgcli's one reader per dialect (positions kept) into
+the grammar model and prints it (grammar_dev/printers.py); a JSON Schema is first turned into
+grammar text by a backend's translator (xgrammar: llguidance and outlines-core print none).
 
 The check compiles both grammars on every backend that takes both, and there feeds each
 grammar strings the other accepts: random walks of the source's matcher over the
@@ -12,47 +16,144 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sgcli.constraints.spec import ConstraintSpec, Kind
-from sgcli.errors import UserError
+from sgcli.errors import Location, UserError, offset_to_line_col
 
-TARGETS = {"lark": Kind.LARK, "ebnf": Kind.EBNF}
-
-
-def _gbnf_to_lark(spec: ConstraintSpec) -> str:
-    from sgcli.grammar_dev.gbnf_to_lark import convert
-
-    return convert(spec.text, spec.origin)
+TARGETS = {"lark": "lark", "gbnf": "gbnf", "ebnf": "gbnf"}
+_KINDS = {"lark": Kind.LARK, "gbnf": Kind.EBNF}
+# What structure findings make a grammar unprintable (every backend rejects it too).
+_FATAL = ("G001", "G003", "G007")
 
 
-def _regex_to_ebnf(spec: ConstraintSpec) -> str:
-    from sgcli.backends.conversions import regex_to_ebnf
+def to_lark(text: str, dialect: str = "gbnf", origin: str | None = None) -> str:
+    """Lark text for a grammar in `dialect` ("gbnf"/"ebnf", "regex"); the Lark library can load it.
 
-    return regex_to_ebnf(spec)
-
-
-def _schema_to_ebnf(spec: ConstraintSpec) -> str:
-    from sgcli.backends.conversions import json_schema_to_ebnf
-
-    return json_schema_to_ebnf(spec)
-
-
-CONVERTERS = {
-    (Kind.EBNF, Kind.LARK): _gbnf_to_lark,
-    (Kind.REGEX, Kind.EBNF): _regex_to_ebnf,
-    (Kind.CHOICE, Kind.EBNF): _regex_to_ebnf,
-    (Kind.JSON_SCHEMA, Kind.EBNF): _schema_to_ebnf,
-}
+    The public entry point for re-parsing outputs with an independent parser (lark).
+    Raises a positioned UserError for what Lark cannot express."""
+    kind = {"gbnf": Kind.EBNF, "ebnf": Kind.EBNF, "regex": Kind.REGEX}.get(dialect)
+    if kind is None:
+        raise UserError(f"to_lark: unknown source dialect '{dialect}'", hint="gbnf, ebnf or regex")
+    return convert_spec(ConstraintSpec(kind, text, origin), "lark").text
 
 
 def convert_spec(spec: ConstraintSpec, to: str) -> ConstraintSpec:
-    """The converted grammar as a spec of the target kind."""
+    """The converted grammar as a spec of the target kind (read with positions, printed from the model)."""
+    from sgcli.grammar_dev.printers import Printer
+
     target = TARGETS.get(to.lower())
     if target is None:
-        raise UserError(f"cannot convert to '{to}'", hint="--to lark or --to ebnf")
-    converter = CONVERTERS.get((spec.kind, target))
-    if converter is None:
-        known = ", ".join(f"{a.label} -> {b.label}" for a, b in CONVERTERS)
-        raise UserError(f"no conversion from {spec.kind.label} to {target.label}", hint=f"available: {known}")
-    return ConstraintSpec(target, converter(spec), f"{spec.name} (as {target.label})")
+        raise UserError(f"cannot convert to '{to}'", hint="--to lark or --to gbnf")
+    if spec.kind is Kind.LARK and target == "lark":
+        raise UserError(f"{spec.name} is Lark already", hint="--to gbnf")
+    grammar, text, origin = _model(spec)
+    printed = Printer(grammar, target, text, origin).grammar()
+    return ConstraintSpec(_KINDS[target], printed, f"{spec.name} (as {_KINDS[target].label})")
+
+
+def printed_by(spec: ConstraintSpec) -> str | None:
+    """The backend whose translator turned `spec` into grammar text first (None: sgcli's own readers)."""
+    if spec.kind is Kind.JSON_SCHEMA:
+        from sgcli.backends.conversions import TRANSLATOR
+
+        return TRANSLATOR
+    return None
+
+
+def _model(spec: ConstraintSpec):
+    """(grammar model, the text its positions refer to, that text's name) for any convertible kind."""
+    from sgcli.lint.grammar_model import Grammar, ParseError, Rule
+
+    text, origin = spec.text, spec.origin
+    try:
+        if spec.kind is Kind.EBNF:
+            from sgcli.lint.gbnf import parse_gbnf
+
+            grammar = parse_gbnf(text)
+        elif spec.kind is Kind.LARK:
+            from sgcli.lint.lark import parse_lark
+
+            grammar = parse_lark(text)
+            _refuse_lark_only(grammar, text, origin)
+        elif spec.kind in (Kind.REGEX, Kind.CHOICE):
+            from sgcli.lint.regex_parse import parse_regex
+
+            text = spec.as_regex()
+            parsed = parse_regex(text)
+            _refuse_features(parsed.features, text, origin)
+            grammar = Grammar("regex", "root", [Rule("root", parsed.node, 0)])
+        elif spec.kind is Kind.JSON_SCHEMA:
+            from sgcli.backends.conversions import json_schema_to_ebnf
+            from sgcli.lint.gbnf import parse_gbnf
+
+            text, origin = json_schema_to_ebnf(spec), f"{printed_by(spec)}'s EBNF for {spec.name}"
+            grammar = parse_gbnf(text)
+            for rule in grammar.rules:  # its lookaheads only repeat what the JSON grammar makes follow
+                rule.body = _without_lookaheads(rule.body)
+        else:
+            raise UserError(f"no conversion from {spec.kind.label}", hint="convert GBNF, Lark, regex or JSON Schema")
+    except ParseError as exc:
+        raise UserError(
+            f"cannot read this {spec.kind.label}: {exc.message}", location=_at(text, exc.pos, origin)
+        ) from None
+    _refuse_structure(grammar, text, origin)
+    return grammar, text, origin
+
+
+def _at(text: str, pos: int, origin: str | None) -> Location:
+    return Location(origin, *offset_to_line_col(text, pos))
+
+
+def _refuse_structure(grammar, text: str, origin: str | None) -> None:
+    from sgcli.lint.structure import Structure
+
+    found = sorted(
+        (d for d in Structure(grammar, text, origin or "").run() if d.code in _FATAL), key=lambda d: (d.line, d.col)
+    )
+    if found:
+        d = found[0]
+        raise UserError(f"{d.message} ({d.code})", location=Location(origin, d.line, d.col), hint=d.hint)
+
+
+def _refuse_features(features, text: str, origin: str | None) -> None:
+    if features:
+        f = features[0]
+        raise UserError(
+            f"a regex {f.what} ({f.source}) has no equivalent in a grammar",
+            location=_at(text, f.pos, origin),
+            hint="spell the alternatives out without it",
+        )
+
+
+def _refuse_lark_only(grammar, text: str, origin: str | None) -> None:
+    """Lark's lexer directives have no GBNF equivalent: say so at the directive."""
+    _refuse_features(grammar.regex_features, text, origin)
+    if grammar.ignores:
+        raise UserError(
+            "%ignore (tokens skipped between all others) has no equivalent in GBNF",
+            location=_at(text, text.find("%ignore"), origin),
+            hint="write the whitespace into the rules where it may appear",
+        )
+    if grammar.external:
+        name = sorted(grammar.external)[0]
+        where = max(text.find("%import"), text.find("%declare"), 0)
+        raise UserError(
+            f"`{name}` comes from %import/%declare or a template, which GBNF has no equivalent for",
+            location=_at(text, where, origin),
+            hint=f"define `{name}` in the grammar itself",
+        )
+
+
+def _without_lookaheads(node):
+    from sgcli.lint.grammar_model import Alt, Lit, Opaque, Rep, Seq
+
+    if isinstance(node, Opaque) and node.what == "lookahead":
+        return Lit(node.pos, "")
+    if isinstance(node, Seq):
+        node.items = [_without_lookaheads(i) for i in node.items]
+    elif isinstance(node, Alt):
+        node.alts = [_without_lookaheads(a) for a in node.alts]
+    elif isinstance(node, Rep):
+        node.body = _without_lookaheads(node.body)
+    return node
 
 
 @dataclass
@@ -67,8 +168,8 @@ class RoundTrip:
         return bool(self.backends) and not self.failures and sum(self.checked.values()) > 0
 
 
-def _compile_all(spec: ConstraintSpec, vocab, report: RoundTrip, role: str) -> dict:
-    """Compile `spec` with every enforcing backend that supports it; notes for those that cannot."""
+def _compile_all(spec: ConstraintSpec, vocab, report: RoundTrip, role: str, only: str | None = None) -> dict:
+    """Compile `spec` with every enforcing backend that supports it (or just `only`); notes for those that cannot."""
     from sgcli.backends import get_backend
     from sgcli.backends.bounded import CompileLimitError
     from sgcli.cache.grammars import compile_cached
@@ -76,6 +177,8 @@ def _compile_all(spec: ConstraintSpec, vocab, report: RoundTrip, role: str) -> d
 
     compiled = {}
     for name in backends_for(spec):
+        if only is not None and name != only:
+            continue
         impl = get_backend(name)
         if impl.unavailable_reason():
             continue
@@ -96,18 +199,20 @@ def round_trip(
     samples: int = 20,
     seed: int = 0,
     cases: list | None = None,
+    only: str | None = None,
 ) -> RoundTrip:
     """Check that `source` and `target` accept the same strings, as far as sampling can tell.
 
-    Both grammars are compared on the same backend, for every backend that compiles both,
-    so that a difference is the conversion's and not one backend disagreeing with another
-    (that is what `sgcli test` and `compare-backends` are for).
+    Both grammars are compared on the same backend, for every backend that compiles both
+    (or only on `only`: the backend whose translator printed a schema, since the text is its
+    reading of the schema), so that a difference is the conversion's and not one backend
+    disagreeing with another (that is what `sgcli test` and `compare-backends` are for).
     """
     from sgcli.grammar_dev.matching import accepts_bytes, sample_strings
 
     report = RoundTrip()
-    sources = _compile_all(source, vocab, report, "source")
-    targets = _compile_all(target, vocab, report, "converted grammar")
+    sources = _compile_all(source, vocab, report, "source", only)
+    targets = _compile_all(target, vocab, report, "converted grammar", only)
     report.backends = [name for name in sources if name in targets]
     if not report.backends:
         report.failures.append(

@@ -15,6 +15,7 @@ Three ways to spell a string as tokens (see docs/grammar-development.md):
 
 from __future__ import annotations
 
+import hashlib
 import random
 import time
 import weakref
@@ -243,3 +244,29 @@ def sample_strings(compiled: Compiled, count: int, *, seed: int = 0, attempts_pe
         if s is not None:
             found.setdefault(s)
     return list(found)
+
+
+def walk_masks(compiled, text: str | None) -> dict:
+    """Time the masks along `text`'s own tokens (or just the first mask); digest each mask for agreement.
+    Shared by `sgcli compare-backends` and `sgcli bench`."""
+    vocab = compiled.vocab
+    ids = canonical_ids(vocab, text) if text is not None else []
+    bitmask = new_bitmask(len(vocab))
+    digests: list[str] = []
+    allowed_first = 0
+
+    def record(index: int, token: int | None) -> None:
+        nonlocal allowed_first
+        digests.append(hashlib.blake2b(bitmask.tobytes(), digest_size=8).hexdigest())
+        if index == 0:
+            allowed_first = int(allowed_ids(bitmask, len(vocab)).size)
+
+    w = walk(compiled.matcher(), ids, bitmask, follow_mask=True, on_state=record)
+    return {
+        "mask_ms": [s * 1000 for s in w.mask_s],
+        "digests": digests,
+        "steps": len(w.mask_s),
+        "allowed_first": allowed_first,
+        "accepted": None if text is None else w.accepted,
+        "rejected_at_token": None if w.refused is None else w.taken,
+    }

@@ -14,7 +14,7 @@ from sgcli.lint.grammar_model import Alt, Chars, Grammar, Lit, Node, Opaque, Ref
 from sgcli.lint.reader import Reader
 
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
-_BRACES = re.compile(r"\{\s*(\d*)\s*(,?)\s*(\d*)\s*\}")
+_BRACES = re.compile(r"\{\s*(\d*)\s*(,?)\s*(-1|\d*)\s*\}")  # xgrammar prints {n, -1} for {n,}
 
 
 def parse_gbnf(text: str, root: str = "root") -> Grammar:
@@ -98,11 +98,34 @@ def _element(r: Reader) -> Node:
     if ch == ".":
         r.pos += 1
         return Chars(start, [], negated=True)
+    if r.startswith("Regex("):  # xgrammar: Regex("pattern", json_string=true)
+        return _regex_macro(r)
     m = _NAME.match(r.text, r.pos)
     if m:
         r.pos = m.end()
         return Ref(start, m.group())
     raise r.error(f"unexpected {ch!r}")
+
+
+def _regex_macro(r: Reader) -> Node:
+    """xgrammar's `Regex("...")` element: the pattern read by the regex reader (positions at its string)."""
+    from sgcli.lint.grammar_model import ParseError
+    from sgcli.lint.regex_parse import parse_regex
+
+    r.pos += len("Regex(")
+    r.skip_space()
+    if r.peek() != '"':
+        raise r.error("expected the pattern string of Regex(...)")
+    at = r.pos
+    pattern = _string(r)
+    end = r.text.find(")", r.pos)
+    if end < 0:
+        raise r.error("')' missing after Regex(...)", at)
+    r.pos = end + 1
+    try:
+        return parse_regex(pattern, lambda i: at).node
+    except ParseError as exc:
+        raise r.error(f"in Regex(...): {exc.message}", at) from None
 
 
 def _postfix(r: Reader, node: Node, start: int) -> Node:
@@ -120,7 +143,7 @@ def _postfix(r: Reader, node: Node, start: int) -> Node:
                 raise r.error("bad repetition braces; write {n}, {n,}, {n,m} or {,m}")
             r.pos = m.end()
             lo = int(m.group(1) or 0)
-            hi = None if (m.group(2) and not m.group(3)) else int(m.group(3) or m.group(1))
+            hi = None if (m.group(2) and m.group(3) in ("", "-1")) else int(m.group(3) or m.group(1))
         else:
             return node
         node = Rep(start, node, lo, hi, op_pos, r.pos)

@@ -92,6 +92,7 @@ class Rule:
     body: Node
     pos: int  # offset of the rule name in its definition
     terminal: bool = False  # Lark terminals (UPPERCASE) are lexemes, not parser rules
+    attributes: str = ""  # llguidance Lark `name[lazy, max_tokens=N]:`, the text inside the brackets
 
 
 @dataclass

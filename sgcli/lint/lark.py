@@ -63,7 +63,8 @@ class _LarkReader(Reader):
         if m.group(3):  # template parameters are names local to the body
             grammar.external.update(p.strip() for p in m.group(3)[1:-1].split(",") if p.strip())
         body = self.expansions()
-        rule = Rule(name, body, name_pos, terminal=is_terminal_name(name))
+        attributes = (m.group(4) or "")[1:-1]
+        rule = Rule(name, body, name_pos, terminal=is_terminal_name(name), attributes=attributes)
         existing = next((r for r in grammar.rules if r.name == name), None)
         if mode == "extend" and existing is not None:
             existing.body = Alt(existing.body.pos, [existing.body, body])

@@ -174,6 +174,20 @@ _ALL = [
         'root ::= "a"',
     ),
     LintRule(
+        "G008",
+        "unbounded-free-text",
+        WARNING,
+        "structure",
+        "Free text without a bound (`/.+/`, `/[^\\n]+/`, `.*`) with required grammar after it.",
+        "Only the model decides when free text ends. A small model often never writes the delimiter, so "
+        "the run ends at --max-tokens and the required rest (the answer, the JSON) is never written. With "
+        "a bound the backend forces the rest once it is reached: llguidance's (and xgrammar's) Lark rule "
+        "attribute `name[max_tokens=N]: ...` counts tokens; a bounded repetition counts characters. Free "
+        "text at the very end is not flagged: the model may stop there.",
+        'start: "Reasoning: " /.+/ "\\nJSON: " @answer',
+        'start: "Reasoning: " reason "\\nJSON: " @answer\nreason[max_tokens=64]: /[^\\n]+/',
+    ),
+    LintRule(
         "W001",
         "unbounded-whitespace",
         WARNING,

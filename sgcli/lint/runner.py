@@ -46,6 +46,7 @@ class LintOptions:
     kind: Kind | None = None
     selection: Selection = field(default_factory=Selection.everything)
     json_options: JsonOptions = field(default_factory=JsonOptions)
+    subs: tuple[str, ...] = ()  # `--sub name=FILE` for a Lark grammar's @name references
 
 
 @dataclass
@@ -110,7 +111,7 @@ class Linter:
         return chosen
 
     def lint(self, path: str) -> FileResult:
-        from sgcli.constraints.sources import kind_from_extension, read_text, resolve_library
+        from sgcli.constraints.sources import kind_from_extension, read_text, resolve_library, with_subgrammars
 
         if path.startswith("@"):  # a grammar of the library in sgcli/grammars/
             path = resolve_library(path)
@@ -122,7 +123,7 @@ class Linter:
         from sgcli.backends.bounded import check_size  # --max-constraint-bytes, before any rule runs
 
         check_size(spec)
-        return self.lint_spec(spec)
+        return self.lint_spec(with_subgrammars(spec, list(self.options.subs)))
 
     def lint_spec(self, spec: ConstraintSpec) -> FileResult:
         sel = self.options.selection
@@ -140,7 +141,7 @@ class Linter:
             schema, stext = spec.schema(), SchemaText(spec.text)
             features = pattern_features(schema, stext)
         elif spec.kind in (Kind.EBNF, Kind.LARK, Kind.REGEX):
-            grammar, features, unreadable = _read_grammar(spec)
+            grammar, features, unreadable = read_grammar(spec)
             if grammar is not None:
                 from sgcli.lint.structure import Structure
 
@@ -240,7 +241,7 @@ def _schema_problem(spec: ConstraintSpec) -> Diagnostic | None:
     return None
 
 
-def _read_grammar(spec: ConstraintSpec):
+def read_grammar(spec: ConstraintSpec):
     """(grammar, regex features, S004 diagnostic or None) for a GBNF, Lark or regex file."""
     from sgcli.lint.grammar_model import Grammar, ParseError, Rule
 

@@ -391,11 +391,33 @@ class Structure:
         bounded = f"{body} ~ {rep.min}..{hi}" if rep.lark else f"{body}{{{rep.min},{hi}}}"
         return f"bound it, e.g. `{_short(bounded)}`"
 
+    def free_text(self) -> list[Diagnostic]:
+        """G008: unbounded free text with required grammar after it (sgcli/lint/free_text.py)."""
+        from sgcli.lint.free_text import FreeText
+
+        out = []
+        for rep, after in FreeText(self).findings():
+            src, then = self.text[rep.pos : rep.end], self.text[after.pos : _line_end(self.text, after.pos)]
+            hint = self._bounded_hint(rep)
+            if self.g.syntax == "lark":
+                hint = f"give it a rule with a token budget, `reason[max_tokens=64]: /{_short(src)}/`, or {hint}"
+            out.append(
+                self._diag(
+                    "G008",
+                    rep.pos,
+                    rep.end,
+                    f"`{_short(src)}` is free text without a bound, and `{_short(then, 30)}` must follow: a model "
+                    f"that never ends the free text runs to --max-tokens and the rest is never written",
+                    hint,
+                )
+            )
+        return out
+
     def run(self) -> list[Diagnostic]:
         out = self.undefined() + self.duplicates() + self.missing_root() + self.unused()
         if self.g.syntax == "gbnf":
             out += self.left_recursion()
-        return out + self.nullable_root() + self.repetitions()
+        return out + self.nullable_root() + self.repetitions() + self.free_text()
 
 
 def _short(src: str, limit: int = 60) -> str:

@@ -1,0 +1,246 @@
+"""Batched vs sequential throughput on the default model, side by side, in one run.
+
+The same JSONL-style requests (capital-city schema, greedy, same token budget) are decoded
+one after another (the single-stream loop, as `generate --batch-size 1` does) and batched at
+1, 4, 8 and 16 rows, on two workloads: every request with the same system prompt (its KV cache
+is computed once and reused) and every request with its own system prompt (nothing shared but
+the template's first tokens). Rounds alternate the order of the configurations. Prints aggregate
+completion tokens per second of wall time and per second of this process's CPU time (steadier
+on a shared machine), each with its ratio to sequential, and whether every batched output
+equals its sequential output (for any that differ: the logit gap between the two tokens at the
+first divergence, so a near tie shows as a near tie). Goals (issue 8): batch 16 >= 8x
+sequential; aggregate at 16 >= vLLM CPU's at 16 concurrent requests (174 tok/s measured).
+
+    python benchmarks/batch_throughput.py [--requests 32] [--max-tokens 48] [--threads 1]
+        [--dtype float32] [--vllm-url http://127.0.0.1:8000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "country": {"type": "string"},
+        "capital": {"type": "string"},
+        "population_millions": {"type": "number"},
+    },
+    "required": ["country", "capital", "population_millions"],
+    "additionalProperties": False,
+}
+COUNTRIES = (
+    "France Japan Peru Kenya Italy Canada Egypt Chile Norway India Brazil Spain Ghana Nepal Cuba Iran "
+    "Mexico Poland Sweden Turkey Vietnam Greece Ireland Portugal Austria Morocco Iceland Finland Bolivia "
+    "Uganda Jordan Oman"
+).split()
+SYSTEM = (
+    "You are a geography assistant. Answer every question with one JSON object that names the country, "
+    "its capital city and its population in millions, with no extra text, no explanations and no markdown."
+)
+
+
+def workload(n: int, shared: bool):
+    from sgcli.engine.session import Request
+
+    requests = []
+    for i in range(n):
+        system = SYSTEM if shared else f"Request {i}: answer for {COUNTRIES[i % len(COUNTRIES)]} only. " + SYSTEM
+        messages = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": f"What is the capital of {COUNTRIES[i % len(COUNTRIES)]}?"},
+        ]
+        requests.append(Request(f"r{i}", messages=messages))
+    return requests
+
+
+def sequential(session, prompts) -> list:
+    """The single-stream loop, one prompt after another (what `generate --batch-size 1` runs)."""
+    from sgcli.engine.decode import Finished, decode
+
+    out = []
+    for ids in prompts:
+        events = decode(session.lm, ids, session.compiled, params=session.params, max_tokens=session.max_tokens)
+        out.extend(e for e in events if isinstance(e, Finished))
+    return out
+
+
+def batched(session, prompts, size: int) -> list:
+    from sgcli.engine.batching import decode_batch
+
+    done = dict(
+        decode_batch(
+            session.lm, prompts, session.compiled, params=session.params, max_tokens=session.max_tokens, batch_size=size
+        )
+    )
+    return [done[i] for i in range(len(prompts))]
+
+
+def timed(fn, *args):
+    """(result, wall seconds, this process's CPU seconds, completion tokens). On a shared machine the
+    CPU seconds are the steadier measure: other processes' load stretches wall time unevenly."""
+    t, cpu = time.perf_counter(), time.process_time()
+    finished = fn(*args)
+    wall, cpu = time.perf_counter() - t, time.process_time() - cpu
+    return finished, wall, cpu, sum(f.completion_tokens for f in finished)
+
+
+def tie_gap(lm, prompt: list[int], a: list[int], b: list[int]) -> float:
+    """|logit(a_k) - logit(b_k)| at the first position k where two token sequences differ
+    (a length difference counts as the end-of-sequence token against the other's token)."""
+    import torch
+
+    k = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    if k >= len(a) or k >= len(b):
+        return float("nan")
+    with torch.inference_mode():
+        out = lm.model(input_ids=torch.tensor([prompt + a[:k]], device=lm.device), logits_to_keep=1)
+    logits = out.logits[0, -1].float()
+    return abs(float(logits[a[k]] - logits[b[k]]))
+
+
+def vllm_rate(url: str, requests, concurrency: int, max_tokens: int) -> float:
+    """Aggregate completion tokens/s of an OpenAI-compatible server at this many concurrent requests."""
+    import concurrent.futures
+    import urllib.request
+
+    with urllib.request.urlopen(url.rstrip("/") + "/v1/models", timeout=30) as resp:
+        model = json.load(resp)["data"][0]["id"]
+
+    def one(req) -> int:
+        body = {
+            "model": model,
+            "messages": req.messages,
+            "max_tokens": max_tokens,
+            "temperature": 0,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": SCHEMA}},
+        }
+        http = urllib.request.Request(
+            url.rstrip("/") + "/v1/chat/completions",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(http, timeout=600) as resp:
+            return json.load(resp)["usage"]["completion_tokens"]
+
+    t = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+        tokens = sum(pool.map(one, requests))
+    return tokens / (time.perf_counter() - t)
+
+
+def vllm_note(url: str | None) -> str | None:
+    if url:
+        return None
+    try:
+        import vllm  # noqa: F401
+
+        why = "vLLM is installed but no --vllm-url was given (start one with scripts/serve-vllm.sh)"
+    except ImportError:
+        why = "vLLM is not installed here and no --vllm-url was given"
+    return f"vLLM column skipped: {why}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=32)
+    parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--batch-sizes", default="1,4,8,16")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--workloads", default="shared,distinct", help="shared and/or distinct system prompts")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--backend", default="xgrammar")
+    parser.add_argument("--vllm-url", default=None)
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.batch_sizes.split(",")]
+
+    from sgcli import backends
+    from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
+    from sgcli.engine.loader import load_model
+    from sgcli.engine.models import resolve_model
+    from sgcli.engine.sampling import SamplingParams
+    from sgcli.engine.session import PromptOptions, Session
+    from sgcli.tokenizers import load_tokenizer
+
+    tokenizer = load_tokenizer(None)
+    lm = load_model(resolve_model(None), device=args.device, dtype=args.dtype, threads=args.threads)
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(SCHEMA), "bench", json_options=JsonOptions(whitespace="compact"))
+    compiled, _ = backends.compile_for(args.backend, spec, tokenizer.vocab.padded(lm.logits_width))
+    session = Session(lm, tokenizer, compiled, SamplingParams(temperature=0.0), args.max_tokens, (), PromptOptions())
+    print(
+        f"model {lm.ref.display} {lm.dtype} on {lm.device}, threads {args.threads}, backend {compiled.backend}, "
+        f"{args.requests} requests x <= {args.max_tokens} tokens, {args.rounds} round(s)"
+    )
+    results = {}
+    for shared in [w == "shared" for w in args.workloads.split(",")]:
+        requests = workload(args.requests, shared)
+        prompts = [session.render(r)[1] for r in requests]
+        configs = ["sequential", *[f"batch {n}" for n in sizes]]
+        rates = {c: [] for c in configs}
+        reference = None
+        outputs = {}
+        for r in range(args.rounds):
+            for c in configs if r % 2 == 0 else configs[::-1]:
+                if c == "sequential":
+                    finished, wall, cpu, tokens = timed(sequential, session, prompts)
+                    reference = reference or finished
+                else:
+                    size = int(c.split()[1])
+                    finished, wall, cpu, tokens = timed(batched, session, prompts, size)
+                    outputs[c] = finished
+                rates[c].append((tokens / wall, tokens / cpu))
+        label = "shared system prompt" if shared else "distinct system prompts"
+        results[label] = report(session.lm, requests, prompts, label, rates, reference, outputs, args)
+    note = vllm_note(args.vllm_url)
+    if note:
+        print(note)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+def report(lm, requests, prompts, label, rates, reference, batched, args) -> dict:
+    """Print one workload's table (best round per configuration); returns it as data."""
+    seq_wall, seq_cpu = (max(v[k] for v in rates["sequential"]) for k in (0, 1))
+    print(f"\n{label}:")
+    print(f"  {'config':<12} {'tok/s':>7} {'x seq':>6} {'tok/cpu-s':>9} {'x seq':>6} {'same as seq':>11}  vLLM tok/s")
+    out = {}
+    for c, values in rates.items():
+        wall, cpu = (max(v[k] for v in values) for k in (0, 1))
+        same, gaps = "-", []
+        if c in batched:
+            pairs = zip(prompts, reference, batched[c])
+            gaps = [tie_gap(lm, p, a.token_ids, b.token_ids) for p, a, b in pairs if a.token_ids != b.token_ids]
+            same = f"{len(prompts) - len(gaps)}/{len(prompts)}"
+        vllm = "-"
+        if args.vllm_url and c.startswith("batch"):
+            try:
+                vllm = f"{vllm_rate(args.vllm_url, requests, int(c.split()[1]), args.max_tokens):.1f}"
+            except (OSError, ValueError, KeyError, IndexError) as exc:  # a server that went away costs its column only
+                vllm = f"unreachable ({exc})"
+        gap_note = f"  (logit gaps at divergence: {', '.join(f'{g:.2e}' for g in gaps)})" if gaps else ""
+        print(
+            f"  {c:<12} {wall:7.1f} {wall / seq_wall:6.2f} {cpu:9.1f} {cpu / seq_cpu:6.2f} {same:>11}  {vllm}{gap_note}"
+        )
+        out[c] = {
+            "tokens_per_s": round(wall, 2),
+            "x_sequential": round(wall / seq_wall, 2),
+            "tokens_per_cpu_s": round(cpu, 2),
+            "x_sequential_cpu": round(cpu / seq_cpu, 2),
+            "same": same,
+            "gaps": gaps,
+        }
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""`sgcli bench`: compile and mask timings per backend on the user's own schemas and grammars."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
+from sgcli.cli.tables import print_table
+from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
+
+EXAMPLES = """
+Examples:
+
+  sgcli bench sgcli/grammars --backend all
+
+  sgcli bench items.jsonl --backend llguidance --tokenizer HuggingFaceTB/SmolLM2-135M-Instruct
+
+  sgcli bench schemas/ --json --plot bench.svg
+"""
+
+
+def bench(
+    path: Annotated[
+        str,
+        typer.Argument(
+            metavar="DIR|FILE.jsonl",
+            help='A folder of schema/grammar files (kind from extension), or JSONL lines {"schema": {...}, '
+            '"instances": [...]} / {"grammar": "...", "kind": "...", "instances": [...]}.',
+        ),
+    ],
+    backend: Annotated[
+        str,
+        typer.Option(
+            "--backend", "-b", envvar="SGCLI_BACKEND", help="A backend name, or 'all' for every grammar backend."
+        ),
+    ] = "all",
+    tokenizer: Annotated[
+        Optional[str],
+        typer.Option(
+            "--tokenizer", help="Model id, folder, .gguf or tokenizer.json. Default: the embedded SmolLM2 tokenizer."
+        ),
+    ] = None,
+    plot: Annotated[
+        Optional[str],
+        typer.Option("--plot", metavar="FILE.png|svg", help="Draw per-backend compile and mask time distributions."),
+    ] = None,
+    generate: Annotated[
+        bool,
+        typer.Option("--generate", help="Also generate with a model: tokens/s with and without jump-forward."),
+    ] = False,
+    model: Annotated[
+        Optional[str],
+        typer.Option("--model", "-m", envvar="SGCLI_MODEL", help="Model for --generate (HF id, folder, .gguf)."),
+    ] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Token budget per generation.")] = 64,
+    generate_items: Annotated[
+        int, typer.Option("--generate-items", help="How many compiled items per backend to generate for.")
+    ] = 3,
+    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the model.")] = None,
+    output_format: OutputFormatOpt = None,
+    json_out: JsonFlagOpt = False,
+) -> None:
+    """Measure each backend on your schemas and grammars, MaskBench-style.
+
+    Per backend: items compiled and failed (by reason), compile ms p50/p99 cold and
+    loaded from the on-disk cache (cacheable backends), and mask µs p50/p99/max over the
+    tokens of each item's valid instances: given in the JSONL, the accepted cases of a
+    sibling NAME.test.yaml, or built from the schema. Timings are wall clock on this
+    machine: compare backends within one run, not across machines.
+
+    Exit codes: 0 measured, 1 an item failed to compile or a valid instance was
+    rejected, 2 bad input or usage, or a compile limit was hit (see --compile-timeout).
+    """
+    from sgcli.grammar_dev import bench as core
+    from sgcli.grammar_dev.matching import select_backends
+    from sgcli.tokenizers import load_tokenizer
+
+    fmt = output_format_of(output_format, json_out, stream=True)
+    if plot is not None:
+        core.check_plot_path(plot)  # before anything slow: a bad path or missing matplotlib exits 2 now
+    if model is not None and not generate:
+        raise UserError("--model is only used with --generate", hint="add --generate, or drop --model")
+    if generate and (max_tokens < 1 or generate_items < 1):
+        raise UserError("--max-tokens and --generate-items must be 1 or more")
+    if generate and tokenizer is not None:
+        raise UserError("--generate uses the model's own tokenizer", hint="drop --tokenizer, or pick it with --model")
+    names = select_backends(backend)
+    items = core.load_items(path)
+    lm = None
+    if generate:
+        lm, tok = _load_model(model, threads)
+        vocab = tok.vocab.padded(lm.logits_width)
+    else:
+        vocab = load_tokenizer(tokenizer).vocab
+    results = core.run(items, names, vocab)
+    if lm is not None:
+        core.generate(results, items, lm, tok, max_tokens=max_tokens, n_items=generate_items)
+    summaries = [core.summary(r) for r in results]
+    if fmt != "text":
+        writer = JsonRows(fmt)
+        for r in results:
+            for record in r.items:
+                writer.write({"type": "item"} | record)
+        for s in summaries:
+            writer.write({"type": "backend"} | s)
+        writer.close()
+    else:
+        _show(results, summaries, len(items))
+    if plot is not None:
+        core.plot(results, plot)
+        err.print(f"plot written to {plot}")
+    if any(r.get("limit") for res in results for r in res.items):
+        raise typer.Exit(EXIT_USAGE)  # a compile limit is the user's to raise, as in `sgcli compile`
+    failed = any(r.get("reason") == "compile error" for res in results for r in res.items)
+    rejected = any(s["instances_rejected"] for s in summaries)
+    raise typer.Exit(EXIT_FINDINGS if failed or rejected else EXIT_OK)
+
+
+def _load_model(model: str | None, threads: int | None):
+    from sgcli.cli.progress import stage_progress
+    from sgcli.engine.loader import load_model
+    from sgcli.engine.models import resolve_model
+    from sgcli.extras import require
+    from sgcli.tokenizers import load_tokenizer
+
+    require("generate", "--generate")
+    ref = resolve_model(model)
+    with stage_progress(f"loading {ref.display}") as progress:
+        tok = load_tokenizer(model, progress=lambda t: progress(t, 0, 3))
+        lm = load_model(ref, progress=progress, threads=threads)
+    return lm, tok
+
+
+def _num(v) -> str:
+    return "-" if v is None else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
+
+
+def _show(results, summaries: list[dict], n_items: int) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"sgcli bench · {n_items} items", title_justify="left")
+    for col in ("backend", "compiled", "failed", "cold ms p50/p99", "cached ms p50/p99", "mask µs p50/p99/max"):
+        table.add_column(col, justify="left" if col in ("backend", "failed") else "right")
+    table.add_column("instances", justify="right")
+    for s in summaries:
+        failed = ", ".join(f"{n} {reason}" for reason, n in s["failed_by_reason"].items()) or "0"
+        cold, cached, mask = s["compile_cold_ms"], s["compile_cached_ms"], s["mask_us"]
+        walked = f"{s['instances_walked']}" + (
+            f" ([red]{s['instances_rejected']} rejected[/])" if s["instances_rejected"] else ""
+        )
+        table.add_row(
+            s["backend"],
+            str(s["compiled"]),
+            failed,
+            f"{_num(cold['p50'])} / {_num(cold['p99'])}",
+            f"{_num(cached['p50'])} / {_num(cached['p99'])}",
+            f"{_num(mask['p50'])} / {_num(mask['p99'])} / {_num(mask['max'])}",
+            walked,
+        )
+    print_table(table)
+    for res in results:  # details as plain lines: greppable, never wrapped inside a cell
+        for r in res.items:
+            if r["status"] == "failed":
+                out.print(f"{escape(r['item'])}: {r['backend']}: {r['reason']}: {escape(r['message'])}")
+            for rej in r.get("rejected", []):
+                out.print(
+                    f"{escape(r['item'])}: {r['backend']}: valid instance {rej['instance']} rejected at token "
+                    f"{rej['rejected_at_token']}"
+                )
+    for s in summaries:
+        g = s.get("generation")
+        if g:
+            jf = g["tokens_per_s_jump_forward"]
+            out.print(
+                f"{s['backend']}: generate {g['items']} items, ≤{g['max_tokens']} tokens: "
+                f"{_num(g['tokens_per_s'])} tokens/s; with jump-forward: {_num(jf)}"
+                + (f" ({g['note']})" if g.get("note") else "")
+            )
+    if any(s["compile_cached_ms"]["n"] == 0 and s["compiled"] for s in summaries):
+        out.print("cached: '-' where the backend has no on-disk cache (or --no-cache)")

@@ -1,0 +1,79 @@
+"""G008: free text without a bound, followed by grammar the output still needs.
+
+`/.+/`, `/[^\n]+/` or `.*` match any text, so only the model decides when the free part
+ends; a small model often never writes the delimiter, and the run ends at --max-tokens
+with the required rest (an answer, a JSON object) missing. A bound makes the backend
+force the rest: llguidance's and xgrammar's Lark rule attribute `name[max_tokens=N]: ...`,
+or a bounded repetition (`{0,N}`, `~ 0..N`). Free text at the very end is not flagged:
+the model may stop there.
+"""
+
+from __future__ import annotations
+
+from sgcli.lint.grammar_model import Alt, Chars, Node, Ref, Rep, Seq, walk
+
+# Excluding only these from "any character" still leaves free text (`.`, `[^\n]`, `[^\r\n]`).
+_LINE_CHARS = {0, 9, 10, 13}
+# A positive class holding all of these reads as "any text" too (`[\s\S]`, `[ -~]`).
+_TEXT_SAMPLE = [ord(c) for c in "aZ0 .,'"]
+
+
+def is_free_text(node: Node) -> bool:
+    """An unbounded repetition of (nearly) any character."""
+    if not isinstance(node, Rep) or node.max is not None or not isinstance(node.body, Chars):
+        return False
+    chars = node.body
+    if chars.negated:
+        return sum(hi - lo + 1 for lo, hi in chars.ranges) <= len(_LINE_CHARS) and all(
+            cp in _LINE_CHARS for lo, hi in chars.ranges for cp in range(lo, hi + 1)
+        )
+    return all(chars.contains(cp) for cp in _TEXT_SAMPLE)
+
+
+def bounded_by_attribute(rule) -> bool:
+    """llguidance / xgrammar Lark: `name[max_tokens=N]: ...` caps the rule's tokens."""
+    return "max_tokens" in rule.attributes
+
+
+class FreeText:
+    """Finds free-text repetitions that can end where required grammar still follows."""
+
+    def __init__(self, structure):
+        self.s = structure
+
+    def tail(self, node: Node, seen: frozenset[str] = frozenset()) -> Rep | None:
+        """A free-text repetition that can be the last thing `node` matches, if any."""
+        if is_free_text(node):
+            return node
+        if isinstance(node, Rep):
+            return self.tail(node.body, seen)
+        if isinstance(node, Alt):
+            return next((r for r in (self.tail(a, seen) for a in node.alts) if r is not None), None)
+        if isinstance(node, Seq):
+            for item in reversed(node.items):
+                found = self.tail(item, seen)
+                if found is not None or self.s.nullable(item) is not True:
+                    return found
+            return None
+        if isinstance(node, Ref):
+            rule = self.s.defs.get(node.name)
+            if rule is None or node.name in seen or bounded_by_attribute(rule):
+                return None
+            return self.tail(rule.body, seen | {node.name})
+        return None
+
+    def findings(self) -> list[tuple[Rep, Node]]:
+        """(free-text repetition, the required element after it), each repetition once."""
+        out: dict[int, tuple[Rep, Node]] = {}
+        for rule in self.s.defs.values():
+            if bounded_by_attribute(rule):
+                continue
+            for node in walk(rule.body):
+                if not isinstance(node, Seq):
+                    continue
+                for i, item in enumerate(node.items[:-1]):
+                    after = next((n for n in node.items[i + 1 :] if self.s.nullable(n) is False), None)
+                    found = self.tail(item) if after is not None else None
+                    if found is not None:
+                        out.setdefault(id(found), (found, after))
+        return sorted(out.values(), key=lambda pair: pair[0].pos)

@@ -1,0 +1,236 @@
+"""`sgcli bench`: counts, ordered percentiles, failures with reasons, JSONL, plots, bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+BACKENDS = ("llguidance", "xgrammar")
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+}
+ITEMS = [
+    {"name": "person", "schema": PERSON, "instances": [{"name": "Ada", "age": 36}, {"name": "Bob", "age": 7}]},
+    {"name": "generated", "schema": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}},
+    {"name": "digits", "grammar": "[0-9]+", "kind": "regex", "instances": ["123", "4"]},
+    {"name": "undefined", "grammar": "root ::= foo", "kind": "ebnf"},
+]
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGCLI_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _jsonl(tmp_path: Path, items: list) -> Path:
+    path = tmp_path / "items.jsonl"
+    path.write_text("".join(json.dumps(i) + "\n" for i in items))
+    return path
+
+
+def _records(output: str) -> list[dict]:
+    return [json.loads(line) for line in output.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def jsonl_run(tmp_path_factory):
+    """One bench run over ITEMS with both backends, shared by the tests that read its records."""
+    import os
+
+    from typer.testing import CliRunner
+
+    from sgcli.cli.app import app
+
+    tmp = tmp_path_factory.mktemp("bench")
+    os.environ["SGCLI_CACHE_DIR"] = str(tmp / "cache")
+    try:
+        args = ["bench", str(_jsonl(tmp, ITEMS)), "--backend", "all", "--output-format", "jsonl"]
+        result = CliRunner().invoke(app, args, catch_exceptions=False)
+    finally:
+        del os.environ["SGCLI_CACHE_DIR"]
+    return result
+
+
+def _backend_rows(result) -> dict[str, dict]:
+    return {r["backend"]: r for r in _records(result.stdout) if r["type"] == "backend"}
+
+
+def test_counts_and_failure_reasons(jsonl_run):
+    assert jsonl_run.exit_code == 1, jsonl_run.output  # an item failed to compile: a finding
+    rows = _backend_rows(jsonl_run)
+    for name in BACKENDS:
+        row = rows[name]
+        assert row["compiled"] == 3 and row["failed"] == 1
+        assert row["failed_by_reason"] == {"compile error": 1}
+        # 2 + 2 given instances and at least one generated for the schema without any
+        assert row["instances_walked"] >= 5 and row["instances_rejected"] == 0
+    failed = [
+        r
+        for r in _records(jsonl_run.stdout)
+        if r["type"] == "item" and r["status"] == "failed" and r["backend"] in BACKENDS
+    ]
+    assert {r["item"] for r in failed} == {"undefined"}
+    for r in failed:
+        assert "items.jsonl:4" in r["message"] and "foo" in r["message"]
+
+
+def test_percentiles_present_and_ordered(jsonl_run):
+    for name, row in _backend_rows(jsonl_run).items():
+        mask = row["mask_us"]
+        assert mask["n"] > 0, name
+        assert 0 < mask["p50"] <= mask["p99"] <= mask["max"], (name, mask)
+        cold = row["compile_cold_ms"]
+        if row["compiled"]:
+            assert cold["n"] == row["compiled"] and 0 < cold["p50"] <= cold["p99"], (name, cold)
+    # xgrammar is cacheable; the cache keeps an entry only where loading beats compiling
+    cached = _backend_rows(jsonl_run)["xgrammar"]["compile_cached_ms"]
+    items = [r for r in _records(jsonl_run.stdout) if r["type"] == "item" and r["backend"] == "xgrammar"]
+    assert all("cache" in r for r in items if r["status"] == "compiled")
+    assert cached["n"] == sum(r.get("cache") == "hit" for r in items)
+    if cached["n"]:
+        assert 0 < cached["p50"] <= cached["p99"]
+
+
+def test_items_record_instance_sources(jsonl_run):
+    items = {(r["item"], r["backend"]): r for r in _records(jsonl_run.stdout) if r["type"] == "item"}
+    assert items[("person", "llguidance")]["instance_source"] == "given"
+    assert items[("generated", "llguidance")]["instance_source"] == "generated"
+    # a mask per token and one after the last: more masks than instances
+    assert items[("person", "xgrammar")]["masks"] > 2 * 2
+    for r in items.values():
+        if r["status"] == "compiled":
+            assert 0 < r["mask_us_p50"] <= r["mask_us_max"], r
+
+
+def test_rejected_instance_is_a_finding(tmp_path, run_cli):
+    path = _jsonl(tmp_path, [{"grammar": "[0-9]+", "kind": "regex", "instances": ["12", "x1"]}])
+    result = run_cli("bench", path, "--backend", "llguidance", "--json")
+    assert result.exit_code == 1
+    row = _backend_rows(result)["llguidance"]
+    assert row["instances_walked"] == 2 and row["instances_rejected"] == 1
+
+
+def test_folder_input_with_test_files_and_table(tmp_path, run_cli):
+    for name in ("json.gbnf", "json.test.yaml", "tool_call.json"):
+        shutil.copy(ROOT / "sgcli" / "grammars" / name, tmp_path / name)
+    (tmp_path / "README.md").write_text("not a grammar")
+    result = run_cli("bench", tmp_path, "--backend", "llguidance", "--no-cache")
+    assert result.exit_code == 0, result.output
+    assert "sgcli bench · 2 items" in result.stdout and "llguidance" in result.stdout
+    result = run_cli("bench", tmp_path, "--backend", "llguidance", "--output-format", "json")
+    doc = json.loads(result.stdout)
+    items = {r["item"]: r for r in doc if r["type"] == "item"}
+    assert items["json.gbnf"]["instance_source"] == "test file" and items["json.gbnf"]["instances"] >= 5
+    assert items["tool_call.json"]["instance_source"] == "generated"
+
+
+@pytest.mark.parametrize("suffix,magic", [(".png", b"\x89PNG\r\n\x1a\n"), (".svg", b"<svg")])
+def test_plot_file(tmp_path, run_cli, suffix, magic):
+    path = _jsonl(tmp_path, ITEMS[:1])
+    plot = tmp_path / f"bench{suffix}"
+    result = run_cli("bench", path, "--backend", "llguidance", "--plot", plot)
+    assert result.exit_code == 0, result.output
+    data = plot.read_bytes()
+    assert data.startswith(magic) if suffix == ".png" else magic in data[:2000]
+
+
+@pytest.mark.parametrize(
+    "content,expected",
+    [
+        ('{"schema": {"type": "string"}}\n{"schema": \n', "items.jsonl:2"),
+        ('{"instances": []}\n', "exactly one of 'schema' or 'grammar'"),
+        ('{"grammar": "a", "kind": "nonsense"}\n', "items.jsonl:1"),
+        ('{"schema": {"type": 5}}\n', "invalid JSON Schema"),
+        ('{"grammar": "[0-9]", "kind": "regex", "instances": [1]}\n', "must be strings"),
+        ("\n", "has no items"),
+    ],
+)
+def test_bad_jsonl_exits_2(tmp_path, run_cli, content, expected):
+    path = tmp_path / "items.jsonl"
+    path.write_text(content)
+    result = run_cli("bench", path, "--backend", "llguidance")
+    assert result.exit_code == 2, result.output
+    assert expected in result.output
+    assert "Traceback" not in result.output
+
+
+def test_bad_paths_exit_2(tmp_path, run_cli):
+    assert run_cli("bench", tmp_path / "missing.jsonl").exit_code == 2
+    (tmp_path / "notes.txt").write_text("x")
+    assert run_cli("bench", tmp_path / "notes.txt").exit_code == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = run_cli("bench", empty)
+    assert result.exit_code == 2 and "no schema or grammar files" in result.output
+    items = _jsonl(tmp_path, ITEMS[:1])
+    result = run_cli("bench", items, "--plot", tmp_path / "out.pdf")
+    assert result.exit_code == 2 and ".png or .svg" in result.output
+    result = run_cli("bench", items, "--backend", "nosuch")
+    assert result.exit_code == 2
+
+
+def test_missing_matplotlib_names_the_extra(tmp_path, run_cli, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    result = run_cli("bench", _jsonl(tmp_path, ITEMS[:1]), "--plot", tmp_path / "p.png")
+    assert result.exit_code == 2
+    assert "pip install 'sgcli[bench]'" in result.output
+
+
+def test_generate_measures_tokens_per_s(tiny_lm, smol_tokenizer):
+    from sgcli.grammar_dev import bench
+
+    vocab = smol_tokenizer.vocab.padded(tiny_lm.logits_width)
+    items = [bench.Item("digits", bench.ConstraintSpec(bench.Kind.REGEX, "[0-9]{3,5}", "<test>"), ["123"], "given")]
+    results = bench.run(items, ["llguidance"], vocab)
+    bench.generate(results, items, tiny_lm, smol_tokenizer, max_tokens=8, n_items=1)
+    g = bench.summary(results[0])["generation"]
+    assert g["items"] == 1 and g["tokens_per_s"] > 0
+    assert g["completed"] == 1  # a random model inside [0-9]{3,5} still ends where the grammar can stop
+    if bench.has_jump_forward():
+        assert g["tokens_per_s_jump_forward"] > 0
+    else:
+        assert g["tokens_per_s_jump_forward"] is None and "jump_forward" in g["note"]
+
+
+@pytest.mark.model
+def test_generate_cli_with_default_model(tmp_path, run_cli, monkeypatch):
+    monkeypatch.delenv("SGCLI_CACHE_DIR")  # the converted default model lives in the user's cache; --no-cache
+    path = _jsonl(tmp_path, ITEMS[:1])
+    args = ("-b", "llguidance", "--generate", "--max-tokens", "12", "--threads", "1", "--no-cache", "--json")
+    result = run_cli("bench", path, *args)
+    assert result.exit_code == 0, result.output
+    g = _backend_rows(result)["llguidance"]["generation"]
+    assert g["tokens_per_s"] > 0 and g["max_tokens"] == 12
+
+
+def test_generate_flag_errors(tmp_path, run_cli):
+    path = _jsonl(tmp_path, ITEMS[:1])
+    assert "only used with --generate" in run_cli("bench", path, "--model", "x").output
+    result = run_cli("bench", path, "--generate", "--tokenizer", "x")
+    assert result.exit_code == 2 and "own tokenizer" in result.output
+
+
+def test_percentile_is_nearest_rank():
+    from sgcli.grammar_dev.bench import percentile
+
+    values = [float(v) for v in range(100, 0, -1)]  # order must not matter
+    assert (percentile(values, 0.5), percentile(values, 0.99), percentile(values, 1.0)) == (50.0, 99.0, 100.0)
+    assert percentile([7.0], 0.99) == 7.0 and percentile([], 0.5) is None
+
+
+def test_compile_limit_is_tallied_and_exits_2(tmp_path, run_cli):
+    path = _jsonl(tmp_path, ITEMS[:1])
+    result = run_cli("bench", path, "-b", "xgrammar", "--compile-timeout", "0.0001", "--json")
+    assert result.exit_code == 2, result.output
+    row = _backend_rows(result)["xgrammar"]
+    assert row["compiled"] == 0 and row["failed_by_reason"] == {"compile limit (--compile-timeout)": 1}

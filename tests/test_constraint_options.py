@@ -1,0 +1,122 @@
+"""One constraint option set: every grammar command takes the same kinds, --sub and JSON-layout
+flags, with the same conflict rules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+TAGS = {
+    "structures": [
+        {
+            "begin": "<function=weather>",
+            "schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            "end": "</function>",
+        }
+    ],
+    "triggers": ["<function="],
+}
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGCLI_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _commands(schema: Path) -> dict[str, list]:
+    """Each command that takes a constraint, given `schema` the way that command takes it."""
+    suite = schema.parent / "s.test.yaml"
+    suite.write_text(f"grammar: {schema.name}\ncases:\n  - {{input: '{{}}', accept: true}}\n")
+    return {
+        "generate": ["generate", "--schema", schema, "x"],
+        "compare-backends": ["compare-backends", "--schema", schema, "x"],
+        "lint": ["lint", schema],
+        "lint --schema": ["lint", "--schema", schema],
+        "compile": ["compile", schema],
+        "compile --schema": ["compile", "--schema", schema],
+        "masks": ["masks", "--schema", schema],
+        "test": ["test", suite],
+    }
+
+
+@pytest.mark.parametrize(
+    "layout, named",
+    [
+        (["--json-whitespace", "compact", "--indent", "2"], ["--json-whitespace compact", "--indent"]),
+        (["--whitespace-pattern", "[ ]?", "--max-whitespace", "2"], ["--whitespace-pattern", "--max-whitespace"]),
+        (["--whitespace-pattern", "[ "], ["--whitespace-pattern is not a valid regex"]),
+    ],
+)
+def test_every_command_refuses_contradictory_layouts_alike(run_cli, tmp_path, monkeypatch, layout, named):
+    import sgcli.tokenizers
+
+    def no_tokenizer(*_a, **_k):
+        raise AssertionError("the tokenizer loaded before the flags were checked")
+
+    monkeypatch.setattr(sgcli.tokenizers, "load_tokenizer", no_tokenizer)
+    schema = tmp_path / "s.json"
+    schema.write_text('{"type": "object"}')
+    messages = set()
+    for name, args in _commands(schema).items():
+        result = run_cli(*args, *layout)
+        assert result.exit_code == 2, (name, result.stdout, result.stderr)
+        assert all(flag in result.stderr for flag in named), (name, result.stderr)
+        messages.add(result.stderr.strip().splitlines()[0])
+    assert len(messages) == 1, messages  # the same words from every command
+
+
+def test_lint_takes_sub_grammars(run_cli):
+    lark, answer = EXAMPLES / "reasoning_json.lark", EXAMPLES / "answer.schema.json"
+    without = run_cli("lint", lark, "--backend", "llguidance")
+    assert without.exit_code == 1 and "S001" in without.stdout and "@answer" in without.stdout
+    result = run_cli("lint", lark, "--sub", f"answer={answer}")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert "All checks passed" in result.stderr
+
+
+def test_lint_takes_a_constraint_flag(run_cli):
+    bad = run_cli("lint", "--regex", "(a|b", "--backend", "llguidance")
+    assert bad.exit_code == 1 and "--regex" in bad.stdout
+    assert run_cli("lint", "--regex", "(a|b)", "--backend", "llguidance").exit_code == 0
+    nothing = run_cli("lint")
+    assert nothing.exit_code == 2 and "no grammar given" in nothing.stderr
+
+
+@pytest.mark.parametrize("backend", ["xgrammar", "llguidance"])
+def test_masks_walks_a_structural_tag(run_cli, tmp_path, backend):
+    tags = tmp_path / "tags.json"
+    tags.write_text(json.dumps(TAGS))
+    good = run_cli(
+        "masks", "--structural-tag", tags, "-b", backend, "--text", 'hi <function=weather>{"city": "Paris"}</function>'
+    )
+    assert good.exit_code == 0 and "accepted" in good.stdout, good.stdout + good.stderr
+    bad = run_cli(
+        "masks", "--structural-tag", tags, "-b", backend, "--text", 'hi <function=weather>{"town": "Paris"}</function>'
+    )
+    assert bad.exit_code == 1 and "rejected" in bad.stdout
+
+
+def test_masks_and_compile_take_a_whitespace_pattern(run_cli, tmp_path):
+    schema = tmp_path / "a.json"
+    schema.write_text('{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}')
+    common = ["--schema", schema, "--whitespace-pattern", "[\t]{1,2}", "-b", "llguidance"]
+    assert run_cli("masks", *common, "--text", '{\t"a":\t1}').exit_code == 0
+    rejected = run_cli("masks", *common, "--text", '{ "a": 1}')
+    assert rejected.exit_code == 1 and "rejected" in rejected.stdout
+    compiled = run_cli("compile", "--schema", schema, "--whitespace-pattern", "[\t]{1,2}", "--json")
+    rows = {r["backend"]: r for r in map(json.loads, compiled.stdout.splitlines())}
+    assert rows["llguidance"]["status"] == "ok" and rows["outlines_core"]["status"] == "ok"
+    assert rows["xgrammar"]["status"] == "unsupported" and "--whitespace-pattern" in rows["xgrammar"]["message"]
+
+
+def test_test_command_applies_layout_flags(run_cli, tmp_path):
+    (tmp_path / "a.json").write_text('{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}')
+    suite = tmp_path / "a.test.yaml"
+    suite.write_text("grammar: a.json\ncases:\n  - {input: '{\"a\": 1}', accept: true}\n")
+    assert run_cli("test", suite, "-b", "llguidance").exit_code == 0
+    compact = run_cli("test", suite, "-b", "llguidance", "--json-whitespace", "compact")
+    assert compact.exit_code == 1 and "FAIL" in compact.stdout

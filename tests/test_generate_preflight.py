@@ -1,0 +1,79 @@
+"""`generate` reads and compiles the constraint and runs the lint rules that predict certain
+failure before it loads the model: a grammar mistake never costs a model load."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sgcli.errors import UserError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """The model loader refuses to run; `calls` records each attempt."""
+    import sgcli.engine.loader
+
+    calls = []
+
+    def refuse(*args, **kwargs):
+        calls.append(args)
+        raise UserError("model loader reached")
+
+    monkeypatch.setattr(sgcli.engine.loader, "load_model", refuse)
+    return calls
+
+
+def test_undefined_rule_exits_2_before_torch_or_a_grammar_library_loads(tmp_path):
+    broken = tmp_path / "broken.gbnf"
+    broken.write_text('root ::= "a" itm\nitem ::= "x"\n')
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "sgcli", "generate", "--ebnf", str(broken), "x"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert f"{broken}:1:14:" in proc.stderr and "`itm` is used but never defined" in proc.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert not imported & {"torch", "transformers", "xgrammar", "llguidance", "tokenizers"}, imported
+
+
+@pytest.mark.parametrize(
+    "text, where",
+    [('root ::= "a\n', ":1:"), ('root ::= "a" (\n', ":")],
+    ids=["unterminated-string", "open-group"],
+)
+def test_syntax_errors_exit_2_without_loading_the_model(run_cli, tmp_path, no_model, text, where):
+    broken = tmp_path / "broken.gbnf"
+    broken.write_text(text)
+    result = run_cli("generate", "--ebnf", broken, "x")
+    assert result.exit_code == 2, result.stderr
+    assert str(broken) + where in result.stderr
+    assert not no_model
+
+
+def test_an_empty_language_exits_2_without_loading_the_model(run_cli, tmp_path, no_model):
+    empty = tmp_path / "empty.gbnf"
+    empty.write_text("root ::= [^\\x00-\\U0010FFFF]\n")
+    result = run_cli("generate", "--ebnf", empty, "-b", "xgrammar", "x")
+    assert result.exit_code == 2
+    assert "accepts no text at all" in result.stderr
+    assert not no_model
+
+
+def test_a_budget_too_small_is_reported_before_the_model_loads(run_cli, tmp_path, no_model):
+    schema = tmp_path / "long.json"
+    schema.write_text('{"type": "object", "properties": {"a": {"type": "string", "minLength": 30}}, "required": ["a"]}')
+    result = run_cli("generate", "--schema", schema, "-n", "5", "x")
+    assert "L001" in result.stderr and "--max-tokens 5 cuts every output" in result.stderr
+    assert result.stderr.index("L001") < result.stderr.index("model loader reached")
+    assert len(no_model) == 1  # a warning, not a refusal: the run goes on to the model
+    enough = run_cli("generate", "--schema", schema, "-n", "64", "x")
+    assert "L001" not in enough.stderr and "model loader reached" in enough.stderr
