@@ -55,8 +55,9 @@ def suite_files(keywords: list[str] | None = None) -> list[Path]:
 
 
 def _accepts(compiled, vocab, text: str) -> bool:
-    matcher = compiled.matcher()
-    return all(matcher.accept(t) for t in vocab.encode(text)) and matcher.can_stop()
+    from sgcli.grammar_dev.matching import walk
+
+    return walk(compiled.matcher(), vocab.encode(text)).accepted
 
 
 def run_file(backend_name: str, path: Path, vocab) -> tuple[dict, list[dict]]:

@@ -73,6 +73,7 @@ def main() -> None:
     from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
     from sgcli.engine.loader import load_model
     from sgcli.engine.models import resolve_model
+    from sgcli.engine.timing import percentile
     from sgcli.tokenizers import load_tokenizer
 
     ref = resolve_model(None)
@@ -97,7 +98,6 @@ def main() -> None:
         c_rates.append(c.tokens_per_s)
         u_rates.append(u.tokens_per_s)
         mask_ms.extend(s * 1000 for s in c.mask_s)
-    mask_ms.sort()
     result = {
         "backend": args.backend,
         "model": ref.display,
@@ -107,8 +107,8 @@ def main() -> None:
         "constrained_tokens_per_s": round(statistics.median(c_rates), 2),
         "unconstrained_tokens_per_s": round(statistics.median(u_rates), 2),
         "ratio": round(statistics.median(c_rates) / statistics.median(u_rates), 4),
-        "mask_ms_p50": round(mask_ms[len(mask_ms) // 2], 4),
-        "mask_ms_p99": round(mask_ms[min(len(mask_ms) - 1, int(len(mask_ms) * 0.99))], 4),
+        "mask_ms_p50": percentile(mask_ms, 0.5, 4),
+        "mask_ms_p99": percentile(mask_ms, 0.99, 4),
         "output": warm.output,
     }
     if args.json:

@@ -13,6 +13,7 @@ EXIT_OK = 0
 EXIT_FINDINGS = 1  # some output invalid, lint findings, failing test cases
 EXIT_USAGE = 2  # the user's input or flags are wrong
 EXIT_INTERNAL = 3  # a bug in sgcli
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
 
 
 @dataclass(frozen=True)

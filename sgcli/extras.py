@@ -25,6 +25,7 @@ EXTRA_OF_MODULE = {
     "outlines_core": "outlines",
     "mistral_common": "mistral",
     "httpx": "serve",
+    "sentencepiece": "mistral",
     "matplotlib": "bench",
 }
 

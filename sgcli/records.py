@@ -119,6 +119,9 @@ class BackendRow(_Strict):
     kinds: list[str]
     json_options: list[str]
     notes: str
+    enforces: bool  # its masks restrict tokens (false for the unconstrained 'none')
+    jump_forward: bool  # it can report bytes the grammar forces next
+    cacheable: bool  # its compiled grammars are kept in the on-disk cache
     default: bool
     auto_rank: Optional[int]
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+
+# The installed distribution behind each backend, named here independently of the adapters.
+DISTRIBUTIONS = {"llguidance": "llguidance", "xgrammar": "xgrammar", "outlines_core": "outlines-core", "none": "sgcli"}
 
 
 def test_json_rows_follow_the_declared_capabilities(run_cli):
-    from sgcli.backends import get_backend
-
     result = run_cli("backends", "--json")
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in result.stdout.splitlines()]
@@ -28,13 +30,22 @@ def test_json_rows_follow_the_declared_capabilities(run_cli):
     assert "indent" in by["xgrammar"]["json_options"] and "whitespace_pattern" not in by["xgrammar"]["json_options"]
     assert [r["auto_rank"] for r in rows] == [1, 2, 3, None]
     assert not any(r["default"] for r in rows)  # the default is `auto`, not one backend
+    flags = {r["backend"]: (r["enforces"], r["jump_forward"], r["cacheable"]) for r in rows}
+    assert flags == {
+        "llguidance": (True, True, False),
+        "xgrammar": (True, True, True),
+        "outlines_core": (True, False, False),  # no forced-bytes query in outlines-core
+        "none": (False, False, False),
+    }
     for r in rows:
-        assert r["available"] is True and r["version"] == get_backend(r["backend"]).version()
-        assert r["notes"] == get_backend(r["backend"]).capabilities.notes
+        assert r["available"] is True and r["unavailable_reason"] is None
+        assert r["version"] == importlib.metadata.version(DISTRIBUTIONS[r["backend"]])
+        assert r["notes"] and r["description"]
 
 
 def test_table_names_every_backend(run_cli):
     result = run_cli("backends")
     assert result.exit_code == 0
-    for text in ("llguidance", "xgrammar", "default: --backend auto", "outlines_core", "1.9.1", "none"):
-        assert text in result.stdout
+    versions = [importlib.metadata.version(d) for d in DISTRIBUTIONS.values()]
+    for text in ["llguidance", "xgrammar", "default: --backend auto", "outlines_core", "none", *versions]:
+        assert text in result.stdout, text

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import jsonschema
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPITAL = ROOT / "examples" / "capital.json"
@@ -33,6 +34,7 @@ def records(stdout: str) -> list[dict]:
     return [json.loads(line) for line in stdout.splitlines() if line.strip()]
 
 
+@pytest.mark.model
 def test_schema_generation_streams_valid_json(run_cli):
     result = run_cli("generate", "--schema", CAPITAL, "What is the capital of France?")
     assert result.exit_code == 0, result.output
@@ -40,6 +42,7 @@ def test_schema_generation_streams_valid_json(run_cli):
     assert "finish: stop" in result.stderr and "valid" in result.stderr
 
 
+@pytest.mark.model
 def test_json_record_shape(run_cli):
     result = run_cli("generate", "--json", "--regex", "(Paris|London)", "Capital of France?")
     assert result.exit_code == 0, result.output
@@ -54,6 +57,7 @@ def test_json_record_shape(run_cli):
     assert all(rec["timings"][k] >= 0 for k in ("load_s", "compile_s", "first_token_s"))
 
 
+@pytest.mark.model
 def test_max_tokens_truncation_is_reported_and_exits_1(run_cli):
     result = run_cli("generate", "--json", "--max-tokens", "3", "--schema", CAPITAL, "What is the capital of France?")
     assert result.exit_code == 1
@@ -63,6 +67,7 @@ def test_max_tokens_truncation_is_reported_and_exits_1(run_cli):
     assert rec["usage"]["completion_tokens"] == 3
 
 
+@pytest.mark.model
 def test_batch_answers_every_line_in_order(run_cli, tmp_path):
     lines = [json.dumps({"id": f"q{i}", "prompt": f"Say the number {i}."}) for i in range(4)]
     lines.insert(2, json.dumps({"id": "chat", "messages": [{"role": "user", "content": "Say 7."}]}))
@@ -77,6 +82,7 @@ def test_batch_answers_every_line_in_order(run_cli, tmp_path):
     assert recs[2]["prompt"] == [{"role": "user", "content": "Say 7."}]
 
 
+@pytest.mark.model
 def test_batch_with_a_bad_line_still_answers_the_others(run_cli, tmp_path):
     batch = tmp_path / "b.jsonl"
     batch.write_text('{"id": 1, "prompt": "Hi"}\n{"id": 2, "prompt": \n{"id": 3, "prompt": "Yo"}\n')
@@ -89,6 +95,7 @@ def test_batch_with_a_bad_line_still_answers_the_others(run_cli, tmp_path):
     assert "3 records: 2 valid, 0 invalid, 1 errors" in result.stderr  # the batch's closing line
 
 
+@pytest.mark.model
 def test_batch_from_stdin(run_cli):
     data = "\n".join(json.dumps({"id": i, "prompt": "Pick"}) for i in range(2))
     result = run_cli("generate", "--choice", "x", "--choice", "y", "--input", "-", input=data)
@@ -96,6 +103,7 @@ def test_batch_from_stdin(run_cli):
     assert [r["id"] for r in records(result.stdout)] == [0, 1]
 
 
+@pytest.mark.model
 def test_schema_from_stdin(run_cli):
     result = run_cli(
         "generate",
@@ -112,6 +120,7 @@ def test_schema_from_stdin(run_cli):
     assert 1 <= rec["parsed"] <= 9
 
 
+@pytest.mark.model
 def test_ebnf_and_pydantic_and_grammar_flags(run_cli, tmp_path):
     g = tmp_path / "yn.gbnf"
     g.write_text('root ::= "yes" | "no"\n')

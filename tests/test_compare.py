@@ -111,6 +111,7 @@ def test_table_lists_every_backend(run_cli, schema_file):
         assert name in result.stdout
 
 
+@pytest.mark.model
 def test_generation_rows_with_the_default_model(run_cli):
     result = run_cli(
         "compare-backends",

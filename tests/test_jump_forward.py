@@ -42,7 +42,7 @@ SPECS = {
 
 def jumping_backends() -> list[str]:
     names = [n for n in backends.backend_names() if backends.get_backend(n).capabilities.jump_forward]
-    return [n for n in names if backends.get_backend(n).available() is None]
+    return [n for n in names if backends.get_backend(n).unavailable_reason() is None]
 
 
 def run(lm, compiled, prompt_ids, **kw) -> Finished:

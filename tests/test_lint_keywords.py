@@ -76,8 +76,8 @@ def test_unprobed_schema_is_a_finding_not_a_note():
 
 def test_a_refused_keyword_does_not_hide_the_rest():
     from sgcli.backends import get_backend
+    from sgcli.constraints.jsonpos import SchemaText
     from sgcli.lint import backend_checks as bc
-    from sgcli.lint.jsontext import SchemaText
     from sgcli.lint.runner import byte_vocab
     from sgcli.lint.schema_checks import accepts
 

@@ -1,5 +1,6 @@
 """One deliberately broken file per lint rule (tests/lint_cases/): each yields exactly its
-rule's code, at the right line and column, and nothing else."""
+rule's code, at the right line and column, and nothing else. And one near miss per rule
+(tests/lint_cases/clean/): the same shape with the mistake fixed, which must not trigger it."""
 
 from __future__ import annotations
 
@@ -59,7 +60,29 @@ def test_every_rule_has_a_case():
     covered = {code for _, expected in EXPECTED.values() for code, *_ in expected}
     missing = set(RULES) - covered - {"W002"}  # W002 is backend-wide: test_w002_* below
     assert not missing, f"no lint_cases file for {sorted(missing)}"
-    assert {p.name for p in CASES.iterdir()} == set(EXPECTED) | {"w002_json_whitespace.json"}
+    assert {p.name for p in CASES.iterdir() if p.is_file()} == set(EXPECTED) | {"w002_json_whitespace.json"}
+
+
+CLEAN = CASES / "clean"
+
+
+def _options_for(code: str) -> dict:
+    """The broken case's options (backend, tokenizer, layout), so the near miss runs the same checks."""
+    return next(o for name, (o, _) in EXPECTED.items() if name.startswith(code.lower() + "_"))
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CLEAN.iterdir()))
+def test_near_miss_does_not_trigger_its_rule(name):
+    code = name.split("_")[0].upper()
+    found = [(d.code, d.line, d.col, d.backend, d.message) for d in lint(f"clean/{name}", **_options_for(code))]
+    assert code not in {f[0] for f in found}, found
+
+
+def test_every_rule_has_a_near_miss():
+    from sgcli.lint.rules import RULES
+
+    covered = {p.name.split("_")[0].upper() for p in CLEAN.iterdir()}
+    assert set(RULES) - {"W002"} <= covered  # W002's negative: test_w002_* below (bounded whitespace)
 
 
 def test_w002_reported_for_each_backend_with_flexible_whitespace_and_not_when_bounded():

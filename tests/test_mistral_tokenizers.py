@@ -8,15 +8,11 @@ import json
 import pytest
 
 from sgcli.backends import get_backend
-from sgcli.backends.base import new_bitmask
+from sgcli.backends.base import allowed, new_bitmask
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.tokenizers import load_tokenizer
 
 SCHEMA = json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
-
-
-def allowed(bitmask, token_id: int) -> bool:
-    return bool((int(bitmask[token_id // 32]) >> (token_id % 32)) & 1)
 
 
 @pytest.fixture(scope="module")

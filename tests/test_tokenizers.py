@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sgcli.backends import get_backend
-from sgcli.backends.base import new_bitmask
+from sgcli.backends.base import allowed, new_bitmask
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.tokenizers import load_tokenizer
 from sgcli.tokenizers.vocab import RAW, Vocab
@@ -31,10 +31,6 @@ REJECTED = [
     '{"name": "x\tb", "age": 3}',
 ]
 FAMILIES = [None, "mistral:v3", "mistral:tekken"]  # SmolLM2 byte-level BPE, SentencePiece, Tekken
-
-
-def allowed(bitmask, token_id: int) -> bool:
-    return bool((int(bitmask[token_id // 32]) >> (token_id % 32)) & 1)
 
 
 def byte_vocab() -> Vocab:

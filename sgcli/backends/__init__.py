@@ -32,11 +32,12 @@ __all__ = [
     "get_backend",
     "check_supports",
     "DEFAULT_BACKEND",
+    "enforces",
 ]
 
 # `auto` tries llguidance first (it refuses what it cannot enforce), then falls back loudly:
 # see sgcli/backends/auto.py for the measurements behind the order.
-DEFAULT_BACKEND = "auto"
+DEFAULT_BACKEND = "auto"  # the one place the default is named; commands take it from here
 
 
 def backend_names() -> list[str]:
@@ -51,6 +52,11 @@ def get_backend(name: str) -> Backend:
         module, cls = _ADAPTERS[name].split(":")
         _instances[name] = getattr(importlib.import_module(module), cls)()
     return _instances[name]
+
+
+def enforces(name: str) -> bool:
+    """Whether `--backend name` restricts tokens (so a constraint is required); `auto` always does."""
+    return name == "auto" or get_backend(name).capabilities.enforces
 
 
 def unsupported_reason(backend: Backend, spec: ConstraintSpec) -> str | None:
@@ -111,10 +117,12 @@ def check_supports(name: str, spec: ConstraintSpec) -> Backend:
     reason = unsupported_reason(backend, spec)
     if reason is not None:
         others = [
-            n for n in _ADAPTERS if n != name and n != "none" and unsupported_reason(get_backend(n), spec) is None
+            n
+            for n in _ADAPTERS
+            if n != name and get_backend(n).capabilities.enforces and unsupported_reason(get_backend(n), spec) is None
         ]
         raise UnsupportedError(name, reason, others)
-    missing = backend.available()
+    missing = backend.unavailable_reason()
     if missing:
         raise UserError(f"backend '{name}' is not usable: {missing}")
     return backend

@@ -52,7 +52,7 @@ def compile_auto(spec: ConstraintSpec, vocab, compile_one=None) -> tuple[Compile
         if lacking is not None:
             fallbacks.append({"backend": name, "reason": f"does not support {lacking}"})
             continue
-        missing = backend.available()
+        missing = backend.unavailable_reason()
         if missing:
             fallbacks.append({"backend": name, "reason": f"not usable: {missing}"})
             continue

@@ -10,12 +10,14 @@ set when token i is allowed, so no backend needs torch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from sgcli.constraints.spec import ConstraintSpec, Kind
-from sgcli.tokenizers.vocab import Vocab
+
+if TYPE_CHECKING:  # imported where used, so the registry (and DEFAULT_BACKEND) load fast
+    import numpy as np
+
+    from sgcli.tokenizers.vocab import Vocab
 
 
 def bitmask_words(vocab_size: int) -> int:
@@ -23,24 +25,37 @@ def bitmask_words(vocab_size: int) -> int:
 
 
 def new_bitmask(vocab_size: int) -> np.ndarray:
+    import numpy as np
+
     return np.full(bitmask_words(vocab_size), -1, dtype=np.int32)
+
+
+def allowed(bitmask: np.ndarray, token_id: int) -> bool:
+    """Whether `token_id`'s bit is set: bit i%32 of word i//32."""
+    return bool((int(bitmask[token_id >> 5]) >> (token_id & 31)) & 1)
 
 
 def allowed_ids(bitmask: np.ndarray, vocab_size: int) -> np.ndarray:
     """Token ids whose bit is set."""
+    import numpy as np
+
     bits = np.unpackbits(bitmask.view(np.uint8), bitorder="little")[:vocab_size]
     return np.flatnonzero(bits)
 
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What a backend accepts: constraint kinds and JSON layout options."""
+    """What a backend accepts (constraint kinds, JSON layout options) and which optional parts it has.
+
+    The flags replace probing for methods: callers ask `caps.cacheable`, never `getattr`.
+    """
 
     kinds: frozenset[Kind]
-    json_options: frozenset[str] = (
-        frozenset()
-    )  # "compact", "whitespace_pattern", "indent", "max_whitespace", "strict_properties"
+    # "compact", "whitespace_pattern", "indent", "max_whitespace", "strict_properties"
+    json_options: frozenset[str] = frozenset()
     notes: str = ""
+    enforces: bool = True  # its masks restrict tokens (False only for the unconstrained A/B backend)
+    cacheable: bool = False  # Compiled.serialize / Backend.deserialize round-trip for the on-disk cache
     # The matcher's `jump_forward()` reports the bytes the grammar forces next, so the engine
     # can append them in one forward pass. False: it always returns b"" (the engine then skips it).
     jump_forward: bool = False
@@ -88,20 +103,30 @@ class Matcher(Protocol):
 
 @dataclass(eq=False)
 class Compiled:
-    """A grammar compiled for one vocabulary by one backend."""
+    """A grammar compiled for one vocabulary by one backend.
+
+    Each adapter subclasses it with its own typed handle (xgrammar's CompiledGrammar,
+    llguidance's LLMatcher prototype, outlines-core's Index) and makes its matchers.
+    """
 
     backend: str
     spec: ConstraintSpec
     vocab: Vocab
-    handle: object  # the backend's own compiled object
     compile_s: float
     warnings: list[CompileWarning] = field(default_factory=list)
     normalized: str | None = None  # the grammar text the backend actually compiled, where it has one
 
     def matcher(self) -> Matcher:
-        from sgcli.backends import get_backend
+        raise NotImplementedError
 
-        return get_backend(self.backend).matcher(self)
+    def serialize(self) -> bytes | None:
+        """The grammar as bytes for the on-disk cache; None when it cannot be stored
+        (always None unless the backend's capabilities say `cacheable`)."""
+        return None
+
+    def size_info(self) -> dict[str, int]:
+        """Backend-specific size figures for `sgcli compile`, e.g. {"memory_size_bytes": n}."""
+        return {}
 
 
 class Backend(Protocol):
@@ -109,34 +134,22 @@ class Backend(Protocol):
     description: ClassVar[str]
     capabilities: ClassVar[Capabilities]
 
-    def available(self) -> str | None:
-        """None if importable, else why not (e.g. the package is missing)."""
+    def unavailable_reason(self) -> str | None:
+        """Why this backend cannot be used here (e.g. its package is missing), or None when it can."""
 
     def version(self) -> str: ...
 
     def compile(self, spec: ConstraintSpec, vocab: Vocab) -> Compiled:
         """Compile or raise a positioned UserError; unsupported kinds never reach here."""
 
-    def matcher(self, compiled: Compiled) -> Matcher: ...
-
-    # Optional methods. A backend may leave any of them out: callers look them up with
-    # getattr(backend, "serialize", None). Without serialize/deserialize a backend's
-    # compiled grammars are simply not cached on disk (`sgcli compile` says "not cacheable").
-
-    def serialize(self, compiled: Compiled) -> bytes | None:
-        """Optional. The compiled grammar as bytes for the on-disk cache (`sgcli.cache.grammars`),
-        or None when this particular grammar cannot be stored."""
-
     def deserialize(self, data: bytes, spec: ConstraintSpec, vocab: Vocab) -> Compiled | None:
-        """Optional. Inverse of `serialize` for the same backend version and vocabulary; None when
-        `data` is stale or unreadable (the cache then recompiles). `compile_s` is the load time."""
+        """Inverse of `Compiled.serialize` for the same backend version and vocabulary; None when
+        `data` is stale or unreadable (the cache then recompiles). Only called when
+        `capabilities.cacheable`."""
 
     def prepare(self, vocab: Vocab) -> None:
-        """Optional. Build the per-vocabulary state now, so that a bounded compile's forked child
-        (`sgcli.backends.bounded`) inherits it instead of building it for nothing."""
-
-    def size_info(self, compiled: Compiled) -> dict[str, int]:
-        """Optional. Backend-specific size figures for `sgcli compile`, e.g. {"memory_size_bytes": n}."""
+        """Build the per-vocabulary state now (a no-op where there is none), so that a bounded
+        compile's forked child (`sgcli.backends.bounded`) inherits it instead of building it for nothing."""
 
 
 class LibraryBackend:
@@ -153,7 +166,7 @@ class LibraryBackend:
     def __init__(self) -> None:
         self._per_vocab: dict[int, tuple[Vocab, object]] = {}
 
-    def available(self) -> str | None:
+    def unavailable_reason(self) -> str | None:
         try:
             __import__(self.module)  # the import statement's path (importlib's skips -X importtime)
         except ImportError as exc:
@@ -173,3 +186,9 @@ class LibraryBackend:
             entry = (vocab, build())
             self._per_vocab[id(vocab)] = entry
         return entry[1]
+
+    def deserialize(self, data: bytes, spec: ConstraintSpec, vocab: Vocab) -> Compiled | None:
+        return None
+
+    def prepare(self, vocab: Vocab) -> None:
+        pass

@@ -118,9 +118,7 @@ def compile_bounded(backend, spec: ConstraintSpec, vocab):
     if spec.kind is Kind.NONE or not (limits.timeout_s or limits.memory_mb):
         return backend.compile(spec, vocab)
 
-    prepare = getattr(backend, "prepare", None)
-    if callable(prepare):
-        prepare(vocab)
+    backend.prepare(vocab)
 
     def probe():
         try:

@@ -11,15 +11,18 @@ from sgcli.errors import Location, UserError
 _LINE_COL = re.compile(r"line (\d+),? col(?:umn)? (\d+)", re.I)
 _POSITION = re.compile(r"at position (\d+)", re.I)
 _LOG_PREFIX = re.compile(r"^\[[\d:]+\] \S+:\d+: ")  # "[20:38:07] /project/cpp/x.cc:820: "
+_WARNING_TAG = re.compile(r"^warning:\s*", re.I)  # "Warning: ", "WARNING: "
 
 
-def strip_log_prefix(message: str) -> str:
-    return _LOG_PREFIX.sub("", message.strip())
+def native_message(line: str) -> str:
+    """A native library's error or log line in its own words: without the log prefix
+    ("[20:38:07] /project/cpp/x.cc:820: ") or a "Warning:" tag. The one place that scrapes them."""
+    return _WARNING_TAG.sub("", _LOG_PREFIX.sub("", line.strip())).strip()
 
 
 def grammar_error(backend: str, spec: ConstraintSpec, message: str, *, hint: str | None = None) -> UserError:
     """A compile error with file:line:col pulled out of the backend's own message."""
-    text = strip_log_prefix(message)
+    text = native_message(message)
     line = col = None
     m = _LINE_COL.search(text)
     if m:

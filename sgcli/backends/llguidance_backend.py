@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sgcli.backends.base import Capabilities, Compiled, CompileWarning, LibraryBackend
-from sgcli.backends.diagnostics import diagnose_llguidance, positioned_error, schema_error
+from sgcli.backends.diagnostics import diagnose_llguidance, native_message, positioned_error, schema_error
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
 from sgcli.errors import Location, UserError, offset_to_line_col
 from sgcli.tokenizers.vocab import Vocab
+
+if TYPE_CHECKING:
+    import llguidance as llg
 
 
 class LLGuidanceMatcher:
@@ -50,6 +55,14 @@ class LLGuidanceMatcher:
         return self._m.is_accepting()
 
 
+@dataclass(eq=False)
+class LLGuidanceCompiled(Compiled):
+    prototype: llg.LLMatcher = field(kw_only=True)  # each matcher is a deep copy of it
+
+    def matcher(self) -> LLGuidanceMatcher:
+        return LLGuidanceMatcher(self.prototype)
+
+
 class _VocabTokenizer:
     """What `llguidance.TokenizerWrapper` reads: bytes per id, special ids, EOS, an encoder."""
 
@@ -68,19 +81,11 @@ class _VocabTokenizer:
 
 def _greedy_encoder(vocab: Vocab):
     """Longest-match tokenization, for vocabularies loaded without their encoder."""
-    by_bytes = {t: i for i, t in enumerate(vocab.tokens) if t and i not in vocab.special_ids}
-    longest = max((len(t) for t in by_bytes), default=1)
 
     def encode(text: str) -> list[int]:
-        data, ids, i = text.encode("utf-8"), [], 0
-        while i < len(data):
-            for n in range(min(longest, len(data) - i), 0, -1):
-                if data[i : i + n] in by_bytes:
-                    ids.append(by_bytes[data[i : i + n]])
-                    i += n
-                    break
-            else:
-                raise ValueError(f"byte {data[i]:#x} has no token")
+        ids = vocab.longest_match(text.encode("utf-8"))
+        if ids is None:
+            raise ValueError(f"some byte of {text!r} has no token")
         return ids
 
     return encode
@@ -160,7 +165,7 @@ class LLGuidanceBackend(LibraryBackend):
             raise self._error(spec, prototype.get_error())
         elapsed = time.perf_counter() - t
         warnings = self._warnings(spec, list(messages) + list(prototype.get_grammar_warnings()) + native_log)
-        return Compiled(self.name, spec, vocab, prototype, elapsed, warnings, normalized=grammar)
+        return LLGuidanceCompiled(self.name, spec, vocab, elapsed, warnings, grammar, prototype=prototype)
 
     # ---- building the grammar ----
 
@@ -266,19 +271,8 @@ class LLGuidanceBackend(LibraryBackend):
                 line, col = offset_to_line_col(spec.text, spec.text.index(ref))
         return positioned_error(self.name, spec, d.message, line=line, col=col)
 
-    def _warnings(self, spec: ConstraintSpec, messages: list[str]) -> list[CompileWarning]:
-        out: list[CompileWarning] = []
-        schema = spec.schema() if spec.kind is Kind.JSON_SCHEMA else None
-        for raw in dict.fromkeys(m.strip() for m in messages if m.strip()):
-            text = diagnose_llguidance(raw.removeprefix("WARNING: ").removeprefix("Warning: ")).message
-            if schema is not None:
-                from sgcli.backends.schema_warnings import pointers_for
+    @staticmethod
+    def _warnings(spec: ConstraintSpec, messages: list[str]) -> list[CompileWarning]:
+        from sgcli.backends.schema_warnings import compile_warnings
 
-                pointers = pointers_for(schema, text) or [None]
-            else:
-                pointers = [None]
-            out.extend(CompileWarning(text, p) for p in pointers)
-        return list(dict.fromkeys(out))
-
-    def matcher(self, compiled: Compiled) -> LLGuidanceMatcher:
-        return LLGuidanceMatcher(compiled.handle)
+        return compile_warnings(spec, messages, lambda m: diagnose_llguidance(native_message(m)).message)

@@ -41,6 +41,11 @@ class NoneMatcher:
         return True
 
 
+class NoneCompiled(Compiled):
+    def matcher(self) -> NoneMatcher:
+        return NoneMatcher(self.vocab)
+
+
 class NoneBackend:
     name = "none"
     description = "no constraint: every token allowed (for A/B runs)"
@@ -48,9 +53,10 @@ class NoneBackend:
         kinds=frozenset(Kind),
         json_options=frozenset({"compact", "whitespace_pattern", "indent", "max_whitespace", "strict_properties"}),
         notes="ignores the constraint while decoding; outputs are still validated against it",
+        enforces=False,
     )
 
-    def available(self) -> str | None:
+    def unavailable_reason(self) -> str | None:
         return None
 
     def version(self) -> str:
@@ -62,7 +68,10 @@ class NoneBackend:
         t = time.perf_counter()
         if spec.kind is Kind.JSON_SCHEMA:
             spec.schema()  # still reject malformed input
-        return Compiled(self.name, spec, vocab, None, time.perf_counter() - t)
+        return NoneCompiled(self.name, spec, vocab, time.perf_counter() - t)
 
-    def matcher(self, compiled: Compiled) -> NoneMatcher:
-        return NoneMatcher(compiled.vocab)
+    def deserialize(self, data: bytes, spec: ConstraintSpec, vocab: Vocab) -> Compiled | None:
+        return None
+
+    def prepare(self, vocab: Vocab) -> None:
+        pass

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import re
 import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +24,9 @@ from sgcli.backends.native_stderr import capture_fd2
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import UserError
 from sgcli.tokenizers.vocab import Vocab
+
+if TYPE_CHECKING:
+    import outlines_core as oc
 
 MAX_ROLLBACK = 1024
 
@@ -74,6 +79,15 @@ class OutlinesMatcher:
 
     def can_stop(self) -> bool:
         return self._guide.is_finished()
+
+
+@dataclass(eq=False)
+class OutlinesCompiled(Compiled):
+    index: oc.Index = field(kw_only=True)
+
+    def matcher(self) -> OutlinesMatcher:
+        eos = OutlinesCoreBackend.eos_id(self.vocab)
+        return OutlinesMatcher(self.index, eos, tuple(self.vocab.stop_ids))
 
 
 class OutlinesCoreBackend(LibraryBackend):
@@ -134,7 +148,7 @@ class OutlinesCoreBackend(LibraryBackend):
     def _refuse_broken(self, spec: ConstraintSpec, schema) -> None:
         """Schemas outlines-core would compile into a regex that no longer describes them."""
         from sgcli.backends.outlines_coverage import concatenated_all_of, ungrouped_empty_schema
-        from sgcli.constraints.jsonpos import locate
+        from sgcli.constraints.jsonpos import locate, pointer_parts
 
         for pointer, why, fix in (
             (
@@ -149,8 +163,7 @@ class OutlinesCoreBackend(LibraryBackend):
             ),
         ):
             if pointer is not None:
-                path = [p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]]
-                line, col = locate(spec.text, path) or (None, None)
+                line, col = locate(spec.text, pointer_parts(pointer)) or (None, None)
                 raise positioned_error(
                     self.name,
                     spec,
@@ -172,7 +185,7 @@ class OutlinesCoreBackend(LibraryBackend):
             except ValueError as exc:
                 raise self._regex_error(spec, regex, str(exc)) from None
         elapsed = time.perf_counter() - t
-        return Compiled(self.name, spec, vocab, index, elapsed, self._warnings(spec), normalized=regex)
+        return OutlinesCompiled(self.name, spec, vocab, elapsed, self._warnings(spec), regex, index=index)
 
     @staticmethod
     def _warnings(spec: ConstraintSpec) -> list[CompileWarning]:
@@ -225,10 +238,6 @@ class OutlinesCoreBackend(LibraryBackend):
         return positioned_error(
             self.name, spec, message, hint="outlines-core builds a DFA: no lookaround, backreferences or \\b"
         )
-
-    def matcher(self, compiled: Compiled) -> OutlinesMatcher:
-        vocab = compiled.vocab
-        return OutlinesMatcher(compiled.handle, self.eos_id(vocab), tuple(vocab.stop_ids))
 
 
 # A marker outlines-core places wherever JSON whitespace may go (no schema text contains \x01).

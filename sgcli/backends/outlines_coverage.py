@@ -11,7 +11,7 @@ its JSON pointer, so sgcli can warn instead of weakening the schema in silence.
 
 from __future__ import annotations
 
-from sgcli.constraints.jsonpos import pointer_of
+from sgcli.constraints.jsonpos import pointer_of, resolve_ref
 
 _BRANCHES = ("properties", "allOf", "anyOf", "oneOf", "prefixItems", "enum", "const", "$ref")
 # Keywords that never constrain an instance, or only narrow what outlines-core accepts.
@@ -92,18 +92,6 @@ def _children(node: dict, branch: str, path: tuple):
                 yield node[key], path + (key,)
 
 
-def _resolve(root, ref: str):
-    if not ref.startswith("#"):
-        return None, None
-    node, path = root, ()
-    for part in (p for p in ref[1:].split("/") if p):
-        part = part.replace("~1", "/").replace("~0", "~")
-        if not isinstance(node, dict) or part not in node:
-            return None, None
-        node, path = node[part], path + (part,)
-    return node, path
-
-
 def _disjoint_types(branches) -> bool:
     """oneOf branches that each admit one distinct JSON type cannot overlap: anyOf is then exact."""
     if not isinstance(branches, list):
@@ -134,7 +122,7 @@ def dropped_keywords(schema) -> list[tuple[str, str]]:
         if branch == "oneOf" and not _disjoint_types(node["oneOf"]):
             found.append((pointer_of(path + ("oneOf",)), "oneOf is enforced as anyOf by outlines_core"))
         if branch == "$ref":
-            target, target_path = _resolve(schema, str(node["$ref"]))
+            target, target_path = resolve_ref(schema, str(node["$ref"])) or (None, None)
             if target is not None:
                 visit(target, target_path)
         for sub, sub_path in _children(node, branch, path):

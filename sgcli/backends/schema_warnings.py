@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
-from sgcli.constraints.jsonpos import pointer_of
+from sgcli.constraints.jsonpos import pointer_of, pointer_parts
 
 # Keywords whose value is one subschema / a map of subschemas / a list of subschemas.
 _ONE = (
@@ -122,11 +122,12 @@ def pointers_for(schema, message: str) -> list[str]:
     return [pointer_of(p) for p in paths_for(schema, message)]
 
 
-def compile_warnings(spec, lines: list[str]) -> list:
-    """Captured native log lines -> deduplicated `CompileWarning`s, each at its schema pointer
-    (one per location it can be about) when the spec is a JSON Schema."""
+def compile_warnings(spec, lines: list[str], clean=None) -> list:
+    """Native warning lines (captured log, or the library's own list) -> deduplicated
+    `CompileWarning`s, each at its schema pointer (one per location it can be about) when the
+    spec is a JSON Schema. `clean` turns a line into the message (default: `native_message`)."""
     from sgcli.backends.base import CompileWarning
-    from sgcli.backends.diagnostics import strip_log_prefix
+    from sgcli.backends.diagnostics import native_message
     from sgcli.constraints.spec import Kind
 
     schema = None
@@ -137,7 +138,7 @@ def compile_warnings(spec, lines: list[str]) -> list:
             schema = None
     out: dict = {}
     for line in lines:
-        message = strip_log_prefix(line).removeprefix("Warning: ").removeprefix("WARNING: ").strip()
+        message = (clean or native_message)(line)
         if not message:
             continue
         pointers = pointers_for(schema, message) if schema is not None else []
@@ -169,8 +170,8 @@ def weakened_keywords(compiled) -> list[dict]:
     silent = caps.unenforced_keywords
     found: dict[str, str] = {}
     for w in compiled.warnings:
-        if w.pointer:
-            found.setdefault(w.pointer, w.pointer.rsplit("/", 1)[-1].replace("~1", "/").replace("~0", "~"))
+        if w.pointer:  # non-empty, so it names at least one token
+            found.setdefault(w.pointer, pointer_parts(w.pointer)[-1])
     for path, node in iter_subschemas(schema):
         for key in node:
             if key in silent:

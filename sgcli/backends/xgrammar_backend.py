@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,6 +15,9 @@ from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.schema_warnings import compile_warnings
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.tokenizers.vocab import Vocab
+
+if TYPE_CHECKING:
+    import xgrammar as xgr
 
 
 def json_format_kwargs(o: JsonOptions) -> dict:
@@ -59,6 +64,20 @@ class XGrammarMatcher:
         return self._m.is_completed()
 
 
+@dataclass(eq=False)
+class XGrammarCompiled(Compiled):
+    handle: xgr.CompiledGrammar = field(kw_only=True)
+
+    def matcher(self) -> XGrammarMatcher:
+        return XGrammarMatcher(self.handle, len(self.vocab))
+
+    def serialize(self) -> bytes | None:
+        return self.handle.serialize_json().encode("utf-8")
+
+    def size_info(self) -> dict[str, int]:
+        return {"memory_size_bytes": int(self.handle.memory_size_bytes)}
+
+
 class XGrammarBackend(LibraryBackend):
     module = "xgrammar"
     distribution = "xgrammar"
@@ -69,6 +88,7 @@ class XGrammarBackend(LibraryBackend):
         json_options=frozenset({"compact", "indent", "max_whitespace", "strict_properties"}),
         notes="EBNF in xgrammar's GBNF dialect; no custom whitespace pattern",
         jump_forward=True,
+        cacheable=True,
         imports_torch=True,
         regex_dialect="ecma",
         # accepted-invalid instances without any warning on JSON-Schema-Test-Suite draft2020-12
@@ -165,7 +185,7 @@ class XGrammarBackend(LibraryBackend):
                 raise grammar_error(self.name, spec, str(exc)) from None
         elapsed = time.perf_counter() - t
         warnings = compile_warnings(spec, native_log)
-        return Compiled(self.name, spec, vocab, handle, elapsed, warnings, normalized=str(handle.grammar))
+        return XGrammarCompiled(self.name, spec, vocab, elapsed, warnings, str(handle.grammar), handle=handle)
 
     @staticmethod
     def _named_grammars(spec: ConstraintSpec) -> dict:
@@ -199,15 +219,7 @@ class XGrammarBackend(LibraryBackend):
             return compiler.compile_structural_tag(structural_tag.parse(spec)[0])
         raise AssertionError(f"xgrammar asked to compile {kind}")
 
-    def matcher(self, compiled: Compiled) -> XGrammarMatcher:
-        return XGrammarMatcher(compiled.handle, len(compiled.vocab))
-
-    # --- on-disk cache support (optional protocol methods, see backends/base.py) ---
-
-    def serialize(self, compiled: Compiled) -> bytes | None:
-        return compiled.handle.serialize_json().encode("utf-8")
-
-    def deserialize(self, data: bytes, spec: ConstraintSpec, vocab: Vocab) -> Compiled | None:
+    def deserialize(self, data: bytes, spec: ConstraintSpec, vocab: Vocab) -> XGrammarCompiled | None:
         import xgrammar as xgr
 
         t = time.perf_counter()
@@ -215,10 +227,8 @@ class XGrammarBackend(LibraryBackend):
             handle = xgr.CompiledGrammar.deserialize_json(data.decode("utf-8"), self._cached_info(vocab))
         except Exception:  # stale version, other tokenizer, truncated file: the cache recompiles
             return None
-        return Compiled(self.name, spec, vocab, handle, time.perf_counter() - t, normalized=str(handle.grammar))
-
-    def size_info(self, compiled: Compiled) -> dict[str, int]:
-        return {"memory_size_bytes": int(compiled.handle.memory_size_bytes)}
+        elapsed = time.perf_counter() - t
+        return XGrammarCompiled(self.name, spec, vocab, elapsed, normalized=str(handle.grammar), handle=handle)
 
     def _cached_info(self, vocab: Vocab):
         """The TokenizerInfo of this vocabulary's compiler (building one takes seconds, so share it)."""

@@ -3,8 +3,8 @@
 Entries live under `cache_root()/compiled/`, keyed by everything that changes the compiled
 artefact: backend name and version, the tokenizer's identity (a hash of its bytes, special ids
 and stop ids), and the grammar (kind, text, choices, sub-grammars, JSON options). Only backends
-with the optional `serialize`/`deserialize` methods are cached; for the others `compile_cached`
-compiles and says "not cacheable".
+whose capabilities say `cacheable` are cached; for the others `compile_cached` compiles and says
+"not cacheable".
 
 The cache must never hurt (docs/limits.md has the measurements):
 - a compile is stored only when a trial load of its serialized form was faster than the compile
@@ -108,7 +108,7 @@ def cache_key(backend: Backend, spec: ConstraintSpec, vocab: Vocab) -> str:
 
 
 def is_cacheable(backend: Backend) -> bool:
-    return callable(getattr(backend, "serialize", None)) and callable(getattr(backend, "deserialize", None))
+    return backend.capabilities.cacheable
 
 
 def compile_cached(
@@ -184,9 +184,7 @@ def _drop(path: Path, message: str, notes: list[str]) -> None:
 
 
 def _load(backend, key, header, payload, spec, vocab, notes) -> Compiled | None:
-    prepare = getattr(backend, "prepare", None)
-    if callable(prepare):
-        prepare(vocab)  # per-vocabulary state: a compile needs it too, so it is not part of the load
+    backend.prepare(vocab)  # per-vocabulary state: a compile needs it too, so it is not part of the load
     t = time.perf_counter()
     compiled = backend.deserialize(payload, spec, vocab)
     if compiled is None:
@@ -218,7 +216,7 @@ def _store(backend, key: str, compiled: Compiled) -> tuple[bool, str | None]:
     budget = max(MIN_STORE_BUDGET_S, compiled.compile_s)
 
     def attempt() -> dict:
-        data = backend.serialize(compiled)
+        data = compiled.serialize()
         if data is None:
             return {"stored": False, "reason": "the backend cannot serialize this grammar"}
         if len(data) > MAX_ENTRY_BYTES:

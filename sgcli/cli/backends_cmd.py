@@ -29,7 +29,7 @@ def capability_rows() -> list[dict]:
     for name in backend_names():
         backend = get_backend(name)
         caps = backend.capabilities
-        missing = backend.available()
+        missing = backend.unavailable_reason()
         rows.append(
             {
                 "backend": name,
@@ -40,6 +40,9 @@ def capability_rows() -> list[dict]:
                 "kinds": [k.value for k in Kind if k in caps.kinds and k is not Kind.NONE],
                 "json_options": [o for o in _OPTION_FLAGS if o in caps.json_options],
                 "notes": caps.notes,
+                "enforces": caps.enforces,
+                "jump_forward": caps.jump_forward,
+                "cacheable": caps.cacheable,
                 "default": name == DEFAULT_BACKEND,
                 "auto_rank": AUTO_ORDER.index(name) + 1 if name in AUTO_ORDER else None,
             }

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.console import Console
 
-from sgcli.errors import EXIT_INTERNAL, EXIT_USAGE, SgcliError, UserError
+from sgcli.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, SgcliError, UserError
 
 # stdout carries results (text, JSON, JSONL); stderr carries everything for humans.
 out = Console(highlight=False, soft_wrap=True)
@@ -22,17 +22,19 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _notice(message: str) -> None:
-    err.print(f"[yellow]notice[/]: {_escape(message)}")
+    err.print(f"[yellow]notice[/]: {escape(message)}")
 
 
 def fail(error: UserError) -> None:
-    err.print(f"[bold red]error[/]: {_escape(error.render().removeprefix('error: '))}")
+    """Print a user error (without exiting: a command may go on to its next file)."""
+    err.print(f"[bold red]error[/]: {escape(error.render().removeprefix('error: '))}")
 
 
-def _escape(text: str) -> str:
-    from rich.markup import escape
+def escape(text: str) -> str:
+    """`text` shown literally by rich (file names and messages may contain [brackets])."""
+    from rich.markup import escape as rich_escape
 
-    return escape(text)
+    return rich_escape(text)
 
 
 def handles_errors(fn: Callable) -> Callable:
@@ -51,11 +53,11 @@ def handles_errors(fn: Callable) -> Callable:
             fail(exc)
             raise typer.Exit(EXIT_USAGE) from None
         except SgcliError as exc:
-            err.print(f"[bold red]error[/]: {_escape(str(exc))}")
+            err.print(f"[bold red]error[/]: {escape(str(exc))}")
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             err.print("interrupted")
-            raise typer.Exit(130) from None
+            raise typer.Exit(EXIT_INTERRUPTED) from None
         except BrokenPipeError:
             raise typer.Exit(0) from None
         except Exception as exc:  # a bug: say so, keep the traceback for reports
@@ -65,7 +67,7 @@ def handles_errors(fn: Callable) -> Callable:
                 raise typer.Exit(EXIT_USAGE) from None
             err.print(
                 "[bold red]internal error[/] (a bug in sgcli, please report it): "
-                f"{type(exc).__name__}: {_escape(str(exc))}"
+                f"{type(exc).__name__}: {escape(str(exc))}"
             )
             if os.environ.get("SGCLI_DEBUG"):
                 traceback.print_exc()
@@ -147,7 +149,3 @@ def json_line(obj: Any, stream=None) -> None:
     stream = stream or sys.stdout
     stream.write(json.dumps(obj, ensure_ascii=False) + "\n")
     stream.flush()
-
-
-def stdout_is_tty() -> bool:
-    return sys.stdout.isatty()

@@ -75,18 +75,13 @@ def pick_backends(names: list[str] | None, spec: ConstraintSpec) -> list[str]:
                 check_supports(n, dataclasses.replace(spec, json_options=JsonOptions()))  # exit 2, naming who can
         return [get_backend(n).name for n in chosen]
     chosen = [
-        n for n in AUTO_ORDER if spec.kind in get_backend(n).capabilities.kinds and get_backend(n).available() is None
+        n
+        for n in AUTO_ORDER
+        if spec.kind in get_backend(n).capabilities.kinds and get_backend(n).unavailable_reason() is None
     ]
     if not chosen:
         raise UserError(f"no installed backend supports {spec.kind.label}", hint="see `sgcli backends`")
     return chosen
-
-
-def _percentile(values_ms: list[float], q: float) -> float | None:
-    if not values_ms:
-        return None
-    ordered = sorted(values_ms)
-    return round(ordered[min(len(ordered) - 1, int(len(ordered) * q))], 4)
 
 
 def _base_row(backend: str, variant: str, no_generate: bool) -> dict:
@@ -115,8 +110,10 @@ def _compile(backend_name: str, spec: ConstraintSpec, vocab, row: dict):
 
     backend = get_backend(backend_name)
     lacking = unsupported_reason(backend, spec)
-    if lacking is not None or backend.available():
-        reason = f"does not support {lacking}" if lacking is not None else f"is not usable: {backend.available()}"
+    if lacking is not None or backend.unavailable_reason():
+        reason = (
+            f"does not support {lacking}" if lacking is not None else f"is not usable: {backend.unavailable_reason()}"
+        )
         row.update(skipped=True, error=f"{backend_name} {reason}")
         return None
     from sgcli.cache.grammars import compile_cached
@@ -129,6 +126,17 @@ def _compile(backend_name: str, spec: ConstraintSpec, vocab, row: dict):
     row["compile_ms"] = round(compiled.compile_s * 1000, 3)
     row["warnings"] = [w.message if not w.pointer else f"{w.pointer}: {w.message}" for w in compiled.warnings]
     return compiled
+
+
+def _each_compiled(spec, names, variants, vocab, rows: list[dict], *, no_generate: bool):
+    """(row, compiled) per backend and variant that compiled; every row, failed ones too, goes into `rows`."""
+    for name in names:
+        for variant, opts in variants:
+            row = _base_row(name, variant, no_generate)
+            rows.append(row)
+            compiled = _compile(name, _with_options(spec, opts), vocab, row)
+            if compiled is not None:
+                yield row, compiled
 
 
 def _mark_agreement(rows: list[dict], key: str) -> None:
@@ -251,17 +259,7 @@ def compare_backends(
         strict_properties=strict_properties,
         sub=sub,
     )
-    if whitespace and spec.kind is not Kind.JSON_SCHEMA:
-        raise UserError(
-            f"--whitespace compares JSON layouts; this constraint is {spec.kind.label}",
-            hint="drop --whitespace, or use --schema",
-        )
-    if text is not None and not no_generate:
-        raise UserError("--text is for --no-generate", hint="add --no-generate, or drop --text")
-    if not no_generate and prompt is None:
-        raise UserError(
-            "no prompt given", hint='sgcli compare-backends --schema s.json "your prompt", or --no-generate'
-        )
+    _check_flags(spec, prompt, whitespace=whitespace, no_generate=no_generate, text=text, max_tokens=max_tokens)
     from sgcli.engine.flags import check_device, check_sampling
 
     check_sampling(temperature=temperature, seed=seed, max_tokens=max_tokens)
@@ -270,7 +268,6 @@ def compare_backends(
         _server_side_backends(engine, base_url, spec, raw)
     variants = parse_variants(whitespace, spec.json_options)
     names = pick_backends(backends_opt, spec)
-
     if no_generate:
         rows = _compare_masks(spec, names, variants, tokenizer_ref or model, text)
     else:
@@ -291,8 +288,29 @@ def compare_backends(
             raw=raw,
             threads=threads,
         )
+    _report(rows, output_format_of(output_format, json_out, stream=True), no_generate=no_generate)
+
+
+def _check_flags(spec, prompt, *, whitespace, no_generate: bool, text, max_tokens: int) -> None:
+    """Flag combinations that make no sense, refused before anything loads."""
+    if whitespace and spec.kind is not Kind.JSON_SCHEMA:
+        raise UserError(
+            f"--whitespace compares JSON layouts; this constraint is {spec.kind.label}",
+            hint="drop --whitespace, or use --schema",
+        )
+    if text is not None and not no_generate:
+        raise UserError("--text is for --no-generate", hint="add --no-generate, or drop --text")
+    if not no_generate and prompt is None:
+        raise UserError(
+            "no prompt given", hint='sgcli compare-backends --schema s.json "your prompt", or --no-generate'
+        )
+    if max_tokens < 1:
+        raise UserError("--max-tokens must be at least 1")
+
+
+def _report(rows: list[dict], fmt: str, *, no_generate: bool) -> None:
+    """Rows to stdout (a table, JSON or JSONL), the summary to stderr, and the exit code."""
     failed = any(r["error"] and not r["skipped"] or r["valid"] is False for r in rows)
-    fmt = output_format_of(output_format, json_out, stream=True)
     if fmt == "text":
         _table(rows, no_generate)
     else:
@@ -305,28 +323,23 @@ def compare_backends(
 
 
 def _compare_masks(spec, names, variants, tokenizer_ref, text) -> list[dict]:
+    from sgcli.engine.timing import percentile
     from sgcli.grammar_dev.matching import walk_masks
     from sgcli.tokenizers import load_tokenizer
 
     vocab = load_tokenizer(tokenizer_ref).vocab
-    rows = []
-    for name in names:
-        for variant, opts in variants:
-            row = _base_row(name, variant, True)
-            rows.append(row)
-            compiled = _compile(name, _with_options(spec, opts), vocab, row)
-            if compiled is None:
-                continue
-            walk = walk_masks(compiled, text)
-            row.update(
-                mask_ms_p50=_percentile(walk["mask_ms"], 0.5),
-                mask_ms_p99=_percentile(walk["mask_ms"], 0.99),
-                tokens=walk["steps"] - 1,
-                valid=walk["accepted"],
-                allowed_first=walk["allowed_first"],
-                rejected_at_token=walk["rejected_at_token"],
-                mask_digests=walk["digests"],
-            )
+    rows: list[dict] = []
+    for row, compiled in _each_compiled(spec, names, variants, vocab, rows, no_generate=True):
+        walk = walk_masks(compiled, text)
+        row.update(
+            mask_ms_p50=percentile(walk["mask_ms"], 0.5, 4),
+            mask_ms_p99=percentile(walk["mask_ms"], 0.99, 4),
+            tokens=walk["steps"] - 1,
+            valid=walk["accepted"],
+            allowed_first=walk["allowed_first"],
+            rejected_at_token=walk["rejected_at_token"],
+            mask_digests=walk["digests"],
+        )
     _mark_agreement(rows, "mask_digests")
     for r in rows:
         r.pop("mask_digests", None)
@@ -348,35 +361,29 @@ def _compare_generations(
         tokenizer = load_tokenizer(model, progress=lambda t: progress(t, 0, 3))
         lm = load_model(ref, device=device, dtype=dtype, progress=progress, threads=threads)
     vocab = tokenizer.vocab.padded(lm.logits_width)
-    rows = []
-    for name in names:
-        for variant, opts in variants:
-            row = _base_row(name, variant, False)
-            rows.append(row)
-            compiled = _compile(name, _with_options(spec, opts), vocab, row)
-            if compiled is None:
-                continue
-            session = Session(
-                lm,
-                tokenizer,
-                compiled,
-                SamplingParams(temperature, seed=seed),
-                max_tokens,
-                (),
-                PromptOptions(system, raw),
-            )
-            record = next(e.record for e in session.stream(Request(None, prompt)) if isinstance(e, Done))
-            t = record["timings"]
-            row.update(
-                mask_ms_p50=t["mask_ms_p50"],
-                mask_ms_p99=t.get("mask_ms_p99"),
-                tokens=record["usage"]["completion_tokens"],
-                tokens_per_s=t["tokens_per_s"],
-                finish_reason=record["finish_reason"],
-                valid=record["valid"],
-                output=record["output"],
-                errors=record["errors"],
-            )
+    rows: list[dict] = []
+    for row, compiled in _each_compiled(spec, names, variants, vocab, rows, no_generate=False):
+        session = Session(
+            lm,
+            tokenizer,
+            compiled,
+            SamplingParams(temperature, seed=seed),
+            max_tokens,
+            (),
+            PromptOptions(system, raw),
+        )
+        record = next(e.record for e in session.stream(Request(None, prompt)) if isinstance(e, Done))
+        t = record["timings"]
+        row.update(
+            mask_ms_p50=t["mask_ms_p50"],
+            mask_ms_p99=t.get("mask_ms_p99"),
+            tokens=record["usage"]["completion_tokens"],
+            tokens_per_s=t["tokens_per_s"],
+            finish_reason=record["finish_reason"],
+            valid=record["valid"],
+            output=record["output"],
+            errors=record["errors"],
+        )
     _mark_agreement(rows, "output")
     return rows
 

@@ -125,7 +125,7 @@ def compile_row(spec, name: str, vocab) -> dict:
             "message": f"{name} does not support {reason}",
             "backends_that_can": backends_for(spec),
         }
-    missing = impl.available()
+    missing = impl.unavailable_reason()
     if missing:
         return row | {"status": "unavailable", "message": missing}
     t = time.perf_counter()
@@ -147,9 +147,7 @@ def compile_row(spec, name: str, vocab) -> dict:
     size: dict = {}
     if compiled.normalized is not None:
         size = {"rules": len(_RULE_LINE.findall(compiled.normalized)), "normalized_chars": len(compiled.normalized)}
-    size_info = getattr(impl, "size_info", None)
-    if callable(size_info):
-        size |= size_info(compiled)
+    size |= compiled.size_info()
     return row | {
         "status": "ok",
         "ms": round(compiled.compile_s * 1000, 2),

@@ -195,7 +195,7 @@ def generate(
         max_whitespace=max_whitespace,
         strict_properties=strict_properties,
         sub=sub,
-        required=backend != "none",
+        required=backends.enforces(backend),
     )
     spec = dataclasses.replace(spec, json_options=dataclasses.replace(spec.json_options, for_generation=True))
     preflight.structure_errors(spec)  # an undefined rule fails here, before any library loads

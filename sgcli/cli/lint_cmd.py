@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli.cli import constraint_options as co
-from sgcli.cli.common import err
+from sgcli.cli.common import err, escape, fail
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
 
 EXAMPLES = """
@@ -194,17 +194,17 @@ def _lint_files(linter, targets: list) -> tuple[list, dict[str, str | None], int
         try:
             result = linter.lint(target) if isinstance(target, str) else linter.lint_spec(target)
         except UserError as exc:  # unreadable file, unknown extension, unsupported backend
-            err.print(f"[bold red]error[/]: {_escape(exc.render().removeprefix('error: '))}")
+            fail(exc)
             failed += 1
             continue
         diagnostics += result.diagnostics
         for note in result.notes:
-            err.print(f"[dim]note: {_escape(note)}[/]")
+            err.print(f"[dim]note: {escape(note)}[/]")
         for key in result.skipped:
             skipped[key] = skipped.get(key, 0) + 1
         sources[result.path] = _source(result.path)
     for (name, reason), count in skipped.items():
-        err.print(f"[dim]note: {name} did not run on {count} file{'s' if count > 1 else ''}: {_escape(reason)}[/]")
+        err.print(f"[dim]note: {name} did not run on {count} file{'s' if count > 1 else ''}: {escape(reason)}[/]")
     return diagnostics, sources, failed
 
 
@@ -217,14 +217,8 @@ def _source(path: str) -> str | None:
         return None
 
 
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
-
-
 _SUFFIXES = ".gbnf .ebnf .lark .regex .schema.json"
-_COMMENTED = (".gbnf", ".ebnf", ".lark")  # grammar languages with comments, where `# noqa` / `// noqa` can sit
+_COMMENTED = (".gbnf", ".ebnf", ".lark")  # grammar languages with comments, where a noqa comment can sit
 
 
 def _without_silenced(diagnostics: list, sources: dict[str, str | None]) -> list:

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, handles_errors, json_line, out, output_format_of
+from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, escape, handles_errors, json_line, out, output_format_of
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK
 
 TOKENIZER_HELP = (
@@ -23,12 +23,6 @@ def _load(ref: str):
     from sgcli.tokenizers import load_tokenizer
 
     return load_tokenizer(None if ref == "default" else ref)
-
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
 
 
 def _ids_with_text(ids: list[int], texts: list[str]) -> str:
@@ -96,10 +90,10 @@ def _print_inspect(r: dict) -> None:
         rows.append(("chat templates", "none (raw prompts)"))
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
-        out.print(f"[bold]{key:<{width}}[/]  {_escape(str(value))}")
+        out.print(f"[bold]{key:<{width}}[/]  {escape(str(value))}")
     for note in [bc.get("note"), rb.get("note"), *r["notes"]]:
         if note:
-            out.print(f"[cyan]note[/]: {_escape(note)}")
+            out.print(f"[cyan]note[/]: {escape(note)}")
     if "tokenization" in r:
         _print_tokens(r["tokenization"])
 
@@ -108,13 +102,13 @@ def _print_tokens(t: dict) -> None:
     from rich.table import Table
 
     if "error" in t:
-        out.print(f"[red]{_escape(t['error'])}[/]")
+        out.print(f"[red]{escape(t['error'])}[/]")
         return
     table = Table(title=f"{len(t['ids'])} tokens for {t['text']!r}", title_justify="left")
     for col in ("#", "id", "piece", "hex"):
         table.add_column(col, justify="right" if col in ("#", "id") else "left")
     for n, p in enumerate(t["pieces"]):
-        table.add_row(str(n), str(p["id"]), _escape(f"'{p['text']}'"), p["hex"])
+        table.add_row(str(n), str(p["id"]), escape(f"'{p['text']}'"), p["hex"])
     out.print(table)
     if not t["round_trip"]:
         out.print("[red]the tokens' bytes do not spell the text back[/]")
@@ -140,8 +134,8 @@ def diff(
 
 
 def _print_diff(r: dict) -> None:
-    out.print(f"a: {_escape(r['a']['tokenizer'])} ({r['a']['size']} ids)")
-    out.print(f"b: {_escape(r['b']['tokenizer'])} ({r['b']['size']} ids)")
+    out.print(f"a: {escape(r['a']['tokenizer'])} ({r['a']['size']} ids)")
+    out.print(f"b: {escape(r['b']['tokenizer'])} ({r['b']['size']} ids)")
     if r["same"]:
         out.print("[green]same[/]: identical bytes, special ids, stop ids and settings")
         return
@@ -153,7 +147,7 @@ def _print_diff(r: dict) -> None:
     if d["count"]:
         out.print(
             f"[yellow]bytes[/]: {d['count']} ids differ, e.g. "
-            + _escape("; ".join(f"{e['id']}: {e['a']!r} vs {e['b']!r}" for e in d["examples"]))
+            + escape("; ".join(f"{e['id']}: {e['a']!r} vs {e['b']!r}" for e in d["examples"]))
         )
     for side in ("a", "b"):
         only = r[f"special_only_in_{side}"]
@@ -161,7 +155,7 @@ def _print_diff(r: dict) -> None:
             out.print(f"[yellow]special only in {side}[/]: {only[:10]}{' …' if len(only) > 10 else ''}")
     t = r.get("tokenization")
     if t and not t["same"]:
-        out.print(f"[yellow]tokenization of {_escape(repr(t['text']))}[/]: a={t['a']} b={t['b']}")
+        out.print(f"[yellow]tokenization of {escape(repr(t['text']))}[/]: a={t['a']} b={t['b']}")
 
 
 app.command("inspect")(inspect)

@@ -23,7 +23,8 @@ _ONLY_WHERE_GIVEN = (*REASONING_ONLY, "engine")  # "engine": only records answer
 
 def error_record(rid: Any, prompt: Any, errors: list[str], **context: Any) -> dict:
     """A record for a request that failed: the documented key set (sgcli/records.py), nulls where
-    nothing ran, `valid: false`, `finish_reason: error`; REASONING_ONLY keys and `engine` only where the context has them."""
+    nothing ran, `valid: false`, `finish_reason: error`; REASONING_ONLY keys and `engine` only
+    where the context has them."""
     from sgcli.records import GenerationRecord
 
     record = GenerationRecord(finish_reason="error", valid=False, errors=list(errors)).model_dump(mode="json")

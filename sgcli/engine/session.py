@@ -18,6 +18,7 @@ from sgcli.engine.loader import LoadedModel
 from sgcli.engine.records import REASONING_ONLY, error_record
 from sgcli.engine.requests import Request, chat_messages
 from sgcli.engine.sampling import SamplingParams
+from sgcli.engine.timing import percentile
 from sgcli.errors import UserError
 from sgcli.tokenizers.base import Tokenizer
 
@@ -172,7 +173,7 @@ class Session:
         errors = list(verdict.errors)
         if f.error and f.error not in errors:
             errors.insert(0, f.error)
-        mask_ms = sorted(s * 1000 for s in f.mask_s)
+        mask_ms = [s * 1000 for s in f.mask_s]
         record = {
             "schema_version": RECORD_SCHEMA_VERSION,
             "id": req.id,
@@ -201,8 +202,8 @@ class Session:
                 "compile_s": round(self.compiled.compile_s, 4),
                 "first_token_s": None if f.first_token_s is None else round(f.first_token_s, 4),
                 "tokens_per_s": None if f.tokens_per_s is None else round(f.tokens_per_s, 2),
-                "mask_ms_p50": round(mask_ms[len(mask_ms) // 2], 4) if mask_ms else None,
-                "mask_ms_p99": round(mask_ms[min(len(mask_ms) - 1, int(len(mask_ms) * 0.99))], 4) if mask_ms else None,
+                "mask_ms_p50": percentile(mask_ms, 0.5, 4),
+                "mask_ms_p99": percentile(mask_ms, 0.99, 4),
             },
         }
         if self.think_end is not None:

@@ -12,11 +12,11 @@ No terminal code here: the command in sgcli/cli/bench_cmd.py prints what this re
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.engine.timing import percentile
 from sgcli.errors import Location, UserError
 
 
@@ -196,7 +196,7 @@ def _bench_item(result: BackendResult, item: Item, vocab) -> dict:
 
     record: dict = {"item": item.name, "kind": item.spec.kind.value, "backend": result.backend}
     impl = get_backend(result.backend)
-    unsupported, missing = unsupported_reason(impl, item.spec), impl.available()
+    unsupported, missing = unsupported_reason(impl, item.spec), impl.unavailable_reason()
     if unsupported:
         return _failed(result, record, "unsupported", f"{result.backend} does not support {unsupported}")
     if missing:
@@ -232,7 +232,7 @@ def _warm_up(name: str, vocab) -> None:
 
     impl = get_backend(name)
     spec = ConstraintSpec(Kind.REGEX, "a", "<warm-up>")
-    if unsupported_reason(impl, spec) is None and not impl.available():
+    if unsupported_reason(impl, spec) is None and not impl.unavailable_reason():
         try:
             impl.compile(spec, vocab)
         except UserError:
@@ -272,14 +272,6 @@ def _reason_of(exc: UserError) -> str:
 def _failed(result: BackendResult, record: dict, reason: str, message: str) -> dict:
     result.failed[reason] = result.failed.get(reason, 0) + 1
     return record | {"status": "failed", "reason": reason, "message": message}
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile (q in 0..1); None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
 def summary(result: BackendResult) -> dict:

@@ -180,7 +180,7 @@ def _compile_all(spec: ConstraintSpec, vocab, report: RoundTrip, role: str, only
         if only is not None and name != only:
             continue
         impl = get_backend(name)
-        if impl.available():
+        if impl.unavailable_reason():
             continue
         try:
             compiled[name] = compile_cached(impl, spec, vocab).compiled

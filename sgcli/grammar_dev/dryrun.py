@@ -8,11 +8,12 @@ probe finds the exact byte and what the grammar wanted there.
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass, field
 
 from sgcli.backends.base import Compiled, allowed_ids, new_bitmask
-from sgcli.grammar_dev.matching import byte_ids, canonical_ids
+from sgcli.grammar_dev.matching import byte_ids, canonical_ids, walk
 from sgcli.tokenizers.vocab import Vocab
 
 ACCEPTED, PREFIX, REJECTED, START = "accepted", "prefix", "rejected", "start"
@@ -86,59 +87,54 @@ def readable_order(vocab: Vocab, ids) -> list[int]:
 
 
 def _state(compiled: Compiled, matcher, mask, top: int) -> State:
-    matcher.fill_mask(mask)
+    """The state `mask` (just filled) and `matcher` show."""
     ids = allowed_ids(mask, len(compiled.vocab))
     return State(int(len(ids)), readable_order(compiled.vocab, ids)[:top], matcher.jump_forward(), matcher.can_stop())
 
 
 def dry_run(compiled: Compiled, text: str | None, *, top: int = 10) -> DryRun:
-    """Step `compiled` through the tokens of `text` (None: just the first step)."""
+    """Step `compiled` through the tokens of `text` (None: just the first step), following the mask."""
     vocab = compiled.vocab
     matcher = compiled.matcher()
     mask = new_bitmask(len(vocab))
+    states: list[State] = []
+
+    def record(index: int, token: int | None) -> None:
+        states.append(_state(compiled, matcher, mask, top))
+
     if text is None:
-        return DryRun(compiled.backend, None, [], end=_state(compiled, matcher, mask, top))
+        walk(matcher, [], mask, on_state=record)
+        return DryRun(compiled.backend, None, [], end=states[-1])
     ids = canonical_ids(vocab, text)
     run = DryRun(compiled.backend, text, ids)
     if b"".join(vocab.tokens[i] for i in ids) != text.encode("utf-8"):
         run.note = "the tokens do not spell TEXT byte for byte (the tokenizer normalizes it); offsets follow the tokens"
-    offset = 0
-    for index, token in enumerate(ids):
-        before = _state(compiled, matcher, mask, top)
-        allowed = bool((int(mask[token >> 5]) >> (token & 31)) & 1)
-        taken = matcher.accept(token) if allowed else False
-        run.steps.append(Step(index, token, vocab.tokens[token], offset, allowed and taken, before))
-        if not (allowed and taken):
-            run.rejection = _locate(compiled, ids, index, offset, before, top)
-            if allowed != taken:
-                run.rejection.note = f"{compiled.backend}: the mask allows this token but accept() refused it"
-            return run
-        offset += len(vocab.tokens[token])
-    run.end = _state(compiled, matcher, mask, top)
+    w = walk(matcher, ids, mask, follow_mask=True, on_state=record)
+    offsets = list(itertools.accumulate((len(vocab.tokens[t]) for t in ids), initial=0))
+    for index in range(len(w.in_mask)):
+        token = ids[index]
+        run.steps.append(Step(index, token, vocab.tokens[token], offsets[index], index < w.taken, states[index]))
+    if w.refused is None:
+        run.end = states[-1]
+        return run
+    run.rejection = _locate(compiled, ids, w.taken, offsets[w.taken], states[w.taken])
+    if w.inconsistent:
+        run.rejection.note = f"{compiled.backend}: the mask allows this token but accept() refused it"
     return run
 
 
-def _locate(compiled: Compiled, ids: list[int], index: int, offset: int, before: State, top: int) -> Rejection:
+def _locate(compiled: Compiled, ids: list[int], index: int, offset: int, before: State) -> Rejection:
     """Replay up to the rejected token, then feed its bytes one by one to find the failing byte."""
     vocab = compiled.vocab
     piece = vocab.tokens[ids[index]]
     matcher = compiled.matcher()
-    for token in ids[:index]:
-        matcher.accept(token)
-    mask = new_bitmask(len(vocab))
-    good = 0
+    walk(matcher, ids[:index])
+    mask = new_bitmask(len(vocab))  # left holding the state before the failing byte (or after the last)
     singles = byte_ids(vocab, piece) or []
-    for single in singles:
-        matcher.fill_mask(mask)  # kept when the byte fails: some matchers refuse everything after an error
-        if not matcher.accept(single):
-            break
-        good += 1
+    good = walk(matcher, singles, mask).taken
     note = None
     if singles and good == len(singles):
         note = "every byte of this token is allowed, but not this token: the grammar wants the text split differently"
-        matcher.fill_mask(mask)
-    elif not singles:
-        matcher.fill_mask(mask)
     firsts = {
         vocab.tokens[i][0] for i in allowed_ids(mask, len(vocab)) if vocab.tokens[i] and i not in vocab.special_ids
     }

@@ -233,7 +233,7 @@ def run_suite(suite: Suite, names: list[str], vocab, *, use_cache: bool | None =
         if reason is not None:
             runs.append(BackendRun(name, "unsupported", f"{name} does not support {reason}"))
             continue
-        missing = impl.available()
+        missing = impl.unavailable_reason()
         if missing:
             runs.append(BackendRun(name, "unavailable", missing))
             continue

@@ -1,8 +1,8 @@
 """Driving a compiled grammar's matcher with token sequences, without a model.
 
-Shared by `sgcli masks`, `sgcli test` and `sgcli convert`: which backends to run, the
-token sequences that spell a string, feeding them to a matcher, and random walks that
-sample strings a grammar accepts.
+Shared by `sgcli masks`, `compare-backends`, `sgcli test`, `sgcli convert`, lint and the
+benchmarks: which backends to run, the token sequences that spell a string, the one
+`walk` that feeds them to a matcher, and random walks that sample strings a grammar accepts.
 
 Three ways to spell a string as tokens (see docs/grammar-development.md):
 - "bytes": one single-byte token per byte. Token boundaries fall everywhere, so this
@@ -19,24 +19,24 @@ import hashlib
 import random
 import time
 import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from sgcli.backends.base import Compiled, allowed_ids, new_bitmask
-from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.backends.base import Compiled, Matcher, allowed, allowed_ids, new_bitmask
+from sgcli.constraints.spec import ConstraintSpec
 from sgcli.errors import UserError
 from sgcli.tokenizers.vocab import Vocab
 
-_byte_tables: weakref.WeakKeyDictionary[Vocab, dict] = weakref.WeakKeyDictionary()
+_walk_tables: weakref.WeakKeyDictionary[Vocab, dict] = weakref.WeakKeyDictionary()
 
 
 def enforcing_backends() -> list[str]:
-    """Registered backends that enforce a grammar. A backend that also runs unconstrained
-    (its capabilities include Kind.NONE) accepts everything, so testing grammars on it is moot."""
+    """Registered backends that enforce a grammar (testing grammars on one that allows every token is moot)."""
     from sgcli.backends import backend_names, get_backend
 
-    return [n for n in backend_names() if Kind.NONE not in get_backend(n).capabilities.kinds]
+    return [n for n in backend_names() if get_backend(n).capabilities.enforces]
 
 
 def backends_for(spec: ConstraintSpec) -> list[str]:
@@ -57,49 +57,22 @@ def select_backends(choice: str) -> list[str]:
 
 
 def _tables(vocab: Vocab) -> dict:
-    table = _byte_tables.get(vocab)
+    table = _walk_tables.get(vocab)
     if table is None:
-        by_bytes: dict[bytes, int] = {}
-        for i in vocab.ordinary_ids():
-            piece = vocab.tokens[i]
-            if piece and piece not in by_bytes:
-                by_bytes[piece] = i
         ordinary = np.zeros(len(vocab), dtype=bool)
         ordinary[vocab.ordinary_ids()] = True
         ordinary[list(vocab.stop_ids)] = False
         punct = np.array([_is_punctuation(p) for p in vocab.tokens], dtype=bool) & ordinary
-        table = {
-            "by_bytes": by_bytes,
-            "max_len": max((len(p) for p in by_bytes), default=1),
-            "ordinary": ordinary,
-            "punct": punct,
-        }
-        _byte_tables[vocab] = table
+        table = {"ordinary": ordinary, "punct": punct}
+        _walk_tables[vocab] = table
     return table
 
 
 def byte_ids(vocab: Vocab, data: bytes) -> list[int] | None:
     """One single-byte token per byte of `data`; None if the vocabulary lacks one of them."""
-    by_bytes = _tables(vocab)["by_bytes"]
+    by_bytes = vocab.piece_ids
     ids = [by_bytes.get(data[i : i + 1]) for i in range(len(data))]
     return None if any(i is None for i in ids) else ids
-
-
-def longest_match_ids(vocab: Vocab, data: bytes) -> list[int] | None:
-    """Greedy left-to-right longest vocabulary piece; None if some byte has no token."""
-    table = _tables(vocab)
-    by_bytes, max_len = table["by_bytes"], table["max_len"]
-    ids, pos = [], 0
-    while pos < len(data):
-        for length in range(min(max_len, len(data) - pos), 0, -1):
-            token = by_bytes.get(data[pos : pos + length])
-            if token is not None:
-                ids.append(token)
-                pos += length
-                break
-        else:
-            return None
-    return ids
 
 
 def canonical_ids(vocab: Vocab, text: str) -> list[int]:
@@ -117,13 +90,74 @@ def tokenizations(vocab: Vocab, text: str) -> dict[str, list[int] | None]:
     return {
         "bytes": byte_ids(vocab, data),
         "canonical": canonical_ids(vocab, text),
-        "longest": longest_match_ids(vocab, data),
+        "longest": vocab.longest_match(data),
     }
 
 
 @dataclass
+class Walk:
+    """How a matcher took a token sequence (see `walk`)."""
+
+    taken: int = 0  # tokens accepted before the walk stopped
+    refused: str | None = None  # None (all taken), "mask" (only with follow_mask) or "accept"
+    in_mask: list[bool] = field(default_factory=list)  # per token tried: did the mask allow it (with a mask)
+    mask_s: list[float] = field(default_factory=list)  # seconds per fill_mask, in order
+    can_stop: bool = False  # after the last token (False when one was refused)
+
+    @property
+    def accepted(self) -> bool:
+        return self.refused is None and self.can_stop
+
+    @property
+    def inconsistent(self) -> bool:
+        """The mask allowed the refused token but accept() refused it: a backend bug."""
+        return self.refused == "accept" and len(self.in_mask) > self.taken and self.in_mask[self.taken]
+
+
+def walk(
+    matcher: Matcher,
+    token_ids: Sequence[int],
+    mask=None,
+    *,
+    follow_mask: bool = False,
+    on_state: Callable[[int, int | None], None] | None = None,
+) -> Walk:
+    """Feed `token_ids` to `matcher` one at a time, stopping at the first refused token.
+
+    With `mask`, it is filled before each token and once after the last, as in decoding, and
+    `on_state(index, token)` (token None after the last) runs while mask and matcher show the
+    state before that token. `follow_mask`: a token the mask forbids is refused without asking
+    accept(), as decoding would; otherwise accept() alone decides (the grammar's language).
+    """
+    result = Walk()
+    for index, token in enumerate(token_ids):
+        if mask is not None:
+            _fill(matcher, mask, result, on_state, index, token)
+            result.in_mask.append(allowed(mask, token))
+            if follow_mask and not result.in_mask[-1]:
+                result.refused = "mask"
+                return result
+        if not matcher.accept(token):
+            result.refused = "accept"
+            return result
+        result.taken += 1
+    if mask is not None:
+        _fill(matcher, mask, result, on_state, len(token_ids), None)
+    result.can_stop = matcher.can_stop()
+    return result
+
+
+def _fill(matcher: Matcher, mask, result: Walk, on_state, index: int, token: int | None) -> None:
+    t = time.perf_counter()
+    matcher.fill_mask(mask)
+    result.mask_s.append(time.perf_counter() - t)
+    if on_state is not None:
+        on_state(index, token)
+
+
+@dataclass
 class Feed:
-    """How a matcher took a token sequence."""
+    """How a matcher took a token sequence, for humans."""
 
     accepted: bool  # every token taken and the grammar can stop after them
     taken: int  # tokens accepted before the first rejection (= len(ids) when none)
@@ -139,32 +173,20 @@ def feed(compiled: Compiled, ids: list[int], *, check_mask: bool = False) -> Fee
     is a backend bug (`inconsistent`); one the mask forbids but accept() takes is a note (some
     backends steer generation to one tokenization of forced text, e.g. llguidance)."""
     vocab = compiled.vocab
-    matcher = compiled.matcher()
-    mask = new_bitmask(len(vocab)) if check_mask else None
-    notes: list[str] = []
-    for index, token in enumerate(ids):
-        in_mask = None
-        if mask is not None:
-            matcher.fill_mask(mask)
-            in_mask = bool((int(mask[token >> 5]) >> (token & 31)) & 1)
-        ok = matcher.accept(token)
-        if in_mask and not ok:
-            return Feed(
-                False,
-                index,
-                False,
-                f"token {index} {_show(vocab, token)}: the mask allows it but accept() refused it",
-                inconsistent=True,
-                notes=notes,
-            )
-        if not ok:
-            return Feed(False, index, False, f"token {index} {_show(vocab, token)} rejected", notes=notes)
-        if in_mask is False:
-            notes.append(f"token {index} {_show(vocab, token)} is accepted but the mask forbids it")
-    stop = matcher.can_stop()
-    return Feed(
-        stop, len(ids), stop, None if stop else "all tokens taken, but the grammar cannot stop there", notes=notes
-    )
+    w = walk(compiled.matcher(), ids, new_bitmask(len(vocab)) if check_mask else None)
+    notes = [
+        f"token {i} {_show(vocab, ids[i])} is accepted but the mask forbids it"
+        for i in range(w.taken)
+        if w.in_mask and not w.in_mask[i]
+    ]
+    if w.refused is not None:
+        i = w.taken
+        if w.inconsistent:
+            why = f"token {i} {_show(vocab, ids[i])}: the mask allows it but accept() refused it"
+            return Feed(False, i, False, why, inconsistent=True, notes=notes)
+        return Feed(False, i, False, f"token {i} {_show(vocab, ids[i])} rejected", notes=notes)
+    problem = None if w.can_stop else "all tokens taken, but the grammar cannot stop there"
+    return Feed(w.can_stop, len(ids), w.can_stop, problem, notes=notes)
 
 
 def _show(vocab: Vocab, token: int) -> str:
@@ -228,30 +250,23 @@ def walk_masks(compiled, text: str | None) -> dict:
     """Time the masks along `text`'s own tokens (or just the first mask); digest each mask for agreement.
     Shared by `sgcli compare-backends` and `sgcli bench`."""
     vocab = compiled.vocab
-    if text is not None and vocab.encode is None:
-        raise UserError(f"{vocab.source} has no encoder, so --text cannot be tokenized")
-    ids = vocab.encode(text) if text is not None else []
-    matcher = compiled.matcher()
+    ids = canonical_ids(vocab, text) if text is not None else []
     bitmask = new_bitmask(len(vocab))
-    times, digests, rejected_at, allowed_first = [], [], None, None
-    for step, token in enumerate(ids + [None]):
-        t = time.perf_counter()
-        matcher.fill_mask(bitmask)
-        times.append((time.perf_counter() - t) * 1000)
+    digests: list[str] = []
+    allowed_first = 0
+
+    def record(index: int, token: int | None) -> None:
+        nonlocal allowed_first
         digests.append(hashlib.blake2b(bitmask.tobytes(), digest_size=8).hexdigest())
-        if allowed_first is None:
+        if index == 0:
             allowed_first = int(allowed_ids(bitmask, len(vocab)).size)
-        if token is None:
-            break
-        if not (int(bitmask[token // 32]) >> (token % 32)) & 1 or not matcher.accept(token):
-            rejected_at = step
-            break
-    accepted = None if text is None else rejected_at is None and matcher.can_stop()
+
+    w = walk(compiled.matcher(), ids, bitmask, follow_mask=True, on_state=record)
     return {
-        "mask_ms": times,
+        "mask_ms": [s * 1000 for s in w.mask_s],
         "digests": digests,
-        "steps": len(times),
+        "steps": len(w.mask_s),
         "allowed_first": allowed_first,
-        "accepted": accepted,
-        "rejected_at_token": rejected_at,
+        "accepted": None if text is None else w.accepted,
+        "rejected_at_token": None if w.refused is None else w.taken,
     }

@@ -18,15 +18,12 @@ from sgcli.lint.diagnostic import Diagnostic, at_offset
 from sgcli.lint.regex_parse import RegexFeature
 
 _REGEX_POSITION = re.compile(r"at position (\d+)")
-_PREFIXES = [
-    re.compile(r"^.*? rejected by \S+: "),
-    re.compile(r"^[\w /]*error at line \d+, column \d+: ", re.I),
-    re.compile(r"\[[\d:]+\] \S+:\d+: "),
-]
+_WRAPPER = re.compile(r"^.*? rejected by \S+: ")  # sgcli's own "EBNF rejected by xgrammar: "
+_POSITION = re.compile(r"^[\w /]*error at line \d+, column \d+: ", re.I)  # the diagnostic carries it
 
 
 @dataclass
-class BackendRun:
+class BackendCompile:
     """One backend's compile of one file."""
 
     name: str
@@ -35,7 +32,7 @@ class BackendRun:
     warnings: list[CompileWarning] = field(default_factory=list)
 
 
-def compile_with(name: str, spec: ConstraintSpec, vocab) -> BackendRun:
+def compile_with(name: str, spec: ConstraintSpec, vocab) -> BackendCompile:
     from sgcli.backends import check_supports
     from sgcli.backends.bounded import CompileLimitError
     from sgcli.cache.grammars import compile_cached
@@ -46,21 +43,21 @@ def compile_with(name: str, spec: ConstraintSpec, vocab) -> BackendRun:
     except CompileLimitError:
         raise  # a limit is not a finding about the file: the file fails with exit 2
     except UserError as exc:
-        return BackendRun(name, error=exc)
-    return BackendRun(name, compiled, warnings=list(compiled.warnings))
+        return BackendCompile(name, error=exc)
+    return BackendCompile(name, compiled, warnings=list(compiled.warnings))
 
 
 def clean_message(message: str) -> str:
     """The backend's own words, without sgcli's 'X rejected by Y:' wrapper, a position the
     diagnostic already carries, native log prefixes, or code excerpts after the first line."""
-    text = message.strip()
-    for pattern in _PREFIXES:
-        text = pattern.sub("", text, count=1)
+    from sgcli.backends.diagnostics import native_message
+
+    text = _POSITION.sub("", native_message(_WRAPPER.sub("", message.strip(), count=1)), count=1)
     first = text.split("\n")[0].strip()
     return first or text
 
 
-def compile_error(run: BackendRun, spec: ConstraintSpec, stext) -> Diagnostic:
+def compile_error(run: BackendCompile, spec: ConstraintSpec, stext) -> Diagnostic:
     """S001, or J002 when a schema error sits on a keyword of the schema."""
     loc = run.error.location
     line, col = (loc.line, loc.col) if loc else (None, None)
@@ -87,12 +84,12 @@ def compile_error(run: BackendRun, spec: ConstraintSpec, stext) -> Diagnostic:
 MAX_DROPPED = 8
 
 
-def without_refused(run: BackendRun, spec: ConstraintSpec, stext, vocab) -> tuple[Compiled | None, list[tuple]]:
+def without_refused(run: BackendCompile, spec: ConstraintSpec, stext, vocab) -> tuple[Compiled | None, list[tuple]]:
     """(the backend's compile of the schema minus every keyword it refuses (J002), the dropped
     keyword paths); (None, ...) when an error is not about a keyword or too many are refused."""
     import json
 
-    from sgcli.lint.jsontext import SchemaText
+    from sgcli.constraints.jsonpos import SchemaText
 
     error, schema, dropped = run.error, json.loads(spec.text), []
     while error is not None and len(dropped) < MAX_DROPPED:
@@ -123,21 +120,8 @@ def _keyword_at(stext, line: int, col: int | None) -> tuple | None:
     if not pointer:
         return None
     subschema_paths = {path for path, _ in iter_subschemas(parse_json(stext.text, None))}
-    path = _path_of(stext, pointer)
+    path = stext.path_of(pointer)
     return path if path[:-1] in subschema_paths else None
-
-
-def _path_of(stext, pointer: str) -> tuple:
-    """A JSON pointer as a path of keys and list indexes (as `iter_subschemas` spells them)."""
-    from sgcli.constraints.jsonpos import pointer_of
-
-    path: list = []
-    for token in pointer.split("/")[1:]:
-        token = token.replace("~1", "/").replace("~0", "~")
-        container = stext.offsets.get(pointer_of(path))
-        in_list = container is not None and stext.text[container] == "["
-        path.append(int(token) if in_list and token.isdigit() else token)
-    return tuple(path)
 
 
 def _offset_of(text: str, line: int, col: int) -> int:
@@ -147,7 +131,7 @@ def _offset_of(text: str, line: int, col: int) -> int:
     return start + col - 1
 
 
-def warning(run: BackendRun, w: CompileWarning, spec: ConstraintSpec, stext) -> Diagnostic:
+def warning(run: BackendCompile, w: CompileWarning, spec: ConstraintSpec, stext) -> Diagnostic:
     """S002 at the schema location the warning is about (its JSON pointer, or the first
     place its words point to), or at a regex position the message gives."""
     message = f"{run.name} warns: {clean_message(w.message)}"
@@ -157,7 +141,7 @@ def warning(run: BackendRun, w: CompileWarning, spec: ConstraintSpec, stext) -> 
 
         pointer = next(iter(pointers_for(spec.schema(), w.message)), None)
     if stext is not None and pointer is not None:
-        span = stext.key_span(_path_of(stext, pointer))
+        span = stext.key_span(stext.path_of(pointer))
         if f"(at {pointer or '/'})" not in message:
             message += f" (at {pointer or '/'})"
         if span is not None:
@@ -180,7 +164,7 @@ def neutralized(spec: ConstraintSpec, features: list[RegexFeature]) -> Constrain
 
 
 def feature_verdicts(
-    runs: list[BackendRun], spec: ConstraintSpec, features: list[RegexFeature], vocab
+    runs: list[BackendCompile], spec: ConstraintSpec, features: list[RegexFeature], vocab
 ) -> dict[str, str]:
     """For each backend: "rejects", "ignores" (it warned) or "" (no complaint), judged by
     compiling the file again without the features. Runs whose error or warnings the

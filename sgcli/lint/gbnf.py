@@ -14,7 +14,6 @@ from sgcli.lint.grammar_model import Alt, Chars, Grammar, Lit, Node, Opaque, Ref
 from sgcli.lint.reader import Reader
 
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
-_DEFINE = re.compile(r"[ \t]*::=")
 _BRACES = re.compile(r"\{\s*(\d*)\s*(,?)\s*(-1|\d*)\s*\}")  # xgrammar prints {n, -1} for {n,}
 
 

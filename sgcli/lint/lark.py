@@ -24,36 +24,6 @@ _HEADER = re.compile(r"[?!]?([A-Za-z_][A-Za-z0-9_-]*)(::\S+?)?(\{[^}\n]*\})?(\[[
 _BRACES = re.compile(r"\{\s*(\d*)\s*(,?)\s*(\d*)\s*\}")
 _TILDE = re.compile(r"~\s*(\d+)(?:\s*\.\.\s*(\d+))?")
 _DIRECTIVE = re.compile(r"%([a-z_]+)")
-# Terminals Lark's `%import common` provides (and llguidance's built-in copy of it).
-COMMON_TERMINALS = {
-    "DIGIT",
-    "HEXDIGIT",
-    "INT",
-    "SIGNED_INT",
-    "DECIMAL",
-    "_EXP",
-    "FLOAT",
-    "SIGNED_FLOAT",
-    "NUMBER",
-    "SIGNED_NUMBER",
-    "_STRING_INNER",
-    "_STRING_ESC_INNER",
-    "ESCAPED_STRING",
-    "LETTER",
-    "WORD",
-    "LCASE_LETTER",
-    "UCASE_LETTER",
-    "CNAME",
-    "WS_INLINE",
-    "WS",
-    "CR",
-    "LF",
-    "NEWLINE",
-    "SH_COMMENT",
-    "CPP_COMMENT",
-    "C_COMMENT",
-    "SQL_COMMENT",
-}
 
 
 def is_terminal_name(name: str) -> bool:

@@ -97,13 +97,17 @@ class Linter:
             if self.options.backend == "auto" and backend.capabilities.imports_torch:
                 heavy.append(name)  # availability not probed: that would import torch
                 continue
-            lacking, missing = unsupported_reason(backend, spec), backend.available()
+            lacking, missing = unsupported_reason(backend, spec), backend.unavailable_reason()
             if lacking or missing:
                 skipped.append((name, f"it does not support {lacking}" if lacking else f"it is not usable: {missing}"))
             else:
                 chosen.append(name)
         if heavy and not chosen:  # `auto`: the slow-to-import backends only where no other one can check
-            return [n for n in heavy if not unsupported_reason(get_backend(n), spec) and not get_backend(n).available()]
+            return [
+                n
+                for n in heavy
+                if not unsupported_reason(get_backend(n), spec) and not get_backend(n).unavailable_reason()
+            ]
         return chosen
 
     def lint(self, path: str) -> FileResult:
@@ -131,7 +135,7 @@ class Linter:
             problem = _input_problem(spec)
             if problem is not None:
                 return FileResult(spec.name, _finish([problem], sel), notes)
-            from sgcli.lint.jsontext import SchemaText
+            from sgcli.constraints.jsonpos import SchemaText
             from sgcli.lint.schema_checks import pattern_features
 
             schema, stext = spec.schema(), SchemaText(spec.text)

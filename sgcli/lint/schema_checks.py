@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 
 from sgcli.backends.base import Compiled
+from sgcli.constraints.jsonpos import SchemaText
 from sgcli.lint.diagnostic import Diagnostic, at_offset
-from sgcli.lint.jsontext import SchemaText
 from sgcli.lint.regex_parse import RegexFeature, parse_regex
 from sgcli.lint.schema_probes import Probe
 

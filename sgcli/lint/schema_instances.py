@@ -87,15 +87,14 @@ class InstanceBuilder:
         return value
 
     def resolve(self, ref: str):
+        from sgcli.constraints.jsonpos import resolve_ref
+
         if not ref.startswith("#"):
             raise Impossible(f"remote $ref {ref}")
-        node = self.root
-        for part in ref[1:].split("/")[1:]:
-            part = part.replace("~1", "/").replace("~0", "~")
-            node = node[int(part)] if isinstance(node, list) else node.get(part) if isinstance(node, dict) else None
-            if node is None:
-                raise Impossible(f"unresolvable $ref {ref}")
-        return node
+        found = resolve_ref(self.root, ref)
+        if found is None:
+            raise Impossible(f"unresolvable $ref {ref}")
+        return found[0]
 
     def value(self, schema, depth: int, variant: int = 0):
         if depth > _MAX_DEPTH:

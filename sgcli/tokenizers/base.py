@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sgcli.errors import UserError
 from sgcli.tokenizers.templates import ChatTemplate, raw_prompt, render, select_template
 from sgcli.tokenizers.vocab import Vocab
 
@@ -28,6 +29,9 @@ class Tokenizer:
     raw_chat_template: Any = None  # str | list | dict | None, as in tokenizer_config.json
     special_tokens: dict[str, str] = field(default_factory=dict)  # bos_token -> "<s>", ...
     add_bos: bool = False  # whether a raw prompt starts with BOS
+    # A library's own chat encoding (mistral-common's for `mistral:*`), used instead of a Jinja
+    # template: messages, tools -> prompt ids. None for tokenizers with Jinja templates.
+    chat_encoder: Callable[[list[dict], list | None], list[int]] | None = None
 
     def encode(self, text: str) -> list[int]:
         return self.encode_fn(text)
@@ -67,8 +71,21 @@ class Tokenizer:
         tools: list | None = None,
     ) -> RenderedPrompt:
         """Text and ids exactly as a generation would send them (`template render` shows this)."""
+        if self.chat_encoder is not None:
+            return self._encoded_chat(messages, template_name, tools)
         text, tpl = self.render_chat(
             messages, template_name=template_name, add_generation_prompt=add_generation_prompt, tools=tools
         )
         notices = () if tpl is not None else (f"{self.name} has no chat template: the prompt is sent as is",)
         return RenderedPrompt(text, self.prompt_ids(text, templated=tpl is not None), tpl, notices)
+
+    def _encoded_chat(self, messages: list[dict], template_name: str | None, tools: list | None) -> RenderedPrompt:
+        if template_name:
+            raise UserError(
+                f"{self.name} encodes chats with mistral-common, not a named template ('{template_name}')",
+                hint="drop --template-name",
+            )
+        ids = self.chat_encoder(messages, tools)
+        text = b"".join(self.vocab.tokens[i] for i in ids).decode("utf-8", errors="replace")
+        how = f"mistral-common's own chat encoding for {self.name}"
+        return RenderedPrompt(text, ids, ChatTemplate("mistral-common", "", how))

@@ -146,34 +146,13 @@ def load_tokenizer_json(path: Path, *, name: str | None = None, extra_stop_ids: 
     size = hf.get_vocab_size(with_added_tokens=True)
     added = {t["id"]: t for t in raw.get("added_tokens", [])}
     special_ids = {i for i, t in added.items() if t.get("special")}
-    tokens: list[bytes] = []
-    for i in range(size):
-        piece = hf.id_to_token(i)
-        if piece is None:
-            tokens.append(b"")
-        elif i in added:
-            tokens.append(piece.encode("utf-8"))
-        elif vocab_type == BYTE_LEVEL:
-            b = byte_level_piece(piece)
-            tokens.append(b if b is not None else piece.encode("utf-8"))
-        elif vocab_type == BYTE_FALLBACK:
-            tokens.append(byte_fallback_piece(piece))
-        else:
-            tokens.append(piece.encode("utf-8"))
+    tokens = _token_bytes(hf, size, added, vocab_type)
     empty = {i for i, t in enumerate(tokens) if not t and i not in special_ids}
     if empty:  # an id that writes nothing can only stall a grammar: every backend must see it as special
         special_ids |= empty
         notes.append(f"{len(empty)} id(s) without any bytes are treated as special")
 
-    specials = {k: _token_str(cfg, k) for k in ("bos_token", "eos_token", "pad_token", "unk_token")}
-    specials = {k: v for k, v in specials.items() if v}
-    if "eos_token" not in specials:
-        guess = next((n for n in _EOS_NAMES if hf.token_to_id(n) is not None), None)
-        if guess:
-            specials["eos_token"] = guess
-            notes.append(f"no tokenizer_config.json eos_token: EOS guessed from the token name {guess!r}")
-        else:
-            notes.append("no EOS token known: generation stops only at --max-tokens or a grammar's end")
+    specials = _special_tokens(cfg, hf, notes)
     eos_id = hf.token_to_id(specials["eos_token"]) if "eos_token" in specials else None
     bos_id = hf.token_to_id(specials["bos_token"]) if "bos_token" in specials else None
     stops = ([eos_id] if eos_id is not None else []) + _generation_stop_ids(folder) + list(extra_stop_ids)
@@ -208,3 +187,36 @@ def load_tokenizer_json(path: Path, *, name: str | None = None, extra_stop_ids: 
         special_tokens=specials,
         add_bos=_adds_bos(raw, specials.get("bos_token"), cfg),
     )
+
+
+def _token_bytes(hf, size: int, added: dict, vocab_type: str) -> list[bytes]:
+    """The exact bytes of every id: added tokens as their text, others decoded by the vocabulary's type."""
+    tokens: list[bytes] = []
+    for i in range(size):
+        piece = hf.id_to_token(i)
+        if piece is None:
+            tokens.append(b"")
+        elif i in added:
+            tokens.append(piece.encode("utf-8"))
+        elif vocab_type == BYTE_LEVEL:
+            b = byte_level_piece(piece)
+            tokens.append(b if b is not None else piece.encode("utf-8"))
+        elif vocab_type == BYTE_FALLBACK:
+            tokens.append(byte_fallback_piece(piece))
+        else:
+            tokens.append(piece.encode("utf-8"))
+    return tokens
+
+
+def _special_tokens(cfg: dict, hf, notes: list[str]) -> dict[str, str]:
+    """bos/eos/pad/unk token texts from tokenizer_config.json; an EOS guessed by name (with a note) when absent."""
+    specials = {k: _token_str(cfg, k) for k in ("bos_token", "eos_token", "pad_token", "unk_token")}
+    specials = {k: v for k, v in specials.items() if v}
+    if "eos_token" not in specials:
+        guess = next((n for n in _EOS_NAMES if hf.token_to_id(n) is not None), None)
+        if guess:
+            specials["eos_token"] = guess
+            notes.append(f"no tokenizer_config.json eos_token: EOS guessed from the token name {guess!r}")
+        else:
+            notes.append("no EOS token known: generation stops only at --max-tokens or a grammar's end")
+    return specials

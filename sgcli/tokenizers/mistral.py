@@ -67,7 +67,56 @@ def load_mistral(ref: str) -> Tokenizer:
         return load_tekken(path, ref)
     from sgcli.tokenizers.spm import load_spm_tokenizer
 
-    return load_spm_tokenizer(path, name=ref)
+    tok = load_spm_tokenizer(path, name=ref)
+    tok.chat_encoder = chat_encoder(path, ref)
+    return tok
+
+
+def chat_encoder(path: Path, ref: str):
+    """mistral-common's own chat encoding for the tokenizer file at `path`: (messages, tools) -> ids.
+    The MistralTokenizer is built on first use; its validation errors are the user's (exit 2)."""
+    built: list = []
+
+    def encode(messages: list[dict], tools: list | None) -> list[int]:
+        try:
+            from mistral_common.protocol.instruct.request import ChatCompletionRequest
+        except ImportError as exc:
+            raise UserError(f"cannot encode chats for {ref}: {exc}", hint="pip install 'sgcli[mistral]'") from None
+        if not built:
+            built.append(_quietly(lambda: _mistral_tokenizer(path, ref)))
+        try:
+            request = ChatCompletionRequest(messages=messages, tools=tools)
+            return list(_quietly(lambda: built[0].encode_chat_completion(request)).tokens)
+        except (ValueError, TypeError, KeyError, AssertionError) as exc:  # pydantic and mistral-common checks
+            raise UserError(
+                f"mistral-common cannot encode these messages for {ref}: {' '.join(str(exc).split())[:400]}",
+                hint="roles are system, user, assistant, tool; user and assistant turns alternate",
+            ) from None
+
+    return encode
+
+
+def _mistral_tokenizer(path: Path, ref: str):
+    try:
+        from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+
+        return MistralTokenizer.from_file(str(path))
+    except ImportError as exc:  # SentencePiece versions need the sentencepiece package
+        hint = "pip install 'sgcli[mistral]'  (it brings sentencepiece)"
+        raise UserError(f"cannot encode chats for {ref}: {exc}", hint=hint) from None
+
+
+def _quietly(fn):
+    """Run `fn` with mistral-common's logging and warnings held back (they are not the user's concern)."""
+    quiet = logging.getLogger("mistral_common")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fn()
+    finally:
+        quiet.setLevel(level)
 
 
 _SPECIAL_NAMES = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}
@@ -80,17 +129,10 @@ def load_tekken(path: Path, ref: str) -> Tokenizer:
         from mistral_common.tokens.tokenizers.tekken import Tekkenizer
     except ImportError as exc:
         raise UserError(f"cannot load {ref}: {exc}", hint="pip install 'sgcli[mistral]'") from None
-    quiet = logging.getLogger("mistral_common")
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tk = Tekkenizer.from_file(path)
+        tk = _quietly(lambda: Tekkenizer.from_file(path))
     except (AssertionError, ValueError, KeyError, OSError) as exc:
         raise UserError(f"cannot build a vocabulary from {path} ({ref}): {exc}") from None
-    finally:
-        quiet.setLevel(level)
 
     special = frozenset(range(tk.num_special_tokens))
     tokens = [tk.id_to_byte_piece(i, SpecialTokenPolicy.KEEP) for i in range(tk.n_words)]
@@ -120,4 +162,5 @@ def load_tekken(path: Path, ref: str) -> Tokenizer:
         raw_chat_template=None,
         special_tokens=dict(_SPECIAL_NAMES),
         add_bos=True,
+        chat_encoder=chat_encoder(path, ref),
     )

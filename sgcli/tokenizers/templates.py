@@ -1,17 +1,21 @@
-"""Chat templates: choosing one, and rendering it the way Hugging Face tokenizers do.
+"""Chat templates: choosing one and saying which; rendering is the template's own library's.
 
-sgcli renders templates itself (sandboxed Jinja with the helpers transformers exposes)
-so that `template render` and `generate` produce byte-identical prompts, and so that
-rendering needs no model framework. Every way a template can fail on the user's
-messages is a `UserError` (exit 2), as SGLang answers such requests with a 400.
+Hugging Face templates are rendered by transformers' `render_jinja_template` (the function
+`tokenizer.apply_chat_template` calls), so sandbox globals, reasoning-field aliasing and
+template variables never drift from transformers; `mistral:*` tokenizers use mistral-common's
+own chat encoding (see `sgcli.tokenizers.mistral`). sgcli keeps choosing the template,
+reporting which one it used, and bounding the render: a template is untrusted input, so it
+runs with a time limit and an address-space ceiling (in the main thread, where the CLI renders)
+and an output-size limit, and every way it can fail is a `UserError` (exit 2) naming the
+template, as SGLang answers with a 400.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
-from functools import lru_cache
 from typing import Any
 
 from sgcli.errors import UserError
@@ -103,38 +107,13 @@ def check_messages(messages: Any, *, where: str = "messages") -> list[dict]:
     return messages
 
 
-@lru_cache(maxsize=32)
-def _compile(source: str):
-    import jinja2
-    from jinja2.ext import Extension
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
+RENDER_TIME_S = 10.0  # wall-clock seconds a render may take
+RENDER_MEMORY_MB = 1024  # address space a render may add to the process
+RENDER_MAX_CHARS = 8_000_000  # a rendered prompt longer than any model's context, many times over
 
-    class GenerationBlock(Extension):
-        """`{% generation %}...{% endgeneration %}` (transformers' assistant-mask marker) renders its body."""
 
-        tags = {"generation"}
-
-        def parse(self, parser):
-            lineno = next(parser.stream).lineno
-            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-            return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
-
-        def _body(self, caller):
-            return caller()
-
-    def raise_exception(message):
-        raise jinja2.exceptions.TemplateError(message)
-
-    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-    env = ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=[GenerationBlock, "jinja2.ext.loopcontrols"]
-    )
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
-    return env.from_string(source)
+class _TemplateTimeout(Exception):
+    pass
 
 
 def render(
@@ -145,26 +124,117 @@ def render(
     special_tokens: dict[str, str] | None = None,
     tools: list | None = None,
 ) -> str:
-    """Render messages; template and message-structure errors are the user's (exit 2)."""
+    """Render `messages` with transformers' own renderer, within the limits above; every failure
+    (syntax, the template's raise_exception, a Python error inside it, a limit) is exit 2."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    chat = [{k: v for k, v in m.items() if v is not None} for m in messages]  # as apply_chat_template does
+    try:
+        with _limits():
+            rendered, _ = render_jinja_template(
+                [chat],
+                tools=tools,
+                chat_template=template.source,
+                add_generation_prompt=add_generation_prompt,
+                **(special_tokens or {}),
+            )
+        text = rendered[0]
+    except Exception as exc:  # the template is the user's: whatever it raises is exit 2
+        raise _template_error(template, exc) from None
+    if len(text) > RENDER_MAX_CHARS:
+        raise UserError(
+            f"chat template '{template.name}' rendered {len(text):,} characters, over the limit of "
+            f"{RENDER_MAX_CHARS:,}",
+            hint="check the template for loops or repetition that grow the prompt",
+        )
+    return text
+
+
+def _template_error(template: ChatTemplate, exc: Exception) -> UserError:
     import jinja2
 
-    try:
-        compiled = _compile(template.source)
-        return compiled.render(
-            messages=messages, add_generation_prompt=add_generation_prompt, tools=tools, **(special_tokens or {})
-        )
-    except jinja2.exceptions.TemplateSyntaxError as exc:
-        raise UserError(
-            f"chat template '{template.name}' has a syntax error at line {exc.lineno}: {exc.message}",
+    name = template.name
+    if isinstance(exc, jinja2.exceptions.TemplateSyntaxError):
+        return UserError(
+            f"chat template '{name}' has a syntax error at line {exc.lineno}: {exc.message}",
             hint="fix the template in tokenizer_config.json / chat_template.jinja",
-        ) from None
-    except jinja2.exceptions.TemplateError as exc:
-        raise UserError(
-            f"chat template '{template.name}' rejected the messages: {exc}",
+        )
+    if isinstance(exc, _TemplateTimeout):
+        return UserError(f"chat template '{name}' took more than {RENDER_TIME_S:g} s to render", hint=_LOOPS)
+    if isinstance(exc, MemoryError):
+        return UserError(f"chat template '{name}' needed more than {RENDER_MEMORY_MB} MB to render", hint=_LOOPS)
+    if isinstance(exc, RecursionError):
+        return UserError(f"chat template '{name}' recursed too deeply (a macro calling itself?)", hint=_LOOPS)
+    if isinstance(exc, jinja2.exceptions.TemplateError):  # raise_exception(...), sandbox refusals
+        return UserError(
+            f"chat template '{name}' rejected the messages: {exc}",
             hint="check the roles, order and contents of the messages",
-        ) from None
-    except (TypeError, KeyError, AttributeError, ValueError, IndexError) as exc:
-        raise UserError(
-            f"chat template '{template.name}' failed on these messages: {type(exc).__name__}: {exc}",
-            hint="each message needs 'role' and 'content'",
-        ) from None
+        )
+    return UserError(
+        f"chat template '{name}' failed on these messages: {type(exc).__name__}: {exc}",
+        hint="each message needs 'role' and 'content'; if they have them, the template itself is broken",
+    )
+
+
+_LOOPS = "the template is untrusted input; check it for unbounded loops, repetition or recursion"
+
+
+@contextlib.contextmanager
+def _limits() -> Iterator[None]:
+    """Time and memory limits around a render, in the main thread only: a signal can only be taken
+    there, and lowering the address-space limit while other threads allocate could fail them."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    with _time_limit(RENDER_TIME_S), _memory_limit(RENDER_MEMORY_MB):
+        yield
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Raise `_TemplateTimeout` inside the render after `seconds` (Jinja renders in Python code, so
+    the signal lands between bytecodes)."""
+    import signal
+
+    if not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(signum, frame):
+        raise _TemplateTimeout
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextlib.contextmanager
+def _memory_limit(megabytes: int) -> Iterator[None]:
+    """Cap the process's address space at its current size plus `megabytes` while rendering, so
+    `{{ 'x' * 10**10 }}` is a MemoryError instead of gigabytes (Linux; elsewhere no ceiling)."""
+    try:
+        import resource
+
+        with open("/proc/self/statm") as f:
+            current = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):
+        yield
+        return
+    ceiling = current + megabytes * 2**20
+    if hard != resource.RLIM_INFINITY:
+        ceiling = min(ceiling, hard)
+    if soft != resource.RLIM_INFINITY and soft <= ceiling:
+        yield  # already tighter than ours
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (ceiling, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))

@@ -10,8 +10,9 @@ Adapters build their own tokenizer objects from these bytes and never from
 from __future__ import annotations
 
 import codecs
+import functools
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 BYTE_LEVEL = "byte_level"  # GPT-2 style: bytes mapped to printable unicode
@@ -67,9 +68,36 @@ class Vocab:
     def piece(self, token_id: int) -> bytes:
         return self.tokens[token_id]
 
-    def text_of(self, ids: Sequence[int], *, skip_special: bool = True) -> str:
-        data = b"".join(self.tokens[i] for i in ids if not (skip_special and i in self.special_ids))
-        return data.decode("utf-8", errors="replace")
+    @functools.cached_property
+    def piece_ids(self) -> dict[bytes, int]:
+        """Bytes -> the lowest ordinary id with exactly those bytes (built on first use)."""
+        by_bytes: dict[bytes, int] = {}
+        for i in self.ordinary_ids():
+            piece = self.tokens[i]
+            if piece and piece not in by_bytes:
+                by_bytes[piece] = i
+        return by_bytes
+
+    @functools.cached_property
+    def _longest_piece(self) -> int:
+        return max((len(p) for p in self.piece_ids), default=1)
+
+    def longest_match(self, data: bytes) -> list[int] | None:
+        """Greedy left-to-right longest ordinary piece: the tokenization of a vocabulary loaded
+        without its encoder, and the segmentation a decoder preferring long tokens tends to
+        produce. None if some byte has no token."""
+        by_bytes, longest = self.piece_ids, self._longest_piece
+        ids, pos = [], 0
+        while pos < len(data):
+            for length in range(min(longest, len(data) - pos), 0, -1):
+                token = by_bytes.get(data[pos : pos + length])
+                if token is not None:
+                    ids.append(token)
+                    pos += length
+                    break
+            else:
+                return None
+        return ids
 
     def ordinary_ids(self) -> list[int]:
         return [i for i in range(len(self.tokens)) if i not in self.special_ids]

@@ -1,0 +1,148 @@
+"""Chat templates render exactly as transformers' `apply_chat_template` does, and a hostile
+template is an exit-2 error naming it, never a crash, a hang or gigabytes of memory."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+# Uses what transformers' renderer adds over plain Jinja: namespace(), dict(), tojson with
+# indent, reasoning aliasing (`thinking` filled from `reasoning_content`), tools, special tokens.
+RICH = (
+    "{{ bos_token }}{% set ns = namespace(n=0) %}"
+    "{% if tools %}TOOLS {{ tools | tojson(indent=1) }}\n{% endif %}"
+    "{% for m in messages %}{% set ns.n = ns.n + 1 %}"
+    "<|im_start|>{{ m.role }}#{{ ns.n }}\n"
+    "{% if m.thinking %}<think>{{ m.thinking }}</think>{% endif %}"
+    "{% if m.content is string %}{{ m.content }}"
+    "{% elif m.content is mapping %}{{ m.content | tojson }}"
+    "{% else %}{% for part in m.content %}[{{ part.type }}]{{ part.text }}{% endfor %}{% endif %}"
+    "{% if m.tool_calls is defined %}{{ dict(calls=m.tool_calls) | tojson }}{% endif %}"
+    "<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}{{ eos_token }}"
+)
+MESSAGES = {
+    "string": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi — ünïcode & <tags>"},
+        {"role": "assistant", "content": "Hello", "reasoning_content": "greet back"},
+        {"role": "user", "content": "Again", "tool_calls": None},  # None-valued keys are dropped
+    ],
+    "list": [
+        {"role": "user", "content": [{"type": "text", "text": "part one "}, {"type": "text", "text": "two"}]},
+    ],
+    "object": [
+        {"role": "user", "content": {"type": "text", "text": "as an object"}},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"x": 1}}}],
+        },
+    ],
+}
+TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+TEMPLATE_FORMS = {
+    "string": RICH,
+    "list": [{"name": "default", "template": RICH}, {"name": "other", "template": "x"}],
+    "object": {"other": "x", "default": RICH},
+}
+
+
+def _folder(tmp_path: Path, smol_tokenizer, chat_template) -> Path:
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    shutil.copy(smol_tokenizer.vocab.source, folder / "tokenizer.json")
+    config = {"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "chat_template": chat_template}
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    return folder
+
+
+@pytest.mark.parametrize("template_form", list(TEMPLATE_FORMS))
+@pytest.mark.parametrize("content_form", list(MESSAGES))
+@pytest.mark.parametrize("generation_prompt", [True, False])
+def test_rendering_equals_apply_chat_template(tmp_path, smol_tokenizer, template_form, content_form, generation_prompt):
+    from transformers import AutoTokenizer
+
+    from sgcli.tokenizers import load_tokenizer
+
+    folder = _folder(tmp_path, smol_tokenizer, TEMPLATE_FORMS[template_form])
+    messages = MESSAGES[content_form]
+    tools = TOOLS if content_form == "object" else None
+    ours = load_tokenizer(str(folder)).render_prompt(messages, add_generation_prompt=generation_prompt, tools=tools)
+    theirs = AutoTokenizer.from_pretrained(str(folder)).apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=generation_prompt, tools=tools
+    )
+    assert ours.template is not None and ours.template.name == "default"
+    assert ours.text == theirs
+    assert "<think>greet back</think>" in ours.text or content_form != "string"  # the aliasing ran
+
+
+HOSTILE = {
+    "huge string": "{{ 'x' * 100000000 }}",
+    "float range": "{% for i in range(1e8) %}x{% endfor %}",
+    "huge range": "{% for i in range(100000000) %}x{% endfor %}",
+    "recursive macro": "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+    "division by zero": "{{ 1 / 0 }}",
+    "20 GB string": "{{ 'x' * 20000000000 }}",
+    "endless loops": "{% for i in range(99999) %}{% for j in range(99999) %}{{ i }}{% endfor %}{% endfor %}",
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_templates_exit_2_naming_the_template(run_cli, tmp_path, smol_tokenizer, monkeypatch, name):
+    from sgcli.tokenizers import templates
+
+    monkeypatch.setattr(templates, "RENDER_TIME_S", 2.0)  # the endless loops: keep the test short
+    folder = _folder(tmp_path, smol_tokenizer, {"evil": HOSTILE[name]})
+    messages = tmp_path / "m.json"
+    messages.write_text(json.dumps([{"role": "user", "content": "hi"}]))
+    result = run_cli("template", "render", "--tokenizer", folder, "--messages", messages)
+    assert result.exit_code == 2, (name, result.output[:500])
+    assert "chat template 'evil'" in result.stderr and "Traceback" not in result.output
+
+
+def test_limits_are_lifted_after_a_render(tmp_path, smol_tokenizer):
+    """The address-space ceiling and the timer are the render's only: afterwards memory can grow again."""
+    import resource
+
+    from sgcli.errors import UserError
+    from sgcli.tokenizers import load_tokenizer
+
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    tok = load_tokenizer(str(_folder(tmp_path, smol_tokenizer, HOSTILE["20 GB string"])))
+    with pytest.raises(UserError, match="needed more than"):
+        tok.render_prompt([{"role": "user", "content": "hi"}])
+    assert resource.getrlimit(resource.RLIMIT_AS) == before
+    assert len(bytearray(1500 * 2**20)) == 1500 * 2**20  # more than the render's ceiling allowed
+
+
+@pytest.mark.parametrize("ref", ["mistral:tekken", "mistral:v3", "mistral:v7"])
+def test_mistral_tokenizers_use_mistral_commons_chat_encoding(ref):
+    from mistral_common.protocol.instruct.request import ChatCompletionRequest
+    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+
+    from sgcli.tokenizers import load_tokenizer
+    from sgcli.tokenizers.mistral import tokenizer_file
+
+    messages = [{"role": "system", "content": "Be brief"}, {"role": "user", "content": "Hi"}]
+    expected = MistralTokenizer.from_file(str(tokenizer_file(ref))).encode_chat_completion(
+        ChatCompletionRequest(messages=messages)
+    )
+    rendered = load_tokenizer(ref).render_prompt(messages)
+    assert rendered.ids == expected.tokens
+    assert rendered.template.name == "mistral-common" and "[INST]" in rendered.text
+
+
+def test_mistral_encoding_errors_exit_2(run_cli, tmp_path):
+    messages = tmp_path / "m.json"
+    messages.write_text(json.dumps([{"role": "assistant", "content": "no user turn"}, {"role": "wizard"}]))
+    result = run_cli("template", "render", "--tokenizer", "mistral:tekken", "--messages", messages)
+    assert result.exit_code == 2, result.output[:500]
+    assert "mistral-common cannot encode" in result.stderr
+    named = run_cli(
+        "template", "render", "--tokenizer", "mistral:tekken", "--messages", messages, "--template-name", "x"
+    )
+    assert named.exit_code == 2 and "drop --template-name" in named.stderr
