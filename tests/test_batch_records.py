@@ -41,6 +41,14 @@ def test_resume_keeps_a_complete_last_line_that_lacks_its_newline(tmp_path):
     assert [r["id"] for r in _lines(out)] == ["a", "b", "c"]
 
 
+def test_resume_answers_error_records_again(tmp_path):
+    out = tmp_path / "o.jsonl"
+    out.write_text('{"id": 1, "finish_reason": "stop"}\n{"id": 2, "finish_reason": "error"}\n{"id": 3}\n')
+    writer = RecordWriter(out, resume=True)
+    assert _lines(out) == [{"id": 1, "finish_reason": "stop"}, {"id": 3}]  # the failed line is dropped
+    assert [writer.skip(i) for i in (1, 2, 3)] == [True, False, True]
+
+
 def test_resume_refuses_a_corrupt_middle_line(tmp_path):
     out = tmp_path / "o.jsonl"
     out.write_text('{"id": 1}\nnot json\n{"id": 3}\n')

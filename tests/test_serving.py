@@ -359,6 +359,19 @@ def test_batch_failures_become_error_records_with_every_key(run_cli, tmp_path):
     for record in records:
         GenerationRecord.model_validate(record)
 
+    # The server is back: --resume answers the failed line again and only that one, each id once.
+    with Stub(answer=lambda b: json.dumps({"n": _line(b)})) as stub:
+        result = gen(
+            run_cli, stub, "--schema", _schema(tmp_path), "--input", _batch_file(tmp_path, 4), "--output", out,
+            "--resume",
+        )  # fmt: skip
+        asked = [_line(r["body"]) for r in stub.requests]
+    assert result.exit_code == 0, result.stderr
+    assert asked == [1]
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(r["id"] for r in records) == ["r0", "r1", "r2", "r3"]
+    assert all(r["valid"] for r in records)
+
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 def test_compare_backends_on_an_engine_says_a_request_cannot_choose(run_cli, engine):

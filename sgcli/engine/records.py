@@ -141,7 +141,10 @@ def _probe_device(path: Path) -> None:
 
 
 def _repair_and_read_ids(path: Path) -> set[str]:
-    """Ids answered in an earlier run's output; a partial last line (killed mid-write) is cut off."""
+    """Ids answered in an earlier run's output; a partial last line (killed mid-write) is cut off.
+
+    A record that ended in an error (a server that went away, a request that failed) is not an
+    answer: it is dropped from the file, so the rerun answers that id again, exactly once."""
     data = path.read_bytes()
     lines = data.split(b"\n")
     tail = lines.pop()  # bytes after the last newline: empty, or an unfinished line
@@ -158,7 +161,7 @@ def _repair_and_read_ids(path: Path) -> set[str]:
     if keep < len(data):
         with path.open("r+b") as f:
             f.truncate(keep)
-    answered = set()
+    answered, kept, dropped = set(), [], 0
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -176,5 +179,26 @@ def _repair_and_read_ids(path: Path) -> set[str]:
                 location=Location(str(path), n, 1),
                 hint="--resume needs an output file written by sgcli",
             )
+        if record.get("finish_reason") == "error":
+            dropped += 1
+            continue
         answered.add(id_key(record["id"]))
+        kept.append(line)
+    if dropped:
+        _rewrite(path, kept)
     return answered
+
+
+def _rewrite(path: Path, lines: list[bytes]) -> None:
+    """Replace the output file by `lines`, atomically (a kill now leaves the old file whole)."""
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".resume")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(b"".join(line + b"\n" for line in lines if line.strip()))
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise _write_error(path, exc) from None
