@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
@@ -36,12 +37,7 @@ def bench(
             "--backend", "-b", envvar="SGCLI_BACKEND", help="A backend name, or 'all' for every grammar backend."
         ),
     ] = "all",
-    tokenizer: Annotated[
-        Optional[str],
-        typer.Option(
-            "--tokenizer", help="Model id, folder, .gguf or tokenizer.json. Default: the embedded SmolLM2 tokenizer."
-        ),
-    ] = None,
+    tokenizer: co.TokenizerOpt = None,
     plot: Annotated[
         Optional[str],
         typer.Option("--plot", metavar="FILE.png|svg", help="Draw per-backend compile and mask time distributions."),

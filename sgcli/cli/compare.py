@@ -165,17 +165,9 @@ def _server_side_backends(engine: str, base_url: str | None, spec: ConstraintSpe
     raise AssertionError(f"{engine} declares per-request backends but compare-backends has no rows for them")
 
 
+@co.takes_constraint()
 def compare_backends(
     prompt: Annotated[Optional[str], typer.Argument(help="The prompt (not needed with --no-generate).")] = None,
-    schema: co.SchemaOpt = None,
-    pydantic: co.PydanticOpt = None,
-    regex: co.RegexOpt = None,
-    ebnf: co.EbnfOpt = None,
-    lark: co.LarkOpt = None,
-    choice: co.ChoiceOpt = None,
-    grammar: co.GrammarOpt = None,
-    structural_tag: co.StructuralTagOpt = None,
-    sub: co.SubOpt = None,
     backends_opt: Annotated[
         Optional[list[str]],
         typer.Option(
@@ -230,35 +222,16 @@ def compare_backends(
     ] = False,
     output_format: OutputFormatOpt = None,
     json_out: JsonFlagOpt = False,
-    json_whitespace: co.JsonWhitespaceOpt = "flexible",
-    whitespace_pattern: co.WhitespacePatternOpt = None,
-    indent: co.IndentOpt = None,
-    max_whitespace: co.MaxWhitespaceOpt = None,
-    strict_properties: co.StrictOpt = False,
     engine: eo.EngineOpt = "local",
     base_url: eo.BaseUrlOpt = None,
+    flags: co.ConstraintFlags = None,
 ) -> None:
     """Run one constraint through several backends and compare compile time, mask time and output.
 
     Exit codes: 0 every row ran and is valid (or, with --no-generate, compiled and
     accepted --text), 1 some row failed, 2 bad input or flags.
     """
-    spec = co.build_spec(
-        schema=schema,
-        pydantic=pydantic,
-        regex=regex,
-        ebnf=ebnf,
-        lark=lark,
-        choice=choice,
-        grammar=grammar,
-        structural_tag=structural_tag,
-        json_whitespace=json_whitespace,
-        whitespace_pattern=whitespace_pattern,
-        indent=indent,
-        max_whitespace=max_whitespace,
-        strict_properties=strict_properties,
-        sub=sub,
-    )
+    spec = flags.spec()
     _check_flags(spec, prompt, whitespace=whitespace, no_generate=no_generate, text=text, max_tokens=max_tokens)
     from sgcli.engine.flags import check_device, check_sampling
 

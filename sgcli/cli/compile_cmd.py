@@ -30,6 +30,7 @@ Examples:
 _RULE_LINE = re.compile(r"^\s*[A-Za-z_][\w.-]*\s*(::=|:)", re.M)
 
 
+@co.takes_constraint()
 def compile_files(
     files: Annotated[
         Optional[list[str]],
@@ -46,12 +47,7 @@ def compile_files(
             help="A backend name, or 'all' for every backend that enforces grammars.",
         ),
     ] = "all",
-    tokenizer: Annotated[
-        Optional[str],
-        typer.Option(
-            "--tokenizer", help="Model id, folder, .gguf or tokenizer.json. Default: the embedded SmolLM2 tokenizer."
-        ),
-    ] = None,
+    tokenizer: co.TokenizerOpt = None,
     kind: Annotated[
         Optional[str],
         typer.Option("--kind", help="Grammar kind instead of the extension's: json_schema, regex, ebnf, lark, ..."),
@@ -61,20 +57,7 @@ def compile_files(
     ] = False,
     output_format: OutputFormatOpt = None,
     json_out: JsonFlagOpt = False,
-    schema: co.SchemaOpt = None,
-    pydantic: co.PydanticOpt = None,
-    regex: co.RegexOpt = None,
-    ebnf: co.EbnfOpt = None,
-    lark: co.LarkOpt = None,
-    choice: co.ChoiceOpt = None,
-    grammar: co.GrammarOpt = None,
-    structural_tag: co.StructuralTagOpt = None,
-    sub: co.SubOpt = None,
-    json_whitespace: co.JsonWhitespaceOpt = "flexible",
-    whitespace_pattern: co.WhitespacePatternOpt = None,
-    indent: co.IndentOpt = None,
-    max_whitespace: co.MaxWhitespaceOpt = None,
-    strict_properties: co.StrictOpt = False,
+    flags: co.ConstraintFlags = None,
 ) -> None:
     """Compile grammar files with each backend: errors at file:line:col, time, size, cache.
 
@@ -91,7 +74,7 @@ def compile_files(
 
     chosen_kind = parse_kind(kind) if kind else None
     names = select_backends(backend)
-    specs = co.ConstraintFlags.pick(locals()).specs(files, chosen_kind)  # bad input: exit 2 before any compile
+    specs = flags.specs(files, chosen_kind)  # bad input: exit 2 before any compile
     vocab = load_tokenizer(tokenizer).vocab
     rows = [compile_row(spec, name, vocab) for spec in specs for name in names]
     fmt = output_format_of(output_format, json_out, stream=True)

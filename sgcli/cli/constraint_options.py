@@ -71,6 +71,12 @@ ThreadsOpt = Annotated[
         rich_help_panel="Model",
     ),
 ]
+TokenizerOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--tokenizer", help="Model id, folder, .gguf or tokenizer.json. Default: the embedded SmolLM2 tokenizer."
+    ),
+]
 StructuralTagOpt = Annotated[
     Optional[str],
     typer.Option("--structural-tag", help="Structural tag JSON file (tool calls).", rich_help_panel="Constraint"),
@@ -188,6 +194,58 @@ def no_grammar() -> UserError:
     )
 
 
-def build_spec(*, required: bool = True, **flags) -> ConstraintSpec:
-    """The spec of a command that takes exactly one constraint (generate, compare-backends)."""
-    return ConstraintFlags(**flags).spec(required=required)
+# name -> (option declaration, default): the parameters `takes_constraint` adds to a command.
+_KIND_FLAGS = {
+    "schema": (SchemaOpt, None),
+    "pydantic": (PydanticOpt, None),
+    "regex": (RegexOpt, None),
+    "ebnf": (EbnfOpt, None),
+    "lark": (LarkOpt, None),
+    "choice": (ChoiceOpt, None),
+    "grammar": (GrammarOpt, None),
+    "structural_tag": (StructuralTagOpt, None),
+}
+_LAYOUT_FLAGS = {
+    "sub": (SubOpt, None),
+    "json_whitespace": (JsonWhitespaceOpt, "flexible"),
+    "whitespace_pattern": (WhitespacePatternOpt, None),
+    "indent": (IndentOpt, None),
+    "max_whitespace": (MaxWhitespaceOpt, None),
+    "strict_properties": (StrictOpt, False),
+}
+
+
+def takes_constraint(*, kinds: bool = True):
+    """Give a command the constraint flags without declaring them again: typer reads the returned
+    function's signature (the command's own parameters, then these flags), and the command gets them
+    gathered into one `flags: ConstraintFlags`. `kinds=False`: only --sub and the JSON-layout flags
+    (for commands whose grammar comes from elsewhere, like a test file)."""
+    import functools
+    import inspect
+    import typing
+
+    added = {**(_KIND_FLAGS if kinds else {}), **_LAYOUT_FLAGS}
+
+    def decorate(command):
+        hints = typing.get_type_hints(command, include_extras=True)
+        own = [
+            p.replace(annotation=hints.get(p.name, p.annotation))
+            for p in inspect.signature(command).parameters.values()
+            if p.name != "flags"
+        ]
+        extra = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=declaration)
+            for name, (declaration, default) in added.items()
+        ]
+
+        @functools.wraps(command)
+        def with_flags(*args, **kwargs):
+            flags = ConstraintFlags(**{name: kwargs.pop(name, added[name][1]) for name in added})
+            return command(*args, flags=flags, **kwargs)
+
+        params = own + extra
+        with_flags.__signature__ = inspect.Signature(params, return_annotation=None)
+        with_flags.__annotations__ = {p.name: p.annotation for p in params}
+        return with_flags
+
+    return decorate

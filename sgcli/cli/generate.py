@@ -32,17 +32,9 @@ Examples:
 """
 
 
+@co.takes_constraint()
 def generate(
     prompt: Annotated[Optional[str], typer.Argument(help="The prompt ('-' reads stdin). Omit with --input.")] = None,
-    schema: co.SchemaOpt = None,
-    pydantic: co.PydanticOpt = None,
-    regex: co.RegexOpt = None,
-    ebnf: co.EbnfOpt = None,
-    lark: co.LarkOpt = None,
-    choice: co.ChoiceOpt = None,
-    grammar: co.GrammarOpt = None,
-    structural_tag: co.StructuralTagOpt = None,
-    sub: co.SubOpt = None,
     backend: co.BackendOpt = None,
     model: Annotated[
         Optional[str],
@@ -148,11 +140,6 @@ def generate(
             rich_help_panel="Output",
         ),
     ] = False,
-    json_whitespace: co.JsonWhitespaceOpt = "flexible",
-    whitespace_pattern: co.WhitespacePatternOpt = None,
-    indent: co.IndentOpt = None,
-    max_whitespace: co.MaxWhitespaceOpt = None,
-    strict_properties: co.StrictOpt = False,
     engine: eo.EngineOpt = "local",
     base_url: eo.BaseUrlOpt = None,
     api_key_env: eo.ApiKeyEnvOpt = None,
@@ -160,6 +147,7 @@ def generate(
     concurrency: eo.ConcurrencyOpt = 4,
     retries: eo.RetriesOpt = 3,
     request_timeout: eo.RequestTimeoutOpt = 120.0,
+    flags: co.ConstraintFlags = None,
 ) -> None:
     """Generate text that is guaranteed to match a constraint, then validate it.
 
@@ -180,23 +168,7 @@ def generate(
     from sgcli.lint import preflight
 
     backend = backend or backends.DEFAULT_BACKEND
-    spec = co.build_spec(
-        schema=schema,
-        pydantic=pydantic,
-        regex=regex,
-        ebnf=ebnf,
-        lark=lark,
-        choice=choice,
-        grammar=grammar,
-        structural_tag=structural_tag,
-        json_whitespace=json_whitespace,
-        whitespace_pattern=whitespace_pattern,
-        indent=indent,
-        max_whitespace=max_whitespace,
-        strict_properties=strict_properties,
-        sub=sub,
-        required=backends.enforces(backend),
-    )
+    spec = flags.spec(required=backends.enforces(backend))
     spec = dataclasses.replace(spec, json_options=dataclasses.replace(spec.json_options, for_generation=True))
     preflight.structure_errors(spec)  # an undefined rule fails here, before any library loads
     if not think_end:
@@ -219,7 +191,7 @@ def generate(
         )
     if prompt == "-" and input_file is None:
         prompt = sys.stdin.read()
-    if schema == "-" and input_file == "-":
+    if flags.schema == "-" and input_file == "-":
         raise UserError("--schema - and --input - both read stdin; put one in a file")
     # Read every input before the slow work, so a typo fails in milliseconds.
     batch = read_bytes(input_file, what="input file") if input_file else None

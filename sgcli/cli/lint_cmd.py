@@ -55,6 +55,7 @@ def _kind(value: str | None):
     return kind
 
 
+@co.takes_constraint()
 def lint(
     files: Annotated[
         Optional[list[str]],
@@ -116,26 +117,13 @@ def lint(
     kind: Annotated[
         Optional[str], typer.Option("--kind", help="Kind instead of the extension's: json_schema, regex, ebnf, lark.")
     ] = None,
-    schema: co.SchemaOpt = None,
-    pydantic: co.PydanticOpt = None,
-    regex: co.RegexOpt = None,
-    ebnf: co.EbnfOpt = None,
-    lark: co.LarkOpt = None,
-    choice: co.ChoiceOpt = None,
-    grammar: co.GrammarOpt = None,
-    structural_tag: co.StructuralTagOpt = None,
-    sub: co.SubOpt = None,
-    json_whitespace: co.JsonWhitespaceOpt = "flexible",
-    whitespace_pattern: co.WhitespacePatternOpt = None,
-    indent: co.IndentOpt = None,
-    max_whitespace: co.MaxWhitespaceOpt = None,
-    strict_properties: co.StrictOpt = False,
     exit_zero: Annotated[
         bool, typer.Option("--exit-zero", help="Exit 0 even when there are findings (2 still means bad input).")
     ] = False,
     statistics: Annotated[
         bool, typer.Option("--statistics", help="Print how many findings each rule has, instead of each finding.")
     ] = False,
+    flags: co.ConstraintFlags = None,
 ) -> None:
     """Find a grammar's mistakes before a model runs, with ruff-like diagnostics.
 
@@ -151,7 +139,7 @@ def lint(
 
     if output_format not in FORMATS:
         raise UserError(f"--output-format {output_format}: unknown format", hint="one of: " + ", ".join(FORMATS))
-    flags = co.ConstraintFlags.pick(locals())
+    flags = flags
     options = LintOptions(
         backend=backend,
         tokenizer=tokenizer,

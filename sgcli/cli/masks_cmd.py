@@ -26,6 +26,7 @@ Examples:
 """
 
 
+@co.takes_constraint()
 def masks(
     grammar_file: Annotated[
         Optional[str],
@@ -36,30 +37,12 @@ def masks(
     text: Annotated[
         Optional[str], typer.Option("--text", help="Text to tokenize and step through. Omit to see the first step.")
     ] = None,
-    tokenizer: Annotated[
-        Optional[str],
-        typer.Option(
-            "--tokenizer", help="Model id, folder, .gguf or tokenizer.json. Default: the embedded SmolLM2 tokenizer."
-        ),
-    ] = None,
+    tokenizer: co.TokenizerOpt = None,
     backend: co.BackendOpt = None,
     top: Annotated[int, typer.Option("--top", help="How many allowed tokens to show per step.")] = 8,
     output_format: OutputFormatOpt = None,
     json_out: JsonFlagOpt = False,
-    schema: co.SchemaOpt = None,
-    pydantic: co.PydanticOpt = None,
-    regex: co.RegexOpt = None,
-    ebnf: co.EbnfOpt = None,
-    lark: co.LarkOpt = None,
-    choice: co.ChoiceOpt = None,
-    grammar: co.GrammarOpt = None,
-    structural_tag: co.StructuralTagOpt = None,
-    sub: co.SubOpt = None,
-    json_whitespace: co.JsonWhitespaceOpt = "flexible",
-    whitespace_pattern: co.WhitespacePatternOpt = None,
-    indent: co.IndentOpt = None,
-    max_whitespace: co.MaxWhitespaceOpt = None,
-    strict_properties: co.StrictOpt = False,
+    flags: co.ConstraintFlags = None,
 ) -> None:
     """Step a grammar's matcher through the tokens of TEXT, no model needed.
 
@@ -77,7 +60,7 @@ def masks(
 
     if top < 0:
         raise UserError("--top must be 0 or more")
-    flags = co.ConstraintFlags.pick(locals())
+    flags = flags
     if grammar_file is not None and flags.given():
         raise UserError("give the grammar either as an argument or with a constraint flag, not both")
     spec = flags.file_spec(grammar_file) if grammar_file is not None else flags.spec()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -22,6 +22,7 @@ Examples:
 """
 
 
+@co.takes_constraint(kinds=False)
 def test(
     files: Annotated[list[str], typer.Argument(metavar="CASES.yaml...", help="Grammar test files.")],
     backend: Annotated[
@@ -30,20 +31,10 @@ def test(
             "--backend", "-b", help="A backend name, or 'all' for every backend that supports the grammar's kind."
         ),
     ] = "all",
-    tokenizer: Annotated[
-        Optional[str],
-        typer.Option(
-            "--tokenizer", help="Model id, folder, .gguf or tokenizer.json. Default: the embedded SmolLM2 tokenizer."
-        ),
-    ] = None,
+    tokenizer: co.TokenizerOpt = None,
     output_format: OutputFormatOpt = None,
     json_out: JsonFlagOpt = False,
-    sub: co.SubOpt = None,
-    json_whitespace: co.JsonWhitespaceOpt = "flexible",
-    whitespace_pattern: co.WhitespacePatternOpt = None,
-    indent: co.IndentOpt = None,
-    max_whitespace: co.MaxWhitespaceOpt = None,
-    strict_properties: co.StrictOpt = False,
+    flags: co.ConstraintFlags = None,
 ) -> None:
     """Check that a grammar accepts and rejects what its test file says, on every backend.
 
@@ -59,7 +50,7 @@ def test(
     from sgcli.grammar_dev.matching import select_backends
     from sgcli.tokenizers import load_tokenizer
 
-    flags = co.ConstraintFlags.pick(locals())
+    flags = flags
     suites = [load_suite(f) for f in files]  # a malformed file fails (exit 2) before any compile
     for suite in suites:  # the grammar is the test file's; layout and sub-grammars are the flags'
         suite.spec = flags.apply(suite.spec)
