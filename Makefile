@@ -32,7 +32,7 @@ test: setup
 # Against a real vLLM CPU server (scripts/serve-vllm.sh installs it into .venv-vllm and starts it):
 # minutes, not seconds. SGCLI_REQUIRE_ENGINE=1 turns "vLLM is not set up" from a skip into a failure.
 test-engine: setup
-	bash scripts/serve-vllm.sh install
+	@$(call QUIET,bash scripts/serve-vllm.sh install)
 	SGCLI_REQUIRE_ENGINE=1 $(PY) -m pytest -q -m engine
 
 bench: setup
