@@ -135,10 +135,15 @@ def test_streaming_text(run_cli, vllm):
 @pytest.mark.parametrize("mode", [[], ["--json"]], ids=["streamed", "json"])
 def test_rejected_constraint_is_exit_2_with_the_servers_reason(run_cli, vllm, tmp_path, mode):
     grammar = tmp_path / "bad.gbnf"
-    grammar.write_text("root ::= missing\n")  # sent as is; the server's grammar compiler refuses it
+    # A syntax error sgcli's own reader leaves to the grammar compiler: sent as is, the server refuses it.
+    grammar.write_text('root ::= ("abc"\n')
     result = gen(run_cli, vllm[0], "--ebnf", grammar, *mode, "x")
     assert result.exit_code == 2, result.stdout
-    assert "rejected the request" in result.stderr and "missing" in result.stderr
+    assert "rejected the request" in result.stderr, result.stderr
+    # An undefined rule never reaches the server: it is refused before any request, at its line:col.
+    grammar.write_text("root ::= missing\n")
+    result = gen(run_cli, vllm[0], "--ebnf", grammar, *mode, "x")
+    assert result.exit_code == 2 and f"{grammar}:1:10" in result.stderr and "missing" in result.stderr
 
 
 def _batch(tmp_path, n) -> Path:
