@@ -127,6 +127,17 @@ def _check_target(path: Path) -> None:
         raise UserError(f"--output {path} is not writable", hint="choose another path or fix its permissions")
     if not path.exists() and not os.access(parent, os.W_OK | os.X_OK):
         raise UserError(f"--output {path}: cannot create files in {parent}", hint="choose a writable folder")
+    if not path.exists():  # permission bits say nothing for root or for /proc-like folders: try it
+        import tempfile
+
+        try:
+            fd, probe = tempfile.mkstemp(dir=parent, prefix=".sgcli-probe-")
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise UserError(
+                f"--output {path}: cannot create files in {parent} ({exc.strerror})", hint="choose a writable folder"
+            ) from None
 
 
 def _probe_device(path: Path) -> None:
