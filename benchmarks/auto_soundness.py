@@ -26,9 +26,9 @@ OWN = ROOT / "tests" / "conformance"
 
 def suite_dir() -> Path:
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from corpus_paths import corpus
+    from corpus_paths import require
 
-    return corpus("json-schema-test-suite") / "tests" / "draft2020-12"
+    return require("json-schema-test-suite") / "tests" / "draft2020-12"
 
 
 def cases(own: bool, suite: bool):

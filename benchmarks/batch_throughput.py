@@ -154,7 +154,9 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--batch-sizes", default="1,4,8,16")
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--workloads", default="shared,distinct", help="shared and/or distinct system prompts")
+    parser.add_argument(
+        "--workloads", default="same-system,distinct", help="same-system (one system prompt for all) and/or distinct"
+    )
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--device", default="cpu")
@@ -162,6 +164,9 @@ def main() -> None:
     parser.add_argument("--vllm-url", default=None)
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args()
+    workloads = args.workloads.split(",")
+    if set(workloads) - {"same-system", "distinct"}:
+        raise SystemExit(f"--workloads {args.workloads}: use same-system and/or distinct")
     sizes = [int(s) for s in args.batch_sizes.split(",")]
 
     from sgcli import backends
@@ -182,7 +187,7 @@ def main() -> None:
         f"{args.requests} requests x <= {args.max_tokens} tokens, {args.rounds} round(s)"
     )
     results = {}
-    for shared in [w == "shared" for w in args.workloads.split(",")]:
+    for shared in [w == "same-system" for w in workloads]:
         requests = workload(args.requests, shared)
         prompts = [session.render(r)[1] for r in requests]
         configs = ["sequential", *[f"batch {n}" for n in sizes]]

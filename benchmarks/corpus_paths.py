@@ -1,7 +1,8 @@
-"""Where the external corpora are: $SGCLI_CORPORA, else ../shared/corpora beside the checkout.
+"""Where the external corpora are: $SGCLI_CORPORA, and nowhere else.
 
-The benchmarks and the corpus tests read grammars and test suites from other projects;
-a bare clone has none of them, so every reader asks here and says which corpus is absent.
+The benchmarks and the corpus tests read grammars and test suites from other projects.
+A user's clone has none of them and nothing is guessed beside the checkout: `.ci/run`
+sets SGCLI_CORPORA, and every reader asks here and says which corpus is absent, and why.
 """
 
 from __future__ import annotations
@@ -9,16 +10,29 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT = ROOT.parent / "shared" / "corpora"
+ENV = "SGCLI_CORPORA"
 
 
-def corpora_root() -> Path:
-    """The corpora folder (it may not exist: callers check the corpus they need)."""
-    env = os.environ.get("SGCLI_CORPORA")
-    return Path(env).expanduser().resolve() if env else DEFAULT
+def corpus(name: str) -> Path | None:
+    """One corpus folder by name ('gbnf', 'json-schema-test-suite', 'llguidance'); None when
+    SGCLI_CORPORA is not set. The folder may still be absent: see `missing`."""
+    root = os.environ.get(ENV)
+    return Path(root).expanduser().resolve() / name if root else None
 
 
-def corpus(name: str) -> Path:
-    """One corpus folder by name, e.g. 'gbnf', 'json-schema-test-suite', 'llguidance'."""
-    return corpora_root() / name
+def missing(name: str) -> str | None:
+    """Why the corpus cannot be read (a sentence naming it and the fix), or None when it can."""
+    path = corpus(name)
+    if path is None:
+        return f"corpus '{name}' not available: {ENV} is not set (.ci/run sets it to the corpora folder)"
+    if not path.is_dir():
+        return f"corpus '{name}' not found at {path}: set {ENV} to the corpora folder"
+    return None
+
+
+def require(name: str) -> Path:
+    """The corpus folder, or exit naming what is missing (for the benchmark scripts)."""
+    reason = missing(name)
+    if reason:
+        raise SystemExit(reason)
+    return corpus(name)

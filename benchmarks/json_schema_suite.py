@@ -29,11 +29,9 @@ import sys
 import time
 from pathlib import Path
 
-from corpus_paths import corpus
+import corpus_paths
 
 ROOT = Path(__file__).resolve().parent.parent
-SUITE = corpus("json-schema-test-suite") / "tests" / "draft2020-12"
-UPSTREAM = corpus("llguidance") / "json_schema_test_suite" / "expected_json_schema_test_suite.json"
 RESULTS = ROOT / "benchmarks" / "results" / "json_schema_suite.json"
 BACKENDS = ("llguidance", "xgrammar", "outlines_core")
 COUNTS = (
@@ -49,8 +47,17 @@ COUNTS = (
 GUARDED = ("compile_errors", "accepted_invalid", "accepted_invalid_silent", "rejected_valid")  # may never rise
 
 
+def suite_dir() -> Path:
+    return corpus_paths.require("json-schema-test-suite") / "tests" / "draft2020-12"
+
+
+def upstream_file() -> Path:
+    """llguidance's own expected results for the suite."""
+    return corpus_paths.require("llguidance") / "json_schema_test_suite" / "expected_json_schema_test_suite.json"
+
+
 def suite_files(keywords: list[str] | None = None) -> list[Path]:
-    files = sorted(SUITE.glob("*.json"))
+    files = sorted(suite_dir().glob("*.json"))
     return [f for f in files if keywords is None or f.stem in keywords]
 
 
@@ -112,9 +119,10 @@ def _total(per_keyword: dict) -> dict:
 
 def upstream_differences(keyword: str, outcomes: list[dict]) -> list[dict]:
     """Instances llguidance itself expects to pass but sgcli's llguidance adapter gets wrong."""
-    if not UPSTREAM.is_file():
+    upstream = upstream_file()
+    if not upstream.is_file():
         return []
-    expected = json.loads(UPSTREAM.read_text())["draft2020-12"].get(keyword, {})
+    expected = json.loads(upstream.read_text())["draft2020-12"].get(keyword, {})
     out = []
     for o in outcomes:
         want = expected.get(o["case"], {}).get(o["test"])
@@ -175,9 +183,9 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="compare with the committed summary instead of writing")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args()
-    for needed in (SUITE, UPSTREAM):
-        if not needed.exists():
-            print(f"corpus missing: {needed} (set SGCLI_CORPORA to the corpora folder)", file=sys.stderr)
+    for name in ("json-schema-test-suite", "llguidance"):
+        if corpus_paths.missing(name):
+            print(corpus_paths.missing(name), file=sys.stderr)
             return 2
     progress = None if args.quiet else (lambda line: print(line, file=sys.stderr))
     summary = run(tuple(args.backends.split(",")), progress=progress)

@@ -42,21 +42,10 @@ PROMPT = "List six European countries with their capitals as JSON."
 
 
 def run_once(lm, tokenizer, compiled, ids, *, max_tokens, min_tokens=0):
-    from sgcli.engine.decode import Finished, decode
-    from sgcli.engine.sampling import SamplingParams
+    from common import timed_decode
 
-    for event in decode(  # the mask's own cost: jump-forward off (benchmarks/jump_forward.py measures it)
-        lm,
-        ids,
-        compiled,
-        params=SamplingParams(temperature=0.0),
-        max_tokens=max_tokens,
-        min_tokens=min_tokens,
-        jump_forward=False,
-    ):
-        if isinstance(event, Finished):
-            return event
-    raise AssertionError("no Finished event")
+    # The mask's own cost: jump-forward off (benchmarks/jump_forward.py measures it).
+    return timed_decode(lm, compiled, ids, max_tokens=max_tokens, min_tokens=min_tokens, jump_forward=False)[0]
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import json_schema_suite as jss  # noqa: E402  (its SUITE follows SGCLI_CORPORA, see corpus_paths.py)
+import json_schema_suite as jss  # noqa: E402  (its suite follows SGCLI_CORPORA, see corpus_paths.py)
 
 
 def measure(keywords: list[str] | None = None) -> dict:
@@ -30,8 +30,7 @@ def measure(keywords: list[str] | None = None) -> dict:
     from sgcli.errors import UserError
     from sgcli.tokenizers import load_tokenizer
 
-    if not jss.SUITE.is_dir():
-        raise SystemExit(f"JSON-Schema-Test-Suite not found at {jss.SUITE}; set SGCLI_CORPORA")
+    jss.suite_dir()  # exits naming the corpus and SGCLI_CORPORA when it is absent
     vocab = load_tokenizer(None).vocab
     backend = get_backend("xgrammar")
     stats = {

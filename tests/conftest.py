@@ -25,27 +25,9 @@ def smol_tokenizer():
 @pytest.fixture(scope="session")
 def tiny_lm(smol_tokenizer):
     """A 2-layer random Llama whose logits width equals SmolLM2's vocabulary."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from helpers import random_llama
 
-    from sgcli.engine.loader import LoadedModel
-    from sgcli.engine.models import ModelRef
-
-    torch.manual_seed(1234)
-    config = LlamaConfig(
-        vocab_size=len(smol_tokenizer.vocab),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=4096,
-        tie_word_embeddings=False,
-    )
-    model = LlamaForCausalLM(config).eval()
-    return LoadedModel(
-        model, ModelRef("dir", "tiny-random-llama", "tiny-random-llama"), "cpu", "float32", config.vocab_size, 0.0
-    )
+    return random_llama(len(smol_tokenizer.vocab))
 
 
 @pytest.fixture

@@ -29,3 +29,30 @@ def generate_with(
     )
     events = list(session.stream(Request(seed, prompt)))
     return events[-1].record
+
+
+def random_llama(vocab_size: int, name: str = "tiny-random-llama", *, initializer_range: float = 0.02):
+    """A 2-layer randomly initialised Llama (seeded) with `vocab_size` logits, as sgcli's LoadedModel.
+
+    `initializer_range` sets how sharp its logits are: the default barely reacts to the prompt,
+    0.3 gives rows that really differ (batching tests need outputs of different lengths)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from sgcli.engine.loader import LoadedModel
+    from sgcli.engine.models import ModelRef
+
+    torch.manual_seed(1234)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=4096,
+        tie_word_embeddings=False,
+        initializer_range=initializer_range,
+    )
+    model = LlamaForCausalLM(config).eval()
+    return LoadedModel(model, ModelRef("dir", name, name), "cpu", "float32", vocab_size, 0.0)

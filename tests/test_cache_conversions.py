@@ -111,19 +111,11 @@ def test_an_unwritable_cache_is_exit_2_naming_sgcli_cache_dir_before_any_work(tm
 
 def test_weights_check_catches_nan_and_random_bytes():
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from helpers import random_llama
 
     from sgcli.engine.loader import weights_problem
 
-    config = LlamaConfig(
-        vocab_size=64,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-    )
-    model = LlamaForCausalLM(config)
+    model = random_llama(64).model
     assert weights_problem(model) is None
     weight = model.model.layers[0].mlp.up_proj.weight
     with torch.no_grad():

@@ -32,11 +32,10 @@ MAX_ROLLBACK = 1024
 
 
 class OutlinesMatcher:
-    def __init__(self, index, eos_id: int, stop_ids: tuple[int, ...]):
+    def __init__(self, index, stop_ids: tuple[int, ...]):
         import outlines_core as oc
 
         self._guide = oc.Guide(index, max_rollback=MAX_ROLLBACK)
-        self._eos = eos_id
         self._stops = stop_ids
         self._stopped = False
         self.error: str | None = None
@@ -86,8 +85,7 @@ class OutlinesCompiled(Compiled):
     index: oc.Index = field(kw_only=True)
 
     def matcher(self) -> OutlinesMatcher:
-        eos = OutlinesCoreBackend.eos_id(self.vocab)
-        return OutlinesMatcher(self.index, eos, tuple(self.vocab.stop_ids))
+        return OutlinesMatcher(self.index, tuple(self.vocab.stop_ids))
 
 
 class OutlinesCoreBackend(LibraryBackend):

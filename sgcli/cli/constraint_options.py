@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Annotated, Optional
 
 import typer
@@ -134,11 +134,6 @@ class ConstraintFlags:
     indent: int | None = None
     max_whitespace: int | None = None
     strict_properties: bool = False
-
-    @classmethod
-    def pick(cls, params: dict) -> ConstraintFlags:
-        """The flags among a command's parameters (`locals()`): they have the same names in every command."""
-        return cls(**{f.name: params[f.name] for f in fields(cls) if f.name in params})
 
     def layout(self) -> JsonOptions:
         """The JSON layout; contradictory flags are exit 2 here (JsonOptions checks them)."""

@@ -107,8 +107,14 @@ class Dialect:
         raise NotImplementedError
 
 
-def schema_object(spec: ConstraintSpec) -> dict | bool:
-    return spec.schema()
+def json_schema_format(spec: ConstraintSpec, *, strict: bool | None = None) -> dict:
+    """OpenAI's `response_format` for a JSON Schema: the schema as an object, named after its file."""
+    name = (spec.origin or "schema").rsplit("/", 1)[-1].split(".")[0]
+    safe = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in name)[:64] or "schema"
+    inner = {"name": safe, "schema": spec.schema()}
+    if strict is not None:
+        inner["strict"] = strict
+    return {"type": "json_schema", "json_schema": inner}
 
 
 def structural_tag_object(spec: ConstraintSpec) -> dict:
@@ -121,6 +127,8 @@ def structural_tag_object(spec: ConstraintSpec) -> dict:
 
 class OpenAICompatible(Dialect):
     """Chat and completions bodies, replies and stream chunks in the OpenAI shapes."""
+
+    takes_top_k: ClassVar[bool] = False  # OpenAI's API has no top_k; vLLM and SGLang add it
 
     def constraint_fields(self, spec: ConstraintSpec, route: str, server_backend: str | None) -> dict:
         """The body fields that carry the constraint (the one thing dialects differ in)."""
@@ -143,6 +151,8 @@ class OpenAICompatible(Dialect):
 
     def sampling_fields(self, s: Sampling) -> dict:
         fields = {"max_tokens": s.max_tokens, "temperature": s.temperature, "top_p": s.top_p, "seed": s.seed}
+        if self.takes_top_k and s.top_k > 0:
+            fields["top_k"] = s.top_k
         if s.stop:
             fields["stop"] = list(s.stop)
         return fields

@@ -8,7 +8,7 @@ regex, grammar or choice, no top_k, and `response_format` exists on chat complet
 from __future__ import annotations
 
 from sgcli.constraints.spec import Kind
-from sgcli.serving.base import EngineCapabilities, OpenAICompatible, schema_object
+from sgcli.serving.base import EngineCapabilities, OpenAICompatible, json_schema_format
 
 
 class OpenAIDialect(OpenAICompatible):
@@ -23,11 +23,4 @@ class OpenAIDialect(OpenAICompatible):
     )
 
     def constraint_fields(self, spec, route, server_backend) -> dict:
-        name = (spec.origin or "schema").rsplit("/", 1)[-1].split(".")[0]
-        safe = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in name)[:64] or "schema"
-        return {
-            "response_format": {
-                "type": "json_schema",
-                "json_schema": {"name": safe, "schema": schema_object(spec), "strict": True},
-            }
-        }
+        return {"response_format": json_schema_format(spec, strict=True)}

@@ -20,13 +20,14 @@ from sgcli.serving.base import (
     EngineCapabilities,
     OpenAICompatible,
     Reply,
-    schema_object,
+    json_schema_format,
     structural_tag_object,
 )
 
 
 class SGLangDialect(OpenAICompatible):
     name = "sglang"
+    takes_top_k = True
     description = "SGLang: regex/ebnf/response_format on the OpenAI routes, sampling_params on /generate"
     capabilities = EngineCapabilities(
         kinds=frozenset({Kind.JSON_SCHEMA, Kind.REGEX, Kind.CHOICE, Kind.EBNF, Kind.STRUCTURAL_TAG, Kind.NONE}),
@@ -60,17 +61,10 @@ class SGLangDialect(OpenAICompatible):
             body["stream"] = True
         return Call("generate", body)
 
-    def sampling_fields(self, s) -> dict:
-        fields = super().sampling_fields(s)
-        if s.top_k > 0:
-            fields["top_k"] = s.top_k
-        return fields
-
     def constraint_fields(self, spec, route, server_backend) -> dict:
         kind = spec.kind
         if kind is Kind.JSON_SCHEMA:
-            name = (spec.origin or "schema").rsplit("/", 1)[-1].split(".")[0] or "schema"
-            return {"response_format": {"type": "json_schema", "json_schema": {"name": name, "schema": spec.schema()}}}
+            return {"response_format": json_schema_format(spec)}
         if kind in (Kind.REGEX, Kind.CHOICE):
             return {"regex": spec.as_regex()}
         if kind is Kind.EBNF:
@@ -82,7 +76,7 @@ class SGLangDialect(OpenAICompatible):
     def _native_constraint(self, spec) -> dict:
         kind = spec.kind
         if kind is Kind.JSON_SCHEMA:
-            return {"json_schema": json.dumps(schema_object(spec))}
+            return {"json_schema": json.dumps(spec.schema())}
         if kind in (Kind.REGEX, Kind.CHOICE):
             return {"regex": spec.as_regex()}
         if kind is Kind.EBNF:

@@ -11,13 +11,14 @@ accepted and ignored, so sgcli never sends them and treats those options as unsu
 from __future__ import annotations
 
 from sgcli.constraints.spec import Kind
-from sgcli.serving.base import EngineCapabilities, OpenAICompatible, schema_object, structural_tag_object
+from sgcli.serving.base import EngineCapabilities, OpenAICompatible, structural_tag_object
 
 VLLM_SERVER_BACKENDS = ("auto", "xgrammar", "guidance", "outlines", "lm-format-enforcer")
 
 
 class VLLMDialect(OpenAICompatible):
     name = "vllm"
+    takes_top_k = True
     description = "vLLM's OpenAI server: structured_outputs on /v1/chat/completions and /v1/completions"
     capabilities = EngineCapabilities(
         kinds=frozenset(
@@ -31,16 +32,10 @@ class VLLMDialect(OpenAICompatible):
         "(--structured-outputs-config.backend: " + ", ".join(VLLM_SERVER_BACKENDS) + "); a request cannot choose them",
     )
 
-    def sampling_fields(self, s) -> dict:
-        fields = super().sampling_fields(s)
-        if s.top_k > 0:
-            fields["top_k"] = s.top_k
-        return fields
-
     def constraint_fields(self, spec, route, server_backend) -> dict:
         kind = spec.kind
         if kind is Kind.JSON_SCHEMA:
-            so = {"json": schema_object(spec)}
+            so = {"json": spec.schema()}
         elif kind is Kind.REGEX:
             so = {"regex": spec.text}
         elif kind is Kind.CHOICE:
