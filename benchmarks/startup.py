@@ -6,9 +6,10 @@ back to back, so before/after ratios come from one run on the same (possibly sha
 
     python benchmarks/startup.py [--rounds 5] [--generate] [--baseline /path/to/other/checkout]
 
-A pip-installed sgcli has its modules byte-compiled. By default the checkouts are byte-compiled
-into a private PYTHONPYCACHEPREFIX (the tree stays clean) so the figures are an installed sgcli's;
-`--source` measures with PYTHONDONTWRITEBYTECODE=1, every module compiled from source each run.
+A pip-installed sgcli has its modules byte-compiled, so by default each checkout's `sgcli/` is copied
+to a temporary folder and byte-compiled there (the checkout is never written to); `--source` leaves
+the copies without bytecode, so every run compiles sgcli's modules (what PYTHONDONTWRITEBYTECODE=1 on
+an editable install costs). The libraries in site-packages keep their bytecode either way.
 """
 
 from __future__ import annotations
@@ -33,16 +34,23 @@ COMMANDS = {
 }
 
 
-def _env(tree: Path, source: bool, pycache: str) -> dict:
-    """The environment that runs `tree`'s sgcli (the runs also start in `tree`: `python -m` puts the
-    working directory first on sys.path)."""
-    env = {**os.environ, "PYTHONPATH": str(tree), "SGCLI_BENCH_TREE": str(tree)}
-    if source:
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-    else:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = pycache
-    return env
+def _snapshot(tree: Path, source: bool) -> Path:
+    """A copy of `tree`'s sgcli package to run from, byte-compiled unless `source`: the checkout itself
+    is never written to, and a stale __pycache__ in it cannot be used."""
+    import compileall
+    import shutil
+
+    copy = Path(tempfile.mkdtemp(prefix="sgcli-startup-"))
+    shutil.copytree(tree / "sgcli", copy / "sgcli", ignore=shutil.ignore_patterns("__pycache__"))
+    if not source:
+        compileall.compile_dir(str(copy / "sgcli"), quiet=1)
+    return copy
+
+
+def _env(copy: Path) -> dict:
+    """The environment that runs the copy's sgcli (the runs also start in it: `python -m` puts the
+    working directory first on sys.path). Nothing writes bytecode during the runs."""
+    return {**os.environ, "PYTHONPATH": str(copy), "SGCLI_BENCH_TREE": str(copy), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def _child_cpu() -> float:
@@ -110,10 +118,9 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="another sgcli checkout to time side by side")
     parser.add_argument("--source", action="store_true", help="no bytecode: compile every module each run")
     args = parser.parse_args()
-    pycache = tempfile.mkdtemp(prefix="sgcli-startup-pyc-")
-    trees = {"this": _env(ROOT, args.source, pycache)}
+    trees = {"this": _env(_snapshot(ROOT, args.source))}
     if args.baseline:
-        trees = {"baseline": _env(args.baseline.resolve(), args.source, pycache), **trees}
+        trees = {"baseline": _env(_snapshot(args.baseline.resolve(), args.source)), **trees}
     print(
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; {args.rounds} rounds; "
         f"{'source (no bytecode)' if args.source else 'byte-compiled'}"

@@ -55,6 +55,9 @@ def test_json_record_shape(run_cli):
     assert rec["usage"]["prompt_tokens"] > 5 and rec["usage"]["completion_tokens"] >= 1
     assert set(rec["timings"]) >= {"load_s", "compile_s", "first_token_s", "tokens_per_s"}
     assert all(rec["timings"][k] >= 0 for k in ("load_s", "compile_s", "first_token_s"))
+    # process start to first token holds the model load and the decode's own wait for that token
+    t = rec["timings"]
+    assert t["start_to_first_token_ms"] >= 1000 * (t["load_s"] + t["first_token_s"]) - 20  # /proc: 10 ms ticks
 
 
 @pytest.mark.model

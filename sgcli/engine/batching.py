@@ -123,6 +123,7 @@ class Row:
             error=error,
             reasoning=self.reasoning if self.think_end is not None else None,
             forward_passes=self.forward_passes,
+            first_token_at=None if self.first_token_s is None else self.start + self.first_token_s,
         )
         return None
 

@@ -18,7 +18,7 @@ from sgcli.engine.loader import LoadedModel
 from sgcli.engine.records import REASONING_ONLY, error_record
 from sgcli.engine.requests import Request, chat_messages
 from sgcli.engine.sampling import SamplingParams
-from sgcli.engine.timing import percentile
+from sgcli.engine.timing import percentile, start_to_first_token_ms
 from sgcli.errors import UserError
 from sgcli.tokenizers.base import Tokenizer
 
@@ -201,6 +201,7 @@ class Session:
                 "threads": self.lm.threads,
                 "compile_s": round(self.compiled.compile_s, 4),
                 "first_token_s": None if f.first_token_s is None else round(f.first_token_s, 4),
+                "start_to_first_token_ms": start_to_first_token_ms(f.first_token_at),
                 "tokens_per_s": None if f.tokens_per_s is None else round(f.tokens_per_s, 2),
                 "mask_ms_p50": percentile(mask_ms, 0.5, 4),
                 "mask_ms_p99": percentile(mask_ms, 0.99, 4),
