@@ -13,11 +13,12 @@ from typing import Any
 from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.backends.base import Compiled
 from sgcli.constraints.validate import Verdict, validate
-from sgcli.engine.decode import Finished, TokenEvent, decode
+from sgcli.engine.decode import decode
 from sgcli.engine.loader import LoadedModel
 from sgcli.engine.records import REASONING_ONLY, error_record
 from sgcli.engine.requests import Request, chat_messages
 from sgcli.engine.sampling import SamplingParams
+from sgcli.engine.sequence import Finished, TokenEvent
 from sgcli.engine.timing import percentile
 from sgcli.errors import UserError
 from sgcli.tokenizers.base import Tokenizer
@@ -111,7 +112,7 @@ class Session:
             "backend": self.compiled.backend,
             "fallbacks": self.fallbacks,
             "weakened": self.weakened,
-            "warnings": [w.message if not w.pointer else f"{w.pointer}: {w.message}" for w in self.compiled.warnings],
+            "warnings": [str(w) for w in self.compiled.warnings],
             "model": self.lm.ref.display,
         }
         if self.think_end is not None:
@@ -188,7 +189,7 @@ class Session:
             "backend": self.compiled.backend,
             "fallbacks": self.fallbacks,
             "weakened": self.weakened,
-            "warnings": [w.message if not w.pointer else f"{w.pointer}: {w.message}" for w in self.compiled.warnings],
+            "warnings": [str(w) for w in self.compiled.warnings],
             "model": self.lm.ref.display,
             "usage": {
                 "prompt_tokens": f.prompt_tokens,
