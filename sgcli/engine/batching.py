@@ -228,7 +228,7 @@ def decode_batch(
     compiled: Compiled,
     *,
     params: SamplingParams,
-    max_tokens: int,
+    max_tokens: int | Sequence[int],
     batch_size: int,
     stop: Sequence[str] = (),
     think_end: str | None = None,
@@ -236,7 +236,8 @@ def decode_batch(
     stats: BatchStats | None = None,
 ) -> Iterator[tuple[int, Finished]]:
     """Decode every prompt, `batch_size` rows at a time; yields (prompt index, Finished) as rows
-    end, in completion order. A row's error (grammar dead end, rejected token) ends that row only."""
+    end, in completion order. A row's error (grammar dead end, rejected token) ends that row only.
+    `max_tokens` is one budget for every prompt, or one per prompt."""
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
     stats = stats if stats is not None else BatchStats()
@@ -245,7 +246,8 @@ def decode_batch(
     masker = Masker(lm.logits_width, lm.device)
 
     def new_row(i: int) -> Row:
-        seq = SequenceState(compiled, params, max_tokens=max_tokens, stop=stop, think_end=think_end, device=lm.device)
+        budget = max_tokens if isinstance(max_tokens, int) else max_tokens[i]
+        seq = SequenceState(compiled, params, max_tokens=budget, stop=stop, think_end=think_end, device=lm.device)
         return Row(i, list(prompts[i]), seq)
 
     batch = KVBatch(lm.device)
