@@ -201,5 +201,8 @@ class LibraryBackend:
     def deserialize(self, data: bytes, spec: ConstraintSpec, vocab: Vocab) -> Compiled | None:
         return None
 
+    def schema_grammar(self, spec: ConstraintSpec) -> str:
+        raise NotImplementedError(f"{self.module} prints no grammar for a JSON Schema (capabilities.prints_schema)")
+
     def prepare(self, vocab: Vocab) -> None:
         pass
