@@ -28,6 +28,7 @@ class PromptOptions:
     system: str | None = None
     raw: bool = False
     template_name: str | None = None
+    template_kwargs: dict[str, Any] | None = None  # --chat-template-kwargs: variables for the template
 
 
 @dataclass
@@ -60,8 +61,17 @@ class Session:
             text = req.prompt or ""
             return text, self.tokenizer.prompt_ids(text, templated=False), []
         messages = chat_messages(req, opts.system)
-        rendered = self.tokenizer.render_prompt(messages, template_name=opts.template_name)
+        rendered = self.tokenizer.render_prompt(
+            messages, template_name=opts.template_name, template_kwargs=opts.template_kwargs
+        )
         return rendered.text, rendered.ids, list(rendered.notices)
+
+    def placement(self, req: Request | None) -> dict:
+        """Where and how the model ran and which chat template the request went through (record keys)."""
+        opts = self.prompt_options
+        raw = opts.raw and (req is None or req.messages is None)
+        template = "none" if raw else self.tokenizer.template_label(opts.template_name)
+        return {"device": self.lm.device, "dtype": self.lm.dtype, "chat_template": template}
 
     def stream(self, req: Request) -> Iterator[TokenEvent | Done]:
         text, ids, notices = self.render(req)
@@ -113,6 +123,7 @@ class Session:
             "weakened": self.weakened,
             "warnings": [w.message if not w.pointer else f"{w.pointer}: {w.message}" for w in self.compiled.warnings],
             "model": self.lm.ref.display,
+            **self.placement(req),
         }
         if self.think_end is not None:
             context.update(dict.fromkeys(REASONING_ONLY))
@@ -190,6 +201,7 @@ class Session:
             "weakened": self.weakened,
             "warnings": [w.message if not w.pointer else f"{w.pointer}: {w.message}" for w in self.compiled.warnings],
             "model": self.lm.ref.display,
+            **self.placement(req),
             "usage": {
                 "prompt_tokens": f.prompt_tokens,
                 "completion_tokens": f.completion_tokens,
