@@ -361,8 +361,11 @@ def _summary(record: dict) -> None:
     valid = {True: "[green]valid[/]", False: "[red]invalid[/]"}.get(record["valid"], "[yellow]unchecked[/]")
     if record.get("validated_by"):
         valid += f" [dim](checked by {record['validated_by']})[/]"
+    placed = (
+        f" ({record['device']}, {record['dtype']}, template {record['chat_template']})" if "device" in record else ""
+    )
     err.print(
-        f"[dim]{record['backend']} · {record['model']} · {usage['completion_tokens']} tokens{forced} · "
+        f"[dim]{record['backend']} · {record['model']}{placed} · {usage['completion_tokens']} tokens{forced} · "
         f"{tps} · {ttft} · {threads}finish: {record['finish_reason']} ·[/] {valid}"
     )
     for e in record["errors"]:

@@ -264,7 +264,7 @@ class PromptFlags:
 
     def check(self) -> None:
         kwargs = self.template_kwargs()
-        if kwargs and self.raw:
+        if kwargs is not None and self.raw:
             from sgcli.errors import UserError
 
             raise UserError("--chat-template-kwargs has no template to go to with --raw", hint="drop one of them")
