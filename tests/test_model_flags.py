@@ -416,12 +416,9 @@ def test_raw_generate_records_no_template(run_cli, tiny_checkpoint, tmp_path):
 
 @pytest.fixture
 def thinking_folder(tmp_path, smol_tokenizer):
-    folder = tmp_path / "thinking"
-    folder.mkdir()
-    shutil.copy(smol_tokenizer.vocab.source, folder / "tokenizer.json")
-    config = {"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "chat_template": THINKING}
-    (folder / "tokenizer_config.json").write_text(json.dumps(config))
-    return folder
+    from helpers import tokenizer_folder
+
+    return tokenizer_folder(tmp_path / "thinking", smol_tokenizer, THINKING)
 
 
 @pytest.mark.parametrize("kwargs", [{"enable_thinking": False}, {"enable_thinking": True}, {}])

@@ -293,7 +293,7 @@ def _compare_generations(
     spec, names, variants, prompt, model: mo.ModelFlags, sampling: mo.SamplingFlags, prompting: mo.PromptFlags
 ) -> list[dict]:
     from sgcli.cli.progress import stage_progress
-    from sgcli.engine.session import Done, Request, Session
+    from sgcli.engine.session import Done, Request
 
     ref = model.ref()
     with stage_progress(f"loading {ref.display}") as progress:
@@ -302,15 +302,7 @@ def _compare_generations(
     vocab = tokenizer.vocab.padded(lm.logits_width)
     rows: list[dict] = []
     for row, compiled in _each_compiled(spec, names, variants, vocab, rows, no_generate=False):
-        session = Session(
-            lm,
-            tokenizer,
-            compiled,
-            sampling.params(),
-            sampling.max_tokens,
-            tuple(sampling.stop or ()),
-            prompting.options(),
-        )
+        session = mo.new_session(lm, tokenizer, compiled, sampling, prompting)
         record = next(e.record for e in session.stream(Request(None, prompt)) if isinstance(e, Done))
         t = record["timings"]
         row.update(

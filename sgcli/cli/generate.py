@@ -186,7 +186,7 @@ def generate(
     ref = model_flags.ref()
 
     from sgcli.cli.progress import stage_progress
-    from sgcli.engine.session import Request, Session  # torch: only after every check above
+    from sgcli.engine.session import Request  # torch: only after every check above
 
     # Grammar first, model last: the tokenizer loads fast, the model is the slow part.
     with stage_progress(f"loading {ref.display} tokenizer") as progress:
@@ -196,14 +196,12 @@ def generate(
         lm = model_flags.load(ref, progress)
     if lm.logits_width > len(tokenizer.vocab):  # the model has more logits than tokens: mask those too
         compiled = backends.compile_for(compiled.backend, spec, tokenizer.vocab.padded(lm.logits_width))[0]
-    session = Session(
+    session = mo.new_session(
         lm,
         tokenizer,
         compiled,
-        sampling.params(),
-        sampling.max_tokens,
-        tuple(sampling.stop or ()),
-        prompt_flags.options(),
+        sampling,
+        prompt_flags,
         fallbacks=fallbacks,
         weakened=weakened,
         think_end=think_end if reasoning else None,

@@ -312,6 +312,22 @@ PROMPT_FLAGS = {
 }
 
 
+def new_session(lm, tokenizer, compiled, sampling: SamplingFlags, prompting: PromptFlags, **options):
+    """A generation session run as the sampling and prompt flags say (`options`: Session's own keywords)."""
+    from sgcli.engine.session import Session
+
+    return Session(
+        lm,
+        tokenizer,
+        compiled,
+        sampling.params(),
+        sampling.max_tokens,
+        tuple(sampling.stop or ()),
+        prompting.options(),
+        **options,
+    )
+
+
 def takes_model(**kw):
     """The command gets `model_flags: ModelFlags`."""
     return takes("model_flags", ModelFlags, MODEL_FLAGS, **kw)

@@ -76,30 +76,17 @@ class Tokenizer:
             ids = [self.vocab.bos_id] + ids
         return ids
 
-    def render_prompt(
-        self,
-        messages: list[dict],
-        *,
-        template_name: str | None = None,
-        add_generation_prompt: bool = True,
-        tools: list | None = None,
-        template_kwargs: dict[str, Any] | None = None,
-    ) -> RenderedPrompt:
-        """Text and ids exactly as a generation would send them (`template render` shows this)."""
+    def render_prompt(self, messages: list[dict], *, template_name: str | None = None, **options) -> RenderedPrompt:
+        """Text and ids exactly as a generation would send them (`template render` shows this);
+        `options` are render_chat's (add_generation_prompt, tools, template_kwargs)."""
         if self.chat_encoder is not None:
-            if template_kwargs:
+            if options.get("template_kwargs"):
                 raise UserError(
                     f"{self.name} encodes chats with mistral-common, which takes no template variables",
                     hint="drop --chat-template-kwargs",
                 )
-            return self._encoded_chat(messages, template_name, tools)
-        text, tpl = self.render_chat(
-            messages,
-            template_name=template_name,
-            add_generation_prompt=add_generation_prompt,
-            tools=tools,
-            template_kwargs=template_kwargs,
-        )
+            return self._encoded_chat(messages, template_name, options.get("tools"))
+        text, tpl = self.render_chat(messages, template_name=template_name, **options)
         notices = () if tpl is not None else (f"{self.name} has no chat template: the prompt is sent as is",)
         return RenderedPrompt(text, self.prompt_ids(text, templated=tpl is not None), tpl, notices)
 
