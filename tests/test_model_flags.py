@@ -471,3 +471,12 @@ def test_session_renders_with_the_kwargs(tiny_lm, thinking_folder):
     text, _, _ = session.render(Request(None, "Hi"))
     assert text.endswith("<think>\n\n</think>\n\n")
     assert session.placement(Request(None, "Hi"))["chat_template"] == "default"
+
+
+@pytest.mark.model
+def test_the_default_model_record_says_where_it_ran(run_cli):
+    result = run_cli("generate", "--regex", "(Paris|London)", "--max-tokens", "8", "--json", "Capital of France?")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    assert (record["device"], record["dtype"], record["chat_template"]) == ("cpu", "float32", "default")
+    assert "(cpu, float32, template default)" in result.stderr

@@ -76,8 +76,9 @@ def bench(
     if plot is not None:
         core.check_plot_path(plot)  # before anything slow: a bad path or missing matplotlib exits 2 now
     max_tokens = sampling.max_tokens
-    if model_flags.model is not None and not generate:
-        raise UserError("--model is only used with --generate", hint="add --generate, or drop --model")
+    given = [f for f, v in {"--model": model_flags.model, **model_flags.local_only()}.items() if v]
+    if given and not generate:
+        raise UserError(f"{given[0]} is only used with --generate", hint=f"add --generate, or drop {given[0]}")
     if generate:
         model_flags.check()
     if generate and (max_tokens < 1 or generate_items < 1):
