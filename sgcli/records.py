@@ -88,7 +88,7 @@ class GenerationRecord(_Strict):
     chat_template: Optional[str] = Field(
         None,
         description="the chat template the prompt went through: its name (default, or the --template-name), "
-        "mistral-common, or none (--raw, or a tokenizer without one)",
+        "mistral-common, none (--raw, or a tokenizer without one), or null (a batch line that was no request)",
     )
     usage: Usage = Field(default_factory=Usage, description="token counts")
     timings: Timings = Field(default_factory=Timings, description="where the time went")

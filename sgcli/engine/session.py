@@ -67,10 +67,15 @@ class Session:
         return rendered.text, rendered.ids, list(rendered.notices)
 
     def placement(self, req: Request | None) -> dict:
-        """Where and how the model ran and which chat template the request went through (record keys)."""
+        """Where and how the model ran and which chat template the request went through (record keys;
+        the template is null for an input line that never became a request)."""
         opts = self.prompt_options
-        raw = opts.raw and (req is None or req.messages is None)
-        template = "none" if raw else self.tokenizer.template_label(opts.template_name)
+        if req is None:
+            template = None
+        elif opts.raw and req.messages is None:
+            template = "none"
+        else:
+            template = self.tokenizer.template_label(opts.template_name)
         return {"device": self.lm.device, "dtype": self.lm.dtype, "chat_template": template}
 
     def stream(self, req: Request) -> Iterator[TokenEvent | Done]:
