@@ -15,6 +15,18 @@ def tokenizer_folder(folder, smol_tokenizer, chat_template):
     return folder
 
 
+# A structural tag with one tool call whose arguments have a schema (a city).
+WEATHER_TAGS = {
+    "structures": [
+        {
+            "begin": "<function=weather>",
+            "schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            "end": "</function>",
+        }
+    ],
+    "triggers": ["<function="],
+}
+
 _compiled: dict = {}  # (backend, spec, vocab id) -> Compiled: compiled once per test run, as a batch does
 
 

@@ -125,7 +125,7 @@ def _compile(backend_name: str, spec: ConstraintSpec, vocab, row: dict):
         row["error"] = exc.render().removeprefix("error: ")
         return None
     row["compile_ms"] = round(compiled.compile_s * 1000, 3)
-    row["warnings"] = [w.message if not w.pointer else f"{w.pointer}: {w.message}" for w in compiled.warnings]
+    row["warnings"] = [str(w) for w in compiled.warnings]
     return compiled
 
 

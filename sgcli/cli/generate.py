@@ -341,6 +341,12 @@ def _run_one(session, request, *, json_out: bool, sink, quiet: bool) -> bool:
                 continue
             sink.write_text(event.text)
     assert record is not None
+    return end_single(record, json_out=json_out, sink=sink, quiet=quiet)
+
+
+def end_single(record: dict, *, json_out: bool, sink, quiet: bool) -> bool:
+    """After a single prompt's streamed text: its record (--json) or a newline, then the summary line;
+    whether the output was not invalid. Shared with `--engine` runs (generate_engine.py)."""
     if json_out:
         sink.write(record)
     else:
