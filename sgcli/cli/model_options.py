@@ -16,6 +16,7 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli.cli.flag_groups import takes
+from sgcli.errors import UserError
 
 
 class Dtype(str, Enum):
@@ -139,8 +140,6 @@ class ModelFlags:
         check_device(self.device)
         parse_device_map(self.device_map, self.device)
         if self.threads is not None and self.threads < 1:
-            from sgcli.errors import UserError
-
             raise UserError("--threads must be at least 1")
 
     def local_only(self) -> dict[str, object]:
@@ -265,8 +264,6 @@ class PromptFlags:
     def check(self) -> None:
         kwargs = self.template_kwargs()
         if kwargs is not None and self.raw:
-            from sgcli.errors import UserError
-
             raise UserError("--chat-template-kwargs has no template to go to with --raw", hint="drop one of them")
 
     def options(self):
