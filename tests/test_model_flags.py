@@ -481,3 +481,18 @@ def test_the_default_model_record_says_where_it_ran(run_cli):
     record = json.loads(result.stdout)
     assert (record["device"], record["dtype"], record["chat_template"]) == ("cpu", "float32", "default")
     assert "(cpu, float32, template default)" in result.stderr
+
+
+def test_generate_without_the_generate_extra_names_it_before_the_model(run_cli, no_load, monkeypatch):
+    """A light install (no torch) is told which extra to install, not that the model is missing:
+    installing the model alone would only lead to the extra's error next."""
+    import importlib.util
+
+    from sgcli.engine import models
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    monkeypatch.setattr(models, "resolve_model", lambda *a, **k: pytest.fail("the model was looked up first"))
+    result = run_cli("generate", "--choice", "yes", "--choice", "no", "Is water wet?")
+    assert result.exit_code == 2, result.output
+    assert "torch" in result.output and "sgcli[generate]" in _flat(result.output)

@@ -152,8 +152,12 @@ class ModelFlags:
         }
 
     def ref(self):
-        """The model reference (a --gguf-file is downloaded here)."""
+        """The model reference (a --gguf-file is downloaded here). A missing [generate] extra is named
+        first: installing the model alone would only lead to that error next."""
         from sgcli.engine.models import resolve_model
+        from sgcli.extras import require
+
+        require("generate", "running a model")
 
         return resolve_model(
             self.model, revision=self.revision, gguf_file=self.gguf_file, trust_remote_code=self.trust_remote_code
