@@ -29,6 +29,7 @@ class PromptOptions:
     system: str | None = None
     raw: bool = False
     template_name: str | None = None
+    template_kwargs: dict[str, Any] | None = None  # --chat-template-kwargs: variables for the template
 
 
 @dataclass
@@ -61,8 +62,22 @@ class Session:
             text = req.prompt or ""
             return text, self.tokenizer.prompt_ids(text, templated=False), []
         messages = chat_messages(req, opts.system)
-        rendered = self.tokenizer.render_prompt(messages, template_name=opts.template_name)
+        rendered = self.tokenizer.render_prompt(
+            messages, template_name=opts.template_name, template_kwargs=opts.template_kwargs
+        )
         return rendered.text, rendered.ids, list(rendered.notices)
+
+    def placement(self, req: Request | None) -> dict:
+        """Where and how the model ran and which chat template the request went through (record keys;
+        the template is null for an input line that never became a request)."""
+        opts = self.prompt_options
+        if req is None:
+            template = None
+        elif opts.raw and req.messages is None:
+            template = "none"
+        else:
+            template = self.tokenizer.template_label(opts.template_name)
+        return {"device": self.lm.device, "dtype": self.lm.dtype, "chat_template": template}
 
     def stream(self, req: Request) -> Iterator[TokenEvent | Done]:
         text, ids, notices = self.render(req)
@@ -111,6 +126,7 @@ class Session:
             "weakened": self.weakened,
             "warnings": [str(w) for w in self.compiled.warnings],
             "model": self.lm.ref.display,
+            **self.placement(req),
         }
         if self.think_end is not None:
             context.update(dict.fromkeys(REASONING_ONLY))
@@ -194,6 +210,7 @@ class Session:
             "weakened": self.weakened,
             "warnings": [str(w) for w in self.compiled.warnings],
             "model": self.lm.ref.display,
+            **self.placement(req),
             "usage": {
                 "prompt_tokens": f.prompt_tokens,
                 "completion_tokens": f.completion_tokens,
