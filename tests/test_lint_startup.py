@@ -24,7 +24,7 @@ def _imported(args: list[str], tmp_path: Path, command: str = "lint") -> set[str
     )
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     lines = [line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
-    return {name.split(".")[0] for name in lines}
+    return {name.split(".")[0] for name in lines} | {name for name in lines if name.startswith("sgcli.")}
 
 
 def test_default_lint_of_a_schema_imports_neither_torch_nor_transformers(tmp_path):
@@ -74,3 +74,15 @@ def test_listed_availability_of_a_missing_library_is_the_import_failure():
     assert reason is not None and "sgcli_test_no_such_library" in reason
     assert reason == Missing().unavailable_reason()
     assert listed_unavailable_reason(get_backend("xgrammar")) is None
+
+
+def test_a_command_line_builds_only_the_subcommand_it_names(tmp_path):
+    schema = tmp_path / "s.json"
+    schema.write_text('{"type": "integer"}\n')
+    modules = _imported([str(schema)], tmp_path)
+    assert "sgcli.cli.lint_cmd" in modules
+    assert not {"sgcli.cli.generate", "sgcli.cli.compare", "sgcli.cli.bench_cmd"} & modules
+    from sgcli.cli.app import _COMMANDS, app  # the importable app still has every command
+
+    names = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
+    assert names == set(_COMMANDS)
