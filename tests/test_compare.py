@@ -93,7 +93,7 @@ def test_rejected_text_exits_1_and_says_where(run_cli, schema_file):
         "--schema",
         schema_file,
         "--json",
-        "--backend",
+        "--backends",
         "llguidance,outlines",
         "--text",
         '{"city": 3}',

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
 from sgcli.cli.tables import print_table
@@ -32,11 +33,9 @@ def bench(
         ),
     ],
     backend: Annotated[
-        str,
-        typer.Option(
-            "--backend", "-b", envvar="SGCLI_BACKEND", help="A backend name, or 'all' for every grammar backend."
-        ),
-    ] = "all",
+        Optional[list[bo.SeveralBackends]],
+        bo.backends_option("A backend, or 'all' (the default): every grammar backend."),
+    ] = None,
     tokenizer: co.TokenizerOpt = None,
     plot: Annotated[
         Optional[str],

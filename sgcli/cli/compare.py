@@ -13,6 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
 from sgcli.cli import engine_options as eo
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
@@ -62,13 +63,12 @@ def _with_options(spec: ConstraintSpec, opts: JsonOptions) -> ConstraintSpec:
 
 
 def pick_backends(names: list[str] | None, spec: ConstraintSpec) -> list[str]:
-    """The backends to compare: those named (repeatable, or comma-separated), or every grammar
-    backend that takes this kind ('all', or none named)."""
+    """The backends to compare: those named, or every grammar backend that takes this kind ('all', or none named)."""
     from sgcli.backends import check_supports, get_backend
     from sgcli.backends.auto import AUTO_ORDER
 
-    chosen = [n.strip() for value in names or [] for n in value.split(",") if n.strip()]
-    if chosen and chosen != ["all"]:
+    chosen = list(names or [])
+    if chosen and "all" not in chosen:
         for n in chosen:
             backend = get_backend(n)
             if spec.kind not in backend.capabilities.kinds:
@@ -169,13 +169,19 @@ def _server_side_backends(engine: str, base_url: str | None, spec: ConstraintSpe
 def compare_backends(
     prompt: Annotated[Optional[str], typer.Argument(help="The prompt (not needed with --no-generate).")] = None,
     backends_opt: Annotated[
-        Optional[list[str]],
+        Optional[list[bo.SeveralBackends]],
+        bo.backends_option(
+            "A backend to compare. Default (or 'all'): every installed backend that supports the constraint.",
+            envvar=False,
+        ),
+    ] = None,
+    backends_csv: Annotated[
+        Optional[str],
         typer.Option(
-            "--backend",
-            "-b",
             "--backends",
-            help="A backend to compare (repeatable, or comma-separated). Default (or 'all'): every installed "
-            "backend that supports the constraint.",
+            metavar="A,B",
+            callback=bo.comma_names,
+            help="Older spelling of --backend: names, comma-separated.",
         ),
     ] = None,
     whitespace: Annotated[
@@ -240,7 +246,7 @@ def compare_backends(
     if engine != "local":
         _server_side_backends(engine, base_url, spec, raw)
     variants = parse_variants(whitespace, spec.json_options)
-    names = pick_backends(backends_opt, spec)
+    names = pick_backends([*(backends_opt or []), *(backends_csv or [])], spec)
     if no_generate:
         rows = _compare_masks(spec, names, variants, tokenizer_ref or model, text)
     else:

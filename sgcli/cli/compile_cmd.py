@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
 from sgcli.cli.tables import print_table
@@ -39,14 +40,9 @@ def compile_files(
         ),
     ] = None,
     backend: Annotated[
-        str,
-        typer.Option(
-            "--backend",
-            "-b",
-            envvar="SGCLI_BACKEND",
-            help="A backend name, or 'all' for every backend that enforces grammars.",
-        ),
-    ] = "all",
+        Optional[list[bo.SeveralBackends]],
+        bo.backends_option("A backend, or 'all' (the default): every backend that enforces grammars."),
+    ] = None,
     tokenizer: co.TokenizerOpt = None,
     kind: Annotated[
         Optional[str],

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
 from sgcli.cli.common import err, escape, fail
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
@@ -66,15 +67,12 @@ def lint(
         ),
     ] = None,
     backend: Annotated[
-        str,
-        typer.Option(
-            "--backend",
-            "-b",
-            envvar="SGCLI_BACKEND",
-            help="A backend name; 'all': every backend that supports the file's kind; 'auto': those that start "
+        Optional[list[bo.LintBackends]],
+        bo.backends_option(
+            "A backend; 'all': every backend that supports the file's kind; 'auto' (the default): those that start "
             "without importing torch (llguidance, outlines_core), xgrammar only where none of them takes the file.",
         ),
-    ] = "auto",
+    ] = None,
     tokenizer: Annotated[
         Optional[str],
         typer.Option(
@@ -140,8 +138,9 @@ def lint(
     if output_format not in FORMATS:
         raise UserError(f"--output-format {output_format}: unknown format", hint="one of: " + ", ".join(FORMATS))
     flags = flags
+    names = bo.chosen(backend, "auto")  # each name already checked against the registry (exit 2 naming them)
     options = LintOptions(
-        backend=backend,
+        backend=next((w for w in ("all", "auto") if w in names), tuple(names)),
         tokenizer=tokenizer,
         max_tokens=max_tokens,
         kind=_kind(kind),
@@ -149,10 +148,6 @@ def lint(
         json_options=flags.layout(),
         subs=tuple(flags.sub or ()),
     )
-    if backend not in ("all", "auto"):
-        from sgcli.backends import get_backend
-
-        get_backend(backend)  # an unknown name is a usage error before any file is read
     from sgcli.lint.discover import expand
 
     if not files and not flags.given():
