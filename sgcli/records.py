@@ -29,15 +29,17 @@ class Usage(_Strict):
 
 
 class Timings(_Strict):
-    load_s: Optional[float] = Field(None, description="model load time, seconds")
+    load_ms: Optional[float] = Field(None, description="model load time, milliseconds")
     threads: Optional[int] = Field(None, description="torch CPU threads the model ran with")
-    compile_s: Optional[float] = Field(None, description="grammar compile (or cache load) time, seconds")
-    first_token_s: Optional[float] = Field(None, description="time from decode start to the first token")
+    compile_ms: Optional[float] = Field(None, description="grammar compile (or cache load) time, milliseconds")
+    first_token_ms: Optional[float] = Field(None, description="milliseconds from decode start to the first token")
     tokens_per_s: Optional[float] = Field(None, description="decode speed after the first token")
-    mask_ms_p50: Optional[float] = Field(None, description="median time to compute one token mask")
-    mask_ms_p99: Optional[float] = Field(None, description="99th percentile of the mask time")
-    request_s: Optional[float] = Field(None, description="--engine: wall time of the HTTP request, client-side")
-    server_s: Optional[float] = Field(None, description="--engine: the server's own time, where it reports one")
+    mask_ms_p50: Optional[float] = Field(None, description="median time to compute one token mask, ms")
+    mask_ms_p99: Optional[float] = Field(None, description="99th percentile of the mask time, ms")
+    request_ms: Optional[float] = Field(
+        None, description="--engine: wall time of the HTTP request, client-side, milliseconds"
+    )
+    server_ms: Optional[float] = Field(None, description="--engine: the server's own time, where it reports one, ms")
 
 
 class ThinkBudget(_Strict):

@@ -36,7 +36,7 @@ def test_nearest_pyproject_table_and_sources(run_cli, tmp_path, monkeypatch):
     assert result.exit_code == 0
     doc = json.loads(result.stdout)
     settings = {s["key"]: s for s in doc["settings"]}
-    assert doc["file"] == str(tmp_path / "pyproject.toml")
+    assert doc["path"] == str(tmp_path / "pyproject.toml")
     assert settings["backend"]["value"] == "llguidance"
     assert settings["backend"]["source"].endswith("pyproject.toml [tool.sgcli]")
     assert (settings["threads"]["value"], settings["threads"]["source"]) == (2, "env SGCLI_THREADS")

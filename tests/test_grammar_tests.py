@@ -38,7 +38,7 @@ def test_every_library_grammar_passes_on_every_backend_that_supports_its_kind(ru
 
     result = run_cli("test", *CASE_FILES, "--json")
     records = _records(result)
-    files = {r["file"]: r for r in records if r["type"] == "file"}
+    files = {r["path"]: r for r in records if r["type"] == "file"}
     assert len(files) == len(CASE_FILES)
     for path in CASE_FILES:
         suite = load_suite(str(path))

@@ -57,8 +57,6 @@ def backends_option(help: str, *, envvar: bool = True) -> Any:
     )
 
 
-
-
 def comma_names(value: str | None) -> list[str]:
     """Callback of compare-backends' older `--backends a,b`: each name checked like `--backend`'s
     (a usage error, exit 2, naming the choices)."""

@@ -142,7 +142,7 @@ def _show(results, summaries: list[dict], n_items: int) -> None:
     table.add_column("instances", justify="right")
     for s in summaries:
         failed = ", ".join(f"{n} {reason}" for reason, n in s["failed_by_reason"].items()) or "0"
-        cold, cached, mask = s["compile_cold_ms"], s["compile_cached_ms"], s["mask_us"]
+        cold, cached, mask = s["compile_cold_ms"], s["compile_cached_ms"], s["mask_ms"]
         walked = f"{s['instances_walked']}" + (
             f" ([red]{s['instances_rejected']} rejected[/])" if s["instances_rejected"] else ""
         )
@@ -152,7 +152,7 @@ def _show(results, summaries: list[dict], n_items: int) -> None:
             failed,
             f"{_num(cold['p50'])} / {_num(cold['p99'])}",
             f"{_num(cached['p50'])} / {_num(cached['p99'])}",
-            f"{_num(mask['p50'])} / {_num(mask['p99'])} / {_num(mask['max'])}",
+            " / ".join(_num(None if mask[k] is None else mask[k] * 1000) for k in ("p50", "p99", "max")),  # µs
             walked,
         )
     print_table(table)

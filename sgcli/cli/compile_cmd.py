@@ -96,7 +96,7 @@ def compile_row(spec, name: str, vocab) -> dict:
     from sgcli.grammar_dev.matching import backends_for
 
     impl = get_backend(name)
-    row: dict = {"file": spec.name, "kind": spec.kind.value, "backend": name}
+    row: dict = {"path": spec.name, "kind": spec.kind.value, "backend": name}
     reason = unsupported_reason(impl, spec)
     if reason is not None:
         return row | {
@@ -119,7 +119,7 @@ def compile_row(spec, name: str, vocab) -> dict:
             "location": str(loc) if loc else spec.name,
             "line": loc.line if loc else None,
             "col": loc.col if loc else None,
-            "ms": round((time.perf_counter() - t) * 1000, 2),
+            "compile_ms": round((time.perf_counter() - t) * 1000, 2),
             "limit": getattr(exc, "flag", None),  # a compile limit: the flag that raises it
         }
     compiled = outcome.compiled
@@ -129,7 +129,7 @@ def compile_row(spec, name: str, vocab) -> dict:
     size |= compiled.size_info()
     return row | {
         "status": "ok",
-        "ms": round(compiled.compile_s * 1000, 2),
+        "compile_ms": round(compiled.compile_s * 1000, 2),
         "cache": outcome.status,
         "cache_reason": outcome.reason,
         "size": size,
@@ -159,9 +159,9 @@ def _show(rows: list[dict], print_grammar: bool) -> None:
         table.add_column(col, justify="right" if col == "ms" else "left")
     colors = {"ok": "green", "error": "red", "unsupported": "yellow", "unavailable": "yellow"}
     for r in rows:
-        ms = f"{r['ms']:.1f}" if "ms" in r else ""
+        ms = f"{r['compile_ms']:.1f}" if "compile_ms" in r else ""
         table.add_row(
-            escape(r["file"]),
+            escape(r["path"]),
             r["backend"],
             f"[{colors[r['status']]}]{r['status']}[/]",
             ms,
@@ -176,15 +176,15 @@ def _show(rows: list[dict], print_grammar: bool) -> None:
                 out.print(f"  hint: {escape(r['hint'])}")
         elif r["status"] == "unsupported":
             can = ", ".join(r["backends_that_can"]) or "no installed backend"
-            out.print(f"{escape(r['file'])}: unsupported: {escape(r['message'])}; backends that can: {can}")
+            out.print(f"{escape(r['path'])}: unsupported: {escape(r['message'])}; backends that can: {can}")
         elif r["status"] == "unavailable":
-            err.print(f"{escape(r['file'])}: {r['backend']} unavailable: {escape(r['message'])}")
+            err.print(f"{escape(r['path'])}: {r['backend']} unavailable: {escape(r['message'])}")
         for w in r.get("warnings", []):
-            out.print(f"{escape(r['file'])}: warning: {r['backend']}: {escape(w)}")
+            out.print(f"{escape(r['path'])}: warning: {r['backend']}: {escape(w)}")
     if print_grammar:
         for r in rows:
             if r["status"] == "ok" and r.get("normalized"):
-                out.print(f"\n# {escape(r['file'])} · {r['backend']}")
+                out.print(f"\n# {escape(r['path'])} · {r['backend']}")
                 out.print(escape(r["normalized"].rstrip("\n")))
             elif r["status"] == "ok":
-                out.print(f"\n# {escape(r['file'])} · {r['backend']}: no normalized grammar text")
+                out.print(f"\n# {escape(r['path'])} · {r['backend']}: no normalized grammar text")

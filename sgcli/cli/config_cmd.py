@@ -40,7 +40,7 @@ def show_config(
         {"key": s.key, "value": s.value, "source": s.source, "help": config.KEYS[s.key].help} for s in cfg.settings()
     ]
     if fmt == "json":
-        json_line({"file": str(cfg.path) if cfg.path else None, "table": cfg.table, "settings": rows})
+        json_line({"path": str(cfg.path) if cfg.path else None, "table": cfg.table, "settings": rows})
         return
     if fmt == "jsonl":
         for row in rows:

@@ -81,7 +81,7 @@ def _json(report, writer) -> None:
         writer.write(
             {
                 "type": "case",
-                "file": report.suite.path,
+                "path": report.suite.path,
                 "case": o.case.index + 1,
                 "line": o.case.line,
                 "description": o.case.description,
@@ -97,11 +97,11 @@ def _json(report, writer) -> None:
     writer.write(
         {
             "type": "file",
-            "file": report.suite.path,
+            "path": report.suite.path,
             "kind": report.suite.spec.kind.value,
             "ok": report.ok,
             "backends": [
-                {"name": b.name, "status": b.status, "message": b.message, "cache": b.cache} for b in report.backends
+                {"backend": b.name, "status": b.status, "message": b.message, "cache": b.cache} for b in report.backends
             ],
             "passed": sum(o.passed for o in report.outcomes),
             "failed": sum(not o.passed for o in report.outcomes),
