@@ -8,7 +8,8 @@ Bump `SCHEMA_VERSION` when a key is renamed or removed; adding one is a minor ch
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Union
+import re
+from typing import Any, Literal, Optional, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -142,11 +143,168 @@ class EngineRow(_Strict):
     notes: str
 
 
+class _Versioned(_Strict):
+    schema_version: str = Field(SCHEMA_VERSION, description="version of sgcli's JSON formats")
+
+
+class CompareRow(_Versioned):
+    """One row of `sgcli compare-backends --output-format json|jsonl`: a backend and a JSON layout variant.
+    Every row has every key; nulls where the mode (--no-generate or a generation) does not fill one."""
+
+    backend: str
+    variant: str = Field(..., description="the JSON layout variant (--whitespace), e.g. flexible, compact, indent=2")
+    compile_ms: Optional[float] = Field(None, description="grammar compile (or cache load) time")
+    mask_ms_p50: Optional[float] = Field(None, description="median time to compute one token mask")
+    mask_ms_p99: Optional[float] = Field(None, description="99th percentile of the mask time")
+    tokens: Optional[int] = Field(None, description="tokens generated, or walked with --no-generate")
+    tokens_per_s: Optional[float] = Field(None, description="decode speed (generation only)")
+    finish_reason: Optional[Literal["stop", "length", "error"]] = Field(None, description="generation only")
+    valid: Optional[bool] = Field(
+        None, description="the output passed the independent check (generation), or the backend took --text"
+    )
+    output: Optional[str] = Field(None, description="the generated text (generation only)")
+    agree: Optional[bool] = Field(
+        None, description="same output (or same masks with --no-generate) as the first backend of this variant"
+    )
+    warnings: list[str] = Field(default_factory=list, description="what the backend weakened or ignored")
+    error: Optional[str] = Field(None, description="why this backend did not compile or could not run")
+    skipped: bool = Field(False, description="the backend lacks the kind or option, or is not installed")
+    errors: list[str] = Field(default_factory=list, description="why the output is not valid (generation only)")
+    allowed_first: Optional[int] = Field(None, description="--no-generate: tokens the first mask allows")
+    rejected_at_token: Optional[int] = Field(None, description="--no-generate: the token index that --text broke at")
+
+
+class CompileRow(_Versioned):
+    """One row of `sgcli compile --output-format json|jsonl`: one file on one backend."""
+
+    path: str = Field(..., description="the grammar file, @name, or the flag that gave the constraint")
+    kind: str
+    backend: str
+    status: Literal["ok", "error", "unsupported", "unavailable"]
+    compile_ms: Optional[float] = Field(None, description="compile (or cache load) time; absent where none ran")
+    cache: Optional[str] = Field(None, description="the on-disk cache: hit, miss, not stored, not cacheable, ...")
+    cache_reason: Optional[str] = Field(None, description="why the cache did what it did")
+    size: Optional[dict[str, int]] = Field(None, description="rules, normalized_chars and backend figures")
+    warnings: list[str] = Field(default_factory=list)
+    normalized: Optional[str] = Field(None, description="the grammar the backend compiled (--print only)")
+    message: Optional[str] = Field(None, description="error, unsupported or unavailable: what went wrong")
+    hint: Optional[str] = None
+    location: Optional[str] = Field(None, description="error: file:line:col")
+    line: Optional[int] = None
+    col: Optional[int] = None
+    limit: Optional[str] = Field(None, description="a compile limit was hit: the flag that raises it")
+    backends_that_can: Optional[list[str]] = Field(None, description="unsupported: the backends that take it")
+
+
+class TestCaseResult(_Versioned):
+    """One case on one backend, from `sgcli test --output-format json|jsonl` (type: case)."""
+
+    __test__ = False  # not a pytest class
+    type: Literal["case"]
+    path: str = Field(..., description="the test file")
+    case: int = Field(..., description="1-based index of the case in the file")
+    line: Optional[int] = Field(None, description="line of the case in the test file")
+    description: Optional[str] = None
+    input: str
+    accept: bool = Field(..., description="whether the grammar should accept the input")
+    backend: str
+    passed: bool
+    checked: list[str] = Field(..., description="how it was fed: bytes, canonical, greedy tokenizations")
+    problems: list[str] = Field(default_factory=list, description="why it failed")
+    notes: list[str] = Field(default_factory=list)
+
+
+class TestBackend(_Strict):
+    __test__ = False
+    backend: str
+    status: str = Field(..., description="ran, or why the backend could not run the file")
+    message: Optional[str] = None
+    cache: Optional[str] = None
+
+
+class TestFileResult(_Versioned):
+    """One test file, after its cases, from `sgcli test --output-format json|jsonl` (type: file)."""
+
+    __test__ = False
+    type: Literal["file"]
+    path: str
+    kind: str
+    ok: bool
+    backends: list[TestBackend]
+    passed: int
+    failed: int
+
+
+class Percentiles(_Strict):
+    p50: Optional[float] = None
+    p99: Optional[float] = None
+    max: Optional[float] = None
+    n: int
+
+
+class BenchRejected(_Strict):
+    instance: int
+    rejected_at_token: Optional[int]
+
+
+class BenchItem(_Versioned):
+    """One item on one backend, from `sgcli bench --output-format json|jsonl` (type: item)."""
+
+    type: Literal["item"]
+    item: str
+    kind: str
+    backend: str
+    status: Literal["compiled", "failed"]
+    reason: Optional[str] = Field(None, description="failed: unsupported, unavailable, compile error, compile limit")
+    message: Optional[str] = None
+    limit: Optional[str] = None
+    compile_cold_ms: Optional[float] = None
+    compile_cached_ms: Optional[float] = Field(None, description="a load from the on-disk cache, where it hit")
+    cache: Optional[str] = None
+    instances: Optional[int] = None
+    instance_source: Optional[str] = Field(None, description="given, test file, or generated")
+    masks: Optional[int] = Field(None, description="masks timed")
+    mask_ms_p50: Optional[float] = None
+    mask_ms_max: Optional[float] = None
+    rejected: list[BenchRejected] = Field(default_factory=list, description="valid instances the backend rejected")
+
+
+class BenchGeneration(_Strict):
+    items: int
+    max_tokens: int
+    tokens_per_s: Optional[float]
+    tokens_per_s_jump_forward: Optional[float]
+    completed: int
+    note: Optional[str] = None
+
+
+class BenchBackend(_Versioned):
+    """One backend's summary, from `sgcli bench --output-format json|jsonl` (type: backend)."""
+
+    type: Literal["backend"]
+    backend: str
+    compiled: int
+    failed: int
+    failed_by_reason: dict[str, int]
+    compile_cold_ms: Percentiles
+    compile_cached_ms: Percentiles
+    mask_ms: Percentiles
+    instances_walked: int
+    instances_rejected: int
+    generation: Optional[BenchGeneration] = None
+
+
 MODELS: dict[str, type[BaseModel]] = {
     "record": GenerationRecord,
     "diagnostic": Diagnostic,
     "backend": BackendRow,
     "engine": EngineRow,
+    "compare": CompareRow,
+    "compile": CompileRow,
+    "test-case": TestCaseResult,
+    "test-file": TestFileResult,
+    "bench-item": BenchItem,
+    "bench-backend": BenchBackend,
 }
 
 
@@ -155,12 +313,33 @@ def json_schema(name: str) -> dict:
 
 
 def field_table(model: type[BaseModel] = GenerationRecord) -> str:
-    """Markdown list of a model's fields (the README's record section is generated from this)."""
+    """Markdown list of a model's fields (the README's field lists are generated from this)."""
     lines = []
     for name, info in model.model_fields.items():
-        nested = (
-            info.annotation if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel) else None
-        )
+        nested = _nested(info.annotation)
         keys = "{" + ", ".join(nested.model_fields) + "}" if nested else ""
         lines.append(f"- `{name}{keys}`: {info.description or ''}".rstrip(": ").rstrip())
     return "\n".join(lines)
+
+
+def _nested(annotation: Any) -> type[BaseModel] | None:
+    """The model inside an annotation (`X`, `Optional[X]`, `list[X]`), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((m for m in map(_nested, get_args(annotation)) if m is not None), None)
+
+
+_SECTION = re.compile(r"(<!-- fields: ([\w-]+) [^\n]*-->\n)(.*?)(\n<!-- /fields -->)", re.S)
+
+
+def with_field_lists(text: str) -> str:
+    """`text` (the README) with every `<!-- fields: NAME ... -->` section regenerated from MODELS[NAME]."""
+    return _SECTION.sub(lambda m: m.group(1) + field_table(MODELS[m.group(2)]) + m.group(4), text)
+
+
+if __name__ == "__main__":  # python -m sgcli.records README.md: regenerate its field lists
+    import sys
+    from pathlib import Path
+
+    for arg in sys.argv[1:]:
+        Path(arg).write_text(with_field_lists(Path(arg).read_text(encoding="utf-8")), encoding="utf-8")

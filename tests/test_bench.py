@@ -81,6 +81,15 @@ def test_counts_and_failure_reasons(jsonl_run):
         assert "items.jsonl:4" in r["message"] and "foo" in r["message"]
 
 
+def test_records_match_the_models(jsonl_run):
+    from sgcli.records import BenchBackend, BenchItem
+
+    records = _records(jsonl_run.stdout)
+    assert {r["type"] for r in records} == {"item", "backend"}
+    for r in records:
+        (BenchItem if r["type"] == "item" else BenchBackend).model_validate(r)
+
+
 def test_percentiles_present_and_ordered(jsonl_run):
     for name, row in _backend_rows(jsonl_run).items():
         mask = row["mask_ms"]

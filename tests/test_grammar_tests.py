@@ -44,7 +44,7 @@ def test_every_library_grammar_passes_on_every_backend_that_supports_its_kind(ru
         suite = load_suite(str(path))
         summary = files[str(path)]
         expected_ran = [n for n in enforcing_backends() if unsupported_reason(get_backend(n), suite.spec) is None]
-        ran = [b["name"] for b in summary["backends"] if b["status"] == "ran"]
+        ran = [b["backend"] for b in summary["backends"] if b["status"] == "ran"]
         assert ran == expected_ran and ran, (path.name, summary["backends"])
         assert summary["ok"] and summary["failed"] == 0, [r for r in records if r["type"] == "case" and not r["passed"]]
         assert summary["passed"] == len(suite.cases) * len(ran)

@@ -8,16 +8,28 @@ from pathlib import Path
 
 import jsonschema
 
-from sgcli.records import BackendRow, Diagnostic, GenerationRecord, field_table, json_schema
+from sgcli import RECORD_SCHEMA_VERSION
+from sgcli.records import (
+    MODELS,
+    BackendRow,
+    CompareRow,
+    CompileRow,
+    Diagnostic,
+    GenerationRecord,
+    TestCaseResult,
+    TestFileResult,
+    json_schema,
+    with_field_lists,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_readme_field_list_is_generated_from_the_model():
+def test_readme_field_lists_are_generated_from_the_models():
     readme = (ROOT / "README.md").read_text()
-    section = re.search(r"<!-- record-fields:[^\n]*-->\n(.*?)\n<!-- /record-fields -->", readme, flags=re.S)
-    assert section is not None
-    assert section.group(1) == field_table()
+    listed = re.findall(r"<!-- fields: ([\w-]+) ", readme)
+    assert sorted(listed) == sorted(MODELS)  # every model has its list, once
+    assert readme == with_field_lists(readme), "run: python -m sgcli.records README.md"
 
 
 def test_real_record_matches_model_and_json_schema(tiny_lm, smol_tokenizer):
@@ -79,3 +91,60 @@ def test_schema_command_prints_the_models_json_schema(run_cli):
     assert result.exit_code == 0
     assert json.loads(result.stdout) == json_schema("record")
     assert run_cli("schema", "nope").exit_code == 2
+
+
+def _rows(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def _valid(model, row: dict) -> None:
+    model.model_validate(row)
+    jsonschema.validate(row, model.model_json_schema())
+    assert row["schema_version"] == RECORD_SCHEMA_VERSION
+
+
+def test_compare_rows_match_the_model_with_one_key_set(run_cli, tmp_path):
+    schema = tmp_path / "s.json"
+    schema.write_text('{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}')
+    args = ["compare-backends", "--no-generate", "--schema", schema, "--whitespace", "flexible,indent=2"]
+    result = run_cli(*args, "--text", '{"a": 1}', "--output-format", "jsonl")
+    rows = _rows(result.stdout)
+    assert result.exit_code == 1 and len(rows) >= 4, result.stderr  # the text has no indent: a finding
+    assert {r["valid"] for r in rows if r["variant"] == "indent=2" and not r["skipped"]} == {False}
+    assert any(r["skipped"] for r in rows) and any(r["compile_ms"] for r in rows)  # llguidance has no --indent
+    for row in rows:
+        _valid(CompareRow, row)
+        assert set(row) == set(CompareRow.model_fields)  # skipped rows too: nulls, never missing keys
+
+
+def test_compile_rows_match_the_model(run_cli, tmp_path):
+    (tmp_path / "ok.gbnf").write_text('root ::= "a"\n')
+    (tmp_path / "bad.gbnf").write_text('root ::= "a" @\n')
+    result = run_cli("compile", tmp_path / "ok.gbnf", tmp_path / "bad.gbnf", "--print", "--output-format", "jsonl")
+    rows = _rows(result.stdout)
+    assert result.exit_code == 1
+    assert {r["status"] for r in rows} >= {"ok", "error", "unsupported"}  # outlines_core takes no GBNF
+    for row in rows:
+        _valid(CompileRow, row)
+        assert (row.get("compile_ms") is not None) == (row["status"] in ("ok", "error"))
+
+
+def test_test_results_match_the_models(run_cli):
+    cases = ROOT / "sgcli" / "grammars" / "iso8601.test.yaml"
+    result = run_cli("test", cases, "--backend", "llguidance", "--backend", "outlines_core", "--output-format", "jsonl")
+    rows = _rows(result.stdout)
+    assert result.exit_code == 0, result.stdout
+    by_type = {"case": TestCaseResult, "file": TestFileResult}
+    for row in rows:
+        _valid(by_type[row["type"]], row)
+    assert rows[-1]["type"] == "file" and rows[-1]["path"] == str(cases)
+    assert {b["backend"] for b in rows[-1]["backends"]} == {"llguidance", "outlines_core"}
+    assert sum(r["type"] == "case" for r in rows) == rows[-1]["passed"] + rows[-1]["failed"] > 0
+
+
+def test_schema_command_knows_every_model(run_cli):
+    for name in MODELS:
+        result = run_cli("schema", name)
+        assert result.exit_code == 0 and json.loads(result.stdout) == json_schema(name)
+    help_text = " ".join(run_cli("schema", "--help").stdout.split())
+    assert all(name in help_text for name in MODELS)

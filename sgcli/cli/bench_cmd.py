@@ -94,12 +94,15 @@ def bench(
         core.generate(results, items, lm, tok, max_tokens=max_tokens, n_items=generate_items)
     summaries = [core.summary(r) for r in results]
     if fmt != "text":
+        from sgcli import RECORD_SCHEMA_VERSION
+
         writer = JsonRows(fmt)
+        head = {"schema_version": RECORD_SCHEMA_VERSION}  # sgcli/records.py BenchItem, BenchBackend
         for r in results:
             for record in r.items:
-                writer.write({"type": "item"} | record)
+                writer.write(head | {"type": "item"} | record)
         for s in summaries:
-            writer.write({"type": "backend"} | s)
+            writer.write(head | {"type": "backend"} | s)
         writer.close()
     else:
         _show(results, summaries, len(items))

@@ -84,8 +84,11 @@ def pick_backends(names: list[str] | None, spec: ConstraintSpec) -> list[str]:
     return chosen
 
 
-def _base_row(backend: str, variant: str, no_generate: bool) -> dict:
+def _base_row(backend: str, variant: str) -> dict:
+    from sgcli import RECORD_SCHEMA_VERSION
+
     row = {
+        "schema_version": RECORD_SCHEMA_VERSION,
         "backend": backend,
         "variant": variant,
         "compile_ms": None,
@@ -100,8 +103,10 @@ def _base_row(backend: str, variant: str, no_generate: bool) -> dict:
         "warnings": [],
         "error": None,
         "skipped": False,
-    }
-    row.update({"allowed_first": None, "rejected_at_token": None} if no_generate else {"errors": []})
+        "errors": [],
+        "allowed_first": None,
+        "rejected_at_token": None,
+    }  # one key set in both modes (sgcli/records.py CompareRow): nulls where a mode fills nothing
     return row
 
 
@@ -128,11 +133,11 @@ def _compile(backend_name: str, spec: ConstraintSpec, vocab, row: dict):
     return compiled
 
 
-def _each_compiled(spec, names, variants, vocab, rows: list[dict], *, no_generate: bool):
+def _each_compiled(spec, names, variants, vocab, rows: list[dict]):
     """(row, compiled) per backend and variant that compiled; every row, failed ones too, goes into `rows`."""
     for name in names:
         for variant, opts in variants:
-            row = _base_row(name, variant, no_generate)
+            row = _base_row(name, variant)
             rows.append(row)
             compiled = _compile(name, _with_options(spec, opts), vocab, row)
             if compiled is not None:
@@ -308,7 +313,7 @@ def _compare_masks(spec, names, variants, tokenizer_ref, text) -> list[dict]:
 
     vocab = load_tokenizer(tokenizer_ref).vocab
     rows: list[dict] = []
-    for row, compiled in _each_compiled(spec, names, variants, vocab, rows, no_generate=True):
+    for row, compiled in _each_compiled(spec, names, variants, vocab, rows):
         walk = walk_masks(compiled, text)
         row.update(
             mask_ms_p50=percentile(walk["mask_ms"], 0.5, 4),
@@ -341,7 +346,7 @@ def _compare_generations(
         lm = load_model(ref, device=device, dtype=dtype, progress=progress, threads=threads)
     vocab = tokenizer.vocab.padded(lm.logits_width)
     rows: list[dict] = []
-    for row, compiled in _each_compiled(spec, names, variants, vocab, rows, no_generate=False):
+    for row, compiled in _each_compiled(spec, names, variants, vocab, rows):
         session = Session(
             lm,
             tokenizer,

@@ -96,7 +96,9 @@ def compile_row(spec, name: str, vocab) -> dict:
     from sgcli.grammar_dev.matching import backends_for
 
     impl = get_backend(name)
-    row: dict = {"path": spec.name, "kind": spec.kind.value, "backend": name}
+    from sgcli import RECORD_SCHEMA_VERSION
+
+    row: dict = {"schema_version": RECORD_SCHEMA_VERSION, "path": spec.name, "kind": spec.kind.value, "backend": name}
     reason = unsupported_reason(impl, spec)
     if reason is not None:
         return row | {

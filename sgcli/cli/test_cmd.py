@@ -77,9 +77,12 @@ def test(
 
 
 def _json(report, writer) -> None:
+    from sgcli import RECORD_SCHEMA_VERSION
+
     for o in report.outcomes:
         writer.write(
             {
+                "schema_version": RECORD_SCHEMA_VERSION,
                 "type": "case",
                 "path": report.suite.path,
                 "case": o.case.index + 1,
@@ -96,6 +99,7 @@ def _json(report, writer) -> None:
         )
     writer.write(
         {
+            "schema_version": RECORD_SCHEMA_VERSION,
             "type": "file",
             "path": report.suite.path,
             "kind": report.suite.spec.kind.value,
