@@ -80,10 +80,13 @@ def clear(
         Optional[list[str]],
         typer.Argument(help="Sections to clear (see `sgcli cache info`); all of them when omitted."),
     ] = None,
+    output_format: OutputFormatOpt = None,
+    json_flag: JsonFlagOpt = False,
 ) -> None:
     """Delete cached entries; they are rebuilt on next use."""
     from sgcli.cache.paths import cache_root
 
+    fmt = output_format_of(output_format, json_flag)
     root = cache_root()
     known = {r["section"]: Path(r["path"]) for r in _sections(root)}
     chosen = section or sorted(known)
@@ -93,9 +96,16 @@ def clear(
             f"no cache section named {', '.join(unknown)} in {root}",
             hint="sections: " + (", ".join(sorted(known)) or "none (the cache is empty)"),
         )
+    cleared = []
     for name in chosen:
         try:
             shutil.rmtree(known[name])
         except OSError as exc:
             raise UserError(f"cannot clear {known[name]}: {exc.strerror}") from None
-        err.print(f"cleared {name} ({known[name]})")
+        cleared.append({"section": name, "path": str(known[name])})
+        if fmt == "jsonl":
+            json_line(cleared[-1])
+        elif fmt == "text":
+            err.print(f"cleared {name} ({known[name]})")
+    if fmt == "json":
+        json_line({"root": str(root), "cleared": cleared})

@@ -9,7 +9,7 @@ import typer
 
 from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
-from sgcli.cli.common import err, escape, fail
+from sgcli.cli.common import JsonFlagOpt, err, escape, fail
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
 
 EXAMPLES = """
@@ -96,6 +96,7 @@ def lint(
             envvar="SGCLI_LINT_OUTPUT_FORMAT",
         ),
     ] = "concise",
+    json_out: JsonFlagOpt = False,
     select: Annotated[
         Optional[list[str]],
         typer.Option(
@@ -135,6 +136,10 @@ def lint(
     from sgcli.lint.render import statistics as render_statistics
     from sgcli.lint.render import summary
 
+    if json_out:  # the alias every command has: JSON Lines, one diagnostic a line
+        if output_format not in ("concise", "jsonl", "json-lines"):
+            raise UserError(f"--json conflicts with --output-format {output_format}", hint="give one of them")
+        output_format = "jsonl"
     if output_format not in FORMATS:
         raise UserError(f"--output-format {output_format}: unknown format", hint="one of: " + ", ".join(FORMATS))
     flags = flags
