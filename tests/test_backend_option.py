@@ -16,15 +16,15 @@ from sgcli.cli.app import app
 
 GRAMMAR = 'root ::= "yes" | "no"\n'
 # Each command that takes --backend, with arguments that would otherwise be valid, and the
-# words it takes beside the backend names ('auto' for one backend, 'all' for several).
+# words it takes beside the backend names ('auto' for one backend; 'all' and 'auto' for several).
 COMMANDS = {
     "generate": (["--ebnf", "g.gbnf", "hi"], ["auto"]),
     "masks": (["--ebnf", "g.gbnf", "yes"], ["auto"]),
-    "compile": (["g.gbnf"], ["all"]),
+    "compile": (["g.gbnf"], ["all", "auto"]),
     "lint": (["g.gbnf"], ["all", "auto"]),
-    "test": (["cases.yaml"], ["all"]),
-    "bench": (["."], ["all"]),
-    "compare-backends": (["--no-generate", "--ebnf", "g.gbnf"], ["all"]),
+    "test": (["cases.yaml"], ["all", "auto"]),
+    "bench": (["."], ["all", "auto"]),
+    "compare-backends": (["--no-generate", "--ebnf", "g.gbnf"], ["all", "auto"]),
 }
 
 
@@ -95,6 +95,7 @@ def test_repeatable_and_all(run_cli):
     everything = _compiled_by(run_cli, "--backend", "all")
     assert {"xgrammar", "llguidance"} <= set(everything) and "none" not in everything
     assert _compiled_by(run_cli) == everything  # no --backend: all
+    assert _compiled_by(run_cli, "-b", "auto") == everything  # generate's 'auto' (say, from a config file): the default
 
 
 def test_configuration_file_then_env_then_flag(run_cli, tmp_path, monkeypatch):

@@ -2,7 +2,7 @@
 `--help`, shell completion and the exit-2 message for a typo all list them.
 
 Two shapes: one backend (generate, masks: a name or 'auto') and several (compile, lint,
-test, bench, compare-backends: `--backend a --backend b`, or 'all'). The registry names
+test, bench, compare-backends: `--backend a --backend b`, 'all' or 'auto'). The registry names
 its backends without importing a grammar library, so `sgcli --help` stays fast. Commands
 receive plain strings (the callback unwraps the Enum).
 """
@@ -23,8 +23,9 @@ def _choices(*extra: str) -> type[Enum]:
 
 
 OneBackend = _choices("auto")  # generate, masks
-SeveralBackends = _choices("all")  # compile, test, bench, compare-backends
-LintBackends = _choices("all", "auto")  # lint's 'auto': the backends that start without torch
+# compile, test, bench, compare-backends, lint. 'auto' is the command's default (lint: the backends that
+# start without torch; the others: all), so a configured `backend = "auto"` (generate's) suits them too.
+SeveralBackends = _choices("all", "auto")
 
 
 def _plain(value: Any) -> Any:

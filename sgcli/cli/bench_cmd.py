@@ -34,7 +34,7 @@ def bench(
     ],
     backend: Annotated[
         Optional[list[bo.SeveralBackends]],
-        bo.backends_option("A backend, or 'all' (the default): every grammar backend."),
+        bo.backends_option("A backend, or 'all' (= 'auto', the default): every grammar backend."),
     ] = None,
     tokenizer: co.TokenizerOpt = None,
     plot: Annotated[

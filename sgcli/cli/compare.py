@@ -68,7 +68,7 @@ def pick_backends(names: list[str] | None, spec: ConstraintSpec) -> list[str]:
     from sgcli.backends.auto import AUTO_ORDER
 
     chosen = list(names or [])
-    if chosen and "all" not in chosen:
+    if chosen and not {"all", "auto"} & set(chosen):
         for n in chosen:
             backend = get_backend(n)
             if spec.kind not in backend.capabilities.kinds:
@@ -176,7 +176,7 @@ def compare_backends(
     backends_opt: Annotated[
         Optional[list[bo.SeveralBackends]],
         bo.backends_option(
-            "A backend to compare. Default (or 'all'): every installed backend that supports the constraint.",
+            "A backend to compare. Default ('all' = 'auto'): every installed backend that supports the constraint.",
             envvar=False,
         ),
     ] = None,

@@ -41,7 +41,7 @@ def compile_files(
     ] = None,
     backend: Annotated[
         Optional[list[bo.SeveralBackends]],
-        bo.backends_option("A backend, or 'all' (the default): every backend that enforces grammars."),
+        bo.backends_option("A backend, or 'all' (= 'auto', the default): every backend that enforces grammars."),
     ] = None,
     tokenizer: co.TokenizerOpt = None,
     kind: Annotated[

@@ -67,7 +67,7 @@ def lint(
         ),
     ] = None,
     backend: Annotated[
-        Optional[list[bo.LintBackends]],
+        Optional[list[bo.SeveralBackends]],
         bo.backends_option(
             "A backend; 'all': every backend that supports the file's kind; 'auto' (the default): those that start "
             "without importing torch (llguidance, outlines_core), xgrammar only where none of them takes the file.",

@@ -29,7 +29,7 @@ def test(
     backend: Annotated[
         Optional[list[bo.SeveralBackends]],
         bo.backends_option(
-            "A backend, or 'all' (the default): every backend that supports the grammar's kind.", envvar=False
+            "A backend, or 'all' (= 'auto', the default): every backend that supports the grammar's kind.", envvar=False
         ),
     ] = None,
     tokenizer: co.TokenizerOpt = None,
@@ -56,7 +56,7 @@ def test(
     for suite in suites:  # the grammar is the test file's; layout and sub-grammars are the flags'
         suite.spec = flags.apply(suite.spec)
     names = select_backends(backend)
-    if backend and "all" not in backend:
+    if backend and not {"all", "auto"} & set(backend):  # named: each must take the grammar
         for suite in suites:
             for name in names:
                 check_supports(name, suite.spec)  # exit 2, naming the backends that can

@@ -47,10 +47,10 @@ def backends_for(spec: ConstraintSpec) -> list[str]:
 
 
 def select_backends(choices: list[str] | None) -> list[str]:
-    """`--backend NAME... | all` (none given: all) -> names; an unknown name is a usage error."""
+    """`--backend NAME... | all | auto` (none given, 'all', 'auto': all) -> names; an unknown name is a usage error."""
     from sgcli.backends import get_backend
 
-    if not choices or "all" in choices:
+    if not choices or "all" in choices or "auto" in choices:
         return enforcing_backends()
     return list(dict.fromkeys(get_backend(c).name for c in choices))  # raises a UserError naming the known ones
 
