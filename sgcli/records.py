@@ -20,6 +20,10 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class _Versioned(_Strict):
+    schema_version: str = Field(SCHEMA_VERSION, description="version of sgcli's JSON formats")
+
+
 class Usage(_Strict):
     prompt_tokens: Optional[int] = Field(None, description="tokens in the rendered prompt")
     completion_tokens: Optional[int] = Field(None, description="tokens generated")
@@ -94,7 +98,7 @@ class GenerationRecord(_Strict):
     )
 
 
-class Diagnostic(_Strict):
+class Diagnostic(_Versioned):
     """One `sgcli lint` finding (`--output-format json|json-lines`)."""
 
     code: str = Field(..., description="rule code, e.g. G001 (see `sgcli rule CODE`)")
@@ -111,7 +115,7 @@ class Diagnostic(_Strict):
     notes: list[str] = Field(default_factory=list)
 
 
-class BackendRow(_Strict):
+class BackendRow(_Versioned):
     """One row of `sgcli backends --json`."""
 
     backend: str
@@ -129,7 +133,7 @@ class BackendRow(_Strict):
     auto_rank: Optional[int]
 
 
-class EngineRow(_Strict):
+class EngineRow(_Versioned):
     """One row of `sgcli backends --engines --json`."""
 
     engine: str
@@ -141,10 +145,6 @@ class EngineRow(_Strict):
     subgrammars: bool
     server_backends_per_request: bool
     notes: str
-
-
-class _Versioned(_Strict):
-    schema_version: str = Field(SCHEMA_VERSION, description="version of sgcli's JSON formats")
 
 
 class CompareRow(_Versioned):
