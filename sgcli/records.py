@@ -294,6 +294,118 @@ class BenchBackend(_Versioned):
     generation: Optional[BenchGeneration] = None
 
 
+class MaskSample(_Strict):
+    id: int
+    text: str
+
+
+class _MaskState(_Strict):
+    n_allowed: int = Field(..., description="tokens the mask allows")
+    can_stop: bool = Field(..., description="the grammar may end here")
+    forced: str = Field(..., description="bytes the grammar forces next (empty: none)")
+    sample: list[MaskSample] = Field(..., description="some of the allowed tokens")
+
+
+class MaskStep(_Versioned, _MaskState):
+    """One token of `sgcli masks --output-format json|jsonl` (type: step): the mask before it."""
+
+    type: Literal["step"]
+    index: int
+    token: int = Field(..., description="the token id")
+    text: str = Field(..., description="the token's text")
+    offset: int = Field(..., description="byte offset of the token in --text")
+    allowed: bool = Field(..., description="the mask allowed this token")
+
+
+class MaskState(_MaskState):
+    pass
+
+
+class MaskRejection(_Strict):
+    token_index: int
+    token: int
+    text: str
+    token_offset: int
+    byte_offset: int = Field(..., description="the first byte the grammar refused")
+    next_bytes: str = Field(..., description="the bytes that may come there, as a character class")
+    note: Optional[str] = None
+    allowed: MaskState
+
+
+class MaskSummary(_Versioned):
+    """The last record of `sgcli masks --output-format json|jsonl` (type: summary)."""
+
+    type: Literal["summary"]
+    backend: str
+    verdict: str = Field(..., description="accepted, prefix, rejected, or start (no --text)")
+    tokens: int
+    end: Optional[MaskState] = Field(None, description="the state after the text (absent when rejected)")
+    rejected: Optional[MaskRejection] = None
+    note: Optional[str] = None
+
+
+class Rule(_Versioned):
+    """One lint rule, from `sgcli rule CODE|--all --output-format json|jsonl`."""
+
+    code: str
+    name: str
+    severity: Literal["error", "warning"]
+    family: str
+    needs: str = Field(..., description="what the rule needs: structure, a backend, a tokenizer, ...")
+    summary: str
+    explanation: str
+    example: Optional[str] = None
+    fix: Optional[str] = None
+
+
+class ConfigSetting(_Versioned):
+    """One setting, from `sgcli config --output-format jsonl` (and inside the json document)."""
+
+    key: str
+    value: Any = Field(None, description="the resolved value (flags aside), null: the built-in default")
+    source: str = Field(..., description="default, env SGCLI_X, or the file and table it came from")
+    help: str
+
+
+class ConfigDocument(_Versioned):
+    """`sgcli config --output-format json`."""
+
+    path: Optional[str] = Field(None, description="the configuration file, or null for none")
+    table: Optional[str] = Field(None, description="[tool.sgcli] in a pyproject.toml, empty in sgcli.toml")
+    settings: list[ConfigSetting]
+
+
+class CacheSection(_Versioned):
+    """One cache section, from `sgcli cache info --output-format jsonl` (and inside the json document)."""
+
+    section: str
+    path: str
+    entries: int
+    size_bytes: int
+
+
+class CacheInfo(_Versioned):
+    """`sgcli cache info --output-format json`."""
+
+    root: str
+    sections: list[CacheSection]
+    size_bytes: int
+
+
+class ClearedSection(_Versioned):
+    """One section `sgcli cache clear --output-format jsonl` removed (and inside the json document)."""
+
+    section: str
+    path: str
+
+
+class CacheCleared(_Versioned):
+    """`sgcli cache clear --output-format json`."""
+
+    root: str
+    cleared: list[ClearedSection]
+
+
 MODELS: dict[str, type[BaseModel]] = {
     "record": GenerationRecord,
     "diagnostic": Diagnostic,
@@ -305,6 +417,15 @@ MODELS: dict[str, type[BaseModel]] = {
     "test-file": TestFileResult,
     "bench-item": BenchItem,
     "bench-backend": BenchBackend,
+    "mask-step": MaskStep,
+    "mask-summary": MaskSummary,
+    "rule": Rule,
+    "config": ConfigDocument,
+    "config-setting": ConfigSetting,
+    "cache-info": CacheInfo,
+    "cache-section": CacheSection,
+    "cache-cleared": CacheCleared,
+    "cache-cleared-section": ClearedSection,
 }
 
 

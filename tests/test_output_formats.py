@@ -143,9 +143,8 @@ def test_schema_and_cache_clear_formats(run_cli, monkeypatch, tmp_path):
     (tmp_path / "cache" / "compiled" / "x.entry").write_text("x")
     result = run_cli("cache", "clear", "--output-format", "json")
     assert result.exit_code == 0
-    assert json.loads(result.stdout)["cleared"] == [
-        {"section": "compiled", "path": str(tmp_path / "cache" / "compiled")}
-    ]
+    (cleared,) = json.loads(result.stdout)["cleared"]
+    assert (cleared["section"], cleared["path"]) == ("compiled", str(tmp_path / "cache" / "compiled"))
     assert not (tmp_path / "cache" / "compiled").exists()
 
 

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import jsonschema
+import pytest
 
 from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.records import (
@@ -25,11 +26,14 @@ from sgcli.records import (
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_readme_field_lists_are_generated_from_the_models():
-    readme = (ROOT / "README.md").read_text()
-    listed = re.findall(r"<!-- fields: ([\w-]+) ", readme)
+def test_field_lists_are_generated_from_the_models():
+    listed = []
+    for doc in ("README.md", "docs/json-outputs.md"):
+        text = (ROOT / doc).read_text()
+        listed += re.findall(r"<!-- fields: ([\w-]+) ", text)
+        assert text == with_field_lists(text), f"run: python -m sgcli.records {doc}"
     assert sorted(listed) == sorted(MODELS)  # every model has its list, once
-    assert readme == with_field_lists(readme), "run: python -m sgcli.records README.md"
+    assert "<!-- fields: record " in (ROOT / "README.md").read_text()
 
 
 def test_real_record_matches_model_and_json_schema(tiny_lm, smol_tokenizer):
@@ -142,9 +146,56 @@ def test_test_results_match_the_models(run_cli):
     assert sum(r["type"] == "case" for r in rows) == rows[-1]["passed"] + rows[-1]["failed"] > 0
 
 
+def _by_type(rows: list[dict], prefix: str) -> None:
+    for row in rows:
+        _valid(MODELS[f"{prefix}-{row['type']}"], row)
+
+
+@pytest.mark.parametrize("text", [None, "yes", "ye", "yo"])  # first step, accepted, prefix, rejected
+def test_masks_records_match_the_models(run_cli, tmp_path, text):
+    (tmp_path / "g.gbnf").write_text('root ::= "yes" | "no"\n')
+    args = ["masks", "--ebnf", tmp_path / "g.gbnf", "-b", "llguidance", "--output-format", "jsonl"]
+    result = run_cli(*args, *(["--text", text] if text else []))
+    rows = _rows(result.stdout)
+    assert result.exit_code == (1 if text == "yo" else 0), result.stderr
+    _by_type(rows, "mask")
+    assert rows[-1]["type"] == "summary" and ("rejected" in rows[-1]) == (text == "yo")
+
+
+def test_rule_config_and_cache_json_match_the_models(run_cli, tmp_path, monkeypatch):
+    from sgcli import config
+
+    for row in _rows(run_cli("rule", "--all", "--output-format", "jsonl").stdout):
+        _valid(MODELS["rule"], row)
+    _valid(MODELS["rule"], json.loads(run_cli("rule", "G001", "--json").stdout))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sgcli.toml").write_text('backend = "xgrammar"\n')
+    config.reset()
+    try:
+        document = json.loads(run_cli("config", "--output-format", "json").stdout)
+        _valid(MODELS["config"], document)
+        assert document["path"] == str(tmp_path / "sgcli.toml")
+        for row in _rows(run_cli("config", "--output-format", "jsonl").stdout):
+            _valid(MODELS["config-setting"], row)
+    finally:
+        config.reset()
+    monkeypatch.setenv("SGCLI_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "cache" / "compiled").mkdir(parents=True)
+    (tmp_path / "cache" / "compiled" / "e").write_text("x")
+    _valid(MODELS["cache-info"], json.loads(run_cli("cache", "info", "--output-format", "json").stdout))
+    (row,) = _rows(run_cli("cache", "info", "--output-format", "jsonl").stdout)
+    _valid(MODELS["cache-section"], row)
+    assert row["entries"] == 1 and row["size_bytes"] == 1
+    (row,) = _rows(run_cli("cache", "clear", "--output-format", "jsonl").stdout)
+    _valid(MODELS["cache-cleared-section"], row)
+    (tmp_path / "cache" / "compiled").mkdir()
+    _valid(MODELS["cache-cleared"], json.loads(run_cli("cache", "clear", "--output-format", "json").stdout))
+
+
 def test_schema_command_knows_every_model(run_cli):
     for name in MODELS:
         result = run_cli("schema", name)
         assert result.exit_code == 0 and json.loads(result.stdout) == json_schema(name)
-    help_text = " ".join(run_cli("schema", "--help").stdout.split())
-    assert all(name in help_text for name in MODELS)
+    from sgcli.cli.schema_cmd import NAMES
+
+    assert [n.strip() for n in NAMES.split(",")] == list(MODELS)  # what `sgcli schema --help` lists

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli import RECORD_SCHEMA_VERSION as VERSION
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, handles_errors, json_line, output_format_of
 from sgcli.errors import UserError
 
@@ -30,7 +31,15 @@ def _sections(root: Path) -> list[dict]:
     rows = []
     for section in sorted(p for p in root.iterdir() if p.is_dir()):
         entries, size = _size(section)
-        rows.append({"section": section.name, "path": str(section), "entries": entries, "size_bytes": size})
+        rows.append(
+            {
+                "schema_version": VERSION,
+                "section": section.name,
+                "path": str(section),
+                "entries": entries,
+                "size_bytes": size,
+            }
+        )
     return rows
 
 
@@ -52,7 +61,8 @@ def info(output_format: OutputFormatOpt = None, json_flag: JsonFlagOpt = False) 
     rows = _sections(root)
     fmt = output_format_of(output_format, json_flag)
     if fmt == "json":
-        json_line({"root": str(root), "sections": rows, "size_bytes": sum(r["size_bytes"] for r in rows)})
+        size = sum(r["size_bytes"] for r in rows)
+        json_line({"schema_version": VERSION, "root": str(root), "sections": rows, "size_bytes": size})
         return
     if fmt == "jsonl":
         for row in rows:
@@ -102,10 +112,10 @@ def clear(
             shutil.rmtree(known[name])
         except OSError as exc:
             raise UserError(f"cannot clear {known[name]}: {exc.strerror}") from None
-        cleared.append({"section": name, "path": str(known[name])})
+        cleared.append({"schema_version": VERSION, "section": name, "path": str(known[name])})
         if fmt == "jsonl":
             json_line(cleared[-1])
         elif fmt == "text":
             err.print(f"cleared {name} ({known[name]})")
     if fmt == "json":
-        json_line({"root": str(root), "cleared": cleared})
+        json_line({"schema_version": VERSION, "root": str(root), "cleared": cleared})

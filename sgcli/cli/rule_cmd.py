@@ -76,7 +76,10 @@ def rule(
 
 
 def _record(r) -> dict:
+    from sgcli import RECORD_SCHEMA_VERSION
+
     return {
+        "schema_version": RECORD_SCHEMA_VERSION,  # sgcli/records.py Rule
         "code": r.code,
         "name": r.name,
         "severity": r.severity,
