@@ -406,6 +406,101 @@ class CacheCleared(_Versioned):
     cleared: list[ClearedSection]
 
 
+class TokenPiece(_Strict):
+    id: int
+    text: str = Field(..., description="the piece as text (escapes for control characters and stray bytes)")
+    hex: str = Field(..., description="the piece's bytes")
+    special: bool
+
+
+class Collisions(_Strict):
+    ids: int = Field(..., description="ids lost if the vocabulary were keyed by this")
+    groups: int
+    examples: list[dict[str, Any]] = Field(..., description="{bytes|text, ids} of the largest groups")
+    note: Optional[str] = None
+
+
+class SpecialTokens(_Strict):
+    count: int
+    tokens: list[TokenPiece]
+
+
+class ReachableBytes(_Strict):
+    count: int = Field(..., description="bytes some single-byte token writes, of 256")
+    all: bool
+    missing: list[str] = Field(..., description="the others, as 0xNN")
+    unwritable: Optional[list[str]] = Field(None, description="missing bytes valid in UTF-8 that no token contains")
+    note: Optional[str] = None
+
+
+class Tokenization(_Strict):
+    text: str
+    ids: Optional[list[int]] = None
+    pieces: Optional[list[TokenPiece]] = None
+    round_trip: Optional[bool] = Field(None, description="the pieces' bytes are exactly the text's")
+    error: Optional[str] = Field(None, description="why the text could not be tokenized")
+
+
+class ChatTemplates(_Strict):
+    names: list[str]
+
+
+class TokenizerReport(_Versioned):
+    """`sgcli tokenizer inspect --output-format json|jsonl`."""
+
+    tokenizer: str
+    source: Optional[str] = Field(None, description="where the vocabulary was read from")
+    type: str = Field(..., description="byte_level, byte_fallback, ...")
+    size: int
+    ordinary: int
+    special: SpecialTokens
+    eos_id: Optional[int]
+    bos_id: Optional[int]
+    stop_ids: list[int]
+    stop_tokens: list[str]
+    add_prefix_space: bool
+    add_bos: bool
+    byte_collisions: Collisions
+    text_collisions: Collisions
+    reachable_bytes: ReachableBytes
+    chat_template: Optional[ChatTemplates] = Field(None, description="the chat templates it ships, or null")
+    notes: list[str]
+    tokenization: Optional[Tokenization] = Field(None, description="--text: how it is written as tokens")
+
+
+class TokenizerSide(_Strict):
+    tokenizer: str
+    size: int
+
+
+class DifferingBytes(_Strict):
+    count: int
+    examples: list[dict[str, Any]] = Field(..., description="{id, a, b}: the pieces of each side")
+
+
+class TokenizationDiff(_Strict):
+    text: str
+    a: Optional[list[int]]
+    b: Optional[list[int]]
+    same: bool
+
+
+class TokenizerDiff(_Versioned):
+    """`sgcli tokenizer diff A B --output-format json|jsonl`."""
+
+    a: TokenizerSide
+    b: TokenizerSide
+    fields: dict[str, dict[str, Any]] = Field(..., description="name -> {a, b} for each field that differs")
+    size_difference: int
+    differing_bytes: DifferingBytes
+    special_only_in_a: list[int]
+    special_only_in_b: list[int]
+    only_in_a: list[TokenPiece]
+    only_in_b: list[TokenPiece]
+    tokenization: Optional[TokenizationDiff] = None
+    same: bool
+
+
 MODELS: dict[str, type[BaseModel]] = {
     "record": GenerationRecord,
     "diagnostic": Diagnostic,
@@ -426,6 +521,8 @@ MODELS: dict[str, type[BaseModel]] = {
     "cache-section": CacheSection,
     "cache-cleared": CacheCleared,
     "cache-cleared-section": ClearedSection,
+    "tokenizer": TokenizerReport,
+    "tokenizer-diff": TokenizerDiff,
 }
 
 

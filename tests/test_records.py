@@ -162,7 +162,7 @@ def test_masks_records_match_the_models(run_cli, tmp_path, text):
     assert rows[-1]["type"] == "summary" and ("rejected" in rows[-1]) == (text == "yo")
 
 
-def test_rule_config_and_cache_json_match_the_models(run_cli, tmp_path, monkeypatch):
+def test_rule_and_config_json_match_the_models(run_cli, tmp_path, monkeypatch):
     from sgcli import config
 
     for row in _rows(run_cli("rule", "--all", "--output-format", "jsonl").stdout):
@@ -178,7 +178,10 @@ def test_rule_config_and_cache_json_match_the_models(run_cli, tmp_path, monkeypa
         for row in _rows(run_cli("config", "--output-format", "jsonl").stdout):
             _valid(MODELS["config-setting"], row)
     finally:
-        config.reset()
+        config.reset()  # the next command, in another test, reads its own working directory's
+
+
+def test_cache_json_matches_the_models(run_cli, tmp_path, monkeypatch):
     monkeypatch.setenv("SGCLI_CACHE_DIR", str(tmp_path / "cache"))
     (tmp_path / "cache" / "compiled").mkdir(parents=True)
     (tmp_path / "cache" / "compiled" / "e").write_text("x")
@@ -190,6 +193,19 @@ def test_rule_config_and_cache_json_match_the_models(run_cli, tmp_path, monkeypa
     _valid(MODELS["cache-cleared-section"], row)
     (tmp_path / "cache" / "compiled").mkdir()
     _valid(MODELS["cache-cleared"], json.loads(run_cli("cache", "clear", "--output-format", "json").stdout))
+
+
+def test_tokenizer_reports_match_the_models(run_cli):
+    result = run_cli("tokenizer", "inspect", "default", "--text", "Hi there", "--output-format", "json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    _valid(MODELS["tokenizer"], report)
+    assert report["tokenization"]["round_trip"] is True and report["size"] > 1000
+    result = run_cli("tokenizer", "diff", "default", "default", "--text", "Hi", "--output-format", "jsonl")
+    assert result.exit_code == 0, result.stderr
+    (diff,) = _rows(result.stdout)
+    _valid(MODELS["tokenizer-diff"], diff)
+    assert diff["same"] is True and diff["tokenization"]["same"] is True
 
 
 def test_schema_command_knows_every_model(run_cli):

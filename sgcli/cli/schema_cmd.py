@@ -24,7 +24,7 @@ Examples:
 NAMES = (
     "record, diagnostic, backend, engine, compare, compile, test-case, test-file, bench-item, bench-backend, "
     "mask-step, mask-summary, rule, config, config-setting, cache-info, cache-section, cache-cleared, "
-    "cache-cleared-section"
+    "cache-cleared-section, tokenizer, tokenizer-diff"
 )
 
 
