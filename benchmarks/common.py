@@ -27,6 +27,18 @@ def load_default(threads: int | None, device: str = "cpu", dtype: str = "auto"):
     return load_tokenizer(None), lm
 
 
+def add_model_arguments(parser, *, dtype: str = "auto") -> None:
+    """--threads, --device and --dtype: what `load_model_from_args` passes to `load_default`."""
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads; 0 = torch's own default")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default=dtype)
+
+
+def load_model_from_args(args):
+    """(tokenizer, loaded model) as `add_model_arguments`' flags say."""
+    return load_default(args.threads, args.device, args.dtype)
+
+
 def chat_ids(tokenizer, prompt: str) -> list[int]:
     text, _ = tokenizer.render_chat([{"role": "user", "content": prompt}])
     return tokenizer.prompt_ids(text, templated=True)

@@ -16,7 +16,7 @@ import argparse
 import json
 import statistics
 
-from common import chat_ids, load_default, schema_spec, timed_decode
+from common import add_model_arguments, chat_ids, load_model_from_args, schema_spec, timed_decode
 
 FIXED_KEYS = {
     "type": "object",
@@ -96,14 +96,12 @@ def _is_json(text: str) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads; 0 = torch's own default")
+    add_model_arguments(parser)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=120)
     parser.add_argument("--backends", default="xgrammar,llguidance,outlines_core")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--dtype", default="auto")
     args = parser.parse_args()
-    tokenizer, lm = load_default(args.threads, args.device, args.dtype)
+    tokenizer, lm = load_model_from_args(args)
     print(f"# model {lm.ref.display} on {lm.device} {lm.dtype}, torch threads {lm.threads}, {args.rounds} rounds")
     rows = measure(tokenizer, lm, args.backends.split(","), args.rounds, args.max_tokens)
     print(

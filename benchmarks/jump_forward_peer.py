@@ -15,7 +15,7 @@ import argparse
 import json
 import statistics
 
-from common import Clock, chat_ids, load_default, schema_spec, timed_decode
+from common import Clock, add_model_arguments, chat_ids, load_model_from_args, schema_spec, timed_decode
 from jump_forward import FIXED_KEYS
 
 
@@ -79,13 +79,11 @@ def compare(tokenizer, lm, rounds: int, max_tokens: int) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads; 0 = torch's own default")
+    add_model_arguments(parser)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=120)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--dtype", default="auto")
     args = parser.parse_args()
-    tokenizer, lm = load_default(args.threads, args.device, args.dtype)
+    tokenizer, lm = load_model_from_args(args)
     print(f"# model {lm.ref.display} on {lm.device} {lm.dtype}, torch threads {lm.threads}, {args.rounds} rounds")
     compare(tokenizer, lm, args.rounds, args.max_tokens)
 

@@ -90,6 +90,13 @@ class GenerationRecord(_Strict):
     warnings: list[str] = Field(default_factory=list, description="what the backend weakened or ignored")
     model: Optional[str] = Field(None, description="the model that generated, as the user named it")
     engine: Optional[str] = Field(None, description="the serving engine (--engine) that generated; absent: in-process")
+    device: Optional[str] = Field(None, description="where the in-process model ran: cpu, cuda:0, mps")
+    dtype: Optional[str] = Field(None, description="the model's weights dtype: float32, bfloat16, float16")
+    chat_template: Optional[str] = Field(
+        None,
+        description="the chat template the prompt went through: its name (default, or the --template-name), "
+        "mistral-common, none (--raw, or a tokenizer without one), or null (a batch line that was no request)",
+    )
     usage: Usage = Field(default_factory=Usage, description="token counts")
     timings: Timings = Field(default_factory=Timings, description="where the time went")
     reasoning: Optional[str] = Field(None, description="free text before the end-of-thinking marker (--reasoning)")

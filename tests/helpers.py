@@ -2,6 +2,31 @@
 
 from __future__ import annotations
 
+
+def tokenizer_folder(folder, smol_tokenizer, chat_template):
+    """A tokenizer folder: SmolLM2's tokenizer.json with `chat_template` in its tokenizer_config.json."""
+    import json
+    import shutil
+
+    folder.mkdir()
+    shutil.copy(smol_tokenizer.vocab.source, folder / "tokenizer.json")
+    config = {"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "chat_template": chat_template}
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    return folder
+
+
+# A structural tag with one tool call whose arguments have a schema (a city).
+WEATHER_TAGS = {
+    "structures": [
+        {
+            "begin": "<function=weather>",
+            "schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            "end": "</function>",
+        }
+    ],
+    "triggers": ["<function="],
+}
+
 _compiled: dict = {}  # (backend, spec, vocab id) -> Compiled: compiled once per test run, as a batch does
 
 

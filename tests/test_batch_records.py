@@ -129,6 +129,9 @@ def test_error_records_have_the_normal_key_set(session, tmp_path, monkeypatch):
     assert list(records) == ["ok", "line-2", "long", "after"]
     for record in records.values():
         assert set(record) == set(records["ok"]), record
+        # where and how the model ran, and the template (--raw: none; null for a line that was no request)
+        template = None if record["id"] == "line-2" else "none"
+        assert (record["device"], record["dtype"], record["chat_template"]) == ("cpu", "float32", template), record
     assert records["ok"]["valid"] and records["after"]["valid"]  # the batch went on past both failures
     assert records["line-2"]["finish_reason"] == "error" and "p.jsonl:2:1" in records["line-2"]["errors"][0]
     long = records["long"]

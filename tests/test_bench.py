@@ -225,6 +225,8 @@ def test_generate_cli_with_default_model(tmp_path, run_cli, monkeypatch):
 def test_generate_flag_errors(tmp_path, run_cli):
     path = _jsonl(tmp_path, ITEMS[:1])
     assert "only used with --generate" in run_cli("bench", path, "--model", "x").output
+    revision = run_cli("bench", path, "--revision", "v1")
+    assert revision.exit_code == 2 and "--revision is only used with --generate" in revision.output
     result = run_cli("bench", path, "--generate", "--tokenizer", "x")
     assert result.exit_code == 2 and "own tokenizer" in result.output
 

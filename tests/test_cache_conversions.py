@@ -76,6 +76,21 @@ def test_the_key_is_the_content_not_the_path(tmp_path):
     assert converted_dir(a) != converted_dir(b)
 
 
+def test_the_key_names_the_transformers_version_that_converts(tmp_path, monkeypatch):
+    import importlib.metadata
+
+    from sgcli.cache import paths
+
+    source = tmp_path / "m.gguf"
+    source.write_bytes(os.urandom(1 << 20))
+    installed = importlib.metadata.version("transformers")
+    before = converted_dir(source)
+    assert before.name.endswith(f"-tf{installed}") and before.parent == paths.cache_root() / "models"
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "9.9.9")
+    upgraded = converted_dir(source)
+    assert upgraded.name.endswith("-tf9.9.9") and upgraded != before  # an upgrade converts again
+
+
 def test_two_writers_publishing_the_same_conversion_both_succeed(tmp_path):
     source = tmp_path / "m.gguf"
     source.write_bytes(b"gguf")

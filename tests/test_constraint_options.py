@@ -7,19 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import WEATHER_TAGS
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-TAGS = {
-    "structures": [
-        {
-            "begin": "<function=weather>",
-            "schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-            "end": "</function>",
-        }
-    ],
-    "triggers": ["<function="],
-}
 
 
 @pytest.fixture(autouse=True)
@@ -89,7 +80,7 @@ def test_lint_takes_a_constraint_flag(run_cli):
 @pytest.mark.parametrize("backend", ["xgrammar", "llguidance"])
 def test_masks_walks_a_structural_tag(run_cli, tmp_path, backend):
     tags = tmp_path / "tags.json"
-    tags.write_text(json.dumps(TAGS))
+    tags.write_text(json.dumps(WEATHER_TAGS))
     good = run_cli(
         "masks", "--structural-tag", tags, "-b", backend, "--text", 'hi <function=weather>{"city": "Paris"}</function>'
     )

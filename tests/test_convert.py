@@ -240,3 +240,18 @@ def test_to_lark_is_the_public_entry_point():
     assert to_lark("[0-9]{2}", "regex") == "start: /[0-9]/ ~ 2\n"
     with pytest.raises(UserError):
         to_lark("root ::= x", "gbnf")  # undefined rule
+
+
+def test_the_schema_translator_is_the_backend_whose_capabilities_say_so():
+    """No backend name in the converter: the one that prints schemas declares it, the others refuse."""
+    from sgcli.backends import backend_names, get_backend
+    from sgcli.backends.conversions import printed_by
+
+    schema = ConstraintSpec(Kind.JSON_SCHEMA, '{"type": "integer"}', "s.json")
+    printers = [n for n in backend_names() if get_backend(n).capabilities.prints_schema]
+    assert printers and printed_by(schema) == printers[0]
+    assert printed_by(ConstraintSpec(Kind.REGEX, "[0-9]+", "--regex")) is None  # sgcli's own readers
+    assert "::=" in get_backend(printers[0]).schema_grammar(schema)
+    for name in set(backend_names()) - set(printers):
+        with pytest.raises(NotImplementedError):
+            get_backend(name).schema_grammar(schema)

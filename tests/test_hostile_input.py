@@ -50,7 +50,7 @@ def _refused(result, *needles: str) -> str:
         (["--seed", str(10**20)], ["--seed 100000000000000000000 is out of range", "18446744073709551615"]),
         (["--seed", "-1"], ["out of range"]),
         (["--max-tokens", "0"], ["at least 1"]),
-        (["--device", "tpu"], ["unknown device 'tpu'", "cuda:N"]),
+        (["--device", "tpu"], ["'tpu' is not one of", "cuda:N"]),
         (["--grammar", "@../examples/capital"], ["not a library grammar name", "@json"]),
         (["--grammar", "@../../x"], ["not a library grammar name"]),
         (["--grammar", "@*"], ["not a library grammar name"]),

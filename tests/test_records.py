@@ -59,7 +59,10 @@ def test_bad_batch_line_record_has_the_same_keys_as_a_normal_record():
     assert isinstance(bad, BadLine)
     record = bad.record()
     GenerationRecord.model_validate(record)
-    required = set(GenerationRecord.model_fields) - {"reasoning", "think_budget", "engine"}  # only where they apply
+    from sgcli.engine.records import LOCAL_ONLY
+
+    # only where they apply: reasoning mode, a server, the in-process model (the session adds those)
+    required = set(GenerationRecord.model_fields) - {"reasoning", "think_budget", "engine", *LOCAL_ONLY}
     assert set(record) == required
 
 

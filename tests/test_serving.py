@@ -194,11 +194,13 @@ def test_vllm_per_request_compact_json_is_refused(run_cli, tmp_path):
     "args, message",
     [
         (["--engine", "vllm"], "needs --base-url"),
-        (["--engine", "tgi", "--base-url", "http://x"], "unknown engine 'tgi'"),
+        (["--engine", "tgi", "--base-url", "http://x"], "'tgi' is not one of"),
         (["--engine", "vllm", "--base-url", "127.0.0.1:1"], "must start with http"),
         (["--engine", "vllm", "--base-url", "http://x", "--concurrency", "0"], "--concurrency"),
         (["--engine", "vllm", "--base-url", "http://x", "--api-key-env", "SGCLI_NO_SUCH_VAR"], "not set"),
         (["--engine", "vllm", "--base-url", "http://x", "--reasoning"], "local engine only"),
+        (["--engine", "vllm", "--base-url", "http://x", "--revision", "v2"], "--revision applies to the local"),
+        (["--engine", "vllm", "--base-url", "http://x", "--chat-template-kwargs", "{}"], "local engine only"),
     ],
 )
 def test_bad_engine_flags_exit_2(run_cli, args, message):

@@ -4,7 +4,6 @@ template is an exit-2 error naming it, never a crash, a hang or gigabytes of mem
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -52,12 +51,9 @@ TEMPLATE_FORMS = {
 
 
 def _folder(tmp_path: Path, smol_tokenizer, chat_template) -> Path:
-    folder = tmp_path / "tok"
-    folder.mkdir()
-    shutil.copy(smol_tokenizer.vocab.source, folder / "tokenizer.json")
-    config = {"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "chat_template": chat_template}
-    (folder / "tokenizer_config.json").write_text(json.dumps(config))
-    return folder
+    from helpers import tokenizer_folder
+
+    return tokenizer_folder(tmp_path / "tok", smol_tokenizer, chat_template)
 
 
 @pytest.mark.parametrize("template_form", list(TEMPLATE_FORMS))

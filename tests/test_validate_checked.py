@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import WEATHER_TAGS
 
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.constraints.validate import validate
@@ -147,17 +148,6 @@ def test_formats_are_checked():
 
 # ---- structural tags: contents checked against their schemas ----
 
-TAGS = {
-    "structures": [
-        {
-            "begin": "<function=weather>",
-            "schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-            "end": "</function>",
-        }
-    ],
-    "triggers": ["<function="],
-}
-
 
 @pytest.mark.parametrize(
     "output, expected",
@@ -171,7 +161,7 @@ TAGS = {
     ],
 )
 def test_structural_tag_contents(output, expected):
-    spec = ConstraintSpec(Kind.STRUCTURAL_TAG, json.dumps(TAGS), "tags.json")
+    spec = ConstraintSpec(Kind.STRUCTURAL_TAG, json.dumps(WEATHER_TAGS), "tags.json")
     v = verdict(spec, output)
     assert (v.valid, v.validated_by) == (expected, "structural_tags")
 

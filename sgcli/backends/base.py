@@ -59,6 +59,8 @@ class Capabilities:
     # The matcher's `jump_forward()` reports the bytes the grammar forces next, so the engine
     # can append them in one forward pass. False: it always returns b"" (the engine then skips it).
     jump_forward: bool = False
+    # It prints a JSON Schema as grammar text (`Backend.schema_grammar`), which `sgcli convert` reads.
+    prints_schema: bool = False
     # Importing the library imports torch (seconds): `sgcli lint` by default skips such a backend
     # unless no other one supports the file.
     imports_torch: bool = False
@@ -75,6 +77,10 @@ class CompileWarning:
 
     message: str
     pointer: str | None = None  # JSON pointer into the schema, where known
+
+    def __str__(self) -> str:
+        """As records list it: `pointer: message`, or the message alone."""
+        return self.message if not self.pointer else f"{self.pointer}: {self.message}"
 
 
 class Matcher(Protocol):
@@ -147,6 +153,11 @@ class Backend(Protocol):
         `data` is stale or unreadable (the cache then recompiles). Only called when
         `capabilities.cacheable`."""
 
+    def schema_grammar(self, spec: ConstraintSpec) -> str:
+        """The grammar text this backend compiles for a JSON Schema spec; only where
+        `capabilities.prints_schema`."""
+        ...
+
     def prepare(self, vocab: Vocab) -> None:
         """Build the per-vocabulary state now (a no-op where there is none), so that a bounded
         compile's forked child (`sgcli.backends.bounded`) inherits it instead of building it for nothing."""
@@ -189,6 +200,9 @@ class LibraryBackend:
 
     def deserialize(self, data: bytes, spec: ConstraintSpec, vocab: Vocab) -> Compiled | None:
         return None
+
+    def schema_grammar(self, spec: ConstraintSpec) -> str:
+        raise NotImplementedError(f"{self.module} prints no grammar for a JSON Schema (capabilities.prints_schema)")
 
     def prepare(self, vocab: Vocab) -> None:
         pass

@@ -1,41 +1,37 @@
-"""JSON Schema -> grammar text, borrowed from the one grammar library that prints it.
+"""JSON Schema -> grammar text, borrowed from a backend that prints one.
 
-xgrammar turns a JSON Schema into its EBNF (`str(Grammar.from_json_schema(...))`);
-llguidance and outlines-core compile schemas without printing a grammar. This module is
-the only place sgcli calls that translator, keeping grammar libraries inside `backends/`.
+xgrammar turns a JSON Schema into its EBNF; llguidance and outlines-core compile schemas
+without printing a grammar. Which backend prints is its capability (`prints_schema`), so
+this module names none: it is the one place that asks for the translation, keeping grammar
+libraries inside `backends/`.
 """
 
 from __future__ import annotations
 
-from sgcli.backends.diagnostics import grammar_error
-from sgcli.backends.native_stderr import capture_fd2
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import UserError
 
-TRANSLATOR = "xgrammar"
+
+def translator() -> str:
+    """The first backend, in registry order, that prints a JSON Schema as grammar text."""
+    from sgcli.backends import backend_names, get_backend
+
+    return next(name for name in backend_names() if get_backend(name).capabilities.prints_schema)
 
 
-def _xgrammar():
-    try:
-        import xgrammar
-    except ImportError as exc:
-        raise UserError(
-            f"converting a JSON Schema to a grammar needs xgrammar, which cannot be imported ({exc})",
-            hint="pip install 'sgcli[xgrammar]'",
-        ) from None
-    return xgrammar
+def printed_by(spec: ConstraintSpec) -> str | None:
+    """The backend whose translator turns `spec` into grammar text first (None: sgcli's own readers)."""
+    return translator() if spec.kind is Kind.JSON_SCHEMA else None
 
 
 def json_schema_to_ebnf(spec: ConstraintSpec) -> str:
-    """The EBNF xgrammar compiles for `spec`, honouring its JSON layout options."""
-    assert spec.kind is Kind.JSON_SCHEMA
-    xgr = _xgrammar()
-    spec.schema()  # positioned error for malformed JSON first
-    from sgcli.backends.xgrammar_backend import json_format_kwargs
+    """The EBNF the translating backend compiles for `spec`, honouring its JSON layout options."""
+    from sgcli.backends import get_backend
 
-    with capture_fd2():
-        try:
-            grammar = xgr.Grammar.from_json_schema(spec.text, **json_format_kwargs(spec.json_options))
-        except RuntimeError as exc:
-            raise grammar_error(TRANSLATOR, spec, str(exc)) from None
-    return str(grammar)
+    assert spec.kind is Kind.JSON_SCHEMA
+    name = translator()
+    backend = get_backend(name)
+    reason = backend.unavailable_reason()
+    if reason:
+        raise UserError(f"converting a JSON Schema to a grammar needs {name}, which is unavailable: {reason}")
+    return backend.schema_grammar(spec)

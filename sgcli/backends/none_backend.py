@@ -73,5 +73,8 @@ class NoneBackend:
     def deserialize(self, data: bytes, spec: ConstraintSpec, vocab: Vocab) -> Compiled | None:
         return None
 
+    def schema_grammar(self, spec: ConstraintSpec) -> str:
+        raise NotImplementedError("the none backend prints no grammar (capabilities.prints_schema)")
+
     def prepare(self, vocab: Vocab) -> None:
         pass

@@ -88,6 +88,7 @@ class XGrammarBackend(LibraryBackend):
         json_options=frozenset({"compact", "indent", "max_whitespace", "strict_properties"}),
         notes="EBNF in xgrammar's GBNF dialect; no custom whitespace pattern",
         jump_forward=True,
+        prints_schema=True,
         cacheable=True,
         imports_torch=True,
         regex_dialect="ecma",
@@ -186,6 +187,18 @@ class XGrammarBackend(LibraryBackend):
         elapsed = time.perf_counter() - t
         warnings = compile_warnings(spec, native_log)
         return XGrammarCompiled(self.name, spec, vocab, elapsed, warnings, str(handle.grammar), handle=handle)
+
+    def schema_grammar(self, spec: ConstraintSpec) -> str:
+        """xgrammar's EBNF for a JSON Schema (`str(Grammar.from_json_schema(...))`), honouring its layout options."""
+        import xgrammar as xgr
+
+        spec.schema()  # positioned error for malformed JSON first
+        with capture_fd2():
+            try:
+                grammar = xgr.Grammar.from_json_schema(spec.text, **json_format_kwargs(spec.json_options))
+            except RuntimeError as exc:
+                raise grammar_error(self.name, spec, str(exc)) from None
+        return str(grammar)
 
     @staticmethod
     def _named_grammars(spec: ConstraintSpec) -> dict:

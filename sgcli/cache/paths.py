@@ -82,5 +82,16 @@ def content_identity(path: Path) -> str:
 
 
 def converted_dir(source: Path) -> Path:
-    """Cache folder for a GGUF file converted to safetensors + tokenizer.json."""
-    return cache_root() / "models" / f"{source.stem}-{content_identity(source)}"
+    """Cache folder for a GGUF file converted to safetensors + tokenizer.json, keyed by the file's
+    content and by the transformers version that converts it (its GGUF readers change between
+    releases): a reinstall or a second venv reuses the conversion, an upgrade redoes it."""
+    return cache_root() / "models" / f"{source.stem}-{content_identity(source)}-tf{_converter_version()}"
+
+
+def _converter_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("transformers")
+    except PackageNotFoundError:
+        return "none"

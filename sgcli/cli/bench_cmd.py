@@ -8,6 +8,7 @@ import typer
 
 from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
+from sgcli.cli import model_options as mo
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
@@ -23,6 +24,8 @@ Examples:
 """
 
 
+@mo.takes_sampling(only=("max_tokens",), defaults={"max_tokens": 64})
+@mo.takes_model()
 def bench(
     path: Annotated[
         str,
@@ -45,15 +48,11 @@ def bench(
         bool,
         typer.Option("--generate", help="Also generate with a model: tokens/s with and without jump-forward."),
     ] = False,
-    model: Annotated[
-        Optional[str],
-        typer.Option("--model", "-m", envvar="SGCLI_MODEL", help="Model for --generate (HF id, folder, .gguf)."),
-    ] = None,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Token budget per generation.")] = 64,
+    model_flags: mo.ModelFlags = None,
+    sampling: mo.SamplingFlags = None,
     generate_items: Annotated[
         int, typer.Option("--generate-items", help="How many compiled items per backend to generate for.")
     ] = 3,
-    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the model.")] = None,
     output_format: OutputFormatOpt = None,
     json_out: JsonFlagOpt = False,
 ) -> None:
@@ -75,8 +74,12 @@ def bench(
     fmt = output_format_of(output_format, json_out, stream=True)
     if plot is not None:
         core.check_plot_path(plot)  # before anything slow: a bad path or missing matplotlib exits 2 now
-    if model is not None and not generate:
-        raise UserError("--model is only used with --generate", hint="add --generate, or drop --model")
+    max_tokens = sampling.max_tokens
+    given = [f for f, v in {"--model": model_flags.model, **model_flags.local_only()}.items() if v]
+    if given and not generate:
+        raise UserError(f"{given[0]} is only used with --generate", hint=f"add --generate, or drop {given[0]}")
+    if generate:
+        model_flags.check()
     if generate and (max_tokens < 1 or generate_items < 1):
         raise UserError("--max-tokens and --generate-items must be 1 or more")
     if generate and tokenizer is not None:
@@ -85,7 +88,7 @@ def bench(
     items = core.load_items(path)
     lm = None
     if generate:
-        lm, tok = _load_model(model, threads)
+        lm, tok = _load_model(model_flags)
         vocab = tok.vocab.padded(lm.logits_width)
     else:
         vocab = load_tokenizer(tokenizer).vocab
@@ -116,18 +119,15 @@ def bench(
     raise typer.Exit(EXIT_FINDINGS if failed or rejected else EXIT_OK)
 
 
-def _load_model(model: str | None, threads: int | None):
+def _load_model(model: mo.ModelFlags):
     from sgcli.cli.progress import stage_progress
-    from sgcli.engine.loader import load_model
-    from sgcli.engine.models import resolve_model
     from sgcli.extras import require
-    from sgcli.tokenizers import load_tokenizer
 
     require("generate", "--generate")
-    ref = resolve_model(model)
+    ref = model.ref()
     with stage_progress(f"loading {ref.display}") as progress:
-        tok = load_tokenizer(model, progress=lambda t: progress(t, 0, 3))
-        lm = load_model(ref, progress=progress, threads=threads)
+        tok = model.tokenizer(progress=lambda t: progress(t, 0, 3))
+        lm = model.load(ref, progress)
     return lm, tok
 
 

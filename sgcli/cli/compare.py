@@ -16,6 +16,7 @@ import typer
 from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
 from sgcli.cli import engine_options as eo
+from sgcli.cli import model_options as mo
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
@@ -129,7 +130,7 @@ def _compile(backend_name: str, spec: ConstraintSpec, vocab, row: dict):
         row["error"] = exc.render().removeprefix("error: ")
         return None
     row["compile_ms"] = round(compiled.compile_s * 1000, 3)
-    row["warnings"] = [w.message if not w.pointer else f"{w.pointer}: {w.message}" for w in compiled.warnings]
+    row["warnings"] = [str(w) for w in compiled.warnings]
     return compiled
 
 
@@ -154,11 +155,12 @@ def _mark_agreement(rows: list[dict], key: str) -> None:
             r["agree"] = r[key] == reference[r["variant"]]
 
 
-def _server_side_backends(engine: str, base_url: str | None, spec: ConstraintSpec, raw: bool) -> None:
+def _server_side_backends(engine_flags: eo.EngineFlags, spec: ConstraintSpec, raw: bool) -> None:
     """A row per server-side backend needs an engine whose requests can choose one; say so when not."""
     from sgcli.serving import check_engine_supports
 
-    eo.client_options(engine, base_url, None, 1, 0, 1.0)
+    engine_flags.client()
+    engine = engine_flags.engine
     caps = check_engine_supports(engine, spec, raw=raw).capabilities
     if not caps.server_backends:
         raise UserError(
@@ -171,6 +173,10 @@ def _server_side_backends(engine: str, base_url: str | None, spec: ConstraintSpe
 
 
 @co.takes_constraint()
+@eo.takes_engine(only=("engine", "base_url"))
+@mo.takes_prompt()
+@mo.takes_sampling(defaults={"max_tokens": 128})
+@mo.takes_model()
 def compare_backends(
     prompt: Annotated[Optional[str], typer.Argument(help="The prompt (not needed with --no-generate).")] = None,
     backends_opt: Annotated[
@@ -209,32 +215,12 @@ def compare_backends(
             "--tokenizer", help="Tokenizer for --no-generate (model ref, tokenizer.json, .gguf). Default: --model's."
         ),
     ] = None,
-    model: Annotated[
-        Optional[str],
-        typer.Option(
-            "--model",
-            "-m",
-            envvar="SGCLI_MODEL",
-            help="Model ref. Default: the embedded SmolLM2-135M-Instruct.",
-            rich_help_panel="Model",
-        ),
-    ] = None,
-    device: Annotated[str, typer.Option("--device", envvar="SGCLI_DEVICE", rich_help_panel="Model")] = "auto",
-    dtype: Annotated[str, typer.Option("--dtype", envvar="SGCLI_DTYPE", rich_help_panel="Model")] = "auto",
-    threads: co.ThreadsOpt = None,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", rich_help_panel="Sampling")] = 128,
-    temperature: Annotated[
-        float, typer.Option("--temperature", "-t", help="0 = greedy.", rich_help_panel="Sampling")
-    ] = 0.0,
-    seed: Annotated[int, typer.Option("--seed", rich_help_panel="Sampling")] = 0,
-    system: Annotated[Optional[str], typer.Option("--system", rich_help_panel="Prompt")] = None,
-    raw: Annotated[
-        bool, typer.Option("--raw", help="Send the prompt without the chat template.", rich_help_panel="Prompt")
-    ] = False,
+    model_flags: mo.ModelFlags = None,
+    sampling: mo.SamplingFlags = None,
+    prompt_flags: mo.PromptFlags = None,
     output_format: OutputFormatOpt = None,
     json_out: JsonFlagOpt = False,
-    engine: eo.EngineOpt = "local",
-    base_url: eo.BaseUrlOpt = None,
+    engine_flags: eo.EngineFlags = None,
     flags: co.ConstraintFlags = None,
 ) -> None:
     """Run one constraint through several backends and compare compile time, mask time and output.
@@ -243,39 +229,27 @@ def compare_backends(
     accepted --text), 1 some row failed, 2 bad input or flags.
     """
     spec = flags.spec()
-    _check_flags(spec, prompt, whitespace=whitespace, no_generate=no_generate, text=text, max_tokens=max_tokens)
-    from sgcli.engine.flags import check_device, check_sampling
-
-    check_sampling(temperature=temperature, seed=seed, max_tokens=max_tokens)
-    check_device(device)
-    if engine != "local":
-        _server_side_backends(engine, base_url, spec, raw)
+    _check_flags(spec, prompt, whitespace=whitespace, no_generate=no_generate, text=text)
+    sampling.check()
+    prompt_flags.check()
+    model_flags.check()
+    if not engine_flags.local:
+        _server_side_backends(engine_flags, spec, prompt_flags.raw)
     variants = parse_variants(whitespace, spec.json_options)
     names = pick_backends([*(backends_opt or []), *(backends_csv or [])], spec)
     if no_generate:
-        rows = _compare_masks(spec, names, variants, tokenizer_ref or model, text)
+        from sgcli.tokenizers import load_tokenizer
+
+        vocab = (load_tokenizer(tokenizer_ref) if tokenizer_ref is not None else model_flags.tokenizer()).vocab
+        rows = _compare_masks(spec, names, variants, vocab, text)
     else:
         if tokenizer_ref is not None:
             raise UserError("--tokenizer is for --no-generate; a generation uses the model's own tokenizer")
-        rows = _compare_generations(
-            spec,
-            names,
-            variants,
-            prompt,
-            model=model,
-            device=device,
-            dtype=dtype,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            seed=seed,
-            system=system,
-            raw=raw,
-            threads=threads,
-        )
+        rows = _compare_generations(spec, names, variants, prompt, model_flags, sampling, prompt_flags)
     _report(rows, output_format_of(output_format, json_out, stream=True), no_generate=no_generate)
 
 
-def _check_flags(spec, prompt, *, whitespace, no_generate: bool, text, max_tokens: int) -> None:
+def _check_flags(spec, prompt, *, whitespace, no_generate: bool, text) -> None:
     """Flag combinations that make no sense, refused before anything loads."""
     if whitespace and spec.kind is not Kind.JSON_SCHEMA:
         raise UserError(
@@ -288,8 +262,6 @@ def _check_flags(spec, prompt, *, whitespace, no_generate: bool, text, max_token
         raise UserError(
             "no prompt given", hint='sgcli compare-backends --schema s.json "your prompt", or --no-generate'
         )
-    if max_tokens < 1:
-        raise UserError("--max-tokens must be at least 1")
 
 
 def _report(rows: list[dict], fmt: str, *, no_generate: bool) -> None:
@@ -306,12 +278,10 @@ def _report(rows: list[dict], fmt: str, *, no_generate: bool) -> None:
     raise typer.Exit(EXIT_FINDINGS if failed else EXIT_OK)
 
 
-def _compare_masks(spec, names, variants, tokenizer_ref, text) -> list[dict]:
+def _compare_masks(spec, names, variants, vocab, text) -> list[dict]:
     from sgcli.engine.timing import percentile
     from sgcli.grammar_dev.matching import walk_masks
-    from sgcli.tokenizers import load_tokenizer
 
-    vocab = load_tokenizer(tokenizer_ref).vocab
     rows: list[dict] = []
     for row, compiled in _each_compiled(spec, names, variants, vocab, rows):
         walk = walk_masks(compiled, text)
@@ -331,31 +301,19 @@ def _compare_masks(spec, names, variants, tokenizer_ref, text) -> list[dict]:
 
 
 def _compare_generations(
-    spec, names, variants, prompt, *, model, device, dtype, max_tokens, temperature, seed, system, raw, threads=None
+    spec, names, variants, prompt, model: mo.ModelFlags, sampling: mo.SamplingFlags, prompting: mo.PromptFlags
 ) -> list[dict]:
     from sgcli.cli.progress import stage_progress
-    from sgcli.engine.loader import load_model
-    from sgcli.engine.models import resolve_model
-    from sgcli.engine.sampling import SamplingParams
-    from sgcli.engine.session import Done, PromptOptions, Request, Session
-    from sgcli.tokenizers import load_tokenizer
+    from sgcli.engine.session import Done, Request
 
-    ref = resolve_model(model)
+    ref = model.ref()
     with stage_progress(f"loading {ref.display}") as progress:
-        tokenizer = load_tokenizer(model, progress=lambda t: progress(t, 0, 3))
-        lm = load_model(ref, device=device, dtype=dtype, progress=progress, threads=threads)
+        tokenizer = model.tokenizer(progress=lambda t: progress(t, 0, 3))
+        lm = model.load(ref, progress)
     vocab = tokenizer.vocab.padded(lm.logits_width)
     rows: list[dict] = []
     for row, compiled in _each_compiled(spec, names, variants, vocab, rows):
-        session = Session(
-            lm,
-            tokenizer,
-            compiled,
-            SamplingParams(temperature, seed=seed),
-            max_tokens,
-            (),
-            PromptOptions(system, raw),
-        )
+        session = mo.new_session(lm, tokenizer, compiled, sampling, prompting)
         record = next(e.record for e in session.stream(Request(None, prompt)) if isinstance(e, Done))
         t = record["timings"]
         row.update(

@@ -52,15 +52,6 @@ SubOpt = Annotated[
         rich_help_panel="Constraint",
     ),
 ]
-ThreadsOpt = Annotated[
-    Optional[int],
-    typer.Option(
-        "--threads",
-        envvar="SGCLI_THREADS",
-        help="CPU threads for the model (default 1: measured fastest for small models on a shared 2-core machine).",
-        rich_help_panel="Model",
-    ),
-]
 TokenizerOpt = Annotated[
     Optional[str],
     typer.Option(
@@ -201,36 +192,9 @@ _LAYOUT_FLAGS = {
 
 
 def takes_constraint(*, kinds: bool = True):
-    """Give a command the constraint flags without declaring them again: typer reads the returned
-    function's signature (the command's own parameters, then these flags), and the command gets them
-    gathered into one `flags: ConstraintFlags`. `kinds=False`: only --sub and the JSON-layout flags
-    (for commands whose grammar comes from elsewhere, like a test file)."""
-    import functools
-    import inspect
-    import typing
+    """Give a command the constraint flags without declaring them again, gathered into one
+    `flags: ConstraintFlags` (`sgcli.cli.flag_groups.takes`). `kinds=False`: only --sub and the
+    JSON-layout flags (for commands whose grammar comes from elsewhere, like a test file)."""
+    from sgcli.cli.flag_groups import takes
 
-    added = {**(_KIND_FLAGS if kinds else {}), **_LAYOUT_FLAGS}
-
-    def decorate(command):
-        hints = typing.get_type_hints(command, include_extras=True)
-        own = [
-            p.replace(annotation=hints.get(p.name, p.annotation))
-            for p in inspect.signature(command).parameters.values()
-            if p.name != "flags"
-        ]
-        extra = [
-            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=declaration)
-            for name, (declaration, default) in added.items()
-        ]
-
-        @functools.wraps(command)
-        def with_flags(*args, **kwargs):
-            flags = ConstraintFlags(**{name: kwargs.pop(name, added[name][1]) for name in added})
-            return command(*args, flags=flags, **kwargs)
-
-        params = own + extra
-        with_flags.__signature__ = inspect.Signature(params, return_annotation=None)
-        with_flags.__annotations__ = {p.name: p.annotation for p in params}
-        return with_flags
-
-    return decorate
+    return takes("flags", ConstraintFlags, {**(_KIND_FLAGS if kinds else {}), **_LAYOUT_FLAGS})

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, json_line, out, output_format_of
+from sgcli.cli.constraint_options import TokenizerOpt
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 
 EXAMPLES = """
@@ -50,12 +51,7 @@ def convert(
         ),
     ] = 20,
     seed: Annotated[int, typer.Option("--seed", help="Seed for the random walks.")] = 0,
-    tokenizer: Annotated[
-        Optional[str],
-        typer.Option(
-            "--tokenizer", help="Vocabulary the random walks step over. Default: the embedded SmolLM2 tokenizer."
-        ),
-    ] = None,
+    tokenizer: TokenizerOpt = None,  # the vocabulary the random walks step over
     no_check: Annotated[bool, typer.Option("--no-check", help="Skip the round-trip check.")] = False,
     output_format: OutputFormatOpt = None,
     json_out: JsonFlagOpt = False,
@@ -71,8 +67,9 @@ def convert(
     Exit codes: 0 converted and the round trip agrees, 1 the round trip found a
     difference (or could not check anything), 2 bad input or flags.
     """
+    from sgcli.backends.conversions import printed_by
     from sgcli.constraints.sources import from_file
-    from sgcli.grammar_dev.convert import convert_spec, printed_by, round_trip, sibling_cases
+    from sgcli.grammar_dev.convert import convert_spec, round_trip, sibling_cases
     from sgcli.grammar_dev.grammar_tests import load_suite
 
     if samples < 0:

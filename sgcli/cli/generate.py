@@ -12,6 +12,7 @@ import typer
 
 from sgcli.cli import constraint_options as co
 from sgcli.cli import engine_options as eo
+from sgcli.cli import model_options as mo
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, output_format_of
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 
@@ -33,53 +34,16 @@ Examples:
 
 
 @co.takes_constraint()
+@eo.takes_engine()
+@mo.takes_prompt()
+@mo.takes_sampling()
+@mo.takes_model()
 def generate(
     prompt: Annotated[Optional[str], typer.Argument(help="The prompt ('-' reads stdin). Omit with --input.")] = None,
     backend: co.BackendOpt = None,
-    model: Annotated[
-        Optional[str],
-        typer.Option(
-            "--model",
-            "-m",
-            envvar="SGCLI_MODEL",
-            help="Hugging Face id, local folder, or .gguf file. Default: the embedded SmolLM2-135M-Instruct.",
-            rich_help_panel="Model",
-        ),
-    ] = None,
-    device: Annotated[
-        str, typer.Option("--device", envvar="SGCLI_DEVICE", help="auto, cpu or cuda.", rich_help_panel="Model")
-    ] = "auto",
-    dtype: Annotated[
-        str,
-        typer.Option(
-            "--dtype", envvar="SGCLI_DTYPE", help="auto, float32, bfloat16 or float16.", rich_help_panel="Model"
-        ),
-    ] = "auto",
-    threads: co.ThreadsOpt = None,
-    max_tokens: Annotated[
-        int,
-        typer.Option("--max-tokens", "-n", help="Stop after this many generated tokens.", rich_help_panel="Sampling"),
-    ] = 256,
-    temperature: Annotated[
-        float, typer.Option("--temperature", "-t", help="0 = greedy.", rich_help_panel="Sampling")
-    ] = 0.0,
-    top_p: Annotated[float, typer.Option("--top-p", rich_help_panel="Sampling")] = 1.0,
-    top_k: Annotated[int, typer.Option("--top-k", help="0 = off.", rich_help_panel="Sampling")] = 0,
-    seed: Annotated[int, typer.Option("--seed", rich_help_panel="Sampling")] = 0,
-    stop: Annotated[
-        Optional[list[str]],
-        typer.Option("--stop", help="Stop when this string appears; repeatable.", rich_help_panel="Sampling"),
-    ] = None,
-    system: Annotated[
-        Optional[str], typer.Option("--system", help="System message for the chat template.", rich_help_panel="Prompt")
-    ] = None,
-    raw: Annotated[
-        bool, typer.Option("--raw", help="Send the prompt as is, without the chat template.", rich_help_panel="Prompt")
-    ] = False,
-    template_name: Annotated[
-        Optional[str],
-        typer.Option("--template-name", help="Which named chat template to use.", rich_help_panel="Prompt"),
-    ] = None,
+    model_flags: mo.ModelFlags = None,
+    sampling: mo.SamplingFlags = None,
+    prompt_flags: mo.PromptFlags = None,
     reasoning: Annotated[
         bool,
         typer.Option(
@@ -140,13 +104,7 @@ def generate(
             rich_help_panel="Output",
         ),
     ] = False,
-    engine: eo.EngineOpt = "local",
-    base_url: eo.BaseUrlOpt = None,
-    api_key_env: eo.ApiKeyEnvOpt = None,
-    served_model: eo.ServedModelOpt = None,
-    concurrency: eo.ConcurrencyOpt = 4,
-    retries: eo.RetriesOpt = 3,
-    request_timeout: eo.RequestTimeoutOpt = 120.0,
+    engine_flags: eo.EngineFlags = None,
     flags: co.ConstraintFlags = None,
 ) -> None:
     """Generate text that is guaranteed to match a constraint, then validate it.
@@ -162,8 +120,6 @@ def generate(
     json_out = output_format_of(output_format, json_out, stream=True) != "text"
     from sgcli import backends
     from sgcli.constraints.sources import read_bytes
-    from sgcli.engine.flags import check_device, check_sampling
-    from sgcli.engine.models import resolve_model
     from sgcli.engine.records import RecordWriter
     from sgcli.lint import preflight
 
@@ -173,8 +129,9 @@ def generate(
     preflight.structure_errors(spec)  # an undefined rule fails here, before any library loads
     if not think_end:
         raise UserError("--think-end must not be empty")
-    check_sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, max_tokens=max_tokens)
-    check_device(device)
+    sampling.check()
+    prompt_flags.check()
+    model_flags.check()
     if batch_size is not None and batch_size < 1:
         raise UserError("--batch-size must be at least 1")
     if batch_size is not None and input_file is None:
@@ -198,20 +155,25 @@ def generate(
     if resume and batch is None:
         raise UserError("--resume is for batches", hint="use --resume with --input FILE --output FILE")
     writer = RecordWriter(output, resume=resume)  # a bad --output fails here, before anything loads
-    if engine != "local":
+    if not engine_flags.local:
         from sgcli.cli.generate_engine import generate_on_engine, reject_local_only
-        from sgcli.serving.base import Sampling
 
-        reject_local_only(**{"--reasoning": reasoning, "--template-name": template_name})
-        client = eo.client_options(engine, base_url, api_key_env, concurrency, retries, request_timeout)
+        reject_local_only(
+            **{
+                "--reasoning": reasoning,
+                "--template-name": prompt_flags.template_name,
+                "--chat-template-kwargs": prompt_flags.chat_template_kwargs,
+                **model_flags.local_only(),
+            }
+        )
         code = generate_on_engine(
-            engine,
-            client,
+            engine_flags.engine,
+            engine_flags.client(),
             spec,
-            served_model=served_model,
-            sampling=Sampling(max_tokens, temperature, top_p, top_k, seed, tuple(stop or ())),
-            system=system,
-            raw=raw,
+            served_model=engine_flags.served_model,
+            sampling=sampling.for_server(),
+            system=prompt_flags.system,
+            raw=prompt_flags.raw,
             prompt=prompt,
             batch=batch,
             json_out=json_out,
@@ -221,30 +183,25 @@ def generate(
         raise typer.Exit(code)
     if backend != "auto":
         backends.check_supports(backend, spec)  # fail fast, before the model loads
-    ref = resolve_model(model)
+    ref = model_flags.ref()
 
     from sgcli.cli.progress import stage_progress
-    from sgcli.engine.loader import load_model
-    from sgcli.engine.sampling import SamplingParams  # torch: only after every check above
-    from sgcli.engine.session import PromptOptions, Request, Session
-    from sgcli.tokenizers import load_tokenizer
+    from sgcli.engine.session import Request  # torch: only after every check above
 
     # Grammar first, model last: the tokenizer loads fast, the model is the slow part.
     with stage_progress(f"loading {ref.display} tokenizer") as progress:
-        tokenizer = load_tokenizer(model, progress=lambda text: progress(text, 0, 3))
-    compiled, fallbacks, weakened = _compile_checked(backend, spec, tokenizer, max_tokens)
+        tokenizer = model_flags.tokenizer(progress=lambda text: progress(text, 0, 3))
+    compiled, fallbacks, weakened = _compile_checked(backend, spec, tokenizer, sampling.max_tokens)
     with stage_progress(f"loading {ref.display}") as progress:
-        lm = load_model(ref, device=device, dtype=dtype, progress=progress, threads=threads)
+        lm = model_flags.load(ref, progress)
     if lm.logits_width > len(tokenizer.vocab):  # the model has more logits than tokens: mask those too
         compiled = backends.compile_for(compiled.backend, spec, tokenizer.vocab.padded(lm.logits_width))[0]
-    session = Session(
+    session = mo.new_session(
         lm,
         tokenizer,
         compiled,
-        SamplingParams(temperature, top_p, top_k, seed),
-        max_tokens,
-        tuple(stop or ()),
-        PromptOptions(system, raw, template_name),
+        sampling,
+        prompt_flags,
         fallbacks=fallbacks,
         weakened=weakened,
         think_end=think_end if reasoning else None,
@@ -384,6 +341,12 @@ def _run_one(session, request, *, json_out: bool, sink, quiet: bool) -> bool:
                 continue
             sink.write_text(event.text)
     assert record is not None
+    return end_single(record, json_out=json_out, sink=sink, quiet=quiet)
+
+
+def end_single(record: dict, *, json_out: bool, sink, quiet: bool) -> bool:
+    """After a single prompt's streamed text: its record (--json) or a newline, then the summary line;
+    whether the output was not invalid. Shared with `--engine` runs (generate_engine.py)."""
     if json_out:
         sink.write(record)
     else:
@@ -402,8 +365,11 @@ def _summary(record: dict) -> None:
     valid = {True: "[green]valid[/]", False: "[red]invalid[/]"}.get(record["valid"], "[yellow]unchecked[/]")
     if record.get("validated_by"):
         valid += f" [dim](checked by {record['validated_by']})[/]"
+    placed = (
+        f" ({record['device']}, {record['dtype']}, template {record['chat_template']})" if "device" in record else ""
+    )
     err.print(
-        f"[dim]{record['backend']} · {record['model']} · {usage['completion_tokens']} tokens{forced} · "
+        f"[dim]{record['backend']} · {record['model']}{placed} · {usage['completion_tokens']} tokens{forced} · "
         f"{tps} · {ttft} · {threads}finish: {record['finish_reason']} ·[/] {valid}"
     )
     for e in record["errors"]:

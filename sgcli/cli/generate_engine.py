@@ -68,19 +68,12 @@ def _batch(job, batch, records, *, quiet: bool) -> int:
 
 
 def _single(job, prompt, *, json_out: bool, sink, quiet: bool) -> int:
+    from sgcli.cli.generate import end_single
     from sgcli.engine.requests import Request
     from sgcli.serving.runner import run_single
 
     record = run_single(job, Request(None, prompt), None if json_out else sink.write_text)
-    if json_out:
-        sink.write(record)
-    else:
-        sink.write_text("\n")
-    if not quiet:
-        from sgcli.cli.generate import _summary
-
-        _summary(record)
-    return EXIT_OK if record["valid"] is not False else EXIT_FINDINGS
+    return EXIT_OK if end_single(record, json_out=json_out, sink=sink, quiet=quiet) else EXIT_FINDINGS
 
 
 def reject_local_only(**flags) -> None:

@@ -41,12 +41,13 @@ A finding is silenced on its line by `# noqa: G001` (GBNF/EBNF) or `// noqa: G00
 
 def _kind(value: str | None):
     from sgcli.constraints.spec import Kind
+    from sgcli.grammar_dev.grammar_tests import parse_kind
 
     if value is None:
         return None
     try:
-        kind = Kind(value.lower().replace("-", "_"))
-    except ValueError:
+        kind = parse_kind(value)
+    except UserError:
         kind = Kind.NONE
     lintable = [k for k in Kind if k not in (Kind.NONE, Kind.CHOICE)]  # both have no file form
     if kind not in lintable:
@@ -54,6 +55,16 @@ def _kind(value: str | None):
             f"--kind {value}: not a kind of file sgcli can lint", hint="one of: " + ", ".join(k.value for k in lintable)
         )
     return kind
+
+
+def _codes_opt(flag: str, help: str):
+    """--select / --ignore: rule codes or prefixes, comma-separated and repeatable, or from SGCLI_LINT_<FLAG>."""
+    envvar = "SGCLI_LINT_" + flag.removeprefix("--").upper()
+    return Annotated[Optional[list[str]], typer.Option(flag, envvar=envvar, help=help)]
+
+
+SelectOpt = _codes_opt("--select", "Rule codes or prefixes to run (comma-separated, repeatable; ALL for every rule).")
+IgnoreOpt = _codes_opt("--ignore", "Rule codes or prefixes to skip (the more specific of --select/--ignore wins).")
 
 
 @co.takes_constraint()
@@ -97,22 +108,8 @@ def lint(
         ),
     ] = "concise",
     json_out: JsonFlagOpt = False,
-    select: Annotated[
-        Optional[list[str]],
-        typer.Option(
-            "--select",
-            envvar="SGCLI_LINT_SELECT",
-            help="Rule codes or prefixes to run (comma-separated, repeatable; ALL for every rule).",
-        ),
-    ] = None,
-    ignore: Annotated[
-        Optional[list[str]],
-        typer.Option(
-            "--ignore",
-            envvar="SGCLI_LINT_IGNORE",
-            help="Rule codes or prefixes to skip (the more specific of --select/--ignore wins).",
-        ),
-    ] = None,
+    select: SelectOpt = None,
+    ignore: IgnoreOpt = None,
     kind: Annotated[
         Optional[str], typer.Option("--kind", help="Kind instead of the extension's: json_schema, regex, ebnf, lark.")
     ] = None,

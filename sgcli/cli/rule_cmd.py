@@ -39,7 +39,7 @@ def rule(
         if fmt != "text":
             writer = JsonRows(fmt)
             for r in every_rule():
-                writer.write(_record(r))
+                writer.write(r.as_dict())
             writer.close()
             return
         from rich.table import Table
@@ -59,7 +59,7 @@ def rule(
         known = ", ".join(c for c in RULES if family is None or c.startswith(code.strip()[:1].upper()))
         raise UserError(f"no rule {code}", hint=f"known codes: {known}")
     if fmt != "text":
-        json_line(_record(r))
+        json_line(r.as_dict())
         return
     lines = [
         f"{r.code} {r.name} ({r.severity}; family {r.code[0]}: {r.family}; needs: {r.needs})",
@@ -73,20 +73,3 @@ def rule(
     if r.fix:
         lines += ["", "Fix:", *("    " + line for line in r.fix.split("\n"))]
     sys.stdout.write("\n".join(lines) + "\n")
-
-
-def _record(r) -> dict:
-    from sgcli import RECORD_SCHEMA_VERSION
-
-    return {
-        "schema_version": RECORD_SCHEMA_VERSION,  # sgcli/records.py Rule
-        "code": r.code,
-        "name": r.name,
-        "severity": r.severity,
-        "family": r.family,
-        "needs": r.needs,
-        "summary": r.summary,
-        "explanation": r.explanation,
-        "example": r.example,
-        "fix": r.fix,
-    }

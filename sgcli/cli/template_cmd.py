@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.cli import model_options as mo
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, handles_errors, json_line, output_format_of
 from sgcli.errors import EXIT_OK, Location, UserError
 
@@ -53,21 +54,16 @@ def read_messages(path: str) -> tuple[list[dict], list | None]:
 
 
 @handles_errors
+@mo.takes_prompt(only=("template_name", "chat_template_kwargs"))
+@mo.takes_model(only=("model", "revision", "gguf_file"))
 def render(
     messages: Annotated[str, typer.Option("--messages", help="JSON file of messages ('-' = stdin).")],
-    model: Annotated[
-        Optional[str],
-        typer.Option(
-            "--model", "-m", envvar="SGCLI_MODEL", help="Model whose tokenizer renders (HF id, folder, .gguf)."
-        ),
-    ] = None,
+    model_flags: mo.ModelFlags = None,
     tokenizer: Annotated[
         Optional[str],
         typer.Option("--tokenizer", help="A tokenizer instead of a model (same forms as `sgcli tokenizer inspect`)."),
     ] = None,
-    template_name: Annotated[
-        Optional[str], typer.Option("--template-name", help="Which named chat template to use.")
-    ] = None,
+    prompt_flags: mo.PromptFlags = None,
     add_generation_prompt: Annotated[
         bool,
         typer.Option(
@@ -85,13 +81,17 @@ def render(
     """
     from sgcli.tokenizers import load_tokenizer
 
-    if model is not None and tokenizer is not None:
+    if model_flags.model is not None and tokenizer is not None:
         raise UserError("give --model or --tokenizer, not both")
+    kwargs = prompt_flags.template_kwargs()  # bad JSON: exit 2 before anything loads
     msgs, tools = read_messages(messages)
-    ref = tokenizer if tokenizer is not None else model
-    tok = load_tokenizer(None if ref == "default" else ref)
+    tok = load_tokenizer(None if tokenizer == "default" else tokenizer) if tokenizer else model_flags.tokenizer()
     rendered = tok.render_prompt(
-        msgs, template_name=template_name, add_generation_prompt=add_generation_prompt, tools=tools
+        msgs,
+        template_name=prompt_flags.template_name,
+        add_generation_prompt=add_generation_prompt,
+        tools=tools,
+        template_kwargs=kwargs,
     )
     tpl = rendered.template
     if tpl is not None:

@@ -13,117 +13,40 @@ Jump-forward is not used inside batches: every token is one batched step.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
-from sgcli.backends.base import Compiled, new_bitmask
-from sgcli.engine.decode import Finished, cache_keyword
+from sgcli.backends.base import Compiled
+from sgcli.engine.decode import cache_keyword
 from sgcli.engine.loader import LoadedModel
-from sgcli.engine.sampling import Masker, SamplingParams, sample
-from sgcli.tokenizers.vocab import IncrementalDetokenizer
+from sgcli.engine.sampling import Masker, SamplingParams
+from sgcli.engine.sequence import Finished, SequenceState
 
 MIN_SHARED_PREFIX = 8  # tokens; shorter shared heads are cheaper to recompute than to copy
 
 
-@dataclass
 class Row:
-    """One request's decoding state: the per-token rules of the single-stream loop, without events."""
+    """One request of a batch: its place, prompt and `SequenceState` (the single-stream loop's
+    per-token rules), without events."""
 
-    index: int
-    prompt_ids: list[int]
-    compiled: Compiled
-    params: SamplingParams
-    max_tokens: int
-    stop: Sequence[str]
-    think_end: str | None
-    device: str = "cpu"
-    start: float = field(default_factory=time.perf_counter)
-    ids: list[int] = field(default_factory=list)
-    text: str = ""
-    reasoning: str = ""
-    mask_s: list[float] = field(default_factory=list)
-    first_token_s: float | None = None
-    forward_passes: int = 0  # model calls this row took part in (its prefill, then batched steps)
-    finished: Finished | None = None
-
-    def __post_init__(self) -> None:
-        vocab = self.compiled.vocab
-        self.stop_ids = set(vocab.stop_ids)
-        self.matcher = self.compiled.matcher()
-        self.bitmask = new_bitmask(len(vocab))
-        self.detok = IncrementalDetokenizer(vocab)
-        self.think_detok = IncrementalDetokenizer(vocab)
-        self.thinking = self.think_end is not None
-        self.generator = None
-        if self.params.temperature > 0:  # seeded per request, as the single-stream loop does
-            self.generator = torch.Generator(device=self.device)
-            seed = self.params.seed if self.params.seed is not None else int(time.time_ns() % 2**31)
-            self.generator.manual_seed(seed)
+    def __init__(self, index: int, prompt_ids: list[int], seq: SequenceState):
+        self.index, self.prompt_ids, self.seq = index, prompt_ids, seq
+        self.forward_passes = 0  # model calls this row took part in (its prefill, then batched steps)
+        self.finished: Finished | None = None
 
     def step(self, logits: torch.Tensor, masker: Masker) -> int | None:
         """Pick and take the next token from this row's logits; None once the row has finished."""
         self.forward_passes += 1
-        t = time.perf_counter()
-        if self.thinking:
-            self.bitmask.fill(-1)
-        else:
-            self.matcher.fill_mask(self.bitmask)
-        any_allowed = masker.apply(logits, self.bitmask)
-        self.mask_s.append(time.perf_counter() - t)
-        if not any_allowed:
-            return self._finish("error", self.matcher.error or "the grammar allows no next token")
-        token = sample(logits, self.params, self.generator)
-        if self.first_token_s is None:
-            self.first_token_s = time.perf_counter() - self.start
-        return self._take_thinking(token) if self.thinking else self._take(token)
-
-    def _take_thinking(self, token: int) -> int | None:
-        if token in self.stop_ids:
-            return self._finish("stop", f"the model stopped before the end-of-thinking marker {self.think_end!r}")
-        self.ids.append(token)
-        self.reasoning += self.think_detok.feed(token)
-        if self.think_end in self.reasoning:
-            self.thinking = False
-            head, _, tail = self.reasoning.partition(self.think_end)
-            self.reasoning = head + (self.think_end + tail if tail.strip() else "")
-        return self._continue(token)
-
-    def _take(self, token: int) -> int | None:
-        if not self.matcher.accept(token):
-            return self._finish("error", self.matcher.error or f"backend rejected token {token} that its mask allowed")
-        if token in self.stop_ids:
-            return self._finish("stop")
-        self.ids.append(token)
-        self.text += self.detok.feed(token)
-        hit = next((s for s in self.stop if s in self.text), None)
-        if hit is not None:
-            self.text = self.text[: self.text.index(hit)]
-            return self._finish("stop")
-        if self.matcher.is_terminated():
-            return self._finish("stop")
-        return self._continue(token)
-
-    def _continue(self, token: int) -> int | None:
-        return token if len(self.ids) < self.max_tokens else self._finish("length")
-
-    def _finish(self, reason: str, error: str | None = None) -> None:
-        text = self.text + (self.detok.flush() if reason != "stop" or not self.stop else "")
-        self.finished = Finished(
-            reason,
-            text,
-            self.ids,
-            len(self.prompt_ids),
-            self.first_token_s,
-            time.perf_counter() - self.start,
-            self.mask_s,
-            grammar_complete=not self.thinking and (self.matcher.can_stop() or self.matcher.is_terminated()),
-            error=error,
-            reasoning=self.reasoning if self.think_end is not None else None,
-            forward_passes=self.forward_passes,
-        )
+        seq = self.seq
+        token = seq.pick(logits, masker)
+        if token is not None:
+            seq.take(token)
+        if not seq.done:
+            return token
+        seq.flush()
+        self.finished = seq.finished(len(self.prompt_ids), self.forward_passes)
         return None
 
 
@@ -305,7 +228,7 @@ def decode_batch(
     compiled: Compiled,
     *,
     params: SamplingParams,
-    max_tokens: int,
+    max_tokens: int | Sequence[int],
     batch_size: int,
     stop: Sequence[str] = (),
     think_end: str | None = None,
@@ -313,7 +236,8 @@ def decode_batch(
     stats: BatchStats | None = None,
 ) -> Iterator[tuple[int, Finished]]:
     """Decode every prompt, `batch_size` rows at a time; yields (prompt index, Finished) as rows
-    end, in completion order. A row's error (grammar dead end, rejected token) ends that row only."""
+    end, in completion order. A row's error (grammar dead end, rejected token) ends that row only.
+    `max_tokens` is one budget for every prompt, or one per prompt."""
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
     stats = stats if stats is not None else BatchStats()
@@ -322,7 +246,9 @@ def decode_batch(
     masker = Masker(lm.logits_width, lm.device)
 
     def new_row(i: int) -> Row:
-        return Row(i, list(prompts[i]), compiled, params, max_tokens, stop, think_end, lm.device)
+        budget = max_tokens if isinstance(max_tokens, int) else max_tokens[i]
+        seq = SequenceState(compiled, params, max_tokens=budget, stop=stop, think_end=think_end, device=lm.device)
+        return Row(i, list(prompts[i]), seq)
 
     batch = KVBatch(lm.device)
     waiting = iter(range(len(prompts)))

@@ -30,17 +30,24 @@ def check_sampling(
         raise UserError(f"--max-tokens {max_tokens}: must be at least 1", hint="e.g. --max-tokens 256")
 
 
-_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
+_DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # accelerate's named placements
 
 
 def check_device(device: str) -> None:
     """A device that exists on this machine; CPU-only names never import torch."""
     if not _DEVICE.fullmatch(device):
-        raise UserError(f"unknown device '{device}'", hint="use auto, cpu, cuda or cuda:N")
+        raise UserError(f"unknown device '{device}'", hint="use auto, cpu, cuda, cuda:N or mps")
     if device in ("auto", "cpu"):
         return
     import torch
 
+    if device == "mps":
+        if not torch.backends.mps.is_available():
+            raise UserError(
+                "--device mps: torch sees no Apple GPU (MPS) on this machine", hint="use --device cpu or auto"
+            )
+        return
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if count == 0:
         raise UserError(
@@ -52,3 +59,35 @@ def check_device(device: str) -> None:
             f"--device {device}: this machine has {count} CUDA device{'s' if count != 1 else ''}",
             hint=f"use cuda:0 to cuda:{count - 1}, or --device auto",
         )
+
+
+def parse_device_map(text: str | None, device: str = "auto") -> str | dict | None:
+    """--device-map: a placement accelerate names (auto...) or a JSON object {module: device}; it
+    needs `accelerate` and replaces --device, so both together are exit 2."""
+    if text is None:
+        return None
+    if text in DEVICE_MAPS:
+        value: str | dict = text
+    else:
+        value = json_object(text, "--device-map", f"{' / '.join(DEVICE_MAPS)} or a JSON object")
+    if device != "auto":
+        raise UserError(
+            f"--device {device} and --device-map both place the model", hint="give one of them (drop --device)"
+        )
+    from sgcli.extras import require
+
+    require("generate", "--device-map")  # accelerate is in the generate extra
+    return value
+
+
+def json_object(text: str, flag: str, expected: str = "a JSON object") -> dict:
+    """`text` parsed as a JSON object, or exit 2 naming the flag and where the JSON breaks."""
+    import json
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{flag}: not valid JSON at column {exc.colno}: {exc.msg}", hint=f"give {expected}") from None
+    if not isinstance(value, dict):
+        raise UserError(f"{flag} must be a JSON object, not {type(value).__name__}", hint=f"give {expected}")
+    return value

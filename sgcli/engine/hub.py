@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import socket
+from pathlib import Path
 from urllib.parse import urlparse
 
 from sgcli.errors import UserError
@@ -42,3 +43,26 @@ def offline_error(repo: str, what: str) -> UserError:
         f"the Hugging Face hub is not reachable and '{repo}' has no {what} in the local hub cache",
         hint="connect to the network, or pass a local model folder or .gguf file (HF_HUB_OFFLINE=1 skips the probe)",
     )
+
+
+def hub_file(repo: str, filename: str, *, revision: str | None = None, optional: tuple[str, ...] = ()) -> Path:
+    """A file of a hub repository at `revision` (branch, tag or commit; default: main), downloaded if the
+    network allows, with the `optional` files beside it fetched where they exist."""
+    try:
+        from huggingface_hub import hf_hub_download
+
+        path = Path(hf_hub_download(repo, filename, revision=revision, **hub_options()))
+        for extra in optional:
+            try:
+                hf_hub_download(repo, extra, revision=revision, **hub_options())
+            except Exception:  # optional files
+                pass
+        return path
+    except Exception as exc:
+        if offline():
+            raise offline_error(repo, filename) from None
+        at = f" at revision '{revision}'" if revision else ""
+        raise UserError(
+            f"cannot fetch {filename} of '{repo}'{at} from the Hugging Face hub: {type(exc).__name__}",
+            hint="check the id, the revision, your network and HF_TOKEN, or pass a local directory",
+        ) from None

@@ -44,23 +44,28 @@ class LoadedModel:
 
 
 def pick_device(device: str) -> str:
+    """auto: CUDA where torch sees it, else the CPU (mps only when asked for: not every op runs there)."""
     import torch
 
+    from sgcli.engine.flags import check_device
+
+    check_device(device)
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda was asked for, but torch sees no CUDA device", hint="use --device cpu or auto")
-    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        raise UserError(f"unknown device '{device}'", hint="use auto, cpu or cuda")
     return device
 
 
-def pick_dtype(dtype: str, device: str):
+def pick_dtype(dtype: str, device: str, *, from_checkpoint: bool = False):
+    """The torch dtype for `--dtype`. auto: float32 on the CPU (measured: DEFAULT_CPU_THREADS); on a GPU
+    the checkpoint's own (the string "auto", which from_pretrained reads from the config's dtype) where
+    the weights come as they were trained (`from_checkpoint`), else bfloat16 (a dequantized GGUF)."""
     import torch
 
     table = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     if dtype == "auto":
-        return torch.bfloat16 if device.startswith("cuda") else torch.float32  # CPU: see DEFAULT_CPU_THREADS
+        if device == "cpu":
+            return torch.float32
+        return "auto" if from_checkpoint else torch.bfloat16
     if dtype not in table:
         raise UserError(f"unknown dtype '{dtype}'", hint="use auto, float32, bfloat16 or float16")
     return table[dtype]
@@ -159,8 +164,10 @@ def load_model(
     dtype: str = "auto",
     progress: Progress | None = None,
     threads: int | None = None,
+    device_map: str | dict | None = None,
 ) -> LoadedModel:
-    """Load a causal LM. `threads` sets torch's CPU threads; the default is `DEFAULT_CPU_THREADS`."""
+    """Load a causal LM. `threads` sets torch's CPU threads; the default is `DEFAULT_CPU_THREADS`.
+    `device_map` (accelerate's placement, "auto" or {module: device}) replaces `device`."""
     import torch
 
     if threads is not None and threads < 1:
@@ -172,26 +179,33 @@ def load_model(
     hf_logging.set_verbosity_error()
     t = time.perf_counter()
     dev = pick_device(device)
-    torch_dtype = pick_dtype(dtype, dev)
+    gpu = dev != "cpu" or (device_map is not None and torch.cuda.is_available())
+    torch_dtype = pick_dtype(dtype, "cuda" if gpu else "cpu", from_checkpoint=True)
+    placement = {"device_map": device_map} if device_map is not None else {}
     if ref.kind == "gguf":
-        model = _load_converted(ref.path, torch_dtype, progress)
+        if torch_dtype == "auto":
+            torch_dtype = torch.bfloat16  # a dequantized GGUF has no trained dtype of its own
+        model = _load_converted(ref.path, torch_dtype, progress, placement)
     else:
-        model = _from_pretrained(ref, torch_dtype)
-    model.to(dev)
+        model = _from_pretrained(ref, torch_dtype, placement)
+    if device_map is None:
+        model.to(dev)
+    else:
+        dev = str(next(model.parameters()).device)
     model.eval()
     width = model.get_output_embeddings().weight.shape[0]
-    dtype_name = str(torch_dtype).removeprefix("torch.")
+    dtype_name = str(model.dtype).removeprefix("torch.")
     return LoadedModel(model, ref, dev, dtype_name, width, time.perf_counter() - t, torch.get_num_threads())
 
 
-def _load_converted(gguf: Path, torch_dtype, progress: Progress | None):
+def _load_converted(gguf: Path, torch_dtype, progress: Progress | None, placement: dict | None = None):
     """The cached conversion of `gguf`, loaded and checked; a damaged one is rebuilt once, with a notice."""
     from transformers import AutoModelForCausalLM
 
     for attempt in (1, 2):
         folder = convert_gguf(gguf, progress)
         try:
-            model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype)
+            model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype, **(placement or {}))
             found = weights_problem(model)
         except Exception as exc:  # noqa: BLE001 - whatever the damaged files make the loader raise
             found = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -205,21 +219,45 @@ def _load_converted(gguf: Path, torch_dtype, progress: Progress | None):
     )
 
 
-def _from_pretrained(ref: ModelRef, torch_dtype):
+def _from_pretrained(ref: ModelRef, torch_dtype, placement: dict | None = None):
     from transformers import AutoModelForCausalLM
 
-    location = ref.location
     from sgcli.engine.hub import hub_options, offline, offline_error
 
+    if ref.kind == "dir" and not ref.trust_remote_code and _needs_remote_code(ref.path / "config.json"):
+        raise remote_code_error(ref.display)  # before transformers asks on stdin or imports anything
+    options = {**(hub_options() if ref.kind == "hub" else {}), **(placement or {})}
+    if ref.revision is not None:
+        options["revision"] = ref.revision
+    if ref.trust_remote_code:
+        options["trust_remote_code"] = True
     try:
-        options = hub_options() if ref.kind == "hub" else {}
-        return AutoModelForCausalLM.from_pretrained(location, dtype=torch_dtype, **options)
+        return AutoModelForCausalLM.from_pretrained(ref.location, dtype=torch_dtype, **options)
     except OSError as exc:
         if ref.kind == "hub" and offline():
             raise offline_error(ref.location, "model weights") from None
         raise UserError(
-            f"cannot load model '{ref.location}': {str(exc).splitlines()[0]}",
-            hint="pass a local folder with config.json and weights, a .gguf file, or a reachable hub id",
+            f"cannot load model '{ref.display}': {str(exc).splitlines()[0]}",
+            hint="pass a local folder with config.json and weights, a .gguf file, or a reachable hub id "
+            "(and a --revision it has)",
         ) from None
     except ValueError as exc:
-        raise UserError(f"'{ref.location}' is not a causal language model transformers can load: {exc}") from None
+        if "trust_remote_code" in str(exc):
+            raise remote_code_error(ref.display) from None
+        raise UserError(f"'{ref.display}' is not a causal language model transformers can load: {exc}") from None
+
+
+def _needs_remote_code(config: Path) -> bool:
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False  # from_pretrained says what is wrong with it
+    return isinstance(data, dict) and "auto_map" in data
+
+
+def remote_code_error(model: str) -> UserError:
+    return UserError(
+        f"'{model}' needs its own Python code (its config has an auto_map) to load",
+        hint="add --trust-remote-code if you trust its authors: that code runs with your permissions, "
+        "so read it first (or pin it with --revision COMMIT)",
+    )

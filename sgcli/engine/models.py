@@ -19,6 +19,8 @@ class ModelRef:
     kind: str  # "gguf" | "dir" | "hub"
     location: str  # path or hub id
     display: str
+    revision: str | None = None  # hub branch, tag or commit (--revision)
+    trust_remote_code: bool = False  # run the model's own Python code (--trust-remote-code)
 
     @property
     def path(self) -> Path:
@@ -43,7 +45,43 @@ def default_gguf() -> Path:
     )
 
 
-def resolve_model(ref: str | None) -> ModelRef:
+def resolve_model(
+    ref: str | None, *, revision: str | None = None, gguf_file: str | None = None, trust_remote_code: bool = False
+) -> ModelRef:
+    """What `--model` names; `gguf_file` (a file of the hub repository `ref`) is downloaded here, so the
+    conversion cache (keyed by the file's content) treats it like any local .gguf."""
+    if gguf_file is not None:
+        return _hub_gguf(ref, gguf_file, revision)
+    ref_obj = _resolve(ref)
+    if revision is not None and ref_obj.kind != "hub":
+        raise UserError(
+            f"--revision {revision} is for a Hugging Face hub id, and '{ref or DEFAULT_MODEL_NAME}' is a local "
+            f"{'file' if ref_obj.kind == 'gguf' else 'folder'}",
+            hint="drop --revision, or pass a hub id like org/name with --model",
+        )
+    display = f"{ref_obj.display}@{revision}" if revision else ref_obj.display
+    return ModelRef(ref_obj.kind, ref_obj.location, display, revision, trust_remote_code)
+
+
+def _hub_gguf(ref: str | None, gguf_file: str, revision: str | None) -> ModelRef:
+    if not gguf_file.endswith(".gguf") or gguf_file.startswith("/"):
+        raise UserError(
+            f"--gguf-file {gguf_file}: not the name of a .gguf file in the repository",
+            hint="e.g. --gguf-file model-Q8_0.gguf",
+        )
+    if ref in (None, "", "default", DEFAULT_MODEL_NAME) or _resolve(ref).kind != "hub":
+        raise UserError(
+            "--gguf-file names a file inside a Hugging Face hub repository; --model must be that repository's id",
+            hint="e.g. --model org/name-GGUF --gguf-file name-Q8_0.gguf (a local .gguf goes to --model directly)",
+        )
+    from sgcli.engine.hub import hub_file
+
+    path = hub_file(ref, gguf_file, revision=revision)
+    at = f"@{revision}" if revision else ""
+    return ModelRef("gguf", str(path), f"{ref}{at}:{gguf_file}", revision)
+
+
+def _resolve(ref: str | None) -> ModelRef:
     if ref in (None, "", "default", DEFAULT_MODEL_NAME):
         return ModelRef("gguf", str(default_gguf()), DEFAULT_MODEL_NAME)
     p = Path(ref).expanduser()

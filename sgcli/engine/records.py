@@ -19,13 +19,15 @@ from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.errors import Location, UserError
 
 REASONING_ONLY = ("reasoning", "think_budget")  # keys a record has only in --reasoning mode
-_ONLY_WHERE_GIVEN = (*REASONING_ONLY, "engine")  # "engine": only records answered by a server (--engine)
+LOCAL_ONLY = ("device", "dtype", "chat_template")  # keys of records the in-process model answered
+# "engine": only records answered by a server (--engine)
+_ONLY_WHERE_GIVEN = (*REASONING_ONLY, *LOCAL_ONLY, "engine")
 
 
 def error_record(rid: Any, prompt: Any, errors: list[str], **context: Any) -> dict:
     """A record for a request that failed: the documented key set (sgcli/records.py), nulls where
-    nothing ran, `valid: false`, `finish_reason: error`; REASONING_ONLY keys and `engine` only
-    where the context has them."""
+    nothing ran, `valid: false`, `finish_reason: error`; REASONING_ONLY, LOCAL_ONLY keys and `engine`
+    only where the context has them."""
     from sgcli.records import GenerationRecord
 
     record = GenerationRecord(finish_reason="error", valid=False, errors=list(errors)).model_dump(mode="json")

@@ -13,11 +13,12 @@ from typing import Any
 from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.backends.base import Compiled
 from sgcli.constraints.validate import Verdict, validate
-from sgcli.engine.decode import Finished, TokenEvent, decode
+from sgcli.engine.decode import decode
 from sgcli.engine.loader import LoadedModel
 from sgcli.engine.records import REASONING_ONLY, error_record
 from sgcli.engine.requests import Request, chat_messages
 from sgcli.engine.sampling import SamplingParams
+from sgcli.engine.sequence import Finished, TokenEvent
 from sgcli.engine.timing import percentile
 from sgcli.errors import UserError
 from sgcli.tokenizers.base import Tokenizer
@@ -28,6 +29,7 @@ class PromptOptions:
     system: str | None = None
     raw: bool = False
     template_name: str | None = None
+    template_kwargs: dict[str, Any] | None = None  # --chat-template-kwargs: variables for the template
 
 
 @dataclass
@@ -60,8 +62,22 @@ class Session:
             text = req.prompt or ""
             return text, self.tokenizer.prompt_ids(text, templated=False), []
         messages = chat_messages(req, opts.system)
-        rendered = self.tokenizer.render_prompt(messages, template_name=opts.template_name)
+        rendered = self.tokenizer.render_prompt(
+            messages, template_name=opts.template_name, template_kwargs=opts.template_kwargs
+        )
         return rendered.text, rendered.ids, list(rendered.notices)
+
+    def placement(self, req: Request | None) -> dict:
+        """Where and how the model ran and which chat template the request went through (record keys;
+        the template is null for an input line that never became a request)."""
+        opts = self.prompt_options
+        if req is None:
+            template = None
+        elif opts.raw and req.messages is None:
+            template = "none"
+        else:
+            template = self.tokenizer.template_label(opts.template_name)
+        return {"device": self.lm.device, "dtype": self.lm.dtype, "chat_template": template}
 
     def stream(self, req: Request) -> Iterator[TokenEvent | Done]:
         text, ids, notices = self.render(req)
@@ -85,10 +101,7 @@ class Session:
             else:
                 yield event
         assert finished is not None
-        record = self.record(req, finished)
-        if limit_note:
-            record["warnings"].append(limit_note)
-        yield Done(record, notices)
+        yield Done(self.record(req, finished, limit_note), notices)
 
     def fit_context(self, prompt_tokens: int) -> tuple[int, str | None]:
         """(max new tokens, warning): a prompt that fills the context is refused, a long one gets fewer tokens."""
@@ -111,8 +124,9 @@ class Session:
             "backend": self.compiled.backend,
             "fallbacks": self.fallbacks,
             "weakened": self.weakened,
-            "warnings": [w.message if not w.pointer else f"{w.pointer}: {w.message}" for w in self.compiled.warnings],
+            "warnings": [str(w) for w in self.compiled.warnings],
             "model": self.lm.ref.display,
+            **self.placement(req),
         }
         if self.think_end is not None:
             context.update(dict.fromkeys(REASONING_ONLY))
@@ -131,25 +145,30 @@ class Session:
     def batch(self, requests: list[Request], batch_size: int, stats=None) -> Iterator[dict]:
         """Records for `requests` in input order, each yielded as soon as it and all before it are done.
 
-        Requests are decoded `batch_size` at a time (sgcli.engine.batching); a request whose prompt
-        cannot be rendered gets an error record and the others go on.
+        Requests are decoded `batch_size` at a time (sgcli.engine.batching); each gets the token
+        budget `stream` would give it (`fit_context`), and one whose prompt cannot be rendered or
+        does not fit the context gets the error record `stream`'s caller writes; the others go on.
         """
         from sgcli.engine.batching import decode_batch
 
-        done: dict[int, Finished] = {}
-        rows, prompts = [], []
+        done: dict[int, dict] = {}  # records not yet yielded, by request index
+        rows, prompts, budgets, notes = [], [], [], {}
         for i, req in enumerate(requests):
             try:
-                prompts.append(self.render(req)[1])
-                rows.append(i)
+                ids = self.render(req)[1]
+                budget, notes[i] = self.fit_context(len(ids))
             except UserError as exc:
-                done[i] = Finished("error", "", [], 0, None, 0.0, error=exc.render().removeprefix("error: "))
+                done[i] = self.error_record(req, [exc.render().removeprefix("error: ")])
+                continue
+            rows.append(i)
+            prompts.append(ids)
+            budgets.append(budget)
         finished = decode_batch(
             self.lm,
             prompts,
             self.compiled,
             params=self.params,
-            max_tokens=self.max_tokens,
+            max_tokens=budgets,
             batch_size=batch_size,
             stop=self.stop,
             think_end=self.think_end,
@@ -157,15 +176,16 @@ class Session:
         )
         flushed = 0
         for row, f in finished:
-            done[rows[row]] = f
+            done[rows[row]] = self.record(requests[rows[row]], f, notes[rows[row]])
             while flushed in done:
-                yield self.record(requests[flushed], done.pop(flushed))
+                yield done.pop(flushed)
                 flushed += 1
-        while flushed in done:  # trailing requests whose prompts failed to render
-            yield self.record(requests[flushed], done.pop(flushed))
+        while flushed in done:  # trailing requests that failed before decoding
+            yield done.pop(flushed)
             flushed += 1
 
-    def record(self, req: Request, f: Finished) -> dict:
+    def record(self, req: Request, f: Finished, limit_note: str | None = None) -> dict:
+        """The request's record; `limit_note` says why it got fewer tokens than --max-tokens."""
         try:
             verdict = _verdict(self.compiled, f)
         except Exception as exc:  # a checker that cannot run on this output: fail closed, keep the output
@@ -188,8 +208,9 @@ class Session:
             "backend": self.compiled.backend,
             "fallbacks": self.fallbacks,
             "weakened": self.weakened,
-            "warnings": [w.message if not w.pointer else f"{w.pointer}: {w.message}" for w in self.compiled.warnings],
+            "warnings": [str(w) for w in self.compiled.warnings],
             "model": self.lm.ref.display,
+            **self.placement(req),
             "usage": {
                 "prompt_tokens": f.prompt_tokens,
                 "completion_tokens": f.completion_tokens,
@@ -206,6 +227,8 @@ class Session:
                 "mask_ms_p99": percentile(mask_ms, 0.99, 4),
             },
         }
+        if limit_note:
+            record["warnings"].append(limit_note)
         if self.think_end is not None:
             record["reasoning"] = f.reasoning
             record["think_budget"] = {"tokens": self.think_budget, "forced_end": f.think_forced}

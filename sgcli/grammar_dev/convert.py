@@ -49,15 +49,6 @@ def convert_spec(spec: ConstraintSpec, to: str) -> ConstraintSpec:
     return ConstraintSpec(_KINDS[target], printed, f"{spec.name} (as {_KINDS[target].label})")
 
 
-def printed_by(spec: ConstraintSpec) -> str | None:
-    """The backend whose translator turned `spec` into grammar text first (None: sgcli's own readers)."""
-    if spec.kind is Kind.JSON_SCHEMA:
-        from sgcli.backends.conversions import TRANSLATOR
-
-        return TRANSLATOR
-    return None
-
-
 def _model(spec: ConstraintSpec):
     """(grammar model, the text its positions refer to, that text's name) for any convertible kind."""
     from sgcli.lint.grammar_model import Grammar, ParseError, Rule
@@ -81,7 +72,7 @@ def _model(spec: ConstraintSpec):
             _refuse_features(parsed.features, text, origin)
             grammar = Grammar("regex", "root", [Rule("root", parsed.node, 0)])
         elif spec.kind is Kind.JSON_SCHEMA:
-            from sgcli.backends.conversions import json_schema_to_ebnf
+            from sgcli.backends.conversions import json_schema_to_ebnf, printed_by
             from sgcli.lint.gbnf import parse_gbnf
 
             text, origin = json_schema_to_ebnf(spec), f"{printed_by(spec)}'s EBNF for {spec.name}"

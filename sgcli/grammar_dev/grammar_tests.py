@@ -27,9 +27,10 @@ KIND_ALIASES = {"gbnf": Kind.EBNF, "schema": Kind.JSON_SCHEMA, "json": Kind.JSON
 
 
 def parse_kind(value: str, location: Location | None = None) -> Kind:
-    """'ebnf', 'gbnf', 'json_schema', 'schema', 'lark', 'regex', ... -> Kind."""
+    """'ebnf', 'gbnf', 'json_schema' (or 'json-schema'), 'schema', 'lark', 'regex', ... -> Kind."""
     try:
-        return KIND_ALIASES.get(value.lower()) or Kind(value.lower())
+        name = value.lower().replace("-", "_")
+        return KIND_ALIASES.get(name) or Kind(name)
     except (ValueError, AttributeError):
         raise UserError(
             f"unknown grammar kind '{value}'",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from sgcli.lint.grammar_model import Alt, Chars, Grammar, Lit, Node, Opaque, Ref, Rep, Rule, Seq
+from sgcli.lint.grammar_model import Alt, Chars, Grammar, Lit, Node, Opaque, Ref, Rep, Rule, Seq, repetition
 from sgcli.lint.reader import Reader
 
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
@@ -80,7 +80,7 @@ def _element(r: Reader) -> Node:
     start = r.pos
     ch = r.peek()
     if ch == '"':
-        return Lit(start, _string(r))
+        return Lit(start, r.string())
     if ch == "[":
         return _char_class(r)
     if r.startswith("(="):  # xgrammar's lookahead assertion: consumes nothing
@@ -117,7 +117,7 @@ def _regex_macro(r: Reader) -> Node:
     if r.peek() != '"':
         raise r.error("expected the pattern string of Regex(...)")
     at = r.pos
-    pattern = _string(r)
+    pattern = r.string()
     end = r.text.find(")", r.pos)
     if end < 0:
         raise r.error("')' missing after Regex(...)", at)
@@ -133,38 +133,13 @@ def _postfix(r: Reader, node: Node, start: int) -> Node:
     source starts (its '(' for a group)."""
     while True:
         op_pos = r.pos
-        ch = r.peek()
-        if ch and ch in "*+?":
-            r.pos += 1
-            lo, hi = {"*": (0, None), "+": (1, None), "?": (0, 1)}[ch]
-        elif ch == "{":
-            m = _BRACES.match(r.text, r.pos)
-            if not m or (not m.group(1) and not m.group(3)):
+        found = repetition(r.text, r.pos, _BRACES)
+        if found is None:
+            if r.peek() == "{":
                 raise r.error("bad repetition braces; write {n}, {n,}, {n,m} or {,m}")
-            r.pos = m.end()
-            lo = int(m.group(1) or 0)
-            hi = None if (m.group(2) and m.group(3) in ("", "-1")) else int(m.group(3) or m.group(1))
-        else:
             return node
+        lo, hi, r.pos = found
         node = Rep(start, node, lo, hi, op_pos, r.pos)
-
-
-def _string(r: Reader) -> str:
-    start = r.pos
-    r.pos += 1
-    out = []
-    while True:
-        if r.eof() or r.peek() == "\n":
-            raise r.error("unterminated string literal", start)
-        ch = r.peek()
-        if ch == '"':
-            r.pos += 1
-            return "".join(out)
-        if ch == "\\":
-            out.append(r.escape())
-        else:
-            out.append(ch)
-            r.pos += 1
 
 
 def _char_class(r: Reader) -> Chars:

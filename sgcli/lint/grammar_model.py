@@ -74,6 +74,24 @@ class Rep(Node):
     lark: bool = False  # written in Lark syntax (bounds are `~ n..m`), not GBNF/regex (`{n,m}`)
 
 
+_OPERATORS = {"*": (0, None), "+": (1, None), "?": (0, 1)}
+
+
+def repetition(text: str, pos: int, braces) -> tuple[int, int | None, int] | None:
+    """The repetition operator at `pos` as (min, max or None for unbounded, offset past it): `*`, `+`,
+    `?`, or braces that the dialect's `braces` pattern matches with groups (min, comma, max), where
+    an empty (or xgrammar's -1) max after the comma is unbounded. None when there is none."""
+    ch = text[pos : pos + 1]
+    if ch and ch in _OPERATORS:
+        return (*_OPERATORS[ch], pos + 1)
+    m = braces.match(text, pos) if ch == "{" else None
+    if not m or not (m.group(1) or m.group(3)):
+        return None
+    lo = int(m.group(1) or 0)
+    hi = None if (m.group(2) and m.group(3) in ("", "-1")) else int(m.group(3) or m.group(1))
+    return lo, hi, m.end()
+
+
 @dataclass
 class Opaque(Node):
     """Something the structure rules cannot look into: `%json {...}`, `@sub`, a special

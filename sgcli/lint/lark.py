@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 
-from sgcli.lint.grammar_model import Alt, Chars, Grammar, Lit, Node, Opaque, ParseError, Ref, Rep, Rule, Seq
+from sgcli.lint.grammar_model import Alt, Chars, Grammar, Lit, Node, Opaque, ParseError, Ref, Rep, Rule, Seq, repetition
 from sgcli.lint.reader import Reader
 from sgcli.lint.regex_parse import parse_regex
 
@@ -184,15 +184,10 @@ class _LarkReader(Reader):
         """Repetition operators; a repetition is located where its element's source starts."""
         while True:
             op = self.pos
-            ch = self.peek()
-            if ch and ch in "*+?":
-                self.pos += 1
-                lo, hi = {"*": (0, None), "+": (1, None), "?": (0, 1)}[ch]
-            elif ch == "{" and (m := _BRACES.match(self.text, self.pos)) and (m.group(1) or m.group(3)):
-                self.pos = m.end()
-                lo = int(m.group(1) or 0)
-                hi = None if (m.group(2) and not m.group(3)) else int(m.group(3) or m.group(1))
-            elif ch == "~" and (m := _TILDE.match(self.text, self.pos)):
+            found = repetition(self.text, self.pos, _BRACES)
+            if found is not None:
+                lo, hi, self.pos = found
+            elif self.peek() == "~" and (m := _TILDE.match(self.text, self.pos)):
                 self.pos = m.end()
                 lo = int(m.group(1))
                 hi = int(m.group(2) or m.group(1))
@@ -262,23 +257,10 @@ class _LarkReader(Reader):
         raise self.error(f"unexpected {ch!r}")
 
     def string(self) -> str:
-        start = self.pos
-        self.pos += 1
-        out = []
-        while True:
-            if self.eof() or self.peek() == "\n":
-                raise self.error("unterminated string literal", start)
-            ch = self.peek()
-            if ch == '"':
-                self.pos += 1
-                if self.peek() == "i":  # case-insensitive flag
-                    self.pos += 1
-                return "".join(out)
-            if ch == "\\":
-                out.append(self.escape())
-            else:
-                out.append(ch)
-                self.pos += 1
+        text = super().string()
+        if self.peek() == "i":  # case-insensitive flag
+            self.pos += 1
+        return text
 
     def regex(self) -> Node:
         start = self.pos

@@ -50,6 +50,24 @@ class Reader:
         start = self.text.rfind("\n", 0, pos) + 1
         return self.text[start:pos].strip(" \t\r") == ""
 
+    def string(self) -> str:
+        """A double-quoted literal on one line (the cursor is on the opening quote), escapes decoded."""
+        start = self.pos
+        self.pos += 1
+        out = []
+        while True:
+            if self.eof() or self.peek() == "\n":
+                raise self.error("unterminated string literal", start)
+            ch = self.peek()
+            if ch == '"':
+                self.pos += 1
+                return "".join(out)
+            if ch == "\\":
+                out.append(self.escape())
+            else:
+                out.append(ch)
+                self.pos += 1
+
     def escape(self) -> str:
         """Decode the escape after a backslash (the cursor is on the backslash)."""
         start = self.pos

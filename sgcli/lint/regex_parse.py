@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sgcli.lint.grammar_model import Alt, Chars, Lit, Node, Opaque, ParseError, Rep, Seq
+from sgcli.lint.grammar_model import Alt, Chars, Lit, Node, Opaque, ParseError, Rep, Seq, repetition
 
 WHITESPACE = [
     (9, 13),
@@ -112,16 +112,10 @@ class _Parser:
         """Quantifiers after an atom; a repetition is located where the atom starts."""
         while self.i < len(self.src):
             op = self.i
-            ch = self.src[self.i]
-            if ch in "*+?":
-                self.i += 1
-                lo, hi = {"*": (0, None), "+": (1, None), "?": (0, 1)}[ch]
-            elif ch == "{" and (m := _QUANT.match(self.src, self.i)) and (m.group(1) or m.group(3)):
-                self.i = m.end()
-                lo = int(m.group(1) or 0)
-                hi = None if (m.group(2) and not m.group(3)) else int(m.group(3) or m.group(1))
-            else:
+            found = repetition(self.src, self.i, _QUANT)
+            if found is None:
                 return node
+            lo, hi, self.i = found
             if self.i < len(self.src) and self.src[self.i] in "?+":  # lazy / possessive: same language
                 self.i += 1
             node = Rep(self.to_file(start), node, lo, hi, self.to_file(op), self.to_file(self.i - 1) + 1)
@@ -188,11 +182,7 @@ class _Parser:
     def escape_atom(self) -> Node:
         start = self.i
         pos = self.to_file(start)
-        self.i += 1
-        if self.i >= len(self.src):
-            raise self.error("the regex ends with a backslash")
-        ch = self.src[self.i]
-        self.i += 1
+        ch = self.after_backslash()
         if ch in _CLASS_ESCAPES:
             ranges, negated = _CLASS_ESCAPES[ch]
             return Chars(pos, list(ranges), negated)
@@ -219,13 +209,17 @@ class _Parser:
         self.i = start
         return Lit(pos, self.escaped_char())
 
-    def escaped_char(self) -> str:
-        """One character written with a backslash; the cursor is on the backslash."""
+    def after_backslash(self) -> str:
+        """The character after the backslash the cursor is on; the cursor moves past both."""
         self.i += 1
         if self.i >= len(self.src):
             raise self.error("the regex ends with a backslash")
-        ch = self.src[self.i]
         self.i += 1
+        return self.src[self.i - 1]
+
+    def escaped_char(self) -> str:
+        """One character written with a backslash; the cursor is on the backslash."""
+        ch = self.after_backslash()
         if ch in _CHAR_ESCAPES:
             return _CHAR_ESCAPES[ch]
         if ch in "xu":

@@ -18,7 +18,7 @@ Codes are a family letter plus three digits, as in ruff:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from sgcli.lint.diagnostic import ERROR, WARNING
 
@@ -47,6 +47,14 @@ class LintRule:
     @property
     def family(self) -> str:
         return FAMILIES[self.code[0]]
+
+    def as_dict(self) -> dict:
+        """As `sgcli rule --json` prints it: the fields, with the family's name after the severity."""
+        from sgcli import RECORD_SCHEMA_VERSION
+
+        row = asdict(self)
+        head = {"schema_version": RECORD_SCHEMA_VERSION, **{k: row.pop(k) for k in ("code", "name", "severity")}}
+        return {**head, "family": self.family, **row}  # sgcli/records.py Rule
 
 
 _ALL = [

@@ -147,6 +147,10 @@ class Structure:
     def _diag(self, code: str, start: int, end: int | None, message: str, hint: str | None = None) -> Diagnostic:
         return at_offset(code, self.text, self.path, start, end, message, hint=hint)
 
+    def _at_name(self, code: str, named: Ref | Rule, message: str, hint: str | None = None) -> Diagnostic:
+        """A diagnostic underlining a reference's or a definition's name."""
+        return self._diag(code, named.pos, named.pos + len(named.name), message, hint)
+
     def _bodies(self):
         """(node, in a terminal?) for every rule body and %ignore, duplicates included."""
         for rule in self.g.rules:
@@ -162,11 +166,7 @@ class Structure:
                 if ref.name not in known:
                     close = difflib.get_close_matches(ref.name, sorted(self.defs), n=1)
                     hint = f"did you mean `{close[0]}`?" if close else f"define `{ref.name}`"
-                    out.append(
-                        self._diag(
-                            "G001", ref.pos, ref.pos + len(ref.name), f"`{ref.name}` is used but never defined", hint
-                        )
-                    )
+                    out.append(self._at_name("G001", ref, f"`{ref.name}` is used but never defined", hint))
         return out
 
     def duplicates(self) -> list[Diagnostic]:
@@ -176,10 +176,9 @@ class Structure:
             if rule.name in first:
                 line = self.text.count("\n", 0, first[rule.name].pos) + 1
                 out.append(
-                    self._diag(
+                    self._at_name(
                         "G003",
-                        rule.pos,
-                        rule.pos + len(rule.name),
+                        rule,
                         f"`{rule.name}` is defined again (first defined on line {line})",
                         "merge the definitions into one rule with alternatives",
                     )
@@ -208,10 +207,9 @@ class Structure:
                     reached.add(ref.name)
                     stack.append(self.defs[ref.name].body)
         return [
-            self._diag(
+            self._at_name(
                 "G002",
-                r.pos,
-                r.pos + len(r.name),
+                r,
                 f"`{r.name}` is never used: it cannot be reached from `{self.g.root}`",
                 "remove it, or refer to it where it was meant to be used",
             )
@@ -250,10 +248,9 @@ class Structure:
             ref = next(r for r in edges[name] if r.name == (path[1] if len(path) > 1 else name))
             chain = " → ".join(path + [name])
             out.append(
-                self._diag(
+                self._at_name(
                     "G004",
-                    ref.pos,
-                    ref.pos + len(ref.name),
+                    ref,
                     f"`{name}` is left-recursive ({chain}); llama.cpp's GBNF engine rejects this",
                     'turn the recursion into repetition, e.g. `expr ::= term ("+" term)*`',
                 )
@@ -363,10 +360,9 @@ class Structure:
             if kind == "ws":
                 reported.append(name)
                 out.append(
-                    self._diag(
+                    self._at_name(
                         "W001",
-                        rule.pos,
-                        rule.pos + len(rule.name),
+                        rule,
                         f"`{name}` matches whitespace and repeats itself through recursion, without bound",
                         "allow a bounded amount instead, e.g. `ws ::= [ \\t\\n]{0,20}`",
                     )

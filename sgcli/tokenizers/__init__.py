@@ -15,35 +15,46 @@ __all__ = ["Tokenizer", "Vocab", "IncrementalDetokenizer", "load_tokenizer"]
 _loaded: dict[str, Tokenizer] = {}
 
 
-def load_tokenizer(ref: str | None, *, progress: Callable[[str], None] | None = None) -> Tokenizer:
+def load_tokenizer(
+    ref: str | None,
+    *,
+    progress: Callable[[str], None] | None = None,
+    revision: str | None = None,
+    gguf_file: str | None = None,
+) -> Tokenizer:
     """A tokenizer from: None/"default" (the embedded model), a Hugging Face id or folder, a
     tokenizer.json / tokenizer_config.json / tekken.json / SentencePiece .model file, a .gguf,
-    or `mistral:NAME`. Loaded once per process; a source that cannot be read is a UserError."""
-    key = ref or "default"
+    or `mistral:NAME`. `revision` and `gguf_file` pick a hub model's files as `--model` does
+    (no custom code ever runs here: tokenizer.json is data, so --trust-remote-code plays no part).
+    Loaded once per process; a source that cannot be read is a UserError."""
+    key = f"{ref or 'default'}@{revision or ''}:{gguf_file or ''}"
     if key not in _loaded:
-        _loaded[key] = _load(ref, progress)
+        _loaded[key] = _load(ref, progress, revision, gguf_file)
     return _loaded[key]
 
 
-def _load(ref: str | None, progress) -> Tokenizer:
+def _load(ref: str | None, progress, revision: str | None = None, gguf_file: str | None = None) -> Tokenizer:
     if ref and ref.startswith("mistral:"):
         from sgcli.tokenizers.mistral import load_mistral
 
         return load_mistral(ref)
-    path = Path(ref).expanduser() if ref and ref != "default" else None
+    path = Path(ref).expanduser() if ref and ref != "default" and not (revision or gguf_file) else None
     try:
         if path is not None and path.is_dir():
             return _load_folder(path, name=path.name or str(path))
         if path is not None and path.is_file() and path.suffix != ".gguf":
             return _load_file(path)
-        model = resolve_model(ref)
+        model = resolve_model(ref, revision=revision, gguf_file=gguf_file)
         if model.kind == "gguf":
             from sgcli.tokenizers.gguf import load_converted
 
             return load_converted(model.path, lambda folder: _load_folder(folder, name=model.display), progress)
+        from sgcli.engine.hub import hub_file
         from sgcli.tokenizers.hf import load_tokenizer_json
 
-        return load_tokenizer_json(_hub_file(model.location, "tokenizer.json"), name=model.display)
+        extras = ("tokenizer_config.json", "chat_template.jinja", "generation_config.json")
+        path = hub_file(model.location, "tokenizer.json", revision=model.revision, optional=extras)
+        return load_tokenizer_json(path, name=model.display)
     except UserError:
         raise
     except (OSError, ValueError, RuntimeError, KeyError, ImportError) as exc:  # a library refused the files
@@ -97,26 +108,3 @@ def _load_folder(folder: Path, *, name: str) -> Tokenizer:
         f"{folder} holds no tokenizer (tokenizer.json, tokenizer.model or tekken.json)",
         hint="pass the folder a model was saved to, or a tokenizer file",
     )
-
-
-def _hub_file(repo: str, filename: str) -> Path:
-    """A file of a hub repository, downloading it if the network allows."""
-    from sgcli.engine.hub import hub_options, offline, offline_error
-
-    try:
-        from huggingface_hub import hf_hub_download
-
-        path = Path(hf_hub_download(repo, filename, **hub_options()))
-        for extra in ("tokenizer_config.json", "chat_template.jinja", "generation_config.json"):
-            try:
-                hf_hub_download(repo, extra, **hub_options())
-            except Exception:  # optional files
-                pass
-        return path
-    except Exception as exc:
-        if offline():
-            raise offline_error(repo, filename) from None
-        raise UserError(
-            f"cannot fetch {filename} of '{repo}' from the Hugging Face hub: {type(exc).__name__}",
-            hint="check the id, your network and HF_TOKEN, or pass a local directory",
-        ) from None

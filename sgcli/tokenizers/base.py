@@ -39,6 +39,13 @@ class Tokenizer:
     def template(self, name: str | None = None) -> ChatTemplate | None:
         return select_template(self.raw_chat_template, name, origin=self.name)
 
+    def template_label(self, name: str | None = None) -> str:
+        """Which chat template a chat goes through, for records: its name, "mistral-common", or "none"."""
+        if self.chat_encoder is not None:
+            return "mistral-common"
+        tpl = self.template(name)
+        return tpl.name if tpl is not None else "none"
+
     def render_chat(
         self,
         messages: list[dict],
@@ -46,14 +53,21 @@ class Tokenizer:
         template_name: str | None = None,
         add_generation_prompt: bool = True,
         tools: list | None = None,
+        template_kwargs: dict[str, Any] | None = None,
     ) -> tuple[str, ChatTemplate | None]:
         """The prompt text for `messages`; (text, None) when the tokenizer has no template."""
         tpl = self.template(template_name)
         if tpl is None:
             return raw_prompt(messages), None
-        return render(
-            tpl, messages, add_generation_prompt=add_generation_prompt, special_tokens=self.special_tokens, tools=tools
-        ), tpl
+        text = render(
+            tpl,
+            messages,
+            add_generation_prompt=add_generation_prompt,
+            special_tokens=self.special_tokens,
+            tools=tools,
+            template_kwargs=template_kwargs,
+        )
+        return text, tpl
 
     def prompt_ids(self, text: str, *, templated: bool) -> list[int]:
         """Ids for a rendered prompt. Templates write BOS themselves; raw prompts get it if the model wants one."""
@@ -62,20 +76,17 @@ class Tokenizer:
             ids = [self.vocab.bos_id] + ids
         return ids
 
-    def render_prompt(
-        self,
-        messages: list[dict],
-        *,
-        template_name: str | None = None,
-        add_generation_prompt: bool = True,
-        tools: list | None = None,
-    ) -> RenderedPrompt:
-        """Text and ids exactly as a generation would send them (`template render` shows this)."""
+    def render_prompt(self, messages: list[dict], *, template_name: str | None = None, **options) -> RenderedPrompt:
+        """Text and ids exactly as a generation would send them (`template render` shows this);
+        `options` are render_chat's (add_generation_prompt, tools, template_kwargs)."""
         if self.chat_encoder is not None:
-            return self._encoded_chat(messages, template_name, tools)
-        text, tpl = self.render_chat(
-            messages, template_name=template_name, add_generation_prompt=add_generation_prompt, tools=tools
-        )
+            if options.get("template_kwargs"):
+                raise UserError(
+                    f"{self.name} encodes chats with mistral-common, which takes no template variables",
+                    hint="drop --chat-template-kwargs",
+                )
+            return self._encoded_chat(messages, template_name, options.get("tools"))
+        text, tpl = self.render_chat(messages, template_name=template_name, **options)
         notices = () if tpl is not None else (f"{self.name} has no chat template: the prompt is sent as is",)
         return RenderedPrompt(text, self.prompt_ids(text, templated=tpl is not None), tpl, notices)
 

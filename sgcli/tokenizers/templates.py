@@ -123,9 +123,12 @@ def render(
     add_generation_prompt: bool = True,
     special_tokens: dict[str, str] | None = None,
     tools: list | None = None,
+    template_kwargs: dict[str, Any] | None = None,
 ) -> str:
     """Render `messages` with transformers' own renderer, within the limits above; every failure
-    (syntax, the template's raise_exception, a Python error inside it, a limit) is exit 2."""
+    (syntax, the template's raise_exception, a Python error inside it, a limit) is exit 2.
+    `template_kwargs` (--chat-template-kwargs, e.g. enable_thinking) become template variables,
+    as `apply_chat_template(..., **kwargs)` makes them."""
     from transformers.utils.chat_template_utils import render_jinja_template
 
     chat = [{k: v for k, v in m.items() if v is not None} for m in messages]  # as apply_chat_template does
@@ -136,7 +139,7 @@ def render(
                 tools=tools,
                 chat_template=template.source,
                 add_generation_prompt=add_generation_prompt,
-                **(special_tokens or {}),
+                **{**(special_tokens or {}), **(template_kwargs or {})},
             )
         text = rendered[0]
     except Exception as exc:  # the template is the user's: whatever it raises is exit 2

@@ -13,7 +13,7 @@ import codecs
 import functools
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 BYTE_LEVEL = "byte_level"  # GPT-2 style: bytes mapped to printable unicode
 BYTE_FALLBACK = "byte_fallback"  # SentencePiece: '▁' for space, <0xNN> byte pieces
@@ -52,18 +52,7 @@ class Vocab:
         if size <= len(self.tokens):
             return self
         extra = range(len(self.tokens), size)
-        return Vocab(
-            tokens=self.tokens + [b""] * len(extra),
-            special_ids=self.special_ids | frozenset(extra),
-            stop_ids=self.stop_ids,
-            vocab_type=self.vocab_type,
-            source=self.source,
-            eos_id=self.eos_id,
-            bos_id=self.bos_id,
-            add_prefix_space=self.add_prefix_space,
-            encode=self.encode,
-            notes=self.notes,
-        )
+        return replace(self, tokens=self.tokens + [b""] * len(extra), special_ids=self.special_ids | frozenset(extra))
 
     def piece(self, token_id: int) -> bytes:
         return self.tokens[token_id]

@@ -1,0 +1,344 @@
+"""The model, sampling and prompt flag groups, declared once for every command that runs a model.
+
+Each group is a dataclass holding the flags as given, with the checks that belong to it
+(run once, before anything slow) and the conversions the engine needs. Commands take a
+group with `takes_model()`, `takes_sampling()`, `takes_prompt()` (see `flag_groups.takes`);
+`only=` and `defaults=` let a command take a subset or its own defaults.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+from sgcli.cli.flag_groups import takes
+from sgcli.errors import UserError
+
+
+class Dtype(str, Enum):
+    auto = "auto"
+    float32 = "float32"
+    bfloat16 = "bfloat16"
+    float16 = "float16"
+
+
+DEVICES = ("auto", "cpu", "cuda", "mps")  # and cuda:N
+
+
+def parse_device(value: str) -> str:
+    """--device: one of DEVICES or cuda:N; anything else is a usage error (exit 2) listing them."""
+    if value in DEVICES or re.fullmatch(r"cuda:\d+", value):
+        return value
+    raise typer.BadParameter(f"'{value}' is not one of auto, cpu, cuda, cuda:N, mps.")
+
+
+_MODEL = "Model"
+_SAMPLING = "Sampling"
+_PROMPT = "Prompt"
+
+ModelOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--model",
+        "-m",
+        envvar="SGCLI_MODEL",
+        help="Hugging Face id, local folder, or .gguf file. Default: the embedded SmolLM2-135M-Instruct.",
+        rich_help_panel=_MODEL,
+    ),
+]
+DeviceOpt = Annotated[
+    str,
+    typer.Option(
+        "--device",
+        envvar="SGCLI_DEVICE",
+        parser=parse_device,
+        metavar="[auto|cpu|cuda|cuda:N|mps]",
+        autocompletion=lambda: list(DEVICES),
+        help="auto (CUDA if torch sees one, else CPU), cpu, cuda, cuda:N or mps.",
+        rich_help_panel=_MODEL,
+    ),
+]
+DtypeOpt = Annotated[
+    Dtype,
+    typer.Option(
+        "--dtype",
+        envvar="SGCLI_DTYPE",
+        help="auto: the checkpoint's own dtype on a GPU, float32 on the CPU (measured fastest there).",
+        rich_help_panel=_MODEL,
+    ),
+]
+ThreadsOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--threads",
+        envvar="SGCLI_THREADS",
+        help="CPU threads for the model (default 1: measured fastest for small models on a shared 2-core machine).",
+        rich_help_panel=_MODEL,
+    ),
+]
+RevisionOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--revision",
+        metavar="REV",
+        help="Branch, tag or commit of a hub model (its tokenizer and weights both).",
+        rich_help_panel=_MODEL,
+    ),
+]
+TrustOpt = Annotated[
+    bool,
+    typer.Option(
+        "--trust-remote-code",
+        help="Run the model repository's own Python code (models whose config has an auto_map). "
+        "It runs with your permissions: read it first.",
+        rich_help_panel=_MODEL,
+    ),
+]
+DeviceMapOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--device-map",
+        metavar="auto|JSON",
+        help='Spread the model over devices with accelerate: auto, or a JSON object like {"": "cuda:1"}. '
+        "Replaces --device.",
+        rich_help_panel=_MODEL,
+    ),
+]
+GgufFileOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--gguf-file",
+        metavar="NAME",
+        help="A .gguf file inside the hub repository --model names (converted once and cached, like a local one).",
+        rich_help_panel=_MODEL,
+    ),
+]
+
+
+@dataclass
+class ModelFlags:
+    """Which model, where and how it runs."""
+
+    model: str | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    threads: int | None = None
+    revision: str | None = None
+    trust_remote_code: bool = False
+    device_map: str | None = None
+    gguf_file: str | None = None
+
+    def check(self) -> None:
+        """The model flags in range (a device this machine has, a readable --device-map), or exit 2;
+        only --device cuda/mps imports torch."""
+        from sgcli.engine.flags import check_device, parse_device_map
+
+        check_device(self.device)
+        parse_device_map(self.device_map, self.device)
+        if self.threads is not None and self.threads < 1:
+            raise UserError("--threads must be at least 1")
+
+    def local_only(self) -> dict[str, object]:
+        """The flags that only the in-process model reads, as given (a server has its own model)."""
+        return {
+            "--revision": self.revision,
+            "--trust-remote-code": self.trust_remote_code,
+            "--device-map": self.device_map,
+            "--gguf-file": self.gguf_file,
+        }
+
+    def ref(self):
+        """The model reference (a --gguf-file is downloaded here). A missing [generate] extra is named
+        first: installing the model alone would only lead to that error next."""
+        from sgcli.engine.models import resolve_model
+        from sgcli.extras import require
+
+        require("generate", "running a model")
+
+        return resolve_model(
+            self.model, revision=self.revision, gguf_file=self.gguf_file, trust_remote_code=self.trust_remote_code
+        )
+
+    def tokenizer(self, progress=None):
+        """The model's own tokenizer, from the same revision / GGUF file."""
+        from sgcli.tokenizers import load_tokenizer
+
+        return load_tokenizer(self.model, progress=progress, revision=self.revision, gguf_file=self.gguf_file)
+
+    def load(self, ref, progress=None):
+        from sgcli.engine.flags import parse_device_map
+        from sgcli.engine.loader import load_model
+
+        device_map = parse_device_map(self.device_map, self.device)
+        return load_model(
+            ref, device=self.device, dtype=self.dtype, progress=progress, threads=self.threads, device_map=device_map
+        )
+
+
+MODEL_FLAGS = {
+    "model": (ModelOpt, None),
+    "device": (DeviceOpt, "auto"),
+    "dtype": (DtypeOpt, Dtype.auto),
+    "threads": (ThreadsOpt, None),
+    "revision": (RevisionOpt, None),
+    "trust_remote_code": (TrustOpt, False),
+    "device_map": (DeviceMapOpt, None),
+    "gguf_file": (GgufFileOpt, None),
+}
+
+
+@dataclass
+class SamplingFlags:
+    """How tokens are picked and when generation stops."""
+
+    max_tokens: int = 256
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int = 0
+    stop: list[str] | None = None
+
+    def check(self) -> None:
+        from sgcli.engine.flags import check_sampling
+
+        check_sampling(
+            temperature=self.temperature, top_p=self.top_p, top_k=self.top_k, seed=self.seed, max_tokens=self.max_tokens
+        )
+
+    def params(self):
+        """The in-process sampler's parameters (imports torch)."""
+        from sgcli.engine.sampling import SamplingParams
+
+        return SamplingParams(self.temperature, self.top_p, self.top_k, self.seed)
+
+    def for_server(self):
+        from sgcli.serving.base import Sampling
+
+        return Sampling(self.max_tokens, self.temperature, self.top_p, self.top_k, self.seed, tuple(self.stop or ()))
+
+
+SAMPLING_FLAGS = {
+    "max_tokens": (
+        Annotated[
+            int,
+            typer.Option(
+                "--max-tokens", "-n", help="Stop after this many generated tokens.", rich_help_panel=_SAMPLING
+            ),
+        ],
+        256,
+    ),
+    "temperature": (
+        Annotated[float, typer.Option("--temperature", "-t", help="0 = greedy.", rich_help_panel=_SAMPLING)],
+        0.0,
+    ),
+    "top_p": (Annotated[float, typer.Option("--top-p", rich_help_panel=_SAMPLING)], 1.0),
+    "top_k": (Annotated[int, typer.Option("--top-k", help="0 = off.", rich_help_panel=_SAMPLING)], 0),
+    "seed": (Annotated[int, typer.Option("--seed", rich_help_panel=_SAMPLING)], 0),
+    "stop": (
+        Annotated[
+            Optional[list[str]],
+            typer.Option("--stop", help="Stop when this string appears; repeatable.", rich_help_panel=_SAMPLING),
+        ],
+        None,
+    ),
+}
+
+
+@dataclass
+class PromptFlags:
+    """How the prompt becomes the model's input: system message, chat template and its variables."""
+
+    system: str | None = None
+    raw: bool = False
+    template_name: str | None = None
+    chat_template_kwargs: str | None = None
+
+    def template_kwargs(self) -> dict | None:
+        """--chat-template-kwargs as an object; bad JSON or a non-object is exit 2 (call before loading)."""
+        if self.chat_template_kwargs is None:
+            return None
+        from sgcli.engine.flags import json_object
+
+        return json_object(self.chat_template_kwargs, "--chat-template-kwargs", "e.g. '{\"enable_thinking\": false}'")
+
+    def check(self) -> None:
+        kwargs = self.template_kwargs()
+        if kwargs is not None and self.raw:
+            raise UserError("--chat-template-kwargs has no template to go to with --raw", hint="drop one of them")
+
+    def options(self):
+        from sgcli.engine.session import PromptOptions
+
+        return PromptOptions(self.system, self.raw, self.template_name, self.template_kwargs())
+
+
+PROMPT_FLAGS = {
+    "system": (
+        Annotated[
+            Optional[str],
+            typer.Option("--system", help="System message for the chat template.", rich_help_panel=_PROMPT),
+        ],
+        None,
+    ),
+    "raw": (
+        Annotated[
+            bool,
+            typer.Option("--raw", help="Send the prompt as is, without the chat template.", rich_help_panel=_PROMPT),
+        ],
+        False,
+    ),
+    "template_name": (
+        Annotated[
+            Optional[str],
+            typer.Option("--template-name", help="Which named chat template to use.", rich_help_panel=_PROMPT),
+        ],
+        None,
+    ),
+    "chat_template_kwargs": (
+        Annotated[
+            Optional[str],
+            typer.Option(
+                "--chat-template-kwargs",
+                metavar="JSON",
+                help="Variables for the chat template, e.g. '{\"enable_thinking\": false}'.",
+                rich_help_panel=_PROMPT,
+            ),
+        ],
+        None,
+    ),
+}
+
+
+def new_session(lm, tokenizer, compiled, sampling: SamplingFlags, prompting: PromptFlags, **options):
+    """A generation session run as the sampling and prompt flags say (`options`: Session's own keywords)."""
+    from sgcli.engine.session import Session
+
+    return Session(
+        lm,
+        tokenizer,
+        compiled,
+        sampling.params(),
+        sampling.max_tokens,
+        tuple(sampling.stop or ()),
+        prompting.options(),
+        **options,
+    )
+
+
+def takes_model(**kw):
+    """The command gets `model_flags: ModelFlags`."""
+    return takes("model_flags", ModelFlags, MODEL_FLAGS, **kw)
+
+
+def takes_sampling(**kw):
+    """The command gets `sampling: SamplingFlags`."""
+    return takes("sampling", SamplingFlags, SAMPLING_FLAGS, **kw)
+
+
+def takes_prompt(**kw):
+    """The command gets `prompt_flags: PromptFlags`."""
+    return takes("prompt_flags", PromptFlags, PROMPT_FLAGS, **kw)

@@ -1,0 +1,233 @@
+"""The per-token rules of one generated sequence, in one place.
+
+Both the single-stream loop (`sgcli.engine.decode`) and each row of a batch
+(`sgcli.engine.batching`) hold a `SequenceState`: it masks a row of logits with the grammar
+(everything allowed while a reasoning model thinks), samples, and takes the token: the
+matcher, stop tokens and stop strings, the token budget, the end-of-thinking marker and its
+budget, the text that may be shown (held back while it could still become a stop string),
+and the `Finished` record that says why the sequence ended. The loops only decide which
+logits a sequence sees and when.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from sgcli.backends.base import Compiled, new_bitmask
+from sgcli.engine.forced import encode_bytes
+from sgcli.engine.sampling import Masker, SamplingParams, sample
+from sgcli.tokenizers.vocab import IncrementalDetokenizer
+
+
+@dataclass
+class TokenEvent:
+    token_id: int
+    text: str  # newly visible text (may be empty)
+    phase: str = "output"  # "reasoning" while a reasoning model thinks freely, then "output"
+
+
+@dataclass
+class Finished:
+    finish_reason: str  # "stop" | "length" | "error"
+    output: str
+    token_ids: list[int]
+    prompt_tokens: int
+    first_token_s: float | None
+    decode_s: float
+    mask_s: list[float] = field(default_factory=list)  # per generated token
+    grammar_complete: bool = False
+    error: str | None = None
+    reasoning: str | None = None  # free text before the end-of-thinking marker (reasoning mode)
+    forced_tokens: int = 0  # tokens appended by jump-forward that needed no forward pass of their own
+    forward_passes: int = 0  # model calls, the prefill included
+    think_forced: bool = False  # the thinking budget ran out and the end-of-thinking marker was forced
+
+    @property
+    def completion_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Decode speed after the first token (prefill excluded), or overall for one token."""
+        n = self.completion_tokens
+        if n == 0 or self.decode_s <= 0:
+            return None
+        after_first = self.decode_s - (self.first_token_s or 0.0)
+        return (n - 1) / after_first if n > 1 and after_first > 0 else n / self.decode_s
+
+
+def held_back(text: str, stops: Sequence[str]) -> int:
+    """How many trailing chars of `text` could still grow into a stop string."""
+    hold = 0
+    for s in stops:
+        for k in range(min(len(s) - 1, len(text)), 0, -1):
+            if text.endswith(s[:k]):
+                hold = max(hold, k)
+                break
+    return hold
+
+
+def clear_bits(bitmask: np.ndarray, ids) -> None:
+    for i in ids:
+        if i // 32 < bitmask.size:
+            bitmask[i // 32] &= np.int32(~np.uint32(1 << (i % 32)).view(np.int32))
+
+
+def seeded_generator(params: SamplingParams, device) -> torch.Generator | None:
+    """A generator seeded per request (by `params.seed`, or the clock); None for greedy decoding."""
+    if params.temperature <= 0:
+        return None
+    generator = torch.Generator(device=device)
+    generator.manual_seed(params.seed if params.seed is not None else int(time.time_ns() % 2**31))
+    return generator
+
+
+class SequenceState:
+    """One sequence's decoding state; `pick` then `take` per position, `finished` at the end.
+
+    `bitmask` is the buffer the matcher fills (the single loop passes its Masker's pinned
+    one; batch rows get their own)."""
+
+    def __init__(
+        self,
+        compiled: Compiled,
+        params: SamplingParams,
+        *,
+        max_tokens: int,
+        min_tokens: int = 0,
+        stop: Sequence[str] = (),
+        think_end: str | None = None,
+        think_budget: int | None = None,
+        device="cpu",
+        bitmask: np.ndarray | None = None,
+    ):
+        self.vocab = compiled.vocab
+        self.params, self.max_tokens, self.stop, self.min_tokens = params, max_tokens, tuple(stop), min_tokens
+        self.stop_ids = set(self.vocab.stop_ids)
+        self.matcher = compiled.matcher()
+        self.bitmask = bitmask if bitmask is not None else new_bitmask(len(self.vocab))
+        self.detok, self.think_detok = IncrementalDetokenizer(self.vocab), IncrementalDetokenizer(self.vocab)
+        self.generator = seeded_generator(params, device)
+        self.think_end, self.think_budget = think_end, think_budget
+        self.thinking, self.reasoning, self.think_tokens, self.think_forced = think_end is not None, "", 0, False
+        self.text, self.emitted, self.ids, self.mask_s = "", 0, [], []
+        self.first_token_s, self.reason, self.error, self.done = None, "length", None, False
+        self.dropped = False  # the last sampled token is not fed to the model (a stop token while thinking)
+        self.forced = 0  # jump-forward tokens the model agreed with (counted by the single loop)
+        self.start = time.perf_counter()
+
+    def pick(self, logits: torch.Tensor, masker: Masker) -> int | None:
+        """The next token from one row of logits under the grammar's mask; None (and done) if none is allowed."""
+        t = time.perf_counter()
+        if self.thinking:
+            self.bitmask.fill(-1)
+        else:
+            self.matcher.fill_mask(self.bitmask)
+        if len(self.ids) < self.min_tokens:
+            clear_bits(self.bitmask, self.stop_ids)
+        any_allowed = masker.apply(logits, self.bitmask)
+        self.mask_s.append(time.perf_counter() - t)
+        if not any_allowed:
+            self.end("error", self.matcher.error or "the grammar allows no next token")
+            return None
+        token = sample(logits, self.params, self.generator)
+        if self.first_token_s is None:
+            self.first_token_s = time.perf_counter() - self.start
+        return token
+
+    def end(self, reason: str, error: str | None = None) -> None:
+        self.reason, self.error, self.done = reason, error, True
+
+    def take(self, token: int) -> TokenEvent | None:
+        """Record one sampled token (matcher, text, stop conditions, token budget); the event to stream, if any."""
+        event = self._take_thinking(token) if self.thinking else self._take_output(token)
+        if not self.done and len(self.ids) >= self.max_tokens:
+            self.end("length")
+        return event
+
+    def _take_output(self, token: int) -> TokenEvent | None:
+        if not self.matcher.accept(token):
+            self.end("error", self.matcher.error or f"backend rejected token {token} that its own mask allowed")
+            return None
+        if token in self.stop_ids:
+            self.end("stop")
+            return None
+        self.ids.append(token)
+        self.text += self.detok.feed(token)
+        hit = next((s for s in self.stop if s in self.text), None)
+        if hit is not None:
+            self.text = self.text[: self.text.index(hit)]
+            self.end("stop")
+            return None
+        visible = len(self.text) - held_back(self.text, self.stop)
+        event = TokenEvent(token, self.text[self.emitted : visible] if visible > self.emitted else "")
+        self.emitted = max(self.emitted, visible)
+        if self.matcher.is_terminated():
+            self.end("stop")
+        return event
+
+    def _take_thinking(self, token: int, forced: bool = False) -> TokenEvent | None:
+        if token in self.stop_ids and not forced:
+            if self.think_budget is None:
+                self.end("stop", f"the model stopped before the end-of-thinking marker {self.think_end!r}")
+            else:  # with a budget, stopping early ends the thinking: the marker replaces the stop token
+                self.dropped = True
+            return None
+        self.ids.append(token)
+        self.think_tokens += 1
+        piece = self.think_detok.feed(token)
+        self.reasoning += piece
+        if self.think_end in self.reasoning:
+            self.thinking = False
+            head, _, tail = self.reasoning.partition(self.think_end)
+            self.reasoning = head + (self.think_end + tail if tail.strip() else "")
+        return TokenEvent(token, piece, phase="reasoning")
+
+    def force_think_end(self) -> tuple[list[int], list[TokenEvent]]:
+        """Past the thinking budget, or where the model stopped while thinking under one, force the
+        end-of-thinking marker (as SGLang's and vLLM's reasoning budgets do): (its tokens, recorded,
+        for the next forward pass to read; their events). Nothing otherwise."""
+        if (
+            not self.thinking
+            or self.think_budget is None
+            or (self.think_tokens < self.think_budget and not self.dropped)
+        ):
+            return [], []
+        marker = encode_bytes(self.vocab, self.think_end.encode("utf-8"))
+        events = [self._take_thinking(token, forced=True) for token in marker]
+        self.thinking, self.think_forced = False, True
+        if len(self.ids) >= self.max_tokens:
+            self.end("length")
+        return marker, events
+
+    def flush(self) -> TokenEvent | None:
+        """At the end: the detokenizer's pending text (unless a stop string cut the output) and
+        whatever was held back, as one last event."""
+        self.text += self.detok.flush() if self.reason != "stop" or not self.stop else ""
+        if len(self.text) <= self.emitted:
+            return None
+        event = TokenEvent(self.ids[-1] if self.ids else -1, self.text[self.emitted :])
+        self.emitted = len(self.text)
+        return event
+
+    def finished(self, prompt_tokens: int, forward_passes: int) -> Finished:
+        return Finished(
+            self.reason,
+            self.text,
+            self.ids,
+            prompt_tokens,
+            self.first_token_s,
+            time.perf_counter() - self.start,
+            self.mask_s,
+            grammar_complete=not self.thinking and (self.matcher.can_stop() or self.matcher.is_terminated()),
+            error=self.error,
+            reasoning=self.reasoning if self.think_end is not None else None,
+            forced_tokens=self.forced,
+            forward_passes=forward_passes,
+            think_forced=self.think_forced,
+        )

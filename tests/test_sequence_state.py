@@ -1,0 +1,97 @@
+"""The per-token rules of one sequence (sgcli.engine.sequence), fed tokens directly, without a model.
+
+The single-stream loop and batch rows both hold a SequenceState; these tests pin its rules:
+stop strings cut the output and are never streamed, the token budget ends in "length", a
+reasoning model's free phase ends at the marker (or where its budget forces it).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sgcli.backends import get_backend
+from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.engine.sampling import SamplingParams
+from sgcli.engine.sequence import SequenceState
+
+
+@pytest.fixture(scope="module")
+def free(smol_tokenizer):
+    return get_backend("none").compile(ConstraintSpec(Kind.NONE, "", None), smol_tokenizer.vocab)
+
+
+def text_of(vocab, ids: list[int]) -> str:
+    return b"".join(vocab.tokens[i] for i in ids).decode("utf-8")
+
+
+def feed(seq: SequenceState, ids: list[int]) -> list:
+    """Take `ids` until the sequence ends; the events, then the flushed tail, as a list."""
+    events = []
+    for token in ids:
+        events.append(seq.take(token))
+        if seq.done:
+            break
+    return [e for e in [*events, seq.flush()] if e is not None]
+
+
+def test_a_stop_string_cuts_the_output_and_is_never_streamed(free, smol_tokenizer):
+    ids = smol_tokenizer.vocab.encode("Hello world, and goodbye")
+    seq = SequenceState(free, SamplingParams(), max_tokens=50, stop=("world",))
+    events = feed(seq, ids)
+    streamed = "".join(e.text for e in events)
+    assert (seq.reason, seq.text, streamed) == ("stop", "Hello ", "Hello ")
+    assert len(seq.ids) < len(ids)  # the tokens after the stop string were never taken
+
+
+def test_text_that_may_grow_into_a_stop_string_is_held_back(free, smol_tokenizer):
+    ids = smol_tokenizer.vocab.encode("Hello wo")
+    seq = SequenceState(free, SamplingParams(), max_tokens=50, stop=("world",))
+    streamed = "".join(e.text for e in (seq.take(t) for t in ids) if e is not None)
+    assert not seq.done and streamed == "Hello " and seq.text == "Hello wo"
+    assert seq.flush().text == "wo"  # at the end, what was held back is shown
+
+
+def test_the_token_budget_ends_in_length(free, smol_tokenizer):
+    ids = smol_tokenizer.vocab.encode("one two three four five six")
+    seq = SequenceState(free, SamplingParams(), max_tokens=3)
+    feed(seq, ids)
+    finished = seq.finished(prompt_tokens=4, forward_passes=3)
+    assert (finished.finish_reason, finished.completion_tokens) == ("length", 3)
+    assert finished.output == text_of(smol_tokenizer.vocab, ids[:3])
+
+
+def test_a_stop_token_ends_the_output_without_being_recorded(free, smol_tokenizer):
+    stop_id = next(iter(smol_tokenizer.vocab.stop_ids))
+    seq = SequenceState(free, SamplingParams(), max_tokens=50)
+    feed(seq, [*smol_tokenizer.vocab.encode("Hi"), stop_id, *smol_tokenizer.vocab.encode(" there")])
+    assert (seq.reason, seq.text, seq.error) == ("stop", "Hi", None)
+    assert stop_id not in seq.ids
+
+
+def test_thinking_ends_at_the_marker_then_the_output_begins(free, smol_tokenizer):
+    vocab = smol_tokenizer.vocab
+    seq = SequenceState(free, SamplingParams(), max_tokens=50, think_end="</think>")
+    events = feed(seq, vocab.encode("let me see</think>") + vocab.encode("42"))
+    phases = [e.phase for e in events]
+    assert phases[0] == "reasoning" and phases[-1] == "output" and phases == sorted(phases, reverse=True)
+    assert (seq.reasoning, seq.text, seq.thinking) == ("let me see", "42", False)
+
+
+def test_a_stop_token_while_thinking_is_an_error_without_a_budget(free, smol_tokenizer):
+    stop_id = next(iter(smol_tokenizer.vocab.stop_ids))
+    seq = SequenceState(free, SamplingParams(), max_tokens=50, think_end="</think>")
+    feed(seq, [*smol_tokenizer.vocab.encode("hmm"), stop_id])
+    assert seq.reason == "stop" and "before the end-of-thinking marker" in seq.error
+
+
+def test_the_thinking_budget_forces_the_marker(free, smol_tokenizer):
+    vocab = smol_tokenizer.vocab
+    seq = SequenceState(free, SamplingParams(), max_tokens=50, think_end="</think>", think_budget=2)
+    assert seq.force_think_end() == ([], [])  # under budget: nothing forced
+    for token in vocab.encode("a long thought")[:2]:
+        seq.take(token)
+    marker, events = seq.force_think_end()
+    assert text_of(vocab, marker) == "</think>"
+    assert [e.phase for e in events] == ["reasoning"] * len(marker)
+    assert (seq.thinking, seq.think_forced, seq.done) == (False, True, False)
+    assert seq.reasoning == text_of(vocab, vocab.encode("a long thought")[:2]) and seq.ids[-len(marker) :] == marker
