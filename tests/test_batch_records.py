@@ -57,6 +57,20 @@ def test_resume_refuses_a_corrupt_middle_line(tmp_path):
     assert str(exc.value.location) == f"{out}:2:1" and "without --resume" in exc.value.hint
 
 
+def test_resume_refuses_records_of_another_format(tmp_path):
+    from sgcli import RECORD_SCHEMA_VERSION
+
+    out = tmp_path / "o.jsonl"
+    out.write_text(
+        json.dumps({"schema_version": RECORD_SCHEMA_VERSION, "id": 1}) + '\n{"schema_version": "1", "id": 2}\n'
+    )
+    with pytest.raises(UserError) as exc:
+        RecordWriter(out, resume=True)
+    assert str(exc.value.location) == f"{out}:2:1"
+    assert exc.value.message.startswith("--resume: this record is format '1'")
+    assert len(_lines(out)) == 2  # nothing dropped or appended
+
+
 def test_without_resume_nothing_is_skipped_and_the_file_is_replaced(tmp_path):
     out = tmp_path / "o.jsonl"
     out.write_text('{"id": 1}\n')

@@ -81,9 +81,18 @@ def test_counts_and_failure_reasons(jsonl_run):
         assert "items.jsonl:4" in r["message"] and "foo" in r["message"]
 
 
+def test_records_match_the_models(jsonl_run):
+    from sgcli.records import BenchBackend, BenchItem
+
+    records = _records(jsonl_run.stdout)
+    assert {r["type"] for r in records} == {"item", "backend"}
+    for r in records:
+        (BenchItem if r["type"] == "item" else BenchBackend).model_validate(r)
+
+
 def test_percentiles_present_and_ordered(jsonl_run):
     for name, row in _backend_rows(jsonl_run).items():
-        mask = row["mask_us"]
+        mask = row["mask_ms"]
         assert mask["n"] > 0, name
         assert 0 < mask["p50"] <= mask["p99"] <= mask["max"], (name, mask)
         cold = row["compile_cold_ms"]
@@ -106,7 +115,7 @@ def test_items_record_instance_sources(jsonl_run):
     assert items[("person", "xgrammar")]["masks"] > 2 * 2
     for r in items.values():
         if r["status"] == "compiled":
-            assert 0 < r["mask_us_p50"] <= r["mask_us_max"], r
+            assert 0 < r["mask_ms_p50"] <= r["mask_ms_max"], r
 
 
 def test_rejected_instance_is_a_finding(tmp_path, run_cli):

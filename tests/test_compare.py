@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from sgcli.records import CompareRow
+
 ROW_KEYS = {
     "backend",
     "variant",
@@ -93,7 +95,7 @@ def test_rejected_text_exits_1_and_says_where(run_cli, schema_file):
         "--schema",
         schema_file,
         "--json",
-        "--backend",
+        "--backends",
         "llguidance,outlines",
         "--text",
         '{"city": 3}',
@@ -128,7 +130,8 @@ def test_generation_rows_with_the_default_model(run_cli):
     out = rows(result.stdout)
     assert [r["backend"] for r in out] == ["llguidance", "xgrammar", "outlines_core"]
     for r in out:
-        assert ROW_KEYS <= r.keys() and r["error"] is None
+        CompareRow.model_validate(r)  # the same model (and key set) as the --no-generate rows
+        assert set(r) == set(CompareRow.model_fields) and r["error"] is None
         assert r["output"] in ("yes", "no") and r["valid"] is True and r["finish_reason"] == "stop"
         assert r["tokens"] >= 1 and r["tokens_per_s"] is not None and r["mask_ms_p50"] <= r["mask_ms_p99"]
         assert r["agree"] is (r["output"] == out[0]["output"])

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sgcli import config
+from sgcli import RECORD_SCHEMA_VERSION, config
 
 SCHEMA = '{"type": "object", "properties": {"a": {"type": "integer"}}}'
 
@@ -36,7 +36,7 @@ def test_nearest_pyproject_table_and_sources(run_cli, tmp_path, monkeypatch):
     assert result.exit_code == 0
     doc = json.loads(result.stdout)
     settings = {s["key"]: s for s in doc["settings"]}
-    assert doc["file"] == str(tmp_path / "pyproject.toml")
+    assert doc["path"] == str(tmp_path / "pyproject.toml")
     assert settings["backend"]["value"] == "llguidance"
     assert settings["backend"]["source"].endswith("pyproject.toml [tool.sgcli]")
     assert (settings["threads"]["value"], settings["threads"]["source"]) == (2, "env SGCLI_THREADS")
@@ -117,7 +117,13 @@ def test_cache_info_and_clear(run_cli, tmp_path, monkeypatch):
     (tmp_path / "cache" / "compiled" / "k1" / "blob").write_bytes(b"x" * 1000)
     info = json.loads(run_cli("cache", "info", "--json").stdout)
     assert info["sections"] == [
-        {"section": "compiled", "path": str(tmp_path / "cache" / "compiled"), "entries": 1, "size_bytes": 1000}
+        {
+            "schema_version": RECORD_SCHEMA_VERSION,
+            "section": "compiled",
+            "path": str(tmp_path / "cache" / "compiled"),
+            "entries": 1,
+            "size_bytes": 1000,
+        }
     ]
     assert run_cli("cache", "clear", "models").exit_code == 2
     assert run_cli("cache", "clear", "compiled").exit_code == 0

@@ -38,13 +38,13 @@ def test_every_library_grammar_passes_on_every_backend_that_supports_its_kind(ru
 
     result = run_cli("test", *CASE_FILES, "--json")
     records = _records(result)
-    files = {r["file"]: r for r in records if r["type"] == "file"}
+    files = {r["path"]: r for r in records if r["type"] == "file"}
     assert len(files) == len(CASE_FILES)
     for path in CASE_FILES:
         suite = load_suite(str(path))
         summary = files[str(path)]
         expected_ran = [n for n in enforcing_backends() if unsupported_reason(get_backend(n), suite.spec) is None]
-        ran = [b["name"] for b in summary["backends"] if b["status"] == "ran"]
+        ran = [b["backend"] for b in summary["backends"] if b["status"] == "ran"]
         assert ran == expected_ran and ran, (path.name, summary["backends"])
         assert summary["ok"] and summary["failed"] == 0, [r for r in records if r["type"] == "case" and not r["passed"]]
         assert summary["passed"] == len(suite.cases) * len(ran)

@@ -10,6 +10,7 @@ import pytest
 from sgcli.backends import get_backend
 from sgcli.backends.base import allowed, new_bitmask
 from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.records import TokenizerReport
 from sgcli.tokenizers import load_tokenizer
 
 SCHEMA = json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
@@ -120,6 +121,7 @@ def test_inspect_tekken_json(run_cli):
     result = run_cli("tokenizer", "inspect", "mistral:tekken", "--json", "--text", '{"a": 1}')
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
+    TokenizerReport.model_validate(report)  # sgcli/records.py: what `sgcli schema tokenizer` documents
     assert report["size"] == 131072
     assert report["byte_collisions"]["ids"] == 0 and report["byte_collisions"]["groups"] == 0
     assert report["text_collisions"]["ids"] == 1028

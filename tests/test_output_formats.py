@@ -101,3 +101,57 @@ def test_generate_takes_output_format_jsonl(run_cli):
     result = run_cli("generate", "--choice", "yes", "--choice", "no", "Is water wet?", "--output-format", "jsonl")
     (record,) = _jsonl(result.stdout)
     assert record["output"] in ("yes", "no") and record["valid"] is True
+
+
+def _leaf_commands():
+    from typer.main import get_command
+
+    from sgcli.cli.app import app
+
+    def walk(cmd, path):
+        subs = getattr(cmd, "commands", None)
+        if not subs:
+            yield path
+        for name, sub in (subs or {}).items():
+            yield from walk(sub, [*path, name])
+
+    return list(walk(get_command(app), []))
+
+
+@pytest.mark.parametrize("command", [" ".join(p) for p in _leaf_commands()])
+def test_every_command_takes_output_format_and_json(command):
+    from typer.testing import CliRunner
+
+    from sgcli.cli.app import app
+
+    result = CliRunner().invoke(app, [*command.split(), "--help"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    assert "--output-format" in result.output and "--json" in result.output
+    assert all(fmt in result.output for fmt in ("text", "json", "jsonl"))
+
+
+def test_the_walk_sees_every_command():
+    assert {" ".join(p) for p in _leaf_commands()} >= {"generate", "lint", "schema", "cache clear", "tokenizer diff"}
+
+
+def test_schema_and_cache_clear_formats(run_cli, monkeypatch, tmp_path):
+    one_line = run_cli("schema", "compare", "--output-format", "jsonl").stdout
+    assert one_line.count("\n") == 1
+    assert json.loads(one_line) == json.loads(run_cli("schema", "compare", "--json").stdout)
+    monkeypatch.setenv("SGCLI_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "cache" / "compiled").mkdir(parents=True)
+    (tmp_path / "cache" / "compiled" / "x.entry").write_text("x")
+    result = run_cli("cache", "clear", "--output-format", "json")
+    assert result.exit_code == 0
+    (cleared,) = json.loads(result.stdout)["cleared"]
+    assert (cleared["section"], cleared["path"]) == ("compiled", str(tmp_path / "cache" / "compiled"))
+    assert not (tmp_path / "cache" / "compiled").exists()
+
+
+def test_lint_json_alias(run_cli, files):
+    bad = files / "u.gbnf"
+    bad.write_text('root ::= "a"\nunused ::= "b"\n')
+    alias = run_cli("lint", bad, "-b", "llguidance", "--json")
+    assert alias.stdout == run_cli("lint", bad, "-b", "llguidance", "--output-format", "jsonl").stdout
+    assert _jsonl(alias.stdout)[0]["code"] == "G002"
+    assert run_cli("lint", bad, "--json", "--output-format", "sarif").exit_code == 2

@@ -147,7 +147,7 @@ def test_sglang_native_reply_reads_meta_info():
         },
     )
     assert (reply.output, reply.finish_reason, reply.prompt_tokens, reply.completion_tokens) == ("12", "length", 4, 2)
-    assert reply.server_timings == {"server_s": 0.5}
+    assert reply.server_timings == {"server_ms": 500.0}  # sglang reports seconds
 
 
 # --- capabilities: exit 2 naming who can ---------------------------------------------------

@@ -30,4 +30,4 @@ def test_record_carries_start_to_first_token(tiny_lm, smol_tokenizer):
     t = record["timings"]
     assert record["usage"]["completion_tokens"] >= 1
     # this pytest process started before the decode did: at least the decode's wait for its first token
-    assert t["start_to_first_token_ms"] >= 1000 * t["first_token_s"]
+    assert t["start_to_first_token_ms"] >= t["first_token_ms"]

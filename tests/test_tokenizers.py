@@ -10,6 +10,7 @@ import pytest
 from sgcli.backends import get_backend
 from sgcli.backends.base import allowed, new_bitmask
 from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.records import TokenizerDiff
 from sgcli.tokenizers import load_tokenizer
 from sgcli.tokenizers.vocab import RAW, Vocab
 
@@ -198,5 +199,6 @@ def test_diff_same_and_different(tmp_path, run_cli, smol_tokenizer):
     other = run_cli("tokenizer", "diff", "mistral:v2", "mistral:v3", "--json")
     assert other.exit_code == 1
     report = json.loads(other.stdout)
+    TokenizerDiff.model_validate(report)  # sgcli/records.py: what `sgcli schema tokenizer-diff` documents
     assert report["same"] is False and report["differing_bytes"]["count"] > 0
     assert {"id": 10, "a": "[control_8]", "b": "[IMG]"} in report["differing_bytes"]["examples"]

@@ -30,6 +30,7 @@ __all__ = [
     "Matcher",
     "backend_names",
     "get_backend",
+    "known_names",
     "check_supports",
     "DEFAULT_BACKEND",
     "enforces",
@@ -42,6 +43,11 @@ DEFAULT_BACKEND = "auto"  # the one place the default is named; commands take it
 
 def backend_names() -> list[str]:
     return list(_ADAPTERS)
+
+
+def known_names() -> list[str]:
+    """Every name `--backend` takes: the registered ones, then their aliases."""
+    return [*_ADAPTERS, *_ALIASES]
 
 
 def get_backend(name: str) -> Backend:

@@ -43,6 +43,10 @@ def _apply_config(ctx: typer.Context) -> None:
         os.environ["SGCLI_CACHE_DIR"] = str((cfg.path.parent / os.path.expanduser(cache_dir)).resolve())
     commands = getattr(ctx.command, "commands", {})
     ctx.default_map = cfg.default_map({name: {p.name for p in cmd.params} for name, cmd in commands.items()})
+    for name, values in ctx.default_map.items():  # `backend = "x"` for a repeatable --backend: ["x"]
+        for param in commands[name].params:
+            if getattr(param, "multiple", False) and isinstance(values.get(param.name), str):
+                values[param.name] = [values[param.name]]
 
 
 # name -> (module in sgcli.cli, its command function or typer app, wrapped in the compile limits?)

@@ -91,9 +91,11 @@ def backends(
     rows = engine_rows() if engines else capability_rows()
     fmt = output_format_of(output_format, json_out, stream=True)
     if fmt != "text":
+        from sgcli import RECORD_SCHEMA_VERSION
+
         writer = JsonRows(fmt)
         for row in rows:
-            writer.write(row)
+            writer.write({"schema_version": RECORD_SCHEMA_VERSION} | row)  # sgcli/records.py BackendRow, EngineRow
         writer.close()
         return
     _engine_table(rows) if engines else _table(rows)

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
 from sgcli.cli import model_options as mo
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
@@ -35,11 +36,9 @@ def bench(
         ),
     ],
     backend: Annotated[
-        str,
-        typer.Option(
-            "--backend", "-b", envvar="SGCLI_BACKEND", help="A backend name, or 'all' for every grammar backend."
-        ),
-    ] = "all",
+        Optional[list[bo.SeveralBackends]],
+        bo.backends_option("A backend, or 'all' (= 'auto', the default): every grammar backend."),
+    ] = None,
     tokenizer: co.TokenizerOpt = None,
     plot: Annotated[
         Optional[str],
@@ -98,12 +97,15 @@ def bench(
         core.generate(results, items, lm, tok, max_tokens=max_tokens, n_items=generate_items)
     summaries = [core.summary(r) for r in results]
     if fmt != "text":
+        from sgcli import RECORD_SCHEMA_VERSION
+
         writer = JsonRows(fmt)
+        head = {"schema_version": RECORD_SCHEMA_VERSION}  # sgcli/records.py BenchItem, BenchBackend
         for r in results:
             for record in r.items:
-                writer.write({"type": "item"} | record)
+                writer.write(head | {"type": "item"} | record)
         for s in summaries:
-            writer.write({"type": "backend"} | s)
+            writer.write(head | {"type": "backend"} | s)
         writer.close()
     else:
         _show(results, summaries, len(items))
@@ -143,7 +145,7 @@ def _show(results, summaries: list[dict], n_items: int) -> None:
     table.add_column("instances", justify="right")
     for s in summaries:
         failed = ", ".join(f"{n} {reason}" for reason, n in s["failed_by_reason"].items()) or "0"
-        cold, cached, mask = s["compile_cold_ms"], s["compile_cached_ms"], s["mask_us"]
+        cold, cached, mask = s["compile_cold_ms"], s["compile_cached_ms"], s["mask_ms"]
         walked = f"{s['instances_walked']}" + (
             f" ([red]{s['instances_rejected']} rejected[/])" if s["instances_rejected"] else ""
         )
@@ -153,7 +155,7 @@ def _show(results, summaries: list[dict], n_items: int) -> None:
             failed,
             f"{_num(cold['p50'])} / {_num(cold['p99'])}",
             f"{_num(cached['p50'])} / {_num(cached['p99'])}",
-            f"{_num(mask['p50'])} / {_num(mask['p99'])} / {_num(mask['max'])}",
+            " / ".join(_num(None if mask[k] is None else mask[k] * 1000) for k in ("p50", "p99", "max")),  # µs
             walked,
         )
     print_table(table)

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli import RECORD_SCHEMA_VERSION as VERSION
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, handles_errors, json_line, output_format_of
 from sgcli.errors import UserError
 
@@ -30,7 +31,15 @@ def _sections(root: Path) -> list[dict]:
     rows = []
     for section in sorted(p for p in root.iterdir() if p.is_dir()):
         entries, size = _size(section)
-        rows.append({"section": section.name, "path": str(section), "entries": entries, "size_bytes": size})
+        rows.append(
+            {
+                "schema_version": VERSION,
+                "section": section.name,
+                "path": str(section),
+                "entries": entries,
+                "size_bytes": size,
+            }
+        )
     return rows
 
 
@@ -52,7 +61,8 @@ def info(output_format: OutputFormatOpt = None, json_flag: JsonFlagOpt = False) 
     rows = _sections(root)
     fmt = output_format_of(output_format, json_flag)
     if fmt == "json":
-        json_line({"root": str(root), "sections": rows, "size_bytes": sum(r["size_bytes"] for r in rows)})
+        size = sum(r["size_bytes"] for r in rows)
+        json_line({"schema_version": VERSION, "root": str(root), "sections": rows, "size_bytes": size})
         return
     if fmt == "jsonl":
         for row in rows:
@@ -80,10 +90,13 @@ def clear(
         Optional[list[str]],
         typer.Argument(help="Sections to clear (see `sgcli cache info`); all of them when omitted."),
     ] = None,
+    output_format: OutputFormatOpt = None,
+    json_flag: JsonFlagOpt = False,
 ) -> None:
     """Delete cached entries; they are rebuilt on next use."""
     from sgcli.cache.paths import cache_root
 
+    fmt = output_format_of(output_format, json_flag)
     root = cache_root()
     known = {r["section"]: Path(r["path"]) for r in _sections(root)}
     chosen = section or sorted(known)
@@ -93,9 +106,16 @@ def clear(
             f"no cache section named {', '.join(unknown)} in {root}",
             hint="sections: " + (", ".join(sorted(known)) or "none (the cache is empty)"),
         )
+    cleared = []
     for name in chosen:
         try:
             shutil.rmtree(known[name])
         except OSError as exc:
             raise UserError(f"cannot clear {known[name]}: {exc.strerror}") from None
-        err.print(f"cleared {name} ({known[name]})")
+        cleared.append({"schema_version": VERSION, "section": name, "path": str(known[name])})
+        if fmt == "jsonl":
+            json_line(cleared[-1])
+        elif fmt == "text":
+            err.print(f"cleared {name} ({known[name]})")
+    if fmt == "json":
+        json_line({"schema_version": VERSION, "root": str(root), "cleared": cleared})

@@ -13,6 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
 from sgcli.cli import engine_options as eo
 from sgcli.cli import model_options as mo
@@ -63,13 +64,12 @@ def _with_options(spec: ConstraintSpec, opts: JsonOptions) -> ConstraintSpec:
 
 
 def pick_backends(names: list[str] | None, spec: ConstraintSpec) -> list[str]:
-    """The backends to compare: those named (repeatable, or comma-separated), or every grammar
-    backend that takes this kind ('all', or none named)."""
+    """The backends to compare: those named, or every grammar backend that takes this kind ('all', or none named)."""
     from sgcli.backends import check_supports, get_backend
     from sgcli.backends.auto import AUTO_ORDER
 
-    chosen = [n.strip() for value in names or [] for n in value.split(",") if n.strip()]
-    if chosen and chosen != ["all"]:
+    chosen = list(names or [])
+    if chosen and not {"all", "auto"} & set(chosen):
         for n in chosen:
             backend = get_backend(n)
             if spec.kind not in backend.capabilities.kinds:
@@ -85,8 +85,11 @@ def pick_backends(names: list[str] | None, spec: ConstraintSpec) -> list[str]:
     return chosen
 
 
-def _base_row(backend: str, variant: str, no_generate: bool) -> dict:
+def _base_row(backend: str, variant: str) -> dict:
+    from sgcli import RECORD_SCHEMA_VERSION
+
     row = {
+        "schema_version": RECORD_SCHEMA_VERSION,
         "backend": backend,
         "variant": variant,
         "compile_ms": None,
@@ -101,8 +104,10 @@ def _base_row(backend: str, variant: str, no_generate: bool) -> dict:
         "warnings": [],
         "error": None,
         "skipped": False,
-    }
-    row.update({"allowed_first": None, "rejected_at_token": None} if no_generate else {"errors": []})
+        "errors": [],
+        "allowed_first": None,
+        "rejected_at_token": None,
+    }  # one key set in both modes (sgcli/records.py CompareRow): nulls where a mode fills nothing
     return row
 
 
@@ -129,11 +134,11 @@ def _compile(backend_name: str, spec: ConstraintSpec, vocab, row: dict):
     return compiled
 
 
-def _each_compiled(spec, names, variants, vocab, rows: list[dict], *, no_generate: bool):
+def _each_compiled(spec, names, variants, vocab, rows: list[dict]):
     """(row, compiled) per backend and variant that compiled; every row, failed ones too, goes into `rows`."""
     for name in names:
         for variant, opts in variants:
-            row = _base_row(name, variant, no_generate)
+            row = _base_row(name, variant)
             rows.append(row)
             compiled = _compile(name, _with_options(spec, opts), vocab, row)
             if compiled is not None:
@@ -175,13 +180,19 @@ def _server_side_backends(engine_flags: eo.EngineFlags, spec: ConstraintSpec, ra
 def compare_backends(
     prompt: Annotated[Optional[str], typer.Argument(help="The prompt (not needed with --no-generate).")] = None,
     backends_opt: Annotated[
-        Optional[list[str]],
+        Optional[list[bo.SeveralBackends]],
+        bo.backends_option(
+            "A backend to compare. Default ('all' = 'auto'): every installed backend that supports the constraint.",
+            envvar=False,
+        ),
+    ] = None,
+    backends_csv: Annotated[
+        Optional[str],
         typer.Option(
-            "--backend",
-            "-b",
             "--backends",
-            help="A backend to compare (repeatable, or comma-separated). Default (or 'all'): every installed "
-            "backend that supports the constraint.",
+            metavar="A,B",
+            callback=bo.comma_names,
+            help="Older spelling of --backend: names, comma-separated.",
         ),
     ] = None,
     whitespace: Annotated[
@@ -225,7 +236,7 @@ def compare_backends(
     if not engine_flags.local:
         _server_side_backends(engine_flags, spec, prompt_flags.raw)
     variants = parse_variants(whitespace, spec.json_options)
-    names = pick_backends(backends_opt, spec)
+    names = pick_backends([*(backends_opt or []), *(backends_csv or [])], spec)
     if no_generate:
         from sgcli.tokenizers import load_tokenizer
 
@@ -272,7 +283,7 @@ def _compare_masks(spec, names, variants, vocab, text) -> list[dict]:
     from sgcli.grammar_dev.matching import walk_masks
 
     rows: list[dict] = []
-    for row, compiled in _each_compiled(spec, names, variants, vocab, rows, no_generate=True):
+    for row, compiled in _each_compiled(spec, names, variants, vocab, rows):
         walk = walk_masks(compiled, text)
         row.update(
             mask_ms_p50=percentile(walk["mask_ms"], 0.5, 4),
@@ -301,7 +312,7 @@ def _compare_generations(
         lm = model.load(ref, progress)
     vocab = tokenizer.vocab.padded(lm.logits_width)
     rows: list[dict] = []
-    for row, compiled in _each_compiled(spec, names, variants, vocab, rows, no_generate=False):
+    for row, compiled in _each_compiled(spec, names, variants, vocab, rows):
         session = mo.new_session(lm, tokenizer, compiled, sampling, prompting)
         record = next(e.record for e in session.stream(Request(None, prompt)) if isinstance(e, Done))
         t = record["timings"]

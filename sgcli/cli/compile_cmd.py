@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
 from sgcli.cli.tables import print_table
@@ -39,14 +40,9 @@ def compile_files(
         ),
     ] = None,
     backend: Annotated[
-        str,
-        typer.Option(
-            "--backend",
-            "-b",
-            envvar="SGCLI_BACKEND",
-            help="A backend name, or 'all' for every backend that enforces grammars.",
-        ),
-    ] = "all",
+        Optional[list[bo.SeveralBackends]],
+        bo.backends_option("A backend, or 'all' (= 'auto', the default): every backend that enforces grammars."),
+    ] = None,
     tokenizer: co.TokenizerOpt = None,
     kind: Annotated[
         Optional[str],
@@ -100,7 +96,9 @@ def compile_row(spec, name: str, vocab) -> dict:
     from sgcli.grammar_dev.matching import backends_for
 
     impl = get_backend(name)
-    row: dict = {"file": spec.name, "kind": spec.kind.value, "backend": name}
+    from sgcli import RECORD_SCHEMA_VERSION
+
+    row: dict = {"schema_version": RECORD_SCHEMA_VERSION, "path": spec.name, "kind": spec.kind.value, "backend": name}
     reason = unsupported_reason(impl, spec)
     if reason is not None:
         return row | {
@@ -123,7 +121,7 @@ def compile_row(spec, name: str, vocab) -> dict:
             "location": str(loc) if loc else spec.name,
             "line": loc.line if loc else None,
             "col": loc.col if loc else None,
-            "ms": round((time.perf_counter() - t) * 1000, 2),
+            "compile_ms": round((time.perf_counter() - t) * 1000, 2),
             "limit": getattr(exc, "flag", None),  # a compile limit: the flag that raises it
         }
     compiled = outcome.compiled
@@ -133,7 +131,7 @@ def compile_row(spec, name: str, vocab) -> dict:
     size |= compiled.size_info()
     return row | {
         "status": "ok",
-        "ms": round(compiled.compile_s * 1000, 2),
+        "compile_ms": round(compiled.compile_s * 1000, 2),
         "cache": outcome.status,
         "cache_reason": outcome.reason,
         "size": size,
@@ -163,9 +161,9 @@ def _show(rows: list[dict], print_grammar: bool) -> None:
         table.add_column(col, justify="right" if col == "ms" else "left")
     colors = {"ok": "green", "error": "red", "unsupported": "yellow", "unavailable": "yellow"}
     for r in rows:
-        ms = f"{r['ms']:.1f}" if "ms" in r else ""
+        ms = f"{r['compile_ms']:.1f}" if "compile_ms" in r else ""
         table.add_row(
-            escape(r["file"]),
+            escape(r["path"]),
             r["backend"],
             f"[{colors[r['status']]}]{r['status']}[/]",
             ms,
@@ -180,15 +178,15 @@ def _show(rows: list[dict], print_grammar: bool) -> None:
                 out.print(f"  hint: {escape(r['hint'])}")
         elif r["status"] == "unsupported":
             can = ", ".join(r["backends_that_can"]) or "no installed backend"
-            out.print(f"{escape(r['file'])}: unsupported: {escape(r['message'])}; backends that can: {can}")
+            out.print(f"{escape(r['path'])}: unsupported: {escape(r['message'])}; backends that can: {can}")
         elif r["status"] == "unavailable":
-            err.print(f"{escape(r['file'])}: {r['backend']} unavailable: {escape(r['message'])}")
+            err.print(f"{escape(r['path'])}: {r['backend']} unavailable: {escape(r['message'])}")
         for w in r.get("warnings", []):
-            out.print(f"{escape(r['file'])}: warning: {r['backend']}: {escape(w)}")
+            out.print(f"{escape(r['path'])}: warning: {r['backend']}: {escape(w)}")
     if print_grammar:
         for r in rows:
             if r["status"] == "ok" and r.get("normalized"):
-                out.print(f"\n# {escape(r['file'])} · {r['backend']}")
+                out.print(f"\n# {escape(r['path'])} · {r['backend']}")
                 out.print(escape(r["normalized"].rstrip("\n")))
             elif r["status"] == "ok":
-                out.print(f"\n# {escape(r['file'])} · {r['backend']}: no normalized grammar text")
+                out.print(f"\n# {escape(r['path'])} · {r['backend']}: no normalized grammar text")

@@ -36,11 +36,21 @@ def show_config(
     if path_only:
         out.print(str(cfg.path) if cfg.path else "", markup=False)
         return
+    from sgcli import RECORD_SCHEMA_VERSION as VERSION
+
     rows = [
-        {"key": s.key, "value": s.value, "source": s.source, "help": config.KEYS[s.key].help} for s in cfg.settings()
+        {"schema_version": VERSION, "key": s.key, "value": s.value, "source": s.source, "help": config.KEYS[s.key].help}
+        for s in cfg.settings()
     ]
     if fmt == "json":
-        json_line({"file": str(cfg.path) if cfg.path else None, "table": cfg.table, "settings": rows})
+        json_line(
+            {
+                "schema_version": VERSION,
+                "path": str(cfg.path) if cfg.path else None,
+                "table": cfg.table,
+                "settings": rows,
+            }
+        )
         return
     if fmt == "jsonl":
         for row in rows:

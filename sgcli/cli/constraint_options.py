@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.cli.backend_options import BackendOpt  # noqa: F401  (one --backend: commands use co.BackendOpt)
 from sgcli.constraints.sources import from_file, from_flags, with_subgrammars
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.errors import UserError
@@ -49,17 +50,6 @@ SubOpt = Annotated[
         "--sub",
         help="name=FILE: a JSON Schema or Lark sub-grammar the Lark grammar uses as @name; repeatable.",
         rich_help_panel="Constraint",
-    ),
-]
-BackendOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        "--backend",
-        "-b",
-        envvar="SGCLI_BACKEND",
-        help="Grammar backend (`sgcli backends` marks the default); 'auto' tries them in the order "
-        "`sgcli backends` shows and says what a fallback weakens; 'none' = unconstrained.",
-        show_default=False,
     ),
 ]
 TokenizerOpt = Annotated[

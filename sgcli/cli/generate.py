@@ -359,7 +359,7 @@ def end_single(record: dict, *, json_out: bool, sink, quiet: bool) -> bool:
 def _summary(record: dict) -> None:
     t, usage = record["timings"], record["usage"]
     tps = f"{t['tokens_per_s']:.1f} tok/s" if t["tokens_per_s"] else "- tok/s"
-    ttft = f"first token {t['first_token_s']:.2f} s" if t["first_token_s"] is not None else "no token"
+    ttft = f"first token {t['first_token_ms'] / 1000:.2f} s" if t["first_token_ms"] is not None else "no token"
     if t.get("start_to_first_token_ms") is not None:  # the wait a user sees: process start to that token
         ttft += f" (ready {t['start_to_first_token_ms'] / 1000:.2f} s from start)"
     forced = f" ({usage['forced_tokens']} forced)" if usage.get("forced_tokens") else ""

@@ -7,8 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
-from sgcli.cli.common import err, escape, fail
+from sgcli.cli.common import JsonFlagOpt, err, escape, fail
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
 
 EXAMPLES = """
@@ -77,15 +78,12 @@ def lint(
         ),
     ] = None,
     backend: Annotated[
-        str,
-        typer.Option(
-            "--backend",
-            "-b",
-            envvar="SGCLI_BACKEND",
-            help="A backend name; 'all': every backend that supports the file's kind; 'auto': those that start "
+        Optional[list[bo.SeveralBackends]],
+        bo.backends_option(
+            "A backend; 'all': every backend that supports the file's kind; 'auto' (the default): those that start "
             "without importing torch (llguidance, outlines_core), xgrammar only where none of them takes the file.",
         ),
-    ] = "auto",
+    ] = None,
     tokenizer: Annotated[
         Optional[str],
         typer.Option(
@@ -109,6 +107,7 @@ def lint(
             envvar="SGCLI_LINT_OUTPUT_FORMAT",
         ),
     ] = "concise",
+    json_out: JsonFlagOpt = False,
     select: SelectOpt = None,
     ignore: IgnoreOpt = None,
     kind: Annotated[
@@ -134,11 +133,16 @@ def lint(
     from sgcli.lint.render import statistics as render_statistics
     from sgcli.lint.render import summary
 
+    if json_out:  # the alias every command has: JSON Lines, one diagnostic a line
+        if output_format not in ("concise", "jsonl", "json-lines"):
+            raise UserError(f"--json conflicts with --output-format {output_format}", hint="give one of them")
+        output_format = "jsonl"
     if output_format not in FORMATS:
         raise UserError(f"--output-format {output_format}: unknown format", hint="one of: " + ", ".join(FORMATS))
     flags = flags
+    names = bo.chosen(backend, "auto")  # each name already checked against the registry (exit 2 naming them)
     options = LintOptions(
-        backend=backend,
+        backend=next((w for w in ("all", "auto") if w in names), tuple(names)),
         tokenizer=tokenizer,
         max_tokens=max_tokens,
         kind=_kind(kind),
@@ -146,10 +150,6 @@ def lint(
         json_options=flags.layout(),
         subs=tuple(flags.sub or ()),
     )
-    if backend not in ("all", "auto"):
-        from sgcli.backends import get_backend
-
-        get_backend(backend)  # an unknown name is a usage error before any file is read
     from sgcli.lint.discover import expand
 
     if not files and not flags.given():

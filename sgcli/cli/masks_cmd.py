@@ -78,11 +78,12 @@ def masks(
     run = dry_run(compiled, text, top=top)
     fmt = output_format_of(output_format, json_out, stream=True)
     if fmt != "text":  # one record per step, then a summary
+        from sgcli import RECORD_SCHEMA_VERSION
         from sgcli.grammar_dev.dryrun import to_records
 
         writer = JsonRows(fmt)
-        for record in to_records(run, vocab):
-            writer.write(record)
+        for record in to_records(run, vocab):  # sgcli/records.py MaskStep, MaskSummary
+            writer.write({"schema_version": RECORD_SCHEMA_VERSION} | record)
         writer.close()
     else:
         _show(run, vocab, spec.name)

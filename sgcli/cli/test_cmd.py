@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
+from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, out, output_format_of
 from sgcli.cli.tables import print_table
@@ -26,11 +27,11 @@ Examples:
 def test(
     files: Annotated[list[str], typer.Argument(metavar="CASES.yaml...", help="Grammar test files.")],
     backend: Annotated[
-        str,
-        typer.Option(
-            "--backend", "-b", help="A backend name, or 'all' for every backend that supports the grammar's kind."
+        Optional[list[bo.SeveralBackends]],
+        bo.backends_option(
+            "A backend, or 'all' (= 'auto', the default): every backend that supports the grammar's kind.", envvar=False
         ),
-    ] = "all",
+    ] = None,
     tokenizer: co.TokenizerOpt = None,
     output_format: OutputFormatOpt = None,
     json_out: JsonFlagOpt = False,
@@ -55,9 +56,10 @@ def test(
     for suite in suites:  # the grammar is the test file's; layout and sub-grammars are the flags'
         suite.spec = flags.apply(suite.spec)
     names = select_backends(backend)
-    if backend != "all":
+    if backend and not {"all", "auto"} & set(backend):  # named: each must take the grammar
         for suite in suites:
-            check_supports(backend, suite.spec)  # exit 2, naming the backends that can
+            for name in names:
+                check_supports(name, suite.spec)  # exit 2, naming the backends that can
     vocab = load_tokenizer(tokenizer).vocab
     fmt = output_format_of(output_format, json_out, stream=True)
     writer = JsonRows(fmt)
@@ -75,11 +77,14 @@ def test(
 
 
 def _json(report, writer) -> None:
+    from sgcli import RECORD_SCHEMA_VERSION
+
     for o in report.outcomes:
         writer.write(
             {
+                "schema_version": RECORD_SCHEMA_VERSION,
                 "type": "case",
-                "file": report.suite.path,
+                "path": report.suite.path,
                 "case": o.case.index + 1,
                 "line": o.case.line,
                 "description": o.case.description,
@@ -94,12 +99,13 @@ def _json(report, writer) -> None:
         )
     writer.write(
         {
+            "schema_version": RECORD_SCHEMA_VERSION,
             "type": "file",
-            "file": report.suite.path,
+            "path": report.suite.path,
             "kind": report.suite.spec.kind.value,
             "ok": report.ok,
             "backends": [
-                {"name": b.name, "status": b.status, "message": b.message, "cache": b.cache} for b in report.backends
+                {"backend": b.name, "status": b.status, "message": b.message, "cache": b.cache} for b in report.backends
             ],
             "passed": sum(o.passed for o in report.outcomes),
             "failed": sum(not o.passed for o in report.outcomes),

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, escape, handles_errors, json_line, out, output_format_of
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK
 
@@ -41,7 +42,7 @@ def inspect(
 
     report = inspect_tokenizer(_load(tokenizer), text)
     if output_format_of(output_format, json_out) != "text":
-        json_line(report)
+        json_line({"schema_version": RECORD_SCHEMA_VERSION} | report)  # sgcli/records.py
     else:
         _print_inspect(report)
     raise typer.Exit(EXIT_OK)
@@ -127,7 +128,7 @@ def diff(
 
     report = diff_tokenizers(_load(a), _load(b), text)
     if output_format_of(output_format, json_out) != "text":
-        json_line(report)
+        json_line({"schema_version": RECORD_SCHEMA_VERSION} | report)  # sgcli/records.py
     else:
         _print_diff(report)
     raise typer.Exit(EXIT_OK if report["same"] else EXIT_FINDINGS)

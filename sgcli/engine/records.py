@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
+from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.errors import Location, UserError
 
 REASONING_ONLY = ("reasoning", "think_budget")  # keys a record has only in --reasoning mode
@@ -191,6 +192,13 @@ def _repair_and_read_ids(path: Path) -> set[str]:
                 "--resume: this line of the output file has no 'id'",
                 location=Location(str(path), n, 1),
                 hint="--resume needs an output file written by sgcli",
+            )
+        if record.get("schema_version", RECORD_SCHEMA_VERSION) != RECORD_SCHEMA_VERSION:  # one file, one format
+            raise UserError(
+                f"--resume: this record is format {record.get('schema_version')!r}; this sgcli writes format "
+                f"{RECORD_SCHEMA_VERSION!r} (see `sgcli schema record`)",
+                location=Location(str(path), n, 1),
+                hint="write to a new --output file, or rerun without --resume to start over",
             )
         if record.get("finish_reason") == "error":
             dropped += 1

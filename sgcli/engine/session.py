@@ -218,10 +218,10 @@ class Session:
                 "forward_passes": f.forward_passes,
             },
             "timings": {
-                "load_s": round(self.lm.load_s, 4),
+                "load_ms": _ms(self.lm.load_s),
                 "threads": self.lm.threads,
-                "compile_s": round(self.compiled.compile_s, 4),
-                "first_token_s": None if f.first_token_s is None else round(f.first_token_s, 4),
+                "compile_ms": _ms(self.compiled.compile_s),
+                "first_token_ms": _ms(f.first_token_s),
                 "start_to_first_token_ms": start_to_first_token_ms(f.first_token_at),
                 "tokens_per_s": None if f.tokens_per_s is None else round(f.tokens_per_s, 2),
                 "mask_ms_p50": percentile(mask_ms, 0.5, 4),
@@ -234,6 +234,11 @@ class Session:
             record["reasoning"] = f.reasoning
             record["think_budget"] = {"tokens": self.think_budget, "forced_end": f.think_forced}
         return record
+
+
+def _ms(seconds: float | None) -> float | None:
+    """A record's times are milliseconds (`*_ms` keys), to 0.1 µs."""
+    return None if seconds is None else round(seconds * 1000, 4)
 
 
 def context_length(lm: LoadedModel) -> int | None:

@@ -40,7 +40,7 @@ class BackendResult:
     failed: dict[str, int] = field(default_factory=dict)  # reason -> count
     compile_cold_ms: list[float] = field(default_factory=list)
     compile_cached_ms: list[float] = field(default_factory=list)
-    mask_us: list[float] = field(default_factory=list)
+    mask_ms: list[float] = field(default_factory=list)
     instances_walked: int = 0
     instances_rejected: int = 0
     items: list[dict] = field(default_factory=list)  # one record per item
@@ -242,22 +242,22 @@ def _warm_up(name: str, vocab) -> None:
 def _walk_all(result: BackendResult, compiled, item: Item, walk_masks) -> dict:
     texts = item.instances or [None]  # no instance: time the first mask only
     rejected = []
-    mask_us: list[float] = []
+    mask_ms: list[float] = []
     for index, text in enumerate(texts):
         walk = walk_masks(compiled, text)
-        mask_us += [ms * 1000 for ms in walk["mask_ms"]]
+        mask_ms += walk["mask_ms"]
         if text is not None:
             result.instances_walked += 1
             if not walk["accepted"]:
                 result.instances_rejected += 1
                 rejected.append({"instance": index, "rejected_at_token": walk["rejected_at_token"]})
-    result.mask_us += mask_us
+    result.mask_ms += mask_ms
     return {
         "instances": len(item.instances),
         "instance_source": item.source,
-        "masks": len(mask_us),
-        "mask_us_p50": _round(percentile(mask_us, 0.5)),
-        "mask_us_max": _round(max(mask_us)),
+        "masks": len(mask_ms),
+        "mask_ms_p50": _round(percentile(mask_ms, 0.5), 6),
+        "mask_ms_max": _round(max(mask_ms), 6),
         "rejected": rejected,
     }
 
@@ -277,10 +277,10 @@ def _failed(result: BackendResult, record: dict, reason: str, message: str) -> d
 def summary(result: BackendResult) -> dict:
     """The per-backend row of the report."""
 
-    def stats(values: list[float], *, with_max: bool = False) -> dict:
-        out = {"p50": _round(percentile(values, 0.5)), "p99": _round(percentile(values, 0.99))}
+    def stats(values: list[float], *, with_max: bool = False, digits: int = 3) -> dict:
+        out = {"p50": _round(percentile(values, 0.5), digits), "p99": _round(percentile(values, 0.99), digits)}
         if with_max:
-            out["max"] = _round(max(values) if values else None)
+            out["max"] = _round(max(values) if values else None, digits)
         return out | {"n": len(values)}
 
     return {
@@ -290,14 +290,14 @@ def summary(result: BackendResult) -> dict:
         "failed_by_reason": dict(sorted(result.failed.items())),
         "compile_cold_ms": stats(result.compile_cold_ms),
         "compile_cached_ms": stats(result.compile_cached_ms),
-        "mask_us": stats(result.mask_us, with_max=True),
+        "mask_ms": stats(result.mask_ms, with_max=True, digits=6),  # masks take µs: keep them
         "instances_walked": result.instances_walked,
         "instances_rejected": result.instances_rejected,
     } | ({"generation": result.generation} if result.generation is not None else {})
 
 
-def _round(v: float | None) -> float | None:
-    return None if v is None else round(v, 3)
+def _round(v: float | None, digits: int = 3) -> float | None:
+    return None if v is None else round(v, digits)
 
 
 PLOT_SUFFIXES = (".png", ".svg")
@@ -319,13 +319,13 @@ def check_plot_path(path: str) -> None:
 
 
 def plot(results: list[BackendResult], path: str) -> None:
-    """Box plots of compile ms (cold) and mask µs per backend, log scale, saved as PNG or SVG."""
+    """Box plots of compile and mask ms per backend, log scale, saved as PNG or SVG."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display needed
     from matplotlib import pyplot as plt
 
-    panels = [("compile ms (cold)", "compile_cold_ms"), ("mask µs", "mask_us")]
+    panels = [("compile ms (cold)", "compile_cold_ms"), ("mask ms", "mask_ms")]
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.5), squeeze=False)
     for ax, (title, attr) in zip(axes[0], panels):
         shown = [r for r in results if getattr(r, attr)]

@@ -44,14 +44,13 @@ def backends_for(spec: ConstraintSpec) -> list[str]:
     return [n for n in enforcing_backends() if unsupported_reason(get_backend(n), spec) is None]
 
 
-def select_backends(choice: str) -> list[str]:
-    """`--backend NAME|all` -> names; an unknown name is a usage error."""
+def select_backends(choices: list[str] | None) -> list[str]:
+    """`--backend NAME... | all | auto` (none given, 'all', 'auto': all) -> names; an unknown name is a usage error."""
     from sgcli.backends import get_backend
 
-    if choice == "all":
+    if not choices or "all" in choices or "auto" in choices:
         return enforcing_backends()
-    get_backend(choice)  # raises a UserError naming the known backends
-    return [choice]
+    return list(dict.fromkeys(get_backend(c).name for c in choices))  # raises a UserError naming the known ones
 
 
 def _tables(vocab: Vocab) -> dict:

@@ -43,7 +43,10 @@ class Diagnostic:
         return replace(self, notes=self.notes + (note,))
 
     def as_dict(self) -> dict:
+        from sgcli import RECORD_SCHEMA_VERSION
+
         return {
+            "schema_version": RECORD_SCHEMA_VERSION,  # sgcli/records.py Diagnostic
             "code": self.code,
             "rule": self.name,
             "severity": self.severity,

@@ -50,8 +50,11 @@ class LintRule:
 
     def as_dict(self) -> dict:
         """As `sgcli rule --json` prints it: the fields, with the family's name after the severity."""
+        from sgcli import RECORD_SCHEMA_VERSION
+
         row = asdict(self)
-        return {**{k: row.pop(k) for k in ("code", "name", "severity")}, "family": self.family, **row}
+        head = {"schema_version": RECORD_SCHEMA_VERSION, **{k: row.pop(k) for k in ("code", "name", "severity")}}
+        return {**head, "family": self.family, **row}  # sgcli/records.py Rule
 
 
 _ALL = [

@@ -40,7 +40,7 @@ def byte_vocab() -> Vocab:
 
 @dataclass
 class LintOptions:
-    backend: str = "all"
+    backend: str | tuple[str, ...] = "all"  # "all", "auto", or the backends named
     tokenizer: str | None = None
     max_tokens: int | None = None
     kind: Kind | None = None
@@ -89,8 +89,8 @@ class Linter:
         from sgcli.grammar_dev.matching import enforcing_backends
 
         if self.options.backend not in ("all", "auto"):
-            check_supports(self.options.backend, spec)
-            return [self.options.backend]
+            named = (self.options.backend,) if isinstance(self.options.backend, str) else self.options.backend
+            return [check_supports(name, spec).name for name in named]
         chosen, heavy = [], []
         for name in enforcing_backends():
             backend = get_backend(name)

@@ -68,15 +68,15 @@ def _base(job: EngineJob, req: Request) -> dict:
         "model": job.served_model,
         "usage": {"prompt_tokens": None, "completion_tokens": None, "forced_tokens": None, "forward_passes": None},
         "timings": {
-            "load_s": None,
+            "load_ms": None,
             "threads": None,
-            "compile_s": None,
-            "first_token_s": None,
+            "compile_ms": None,
+            "first_token_ms": None,
             "tokens_per_s": None,
             "mask_ms_p50": None,
             "mask_ms_p99": None,
-            "request_s": None,
-            "server_s": None,
+            "request_ms": None,
+            "server_ms": None,
         },
     }
 
@@ -115,9 +115,9 @@ def reply_record(job: EngineJob, req: Request, reply: Reply, elapsed: float, fir
     )
     record["usage"].update(prompt_tokens=reply.prompt_tokens, completion_tokens=tokens)
     record["timings"].update(
-        first_token_s=None if first_token_s is None else round(first_token_s, 4),
+        first_token_ms=None if first_token_s is None else round(first_token_s * 1000, 4),
         tokens_per_s=round(tokens / elapsed, 2) if tokens and elapsed > 0 else None,
-        request_s=round(elapsed, 4),
+        request_ms=round(elapsed * 1000, 4),
         **reply.server_timings,
     )
     return record

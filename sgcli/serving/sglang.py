@@ -89,7 +89,9 @@ class SGLangDialect(OpenAICompatible):
         if call.route != "generate":
             return super().reply(call, body)
         meta = body.get("meta_info") or {}
-        timings = {"server_s": meta["e2e_latency"]} if "e2e_latency" in meta else {}
+        timings = (
+            {"server_ms": round(meta["e2e_latency"] * 1000, 4)} if "e2e_latency" in meta else {}
+        )  # it says seconds
         return Reply(
             body.get("text") or "",
             _finish(meta.get("finish_reason")),

@@ -1,0 +1,76 @@
+"""`--backend`, declared once: its choices are an Enum built from the backend registry, so
+`--help`, shell completion and the exit-2 message for a typo all list them.
+
+Two shapes: one backend (generate, masks: a name or 'auto') and several (compile, lint,
+test, bench, compare-backends: `--backend a --backend b`, 'all' or 'auto'). The registry names
+its backends without importing a grammar library, so `sgcli --help` stays fast. Commands
+receive plain strings (the callback unwraps the Enum).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any, Optional
+
+import typer
+
+from sgcli.backends import known_names
+
+
+def _choices(*extra: str) -> type[Enum]:
+    names = [*known_names(), *extra]
+    return Enum("Backend", {n: n for n in names}, type=str)
+
+
+OneBackend = _choices("auto")  # generate, masks
+# compile, test, bench, compare-backends, lint. 'auto' is the command's default (lint: the backends that
+# start without torch; the others: all), so a configured `backend = "auto"` (generate's) suits them too.
+SeveralBackends = _choices("all", "auto")
+
+
+def _plain(value: Any) -> Any:
+    """Enum members -> their names, so commands (and JSON) see ordinary strings."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value.value if isinstance(value, Enum) else value
+
+
+_ONE_HELP = (
+    "Grammar backend (`sgcli backends` marks the default); 'auto' tries them in the order "
+    "`sgcli backends` shows and says what a fallback weakens; 'none' = unconstrained."
+)
+
+BackendOpt = Annotated[
+    Optional[OneBackend],
+    typer.Option("--backend", "-b", envvar="SGCLI_BACKEND", callback=_plain, help=_ONE_HELP, show_default=False),
+]
+
+
+def backends_option(help: str, *, envvar: bool = True) -> Any:
+    """`--backend` for commands that run several backends: repeatable (SGCLI_BACKEND: space-separated)."""
+    return typer.Option(
+        "--backend",
+        "-b",
+        envvar="SGCLI_BACKEND" if envvar else None,
+        callback=_plain,
+        help=help + " Repeatable.",
+        show_default=False,
+    )
+
+
+def comma_names(value: str | None) -> list[str]:
+    """Callback of compare-backends' older `--backends a,b`: each name checked like `--backend`'s
+    (a usage error, exit 2, naming the choices)."""
+    names = [n.strip() for n in (value or "").split(",") if n.strip()]
+    allowed = [e.value for e in SeveralBackends]
+    for name in names:
+        if name not in allowed:
+            raise typer.BadParameter(
+                f"{name!r} is not one of " + ", ".join(map(repr, allowed)) + ".", param_hint="'--backends'"
+            )
+    return names
+
+
+def chosen(values: list[str] | None, default: str = "all") -> list[str]:
+    """The names given to a several-backends option, or [default] when none."""
+    return list(values or []) or [default]
