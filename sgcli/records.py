@@ -38,6 +38,9 @@ class Timings(_Strict):
     threads: Optional[int] = Field(None, description="torch CPU threads the model ran with")
     compile_ms: Optional[float] = Field(None, description="grammar compile (or cache load) time, milliseconds")
     first_token_ms: Optional[float] = Field(None, description="milliseconds from decode start to the first token")
+    start_to_first_token_ms: Optional[float] = Field(
+        None, description="milliseconds from process start (interpreter, imports, model load) to the first token"
+    )
     tokens_per_s: Optional[float] = Field(None, description="decode speed after the first token")
     mask_ms_p50: Optional[float] = Field(None, description="median time to compute one token mask, ms")
     mask_ms_p99: Optional[float] = Field(None, description="99th percentile of the mask time, ms")

@@ -55,6 +55,9 @@ def test_json_record_shape(run_cli):
     assert rec["usage"]["prompt_tokens"] > 5 and rec["usage"]["completion_tokens"] >= 1
     assert set(rec["timings"]) >= {"load_ms", "compile_ms", "first_token_ms", "tokens_per_s"}
     assert all(rec["timings"][k] >= 0 for k in ("load_ms", "compile_ms", "first_token_ms"))
+    # process start to first token holds the model load and the decode's own wait for that token
+    t = rec["timings"]
+    assert t["start_to_first_token_ms"] >= t["load_ms"] + t["first_token_ms"] - 20  # /proc: 10 ms ticks
 
 
 @pytest.mark.model

@@ -311,6 +311,14 @@ def test_streaming_single_prompt_and_api_key(run_cli, monkeypatch):
     assert sent["headers"].get("Authorization") == "Bearer sekret"
 
 
+def test_streaming_summary_says_how_long_from_process_start(run_cli):
+    with Stub(answer=lambda b: "42") as stub:
+        args = ("generate", "--engine", "vllm", "--base-url", stub.url, "--regex", "[0-9]+", "n?")
+        result = run_cli(*args)
+    assert result.exit_code == 0, result.stderr
+    assert "from start)" in result.stderr  # "first token N s (ready N s from start)"
+
+
 def _batch_file(tmp_path, n):
     path = tmp_path / "in.jsonl"
     path.write_text("".join(json.dumps({"id": f"r{i}", "prompt": f"line {i}"}) + "\n" for i in range(n)))

@@ -60,6 +60,18 @@ def get_backend(name: str) -> Backend:
     return _instances[name]
 
 
+def listed_unavailable_reason(backend: Backend) -> str | None:
+    """`backend.unavailable_reason()` for listings (`sgcli backends`): where the library's module can be
+    found (importlib.util.find_spec) it is not imported, because importing xgrammar imports torch
+    (seconds). A library that is found but fails to import is reported when a command uses it."""
+    import importlib.util
+
+    module = getattr(backend, "module", None)
+    if module is not None and importlib.util.find_spec(module) is not None:
+        return None
+    return backend.unavailable_reason()  # not found: the import fails at once, with the backend's own message
+
+
 def enforces(name: str) -> bool:
     """Whether `--backend name` restricts tokens (so a constraint is required); `auto` always does."""
     return name == "auto" or get_backend(name).capabilities.enforces

@@ -12,8 +12,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from sgcli.backends.base import Capabilities, Compiled, CompileWarning, LibraryBackend
 from sgcli.backends.diagnostics import diagnose_llguidance, native_message, positioned_error, schema_error
 from sgcli.backends.native_stderr import capture_fd2
@@ -23,6 +21,7 @@ from sgcli.tokenizers.vocab import Vocab
 
 if TYPE_CHECKING:
     import llguidance as llg
+    import numpy as np
 
 
 class LLGuidanceMatcher:
@@ -36,7 +35,7 @@ class LLGuidanceMatcher:
         return diagnose_llguidance(self._m.get_error()).message
 
     def fill_mask(self, bitmask: np.ndarray) -> None:
-        assert bitmask.dtype == np.int32 and bitmask.flags.c_contiguous
+        assert bitmask.dtype == "int32" and bitmask.flags.c_contiguous
         self._m.unsafe_compute_mask_ptr(bitmask.ctypes.data, bitmask.nbytes)
 
     def accept(self, token_id: int) -> bool:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from sgcli.backends.base import Capabilities, Compiled
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.tokenizers.vocab import Vocab
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class NoneMatcher:

@@ -16,8 +16,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from sgcli.backends.base import Capabilities, Compiled, CompileWarning, LibraryBackend
 from sgcli.backends.diagnostics import positioned_error, schema_error
 from sgcli.backends.native_stderr import capture_fd2
@@ -26,6 +24,7 @@ from sgcli.errors import UserError
 from sgcli.tokenizers.vocab import Vocab
 
 if TYPE_CHECKING:
+    import numpy as np
     import outlines_core as oc
 
 MAX_ROLLBACK = 1024
@@ -46,6 +45,8 @@ class OutlinesMatcher:
             return
         self._guide.write_mask_into(bitmask.ctypes.data, bitmask.size, 4)
         if self._guide.is_finished():  # the single EOS is allowed: so is every stop id
+            import numpy as np  # not at module import (`sgcli lint` start-up)
+
             words = bitmask.view(np.uint32)
             for i in self._stops:
                 words[i // 32] |= np.uint32(1 << (i % 32))

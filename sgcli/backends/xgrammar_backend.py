@@ -6,8 +6,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from sgcli.backends import structural_tag
 from sgcli.backends.base import Capabilities, Compiled, LibraryBackend
 from sgcli.backends.diagnostics import grammar_error
@@ -17,6 +15,7 @@ from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.tokenizers.vocab import Vocab
 
 if TYPE_CHECKING:
+    import numpy as np
     import xgrammar as xgr
 
 

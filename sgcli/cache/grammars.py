@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sgcli.backends.base import Backend, Compiled, CompileWarning
-from sgcli.backends.bounded import LimitHit, compile_bounded, current_limits, run_bounded
+from sgcli.backends.bounded import LimitHit, check_size, compile_bounded, current_limits, run_bounded
 from sgcli.cache.paths import atomic_write, cache_root, notify
 from sgcli.constraints.spec import ConstraintSpec
 from sgcli.tokenizers.vocab import Vocab
@@ -121,9 +121,9 @@ def compile_cached(
     """
     if not (_enabled if use_cache is None else use_cache):
         return CacheOutcome(compile_bounded(backend, spec, vocab), OFF)
-    if not is_cacheable(backend):
-        return CacheOutcome(compile_bounded(backend, spec, vocab), NOT_CACHEABLE)
     key = cache_key(backend, spec, vocab)
+    if not is_cacheable(backend):
+        return CacheOutcome(_compile_probed(backend, spec, vocab, key), NOT_CACHEABLE)
     notes: list[str] = []
     header, payload = _read_entry(key, notes)
     if header is not None and header.get("stored"):
@@ -131,13 +131,47 @@ def compile_cached(
         if loaded is not None:
             return CacheOutcome(loaded, HIT, key, notes=notes)
         header = None  # the entry did not load and was removed: compile and store afresh
-    compiled = compile_bounded(backend, spec, vocab)
+    compiled = _compile_probed(backend, spec, vocab, key)
     if header is not None:  # a skip entry: measured before, not worth storing
         return CacheOutcome(compiled, NOT_STORED, key, header.get("reason"), notes)
     if not _writable(compiled_dir()):
         return CacheOutcome(compiled, OFF, key, f"cache folder {compiled_dir()} is not writable", notes)
     stored, reason = _store(backend, key, compiled)
     return CacheOutcome(compiled, MISS if stored else NOT_STORED, key, reason, notes)
+
+
+PROBE_MARGIN = 10  # trusted again only if it compiled in under a tenth of the time limit
+
+
+def _compile_probed(backend: Backend, spec: ConstraintSpec, vocab: Vocab, key: str) -> Compiled:
+    """`compile_bounded`, without its forked trial compile where this very grammar (the cache key: backend
+    version, tokenizer, text, options) already passed one under limits no looser than the current ones, in
+    under a tenth of the time limit: compiling is deterministic, so it passes again (measured: the trial
+    costs `sgcli lint` ~20 ms with llguidance and ~80 ms with outlines-core on a small schema). The pass is
+    remembered in a small `.probe` file beside the entries; an unreadable one only means probing again."""
+    limits = current_limits()
+    path = _path(key).with_suffix(".probe")
+    if _probe_passed(path, key, limits):
+        check_size(spec, limits)
+        return backend.compile(spec, vocab)
+    compiled = compile_bounded(backend, spec, vocab)
+    probed = limits.timeout_s or limits.memory_mb  # else compile_bounded ran no trial either
+    if probed and compiled.compile_s * PROBE_MARGIN < (limits.timeout_s or float("inf")):
+        record = {"format": FORMAT_VERSION, "key": key, "compile_s": compiled.compile_s}
+        _write_file(path, json.dumps(record | dataclasses.asdict(limits)).encode("utf-8"))
+    return compiled
+
+
+def _probe_passed(path: Path, key: str, limits) -> bool:
+    try:
+        record = json.loads(path.read_bytes())
+        if record.get("format") != FORMAT_VERSION or record.get("key") != key:
+            return False
+        fast = not limits.timeout_s or record["compile_s"] * PROBE_MARGIN < limits.timeout_s
+        memory = not limits.memory_mb or 0 < record["memory_mb"] <= limits.memory_mb
+        return fast and memory
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
 
 
 def _path(key: str) -> Path:
@@ -280,10 +314,13 @@ def _skip_header(key: str, reason: str) -> dict:
 
 
 def _write_entry(key: str, header: dict, payload: bytes) -> None:
-    path = _path(key)
+    _write_file(_path(key), json.dumps(header).encode("utf-8") + b"\n" + payload)
+
+
+def _write_file(path: Path, data: bytes) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, json.dumps(header).encode("utf-8") + b"\n" + payload)
+        atomic_write(path, data)
     except OSError:
         pass  # the folder was checked writable; a full disk only costs speed
 

@@ -7,15 +7,6 @@ import typer
 from sgcli.cli.common import handles_errors
 from sgcli.cli.limit_options import with_compile_limits as limited
 
-app = typer.Typer(
-    name="sgcli",
-    help="Structured generation and grammar development for language models.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-    add_completion=True,
-)
-
 
 def _version(value: bool) -> None:
     if value:
@@ -25,7 +16,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def root(
     ctx: typer.Context,
     version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True, help="Print the version."),
@@ -59,43 +49,74 @@ def _apply_config(ctx: typer.Context) -> None:
                 values[param.name] = [values[param.name]]
 
 
-def _register() -> None:
-    from sgcli.cli import generate
-
-    app.command("generate", epilog=generate.EXAMPLES)(handles_errors(limited(generate.generate)))
-    from sgcli.cli import backends_cmd
-
-    app.command("backends", epilog=backends_cmd.EXAMPLES)(handles_errors(backends_cmd.backends))
-    from sgcli.cli import compare
-
-    app.command("compare-backends", epilog=compare.EXAMPLES)(handles_errors(limited(compare.compare_backends)))
-    from sgcli.cli import template_cmd, tokenizer_cmd
-
-    app.add_typer(tokenizer_cmd.app, name="tokenizer")
-    app.add_typer(template_cmd.app, name="template")
-    from sgcli.cli import compile_cmd, convert_cmd, masks_cmd, test_cmd
-
-    app.command("compile", epilog=compile_cmd.EXAMPLES)(handles_errors(limited(compile_cmd.compile_files)))
-    app.command("masks", epilog=masks_cmd.EXAMPLES)(handles_errors(limited(masks_cmd.masks)))
-    app.command("test", epilog=test_cmd.EXAMPLES)(handles_errors(limited(test_cmd.test)))
-    app.command("convert", epilog=convert_cmd.EXAMPLES)(handles_errors(limited(convert_cmd.convert)))
-    from sgcli.cli import lint_cmd, rule_cmd
-
-    app.command("lint", epilog=lint_cmd.EXAMPLES)(handles_errors(limited(lint_cmd.lint)))
-    app.command("rule", epilog=rule_cmd.EXAMPLES)(handles_errors(rule_cmd.rule))
-    from sgcli.cli import cache_cmd, config_cmd, schema_cmd
-
-    app.command("schema", epilog=schema_cmd.EXAMPLES)(handles_errors(schema_cmd.schema))
-
-    from sgcli.cli import bench_cmd
-
-    app.command("bench", epilog=bench_cmd.EXAMPLES)(handles_errors(limited(bench_cmd.bench)))
-    app.command("config", epilog=config_cmd.EXAMPLES)(handles_errors(config_cmd.show_config))
-    app.add_typer(cache_cmd.app, name="cache")
+# name -> (module in sgcli.cli, its command function or typer app, wrapped in the compile limits?)
+# in `sgcli --help` order. A module is imported only when its command is built.
+_COMMANDS: dict[str, tuple[str, str, bool]] = {
+    "generate": ("generate", "generate", True),
+    "backends": ("backends_cmd", "backends", False),
+    "compare-backends": ("compare", "compare_backends", True),
+    "tokenizer": ("tokenizer_cmd", "app", False),
+    "template": ("template_cmd", "app", False),
+    "compile": ("compile_cmd", "compile_files", True),
+    "masks": ("masks_cmd", "masks", True),
+    "test": ("test_cmd", "test", True),
+    "convert": ("convert_cmd", "convert", True),
+    "lint": ("lint_cmd", "lint", True),
+    "rule": ("rule_cmd", "rule", False),
+    "schema": ("schema_cmd", "schema", False),
+    "bench": ("bench_cmd", "bench", True),
+    "config": ("config_cmd", "show_config", False),
+    "cache": ("cache_cmd", "app", False),
+}
 
 
-_register()
+def build(names: list[str] | None = None) -> typer.Typer:
+    """The `sgcli` app with the named subcommands (every one when None), importing only their modules."""
+    import sys
+
+    new = typer.Typer(
+        name="sgcli",
+        help="Structured generation and grammar development for language models.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+        add_completion=True,
+    )
+    new.callback()(root)
+    for name in names or list(_COMMANDS):
+        module_name, attr, limits = _COMMANDS[name]
+        __import__(f"sgcli.cli.{module_name}")  # the import statement's path: -X importtime shows it
+        module = sys.modules[f"sgcli.cli.{module_name}"]
+        target = getattr(module, attr)
+        if isinstance(target, typer.Typer):
+            new.add_typer(target, name=name)
+            continue
+        fn = handles_errors(limited(target) if limits else target)
+        new.command(name, epilog=module.EXAMPLES)(fn)
+    return new
+
+
+def _invoked(argv: list[str]) -> list[str] | None:
+    """The subcommand a command line runs, when it names a known one: only it need be built (start-up
+    time); None (build all) for `--help`, completion, no command or an unknown name (typer's error)."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    return [first] if first in _COMMANDS else None
+
+
+_full: typer.Typer | None = None
+
+
+def __getattr__(name: str):
+    """`app`: every subcommand, built on first use (tests and tools that import the app)."""
+    global _full
+    if name != "app":
+        raise AttributeError(name)
+    if _full is None:
+        _full = build()
+    return _full
 
 
 def main() -> None:
-    app()
+    import sys
+
+    build(_invoked(sys.argv[1:]))()

@@ -21,7 +21,7 @@ Examples:
 
 def capability_rows() -> list[dict]:
     """One record per registered backend, in the registry's (and `auto`'s) order."""
-    from sgcli.backends import _OPTION_FLAGS, DEFAULT_BACKEND, backend_names, get_backend
+    from sgcli.backends import _OPTION_FLAGS, DEFAULT_BACKEND, backend_names, get_backend, listed_unavailable_reason
     from sgcli.backends.auto import AUTO_ORDER
     from sgcli.constraints.spec import Kind
 
@@ -29,7 +29,7 @@ def capability_rows() -> list[dict]:
     for name in backend_names():
         backend = get_backend(name)
         caps = backend.capabilities
-        missing = backend.unavailable_reason()
+        missing = listed_unavailable_reason(backend)  # no library imported: every column is metadata
         rows.append(
             {
                 "backend": name,

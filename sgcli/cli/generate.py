@@ -360,6 +360,8 @@ def _summary(record: dict) -> None:
     t, usage = record["timings"], record["usage"]
     tps = f"{t['tokens_per_s']:.1f} tok/s" if t["tokens_per_s"] else "- tok/s"
     ttft = f"first token {t['first_token_ms'] / 1000:.2f} s" if t["first_token_ms"] is not None else "no token"
+    if t.get("start_to_first_token_ms") is not None:  # the wait a user sees: process start to that token
+        ttft += f" (ready {t['start_to_first_token_ms'] / 1000:.2f} s from start)"
     forced = f" ({usage['forced_tokens']} forced)" if usage.get("forced_tokens") else ""
     threads = f"{t['threads']} thread{'s' if t['threads'] != 1 else ''} · " if t.get("threads") else ""
     valid = {True: "[green]valid[/]", False: "[red]invalid[/]"}.get(record["valid"], "[yellow]unchecked[/]")

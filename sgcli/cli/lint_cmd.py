@@ -40,11 +40,11 @@ A finding is silenced on its line by `# noqa: G001` (GBNF/EBNF) or `// noqa: G00
 
 
 def _kind(value: str | None):
+    if value is None:
+        return None
     from sgcli.constraints.spec import Kind
     from sgcli.grammar_dev.grammar_tests import parse_kind
 
-    if value is None:
-        return None
     try:
         kind = parse_kind(value)
     except UserError:

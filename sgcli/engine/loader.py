@@ -205,7 +205,8 @@ def _load_converted(gguf: Path, torch_dtype, progress: Progress | None, placemen
     for attempt in (1, 2):
         folder = convert_gguf(gguf, progress)
         try:
-            model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype, **(placement or {}))
+            direct = None if placement else load_state_direct(folder, torch_dtype)  # --device-map: transformers places
+            model = direct or AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype, **(placement or {}))
             found = weights_problem(model)
         except Exception as exc:  # noqa: BLE001 - whatever the damaged files make the loader raise
             found = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -217,6 +218,37 @@ def _load_converted(gguf: Path, torch_dtype, progress: Progress | None, placemen
         f"the model converted from {gguf} is unusable even when freshly converted: {found}",
         hint="the .gguf file itself may be damaged: download it again",
     )
+
+
+def load_state_direct(folder: Path, torch_dtype):
+    """A converted folder (config.json + one model.safetensors that sgcli wrote) loaded without
+    `from_pretrained`: the model is built from its config with weight initialisation off and the
+    tensors are assigned from the file (measured: ~0.1 s instead of ~0.8 s for the default model).
+    None, so the caller uses `from_pretrained`, unless every parameter came from the file or from
+    its declared tied twin (a file from another transformers version, with renamed keys, falls back)."""
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
+    from transformers.initialization import no_init_weights
+
+    weights = folder / "model.safetensors"
+    if not weights.is_file() or any(folder.glob("*.safetensors.index.json")):
+        return None
+    config = AutoConfig.from_pretrained(str(folder))
+    with no_init_weights():
+        model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
+    built = model.state_dict()  # each tensor takes the dtype the model was built with, as from_pretrained casts
+    state = {k: v.to(built[k].dtype) if k in built else v for k, v in load_file(str(weights)).items()}
+    result = model.load_state_dict(state, strict=False, assign=True)
+    missing = set(result.missing_keys)
+    tied = model.all_tied_weights_keys or {}
+    if result.unexpected_keys or missing - set(tied) - set(tied.values()):
+        return None
+    model.tie_weights(missing_keys=missing, recompute_mapping=False)  # ties whichever twin the file holds
+    if missing and any(p.device.type == "meta" for p in model.parameters()):
+        return None
+    if (folder / "generation_config.json").is_file():
+        model.generation_config = GenerationConfig.from_pretrained(str(folder))
+    return model.eval()
 
 
 def _from_pretrained(ref: ModelRef, torch_dtype, placement: dict | None = None):

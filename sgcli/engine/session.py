@@ -19,7 +19,7 @@ from sgcli.engine.records import REASONING_ONLY, error_record
 from sgcli.engine.requests import Request, chat_messages
 from sgcli.engine.sampling import SamplingParams
 from sgcli.engine.sequence import Finished, TokenEvent
-from sgcli.engine.timing import percentile
+from sgcli.engine.timing import percentile, start_to_first_token_ms
 from sgcli.errors import UserError
 from sgcli.tokenizers.base import Tokenizer
 
@@ -222,6 +222,7 @@ class Session:
                 "threads": self.lm.threads,
                 "compile_ms": _ms(self.compiled.compile_s),
                 "first_token_ms": _ms(f.first_token_s),
+                "start_to_first_token_ms": start_to_first_token_ms(f.first_token_at),
                 "tokens_per_s": None if f.tokens_per_s is None else round(f.tokens_per_s, 2),
                 "mask_ms_p50": percentile(mask_ms, 0.5, 4),
                 "mask_ms_p99": percentile(mask_ms, 0.99, 4),

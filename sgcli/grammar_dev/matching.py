@@ -22,8 +22,6 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from sgcli.backends.base import Compiled, Matcher, allowed, allowed_ids, new_bitmask
 from sgcli.constraints.spec import ConstraintSpec
 from sgcli.errors import UserError
@@ -58,6 +56,8 @@ def select_backends(choices: list[str] | None) -> list[str]:
 def _tables(vocab: Vocab) -> dict:
     table = _walk_tables.get(vocab)
     if table is None:
+        import numpy as np  # here: `sgcli lint` imports this module for its backend list only
+
         ordinary = np.zeros(len(vocab), dtype=bool)
         ordinary[vocab.ordinary_ids()] = True
         ordinary[list(vocab.stop_ids)] = False

@@ -17,6 +17,7 @@ from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.constraints.spec import ConstraintSpec
 from sgcli.constraints.validate import validate
 from sgcli.engine.requests import Request, chat_messages
+from sgcli.engine.timing import start_to_first_token_ms
 from sgcli.errors import UserError
 from sgcli.serving.base import Call, Dialect, Reply, Sampling
 from sgcli.serving.client import ClientOptions, Rejected, Unreachable
@@ -161,7 +162,9 @@ async def _stream(job: EngineJob, http, req: Request, on_text: Callable[[str], N
                 raise Unreachable(f"the stream broke after {len(text)} characters: {exc!r}") from None
             raise
         reply = Reply(text, last.finish_reason or "unknown", last.prompt_tokens, last.completion_tokens)
-        return reply_record(job, req, reply, time.perf_counter() - t, first)
+        record = reply_record(job, req, reply, time.perf_counter() - t, first)
+        record["timings"]["start_to_first_token_ms"] = start_to_first_token_ms(None if first is None else t + first)
+        return record
 
     return await with_retries(job.client, attempt)
 

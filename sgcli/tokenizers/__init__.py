@@ -4,15 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sgcli.engine.models import resolve_model
 from sgcli.errors import UserError
-from sgcli.tokenizers.base import Tokenizer
 from sgcli.tokenizers.vocab import IncrementalDetokenizer, Vocab
+
+if TYPE_CHECKING:
+    from sgcli.tokenizers.base import Tokenizer
 
 __all__ = ["Tokenizer", "Vocab", "IncrementalDetokenizer", "load_tokenizer"]
 
 _loaded: dict[str, Tokenizer] = {}
+
+
+def __getattr__(name: str):
+    """`Tokenizer` on first use: importing the package for `Vocab` (as `sgcli lint` does) loads no templates."""
+    if name == "Tokenizer":
+        from sgcli.tokenizers.base import Tokenizer
+
+        return Tokenizer
+    raise AttributeError(name)
 
 
 def load_tokenizer(
@@ -44,6 +55,8 @@ def _load(ref: str | None, progress, revision: str | None = None, gguf_file: str
             return _load_folder(path, name=path.name or str(path))
         if path is not None and path.is_file() and path.suffix != ".gguf":
             return _load_file(path)
+        from sgcli.engine.models import resolve_model
+
         model = resolve_model(ref, revision=revision, gguf_file=gguf_file)
         if model.kind == "gguf":
             from sgcli.tokenizers.gguf import load_converted

@@ -21,12 +21,21 @@ def byte_level_decoder() -> dict[str, int]:
     return {ch: b for b, ch in mapping.items()}
 
 
+@lru_cache(maxsize=1)
+def _byte_level_table() -> dict[int, str]:
+    """str.translate table: each stand-in char -> the latin-1 char of its byte; every other char up to
+    U+00FF -> U+FFFF, so that a piece with a char outside the alphabet fails to encode as latin-1."""
+    table = {code: "\uffff" for code in range(256)}
+    table |= {ord(ch): chr(b) for ch, b in byte_level_decoder().items()}
+    return table
+
+
 def byte_level_piece(piece: str) -> bytes | None:
-    """Bytes of a byte-level BPE piece; None if the piece uses chars outside the alphabet."""
-    table = byte_level_decoder()
+    """Bytes of a byte-level BPE piece; None if the piece uses chars outside the alphabet.
+    (One str.translate in C: a 50k vocabulary decodes in milliseconds, not a Python loop per char.)"""
     try:
-        return bytes(table[ch] for ch in piece)
-    except KeyError:
+        return piece.translate(_byte_level_table()).encode("latin-1")
+    except UnicodeEncodeError:
         return None
 
 

@@ -1,0 +1,109 @@
+"""The converted-model fast path (`load_state_direct`) must give the very model `from_pretrained` gives:
+same tensors, dtypes, buffers, tied weights and logits; and refuse (None) a folder it cannot fully load."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+def _save(model, folder):
+    """A folder as the GGUF conversion writes it (`sgcli.engine.loader._convert_into`)."""
+    from safetensors.torch import save_model
+
+    folder.mkdir(parents=True, exist_ok=True)
+    save_model(model, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps(model.config.to_dict()))
+    model.generation_config.save_pretrained(str(folder))
+    return folder
+
+
+def _random_llama(tied: bool):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(7)
+    config = LlamaConfig(
+        vocab_size=300,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=tied,
+        initializer_range=0.3,
+        eos_token_id=5,
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+def _same_model(a, b) -> None:
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys()
+    for key in sa:
+        assert sa[key].dtype == sb[key].dtype and torch.equal(sa[key], sb[key]), key
+    assert [(n, x.dtype) for n, x in a.named_buffers()] == [(n, x.dtype) for n, x in b.named_buffers()]
+    ids = torch.tensor([[1, 17, 250, 3, 99, 42]])
+    with torch.no_grad():
+        assert torch.equal(a(ids).logits, b(ids).logits)
+    assert not b.training
+    assert a.generation_config.eos_token_id == b.generation_config.eos_token_id == 5
+
+
+@pytest.mark.parametrize("tied", [True, False])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_direct_load_is_the_model_from_pretrained_gives(tmp_path, tied, dtype):
+    from transformers import AutoModelForCausalLM
+
+    from sgcli.engine.loader import load_state_direct
+
+    folder = _save(_random_llama(tied), tmp_path / "model")
+    torch_dtype = getattr(torch, dtype)
+    direct = load_state_direct(folder, torch_dtype)
+    assert direct is not None
+    _same_model(AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype).eval(), direct)
+    if tied:
+        assert direct.lm_head.weight.data_ptr() == direct.model.embed_tokens.weight.data_ptr()
+
+
+def test_a_file_with_other_key_names_falls_back(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    from sgcli.engine.loader import load_state_direct
+
+    folder = _save(_random_llama(False), tmp_path / "model")
+    state = load_file(str(folder / "model.safetensors"))
+    state["model.layers.0.old_name.weight"] = state.pop("model.layers.0.mlp.up_proj.weight")
+    save_file(state, str(folder / "model.safetensors"))
+    assert load_state_direct(folder, torch.float32) is None
+
+
+def test_a_file_missing_a_weight_falls_back(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    from sgcli.engine.loader import load_state_direct
+
+    folder = _save(_random_llama(False), tmp_path / "model")
+    state = load_file(str(folder / "model.safetensors"))
+    del state["model.norm.weight"]
+    save_file(state, str(folder / "model.safetensors"))
+    assert load_state_direct(folder, torch.float32) is None
+
+
+@pytest.mark.model
+def test_default_model_direct_load_matches_from_pretrained():
+    from transformers import AutoModelForCausalLM
+
+    from sgcli.engine.loader import convert_gguf, load_state_direct
+    from sgcli.engine.models import resolve_model
+
+    folder = convert_gguf(resolve_model(None).path)
+    direct = load_state_direct(folder, torch.float32)
+    reference = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
+    sa, sb = reference.state_dict(), direct.state_dict()
+    assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+    ids = torch.tensor([[1, 504, 3458, 314, 2114, 28, 905]])
+    with torch.no_grad():
+        assert torch.equal(reference(ids).logits, direct(ids).logits)
