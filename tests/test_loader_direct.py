@@ -92,6 +92,17 @@ def test_a_file_missing_a_weight_falls_back(tmp_path):
     assert load_state_direct(folder, torch.float32) is None
 
 
+def test_a_transformers_without_no_init_weights_falls_back(tmp_path, monkeypatch):
+    """pyproject allows transformers 4.x, where the context lives elsewhere (or nowhere): that is a
+    reason to use from_pretrained, never a "damaged conversion" to throw away."""
+    from sgcli.engine import loader
+
+    assert loader._no_init_weights() is not None  # found in the installed release
+    folder = _save(_random_llama(True), tmp_path / "model")
+    monkeypatch.setattr(loader, "_no_init_weights", lambda: None)
+    assert loader.load_state_direct(folder, torch.float32) is None
+
+
 @pytest.mark.model
 def test_default_model_direct_load_matches_from_pretrained():
     from transformers import AutoModelForCausalLM

@@ -220,6 +220,19 @@ def _load_converted(gguf: Path, torch_dtype, progress: Progress | None, placemen
     )
 
 
+def _no_init_weights():
+    """transformers' context that skips weight initialisation: `transformers.initialization` in
+    5.x, `modeling_utils` in 4.x (the range pyproject allows); None where neither has it."""
+    import importlib
+
+    for module in ("transformers.initialization", "transformers.modeling_utils"):
+        try:
+            return importlib.import_module(module).no_init_weights
+        except (ImportError, AttributeError):
+            continue
+    return None
+
+
 def load_state_direct(folder: Path, torch_dtype):
     """A converted folder (config.json + one model.safetensors that sgcli wrote) loaded without
     `from_pretrained`: the model is built from its config with weight initialisation off and the
@@ -228,9 +241,11 @@ def load_state_direct(folder: Path, torch_dtype):
     its declared tied twin (a file from another transformers version, with renamed keys, falls back)."""
     from safetensors.torch import load_file
     from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
-    from transformers.initialization import no_init_weights
 
+    no_init_weights = _no_init_weights()
     weights = folder / "model.safetensors"
+    if no_init_weights is None:  # a transformers release without it: from_pretrained does the work
+        return None
     if not weights.is_file() or any(folder.glob("*.safetensors.index.json")):
         return None
     config = AutoConfig.from_pretrained(str(folder))
