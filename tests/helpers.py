@@ -56,7 +56,14 @@ def generate_with(
     return events[-1].record
 
 
-def random_llama(vocab_size: int, name: str = "tiny-random-llama", *, initializer_range: float = 0.02):
+def random_llama(
+    vocab_size: int,
+    name: str = "tiny-random-llama",
+    *,
+    initializer_range: float = 0.02,
+    tied: bool = False,
+    eos_token_id: int | None = None,
+):
     """A 2-layer randomly initialised Llama (seeded) with `vocab_size` logits, as sgcli's LoadedModel.
 
     `initializer_range` sets how sharp its logits are: the default barely reacts to the prompt,
@@ -76,8 +83,9 @@ def random_llama(vocab_size: int, name: str = "tiny-random-llama", *, initialize
         num_attention_heads=2,
         num_key_value_heads=1,
         max_position_embeddings=4096,
-        tie_word_embeddings=False,
+        tie_word_embeddings=tied,
         initializer_range=initializer_range,
+        **({} if eos_token_id is None else {"eos_token_id": eos_token_id}),  # else LlamaConfig's own
     )
     model = LlamaForCausalLM(config).eval()
     return LoadedModel(model, ModelRef("dir", name, name), "cpu", "float32", vocab_size, 0.0)

@@ -22,21 +22,9 @@ def _save(model, folder):
 
 
 def _random_llama(tied: bool):
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from helpers import random_llama
 
-    torch.manual_seed(7)
-    config = LlamaConfig(
-        vocab_size=300,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        tie_word_embeddings=tied,
-        initializer_range=0.3,
-        eos_token_id=5,
-    )
-    return LlamaForCausalLM(config).eval()
+    return random_llama(300, tied=tied, initializer_range=0.3, eos_token_id=5).model
 
 
 def _same_model(a, b) -> None:
