@@ -121,7 +121,7 @@ def test_inspect_tekken_json(run_cli):
     result = run_cli("tokenizer", "inspect", "mistral:tekken", "--json", "--text", '{"a": 1}')
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    TokenizerReport.model_validate(report)  # sgcli/records.py: what `sgcli schema tokenizer` documents
+    TokenizerReport.model_validate(report)  # sgcli/records/: what `sgcli schema tokenizer` documents
     assert report["size"] == 131072
     assert report["byte_collisions"]["ids"] == 0 and report["byte_collisions"]["groups"] == 0
     assert report["text_collisions"]["ids"] == 1028

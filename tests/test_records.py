@@ -1,4 +1,4 @@
-"""Every JSON output matches its pydantic model in sgcli/records.py, and the README lists the record's keys."""
+"""Every JSON output matches its pydantic model in sgcli/records/, and the README lists the record's keys."""
 
 from __future__ import annotations
 

@@ -199,6 +199,6 @@ def test_diff_same_and_different(tmp_path, run_cli, smol_tokenizer):
     other = run_cli("tokenizer", "diff", "mistral:v2", "mistral:v3", "--json")
     assert other.exit_code == 1
     report = json.loads(other.stdout)
-    TokenizerDiff.model_validate(report)  # sgcli/records.py: what `sgcli schema tokenizer-diff` documents
+    TokenizerDiff.model_validate(report)  # sgcli/records/: what `sgcli schema tokenizer-diff` documents
     assert report["same"] is False and report["differing_bytes"]["count"] > 0
     assert {"id": 10, "a": "[control_8]", "b": "[IMG]"} in report["differing_bytes"]["examples"]

@@ -95,7 +95,7 @@ def backends(
 
         writer = JsonRows(fmt)
         for row in rows:
-            writer.write({"schema_version": RECORD_SCHEMA_VERSION} | row)  # sgcli/records.py BackendRow, EngineRow
+            writer.write({"schema_version": RECORD_SCHEMA_VERSION} | row)  # sgcli/records/ BackendRow, EngineRow
         writer.close()
         return
     _engine_table(rows) if engines else _table(rows)

@@ -100,7 +100,7 @@ def bench(
         from sgcli import RECORD_SCHEMA_VERSION
 
         writer = JsonRows(fmt)
-        head = {"schema_version": RECORD_SCHEMA_VERSION}  # sgcli/records.py BenchItem, BenchBackend
+        head = {"schema_version": RECORD_SCHEMA_VERSION}  # sgcli/records/ BenchItem, BenchBackend
         for r in results:
             for record in r.items:
                 writer.write(head | {"type": "item"} | record)

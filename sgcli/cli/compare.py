@@ -107,7 +107,7 @@ def _base_row(backend: str, variant: str) -> dict:
         "errors": [],
         "allowed_first": None,
         "rejected_at_token": None,
-    }  # one key set in both modes (sgcli/records.py CompareRow): nulls where a mode fills nothing
+    }  # one key set in both modes (sgcli/records/ CompareRow): nulls where a mode fills nothing
     return row
 
 

@@ -82,7 +82,7 @@ def masks(
         from sgcli.grammar_dev.dryrun import to_records
 
         writer = JsonRows(fmt)
-        for record in to_records(run, vocab):  # sgcli/records.py MaskStep, MaskSummary
+        for record in to_records(run, vocab):  # sgcli/records/ MaskStep, MaskSummary
             writer.write({"schema_version": RECORD_SCHEMA_VERSION} | record)
         writer.close()
     else:

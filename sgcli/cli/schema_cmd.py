@@ -20,7 +20,7 @@ Examples:
 
   sgcli schema compare                          # a `compare-backends --output-format jsonl` row
 """
-# The names of sgcli/records.py MODELS, spelled here so `--help` needs no pydantic (tests check they match).
+# The names of sgcli/records/ MODELS, spelled here so `--help` needs no pydantic (tests check they match).
 NAMES = (
     "record, diagnostic, backend, engine, compare, compile, test-case, test-file, bench-item, bench-backend, "
     "mask-step, mask-summary, rule, config, config-setting, cache-info, cache-section, cache-cleared, "

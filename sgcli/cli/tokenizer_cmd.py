@@ -42,7 +42,7 @@ def inspect(
 
     report = inspect_tokenizer(_load(tokenizer), text)
     if output_format_of(output_format, json_out) != "text":
-        json_line({"schema_version": RECORD_SCHEMA_VERSION} | report)  # sgcli/records.py
+        json_line({"schema_version": RECORD_SCHEMA_VERSION} | report)  # sgcli/records/
     else:
         _print_inspect(report)
     raise typer.Exit(EXIT_OK)
@@ -128,7 +128,7 @@ def diff(
 
     report = diff_tokenizers(_load(a), _load(b), text)
     if output_format_of(output_format, json_out) != "text":
-        json_line({"schema_version": RECORD_SCHEMA_VERSION} | report)  # sgcli/records.py
+        json_line({"schema_version": RECORD_SCHEMA_VERSION} | report)  # sgcli/records/
     else:
         _print_diff(report)
     raise typer.Exit(EXIT_OK if report["same"] else EXIT_FINDINGS)

@@ -25,7 +25,7 @@ _ONLY_WHERE_GIVEN = (*REASONING_ONLY, *LOCAL_ONLY, "engine")
 
 
 def error_record(rid: Any, prompt: Any, errors: list[str], **context: Any) -> dict:
-    """A record for a request that failed: the documented key set (sgcli/records.py), nulls where
+    """A record for a request that failed: the documented key set (sgcli/records/), nulls where
     nothing ran, `valid: false`, `finish_reason: error`; REASONING_ONLY, LOCAL_ONLY keys and `engine`
     only where the context has them."""
     from sgcli.records import GenerationRecord

@@ -46,7 +46,7 @@ class Diagnostic:
         from sgcli import RECORD_SCHEMA_VERSION
 
         return {
-            "schema_version": RECORD_SCHEMA_VERSION,  # sgcli/records.py Diagnostic
+            "schema_version": RECORD_SCHEMA_VERSION,  # sgcli/records/ Diagnostic
             "code": self.code,
             "rule": self.name,
             "severity": self.severity,

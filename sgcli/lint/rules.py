@@ -54,7 +54,7 @@ class LintRule:
 
         row = asdict(self)
         head = {"schema_version": RECORD_SCHEMA_VERSION, **{k: row.pop(k) for k in ("code", "name", "severity")}}
-        return {**head, "family": self.family, **row}  # sgcli/records.py Rule
+        return {**head, "family": self.family, **row}  # sgcli/records/ Rule
 
 
 _ALL = [

@@ -1,0 +1,93 @@
+"""`sgcli generate`'s record: one per prompt or batch line (error records have the same keys)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional, Union
+
+from pydantic import Field
+
+from sgcli.records.base import SCHEMA_VERSION, _Strict
+
+
+class Usage(_Strict):
+    prompt_tokens: Optional[int] = Field(None, description="tokens in the rendered prompt")
+    completion_tokens: Optional[int] = Field(None, description="tokens generated")
+    forced_tokens: Optional[int] = Field(
+        None, description="generated tokens jump-forward appended without a forward pass of their own"
+    )
+    forward_passes: Optional[int] = Field(None, description="model forward passes, the prefill included")
+
+
+class Timings(_Strict):
+    load_ms: Optional[float] = Field(None, description="model load time, milliseconds")
+    threads: Optional[int] = Field(None, description="torch CPU threads the model ran with")
+    compile_ms: Optional[float] = Field(None, description="grammar compile (or cache load) time, milliseconds")
+    first_token_ms: Optional[float] = Field(None, description="milliseconds from decode start to the first token")
+    start_to_first_token_ms: Optional[float] = Field(
+        None, description="milliseconds from process start (interpreter, imports, model load) to the first token"
+    )
+    tokens_per_s: Optional[float] = Field(None, description="decode speed after the first token")
+    mask_ms_p50: Optional[float] = Field(None, description="median time to compute one token mask, ms")
+    mask_ms_p99: Optional[float] = Field(None, description="99th percentile of the mask time, ms")
+    request_ms: Optional[float] = Field(
+        None, description="--engine: wall time of the HTTP request, client-side, milliseconds"
+    )
+    server_ms: Optional[float] = Field(None, description="--engine: the server's own time, where it reports one, ms")
+
+
+class ThinkBudget(_Strict):
+    tokens: Optional[int] = Field(None, description="--think-budget, or null for none")
+    forced_end: bool = Field(False, description="the budget ran out and the end-of-thinking marker was forced")
+
+
+class Fallback(_Strict):
+    backend: str
+    reason: str
+
+
+class Weakened(_Strict):
+    pointer: str = Field(..., description="JSON pointer of the keyword in the schema")
+    keyword: str
+    backend: str
+
+
+class GenerationRecord(_Strict):
+    """One generation (or one batch line that could not run: same keys, nulls where nothing ran)."""
+
+    schema_version: str = Field(SCHEMA_VERSION, description="version of this record format")
+    id: Any = Field(None, description="the request id (batch input), or null for a single prompt")
+    prompt: Union[str, list[dict], None] = Field(None, description="the prompt, or the chat messages")
+    output: Optional[str] = Field(None, description="the generated text (after the reasoning, if any)")
+    parsed: Any = Field(None, description="the output parsed as JSON, where the constraint is JSON")
+    valid: Optional[bool] = Field(
+        None, description="an independent check passed (true), failed (false), or could not run (null)"
+    )
+    validated_by: Optional[str] = Field(
+        None, description="what checked it: jsonschema, lark, regex, choices, structural_tags, unconstrained"
+    )
+    unchecked: Optional[str] = Field(None, description="why nothing independent could check it (valid is null)")
+    errors: list[str] = Field(default_factory=list, description="why the output is not valid, or why nothing ran")
+    finish_reason: Literal["stop", "length", "error"] = Field(
+        ..., description="stop: the grammar or the model ended; length: --max-tokens; error: see errors"
+    )
+    backend: Optional[str] = Field(None, description="the grammar backend that constrained the output")
+    fallbacks: list[Fallback] = Field(default_factory=list, description="backends `auto` tried first, and why not")
+    weakened: list[Weakened] = Field(
+        default_factory=list, description="schema keywords the backend does not enforce, at their pointers"
+    )
+    warnings: list[str] = Field(default_factory=list, description="what the backend weakened or ignored")
+    model: Optional[str] = Field(None, description="the model that generated, as the user named it")
+    engine: Optional[str] = Field(None, description="the serving engine (--engine) that generated; absent: in-process")
+    device: Optional[str] = Field(None, description="where the in-process model ran: cpu, cuda:0, mps")
+    dtype: Optional[str] = Field(None, description="the model's weights dtype: float32, bfloat16, float16")
+    chat_template: Optional[str] = Field(
+        None,
+        description="the chat template the prompt went through: its name (default, or the --template-name), "
+        "mistral-common, none (--raw, or a tokenizer without one), or null (a batch line that was no request)",
+    )
+    usage: Usage = Field(default_factory=Usage, description="token counts")
+    timings: Timings = Field(default_factory=Timings, description="where the time went")
+    reasoning: Optional[str] = Field(None, description="free text before the end-of-thinking marker (--reasoning)")
+    think_budget: Optional[ThinkBudget] = Field(
+        None, description="the thinking budget and whether it ran out (--reasoning)"
+    )

@@ -1,0 +1,237 @@
+"""What the grammar-development commands print: lint, compile, compare-backends, test, bench, masks, rule."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field
+
+from sgcli.records.base import _Strict, _Versioned
+
+
+class Diagnostic(_Versioned):
+    """One `sgcli lint` finding (`--output-format json|json-lines`)."""
+
+    code: str = Field(..., description="rule code, e.g. G001 (see `sgcli rule CODE`)")
+    rule: str
+    severity: Literal["error", "warning"]
+    path: str
+    line: Optional[int] = None
+    col: Optional[int] = None
+    end_line: Optional[int] = None
+    end_col: Optional[int] = None
+    message: str
+    hint: Optional[str] = None
+    backend: Optional[str] = None
+    notes: list[str] = Field(default_factory=list)
+
+
+class CompareRow(_Versioned):
+    """One row of `sgcli compare-backends --output-format json|jsonl`: a backend and a JSON layout variant.
+    Every row has every key; nulls where the mode (--no-generate or a generation) does not fill one."""
+
+    backend: str
+    variant: str = Field(..., description="the JSON layout variant (--whitespace), e.g. flexible, compact, indent=2")
+    compile_ms: Optional[float] = Field(None, description="grammar compile (or cache load) time")
+    mask_ms_p50: Optional[float] = Field(None, description="median time to compute one token mask")
+    mask_ms_p99: Optional[float] = Field(None, description="99th percentile of the mask time")
+    tokens: Optional[int] = Field(None, description="tokens generated, or walked with --no-generate")
+    tokens_per_s: Optional[float] = Field(None, description="decode speed (generation only)")
+    finish_reason: Optional[Literal["stop", "length", "error"]] = Field(None, description="generation only")
+    valid: Optional[bool] = Field(
+        None, description="the output passed the independent check (generation), or the backend took --text"
+    )
+    output: Optional[str] = Field(None, description="the generated text (generation only)")
+    agree: Optional[bool] = Field(
+        None, description="same output (or same masks with --no-generate) as the first backend of this variant"
+    )
+    warnings: list[str] = Field(default_factory=list, description="what the backend weakened or ignored")
+    error: Optional[str] = Field(None, description="why this backend did not compile or could not run")
+    skipped: bool = Field(False, description="the backend lacks the kind or option, or is not installed")
+    errors: list[str] = Field(default_factory=list, description="why the output is not valid (generation only)")
+    allowed_first: Optional[int] = Field(None, description="--no-generate: tokens the first mask allows")
+    rejected_at_token: Optional[int] = Field(None, description="--no-generate: the token index that --text broke at")
+
+
+class CompileRow(_Versioned):
+    """One row of `sgcli compile --output-format json|jsonl`: one file on one backend."""
+
+    path: str = Field(..., description="the grammar file, @name, or the flag that gave the constraint")
+    kind: str
+    backend: str
+    status: Literal["ok", "error", "unsupported", "unavailable"]
+    compile_ms: Optional[float] = Field(None, description="compile (or cache load) time; absent where none ran")
+    cache: Optional[str] = Field(None, description="the on-disk cache: hit, miss, not stored, not cacheable, ...")
+    cache_reason: Optional[str] = Field(None, description="why the cache did what it did")
+    size: Optional[dict[str, int]] = Field(None, description="rules, normalized_chars and backend figures")
+    warnings: list[str] = Field(default_factory=list)
+    normalized: Optional[str] = Field(None, description="the grammar the backend compiled (--print only)")
+    message: Optional[str] = Field(None, description="error, unsupported or unavailable: what went wrong")
+    hint: Optional[str] = None
+    location: Optional[str] = Field(None, description="error: file:line:col")
+    line: Optional[int] = None
+    col: Optional[int] = None
+    limit: Optional[str] = Field(None, description="a compile limit was hit: the flag that raises it")
+    backends_that_can: Optional[list[str]] = Field(None, description="unsupported: the backends that take it")
+
+
+class TestCaseResult(_Versioned):
+    """One case on one backend, from `sgcli test --output-format json|jsonl` (type: case)."""
+
+    __test__ = False  # not a pytest class
+    type: Literal["case"]
+    path: str = Field(..., description="the test file")
+    case: int = Field(..., description="1-based index of the case in the file")
+    line: Optional[int] = Field(None, description="line of the case in the test file")
+    description: Optional[str] = None
+    input: str
+    accept: bool = Field(..., description="whether the grammar should accept the input")
+    backend: str
+    passed: bool
+    checked: list[str] = Field(..., description="how it was fed: bytes, canonical, greedy tokenizations")
+    problems: list[str] = Field(default_factory=list, description="why it failed")
+    notes: list[str] = Field(default_factory=list)
+
+
+class TestBackend(_Strict):
+    __test__ = False
+    backend: str
+    status: str = Field(..., description="ran, or why the backend could not run the file")
+    message: Optional[str] = None
+    cache: Optional[str] = None
+
+
+class TestFileResult(_Versioned):
+    """One test file, after its cases, from `sgcli test --output-format json|jsonl` (type: file)."""
+
+    __test__ = False
+    type: Literal["file"]
+    path: str
+    kind: str
+    ok: bool
+    backends: list[TestBackend]
+    passed: int
+    failed: int
+
+
+class Percentiles(_Strict):
+    p50: Optional[float] = None
+    p99: Optional[float] = None
+    max: Optional[float] = None
+    n: int
+
+
+class BenchRejected(_Strict):
+    instance: int
+    rejected_at_token: Optional[int]
+
+
+class BenchItem(_Versioned):
+    """One item on one backend, from `sgcli bench --output-format json|jsonl` (type: item)."""
+
+    type: Literal["item"]
+    item: str
+    kind: str
+    backend: str
+    status: Literal["compiled", "failed"]
+    reason: Optional[str] = Field(None, description="failed: unsupported, unavailable, compile error, compile limit")
+    message: Optional[str] = None
+    limit: Optional[str] = None
+    compile_cold_ms: Optional[float] = None
+    compile_cached_ms: Optional[float] = Field(None, description="a load from the on-disk cache, where it hit")
+    cache: Optional[str] = None
+    instances: Optional[int] = None
+    instance_source: Optional[str] = Field(None, description="given, test file, or generated")
+    masks: Optional[int] = Field(None, description="masks timed")
+    mask_ms_p50: Optional[float] = None
+    mask_ms_max: Optional[float] = None
+    rejected: list[BenchRejected] = Field(default_factory=list, description="valid instances the backend rejected")
+
+
+class BenchGeneration(_Strict):
+    items: int
+    max_tokens: int
+    tokens_per_s: Optional[float]
+    tokens_per_s_jump_forward: Optional[float]
+    completed: int
+    note: Optional[str] = None
+
+
+class BenchBackend(_Versioned):
+    """One backend's summary, from `sgcli bench --output-format json|jsonl` (type: backend)."""
+
+    type: Literal["backend"]
+    backend: str
+    compiled: int
+    failed: int
+    failed_by_reason: dict[str, int]
+    compile_cold_ms: Percentiles
+    compile_cached_ms: Percentiles
+    mask_ms: Percentiles
+    instances_walked: int
+    instances_rejected: int
+    generation: Optional[BenchGeneration] = None
+
+
+class MaskSample(_Strict):
+    id: int
+    text: str
+
+
+class _MaskState(_Strict):
+    n_allowed: int = Field(..., description="tokens the mask allows")
+    can_stop: bool = Field(..., description="the grammar may end here")
+    forced: str = Field(..., description="bytes the grammar forces next (empty: none)")
+    sample: list[MaskSample] = Field(..., description="some of the allowed tokens")
+
+
+class MaskStep(_Versioned, _MaskState):
+    """One token of `sgcli masks --output-format json|jsonl` (type: step): the mask before it."""
+
+    type: Literal["step"]
+    index: int
+    token: int = Field(..., description="the token id")
+    text: str = Field(..., description="the token's text")
+    offset: int = Field(..., description="byte offset of the token in --text")
+    allowed: bool = Field(..., description="the mask allowed this token")
+
+
+class MaskState(_MaskState):
+    pass
+
+
+class MaskRejection(_Strict):
+    token_index: int
+    token: int
+    text: str
+    token_offset: int
+    byte_offset: int = Field(..., description="the first byte the grammar refused")
+    next_bytes: str = Field(..., description="the bytes that may come there, as a character class")
+    note: Optional[str] = None
+    allowed: MaskState
+
+
+class MaskSummary(_Versioned):
+    """The last record of `sgcli masks --output-format json|jsonl` (type: summary)."""
+
+    type: Literal["summary"]
+    backend: str
+    verdict: str = Field(..., description="accepted, prefix, rejected, or start (no --text)")
+    tokens: int
+    end: Optional[MaskState] = Field(None, description="the state after the text (absent when rejected)")
+    rejected: Optional[MaskRejection] = None
+    note: Optional[str] = None
+
+
+class Rule(_Versioned):
+    """One lint rule, from `sgcli rule CODE|--all --output-format json|jsonl`."""
+
+    code: str
+    name: str
+    severity: Literal["error", "warning"]
+    family: str
+    needs: str = Field(..., description="what the rule needs: structure, a backend, a tokenizer, ...")
+    summary: str
+    explanation: str
+    example: Optional[str] = None
+    fix: Optional[str] = None
