@@ -139,7 +139,6 @@ def lint(
         output_format = "jsonl"
     if output_format not in FORMATS:
         raise UserError(f"--output-format {output_format}: unknown format", hint="one of: " + ", ".join(FORMATS))
-    flags = flags
     names = bo.chosen(backend, "auto")  # each name already checked against the registry (exit 2 naming them)
     options = LintOptions(
         backend=next((w for w in ("all", "auto") if w in names), tuple(names)),

@@ -60,7 +60,6 @@ def masks(
 
     if top < 0:
         raise UserError("--top must be 0 or more")
-    flags = flags
     if grammar_file is not None and flags.given():
         raise UserError("give the grammar either as an argument or with a constraint flag, not both")
     spec = flags.file_spec(grammar_file) if grammar_file is not None else flags.spec()

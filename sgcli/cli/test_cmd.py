@@ -51,7 +51,6 @@ def test(
     from sgcli.grammar_dev.matching import select_backends
     from sgcli.tokenizers import load_tokenizer
 
-    flags = flags
     suites = [load_suite(f) for f in files]  # a malformed file fails (exit 2) before any compile
     for suite in suites:  # the grammar is the test file's; layout and sub-grammars are the flags'
         suite.spec = flags.apply(suite.spec)
