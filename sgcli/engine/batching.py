@@ -6,7 +6,12 @@ matcher, stop strings and token budget; a row that ends leaves the batch and a w
 takes its place (continuous batching). Rows of different lengths share one KV cache, aligned on
 the right and padded on the left with masked zero columns; explicit position ids keep each row's
 positions its own, so greedy outputs match the single-stream loop. Prompts that share a head
-(system prompt, chat-template preamble) prefill it once and reuse its KV cache.
+(system prompt, chat-template preamble) prefill it once and reuse its KV cache; the requests
+admitted together prefill the rest of their prompts in one pass, padded on the right.
+
+The model runs without its output projection (`sgcli.engine.head`): each row's logits are
+computed after its grammar mask, for the whole vocabulary only where the mask allows many
+tokens, for the allowed ids where it allows few, and not at all where it allows one.
 
 Jump-forward is not used inside batches: every token is one batched step.
 """
@@ -20,11 +25,13 @@ import torch
 
 from sgcli.backends.base import Compiled
 from sgcli.engine.decode import cache_keyword
+from sgcli.engine.head import NARROW_FRACTION, OutputHead
 from sgcli.engine.loader import LoadedModel
 from sgcli.engine.sampling import Masker, SamplingParams
 from sgcli.engine.sequence import Finished, SequenceState
 
 MIN_SHARED_PREFIX = 8  # tokens; shorter shared heads are cheaper to recompute than to copy
+PREFILL_TOKENS = 2048  # at most this many (padded) prompt positions in one prefill pass
 
 
 class Row:
@@ -36,11 +43,9 @@ class Row:
         self.forward_passes = 0  # model calls this row took part in (its prefill, then batched steps)
         self.finished: Finished | None = None
 
-    def step(self, logits: torch.Tensor, masker: Masker) -> int | None:
-        """Pick and take the next token from this row's logits; None once the row has finished."""
-        self.forward_passes += 1
+    def advance(self, token: int | None) -> int | None:
+        """Take the token this row chose (None: its grammar allowed nothing); None once the row has finished."""
         seq = self.seq
-        token = seq.pick(logits, masker)
         if token is not None:
             seq.take(token)
         if not seq.done:
@@ -48,6 +53,27 @@ class Row:
         seq.flush()
         self.finished = seq.finished(len(self.prompt_ids), self.forward_passes)
         return None
+
+
+def choose_tokens(rows: Sequence[Row], hidden: torch.Tensor, head: OutputHead, masker: Masker) -> list[int | None]:
+    """Each row's next token from its hidden state [rows, width]: masks first, then only the logits
+    the masks leave a choice between (one projection for all the rows whose mask is wide)."""
+    for row in rows:
+        row.forward_passes += 1
+    allowed = [row.seq.allowed(narrow=masker.width // NARROW_FRACTION) for row in rows]
+    wide = [i for i, a in enumerate(allowed) if a is not None and a.ids is None]
+    full = dict(zip(wide, head.logits(hidden[wide]))) if wide else {}
+    tokens = []
+    for i, (row, a) in enumerate(zip(rows, allowed)):
+        if a is None:
+            tokens.append(None)
+            continue
+        logits = full.get(i)
+        if logits is None and a.count > 1:
+            ids = torch.from_numpy(a.ids).to(hidden.device)
+            logits = head.logits_for(hidden[i], ids, masker.width)
+        tokens.append(row.seq.choose(a, logits, masker))
+    return tokens
 
 
 def _plain_cache_layers(model) -> bool:
@@ -63,6 +89,8 @@ def unsupported_reason(lm: LoadedModel) -> str | None:
     """Why this model cannot be batched (None when it can)."""
     if not _plain_cache_layers(lm.model):
         return f"{lm.ref.display} uses a sliding-window or hybrid KV cache, which batching does not splice"
+    if OutputHead.of(lm.model) is None:
+        return f"{lm.ref.display} computes its logits in a way sgcli cannot reproduce from its hidden states"
     return None
 
 
@@ -75,7 +103,8 @@ def _pad_left(t: torch.Tensor, n: int, dim: int) -> torch.Tensor:
 
 
 class KVBatch:
-    """The batch's shared KV cache: rows aligned on the right, left-padded with masked zero columns."""
+    """The batch's shared KV cache: rows aligned on the right, left-padded with masked zero columns
+    (and masked columns inside a row where its prompt was padded at prefill)."""
 
     def __init__(self, device: str):
         self.device = device
@@ -85,28 +114,27 @@ class KVBatch:
         self.pos: list[int] = []  # next position id per row
         self.last: list[int] = []  # next input token per row
 
-    def add(self, row: Row, cache, token: int) -> None:
-        """Join a prefilled row (its own batch-1 cache) to the batch."""
-        n = cache.layers[0].keys.shape[-2]
-        if self.cache is None:
-            self.cache = cache
-            self.mask = torch.ones((1, n), dtype=torch.long, device=self.device)
+    def join(self, other: KVBatch) -> None:
+        """Take in the rows of another batch (a freshly prefilled group), aligning both on the right."""
+        if not other.rows:
+            return
+        if not self.rows:
+            self.cache, self.mask = other.cache, other.mask
         else:
-            width = max(n, self.mask.shape[1])
-            mine, theirs = width - self.mask.shape[1], width - n
-            for layer, new in zip(self.cache.layers, cache.layers):
+            width = max(self.mask.shape[1], other.mask.shape[1])
+            mine, theirs = width - self.mask.shape[1], width - other.mask.shape[1]
+            for layer, new in zip(self.cache.layers, other.cache.layers):
                 layer.keys = torch.cat([_pad_left(layer.keys, mine, -2), _pad_left(new.keys, theirs, -2)])
                 layer.values = torch.cat([_pad_left(layer.values, mine, -2), _pad_left(new.values, theirs, -2)])
-            ones = torch.ones((1, n), dtype=torch.long, device=self.device)
-            self.mask = torch.cat([_pad_left(self.mask, mine, 1), _pad_left(ones, theirs, 1)])
-        self.rows.append(row)
-        self.pos.append(len(row.prompt_ids))
-        self.last.append(token)
+            self.mask = torch.cat([_pad_left(self.mask, mine, 1), _pad_left(other.mask, theirs, 1)])
+        self.rows += other.rows
+        self.pos += other.pos
+        self.last += other.last
 
-    def forward(self, model, cache_kw: str) -> torch.Tensor:
-        """One decode step for every row; returns float logits [rows, vocab]."""
+    def forward(self, head: OutputHead, cache_kw: str) -> torch.Tensor:
+        """One decode step for every row; returns the last hidden states [rows, width]."""
         mask = torch.cat([self.mask, self.mask.new_ones((len(self.rows), 1))], dim=1)
-        out = model(
+        hidden, out = head.hidden(
             input_ids=torch.tensor(self.last, device=self.device)[:, None],
             attention_mask=mask,
             position_ids=torch.tensor(self.pos, device=self.device)[:, None],
@@ -116,7 +144,7 @@ class KVBatch:
         self.cache = getattr(out, cache_kw)
         self.mask = mask
         self.pos = [p + 1 for p in self.pos]
-        return out.logits[:, -1].float()
+        return hidden[:, -1]
 
     def keep(self, keep: list[int]) -> None:
         """Drop the rows not in `keep`, then the left columns no remaining row uses."""
@@ -175,10 +203,8 @@ class PrefixStore:
         self.kv: dict[tuple[int, ...], list] = {}
         self.reused_tokens = 0  # prompt tokens not prefilled again thanks to the store
 
-    def take(self, i: int, ids: Sequence[int]):
-        """(a fresh cache holding prompt i's shared head or None, how many tokens it holds)."""
-        from transformers import DynamicCache
-
+    def take(self, i: int, ids: Sequence[int]) -> tuple[list | None, int]:
+        """(the KV tensors of prompt i's shared head per layer, or None; how many tokens they hold)."""
         n = self.lengths[i]
         if not n:
             return None, 0
@@ -191,7 +217,7 @@ class PrefixStore:
         self.uses[key] -= 1
         if not self.uses[key]:
             del self.kv[key]
-        return DynamicCache(ddp_cache_data=kv), n
+        return kv, n
 
     def _compute(self, key: tuple[int, ...]) -> list:
         from transformers import DynamicCache
@@ -205,11 +231,61 @@ class PrefixStore:
         return [(layer.keys, layer.values) for layer in getattr(out, self.cache_kw).layers]
 
 
-def _prefill(lm: LoadedModel, cache_kw: str, ids: Sequence[int], cache, start: int):
-    """The prompt after its cached head; logits for the last position only."""
-    tail = torch.tensor([list(ids[start:])], device=lm.device)
-    out = lm.model(input_ids=tail, use_cache=True, logits_to_keep=1, **{cache_kw: cache})
-    return getattr(out, cache_kw), out.logits[0, -1].float()
+def prefill_groups(tails: Sequence[int], limit: int = PREFILL_TOKENS) -> list[list[int]]:
+    """Indices of the prompts to prefill together, given the tokens each still needs: shortest
+    first, a group closing before its padding would outweigh its tokens or pass `limit` (a prompt
+    longer than the limit goes alone)."""
+    groups: list[list[int]] = []
+    group, real = [], 0
+    for i in sorted(range(len(tails)), key=lambda i: tails[i]):
+        n = tails[i]
+        if group and ((len(group) + 1) * n > 2 * (real + n) or (len(group) + 1) * n > limit):
+            groups.append(group)
+            group, real = [], 0
+        group.append(i)
+        real += n
+    if group:
+        groups.append(group)
+    return groups
+
+
+def _stacked_heads(heads: Sequence[tuple[list | None, int]], device: str):
+    """One cache holding every row's shared head, left-padded to the longest (None where no row has
+    one), and its mask."""
+    from transformers import DynamicCache
+
+    width = max(n for _, n in heads)
+    mask = torch.tensor([[0] * (width - n) + [1] * n for _, n in heads], dtype=torch.long, device=device)
+    if not width:
+        return None, mask
+    sample = next(kv for kv, n in heads if n)
+    layers = []
+    for layer, (keys, _) in enumerate(sample):
+        empty = keys.new_zeros((1, keys.shape[1], width, keys.shape[3]))
+        rows_k = [empty if kv is None else _pad_left(kv[layer][0], width - n, -2) for kv, n in heads]
+        rows_v = [empty if kv is None else _pad_left(kv[layer][1], width - n, -2) for kv, n in heads]
+        layers.append((torch.cat(rows_k), torch.cat(rows_v)))
+    return DynamicCache(ddp_cache_data=layers), mask
+
+
+def prefill(head: OutputHead, cache_kw: str, device: str, rows: Sequence[Row], heads) -> tuple[KVBatch, torch.Tensor]:
+    """Prefill `rows` in one pass: each row's cached head (from `heads`), then the rest of its
+    prompt, padded on the right (masked). Returns them as a batch and each row's last hidden state."""
+    cache, head_mask = _stacked_heads(heads, device)
+    tails = [row.prompt_ids[n:] for row, (_, n) in zip(rows, heads)]
+    width = max(len(t) for t in tails)
+    ids = torch.tensor([t + [0] * (width - len(t)) for t in tails], device=device)
+    tail_mask = torch.tensor([[1] * len(t) + [0] * (width - len(t)) for t in tails], device=device)
+    positions = torch.tensor([list(range(n, n + width)) for _, n in heads], device=device)
+    mask = torch.cat([head_mask, tail_mask], dim=1)
+    hidden, out = head.hidden(
+        input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **{cache_kw: cache}
+    )
+    last = hidden[torch.arange(len(rows), device=device), torch.tensor([len(t) - 1 for t in tails], device=device)]
+    group = KVBatch(device)
+    group.cache, group.mask, group.rows = getattr(out, cache_kw), mask, list(rows)
+    group.pos, group.last = [len(row.prompt_ids) for row in rows], [0] * len(rows)
+    return group, last
 
 
 @dataclass
@@ -219,6 +295,7 @@ class BatchStats:
     steps: int = 0
     row_steps: int = 0  # sum over steps of the rows decoded together
     prefill_tokens: int = 0
+    prefill_passes: int = 0  # one per group of requests admitted together
     reused_prefix_tokens: int = 0
 
 
@@ -242,6 +319,9 @@ def decode_batch(
         raise ValueError("batch_size must be at least 1")
     stats = stats if stats is not None else BatchStats()
     cache_kw = cache_keyword(lm.model)
+    head = OutputHead.of(lm.model)
+    if head is None:
+        raise ValueError(unsupported_reason(lm))
     store = PrefixStore(lm.model, cache_kw, lm.device, prompts, share=share_prefix)
     masker = Masker(lm.logits_width, lm.device)
 
@@ -254,19 +334,21 @@ def decode_batch(
     waiting = iter(range(len(prompts)))
     with torch.inference_mode():
         while True:
-            for i in _take(waiting, batch_size - len(batch.rows)):
-                row = new_row(i)
-                cache, start = store.take(i, row.prompt_ids)
-                cache, logits = _prefill(lm, cache_kw, row.prompt_ids, cache, start)
-                stats.prefill_tokens += len(row.prompt_ids) - start
-                token = row.step(logits, masker)
-                if token is None:
-                    yield i, row.finished
-                else:
-                    batch.add(row, cache, token)
+            rows = [new_row(i) for i in _take(waiting, batch_size - len(batch.rows))]
+            heads = [store.take(row.index, row.prompt_ids) for row in rows]
+            for group in prefill_groups([len(row.prompt_ids) - n for row, (_, n) in zip(rows, heads)]):
+                grouped = [rows[g] for g in group]
+                prefilled, hidden = prefill(head, cache_kw, lm.device, grouped, [heads[g] for g in group])
+                stats.prefill_tokens += sum(len(row.prompt_ids) - heads[g][1] for g, row in zip(group, grouped))
+                stats.prefill_passes += 1
+                yield from _advance(prefilled, choose_tokens(grouped, hidden, head, masker))
+                batch.join(prefilled)
             if not batch.rows:
                 break
-            yield from _step(lm, cache_kw, batch, masker, stats)
+            hidden = batch.forward(head, cache_kw)
+            stats.steps += 1
+            stats.row_steps += len(batch.rows)
+            yield from _advance(batch, choose_tokens(batch.rows, hidden, head, masker))
     stats.reused_prefix_tokens = store.reused_tokens
 
 
@@ -278,15 +360,11 @@ def _take(waiting: Iterator[int], n: int) -> Iterable[int]:
         yield i
 
 
-def _step(lm: LoadedModel, cache_kw: str, batch: KVBatch, masker: Masker, stats: BatchStats):
-    """One forward pass for the whole batch, then each row takes its token; ended rows leave."""
-    logits = batch.forward(lm.model, cache_kw)
-    stats.steps += 1
-    stats.row_steps += len(batch.rows)
+def _advance(batch: KVBatch, tokens: Sequence[int | None]):
+    """Each row takes its token; rows that end are yielded and leave the batch."""
     keep = []
-    for i, row in enumerate(batch.rows):
-        token = row.step(logits[i], masker)
-        if token is None:
+    for i, (row, token) in enumerate(zip(batch.rows, tokens)):
+        if row.advance(token) is None:
             yield row.index, row.finished
         else:
             batch.last[i] = token

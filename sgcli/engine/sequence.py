@@ -73,6 +73,14 @@ def held_back(text: str, stops: Sequence[str]) -> int:
     return hold
 
 
+@dataclass(frozen=True)
+class Allowed:
+    """What the grammar's mask allows at one position: how many ids, and which (where few)."""
+
+    count: int
+    ids: np.ndarray | None = None
+
+
 def clear_bits(bitmask: np.ndarray, ids) -> None:
     for i in ids:
         if i // 32 < bitmask.size:
@@ -124,6 +132,12 @@ class SequenceState:
 
     def pick(self, logits: torch.Tensor, masker: Masker) -> int | None:
         """The next token from one row of logits under the grammar's mask; None (and done) if none is allowed."""
+        allowed = self.allowed()
+        return None if allowed is None else self.choose(allowed, logits, masker)
+
+    def allowed(self, narrow: int = 0) -> Allowed | None:
+        """Fill the grammar's mask for the next position and say what it allows: the ids themselves
+        where there are at most `narrow` of them (or exactly one); None, and done, where nothing is."""
         t = time.perf_counter()
         if self.thinking:
             self.bitmask.fill(-1)
@@ -131,12 +145,25 @@ class SequenceState:
             self.matcher.fill_mask(self.bitmask)
         if len(self.ids) < self.min_tokens:
             clear_bits(self.bitmask, self.stop_ids)
-        any_allowed = masker.apply(logits, self.bitmask)
+        bits = np.unpackbits(self.bitmask.view(np.uint8), bitorder="little")[: len(self.vocab)]
+        count = int(np.count_nonzero(bits))
         self.mask_s.append(time.perf_counter() - t)
-        if not any_allowed:
+        if not count:
             self.end("error", self.matcher.error or "the grammar allows no next token")
             return None
-        token = sample(logits, self.params, self.generator)
+        return Allowed(count, np.flatnonzero(bits) if count <= max(narrow, 1) else None)
+
+    def choose(self, allowed: Allowed, logits: torch.Tensor | None, masker: Masker) -> int | None:
+        """Sample from `logits` under the mask `allowed` came from. Where one token is allowed it is
+        taken without logits or sampling (the single loop and batch rows alike, so a seeded run
+        draws the same random numbers in both)."""
+        if allowed.count == 1:
+            token = int(allowed.ids[0])
+        elif not masker.apply(logits, self.bitmask):  # ids past the model's logits were the only ones allowed
+            self.end("error", self.matcher.error or "the grammar allows no next token")
+            return None
+        else:
+            token = sample(logits, self.params, self.generator)
         if self.first_token_s is None:
             self.first_token_s = time.perf_counter() - self.start
         return token
