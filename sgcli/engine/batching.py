@@ -25,7 +25,7 @@ import torch
 
 from sgcli.backends.base import Compiled
 from sgcli.engine.decode import cache_keyword
-from sgcli.engine.head import NARROW_FRACTION, OutputHead
+from sgcli.engine.head import NARROW_FRACTION, OutputHead, row_logits
 from sgcli.engine.loader import LoadedModel
 from sgcli.engine.sampling import Masker, SamplingParams
 from sgcli.engine.sequence import Finished, SequenceState
@@ -68,10 +68,7 @@ def choose_tokens(rows: Sequence[Row], hidden: torch.Tensor, head: OutputHead, m
         if a is None:
             tokens.append(None)
             continue
-        logits = full.get(i)
-        if logits is None and a.count > 1:
-            ids = torch.from_numpy(a.ids).to(hidden.device)
-            logits = head.logits_for(hidden[i], ids, masker.width)
+        logits = full[i] if i in full else row_logits(head, hidden[i], a, masker.width)
         tokens.append(row.seq.choose(a, logits, masker))
     return tokens
 

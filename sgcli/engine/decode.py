@@ -1,6 +1,8 @@
 """The decode loop: logits -> mask -> sample -> accept, as a generator of events.
 
-One sequence, KV-cached; prefill computes logits for the last position only. Text the
+One sequence, KV-cached; prefill computes logits for the last position only, and each position's
+logits are projected after its grammar mask, only as far as the mask leaves a choice
+(`sgcli.engine.head`). Text the
 grammar forces is appended in one forward pass (jump-forward, see `sgcli.engine.forced`).
 The loop yields a `TokenEvent` for every token that adds visible text (held back while it
 could still be the start of a stop string) and ends with one `Finished` that says why it
@@ -15,6 +17,7 @@ import torch
 
 from sgcli.backends.base import Compiled, bitmask_words
 from sgcli.engine.forced import draft_tokens
+from sgcli.engine.head import NARROW_FRACTION, OutputHead, row_logits
 from sgcli.engine.loader import LoadedModel
 from sgcli.engine.sampling import Masker, SamplingParams
 from sgcli.engine.sequence import Finished, SequenceState, TokenEvent
@@ -81,6 +84,7 @@ class _Run:
         self.lm, self.model, self.seq, self.masker = lm, lm.model, seq, masker
         self.drafting, self.passes = drafting, 0
         self.cache_kw = cache_keyword(self.model)
+        self.head = OutputHead.of(self.model)  # None: the model's own logits, for every kept position
 
     def events(self, prompt_ids: list[int]) -> Iterator[TokenEvent | Finished]:
         seq = self.seq
@@ -91,10 +95,11 @@ class _Run:
         with torch.inference_mode():
             while not seq.done and len(seq.ids) < seq.max_tokens:
                 feed = torch.tensor([pending + draft], device=self.lm.device)
-                out = self.model(input_ids=feed, use_cache=True, logits_to_keep=len(draft) + 1, **{self.cache_kw: past})
-                past, rows, self.passes = getattr(out, self.cache_kw), out.logits[0], self.passes + 1
+                past, logits_at = self._forward(feed, past, len(draft) + 1)
+                self.passes += 1
                 for i in range(len(draft) + 1):
-                    token = seq.pick(rows[i].float(), self.masker)
+                    allowed = seq.allowed(narrow=self.masker.width // NARROW_FRACTION)
+                    token = None if allowed is None else seq.choose(allowed, logits_at(i, allowed), self.masker)
                     if token is None:
                         break
                     event = seq.take(token)
@@ -119,6 +124,18 @@ class _Run:
         if last is not None:
             yield last
         yield seq.finished(len(prompt_ids), self.passes)
+
+    def _forward(self, feed: torch.Tensor, past, keep: int):
+        """One forward pass over `feed`; (the cache, a function giving the logits position i of the
+        last `keep` needs under its mask). With an `OutputHead`, only those logits are projected."""
+        if self.head is None:
+            out = self.model(input_ids=feed, use_cache=True, logits_to_keep=keep, **{self.cache_kw: past})
+            rows = out.logits[0]
+            return getattr(out, self.cache_kw), lambda i, allowed: rows[i].float()
+        hidden, out = self.head.hidden(input_ids=feed, use_cache=True, **{self.cache_kw: past})
+        hidden = hidden[0, -keep:]
+        width = self.masker.width
+        return getattr(out, self.cache_kw), lambda i, allowed: row_logits(self.head, hidden[i], allowed, width)
 
     def _draft(self, previous: int | None) -> list[int]:
         """Forced tokens to append after `previous` (none while thinking or without jump-forward)."""

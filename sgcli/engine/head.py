@@ -35,7 +35,8 @@ class OutputHead:
         cached = model.__dict__.get("_sgcli_output_head", False)
         if cached is not False:
             return cached
-        head = cls(model) if model.base_model is not model and model.get_output_embeddings() is not None else None
+        body, projection = getattr(model, "base_model", model), getattr(model, "get_output_embeddings", None)
+        head = cls(model) if body is not model and projection is not None and projection() is not None else None
         if head is not None and not head._matches(model):
             head = None
         model.__dict__["_sgcli_output_head"] = head
@@ -77,3 +78,13 @@ class OutputHead:
         row = torch.full((vocab_width,), float("-inf"), device=hidden.device)
         row[ids] = self._finish(values)
         return row
+
+
+def row_logits(head: OutputHead, hidden: torch.Tensor, allowed, vocab_width: int) -> torch.Tensor | None:
+    """The logits one position needs under its grammar mask (`sequence.Allowed`): none where one
+    token is allowed, the allowed ids' where they were listed (few), else the whole row."""
+    if allowed.count == 1:
+        return None
+    if allowed.ids is not None:
+        return head.logits_for(hidden, torch.from_numpy(allowed.ids).to(hidden.device), vocab_width)
+    return head.logits(hidden)

@@ -1,8 +1,9 @@
 """The per-token rules of one generated sequence, in one place.
 
 Both the single-stream loop (`sgcli.engine.decode`) and each row of a batch
-(`sgcli.engine.batching`) hold a `SequenceState`: it masks a row of logits with the grammar
-(everything allowed while a reasoning model thinks), samples, and takes the token: the
+(`sgcli.engine.batching`) hold a `SequenceState`: it fills the grammar's mask and says what it
+allows (everything while a reasoning model thinks) before any logits are computed, so the loops
+project only the logits that leave a choice; it samples, and takes the token: the
 matcher, stop tokens and stop strings, the token budget, the end-of-thinking marker and its
 budget, the text that may be shown (held back while it could still become a stop string),
 and the `Finished` record that says why the sequence ended. The loops only decide which
@@ -97,7 +98,7 @@ def seeded_generator(params: SamplingParams, device) -> torch.Generator | None:
 
 
 class SequenceState:
-    """One sequence's decoding state; `pick` then `take` per position, `finished` at the end.
+    """One sequence's decoding state; `allowed`, `choose` and `take` per position, `finished` at the end.
 
     `bitmask` is the buffer the matcher fills (the single loop passes its Masker's pinned
     one; batch rows get their own)."""
@@ -129,11 +130,6 @@ class SequenceState:
         self.dropped = False  # the last sampled token is not fed to the model (a stop token while thinking)
         self.forced = 0  # jump-forward tokens the model agreed with (counted by the single loop)
         self.start = time.perf_counter()
-
-    def pick(self, logits: torch.Tensor, masker: Masker) -> int | None:
-        """The next token from one row of logits under the grammar's mask; None (and done) if none is allowed."""
-        allowed = self.allowed()
-        return None if allowed is None else self.choose(allowed, logits, masker)
 
     def allowed(self, narrow: int = 0) -> Allowed | None:
         """Fill the grammar's mask for the next position and say what it allows: the ids themselves
