@@ -129,3 +129,10 @@ def test_allowed_ids_are_the_set_bits(smol_tokenizer):
     digits = {smol_tokenizer.vocab.tokens[i] for i in allowed.ids}
     assert all(t.isdigit() for t in digits)
     assert seq.allowed(narrow=1).ids is None  # more than `narrow`: the ids are not listed
+
+
+def test_subset_logits_only_where_the_projection_is_compute_bound():
+    from sgcli.engine.head import narrow_limit
+
+    assert narrow_limit(49152, "cpu") == 49152 // 8
+    assert narrow_limit(49152, "cuda:0") == 0  # one kernel for the whole projection beats gathering rows

@@ -25,7 +25,7 @@ import torch
 
 from sgcli.backends.base import Compiled
 from sgcli.engine.decode import cache_keyword
-from sgcli.engine.head import NARROW_FRACTION, OutputHead, row_logits
+from sgcli.engine.head import OutputHead, narrow_limit, row_logits
 from sgcli.engine.loader import LoadedModel
 from sgcli.engine.sampling import Masker, SamplingParams
 from sgcli.engine.sequence import Finished, SequenceState
@@ -60,7 +60,8 @@ def choose_tokens(rows: Sequence[Row], hidden: torch.Tensor, head: OutputHead, m
     the masks leave a choice between (one projection for all the rows whose mask is wide)."""
     for row in rows:
         row.forward_passes += 1
-    allowed = [row.seq.allowed(narrow=masker.width // NARROW_FRACTION) for row in rows]
+    narrow = narrow_limit(masker.width, hidden.device)
+    allowed = [row.seq.allowed(narrow) for row in rows]
     wide = [i for i, a in enumerate(allowed) if a is not None and a.ids is None]
     full = dict(zip(wide, head.logits(hidden[wide]))) if wide else {}
     tokens = []

@@ -17,7 +17,7 @@ import torch
 
 from sgcli.backends.base import Compiled, bitmask_words
 from sgcli.engine.forced import draft_tokens
-from sgcli.engine.head import NARROW_FRACTION, OutputHead, row_logits
+from sgcli.engine.head import OutputHead, narrow_limit, row_logits
 from sgcli.engine.loader import LoadedModel
 from sgcli.engine.sampling import Masker, SamplingParams
 from sgcli.engine.sequence import Finished, SequenceState, TokenEvent
@@ -85,6 +85,7 @@ class _Run:
         self.drafting, self.passes = drafting, 0
         self.cache_kw = cache_keyword(self.model)
         self.head = OutputHead.of(self.model)  # None: the model's own logits, for every kept position
+        self.narrow = narrow_limit(masker.width, lm.device)
 
     def events(self, prompt_ids: list[int]) -> Iterator[TokenEvent | Finished]:
         seq = self.seq
@@ -98,7 +99,7 @@ class _Run:
                 past, logits_at = self._forward(feed, past, len(draft) + 1)
                 self.passes += 1
                 for i in range(len(draft) + 1):
-                    allowed = seq.allowed(narrow=self.masker.width // NARROW_FRACTION)
+                    allowed = seq.allowed(self.narrow)
                     token = None if allowed is None else seq.choose(allowed, logits_at(i, allowed), self.masker)
                     if token is None:
                         break

@@ -15,7 +15,15 @@ from __future__ import annotations
 
 import torch
 
-NARROW_FRACTION = 8  # a row whose grammar allows at most vocab/8 tokens gets logits for those only
+NARROW_FRACTION = 8  # on a CPU, a row whose grammar allows at most vocab/8 tokens gets logits for those only
+
+
+def narrow_limit(vocab_width: int, device) -> int:
+    """Up to how many allowed ids a row's logits are computed for those ids alone. On a CPU the
+    projection is compute-bound and a few rows of it are cheap to gather; on an accelerator the
+    whole projection is one fast kernel, and gathering rows per sequence would cost more launches
+    and host copies than it saves, so there only a single allowed token skips it."""
+    return vocab_width // NARROW_FRACTION if torch.device(device).type == "cpu" else 0
 
 
 class OutputHead:
