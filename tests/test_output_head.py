@@ -136,3 +136,32 @@ def test_subset_logits_only_where_the_projection_is_compute_bound():
 
     assert narrow_limit(49152, "cpu") == 49152 // 8
     assert narrow_limit(49152, "cuda:0") == 0  # one kernel for the whole projection beats gathering rows
+
+
+def test_a_system_prompt_under_repeated_requests_is_computed_once(smol_tokenizer):
+    """Each request twice (as when sampling n answers per prompt): every pair's longest shared head
+    is its whole prompt, and those heads extend one shared system prompt, which must be run through
+    the model once, not once per pair. Outputs stay those of one request at a time."""
+    from helpers import random_llama
+
+    from sgcli.backends import compile_for
+    from sgcli.constraints.spec import ConstraintSpec, Kind
+    from sgcli.engine.batching import neighbour_heads
+    from sgcli.engine.decode import decode
+    from sgcli.engine.sequence import Finished
+
+    sharp = random_llama(len(smol_tokenizer.vocab), "sharp-random", initializer_range=0.3)
+    compiled, _ = compile_for("xgrammar", ConstraintSpec(Kind.REGEX, "[a-z]{1,6}", "t"), smol_tokenizer.vocab)
+    encode = smol_tokenizer.vocab.encode
+    system = encode("You are a terse assistant who answers with one lowercase word. " * 3)
+    questions = [encode(q) for q in ("Sky?", "Grass colour today?", "Fire", "Snow, please")]
+    prompts = [system + q for q in questions for _ in range(2)]
+    assert tuple(system) in {h[: len(system)] for h in neighbour_heads(prompts)}
+    params = SamplingParams(temperature=0.0)
+    stats = BatchStats()
+    got = dict(decode_batch(sharp, prompts, compiled, params=params, max_tokens=6, batch_size=8, stats=stats))
+    unique = len(system) + sum(len(q) for q in questions)
+    assert stats.prefill_tokens <= unique + len(prompts)  # the system prompt once, each question once, one token each
+    for i, ids in enumerate(prompts):
+        (alone,) = [e for e in decode(sharp, ids, compiled, params=params, max_tokens=6) if isinstance(e, Finished)]
+        assert got[i].token_ids == alone.token_ids

@@ -186,20 +186,49 @@ def shared_prefixes(prompts: Sequence[Sequence[int]], minimum: int = MIN_SHARED_
     return [n if n >= minimum else 0 for n in capped]
 
 
-class PrefixStore:
-    """KV caches of shared prompt heads, each computed once (extending a shorter stored head
-    where one fits) and dropped after the last request that uses it has been admitted."""
+def neighbour_heads(prompts: Sequence[Sequence[int]], minimum: int = MIN_SHARED_PREFIX) -> set[tuple[int, ...]]:
+    """Every head that two prompts next to each other in sorted order share (at least `minimum`
+    long): besides each prompt's longest shared head, the shorter ones the longest heads extend,
+    such as one system prompt under many repeated requests."""
+    ordered = sorted(prompts, key=list)
+    heads = set()
+    for a, b in zip(ordered, ordered[1:]):
+        n = _common_length(a, b)
+        if n >= minimum:
+            heads.add(tuple(a[:n]))
+    return heads
 
-    def __init__(self, model, cache_kw: str, device: str, prompts: Sequence[Sequence[int]], share: bool = True):
-        self.model, self.cache_kw, self.device = model, cache_kw, device
+
+def _longest_proper_prefix(head: tuple[int, ...], heads: set, lengths: list[int], tries: int = 32):
+    """The longest of `heads` that is a proper prefix of `head` (checking at most `tries` lengths); () if none."""
+    shorter = [n for n in lengths if n < len(head)][-tries:]
+    return next((head[:n] for n in reversed(shorter) if head[:n] in heads), ())
+
+
+class PrefixStore:
+    """KV caches of shared prompt heads, each computed once, on top of the longest shorter shared
+    head it extends (computed once too), and dropped after the last use: the last request whose
+    head it is admitted, the last longer head built on it computed."""
+
+    def __init__(
+        self, head: OutputHead, cache_kw: str, device: str, prompts: Sequence[Sequence[int]], share: bool = True
+    ):
+        self.head, self.cache_kw, self.device = head, cache_kw, device
         self.lengths = shared_prefixes(prompts) if share else [0] * len(prompts)
         self.uses: dict[tuple[int, ...], int] = {}
         for p, n in zip(prompts, self.lengths):
             if n:
                 key = tuple(p[:n])
                 self.uses[key] = self.uses.get(key, 0) + 1
+        heads = set(self.uses) | (neighbour_heads(prompts) if share else set())
+        lengths = sorted({len(h) for h in heads})
+        self.base = {h: _longest_proper_prefix(h, heads, lengths) for h in heads}
+        for h in sorted(heads, key=len, reverse=True):  # longer heads first: a base's users are counted before it
+            if self.uses.get(h) and self.base[h]:
+                self.uses[self.base[h]] = self.uses.get(self.base[h], 0) + 1
         self.kv: dict[tuple[int, ...], list] = {}
         self.reused_tokens = 0  # prompt tokens not prefilled again thanks to the store
+        self.computed_tokens = 0  # prompt tokens the store ran through the model
 
     def take(self, i: int, ids: Sequence[int]) -> tuple[list | None, int]:
         """(the KV tensors of prompt i's shared head per layer, or None; how many tokens they hold)."""
@@ -210,23 +239,35 @@ class PrefixStore:
         if key in self.kv:
             self.reused_tokens += n
         else:
-            self.kv[key] = self._compute(key)
+            self._compute(key)
         kv = self.kv[key]
+        self._release(key)
+        return kv, n
+
+    def _release(self, key: tuple[int, ...]) -> None:
         self.uses[key] -= 1
         if not self.uses[key]:
             del self.kv[key]
-        return kv, n
 
-    def _compute(self, key: tuple[int, ...]) -> list:
+    def _compute(self, key: tuple[int, ...]) -> None:
+        """Compute `key`'s KV and that of every base under it not yet stored, shortest first."""
         from transformers import DynamicCache
 
-        base = max((k for k in self.kv if len(k) < len(key) and key[: len(k)] == k), key=len, default=())
-        if base:
-            self.reused_tokens += len(base)
-        cache = DynamicCache(ddp_cache_data=self.kv[base]) if base else None
-        ids = torch.tensor([key[len(base) :]], device=self.device)
-        out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1, **{self.cache_kw: cache})
-        return [(layer.keys, layer.values) for layer in getattr(out, self.cache_kw).layers]
+        chain = [key]
+        while self.base[chain[-1]] and self.base[chain[-1]] not in self.kv:
+            chain.append(self.base[chain[-1]])
+        for head in reversed(chain):
+            base = self.base[head]
+            cache = None
+            if base:
+                self.reused_tokens += len(base)
+                cache = DynamicCache(ddp_cache_data=self.kv[base])
+            ids = torch.tensor([head[len(base) :]], device=self.device)
+            self.computed_tokens += ids.shape[1]
+            _, out = self.head.hidden(input_ids=ids, use_cache=True, **{self.cache_kw: cache})
+            self.kv[head] = [(layer.keys, layer.values) for layer in getattr(out, self.cache_kw).layers]
+            if base:
+                self._release(base)
 
 
 def prefill_groups(tails: Sequence[int], limit: int = PREFILL_TOKENS) -> list[list[int]]:
@@ -292,7 +333,7 @@ class BatchStats:
 
     steps: int = 0
     row_steps: int = 0  # sum over steps of the rows decoded together
-    prefill_tokens: int = 0
+    prefill_tokens: int = 0  # prompt tokens run through the model (shared heads once, then each prompt's rest)
     prefill_passes: int = 0  # one per group of requests admitted together
     reused_prefix_tokens: int = 0
 
@@ -320,7 +361,7 @@ def decode_batch(
     head = OutputHead.of(lm.model)
     if head is None:
         raise ValueError(unsupported_reason(lm))
-    store = PrefixStore(lm.model, cache_kw, lm.device, prompts, share=share_prefix)
+    store = PrefixStore(head, cache_kw, lm.device, prompts, share=share_prefix)
     masker = Masker(lm.logits_width, lm.device)
 
     def new_row(i: int) -> Row:
@@ -348,6 +389,7 @@ def decode_batch(
             stats.row_steps += len(batch.rows)
             yield from _advance(batch, choose_tokens(batch.rows, hidden, head, masker))
     stats.reused_prefix_tokens = store.reused_tokens
+    stats.prefill_tokens += store.computed_tokens
 
 
 def _take(waiting: Iterator[int], n: int) -> Iterable[int]:
