@@ -16,7 +16,7 @@ from sgcli.cli import model_options as mo
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, output_format_of
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 
-DEFAULT_BATCH_SIZE = 16  # measured: benchmarks/batch_throughput.py, docs/performance.md "Batch"
+DEFAULT_BATCH_SIZE = 32  # measured: benchmarks/batch_throughput.py, docs/performance.md "Batch" (Run 5)
 
 EXAMPLES = """
 Examples:
