@@ -320,3 +320,66 @@ def test_the_context_limits_rows_as_it_limits_single_requests(sharp_lm, smol_tok
     assert got[1]["usage"]["completion_tokens"] <= 5 and any("cut to 5" in w for w in got[1]["warnings"])
     assert got[2]["output"] is None and "longer than the model's context" in got[2]["errors"][0]
     assert got[0]["usage"]["completion_tokens"] > 5 and got[3]["finish_reason"] != "error"
+
+
+@pytest.mark.parametrize("backend", _json_backends())
+def test_forced_tokens_ride_along_and_outputs_stay_those_of_one_at_a_time(sharp_lm, smol_tokenizer, backend):
+    """With jump-forward, tokens the grammar forces are fed with the token before them: the same
+    outputs as the plain batch and as the single-stream loop, in fewer forward passes."""
+    session = _session(sharp_lm, smol_tokenizer, _spec(), backend)
+    requests = _requests()
+    plain = list(session.batch(requests, batch_size=4))
+    session.jump_forward = True
+    stats = BatchStats()
+    jumped = list(session.batch(requests, batch_size=4, stats=stats))
+    single = _sequential(session, requests)
+    for key in ("output", "finish_reason", "valid"):
+        assert [r[key] for r in jumped] == [r[key] for r in plain] == [r[key] for r in single]
+    forced = sum(r["usage"]["forced_tokens"] for r in jumped)
+    passes = sum(r["usage"]["forward_passes"] for r in jumped)
+    if backend == "none":
+        assert forced == 0
+    else:  # on a CPU forced tokens may wait for a step where few rows are padded (feed_width)
+        assert forced > 0 and passes < sum(r["usage"]["forward_passes"] for r in plain)
+
+
+def test_feed_width_bounds_padding_on_the_cpu_only():
+    from sgcli.engine.batching import feed_width
+
+    assert feed_width([1] * 15 + [9], "cpu") == 1  # one row's forced run would pad fifteen others
+    assert feed_width([4, 4, 4, 3], "cpu") == 4
+    assert feed_width([6, 5, 1, 1], "cpu") == 2  # 2 of 8 positions padded; at 3, 5 of 12
+    assert feed_width([6, 6, 6, 1], "cpu") == 6  # 5 of 24 padded: under a quarter
+    assert feed_width([1] * 15 + [9], "cuda") == 9
+
+
+def test_rows_fed_different_numbers_of_tokens_keep_their_own_columns(sharp_lm, smol_tokenizer, monkeypatch):
+    """A literal the grammar forces after a choice and after a free word: rows take it in one step
+    while others take one token, so steps leave masked holes, compacted away (here at every hole);
+    every row still equals its lone run."""
+    from sgcli.engine import batching
+
+    compactions = []
+    original = batching.KVBatch._compact
+
+    def counting(self):
+        width = self.mask.shape[1]
+        original(self)
+        compactions.append(width - self.mask.shape[1])
+
+    monkeypatch.setattr(batching.KVBatch, "_compact", counting)
+    monkeypatch.setattr(batching, "COMPACT_DEAD_SHARE", 0.0)  # compact at every hole, not only when most are
+    from sgcli.engine.decode import decode
+    from sgcli.engine.sequence import Finished
+
+    spec = ConstraintSpec(Kind.REGEX, "(yes|no|maybe), because the answer is [a-z]{1,8} and that is final", "t")
+    compiled = check_supports("llguidance", spec).compile(spec, smol_tokenizer.vocab.padded(sharp_lm.logits_width))
+    prompts = [smol_tokenizer.vocab.encode(p)[:6] for p in PROMPTS]
+    params = SamplingParams(temperature=0.0)
+    got = dict(decode_batch(sharp_lm, prompts, compiled, params=params, max_tokens=40, batch_size=5))
+    for i, ids in enumerate(prompts):
+        (alone,) = [e for e in decode(sharp_lm, ids, compiled, params=params, max_tokens=40) if isinstance(e, Finished)]
+        assert got[i].token_ids == alone.token_ids and got[i].output == alone.output
+        assert got[i].grammar_complete
+    assert sum(f.forced_tokens for f in got.values()) > 10
+    assert any(removed > 0 for removed in compactions)

@@ -13,7 +13,11 @@ The model runs without its output projection (`sgcli.engine.head`): each row's l
 computed after its grammar mask, for the whole vocabulary only where the mask allows many
 tokens, for the allowed ids where it allows few, and not at all where it allows one.
 
-Jump-forward is not used inside batches: every token is one batched step.
+Jump-forward inside batches: after a row takes its token, every following token its grammar
+forces (a mask that allows exactly one) is taken at once and fed in the same step as that token,
+the shorter rows padded on the right (masked columns, compacted once they are the majority).
+Drafts the model must confirm (xgrammar's and llguidance's forced bytes, spelled in tokens) are
+the single-stream loop's alone.
 """
 
 from __future__ import annotations
@@ -28,28 +32,50 @@ from sgcli.engine.decode import cache_keyword
 from sgcli.engine.head import OutputHead, narrow_limit, row_logits
 from sgcli.engine.loader import LoadedModel
 from sgcli.engine.sampling import Masker, SamplingParams
-from sgcli.engine.sequence import Finished, SequenceState
+from sgcli.engine.sequence import Allowed, Finished, SequenceState
 
 MIN_SHARED_PREFIX = 8  # tokens; shorter shared heads are cheaper to recompute than to copy
 PREFILL_TOKENS = 2048  # at most this many (padded) prompt positions in one prefill pass
+MAX_FORCED_RUN = 64  # at most this many forced tokens fed to a row in one step
+COMPACT_DEAD_SHARE = 0.5  # compact the KV cache once more than this share of its columns is padding
 
 
 class Row:
     """One request of a batch: its place, prompt and `SequenceState` (the single-stream loop's
     per-token rules), without events."""
 
-    def __init__(self, index: int, prompt_ids: list[int], seq: SequenceState):
-        self.index, self.prompt_ids, self.seq = index, prompt_ids, seq
+    def __init__(self, index: int, prompt_ids: list[int], seq: SequenceState, jump_forward: bool = True):
+        self.index, self.prompt_ids, self.seq, self.jump_forward = index, prompt_ids, seq, jump_forward
         self.forward_passes = 0  # model calls this row took part in (its prefill, then batched steps)
         self.finished: Finished | None = None
+        self.ahead: Allowed | None = None  # the mask of the next position, where already filled
 
-    def advance(self, token: int | None) -> int | None:
-        """Take the token this row chose (None: its grammar allowed nothing); None once the row has finished."""
+    def allowed(self, narrow: int) -> Allowed | None:
+        ahead, self.ahead = self.ahead, None
+        return ahead if ahead is not None else self.seq.allowed(narrow)
+
+    def advance(self, token: int | None, masker: Masker, narrow: int) -> list[int] | None:
+        """Take the token this row chose (None: its grammar allowed nothing) and, with jump-forward,
+        every token after it that the grammar forces (a mask that allows one token: taken without
+        a forward pass of its own). Returns the tokens to feed next; None once the row has finished."""
         seq = self.seq
+        feed = []
         if token is not None:
             seq.take(token)
+            feed.append(token)
+        while self.jump_forward and not seq.done and len(feed) < MAX_FORCED_RUN:
+            allowed = seq.allowed(narrow)
+            if allowed is None:
+                break
+            if allowed.count > 1:
+                self.ahead = allowed
+                break
+            forced = seq.choose(allowed, None, masker)
+            seq.take(forced)
+            seq.forced += 1
+            feed.append(forced)
         if not seq.done:
-            return token
+            return feed
         seq.flush()
         self.finished = seq.finished(len(self.prompt_ids), self.forward_passes)
         return None
@@ -61,7 +87,7 @@ def choose_tokens(rows: Sequence[Row], hidden: torch.Tensor, head: OutputHead, m
     for row in rows:
         row.forward_passes += 1
     narrow = narrow_limit(masker.width, hidden.device)
-    allowed = [row.seq.allowed(narrow) for row in rows]
+    allowed = [row.allowed(narrow) for row in rows]
     wide = [i for i, a in enumerate(allowed) if a is not None and a.ids is None]
     full = dict(zip(wide, head.logits(hidden[wide]))) if wide else {}
     tokens = []
@@ -110,7 +136,7 @@ class KVBatch:
         self.mask = torch.zeros((0, 0), dtype=torch.long, device=device)
         self.rows: list[Row] = []
         self.pos: list[int] = []  # next position id per row
-        self.last: list[int] = []  # next input token per row
+        self.last: list[list[int]] = []  # next input tokens per row
 
     def join(self, other: KVBatch) -> None:
         """Take in the rows of another batch (a freshly prefilled group), aligning both on the right."""
@@ -129,20 +155,47 @@ class KVBatch:
         self.pos += other.pos
         self.last += other.last
 
-    def forward(self, head: OutputHead, cache_kw: str) -> torch.Tensor:
-        """One decode step for every row; returns the last hidden states [rows, width]."""
-        mask = torch.cat([self.mask, self.mask.new_ones((len(self.rows), 1))], dim=1)
+    def forward(self, head: OutputHead, cache_kw: str) -> tuple[torch.Tensor, list[bool]]:
+        """One decode step for every row, each fed the first of its waiting `last` tokens (several
+        where the grammar forced some; shorter feeds padded on the right, masked), as many as
+        `feed_width` allows. Returns each row's hidden state at the last token it was fed
+        [rows, width], and per row whether it was fed all its waiting tokens (needs a new one)."""
+        width = feed_width([len(feed) for feed in self.last], self.device)
+        feeds = [feed[:width] for feed in self.last]
+        self.last = [feed[width:] for feed in self.last]
+        ids = torch.tensor([feed + [0] * (width - len(feed)) for feed in feeds], device=self.device)
+        fresh = torch.tensor([[1] * len(feed) + [0] * (width - len(feed)) for feed in feeds], device=self.device)
+        mask = torch.cat([self.mask, fresh.to(self.mask.dtype)], dim=1)
+        positions = torch.tensor([list(range(p, p + width)) for p in self.pos], device=self.device)
         hidden, out = head.hidden(
-            input_ids=torch.tensor(self.last, device=self.device)[:, None],
-            attention_mask=mask,
-            position_ids=torch.tensor(self.pos, device=self.device)[:, None],
-            use_cache=True,
-            **{cache_kw: self.cache},
+            input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **{cache_kw: self.cache}
         )
         self.cache = getattr(out, cache_kw)
         self.mask = mask
-        self.pos = [p + 1 for p in self.pos]
-        return hidden[:, -1]
+        self.pos = [p + len(feed) for p, feed in zip(self.pos, feeds)]
+        ends = torch.tensor([len(feed) - 1 for feed in feeds], device=self.device)
+        if width > 1:
+            self._compact()
+        return hidden[torch.arange(len(self.rows), device=self.device), ends], [not rest for rest in self.last]
+
+    def _compact(self) -> None:
+        """Once most columns are padding (feeds of different lengths leave masked holes), move each
+        row's live columns together on the right. Keys carry their positions already (rotary
+        embeddings are applied before caching), so moving columns changes nothing they attend to."""
+        live = self.mask.bool()
+        counts = live.sum(dim=1)
+        if live.numel() - int(counts.sum()) <= COMPACT_DEAD_SHARE * live.numel():
+            return
+        width = int(counts.max())
+        index = torch.zeros((len(self.rows), width), dtype=torch.long, device=self.device)
+        for r in range(len(self.rows)):
+            columns = live[r].nonzero().squeeze(1)
+            index[r, width - len(columns) :] = columns
+        self.mask = (torch.arange(width, device=self.device)[None] >= width - counts[:, None]).to(self.mask.dtype)
+        for layer in self.cache.layers:
+            shape = (-1, layer.keys.shape[1], -1, layer.keys.shape[3])
+            layer.keys = layer.keys.gather(2, index[:, None, :, None].expand(shape))
+            layer.values = layer.values.gather(2, index[:, None, :, None].expand(shape))
 
     def keep(self, keep: list[int]) -> None:
         """Drop the rows not in `keep`, then the left columns no remaining row uses."""
@@ -270,6 +323,23 @@ class PrefixStore:
                 self._release(base)
 
 
+def feed_width(waiting: Sequence[int], device) -> int:
+    """How many tokens each row is fed in one step, given how many each has waiting. Every row is
+    padded to that width, so on a CPU, where the step is bound by its matrix products and padding
+    costs as much as real tokens, the width stays where at most a quarter of the fed positions are
+    padding (1 unless most rows have forced tokens waiting); on an accelerator, where a step costs
+    about the same for a few more positions, every waiting token is fed."""
+    longest = max(waiting)
+    if torch.device(device).type != "cpu":
+        return longest
+    width = 1
+    for k in range(2, longest + 1):
+        real = sum(min(n, k) for n in waiting)
+        if 4 * (len(waiting) * k - real) <= len(waiting) * k:
+            width = k
+    return width
+
+
 def prefill_groups(tails: Sequence[int], limit: int = PREFILL_TOKENS) -> list[list[int]]:
     """Indices of the prompts to prefill together, given the tokens each still needs: shortest
     first, a group closing before its padding would outweigh its tokens or pass `limit` (a prompt
@@ -323,7 +393,7 @@ def prefill(head: OutputHead, cache_kw: str, device: str, rows: Sequence[Row], h
     last = hidden[torch.arange(len(rows), device=device), torch.tensor([len(t) - 1 for t in tails], device=device)]
     group = KVBatch(device)
     group.cache, group.mask, group.rows = getattr(out, cache_kw), mask, list(rows)
-    group.pos, group.last = [len(row.prompt_ids) for row in rows], [0] * len(rows)
+    group.pos, group.last = [len(row.prompt_ids) for row in rows], [[0]] * len(rows)
     return group, last
 
 
@@ -349,11 +419,13 @@ def decode_batch(
     stop: Sequence[str] = (),
     think_end: str | None = None,
     share_prefix: bool = True,
+    jump_forward: bool = True,
     stats: BatchStats | None = None,
 ) -> Iterator[tuple[int, Finished]]:
     """Decode every prompt, `batch_size` rows at a time; yields (prompt index, Finished) as rows
     end, in completion order. A row's error (grammar dead end, rejected token) ends that row only.
-    `max_tokens` is one budget for every prompt, or one per prompt."""
+    `max_tokens` is one budget for every prompt, or one per prompt. With `jump_forward`, tokens
+    the grammar forces are fed with the token before them, in the same step."""
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
     stats = stats if stats is not None else BatchStats()
@@ -367,7 +439,7 @@ def decode_batch(
     def new_row(i: int) -> Row:
         budget = max_tokens if isinstance(max_tokens, int) else max_tokens[i]
         seq = SequenceState(compiled, params, max_tokens=budget, stop=stop, think_end=think_end, device=lm.device)
-        return Row(i, list(prompts[i]), seq)
+        return Row(i, list(prompts[i]), seq, jump_forward)
 
     batch = KVBatch(lm.device)
     waiting = iter(range(len(prompts)))
@@ -380,14 +452,18 @@ def decode_batch(
                 prefilled, hidden = prefill(head, cache_kw, lm.device, grouped, [heads[g] for g in group])
                 stats.prefill_tokens += sum(len(row.prompt_ids) - heads[g][1] for g, row in zip(group, grouped))
                 stats.prefill_passes += 1
-                yield from _advance(prefilled, choose_tokens(grouped, hidden, head, masker))
+                yield from _advance(prefilled, choose_tokens(grouped, hidden, head, masker), masker)
                 batch.join(prefilled)
             if not batch.rows:
                 break
-            hidden = batch.forward(head, cache_kw)
+            hidden, fed = batch.forward(head, cache_kw)
             stats.steps += 1
             stats.row_steps += len(batch.rows)
-            yield from _advance(batch, choose_tokens(batch.rows, hidden, head, masker))
+            ready = [i for i, done in enumerate(fed) if done]
+            for i, done in enumerate(fed):
+                batch.rows[i].forward_passes += not done  # fed part of its forced tokens: no token to choose yet
+            chosen = dict(zip(ready, choose_tokens([batch.rows[i] for i in ready], hidden[ready], head, masker)))
+            yield from _advance(batch, chosen, masker)
     stats.reused_prefix_tokens = store.reused_tokens
     stats.prefill_tokens += store.computed_tokens
 
@@ -400,13 +476,20 @@ def _take(waiting: Iterator[int], n: int) -> Iterable[int]:
         yield i
 
 
-def _advance(batch: KVBatch, tokens: Sequence[int | None]):
-    """Each row takes its token; rows that end are yielded and leave the batch."""
+def _advance(batch: KVBatch, tokens: dict[int, int | None] | Sequence[int | None], masker: Masker):
+    """Each row given a token takes it (and what the grammar forces after it); rows still feeding
+    forced tokens wait. Rows that end are yielded and leave the batch."""
     keep = []
-    for i, (row, token) in enumerate(zip(batch.rows, tokens)):
-        if row.advance(token) is None:
+    narrow = narrow_limit(masker.width, batch.device)
+    chosen = tokens if isinstance(tokens, dict) else dict(enumerate(tokens))
+    for i, row in enumerate(batch.rows):
+        if i not in chosen:
+            keep.append(i)
+            continue
+        feed = row.advance(chosen[i], masker, narrow)
+        if feed is None:
             yield row.index, row.finished
         else:
-            batch.last[i] = token
+            batch.last[i] = feed
             keep.append(i)
     batch.keep(keep)

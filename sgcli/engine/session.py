@@ -172,6 +172,7 @@ class Session:
             batch_size=batch_size,
             stop=self.stop,
             think_end=self.think_end,
+            jump_forward=self.jump_forward,
             stats=stats,
         )
         flushed = 0
