@@ -85,7 +85,8 @@ def generate(
         typer.Option(
             "--batch-size",
             help=f"Decode this many --input requests together (continuous batching; default {DEFAULT_BATCH_SIZE}). "
-            "1 = one after another. Batched rows decode token by token (no jump-forward).",
+            "1 = one after another. Batched rows feed tokens the grammar forces with the token before them "
+            "(jump-forward without drafts).",
             rich_help_panel="Output",
         ),
     ] = None,
