@@ -165,3 +165,20 @@ def test_a_system_prompt_under_repeated_requests_is_computed_once(smol_tokenizer
     for i, ids in enumerate(prompts):
         (alone,) = [e for e in decode(sharp, ids, compiled, params=params, max_tokens=6) if isinstance(e, Finished)]
         assert got[i].token_ids == alone.token_ids
+
+
+def test_a_projection_with_a_bias_gives_the_same_subset_logits():
+    from helpers import random_llama
+
+    biased = random_llama(300, "biased-random", initializer_range=0.3)
+    torch.manual_seed(5)
+    biased.model.lm_head = torch.nn.Linear(32, 300, bias=True)
+    head = OutputHead.of(biased.model)
+    assert head is not None and head.can_gather
+    ids = torch.tensor([[9, 8, 7]])
+    some = torch.tensor([0, 150, 299])
+    with torch.inference_mode():
+        expected = biased.model(input_ids=ids).logits[0, -1].float()
+        hidden, _ = head.hidden(input_ids=ids)
+        row = head.logits_for(hidden[0, -1], some, 300)
+    assert torch.allclose(row[some], expected[some], atol=1e-5)

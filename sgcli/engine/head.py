@@ -36,6 +36,8 @@ class OutputHead:
         self.scale = getattr(config, "logit_scale", None)  # Cohere multiplies
         self.divisor = getattr(config, "logits_scaling", None)  # Granite divides
         self.softcap = getattr(config, "final_logit_softcapping", None)  # Gemma 2 and 3
+        # rows can be gathered from the projection's weight where it is held (not offloaded by accelerate)
+        self.can_gather = self.projection.weight.device.type != "meta"
 
     @classmethod
     def of(cls, model) -> OutputHead | None:
@@ -79,12 +81,12 @@ class OutputHead:
     def logits_for(self, hidden: torch.Tensor, ids: torch.Tensor, vocab_width: int) -> torch.Tensor:
         """A row of `vocab_width` float logits for one hidden state [width], computed for `ids` only
         (-inf elsewhere: those tokens are masked out anyway)."""
-        weight = self.projection.weight.index_select(0, ids)
-        values = weight @ hidden
+        weight = self.projection.weight.index_select(0, ids.to(self.projection.weight.device))
+        values = weight @ hidden.to(weight.device)
         if self.projection.bias is not None:
-            values = values + self.projection.bias.index_select(0, ids)
+            values = values + self.projection.bias.index_select(0, ids.to(values.device))
         row = torch.full((vocab_width,), float("-inf"), device=hidden.device)
-        row[ids] = self._finish(values)
+        row[ids] = self._finish(values).to(hidden.device)
         return row
 
 
@@ -93,6 +95,6 @@ def row_logits(head: OutputHead, hidden: torch.Tensor, allowed, vocab_width: int
     token is allowed, the allowed ids' where they were listed (few), else the whole row."""
     if allowed.count == 1:
         return None
-    if allowed.ids is not None:
+    if allowed.ids is not None and head.can_gather:
         return head.logits_for(hidden, torch.from_numpy(allowed.ids).to(hidden.device), vocab_width)
     return head.logits(hidden)
