@@ -162,6 +162,7 @@ def test_a_system_prompt_under_repeated_requests_is_computed_once(smol_tokenizer
     got = dict(decode_batch(sharp, prompts, compiled, params=params, max_tokens=6, batch_size=8, stats=stats))
     unique = len(system) + sum(len(q) for q in questions)
     assert stats.prefill_tokens <= unique + len(prompts)  # the system prompt once, each question once, one token each
+    assert stats.prefill_passes == 3  # the system prompt; the four questions side by side; the eight last tokens
     for i, ids in enumerate(prompts):
         (alone,) = [e for e in decode(sharp, ids, compiled, params=params, max_tokens=6) if isinstance(e, Finished)]
         assert got[i].token_ids == alone.token_ids

@@ -282,45 +282,57 @@ class PrefixStore:
         self.kv: dict[tuple[int, ...], list] = {}
         self.reused_tokens = 0  # prompt tokens not prefilled again thanks to the store
         self.computed_tokens = 0  # prompt tokens the store ran through the model
+        self.passes = 0  # model calls the store made
+
+    def key(self, i: int, ids: Sequence[int]) -> tuple[int, ...] | None:
+        """Prompt i's shared head (None where it shares none)."""
+        return tuple(ids[: self.lengths[i]]) if self.lengths[i] else None
 
     def take(self, i: int, ids: Sequence[int]) -> tuple[list | None, int]:
         """(the KV tensors of prompt i's shared head per layer, or None; how many tokens they hold)."""
-        n = self.lengths[i]
-        if not n:
+        key = self.key(i, ids)
+        if key is None:
             return None, 0
-        key = tuple(ids[:n])
         if key in self.kv:
-            self.reused_tokens += n
+            self.reused_tokens += len(key)
         else:
-            self._compute(key)
+            self.prepare([key])
         kv = self.kv[key]
         self._release(key)
-        return kv, n
+        return kv, len(key)
 
     def _release(self, key: tuple[int, ...]) -> None:
         self.uses[key] -= 1
         if not self.uses[key]:
             del self.kv[key]
 
-    def _compute(self, key: tuple[int, ...]) -> None:
-        """Compute `key`'s KV and that of every base under it not yet stored, shortest first."""
-        from transformers import DynamicCache
-
-        chain = [key]
-        while self.base[chain[-1]] and self.base[chain[-1]] not in self.kv:
-            chain.append(self.base[chain[-1]])
-        for head in reversed(chain):
-            base = self.base[head]
-            cache = None
-            if base:
-                self.reused_tokens += len(base)
-                cache = DynamicCache(ddp_cache_data=self.kv[base])
-            ids = torch.tensor([head[len(base) :]], device=self.device)
-            self.computed_tokens += ids.shape[1]
-            _, out = self.head.hidden(input_ids=ids, use_cache=True, **{self.cache_kw: cache})
-            self.kv[head] = [(layer.keys, layer.values) for layer in getattr(out, self.cache_kw).layers]
-            if base:
-                self._release(base)
+    def prepare(self, keys: Iterable[tuple[int, ...] | None]) -> None:
+        """Compute the KV of the `keys` not stored yet and of every base under them: heads whose
+        bases are ready go side by side in one pass (`extend`), a level of nesting at a time."""
+        needed: set[tuple[int, ...]] = set()
+        for head in keys:
+            while head and head not in self.kv and head not in needed:
+                needed.add(head)
+                head = self.base[head]
+        while needed:
+            level = sorted(h for h in needed if not self.base[h] or self.base[h] in self.kv)
+            needed.difference_update(level)
+            for group in prefill_groups([len(h) - len(self.base[h]) for h in level]):
+                heads = [level[g] for g in group]
+                bases = [(self.kv[self.base[h]] if self.base[h] else None, len(self.base[h])) for h in heads]
+                cache, mask, _ = extend(self.head, self.cache_kw, self.device, heads, bases)
+                self.passes += 1
+                for r, head in enumerate(heads):
+                    live = mask[r].nonzero().squeeze(1)  # this head's own columns, padding left out
+                    self.kv[head] = [
+                        (layer.keys[r : r + 1].index_select(2, live), layer.values[r : r + 1].index_select(2, live))
+                        for layer in cache.layers
+                    ]
+                    base = self.base[head]
+                    self.computed_tokens += len(head) - len(base)
+                    if base:
+                        self.reused_tokens += len(base)
+                        self._release(base)
 
 
 def feed_width(waiting: Sequence[int], device) -> int:
@@ -377,11 +389,12 @@ def _stacked_heads(heads: Sequence[tuple[list | None, int]], device: str):
     return DynamicCache(ddp_cache_data=layers), mask
 
 
-def prefill(head: OutputHead, cache_kw: str, device: str, rows: Sequence[Row], heads) -> tuple[KVBatch, torch.Tensor]:
-    """Prefill `rows` in one pass: each row's cached head (from `heads`), then the rest of its
-    prompt, padded on the right (masked). Returns them as a batch and each row's last hidden state."""
+def extend(head: OutputHead, cache_kw: str, device: str, sequences: Sequence[Sequence[int]], heads):
+    """Run many sequences in one pass, each after its cached head (from `heads`: KV per layer or
+    None, and its length), the rest padded on the right (masked). Returns the cache, its mask and
+    each sequence's hidden state at its last token."""
     cache, head_mask = _stacked_heads(heads, device)
-    tails = [row.prompt_ids[n:] for row, (_, n) in zip(rows, heads)]
+    tails = [list(seq[n:]) for seq, (_, n) in zip(sequences, heads)]
     width = max(len(t) for t in tails)
     ids = torch.tensor([t + [0] * (width - len(t)) for t in tails], device=device)
     tail_mask = torch.tensor([[1] * len(t) + [0] * (width - len(t)) for t in tails], device=device)
@@ -390,9 +403,15 @@ def prefill(head: OutputHead, cache_kw: str, device: str, rows: Sequence[Row], h
     hidden, out = head.hidden(
         input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **{cache_kw: cache}
     )
-    last = hidden[torch.arange(len(rows), device=device), torch.tensor([len(t) - 1 for t in tails], device=device)]
+    ends = torch.tensor([len(t) - 1 for t in tails], device=device)
+    return getattr(out, cache_kw), mask, hidden[torch.arange(len(tails), device=device), ends]
+
+
+def prefill(head: OutputHead, cache_kw: str, device: str, rows: Sequence[Row], heads) -> tuple[KVBatch, torch.Tensor]:
+    """Prefill `rows` in one pass (`extend`); returns them as a batch and each row's last hidden state."""
     group = KVBatch(device)
-    group.cache, group.mask, group.rows = getattr(out, cache_kw), mask, list(rows)
+    group.cache, group.mask, last = extend(head, cache_kw, device, [row.prompt_ids for row in rows], heads)
+    group.rows = list(rows)
     group.pos, group.last = [len(row.prompt_ids) for row in rows], [[0]] * len(rows)
     return group, last
 
@@ -404,7 +423,7 @@ class BatchStats:
     steps: int = 0
     row_steps: int = 0  # sum over steps of the rows decoded together
     prefill_tokens: int = 0  # prompt tokens run through the model (shared heads once, then each prompt's rest)
-    prefill_passes: int = 0  # one per group of requests admitted together
+    prefill_passes: int = 0  # one per group of requests admitted together, and per group of shared heads
     reused_prefix_tokens: int = 0
 
 
@@ -446,6 +465,7 @@ def decode_batch(
     with torch.inference_mode():
         while True:
             rows = [new_row(i) for i in _take(waiting, batch_size - len(batch.rows))]
+            store.prepare(store.key(row.index, row.prompt_ids) for row in rows)  # the missing heads, side by side
             heads = [store.take(row.index, row.prompt_ids) for row in rows]
             for group in prefill_groups([len(row.prompt_ids) - n for row, (_, n) in zip(rows, heads)]):
                 grouped = [rows[g] for g in group]
@@ -466,6 +486,7 @@ def decode_batch(
             yield from _advance(batch, chosen, masker)
     stats.reused_prefix_tokens = store.reused_tokens
     stats.prefill_tokens += store.computed_tokens
+    stats.prefill_passes += store.passes
 
 
 def _take(waiting: Iterator[int], n: int) -> Iterable[int]:
