@@ -14,7 +14,8 @@ import pytest
 
 from sgcli.backends import backend_names, check_supports
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
-from sgcli.engine.batching import BatchStats, decode_batch, shared_prefixes
+from sgcli.engine.batching import BatchStats, decode_batch
+from sgcli.engine.prefix import shared_prefixes
 from sgcli.engine.sampling import SamplingParams
 from sgcli.engine.session import PromptOptions, Request, Session
 

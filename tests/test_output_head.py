@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from sgcli.engine.batching import BatchStats, decode_batch, prefill_groups
+from sgcli.engine.batching import BatchStats, decode_batch
 from sgcli.engine.head import OutputHead
+from sgcli.engine.prefix import prefill_groups
 from sgcli.engine.sampling import Masker, SamplingParams
 
 
@@ -146,8 +147,8 @@ def test_a_system_prompt_under_repeated_requests_is_computed_once(smol_tokenizer
 
     from sgcli.backends import compile_for
     from sgcli.constraints.spec import ConstraintSpec, Kind
-    from sgcli.engine.batching import neighbour_heads
     from sgcli.engine.decode import decode
+    from sgcli.engine.prefix import neighbour_heads
     from sgcli.engine.sequence import Finished
 
     sharp = random_llama(len(smol_tokenizer.vocab), "sharp-random", initializer_range=0.3)
