@@ -221,6 +221,18 @@ def test_a_row_that_finishes_early_leaves_the_rest_running(sharp_lm, smol_tokeni
     assert [_comparable(r) for r in got] == [_comparable(r) for r in _sequential(session, requests)]
 
 
+def test_rows_that_all_end_at_their_first_token_still_admit_the_rest(sharp_lm, smol_tokenizer):
+    """A grammar that forces its whole output ends every row at the prefill: each wave leaves the
+    batch empty, and the waiting requests must still be admitted (a batch once stopped there)."""
+    spec = ConstraintSpec(Kind.REGEX, "done", "test")
+    session = _session(sharp_lm, smol_tokenizer, spec, "llguidance")
+    session.jump_forward = True
+    requests = _requests(PROMPTS[:7])
+    got = list(session.batch(requests, batch_size=2))
+    assert [r["id"] for r in got] == [r.id for r in requests]
+    assert {r["output"] for r in got} == {"done"} and all(r["valid"] for r in got)
+
+
 def test_reasoning_rows_match_sequential(sharp_lm, smol_tokenizer):
     """Reasoning mode per row: free text until the marker, then the grammar. The marker is one
     common letter so that rows leave thinking at different steps."""

@@ -294,7 +294,9 @@ def decode_batch(
                 yield from _advance(prefilled, choose_tokens(grouped, hidden, head, masker), masker)
                 batch.join(prefilled)
             if not batch.rows:
-                break
+                if not rows:  # nothing running and nothing left to admit
+                    break
+                continue  # every admitted row ended at its first token: admit the next ones
             hidden, fed = batch.forward(head, cache_kw)
             stats.steps += 1
             stats.row_steps += len(batch.rows)
