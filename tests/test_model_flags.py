@@ -397,7 +397,7 @@ def test_generate_with_device_map_records_device_dtype_and_template(run_cli, tin
     assert result.exit_code in (0, 1), result.output
     record = json.loads(out.read_text())
     assert (record["device"], record["dtype"], record["chat_template"]) == ("cpu", "bfloat16", "default")
-    assert "(cpu, bfloat16, template default)" in result.stderr
+    assert "(cpu, bfloat16, transformers, template default)" in result.stderr  # --device-map: accelerate places
     from sgcli.records import GenerationRecord
 
     GenerationRecord.model_validate(record)
@@ -480,7 +480,8 @@ def test_the_default_model_record_says_where_it_ran(run_cli):
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout)
     assert (record["device"], record["dtype"], record["chat_template"]) == ("cpu", "float32", "default")
-    assert "(cpu, float32, template default)" in result.stderr
+    assert record["model_impl"] == "native"  # a Llama from a .gguf: sgcli's own forward
+    assert "(cpu, float32, native, template default)" in result.stderr
 
 
 def test_generate_without_the_generate_extra_names_it_before_the_model(run_cli, no_load, monkeypatch):

@@ -369,7 +369,9 @@ def _summary(record: dict) -> None:
     if record.get("validated_by"):
         valid += f" [dim](checked by {record['validated_by']})[/]"
     placed = (
-        f" ({record['device']}, {record['dtype']}, template {record['chat_template']})" if "device" in record else ""
+        f" ({record['device']}, {record['dtype']}, {record.get('model_impl')}, template {record['chat_template']})"
+        if "device" in record
+        else ""
     )
     err.print(
         f"[dim]{record['backend']} · {record['model']}{placed} · {usage['completion_tokens']} tokens{forced} · "

@@ -31,6 +31,7 @@ import torch
 from sgcli.backends.base import Compiled
 from sgcli.engine.decode import cache_keyword
 from sgcli.engine.head import OutputHead, narrow_limit, row_logits
+from sgcli.engine.kv import plain_layers
 from sgcli.engine.loader import LoadedModel
 from sgcli.engine.prefix import PrefixStore, extend, pad_left, prefill_groups
 from sgcli.engine.sampling import Masker, SamplingParams
@@ -100,18 +101,9 @@ def choose_tokens(rows: Sequence[Row], hidden: torch.Tensor, head: OutputHead, m
     return tokens
 
 
-def _plain_cache_layers(model) -> bool:
-    """Batching splices KV tensors by hand, so it needs the plain growing cache on every layer."""
-    from transformers import DynamicCache
-    from transformers.cache_utils import DynamicLayer
-
-    cache = DynamicCache(config=model.config)
-    return bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
-
-
 def unsupported_reason(lm: LoadedModel) -> str | None:
     """Why this model cannot be batched (None when it can)."""
-    if not _plain_cache_layers(lm.model):
+    if not plain_layers(lm.model):
         return f"{lm.ref.display} uses a sliding-window or hybrid KV cache, which batching does not splice"
     if OutputHead.of(lm.model) is None:
         return f"{lm.ref.display} computes its logits in a way sgcli cannot reproduce from its hidden states"
@@ -124,7 +116,7 @@ class KVBatch:
 
     def __init__(self, device: str):
         self.device = device
-        self.cache = None  # transformers DynamicCache, batch dimension = rows
+        self.cache = None  # the model's growing cache (sgcli.engine.kv), batch dimension = rows
         self.mask = torch.zeros((0, 0), dtype=torch.long, device=device)
         self.rows: list[Row] = []
         self.pos: list[int] = []  # next position id per row

@@ -18,6 +18,7 @@ import torch
 from sgcli.backends.base import Compiled, bitmask_words
 from sgcli.engine.forced import draft_tokens
 from sgcli.engine.head import OutputHead, narrow_limit, row_logits
+from sgcli.engine.kv import empty_cache
 from sgcli.engine.loader import LoadedModel
 from sgcli.engine.sampling import Masker, SamplingParams
 from sgcli.engine.sequence import Finished, SequenceState, TokenEvent
@@ -148,11 +149,6 @@ class _Run:
 
     def _new_cache(self):
         """An empty KV cache; jump-forward needs one it can crop (rejected draft tokens are removed)."""
-        from transformers.cache_utils import DynamicCache
-
-        try:
-            cache = DynamicCache(config=self.model.config)
-        except (TypeError, ValueError, AttributeError):
-            cache = None  # the model builds its own; drafts then stay off
+        cache = empty_cache(self.model)  # None: the model builds its own; drafts then stay off
         self.drafting = self.drafting and cache is not None and cache.is_croppable
         return cache

@@ -32,15 +32,19 @@ Progress = Callable[[str, int, int], None]  # (stage description, step, total st
 DEFAULT_CPU_THREADS = 1
 
 
+IMPLS = ("auto", "native", "transformers")
+
+
 @dataclass(eq=False)
 class LoadedModel:
-    model: object  # transformers PreTrainedModel
+    model: object  # transformers PreTrainedModel, or sgcli.engine.llama.NativeLlama
     ref: ModelRef
     device: str
     dtype: str
     logits_width: int
     load_s: float
     threads: int | None = None  # torch's CPU threads while this model runs
+    impl: str = "transformers"  # which forward pass runs it: native (sgcli.engine.llama) or transformers
 
 
 def pick_device(device: str) -> str:
@@ -165,27 +169,31 @@ def load_model(
     progress: Progress | None = None,
     threads: int | None = None,
     device_map: str | dict | None = None,
+    impl: str = "auto",
 ) -> LoadedModel:
     """Load a causal LM. `threads` sets torch's CPU threads; the default is `DEFAULT_CPU_THREADS`.
-    `device_map` (accelerate's placement, "auto" or {module: device}) replaces `device`."""
+    `device_map` (accelerate's placement, "auto" or {module: device}) replaces `device`. `impl`:
+    the native forward (`sgcli.engine.llama`) where the model fits it, else transformers (auto), or
+    either one only (a model the native forward cannot run is then exit 2, saying why)."""
     import torch
 
     if threads is not None and threads < 1:
         raise UserError("--threads must be at least 1")
+    if impl not in IMPLS:
+        raise UserError(f"unknown model implementation '{impl}'", hint="use " + ", ".join(IMPLS))
     torch.set_num_threads(threads or DEFAULT_CPU_THREADS)
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
     t = time.perf_counter()
     dev = pick_device(device)
     gpu = dev != "cpu" or (device_map is not None and torch.cuda.is_available())
     torch_dtype = pick_dtype(dtype, "cuda" if gpu else "cpu", from_checkpoint=True)
     placement = {"device_map": device_map} if device_map is not None else {}
+    native = _native_choice(ref, impl, placement)
     if ref.kind == "gguf":
         if torch_dtype == "auto":
             torch_dtype = torch.bfloat16  # a dequantized GGUF has no trained dtype of its own
-        model = _load_converted(ref.path, torch_dtype, progress, placement)
+        model = _load_converted(ref.path, torch_dtype, progress, placement, impl if native else "transformers")
+    elif native:
+        model = _load_native(ref.path, _native_dtype(ref.path, torch_dtype))
     else:
         model = _from_pretrained(ref, torch_dtype, placement)
     if device_map is None:
@@ -195,19 +203,108 @@ def load_model(
     model.eval()
     width = model.get_output_embeddings().weight.shape[0]
     dtype_name = str(model.dtype).removeprefix("torch.")
-    return LoadedModel(model, ref, dev, dtype_name, width, time.perf_counter() - t, torch.get_num_threads())
+    elapsed = time.perf_counter() - t
+    used = "native" if hasattr(model, "new_cache") else "transformers"  # only NativeLlama builds its own cache
+    return LoadedModel(model, ref, dev, dtype_name, width, elapsed, torch.get_num_threads(), used)
 
 
-def _load_converted(gguf: Path, torch_dtype, progress: Progress | None, placement: dict | None = None):
-    """The cached conversion of `gguf`, loaded and checked; a damaged one is rebuilt once, with a notice."""
-    from transformers import AutoModelForCausalLM
+def _quiet_transformers() -> None:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+
+def _native_choice(ref: ModelRef, impl: str, placement: dict) -> bool:
+    """Whether the native forward runs `ref` (exit 2 where it was asked for and cannot)."""
+    if impl == "transformers":
+        return False
+    why = _native_misfit(ref, placement)
+    if why is not None and impl == "native":
+        raise UserError(
+            f"the native model implementation cannot run {ref.display}: {why}",
+            hint="use --model-impl transformers (or auto, which picks it for such models)",
+        )
+    return why is None
+
+
+def _native_misfit(ref: ModelRef, placement: dict) -> str | None:
+    """Why the native forward does not run `ref` (None when it does)."""
+    from sgcli.engine import llama
+
+    if placement:
+        return "--device-map places modules with accelerate, which needs transformers' model"
+    if ref.kind == "hub":
+        return "it loads local folders and .gguf files; download the model and pass its folder"
+    if ref.kind == "gguf":
+        return None  # its conversion's config is checked once converted (_load_converted)
+    if ref.trust_remote_code or _needs_remote_code(ref.path / "config.json"):
+        return "the model brings its own code"
+    if not llama.weight_files(ref.path):
+        return "the folder has no safetensors weights"
+    return llama.misfit(_read_config(ref.path / "config.json"))
+
+
+_VALID_CONFIG = "the folder needs a valid config.json"
+
+
+def _read_config(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(
+            f"cannot read the model config {path}: {exc}", hint="the folder needs a valid config.json"
+        ) from None
+    if not isinstance(data, dict):
+        raise UserError(f"the model config {path} is not a JSON object", hint="the folder needs a valid config.json")
+    return data
+
+
+def _native_dtype(folder: Path, torch_dtype):
+    """`--dtype auto` on a GPU ("auto": the checkpoint's own, as transformers reads it)."""
+    import torch
+
+    if torch_dtype != "auto":
+        return torch_dtype
+    config = _read_config(folder / "config.json")
+    name = config.get("dtype") or config.get("torch_dtype")
+    return {"float16": torch.float16, "float32": torch.float32}.get(name, torch.bfloat16)
+
+
+def _load_native(folder: Path, torch_dtype):
+    from sgcli.engine import llama
+
+    try:
+        return llama.load(folder, _read_config(folder / "config.json"), torch_dtype)
+    except ValueError as exc:
+        raise UserError(
+            f"cannot load the weights in {folder}: {exc}",
+            hint="check the folder's safetensors files against its config.json, or use --model-impl transformers",
+        ) from None
+
+
+def _load_converted(gguf: Path, torch_dtype, progress: Progress | None, placement: dict | None = None, impl="auto"):
+    """The cached conversion of `gguf`, loaded and checked; a damaged one is rebuilt once, with a notice.
+    `impl` as in `load_model`: auto runs sgcli's forward where the conversion's config fits it."""
+    from sgcli.engine import llama
 
     for attempt in (1, 2):
         folder = convert_gguf(gguf, progress)
         try:
-            direct = None if placement else load_state_direct(folder, torch_dtype)  # --device-map: transformers places
-            model = direct or AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype, **(placement or {}))
+            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+            why = llama.misfit(config) if impl != "transformers" else "not asked for"
+            if why is not None and impl == "native":
+                raise UserError(
+                    f"the native model implementation cannot run {gguf.name}: {why}",
+                    hint="use --model-impl transformers (or auto, which picks it for such models)",
+                )
+            if why is None:
+                model = llama.load(folder, config, torch_dtype)
+            else:
+                model = _transformers_converted(folder, torch_dtype, placement)
             found = weights_problem(model)
+        except UserError:
+            raise
         except Exception as exc:  # noqa: BLE001 - whatever the damaged files make the loader raise
             found = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         if found is None:
@@ -218,6 +315,14 @@ def _load_converted(gguf: Path, torch_dtype, progress: Progress | None, placemen
         f"the model converted from {gguf} is unusable even when freshly converted: {found}",
         hint="the .gguf file itself may be damaged: download it again",
     )
+
+
+def _transformers_converted(folder: Path, torch_dtype, placement: dict | None):
+    from transformers import AutoModelForCausalLM
+
+    _quiet_transformers()
+    direct = None if placement else load_state_direct(folder, torch_dtype)  # --device-map: transformers places
+    return direct or AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype, **(placement or {}))
 
 
 def _no_init_weights():
@@ -271,6 +376,7 @@ def _from_pretrained(ref: ModelRef, torch_dtype, placement: dict | None = None):
 
     from sgcli.engine.hub import hub_options, offline, offline_error
 
+    _quiet_transformers()
     if ref.kind == "dir" and not ref.trust_remote_code and _needs_remote_code(ref.path / "config.json"):
         raise remote_code_error(ref.display)  # before transformers asks on stdin or imports anything
     options = {**(hub_options() if ref.kind == "hub" else {}), **(placement or {})}

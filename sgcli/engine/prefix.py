@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 import torch
 
 from sgcli.engine.head import OutputHead
+from sgcli.engine.kv import cache_from
 
 MIN_SHARED_PREFIX = 8  # tokens; shorter shared heads are cheaper to recompute than to copy
 PREFILL_TOKENS = 2048  # at most this many (padded) prompt positions in one pass
@@ -163,11 +164,9 @@ def prefill_groups(tails: Sequence[int], limit: int = PREFILL_TOKENS) -> list[li
     return groups
 
 
-def _stacked_heads(heads: Sequence[tuple[list | None, int]], device: str):
-    """One cache holding every row's shared head, left-padded to the longest (None where no row has
-    one), and its mask."""
-    from transformers import DynamicCache
-
+def _stacked_heads(body, heads: Sequence[tuple[list | None, int]], device: str):
+    """One cache of the kind `body` takes, holding every row's shared head, left-padded to the
+    longest (None where no row has one), and its mask."""
     width = max(n for _, n in heads)
     mask = torch.tensor([[0] * (width - n) + [1] * n for _, n in heads], dtype=torch.long, device=device)
     if not width:
@@ -179,14 +178,14 @@ def _stacked_heads(heads: Sequence[tuple[list | None, int]], device: str):
         rows_k = [empty if kv is None else pad_left(kv[layer][0], width - n, -2) for kv, n in heads]
         rows_v = [empty if kv is None else pad_left(kv[layer][1], width - n, -2) for kv, n in heads]
         layers.append((torch.cat(rows_k), torch.cat(rows_v)))
-    return DynamicCache(ddp_cache_data=layers), mask
+    return cache_from(body, layers), mask
 
 
 def extend(head: OutputHead, cache_kw: str, device: str, sequences: Sequence[Sequence[int]], heads):
     """Run many sequences in one pass, each after its cached head (from `heads`: KV per layer or
     None, and its length), the rest padded on the right (masked). Returns the cache, its mask and
     each sequence's hidden state at its last token."""
-    cache, head_mask = _stacked_heads(heads, device)
+    cache, head_mask = _stacked_heads(head.body, heads, device)
     tails = [list(seq[n:]) for seq, (_, n) in zip(sequences, heads)]
     width = max(len(t) for t in tails)
     ids = torch.tensor([t + [0] * (width - len(t)) for t in tails], device=device)

@@ -77,7 +77,12 @@ class Session:
             template = "none"
         else:
             template = self.tokenizer.template_label(opts.template_name)
-        return {"device": self.lm.device, "dtype": self.lm.dtype, "chat_template": template}
+        return {
+            "device": self.lm.device,
+            "dtype": self.lm.dtype,
+            "model_impl": self.lm.impl,
+            "chat_template": template,
+        }
 
     def stream(self, req: Request) -> Iterator[TokenEvent | Done]:
         text, ids, notices = self.render(req)

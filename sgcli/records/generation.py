@@ -80,6 +80,9 @@ class GenerationRecord(_Strict):
     engine: Optional[str] = Field(None, description="the serving engine (--engine) that generated; absent: in-process")
     device: Optional[str] = Field(None, description="where the in-process model ran: cpu, cuda:0, mps")
     dtype: Optional[str] = Field(None, description="the model's weights dtype: float32, bfloat16, float16")
+    model_impl: Optional[str] = Field(
+        None, description="whose forward pass ran the in-process model: native (sgcli's) or transformers"
+    )
     chat_template: Optional[str] = Field(
         None,
         description="the chat template the prompt went through: its name (default, or the --template-name), "
