@@ -11,8 +11,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def load_default(threads: int | None, device: str = "cpu", dtype: str = "auto"):
-    """(tokenizer, loaded model) for the embedded default model. threads 0 = torch's own default."""
+def load_default(threads: int | None, device: str = "cpu", dtype: str = "auto", impl: str = "auto"):
+    """(tokenizer, loaded model) for the embedded default model. threads 0 = torch's own default;
+    `impl`: whose forward pass runs it (native, transformers, or auto: native for this Llama)."""
     import torch
 
     from sgcli.engine.loader import load_model
@@ -20,7 +21,7 @@ def load_default(threads: int | None, device: str = "cpu", dtype: str = "auto"):
     from sgcli.tokenizers import load_tokenizer
 
     default = torch.get_num_threads()
-    lm = load_model(resolve_model(None), device=device, dtype=dtype, threads=threads or None)
+    lm = load_model(resolve_model(None), device=device, dtype=dtype, threads=threads or None, impl=impl)
     if threads == 0:
         torch.set_num_threads(default)
         lm.threads = default
@@ -28,15 +29,16 @@ def load_default(threads: int | None, device: str = "cpu", dtype: str = "auto"):
 
 
 def add_model_arguments(parser, *, dtype: str = "auto") -> None:
-    """--threads, --device and --dtype: what `load_model_from_args` passes to `load_default`."""
+    """--threads, --device, --dtype and --model-impl: what `load_model_from_args` passes to `load_default`."""
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads; 0 = torch's own default")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default=dtype)
+    parser.add_argument("--model-impl", default="auto", choices=("auto", "native", "transformers"))
 
 
 def load_model_from_args(args):
     """(tokenizer, loaded model) as `add_model_arguments`' flags say."""
-    return load_default(args.threads, args.device, args.dtype)
+    return load_default(args.threads, args.device, args.dtype, args.model_impl)
 
 
 def chat_ids(tokenizer, prompt: str) -> list[int]:
