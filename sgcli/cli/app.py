@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from sgcli.cli.coercion import Command, Group
 from sgcli.cli.common import handles_errors
 from sgcli.cli.limit_options import with_compile_limits as limited
 
@@ -76,6 +77,7 @@ def build(names: list[str] | None = None) -> typer.Typer:
 
     new = typer.Typer(
         name="sgcli",
+        cls=Group,
         help="Structured generation and grammar development for language models.",
         no_args_is_help=True,
         pretty_exceptions_enable=False,
@@ -92,7 +94,7 @@ def build(names: list[str] | None = None) -> typer.Typer:
             new.add_typer(target, name=name)
             continue
         fn = handles_errors(limited(target) if limits else target)
-        new.command(name, epilog=module.EXAMPLES)(fn)
+        new.command(name, cls=Command, epilog=module.EXAMPLES)(fn)
     return new
 
 

@@ -1,0 +1,75 @@
+"""Option values that need no pydantic: typer's adapters are built only for the values that do.
+
+typer (0.29 and later) checks every parameter's value, defaults included, with a pydantic
+TypeAdapter it builds on first use; importing pydantic and building an adapter for each of a
+command's 30-odd options was a third of `sgcli lint`'s start-up. Here a missing value goes through
+typer's own code (which returns it untouched), and so does a value pydantic would return unchanged
+(a str for a `str` option, strs for a `list[str]` one, a number of the option's own type without
+bounds); anything else builds typer's adapter, as typer would have, and uses it from then on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, get_args, get_origin
+
+from typer.core import TyperCommand, TyperGroup
+
+try:  # typer's coercion layer (0.29); without it there is nothing to defer
+    from typer._coercion import RuntimeParam, TypeDescriptor, build_runtime_param
+except ImportError:  # pragma: no cover - older typer
+    RuntimeParam = None
+
+
+def _unchanged(descriptor: TypeDescriptor, value: Any) -> bool:
+    """Whether typer's adapter would return `value` as it is (a list of it, for a list option)."""
+    info, annotation = descriptor.parameter_info, descriptor.annotation
+    if info.parser is not None or descriptor.file_annotation is not None:
+        return False
+    if get_origin(annotation) is list:
+        strs = isinstance(value, (list, tuple)) and all(type(v) is str for v in value)
+        return get_args(annotation) == (str,) and strs
+    if annotation is str:
+        return type(value) is str
+    if annotation in (int, float):
+        return type(value) is annotation and info.min is None and info.max is None and not info.clamp
+    return False
+
+
+if RuntimeParam is not None:
+
+    @dataclass(frozen=True)
+    class _Deferred(RuntimeParam):
+        """typer's runtime parameter, built on the first value that needs it."""
+
+        descriptor: TypeDescriptor
+
+        def _coerce_value(self, value: Any, param, ctx) -> Any:
+            if _unchanged(self.descriptor, value):
+                return list(value) if isinstance(value, (list, tuple)) else value
+            param._runtime_param = build_runtime_param(self.descriptor)
+            return param._runtime_param._coerce_value(value, param=param, ctx=ctx)
+
+
+def _defer(params: list) -> list:
+    if RuntimeParam is None:
+        return params
+    for p in params:
+        if getattr(p, "_runtime_param", False) is None and hasattr(p, "type_descriptor"):
+            d = p.type_descriptor
+            p._runtime_param = _Deferred(parameter_info=d.parameter_info, annotation=d.annotation, descriptor=d)
+    return params
+
+
+class Command(TyperCommand):
+    """A typer command whose option values are checked as above."""
+
+    def get_params(self, ctx):
+        return _defer(super().get_params(ctx))
+
+
+class Group(TyperGroup):
+    """A typer group (the `sgcli` command itself) whose option values are checked as above."""
+
+    def get_params(self, ctx):
+        return _defer(super().get_params(ctx))

@@ -1,0 +1,71 @@
+"""Option values checked without pydantic (sgcli.cli.coercion) come out as typer's adapters make them,
+and `sgcli lint` of a schema with default settings never imports pydantic."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Optional
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+
+class Colour(str, Enum):
+    red = "red"
+    blue = "blue"
+
+
+def _app(cls):
+    app = typer.Typer()
+
+    @app.command(cls=cls)
+    def show(
+        names: Annotated[Optional[list[str]], typer.Argument()] = None,
+        word: Annotated[str, typer.Option()] = "w",
+        count: Annotated[int, typer.Option()] = 3,
+        ratio: Annotated[float, typer.Option()] = 0.5,
+        bounded: Annotated[int, typer.Option(min=0, max=5)] = 1,
+        maybe: Annotated[Optional[int], typer.Option()] = None,
+        colour: Annotated[Colour, typer.Option()] = Colour.red,
+        tags: Annotated[Optional[list[str]], typer.Option()] = None,
+        flag: Annotated[bool, typer.Option()] = False,
+    ) -> None:
+        values = [names, word, count, ratio, bounded, maybe, colour, tags, flag]
+        typer.echo(repr([(type(v).__name__, v) for v in values]))
+
+    @app.command()
+    def other() -> None:  # two commands: `show` stays a subcommand
+        pass
+
+    return app
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["a", "b"],
+        ["--word", "x", "--count", "7", "--ratio", "2", "--maybe", "4", "--tags", "p", "--tags", "q"],
+        ["--colour", "blue", "--flag"],
+        ["--count", "seven"],
+        ["--ratio", "nan"],
+        ["--bounded", "9"],
+        ["--colour", "green"],
+    ],
+)
+def test_values_and_errors_are_typers(args):
+    from sgcli.cli.coercion import Command
+
+    plain = CliRunner().invoke(_app(None), ["show", *args])
+    deferred = CliRunner().invoke(_app(Command), ["show", *args])
+    assert (deferred.exit_code, deferred.output) == (plain.exit_code, plain.output)
+
+
+def test_default_lint_of_a_schema_imports_no_pydantic(tmp_path):
+    from test_lint_startup import _imported
+
+    schema = tmp_path / "s.json"
+    schema.write_text('{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}\n')
+    modules = _imported([str(schema)], tmp_path)
+    assert "llguidance" in modules and "pydantic" not in modules  # typer's adapters need it; lint does not
