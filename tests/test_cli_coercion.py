@@ -1,5 +1,4 @@
-"""Option values checked without pydantic (sgcli.cli.coercion) come out as typer's adapters make them,
-and `sgcli lint` of a schema with default settings never imports pydantic."""
+"""Option values checked without pydantic (sgcli.cli.coercion) come out as typer's adapters make them."""
 
 from __future__ import annotations
 
@@ -60,12 +59,3 @@ def test_values_and_errors_are_typers(args):
     plain = CliRunner().invoke(_app(None), ["show", *args])
     deferred = CliRunner().invoke(_app(Command), ["show", *args])
     assert (deferred.exit_code, deferred.output) == (plain.exit_code, plain.output)
-
-
-def test_default_lint_of_a_schema_imports_no_pydantic(tmp_path):
-    from test_lint_startup import _imported
-
-    schema = tmp_path / "s.json"
-    schema.write_text('{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}\n')
-    modules = _imported([str(schema)], tmp_path)
-    assert "llguidance" in modules and "pydantic" not in modules  # typer's adapters need it; lint does not

@@ -3,10 +3,13 @@ transformers (seconds), and lint not numpy either (a tenth of a second); checked
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,6 +36,30 @@ def test_default_lint_of_a_schema_imports_neither_torch_nor_transformers(tmp_pat
     modules = _imported([str(schema)], tmp_path)
     assert "llguidance" in modules  # the schema was really checked by a backend
     assert not {"torch", "transformers", "xgrammar", "numpy"} & modules
+
+
+def test_default_lint_of_a_schema_imports_neither_pydantic_nor_rich(tmp_path):
+    schema = tmp_path / "s.json"
+    schema.write_text('{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}\n')
+    modules = _imported([str(schema)], tmp_path)
+    assert "llguidance" in modules  # typer's pydantic adapters and rich's consoles come only when needed
+    assert not {"pydantic", "rich"} & modules
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_the_summary_line_is_what_rich_prints(terminal, capsys):
+    from rich.console import Console
+
+    from sgcli.cli.common import plain_err
+    from sgcli.lint import Diagnostic
+    from sgcli.lint.render import summary
+
+    d = Diagnostic("W002", "m", "f.json", 1, 1)
+    for line in (summary([], 1), summary([d, d], 3), summary([d], 1, 2), "a [b] :smile x:y"):
+        plain_err(line)
+        console = Console(file=io.StringIO(), highlight=False, soft_wrap=True, force_terminal=terminal, width=20)
+        console.print(line, highlight=False, markup=False)
+        assert capsys.readouterr().err == console.file.getvalue()
 
 
 def test_default_lint_of_a_grammar_imports_neither_torch_nor_transformers(tmp_path):

@@ -9,25 +9,49 @@ import sys
 import traceback
 from collections.abc import Callable
 from enum import Enum
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-from rich.console import Console
 
 from sgcli.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, SgcliError, UserError
 
-# stdout carries results (text, JSON, JSONL); stderr carries everything for humans.
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+# stdout carries results (text, JSON, JSONL); stderr carries everything for humans. Both rich
+# Consoles, `out` and `err`, are made on first use: importing rich is a tenth of `sgcli lint`'s start-up.
+_CONSOLES = {"out": {}, "err": {"stderr": True}}
+
+
+def _console(name: str) -> Console:
+    console = globals().get(name)
+    if console is None:
+        from rich.console import Console
+
+        console = globals()[name] = Console(highlight=False, soft_wrap=True, **_CONSOLES[name])
+    return console
+
+
+def __getattr__(name: str):
+    if name in _CONSOLES:
+        return _console(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _notice(message: str) -> None:
-    err.print(f"[yellow]notice[/]: {escape(message)}")
+    _console("err").print(f"[yellow]notice[/]: {escape(message)}")
 
 
 def fail(error: UserError) -> None:
     """Print a user error (without exiting: a command may go on to its next file)."""
-    err.print(f"[bold red]error[/]: {escape(error.render().removeprefix('error: '))}")
+    _console("err").print(f"[bold red]error[/]: {escape(error.render().removeprefix('error: '))}")
+
+
+def plain_err(line: str) -> None:
+    """`line` on stderr as is: what `err.print(line, markup=False, highlight=False)` prints for plain
+    text (no `:emoji:` codes, tabs or control characters), without importing rich."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def escape(text: str) -> str:
@@ -53,10 +77,10 @@ def handles_errors(fn: Callable) -> Callable:
             fail(exc)
             raise typer.Exit(EXIT_USAGE) from None
         except SgcliError as exc:
-            err.print(f"[bold red]error[/]: {escape(str(exc))}")
+            _console("err").print(f"[bold red]error[/]: {escape(str(exc))}")
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
-            err.print("interrupted")
+            _console("err").print("interrupted")
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except BrokenPipeError:
             raise typer.Exit(0) from None
@@ -65,6 +89,7 @@ def handles_errors(fn: Callable) -> Callable:
             if missing is not None:  # an optional extra that is not installed is the user's to fix
                 fail(missing)
                 raise typer.Exit(EXIT_USAGE) from None
+            err = _console("err")
             err.print(
                 "[bold red]internal error[/] (a bug in sgcli, please report it): "
                 f"{type(exc).__name__}: {escape(str(exc))}"

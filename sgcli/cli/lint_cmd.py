@@ -8,8 +8,9 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli.cli import backend_options as bo
+from sgcli.cli import common
 from sgcli.cli import constraint_options as co
-from sgcli.cli.common import JsonFlagOpt, err, escape, fail
+from sgcli.cli.common import JsonFlagOpt, escape, fail, plain_err
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
 
 EXAMPLES = """
@@ -164,7 +165,7 @@ def lint(
         sys.stdout.write(RENDERERS[output_format](diagnostics, sources))
     sys.stdout.flush()
     if output_format in ("concise", "full", "text") or statistics:
-        err.print(summary(diagnostics, len(targets) - failed, failed), highlight=False, markup=False)
+        plain_err(summary(diagnostics, len(targets) - failed, failed))
     if failed:
         raise typer.Exit(EXIT_USAGE)
     raise typer.Exit(EXIT_FINDINGS if diagnostics and not exit_zero else EXIT_OK)
@@ -183,12 +184,13 @@ def _lint_files(linter, targets: list) -> tuple[list, dict[str, str | None], int
             continue
         diagnostics += result.diagnostics
         for note in result.notes:
-            err.print(f"[dim]note: {escape(note)}[/]")
+            common.err.print(f"[dim]note: {escape(note)}[/]")
         for key in result.skipped:
             skipped[key] = skipped.get(key, 0) + 1
         sources[result.path] = _source(result.path)
     for (name, reason), count in skipped.items():
-        err.print(f"[dim]note: {name} did not run on {count} file{'s' if count > 1 else ''}: {escape(reason)}[/]")
+        files = f"{count} file{'s' if count > 1 else ''}"
+        common.err.print(f"[dim]note: {name} did not run on {files}: {escape(reason)}[/]")
     return diagnostics, sources, failed
 
 
