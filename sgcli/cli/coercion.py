@@ -21,6 +21,24 @@ except ImportError:  # pragma: no cover - older typer
     RuntimeParam = None
 
 
+def _shape_known() -> bool:
+    """Whether typer's private coercion layer is the one this module was written against (typer
+    0.29); any other shape leaves typer's checks exactly as typer makes them, only slower."""
+    import dataclasses
+    import inspect
+
+    try:
+        fields = [f.name for f in dataclasses.fields(RuntimeParam)]
+        params = list(inspect.signature(RuntimeParam._coerce_value).parameters)
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return fields == ["parameter_info", "annotation"] and params == ["self", "value", "param", "ctx"]
+
+
+if RuntimeParam is not None and not _shape_known():  # pragma: no cover - a future typer
+    RuntimeParam = None
+
+
 def _unchanged(descriptor: TypeDescriptor, value: Any) -> bool:
     """Whether typer's adapter would return `value` as it is (a list of it, for a list option)."""
     info, annotation = descriptor.parameter_info, descriptor.annotation
