@@ -45,6 +45,20 @@ def test_run_bounded_returns_the_childs_value_and_stops_a_slow_child():
     assert hit.value.kind == "time" and time.perf_counter() - t < 5
 
 
+def test_a_started_child_runs_beside_the_caller_and_can_be_cancelled():
+    from sgcli.backends.bounded import start_bounded
+
+    answer = start_bounded(lambda: os.getpid(), timeout_s=10, memory_mb=0)
+    assert answer.result() != os.getpid()  # it ran in another process
+    slow = start_bounded(lambda: time.sleep(60), timeout_s=120, memory_mb=0)
+    pid = slow._pid
+    slow.cancel()
+    with pytest.raises(ProcessLookupError):  # killed and reaped: no such process any more
+        os.kill(pid, 0)
+    slow.cancel()  # a second cancel, or one after result(), does nothing
+    answer.cancel()
+
+
 def test_memory_ceiling_stops_an_allocation_and_names_the_flag():
     set_limits(Limits(timeout_s=20, memory_mb=200))
     hog = _Fake(lambda: bytearray(2 << 30))  # 2 GB

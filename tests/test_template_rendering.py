@@ -4,6 +4,7 @@ template is an exit-2 error naming it, never a crash, a hang or gigabytes of mem
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,7 @@ MESSAGES = {
     ],
 }
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+HI_MESSAGES = [{"role": "user", "content": "hi"}]
 TEMPLATE_FORMS = {
     "string": RICH,
     "list": [{"name": "default", "template": RICH}, {"name": "other", "template": "x"}],
@@ -113,6 +115,78 @@ def test_limits_are_lifted_after_a_render(tmp_path, smol_tokenizer):
         tok.render_prompt([{"role": "user", "content": "hi"}])
     assert resource.getrlimit(resource.RLIMIT_AS) == before
     assert len(bytearray(1500 * 2**20)) == 1500 * 2**20  # more than the render's ceiling allowed
+
+
+# -- a single prompt renders in a forked child while the model loads (`start_render_prompt`) -------
+
+
+def test_the_child_renders_what_the_process_renders(tmp_path, smol_tokenizer):
+    from sgcli.tokenizers import load_tokenizer
+
+    tok = load_tokenizer(str(_folder(tmp_path, smol_tokenizer, TEMPLATE_FORMS["list"])))
+    for messages in MESSAGES.values():
+        here = tok.render_prompt(messages, tools=TOOLS)
+        there = tok.start_render_prompt(messages, tools=TOOLS).result()
+        assert there == here  # text, ids, the template chosen and its notices
+    bare = load_tokenizer(str(smol_tokenizer.vocab.source))  # a tokenizer.json alone: no template, nothing forks
+    assert bare.start_render_prompt(HI_MESSAGES).result() == bare.render_prompt(HI_MESSAGES)
+
+
+@pytest.mark.parametrize("name", ["20 GB string", "endless loops", "recursive macro", "division by zero", "raise"])
+def test_a_template_that_fails_in_the_child_fails_as_it_does_here(tmp_path, smol_tokenizer, monkeypatch, name):
+    from sgcli.errors import UserError
+    from sgcli.tokenizers import load_tokenizer, templates
+
+    monkeypatch.setattr(templates, "RENDER_TIME_S", 2.0)
+    source = HOSTILE.get(name, "{{ raise_exception('only system messages here') }}")
+    tok = load_tokenizer(str(_folder(tmp_path, smol_tokenizer, source)))
+    with pytest.raises(UserError) as here:
+        tok.render_prompt(HI_MESSAGES)
+    with pytest.raises(UserError) as there:
+        tok.start_render_prompt(HI_MESSAGES).result()
+    assert (there.value.message, there.value.hint) == (here.value.message, here.value.hint)
+    assert "chat template 'default'" in there.value.message
+
+
+def test_a_child_past_its_deadline_is_stopped_and_named(tmp_path, smol_tokenizer, monkeypatch):
+    from sgcli.errors import UserError
+    from sgcli.tokenizers import load_tokenizer, templates
+
+    monkeypatch.setattr(templates, "CHILD_TIME_S", 0.5)  # before the render's own 10 s limit
+    tok = load_tokenizer(str(_folder(tmp_path, smol_tokenizer, HOSTILE["endless loops"])))
+    with pytest.raises(UserError, match="chat template 'default' took more than"):
+        tok.start_render_prompt(HI_MESSAGES).result()
+
+
+def test_a_child_that_dies_is_rendered_again_here(tmp_path, smol_tokenizer, monkeypatch):
+    """Not the template's doing (a crash, the OOM killer): the parent renders, as it did before children."""
+    from sgcli.tokenizers import load_tokenizer, templates
+
+    parent, real = os.getpid(), templates.render
+
+    def dies_in_the_child(*args, **kwargs):
+        if os.getpid() != parent:
+            os._exit(9)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(templates, "render", dies_in_the_child)
+    tok = load_tokenizer(str(_folder(tmp_path, smol_tokenizer, RICH)))
+    assert tok.start_render_prompt(HI_MESSAGES).result() == tok.render_prompt(HI_MESSAGES)
+
+
+def test_generate_refuses_a_bad_template_before_the_weights_load(run_cli, tmp_path, smol_tokenizer, monkeypatch):
+    """The single prompt renders beside torch's import, and its error is exit 2 before any weights load."""
+    import sgcli.engine.loader
+
+    def boom(*args, **kwargs):
+        raise AssertionError("the model loaded before the template's error")
+
+    monkeypatch.setattr(sgcli.engine.loader, "load_model", boom)
+    folder = _folder(tmp_path, smol_tokenizer, "{{ raise_exception('no chats today') }}")
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}))
+    result = run_cli("generate", "--model", folder, "--regex", "[a-z]+", "hi")
+    assert result.exit_code == 2, result.output[:500]
+    assert "chat template 'default' rejected the messages: no chats today" in result.stderr
 
 
 @pytest.mark.parametrize("ref", ["mistral:tekken", "mistral:v3", "mistral:v7"])

@@ -154,28 +154,60 @@ _MEMORY_WORDS = ("bad_alloc", "memory allocation", "MemoryError", "out of memory
 def run_bounded(fn: Callable[[], object], *, timeout_s: float, memory_mb: int) -> object:
     """Run `fn` in a forked child with a time limit and an address-space ceiling; returns what
     `fn` returned (JSON-able). Raises LimitHit('time' | 'memory' | 'crash') when the child ran past
-    a limit or died; any other exception of `fn` comes back as LimitHit('crash', its text)."""
-    if not hasattr(os, "fork"):
-        return fn()  # no fork (Windows): unbounded, as documented in docs/limits.md
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # else HF tokenizers warns at fork
-    read_fd, write_fd = os.pipe()
-    with tempfile.TemporaryFile() as child_stderr:
-        pid = os.fork()
-        if pid == 0:  # the child: never returns
-            os.close(read_fd)
-            _child(fn, write_fd, child_stderr.fileno(), memory_mb)
+    a limit or died; any other exception of `fn` comes back as LimitHit('raised', its text)."""
+    return start_bounded(fn, timeout_s=timeout_s, memory_mb=memory_mb).result()
+
+
+def start_bounded(fn: Callable[[], object], *, timeout_s: float, memory_mb: int) -> Bounded:
+    """`run_bounded`, started now and collected later: the caller works on while the child runs
+    (on another core), then `result()` waits for it. The time limit counts from now."""
+    return Bounded(fn, timeout_s, memory_mb)
+
+
+class Bounded:
+    """A forked child's work in progress (`start_bounded`); `result()` once, or `cancel()`."""
+
+    def __init__(self, fn: Callable[[], object], timeout_s: float, memory_mb: int):
+        self._deadline = time.monotonic() + timeout_s if timeout_s else None
+        self._value: object = None
+        self._pid = 0
+        if not hasattr(os, "fork"):
+            self._value = fn()  # no fork (Windows): unbounded, as documented in docs/limits.md
+            return
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # else HF tokenizers warns at fork
+        self._read_fd, write_fd = os.pipe()
+        self._stderr = tempfile.TemporaryFile()
+        self._pid = os.fork()
+        if self._pid == 0:  # the child: never returns
+            os.close(self._read_fd)
+            _child(fn, write_fd, self._stderr.fileno(), memory_mb)
         os.close(write_fd)
+
+    def result(self) -> object:
+        if not self._pid:
+            return self._value
+        pid, self._pid = self._pid, 0
         try:
-            data = _read_until_eof(read_fd, timeout_s)
+            data = _read_until_eof(self._read_fd, self._deadline)
         except BaseException:  # the time limit, or Ctrl-C in the parent: the child goes too
             os.kill(pid, signal.SIGKILL)
             raise
         finally:
-            os.close(read_fd)
+            os.close(self._read_fd)
             _, status = os.waitpid(pid, 0)  # EOF came: the child is exiting (or was just killed)
-        child_stderr.seek(0)
-        log = child_stderr.read()[-4096:].decode("utf-8", "replace")
-    return _outcome(data, status, log)
+            self._stderr.seek(0)
+            log = self._stderr.read()[-4096:].decode("utf-8", "replace")
+            self._stderr.close()
+        return _outcome(data, status, log)
+
+    def cancel(self) -> None:
+        """Stop the child if it still runs (its work is no longer wanted)."""
+        if self._pid:
+            pid, self._pid = self._pid, 0
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(self._read_fd)
+            self._stderr.close()
 
 
 def _child(fn, write_fd: int, stderr_fd: int, memory_mb: int) -> None:
@@ -215,8 +247,7 @@ def _cap_address_space(memory_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
 
-def _read_until_eof(fd: int, timeout_s: float) -> bytes:
-    deadline = time.monotonic() + timeout_s if timeout_s else None
+def _read_until_eof(fd: int, deadline: float | None) -> bytes:
     chunks = []
     while True:
         remaining = None if deadline is None else deadline - time.monotonic()

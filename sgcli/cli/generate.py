@@ -187,14 +187,25 @@ def generate(
     ref = model_flags.ref()
 
     from sgcli.cli.progress import stage_progress
-    from sgcli.engine.session import Request  # torch: only after every check above
+    from sgcli.engine.requests import Request, start_prompt
 
     # Grammar first, model last: the tokenizer loads fast, the model is the slow part.
     with stage_progress(f"loading {ref.display} tokenizer") as progress:
         tokenizer = model_flags.tokenizer(progress=lambda text: progress(text, 0, 3))
-    compiled, fallbacks, weakened = _compile_checked(backend, spec, tokenizer, sampling.max_tokens)
-    with stage_progress(f"loading {ref.display}") as progress:
-        lm = model_flags.load(ref, progress)
+    # A single prompt's chat template renders in a forked child while torch loads here (importing
+    # transformers' renderer takes most of a second); batches render in process, one import for all.
+    request = Request(None, prompt)
+    pending = None if batch is not None else start_prompt(tokenizer, prompt_flags.options(), request, in_child=True)
+    try:
+        compiled, fallbacks, weakened = _compile_checked(backend, spec, tokenizer, sampling.max_tokens)
+        import sgcli.engine.session  # noqa: F401  # torch and the decode loop, meanwhile
+
+        ready = pending.result() if pending else None  # a template error is exit 2 before the weights load
+        with stage_progress(f"loading {ref.display}") as progress:
+            lm = model_flags.load(ref, progress)
+    finally:
+        if pending:
+            pending.cancel()  # a compile or load error: the child's render is not wanted
     if lm.logits_width > len(tokenizer.vocab):  # the model has more logits than tokens: mask those too
         compiled = backends.compile_for(compiled.backend, spec, tokenizer.vocab.padded(lm.logits_width))[0]
     session = mo.new_session(
@@ -214,7 +225,7 @@ def generate(
         if batch is not None:
             all_valid = _run_batch(session, batch, writer, quiet=quiet, batch_size=batch_size or DEFAULT_BATCH_SIZE)
         else:
-            all_valid = _run_one(session, Request(None, prompt), json_out=json_out, sink=writer, quiet=quiet)
+            all_valid = _run_one(session, request, ready, json_out=json_out, sink=writer, quiet=quiet)
     finally:
         writer.close()
     raise typer.Exit(EXIT_OK if all_valid else EXIT_FINDINGS)
@@ -327,11 +338,11 @@ def _run_quiet(session, request) -> dict:
     raise AssertionError("stream ended without a record")
 
 
-def _run_one(session, request, *, json_out: bool, sink, quiet: bool) -> bool:
+def _run_one(session, request, prompt, *, json_out: bool, sink, quiet: bool) -> bool:
     from sgcli.engine.session import Done
 
     record = None
-    for event in session.stream(request):
+    for event in session.stream(request, prompt):
         if isinstance(event, Done):
             record = event.record
             for notice in event.notices:

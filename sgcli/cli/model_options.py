@@ -297,7 +297,7 @@ class PromptFlags:
             raise UserError("--chat-template-kwargs has no template to go to with --raw", hint="drop one of them")
 
     def options(self):
-        from sgcli.engine.session import PromptOptions
+        from sgcli.engine.requests import PromptOptions
 
         return PromptOptions(self.system, self.raw, self.template_name, self.template_kwargs())
 

@@ -6,9 +6,12 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from sgcli.engine.records import error_record, id_key
 from sgcli.errors import Location
+from sgcli.tokenizers.base import Tokenizer
+from sgcli.tokenizers.templates import Pending
 
 
 @dataclass
@@ -24,6 +27,37 @@ def chat_messages(req: Request, system: str | None) -> list[dict]:
     if system is not None and not any(m.get("role") == "system" for m in messages):
         messages.insert(0, {"role": "system", "content": system})
     return messages
+
+
+@dataclass
+class PromptOptions:
+    system: str | None = None
+    raw: bool = False
+    template_name: str | None = None
+    template_kwargs: dict[str, Any] | None = None  # --chat-template-kwargs: variables for the template
+
+
+class Prompt(NamedTuple):
+    """A request's prompt as the model gets it, and what the user should hear about it."""
+
+    text: str
+    ids: list[int]
+    notices: tuple[str, ...] = ()
+
+
+def start_prompt(tokenizer: Tokenizer, opts: PromptOptions, req: Request, *, in_child: bool = False) -> Pending[Prompt]:
+    """The request's prompt, rendered now (`in_child=False`: batches, where transformers is
+    imported once) or in a forked child while the caller loads the model (a single prompt)."""
+    if opts.raw and req.messages is None:
+        text = req.prompt or ""
+        return Pending.done(Prompt(text, tokenizer.prompt_ids(text, templated=False)))
+    pending = tokenizer.start_render_prompt(
+        chat_messages(req, opts.system),
+        template_name=opts.template_name,
+        template_kwargs=opts.template_kwargs,
+        in_child=in_child,
+    )
+    return pending.then(lambda r: Prompt(r.text, r.ids, r.notices))
 
 
 @dataclass

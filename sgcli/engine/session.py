@@ -16,20 +16,12 @@ from sgcli.constraints.validate import Verdict, validate
 from sgcli.engine.decode import decode
 from sgcli.engine.loader import LoadedModel
 from sgcli.engine.records import REASONING_ONLY, error_record
-from sgcli.engine.requests import Request, chat_messages
+from sgcli.engine.requests import Prompt, PromptOptions, Request, start_prompt
 from sgcli.engine.sampling import SamplingParams
 from sgcli.engine.sequence import Finished, TokenEvent
 from sgcli.engine.timing import percentile, start_to_first_token_ms
 from sgcli.errors import UserError
 from sgcli.tokenizers.base import Tokenizer
-
-
-@dataclass
-class PromptOptions:
-    system: str | None = None
-    raw: bool = False
-    template_name: str | None = None
-    template_kwargs: dict[str, Any] | None = None  # --chat-template-kwargs: variables for the template
 
 
 @dataclass
@@ -55,17 +47,8 @@ class Session:
     jump_forward: bool = True  # append grammar-forced text in one forward pass (same outputs, fewer passes)
     weakened: list[dict] = field(default_factory=list)  # [{pointer, keyword, backend}] the backend does not enforce
 
-    def render(self, req: Request) -> tuple[str, list[int], list[str]]:
-        """(prompt text, prompt ids, notices)."""
-        opts = self.prompt_options
-        if opts.raw and req.messages is None:
-            text = req.prompt or ""
-            return text, self.tokenizer.prompt_ids(text, templated=False), []
-        messages = chat_messages(req, opts.system)
-        rendered = self.tokenizer.render_prompt(
-            messages, template_name=opts.template_name, template_kwargs=opts.template_kwargs
-        )
-        return rendered.text, rendered.ids, list(rendered.notices)
+    def render(self, req: Request) -> Prompt:
+        return start_prompt(self.tokenizer, self.prompt_options, req).result()
 
     def placement(self, req: Request | None) -> dict:
         """Where and how the model ran and which chat template the request went through (record keys;
@@ -84,8 +67,10 @@ class Session:
             "chat_template": template,
         }
 
-    def stream(self, req: Request) -> Iterator[TokenEvent | Done]:
-        text, ids, notices = self.render(req)
+    def stream(self, req: Request, prompt: Prompt | None = None) -> Iterator[TokenEvent | Done]:
+        """Decode one request (`prompt`: its prompt, when rendered ahead by `start_prompt`)."""
+        prompt = prompt if prompt is not None else self.render(req)
+        ids, notices = prompt.ids, list(prompt.notices)
         max_tokens, limit_note = self.fit_context(len(ids))
         if limit_note:
             notices.append(limit_note)
@@ -160,7 +145,7 @@ class Session:
         rows, prompts, budgets, notes = [], [], [], {}
         for i, req in enumerate(requests):
             try:
-                ids = self.render(req)[1]
+                ids = self.render(req).ids
                 budget, notes[i] = self.fit_context(len(ids))
             except UserError as exc:
                 done[i] = self.error_record(req, [exc.render().removeprefix("error: ")])

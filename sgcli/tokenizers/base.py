@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sgcli.errors import UserError
-from sgcli.tokenizers.templates import ChatTemplate, raw_prompt, render, select_template
+from sgcli.tokenizers.templates import ChatTemplate, Pending, raw_prompt, render, render_later, select_template
 from sgcli.tokenizers.vocab import Vocab
 
 
@@ -79,16 +79,29 @@ class Tokenizer:
     def render_prompt(self, messages: list[dict], *, template_name: str | None = None, **options) -> RenderedPrompt:
         """Text and ids exactly as a generation would send them (`template render` shows this);
         `options` are render_chat's (add_generation_prompt, tools, template_kwargs)."""
+        return self.start_render_prompt(messages, template_name=template_name, in_child=False, **options).result()
+
+    def start_render_prompt(
+        self, messages: list[dict], *, template_name: str | None = None, in_child: bool = True, **options
+    ) -> Pending[RenderedPrompt]:
+        """`render_prompt`, started now: a Jinja template renders in a forked child (`render_later`)
+        while the caller loads the model. Errors the caller can find at once (a template name that is
+        not there) are raised here; the render's own come from `result()`."""
         if self.chat_encoder is not None:
             if options.get("template_kwargs"):
                 raise UserError(
                     f"{self.name} encodes chats with mistral-common, which takes no template variables",
                     hint="drop --chat-template-kwargs",
                 )
-            return self._encoded_chat(messages, template_name, options.get("tools"))
-        text, tpl = self.render_chat(messages, template_name=template_name, **options)
-        notices = () if tpl is not None else (f"{self.name} has no chat template: the prompt is sent as is",)
-        return RenderedPrompt(text, self.prompt_ids(text, templated=tpl is not None), tpl, notices)
+            return Pending.done(self._encoded_chat(messages, template_name, options.get("tools")))
+        tpl = self.template(template_name)
+        if tpl is None:
+            text = raw_prompt(messages)
+            notice = f"{self.name} has no chat template: the prompt is sent as is"
+            return Pending.done(RenderedPrompt(text, self.prompt_ids(text, templated=False), None, (notice,)))
+        options = {"special_tokens": self.special_tokens, **options}
+        text = render_later(tpl, messages, **options) if in_child else Pending.done(render(tpl, messages, **options))
+        return text.then(lambda t: RenderedPrompt(t, self.prompt_ids(t, templated=True), tpl))
 
     def _encoded_chat(self, messages: list[dict], template_name: str | None, tools: list | None) -> RenderedPrompt:
         if template_name:

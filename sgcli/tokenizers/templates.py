@@ -7,18 +7,22 @@ own chat encoding (see `sgcli.tokenizers.mistral`). sgcli keeps choosing the tem
 reporting which one it used, and bounding the render: a template is untrusted input, so it
 runs with a time limit and an address-space ceiling (in the main thread, where the CLI renders)
 and an output-size limit, and every way it can fail is a `UserError` (exit 2) naming the
-template, as SGLang answers with a 400.
+template, as SGLang answers with a 400. `render_later` runs the same render in a forked child,
+so a single prompt's render (transformers' import included) overlaps the model's loading.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from sgcli.errors import UserError
+
+T = TypeVar("T")
+U = TypeVar("U")
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,64 @@ def render(
             hint="check the template for loops or repetition that grow the prompt",
         )
     return text
+
+
+# The child's own deadline: the render's limit plus importing transformers on a busy machine.
+CHILD_TIME_S = RENDER_TIME_S + 60.0
+
+
+def _nothing() -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class Pending(Generic[T]):
+    """Work started now and collected later: `result()` waits for it (raising what the work
+    raised), `cancel()` drops it when it is no longer wanted."""
+
+    result: Callable[[], T]
+    cancel: Callable[[], None] = _nothing
+
+    def then(self, fn: Callable[[T], U]) -> Pending[U]:
+        return Pending(lambda: fn(self.result()), self.cancel)
+
+    @staticmethod
+    def done(value: T) -> Pending[T]:
+        return Pending(lambda: value)
+
+
+def render_later(template: ChatTemplate, messages: list[dict], **options: Any) -> Pending[str]:
+    """`render`, started now in a forked child; `result()` gives the text or raises what `render`
+    would. Importing transformers for its renderer takes most of a second, which a
+    single prompt would otherwise wait for after the model's libraries: in a child it runs on the
+    other core meanwhile (and an untrusted template cannot touch the parent's memory). A child that
+    dies for any other reason is not the user's doing: the render is then repeated here, where its
+    error (a missing transformers, a bug) surfaces as itself."""
+    from sgcli.backends.bounded import LimitHit, start_bounded
+
+    def in_child() -> dict:
+        try:
+            return {"text": render(template, messages, **options)}
+        except UserError as exc:
+            return {"error": exc.message, "hint": exc.hint}
+
+    child = start_bounded(in_child, timeout_s=CHILD_TIME_S, memory_mb=0)  # render() bounds its own memory
+
+    def wait() -> str:
+        try:
+            reply = child.result()
+        except LimitHit as hit:
+            if hit.kind == "time":
+                raise _template_error(template, _TemplateTimeout()) from None
+            return render(template, messages, **options)
+        except BaseException:
+            child.cancel()
+            raise
+        if "error" in reply:
+            raise UserError(reply["error"], hint=reply["hint"])
+        return reply["text"]
+
+    return Pending(wait, child.cancel)
 
 
 def _template_error(template: ChatTemplate, exc: Exception) -> UserError:
