@@ -122,6 +122,28 @@ def test_draft_stops_before_a_partial_character_and_respects_the_limit(smol_toke
     assert draft_tokens(vocab, None, b"", 5) == []
 
 
+def test_drafts_learn_how_the_model_spells_forced_text(smol_tokenizer):
+    """The tokenizer has `":"` as one token; a model that wrote `":` there gets `":`, `"` drafted next time."""
+    from sgcli.engine.forced import Spellings
+
+    vocab = smol_tokenizer.vocab
+    (whole,) = smol_tokenizer.encode('":"')
+    (part,) = smol_tokenizer.encode('":')
+    (quote,) = smol_tokenizer.encode('"')
+    spellings = Spellings(vocab)
+    forced = b'capital":"'
+    assert draft_tokens(vocab, None, forced, 50, spellings)[-1] == whole  # the tokenizer's spelling
+    spellings.turned_down(whole, part)  # the model wrote `":` where the draft had `":"`
+    respelled = draft_tokens(vocab, None, forced, 50, spellings)
+    assert respelled[-2:] == [part, quote] and _spell(vocab, respelled) == forced
+    assert len(draft_tokens(vocab, None, forced, 2, spellings)) == 2  # the limit still holds
+    spellings.turned_down(part, whole)  # and then it wrote `":"` whole after all: forgotten
+    assert draft_tokens(vocab, None, forced, 50, spellings)[-1] == whole
+    (other,) = smol_tokenizer.encode("x")
+    spellings.turned_down(whole, other)  # not a prefix of the drafted token: nothing learned
+    assert spellings.learned == {}
+
+
 def test_think_budget_forces_the_end_marker_then_the_constraint(tiny_lm, smol_tokenizer):
     vocab = smol_tokenizer.vocab.padded(tiny_lm.logits_width)
     compiled, _ = backends.compile_for("xgrammar", SPECS["choice-mid-token"], vocab)

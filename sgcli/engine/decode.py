@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 import torch
 
 from sgcli.backends.base import Compiled, bitmask_words
-from sgcli.engine.forced import draft_tokens
+from sgcli.engine.forced import Spellings, draft_tokens
 from sgcli.engine.head import OutputHead, narrow_limit, row_logits
 from sgcli.engine.kv import empty_cache
 from sgcli.engine.loader import LoadedModel
@@ -87,6 +87,7 @@ class _Run:
         self.cache_kw = cache_keyword(self.model)
         self.head = OutputHead.of(self.model)  # None: the model's own logits, for every kept position
         self.narrow = narrow_limit(masker.width, lm.device)
+        self.spellings = Spellings(seq.vocab)  # how this model spells forced text, from its turned-down drafts
 
     def events(self, prompt_ids: list[int]) -> Iterator[TokenEvent | Finished]:
         seq = self.seq
@@ -114,6 +115,7 @@ class _Run:
                     if agreed:
                         continue
                     if i < len(draft):
+                        self.spellings.turned_down(draft[i], token)
                         past.crop(i - len(draft))  # drop the draft tokens the model did not write (negative: how many)
                     pending = [] if seq.dropped else [token]
                     marker, events = seq.force_think_end()
@@ -145,7 +147,7 @@ class _Run:
         if not self.drafting or seq.thinking or seq.matcher.is_terminated():
             return []
         room = seq.max_tokens - len(seq.ids) - 1
-        return draft_tokens(seq.vocab, previous, seq.matcher.jump_forward(), room)
+        return draft_tokens(seq.vocab, previous, seq.matcher.jump_forward(), room, self.spellings)
 
     def _new_cache(self):
         """An empty KV cache; jump-forward needs one it can crop (rejected draft tokens are removed)."""
