@@ -56,17 +56,26 @@ class Tokenizer:
         template_kwargs: dict[str, Any] | None = None,
     ) -> tuple[str, ChatTemplate | None]:
         """The prompt text for `messages`; (text, None) when the tokenizer has no template."""
-        tpl = self.template(template_name)
-        if tpl is None:
-            return raw_prompt(messages), None
-        text = render(
-            tpl,
+        text, tpl = self._start_chat(
             messages,
+            template_name,
+            in_child=False,
             add_generation_prompt=add_generation_prompt,
-            special_tokens=self.special_tokens,
             tools=tools,
             template_kwargs=template_kwargs,
         )
+        return text.result(), tpl
+
+    def _start_chat(
+        self, messages: list[dict], template_name: str | None, *, in_child: bool, **options
+    ) -> tuple[Pending[str], ChatTemplate | None]:
+        """The chosen template and its text for `messages`, rendered here or in a forked child
+        (`render_later`); the raw prompt where the tokenizer has no template."""
+        tpl = self.template(template_name)
+        if tpl is None:
+            return Pending.done(raw_prompt(messages)), None
+        options = {"special_tokens": self.special_tokens, **options}
+        text = render_later(tpl, messages, **options) if in_child else Pending.done(render(tpl, messages, **options))
         return text, tpl
 
     def prompt_ids(self, text: str, *, templated: bool) -> list[int]:
@@ -94,14 +103,9 @@ class Tokenizer:
                     hint="drop --chat-template-kwargs",
                 )
             return Pending.done(self._encoded_chat(messages, template_name, options.get("tools")))
-        tpl = self.template(template_name)
-        if tpl is None:
-            text = raw_prompt(messages)
-            notice = f"{self.name} has no chat template: the prompt is sent as is"
-            return Pending.done(RenderedPrompt(text, self.prompt_ids(text, templated=False), None, (notice,)))
-        options = {"special_tokens": self.special_tokens, **options}
-        text = render_later(tpl, messages, **options) if in_child else Pending.done(render(tpl, messages, **options))
-        return text.then(lambda t: RenderedPrompt(t, self.prompt_ids(t, templated=True), tpl))
+        text, tpl = self._start_chat(messages, template_name, in_child=in_child, **options)
+        notices = () if tpl is not None else (f"{self.name} has no chat template: the prompt is sent as is",)
+        return text.then(lambda t: RenderedPrompt(t, self.prompt_ids(t, templated=tpl is not None), tpl, notices))
 
     def _encoded_chat(self, messages: list[dict], template_name: str | None, tools: list | None) -> RenderedPrompt:
         if template_name:

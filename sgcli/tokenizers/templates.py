@@ -204,10 +204,7 @@ def render_later(template: ChatTemplate, messages: list[dict], **options: Any) -
         except LimitHit as hit:
             if hit.kind == "time":
                 raise _template_error(template, _TemplateTimeout()) from None
-            return render(template, messages, **options)
-        except BaseException:
-            child.cancel()
-            raise
+            return render(template, messages, **options)  # result() has already reaped the child
         if "error" in reply:
             raise UserError(reply["error"], hint=reply["hint"])
         return reply["text"]
