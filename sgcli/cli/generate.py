@@ -380,7 +380,8 @@ def _summary(record: dict) -> None:
     if record.get("validated_by"):
         valid += f" [dim](checked by {record['validated_by']})[/]"
     placed = (
-        f" ({record['device']}, {record['dtype']}, {record.get('model_impl')}, template {record['chat_template']})"
+        f" ({record['device']}, {record['dtype']}, {record.get('model_impl')}"
+        f"{' + ' + record['kernel'] if record.get('kernel') else ''}, template {record['chat_template']})"
         if "device" in record
         else ""
     )

@@ -45,6 +45,7 @@ class LoadedModel:
     load_s: float
     threads: int | None = None  # torch's CPU threads while this model runs
     impl: str = "transformers"  # which forward pass runs it: native (sgcli.engine.llama) or transformers
+    kernel: str | None = None  # the CPU matrix-product kernel the native forward packed its weights for
 
 
 def pick_device(device: str) -> str:
@@ -203,9 +204,10 @@ def load_model(
     model.eval()
     width = model.get_output_embeddings().weight.shape[0]
     dtype_name = str(model.dtype).removeprefix("torch.")
-    elapsed = time.perf_counter() - t
     used = "native" if hasattr(model, "new_cache") else "transformers"  # only NativeLlama builds its own cache
-    return LoadedModel(model, ref, dev, dtype_name, width, elapsed, torch.get_num_threads(), used)
+    kernel = model.pack_for_cpu() if used == "native" and dev == "cpu" else None
+    elapsed = time.perf_counter() - t
+    return LoadedModel(model, ref, dev, dtype_name, width, elapsed, torch.get_num_threads(), used, kernel)
 
 
 def _quiet_transformers() -> None:

@@ -64,6 +64,7 @@ class Session:
             "device": self.lm.device,
             "dtype": self.lm.dtype,
             "model_impl": self.lm.impl,
+            "kernel": self.lm.kernel,
             "chat_template": template,
         }
 

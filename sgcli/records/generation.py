@@ -83,6 +83,11 @@ class GenerationRecord(_Strict):
     model_impl: Optional[str] = Field(
         None, description="whose forward pass ran the in-process model: native (sgcli's) or transformers"
     )
+    kernel: Optional[str] = Field(
+        None,
+        description="the matrix-product kernel the native forward packed its weights for: onednn-bf16 "
+        "(bfloat16 on a CPU with bf16 dot-product units), or null (torch's own)",
+    )
     chat_template: Optional[str] = Field(
         None,
         description="the chat template the prompt went through: its name (default, or the --template-name), "

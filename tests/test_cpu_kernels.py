@@ -1,0 +1,123 @@
+"""The native forward's bfloat16 CPU kernel: oneDNN's prepacked matrix products (`pack_for_cpu`).
+
+Where the CPU has bf16 dot-product units, a bfloat16 model loaded by the native forward packs its
+weights; its logits must stay those of the same weights through `F.linear`, its constrained
+outputs must validate, and the record must say which kernel ran. Where the CPU lacks them, or
+the model is float32, nothing is packed and the record says so (null). A kernel that disagrees
+with `F.linear` on its probe is not used.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from sgcli.engine import llama
+from sgcli.engine.loader import load_model
+from sgcli.engine.models import resolve_model
+
+PROBLEM = llama.bf16_kernel_problem()  # None on a CPU with AVX-512 BF16 or AMX
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory, smol_tokenizer):
+    """A random Llama checkpoint with SmolLM2's tokenizer beside it (a model folder like any other)."""
+    import shutil
+    from pathlib import Path
+
+    from helpers import random_llama
+
+    folder = tmp_path_factory.mktemp("bf16")
+    random_llama(len(smol_tokenizer.vocab), "bf16", initializer_range=0.3).model.save_pretrained(folder)
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        shutil.copy(Path(smol_tokenizer.vocab.source).parent / name, folder / name)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def bf16(checkpoint):
+    return load_model(resolve_model(str(checkpoint)), device="cpu", dtype="bfloat16", impl="native")
+
+
+def _linears(lm):
+    """The matrix products (the embedding's table is a lookup: never packed)."""
+    return [m for m in lm.model.modules() if isinstance(m, llama.Linear) and m is not lm.model.model.embed]
+
+
+def test_bfloat16_packs_where_the_cpu_has_bf16_units_and_says_why_not_elsewhere(bf16):
+    packed = [linear.packed is not None for linear in _linears(bf16)]
+    assert bf16.model.model.embed.packed is None
+    if PROBLEM is None:
+        assert bf16.kernel == llama.BF16_KERNEL and all(packed)
+    else:
+        assert bf16.kernel is None and not any(packed)
+        assert "bfloat16" in PROBLEM or "oneDNN" in PROBLEM
+
+
+def test_a_cpu_without_bf16_units_keeps_torchs_products(checkpoint, monkeypatch):
+    for check in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
+        monkeypatch.setattr(torch.cpu, check, lambda: False)
+    assert llama.bf16_kernel_problem() == "this CPU has no bfloat16 dot-product instructions (AVX-512 BF16 or AMX)"
+    lm = load_model(resolve_model(str(checkpoint)), device="cpu", dtype="bfloat16", impl="native")
+    assert lm.kernel is None and not any(linear.packed is not None for linear in _linears(lm))
+
+
+def test_float32_is_never_packed(checkpoint):
+    lm = load_model(resolve_model(str(checkpoint)), device="cpu", dtype="float32", impl="native")
+    assert lm.kernel is None and lm.model.pack_for_cpu() is None
+
+
+def test_packed_logits_are_the_same_weights_through_f_linear(bf16):
+    ids = torch.tensor([[5, 17, 900, 42, 7, 7, 3000, 11]])
+    with torch.inference_mode():
+        got = bf16.model(input_ids=ids).logits.float()
+        kept = [linear.packed for linear in _linears(bf16)]
+        for linear in _linears(bf16):
+            linear.packed = None
+        try:
+            want = bf16.model(input_ids=ids).logits.float()
+        finally:
+            for linear, packed in zip(_linears(bf16), kept):
+                linear.packed = packed
+    assert got.shape == want.shape and torch.isfinite(got).all()
+    # bfloat16 keeps 8 bits of mantissa: the two kernels round their sums differently, not more
+    assert torch.allclose(got, want, rtol=0.05, atol=0.05 * want.abs().max().item()), (got - want).abs().max()
+
+
+def _fake_kernel(monkeypatch, scale: float):
+    """oneDNN's two ops replaced by torch arithmetic scaled by `scale` (1: a kernel that agrees with
+    `F.linear`), on a CPU said to have bf16 units: the probe's verdict is tested on any machine."""
+    import torch.nn.functional as F
+
+    monkeypatch.setattr(llama, "bf16_kernel_problem", lambda: None)
+    monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", lambda w, rows: w.clone())
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda x, w, *rest: F.linear(x, w) * scale)
+
+
+@pytest.mark.parametrize("scale", [1.0, 2.0], ids=["agrees", "disagrees"])
+def test_a_kernel_is_used_only_where_it_agrees_with_f_linear_on_its_probe(checkpoint, monkeypatch, scale):
+    _fake_kernel(monkeypatch, scale)
+    lm = load_model(resolve_model(str(checkpoint)), device="cpu", dtype="bfloat16", impl="native")
+    packed = [linear.packed is not None for linear in _linears(lm)]
+    if scale == 1.0:
+        assert lm.kernel == llama.BF16_KERNEL and all(packed)
+    else:
+        assert lm.kernel is None and not any(packed)
+
+
+def test_packed_runs_validate_and_the_record_names_the_kernel(run_cli, checkpoint, tmp_path):
+    out = tmp_path / "out.jsonl"
+    lines = tmp_path / "in.jsonl"
+    lines.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in ("hi", "Capital of France?", "x y z")))
+    args = ["generate", "--model", checkpoint, "--dtype", "bfloat16", "--regex", "[a-z]{3}-[0-9]{2,4}", "-n", "24"]
+    result = run_cli(
+        *args, "--temperature", "1", "--seed", "5", "--batch-size", "2", "--json", "-o", out, "--input", lines
+    )
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 3
+    for record in records:
+        assert record["dtype"] == "bfloat16" and record["kernel"] == (llama.BF16_KERNEL if PROBLEM is None else None)
+        assert record["finish_reason"] == "stop" and record["valid"] is True, record
