@@ -107,6 +107,26 @@ def test_a_kernel_is_used_only_where_it_agrees_with_f_linear_on_its_probe(checkp
         assert lm.kernel is None and not any(packed)
 
 
+def test_wide_passes_widen_to_float32_and_keep_the_logits(checkpoint, monkeypatch):
+    """A prefill of WIDE_ROWS tokens or more runs float32 products; narrower passes the packed kernel."""
+    _fake_kernel(monkeypatch, 1.0)
+    lm = load_model(resolve_model(str(checkpoint)), device="cpu", dtype="bfloat16", impl="native")
+    calls = []
+    fake = torch.ops.mkldnn._linear_pointwise
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda x, *rest: calls.append(x.shape) or fake(x, *rest))
+    ids = (torch.arange(2 * llama.WIDE_ROWS).view(2, -1) * 37) % 5000
+    with torch.inference_mode():
+        wide = lm.model(input_ids=ids).logits.float()
+        assert calls == []
+        lm.model(input_ids=ids[:, :4])
+        assert len(calls) == 4 * len(lm.model.model.layers) + 1  # every product of the narrow pass, and the head
+        for linear in _linears(lm):
+            linear.packed = None
+        want = lm.model(input_ids=ids).logits.float()  # torch's bfloat16 products throughout
+    assert wide.shape == want.shape and torch.isfinite(wide).all()
+    assert torch.allclose(wide, want, rtol=0.05, atol=0.05 * want.abs().max().item()), (wide - want).abs().max()
+
+
 def test_packed_runs_validate_and_the_record_names_the_kernel(run_cli, checkpoint, tmp_path):
     out = tmp_path / "out.jsonl"
     lines = tmp_path / "in.jsonl"
