@@ -252,9 +252,10 @@ class NativeLlama(nn.Module):
 
         Why: torch's `F.linear` in bfloat16 on a CPU does not reach the bf16 dot-product units
         (AVX-512 BF16, AMX) for these shapes: measured on an Intel Xeon with avx512_bf16, a
-        single-token pass took 53 ms in bfloat16 and 225 ms for a 4-token draft, against 40 and
-        45 ms with packed weights (docs/performance.md). The packed copies sit beside the weights
-        (the model's bfloat16 matrices, twice), which the output head and `state_dict` still read."""
+        single-token pass took 78 ms in bfloat16 and 267 ms for a 4-token draft, against 49 and
+        55 ms with packed weights and 73 and 112 ms in float32 (docs/performance.md). The packed
+        copies sit beside the weights (the model's bfloat16 matrices, twice), which the output
+        head and `state_dict` still read."""
         linears = [m for m in self.modules() if isinstance(m, Linear) and m is not self.model.embed]  # a lookup
         weight = self.lm_head.weight
         if weight.dtype != torch.bfloat16 or weight.device.type != "cpu" or bf16_kernel_problem() is not None:

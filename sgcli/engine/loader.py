@@ -27,8 +27,9 @@ Progress = Callable[[str, int, int], None]  # (stage description, step, total st
 # step of the default model, medians of interleaved rounds, docs/performance.md): 1 thread
 # 432 fp32 / 450 bf16; torch's default (2 threads) 1373 fp32 / 4864 bf16. Small models spend
 # a step on many tiny ops where threads mostly wait on each other, so one thread is the
-# default and `--threads` raises it; bf16 is no faster on this CPU, so `--dtype auto` keeps
-# float32 there (bf16 on CUDA).
+# default and `--threads` raises it. bf16 was no faster on that CPU; on one with bf16 units the
+# native forward's packed bf16 kernel is (`llama.pack_for_cpu`), but its outputs differ from
+# float32's, so `--dtype auto` keeps float32 on every CPU (bf16 on CUDA) and bf16 is asked for.
 DEFAULT_CPU_THREADS = 1
 
 
