@@ -183,7 +183,8 @@ def main() -> None:
     compiled, _ = backends.compile_for(args.backend, spec, tokenizer.vocab.padded(lm.logits_width))
     session = Session(lm, tokenizer, compiled, SamplingParams(temperature=0.0), args.max_tokens, (), PromptOptions())
     print(
-        f"model {lm.ref.display} {lm.dtype} on {lm.device}, threads {args.threads}, backend {compiled.backend}, "
+        f"model {lm.ref.display} {lm.dtype} on {lm.device} ({lm.impl} forward, kernel {lm.kernel or 'torch'}), "
+        f"threads {args.threads}, backend {compiled.backend}, "
         f"{args.requests} requests x <= {args.max_tokens} tokens, {args.rounds} round(s)"
     )
     results = {}

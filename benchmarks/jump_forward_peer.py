@@ -106,6 +106,8 @@ def main() -> None:
         None if args.model_impl == "transformers" else load_default(args.threads, args.device, args.dtype, "native")[1]
     )
     print(f"# model {lm.ref.display} on {lm.device} {lm.dtype}, torch threads {lm.threads}, {args.rounds} rounds")
+    if native is not None:
+        print(f"# native forward: kernel {native.kernel or 'torch'}")
     compare(tokenizer, lm, args.rounds, args.max_tokens, native)
 
 

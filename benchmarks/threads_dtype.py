@@ -44,6 +44,7 @@ def main() -> None:
     default = torch.get_num_threads()
     lms = {d: load_model(resolve_model(None), device="cpu", dtype=d) for d in ("float32", "bfloat16")}
     print(f"# torch default threads {default}, cores {os.cpu_count()}, {args.rounds} rounds x {args.steps} steps")
+    print("# " + ", ".join(f"{d}: {lm.impl} forward, kernel {lm.kernel or 'torch'}" for d, lm in lms.items()))
     results: dict[tuple[str, str], list[float]] = {}
     for _ in range(args.rounds):
         for label, n in ((f"torch default ({default})", default), ("1", 1), ("2", 2)):

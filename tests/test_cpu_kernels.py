@@ -64,6 +64,14 @@ def test_a_cpu_without_bf16_units_keeps_torchs_products(checkpoint, monkeypatch)
     assert lm.kernel is None and not any(linear.packed is not None for linear in _linears(lm))
 
 
+def test_no_packing_where_the_copies_would_not_fit_in_memory(checkpoint, monkeypatch):
+    assert 0 < llama._available_memory()  # this machine's MemAvailable (infinite where /proc cannot say)
+    _fake_kernel(monkeypatch, 1.0)
+    monkeypatch.setattr(llama, "_available_memory", lambda: 1024.0)
+    lm = load_model(resolve_model(str(checkpoint)), device="cpu", dtype="bfloat16", impl="native")
+    assert lm.kernel is None and not any(linear.packed is not None for linear in _linears(lm))
+
+
 def test_float32_is_never_packed(checkpoint):
     lm = load_model(resolve_model(str(checkpoint)), device="cpu", dtype="float32", impl="native")
     assert lm.kernel is None and lm.model.pack_for_cpu() is None

@@ -69,6 +69,18 @@ def bf16_kernel_problem() -> str | None:
     return None
 
 
+def _available_memory() -> float:
+    """Bytes of memory the system can still give (MemAvailable); infinite where it cannot say."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return float("inf")
+
+
 def _rope_theta(config: dict) -> float:
     rope = config.get("rope_parameters") or {}
     return float(rope.get("rope_theta") or config.get("rope_theta") or 10000.0)
@@ -259,6 +271,9 @@ class NativeLlama(nn.Module):
         linears = [m for m in self.modules() if isinstance(m, Linear) and m is not self.model.embed]  # a lookup
         weight = self.lm_head.weight
         if weight.dtype != torch.bfloat16 or weight.device.type != "cpu" or bf16_kernel_problem() is not None:
+            return None
+        size = sum(linear.weight.numel() * linear.weight.element_size() for linear in linears)
+        if size > _available_memory() / 2:  # the copies would crowd out the KV cache: torch's kernel instead
             return None
         for linear in linears:
             linear.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), 1)
