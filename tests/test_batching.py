@@ -373,14 +373,14 @@ def test_rows_fed_different_numbers_of_tokens_keep_their_own_columns(sharp_lm, s
     from sgcli.engine import batching
 
     compactions = []
-    original = batching.KVBatch._compact
+    original = batching.KVBatch.compact
 
     def counting(self):
         width = self.mask.shape[1]
         original(self)
         compactions.append(width - self.mask.shape[1])
 
-    monkeypatch.setattr(batching.KVBatch, "_compact", counting)
+    monkeypatch.setattr(batching.KVBatch, "compact", counting)
     monkeypatch.setattr(batching, "COMPACT_DEAD_SHARE", 0.0)  # compact at every hole, not only when most are
     from sgcli.engine.decode import decode
     from sgcli.engine.sequence import Finished
@@ -396,3 +396,57 @@ def test_rows_fed_different_numbers_of_tokens_keep_their_own_columns(sharp_lm, s
         assert got[i].grammar_complete
     assert sum(f.forced_tokens for f in got.values()) > 10
     assert any(removed > 0 for removed in compactions)
+
+
+def test_drafts_in_batches_keep_what_the_model_confirms_and_hide_the_rest(sharp_lm, smol_tokenizer, monkeypatch):
+    """The grammar's forced text rides along as a draft where the step has room: a random model
+    turns most drafts down (it spells text its own way), so their columns are hidden, and every
+    row still equals its lone run and the batch without drafts."""
+    from sgcli.engine import batching
+    from sgcli.engine.decode import decode
+    from sgcli.engine.sequence import Finished
+
+    hidden = []
+    original = batching.KVBatch.hide_draft
+    monkeypatch.setattr(batching.KVBatch, "hide_draft", lambda self, r, n: hidden.append(n) or original(self, r, n))
+    spec = ConstraintSpec(Kind.REGEX, "(yes|no|maybe), because the answer is [a-z]{1,8} and that is final", "t")
+    compiled = check_supports("llguidance", spec).compile(spec, smol_tokenizer.vocab.padded(sharp_lm.logits_width))
+    prompts = [smol_tokenizer.vocab.encode(p)[:6] for p in PROMPTS]
+    params = SamplingParams(temperature=0.0)
+    got = dict(decode_batch(sharp_lm, prompts, compiled, params=params, max_tokens=40, batch_size=5))
+    assert hidden and any(n > 0 for n in hidden)  # drafts were fed, and some were turned down
+    monkeypatch.setattr(batching.Row, "_draft", lambda self, previous: [])
+    undrafted = dict(decode_batch(sharp_lm, prompts, compiled, params=params, max_tokens=40, batch_size=5))
+    for i, ids in enumerate(prompts):
+        (alone,) = [e for e in decode(sharp_lm, ids, compiled, params=params, max_tokens=40) if isinstance(e, Finished)]
+        assert got[i].token_ids == alone.token_ids == undrafted[i].token_ids and got[i].output == alone.output
+
+
+@pytest.mark.model
+def test_default_model_drafts_in_batches_save_passes_and_change_nothing(smol_tokenizer, monkeypatch):
+    """The default model confirms most drafts of a schema's keys: a batch with drafts equals the
+    single-stream loop with jump-forward, in fewer forward passes than the batch without them."""
+    from sgcli.engine import batching
+    from sgcli.engine.loader import load_model
+    from sgcli.engine.models import resolve_model
+
+    lm = load_model(resolve_model(None), device="cpu", dtype="float32", threads=1)
+    capital = {
+        "type": "object",
+        "properties": {"country": {"type": "string"}, "capital": {"type": "string"}},
+        "required": ["country", "capital"],
+    }
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(capital), "test", json_options=JsonOptions(whitespace="compact"))
+    session = _session(lm, smol_tokenizer, spec, max_tokens=40)
+    session.jump_forward = True
+    requests = _requests([f"What is the capital of {c}?" for c in ("France", "Japan", "Peru")])
+    drafted = list(session.batch(requests, batch_size=1))
+    single = _sequential(session, requests)  # its passes differ: it drafts into the prefill, a batch after it
+    for key in ("output", "finish_reason", "valid"):
+        assert [r[key] for r in drafted] == [r[key] for r in single]
+    assert [r["usage"]["completion_tokens"] for r in drafted] == [r["usage"]["completion_tokens"] for r in single]
+    assert all(r["valid"] for r in drafted)
+    monkeypatch.setattr(batching.Row, "_draft", lambda self, previous: [])
+    undrafted = list(session.batch(requests, batch_size=1))
+    passes = [sum(r["usage"]["forward_passes"] for r in records) for records in (drafted, undrafted)]
+    assert passes[0] < passes[1], passes

@@ -17,8 +17,11 @@ tokens, for the allowed ids where it allows few, and not at all where it allows 
 Jump-forward inside batches: after a row takes its token, every following token its grammar
 forces (a mask that allows exactly one) is taken at once and fed in the same step as that token,
 the shorter rows padded on the right (masked columns, compacted once they are the majority).
-Drafts the model must confirm (xgrammar's and llguidance's forced bytes, spelled in tokens) are
-the single-stream loop's alone.
+Then the grammar's forced text (xgrammar's and llguidance's forced bytes, spelled in tokens:
+`sgcli.engine.forced`) is fed after them as a draft, where the step's width leaves room: the
+row keeps draft tokens while the model chooses them, as the single-stream loop does, and the
+cache columns of the ones it turned down are masked (`KVBatch.hide_draft`), not cropped, since
+the other rows share the cache.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from dataclasses import dataclass
 import torch
 
 from sgcli.backends.base import Compiled
-from sgcli.engine.decode import cache_keyword
+from sgcli.engine.decode import backend_jumps, cache_keyword
+from sgcli.engine.forced import Spellings, draft_tokens
 from sgcli.engine.head import OutputHead, narrow_limit, row_logits
 from sgcli.engine.kv import plain_layers
 from sgcli.engine.loader import LoadedModel
@@ -38,6 +42,12 @@ from sgcli.engine.sampling import Masker, SamplingParams
 from sgcli.engine.sequence import Allowed, Finished, SequenceState
 
 MAX_FORCED_RUN = 64  # at most this many forced tokens fed to a row in one step
+# On a CPU, drafts widen a step only up to this many fed positions in all (rows x width); beyond,
+# they fill what the step's real tokens leave as padding. Measured (docs/performance.md, Batch):
+# drafts made a batch of 1 1.12x (float32) to 1.67x (bfloat16) faster and were even at 4, while
+# widening steps of 16 rows for them ranged from 0.88x to 1.06x: there a pass is compute-bound
+# and the positions of turned-down drafts cost what real tokens cost.
+DRAFT_POSITIONS = 16
 COMPACT_DEAD_SHARE = 0.5  # compact the KV cache once more than this share of its columns is padding
 
 
@@ -45,11 +55,16 @@ class Row:
     """One request of a batch: its place, prompt and `SequenceState` (the single-stream loop's
     per-token rules), without events."""
 
-    def __init__(self, index: int, prompt_ids: list[int], seq: SequenceState, jump_forward: bool = True):
+    def __init__(
+        self, index: int, prompt_ids: list[int], seq: SequenceState, jump_forward: bool = True, drafting: bool = False
+    ):
         self.index, self.prompt_ids, self.seq, self.jump_forward = index, prompt_ids, seq, jump_forward
         self.forward_passes = 0  # model calls this row took part in (its prefill, then batched steps)
         self.finished: Finished | None = None
         self.ahead: Allowed | None = None  # the mask of the next position, where already filled
+        self.drafting = drafting  # jump-forward drafts of the grammar's forced text, which the model confirms
+        self.draft: list[int] = []  # the draft to feed after the row's next tokens (guesses, not taken yet)
+        self.spellings = Spellings(seq.vocab)
 
     def allowed(self, narrow: int) -> Allowed | None:
         ahead, self.ahead = self.ahead, None
@@ -76,10 +91,49 @@ class Row:
             seq.forced += 1
             feed.append(forced)
         if not seq.done:
+            self.draft = self._draft(feed[-1])
             return feed
         seq.flush()
         self.finished = seq.finished(len(self.prompt_ids), self.forward_passes)
         return None
+
+    def _draft(self, previous: int) -> list[int]:
+        """The grammar's forced text after `previous`, as tokens the model may confirm (none while
+        thinking, after the grammar ended, or without drafting)."""
+        seq = self.seq
+        if not self.drafting or seq.thinking or seq.matcher.is_terminated():
+            return []
+        room = seq.max_tokens - len(seq.ids) - 1
+        return draft_tokens(seq.vocab, previous, seq.matcher.jump_forward(), room, self.spellings)
+
+    def confirm(
+        self, draft: list[int], hidden: torch.Tensor, head: OutputHead, masker: Masker
+    ) -> tuple[int | None, int]:
+        """Choose this row's tokens at the positions after its fed tokens, `hidden` [1 + len(draft),
+        width]: draft tokens are taken while the model chooses them (as the single-stream loop keeps
+        its drafts), and the first token it chooses otherwise (or after the whole draft) is returned
+        for `advance`. Returns (that token, or None where the row ended; how many draft tokens were
+        not kept, whose positions the batch must hide)."""
+        self.forward_passes += 1
+        narrow = narrow_limit(masker.width, hidden.device)
+        seq = self.seq
+        for i in range(len(draft) + 1):
+            allowed = self.allowed(narrow)
+            token = (
+                None
+                if allowed is None
+                else seq.choose(allowed, row_logits(head, hidden[i], allowed, masker.width), masker)
+            )
+            if token is None or i == len(draft):
+                return token, len(draft) - i
+            if token != draft[i]:
+                self.spellings.turned_down(draft[i], token)
+                return token, len(draft) - i
+            seq.take(token)
+            seq.forced += 1
+            if seq.done:
+                return None, len(draft) - i - 1
+        raise AssertionError("unreachable")
 
 
 def choose_tokens(rows: Sequence[Row], hidden: torch.Tensor, head: OutputHead, masker: Masker) -> list[int | None]:
@@ -121,6 +175,8 @@ class KVBatch:
         self.rows: list[Row] = []
         self.pos: list[int] = []  # next position id per row
         self.last: list[list[int]] = []  # next input tokens per row
+        self.drafted: list[list[int]] = []  # per row, the draft tokens fed after them in the last step
+        self.step_columns: list[int] = []  # per row, the first cache column of its last step's draft
 
     def join(self, other: KVBatch) -> None:
         """Take in the rows of another batch (a freshly prefilled group), aligning both on the right."""
@@ -138,17 +194,34 @@ class KVBatch:
         self.rows += other.rows
         self.pos += other.pos
         self.last += other.last
+        self.drafted += [[] for _ in other.rows]
+        self.step_columns += [0 for _ in other.rows]
 
-    def forward(self, head: OutputHead, cache_kw: str) -> tuple[torch.Tensor, list[bool]]:
+    def forward(self, head: OutputHead, cache_kw: str) -> tuple[list[torch.Tensor], list[bool]]:
         """One decode step for every row, each fed the first of its waiting `last` tokens (several
-        where the grammar forced some; shorter feeds padded on the right, masked), as many as
-        `feed_width` allows. Returns each row's hidden state at the last token it was fed
-        [rows, width], and per row whether it was fed all its waiting tokens (needs a new one)."""
+        where the grammar forced some), then its draft where all its waiting tokens fit (shorter
+        feeds padded on the right, masked), as many as `feed_width` allows. Returns per row the
+        hidden states from its last waiting token on [1 + fed draft tokens, width], and whether it
+        was fed all its waiting tokens (needs a new one)."""
+        drafts = [row.draft for row in self.rows]
         width = feed_width([len(feed) for feed in self.last], self.device)
+        drafted = feed_width([len(feed) + len(draft) for feed, draft in zip(self.last, drafts)], self.device)
+        if torch.device(self.device).type == "cpu":  # drafts widen a step only while it is cheap
+            drafted = min(drafted, max(1, DRAFT_POSITIONS // len(self.rows)))
+        width = max(width, drafted)
         feeds = [feed[:width] for feed in self.last]
+        self.drafted = [
+            draft[: width - len(feed)] if len(feed) <= width else [] for feed, draft in zip(self.last, drafts)
+        ]
+        for row, feed in zip(self.rows, self.last):
+            if len(feed) <= width:  # its next token comes after this step, and a new draft with it
+                row.draft = []
         self.last = [feed[width:] for feed in self.last]
-        ids = torch.tensor([feed + [0] * (width - len(feed)) for feed in feeds], device=self.device)
-        fresh = torch.tensor([[1] * len(feed) + [0] * (width - len(feed)) for feed in feeds], device=self.device)
+        start = self.mask.shape[1]
+        self.step_columns = [start + len(feed) for feed in feeds]
+        fed = [feed + drafted for feed, drafted in zip(feeds, self.drafted)]
+        ids = torch.tensor([f + [0] * (width - len(f)) for f in fed], device=self.device)
+        fresh = torch.tensor([[1] * len(f) + [0] * (width - len(f)) for f in fed], device=self.device)
         mask = torch.cat([self.mask, fresh.to(self.mask.dtype)], dim=1)
         positions = torch.tensor([list(range(p, p + width)) for p in self.pos], device=self.device)
         hidden, out = head.hidden(
@@ -156,13 +229,19 @@ class KVBatch:
         )
         self.cache = getattr(out, cache_kw)
         self.mask = mask
-        self.pos = [p + len(feed) for p, feed in zip(self.pos, feeds)]
-        ends = torch.tensor([len(feed) - 1 for feed in feeds], device=self.device)
-        if width > 1:
-            self._compact()
-        return hidden[torch.arange(len(self.rows), device=self.device), ends], [not rest for rest in self.last]
+        self.pos = [p + len(f) for p, f in zip(self.pos, fed)]
+        spans = [hidden[r, len(feed) - 1 : len(f)] for r, (feed, f) in enumerate(zip(feeds, fed))]
+        return spans, [not rest for rest in self.last]
 
-    def _compact(self) -> None:
+    def hide_draft(self, r: int, rejected: int) -> None:
+        """Row `r` kept all but the last `rejected` tokens of the draft it was fed: their cache
+        columns are masked from now on and its next token takes the first one's position."""
+        if rejected:
+            first = self.step_columns[r] + len(self.drafted[r]) - rejected
+            self.mask[r, first : first + rejected] = 0
+            self.pos[r] -= rejected
+
+    def compact(self) -> None:
         """Once most columns are padding (feeds of different lengths leave masked holes), move each
         row's live columns together on the right. Keys carry their positions already (rotary
         embeddings are applied before caching), so moving columns changes nothing they attend to."""
@@ -188,6 +267,8 @@ class KVBatch:
         self.rows = [self.rows[i] for i in keep]
         self.pos = [self.pos[i] for i in keep]
         self.last = [self.last[i] for i in keep]
+        self.drafted = [self.drafted[i] for i in keep]
+        self.step_columns = [self.step_columns[i] for i in keep]
         if not keep:
             self.cache, self.mask = None, self.mask[:0, :0]
             return
@@ -224,6 +305,7 @@ def prefill(head: OutputHead, cache_kw: str, device: str, rows: Sequence[Row], h
     group.cache, group.mask, last = extend(head, cache_kw, device, [row.prompt_ids for row in rows], heads)
     group.rows = list(rows)
     group.pos, group.last = [len(row.prompt_ids) for row in rows], [[0]] * len(rows)
+    group.drafted, group.step_columns = [[] for _ in rows], [0] * len(rows)
     return group, last
 
 
@@ -266,10 +348,12 @@ def decode_batch(
     store = PrefixStore(head, cache_kw, lm.device, prompts, share=share_prefix)
     masker = Masker(lm.logits_width, lm.device)
 
+    drafting = jump_forward and backend_jumps(compiled)
+
     def new_row(i: int) -> Row:
         budget = max_tokens if isinstance(max_tokens, int) else max_tokens[i]
         seq = SequenceState(compiled, params, max_tokens=budget, stop=stop, think_end=think_end, device=lm.device)
-        return Row(i, list(prompts[i]), seq, jump_forward)
+        return Row(i, list(prompts[i]), seq, jump_forward, drafting)
 
     batch = KVBatch(lm.device)
     waiting = iter(range(len(prompts)))
@@ -289,14 +373,22 @@ def decode_batch(
                 if not rows:  # nothing running and nothing left to admit
                     break
                 continue  # every admitted row ended at its first token: admit the next ones
-            hidden, fed = batch.forward(head, cache_kw)
+            spans, fed = batch.forward(head, cache_kw)
             stats.steps += 1
             stats.row_steps += len(batch.rows)
-            ready = [i for i, done in enumerate(fed) if done]
             for i, done in enumerate(fed):
                 batch.rows[i].forward_passes += not done  # fed part of its forced tokens: no token to choose yet
-            chosen = dict(zip(ready, choose_tokens([batch.rows[i] for i in ready], hidden[ready], head, masker)))
+            plain = [i for i, done in enumerate(fed) if done and not batch.drafted[i]]
+            last = torch.stack([spans[i][-1] for i in plain]) if plain else None
+            chosen = (
+                dict(zip(plain, choose_tokens([batch.rows[i] for i in plain], last, head, masker))) if plain else {}
+            )
+            for i, done in enumerate(fed):
+                if done and batch.drafted[i]:
+                    chosen[i], rejected = batch.rows[i].confirm(batch.drafted[i], spans[i], head, masker)
+                    batch.hide_draft(i, rejected)
             yield from _advance(batch, chosen, masker)
+            batch.compact()
     stats.reused_prefix_tokens = store.reused_tokens
     stats.prefill_tokens += store.computed_tokens
     stats.prefill_passes += store.passes

@@ -68,10 +68,11 @@ def decode(
         device=lm.device,
         bitmask=masker.buffer,
     )
-    yield from _Run(lm, seq, masker, jump_forward and _backend_jumps(compiled)).events(prompt_ids)
+    yield from _Run(lm, seq, masker, jump_forward and backend_jumps(compiled)).events(prompt_ids)
 
 
-def _backend_jumps(compiled: Compiled) -> bool:
+def backend_jumps(compiled: Compiled) -> bool:
+    """Whether the compiled grammar's backend reports forced text (what jump-forward drafts spell)."""
     from sgcli.backends import get_backend
 
     return get_backend(compiled.backend).capabilities.jump_forward
