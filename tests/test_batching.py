@@ -264,8 +264,8 @@ def test_shared_prefixes_finds_the_longest_head_per_prompt():
     assert shared_prefixes([a, b], minimum=20) == [0, 0]
 
 
-@pytest.mark.model
-def test_default_model_batch_equals_sequential(smol_tokenizer):
+def _default_model_session(smol_tokenizer) -> Session:
+    """The default model in float32 on a capital-city schema (compact), jump-forward off."""
     from sgcli.engine.loader import load_model
     from sgcli.engine.models import resolve_model
 
@@ -276,7 +276,12 @@ def test_default_model_batch_equals_sequential(smol_tokenizer):
         "required": ["country", "capital"],
     }
     spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(capital), "test", json_options=JsonOptions(whitespace="compact"))
-    session = _session(lm, smol_tokenizer, spec, max_tokens=40)
+    return _session(lm, smol_tokenizer, spec, max_tokens=40)
+
+
+@pytest.mark.model
+def test_default_model_batch_equals_sequential(smol_tokenizer):
+    session = _default_model_session(smol_tokenizer)
     requests = _requests([f"What is the capital of {c}?" for c in ("France", "Japan", "Peru", "Kenya", "Italy")])
     got = list(session.batch(requests, batch_size=4))
     assert [_comparable(r) for r in got] == [_comparable(r) for r in _sequential(session, requests)]
@@ -427,17 +432,8 @@ def test_default_model_drafts_in_batches_save_passes_and_change_nothing(smol_tok
     """The default model confirms most drafts of a schema's keys: a batch with drafts equals the
     single-stream loop with jump-forward, in fewer forward passes than the batch without them."""
     from sgcli.engine import batching
-    from sgcli.engine.loader import load_model
-    from sgcli.engine.models import resolve_model
 
-    lm = load_model(resolve_model(None), device="cpu", dtype="float32", threads=1)
-    capital = {
-        "type": "object",
-        "properties": {"country": {"type": "string"}, "capital": {"type": "string"}},
-        "required": ["country", "capital"],
-    }
-    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(capital), "test", json_options=JsonOptions(whitespace="compact"))
-    session = _session(lm, smol_tokenizer, spec, max_tokens=40)
+    session = _default_model_session(smol_tokenizer)
     session.jump_forward = True
     requests = _requests([f"What is the capital of {c}?" for c in ("France", "Japan", "Peru")])
     drafted = list(session.batch(requests, batch_size=1))
