@@ -72,15 +72,34 @@ def sequential(session, prompts) -> list:
     return out
 
 
-def batched(session, prompts, size: int) -> list:
-    from sgcli.engine.batching import decode_batch
+def batched(session, prompts, size: int, positions: int | None = None) -> list:
+    """`decode_batch` at `size` rows; `positions`: the fed positions drafts may widen a step to,
+    in place of the engine's own choice for this kernel (`batching.draft_positions`)."""
+    from sgcli.engine import batching
 
-    done = dict(
-        decode_batch(
-            session.lm, prompts, session.compiled, params=session.params, max_tokens=session.max_tokens, batch_size=size
+    chosen = batching.draft_positions
+    if positions is not None:
+        batching.draft_positions = lambda lm: positions
+    try:
+        done = dict(
+            batching.decode_batch(
+                session.lm,
+                prompts,
+                session.compiled,
+                params=session.params,
+                max_tokens=session.max_tokens,
+                batch_size=size,
+            )
         )
-    )
+    finally:
+        batching.draft_positions = chosen
     return [done[i] for i in range(len(prompts))]
+
+
+def batch_config(config: str) -> tuple[int, int | None]:
+    """ "batch 16" -> (16, None); "batch 16 d64" -> (16, 64): rows, and the drafts' position bound."""
+    words = config.split()
+    return int(words[1]), int(words[2][1:]) if len(words) > 2 else None
 
 
 def timed(fn, *args):
@@ -161,6 +180,11 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--backend", default="xgrammar")
+    parser.add_argument(
+        "--draft-positions",
+        default="",
+        help="comma-separated bounds on a step's fed positions for drafts, each run beside the engine's own choice",
+    )
     parser.add_argument("--vllm-url", default=None)
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args()
@@ -171,6 +195,7 @@ def main() -> None:
 
     from sgcli import backends
     from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
+    from sgcli.engine import batching
     from sgcli.engine.loader import load_model
     from sgcli.engine.models import resolve_model
     from sgcli.engine.sampling import SamplingParams
@@ -183,7 +208,8 @@ def main() -> None:
     compiled, _ = backends.compile_for(args.backend, spec, tokenizer.vocab.padded(lm.logits_width))
     session = Session(lm, tokenizer, compiled, SamplingParams(temperature=0.0), args.max_tokens, (), PromptOptions())
     print(
-        f"model {lm.ref.display} {lm.dtype} on {lm.device} ({lm.impl} forward, kernel {lm.kernel or 'torch'}), "
+        f"model {lm.ref.display} {lm.dtype} on {lm.device} ({lm.impl} forward, kernel {lm.kernel or 'torch'}, "
+        f"drafts up to {batching.draft_positions(lm)} positions a step), "
         f"threads {args.threads}, backend {compiled.backend}, "
         f"{args.requests} requests x <= {args.max_tokens} tokens, {args.rounds} round(s)"
     )
@@ -191,7 +217,8 @@ def main() -> None:
     for shared in [w == "same-system" for w in workloads]:
         requests = workload(args.requests, shared)
         prompts = [session.render(r)[1] for r in requests]
-        configs = ["sequential", *[f"batch {n}" for n in sizes]]
+        bounds = [int(b) for b in args.draft_positions.split(",") if b]
+        configs = ["sequential", *[f"batch {n}{suffix}" for n in sizes for suffix in ["", *[f" d{b}" for b in bounds]]]]
         rates = {c: [] for c in configs}
         reference = None
         outputs = {}
@@ -201,8 +228,7 @@ def main() -> None:
                     finished, wall, cpu, tokens = timed(sequential, session, prompts)
                     reference = reference or finished
                 else:
-                    size = int(c.split()[1])
-                    finished, wall, cpu, tokens = timed(batched, session, prompts, size)
+                    finished, wall, cpu, tokens = timed(batched, session, prompts, *batch_config(c))
                     outputs[c] = finished
                 rates[c].append((tokens / wall, tokens / cpu))
         label = "shared system prompt" if shared else "distinct system prompts"
@@ -228,9 +254,9 @@ def report(lm, requests, prompts, label, rates, reference, batched, args) -> dic
             gaps = [tie_gap(lm, p, a.token_ids, b.token_ids) for p, a, b in pairs if a.token_ids != b.token_ids]
             same = f"{len(prompts) - len(gaps)}/{len(prompts)}"
         vllm = "-"
-        if args.vllm_url and c.startswith("batch"):
+        if args.vllm_url and c.startswith("batch") and batch_config(c)[1] is None:
             try:
-                vllm = f"{vllm_rate(args.vllm_url, requests, int(c.split()[1]), args.max_tokens):.1f}"
+                vllm = f"{vllm_rate(args.vllm_url, requests, batch_config(c)[0], args.max_tokens):.1f}"
             except (OSError, ValueError, KeyError, IndexError) as exc:  # a server that went away costs its column only
                 vllm = f"unreachable ({exc})"
         gap_note = f"  (logit gaps at divergence: {', '.join(f'{g:.2e}' for g in gaps)})" if gaps else ""

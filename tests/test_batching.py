@@ -403,14 +403,19 @@ def test_rows_fed_different_numbers_of_tokens_keep_their_own_columns(sharp_lm, s
     assert any(removed > 0 for removed in compactions)
 
 
-def test_drafts_in_batches_keep_what_the_model_confirms_and_hide_the_rest(sharp_lm, smol_tokenizer, monkeypatch):
-    """The grammar's forced text rides along as a draft where the step has room: a random model
-    turns most drafts down (it spells text its own way), so their columns are hidden, and every
-    row still equals its lone run and the batch without drafts."""
+@pytest.mark.parametrize("positions", [16, 64], ids=["cpu", "amx"])
+def test_drafts_in_batches_keep_what_the_model_confirms_and_hide_the_rest(
+    sharp_lm, smol_tokenizer, monkeypatch, positions
+):
+    """The grammar's forced text rides along as a draft where the step has room (as many fed
+    positions as the kernel keeps cheap): a random model turns most drafts down (it spells text
+    its own way), so their columns are hidden, and every row still equals its lone run and the
+    batch without drafts."""
     from sgcli.engine import batching
     from sgcli.engine.decode import decode
     from sgcli.engine.sequence import Finished
 
+    monkeypatch.setattr(batching, "draft_positions", lambda lm: positions)
     hidden = []
     original = batching.KVBatch.hide_draft
     monkeypatch.setattr(batching.KVBatch, "hide_draft", lambda self, r, n: hidden.append(n) or original(self, r, n))
@@ -446,3 +451,18 @@ def test_default_model_drafts_in_batches_save_passes_and_change_nothing(smol_tok
     undrafted = list(session.batch(requests, batch_size=1))
     passes = [sum(r["usage"]["forward_passes"] for r in records) for records in (drafted, undrafted)]
     assert passes[0] < passes[1], passes
+
+
+def test_drafts_widen_a_step_as_far_as_the_kernel_keeps_it_cheap():
+    """On a CPU a step's drafts stop at DRAFT_POSITIONS fed positions, at DRAFT_POSITIONS_AMX where
+    the products run on AMX tiles; an accelerator has no bound."""
+    from types import SimpleNamespace
+
+    from sgcli.engine import batching, llama
+
+    def bound(device, kernel):
+        return batching.draft_positions(SimpleNamespace(device=device, kernel=kernel))
+
+    assert bound("cpu", None) == bound("cpu", llama.BF16_KERNEL) == batching.DRAFT_POSITIONS
+    assert bound("cpu", llama.AMX_KERNEL) == batching.DRAFT_POSITIONS_AMX > batching.DRAFT_POSITIONS
+    assert bound("cuda:0", None) is None

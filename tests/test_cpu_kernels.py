@@ -19,6 +19,7 @@ from sgcli.engine.loader import load_model
 from sgcli.engine.models import resolve_model
 
 PROBLEM = llama.bf16_kernel_problem()  # None on a CPU with AVX-512 BF16 or AMX
+HERE = llama.AMX_KERNEL if llama.amx_tiles() else llama.BF16_KERNEL  # the packed kernel this CPU gets
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +51,8 @@ def test_bfloat16_packs_where_the_cpu_has_bf16_units_and_says_why_not_elsewhere(
     packed = [linear.packed is not None for linear in _linears(bf16)]
     assert bf16.model.model.embed.packed is None
     if PROBLEM is None:
-        assert bf16.kernel == llama.BF16_KERNEL and all(packed)
+        assert bf16.kernel == HERE and all(packed)
+        assert all(linear.wide_float32 is not llama.amx_tiles() for linear in _linears(bf16))
     else:
         assert bf16.kernel is None and not any(packed)
         assert "bfloat16" in PROBLEM or "oneDNN" in PROBLEM
@@ -94,12 +96,14 @@ def test_packed_logits_are_the_same_weights_through_f_linear(bf16):
     assert torch.allclose(got, want, rtol=0.05, atol=0.05 * want.abs().max().item()), (got - want).abs().max()
 
 
-def _fake_kernel(monkeypatch, scale: float):
+def _fake_kernel(monkeypatch, scale: float, amx: bool = False):
     """oneDNN's two ops replaced by torch arithmetic scaled by `scale` (1: a kernel that agrees with
-    `F.linear`), on a CPU said to have bf16 units: the probe's verdict is tested on any machine."""
+    `F.linear`), on a CPU said to have bf16 units (and AMX tiles, with `amx`): the probe's verdict
+    and the wide passes' kernel are tested on any machine."""
     import torch.nn.functional as F
 
     monkeypatch.setattr(llama, "bf16_kernel_problem", lambda: None)
+    monkeypatch.setattr(llama, "amx_tiles", lambda: amx)
     monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", lambda w, rows: w.clone())
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda x, w, *rest: F.linear(x, w) * scale)
 
@@ -110,22 +114,28 @@ def test_a_kernel_is_used_only_where_it_agrees_with_f_linear_on_its_probe(checkp
     lm = load_model(resolve_model(str(checkpoint)), device="cpu", dtype="bfloat16", impl="native")
     packed = [linear.packed is not None for linear in _linears(lm)]
     if scale == 1.0:
-        assert lm.kernel == llama.BF16_KERNEL and all(packed)
+        assert lm.kernel == llama.BF16_KERNEL and all(packed)  # AVX-512 BF16 without AMX: prefills in float32
     else:
         assert lm.kernel is None and not any(packed)
 
 
-def test_wide_passes_widen_to_float32_and_keep_the_logits(checkpoint, monkeypatch):
-    """A prefill of WIDE_ROWS tokens or more runs float32 products; narrower passes the packed kernel."""
-    _fake_kernel(monkeypatch, 1.0)
+@pytest.mark.parametrize("amx", [False, True], ids=["avx512-bf16", "amx"])
+def test_wide_passes_take_the_cpus_faster_kernel_and_keep_the_logits(checkpoint, monkeypatch, amx):
+    """A prefill of WIDE_ROWS tokens or more runs float32 products without AMX and torch's
+    bfloat16 ones with it; narrower passes the packed kernel."""
+    _fake_kernel(monkeypatch, 1.0, amx)
     lm = load_model(resolve_model(str(checkpoint)), device="cpu", dtype="bfloat16", impl="native")
-    calls = []
+    assert lm.kernel == (llama.AMX_KERNEL if amx else llama.BF16_KERNEL)
+    calls, products = [], []
     fake = torch.ops.mkldnn._linear_pointwise
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda x, *rest: calls.append(x.shape) or fake(x, *rest))
+    f_linear = llama.F.linear
+    monkeypatch.setattr(llama.F, "linear", lambda x, w, *rest: products.append(x.dtype) or f_linear(x, w, *rest))
     ids = (torch.arange(2 * llama.WIDE_ROWS).view(2, -1) * 37) % 5000
     with torch.inference_mode():
         wide = lm.model(input_ids=ids).logits.float()
         assert calls == []
+        assert products and set(products) == {torch.bfloat16 if amx else torch.float32}
         lm.model(input_ids=ids[:, :4])
         assert len(calls) == 4 * len(lm.model.model.layers) + 1  # every product of the narrow pass, and the head
         for linear in _linears(lm):
@@ -147,5 +157,5 @@ def test_packed_runs_validate_and_the_record_names_the_kernel(run_cli, checkpoin
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(records) == 3
     for record in records:
-        assert record["dtype"] == "bfloat16" and record["kernel"] == (llama.BF16_KERNEL if PROBLEM is None else None)
+        assert record["dtype"] == "bfloat16" and record["kernel"] == (HERE if PROBLEM is None else None)
         assert record["finish_reason"] == "stop" and record["valid"] is True, record

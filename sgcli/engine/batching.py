@@ -36,6 +36,7 @@ from sgcli.engine.decode import backend_jumps, cache_keyword
 from sgcli.engine.forced import Spellings, draft_tokens
 from sgcli.engine.head import OutputHead, narrow_limit, row_logits
 from sgcli.engine.kv import plain_layers
+from sgcli.engine.llama import AMX_KERNEL
 from sgcli.engine.loader import LoadedModel
 from sgcli.engine.prefix import PrefixStore, extend, pad_left, prefill_groups
 from sgcli.engine.sampling import Masker, SamplingParams
@@ -48,6 +49,10 @@ MAX_FORCED_RUN = 64  # at most this many forced tokens fed to a row in one step
 # widening steps of 16 rows for them ranged from 0.88x to 1.06x: there a pass is compute-bound
 # and the positions of turned-down drafts cost what real tokens cost.
 DRAFT_POSITIONS = 16
+# Where the native forward's products run on AMX tiles (`llama.AMX_KERNEL`), a pass of 64
+# positions cost 2.0x a single-token one (float32: 5.7x; `benchmarks/pass_width.py`), so drafts
+# may widen a step that far.
+DRAFT_POSITIONS_AMX = 64
 COMPACT_DEAD_SHARE = 0.5  # compact the KV cache once more than this share of its columns is padding
 
 
@@ -168,8 +173,9 @@ class KVBatch:
     """The batch's shared KV cache: rows aligned on the right, left-padded with masked zero columns
     (and masked columns inside a row where its prompt was padded at prefill)."""
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, draft_positions: int | None = DRAFT_POSITIONS):
         self.device = device
+        self.draft_positions = draft_positions  # fed positions drafts may widen a step to (None: no bound)
         self.cache = None  # the model's growing cache (sgcli.engine.kv), batch dimension = rows
         self.mask = torch.zeros((0, 0), dtype=torch.long, device=device)
         self.rows: list[Row] = []
@@ -206,8 +212,8 @@ class KVBatch:
         drafts = [row.draft for row in self.rows]
         width = feed_width([len(feed) for feed in self.last], self.device)
         drafted = feed_width([len(feed) + len(draft) for feed, draft in zip(self.last, drafts)], self.device)
-        if torch.device(self.device).type == "cpu":  # drafts widen a step only while it is cheap
-            drafted = min(drafted, max(1, DRAFT_POSITIONS // len(self.rows)))
+        if self.draft_positions is not None:  # drafts widen a step only while it is cheap
+            drafted = min(drafted, max(1, self.draft_positions // len(self.rows)))
         width = max(width, drafted)
         feeds = [feed[:width] for feed in self.last]
         self.drafted = [
@@ -280,6 +286,15 @@ class KVBatch:
         for layer in self.cache.layers:
             layer.keys = layer.keys.index_select(0, index)[:, :, first:]
             layer.values = layer.values.index_select(0, index)[:, :, first:]
+
+
+def draft_positions(lm: LoadedModel) -> int | None:
+    """How many fed positions (rows x width) drafts may widen a batch step to: no bound on an
+    accelerator, where a few more positions cost about the same; on a CPU, as many as stay cheap
+    for the kernel that runs the products."""
+    if torch.device(lm.device).type != "cpu":
+        return None
+    return DRAFT_POSITIONS_AMX if lm.kernel == AMX_KERNEL else DRAFT_POSITIONS
 
 
 def feed_width(waiting: Sequence[int], device) -> int:
@@ -355,7 +370,7 @@ def decode_batch(
         seq = SequenceState(compiled, params, max_tokens=budget, stop=stop, think_end=think_end, device=lm.device)
         return Row(i, list(prompts[i]), seq, jump_forward, drafting)
 
-    batch = KVBatch(lm.device)
+    batch = KVBatch(lm.device, draft_positions(lm))
     waiting = iter(range(len(prompts)))
     with torch.inference_mode():
         while True:

@@ -46,12 +46,20 @@ def misfit(config: dict) -> str | None:
     return f"it uses {' and '.join(found)}" if found else None
 
 
-BF16_KERNEL = "onednn-bf16"
-# From this many rows (tokens in one pass) a packed bfloat16 product is slower than widening its
-# weight to float32 for that one call and letting torch's float32 kernel run: measured on the
-# Intel Xeon (one thread) for SmolLM2's matrices, the crossover lies between 64 and 128 rows, and
-# at 1104 rows (16 prompts prefilled together) float32 took 37 ms where oneDNN took 57.
+BF16_KERNEL = "onednn-bf16"  # packed bfloat16 products; prefills widened to float32
+AMX_KERNEL = "onednn-bf16-amx"  # packed bfloat16 products; prefills through torch's bfloat16 kernel on AMX tiles
+# From this many rows (tokens in one pass) the packed kernel is no longer the fastest for
+# SmolLM2's matrices (one thread). Without AMX, widening the weight to float32 for that one call
+# wins: measured on an Intel Xeon with AVX-512 BF16 only, the crossover lay between 64 and 128
+# rows, and at 1104 rows float32 took 37 ms where oneDNN took 57. With AMX, torch's own bfloat16
+# kernel wins instead: on a Xeon with AMX at 128 rows it took 0.72 ms against 0.81 packed and
+# 3.2 float32, at 1024 rows 3.0 ms against 6.5 and 22.9 (docs/performance.md, "AMX").
 WIDE_ROWS = 128
+
+
+def amx_tiles() -> bool:
+    """Whether this CPU has AMX tiles, where torch's bfloat16 products of wide passes run on them."""
+    return bool(getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)())
 
 
 def bf16_kernel_problem() -> str | None:
@@ -98,6 +106,7 @@ class Linear(nn.Module):
 
     bias = None
     packed: torch.Tensor | None = None
+    wide_float32 = True  # with `packed`: passes of WIDE_ROWS rows or more widen to float32 (no AMX)
 
     def __init__(self, inputs: int, outputs: int):
         super().__init__()
@@ -105,9 +114,10 @@ class Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.packed is not None and x.dtype == torch.bfloat16 and x.device.type == "cpu":
-            if x.numel() >= WIDE_ROWS * x.shape[-1]:  # a prefill: float32 products, weight widened per call
+            if x.numel() < WIDE_ROWS * x.shape[-1]:
+                return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [None], "")
+            if self.wide_float32:  # a prefill without AMX: float32 products, weight widened per call
                 return F.linear(x.float(), self.weight.float()).to(torch.bfloat16)
-            return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [None], "")
         return F.linear(x, self.weight)
 
 
@@ -265,9 +275,10 @@ class NativeLlama(nn.Module):
         Why: torch's `F.linear` in bfloat16 on a CPU does not reach the bf16 dot-product units
         (AVX-512 BF16, AMX) for these shapes: measured on an Intel Xeon with avx512_bf16, a
         single-token pass took 78 ms in bfloat16 and 267 ms for a 4-token draft, against 49 and
-        55 ms with packed weights and 73 and 112 ms in float32 (docs/performance.md). The packed
-        copies sit beside the weights (the model's bfloat16 matrices, twice), which the output
-        head and `state_dict` still read."""
+        55 ms with packed weights and 73 and 112 ms in float32 (docs/performance.md). Passes of
+        WIDE_ROWS rows or more (prefills) take float32 products without AMX and torch's bfloat16
+        ones with it. The packed copies sit beside the weights (the model's bfloat16 matrices,
+        twice), which the output head and `state_dict` still read."""
         linears = [m for m in self.modules() if isinstance(m, Linear) and m is not self.model.embed]  # a lookup
         weight = self.lm_head.weight
         if weight.dtype != torch.bfloat16 or weight.device.type != "cpu" or bf16_kernel_problem() is not None:
@@ -275,8 +286,10 @@ class NativeLlama(nn.Module):
         size = sum(linear.weight.numel() * linear.weight.element_size() for linear in linears)
         if size > _available_memory() / 2:  # the copies would crowd out the KV cache: torch's kernel instead
             return None
+        amx = amx_tiles()
         for linear in linears:
             linear.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), 1)
+            linear.wide_float32 = not amx
         probe = torch.linspace(-1, 1, weight.shape[1], dtype=torch.bfloat16)[None]
         with torch.inference_mode():
             got, expected = self.lm_head(probe).float(), F.linear(probe, weight).float()
@@ -284,7 +297,7 @@ class NativeLlama(nn.Module):
             for linear in linears:
                 linear.packed = None
             return None
-        return BF16_KERNEL
+        return AMX_KERNEL if amx else BF16_KERNEL
 
     def new_cache(self) -> KVCache:
         return self.model.new_cache()

@@ -1,0 +1,106 @@
+"""CPU cost of one forward pass of the default model (native forward) by its shape, per kernel:
+float32, bfloat16 through torch's `F.linear`, and bfloat16 packed for oneDNN with prefills
+widened to float32 or kept in bfloat16 (what `pack_for_cpu` picks without and with AMX).
+
+Decode shapes are `rows x width` new tokens over a 60-token cache (a batch step, a draft);
+prefill shapes have no cache. What a draft or a batch row costs against a single-token pass is
+what sets `DRAFT_POSITIONS` and `WIDE_ROWS`; this prints it for the CPU it runs on.
+
+    python benchmarks/pass_width.py [--rounds 3] [--passes 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from common import ROOT  # noqa: F401  (puts the repo on sys.path)
+
+DECODE = [(1, 1), (1, 2), (1, 4), (1, 8), (1, 16), (4, 1), (8, 1), (16, 1), (16, 2), (16, 4), (32, 1), (32, 2)]
+PREFILL = [(1, 128), (1, 512), (16, 70)]
+CACHED = 60
+
+
+def configs(lms):
+    """(label, model, how its Linear layers are set) for each kernel measured."""
+    from sgcli.engine import llama
+
+    bf16 = lms["bfloat16"]
+    packed = bf16.kernel is not None
+    out = [("float32", lms["float32"].model, None), ("bfloat16, torch", bf16.model, ("off", None))]
+    if packed:
+        out += [
+            ("bfloat16 packed, prefills float32", bf16.model, ("on", True)),
+            ("bfloat16 packed, prefills bfloat16", bf16.model, ("on", False)),
+        ]
+    return out, {linear: linear.packed for linear in bf16.model.modules() if isinstance(linear, llama.Linear)}
+
+
+def set_kernel(packs: dict, setting) -> None:
+    if setting is None:
+        return
+    packed, wide_float32 = setting
+    for linear, kept in packs.items():
+        linear.packed = kept if packed == "on" else None
+        if wide_float32 is not None:
+            linear.wide_float32 = wide_float32
+
+
+def pass_ms(model, rows: int, width: int, cached: int, passes: int) -> float:
+    """CPU ms of one pass of `rows x width` new tokens after `cached` cached ones (median)."""
+    import torch
+
+    times = []
+    with torch.inference_mode():
+        ids = (torch.arange(rows * (cached + width)).view(rows, -1) * 37 + 100) % 40000
+        for _ in range(passes):
+            cache = None
+            if cached:
+                cache = model(input_ids=ids[:, :cached], logits_to_keep=1).past_key_values
+            t = time.process_time()
+            model(input_ids=ids[:, cached:], past_key_values=cache, logits_to_keep=1)
+            times.append((time.process_time() - t) * 1000)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--passes", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    import torch
+    from common import load_default
+
+    from sgcli.engine import llama
+
+    lms = {d: load_default(args.threads, dtype=d, impl="native")[1] for d in ("float32", "bfloat16")}
+    measured, packs = configs(lms)
+    print(
+        f"# torch {torch.__version__}, {torch.get_num_threads()} thread(s); AMX {llama.amx_tiles()}; "
+        f"bf16 kernel problem: {llama.bf16_kernel_problem()}; load_model picked {lms['bfloat16'].kernel}"
+    )
+    shapes = [(r, w, CACHED) for r, w in DECODE] + [(r, w, 0) for r, w in PREFILL]
+    results: dict[tuple[str, tuple], list[float]] = {}
+    for _ in range(args.rounds):  # interleaved: each round measures every kernel at every shape
+        for label, model, setting in measured:
+            set_kernel(packs, setting)
+            for shape in shapes:
+                results.setdefault((label, shape), []).append(pass_ms(model, *shape, passes=args.passes))
+    set_kernel(packs, ("on", not llama.amx_tiles()))
+    labels = [label for label, _, _ in measured]
+    print(f"CPU ms per pass, median of {args.rounds} rounds x {args.passes} passes (x: against 1 x 1 decode)")
+    print("| rows x tokens | cache | " + " | ".join(labels) + " |")
+    print("|---|---|" + "---|" * len(labels))
+    for shape in shapes:
+        cells = []
+        for label in labels:
+            ms = statistics.median(results[(label, shape)])
+            base = statistics.median(results[(label, (1, 1, CACHED))])
+            cells.append(f"{ms:.1f} ({ms / base:.2f}x)")
+        print(f"| {shape[0]} x {shape[1]} | {shape[2]} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
