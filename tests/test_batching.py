@@ -403,7 +403,7 @@ def test_rows_fed_different_numbers_of_tokens_keep_their_own_columns(sharp_lm, s
     assert any(removed > 0 for removed in compactions)
 
 
-@pytest.mark.parametrize("positions", [16, 64], ids=["cpu", "amx"])
+@pytest.mark.parametrize("positions", [16, 64])
 def test_drafts_in_batches_keep_what_the_model_confirms_and_hide_the_rest(
     sharp_lm, smol_tokenizer, monkeypatch, positions
 ):
@@ -453,16 +453,11 @@ def test_default_model_drafts_in_batches_save_passes_and_change_nothing(smol_tok
     assert passes[0] < passes[1], passes
 
 
-def test_drafts_widen_a_step_as_far_as_the_kernel_keeps_it_cheap():
-    """On a CPU a step's drafts stop at DRAFT_POSITIONS fed positions, at DRAFT_POSITIONS_AMX where
-    the products run on AMX tiles; an accelerator has no bound."""
+def test_drafts_widen_a_step_only_on_a_cpu():
+    """On a CPU a step's drafts stop at DRAFT_POSITIONS fed positions; an accelerator has no bound."""
     from types import SimpleNamespace
 
-    from sgcli.engine import batching, llama
+    from sgcli.engine import batching
 
-    def bound(device, kernel):
-        return batching.draft_positions(SimpleNamespace(device=device, kernel=kernel))
-
-    assert bound("cpu", None) == bound("cpu", llama.BF16_KERNEL) == batching.DRAFT_POSITIONS
-    assert bound("cpu", llama.AMX_KERNEL) == batching.DRAFT_POSITIONS_AMX > batching.DRAFT_POSITIONS
-    assert bound("cuda:0", None) is None
+    assert batching.draft_positions(SimpleNamespace(device="cpu")) == batching.DRAFT_POSITIONS
+    assert batching.draft_positions(SimpleNamespace(device="cuda:0")) is None

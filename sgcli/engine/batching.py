@@ -36,7 +36,6 @@ from sgcli.engine.decode import backend_jumps, cache_keyword
 from sgcli.engine.forced import Spellings, draft_tokens
 from sgcli.engine.head import OutputHead, narrow_limit, row_logits
 from sgcli.engine.kv import plain_layers
-from sgcli.engine.llama import AMX_KERNEL
 from sgcli.engine.loader import LoadedModel
 from sgcli.engine.prefix import PrefixStore, extend, pad_left, prefill_groups
 from sgcli.engine.sampling import Masker, SamplingParams
@@ -49,10 +48,10 @@ MAX_FORCED_RUN = 64  # at most this many forced tokens fed to a row in one step
 # widening steps of 16 rows for them ranged from 0.88x to 1.06x: there a pass is compute-bound
 # and the positions of turned-down drafts cost what real tokens cost.
 DRAFT_POSITIONS = 16
-# Where the native forward's products run on AMX tiles (`llama.AMX_KERNEL`), a pass of 64
-# positions cost 2.0x a single-token one (float32: 5.7x; `benchmarks/pass_width.py`), so drafts
-# may widen a step that far.
-DRAFT_POSITIONS_AMX = 64
+# On a CPU with AMX tiles, where a pass of 16 x 4 positions cost 1.43x one of 16 x 1
+# (`benchmarks/pass_width.py`), a bound of 64 measured no faster all the same: 212.9 against
+# 218.3 tok/s at batch 16 (`batch_throughput.py --draft-positions 16`, bfloat16, 3 rounds), since
+# the drafts a wider step takes gain what the step costs more.
 COMPACT_DEAD_SHARE = 0.5  # compact the KV cache once more than this share of its columns is padding
 
 
@@ -290,11 +289,8 @@ class KVBatch:
 
 def draft_positions(lm: LoadedModel) -> int | None:
     """How many fed positions (rows x width) drafts may widen a batch step to: no bound on an
-    accelerator, where a few more positions cost about the same; on a CPU, as many as stay cheap
-    for the kernel that runs the products."""
-    if torch.device(lm.device).type != "cpu":
-        return None
-    return DRAFT_POSITIONS_AMX if lm.kernel == AMX_KERNEL else DRAFT_POSITIONS
+    accelerator, where a few more positions cost about the same; on a CPU, DRAFT_POSITIONS."""
+    return None if torch.device(lm.device).type != "cpu" else DRAFT_POSITIONS
 
 
 def feed_width(waiting: Sequence[int], device) -> int:

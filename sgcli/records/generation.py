@@ -86,7 +86,8 @@ class GenerationRecord(_Strict):
     kernel: Optional[str] = Field(
         None,
         description="the matrix-product kernel the native forward packed its weights for: onednn-bf16 "
-        "(bfloat16 on a CPU with bf16 dot-product units), or null (torch's own)",
+        "(bfloat16 on a CPU with bf16 dot-product units), onednn-bf16-amx (the same, prefills on AMX tiles), "
+        "or null (torch's own)",
     )
     chat_template: Optional[str] = Field(
         None,
