@@ -6,7 +6,10 @@ Decode shapes are `rows x width` new tokens over a 60-token cache (a batch step,
 prefill shapes have no cache. What a draft or a batch row costs against a single-token pass is
 what sets `DRAFT_POSITIONS` and `WIDE_ROWS`; this prints it for the CPU it runs on.
 
-    python benchmarks/pass_width.py [--rounds 3] [--passes 4]
+`--products` times one matrix product alone instead (SmolLM2's gate/up shape, 576 -> 3072) by
+rows, per kernel: where the packed kernel stops being the fastest is `WIDE_ROWS`.
+
+    python benchmarks/pass_width.py [--rounds 3] [--passes 4] [--products]
 """
 
 from __future__ import annotations
@@ -64,13 +67,59 @@ def pass_ms(model, rows: int, width: int, cached: int, passes: int) -> float:
     return statistics.median(times)
 
 
+def products(rounds: int) -> None:
+    """CPU ms of one product [rows, 576] x [576, 3072] by rows: float32, torch's bfloat16 and the
+    packed bfloat16 kernel (where this CPU has one)."""
+    import torch
+    import torch.nn.functional as F
+
+    from sgcli.engine import llama
+
+    weight = torch.randn(3072, 576)
+    half = weight.bfloat16()
+    packed = torch.ops.mkldnn._reorder_linear_weight(half, 1) if llama.bf16_kernel_problem() is None else None
+    kernels = {
+        "float32": lambda x: F.linear(x, weight),
+        "bfloat16, torch": lambda x: F.linear(x.bfloat16(), half),
+    }
+    if packed is not None:
+        kernels["bfloat16 packed"] = lambda x: torch.ops.mkldnn._linear_pointwise(
+            x.bfloat16(), packed, None, "none", [None], ""
+        )
+    print(f"CPU ms per product, median of {rounds} rounds (GFLOP/s)")
+    print("| rows | " + " | ".join(kernels) + " |")
+    print("|---|" + "---|" * len(kernels))
+    for rows in (1, 4, 16, 64, 128, 256, 512, 1024):
+        x = torch.randn(rows, 576)
+        inputs = {name: x.bfloat16() if "bfloat16" in name else x for name in kernels}
+        reps = max(5, 2000 // rows)
+        cells = []
+        for name, kernel in kernels.items():
+            times = []
+            for _ in range(rounds):
+                kernel(inputs[name])
+                t = time.process_time()
+                for _ in range(reps):
+                    kernel(inputs[name])
+                times.append((time.process_time() - t) / reps * 1000)
+            ms = statistics.median(times)
+            cells.append(f"{ms:.3f} ({2 * rows * 576 * 3072 / ms / 1e6:.0f})")
+        print(f"| {rows} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--passes", type=int, default=4)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--products", action="store_true", help="time one matrix product alone, by rows")
     args = parser.parse_args()
     import torch
+
+    torch.set_num_threads(args.threads)
+    if args.products:
+        products(args.rounds)
+        return
     from common import load_default
 
     from sgcli.engine import llama

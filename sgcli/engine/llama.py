@@ -49,12 +49,15 @@ def misfit(config: dict) -> str | None:
 BF16_KERNEL = "onednn-bf16"  # packed bfloat16 products; prefills widened to float32
 AMX_KERNEL = "onednn-bf16-amx"  # packed bfloat16 products; prefills through torch's bfloat16 kernel on AMX tiles
 # From this many rows (tokens in one pass) the packed kernel is no longer the fastest for
-# SmolLM2's matrices (one thread). Without AMX, widening the weight to float32 for that one call
-# wins: measured on an Intel Xeon with AVX-512 BF16 only, the crossover lay between 64 and 128
-# rows, and at 1104 rows float32 took 37 ms where oneDNN took 57. With AMX, torch's own bfloat16
-# kernel wins instead: on a Xeon with AMX at 128 rows it took 0.72 ms against 0.81 packed and
-# 3.2 float32, at 1024 rows 3.0 ms against 6.5 and 22.9 (docs/performance.md, "AMX").
+# SmolLM2's matrices (one thread), and widening the weight to float32 for that one call wins:
+# measured on an Intel Xeon with AVX-512 BF16 only, the crossover lay between 64 and 128 rows,
+# and at 1104 rows float32 took 37 ms where oneDNN took 57.
 WIDE_ROWS = 128
+# With AMX, float32 never wins (a 576 x 3072 product at 128 rows: 2.95 ms float32, 0.54 packed,
+# 0.69 torch's bfloat16), and torch's bfloat16 kernel overtakes the packed one from about 512 rows
+# (1024 rows: 3.04 against 3.25 ms). Whole passes agreed: a 16 x 70 prefill took 504 CPU ms with
+# this bound, 544 packed throughout, 2116 widened to float32 (docs/performance.md, "AMX").
+WIDE_ROWS_AMX = 512
 
 
 def amx_tiles() -> bool:
@@ -106,7 +109,8 @@ class Linear(nn.Module):
 
     bias = None
     packed: torch.Tensor | None = None
-    wide_float32 = True  # with `packed`: passes of WIDE_ROWS rows or more widen to float32 (no AMX)
+    wide_rows = WIDE_ROWS  # with `packed`: passes of this many rows or more take another kernel,
+    wide_float32 = True  # float32 products (no AMX) or torch's bfloat16 ones (AMX)
 
     def __init__(self, inputs: int, outputs: int):
         super().__init__()
@@ -114,7 +118,7 @@ class Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.packed is not None and x.dtype == torch.bfloat16 and x.device.type == "cpu":
-            if x.numel() < WIDE_ROWS * x.shape[-1]:
+            if x.numel() < self.wide_rows * x.shape[-1]:
                 return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [None], "")
             if self.wide_float32:  # a prefill without AMX: float32 products, weight widened per call
                 return F.linear(x.float(), self.weight.float()).to(torch.bfloat16)
@@ -275,9 +279,9 @@ class NativeLlama(nn.Module):
         Why: torch's `F.linear` in bfloat16 on a CPU does not reach the bf16 dot-product units
         (AVX-512 BF16, AMX) for these shapes: measured on an Intel Xeon with avx512_bf16, a
         single-token pass took 78 ms in bfloat16 and 267 ms for a 4-token draft, against 49 and
-        55 ms with packed weights and 73 and 112 ms in float32 (docs/performance.md). Passes of
-        WIDE_ROWS rows or more (prefills) take float32 products without AMX and torch's bfloat16
-        ones with it. The packed copies sit beside the weights (the model's bfloat16 matrices,
+        55 ms with packed weights and 73 and 112 ms in float32 (docs/performance.md). Prefills take
+        float32 products from WIDE_ROWS rows without AMX, torch's bfloat16 ones from WIDE_ROWS_AMX
+        rows with it. The packed copies sit beside the weights (the model's bfloat16 matrices,
         twice), which the output head and `state_dict` still read."""
         linears = [m for m in self.modules() if isinstance(m, Linear) and m is not self.model.embed]  # a lookup
         weight = self.lm_head.weight
@@ -289,7 +293,7 @@ class NativeLlama(nn.Module):
         amx = amx_tiles()
         for linear in linears:
             linear.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), 1)
-            linear.wide_float32 = not amx
+            linear.wide_rows, linear.wide_float32 = (WIDE_ROWS_AMX, False) if amx else (WIDE_ROWS, True)
         probe = torch.linspace(-1, 1, weight.shape[1], dtype=torch.bfloat16)[None]
         with torch.inference_mode():
             got, expected = self.lm_head(probe).float(), F.linear(probe, weight).float()
