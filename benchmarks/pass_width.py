@@ -34,13 +34,17 @@ def configs(lms):
     out = [("float32", lms["float32"].model, None), ("bfloat16, torch", bf16.model, ("off", None))]
     if packed:
         out += [
-            ("bfloat16 packed, prefills float32", bf16.model, ("on", True)),
-            ("bfloat16 packed, prefills bfloat16", bf16.model, ("on", False)),
+            (f"bfloat16 packed, float32 from {llama.WIDE_ROWS} rows", bf16.model, ("on", True)),
+            (f"bfloat16 packed, torch's bfloat16 from {llama.WIDE_ROWS_AMX} rows", bf16.model, ("on", False)),
         ]
     return out, {linear: linear.packed for linear in bf16.model.modules() if isinstance(linear, llama.Linear)}
 
 
 def set_kernel(packs: dict, setting) -> None:
+    """Packed or not, and for wide passes float32 (from WIDE_ROWS) or torch's bfloat16 (from
+    WIDE_ROWS_AMX): what `pack_for_cpu` sets without and with AMX."""
+    from sgcli.engine import llama
+
     if setting is None:
         return
     packed, wide_float32 = setting
@@ -48,6 +52,7 @@ def set_kernel(packs: dict, setting) -> None:
         linear.packed = kept if packed == "on" else None
         if wide_float32 is not None:
             linear.wide_float32 = wide_float32
+            linear.wide_rows = llama.WIDE_ROWS if wide_float32 else llama.WIDE_ROWS_AMX
 
 
 def pass_ms(model, rows: int, width: int, cached: int, passes: int) -> float:
