@@ -73,13 +73,13 @@ def sequential(session, prompts) -> list:
 
 
 def batched(session, prompts, size: int, positions: int | None = None) -> list:
-    """`decode_batch` at `size` rows; `positions`: the fed positions drafts may widen a step to,
-    in place of the engine's own choice for this kernel (`batching.draft_positions`)."""
+    """`decode_batch` at `size` rows; `positions`: the fed positions drafts may widen a CPU step
+    to, in place of the engine's own `DRAFT_POSITIONS`."""
     from sgcli.engine import batching
 
-    chosen = batching.draft_positions
+    chosen = batching.DRAFT_POSITIONS
     if positions is not None:
-        batching.draft_positions = lambda lm: positions
+        batching.DRAFT_POSITIONS = positions
     try:
         done = dict(
             batching.decode_batch(
@@ -92,7 +92,7 @@ def batched(session, prompts, size: int, positions: int | None = None) -> list:
             )
         )
     finally:
-        batching.draft_positions = chosen
+        batching.DRAFT_POSITIONS = chosen
     return [done[i] for i in range(len(prompts))]
 
 
@@ -209,7 +209,7 @@ def main() -> None:
     session = Session(lm, tokenizer, compiled, SamplingParams(temperature=0.0), args.max_tokens, (), PromptOptions())
     print(
         f"model {lm.ref.display} {lm.dtype} on {lm.device} ({lm.impl} forward, kernel {lm.kernel or 'torch'}, "
-        f"drafts up to {batching.draft_positions(lm)} positions a step), "
+        f"drafts up to {batching.DRAFT_POSITIONS if lm.device == 'cpu' else 'any'} positions a step), "
         f"threads {args.threads}, backend {compiled.backend}, "
         f"{args.requests} requests x <= {args.max_tokens} tokens, {args.rounds} round(s)"
     )

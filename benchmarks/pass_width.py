@@ -31,28 +31,24 @@ def configs(lms):
 
     bf16 = lms["bfloat16"]
     packed = bf16.kernel is not None
-    out = [("float32", lms["float32"].model, None), ("bfloat16, torch", bf16.model, ("off", None))]
+    out = [("float32", lms["float32"].model, None), ("bfloat16, torch", bf16.model, (False, False))]
     if packed:
         out += [
-            (f"bfloat16 packed, float32 from {llama.WIDE_ROWS} rows", bf16.model, ("on", True)),
-            (f"bfloat16 packed, torch's bfloat16 from {llama.WIDE_ROWS_AMX} rows", bf16.model, ("on", False)),
+            (f"bfloat16 packed, float32 from {llama.WIDE_ROWS} rows", bf16.model, (True, False)),
+            (f"bfloat16 packed, torch's bfloat16 from {llama.WIDE_ROWS_AMX} rows", bf16.model, (True, True)),
         ]
     return out, {linear: linear.packed for linear in bf16.model.modules() if isinstance(linear, llama.Linear)}
 
 
 def set_kernel(packs: dict, setting) -> None:
-    """Packed or not, and for wide passes float32 (from WIDE_ROWS) or torch's bfloat16 (from
-    WIDE_ROWS_AMX): what `pack_for_cpu` sets without and with AMX."""
-    from sgcli.engine import llama
-
+    """(packed, amx): packed or not, and whether wide passes take torch's bfloat16 products from
+    WIDE_ROWS_AMX rows (AMX) or float32 ones from WIDE_ROWS: what `pack_for_cpu` sets."""
     if setting is None:
         return
-    packed, wide_float32 = setting
+    packed, amx = setting
     for linear, kept in packs.items():
-        linear.packed = kept if packed == "on" else None
-        if wide_float32 is not None:
-            linear.wide_float32 = wide_float32
-            linear.wide_rows = llama.WIDE_ROWS if wide_float32 else llama.WIDE_ROWS_AMX
+        linear.packed = kept if packed else None
+        linear.amx = amx
 
 
 def pass_ms(model, rows: int, width: int, cached: int, passes: int) -> float:
@@ -85,12 +81,10 @@ def products(rounds: int) -> None:
     packed = torch.ops.mkldnn._reorder_linear_weight(half, 1) if llama.bf16_kernel_problem() is None else None
     kernels = {
         "float32": lambda x: F.linear(x, weight),
-        "bfloat16, torch": lambda x: F.linear(x.bfloat16(), half),
+        "bfloat16, torch": lambda x: F.linear(x, half),
     }
     if packed is not None:
-        kernels["bfloat16 packed"] = lambda x: torch.ops.mkldnn._linear_pointwise(
-            x.bfloat16(), packed, None, "none", [None], ""
-        )
+        kernels["bfloat16 packed"] = lambda x: torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [None], "")
     print(f"CPU ms per product, median of {rounds} rounds (GFLOP/s)")
     print("| rows | " + " | ".join(kernels) + " |")
     print("|---|" + "---|" * len(kernels))
@@ -142,7 +136,7 @@ def main() -> None:
             set_kernel(packs, setting)
             for shape in shapes:
                 results.setdefault((label, shape), []).append(pass_ms(model, *shape, passes=args.passes))
-    set_kernel(packs, ("on", not llama.amx_tiles()))
+    set_kernel(packs, (True, llama.amx_tiles()))
     labels = [label for label, _, _ in measured]
     print(f"CPU ms per pass, median of {args.rounds} rounds x {args.passes} passes (x: against 1 x 1 decode)")
     print("| rows x tokens | cache | " + " | ".join(labels) + " |")

@@ -407,15 +407,15 @@ def test_rows_fed_different_numbers_of_tokens_keep_their_own_columns(sharp_lm, s
 def test_drafts_in_batches_keep_what_the_model_confirms_and_hide_the_rest(
     sharp_lm, smol_tokenizer, monkeypatch, positions
 ):
-    """The grammar's forced text rides along as a draft where the step has room (as many fed
-    positions as the kernel keeps cheap): a random model turns most drafts down (it spells text
+    """The grammar's forced text rides along as a draft where the step has room (at most
+    DRAFT_POSITIONS fed positions on a CPU): a random model turns most drafts down (it spells text
     its own way), so their columns are hidden, and every row still equals its lone run and the
     batch without drafts."""
     from sgcli.engine import batching
     from sgcli.engine.decode import decode
     from sgcli.engine.sequence import Finished
 
-    monkeypatch.setattr(batching, "draft_positions", lambda lm: positions)
+    monkeypatch.setattr(batching, "DRAFT_POSITIONS", positions)
     hidden = []
     original = batching.KVBatch.hide_draft
     monkeypatch.setattr(batching.KVBatch, "hide_draft", lambda self, r, n: hidden.append(n) or original(self, r, n))
@@ -451,13 +451,3 @@ def test_default_model_drafts_in_batches_save_passes_and_change_nothing(smol_tok
     undrafted = list(session.batch(requests, batch_size=1))
     passes = [sum(r["usage"]["forward_passes"] for r in records) for records in (drafted, undrafted)]
     assert passes[0] < passes[1], passes
-
-
-def test_drafts_widen_a_step_only_on_a_cpu():
-    """On a CPU a step's drafts stop at DRAFT_POSITIONS fed positions; an accelerator has no bound."""
-    from types import SimpleNamespace
-
-    from sgcli.engine import batching
-
-    assert batching.draft_positions(SimpleNamespace(device="cpu")) == batching.DRAFT_POSITIONS
-    assert batching.draft_positions(SimpleNamespace(device="cuda:0")) is None

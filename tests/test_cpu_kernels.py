@@ -52,9 +52,7 @@ def test_bfloat16_packs_where_the_cpu_has_bf16_units_and_says_why_not_elsewhere(
     assert bf16.model.model.embed.packed is None
     if PROBLEM is None:
         assert bf16.kernel == HERE and all(packed)
-        amx = llama.amx_tiles()
-        assert all(linear.wide_float32 is not amx for linear in _linears(bf16))
-        assert all(linear.wide_rows == (llama.WIDE_ROWS_AMX if amx else llama.WIDE_ROWS) for linear in _linears(bf16))
+        assert all(linear.amx is llama.amx_tiles() for linear in _linears(bf16))
     else:
         assert bf16.kernel is None and not any(packed)
         assert "bfloat16" in PROBLEM or "oneDNN" in PROBLEM
@@ -133,13 +131,14 @@ def test_wide_passes_take_the_cpus_faster_kernel_and_keep_the_logits(checkpoint,
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda x, *rest: calls.append(x.shape) or fake(x, *rest))
     f_linear = llama.F.linear
     monkeypatch.setattr(llama.F, "linear", lambda x, w, *rest: products.append(x.dtype) or f_linear(x, w, *rest))
-    wide = llama.WIDE_ROWS_AMX if amx else llama.WIDE_ROWS
-    ids = (torch.arange(2 * wide).view(2, -1) * 37) % 5000
+    bound = llama.WIDE_ROWS_AMX if amx else llama.WIDE_ROWS
+    ids = (torch.arange(2 * bound).view(2, -1) * 37) % 5000
     with torch.inference_mode():
         if amx:  # below its bound every product is the packed kernel's (the fake's own F.linear)
             lm.model(input_ids=ids[:, : llama.WIDE_ROWS])
             assert len(calls) == len(products) == 4 * len(lm.model.model.layers) + 1
-            calls.clear(), products.clear()
+            calls.clear()
+            products.clear()
         wide = lm.model(input_ids=ids).logits.float()
         assert calls == []
         assert products and set(products) == {torch.bfloat16 if amx else torch.float32}

@@ -48,7 +48,7 @@ MAX_FORCED_RUN = 64  # at most this many forced tokens fed to a row in one step
 # widening steps of 16 rows for them ranged from 0.88x to 1.06x: there a pass is compute-bound
 # and the positions of turned-down drafts cost what real tokens cost.
 DRAFT_POSITIONS = 16
-# On a CPU with AMX tiles, where a pass of 16 x 4 positions cost 1.43x one of 16 x 1
+# On a CPU with AMX tiles, where a pass of 16 x 4 positions cost 1.38x one of 16 x 1
 # (`benchmarks/pass_width.py`), a bound of 64 measured no faster all the same: 212.9 against
 # 218.3 tok/s at batch 16 (`batch_throughput.py --draft-positions 16`, bfloat16, 3 rounds), since
 # the drafts a wider step takes gain what the step costs more.
@@ -172,9 +172,8 @@ class KVBatch:
     """The batch's shared KV cache: rows aligned on the right, left-padded with masked zero columns
     (and masked columns inside a row where its prompt was padded at prefill)."""
 
-    def __init__(self, device: str, draft_positions: int | None = DRAFT_POSITIONS):
+    def __init__(self, device: str):
         self.device = device
-        self.draft_positions = draft_positions  # fed positions drafts may widen a step to (None: no bound)
         self.cache = None  # the model's growing cache (sgcli.engine.kv), batch dimension = rows
         self.mask = torch.zeros((0, 0), dtype=torch.long, device=device)
         self.rows: list[Row] = []
@@ -210,10 +209,10 @@ class KVBatch:
         was fed all its waiting tokens (needs a new one)."""
         drafts = [row.draft for row in self.rows]
         width = feed_width([len(feed) for feed in self.last], self.device)
-        drafted = feed_width([len(feed) + len(draft) for feed, draft in zip(self.last, drafts)], self.device)
-        if self.draft_positions is not None:  # drafts widen a step only while it is cheap
-            drafted = min(drafted, max(1, self.draft_positions // len(self.rows)))
-        width = max(width, drafted)
+        draft_width = feed_width([len(feed) + len(draft) for feed, draft in zip(self.last, drafts)], self.device)
+        if torch.device(self.device).type == "cpu":  # drafts widen a step only while it is cheap
+            draft_width = min(draft_width, max(1, DRAFT_POSITIONS // len(self.rows)))
+        width = max(width, draft_width)
         feeds = [feed[:width] for feed in self.last]
         self.drafted = [
             draft[: width - len(feed)] if len(feed) <= width else [] for feed, draft in zip(self.last, drafts)
@@ -224,7 +223,7 @@ class KVBatch:
         self.last = [feed[width:] for feed in self.last]
         start = self.mask.shape[1]
         self.step_columns = [start + len(feed) for feed in feeds]
-        fed = [feed + drafted for feed, drafted in zip(feeds, self.drafted)]
+        fed = [feed + draft for feed, draft in zip(feeds, self.drafted)]
         ids = torch.tensor([f + [0] * (width - len(f)) for f in fed], device=self.device)
         fresh = torch.tensor([[1] * len(f) + [0] * (width - len(f)) for f in fed], device=self.device)
         mask = torch.cat([self.mask, fresh.to(self.mask.dtype)], dim=1)
@@ -285,12 +284,6 @@ class KVBatch:
         for layer in self.cache.layers:
             layer.keys = layer.keys.index_select(0, index)[:, :, first:]
             layer.values = layer.values.index_select(0, index)[:, :, first:]
-
-
-def draft_positions(lm: LoadedModel) -> int | None:
-    """How many fed positions (rows x width) drafts may widen a batch step to: no bound on an
-    accelerator, where a few more positions cost about the same; on a CPU, DRAFT_POSITIONS."""
-    return None if torch.device(lm.device).type != "cpu" else DRAFT_POSITIONS
 
 
 def feed_width(waiting: Sequence[int], device) -> int:
@@ -366,7 +359,7 @@ def decode_batch(
         seq = SequenceState(compiled, params, max_tokens=budget, stop=stop, think_end=think_end, device=lm.device)
         return Row(i, list(prompts[i]), seq, jump_forward, drafting)
 
-    batch = KVBatch(lm.device, draft_positions(lm))
+    batch = KVBatch(lm.device)
     waiting = iter(range(len(prompts)))
     with torch.inference_mode():
         while True:

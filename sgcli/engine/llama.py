@@ -109,8 +109,7 @@ class Linear(nn.Module):
 
     bias = None
     packed: torch.Tensor | None = None
-    wide_rows = WIDE_ROWS  # with `packed`: passes of this many rows or more take another kernel,
-    wide_float32 = True  # float32 products (no AMX) or torch's bfloat16 ones (AMX)
+    amx = False  # with `packed`: wide passes take torch's bfloat16 products (AMX), not float32 ones
 
     def __init__(self, inputs: int, outputs: int):
         super().__init__()
@@ -118,9 +117,9 @@ class Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.packed is not None and x.dtype == torch.bfloat16 and x.device.type == "cpu":
-            if x.numel() < self.wide_rows * x.shape[-1]:
+            if x.numel() < (WIDE_ROWS_AMX if self.amx else WIDE_ROWS) * x.shape[-1]:
                 return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [None], "")
-            if self.wide_float32:  # a prefill without AMX: float32 products, weight widened per call
+            if not self.amx:  # a prefill without AMX: float32 products, weight widened per call
                 return F.linear(x.float(), self.weight.float()).to(torch.bfloat16)
         return F.linear(x, self.weight)
 
@@ -293,7 +292,7 @@ class NativeLlama(nn.Module):
         amx = amx_tiles()
         for linear in linears:
             linear.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), 1)
-            linear.wide_rows, linear.wide_float32 = (WIDE_ROWS_AMX, False) if amx else (WIDE_ROWS, True)
+            linear.amx = amx
         probe = torch.linspace(-1, 1, weight.shape[1], dtype=torch.bfloat16)[None]
         with torch.inference_mode():
             got, expected = self.lm_head(probe).float(), F.linear(probe, weight).float()
