@@ -35,20 +35,20 @@ def configs(lms):
     if packed:
         out += [
             (f"bfloat16 packed, float32 from {llama.WIDE_ROWS} rows", bf16.model, (True, False)),
-            (f"bfloat16 packed, torch's bfloat16 from {llama.WIDE_ROWS_AMX} rows", bf16.model, (True, True)),
+            (f"bfloat16 packed, torch's bfloat16 from {llama.WIDE_ROWS_BF16} rows", bf16.model, (True, True)),
         ]
     return out, {linear: linear.packed for linear in bf16.model.modules() if isinstance(linear, llama.Linear)}
 
 
 def set_kernel(packs: dict, setting) -> None:
-    """(packed, amx): packed or not, and whether wide passes take torch's bfloat16 products from
-    WIDE_ROWS_AMX rows (AMX) or float32 ones from WIDE_ROWS: what `pack_for_cpu` sets."""
+    """(packed, wide_bf16): packed or not, and whether wide passes take torch's bfloat16 products from
+    WIDE_ROWS_BF16 rows or float32 ones from WIDE_ROWS: what `pack_for_cpu` chooses."""
     if setting is None:
         return
-    packed, amx = setting
+    packed, wide_bf16 = setting
     for linear, kept in packs.items():
         linear.packed = kept if packed else None
-        linear.amx = amx
+        linear.wide_bf16 = wide_bf16
 
 
 def pass_ms(model, rows: int, width: int, cached: int, passes: int) -> float:
@@ -136,7 +136,7 @@ def main() -> None:
             set_kernel(packs, setting)
             for shape in shapes:
                 results.setdefault((label, shape), []).append(pass_ms(model, *shape, passes=args.passes))
-    set_kernel(packs, (True, llama.amx_tiles()))
+    set_kernel(packs, (True, lms["bfloat16"].kernel != llama.BF16_KERNEL))  # as loaded
     labels = [label for label, _, _ in measured]
     print(f"CPU ms per pass, median of {args.rounds} rounds x {args.passes} passes (x: against 1 x 1 decode)")
     print("| rows x tokens | cache | " + " | ".join(labels) + " |")

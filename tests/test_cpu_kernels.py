@@ -19,7 +19,7 @@ from sgcli.engine.loader import load_model
 from sgcli.engine.models import resolve_model
 
 PROBLEM = llama.bf16_kernel_problem()  # None on a CPU with AVX-512 BF16 or AMX
-HERE = llama.AMX_KERNEL if llama.amx_tiles() else llama.BF16_KERNEL  # the packed kernel this CPU gets
+KERNELS = (llama.BF16_KERNEL, llama.PREFILL_BF16_KERNEL, llama.AMX_KERNEL)  # the packed kernels a CPU may get
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +51,10 @@ def test_bfloat16_packs_where_the_cpu_has_bf16_units_and_says_why_not_elsewhere(
     packed = [linear.packed is not None for linear in _linears(bf16)]
     assert bf16.model.model.embed.packed is None
     if PROBLEM is None:
-        assert bf16.kernel == HERE and all(packed)
-        assert all(linear.amx is llama.amx_tiles() for linear in _linears(bf16))
+        assert bf16.kernel in KERNELS and all(packed)
+        assert (bf16.kernel == llama.AMX_KERNEL) is llama.amx_tiles()
+        wide_bf16 = bf16.kernel != llama.BF16_KERNEL
+        assert all(linear.wide_bf16 is wide_bf16 for linear in _linears(bf16))
     else:
         assert bf16.kernel is None and not any(packed)
         assert "bfloat16" in PROBLEM or "oneDNN" in PROBLEM
@@ -96,14 +98,16 @@ def test_packed_logits_are_the_same_weights_through_f_linear(bf16):
     assert torch.allclose(got, want, rtol=0.05, atol=0.05 * want.abs().max().item()), (got - want).abs().max()
 
 
-def _fake_kernel(monkeypatch, scale: float, amx: bool = False):
+def _fake_kernel(monkeypatch, scale: float, amx: bool = False, bf16_faster: bool = False):
     """oneDNN's two ops replaced by torch arithmetic scaled by `scale` (1: a kernel that agrees with
-    `F.linear`), on a CPU said to have bf16 units (and AMX tiles, with `amx`): the probe's verdict
+    `F.linear`), on a CPU said to have bf16 units (and AMX tiles, with `amx`; where torch's
+    bfloat16 products measure faster than float32 ones, with `bf16_faster`): the probe's verdict
     and the wide passes' kernel are tested on any machine."""
     import torch.nn.functional as F
 
     monkeypatch.setattr(llama, "bf16_kernel_problem", lambda: None)
     monkeypatch.setattr(llama, "amx_tiles", lambda: amx)
+    monkeypatch.setattr(llama, "bf16_beats_float32", lambda: bf16_faster)
     monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", lambda w, rows: w.clone())
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda x, w, *rest: F.linear(x, w) * scale)
 
@@ -114,34 +118,61 @@ def test_a_kernel_is_used_only_where_it_agrees_with_f_linear_on_its_probe(checkp
     lm = load_model(resolve_model(str(checkpoint)), device="cpu", dtype="bfloat16", impl="native")
     packed = [linear.packed is not None for linear in _linears(lm)]
     if scale == 1.0:
-        assert lm.kernel == llama.BF16_KERNEL and all(packed)  # AVX-512 BF16 without AMX: prefills in float32
+        assert lm.kernel == llama.BF16_KERNEL and all(packed)  # bf16 measured slower: prefills in float32
     else:
         assert lm.kernel is None and not any(packed)
 
 
-@pytest.mark.parametrize("amx", [False, True], ids=["avx512-bf16", "amx"])
-def test_wide_passes_take_the_cpus_faster_kernel_and_keep_the_logits(checkpoint, monkeypatch, amx):
-    """A prefill of WIDE_ROWS tokens or more runs float32 products without AMX, one of
-    WIDE_ROWS_AMX or more torch's bfloat16 ones with it; narrower passes the packed kernel."""
-    _fake_kernel(monkeypatch, 1.0, amx)
+@pytest.mark.parametrize("slow", [torch.float32, torch.bfloat16])
+def test_the_wide_kernel_is_the_one_measured_faster(monkeypatch, slow):
+    """`bf16_beats_float32` times both products of a wide pass: made 30x dearer, either one loses."""
+    import torch.nn.functional as F
+
+    linear = F.linear
+
+    def product(x, w, *rest):
+        for _ in range(30 if x.dtype == slow else 1):
+            out = linear(x, w, *rest)
+        return out
+
+    monkeypatch.setattr(llama.F, "linear", product)
+    measure = llama.bf16_beats_float32.__wrapped__  # not the process's cached answer
+    assert measure(rows=64, inputs=256, outputs=512) is (slow == torch.float32)
+
+
+@pytest.mark.parametrize(
+    ("amx", "bf16_faster", "kernel"),
+    [
+        (False, False, llama.BF16_KERNEL),
+        (False, True, llama.PREFILL_BF16_KERNEL),
+        (True, False, llama.AMX_KERNEL),
+    ],
+    ids=["float32-faster", "bf16-faster", "amx"],
+)
+def test_wide_passes_take_the_cpus_faster_kernel_and_keep_the_logits(checkpoint, monkeypatch, amx, bf16_faster, kernel):
+    """A prefill of WIDE_ROWS tokens or more runs float32 products where those measure faster, one
+    of WIDE_ROWS_BF16 or more torch's bfloat16 ones where those do (always with AMX: not measured
+    there); narrower passes the packed kernel."""
+    _fake_kernel(monkeypatch, 1.0, amx, bf16_faster)
     lm = load_model(resolve_model(str(checkpoint)), device="cpu", dtype="bfloat16", impl="native")
-    assert lm.kernel == (llama.AMX_KERNEL if amx else llama.BF16_KERNEL)
+    assert lm.kernel == kernel
+    wide_bf16 = amx or bf16_faster
     calls, products = [], []
     fake = torch.ops.mkldnn._linear_pointwise
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda x, *rest: calls.append(x.shape) or fake(x, *rest))
     f_linear = llama.F.linear
     monkeypatch.setattr(llama.F, "linear", lambda x, w, *rest: products.append(x.dtype) or f_linear(x, w, *rest))
-    bound = llama.WIDE_ROWS_AMX if amx else llama.WIDE_ROWS
+    bound = llama.WIDE_ROWS_BF16 if wide_bf16 else llama.WIDE_ROWS
     ids = (torch.arange(2 * bound).view(2, -1) * 37) % 5000
     with torch.inference_mode():
-        if amx:  # below its bound every product is the packed kernel's (the fake's own F.linear)
+        if wide_bf16:  # below its bound every product is the packed kernel's (the fake's own F.linear)
             lm.model(input_ids=ids[:, : llama.WIDE_ROWS])
             assert len(calls) == len(products) == 4 * len(lm.model.model.layers) + 1
             calls.clear()
             products.clear()
         wide = lm.model(input_ids=ids).logits.float()
         assert calls == []
-        assert products and set(products) == {torch.bfloat16 if amx else torch.float32}
+        assert products and set(products) == {torch.bfloat16 if wide_bf16 else torch.float32}
         lm.model(input_ids=ids[:, :4])
         assert len(calls) == 4 * len(lm.model.model.layers) + 1  # every product of the narrow pass, and the head
         for linear in _linears(lm):
@@ -151,7 +182,7 @@ def test_wide_passes_take_the_cpus_faster_kernel_and_keep_the_logits(checkpoint,
     assert torch.allclose(wide, want, rtol=0.05, atol=0.05 * want.abs().max().item()), (wide - want).abs().max()
 
 
-def test_packed_runs_validate_and_the_record_names_the_kernel(run_cli, checkpoint, tmp_path):
+def test_packed_runs_validate_and_the_record_names_the_kernel(run_cli, checkpoint, bf16, tmp_path):
     out = tmp_path / "out.jsonl"
     lines = tmp_path / "in.jsonl"
     lines.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in ("hi", "Capital of France?", "x y z")))
@@ -163,5 +194,5 @@ def test_packed_runs_validate_and_the_record_names_the_kernel(run_cli, checkpoin
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(records) == 3
     for record in records:
-        assert record["dtype"] == "bfloat16" and record["kernel"] == (HERE if PROBLEM is None else None)
+        assert record["dtype"] == "bfloat16" and record["kernel"] == (bf16.kernel if PROBLEM is None else None)
         assert record["finish_reason"] == "stop" and record["valid"] is True, record

@@ -35,7 +35,7 @@ from sgcli.backends.base import Compiled
 from sgcli.engine.decode import backend_jumps, cache_keyword
 from sgcli.engine.forced import Spellings, draft_tokens
 from sgcli.engine.head import OutputHead, narrow_limit, row_logits
-from sgcli.engine.kv import plain_layers
+from sgcli.engine.kv import plain_layers, replace
 from sgcli.engine.loader import LoadedModel
 from sgcli.engine.prefix import PrefixStore, extend, pad_left, prefill_groups
 from sgcli.engine.sampling import Masker, SamplingParams
@@ -192,8 +192,8 @@ class KVBatch:
             width = max(self.mask.shape[1], other.mask.shape[1])
             mine, theirs = width - self.mask.shape[1], width - other.mask.shape[1]
             for layer, new in zip(self.cache.layers, other.cache.layers):
-                layer.keys = torch.cat([pad_left(layer.keys, mine, -2), pad_left(new.keys, theirs, -2)])
-                layer.values = torch.cat([pad_left(layer.values, mine, -2), pad_left(new.values, theirs, -2)])
+                keys = torch.cat([pad_left(layer.keys, mine, -2), pad_left(new.keys, theirs, -2)])
+                replace(layer, keys, torch.cat([pad_left(layer.values, mine, -2), pad_left(new.values, theirs, -2)]))
             self.mask = torch.cat([pad_left(self.mask, mine, 1), pad_left(other.mask, theirs, 1)])
         self.rows += other.rows
         self.pos += other.pos
@@ -261,8 +261,8 @@ class KVBatch:
         self.mask = (torch.arange(width, device=self.device)[None] >= width - counts[:, None]).to(self.mask.dtype)
         for layer in self.cache.layers:
             shape = (-1, layer.keys.shape[1], -1, layer.keys.shape[3])
-            layer.keys = layer.keys.gather(2, index[:, None, :, None].expand(shape))
-            layer.values = layer.values.gather(2, index[:, None, :, None].expand(shape))
+            where = index[:, None, :, None].expand(shape)
+            replace(layer, layer.keys.gather(2, where), layer.values.gather(2, where))
 
     def keep(self, keep: list[int]) -> None:
         """Drop the rows not in `keep`, then the left columns no remaining row uses."""
@@ -282,8 +282,11 @@ class KVBatch:
         first = int(used.int().argmax())  # the first column any row attends to
         self.mask = self.mask[:, first:]
         for layer in self.cache.layers:
-            layer.keys = layer.keys.index_select(0, index)[:, :, first:]
-            layer.values = layer.values.index_select(0, index)[:, :, first:]
+            replace(
+                layer,
+                layer.keys.index_select(0, index)[:, :, first:],
+                layer.values.index_select(0, index)[:, :, first:],
+            )
 
 
 def feed_width(waiting: Sequence[int], device) -> int:

@@ -2,8 +2,9 @@
 
 transformers models take its `DynamicCache`; the native runtime (`sgcli.engine.llama`) takes
 `KVCache`, which has the same surface where sgcli touches it (`layers[i].keys` / `.values`,
-`update`, `crop`) and needs no transformers import. `empty_cache` and `cache_from` pick the one
-a model takes, so the loops never ask which runtime they drive.
+`update`, `crop`; `replace` sets a layer of either kind) and needs no transformers import.
+`empty_cache` and `cache_from` pick the one a model takes, so the loops never ask which runtime
+they drive.
 """
 
 from __future__ import annotations
@@ -14,12 +15,51 @@ import torch
 
 
 class KVLayer:
-    """One layer's keys and values, [rows, kv heads, columns, head width]."""
+    """One layer's keys and values, [rows, kv heads, columns, head width].
 
-    __slots__ = ("keys", "values")
+    Why buffers with room: appending by `torch.cat` copied the whole cache at every step, in
+    every layer (a batch of 16 spent a third of its time there, docs/performance.md, "KV
+    cache"). Appends go into spare columns of a buffer this layer allocated itself; `keys` and
+    `values` are views of its filled columns. Tensors assigned from outside are never written
+    into: the next append moves them into a new buffer first."""
+
+    __slots__ = ("_keys", "_values", "length", "owned")
 
     def __init__(self, keys: torch.Tensor | None = None, values: torch.Tensor | None = None):
-        self.keys, self.values = keys, values
+        self._keys, self._values, self.owned = keys, values, False
+        self.length = 0 if keys is None else keys.shape[-2]
+
+    @property
+    def keys(self) -> torch.Tensor | None:
+        return None if self._keys is None else self._keys[..., : self.length, :]
+
+    @property
+    def values(self) -> torch.Tensor | None:
+        return None if self._values is None else self._values[..., : self.length, :]
+
+    def set(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """Hold these tensors from now on (never written into: see the class)."""
+        self._keys, self._values, self.length, self.owned = keys, values, keys.shape[-2], False
+
+    def append(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        end = self.length + keys.shape[-2]
+        if self._keys is None:
+            self.set(keys, values)
+            return
+        if not self.owned or end > self._keys.shape[-2] or self._keys.shape[:2] != keys.shape[:2]:
+            room = end + max(end // 2, GROW_COLUMNS)
+            old_keys, old_values = self.keys, self.values
+            self._keys = old_keys.new_empty((*old_keys.shape[:2], room, old_keys.shape[-1]))
+            self._values = old_values.new_empty((*old_values.shape[:2], room, old_values.shape[-1]))
+            self._keys[..., : self.length, :] = old_keys
+            self._values[..., : self.length, :] = old_values
+            self.owned = True
+        self._keys[..., self.length : end, :] = keys
+        self._values[..., self.length : end, :] = values
+        self.length = end
+
+
+GROW_COLUMNS = 64  # a full buffer grows by half its columns, and by at least this many
 
 
 class KVCache:
@@ -33,23 +73,26 @@ class KVCache:
     def update(self, keys: torch.Tensor, values: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Append a pass's keys and values to `layer`; returns all of that layer's."""
         kv = self.layers[layer]
-        if kv.keys is None:
-            kv.keys, kv.values = keys, values
-        else:
-            kv.keys, kv.values = torch.cat([kv.keys, keys], dim=-2), torch.cat([kv.values, values], dim=-2)
+        kv.append(keys, values)
         return kv.keys, kv.values
 
     def get_seq_length(self, layer: int = 0) -> int:
-        keys = self.layers[layer].keys if self.layers else None
-        return 0 if keys is None else keys.shape[-2]
+        return self.layers[layer].length if self.layers else 0
 
     def crop(self, length: int) -> None:
         """Keep the first `length` columns (negative: drop that many from the end)."""
         if length < 0:
             length = self.get_seq_length() + length
         for kv in self.layers:
-            if kv.keys is not None:
-                kv.keys, kv.values = kv.keys[..., :length, :], kv.values[..., :length, :]
+            kv.length = min(kv.length, max(length, 0))
+
+
+def replace(layer, keys: torch.Tensor, values: torch.Tensor) -> None:
+    """Give one layer of either cache kind these keys and values (batching splices rows and columns)."""
+    if isinstance(layer, KVLayer):
+        layer.set(keys, values)
+    else:
+        layer.keys, layer.values = keys, values
 
 
 def empty_cache(model):

@@ -15,7 +15,9 @@ check this forward against transformers' `LlamaForCausalLM` on the same weights.
 
 from __future__ import annotations
 
+import functools
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -48,21 +50,52 @@ def misfit(config: dict) -> str | None:
 
 BF16_KERNEL = "onednn-bf16"  # packed bfloat16 products; prefills widened to float32
 AMX_KERNEL = "onednn-bf16-amx"  # packed bfloat16 products; prefills through torch's bfloat16 kernel on AMX tiles
+# packed bfloat16 products; prefills through torch's bfloat16 kernel, measured faster than float32 on this CPU
+PREFILL_BF16_KERNEL = "onednn-bf16-prefill"
 # From this many rows (tokens in one pass) the packed kernel is no longer the fastest for
 # SmolLM2's matrices (one thread), and widening the weight to float32 for that one call wins:
 # measured on an Intel Xeon with AVX-512 BF16 only, the crossover lay between 64 and 128 rows,
 # and at 1104 rows float32 took 37 ms where oneDNN took 57.
 WIDE_ROWS = 128
-# With AMX, float32 never wins (a 576 x 3072 product at 128 rows: 2.95 ms float32, 0.54 packed,
-# 0.69 torch's bfloat16), and torch's bfloat16 kernel overtakes the packed one from about 512 rows
-# (1024 rows: 3.04 against 3.25 ms). Whole passes agreed: a 16 x 70 prefill took 504 CPU ms with
-# this bound, 544 packed throughout, 2116 widened to float32 (docs/performance.md, "AMX").
-WIDE_ROWS_AMX = 512
+# Where torch's bfloat16 products are the faster wide kernel (always with AMX; on other CPUs where
+# `bf16_beats_float32` measures so), they take over from the packed kernel at this many rows. With
+# AMX a 576 x 3072 product at 128 rows took 2.95 ms in float32, 0.54 packed, 0.69 torch's
+# bfloat16, and torch's overtook the packed kernel from about 512 rows (1024 rows: 3.04 against
+# 3.25 ms); a 16 x 70 prefill took 504 CPU ms with this bound, 2116 widened to float32. On an AMD
+# EPYC (Zen 5, AVX-512 BF16, no AMX) both bfloat16 kernels ran ~400 GFLOP/s from 128 rows on,
+# float32 88, and that prefill took 869 against 2831 ms (docs/performance.md, "AMX", "Zen 5").
+WIDE_ROWS_BF16 = 512
 
 
 def amx_tiles() -> bool:
     """Whether this CPU has AMX tiles, where torch's bfloat16 products of wide passes run on them."""
     return bool(getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)())
+
+
+@functools.cache
+def bf16_beats_float32(rows: int = 256, inputs: int = 1024, outputs: int = 2048, repeats: int = 3) -> bool:
+    """Whether torch's bfloat16 product of a wide pass (`rows` tokens, a weight of `outputs` x
+    `inputs`) takes less CPU time on this CPU than widening both to float32, as prefills do
+    otherwise (best of `repeats`; measured once a process, on a fixed shape: it is the CPU's
+    answer, not a model's).
+
+    Why measured: CPUs with AVX-512 BF16 and no AMX differ by 7x between them. On an Intel Xeon
+    float32 won (37 against 57 ms at 1104 rows); on an AMD EPYC (Zen 5) bfloat16 was 4.6x faster.
+    No CPU flag told them apart, and the margins are wide enough not to flip with load."""
+    weight = torch.linspace(-1, 1, outputs * inputs).view(outputs, inputs).bfloat16()
+    x = torch.linspace(1, -1, rows * inputs).view(rows, inputs).bfloat16()
+
+    def best(product) -> float:
+        product()
+        times = []
+        for _ in range(repeats):
+            t = time.process_time()
+            product()
+            times.append(time.process_time() - t)
+        return min(times)
+
+    with torch.inference_mode():
+        return best(lambda: F.linear(x, weight)) < best(lambda: F.linear(x.float(), weight.float()))
 
 
 def bf16_kernel_problem() -> str | None:
@@ -109,7 +142,7 @@ class Linear(nn.Module):
 
     bias = None
     packed: torch.Tensor | None = None
-    amx = False  # with `packed`: wide passes take torch's bfloat16 products (AMX), not float32 ones
+    wide_bf16 = False  # with `packed`: wide passes take torch's bfloat16 products, not float32 ones
 
     def __init__(self, inputs: int, outputs: int):
         super().__init__()
@@ -117,9 +150,9 @@ class Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.packed is not None and x.dtype == torch.bfloat16 and x.device.type == "cpu":
-            if x.numel() < (WIDE_ROWS_AMX if self.amx else WIDE_ROWS) * x.shape[-1]:
+            if x.numel() < (WIDE_ROWS_BF16 if self.wide_bf16 else WIDE_ROWS) * x.shape[-1]:
                 return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [None], "")
-            if not self.amx:  # a prefill without AMX: float32 products, weight widened per call
+            if not self.wide_bf16:  # a prefill where float32 is faster: weight widened per call
                 return F.linear(x.float(), self.weight.float()).to(torch.bfloat16)
         return F.linear(x, self.weight)
 
@@ -160,10 +193,36 @@ class Layer(nn.Module):
         v = v.view(rows, length, self.kv_heads, self.head_dim).transpose(1, 2)
         if cache is not None:
             k, v = cache.update(k, v, index)
-        attended = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.heads != self.kv_heads)
+        attended = attend(q, k, v, mask)
         x = x + self.o(attended.transpose(1, 2).reshape(rows, length, -1))
         gate, up = self.gate_up(self.mlp_norm(x)).chunk(2, dim=-1)
         return x + self.down(F.silu(gate) * up)
+
+
+# Up to this many new positions a row, bfloat16 attention on a CPU runs as two matrix products
+# and a softmax instead of `scaled_dot_product_attention`, whose CPU kernel is pathological there
+# with several rows: 16 rows x 1 position over 101 columns took 1323 us against 120 (4 positions:
+# 679 against 192; 16: 1524 against 565), while at 64 positions it wins (6704 against 8248).
+# float32 keeps the fused kernel, which is as fast or faster at every shape measured
+# (docs/performance.md, "Attention").
+SHORT_QUERIES = 16
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Attention of q [rows, heads, positions, head width] over the cache's k and v [rows, kv heads,
+    columns, head width] under the additive `mask` (None: nothing masked), heads sharing kv heads
+    in groups as in transformers (head h reads kv head h // (heads / kv heads))."""
+    rows, heads, length, width = q.shape
+    kv_heads = k.shape[1]
+    if q.dtype != torch.bfloat16 or q.device.type != "cpu" or length > SHORT_QUERIES:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=heads != kv_heads)
+    group = heads // kv_heads
+    scores = torch.matmul(q.reshape(rows, kv_heads, group * length, width), k.transpose(-1, -2))
+    scores = scores.float().view(rows, kv_heads, group, length, -1) * width**-0.5
+    if mask is not None:
+        scores = scores + mask[:, :, None].float()
+    weights = torch.softmax(scores, dim=-1).to(q.dtype).view(rows, kv_heads, group * length, -1)
+    return torch.matmul(weights, v).view(rows, heads, length, width)
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -279,8 +338,9 @@ class NativeLlama(nn.Module):
         (AVX-512 BF16, AMX) for these shapes: measured on an Intel Xeon with avx512_bf16, a
         single-token pass took 78 ms in bfloat16 and 267 ms for a 4-token draft, against 49 and
         55 ms with packed weights and 73 and 112 ms in float32 (docs/performance.md). Prefills take
-        float32 products from WIDE_ROWS rows without AMX, torch's bfloat16 ones from WIDE_ROWS_AMX
-        rows with it. The packed copies sit beside the weights (the model's bfloat16 matrices,
+        torch's bfloat16 products from WIDE_ROWS_BF16 rows where those are faster than float32
+        (always with AMX; measured elsewhere: `bf16_beats_float32`), float32 ones from WIDE_ROWS
+        rows where they are not. The packed copies sit beside the weights (the model's bfloat16 matrices,
         twice), which the output head and `state_dict` still read."""
         linears = [m for m in self.modules() if isinstance(m, Linear) and m is not self.model.embed]  # a lookup
         weight = self.lm_head.weight
@@ -290,9 +350,10 @@ class NativeLlama(nn.Module):
         if size > _available_memory() / 2:  # the copies would crowd out the KV cache: torch's kernel instead
             return None
         amx = amx_tiles()
+        wide_bf16 = amx or bf16_beats_float32()
         for linear in linears:
             linear.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), 1)
-            linear.amx = amx
+            linear.wide_bf16 = wide_bf16
         probe = torch.linspace(-1, 1, weight.shape[1], dtype=torch.bfloat16)[None]
         with torch.inference_mode():
             got, expected = self.lm_head(probe).float(), F.linear(probe, weight).float()
@@ -300,7 +361,7 @@ class NativeLlama(nn.Module):
             for linear in linears:
                 linear.packed = None
             return None
-        return AMX_KERNEL if amx else BF16_KERNEL
+        return AMX_KERNEL if amx else PREFILL_BF16_KERNEL if wide_bf16 else BF16_KERNEL
 
     def new_cache(self) -> KVCache:
         return self.model.new_cache()

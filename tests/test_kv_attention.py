@@ -1,0 +1,103 @@
+"""The native forward's KV cache buffers and its short-query attention (sgcli.engine.kv, .llama).
+
+The cache appends into spare columns of buffers it owns: its views must hold what concatenating
+would, and tensors it was given (a shared prompt head, a spliced batch) must never be written
+into, even after a crop. bfloat16 attention of few positions on a CPU runs as two products and a
+softmax: it must agree with `scaled_dot_product_attention` (grouped heads, masks, a padding row
+that attends to nothing) and hand longer queries and float32 to it.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from sgcli.engine import llama
+from sgcli.engine.kv import GROW_COLUMNS, KVCache, KVLayer, replace
+
+
+def _columns(n: int, start: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    keys = torch.arange(start, start + n, dtype=torch.float32).view(1, 1, n, 1).expand(2, 3, n, 4).clone()
+    return keys, -keys
+
+
+def test_appends_hold_what_concatenating_would():
+    cache, want_k, want_v = KVCache(2), [], []
+    start = 0
+    for n in (5, 1, 1, 3, GROW_COLUMNS, 1):  # the fourth append fills the first buffer; the fifth grows it
+        k, v = _columns(n, start)
+        start += n
+        got_k, got_v = cache.update(k, v, 1)
+        want_k.append(k)
+        want_v.append(v)
+        assert torch.equal(got_k, torch.cat(want_k, dim=-2)) and torch.equal(got_v, torch.cat(want_v, dim=-2))
+    assert cache.get_seq_length(1) == start and cache.layers[1].owned
+    assert cache.layers[1]._keys.shape[-2] > start  # room left for the next steps
+
+
+def test_given_tensors_are_never_written_into_even_after_a_crop():
+    head_k, head_v = _columns(6)
+    kept_k, kept_v = head_k.clone(), head_v.clone()
+    cache = KVCache([(head_k, head_v)])
+    cache.crop(-2)  # a draft turned down over the shared head's tensors
+    k, v = _columns(3, 100)
+    got_k, _ = cache.update(k, v, 0)
+    assert torch.equal(head_k, kept_k) and torch.equal(head_v, kept_v)
+    assert torch.equal(got_k, torch.cat([kept_k[..., :4, :], k], dim=-2))
+    cache.crop(2)  # an owned buffer now: a crop, then an append, overwrite its own columns only
+    got_k, got_v = cache.update(*_columns(1, 200), 0)
+    assert got_k[0, 0, :, 0].tolist() == [0, 1, 200] and got_v[0, 0, :, 0].tolist() == [0, -1, -200]
+
+
+def test_replace_sets_a_layer_of_either_kind():
+    layer = KVLayer(*_columns(4))
+    layer.append(*_columns(1, 4))
+    k, v = _columns(2, 50)
+    replace(layer, k, v)
+    assert layer.keys.data_ptr() == k.data_ptr() and layer.values.data_ptr() == v.data_ptr()  # held, not copied
+    assert (layer.length, layer.owned) == (2, False)
+
+    class Plain:  # transformers' DynamicLayer: plain attributes
+        keys = values = None
+
+    plain = Plain()
+    replace(plain, k, v)
+    assert plain.keys is k and plain.values is v
+
+
+def _attention_inputs(rows: int, length: int, columns: int, heads: int = 6, kv_heads: int = 2):
+    torch.manual_seed(rows * 100 + length)
+    q = torch.randn(rows, heads, length, 8)
+    k, v = torch.randn(rows, kv_heads, columns, 8), torch.randn(rows, kv_heads, columns, 8)
+    allowed = torch.ones(rows, 1, length, columns, dtype=torch.bool)
+    allowed[0, :, :, : columns // 2] = False  # a left-padded row
+    allowed[-1, :, -1, :] = False  # a padding position: attends to nothing
+    mask = torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.bfloat16).min)
+    return q, k, v, mask
+
+
+@pytest.mark.parametrize("length", [1, 4, llama.SHORT_QUERIES])
+def test_short_bfloat16_attention_agrees_with_the_fused_kernel(length, monkeypatch):
+    q, k, v, mask = _attention_inputs(3, length, 20)
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    fused = []
+    sdpa = F.scaled_dot_product_attention
+    monkeypatch.setattr(llama.F, "scaled_dot_product_attention", lambda *a, **kw: fused.append(1) or sdpa(*a, **kw))
+    half = [t.bfloat16() for t in (q, k, v, mask)]
+    got = llama.attend(*half).float()
+    assert fused == [] and got.shape == want.shape and torch.isfinite(got).all()
+    assert torch.allclose(got, want, atol=0.03, rtol=0.03), (got - want).abs().max()
+    unmasked = llama.attend(*half[:3], None).float()
+    assert torch.allclose(unmasked, sdpa(q, k, v, enable_gqa=True), atol=0.03, rtol=0.03)
+
+
+def test_long_queries_and_float32_take_the_fused_kernel(monkeypatch):
+    calls = []
+    sdpa = F.scaled_dot_product_attention
+    monkeypatch.setattr(llama.F, "scaled_dot_product_attention", lambda *a, **kw: calls.append(1) or sdpa(*a, **kw))
+    q, k, v, mask = _attention_inputs(2, llama.SHORT_QUERIES + 1, 40)
+    llama.attend(*(t.bfloat16() for t in (q, k, v, mask)))
+    q, k, v, mask = _attention_inputs(2, 1, 40)
+    assert torch.equal(llama.attend(q, k, v, mask), sdpa(q, k, v, attn_mask=mask, enable_gqa=True))
+    assert calls == [1, 1]
