@@ -101,3 +101,51 @@ def test_long_queries_and_float32_take_the_fused_kernel(monkeypatch):
     q, k, v, mask = _attention_inputs(2, 1, 40)
     assert torch.equal(llama.attend(q, k, v, mask), sdpa(q, k, v, attn_mask=mask, enable_gqa=True))
     assert calls == [1, 1]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("masked", [True, False])
+def test_spare_buffer_columns_are_never_attended_to(dtype, masked):
+    """The forward hands attention the cache's whole buffers (`KVCache.whole`) and how many
+    columns are filled: spare columns, zeros or left over from a crop, change nothing."""
+    q, k, v, mask = _attention_inputs(3, 2, 20)
+    q, k, v, mask = (t.to(dtype) for t in (q, k, v, mask))
+    mask = mask if masked else None
+    spare_k = torch.cat([k, torch.full_like(k[:, :, :7], 50.0)], dim=-2)  # large: would dominate if read
+    spare_v = torch.cat([v, torch.full_like(v[:, :, :7], -50.0)], dim=-2)
+    want = llama.attend(q, k, v, mask)
+    got = llama.attend(q, spare_k, spare_v, mask, columns=20)
+    assert torch.allclose(got.float(), want.float(), atol=1e-2 if dtype == torch.bfloat16 else 1e-6)
+
+
+def test_the_forward_reads_whole_buffers_as_it_read_concatenated_columns():
+    """A cache grown in place (spare columns in every layer) gives the logits of one grown by
+    concatenation, step after step, in bfloat16 (the two-product attention) and float32."""
+    from transformers import LlamaConfig
+
+    config = LlamaConfig(
+        vocab_size=300,
+        hidden_size=48,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+    ).to_dict()
+    config["architectures"] = ["LlamaForCausalLM"]
+    torch.manual_seed(0)
+    model = llama.NativeLlama(config)
+    model.load_state_dict({k: torch.randn(v.shape) * 0.3 for k, v in model.state_dict().items()}, assign=True)
+    if model.config.tie_word_embeddings:
+        model.lm_head.weight = model.model.embed.weight
+    ids = torch.tensor([[5, 17, 90, 42, 7, 7, 30, 11, 3, 200, 4]])
+    for dtype in (torch.bfloat16, torch.float32):
+        model = model.to(dtype)
+        with torch.inference_mode():
+            cache = model.new_cache()
+            model(input_ids=ids[:, :4], past_key_values=cache)
+            for t in range(4, ids.shape[1]):
+                got = model(input_ids=ids[:, t : t + 1], past_key_values=cache).logits.float()
+                assert cache.layers[0]._keys.shape[-2] > cache.get_seq_length()  # spare columns read
+                want = model(input_ids=ids[:, : t + 1]).logits[:, -1:].float()  # no cache at all
+                assert torch.allclose(got, want, atol=0.05 * want.abs().max().item()), (dtype, t)

@@ -191,9 +191,12 @@ class Layer(nn.Module):
         q = _rotate(q.view(rows, length, self.heads, self.head_dim).transpose(1, 2), cos, sin)
         k = _rotate(k.view(rows, length, self.kv_heads, self.head_dim).transpose(1, 2), cos, sin)
         v = v.view(rows, length, self.kv_heads, self.head_dim).transpose(1, 2)
+        columns = k.shape[-2]
         if cache is not None:
-            k, v = cache.update(k, v, index)
-        attended = attend(q, k, v, mask)
+            cache.update(k, v, index)
+            k, v = cache.whole(index)
+            columns = cache.get_seq_length(index)
+        attended = attend(q, k, v, mask, columns)
         x = x + self.o(attended.transpose(1, 2).reshape(rows, length, -1))
         gate, up = self.gate_up(self.mlp_norm(x)).chunk(2, dim=-1)
         return x + self.down(F.silu(gate) * up)
@@ -208,20 +211,28 @@ class Layer(nn.Module):
 SHORT_QUERIES = 16
 
 
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Attention of q [rows, heads, positions, head width] over the cache's k and v [rows, kv heads,
-    columns, head width] under the additive `mask` (None: nothing masked), heads sharing kv heads
-    in groups as in transformers (head h reads kv head h // (heads / kv heads))."""
+def attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, columns: int | None = None
+) -> torch.Tensor:
+    """Attention of q [rows, heads, positions, head width] over k and v [rows, kv heads, columns,
+    head width], of which the first `columns` are the cache's (all by default; the rest are spare
+    buffer columns, never attended to), under the additive `mask` over those (None: nothing
+    masked). Heads share kv heads in groups as in transformers (head h reads kv head
+    h // (heads / kv heads))."""
     rows, heads, length, width = q.shape
-    kv_heads = k.shape[1]
+    kv_heads, total = k.shape[1], k.shape[-2]
+    columns = total if columns is None else columns
     if q.dtype != torch.bfloat16 or q.device.type != "cpu" or length > SHORT_QUERIES:
+        k, v = k[..., :columns, :], v[..., :columns, :]
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=heads != kv_heads)
     group = heads // kv_heads
     scores = torch.matmul(q.reshape(rows, kv_heads, group * length, width), k.transpose(-1, -2))
-    scores = scores.float().view(rows, kv_heads, group, length, -1) * width**-0.5
+    scores = scores.float().view(rows, kv_heads, group, length, total) * width**-0.5
     if mask is not None:
-        scores = scores + mask[:, :, None].float()
-    weights = torch.softmax(scores, dim=-1).to(q.dtype).view(rows, kv_heads, group * length, -1)
+        scores[..., :columns] += mask[:, :, None].float()
+    if total > columns:
+        scores[..., columns:] = torch.finfo(torch.float32).min
+    weights = torch.softmax(scores, dim=-1).to(q.dtype).view(rows, kv_heads, group * length, total)
     return torch.matmul(weights, v).view(rows, heads, length, width)
 
 
