@@ -118,26 +118,17 @@ def test_spare_buffer_columns_are_never_attended_to(dtype, masked):
     assert torch.allclose(got.float(), want.float(), atol=1e-2 if dtype == torch.bfloat16 else 1e-6)
 
 
-def test_the_forward_reads_whole_buffers_as_it_read_concatenated_columns():
-    """A cache grown in place (spare columns in every layer) gives the logits of one grown by
-    concatenation, step after step, in bfloat16 (the two-product attention) and float32."""
-    from transformers import LlamaConfig
+def test_the_forward_over_grown_buffers_gives_the_logits_of_no_cache(tmp_path):
+    """A cache grown in place (spare columns in every layer, read by the attention) gives, step
+    after step, the logits of the whole sequence run without a cache, in bfloat16 (the
+    two-product attention) and float32."""
+    import json
 
-    config = LlamaConfig(
-        vocab_size=300,
-        hidden_size=48,
-        intermediate_size=96,
-        num_hidden_layers=2,
-        num_attention_heads=6,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-    ).to_dict()
-    config["architectures"] = ["LlamaForCausalLM"]
-    torch.manual_seed(0)
-    model = llama.NativeLlama(config)
-    model.load_state_dict({k: torch.randn(v.shape) * 0.3 for k, v in model.state_dict().items()}, assign=True)
-    if model.config.tie_word_embeddings:
-        model.lm_head.weight = model.model.embed.weight
+    from helpers import random_llama
+
+    random_llama(300, initializer_range=0.3).model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    model = llama.load(tmp_path, config, torch.float32)
     ids = torch.tensor([[5, 17, 90, 42, 7, 7, 30, 11, 3, 200, 4]])
     for dtype in (torch.bfloat16, torch.float32):
         model = model.to(dtype)
