@@ -206,8 +206,9 @@ class Layer(nn.Module):
 # and a softmax instead of `scaled_dot_product_attention`, whose CPU kernel is pathological there
 # with several rows: 16 rows x 1 position over 101 columns took 1323 us against 120 (4 positions:
 # 679 against 192; 16: 1524 against 565), while at 64 positions it wins (6704 against 8248).
-# float32 keeps the fused kernel, which is as fast or faster at every shape measured
-# (docs/performance.md, "Attention").
+# float32 keeps the fused kernel: the two products won only at some shapes there (16 x 1: 151
+# against 179 us; 1 x 1: 29 against 15), and float32 outputs stay as they were
+# (docs/performance.md, "Zen 5").
 SHORT_QUERIES = 16
 
 
@@ -351,8 +352,8 @@ class NativeLlama(nn.Module):
         55 ms with packed weights and 73 and 112 ms in float32 (docs/performance.md). Prefills take
         torch's bfloat16 products from WIDE_ROWS_BF16 rows where those are faster than float32
         (always with AMX; measured elsewhere: `bf16_beats_float32`), float32 ones from WIDE_ROWS
-        rows where they are not. The packed copies sit beside the weights (the model's bfloat16 matrices,
-        twice), which the output head and `state_dict` still read."""
+        rows where they are not. The packed copies sit beside the weights (the model's bfloat16
+        matrices, twice), which the output head and `state_dict` still read."""
         linears = [m for m in self.modules() if isinstance(m, Linear) and m is not self.model.embed]  # a lookup
         weight = self.lm_head.weight
         if weight.dtype != torch.bfloat16 or weight.device.type != "cpu" or bf16_kernel_problem() is not None:
