@@ -1,6 +1,7 @@
 """CPU cost of one forward pass of the default model (native forward) by its shape, per kernel:
 float32, bfloat16 through torch's `F.linear`, and bfloat16 packed for oneDNN with prefills
-widened to float32 or kept in bfloat16 (what `pack_for_cpu` picks without and with AMX).
+widened to float32 or kept in bfloat16 (what `cpu_kernels.pack` picks where float32 or bfloat16
+runs wide products faster).
 
 Decode shapes are `rows x width` new tokens over a 60-token cache (a batch step, a draft);
 prefill shapes have no cache. What a draft or a batch row costs against a single-token pass is
@@ -27,22 +28,22 @@ CACHED = 60
 
 def configs(lms):
     """(label, model, how its Linear layers are set) for each kernel measured."""
-    from sgcli.engine import llama
+    from sgcli.engine import cpu_kernels
 
     bf16 = lms["bfloat16"]
     packed = bf16.kernel is not None
     out = [("float32", lms["float32"].model, None), ("bfloat16, torch", bf16.model, (False, False))]
     if packed:
         out += [
-            (f"bfloat16 packed, float32 from {llama.WIDE_ROWS} rows", bf16.model, (True, False)),
-            (f"bfloat16 packed, torch's bfloat16 from {llama.WIDE_ROWS_BF16} rows", bf16.model, (True, True)),
+            (f"bfloat16 packed, float32 from {cpu_kernels.WIDE_ROWS} rows", bf16.model, (True, False)),
+            (f"bfloat16 packed, torch's bfloat16 from {cpu_kernels.WIDE_ROWS_BF16} rows", bf16.model, (True, True)),
         ]
-    return out, {linear: linear.packed for linear in bf16.model.modules() if isinstance(linear, llama.Linear)}
+    return out, {linear: linear.packed for linear in bf16.model.modules() if isinstance(linear, cpu_kernels.Linear)}
 
 
 def set_kernel(packs: dict, setting) -> None:
     """(packed, wide_bf16): packed or not, and whether wide passes take torch's bfloat16 products from
-    WIDE_ROWS_BF16 rows or float32 ones from WIDE_ROWS: what `pack_for_cpu` chooses."""
+    WIDE_ROWS_BF16 rows or float32 ones from WIDE_ROWS: what `cpu_kernels.pack` chooses."""
     if setting is None:
         return
     packed, wide_bf16 = setting
@@ -74,11 +75,11 @@ def products(rounds: int) -> None:
     import torch
     import torch.nn.functional as F
 
-    from sgcli.engine import llama
+    from sgcli.engine import cpu_kernels
 
     weight = torch.randn(3072, 576)
     half = weight.bfloat16()
-    packed = torch.ops.mkldnn._reorder_linear_weight(half, 1) if llama.bf16_kernel_problem() is None else None
+    packed = torch.ops.mkldnn._reorder_linear_weight(half, 1) if cpu_kernels.bf16_kernel_problem() is None else None
     kernels = {
         "float32": lambda x: F.linear(x, weight),
         "bfloat16, torch": lambda x: F.linear(x, half),
@@ -121,13 +122,13 @@ def main() -> None:
         return
     from common import load_default
 
-    from sgcli.engine import llama
+    from sgcli.engine import cpu_kernels
 
     lms = {d: load_default(args.threads, dtype=d, impl="native")[1] for d in ("float32", "bfloat16")}
     measured, packs = configs(lms)
     print(
-        f"# torch {torch.__version__}, {torch.get_num_threads()} thread(s); AMX {llama.amx_tiles()}; "
-        f"bf16 kernel problem: {llama.bf16_kernel_problem()}; load_model picked {lms['bfloat16'].kernel}"
+        f"# torch {torch.__version__}, {torch.get_num_threads()} thread(s); AMX {cpu_kernels.amx_tiles()}; "
+        f"bf16 kernel problem: {cpu_kernels.bf16_kernel_problem()}; load_model picked {lms['bfloat16'].kernel}"
     )
     shapes = [(r, w, CACHED) for r, w in DECODE] + [(r, w, 0) for r, w in PREFILL]
     results: dict[tuple[str, tuple], list[float]] = {}
@@ -136,7 +137,7 @@ def main() -> None:
             set_kernel(packs, setting)
             for shape in shapes:
                 results.setdefault((label, shape), []).append(pass_ms(model, *shape, passes=args.passes))
-    set_kernel(packs, (True, lms["bfloat16"].kernel != llama.BF16_KERNEL))  # as loaded
+    set_kernel(packs, (True, lms["bfloat16"].kernel != cpu_kernels.BF16_KERNEL))  # as loaded
     labels = [label for label, _, _ in measured]
     print(f"CPU ms per pass, median of {args.rounds} rounds x {args.passes} passes (x: against 1 x 1 decode)")
     print("| rows x tokens | cache | " + " | ".join(labels) + " |")

@@ -14,12 +14,13 @@ import json
 import pytest
 import torch
 
-from sgcli.engine import llama
+from sgcli.engine import cpu_kernels
 from sgcli.engine.loader import load_model
 from sgcli.engine.models import resolve_model
 
-PROBLEM = llama.bf16_kernel_problem()  # None on a CPU with AVX-512 BF16 or AMX
-KERNELS = (llama.BF16_KERNEL, llama.PREFILL_BF16_KERNEL, llama.AMX_KERNEL)  # the packed kernels a CPU may get
+PROBLEM = cpu_kernels.bf16_kernel_problem()  # None on a CPU with AVX-512 BF16 or AMX
+# the packed kernels a CPU may get
+KERNELS = (cpu_kernels.BF16_KERNEL, cpu_kernels.PREFILL_BF16_KERNEL, cpu_kernels.AMX_KERNEL)
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,7 @@ def bf16(checkpoint):
 
 def _linears(lm):
     """The matrix products (the embedding's table is a lookup: never packed)."""
-    return [m for m in lm.model.modules() if isinstance(m, llama.Linear) and m is not lm.model.model.embed]
+    return [m for m in lm.model.modules() if isinstance(m, cpu_kernels.Linear) and m is not lm.model.model.embed]
 
 
 def test_bfloat16_packs_where_the_cpu_has_bf16_units_and_says_why_not_elsewhere(bf16):
@@ -52,8 +53,8 @@ def test_bfloat16_packs_where_the_cpu_has_bf16_units_and_says_why_not_elsewhere(
     assert bf16.model.model.embed.packed is None
     if PROBLEM is None:
         assert bf16.kernel in KERNELS and all(packed)
-        assert (bf16.kernel == llama.AMX_KERNEL) is llama.amx_tiles()
-        wide_bf16 = bf16.kernel != llama.BF16_KERNEL
+        assert (bf16.kernel == cpu_kernels.AMX_KERNEL) is cpu_kernels.amx_tiles()
+        wide_bf16 = bf16.kernel != cpu_kernels.BF16_KERNEL
         assert all(linear.wide_bf16 is wide_bf16 for linear in _linears(bf16))
     else:
         assert bf16.kernel is None and not any(packed)
@@ -63,15 +64,17 @@ def test_bfloat16_packs_where_the_cpu_has_bf16_units_and_says_why_not_elsewhere(
 def test_a_cpu_without_bf16_units_keeps_torchs_products(checkpoint, monkeypatch):
     for check in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
         monkeypatch.setattr(torch.cpu, check, lambda: False)
-    assert llama.bf16_kernel_problem() == "this CPU has no bfloat16 dot-product instructions (AVX-512 BF16 or AMX)"
+    assert (
+        cpu_kernels.bf16_kernel_problem() == "this CPU has no bfloat16 dot-product instructions (AVX-512 BF16 or AMX)"
+    )
     lm = load_model(resolve_model(str(checkpoint)), device="cpu", dtype="bfloat16", impl="native")
     assert lm.kernel is None and not any(linear.packed is not None for linear in _linears(lm))
 
 
 def test_no_packing_where_the_copies_would_not_fit_in_memory(checkpoint, monkeypatch):
-    assert 0 < llama._available_memory()  # this machine's MemAvailable (infinite where /proc cannot say)
+    assert 0 < cpu_kernels._available_memory()  # this machine's MemAvailable (infinite where /proc cannot say)
     _fake_kernel(monkeypatch, 1.0)
-    monkeypatch.setattr(llama, "_available_memory", lambda: 1024.0)
+    monkeypatch.setattr(cpu_kernels, "_available_memory", lambda: 1024.0)
     lm = load_model(resolve_model(str(checkpoint)), device="cpu", dtype="bfloat16", impl="native")
     assert lm.kernel is None and not any(linear.packed is not None for linear in _linears(lm))
 
@@ -105,9 +108,9 @@ def _fake_kernel(monkeypatch, scale: float, amx: bool = False, bf16_faster: bool
     and the wide passes' kernel are tested on any machine."""
     import torch.nn.functional as F
 
-    monkeypatch.setattr(llama, "bf16_kernel_problem", lambda: None)
-    monkeypatch.setattr(llama, "amx_tiles", lambda: amx)
-    monkeypatch.setattr(llama, "bf16_beats_float32", lambda: bf16_faster)
+    monkeypatch.setattr(cpu_kernels, "bf16_kernel_problem", lambda: None)
+    monkeypatch.setattr(cpu_kernels, "amx_tiles", lambda: amx)
+    monkeypatch.setattr(cpu_kernels, "bf16_beats_float32", lambda: bf16_faster)
     monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", lambda w, rows: w.clone())
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda x, w, *rest: F.linear(x, w) * scale)
 
@@ -118,7 +121,7 @@ def test_a_kernel_is_used_only_where_it_agrees_with_f_linear_on_its_probe(checkp
     lm = load_model(resolve_model(str(checkpoint)), device="cpu", dtype="bfloat16", impl="native")
     packed = [linear.packed is not None for linear in _linears(lm)]
     if scale == 1.0:
-        assert lm.kernel == llama.BF16_KERNEL and all(packed)  # bf16 measured slower: prefills in float32
+        assert lm.kernel == cpu_kernels.BF16_KERNEL and all(packed)  # bf16 measured slower: prefills in float32
     else:
         assert lm.kernel is None and not any(packed)
 
@@ -135,17 +138,17 @@ def test_the_wide_kernel_is_the_one_measured_faster(monkeypatch, slow):
             out = linear(x, w, *rest)
         return out
 
-    monkeypatch.setattr(llama.F, "linear", product)
-    measure = llama.bf16_beats_float32.__wrapped__  # not the process's cached answer
+    monkeypatch.setattr(cpu_kernels.F, "linear", product)
+    measure = cpu_kernels.bf16_beats_float32.__wrapped__  # not the process's cached answer
     assert measure(rows=64, inputs=256, outputs=512) is (slow == torch.float32)
 
 
 @pytest.mark.parametrize(
     ("amx", "bf16_faster", "kernel"),
     [
-        (False, False, llama.BF16_KERNEL),
-        (False, True, llama.PREFILL_BF16_KERNEL),
-        (True, False, llama.AMX_KERNEL),
+        (False, False, cpu_kernels.BF16_KERNEL),
+        (False, True, cpu_kernels.PREFILL_BF16_KERNEL),
+        (True, False, cpu_kernels.AMX_KERNEL),
     ],
     ids=["float32-faster", "bf16-faster", "amx"],
 )
@@ -160,13 +163,13 @@ def test_wide_passes_take_the_cpus_faster_kernel_and_keep_the_logits(checkpoint,
     calls, products = [], []
     fake = torch.ops.mkldnn._linear_pointwise
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda x, *rest: calls.append(x.shape) or fake(x, *rest))
-    f_linear = llama.F.linear
-    monkeypatch.setattr(llama.F, "linear", lambda x, w, *rest: products.append(x.dtype) or f_linear(x, w, *rest))
-    bound = llama.WIDE_ROWS_BF16 if wide_bf16 else llama.WIDE_ROWS
+    f_linear = cpu_kernels.F.linear
+    monkeypatch.setattr(cpu_kernels.F, "linear", lambda x, w, *rest: products.append(x.dtype) or f_linear(x, w, *rest))
+    bound = cpu_kernels.WIDE_ROWS_BF16 if wide_bf16 else cpu_kernels.WIDE_ROWS
     ids = (torch.arange(2 * bound).view(2, -1) * 37) % 5000
     with torch.inference_mode():
         if wide_bf16:  # below its bound every product is the packed kernel's (the fake's own F.linear)
-            lm.model(input_ids=ids[:, : llama.WIDE_ROWS])
+            lm.model(input_ids=ids[:, : cpu_kernels.WIDE_ROWS])
             assert len(calls) == len(products) == 4 * len(lm.model.model.layers) + 1
             calls.clear()
             products.clear()

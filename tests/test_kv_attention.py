@@ -1,4 +1,4 @@
-"""The native forward's KV cache buffers and its short-query attention (sgcli.engine.kv, .llama).
+"""The native forward's KV cache buffers and its short-query attention (sgcli.engine.kv, .cpu_kernels).
 
 The cache appends into spare columns of buffers it owns: its views must hold what concatenating
 would, and tensors it was given (a shared prompt head, a spliced batch) must never be written
@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from sgcli.engine import llama
+from sgcli.engine import cpu_kernels, llama
 from sgcli.engine.kv import GROW_COLUMNS, KVCache, KVLayer, replace
 
 
@@ -77,29 +77,33 @@ def _attention_inputs(rows: int, length: int, columns: int, heads: int = 6, kv_h
     return q, k, v, mask
 
 
-@pytest.mark.parametrize("length", [1, 4, llama.SHORT_QUERIES])
+@pytest.mark.parametrize("length", [1, 4, cpu_kernels.SHORT_QUERIES])
 def test_short_bfloat16_attention_agrees_with_the_fused_kernel(length, monkeypatch):
     q, k, v, mask = _attention_inputs(3, length, 20)
     want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
     fused = []
     sdpa = F.scaled_dot_product_attention
-    monkeypatch.setattr(llama.F, "scaled_dot_product_attention", lambda *a, **kw: fused.append(1) or sdpa(*a, **kw))
+    monkeypatch.setattr(
+        cpu_kernels.F, "scaled_dot_product_attention", lambda *a, **kw: fused.append(1) or sdpa(*a, **kw)
+    )
     half = [t.bfloat16() for t in (q, k, v, mask)]
-    got = llama.attend(*half).float()
+    got = cpu_kernels.attend(*half).float()
     assert fused == [] and got.shape == want.shape and torch.isfinite(got).all()
     assert torch.allclose(got, want, atol=0.03, rtol=0.03), (got - want).abs().max()
-    unmasked = llama.attend(*half[:3], None).float()
+    unmasked = cpu_kernels.attend(*half[:3], None).float()
     assert torch.allclose(unmasked, sdpa(q, k, v, enable_gqa=True), atol=0.03, rtol=0.03)
 
 
 def test_long_queries_and_float32_take_the_fused_kernel(monkeypatch):
     calls = []
     sdpa = F.scaled_dot_product_attention
-    monkeypatch.setattr(llama.F, "scaled_dot_product_attention", lambda *a, **kw: calls.append(1) or sdpa(*a, **kw))
-    q, k, v, mask = _attention_inputs(2, llama.SHORT_QUERIES + 1, 40)
-    llama.attend(*(t.bfloat16() for t in (q, k, v, mask)))
+    monkeypatch.setattr(
+        cpu_kernels.F, "scaled_dot_product_attention", lambda *a, **kw: calls.append(1) or sdpa(*a, **kw)
+    )
+    q, k, v, mask = _attention_inputs(2, cpu_kernels.SHORT_QUERIES + 1, 40)
+    cpu_kernels.attend(*(t.bfloat16() for t in (q, k, v, mask)))
     q, k, v, mask = _attention_inputs(2, 1, 40)
-    assert torch.equal(llama.attend(q, k, v, mask), sdpa(q, k, v, attn_mask=mask, enable_gqa=True))
+    assert torch.equal(cpu_kernels.attend(q, k, v, mask), sdpa(q, k, v, attn_mask=mask, enable_gqa=True))
     assert calls == [1, 1]
 
 
@@ -113,8 +117,8 @@ def test_spare_buffer_columns_are_never_attended_to(dtype, masked):
     mask = mask if masked else None
     spare_k = torch.cat([k, torch.full_like(k[:, :, :7], 50.0)], dim=-2)  # large: would dominate if read
     spare_v = torch.cat([v, torch.full_like(v[:, :, :7], -50.0)], dim=-2)
-    want = llama.attend(q, k, v, mask)
-    got = llama.attend(q, spare_k, spare_v, mask, columns=20)
+    want = cpu_kernels.attend(q, k, v, mask)
+    got = cpu_kernels.attend(q, spare_k, spare_v, mask, columns=20)
     assert torch.allclose(got.float(), want.float(), atol=1e-2 if dtype == torch.bfloat16 else 1e-6)
 
 

@@ -47,11 +47,11 @@ MAX_FORCED_RUN = 64  # at most this many forced tokens fed to a row in one step
 # drafts made a batch of 1 1.12x (float32) to 1.67x (bfloat16) faster and were even at 4, while
 # widening steps of 16 rows for them ranged from 0.88x to 1.06x: there a pass is compute-bound
 # and the positions of turned-down drafts cost what real tokens cost.
-DRAFT_POSITIONS = 16
 # On a CPU with AMX tiles, where a pass of 16 x 4 positions cost 1.38x one of 16 x 1
 # (`benchmarks/pass_width.py`), a bound of 64 measured no faster all the same: 212.9 against
 # 218.3 tok/s at batch 16 (`batch_throughput.py --draft-positions 16`, bfloat16, 3 rounds), since
 # the drafts a wider step takes gain what the step costs more.
+DRAFT_POSITIONS = 16
 COMPACT_DEAD_SHARE = 0.5  # compact the KV cache once more than this share of its columns is padding
 
 
@@ -193,7 +193,8 @@ class KVBatch:
             mine, theirs = width - self.mask.shape[1], width - other.mask.shape[1]
             for layer, new in zip(self.cache.layers, other.cache.layers):
                 keys = torch.cat([pad_left(layer.keys, mine, -2), pad_left(new.keys, theirs, -2)])
-                replace(layer, keys, torch.cat([pad_left(layer.values, mine, -2), pad_left(new.values, theirs, -2)]))
+                values = torch.cat([pad_left(layer.values, mine, -2), pad_left(new.values, theirs, -2)])
+                replace(layer, keys, values)
             self.mask = torch.cat([pad_left(self.mask, mine, 1), pad_left(other.mask, theirs, 1)])
         self.rows += other.rows
         self.pos += other.pos

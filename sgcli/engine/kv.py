@@ -46,7 +46,7 @@ class KVLayer:
         if self._keys is None:
             self.set(keys, values)
             return
-        if not self.owned or end > self._keys.shape[-2] or self._keys.shape[:2] != keys.shape[:2]:
+        if not self.owned or end > self._keys.shape[-2]:
             room = end + max(end // 4, GROW_COLUMNS)
             old_keys, old_values = self.keys, self.values
             # zeros, not empty memory: attention may read the spare columns (masked; see `whole`)
