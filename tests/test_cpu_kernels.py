@@ -1,9 +1,10 @@
-"""The native forward's bfloat16 CPU kernel: oneDNN's prepacked matrix products (`pack_for_cpu`).
+"""The native forward's CPU kernels: oneDNN's prepacked matrix products (`pack_for_cpu`).
 
 Where the CPU has bf16 dot-product units, a bfloat16 model loaded by the native forward packs its
 weights; its logits must stay those of the same weights through `F.linear`, its constrained
-outputs must validate, and the record must say which kernel ran. Where the CPU lacks them, or
-the model is float32, nothing is packed and the record says so (null). A kernel that disagrees
+outputs must validate, and the record must say which kernel ran. Where the CPU lacks them,
+nothing is packed and the record says so (null). A float32 model packs its large products for
+passes of a few rows where oneDNN measures faster than torch's own. A kernel that disagrees
 with `F.linear` on its probe is not used.
 """
 
@@ -79,9 +80,80 @@ def test_no_packing_where_the_copies_would_not_fit_in_memory(checkpoint, monkeyp
     assert lm.kernel is None and not any(linear.packed is not None for linear in _linears(lm))
 
 
-def test_float32_is_never_packed(checkpoint):
+def test_float32_is_not_packed_where_onednn_measures_no_faster(checkpoint, monkeypatch):
+    monkeypatch.setattr(cpu_kernels, "packed_float32_wins", lambda: False)
     lm = load_model(resolve_model(str(checkpoint)), device="cpu", dtype="float32", impl="native")
     assert lm.kernel is None and lm.model.pack_for_cpu() is None
+    assert not any(linear.packed is not None for linear in _linears(lm))
+
+
+def _float32_model(checkpoint, monkeypatch, smallest: int):
+    """The random checkpoint in float32, its products of `smallest` weights or more packed (oneDNN
+    said to measure faster)."""
+    monkeypatch.setattr(cpu_kernels, "packed_float32_wins", lambda: True)
+    monkeypatch.setattr(cpu_kernels, "F32_PACK_MIN", smallest)
+    return load_model(resolve_model(str(checkpoint)), device="cpu", dtype="float32", impl="native")
+
+
+def test_float32_packs_its_large_products_for_passes_of_a_few_rows(checkpoint, monkeypatch):
+    import torch.nn.functional as F
+
+    config = json.loads((checkpoint / "config.json").read_text())
+    _fake_kernel(monkeypatch, 1.0)
+    lm = _float32_model(checkpoint, monkeypatch, config["vocab_size"] * config["hidden_size"])  # the head only
+    assert lm.kernel == cpu_kernels.F32_KERNEL
+    packed = [linear for linear in _linears(lm) if linear.packed is not None]
+    assert packed == [lm.model.lm_head] and lm.model.model.embed.packed is None
+    calls = []
+    fake = torch.ops.mkldnn._linear_pointwise
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda x, *rest: calls.append(x.shape) or fake(x, *rest))
+    ids = (torch.arange(2 * (cpu_kernels.FEW_ROWS + 1)).view(1, -1) * 37) % 5000
+    with torch.inference_mode():
+        few = cpu_kernels.FEW_ROWS
+        for rows, packed_kernel in [(1, False), (2, True), (few, True), (few + 1, False)]:
+            calls.clear()
+            logits = lm.model(input_ids=ids[:, :rows]).logits
+            assert len(calls) == packed_kernel, rows  # the head's one product, packed or F.linear
+            hidden = lm.model.model(input_ids=ids[:, :rows]).last_hidden_state
+            assert torch.allclose(logits, F.linear(hidden, lm.model.lm_head.weight), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(cpu_kernels.onednn_problem() is not None, reason="this torch build has no oneDNN packed linear")
+def test_float32_packed_logits_are_the_same_weights_through_f_linear(checkpoint, monkeypatch):
+    lm = _float32_model(checkpoint, monkeypatch, 0)  # every product packed, oneDNN's real kernel
+    assert lm.kernel == cpu_kernels.F32_KERNEL and all(linear.packed is not None for linear in _linears(lm))
+    ids = torch.tensor([[5, 17, 900, 42, 7, 7, 3000, 11]])
+    with torch.inference_mode():
+        got = lm.model(input_ids=ids).logits
+        for linear in _linears(lm):
+            linear.packed = None
+        want = lm.model(input_ids=ids).logits
+    assert torch.isfinite(got).all()
+    # float32 sums in another order: equal but for the last bits
+    assert torch.allclose(got, want, rtol=1e-4, atol=1e-4 * want.abs().max().item()), (got - want).abs().max()
+
+
+@pytest.mark.parametrize("slow", ["torch", "onednn"])
+def test_the_float32_kernel_is_the_one_measured_faster(monkeypatch, slow):
+    """`packed_float32_wins` times both products of a few rows: made 30x dearer, either one loses."""
+    import torch.nn.functional as F
+
+    linear = F.linear
+
+    def product(kernel):
+        def run(x, w, *rest):
+            for _ in range(30 if kernel == slow else 1):
+                out = linear(x, w)
+            return out
+
+        return run
+
+    monkeypatch.setattr(cpu_kernels, "onednn_problem", lambda: None)
+    monkeypatch.setattr(cpu_kernels.F, "linear", product("torch"))
+    monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", lambda w, rows: w.clone())
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", product("onednn"))
+    measure = cpu_kernels.packed_float32_wins.__wrapped__  # not the process's cached answer
+    assert measure(rows=4, inputs=256, outputs=512) is (slow == "torch")
 
 
 def test_packed_logits_are_the_same_weights_through_f_linear(bf16):
@@ -111,6 +183,7 @@ def _fake_kernel(monkeypatch, scale: float, amx: bool = False, bf16_faster: bool
     monkeypatch.setattr(cpu_kernels, "bf16_kernel_problem", lambda: None)
     monkeypatch.setattr(cpu_kernels, "amx_tiles", lambda: amx)
     monkeypatch.setattr(cpu_kernels, "bf16_beats_float32", lambda: bf16_faster)
+    monkeypatch.setattr(cpu_kernels, "packed_float32_wins", lambda: True)
     monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", lambda w, rows: w.clone())
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda x, w, *rest: F.linear(x, w) * scale)
 

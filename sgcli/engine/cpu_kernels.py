@@ -5,7 +5,9 @@ the fastest way to run it depends on the machine, and was measured machine by ma
 (docs/performance.md, "bfloat16 on the CPU", "AMX", "Zen 5"). bfloat16 products take oneDNN's
 prepacked kernel (`pack`); wide passes (prefills) take torch's bfloat16 products or float32 ones,
 whichever this CPU runs faster (`bf16_beats_float32`; always bfloat16 with AMX); attention of a
-few positions a row in bfloat16 runs as two matrix products and a softmax (`attend`).
+few positions a row in bfloat16 runs as two matrix products and a softmax (`attend`). float32
+products of a few rows (drafts, batch steps) take oneDNN's packed float32 kernel where it
+measures faster than torch's own (`packed_float32_wins`; on a CPU without bf16 units).
 """
 
 from __future__ import annotations
@@ -34,6 +36,17 @@ WIDE_ROWS = 128
 # EPYC (Zen 5, AVX-512 BF16, no AMX) both bfloat16 kernels ran ~400 GFLOP/s from 128 rows on,
 # float32 88, and that prefill took 869 against 2831 ms (docs/performance.md, "AMX", "Zen 5").
 WIDE_ROWS_BF16 = 512
+F32_KERNEL = "onednn-f32"  # float32 products of 2 to FEW_ROWS rows through oneDNN's packed float32 kernel
+# float32 passes of 2 to this many rows (a draft, a batch step) take the packed float32 kernel where
+# it is the faster. Measured on an AMD EPYC (Zen 3, AVX2, no bf16 units), one thread: SmolLM2's
+# 576 -> 3072 product at 2 / 4 / 16 / 32 / 64 rows took 0.317 / 0.455 / 0.911 / 1.584 / 2.989 ms
+# through torch (MKL) and 0.192 / 0.300 / 0.792 / 1.561 / 3.304 packed; at one row packed lost
+# (0.184 against 0.167 ms), so single-token passes stay torch's (docs/performance.md, "Zen 3").
+FEW_ROWS = 32
+# Only float32 weights this large get a packed copy: oneDNN's call costs ~25 us more than MKL's, which
+# ate the gain below it (576 x 576 at 4 rows: 0.083 against 0.087 ms; 192 x 576: 0.048 against 0.029),
+# while 960 x 576, SmolLM2's query-key-value product, took 0.140 against 0.198.
+F32_PACK_MIN = 512 * 1024
 
 
 def amx_tiles() -> bool:
@@ -67,13 +80,50 @@ def bf16_beats_float32(rows: int = 256, inputs: int = 1024, outputs: int = 2048,
         return best(lambda: F.linear(x, weight)) < best(lambda: F.linear(x.float(), weight.float()))
 
 
-def bf16_kernel_problem() -> str | None:
-    """Why oneDNN's prepacked bfloat16 matrix products cannot run here (None when they can)."""
+@functools.cache
+def packed_float32_wins(rows: int = 4, inputs: int = 576, outputs: int = 3072, repeats: int = 3) -> bool:
+    """Whether oneDNN's packed float32 product of a few rows (`rows`, a weight of `outputs` x
+    `inputs`) takes less CPU time on this CPU than torch's own, by a tenth at least (best of
+    `repeats` of 10 calls; measured once a process, ~20 ms).
+
+    Why measured: torch's float32 products are MKL's, which on an AMD EPYC (Zen 3) ran a few rows
+    1.2-1.7x slower than oneDNN's packed kernel, and on other CPUs need not. The tenth keeps a
+    near tie from flipping with load."""
+    if onednn_problem() is not None:
+        return False
+    weight = torch.linspace(-1, 1, outputs * inputs).view(outputs, inputs)
+    x = torch.linspace(1, -1, rows * inputs).view(rows, inputs)
+
+    def best(product) -> float:
+        product()
+        times = []
+        for _ in range(repeats):
+            t = time.process_time()
+            for _ in range(10):
+                product()
+            times.append(time.process_time() - t)
+        return min(times)
+
+    with torch.inference_mode():
+        packed = torch.ops.mkldnn._reorder_linear_weight(weight, rows)
+        onednn = best(lambda: torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [None], ""))
+        return onednn < 0.9 * best(lambda: F.linear(x, weight))
+
+
+def onednn_problem() -> str | None:
+    """Why oneDNN's prepacked matrix products cannot run in this torch (None when they can)."""
     ops = getattr(torch.ops, "mkldnn", None)
     if not torch.backends.mkldnn.is_available():
         return "this torch build has no oneDNN"
     if ops is None or not all(hasattr(ops, op) for op in ("_reorder_linear_weight", "_linear_pointwise")):
         return "this torch build lacks oneDNN's prepacked linear"
+    return None
+
+
+def bf16_kernel_problem() -> str | None:
+    """Why oneDNN's prepacked bfloat16 matrix products cannot run here (None when they can)."""
+    if (problem := onednn_problem()) is not None:
+        return problem
     units = [
         getattr(torch.cpu, check, lambda: False)() for check in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
     ]
@@ -102,7 +152,8 @@ def meta_parameter(*shape: int) -> nn.Parameter:
 
 class Linear(nn.Module):
     """`nn.Linear` without a bias, built uninitialised. `packed`: its weight in oneDNN's blocked
-    layout (`pack`), used for bfloat16 inputs on the CPU."""
+    layout (`pack`), used on the CPU for inputs of its dtype: bfloat16 ones below the wide bounds,
+    float32 ones of 2 to FEW_ROWS rows."""
 
     bias = None
     packed: torch.Tensor | None = None
@@ -113,18 +164,24 @@ class Linear(nn.Module):
         self.weight = meta_parameter(outputs, inputs)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.packed is not None and x.dtype == torch.bfloat16 and x.device.type == "cpu":
-            if x.numel() < (WIDE_ROWS_BF16 if self.wide_bf16 else WIDE_ROWS) * x.shape[-1]:
-                return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [None], "")
-            if not self.wide_bf16:  # a prefill where float32 is faster: weight widened per call
+        packed = self.packed
+        if packed is not None and x.dtype == packed.dtype and x.device.type == "cpu":
+            rows = x.numel() // x.shape[-1]
+            if x.dtype == torch.float32:
+                if 1 < rows <= FEW_ROWS:
+                    return torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [None], "")
+            elif rows < (WIDE_ROWS_BF16 if self.wide_bf16 else WIDE_ROWS):
+                return torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [None], "")
+            elif not self.wide_bf16:  # a prefill where float32 is faster: weight widened per call
                 return F.linear(x.float(), self.weight.float()).to(torch.bfloat16)
         return F.linear(x, self.weight)
 
 
 def pack(linears: list[Linear], probe_with: Linear) -> str | None:
-    """Give `linears` oneDNN's prepacked bfloat16 kernel, checked on `probe_with` (one of them);
-    returns its name, or None (products stay `F.linear`) where it does not apply: another dtype
-    or device, or a torch or CPU without oneDNN's bfloat16 support (`bf16_kernel_problem`).
+    """Give `linears` oneDNN's prepacked kernel for their dtype, checked on `probe_with` (one of
+    them); returns its name, or None (products stay `F.linear`) where it does not apply: another
+    dtype or device, a torch or CPU without oneDNN's bfloat16 support (`bf16_kernel_problem`),
+    float32 where oneDNN measures no faster (`packed_float32_wins`), or copies that would not fit.
 
     Why: torch's `F.linear` in bfloat16 on a CPU does not reach the bf16 dot-product units
     (AVX-512 BF16, AMX) for these shapes: measured on an Intel Xeon with avx512_bf16, a
@@ -132,27 +189,39 @@ def pack(linears: list[Linear], probe_with: Linear) -> str | None:
     55 ms with packed weights and 73 and 112 ms in float32 (docs/performance.md). Prefills take
     torch's bfloat16 products from WIDE_ROWS_BF16 rows where those are faster than float32
     (always with AMX; measured elsewhere: `bf16_beats_float32`), float32 ones from WIDE_ROWS
-    rows where they are not. The packed copies sit beside the weights (the model's bfloat16
-    matrices, twice), which the output head and `state_dict` still read."""
+    rows where they are not. float32 weights of F32_PACK_MIN elements or more are packed for
+    passes of 2 to FEW_ROWS rows. The packed copies sit beside the weights (those matrices,
+    twice), which the output head and `state_dict` still read."""
     weight = probe_with.weight
-    if weight.dtype != torch.bfloat16 or weight.device.type != "cpu" or bf16_kernel_problem() is not None:
+    if weight.device.type != "cpu":
         return None
-    size = sum(linear.weight.numel() * linear.weight.element_size() for linear in linears)
-    if size > _available_memory() / 2:  # the copies would crowd out the KV cache: torch's kernel instead
+    wide_bf16 = False
+    if weight.dtype == torch.bfloat16 and bf16_kernel_problem() is None:
+        chosen, amx = linears, amx_tiles()
+        wide_bf16 = amx or bf16_beats_float32()
+        name = AMX_KERNEL if amx else PREFILL_BF16_KERNEL if wide_bf16 else BF16_KERNEL
+    elif weight.dtype == torch.float32 and packed_float32_wins():
+        chosen, name = [linear for linear in linears if linear.weight.numel() >= F32_PACK_MIN], F32_KERNEL
+    else:
         return None
-    amx = amx_tiles()
-    wide_bf16 = amx or bf16_beats_float32()
-    for linear in linears:
-        linear.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), 1)
+    size = sum(linear.weight.numel() * linear.weight.element_size() for linear in chosen)
+    if not chosen or size > _available_memory() / 2:  # the copies would crowd out the KV cache: torch's kernel
+        return None
+    for linear in chosen:
+        linear.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), 4 if name == F32_KERNEL else 1)
         linear.wide_bf16 = wide_bf16
-    probe = torch.linspace(-1, 1, weight.shape[1], dtype=torch.bfloat16)[None]
-    with torch.inference_mode():
-        got, expected = probe_with(probe).float(), F.linear(probe, weight).float()
-    if not torch.allclose(got, expected, rtol=2e-2, atol=2e-2):  # a kernel that computes otherwise: not used
-        for linear in linears:
+    probe_with = probe_with if any(linear is probe_with for linear in chosen) else chosen[0]
+    width = probe_with.weight.shape[1]
+    probe = torch.stack([torch.linspace(-1, 1, width), torch.linspace(1, -1, width)]).to(weight.dtype)
+    with torch.inference_mode():  # two rows: a pass that both kernels take packed
+        got, expected = probe_with(probe).float(), F.linear(probe, probe_with.weight).float()
+    # bfloat16 keeps 8 bits of mantissa; float32 sums differ only in their order
+    atol = 1e-4 * expected.abs().max().item() if name == F32_KERNEL else 2e-2
+    if not torch.allclose(got, expected, rtol=1e-4 if name == F32_KERNEL else 2e-2, atol=atol):
+        for linear in chosen:  # a kernel that computes otherwise: not used
             linear.packed = None
         return None
-    return AMX_KERNEL if amx else PREFILL_BF16_KERNEL if wide_bf16 else BF16_KERNEL
+    return name
 
 
 # Up to this many new positions a row, bfloat16 attention on a CPU runs as two matrix products
