@@ -118,8 +118,8 @@ def test_float32_packs_its_large_products_for_passes_of_a_few_rows(checkpoint, m
             assert torch.allclose(logits, F.linear(hidden, lm.model.lm_head.weight), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.skipif(cpu_kernels.onednn_problem() is not None, reason="this torch build has no oneDNN packed linear")
 def test_float32_packed_logits_are_the_same_weights_through_f_linear(checkpoint, monkeypatch):
+    assert cpu_kernels.onednn_problem() is None  # the pinned torch 2.13.0 CPU build has oneDNN
     lm = _float32_model(checkpoint, monkeypatch, 0)  # every product packed, oneDNN's real kernel
     assert lm.kernel == cpu_kernels.F32_KERNEL and all(linear.packed is not None for linear in _linears(lm))
     ids = torch.tensor([[5, 17, 900, 42, 7, 7, 3000, 11]])

@@ -54,6 +54,18 @@ def amx_tiles() -> bool:
     return bool(getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)())
 
 
+def _best_cpu_time(product, repeats: int, calls: int = 1) -> float:
+    """The least CPU time of `repeats` samples of `calls` calls of `product`, after one call to warm it."""
+    product()
+    times = []
+    for _ in range(repeats):
+        t = time.process_time()
+        for _ in range(calls):
+            product()
+        times.append(time.process_time() - t)
+    return min(times)
+
+
 @functools.cache
 def bf16_beats_float32(rows: int = 256, inputs: int = 1024, outputs: int = 2048, repeats: int = 3) -> bool:
     """Whether torch's bfloat16 product of a wide pass (`rows` tokens, a weight of `outputs` x
@@ -66,25 +78,17 @@ def bf16_beats_float32(rows: int = 256, inputs: int = 1024, outputs: int = 2048,
     No CPU flag told them apart, and the margins are wide enough not to flip with load."""
     weight = torch.linspace(-1, 1, outputs * inputs).view(outputs, inputs).bfloat16()
     x = torch.linspace(1, -1, rows * inputs).view(rows, inputs).bfloat16()
-
-    def best(product) -> float:
-        product()
-        times = []
-        for _ in range(repeats):
-            t = time.process_time()
-            product()
-            times.append(time.process_time() - t)
-        return min(times)
-
     with torch.inference_mode():
-        return best(lambda: F.linear(x, weight)) < best(lambda: F.linear(x.float(), weight.float()))
+        bf16 = _best_cpu_time(lambda: F.linear(x, weight), repeats)
+        return bf16 < _best_cpu_time(lambda: F.linear(x.float(), weight.float()), repeats)
 
 
 @functools.cache
 def packed_float32_wins(rows: int = 4, inputs: int = 576, outputs: int = 3072, repeats: int = 3) -> bool:
     """Whether oneDNN's packed float32 product of a few rows (`rows`, a weight of `outputs` x
     `inputs`) takes less CPU time on this CPU than torch's own, by a tenth at least (best of
-    `repeats` of 10 calls; measured once a process, ~20 ms).
+    `repeats` of 10 calls; measured once a process, ~0.2 s, most of it oneDNN's first call, which
+    the first forward would pay otherwise).
 
     Why measured: torch's float32 products are MKL's, which on an AMD EPYC (Zen 3) ran a few rows
     1.2-1.7x slower than oneDNN's packed kernel, and on other CPUs need not. The tenth keeps a
@@ -93,21 +97,12 @@ def packed_float32_wins(rows: int = 4, inputs: int = 576, outputs: int = 3072, r
         return False
     weight = torch.linspace(-1, 1, outputs * inputs).view(outputs, inputs)
     x = torch.linspace(1, -1, rows * inputs).view(rows, inputs)
-
-    def best(product) -> float:
-        product()
-        times = []
-        for _ in range(repeats):
-            t = time.process_time()
-            for _ in range(10):
-                product()
-            times.append(time.process_time() - t)
-        return min(times)
-
     with torch.inference_mode():
         packed = torch.ops.mkldnn._reorder_linear_weight(weight, rows)
-        onednn = best(lambda: torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [None], ""))
-        return onednn < 0.9 * best(lambda: F.linear(x, weight))
+        onednn = _best_cpu_time(
+            lambda: torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [None], ""), repeats, 10
+        )
+        return onednn < 0.9 * _best_cpu_time(lambda: F.linear(x, weight), repeats, 10)
 
 
 def onednn_problem() -> str | None:
@@ -168,12 +163,13 @@ class Linear(nn.Module):
         if packed is not None and x.dtype == packed.dtype and x.device.type == "cpu":
             rows = x.numel() // x.shape[-1]
             if x.dtype == torch.float32:
-                if 1 < rows <= FEW_ROWS:
-                    return torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [None], "")
-            elif rows < (WIDE_ROWS_BF16 if self.wide_bf16 else WIDE_ROWS):
+                narrow = 1 < rows <= FEW_ROWS
+            else:
+                narrow = rows < (WIDE_ROWS_BF16 if self.wide_bf16 else WIDE_ROWS)
+            if narrow:
                 return torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [None], "")
-            elif not self.wide_bf16:  # a prefill where float32 is faster: weight widened per call
-                return F.linear(x.float(), self.weight.float()).to(torch.bfloat16)
+            if x.dtype == torch.bfloat16 and not self.wide_bf16:  # a prefill where float32 is faster
+                return F.linear(x.float(), self.weight.float()).to(torch.bfloat16)  # weight widened per call
         return F.linear(x, self.weight)
 
 
@@ -200,24 +196,25 @@ def pack(linears: list[Linear], probe_with: Linear) -> str | None:
         chosen, amx = linears, amx_tiles()
         wide_bf16 = amx or bf16_beats_float32()
         name = AMX_KERNEL if amx else PREFILL_BF16_KERNEL if wide_bf16 else BF16_KERNEL
+        rows_hint, tolerance = 1, 2e-2  # bfloat16 keeps 8 bits of mantissa
     elif weight.dtype == torch.float32 and packed_float32_wins():
         chosen, name = [linear for linear in linears if linear.weight.numel() >= F32_PACK_MIN], F32_KERNEL
+        rows_hint, tolerance = 4, 1e-4  # float32 sums differ only in their order
     else:
         return None
     size = sum(linear.weight.numel() * linear.weight.element_size() for linear in chosen)
     if not chosen or size > _available_memory() / 2:  # the copies would crowd out the KV cache: torch's kernel
         return None
     for linear in chosen:
-        linear.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), 4 if name == F32_KERNEL else 1)
+        linear.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), rows_hint)
         linear.wide_bf16 = wide_bf16
     probe_with = probe_with if any(linear is probe_with for linear in chosen) else chosen[0]
     width = probe_with.weight.shape[1]
     probe = torch.stack([torch.linspace(-1, 1, width), torch.linspace(1, -1, width)]).to(weight.dtype)
     with torch.inference_mode():  # two rows: a pass that both kernels take packed
         got, expected = probe_with(probe).float(), F.linear(probe, probe_with.weight).float()
-    # bfloat16 keeps 8 bits of mantissa; float32 sums differ only in their order
-    atol = 1e-4 * expected.abs().max().item() if name == F32_KERNEL else 2e-2
-    if not torch.allclose(got, expected, rtol=1e-4 if name == F32_KERNEL else 2e-2, atol=atol):
+    scale = expected.abs().max().item() if name == F32_KERNEL else 1.0  # bfloat16's bound stays absolute
+    if not torch.allclose(got, expected, rtol=tolerance, atol=tolerance * scale):
         for linear in chosen:  # a kernel that computes otherwise: not used
             linear.packed = None
         return None
