@@ -189,3 +189,28 @@ def test_a_native_run_never_imports_transformers_model_code(twins):
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.split()[0] == "native"
     assert "transformers" not in out.stdout.split(" ", 1)[1], out.stdout
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_norm_and_rotary_embedding_are_transformers_values_bit_for_bit(dtype):
+    """The fused RMSNorm and the one-roll rotation are rewrites of transformers' arithmetic, not
+    approximations: equal bit for bit, in both dtypes the CPU runs."""
+    from transformers.models.llama import modeling_llama as hf
+
+    from sgcli.engine.llama import RMSNorm, _rotate
+
+    torch.manual_seed(3)
+    x = (torch.randn(3, 5, 64) * torch.rand(64) * 10).to(dtype)
+    ours, theirs = RMSNorm(64, 1e-5), hf.LlamaRMSNorm(64, eps=1e-5)
+    ours.weight = torch.nn.Parameter(torch.randn(64).to(dtype), requires_grad=False)
+    theirs.weight = torch.nn.Parameter(ours.weight.clone(), requires_grad=False)
+    assert torch.equal(ours(x), theirs(x))
+
+    q, k = torch.randn(3, 4, 5, 64).to(dtype), torch.randn(3, 2, 5, 64).to(dtype)
+    angles = torch.rand(3, 5, 32) * 50
+    angles = torch.cat((angles, angles), dim=-1)
+    cos, sin = angles.cos().to(dtype), angles.sin().to(dtype)
+    signed_sin = torch.cat((-sin[..., :32], sin[..., 32:]), dim=-1)[:, None]
+    expected_q, expected_k = hf.apply_rotary_pos_emb(q, k, cos, sin)
+    assert torch.equal(_rotate(q, cos[:, None], signed_sin), expected_q)
+    assert torch.equal(_rotate(k, cos[:, None], signed_sin), expected_k)

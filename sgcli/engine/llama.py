@@ -59,10 +59,9 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dtype)
+        # normalised in float32, scaled in the input's dtype, as transformers' LlamaRMSNorm does;
+        # one fused call instead of five (the same values, bit for bit)
+        return self.weight * F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps).to(x.dtype)
 
 
 class Layer(nn.Module):
@@ -72,7 +71,7 @@ class Layer(nn.Module):
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = c.num_attention_heads, c.num_key_value_heads, c.head_dim
         q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        self.split = (q, kv, kv)
+        self.split = (q + kv, kv)  # queries and keys, then values
         self.qkv = Linear(c.hidden_size, q + 2 * kv)
         self.o = Linear(q, c.hidden_size)
         self.gate_up = Linear(c.hidden_size, 2 * c.intermediate_size)
@@ -82,9 +81,10 @@ class Layer(nn.Module):
 
     def forward(self, x, cos, sin, mask, cache: KVCache | None, index: int):
         rows, length, _ = x.shape
-        q, k, v = self.qkv(self.attn_norm(x)).split(self.split, dim=-1)
-        q = _rotate(q.view(rows, length, self.heads, self.head_dim).transpose(1, 2), cos, sin)
-        k = _rotate(k.view(rows, length, self.kv_heads, self.head_dim).transpose(1, 2), cos, sin)
+        q_and_k, v = self.qkv(self.attn_norm(x)).split(self.split, dim=-1)
+        heads = self.heads + self.kv_heads  # queries and keys side by side: rotated in one go
+        q_and_k = _rotate(q_and_k.view(rows, length, heads, self.head_dim).transpose(1, 2), cos, sin)
+        q, k = q_and_k[:, : self.heads], q_and_k[:, self.heads :]
         v = v.view(rows, length, self.kv_heads, self.head_dim).transpose(1, 2)
         columns = k.shape[-2]
         if cache is not None:
@@ -97,10 +97,11 @@ class Layer(nn.Module):
         return x + self.down(F.silu(gate) * up)
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    turned = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos + turned * sin
+def _rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding: x * cos + (-x2, x1) * sin, where x1 and x2 are x's halves. `signed_sin`
+    has its first half negated, so the turn is one roll (negating a factor is exact: the same
+    values as transformers' rotate_half, in 4 calls instead of 7 on a CPU where each costs ~10 us)."""
+    return x * cos + torch.roll(x, x.shape[-1] // 2, -1) * signed_sin
 
 
 @dataclass
@@ -143,7 +144,8 @@ class Body(nn.Module):
         x = F.embedding(input_ids, self.embed.weight)
         freqs = position_ids[..., None].float() * self.inv_freq
         angles = torch.cat((freqs, freqs), dim=-1)[:, None]  # [rows, 1, length, head_dim]
-        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        half, sin = angles.shape[-1] // 2, angles.sin()
+        cos, sin = angles.cos().to(x.dtype), torch.cat((-sin[..., :half], sin[..., half:]), dim=-1).to(x.dtype)
         mask = _attention_mask(attention_mask, rows, length, past, x.dtype, x.device)
         for i, layer in enumerate(self.layers):
             x = layer(x, cos, sin, mask, cache, i)
