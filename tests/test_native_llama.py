@@ -197,7 +197,7 @@ def test_norm_and_rotary_embedding_are_transformers_values_bit_for_bit(dtype):
     approximations: equal bit for bit, in both dtypes the CPU runs."""
     from transformers.models.llama import modeling_llama as hf
 
-    from sgcli.engine.llama import RMSNorm, _rotate
+    from sgcli.engine.llama import RMSNorm, _rotate, rotary_tables
 
     torch.manual_seed(3)
     x = (torch.randn(3, 5, 64) * torch.rand(64) * 10).to(dtype)
@@ -207,10 +207,11 @@ def test_norm_and_rotary_embedding_are_transformers_values_bit_for_bit(dtype):
     assert torch.equal(ours(x), theirs(x))
 
     q, k = torch.randn(3, 4, 5, 64).to(dtype), torch.randn(3, 2, 5, 64).to(dtype)
-    angles = torch.rand(3, 5, 32) * 50
-    angles = torch.cat((angles, angles), dim=-1)
-    cos, sin = angles.cos().to(dtype), angles.sin().to(dtype)
-    signed_sin = torch.cat((-sin[..., :32], sin[..., 32:]), dim=-1)[:, None]
-    expected_q, expected_k = hf.apply_rotary_pos_emb(q, k, cos, sin)
-    assert torch.equal(_rotate(q, cos[:, None], signed_sin), expected_q)
-    assert torch.equal(_rotate(k, cos[:, None], signed_sin), expected_k)
+    positions = torch.tensor([[0, 1, 2, 3, 4], [7, 8, 9, 10, 11], [400, 401, 402, 403, 2000]])
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, 64, 2, dtype=torch.float32) / 64))
+    freqs = positions[..., None].float() * inv_freq  # transformers' LlamaRotaryEmbedding, default rope
+    angles = torch.cat((freqs, freqs), dim=-1)
+    expected_q, expected_k = hf.apply_rotary_pos_emb(q, k, angles.cos().to(dtype), angles.sin().to(dtype))
+    cos, signed_sin = rotary_tables(positions, inv_freq, dtype)
+    assert torch.equal(_rotate(q, cos, signed_sin), expected_q)
+    assert torch.equal(_rotate(k, cos, signed_sin), expected_k)

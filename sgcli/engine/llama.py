@@ -104,6 +104,16 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> tor
     return x * cos + torch.roll(x, x.shape[-1] // 2, -1) * signed_sin
 
 
+def rotary_tables(position_ids: torch.Tensor, inv_freq: torch.Tensor, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cos, signed sin) [rows, 1, length, head width] of each position's angles, as transformers
+    computes them, the sine's first half negated for `_rotate`."""
+    freqs = position_ids[..., None].float() * inv_freq
+    angles = torch.cat((freqs, freqs), dim=-1)[:, None]
+    sin = angles.sin()
+    half = sin.shape[-1] // 2
+    return angles.cos().to(dtype), torch.cat((-sin[..., :half], sin[..., half:]), dim=-1).to(dtype)
+
+
 @dataclass
 class BodyOutput:
     last_hidden_state: torch.Tensor
@@ -142,10 +152,7 @@ class Body(nn.Module):
         if position_ids is None:
             position_ids = torch.arange(past, past + length, device=input_ids.device)[None].expand(rows, -1)
         x = F.embedding(input_ids, self.embed.weight)
-        freqs = position_ids[..., None].float() * self.inv_freq
-        angles = torch.cat((freqs, freqs), dim=-1)[:, None]  # [rows, 1, length, head_dim]
-        half, sin = angles.shape[-1] // 2, angles.sin()
-        cos, sin = angles.cos().to(x.dtype), torch.cat((-sin[..., :half], sin[..., half:]), dim=-1).to(x.dtype)
+        cos, sin = rotary_tables(position_ids, self.inv_freq, x.dtype)
         mask = _attention_mask(attention_mask, rows, length, past, x.dtype, x.device)
         for i, layer in enumerate(self.layers):
             x = layer(x, cos, sin, mask, cache, i)
