@@ -107,6 +107,34 @@ def test_long_queries_and_float32_take_the_fused_kernel(monkeypatch):
     assert calls == [1, 1]
 
 
+@pytest.mark.parametrize("wins", [True, False])
+def test_a_single_bfloat16_row_takes_the_kernel_the_probe_measured_faster(wins, monkeypatch):
+    """One row (a single stream) takes the fused kernel where `single_row_sdpa_wins` measured it
+    faster, the two products where not, and both agree with the fused kernel in float32;
+    several rows keep the two products either way."""
+    calls = []
+    sdpa = F.scaled_dot_product_attention
+    monkeypatch.setattr(
+        cpu_kernels.F, "scaled_dot_product_attention", lambda *a, **kw: calls.append(1) or sdpa(*a, **kw)
+    )
+    monkeypatch.setattr(cpu_kernels, "single_row_sdpa_wins", lambda: wins)
+    for length in (1, 4):
+        q, k, v, mask = _attention_inputs(1, length, 20)
+        want = sdpa(q, k, v, attn_mask=mask, enable_gqa=True)
+        got = cpu_kernels.attend(*(t.bfloat16() for t in (q, k, v, mask))).float()
+        assert torch.allclose(got, want, atol=0.03, rtol=0.03), (got - want).abs().max()
+    assert calls == ([1, 1] if wins else [])
+    cpu_kernels.attend(*(t.bfloat16() for t in _attention_inputs(2, 1, 20)))
+    assert calls == ([1, 1] if wins else [])
+
+
+def test_the_single_row_probe_answers_once_a_process():
+    cpu_kernels.single_row_sdpa_wins.cache_clear()
+    answer = cpu_kernels.single_row_sdpa_wins()
+    assert isinstance(answer, bool) and cpu_kernels.single_row_sdpa_wins() is answer
+    assert cpu_kernels.single_row_sdpa_wins.cache_info().misses == 1
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("masked", [True, False])
 def test_spare_buffer_columns_are_never_attended_to(dtype, masked):

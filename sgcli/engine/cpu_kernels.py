@@ -231,6 +231,23 @@ def pack(linears: list[Linear], probe_with: Linear) -> str | None:
 SHORT_QUERIES = 16
 
 
+@functools.cache
+def single_row_sdpa_wins(repeats: int = 3) -> bool:
+    """Whether `scaled_dot_product_attention` in bfloat16 takes less CPU time here than the two
+    products for one row (a single stream's step: 1 position over 128 columns, SmolLM2's 9 heads
+    sharing 3; best of `repeats` of 20 calls, by a tenth at least; measured once a process, ~20 ms).
+
+    Why measured: the fused kernel's pathology was with several rows (Zen 5, above). With one
+    row, on an Intel Xeon with AMX, it took 20 us against 100 for the two products (1 x 16
+    positions: 120 against 163), whose ~10 calls cost more than their arithmetic; a CPU where
+    it does not win keeps the products (docs/performance.md, "AMX, again")."""
+    q = torch.linspace(-1, 1, 9 * 64).view(1, 9, 1, 64).bfloat16()
+    k = torch.linspace(1, -1, 3 * 128 * 64).view(1, 3, 128, 64).bfloat16()
+    with torch.inference_mode():
+        fused = _best_cpu_time(lambda: F.scaled_dot_product_attention(q, k, k, enable_gqa=True), repeats, 20)
+        return fused < 0.9 * _best_cpu_time(lambda: _two_products(q, k, k, None, 128), repeats, 20)
+
+
 def attend(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, columns: int | None = None
 ) -> torch.Tensor:
@@ -242,9 +259,17 @@ def attend(
     rows, heads, length, width = q.shape
     kv_heads, total = k.shape[1], k.shape[-2]
     columns = total if columns is None else columns
-    if q.dtype != torch.bfloat16 or q.device.type != "cpu" or length > SHORT_QUERIES:
+    fused = q.dtype != torch.bfloat16 or q.device.type != "cpu" or length > SHORT_QUERIES
+    if fused or (rows == 1 and single_row_sdpa_wins()):
         k, v = k[..., :columns, :], v[..., :columns, :]
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=heads != kv_heads)
+    return _two_products(q, k, v, mask, columns)
+
+
+def _two_products(q, k, v, mask, columns: int) -> torch.Tensor:
+    """bfloat16 attention as two matrix products and a float32 softmax (see `attend`)."""
+    rows, heads, length, width = q.shape
+    kv_heads, total = k.shape[1], k.shape[-2]
     group = heads // kv_heads
     scores = torch.matmul(q.reshape(rows, kv_heads, group * length, width), k.transpose(-1, -2))
     scores = scores.float().view(rows, kv_heads, group, length, total) * width**-0.5
