@@ -5,7 +5,8 @@ the fastest way to run it depends on the machine, and was measured machine by ma
 (docs/performance.md, "bfloat16 on the CPU", "AMX", "Zen 5"). bfloat16 products take oneDNN's
 prepacked kernel (`pack`); wide passes (prefills) take torch's bfloat16 products or float32 ones,
 whichever this CPU runs faster (`bf16_beats_float32`; always bfloat16 with AMX); attention of a
-few positions a row in bfloat16 runs as two matrix products and a softmax (`attend`). float32
+few positions a row in bfloat16 runs as two matrix products and a softmax (`attend`; a single
+row takes the fused kernel where `single_row_sdpa_wins` measures it faster). float32
 products of a few rows (drafts, batch steps) take oneDNN's packed float32 kernel where it
 measures faster than torch's own (`packed_float32_wins`; on a CPU without bf16 units).
 """
