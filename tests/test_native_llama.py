@@ -208,10 +208,8 @@ def test_norm_and_rotary_embedding_are_transformers_values_bit_for_bit(dtype):
 
     q, k = torch.randn(3, 4, 5, 64).to(dtype), torch.randn(3, 2, 5, 64).to(dtype)
     positions = torch.tensor([[0, 1, 2, 3, 4], [7, 8, 9, 10, 11], [400, 401, 402, 403, 2000]])
-    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, 64, 2, dtype=torch.float32) / 64))
-    freqs = positions[..., None].float() * inv_freq  # transformers' LlamaRotaryEmbedding, default rope
-    angles = torch.cat((freqs, freqs), dim=-1)
-    expected_q, expected_k = hf.apply_rotary_pos_emb(q, k, angles.cos().to(dtype), angles.sin().to(dtype))
-    cos, signed_sin = rotary_tables(positions, inv_freq, dtype)
+    rope = hf.LlamaRotaryEmbedding(hf.LlamaConfig(hidden_size=256, num_attention_heads=4, head_dim=64))
+    expected_q, expected_k = hf.apply_rotary_pos_emb(q, k, *rope(q, positions))  # q: only its dtype is read
+    cos, signed_sin = rotary_tables(positions, rope.inv_freq, dtype)
     assert torch.equal(_rotate(q, cos, signed_sin), expected_q)
     assert torch.equal(_rotate(k, cos, signed_sin), expected_k)
