@@ -8,7 +8,10 @@ the template's first tokens). Rounds alternate the order of the configurations. 
 completion tokens per second of wall time and per second of this process's CPU time (steadier
 on a shared machine), each with its ratio to sequential, and whether every batched output
 equals its sequential output (for any that differ: the logit gap between the two tokens at the
-first divergence, so a near tie shows as a near tie). Goals (issue 8): batch 16 >= 8x
+first divergence, so a near tie shows as a near tie). `--vllm-url` adds a vLLM server at the
+same concurrency, with the cores the machine kept busy during its run: vLLM's CPU server runs
+its engine core and API server beside its one-thread model worker and kept both of two cores
+busy, where sgcli decodes in `--threads` threads of one process. Goals (issue 8): batch 16 >= 8x
 sequential; aggregate at 16 >= vLLM CPU's at 16 concurrent requests (174 tok/s measured).
 
     python benchmarks/batch_throughput.py [--requests 32] [--max-tokens 48] [--threads 1]
@@ -19,12 +22,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from common import Clock
 
 SCHEMA = {
     "type": "object",
@@ -105,10 +105,9 @@ def batch_config(config: str) -> tuple[int, int | None]:
 def timed(fn, *args):
     """(result, wall seconds, this process's CPU seconds, completion tokens). On a shared machine the
     CPU seconds are the steadier measure: other processes' load stretches wall time unevenly."""
-    t, cpu = time.perf_counter(), time.process_time()
-    finished = fn(*args)
-    wall, cpu = time.perf_counter() - t, time.process_time() - cpu
-    return finished, wall, cpu, sum(f.completion_tokens for f in finished)
+    with Clock() as clock:
+        finished = fn(*args)
+    return finished, clock.wall, clock.cpu, sum(f.completion_tokens for f in finished)
 
 
 def tie_gap(lm, prompt: list[int], a: list[int], b: list[int]) -> float:
@@ -125,8 +124,13 @@ def tie_gap(lm, prompt: list[int], a: list[int], b: list[int]) -> float:
     return abs(float(logits[a[k]] - logits[b[k]]))
 
 
-def vllm_rate(url: str, requests, concurrency: int, max_tokens: int) -> float:
-    """Aggregate completion tokens/s of an OpenAI-compatible server at this many concurrent requests."""
+def vllm_rate(url: str, requests, concurrency: int, max_tokens: int) -> tuple[float, float | None, float]:
+    """(aggregate completion tokens/s, cores busy, completion tokens per request) of an
+    OpenAI-compatible server at this many concurrent requests. The cores are the whole machine's
+    busy CPU seconds over the run per wall second (the server's processes, and this client's few):
+    vLLM's CPU server keeps a second core busy beside its one-thread model worker (its engine
+    core, a process of its own, schedules and fills grammar masks there), where sgcli decodes in
+    `--threads` threads; None where the system does not say."""
     import concurrent.futures
     import urllib.request
 
@@ -149,10 +153,9 @@ def vllm_rate(url: str, requests, concurrency: int, max_tokens: int) -> float:
         with urllib.request.urlopen(http, timeout=600) as resp:
             return json.load(resp)["usage"]["completion_tokens"]
 
-    t = time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+    with Clock() as clock, concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
         tokens = sum(pool.map(one, requests))
-    return tokens / (time.perf_counter() - t)
+    return tokens / clock.wall, None if clock.busy is None else clock.busy / clock.wall, tokens / len(requests)
 
 
 def vllm_note(url: str | None) -> str | None:
@@ -181,6 +184,14 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--backend", default="xgrammar")
     parser.add_argument(
+        "--layout",
+        default="compact",
+        choices=("compact", "flexible"),
+        help="the JSON whitespace sgcli's grammar allows: match the vLLM server's, which reads it from its start-up "
+        "config (flexible by default; scripts/serve-vllm.sh serve PORT "
+        '--structured-outputs-config {"backend": "xgrammar", "disable_any_whitespace": true} serves compact)',
+    )
+    parser.add_argument(
         "--draft-positions",
         default="",
         help="comma-separated bounds on a step's fed positions for drafts, each run beside the engine's own choice",
@@ -204,13 +215,14 @@ def main() -> None:
 
     tokenizer = load_tokenizer(None)
     lm = load_model(resolve_model(None), device=args.device, dtype=args.dtype, threads=args.threads)
-    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(SCHEMA), "bench", json_options=JsonOptions(whitespace="compact"))
+    layout = JsonOptions(whitespace=args.layout)
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(SCHEMA), "bench", json_options=layout)
     compiled, _ = backends.compile_for(args.backend, spec, tokenizer.vocab.padded(lm.logits_width))
     session = Session(lm, tokenizer, compiled, SamplingParams(temperature=0.0), args.max_tokens, (), PromptOptions())
     print(
         f"model {lm.ref.display} {lm.dtype} on {lm.device} ({lm.impl} forward, kernel {lm.kernel or 'torch'}, "
         f"drafts up to {batching.DRAFT_POSITIONS if lm.device == 'cpu' else 'any'} positions a step), "
-        f"threads {args.threads}, backend {compiled.backend}, "
+        f"threads {args.threads}, backend {compiled.backend}, {args.layout} JSON, "
         f"{args.requests} requests x <= {args.max_tokens} tokens, {args.rounds} round(s)"
     )
     results = {}
@@ -244,32 +256,48 @@ def report(lm, requests, prompts, label, rates, reference, batched, args) -> dic
     """Print one workload's table (best round per configuration); returns it as data."""
     seq_wall, seq_cpu = (max(v[k] for v in rates["sequential"]) for k in (0, 1))
     print(f"\n{label}:")
-    print(f"  {'config':<12} {'tok/s':>7} {'x seq':>6} {'tok/cpu-s':>9} {'x seq':>6} {'same as seq':>11}  vLLM tok/s")
+    print(
+        f"  {'config':<12} {'tok/s':>7} {'x seq':>6} {'tok/cpu-s':>9} {'x seq':>6} {'tok/req':>7} {'same as seq':>11}"
+        "  vLLM tok/s (machine cores busy, tok/cpu-s, tok/req)"
+    )
     out = {}
     for c, values in rates.items():
         wall, cpu = (max(v[k] for v in values) for k in (0, 1))
+        outputs = batched.get(c, reference)
+        per_request = sum(f.completion_tokens for f in outputs) / len(outputs)
         same, gaps = "-", []
         if c in batched:
             pairs = zip(prompts, reference, batched[c])
             gaps = [tie_gap(lm, p, a.token_ids, b.token_ids) for p, a, b in pairs if a.token_ids != b.token_ids]
             same = f"{len(prompts) - len(gaps)}/{len(prompts)}"
-        vllm = "-"
+        vllm, server = "-", {}
         if args.vllm_url and c.startswith("batch") and batch_config(c)[1] is None:
             try:
-                vllm = f"{vllm_rate(args.vllm_url, requests, batch_config(c)[0], args.max_tokens):.1f}"
+                rate, cores, served = vllm_rate(args.vllm_url, requests, batch_config(c)[0], args.max_tokens)
             except (OSError, ValueError, KeyError, IndexError) as exc:  # a server that went away costs its column only
                 vllm = f"unreachable ({exc})"
+            else:
+                server = {
+                    "vllm_tokens_per_s": round(rate, 2),
+                    "vllm_cores": cores and round(cores, 2),
+                    "vllm_tokens_per_request": round(served, 1),
+                }
+                on = f" on {cores:.2f} cores ({rate / cores:.1f} tok/cpu-s" if cores else " ("
+                vllm = f"{rate:.1f}{on}, {served:.1f} tok/req)"
         gap_note = f"  (logit gaps at divergence: {', '.join(f'{g:.2e}' for g in gaps)})" if gaps else ""
         print(
-            f"  {c:<12} {wall:7.1f} {wall / seq_wall:6.2f} {cpu:9.1f} {cpu / seq_cpu:6.2f} {same:>11}  {vllm}{gap_note}"
+            f"  {c:<12} {wall:7.1f} {wall / seq_wall:6.2f} {cpu:9.1f} {cpu / seq_cpu:6.2f}"
+            f" {per_request:7.1f} {same:>11}  {vllm}{gap_note}"
         )
         out[c] = {
             "tokens_per_s": round(wall, 2),
             "x_sequential": round(wall / seq_wall, 2),
             "tokens_per_cpu_s": round(cpu, 2),
             "x_sequential_cpu": round(cpu / seq_cpu, 2),
+            "tokens_per_request": round(per_request, 1),
             "same": same,
             "gaps": gaps,
+            **server,
         }
     return out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -53,16 +54,31 @@ def schema_spec(schema: dict, compact: bool = False):
     return ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema), "benchmark", json_options=options)
 
 
+def machine_busy_seconds() -> float | None:
+    """CPU seconds every core of this machine has spent busy since boot (Linux's /proc/stat: all
+    but idle and I/O wait), or None where the system does not say."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            ticks = [int(v) for v in f.readline().split()[1:]]
+        return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class Clock:
     """Wall and CPU seconds of a block. On a machine shared with other work, wall time also counts
-    the waits for a core; with one torch thread, CPU time is the work itself and far steadier."""
+    the waits for a core; with one torch thread, CPU time is the work itself and far steadier.
+    `busy`: the whole machine's busy CPU seconds over the block (None where unknown), for work done
+    in other processes, such as a server's: its cores are `busy / wall`."""
 
     def __enter__(self):
-        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        self.wall, self.cpu, self.busy = time.perf_counter(), time.process_time(), machine_busy_seconds()
         return self
 
     def __exit__(self, *exc):
         self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+        busy = machine_busy_seconds()
+        self.busy = None if busy is None or self.busy is None else busy - self.busy
 
 
 def timed_decode(lm, compiled, ids, *, max_tokens: int, min_tokens: int = 0, jump_forward: bool = True):
