@@ -55,11 +55,12 @@ def schema_spec(schema: dict, compact: bool = False):
 
 
 def machine_busy_seconds() -> float | None:
-    """CPU seconds every core of this machine has spent busy since boot (Linux's /proc/stat: all
-    but idle and I/O wait), or None where the system does not say."""
+    """CPU seconds every core of this machine has spent busy since boot (Linux's /proc/stat: user,
+    nice, system, irq, softirq and steal; not idle nor I/O wait, and not guest time, which user
+    time already counts), or None where the system does not say."""
     try:
         with open("/proc/stat", encoding="ascii") as f:
-            ticks = [int(v) for v in f.readline().split()[1:]]
+            ticks = [int(v) for v in f.readline().split()[1:9]]
         return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None
