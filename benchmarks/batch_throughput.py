@@ -208,9 +208,9 @@ def main() -> None:
     from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
     from sgcli.engine import batching
     from sgcli.engine.loader import load_model
-    from sgcli.engine.models import resolve_model
     from sgcli.engine.sampling import SamplingParams
     from sgcli.engine.session import PromptOptions, Session
+    from sgcli.models.refs import resolve_model
     from sgcli.tokenizers import load_tokenizer
 
     tokenizer = load_tokenizer(None)

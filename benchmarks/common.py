@@ -18,7 +18,7 @@ def load_default(threads: int | None, device: str = "cpu", dtype: str = "auto", 
     import torch
 
     from sgcli.engine.loader import load_model
-    from sgcli.engine.models import resolve_model
+    from sgcli.models.refs import resolve_model
     from sgcli.tokenizers import load_tokenizer
 
     default = torch.get_num_threads()

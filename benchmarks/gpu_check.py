@@ -22,7 +22,7 @@ def load_bundle(bundle: Path, device: str, dtype: str):
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from sgcli.engine.loader import LoadedModel, pick_dtype
-    from sgcli.engine.models import ModelRef
+    from sgcli.models.refs import ModelRef
     from sgcli.tokenizers import load_tokenizer
 
     t = time.perf_counter()

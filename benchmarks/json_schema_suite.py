@@ -62,7 +62,7 @@ def suite_files(keywords: list[str] | None = None) -> list[Path]:
 
 
 def _accepts(compiled, vocab, text: str) -> bool:
-    from sgcli.grammar_dev.matching import walk
+    from sgcli.backends.matching import walk
 
     return walk(compiled.matcher(), vocab.encode(text)).accepted
 

@@ -61,8 +61,8 @@ def main() -> None:
     from sgcli.backends import check_supports
     from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
     from sgcli.engine.loader import load_model
-    from sgcli.engine.models import resolve_model
-    from sgcli.engine.timing import percentile
+    from sgcli.models.refs import resolve_model
+    from sgcli.timing import percentile
     from sgcli.tokenizers import load_tokenizer
 
     ref = resolve_model(None)

@@ -39,7 +39,7 @@ def main() -> None:
     import torch
 
     from sgcli.engine.loader import load_model
-    from sgcli.engine.models import resolve_model
+    from sgcli.models.refs import resolve_model
 
     default = torch.get_num_threads()
     lms = {d: load_model(resolve_model(None), device="cpu", dtype=d) for d in ("float32", "bfloat16")}

@@ -72,7 +72,7 @@ def random_llama(
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from sgcli.engine.loader import LoadedModel
-    from sgcli.engine.models import ModelRef
+    from sgcli.models.refs import ModelRef
 
     torch.manual_seed(1234)
     config = LlamaConfig(

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from sgcli.batch.records import RecordWriter
 from sgcli.constraints.spec import ConstraintSpec, Kind
-from sgcli.engine.records import RecordWriter
 from sgcli.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -267,7 +267,7 @@ def test_shared_prefixes_finds_the_longest_head_per_prompt():
 def _default_model_session(smol_tokenizer) -> Session:
     """The default model in float32 on a capital-city schema (compact), jump-forward off."""
     from sgcli.engine.loader import load_model
-    from sgcli.engine.models import resolve_model
+    from sgcli.models.refs import resolve_model
 
     lm = load_model(resolve_model(None), device="cpu", dtype="float32", threads=1)
     capital = {

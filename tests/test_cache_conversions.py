@@ -152,7 +152,7 @@ def test_concurrent_first_runs_both_convert_and_damaged_weights_are_rebuilt(tmp_
     script = textwrap.dedent(
         """
         from sgcli.engine.loader import load_model
-        from sgcli.engine.models import resolve_model
+        from sgcli.models.refs import resolve_model
         from sgcli.tokenizers import load_tokenizer
         load_tokenizer(None)
         print(load_model(resolve_model(None), device="cpu", threads=1).ref.display)

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from sgcli.backends import get_backend, unsupported_reason
+from sgcli.backends.matching import enforcing_backends
 from sgcli.constraints.spec import ConstraintSpec, Kind
-from sgcli.grammar_dev.matching import enforcing_backends
 
 
 @pytest.fixture(autouse=True)
@@ -24,7 +24,7 @@ def _records(result) -> list[dict]:
 
 
 def _cacheable_backend() -> str:
-    from sgcli.cache.grammars import is_cacheable
+    from sgcli.backends.compile_cache import is_cacheable
 
     names = [n for n in enforcing_backends() if is_cacheable(get_backend(n))]
     assert names, "at least one backend (xgrammar) implements serialize/deserialize"
@@ -89,7 +89,7 @@ class _SlowLoad(_Slow):
 
 
 def test_a_compile_faster_than_a_load_is_not_stored_and_says_why(smol_tokenizer, run_cli):
-    from sgcli.cache.grammars import compile_cached
+    from sgcli.backends.compile_cache import compile_cached
 
     backend = _SlowLoad(get_backend(_cacheable_backend()))
     spec, vocab = _spec("@iso8601"), smol_tokenizer.vocab
@@ -102,8 +102,8 @@ def test_a_compile_faster_than_a_load_is_not_stored_and_says_why(smol_tokenizer,
 
 
 def test_a_slow_compile_is_stored_and_a_hit_gives_a_working_matcher(smol_tokenizer):
-    from sgcli.cache.grammars import compile_cached
-    from sgcli.grammar_dev.matching import accepts_bytes
+    from sgcli.backends.compile_cache import compile_cached
+    from sgcli.backends.matching import accepts_bytes
 
     backend = _Slow(get_backend(_cacheable_backend()))
     spec, vocab = _spec("@iso8601"), smol_tokenizer.vocab
@@ -115,7 +115,7 @@ def test_a_slow_compile_is_stored_and_a_hit_gives_a_working_matcher(smol_tokeniz
 
 
 def _entry(backend, spec, vocab):
-    from sgcli.cache.grammars import cache_key, compiled_dir
+    from sgcli.backends.compile_cache import cache_key, compiled_dir
 
     (path,) = compiled_dir().rglob(f"{cache_key(backend, spec, vocab)}.entry")
     return path
@@ -123,7 +123,7 @@ def _entry(backend, spec, vocab):
 
 @pytest.mark.parametrize("damage", ["flip a byte", "truncate", "empty", "unloadable with a good checksum"])
 def test_a_damaged_entry_is_detected_rebuilt_and_reported(smol_tokenizer, damage):
-    from sgcli.cache.grammars import compile_cached
+    from sgcli.backends.compile_cache import compile_cached
 
     backend = _Slow(get_backend(_cacheable_backend()))
     spec, vocab = _spec("@iso8601"), smol_tokenizer.vocab
@@ -145,8 +145,8 @@ def test_a_damaged_entry_is_detected_rebuilt_and_reported(smol_tokenizer, damage
 
 
 def test_entries_swapped_between_keys_never_give_a_hit(smol_tokenizer):
-    from sgcli.cache.grammars import compile_cached
-    from sgcli.grammar_dev.matching import accepts_bytes
+    from sgcli.backends.compile_cache import compile_cached
+    from sgcli.backends.matching import accepts_bytes
 
     backend = _Slow(get_backend(_cacheable_backend()))
     vocab = smol_tokenizer.vocab
@@ -199,7 +199,7 @@ def test_concurrent_writers_never_leave_a_mixed_file(tmp_path):
 
 
 def test_cache_key_depends_on_tokenizer_and_grammar(smol_tokenizer):
-    from sgcli.cache.grammars import cache_key, tokenizer_identity
+    from sgcli.backends.compile_cache import cache_key, tokenizer_identity
     from sgcli.constraints.spec import JsonOptions
 
     vocab = smol_tokenizer.vocab

@@ -10,9 +10,10 @@ import time
 import pytest
 
 from sgcli.backends import get_backend
-from sgcli.backends.bounded import CompileLimitError, LimitHit, Limits, compile_bounded, run_bounded, set_limits
+from sgcli.backends.bounded import CompileLimitError, compile_bounded
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import UserError
+from sgcli.limits import LimitHit, Limits, run_bounded, set_limits
 
 
 @pytest.fixture(autouse=True)
@@ -46,7 +47,7 @@ def test_run_bounded_returns_the_childs_value_and_stops_a_slow_child():
 
 
 def test_a_started_child_runs_beside_the_caller_and_can_be_cancelled():
-    from sgcli.backends.bounded import start_bounded
+    from sgcli.limits import start_bounded
 
     answer = start_bounded(lambda: os.getpid(), timeout_s=10, memory_mb=0)
     assert answer.result() != os.getpid()  # it ran in another process

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from sgcli.backends import get_backend
-from sgcli.backends.bounded import Limits, current_limits, set_limits
 from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.limits import Limits, current_limits, set_limits
 
 SCHEMA = '{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}'
 
@@ -38,20 +38,20 @@ def forks(monkeypatch):
 
 
 def _compile(vocab, text=SCHEMA):
-    from sgcli.cache.grammars import compile_cached
+    from sgcli.backends.compile_cache import compile_cached
 
     spec = ConstraintSpec(Kind.JSON_SCHEMA, text, "s.json")
     return compile_cached(get_backend("llguidance"), spec, vocab)
 
 
 def _probe_file():
-    from sgcli.cache.grammars import compiled_dir
+    from sgcli.backends.compile_cache import compiled_dir
 
     return list(compiled_dir().rglob("*.probe"))
 
 
 def test_a_grammar_that_passed_its_trial_compiles_without_one_next_time(smol_tokenizer, forks):
-    from sgcli.grammar_dev.matching import accepts_bytes
+    from sgcli.backends.matching import accepts_bytes
 
     first = _compile(smol_tokenizer.vocab)
     assert len(forks) == 1 and len(_probe_file()) == 1

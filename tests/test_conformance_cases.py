@@ -50,8 +50,8 @@ def test_jsonschema_agrees_with_every_expected_verdict(keyword, case):
 def test_llguidance_never_accepts_an_invalid_instance(keyword, case):
     """What llguidance compiles it enforces (it refuses what it cannot): the reason `auto` puts it first."""
     from sgcli.backends import check_supports
+    from sgcli.backends.matching import feed
     from sgcli.errors import UserError
-    from sgcli.grammar_dev.matching import feed
     from sgcli.lint.runner import byte_vocab
 
     spec, vocab = schema_spec(keyword, case), byte_vocab()
@@ -73,8 +73,8 @@ def test_llguidance_never_accepts_an_invalid_instance(keyword, case):
 def test_minimum_not_enforced_agrees_with_each_matcher(group):
     """J001 `minimum` for a backend exactly when its actual matcher accepts an invalid instance."""
     from sgcli.backends import check_supports
+    from sgcli.backends.matching import backends_for, feed
     from sgcli.errors import UserError
-    from sgcli.grammar_dev.matching import backends_for, feed
     from sgcli.lint import Linter, LintOptions
     from sgcli.lint.runner import byte_vocab
 
@@ -97,7 +97,7 @@ def test_minimum_not_enforced_agrees_with_each_matcher(group):
 @pytest.mark.parametrize("case", GRAMMARS, ids=lambda c: c["name"])
 def test_every_backend_for_a_grammar_accepts_and_rejects_as_expected(case):
     from sgcli.backends import check_supports
-    from sgcli.grammar_dev.matching import backends_for, feed
+    from sgcli.backends.matching import backends_for, feed
     from sgcli.lint.runner import byte_vocab
 
     spec, vocab = ConstraintSpec(Kind(case["kind"]), case["text"], case["name"]), byte_vocab()

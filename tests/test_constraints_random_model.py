@@ -13,8 +13,8 @@ import pytest
 from helpers import generate_with
 
 from sgcli.backends import get_backend
+from sgcli.backends.matching import enforcing_backends
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
-from sgcli.grammar_dev.matching import enforcing_backends
 
 SEEDS = range(12)
 

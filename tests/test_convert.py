@@ -34,8 +34,8 @@ def _load_lark(text: str):
 def test_real_gbnf_grammars_convert_to_lark_the_lark_library_and_every_lark_backend_load(path, smol_tokenizer):
     path = corpora.resolve(path)
     from sgcli.backends import get_backend
-    from sgcli.grammar_dev.convert import to_lark
-    from sgcli.grammar_dev.matching import backends_for
+    from sgcli.backends.matching import backends_for
+    from sgcli.dialects.convert import to_lark
 
     lark_text = to_lark(path.read_text(), "gbnf", str(path))
     assert lark_text.startswith("start:") or "\nstart:" in lark_text
@@ -48,7 +48,7 @@ def test_real_gbnf_grammars_convert_to_lark_the_lark_library_and_every_lark_back
 
 
 def test_gbnf_to_lark_renames_rules_and_translates_repetitions():
-    from sgcli.grammar_dev.convert import to_lark
+    from sgcli.dialects.convert import to_lark
 
     lark_text = to_lark('root ::= my-item{2,3} rest\nmy-item ::= [a-c\\]] | "\\x41"\nrest ::= "x"{2,} | "y"?\n')
     assert lark_text.splitlines() == [
@@ -65,7 +65,7 @@ def test_library_lark_agrees_with_its_test_cases_under_the_lark_library():
     """The independent check: lark's own parser gives every case of json.test.yaml its verdict."""
     import lark
 
-    from sgcli.grammar_dev.convert import to_lark
+    from sgcli.dialects.convert import to_lark
     from sgcli.grammar_dev.grammar_tests import load_suite
 
     suite = load_suite(str(Path(__file__).resolve().parent.parent / "sgcli" / "grammars" / "json.test.yaml"))
@@ -234,8 +234,8 @@ def test_unsupported_conversions_exit_2(run_cli):
 
 
 def test_to_lark_is_the_public_entry_point():
+    from sgcli.dialects.convert import to_lark
     from sgcli.errors import UserError
-    from sgcli.grammar_dev.convert import to_lark
 
     assert to_lark("[0-9]{2}", "regex") == "start: /[0-9]/ ~ 2\n"
     with pytest.raises(UserError):

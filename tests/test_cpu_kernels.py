@@ -17,7 +17,7 @@ import torch
 
 from sgcli.engine import cpu_kernels
 from sgcli.engine.loader import load_model
-from sgcli.engine.models import resolve_model
+from sgcli.models.refs import resolve_model
 
 PROBLEM = cpu_kernels.bf16_kernel_problem()  # None on a CPU with AVX-512 BF16 or AMX
 # the packed kernels a CPU may get

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sgcli.backends import get_backend, unsupported_reason
-from sgcli.grammar_dev.matching import enforcing_backends
+from sgcli.backends.matching import enforcing_backends
 
 LIBRARY = Path(__file__).resolve().parent.parent / "sgcli" / "grammars"
 CASE_FILES = sorted(LIBRARY.glob("*.test.yaml"))
@@ -72,7 +72,7 @@ def test_a_failing_case_exits_1_and_names_case_and_backend(run_cli, tmp_path):
 
 
 def test_inputs_go_through_real_tokenizations(smol_tokenizer):
-    from sgcli.grammar_dev.matching import tokenizations
+    from sgcli.backends.matching import tokenizations
 
     vocab = smol_tokenizer.vocab
     text = "SELECT DISTINCT city"
@@ -86,7 +86,7 @@ def test_inputs_go_through_real_tokenizations(smol_tokenizer):
 
 def test_a_tokenization_only_failure_is_caught(smol_tokenizer):
     """A grammar that accepts the string byte by byte but not as the tokenizer spells it."""
-    from sgcli.cache.grammars import compile_cached
+    from sgcli.backends.compile_cache import compile_cached
     from sgcli.constraints.spec import ConstraintSpec, Kind
     from sgcli.grammar_dev.grammar_tests import Case, check_case
 

@@ -197,7 +197,7 @@ def test_lint_never_says_all_passed_after_a_read_error(run_cli, tmp_path):
 
 
 def test_non_utf8_input_line_rejects_only_that_line():
-    from sgcli.engine.requests import BadLine, read_requests
+    from sgcli.batch.requests import BadLine, read_requests
 
     data = b'{"id": 1, "prompt": "a"}\n{"id": 2, "prompt": "caf\xe9"}\n{"id": 3, "prompt": "c"}\n'
     items = list(read_requests(data, "p.jsonl"))
@@ -207,14 +207,14 @@ def test_non_utf8_input_line_rejects_only_that_line():
 
 
 def test_duplicate_ids_are_found():
-    from sgcli.engine.requests import duplicate_ids, read_requests
+    from sgcli.batch.requests import duplicate_ids, read_requests
 
     data = b'{"id": 1, "prompt": "a"}\n{"id": "1", "prompt": "b"}\n{"id": 1, "prompt": "c"}\n{"prompt": "d"}\n'
     assert duplicate_ids(list(read_requests(data, "p"))) == [1]
 
 
 def test_deeply_nested_input_line_is_one_bad_line():
-    from sgcli.engine.requests import BadLine, read_requests
+    from sgcli.batch.requests import BadLine, read_requests
 
     data = b'{"id": 1, "prompt": "a"}\n' + b"[" * 100000 + b"\n"
     items = list(read_requests(data, "p"))
@@ -222,7 +222,7 @@ def test_deeply_nested_input_line_is_one_bad_line():
 
 
 def test_offline_hub_fails_fast_naming_the_fix(run_cli, monkeypatch, tmp_path):
-    from sgcli.engine import hub
+    from sgcli.models import hub
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
@@ -235,7 +235,7 @@ def test_offline_hub_fails_fast_naming_the_fix(run_cli, monkeypatch, tmp_path):
 
 
 def test_unreachable_hub_is_detected_by_a_short_probe(monkeypatch):
-    from sgcli.engine import hub
+    from sgcli.models import hub
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     for var in hub._PROXY_VARS:

@@ -12,9 +12,9 @@ import re
 import pytest
 
 from sgcli.backends import check_supports
+from sgcli.backends.matching import enforcing_backends
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.errors import UserError
-from sgcli.grammar_dev.matching import enforcing_backends
 
 SCHEMA = {
     "type": "object",
@@ -83,7 +83,7 @@ def test_the_oracle_is_not_trivial():
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_every_backend_accepts_and_rejects_what_the_flag_means(layout):
-    from sgcli.grammar_dev.matching import accepts_bytes
+    from sgcli.backends.matching import accepts_bytes
     from sgcli.lint.runner import byte_vocab
 
     options = LAYOUTS[layout]

@@ -166,7 +166,7 @@ def test_think_budget_zero_thinks_not_at_all(tiny_lm, smol_tokenizer):
 @pytest.fixture(scope="module")
 def smol_lm():
     from sgcli.engine.loader import load_model
-    from sgcli.engine.models import resolve_model
+    from sgcli.models.refs import resolve_model
 
     return load_model(resolve_model(None), device="cpu")
 

@@ -69,8 +69,8 @@ def test_corpus_grammar_lints_as_expected(linter, path):
 
 def test_corpus_grammars_compile_where_no_compile_error_is_expected():
     """The S001 entries above are the only compile failures: every other (file, backend) compiles."""
+    from sgcli.backends.matching import backends_for
     from sgcli.constraints.sources import from_file
-    from sgcli.grammar_dev.matching import backends_for
     from sgcli.lint.backend_checks import compile_with
     from sgcli.lint.runner import byte_vocab
 

@@ -86,8 +86,8 @@ def test_every_rule_has_a_near_miss():
 
 
 def test_w002_reported_for_each_backend_with_flexible_whitespace_and_not_when_bounded():
+    from sgcli.backends.matching import backends_for
     from sgcli.constraints.sources import from_file
-    from sgcli.grammar_dev.matching import backends_for
 
     path = CASES / "w002_json_whitespace.json"
     flexible = [(d.code, d.line, d.col, d.backend) for d in lint(path.name)]
@@ -101,8 +101,8 @@ def test_minimum_reported_exactly_for_the_backends_whose_matcher_accepts_a_small
     """J001 must agree with each backend's actual matcher: walk `4` (below minimum 5)
     through every backend that compiles the schema, independently of sgcli lint."""
     from sgcli.backends import check_supports
+    from sgcli.backends.matching import backends_for, feed
     from sgcli.constraints.sources import from_file
-    from sgcli.grammar_dev.matching import backends_for, feed
 
     spec = from_file(str(CASES / "j001_minimum.json"))
     vocab = byte_vocab()

@@ -96,7 +96,7 @@ def test_default_model_direct_load_matches_from_pretrained():
     from transformers import AutoModelForCausalLM
 
     from sgcli.engine.loader import convert_gguf, load_state_direct
-    from sgcli.engine.models import resolve_model
+    from sgcli.models.refs import resolve_model
 
     folder = convert_gguf(resolve_model(None).path)
     direct = load_state_direct(folder, torch.float32)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sgcli.grammar_dev.matching import backends_for
+from sgcli.backends.matching import backends_for
 
 SCHEMA = '{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}'
 

@@ -224,7 +224,7 @@ def fake_hub(monkeypatch, smol_tokenizer, tmp_path):
     """hf_hub_download answering from a folder, recording what it was asked."""
     import huggingface_hub
 
-    import sgcli.engine.hub as hub
+    import sgcli.models.hub as hub
 
     calls = []
     repo = tmp_path / "hub"
@@ -255,7 +255,7 @@ def test_revision_reaches_every_tokenizer_download(fake_hub):
 def test_gguf_file_from_the_hub_goes_through_the_content_keyed_conversion_cache(fake_hub, monkeypatch):
     import sgcli.tokenizers.gguf as gguf_tokenizers
     from sgcli.cache.paths import converted_dir
-    from sgcli.engine.models import default_gguf, resolve_model
+    from sgcli.models.refs import default_gguf, resolve_model
     from sgcli.tokenizers import load_tokenizer
 
     calls, repo = fake_hub
@@ -276,7 +276,7 @@ def test_gguf_file_from_the_hub_goes_through_the_content_keyed_conversion_cache(
 def test_offline_hub_gguf_is_exit_2(run_cli, monkeypatch):
     import huggingface_hub
 
-    import sgcli.engine.hub as hub
+    import sgcli.models.hub as hub
 
     def download(*args, **kwargs):
         assert kwargs.get("local_files_only") is True
@@ -291,9 +291,9 @@ def test_offline_hub_gguf_is_exit_2(run_cli, monkeypatch):
 def test_revision_and_trust_reach_from_pretrained(monkeypatch):
     import transformers
 
-    import sgcli.engine.hub as hub
+    import sgcli.models.hub as hub
     from sgcli.engine.loader import _from_pretrained
-    from sgcli.engine.models import resolve_model
+    from sgcli.models.refs import resolve_model
 
     seen = {}
 
@@ -320,9 +320,9 @@ def test_revision_and_trust_reach_from_pretrained(monkeypatch):
 def test_custom_code_without_trust_is_exit_2_naming_the_risk(monkeypatch, tmp_path):
     import transformers
 
-    import sgcli.engine.hub as hub
+    import sgcli.models.hub as hub
     from sgcli.engine.loader import _from_pretrained
-    from sgcli.engine.models import resolve_model
+    from sgcli.models.refs import resolve_model
 
     def refuse(location, **kwargs):
         raise ValueError(f"{location} contains custom code ... Please pass the argument `trust_remote_code=True`")
@@ -364,7 +364,7 @@ def test_dtype_auto_is_float32_on_cpu_and_the_checkpoints_own_on_a_gpu(tiny_chec
     import torch
 
     import sgcli.engine.loader as loader
-    from sgcli.engine.models import resolve_model
+    from sgcli.models.refs import resolve_model
 
     ref = resolve_model(str(tiny_checkpoint))
     assert loader.load_model(ref, device="cpu").dtype == "float32"  # the measured CPU rule
@@ -491,7 +491,7 @@ def test_generate_without_the_generate_extra_names_it_before_the_model(run_cli, 
     installing the model alone would only lead to the extra's error next."""
     import importlib.util
 
-    from sgcli.engine import models
+    from sgcli.models import refs as models
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))

@@ -19,8 +19,8 @@ import torch
 from sgcli.engine.decode import cache_keyword
 from sgcli.engine.kv import empty_cache
 from sgcli.engine.loader import load_model
-from sgcli.engine.models import resolve_model
 from sgcli.errors import UserError
+from sgcli.models.refs import resolve_model
 
 
 def _checkpoint(folder, vocab_size: int, *, tied: bool, kv_heads: int, scale: float = 0.3):
@@ -181,7 +181,7 @@ def test_a_native_run_never_imports_transformers_model_code(twins):
     script = (
         "import sys, torch\n"
         "from sgcli.engine.loader import load_model\n"
-        "from sgcli.engine.models import resolve_model\n"
+        "from sgcli.models.refs import resolve_model\n"
         f"lm = load_model(resolve_model({str(folder)!r}), device='cpu')\n"
         "with torch.inference_mode(): lm.model(input_ids=torch.tensor([[1, 2, 3]]))\n"
         "print(lm.impl, sorted(m for m in sys.modules if m.startswith('transformers')))\n"

@@ -53,13 +53,13 @@ def test_real_record_matches_model_and_json_schema(tiny_lm, smol_tokenizer):
 
 
 def test_bad_batch_line_record_has_the_same_keys_as_a_normal_record():
-    from sgcli.engine.requests import BadLine, read_requests
+    from sgcli.batch.requests import BadLine, read_requests
 
     (bad,) = list(read_requests('{"id": 1, "prompt": 5}\n', "in.jsonl"))
     assert isinstance(bad, BadLine)
     record = bad.record()
     GenerationRecord.model_validate(record)
-    from sgcli.engine.records import LOCAL_ONLY
+    from sgcli.batch.records import LOCAL_ONLY
 
     # only where they apply: reasoning mode, a server, the in-process model (the session adds those)
     required = set(GenerationRecord.model_fields) - {"reasoning", "think_budget", "engine", *LOCAL_ONLY}

@@ -399,7 +399,7 @@ def test_compare_backends_engine_still_checks_the_constraint(run_cli):
 def test_ordered_writer_holds_records_until_those_before_are_done():
     import io
 
-    from sgcli.engine.batch_output import OrderedWriter
+    from sgcli.batch.output import OrderedWriter
 
     sink = io.StringIO()
     writer = OrderedWriter(sink)

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_process_started_counts_the_time_before_sgcli_was_imported():
     code = (
         "import time; time.sleep(0.6)\n"
-        "from sgcli.engine.timing import process_started\n"
+        "from sgcli.timing import process_started\n"
         "print(time.perf_counter() - process_started())"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

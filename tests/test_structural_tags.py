@@ -14,9 +14,9 @@ import pytest
 
 from sgcli.backends import get_backend, structural_tag
 from sgcli.backends.base import new_bitmask
+from sgcli.backends.matching import walk
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import UserError
-from sgcli.grammar_dev.matching import walk
 
 ARGS = {
     "type": "object",

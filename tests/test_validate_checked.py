@@ -14,7 +14,7 @@ import pytest
 from helpers import WEATHER_TAGS
 
 from sgcli.constraints.spec import ConstraintSpec, Kind
-from sgcli.constraints.validate import validate
+from sgcli.validation.validate import validate
 
 UNIQ = json.dumps({"type": "array", "items": {"type": "string"}, "uniqueItems": True})
 WRAP = 'start: "tags: " @tags\n'
@@ -183,7 +183,7 @@ def test_structural_tag_at_least_one_and_stop_after_first():
 
 
 def test_backend_none_with_gbnf_never_claims_valid_unchecked(tiny_lm, smol_tokenizer):
-    from sgcli.constraints import lark_check
+    from sgcli.validation import lark_check
     from tests.helpers import generate_with
 
     spec = ConstraintSpec(Kind.EBNF, GBNF, "g.gbnf")

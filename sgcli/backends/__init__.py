@@ -119,7 +119,7 @@ def compile_for(name: str, spec: ConstraintSpec, vocab, compile_one=None) -> tup
     [{backend, reason}] for every backend `auto` tried and skipped (empty otherwise).
     `compile_one(backend)`, when given, compiles instead of the default: through the grammar cache,
     bounded by the compile limits (`sgcli.backends.bounded`)."""
-    from sgcli.cache.grammars import compile_cached
+    from sgcli.backends.compile_cache import compile_cached
 
     compile_one = compile_one or (lambda backend: compile_cached(backend, spec, vocab).compiled)
     if name == "auto":

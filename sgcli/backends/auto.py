@@ -42,7 +42,7 @@ def compile_auto(spec: ConstraintSpec, vocab, compile_one=None) -> tuple[Compile
     """(the first successful compilation in AUTO_ORDER, [{backend, reason}] for each skipped one).
     `compile_one(backend)` compiles (default: through the grammar cache, bounded)."""
     from sgcli.backends import get_backend, unsupported_reason
-    from sgcli.cache.grammars import compile_cached
+    from sgcli.backends.compile_cache import compile_cached
 
     fallbacks: list[dict] = []
     first_error: UserError | None = None

@@ -1,78 +1,23 @@
 """Compiles that cannot take the process down: a time and a memory ceiling on every compile.
 
 Every compile in every command goes through `compile_bounded`. It first compiles in a forked
-child under RLIMIT_AS, which the parent kills when `--compile-timeout` passes; only when the child
-finished in time does the parent compile (fork shares every warm per-vocabulary structure, and a
-compile is deterministic, so the second one is bounded by the first). Why a child and not a
-thread: all three grammar libraries release the GIL while compiling, so a daemon thread *could*
-be timed out, but it cannot be stopped or given a memory ceiling - an abandoned outlines-core
-compile of `a{1,1000000}` keeps a core busy and grows past 4 GB until the process exits.
-Measurements and the trade-off: docs/limits.md.
-
-`run_bounded` is the worker itself, also used by the grammar cache to bound serialization.
+child under RLIMIT_AS (`sgcli.limits.run_bounded`), which the parent kills when
+`--compile-timeout` passes; only when the child finished in time does the parent compile (fork
+shares every warm per-vocabulary structure, and a compile is deterministic, so the second one is
+bounded by the first). Measurements and the trade-off: docs/limits.md.
 """
 
 from __future__ import annotations
 
-import faulthandler
-import json
-import os
-import select
-import signal
-import tempfile
 import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 
-from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.constraints.spec import ConstraintSpec, Kind, check_size
 from sgcli.errors import UserError
+from sgcli.limits import LimitHit, Limits, current_limits, run_bounded
 
-DEFAULT_TIMEOUT_S = 30.0
-DEFAULT_MEMORY_MB = 4096
-DEFAULT_MAX_BYTES = 1 << 20  # the largest schema in the project's corpora is 130 KB
-
-
-@dataclass(frozen=True)
-class Limits:
-    timeout_s: float = DEFAULT_TIMEOUT_S  # 0: no time limit
-    memory_mb: int = DEFAULT_MEMORY_MB  # 0: no memory ceiling
-    max_bytes: int = DEFAULT_MAX_BYTES  # 0: no size limit
-
-
-def _env_limits() -> Limits:
-    """The defaults, or the SGCLI_COMPILE_* variables (the CLI's flags read them too), so code that
-    compiles without the CLI (tests, embedding) follows the same settings."""
-
-    def read(name: str, kind, default):
-        try:
-            return kind(os.environ[name])
-        except (KeyError, ValueError):
-            return default
-
-    return Limits(
-        read("SGCLI_COMPILE_TIMEOUT", float, DEFAULT_TIMEOUT_S),
-        read("SGCLI_COMPILE_MEMORY", int, DEFAULT_MEMORY_MB),
-        read("SGCLI_MAX_CONSTRAINT_BYTES", int, DEFAULT_MAX_BYTES),
-    )
-
-
-_limits = _env_limits()
 # A fork copies only the forking thread: a library lock held by another thread at that moment
 # stays locked forever in the child. Bounded compiles are therefore one at a time per process.
 _compile_lock = threading.RLock()
-
-
-def set_limits(limits: Limits) -> None:
-    """Set the limits for every later compile in this process (the CLI does, from its flags)."""
-    global _limits
-    if limits.timeout_s < 0 or limits.memory_mb < 0 or limits.max_bytes < 0:
-        raise UserError("--compile-timeout, --compile-memory and --max-constraint-bytes must not be negative")
-    _limits = limits
-
-
-def current_limits() -> Limits:
-    return _limits
 
 
 class CompileLimitError(UserError):
@@ -86,34 +31,9 @@ class CompileLimitError(UserError):
         self.flag = flag
 
 
-class LimitHit(Exception):
-    """`run_bounded`'s child ran past a limit: `kind` is 'time' or 'memory'."""
-
-    def __init__(self, kind: str, detail: str = ""):
-        super().__init__(kind)
-        self.kind = kind
-        self.detail = detail
-
-
-def check_size(spec: ConstraintSpec, limits: Limits | None = None) -> None:
-    """Refuse a constraint larger than `--max-constraint-bytes` before anything reads it further."""
-    limits = limits or _limits
-    if not limits.max_bytes:
-        return
-    for name, part in ((None, spec), *spec.subgrammars):
-        size = len(part.text.encode("utf-8"))
-        if size > limits.max_bytes:
-            where = f"{part.origin}: " if part.origin else ""
-            raise UserError(
-                f"{where}the {part.kind.label} is {size:,} bytes, over the limit of {limits.max_bytes:,} bytes"
-                + (f" (sub-grammar @{name})" if name else ""),
-                hint="raise the limit with --max-constraint-bytes (0 turns it off)",
-            )
-
-
 def compile_bounded(backend, spec: ConstraintSpec, vocab):
     """`backend.compile(spec, vocab)` under the current limits; a limit is a CompileLimitError."""
-    limits = _limits
+    limits = current_limits()
     check_size(spec, limits)
     if spec.kind is Kind.NONE or not (limits.timeout_s or limits.memory_mb):
         return backend.compile(spec, vocab)
@@ -146,140 +66,3 @@ def _limit_error(hit: LimitHit, backend_name: str, spec: ConstraintSpec, limits:
         f"{what} crashed the grammar library" + (f": {hit.detail}" if hit.detail else ""),
         hint="a bug in the grammar library, not in your constraint alone; try another --backend",
     )
-
-
-_MEMORY_WORDS = ("bad_alloc", "memory allocation", "MemoryError", "out of memory", "Cannot allocate memory")
-
-
-def run_bounded(fn: Callable[[], object], *, timeout_s: float, memory_mb: int) -> object:
-    """Run `fn` in a forked child with a time limit and an address-space ceiling; returns what
-    `fn` returned (JSON-able). Raises LimitHit('time' | 'memory' | 'crash') when the child ran past
-    a limit or died; any other exception of `fn` comes back as LimitHit('raised', its text)."""
-    return start_bounded(fn, timeout_s=timeout_s, memory_mb=memory_mb).result()
-
-
-def start_bounded(fn: Callable[[], object], *, timeout_s: float, memory_mb: int) -> Bounded:
-    """`run_bounded`, started now and collected later: the caller works on while the child runs
-    (on another core), then `result()` waits for it. The time limit counts from now."""
-    return Bounded(fn, timeout_s, memory_mb)
-
-
-class Bounded:
-    """A forked child's work in progress (`start_bounded`); `result()` once, or `cancel()`."""
-
-    def __init__(self, fn: Callable[[], object], timeout_s: float, memory_mb: int):
-        self._deadline = time.monotonic() + timeout_s if timeout_s else None
-        self._value: object = None
-        self._pid = 0
-        if not hasattr(os, "fork"):
-            self._value = fn()  # no fork (Windows): unbounded, as documented in docs/limits.md
-            return
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # else HF tokenizers warns at fork
-        self._read_fd, write_fd = os.pipe()
-        self._stderr = tempfile.TemporaryFile()
-        self._pid = os.fork()
-        if self._pid == 0:  # the child: never returns
-            os.close(self._read_fd)
-            _child(fn, write_fd, self._stderr.fileno(), memory_mb)
-        os.close(write_fd)
-
-    def result(self) -> object:
-        if not self._pid:
-            return self._value
-        pid, self._pid = self._pid, 0
-        try:
-            data = _read_until_eof(self._read_fd, self._deadline)
-        except BaseException:  # the time limit, or Ctrl-C in the parent: the child goes too
-            os.kill(pid, signal.SIGKILL)
-            raise
-        finally:
-            os.close(self._read_fd)
-            _, status = os.waitpid(pid, 0)  # EOF came: the child is exiting (or was just killed)
-            self._stderr.seek(0)
-            log = self._stderr.read()[-4096:].decode("utf-8", "replace")
-            self._stderr.close()
-        return _outcome(data, status, log)
-
-    def cancel(self) -> None:
-        """Stop the child if it still runs (its work is no longer wanted)."""
-        if self._pid:
-            pid, self._pid = self._pid, 0
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            os.close(self._read_fd)
-            self._stderr.close()
-
-
-def _child(fn, write_fd: int, stderr_fd: int, memory_mb: int) -> None:
-    code = 0
-    try:
-        os.dup2(stderr_fd, 2)
-        faulthandler.disable()  # a native crash is reported by the parent, not dumped on the terminal
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-        if memory_mb:
-            _cap_address_space(memory_mb)
-        try:
-            reply = {"status": "ok", "value": fn()}
-        except MemoryError:
-            reply = {"status": "memory"}
-        except BaseException as exc:  # noqa: BLE001 - reported to the parent, which decides
-            text = f"{type(exc).__name__}: {exc}"
-            reply = {"status": "memory" if any(w in text for w in _MEMORY_WORDS) else "raised", "detail": text[:500]}
-        payload = json.dumps(reply).encode()
-        while payload:
-            payload = payload[os.write(write_fd, payload) :]
-    except BaseException:  # noqa: BLE001
-        code = 70
-    finally:
-        os._exit(code)
-
-
-def _cap_address_space(memory_mb: int) -> None:
-    """RLIMIT_AS = what the child already maps (the parent's model, libraries) + the ceiling."""
-    import resource
-
-    try:
-        with open("/proc/self/status") as f:
-            vm_kb = next(int(line.split()[1]) for line in f if line.startswith("VmSize:"))
-    except (OSError, StopIteration, ValueError):
-        return  # no /proc: no ceiling rather than a wrong one
-    cap = vm_kb * 1024 + memory_mb * (1 << 20)
-    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-
-
-def _read_until_eof(fd: int, deadline: float | None) -> bytes:
-    chunks = []
-    while True:
-        remaining = None if deadline is None else deadline - time.monotonic()
-        if remaining is not None and remaining <= 0:
-            raise LimitHit("time")
-        ready, _, _ = select.select([fd], [], [], remaining)
-        if not ready:
-            continue
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-
-
-def _outcome(data: bytes, status: int, log: str) -> object:
-    try:
-        reply = json.loads(data) if data else None
-    except ValueError:
-        reply = None
-    if reply is not None and reply.get("status") == "ok":
-        return reply.get("value")
-    if reply is not None and reply.get("status") == "memory":
-        raise LimitHit("memory", reply.get("detail", ""))
-    if reply is None and (any(w in log for w in _MEMORY_WORDS) or os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9):
-        raise LimitHit("memory", log.strip().splitlines()[-1] if log.strip() else "killed")
-    if reply is not None:
-        raise LimitHit("raised", reply.get("detail", ""))
-    raise LimitHit("crash", _death(status, log))
-
-
-def _death(status: int, log: str) -> str:
-    last = log.strip().splitlines()[-1] if log.strip() else ""
-    if os.WIFSIGNALED(status):
-        return f"signal {signal.Signals(os.WTERMSIG(status)).name}" + (f" ({last})" if last else "")
-    return f"exit status {os.WEXITSTATUS(status)}" + (f" ({last})" if last else "")

@@ -67,8 +67,8 @@ def bench(
     Exit codes: 0 measured, 1 an item failed to compile or a valid instance was
     rejected, 2 bad input or usage, or a compile limit was hit (see --compile-timeout).
     """
+    from sgcli.backends.matching import select_backends
     from sgcli.grammar_dev import bench as core
-    from sgcli.grammar_dev.matching import select_backends
     from sgcli.tokenizers import load_tokenizer
 
     fmt = output_format_of(output_format, json_out, stream=True)

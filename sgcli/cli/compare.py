@@ -122,7 +122,7 @@ def _compile(backend_name: str, spec: ConstraintSpec, vocab, row: dict):
         )
         row.update(skipped=True, error=f"{backend_name} {reason}")
         return None
-    from sgcli.cache.grammars import compile_cached
+    from sgcli.backends.compile_cache import compile_cached
 
     try:
         compiled = compile_cached(backend, spec, vocab).compiled
@@ -279,8 +279,8 @@ def _report(rows: list[dict], fmt: str, *, no_generate: bool) -> None:
 
 
 def _compare_masks(spec, names, variants, vocab, text) -> list[dict]:
-    from sgcli.engine.timing import percentile
-    from sgcli.grammar_dev.matching import walk_masks
+    from sgcli.backends.matching import walk_masks
+    from sgcli.timing import percentile
 
     rows: list[dict] = []
     for row, compiled in _each_compiled(spec, names, variants, vocab, rows):

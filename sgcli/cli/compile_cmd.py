@@ -64,8 +64,8 @@ def compile_files(
     Exit codes: 0 all compiled, 1 some grammar failed to compile, 2 bad usage or an
     unreadable file.
     """
+    from sgcli.backends.matching import select_backends
     from sgcli.grammar_dev.grammar_tests import parse_kind
-    from sgcli.grammar_dev.matching import select_backends
     from sgcli.tokenizers import load_tokenizer
 
     chosen_kind = parse_kind(kind) if kind else None
@@ -92,8 +92,8 @@ def compile_files(
 def compile_row(spec, name: str, vocab) -> dict:
     """One report row: status ok | error | unsupported | unavailable, with the details."""
     from sgcli.backends import get_backend, unsupported_reason
-    from sgcli.cache.grammars import compile_cached
-    from sgcli.grammar_dev.matching import backends_for
+    from sgcli.backends.compile_cache import compile_cached
+    from sgcli.backends.matching import backends_for
 
     impl = get_backend(name)
     from sgcli import RECORD_SCHEMA_VERSION

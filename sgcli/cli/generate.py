@@ -120,8 +120,8 @@ def generate(
     # A single prompt prints its record (json or jsonl: one object either way) or its text.
     json_out = output_format_of(output_format, json_out, stream=True) != "text"
     from sgcli import backends
+    from sgcli.batch.records import RecordWriter
     from sgcli.constraints.sources import read_bytes
-    from sgcli.engine.records import RecordWriter
     from sgcli.lint import preflight
 
     backend = backend or backends.DEFAULT_BACKEND
@@ -186,8 +186,8 @@ def generate(
         backends.check_supports(backend, spec)  # fail fast, before the model loads
     ref = model_flags.ref()
 
+    from sgcli.batch.requests import Request, start_prompt
     from sgcli.cli.progress import stage_progress
-    from sgcli.engine.requests import Request, start_prompt
 
     # Grammar first, model last: the tokenizer loads fast, the model is the slow part.
     with stage_progress(f"loading {ref.display} tokenizer") as progress:
@@ -237,8 +237,8 @@ def _run_batch(session, batch: tuple[bytes, str], writer, *, quiet: bool = False
 
     from rich.markup import escape
 
+    from sgcli.batch.requests import BadLine, duplicate_ids, read_requests
     from sgcli.cli.progress import count_progress
-    from sgcli.engine.requests import BadLine, duplicate_ids, read_requests
     from sgcli.engine.session import Request
 
     items = list(read_requests(*batch))
@@ -294,7 +294,7 @@ def _compile_checked(backend: str, spec, tokenizer, max_tokens: int):
     from rich.markup import escape
 
     from sgcli import backends
-    from sgcli.grammar_dev.matching import enforcing_backends
+    from sgcli.backends.matching import enforcing_backends
     from sgcli.lint import preflight
 
     compiled, fallbacks = backends.compile_for(backend, spec, tokenizer.vocab)

@@ -42,10 +42,10 @@ def generate_on_engine(
 
 
 def _batch(job, batch, records, *, quiet: bool) -> int:
+    from sgcli.batch.output import OrderedWriter
+    from sgcli.batch.requests import read_requests
     from sgcli.cli.generate import BatchTally
     from sgcli.cli.progress import count_progress
-    from sgcli.engine.batch_output import OrderedWriter
-    from sgcli.engine.requests import read_requests
     from sgcli.serving.runner import run_batch
 
     items = list(read_requests(*batch))
@@ -68,8 +68,8 @@ def _batch(job, batch, records, *, quiet: bool) -> int:
 
 
 def _single(job, prompt, *, json_out: bool, sink, quiet: bool) -> int:
+    from sgcli.batch.requests import Request
     from sgcli.cli.generate import end_single
-    from sgcli.engine.requests import Request
     from sgcli.serving.runner import run_single
 
     record = run_single(job, Request(None, prompt), None if json_out else sink.write_text)

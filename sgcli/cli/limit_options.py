@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from sgcli.backends.bounded import DEFAULT_MAX_BYTES, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
+from sgcli.limits import DEFAULT_MAX_BYTES, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 
 _PANEL = "Limits and cache"
 
@@ -71,8 +71,8 @@ _OPTIONS = {
 
 def with_compile_limits(command: Callable) -> Callable:
     """`command` with the limit and cache flags added; they are applied before it runs."""
-    from sgcli.backends.bounded import Limits, current_limits, set_limits
-    from sgcli.cache.grammars import cache_enabled, set_cache_enabled
+    from sgcli.backends.compile_cache import cache_enabled, set_cache_enabled
+    from sgcli.limits import Limits, current_limits, set_limits
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):

@@ -54,7 +54,7 @@ def masks(
     2 bad input or flags.
     """
     from sgcli import backends
-    from sgcli.cache.grammars import compile_cached
+    from sgcli.backends.compile_cache import compile_cached
     from sgcli.grammar_dev.dryrun import dry_run
     from sgcli.tokenizers import load_tokenizer
 

@@ -174,8 +174,8 @@ class ModelFlags:
     def ref(self):
         """The model reference (a --gguf-file is downloaded here). A missing [generate] extra is named
         first: installing the model alone would only lead to that error next."""
-        from sgcli.engine.models import resolve_model
         from sgcli.extras import require
+        from sgcli.models.refs import resolve_model
 
         require("generate", "running a model")
 
@@ -298,7 +298,7 @@ class PromptFlags:
             raise UserError("--chat-template-kwargs has no template to go to with --raw", hint="drop one of them")
 
     def options(self):
-        from sgcli.engine.requests import PromptOptions
+        from sgcli.batch.requests import PromptOptions
 
         return PromptOptions(self.system, self.raw, self.template_name, self.template_kwargs())
 

@@ -47,8 +47,8 @@ def test(
     2 malformed test file or bad flags.
     """
     from sgcli.backends import check_supports
+    from sgcli.backends.matching import select_backends
     from sgcli.grammar_dev.grammar_tests import load_suite, run_suite
-    from sgcli.grammar_dev.matching import select_backends
     from sgcli.tokenizers import load_tokenizer
 
     suites = [load_suite(f) for f in files]  # a malformed file fails (exit 2) before any compile

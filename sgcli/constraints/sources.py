@@ -200,7 +200,7 @@ def from_file(path: str, kind: Kind | None = None, json_options: JsonOptions | N
     if kind is Kind.REGEX:
         text = text.rstrip("\n")
     spec = ConstraintSpec(kind, text, origin, json_options=json_options or JsonOptions())
-    from sgcli.backends.bounded import check_size  # --max-constraint-bytes, before any parse
+    from sgcli.constraints.spec import check_size  # --max-constraint-bytes, before any parse
 
     check_size(spec)
     check_nesting(spec)

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 
 from sgcli.errors import Location, UserError, offset_to_line_col
+from sgcli.limits import Limits, current_limits
 
 
 class Kind(str, enum.Enum):
@@ -214,3 +215,19 @@ def _check_pattern(pattern: str) -> None:
             f"--whitespace-pattern is not a valid regex: {exc.msg} at {exc.pos}",
             hint="e.g. --whitespace-pattern '[ ]{0,2}'",
         ) from None
+
+
+def check_size(spec: ConstraintSpec, limits: Limits | None = None) -> None:
+    """Refuse a constraint larger than `--max-constraint-bytes` before anything reads it further."""
+    limits = limits or current_limits()
+    if not limits.max_bytes:
+        return
+    for name, part in ((None, spec), *spec.subgrammars):
+        size = len(part.text.encode("utf-8"))
+        if size > limits.max_bytes:
+            where = f"{part.origin}: " if part.origin else ""
+            raise UserError(
+                f"{where}the {part.kind.label} is {size:,} bytes, over the limit of {limits.max_bytes:,} bytes"
+                + (f" (sub-grammar @{name})" if name else ""),
+                hint="raise the limit with --max-constraint-bytes (0 turns it off)",
+            )

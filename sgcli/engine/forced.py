@@ -29,7 +29,7 @@ def _utf8_prefix(data: bytes) -> str:
 def encode_bytes(vocab: Vocab, data: bytes) -> list[int]:
     """Token ids for `data` as a continuation; [] when it cannot be tokenized here."""
     if vocab.encode is None:
-        from sgcli.grammar_dev.matching import longest_match_ids
+        from sgcli.backends.matching import longest_match_ids
 
         return longest_match_ids(vocab, data) or []
     text = _utf8_prefix(data)

@@ -83,7 +83,7 @@ def _write_config(source: Path, target: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from sgcli.engine.models import resolve_model
+    from sgcli.models.refs import resolve_model
 
     try:
         ref = resolve_model(argv[0] if argv else None)

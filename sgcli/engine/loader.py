@@ -18,8 +18,8 @@ from pathlib import Path
 
 from sgcli.cache import conversions
 from sgcli.cache.paths import converted_dir
-from sgcli.engine.models import ModelRef
 from sgcli.errors import UserError
+from sgcli.models.refs import ModelRef
 
 Progress = Callable[[str, int, int], None]  # (stage description, step, total steps)
 
@@ -377,7 +377,7 @@ def load_state_direct(folder: Path, torch_dtype):
 def _from_pretrained(ref: ModelRef, torch_dtype, placement: dict | None = None):
     from transformers import AutoModelForCausalLM
 
-    from sgcli.engine.hub import hub_options, offline, offline_error
+    from sgcli.models.hub import hub_options, offline, offline_error
 
     _quiet_transformers()
     if ref.kind == "dir" and not ref.trust_remote_code and _needs_remote_code(ref.path / "config.json"):

@@ -12,16 +12,17 @@ from typing import Any
 
 from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.backends.base import Compiled
-from sgcli.constraints.validate import Verdict, validate
+from sgcli.batch.records import REASONING_ONLY, error_record
+from sgcli.batch.requests import Prompt, PromptOptions, Request, start_prompt
 from sgcli.engine.decode import decode
 from sgcli.engine.loader import LoadedModel
-from sgcli.engine.records import REASONING_ONLY, error_record
-from sgcli.engine.requests import Prompt, PromptOptions, Request, start_prompt
 from sgcli.engine.sampling import SamplingParams
 from sgcli.engine.sequence import Finished, TokenEvent
-from sgcli.engine.timing import percentile, start_to_first_token_ms
 from sgcli.errors import UserError
+from sgcli.timing import percentile, start_to_first_token_ms
 from sgcli.tokenizers.base import Tokenizer
+from sgcli.validation.validate import validate
+from sgcli.validation.verdict import Verdict
 
 
 @dataclass
@@ -244,7 +245,7 @@ def context_length(lm: LoadedModel) -> int | None:
 
 
 def _verdict(compiled: Compiled, f: Finished):
-    """The independent check of one output (sgcli.constraints.validate), told how this backend
+    """The independent check of one output (sgcli.validation.validate), told how this backend
     reads regexes; its own matcher is offered only as a last resort, and only if it enforces."""
     from sgcli.backends import get_backend
     from sgcli.constraints.spec import Kind
@@ -253,7 +254,7 @@ def _verdict(compiled: Compiled, f: Finished):
     encode = compiled.vocab.encode
 
     def matcher_check(text: str) -> bool:
-        from sgcli.grammar_dev.matching import feed
+        from sgcli.backends.matching import feed
 
         return feed(compiled, list(encode(text))).accepted
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sgcli.constraints.spec import ConstraintSpec, Kind
-from sgcli.engine.timing import percentile
 from sgcli.errors import Location, UserError
+from sgcli.timing import percentile
 
 
 @dataclass
@@ -191,8 +191,8 @@ def _bench_item(result: BackendResult, item: Item, vocab) -> dict:
     Times are the library's own (`Compiled.compile_s`: the compile, or the load on a hit), not
     the bounded-compile child that runs first (see sgcli/backends/bounded.py)."""
     from sgcli.backends import compile_for, get_backend, unsupported_reason
-    from sgcli.cache.grammars import HIT, cache_enabled, compile_cached
-    from sgcli.grammar_dev.matching import walk_masks
+    from sgcli.backends.compile_cache import HIT, cache_enabled, compile_cached
+    from sgcli.backends.matching import walk_masks
 
     record: dict = {"item": item.name, "kind": item.spec.kind.value, "backend": result.backend}
     impl = get_backend(result.backend)

@@ -1,8 +1,7 @@
 """`sgcli convert`: between GBNF and Lark, and regex / JSON Schema to either, with a round-trip check.
 
-Every conversion reads the source with sgcli's one reader per dialect (positions kept) into
-the grammar model and prints it (grammar_dev/printers.py); a JSON Schema is first turned into
-grammar text by a backend's translator (xgrammar: llguidance and outlines-core print none).
+Text dialects convert in `dialects/convert.py`; a JSON Schema is first turned into grammar text
+by a backend's translator (xgrammar: llguidance and outlines-core print none).
 
 The check compiles both grammars on every backend that takes both, and there feeds each
 grammar strings the other accepts: random walks of the source's matcher over the
@@ -15,136 +14,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sgcli.backends.conversions import json_schema_to_ebnf, printed_by
 from sgcli.constraints.spec import ConstraintSpec, Kind
-from sgcli.errors import Location, UserError, offset_to_line_col
-
-TARGETS = {"lark": "lark", "gbnf": "gbnf", "ebnf": "gbnf"}
-_KINDS = {"lark": Kind.LARK, "gbnf": Kind.EBNF}
-# What structure findings make a grammar unprintable (every backend rejects it too).
-_FATAL = ("G001", "G003", "G007")
-
-
-def to_lark(text: str, dialect: str = "gbnf", origin: str | None = None) -> str:
-    """Lark text for a grammar in `dialect` ("gbnf"/"ebnf", "regex"); the Lark library can load it.
-
-    The public entry point for re-parsing outputs with an independent parser (lark).
-    Raises a positioned UserError for what Lark cannot express."""
-    kind = {"gbnf": Kind.EBNF, "ebnf": Kind.EBNF, "regex": Kind.REGEX}.get(dialect)
-    if kind is None:
-        raise UserError(f"to_lark: unknown source dialect '{dialect}'", hint="gbnf, ebnf or regex")
-    return convert_spec(ConstraintSpec(kind, text, origin), "lark").text
+from sgcli.dialects.convert import print_model, read_model, target_of, without_lookaheads
+from sgcli.errors import UserError
 
 
 def convert_spec(spec: ConstraintSpec, to: str) -> ConstraintSpec:
-    """The converted grammar as a spec of the target kind (read with positions, printed from the model)."""
-    from sgcli.grammar_dev.printers import Printer
-
-    target = TARGETS.get(to.lower())
-    if target is None:
-        raise UserError(f"cannot convert to '{to}'", hint="--to lark or --to gbnf")
-    if spec.kind is Kind.LARK and target == "lark":
-        raise UserError(f"{spec.name} is Lark already", hint="--to gbnf")
-    grammar, text, origin = _model(spec)
-    printed = Printer(grammar, target, text, origin).grammar()
-    return ConstraintSpec(_KINDS[target], printed, f"{spec.name} (as {_KINDS[target].label})")
-
-
-def _model(spec: ConstraintSpec):
-    """(grammar model, the text its positions refer to, that text's name) for any convertible kind."""
-    from sgcli.lint.grammar_model import Grammar, ParseError, Rule
-
-    text, origin = spec.text, spec.origin
-    try:
-        if spec.kind is Kind.EBNF:
-            from sgcli.lint.gbnf import parse_gbnf
-
-            grammar = parse_gbnf(text)
-        elif spec.kind is Kind.LARK:
-            from sgcli.lint.lark import parse_lark
-
-            grammar = parse_lark(text)
-            _refuse_lark_only(grammar, text, origin)
-        elif spec.kind in (Kind.REGEX, Kind.CHOICE):
-            from sgcli.lint.regex_parse import parse_regex
-
-            text = spec.as_regex()
-            parsed = parse_regex(text)
-            _refuse_features(parsed.features, text, origin)
-            grammar = Grammar("regex", "root", [Rule("root", parsed.node, 0)])
-        elif spec.kind is Kind.JSON_SCHEMA:
-            from sgcli.backends.conversions import json_schema_to_ebnf, printed_by
-            from sgcli.lint.gbnf import parse_gbnf
-
-            text, origin = json_schema_to_ebnf(spec), f"{printed_by(spec)}'s EBNF for {spec.name}"
-            grammar = parse_gbnf(text)
-            for rule in grammar.rules:  # its lookaheads only repeat what the JSON grammar makes follow
-                rule.body = _without_lookaheads(rule.body)
-        else:
-            raise UserError(f"no conversion from {spec.kind.label}", hint="convert GBNF, Lark, regex or JSON Schema")
-    except ParseError as exc:
-        raise UserError(
-            f"cannot read this {spec.kind.label}: {exc.message}", location=_at(text, exc.pos, origin)
-        ) from None
-    _refuse_structure(grammar, text, origin)
-    return grammar, text, origin
-
-
-def _at(text: str, pos: int, origin: str | None) -> Location:
-    return Location(origin, *offset_to_line_col(text, pos))
-
-
-def _refuse_structure(grammar, text: str, origin: str | None) -> None:
-    from sgcli.lint.structure import Structure
-
-    found = sorted(
-        (d for d in Structure(grammar, text, origin or "").run() if d.code in _FATAL), key=lambda d: (d.line, d.col)
-    )
-    if found:
-        d = found[0]
-        raise UserError(f"{d.message} ({d.code})", location=Location(origin, d.line, d.col), hint=d.hint)
-
-
-def _refuse_features(features, text: str, origin: str | None) -> None:
-    if features:
-        f = features[0]
-        raise UserError(
-            f"a regex {f.what} ({f.source}) has no equivalent in a grammar",
-            location=_at(text, f.pos, origin),
-            hint="spell the alternatives out without it",
-        )
-
-
-def _refuse_lark_only(grammar, text: str, origin: str | None) -> None:
-    """Lark's lexer directives have no GBNF equivalent: say so at the directive."""
-    _refuse_features(grammar.regex_features, text, origin)
-    if grammar.ignores:
-        raise UserError(
-            "%ignore (tokens skipped between all others) has no equivalent in GBNF",
-            location=_at(text, text.find("%ignore"), origin),
-            hint="write the whitespace into the rules where it may appear",
-        )
-    if grammar.external:
-        name = sorted(grammar.external)[0]
-        where = max(text.find("%import"), text.find("%declare"), 0)
-        raise UserError(
-            f"`{name}` comes from %import/%declare or a template, which GBNF has no equivalent for",
-            location=_at(text, where, origin),
-            hint=f"define `{name}` in the grammar itself",
-        )
-
-
-def _without_lookaheads(node):
-    from sgcli.lint.grammar_model import Alt, Lit, Opaque, Rep, Seq
-
-    if isinstance(node, Opaque) and node.what == "lookahead":
-        return Lit(node.pos, "")
-    if isinstance(node, Seq):
-        node.items = [_without_lookaheads(i) for i in node.items]
-    elif isinstance(node, Alt):
-        node.alts = [_without_lookaheads(a) for a in node.alts]
-    elif isinstance(node, Rep):
-        node.body = _without_lookaheads(node.body)
-    return node
+    """The converted grammar as a spec of the target kind; a JSON Schema through a backend's EBNF."""
+    target = target_of(spec, to)
+    if spec.kind is not Kind.JSON_SCHEMA:
+        return print_model(spec, read_model(spec), target)
+    text, origin = json_schema_to_ebnf(spec), f"{printed_by(spec)}'s EBNF for {spec.name}"
+    grammar, text, origin = read_model(spec, text, origin)
+    for rule in grammar.rules:  # its lookaheads only repeat what the JSON grammar makes follow
+        rule.body = without_lookaheads(rule.body)
+    return print_model(spec, (grammar, text, origin), target)
 
 
 @dataclass
@@ -163,8 +48,8 @@ def _compile_all(spec: ConstraintSpec, vocab, report: RoundTrip, role: str, only
     """Compile `spec` with every enforcing backend that supports it (or just `only`); notes for those that cannot."""
     from sgcli.backends import get_backend
     from sgcli.backends.bounded import CompileLimitError
-    from sgcli.cache.grammars import compile_cached
-    from sgcli.grammar_dev.matching import backends_for
+    from sgcli.backends.compile_cache import compile_cached
+    from sgcli.backends.matching import backends_for
 
     compiled = {}
     for name in backends_for(spec):
@@ -199,7 +84,7 @@ def round_trip(
     reading of the schema), so that a difference is the conversion's and not one backend
     disagreeing with another (that is what `sgcli test` and `compare-backends` are for).
     """
-    from sgcli.grammar_dev.matching import accepts_bytes, sample_strings
+    from sgcli.backends.matching import accepts_bytes, sample_strings
 
     report = RoundTrip()
     sources = _compile_all(source, vocab, report, "source", only)

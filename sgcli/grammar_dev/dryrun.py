@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 
 from sgcli.backends.base import Compiled, allowed_ids, new_bitmask
-from sgcli.grammar_dev.matching import byte_ids, canonical_ids, walk
+from sgcli.backends.matching import byte_ids, canonical_ids, walk
 from sgcli.tokenizers.vocab import Vocab
 
 ACCEPTED, PREFIX, REJECTED, START = "accepted", "prefix", "rejected", "start"

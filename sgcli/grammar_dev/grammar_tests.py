@@ -6,7 +6,7 @@
       - {input: '{"a": 1}', accept: true, description: one member}
       - {input: '{"a": }', accept: false}
 
-Each case is checked on every backend through every spelling in `sgcli.grammar_dev.matching`:
+Each case is checked on every backend through every spelling in `sgcli.backends.matching`:
 the bytes (the whole string, independent of tokenization) and the real tokenizations
 ("canonical": the tokenizer's own encoding; "longest": greedy longest match), the latter
 two token by token against the mask as in decoding. A case passes on a backend when
@@ -200,7 +200,7 @@ def _case(index: int, value, at) -> Case:
 
 def check_case(compiled, case: Case) -> Outcome:
     """Run one case through every spelling of its input on one compiled grammar."""
-    from sgcli.grammar_dev.matching import feed, tokenizations
+    from sgcli.backends.matching import feed, tokenizations
 
     outcome = Outcome(case, compiled.backend, True)
     spellings = tokenizations(compiled.vocab, case.input)
@@ -225,7 +225,7 @@ def check_case(compiled, case: Case) -> Outcome:
 def run_suite(suite: Suite, names: list[str], vocab, *, use_cache: bool | None = None) -> Report:
     from sgcli.backends import get_backend, unsupported_reason
     from sgcli.backends.bounded import CompileLimitError
-    from sgcli.cache.grammars import compile_cached
+    from sgcli.backends.compile_cache import compile_cached
 
     runs, outcomes = [], []
     for name in names:

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, replace
 
 from sgcli.backends.base import Compiled, CompileWarning
 from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.dialects.regex_parse import RegexFeature
 from sgcli.errors import UserError
 from sgcli.lint.diagnostic import Diagnostic, at_offset
-from sgcli.lint.regex_parse import RegexFeature
 
 _REGEX_POSITION = re.compile(r"at position (\d+)")
 _WRAPPER = re.compile(r"^.*? rejected by \S+: ")  # sgcli's own "EBNF rejected by xgrammar: "
@@ -35,7 +35,7 @@ class BackendCompile:
 def compile_with(name: str, spec: ConstraintSpec, vocab) -> BackendCompile:
     from sgcli.backends import check_supports
     from sgcli.backends.bounded import CompileLimitError
-    from sgcli.cache.grammars import compile_cached
+    from sgcli.backends.compile_cache import compile_cached
 
     backend = check_supports(name, spec)
     try:
@@ -218,7 +218,7 @@ def feature_diagnostics(
 
 def special_token_literals(spec: ConstraintSpec, grammar, vocab, tokenizer_name: str) -> list[Diagnostic]:
     """T001: grammar literals containing the text of a special token."""
-    from sgcli.lint.grammar_model import Lit, walk
+    from sgcli.dialects.grammar_model import Lit, walk
 
     specials = {}
     for i in sorted(vocab.special_ids):

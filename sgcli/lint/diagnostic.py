@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.errors import offset_to_line_col
-
-ERROR = "error"
-WARNING = "warning"
+from sgcli.lint.rules import RULES
 
 
 @dataclass(frozen=True)
@@ -26,14 +25,10 @@ class Diagnostic:
 
     def __post_init__(self):
         if not self.severity:
-            from sgcli.lint.rules import RULES
-
             object.__setattr__(self, "severity", RULES[self.code].severity)
 
     @property
     def name(self) -> str:
-        from sgcli.lint.rules import RULES
-
         return RULES[self.code].name
 
     def sort_key(self):
@@ -43,8 +38,6 @@ class Diagnostic:
         return replace(self, notes=self.notes + (note,))
 
     def as_dict(self) -> dict:
-        from sgcli import RECORD_SCHEMA_VERSION
-
         return {
             "schema_version": RECORD_SCHEMA_VERSION,  # sgcli/records/ Diagnostic
             "code": self.code,

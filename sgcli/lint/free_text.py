@@ -10,7 +10,7 @@ the model may stop there.
 
 from __future__ import annotations
 
-from sgcli.lint.grammar_model import Alt, Chars, Node, Ref, Rep, Seq, walk
+from sgcli.dialects.grammar_model import Alt, Chars, Node, Ref, Rep, Seq, walk
 
 # Excluding only these from "any character" still leaves free text (`.`, `[^\n]`, `[^\r\n]`).
 _LINE_CHARS = {0, 9, 10, 13}

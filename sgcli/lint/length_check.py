@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 
+from sgcli.dialects.shortest import ShortestStrings, fewest_tokens
 from sgcli.lint.diagnostic import Diagnostic, at_offset
-from sgcli.lint.shortest import ShortestStrings, fewest_tokens
 
 
 def shortest_sentence(grammar=None, schema=None, has_schema: bool = False) -> str | None:
@@ -35,7 +35,7 @@ def shortest_sentence(grammar=None, schema=None, has_schema: bool = False) -> st
 def too_long(
     spec, sentence: str, vocab, compiled_runs, max_tokens: int, tokenizer_name: str, root_span: tuple[int, int] | None
 ) -> list[Diagnostic]:
-    from sgcli.grammar_dev.matching import feed
+    from sgcli.backends.matching import feed
 
     ids = fewest_tokens(vocab, sentence.encode("utf-8"))
     if ids is None or len(ids) <= max_tokens:

@@ -11,6 +11,7 @@ Two stages, so a mistake costs as little as possible:
 
 from __future__ import annotations
 
+from sgcli.backends.matching import accepts_nothing
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import Location, UserError
 from sgcli.lint.diagnostic import Diagnostic
@@ -36,12 +37,10 @@ def structure_errors(spec: ConstraintSpec) -> None:
 
 def certain_failures(spec: ConstraintSpec, compiled, max_tokens: int, tokenizer_name: str) -> list[Diagnostic]:
     """L001 findings for `compiled` (against its own vocabulary); exit 2 if it accepts no text at all."""
-    from sgcli.grammar_dev.dryrun import dry_run
     from sgcli.lint.length_check import shortest_sentence, too_long
     from sgcli.lint.runner import read_grammar
 
-    start = dry_run(compiled, None, top=0).end
-    if start.n_allowed == 0 and not start.can_stop:
+    if accepts_nothing(compiled):
         raise UserError(
             f"the {spec.kind.label} accepts no text at all; every generation would fail",
             location=Location(spec.origin) if spec.origin else None,

@@ -20,7 +20,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from sgcli.lint.diagnostic import ERROR, WARNING
+from sgcli import RECORD_SCHEMA_VERSION
+
+ERROR = "error"
+WARNING = "warning"
 
 FAMILIES = {
     "S": "syntax and compile errors and warnings",
@@ -50,8 +53,6 @@ class LintRule:
 
     def as_dict(self) -> dict:
         """As `sgcli rule --json` prints it: the fields, with the family's name after the severity."""
-        from sgcli import RECORD_SCHEMA_VERSION
-
         row = asdict(self)
         head = {"schema_version": RECORD_SCHEMA_VERSION, **{k: row.pop(k) for k in ("code", "name", "severity")}}
         return {**head, "family": self.family, **row}  # sgcli/records/ Rule

@@ -86,7 +86,7 @@ class Linter:
         """The backends to run: the one named (exit 2 if it cannot take this file), or every
         enforcing backend that supports the file's kind and JSON options."""
         from sgcli.backends import check_supports, get_backend, unsupported_reason
-        from sgcli.grammar_dev.matching import enforcing_backends
+        from sgcli.backends.matching import enforcing_backends
 
         if self.options.backend not in ("all", "auto"):
             named = (self.options.backend,) if isinstance(self.options.backend, str) else self.options.backend
@@ -120,7 +120,7 @@ class Linter:
         if kind is Kind.REGEX:
             text = text.rstrip("\n")
         spec = ConstraintSpec(kind, text, origin, json_options=self.options.json_options)
-        from sgcli.backends.bounded import check_size  # --max-constraint-bytes, before any rule runs
+        from sgcli.constraints.spec import check_size  # --max-constraint-bytes, before any rule runs
 
         check_size(spec)
         return self.lint_spec(with_subgrammars(spec, list(self.options.subs)))
@@ -248,19 +248,19 @@ def _input_problem(spec: ConstraintSpec) -> Diagnostic | None:
 
 def read_grammar(spec: ConstraintSpec):
     """(grammar, regex features, S004 diagnostic or None) for a GBNF, Lark or regex file."""
-    from sgcli.lint.grammar_model import Grammar, ParseError, Rule
+    from sgcli.dialects.grammar_model import Grammar, ParseError, Rule
 
     try:
         if spec.kind is Kind.EBNF:
-            from sgcli.lint.gbnf import parse_gbnf
+            from sgcli.dialects.gbnf import parse_gbnf
 
             return parse_gbnf(spec.text), [], None
         if spec.kind is Kind.LARK:
-            from sgcli.lint.lark import parse_lark
+            from sgcli.dialects.lark import parse_lark
 
             grammar = parse_lark(spec.text)
             return grammar, grammar.regex_features, None
-        from sgcli.lint.regex_parse import parse_regex
+        from sgcli.dialects.regex_parse import parse_regex
 
         parsed = parse_regex(spec.text)
         return Grammar("regex", "regex", [Rule("regex", parsed.node, 0)]), parsed.features, None

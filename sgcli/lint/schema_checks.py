@@ -12,8 +12,8 @@ import json
 
 from sgcli.backends.base import Compiled
 from sgcli.constraints.jsonpos import SchemaText
+from sgcli.dialects.regex_parse import RegexFeature, parse_regex
 from sgcli.lint.diagnostic import Diagnostic, at_offset
-from sgcli.lint.regex_parse import RegexFeature, parse_regex
 from sgcli.lint.schema_probes import Probe
 
 _LAYOUTS = [
@@ -31,7 +31,7 @@ def dumps(value, layout: dict) -> str:
 
 def accepts(compiled: Compiled, text: str) -> bool:
     """Whether the backend's matcher takes `text` (tokenized by the vocabulary) to a stop."""
-    from sgcli.grammar_dev.matching import feed
+    from sgcli.backends.matching import feed
 
     vocab = compiled.vocab
     if vocab.encode is None:
@@ -133,7 +133,7 @@ def pattern_features(schema, stext: SchemaText) -> list[RegexFeature]:
     """Regex features (lookaround, backreferences, ...) inside `pattern` values, at their
     positions in the file."""
     from sgcli.backends.schema_warnings import iter_subschemas
-    from sgcli.lint.grammar_model import ParseError
+    from sgcli.dialects.grammar_model import ParseError
 
     found = []
     for path, node in iter_subschemas(schema):

@@ -264,7 +264,7 @@ def string(schema, variant: int = 0) -> str:
     hi = count(schema, "maxLength", -1)
     hi = None if hi < 0 else hi
     if "pattern" in schema:
-        from sgcli.lint.shortest import regex_sample
+        from sgcli.dialects.shortest import regex_sample
 
         s = regex_sample(schema["pattern"], lo, variant)
         if s is None:

@@ -137,7 +137,7 @@ def _conditional(n, kw, v, builder: InstanceBuilder):
 
 def _pattern_properties(n, v):
     """Objects with a key that one pattern matches and a value that breaks that pattern's subschema."""
-    from sgcli.lint.shortest import regex_sample
+    from sgcli.dialects.shortest import regex_sample
 
     if not isinstance(v, dict) or not isinstance(n.get("patternProperties"), dict):
         return []

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import difflib
-
+from sgcli.dialects import resolve
+from sgcli.dialects.grammar_model import Alt, Chars, Grammar, Lit, Node, Opaque, Ref, Rep, Rule, Seq, refs, walk
 from sgcli.lint.diagnostic import Diagnostic, at_offset
-from sgcli.lint.grammar_model import Alt, Chars, Grammar, Lit, Node, Opaque, Ref, Rep, Rule, Seq, refs, walk
 
 _RANK = {False: 0, None: 1, True: 2}  # nullable: no < unknown < yes
 
@@ -158,43 +157,17 @@ class Structure:
         for node in self.g.ignores:
             yield node, True
 
+    def _findings(self, found) -> list[Diagnostic]:
+        return [self._diag(u.code, u.start, u.end, u.message, u.hint) for u in found]
+
     def undefined(self) -> list[Diagnostic]:
-        out = []
-        known = set(self.defs) | self.g.external
-        for body, _ in self._bodies():
-            for ref in refs(body):
-                if ref.name not in known:
-                    close = difflib.get_close_matches(ref.name, sorted(self.defs), n=1)
-                    hint = f"did you mean `{close[0]}`?" if close else f"define `{ref.name}`"
-                    out.append(self._at_name("G001", ref, f"`{ref.name}` is used but never defined", hint))
-        return out
+        return self._findings(resolve.undefined(self.g))
 
     def duplicates(self) -> list[Diagnostic]:
-        out = []
-        first: dict[str, Rule] = {}
-        for rule in self.g.rules:
-            if rule.name in first:
-                line = self.text.count("\n", 0, first[rule.name].pos) + 1
-                out.append(
-                    self._at_name(
-                        "G003",
-                        rule,
-                        f"`{rule.name}` is defined again (first defined on line {line})",
-                        "merge the definitions into one rule with alternatives",
-                    )
-                )
-            else:
-                first[rule.name] = rule
-        return out
+        return self._findings(resolve.duplicates(self.g, self.text))
 
     def missing_root(self) -> list[Diagnostic]:
-        if self.g.root in self.defs or self.g.root in self.g.external:
-            return []
-        return [
-            self._diag(
-                "G007", 0, None, f"there is no `{self.g.root}` rule to start from", f"name the top rule `{self.g.root}`"
-            )
-        ]
+        return self._findings(resolve.missing_root(self.g))
 
     def unused(self) -> list[Diagnostic]:
         if self.g.root not in self.defs:

@@ -55,7 +55,7 @@ def unsupported_reason(dialect: Dialect, spec: ConstraintSpec, *, raw: bool = Fa
 def check_engine_supports(name: str, spec: ConstraintSpec, *, raw: bool = False) -> Dialect:
     """The dialect, or an exit-2 error naming what it lacks, the engines that have it and the
     local backends that do."""
-    from sgcli.grammar_dev.matching import backends_for
+    from sgcli.backends.matching import backends_for
 
     dialect = get_dialect(name)
     reason = unsupported_reason(dialect, spec, raw=raw)

@@ -121,7 +121,7 @@ def structural_tag_object(spec: ConstraintSpec) -> dict:
     """The user's structural tag in either SGLang shape, as a JSON object with `type` set."""
     tag = json.loads(spec.text)
     if not isinstance(tag, dict):
-        raise UserError("a structural tag must be a JSON object", hint="see sgcli/backends/structural_tag.py")
+        raise UserError("a structural tag must be a JSON object", hint="see sgcli/constraints/structural_tag.py")
     return tag if "type" in tag else {"type": "structural_tag", **tag}
 
 

@@ -14,13 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sgcli import RECORD_SCHEMA_VERSION
+from sgcli.batch.requests import Request, chat_messages
 from sgcli.constraints.spec import ConstraintSpec
-from sgcli.constraints.validate import validate
-from sgcli.engine.requests import Request, chat_messages
-from sgcli.engine.timing import start_to_first_token_ms
 from sgcli.errors import UserError
 from sgcli.serving.base import Call, Dialect, Reply, Sampling
 from sgcli.serving.client import ClientOptions, Rejected, Unreachable
+from sgcli.timing import start_to_first_token_ms
+from sgcli.validation.validate import validate
 
 
 @dataclass

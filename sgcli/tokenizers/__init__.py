@@ -55,14 +55,14 @@ def _load(ref: str | None, progress, revision: str | None = None, gguf_file: str
             return _load_folder(path, name=path.name or str(path))
         if path is not None and path.is_file() and path.suffix != ".gguf":
             return _load_file(path)
-        from sgcli.engine.models import resolve_model
+        from sgcli.models.refs import resolve_model
 
         model = resolve_model(ref, revision=revision, gguf_file=gguf_file)
         if model.kind == "gguf":
             from sgcli.tokenizers.gguf import load_converted
 
             return load_converted(model.path, lambda folder: _load_folder(folder, name=model.display), progress)
-        from sgcli.engine.hub import hub_file
+        from sgcli.models.hub import hub_file
         from sgcli.tokenizers.hf import load_tokenizer_json
 
         extras = ("tokenizer_config.json", "chat_template.jinja", "generation_config.json")

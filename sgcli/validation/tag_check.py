@@ -10,12 +10,12 @@ its schema (`jsonschema`), a regex with the `regex` package, a constant by equal
 from __future__ import annotations
 
 from sgcli.constraints.spec import ConstraintSpec
-from sgcli.constraints.validate import Unchecked, json_verdict
+from sgcli.validation.verdict import Unchecked, json_verdict
 
 
 def tag_errors(spec: ConstraintSpec, output: str, dialect: str) -> list[str]:
     """Errors of `output` against the structural tag `spec`; Unchecked for formats other than triggered tags."""
-    from sgcli.backends.structural_tag import parse
+    from sgcli.constraints.structural_tag import parse
 
     _, tt = parse(spec)
     if tt is None:
@@ -68,7 +68,7 @@ def content_errors(content: dict, text: str, dialect: str) -> list[str]:
     if kind == "const_string":
         return [] if text == content.get("value") else [f"content is not {content.get('value')!r}"]
     if kind == "regex" and isinstance(content.get("pattern"), str):
-        from sgcli.constraints.regex_check import DialectError, fullmatch
+        from sgcli.validation.regex_check import DialectError, fullmatch
 
         try:
             return (

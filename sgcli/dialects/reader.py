@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sgcli.lint.grammar_model import ParseError
+from sgcli.dialects.grammar_model import ParseError
 
 _SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "0": "\0", "f": "\f", "v": "\v", "a": "\a", "b": "\b"}
 _HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}

@@ -75,7 +75,7 @@ def _hub_gguf(ref: str | None, gguf_file: str, revision: str | None) -> ModelRef
             "--gguf-file names a file inside a Hugging Face hub repository; --model must be that repository's id",
             hint="e.g. --model org/name-GGUF --gguf-file name-Q8_0.gguf (a local .gguf goes to --model directly)",
         )
-    from sgcli.engine.hub import hub_file
+    from sgcli.models.hub import hub_file
 
     path = hub_file(ref, gguf_file, revision=revision)
     at = f"@{revision}" if revision else ""

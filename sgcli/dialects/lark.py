@@ -15,9 +15,22 @@ from __future__ import annotations
 import json
 import re
 
-from sgcli.lint.grammar_model import Alt, Chars, Grammar, Lit, Node, Opaque, ParseError, Ref, Rep, Rule, Seq, repetition
-from sgcli.lint.reader import Reader
-from sgcli.lint.regex_parse import parse_regex
+from sgcli.dialects.grammar_model import (
+    Alt,
+    Chars,
+    Grammar,
+    Lit,
+    Node,
+    Opaque,
+    ParseError,
+    Ref,
+    Rep,
+    Rule,
+    Seq,
+    repetition,
+)
+from sgcli.dialects.reader import Reader
+from sgcli.dialects.regex_parse import parse_regex
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 _HEADER = re.compile(r"[?!]?([A-Za-z_][A-Za-z0-9_-]*)(::\S+?)?(\{[^}\n]*\})?(\[[^\]\n]*\])?(\.-?\d+)?[ \t]*:(?!:)")

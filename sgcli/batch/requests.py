@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sgcli.engine.records import error_record, id_key
+from sgcli.batch.records import error_record, id_key
 from sgcli.errors import Location
 from sgcli.tokenizers.base import Tokenizer
 from sgcli.tokenizers.templates import Pending

@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sgcli.backends.base import Backend, Compiled, CompileWarning
-from sgcli.backends.bounded import LimitHit, check_size, compile_bounded, current_limits, run_bounded
+from sgcli.backends.bounded import compile_bounded
 from sgcli.cache.paths import atomic_write, cache_root, notify
-from sgcli.constraints.spec import ConstraintSpec
+from sgcli.constraints.spec import ConstraintSpec, check_size
+from sgcli.limits import LimitHit, current_limits, run_bounded
 from sgcli.tokenizers.vocab import Vocab
 
 FORMAT_VERSION = 2  # bump when the entry layout changes

@@ -1,6 +1,6 @@
-"""Printing sgcli's grammar model (sgcli/lint/grammar_model.py) as Lark or GBNF text.
+"""Printing sgcli's grammar model (sgcli/dialects/grammar_model.py) as Lark or GBNF text.
 
-The one reader per dialect (lint/gbnf.py, lint/lark.py, lint/regex_parse.py) builds the
+The one reader per dialect (dialects/gbnf.py, dialects/lark.py, dialects/regex_parse.py) builds the
 model with positions; these printers write it back in another dialect. What has no
 equivalent in the target (a lookahead, `%json`, `@name`, a special token, a regex
 lookaround) is a UserError naming the construct at its line:col, never a silent drop.
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
+from sgcli.dialects.grammar_model import Alt, Chars, Grammar, Lit, Node, Opaque, Ref, Rep, Seq
 from sgcli.errors import Location, UserError, offset_to_line_col
-from sgcli.lint.grammar_model import Alt, Chars, Grammar, Lit, Node, Opaque, Ref, Rep, Seq
 
 DIALECTS = {"lark": "Lark", "gbnf": "GBNF"}
 ROOTS = {"lark": "start", "gbnf": "root"}

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sgcli.lint.grammar_model import Alt, Chars, Lit, Node, Opaque, ParseError, Rep, Seq, repetition
+from sgcli.dialects.grammar_model import Alt, Chars, Lit, Node, Opaque, ParseError, Rep, Seq, repetition
 
 WHITESPACE = [
     (9, 13),

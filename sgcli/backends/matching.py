@@ -154,6 +154,14 @@ def _fill(matcher: Matcher, mask, result: Walk, on_state, index: int, token: int
         on_state(index, token)
 
 
+def accepts_nothing(compiled: Compiled) -> bool:
+    """True when the grammar's first step allows no token and it cannot stop: no text matches at all."""
+    matcher = compiled.matcher()
+    mask = new_bitmask(len(compiled.vocab))
+    matcher.fill_mask(mask)
+    return not allowed_ids(mask, len(compiled.vocab)).size and not matcher.can_stop()
+
+
 @dataclass
 class Feed:
     """How a matcher took a token sequence, for humans."""

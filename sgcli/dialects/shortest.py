@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import weakref
 
-from sgcli.lint.grammar_model import Alt, Chars, Lit, Node, Opaque, ParseError, Ref, Rep, Seq
+from sgcli.dialects.grammar_model import Alt, Chars, Lit, Node, Opaque, ParseError, Ref, Rep, Seq
 
 _READABLE = "a0 ._-!bcdefghijklmnopqrstuvwxyz123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -74,7 +74,7 @@ class ShortestStrings:
 def regex_sample(pattern: str, min_len: int = 0, variant: int = 0) -> str | None:
     """A string `pattern` matches (as JSON Schema's unanchored search does), at least
     `min_len` characters long where the pattern allows; None when sgcli cannot build one."""
-    from sgcli.lint.regex_parse import parse_regex
+    from sgcli.dialects.regex_parse import parse_regex
 
     try:
         node = parse_regex(pattern).node

@@ -24,25 +24,10 @@ success claim, and the CLI says "unchecked" with the reason.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 from sgcli.constraints.spec import ConstraintSpec, Kind
-
-
-class Unchecked(Exception):
-    """No independent check can judge this output; the message says why."""
-
-
-@dataclass
-class Verdict:
-    valid: bool | None  # None: nothing independent could check it (see `unchecked`)
-    parsed: Any = None
-    errors: list[str] = field(default_factory=list)
-    validated_by: str | None = None
-    unchecked: str | None = None  # why there is no verdict, when valid is None
+from sgcli.validation.verdict import Unchecked, Verdict, json_verdict
 
 
 def validate(
@@ -104,13 +89,13 @@ def _check(spec: ConstraintSpec, output: str, dialect: str) -> Verdict:
     if kind in (Kind.REGEX, Kind.CHOICE):
         return Verdict(None, errors=regex_errors(spec, output, dialect), validated_by=kind_checker(kind))
     if kind in (Kind.LARK, Kind.EBNF):
-        from sgcli.constraints import lark_check
+        from sgcli.validation import lark_check
 
         return Verdict(None, errors=lark_check.check(spec, output), validated_by="lark")
     if kind is Kind.LLGUIDANCE:
         return _llguidance_verdict(spec, output, dialect)
     if kind is Kind.STRUCTURAL_TAG:
-        from sgcli.constraints.tag_check import tag_errors
+        from sgcli.validation.tag_check import tag_errors
 
         return Verdict(None, errors=tag_errors(spec, output, dialect), validated_by="structural_tags")
     raise Unchecked(f"no checker independent of the backend reads a {kind.label}")
@@ -139,40 +124,13 @@ def kind_checker(kind: Kind) -> str:
     return "choices" if kind is Kind.CHOICE else "regex"
 
 
-def json_verdict(schema, output: str) -> Verdict:
-    try:
-        parsed = json.loads(output)
-    except json.JSONDecodeError as exc:
-        msg = f"output is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        return Verdict(None, errors=[msg], validated_by="jsonschema")
-    return Verdict(None, parsed=parsed, errors=schema_errors(schema, parsed), validated_by="jsonschema")
-
-
 def regex_errors(spec: ConstraintSpec, output: str, dialect: str) -> list[str]:
     if spec.kind is Kind.CHOICE:
         return [] if output in spec.choices else [f"output is not one of the choices {list(spec.choices)}"]
-    from sgcli.constraints.regex_check import DialectError, fullmatch
+    from sgcli.validation.regex_check import DialectError, fullmatch
 
     try:
         matched = fullmatch(spec.text, output, dialect)
     except DialectError as exc:
         raise Unchecked(f"the regex package cannot read the {dialect} regex {spec.text!r}: {exc}") from None
     return [] if matched else [f"output does not match the regex {spec.text!r} (read in the {dialect} dialect)"]
-
-
-def schema_errors(schema, instance) -> list[str]:
-    """Every violation of `schema` by `instance`, formats included; Unchecked when the schema
-    cannot be applied (a remote $ref, ...)."""
-    import jsonschema
-    from jsonschema.validators import validator_for
-
-    cls = validator_for(schema, default=jsonschema.Draft202012Validator)
-    out = []
-    try:
-        found = sorted(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(instance), key=lambda e: list(e.path))
-    except Exception as exc:  # referencing.Unresolvable, RefResolutionError, ...: the schema, not the output
-        raise Unchecked(f"jsonschema cannot apply the schema: {type(exc).__name__}: {exc}") from None
-    for err in found:
-        where = "/".join(str(p) for p in err.absolute_path) or "(root)"
-        out.append(f"schema violation at {where}: {err.message}")
-    return out

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from sgcli.constraints.spec import ConstraintSpec, Kind
-from sgcli.constraints.validate import Unchecked, schema_errors
+from sgcli.validation.verdict import Unchecked, schema_errors
 
 COMPLETE_LEXER_MAX_CHARS = 4000  # lark's exhaustive lexer is quadratic or worse; past this, no verdict
 
@@ -46,11 +46,11 @@ class Prepared:
 def lark_text(spec: ConstraintSpec) -> str:
     """Plain Lark for a Lark or GBNF spec (GBNF through the project's converter)."""
     if spec.kind is Kind.EBNF:
+        from sgcli.dialects.convert import convert_grammar
         from sgcli.errors import UserError
-        from sgcli.grammar_dev.convert import convert_spec
 
         try:
-            return convert_spec(spec, "lark").text
+            return convert_grammar(spec, "lark").text
         except UserError as exc:
             raise Unchecked(f"the GBNF -> Lark converter cannot read the grammar: {exc.message}") from None
     return spec.text
@@ -160,7 +160,7 @@ def _sub_rule(name: str, subs: dict, prepared: Prepared) -> str:
         prepared.extra.append(f"%import {rule}.start -> {rule}")
         return rule
     elif sub.kind in (Kind.REGEX, Kind.CHOICE):
-        from sgcli.constraints.regex_check import RUST, translate
+        from sgcli.validation.regex_check import RUST, translate
 
         body = translate(sub.as_regex(), RUST).replace("/", "\\/")
         prepared.extra.append(f"{rule}: /{body}/")

@@ -1,0 +1,136 @@
+"""Grammar text from one dialect to another: GBNF <-> Lark, and regex to either.
+
+Every conversion reads the source with sgcli's one reader per dialect (positions kept) into
+the grammar model and prints it (`dialects/printers.py`). A grammar whose names do not resolve
+(`dialects/resolve.py`) is refused at the name, as every backend would refuse it. JSON Schema
+sources need a backend's translator first (`grammar_dev/convert.py`); the round-trip check that
+compares both grammars on real matchers lives there too.
+"""
+
+from __future__ import annotations
+
+from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.dialects.gbnf import parse_gbnf
+from sgcli.dialects.grammar_model import Alt, Grammar, Lit, Opaque, ParseError, Rep, Rule, Seq
+from sgcli.dialects.lark import parse_lark
+from sgcli.dialects.printers import Printer
+from sgcli.dialects.regex_parse import parse_regex
+from sgcli.dialects.resolve import unresolved
+from sgcli.errors import Location, UserError, offset_to_line_col
+
+TARGETS = {"lark": "lark", "gbnf": "gbnf", "ebnf": "gbnf"}
+_KINDS = {"lark": Kind.LARK, "gbnf": Kind.EBNF}
+
+
+def to_lark(text: str, dialect: str = "gbnf", origin: str | None = None) -> str:
+    """Lark text for a grammar in `dialect` ("gbnf"/"ebnf", "regex"); the Lark library can load it.
+
+    The public entry point for re-parsing outputs with an independent parser (lark).
+    Raises a positioned UserError for what Lark cannot express."""
+    kind = {"gbnf": Kind.EBNF, "ebnf": Kind.EBNF, "regex": Kind.REGEX}.get(dialect)
+    if kind is None:
+        raise UserError(f"to_lark: unknown source dialect '{dialect}'", hint="gbnf, ebnf or regex")
+    return convert_grammar(ConstraintSpec(kind, text, origin), "lark").text
+
+
+def target_of(spec: ConstraintSpec, to: str) -> str:
+    """The printer's dialect for `--to`; exit 2 for an unknown target or a conversion to itself."""
+    target = TARGETS.get(to.lower())
+    if target is None:
+        raise UserError(f"cannot convert to '{to}'", hint="--to lark or --to gbnf")
+    if spec.kind is Kind.LARK and target == "lark":
+        raise UserError(f"{spec.name} is Lark already", hint="--to gbnf")
+    return target
+
+
+def convert_grammar(spec: ConstraintSpec, to: str) -> ConstraintSpec:
+    """The converted grammar as a spec of the target kind (read with positions, printed from the model)."""
+    target = target_of(spec, to)
+    return print_model(spec, read_model(spec), target)
+
+
+def print_model(spec: ConstraintSpec, model: tuple, target: str) -> ConstraintSpec:
+    """Print a `read_model` result in `target`, after refusing names that do not resolve."""
+    grammar, text, origin = model
+    refuse_unresolved(grammar, text, origin)
+    printed = Printer(grammar, target, text, origin).grammar()
+    return ConstraintSpec(_KINDS[target], printed, f"{spec.name} (as {_KINDS[target].label})")
+
+
+def read_model(spec: ConstraintSpec, text: str | None = None, origin: str | None = None):
+    """(grammar model, the text its positions refer to, that text's name) for a GBNF, Lark, regex or
+    choice spec; `text`/`origin` read other GBNF text in the spec's place (a translated schema)."""
+    text, origin = (spec.text, spec.origin) if text is None else (text, origin)
+    try:
+        if spec.kind is Kind.EBNF or spec.kind is Kind.JSON_SCHEMA:
+            grammar = parse_gbnf(text)
+        elif spec.kind is Kind.LARK:
+            grammar = parse_lark(text)
+            _refuse_lark_only(grammar, text, origin)
+        elif spec.kind in (Kind.REGEX, Kind.CHOICE):
+            text = spec.as_regex()
+            parsed = parse_regex(text)
+            _refuse_features(parsed.features, text, origin)
+            grammar = Grammar("regex", "root", [Rule("root", parsed.node, 0)])
+        else:
+            raise UserError(f"no conversion from {spec.kind.label}", hint="convert GBNF, Lark, regex or JSON Schema")
+    except ParseError as exc:
+        raise UserError(
+            f"cannot read this {spec.kind.label}: {exc.message}", location=_at(text, exc.pos, origin)
+        ) from None
+    return grammar, text, origin
+
+
+def _at(text: str, pos: int, origin: str | None) -> Location:
+    return Location(origin, *offset_to_line_col(text, pos))
+
+
+def refuse_unresolved(grammar, text: str, origin: str | None) -> None:
+    """Exit 2 at the first name that does not resolve: such a grammar prints into nothing usable."""
+    found = unresolved(grammar, text)
+    if found:
+        u = found[0]
+        line, col = offset_to_line_col(text, u.start)
+        raise UserError(f"{u.message} ({u.code})", location=Location(origin, line, col), hint=u.hint)
+
+
+def _refuse_features(features, text: str, origin: str | None) -> None:
+    if features:
+        f = features[0]
+        raise UserError(
+            f"a regex {f.what} ({f.source}) has no equivalent in a grammar",
+            location=_at(text, f.pos, origin),
+            hint="spell the alternatives out without it",
+        )
+
+
+def _refuse_lark_only(grammar, text: str, origin: str | None) -> None:
+    """Lark's lexer directives have no GBNF equivalent: say so at the directive."""
+    _refuse_features(grammar.regex_features, text, origin)
+    if grammar.ignores:
+        raise UserError(
+            "%ignore (tokens skipped between all others) has no equivalent in GBNF",
+            location=_at(text, text.find("%ignore"), origin),
+            hint="write the whitespace into the rules where it may appear",
+        )
+    if grammar.external:
+        name = sorted(grammar.external)[0]
+        where = max(text.find("%import"), text.find("%declare"), 0)
+        raise UserError(
+            f"`{name}` comes from %import/%declare or a template, which GBNF has no equivalent for",
+            location=_at(text, where, origin),
+            hint=f"define `{name}` in the grammar itself",
+        )
+
+
+def without_lookaheads(node):
+    """The node with lookaheads dropped (xgrammar's JSON grammar writes them; they only repeat what follows)."""
+    if isinstance(node, Opaque) and node.what == "lookahead":
+        return Lit(node.pos, "")
+    if isinstance(node, Seq):
+        node.items = [without_lookaheads(i) for i in node.items]
+    elif isinstance(node, Alt):
+        node.alts = [without_lookaheads(a) for a in node.alts]
+    elif isinstance(node, Rep):
+        node.body = without_lookaheads(node.body)
+    return node
