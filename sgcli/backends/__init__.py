@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 
 from sgcli.backends.base import Backend, Capabilities, Compiled, CompileWarning, Matcher
+from sgcli.backends.compile_cache import compile_cached
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import UnsupportedError, UserError
 
@@ -119,8 +120,6 @@ def compile_for(name: str, spec: ConstraintSpec, vocab, compile_one=None) -> tup
     [{backend, reason}] for every backend `auto` tried and skipped (empty otherwise).
     `compile_one(backend)`, when given, compiles instead of the default: through the grammar cache,
     bounded by the compile limits (`sgcli.backends.bounded`)."""
-    from sgcli.backends.compile_cache import compile_cached
-
     compile_one = compile_one or (lambda backend: compile_cached(backend, spec, vocab).compiled)
     if name == "auto":
         from sgcli.backends.auto import compile_auto

@@ -27,6 +27,7 @@ installed, or rejects the constraint; every skip is reported as {backend, reason
 from __future__ import annotations
 
 from sgcli.backends.base import Compiled
+from sgcli.backends.compile_cache import compile_cached
 from sgcli.constraints.spec import ConstraintSpec
 from sgcli.errors import UserError
 
@@ -42,7 +43,6 @@ def compile_auto(spec: ConstraintSpec, vocab, compile_one=None) -> tuple[Compile
     """(the first successful compilation in AUTO_ORDER, [{backend, reason}] for each skipped one).
     `compile_one(backend)` compiles (default: through the grammar cache, bounded)."""
     from sgcli.backends import get_backend, unsupported_reason
-    from sgcli.backends.compile_cache import compile_cached
 
     fallbacks: list[dict] = []
     first_error: UserError | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sgcli.constraints.jsonpos import locate, pointer_of
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import Location, UserError
 
@@ -98,8 +99,6 @@ def schema_error(
     backend: str, spec: ConstraintSpec, message: str, paths: list[tuple], *, hint: str | None = None
 ) -> UserError:
     """A JSON Schema compile error placed at the first schema location it is about."""
-    from sgcli.constraints.jsonpos import locate, pointer_of
-
     pos = locate(spec.text, paths[0]) if paths else None
     where = f" (at {pointer_of(paths[0]) or '/'})" if paths else ""
     line, col = pos or (None, None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 
+from sgcli.backends.schema_warnings import iter_subschemas
 from sgcli.constraints.spec import JsonOptions
 
 # The whitespace JSON itself allows (RFC 8259): space, tab, newline, carriage return.
@@ -38,8 +39,6 @@ _OPEN_MARKERS = ("additionalProperties", "unevaluatedProperties", "patternProper
 def strict_schema(schema):
     """A copy of `schema` where objects without an explicit rule for extra properties forbid them,
     and tuples (`prefixItems` without `items`) forbid extra items, as xgrammar's strict mode does."""
-    from sgcli.backends.schema_warnings import iter_subschemas
-
     schema = copy.deepcopy(schema)
     for _, node in list(iter_subschemas(schema)):
         is_object = node.get("type") == "object" or "properties" in node

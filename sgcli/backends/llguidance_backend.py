@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 
 from sgcli.backends.base import Capabilities, Compiled, CompileWarning, LibraryBackend
 from sgcli.backends.diagnostics import diagnose_llguidance, native_message, positioned_error, schema_error
+from sgcli.backends.json_layout import strict_schema, whitespace_regex
 from sgcli.backends.native_stderr import capture_fd2
+from sgcli.backends.schema_warnings import compile_warnings
 from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
 from sgcli.errors import Location, UserError, offset_to_line_col
 from sgcli.tokenizers.vocab import Vocab
@@ -92,8 +94,6 @@ def _greedy_encoder(vocab: Vocab):
 
 def json_overrides(spec: ConstraintSpec) -> dict:
     """llguidance's JsonCompileOptions for the spec's JSON layout (its `x-guidance` keys)."""
-    from sgcli.backends.json_layout import whitespace_regex
-
     o = spec.json_options
     ws = whitespace_regex(o)
     if o.whitespace_pattern is None and o.max_whitespace is None:
@@ -108,8 +108,6 @@ def json_overrides(spec: ConstraintSpec) -> dict:
 
 def _schema_entry(spec: ConstraintSpec) -> dict:
     """One `{"json_schema": ...}` grammar with the layout options folded in as `x-guidance`."""
-    from sgcli.backends.json_layout import strict_schema
-
     schema = spec.schema()
     if isinstance(schema, bool):
         schema = {} if schema else {"not": {}}
@@ -272,6 +270,4 @@ class LLGuidanceBackend(LibraryBackend):
 
     @staticmethod
     def _warnings(spec: ConstraintSpec, messages: list[str]) -> list[CompileWarning]:
-        from sgcli.backends.schema_warnings import compile_warnings
-
         return compile_warnings(spec, messages, lambda m: diagnose_llguidance(native_message(m)).message)

@@ -18,7 +18,11 @@ from typing import TYPE_CHECKING
 
 from sgcli.backends.base import Capabilities, Compiled, CompileWarning, LibraryBackend
 from sgcli.backends.diagnostics import positioned_error, schema_error
+from sgcli.backends.json_layout import strict_schema, whitespace_regex
 from sgcli.backends.native_stderr import capture_fd2
+from sgcli.backends.outlines_coverage import concatenated_all_of, dropped_keywords, ungrouped_empty_schema
+from sgcli.backends.schema_warnings import find
+from sgcli.constraints.jsonpos import locate, pointer_parts
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import UserError
 from sgcli.tokenizers.vocab import Vocab
@@ -132,8 +136,6 @@ class OutlinesCoreBackend(LibraryBackend):
             return spec.as_regex()
         from outlines_core.json_schema import build_regex_from_schema
 
-        from sgcli.backends.json_layout import strict_schema, whitespace_regex
-
         schema = spec.schema()
         if spec.json_options.strict_properties:
             schema = strict_schema(schema)
@@ -146,8 +148,6 @@ class OutlinesCoreBackend(LibraryBackend):
 
     def _refuse_broken(self, spec: ConstraintSpec, schema) -> None:
         """Schemas outlines-core would compile into a regex that no longer describes them."""
-        from sgcli.backends.outlines_coverage import concatenated_all_of, ungrouped_empty_schema
-        from sgcli.constraints.jsonpos import locate, pointer_parts
 
         for pointer, why, fix in (
             (
@@ -191,13 +191,10 @@ class OutlinesCoreBackend(LibraryBackend):
         """Keywords outlines-core compiles away without enforcing them, each at its pointer."""
         if spec.kind is not Kind.JSON_SCHEMA:
             return []
-        from sgcli.backends.outlines_coverage import dropped_keywords
 
         return [CompileWarning(message, pointer) for pointer, message in dropped_keywords(spec.schema())]
 
     def _schema_error(self, spec: ConstraintSpec, message: str) -> UserError:
-        from sgcli.backends.schema_warnings import find
-
         first = message.split("\n")[0].strip()
         schema = spec.schema()
         paths = []

@@ -11,6 +11,7 @@ its JSON pointer, so sgcli can warn instead of weakening the schema in silence.
 
 from __future__ import annotations
 
+from sgcli.backends.schema_warnings import iter_subschemas
 from sgcli.constraints.jsonpos import pointer_of, resolve_ref
 
 _BRANCHES = ("properties", "allOf", "anyOf", "oneOf", "prefixItems", "enum", "const", "$ref")
@@ -135,8 +136,6 @@ def dropped_keywords(schema) -> list[tuple[str, str]]:
 def concatenated_all_of(schema) -> str | None:
     """Pointer of an allOf with several subschemas: outlines-core concatenates their regexes,
     so no output could ever be valid JSON."""
-    from sgcli.backends.schema_warnings import iter_subschemas
-
     for path, node in iter_subschemas(schema):
         branch = next((k for k in _BRANCHES if k in node), None)
         if branch == "allOf" and isinstance(node["allOf"], list) and len(node["allOf"]) > 1:
@@ -153,8 +152,6 @@ def ungrouped_empty_schema(schema) -> str | None:
     and an object schema accepts a bare `null`. (Grouping it by hand is correct but makes
     the DFA explode: minutes for a tuple of three.)
     """
-    from sgcli.backends.schema_warnings import iter_subschemas
-
     for path, node in iter_subschemas(schema):
         for name, sub in (node.get("properties") or {}).items() if isinstance(node.get("properties"), dict) else ():
             if sub == {}:

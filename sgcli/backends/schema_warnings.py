@@ -11,7 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
+from sgcli.backends.base import CompileWarning
+from sgcli.backends.diagnostics import native_message
 from sgcli.constraints.jsonpos import pointer_of, pointer_parts
+from sgcli.constraints.spec import Kind
 
 # Keywords whose value is one subschema / a map of subschemas / a list of subschemas.
 _ONE = (
@@ -126,9 +129,6 @@ def compile_warnings(spec, lines: list[str], clean=None) -> list:
     """Native warning lines (captured log, or the library's own list) -> deduplicated
     `CompileWarning`s, each at its schema pointer (one per location it can be about) when the
     spec is a JSON Schema. `clean` turns a line into the message (default: `native_message`)."""
-    from sgcli.backends.base import CompileWarning
-    from sgcli.backends.diagnostics import native_message
-    from sgcli.constraints.spec import Kind
 
     schema = None
     if spec.kind is Kind.JSON_SCHEMA:
@@ -158,7 +158,6 @@ def weakened_keywords(compiled) -> list[dict]:
     """[{pointer, keyword, backend}] for every schema keyword `compiled` does not enforce: those its
     own warnings point at, and those its capabilities declare it drops silently (measured)."""
     from sgcli.backends import get_backend
-    from sgcli.constraints.spec import Kind
 
     if compiled.spec.kind is not Kind.JSON_SCHEMA:
         return []

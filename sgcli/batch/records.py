@@ -212,7 +212,6 @@ def _repair_and_read_ids(path: Path) -> set[str]:
 
 def _rewrite(path: Path, lines: list[bytes]) -> None:
     """Replace the output file by `lines`, atomically (a kill now leaves the old file whole)."""
-    import os
     import tempfile
 
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".resume")

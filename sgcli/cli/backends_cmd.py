@@ -6,7 +6,13 @@ from typing import Annotated
 
 import typer
 
+from sgcli.backends import _OPTION_FLAGS, DEFAULT_BACKEND, backend_names, get_backend, listed_unavailable_reason
+from sgcli.backends.auto import AUTO_ORDER
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, out, output_format_of
+from sgcli.cli.tables import print_table
+from sgcli.constraints.spec import Kind
+from sgcli.serving import engine_names, get_dialect
+from sgcli.serving.base import ROUTES
 
 EXAMPLES = """
 Examples:
@@ -21,9 +27,6 @@ Examples:
 
 def capability_rows() -> list[dict]:
     """One record per registered backend, in the registry's (and `auto`'s) order."""
-    from sgcli.backends import _OPTION_FLAGS, DEFAULT_BACKEND, backend_names, get_backend, listed_unavailable_reason
-    from sgcli.backends.auto import AUTO_ORDER
-    from sgcli.constraints.spec import Kind
 
     rows = []
     for name in backend_names():
@@ -52,10 +55,6 @@ def capability_rows() -> list[dict]:
 
 def engine_rows() -> list[dict]:
     """One record per serving engine (`--engine`), from the capabilities its dialect declares."""
-    from sgcli.backends import _OPTION_FLAGS
-    from sgcli.constraints.spec import Kind
-    from sgcli.serving import engine_names, get_dialect
-    from sgcli.serving.base import ROUTES
 
     rows = []
     for name in engine_names():
@@ -106,9 +105,6 @@ def _engine_table(rows: list[dict]) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from sgcli.backends import _OPTION_FLAGS
-    from sgcli.cli.tables import print_table
-
     table = Table(title="serving engines (--engine)", title_justify="left", show_lines=True)
     for column in ("engine", "kinds (--kind)", "JSON options", "routes", "--raw route"):
         table.add_column(column, no_wrap=True)
@@ -124,10 +120,6 @@ def _engine_table(rows: list[dict]) -> None:
 def _table(rows: list[dict]) -> None:
     from rich.markup import escape
     from rich.table import Table
-
-    from sgcli.backends import _OPTION_FLAGS, DEFAULT_BACKEND  # the JSON options as the flags that request them
-    from sgcli.cli.tables import print_table
-    from sgcli.constraints.spec import Kind
 
     # One item per line in the list columns, so cells break between items, never inside a word;
     # the notes (long prose) go below the table, where they wrap at word boundaries. Fits 80 columns.

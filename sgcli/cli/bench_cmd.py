@@ -6,12 +6,16 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.backends.matching import select_backends
 from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
 from sgcli.cli import model_options as mo
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
+from sgcli.extras import require
+from sgcli.grammar_dev import bench as core
+from sgcli.tokenizers import load_tokenizer
 
 EXAMPLES = """
 Examples:
@@ -67,9 +71,6 @@ def bench(
     Exit codes: 0 measured, 1 an item failed to compile or a valid instance was
     rejected, 2 bad input or usage, or a compile limit was hit (see --compile-timeout).
     """
-    from sgcli.backends.matching import select_backends
-    from sgcli.grammar_dev import bench as core
-    from sgcli.tokenizers import load_tokenizer
 
     fmt = output_format_of(output_format, json_out, stream=True)
     if plot is not None:
@@ -121,7 +122,6 @@ def bench(
 
 def _load_model(model: mo.ModelFlags):
     from sgcli.cli.progress import stage_progress
-    from sgcli.extras import require
 
     require("generate", "--generate")
     ref = model.ref()

@@ -9,7 +9,9 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli import RECORD_SCHEMA_VERSION as VERSION
+from sgcli.cache.paths import cache_root
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, handles_errors, json_line, output_format_of
+from sgcli.cli.tables import print_table
 from sgcli.errors import UserError
 
 app = typer.Typer(help="Inspect or clear sgcli's cache (converted models, compiled grammars).", no_args_is_help=True)
@@ -55,8 +57,6 @@ def _human(n: int) -> str:
 @handles_errors
 def info(output_format: OutputFormatOpt = None, json_flag: JsonFlagOpt = False) -> None:
     """Where the cache is ($SGCLI_CACHE_DIR, else $XDG_CACHE_HOME/sgcli, else ~/.cache/sgcli) and its size."""
-    from sgcli.cache.paths import cache_root
-
     root = cache_root()
     rows = _sections(root)
     fmt = output_format_of(output_format, json_flag)
@@ -69,8 +69,6 @@ def info(output_format: OutputFormatOpt = None, json_flag: JsonFlagOpt = False) 
             json_line(row)
         return
     from rich.table import Table
-
-    from sgcli.cli.tables import print_table
 
     table = Table(title=f"cache: {root}", title_justify="left")
     for column in ("section", "entries", "size"):
@@ -94,8 +92,6 @@ def clear(
     json_flag: JsonFlagOpt = False,
 ) -> None:
     """Delete cached entries; they are rebuilt on next use."""
-    from sgcli.cache.paths import cache_root
-
     fmt = output_format_of(output_format, json_flag)
     root = cache_root()
     known = {r["section"]: Path(r["path"]) for r in _sections(root)}

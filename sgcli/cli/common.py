@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from sgcli.cache.paths import set_notifier
 from sgcli.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, SgcliError, UserError
+from sgcli.extras import from_import_error
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -66,8 +68,6 @@ def handles_errors(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from sgcli.cache.paths import set_notifier
-
         previous = set_notifier(_notice)  # cache notices go to stderr while the command runs
         try:
             return fn(*args, **kwargs)
@@ -108,7 +108,6 @@ def handles_errors(fn: Callable) -> Callable:
 def _missing_extra(exc: Exception) -> UserError | None:
     if not isinstance(exc, ImportError):
         return None
-    from sgcli.extras import from_import_error
 
     return from_import_error(exc)
 

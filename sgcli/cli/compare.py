@@ -13,6 +13,10 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.backends import check_supports, get_backend, unsupported_reason
+from sgcli.backends.auto import AUTO_ORDER
+from sgcli.backends.compile_cache import compile_cached
+from sgcli.backends.matching import walk_masks
 from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
 from sgcli.cli import engine_options as eo
@@ -20,6 +24,8 @@ from sgcli.cli import model_options as mo
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
+from sgcli.serving import check_engine_supports
+from sgcli.timing import percentile
 
 EXAMPLES = """
 Examples:
@@ -65,8 +71,6 @@ def _with_options(spec: ConstraintSpec, opts: JsonOptions) -> ConstraintSpec:
 
 def pick_backends(names: list[str] | None, spec: ConstraintSpec) -> list[str]:
     """The backends to compare: those named, or every grammar backend that takes this kind ('all', or none named)."""
-    from sgcli.backends import check_supports, get_backend
-    from sgcli.backends.auto import AUTO_ORDER
 
     chosen = list(names or [])
     if chosen and not {"all", "auto"} & set(chosen):
@@ -112,8 +116,6 @@ def _base_row(backend: str, variant: str) -> dict:
 
 
 def _compile(backend_name: str, spec: ConstraintSpec, vocab, row: dict):
-    from sgcli.backends import get_backend, unsupported_reason
-
     backend = get_backend(backend_name)
     lacking = unsupported_reason(backend, spec)
     if lacking is not None or backend.unavailable_reason():
@@ -122,7 +124,6 @@ def _compile(backend_name: str, spec: ConstraintSpec, vocab, row: dict):
         )
         row.update(skipped=True, error=f"{backend_name} {reason}")
         return None
-    from sgcli.backends.compile_cache import compile_cached
 
     try:
         compiled = compile_cached(backend, spec, vocab).compiled
@@ -157,8 +158,6 @@ def _mark_agreement(rows: list[dict], key: str) -> None:
 
 def _server_side_backends(engine_flags: eo.EngineFlags, spec: ConstraintSpec, raw: bool) -> None:
     """A row per server-side backend needs an engine whose requests can choose one; say so when not."""
-    from sgcli.serving import check_engine_supports
-
     engine_flags.client()
     engine = engine_flags.engine
     caps = check_engine_supports(engine, spec, raw=raw).capabilities
@@ -279,8 +278,6 @@ def _report(rows: list[dict], fmt: str, *, no_generate: bool) -> None:
 
 
 def _compare_masks(spec, names, variants, vocab, text) -> list[dict]:
-    from sgcli.backends.matching import walk_masks
-    from sgcli.timing import percentile
 
     rows: list[dict] = []
     for row, compiled in _each_compiled(spec, names, variants, vocab, rows):

@@ -8,11 +8,16 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.backends import get_backend, unsupported_reason
+from sgcli.backends.compile_cache import compile_cached
+from sgcli.backends.matching import backends_for, select_backends
 from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
+from sgcli.grammar_dev.grammar_tests import parse_kind
+from sgcli.tokenizers import load_tokenizer
 
 EXAMPLES = """
 Examples:
@@ -64,9 +69,6 @@ def compile_files(
     Exit codes: 0 all compiled, 1 some grammar failed to compile, 2 bad usage or an
     unreadable file.
     """
-    from sgcli.backends.matching import select_backends
-    from sgcli.grammar_dev.grammar_tests import parse_kind
-    from sgcli.tokenizers import load_tokenizer
 
     chosen_kind = parse_kind(kind) if kind else None
     names = select_backends(backend)
@@ -91,9 +93,6 @@ def compile_files(
 
 def compile_row(spec, name: str, vocab) -> dict:
     """One report row: status ok | error | unsupported | unavailable, with the details."""
-    from sgcli.backends import get_backend, unsupported_reason
-    from sgcli.backends.compile_cache import compile_cached
-    from sgcli.backends.matching import backends_for
 
     impl = get_backend(name)
     from sgcli import RECORD_SCHEMA_VERSION

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, json_line, out, output_format_of
+from sgcli.cli.tables import print_table
 
 EXAMPLES = """
 Examples:
@@ -58,8 +59,6 @@ def show_config(
         return
     from rich.markup import escape
     from rich.table import Table
-
-    from sgcli.cli.tables import print_table
 
     table = Table(title=escape(f"configuration file: {cfg.origin()}"), title_justify="left")
     for column in ("setting", "value", "source"):

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli.cli.backend_options import BackendOpt  # noqa: F401  (one --backend: commands use co.BackendOpt)
+from sgcli.cli.flag_groups import takes
 from sgcli.constraints.sources import from_file, from_flags, with_subgrammars
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.errors import UserError
@@ -195,6 +196,4 @@ def takes_constraint(*, kinds: bool = True):
     """Give a command the constraint flags without declaring them again, gathered into one
     `flags: ConstraintFlags` (`sgcli.cli.flag_groups.takes`). `kinds=False`: only --sub and the
     JSON-layout flags (for commands whose grammar comes from elsewhere, like a test file)."""
-    from sgcli.cli.flag_groups import takes
-
     return takes("flags", ConstraintFlags, {**(_KIND_FLAGS if kinds else {}), **_LAYOUT_FLAGS})

@@ -7,9 +7,13 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.backends.conversions import printed_by
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, json_line, out, output_format_of
 from sgcli.cli.constraint_options import TokenizerOpt
+from sgcli.constraints.sources import from_file
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
+from sgcli.grammar_dev.convert import convert_spec, round_trip, sibling_cases
+from sgcli.grammar_dev.grammar_tests import load_suite
 
 EXAMPLES = """
 Examples:
@@ -67,10 +71,6 @@ def convert(
     Exit codes: 0 converted and the round trip agrees, 1 the round trip found a
     difference (or could not check anything), 2 bad input or flags.
     """
-    from sgcli.backends.conversions import printed_by
-    from sgcli.constraints.sources import from_file
-    from sgcli.grammar_dev.convert import convert_spec, round_trip, sibling_cases
-    from sgcli.grammar_dev.grammar_tests import load_suite
 
     if samples < 0:
         raise UserError("--samples must be 0 or more")

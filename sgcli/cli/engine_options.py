@@ -11,6 +11,8 @@ import typer
 
 from sgcli.cli.flag_groups import takes
 from sgcli.errors import UserError
+from sgcli.extras import require
+from sgcli.serving import get_dialect
 
 _PANEL = "Engine"
 
@@ -78,8 +80,6 @@ class EngineFlags:
 
     def client(self):
         """Check the engine flags (before anything slow) and return the client's options."""
-        from sgcli.extras import require
-        from sgcli.serving import get_dialect
 
         get_dialect(self.engine)  # a name the Enum lists but no dialect has is a bug the tests catch
         require("serve", f"--engine {self.engine}")

@@ -10,11 +10,17 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.backends.matching import enforcing_backends
+from sgcli.backends.schema_warnings import weakened_keywords
+from sgcli.batch.records import RecordWriter
+from sgcli.batch.requests import BadLine, Request, duplicate_ids, read_requests, start_prompt
 from sgcli.cli import constraint_options as co
 from sgcli.cli import engine_options as eo
 from sgcli.cli import model_options as mo
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, output_format_of
+from sgcli.constraints.sources import read_bytes
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
+from sgcli.lint import preflight
 
 DEFAULT_BATCH_SIZE = 32  # measured: benchmarks/batch_throughput.py, docs/performance.md "Batch" (Run 5)
 
@@ -120,9 +126,6 @@ def generate(
     # A single prompt prints its record (json or jsonl: one object either way) or its text.
     json_out = output_format_of(output_format, json_out, stream=True) != "text"
     from sgcli import backends
-    from sgcli.batch.records import RecordWriter
-    from sgcli.constraints.sources import read_bytes
-    from sgcli.lint import preflight
 
     backend = backend or backends.DEFAULT_BACKEND
     spec = flags.spec(required=backends.enforces(backend))
@@ -186,7 +189,6 @@ def generate(
         backends.check_supports(backend, spec)  # fail fast, before the model loads
     ref = model_flags.ref()
 
-    from sgcli.batch.requests import Request, start_prompt
     from sgcli.cli.progress import stage_progress
 
     # Grammar first, model last: the tokenizer loads fast, the model is the slow part.
@@ -237,7 +239,6 @@ def _run_batch(session, batch: tuple[bytes, str], writer, *, quiet: bool = False
 
     from rich.markup import escape
 
-    from sgcli.batch.requests import BadLine, duplicate_ids, read_requests
     from sgcli.cli.progress import count_progress
     from sgcli.engine.session import Request
 
@@ -294,8 +295,6 @@ def _compile_checked(backend: str, spec, tokenizer, max_tokens: int):
     from rich.markup import escape
 
     from sgcli import backends
-    from sgcli.backends.matching import enforcing_backends
-    from sgcli.lint import preflight
 
     compiled, fallbacks = backends.compile_for(backend, spec, tokenizer.vocab)
     for fb in fallbacks:
@@ -303,7 +302,6 @@ def _compile_checked(backend: str, spec, tokenizer, max_tokens: int):
     for w in compiled.warnings:
         where = f" (at {w.pointer})" if w.pointer else ""
         err.print(f"[yellow]warning[/]: {compiled.backend}: {w.message}{where}")
-    from sgcli.backends.schema_warnings import weakened_keywords
 
     weakened = weakened_keywords(compiled)
     if weakened:

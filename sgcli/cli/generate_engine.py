@@ -7,8 +7,12 @@ written in input order as they complete.
 
 from __future__ import annotations
 
+from sgcli.batch.output import OrderedWriter
+from sgcli.batch.requests import Request, read_requests
 from sgcli.cli.common import err
+from sgcli.cli.generate import BatchTally, end_single
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
+from sgcli.serving import check_engine_supports
 
 
 def generate_on_engine(
@@ -28,7 +32,6 @@ def generate_on_engine(
 ) -> int:
     """Run on the server; returns the exit code. `writer` is the local path's RecordWriter, so
     `--output` checks and `--resume` behave the same on a server."""
-    from sgcli.serving import check_engine_supports
     from sgcli.serving.runner import EngineJob
 
     dialect = check_engine_supports(engine, spec, raw=raw)
@@ -42,9 +45,6 @@ def generate_on_engine(
 
 
 def _batch(job, batch, records, *, quiet: bool) -> int:
-    from sgcli.batch.output import OrderedWriter
-    from sgcli.batch.requests import read_requests
-    from sgcli.cli.generate import BatchTally
     from sgcli.cli.progress import count_progress
     from sgcli.serving.runner import run_batch
 
@@ -68,8 +68,6 @@ def _batch(job, batch, records, *, quiet: bool) -> int:
 
 
 def _single(job, prompt, *, json_out: bool, sink, quiet: bool) -> int:
-    from sgcli.batch.requests import Request
-    from sgcli.cli.generate import end_single
     from sgcli.serving.runner import run_single
 
     record = run_single(job, Request(None, prompt), None if json_out else sink.write_text)

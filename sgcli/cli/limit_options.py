@@ -14,7 +14,8 @@ from typing import Annotated
 
 import typer
 
-from sgcli.limits import DEFAULT_MAX_BYTES, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
+from sgcli.backends.compile_cache import cache_enabled, set_cache_enabled
+from sgcli.limits import DEFAULT_MAX_BYTES, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, Limits, current_limits, set_limits
 
 _PANEL = "Limits and cache"
 
@@ -71,8 +72,6 @@ _OPTIONS = {
 
 def with_compile_limits(command: Callable) -> Callable:
     """`command` with the limit and cache flags added; they are applied before it runs."""
-    from sgcli.backends.compile_cache import cache_enabled, set_cache_enabled
-    from sgcli.limits import Limits, current_limits, set_limits
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):

@@ -11,7 +11,14 @@ from sgcli.cli import backend_options as bo
 from sgcli.cli import common
 from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, escape, fail, plain_err
+from sgcli.constraints.spec import Kind
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
+from sgcli.grammar_dev.grammar_tests import parse_kind
+from sgcli.lint import FORMATS, RENDERERS, Linter, LintOptions, Selection
+from sgcli.lint.discover import expand
+from sgcli.lint.render import statistics as render_statistics
+from sgcli.lint.render import summary
+from sgcli.lint.select import PerFileIgnores, silenced_by_noqa
 
 EXAMPLES = """
 Examples:
@@ -43,8 +50,6 @@ A finding is silenced on its line by `# noqa: G001` (GBNF/EBNF) or `// noqa: G00
 def _kind(value: str | None):
     if value is None:
         return None
-    from sgcli.constraints.spec import Kind
-    from sgcli.grammar_dev.grammar_tests import parse_kind
 
     try:
         kind = parse_kind(value)
@@ -130,9 +135,6 @@ def lint(
 
     Exit codes: 0 clean, 1 findings, 2 bad usage or an unreadable file.
     """
-    from sgcli.lint import FORMATS, RENDERERS, Linter, LintOptions, Selection
-    from sgcli.lint.render import statistics as render_statistics
-    from sgcli.lint.render import summary
 
     if json_out:  # the alias every command has: JSON Lines, one diagnostic a line
         if output_format not in ("concise", "jsonl", "json-lines"):
@@ -150,7 +152,6 @@ def lint(
         json_options=flags.layout(),
         subs=tuple(flags.sub or ()),
     )
-    from sgcli.lint.discover import expand
 
     if not files and not flags.given():
         raise co.no_grammar()
@@ -210,7 +211,6 @@ _COMMENTED = (".gbnf", ".ebnf", ".lark")  # grammar languages with comments, whe
 def _without_silenced(diagnostics: list, sources: dict[str, str | None]) -> list:
     """Drop findings silenced by a `noqa` comment on their line or by lint.per-file-ignores."""
     from sgcli import config
-    from sgcli.lint.select import PerFileIgnores, silenced_by_noqa
 
     cfg = config.current()
     table = cfg.file_values.get("lint.per-file-ignores")

@@ -6,10 +6,13 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.backends.compile_cache import compile_cached
 from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
+from sgcli.grammar_dev.dryrun import dry_run, piece_text
+from sgcli.tokenizers import load_tokenizer
 
 EXAMPLES = """
 Examples:
@@ -54,9 +57,6 @@ def masks(
     2 bad input or flags.
     """
     from sgcli import backends
-    from sgcli.backends.compile_cache import compile_cached
-    from sgcli.grammar_dev.dryrun import dry_run
-    from sgcli.tokenizers import load_tokenizer
 
     if top < 0:
         raise UserError("--top must be 0 or more")
@@ -90,8 +90,6 @@ def masks(
 
 
 def _sample(state, vocab, limit_note: bool = True) -> str:
-    from sgcli.grammar_dev.dryrun import piece_text
-
     shown = " ".join(piece_text(vocab.tokens[i]) for i in state.sample)
     more = state.n_allowed - len(state.sample)
     return shown + (f" … +{more}" if more > 0 and limit_note else "")
@@ -111,8 +109,6 @@ def _byte_at(text: str, offset: int) -> str:
 def _show(run, vocab, name: str) -> None:
     from rich.markup import escape
     from rich.table import Table
-
-    from sgcli.grammar_dev.dryrun import piece_text
 
     if run.text is None:
         s = run.end

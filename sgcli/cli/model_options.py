@@ -15,8 +15,15 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.batch.requests import PromptOptions
 from sgcli.cli.flag_groups import takes
+from sgcli.engine.flags import check_device, check_sampling, json_object, parse_device_map
+from sgcli.engine.loader import load_model
 from sgcli.errors import UserError
+from sgcli.extras import require
+from sgcli.models.refs import resolve_model
+from sgcli.serving.base import Sampling
+from sgcli.tokenizers import load_tokenizer
 
 
 class Dtype(str, Enum):
@@ -154,8 +161,6 @@ class ModelFlags:
     def check(self) -> None:
         """The model flags in range (a device this machine has, a readable --device-map), or exit 2;
         only --device cuda/mps imports torch."""
-        from sgcli.engine.flags import check_device, parse_device_map
-
         check_device(self.device)
         parse_device_map(self.device_map, self.device)
         if self.threads is not None and self.threads < 1:
@@ -174,8 +179,6 @@ class ModelFlags:
     def ref(self):
         """The model reference (a --gguf-file is downloaded here). A missing [generate] extra is named
         first: installing the model alone would only lead to that error next."""
-        from sgcli.extras import require
-        from sgcli.models.refs import resolve_model
 
         require("generate", "running a model")
 
@@ -185,13 +188,9 @@ class ModelFlags:
 
     def tokenizer(self, progress=None):
         """The model's own tokenizer, from the same revision / GGUF file."""
-        from sgcli.tokenizers import load_tokenizer
-
         return load_tokenizer(self.model, progress=progress, revision=self.revision, gguf_file=self.gguf_file)
 
     def load(self, ref, progress=None):
-        from sgcli.engine.flags import parse_device_map
-        from sgcli.engine.loader import load_model
 
         device_map = parse_device_map(self.device_map, self.device)
         return load_model(
@@ -230,8 +229,6 @@ class SamplingFlags:
     stop: list[str] | None = None
 
     def check(self) -> None:
-        from sgcli.engine.flags import check_sampling
-
         check_sampling(
             temperature=self.temperature, top_p=self.top_p, top_k=self.top_k, seed=self.seed, max_tokens=self.max_tokens
         )
@@ -243,8 +240,6 @@ class SamplingFlags:
         return SamplingParams(self.temperature, self.top_p, self.top_k, self.seed)
 
     def for_server(self):
-        from sgcli.serving.base import Sampling
-
         return Sampling(self.max_tokens, self.temperature, self.top_p, self.top_k, self.seed, tuple(self.stop or ()))
 
 
@@ -288,7 +283,6 @@ class PromptFlags:
         """--chat-template-kwargs as an object; bad JSON or a non-object is exit 2 (call before loading)."""
         if self.chat_template_kwargs is None:
             return None
-        from sgcli.engine.flags import json_object
 
         return json_object(self.chat_template_kwargs, "--chat-template-kwargs", "e.g. '{\"enable_thinking\": false}'")
 
@@ -298,8 +292,6 @@ class PromptFlags:
             raise UserError("--chat-template-kwargs has no template to go to with --raw", hint="drop one of them")
 
     def options(self):
-        from sgcli.batch.requests import PromptOptions
-
         return PromptOptions(self.system, self.raw, self.template_name, self.template_kwargs())
 
 

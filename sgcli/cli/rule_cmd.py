@@ -9,6 +9,8 @@ import typer
 
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, json_line, out, output_format_of
 from sgcli.errors import UserError
+from sgcli.lint.rules import FAMILIES, RULES
+from sgcli.lint.rules import all_rules as every_rule
 
 EXAMPLES = """
 Examples:
@@ -31,8 +33,6 @@ def rule(
 
     Exit codes: 0 ok, 2 unknown code or no code given.
     """
-    from sgcli.lint.rules import FAMILIES, RULES
-    from sgcli.lint.rules import all_rules as every_rule
 
     fmt = output_format_of(output_format, json_out, stream=all_rules)
     if all_rules:

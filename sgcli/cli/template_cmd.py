@@ -10,7 +10,10 @@ import typer
 
 from sgcli.cli import model_options as mo
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, handles_errors, json_line, output_format_of
+from sgcli.constraints.sources import read_text
 from sgcli.errors import EXIT_OK, Location, UserError
+from sgcli.tokenizers import load_tokenizer
+from sgcli.tokenizers.templates import check_messages
 
 app = typer.Typer(help="Render chat templates.", no_args_is_help=True)
 
@@ -27,8 +30,6 @@ Examples:
 
 def read_messages(path: str) -> tuple[list[dict], list | None]:
     """Messages (and tools) from a JSON file: a list of messages, or {"messages": [...], "tools": [...]}."""
-    from sgcli.constraints.sources import read_text
-    from sgcli.tokenizers.templates import check_messages
 
     text, origin = read_text(path, what="messages file")
     try:
@@ -79,8 +80,6 @@ def render(
     Which template was used (and why) goes to stderr. Exit 2 when the template
     rejects the messages or cannot be rendered.
     """
-    from sgcli.tokenizers import load_tokenizer
-
     if model_flags.model is not None and tokenizer is not None:
         raise UserError("give --model or --tokenizer, not both")
     kwargs = prompt_flags.template_kwargs()  # bad JSON: exit 2 before anything loads

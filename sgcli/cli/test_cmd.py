@@ -6,11 +6,15 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.backends import check_supports
+from sgcli.backends.matching import select_backends
 from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, out, output_format_of
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK
+from sgcli.grammar_dev.grammar_tests import load_suite, run_suite
+from sgcli.tokenizers import load_tokenizer
 
 EXAMPLES = """
 Examples:
@@ -46,10 +50,6 @@ def test(
     Exit codes: 0 every case passed, 1 some case failed or the grammar did not compile,
     2 malformed test file or bad flags.
     """
-    from sgcli.backends import check_supports
-    from sgcli.backends.matching import select_backends
-    from sgcli.grammar_dev.grammar_tests import load_suite, run_suite
-    from sgcli.tokenizers import load_tokenizer
 
     suites = [load_suite(f) for f in files]  # a malformed file fails (exit 2) before any compile
     for suite in suites:  # the grammar is the test file's; layout and sub-grammars are the flags'

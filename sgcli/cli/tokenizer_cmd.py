@@ -9,6 +9,8 @@ import typer
 from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, escape, handles_errors, json_line, out, output_format_of
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK
+from sgcli.tokenizers import load_tokenizer
+from sgcli.tokenizers.inspect import diff_tokenizers, inspect_tokenizer
 
 TOKENIZER_HELP = (
     "Hugging Face id or folder, tokenizer.json, .gguf file, mistral:tekken[-240718|-240911], "
@@ -21,8 +23,6 @@ TextOpt = Annotated[Optional[str], typer.Option("--text", help="Also show how th
 
 
 def _load(ref: str):
-    from sgcli.tokenizers import load_tokenizer
-
     return load_tokenizer(None if ref == "default" else ref)
 
 
@@ -38,8 +38,6 @@ def inspect(
     json_out: JsonFlagOpt = False,
 ) -> None:
     """Size, type, special and stop tokens, collisions, reachable bytes, and a text's tokens."""
-    from sgcli.tokenizers.inspect import inspect_tokenizer
-
     report = inspect_tokenizer(_load(tokenizer), text)
     if output_format_of(output_format, json_out) != "text":
         json_line({"schema_version": RECORD_SCHEMA_VERSION} | report)  # sgcli/records/
@@ -124,8 +122,6 @@ def diff(
     json_out: JsonFlagOpt = False,
 ) -> None:
     """Compare two sources of one tokenizer (e.g. a GGUF and a tokenizer.json). Exit 1 when they differ."""
-    from sgcli.tokenizers.inspect import diff_tokenizers
-
     report = diff_tokenizers(_load(a), _load(b), text)
     if output_format_of(output_format, json_out) != "text":
         json_line({"schema_version": RECORD_SCHEMA_VERSION} | report)  # sgcli/records/

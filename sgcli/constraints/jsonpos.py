@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from urllib.parse import unquote
 
+from sgcli.errors import offset_to_line_col
+
 _decoder = json.JSONDecoder()
 _WS = " \t\n\r"
 
@@ -93,8 +95,6 @@ def resolve_ref(doc, ref: str) -> tuple[object, tuple] | None:
 
 def locate(text: str, path) -> tuple[int, int] | None:
     """1-based (line, col) of the value at `path` (a sequence of keys/indexes), or its nearest parent."""
-    from sgcli.errors import offset_to_line_col
-
     offsets = value_offsets(text)
     parts = list(path)
     while True:

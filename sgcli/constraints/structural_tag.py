@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sgcli.constraints.jsonpos import locate
 from sgcli.constraints.spec import ConstraintSpec, parse_json
 from sgcli.errors import Location, UserError
 
@@ -39,8 +40,6 @@ class TriggeredTags:
 
 
 def tag_error(spec: ConstraintSpec, message: str, path: tuple = (), hint: str | None = None) -> UserError:
-    from sgcli.constraints.jsonpos import locate
-
     line, col = locate(spec.text, path) or (None, None)
     return UserError(f"structural tag: {message}", location=Location(spec.origin, line, col), hint=hint)
 

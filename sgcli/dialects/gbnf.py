@@ -10,8 +10,22 @@ from __future__ import annotations
 
 import re
 
-from sgcli.dialects.grammar_model import Alt, Chars, Grammar, Lit, Node, Opaque, Ref, Rep, Rule, Seq, repetition
+from sgcli.dialects.grammar_model import (
+    Alt,
+    Chars,
+    Grammar,
+    Lit,
+    Node,
+    Opaque,
+    ParseError,
+    Ref,
+    Rep,
+    Rule,
+    Seq,
+    repetition,
+)
 from sgcli.dialects.reader import Reader
+from sgcli.dialects.regex_parse import parse_regex
 
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
 _BRACES = re.compile(r"\{\s*(\d*)\s*(,?)\s*(-1|\d*)\s*\}")  # xgrammar prints {n, -1} for {n,}
@@ -109,8 +123,6 @@ def _element(r: Reader) -> Node:
 
 def _regex_macro(r: Reader) -> Node:
     """xgrammar's `Regex("...")` element: the pattern read by the regex reader (positions at its string)."""
-    from sgcli.dialects.grammar_model import ParseError
-    from sgcli.dialects.regex_parse import parse_regex
 
     r.pos += len("Regex(")
     r.skip_space()

@@ -14,6 +14,7 @@ import re
 import weakref
 
 from sgcli.dialects.grammar_model import Alt, Chars, Lit, Node, Opaque, ParseError, Ref, Rep, Seq
+from sgcli.dialects.regex_parse import parse_regex
 
 _READABLE = "a0 ._-!bcdefghijklmnopqrstuvwxyz123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -74,8 +75,6 @@ class ShortestStrings:
 def regex_sample(pattern: str, min_len: int = 0, variant: int = 0) -> str | None:
     """A string `pattern` matches (as JSON Schema's unanchored search does), at least
     `min_len` characters long where the pattern allows; None when sgcli cannot build one."""
-    from sgcli.dialects.regex_parse import parse_regex
-
     try:
         node = parse_regex(pattern).node
     except ParseError:

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
+from sgcli.backends import get_backend
 from sgcli.backends.base import Compiled, bitmask_words
 from sgcli.engine.forced import Spellings, draft_tokens
 from sgcli.engine.head import OutputHead, narrow_limit, row_logits
@@ -73,8 +74,6 @@ def decode(
 
 def backend_jumps(compiled: Compiled) -> bool:
     """Whether the compiled grammar's backend reports forced text (what jump-forward drafts spell)."""
-    from sgcli.backends import get_backend
-
     return get_backend(compiled.backend).capabilities.jump_forward
 
 

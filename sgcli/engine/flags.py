@@ -6,6 +6,7 @@ import math
 import re
 
 from sgcli.errors import UserError
+from sgcli.extras import require
 
 MAX_TEMPERATURE = 100.0  # far past the point where sampling is uniform over the allowed tokens
 MAX_SEED = 2**64 - 1  # torch.Generator.manual_seed's range
@@ -74,7 +75,6 @@ def parse_device_map(text: str | None, device: str = "auto") -> str | dict | Non
         raise UserError(
             f"--device {device} and --device-map both place the model", hint="give one of them (drop --device)"
         )
-    from sgcli.extras import require
 
     require("generate", "--device-map")  # accelerate is in the generate extra
     return value

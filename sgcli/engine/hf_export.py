@@ -13,12 +13,13 @@ import sys
 from pathlib import Path
 
 from sgcli.cache.paths import converted_dir
+from sgcli.engine.loader import convert_gguf
 from sgcli.errors import UserError
+from sgcli.models.refs import resolve_model
+from sgcli.tokenizers.gguf import cached_tokenizer_dir
 
 
 def export_hf_folder(gguf: Path) -> Path:
-    from sgcli.engine.loader import convert_gguf
-    from sgcli.tokenizers.gguf import cached_tokenizer_dir
 
     model_dir = convert_gguf(gguf)
     tokenizer_dir = cached_tokenizer_dir(gguf)
@@ -83,8 +84,6 @@ def _write_config(source: Path, target: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from sgcli.models.refs import resolve_model
-
     try:
         ref = resolve_model(argv[0] if argv else None)
         if ref.kind != "gguf":

@@ -18,7 +18,9 @@ from pathlib import Path
 
 from sgcli.cache import conversions
 from sgcli.cache.paths import converted_dir
+from sgcli.engine.flags import check_device
 from sgcli.errors import UserError
+from sgcli.models.hub import hub_options, offline, offline_error
 from sgcli.models.refs import ModelRef
 
 Progress = Callable[[str, int, int], None]  # (stage description, step, total steps)
@@ -52,8 +54,6 @@ class LoadedModel:
 def pick_device(device: str) -> str:
     """auto: CUDA where torch sees it, else the CPU (mps only when asked for: not every op runs there)."""
     import torch
-
-    from sgcli.engine.flags import check_device
 
     check_device(device)
     if device == "auto":
@@ -376,8 +376,6 @@ def load_state_direct(folder: Path, torch_dtype):
 
 def _from_pretrained(ref: ModelRef, torch_dtype, placement: dict | None = None):
     from transformers import AutoModelForCausalLM
-
-    from sgcli.models.hub import hub_options, offline, offline_error
 
     _quiet_transformers()
     if ref.kind == "dir" and not ref.trust_remote_code and _needs_remote_code(ref.path / "config.json"):

@@ -11,9 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sgcli import RECORD_SCHEMA_VERSION
+from sgcli.backends import get_backend
 from sgcli.backends.base import Compiled
+from sgcli.backends.matching import feed
 from sgcli.batch.records import REASONING_ONLY, error_record
 from sgcli.batch.requests import Prompt, PromptOptions, Request, start_prompt
+from sgcli.constraints.spec import Kind
 from sgcli.engine.decode import decode
 from sgcli.engine.loader import LoadedModel
 from sgcli.engine.sampling import SamplingParams
@@ -247,15 +250,11 @@ def context_length(lm: LoadedModel) -> int | None:
 def _verdict(compiled: Compiled, f: Finished):
     """The independent check of one output (sgcli.validation.validate), told how this backend
     reads regexes; its own matcher is offered only as a last resort, and only if it enforces."""
-    from sgcli.backends import get_backend
-    from sgcli.constraints.spec import Kind
 
     caps = get_backend(compiled.backend).capabilities
     encode = compiled.vocab.encode
 
     def matcher_check(text: str) -> bool:
-        from sgcli.backends.matching import feed
-
         return feed(compiled, list(encode(text))).accepted
 
     enforcing = Kind.NONE not in caps.kinds and encode is not None

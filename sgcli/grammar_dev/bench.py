@@ -15,8 +15,15 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sgcli.backends import compile_for, get_backend, unsupported_reason
+from sgcli.backends.compile_cache import HIT, cache_enabled, compile_cached
+from sgcli.backends.matching import walk_masks
+from sgcli.constraints.sources import check_schema, from_file, kind_from_extension, read_text
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import Location, UserError
+from sgcli.extras import MissingExtra
+from sgcli.grammar_dev.grammar_tests import load_suite, parse_kind
+from sgcli.lint.schema_instances import Impossible, InstanceBuilder
 from sgcli.timing import percentile
 
 
@@ -64,8 +71,6 @@ def load_items(path: str) -> list[Item]:
 
 
 def _folder_items(folder: Path) -> list[Item]:
-    from sgcli.constraints.sources import from_file, kind_from_extension
-
     items = []
     for f in sorted(x for x in folder.iterdir() if x.is_file() and not x.name.endswith((".test.yaml", ".test.yml"))):
         try:
@@ -85,8 +90,6 @@ def _folder_items(folder: Path) -> list[Item]:
 
 def _test_file_instances(grammar: Path) -> list[str]:
     """The accepted cases of a sibling NAME.test.yaml (as in sgcli/grammars/), if there is one."""
-    from sgcli.grammar_dev.grammar_tests import load_suite
-
     stem = grammar.name.split(".")[0]
     test = grammar.with_name(f"{stem}.test.yaml")
     if not test.is_file():
@@ -98,7 +101,6 @@ def _with_generated(item: Item) -> Item:
     """For a JSON Schema without instances: the minimal and the full instance the builder proposes."""
     if item.spec.kind is not Kind.JSON_SCHEMA or item.instances:
         return item
-    from sgcli.lint.schema_instances import Impossible, InstanceBuilder
 
     schema = json.loads(item.spec.text)
     texts = []
@@ -113,8 +115,6 @@ def _with_generated(item: Item) -> Item:
 
 
 def _jsonl_items(path: Path) -> list[Item]:
-    from sgcli.constraints.sources import check_schema, read_text
-
     text, origin = read_text(str(path), what="bench file")
     items = []
     for n, line in enumerate(text.splitlines(), start=1):
@@ -138,8 +138,6 @@ def _jsonl_items(path: Path) -> list[Item]:
 
 
 def _jsonl_spec(obj, at: Location) -> ConstraintSpec:
-    from sgcli.grammar_dev.grammar_tests import parse_kind
-
     if not isinstance(obj, dict) or ("schema" in obj) == ("grammar" in obj):
         raise UserError(
             "each line needs exactly one of 'schema' or 'grammar'",
@@ -190,9 +188,6 @@ def _bench_item(result: BackendResult, item: Item, vocab) -> dict:
     """Compile cold (bounded, cache off) and, where cacheable, load from the cache; then walk.
     Times are the library's own (`Compiled.compile_s`: the compile, or the load on a hit), not
     the bounded-compile child that runs first (see sgcli/backends/bounded.py)."""
-    from sgcli.backends import compile_for, get_backend, unsupported_reason
-    from sgcli.backends.compile_cache import HIT, cache_enabled, compile_cached
-    from sgcli.backends.matching import walk_masks
 
     record: dict = {"item": item.name, "kind": item.spec.kind.value, "backend": result.backend}
     impl = get_backend(result.backend)
@@ -228,8 +223,6 @@ def _bench_item(result: BackendResult, item: Item, vocab) -> dict:
 def _warm_up(name: str, vocab) -> None:
     """One throwaway compile first, so one-time set-up (a backend's tokenizer tables for this
     vocabulary, lazy imports) is not charged to whichever item happens to come first."""
-    from sgcli.backends import get_backend, unsupported_reason
-
     impl = get_backend(name)
     spec = ConstraintSpec(Kind.REGEX, "a", "<warm-up>")
     if unsupported_reason(impl, spec) is None and not impl.unavailable_reason():
@@ -306,8 +299,6 @@ PLOT_SUFFIXES = (".png", ".svg")
 def check_plot_path(path: str) -> None:
     """Exit-2 checks for --plot, done before any measuring: the suffix, the folder, matplotlib."""
     import importlib.util
-
-    from sgcli.extras import MissingExtra
 
     suffix = Path(path).suffix.lower()
     if suffix not in PLOT_SUFFIXES:

@@ -14,10 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sgcli.backends import get_backend
+from sgcli.backends.bounded import CompileLimitError
+from sgcli.backends.compile_cache import compile_cached
 from sgcli.backends.conversions import json_schema_to_ebnf, printed_by
+from sgcli.backends.matching import accepts_bytes, backends_for, sample_strings
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.dialects.convert import print_model, read_model, target_of, without_lookaheads
 from sgcli.errors import UserError
+from sgcli.grammar_dev.grammar_tests import load_suite
 
 
 def convert_spec(spec: ConstraintSpec, to: str) -> ConstraintSpec:
@@ -46,10 +51,6 @@ class RoundTrip:
 
 def _compile_all(spec: ConstraintSpec, vocab, report: RoundTrip, role: str, only: str | None = None) -> dict:
     """Compile `spec` with every enforcing backend that supports it (or just `only`); notes for those that cannot."""
-    from sgcli.backends import get_backend
-    from sgcli.backends.bounded import CompileLimitError
-    from sgcli.backends.compile_cache import compile_cached
-    from sgcli.backends.matching import backends_for
 
     compiled = {}
     for name in backends_for(spec):
@@ -84,8 +85,6 @@ def round_trip(
     reading of the schema), so that a difference is the conversion's and not one backend
     disagreeing with another (that is what `sgcli test` and `compare-backends` are for).
     """
-    from sgcli.backends.matching import accepts_bytes, sample_strings
-
     report = RoundTrip()
     sources = _compile_all(source, vocab, report, "source", only)
     targets = _compile_all(target, vocab, report, "converted grammar", only)
@@ -143,8 +142,6 @@ def _clip(data: bytes, at: int, width: int = 30) -> str:
 def sibling_cases(path: str | None) -> tuple[str | None, list]:
     """Cases of `<stem>.test.yaml` beside a grammar file, when there is one."""
     from pathlib import Path
-
-    from sgcli.grammar_dev.grammar_tests import load_suite
 
     if not path or path.startswith("<") or path.startswith("@"):
         return None, []

@@ -19,6 +19,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sgcli.backends import get_backend, unsupported_reason
+from sgcli.backends.bounded import CompileLimitError
+from sgcli.backends.compile_cache import compile_cached
+from sgcli.backends.matching import feed, tokenizations
+from sgcli.constraints.sources import check_schema, from_file, read_text
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import Location, UserError
 
@@ -93,8 +98,6 @@ def load_suite(path: str) -> Suite:
     """Read and check a test file; every mistake is a UserError at its line:col."""
     import yaml
 
-    from sgcli.constraints.sources import read_text
-
     text, origin = read_text(path, what="test file")
     loader = yaml.SafeLoader(text)
     try:
@@ -148,8 +151,6 @@ def _position(node, keys, *, at_key: bool = False) -> tuple[int | None, int | No
 
 
 def _grammar(value, base: Path, origin: str, at) -> ConstraintSpec:
-    from sgcli.constraints.sources import check_schema, from_file
-
     if isinstance(value, str):
         target = value if value.startswith("@") or Path(value).is_absolute() else str(base / value)
         try:
@@ -200,8 +201,6 @@ def _case(index: int, value, at) -> Case:
 
 def check_case(compiled, case: Case) -> Outcome:
     """Run one case through every spelling of its input on one compiled grammar."""
-    from sgcli.backends.matching import feed, tokenizations
-
     outcome = Outcome(case, compiled.backend, True)
     spellings = tokenizations(compiled.vocab, case.input)
     if spellings["longest"] == spellings["canonical"]:
@@ -223,9 +222,6 @@ def check_case(compiled, case: Case) -> Outcome:
 
 
 def run_suite(suite: Suite, names: list[str], vocab, *, use_cache: bool | None = None) -> Report:
-    from sgcli.backends import get_backend, unsupported_reason
-    from sgcli.backends.bounded import CompileLimitError
-    from sgcli.backends.compile_cache import compile_cached
 
     runs, outcomes = [], []
     for name in names:

@@ -11,8 +11,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
+from sgcli.backends import check_supports
 from sgcli.backends.base import Compiled, CompileWarning
-from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.backends.bounded import CompileLimitError
+from sgcli.backends.compile_cache import compile_cached
+from sgcli.backends.diagnostics import native_message
+from sgcli.backends.schema_warnings import iter_subschemas
+from sgcli.constraints.jsonpos import SchemaText
+from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
+from sgcli.dialects.grammar_model import Lit, walk
 from sgcli.dialects.regex_parse import RegexFeature
 from sgcli.errors import UserError
 from sgcli.lint.diagnostic import Diagnostic, at_offset
@@ -33,9 +40,6 @@ class BackendCompile:
 
 
 def compile_with(name: str, spec: ConstraintSpec, vocab) -> BackendCompile:
-    from sgcli.backends import check_supports
-    from sgcli.backends.bounded import CompileLimitError
-    from sgcli.backends.compile_cache import compile_cached
 
     backend = check_supports(name, spec)
     try:
@@ -50,8 +54,6 @@ def compile_with(name: str, spec: ConstraintSpec, vocab) -> BackendCompile:
 def clean_message(message: str) -> str:
     """The backend's own words, without sgcli's 'X rejected by Y:' wrapper, a position the
     diagnostic already carries, native log prefixes, or code excerpts after the first line."""
-    from sgcli.backends.diagnostics import native_message
-
     text = _POSITION.sub("", native_message(_WRAPPER.sub("", message.strip(), count=1)), count=1)
     first = text.split("\n")[0].strip()
     return first or text
@@ -89,8 +91,6 @@ def without_refused(run: BackendCompile, spec: ConstraintSpec, stext, vocab) -> 
     keyword paths); (None, ...) when an error is not about a keyword or too many are refused."""
     import json
 
-    from sgcli.constraints.jsonpos import SchemaText
-
     error, schema, dropped = run.error, json.loads(spec.text), []
     while error is not None and len(dropped) < MAX_DROPPED:
         loc = error.location
@@ -113,8 +113,6 @@ def without_refused(run: BackendCompile, spec: ConstraintSpec, stext, vocab) -> 
 
 def _keyword_at(stext, line: int, col: int | None) -> tuple | None:
     """The schema path of a keyword whose value starts at line:col, if that is one."""
-    from sgcli.backends.schema_warnings import iter_subschemas
-    from sgcli.constraints.spec import parse_json
 
     pointer = stext.pointer_at(_offset_of(stext.text, line, col or 1))
     if not pointer:
@@ -218,8 +216,6 @@ def feature_diagnostics(
 
 def special_token_literals(spec: ConstraintSpec, grammar, vocab, tokenizer_name: str) -> list[Diagnostic]:
     """T001: grammar literals containing the text of a special token."""
-    from sgcli.dialects.grammar_model import Lit, walk
-
     specials = {}
     for i in sorted(vocab.special_ids):
         piece = vocab.tokens[i].decode("utf-8", errors="replace") if i < len(vocab.tokens) else ""

@@ -15,6 +15,9 @@ from sgcli.backends.matching import accepts_nothing
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import Location, UserError
 from sgcli.lint.diagnostic import Diagnostic
+from sgcli.lint.length_check import shortest_sentence, too_long
+from sgcli.lint.runner import read_grammar
+from sgcli.lint.structure import Structure
 
 FATAL_STRUCTURE = ("G001", "G007")  # every backend rejects these grammars
 
@@ -23,8 +26,6 @@ def structure_errors(spec: ConstraintSpec) -> None:
     """Raise the first fatal structure finding as a positioned UserError (exit 2)."""
     if spec.kind not in (Kind.EBNF, Kind.LARK):
         return
-    from sgcli.lint.runner import read_grammar
-    from sgcli.lint.structure import Structure
 
     grammar, _, _ = read_grammar(spec)
     if grammar is None:  # sgcli's reader gave up: the backend's compile will say what is wrong
@@ -37,8 +38,6 @@ def structure_errors(spec: ConstraintSpec) -> None:
 
 def certain_failures(spec: ConstraintSpec, compiled, max_tokens: int, tokenizer_name: str) -> list[Diagnostic]:
     """L001 findings for `compiled` (against its own vocabulary); exit 2 if it accepts no text at all."""
-    from sgcli.lint.length_check import shortest_sentence, too_long
-    from sgcli.lint.runner import read_grammar
 
     if accepts_nothing(compiled):
         raise UserError(

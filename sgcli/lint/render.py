@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 
 from sgcli.lint.diagnostic import Diagnostic
+from sgcli.lint.rules import RULES
 
 FORMATS = ("concise", "full", "json", "json-lines", "github", "sarif", "text", "jsonl")
 
@@ -94,7 +95,6 @@ def github(diags: list[Diagnostic], sources: dict[str, str]) -> str:
 def sarif(diags: list[Diagnostic], sources: dict[str, str]) -> str:
     """SARIF 2.1.0, for code-scanning dashboards: one run, the rules that fired, one result each."""
     from sgcli import __version__
-    from sgcli.lint.rules import RULES
 
     codes = sorted({d.code for d in diags})
     rules = [

@@ -12,10 +12,24 @@ import functools
 import re
 from dataclasses import dataclass, field
 
+from sgcli.backends import check_supports, get_backend, unsupported_reason
+from sgcli.backends.matching import enforcing_backends
+from sgcli.constraints.sources import (
+    check_nesting,
+    check_schema,
+    kind_from_extension,
+    read_text,
+    resolve_library,
+    with_subgrammars,
+)
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
+from sgcli.dialects.grammar_model import Grammar, ParseError, Rule
 from sgcli.errors import UserError
 from sgcli.lint import backend_checks as bc
 from sgcli.lint.diagnostic import Diagnostic, at_offset
+from sgcli.lint.length_check import shortest_sentence, too_long
+from sgcli.lint.schema_instances import Impossible
+from sgcli.lint.schema_probes import keyword_probes
 from sgcli.lint.select import Selection
 from sgcli.tokenizers.vocab import RAW, Vocab
 
@@ -85,8 +99,6 @@ class Linter:
     def backends(self, spec: ConstraintSpec, skipped: list[tuple[str, str]]) -> list[str]:
         """The backends to run: the one named (exit 2 if it cannot take this file), or every
         enforcing backend that supports the file's kind and JSON options."""
-        from sgcli.backends import check_supports, get_backend, unsupported_reason
-        from sgcli.backends.matching import enforcing_backends
 
         if self.options.backend not in ("all", "auto"):
             named = (self.options.backend,) if isinstance(self.options.backend, str) else self.options.backend
@@ -111,8 +123,6 @@ class Linter:
         return chosen
 
     def lint(self, path: str) -> FileResult:
-        from sgcli.constraints.sources import kind_from_extension, read_text, resolve_library, with_subgrammars
-
         if path.startswith("@"):  # a grammar of the library in sgcli/grammars/
             path = resolve_library(path)
         kind = self.options.kind or kind_from_extension(path)
@@ -180,10 +190,7 @@ class Linter:
     def _schema_rules(self, schema, stext, runs, spec) -> list[Diagnostic]:
         """J001/W002 on every compile, J003 where they cannot run. A backend that refused a keyword
         (J002) is compiled again without it, so that one refusal does not hide the rest."""
-        from sgcli.backends import get_backend
         from sgcli.lint import schema_checks as sc
-        from sgcli.lint.schema_instances import Impossible
-        from sgcli.lint.schema_probes import keyword_probes
 
         try:
             base, probes = keyword_probes(schema)
@@ -213,8 +220,6 @@ class Linter:
         return out
 
     def _length(self, spec, grammar, schema, compiled) -> list[Diagnostic]:
-        from sgcli.lint.length_check import shortest_sentence, too_long
-
         sentence = shortest_sentence(grammar, schema, spec.kind is Kind.JSON_SCHEMA)
         if sentence is None:
             return []
@@ -233,8 +238,6 @@ class Linter:
 def _input_problem(spec: ConstraintSpec) -> Diagnostic | None:
     """S003 when a schema is not JSON or not a valid JSON Schema; S004 when a grammar or regex is
     nested past sgcli's depth limit. The same checks `generate` and `compile` refuse with exit 2."""
-    from sgcli.constraints.sources import check_nesting, check_schema
-
     code, check = ("S003", check_schema) if spec.kind is Kind.JSON_SCHEMA else ("S004", check_nesting)
     try:
         check(spec)
@@ -248,8 +251,6 @@ def _input_problem(spec: ConstraintSpec) -> Diagnostic | None:
 
 def read_grammar(spec: ConstraintSpec):
     """(grammar, regex features, S004 diagnostic or None) for a GBNF, Lark or regex file."""
-    from sgcli.dialects.grammar_model import Grammar, ParseError, Rule
-
     try:
         if spec.kind is Kind.EBNF:
             from sgcli.dialects.gbnf import parse_gbnf

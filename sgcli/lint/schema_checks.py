@@ -11,7 +11,10 @@ from __future__ import annotations
 import json
 
 from sgcli.backends.base import Compiled
-from sgcli.constraints.jsonpos import SchemaText
+from sgcli.backends.matching import feed
+from sgcli.backends.schema_warnings import iter_subschemas
+from sgcli.constraints.jsonpos import SchemaText, pointer_of
+from sgcli.dialects.grammar_model import ParseError
 from sgcli.dialects.regex_parse import RegexFeature, parse_regex
 from sgcli.lint.diagnostic import Diagnostic, at_offset
 from sgcli.lint.schema_probes import Probe
@@ -31,8 +34,6 @@ def dumps(value, layout: dict) -> str:
 
 def accepts(compiled: Compiled, text: str) -> bool:
     """Whether the backend's matcher takes `text` (tokenized by the vocabulary) to a stop."""
-    from sgcli.backends.matching import feed
-
     vocab = compiled.vocab
     if vocab.encode is None:
         return False
@@ -77,8 +78,6 @@ def unenforced(
 ) -> list[Diagnostic]:
     """J001: keywords whose single-keyword violation the backend's matcher still accepts (in any
     layout it accepts the valid instance in)."""
-    from sgcli.constraints.jsonpos import pointer_of
-
     out = []
     for probe in probes:
         if not any(accepts(compiled, dumps(probe.instance, layout)) for layout in layouts):
@@ -132,8 +131,6 @@ BOUNDED_FLAGS = {"max_whitespace": "--max-whitespace 4", "compact": "--json-whit
 def pattern_features(schema, stext: SchemaText) -> list[RegexFeature]:
     """Regex features (lookaround, backreferences, ...) inside `pattern` values, at their
     positions in the file."""
-    from sgcli.backends.schema_warnings import iter_subschemas
-    from sgcli.dialects.grammar_model import ParseError
 
     found = []
     for path, node in iter_subschemas(schema):
@@ -149,8 +146,6 @@ def pattern_features(schema, stext: SchemaText) -> list[RegexFeature]:
 
 
 def _after_dropping(dropped) -> str:
-    from sgcli.constraints.jsonpos import pointer_of
-
     if not dropped:
         return ""
     return " (found with the keywords it refuses removed: " + ", ".join(pointer_of(d) for d in dropped) + ")"

@@ -11,6 +11,8 @@ from __future__ import annotations
 import copy
 import math
 
+from sgcli.constraints.jsonpos import resolve_ref
+
 _FORMATS = {
     "date-time": "2024-01-02T03:04:05Z",
     "date": "2024-01-02",
@@ -87,8 +89,6 @@ class InstanceBuilder:
         return value
 
     def resolve(self, ref: str):
-        from sgcli.constraints.jsonpos import resolve_ref
-
         if not ref.startswith("#"):
             raise Impossible(f"remote $ref {ref}")
         found = resolve_ref(self.root, ref)

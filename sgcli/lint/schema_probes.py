@@ -13,6 +13,8 @@ import copy
 import math
 from dataclasses import dataclass
 
+from sgcli.backends.schema_warnings import iter_subschemas
+from sgcli.dialects.shortest import regex_sample
 from sgcli.lint.schema_instances import Impossible, InstanceBuilder, count, validator
 
 _ANY_VALUES = ["zz_not_listed", 987654321, 0.5, None, True, [], {}]
@@ -137,8 +139,6 @@ def _conditional(n, kw, v, builder: InstanceBuilder):
 
 def _pattern_properties(n, v):
     """Objects with a key that one pattern matches and a value that breaks that pattern's subschema."""
-    from sgcli.dialects.shortest import regex_sample
-
     if not isinstance(v, dict) or not isinstance(n.get("patternProperties"), dict):
         return []
     out = []
@@ -209,8 +209,6 @@ def _without(schema, path: tuple):
 def keyword_probes(schema) -> tuple[object, list[Probe]]:
     """(the valid instance, one probe per keyword that could be violated alone).
     Raises Impossible when no valid instance can be built."""
-    from sgcli.backends.schema_warnings import iter_subschemas
-
     builder = InstanceBuilder(schema, full=True)
     base = builder.build()
     whole = validator(schema)

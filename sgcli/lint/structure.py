@@ -5,6 +5,7 @@ from __future__ import annotations
 from sgcli.dialects import resolve
 from sgcli.dialects.grammar_model import Alt, Chars, Grammar, Lit, Node, Opaque, Ref, Rep, Rule, Seq, refs, walk
 from sgcli.lint.diagnostic import Diagnostic, at_offset
+from sgcli.lint.free_text import FreeText
 
 _RANK = {False: 0, None: 1, True: 2}  # nullable: no < unknown < yes
 
@@ -362,8 +363,6 @@ class Structure:
 
     def free_text(self) -> list[Diagnostic]:
         """G008: unbounded free text with required grammar after it (sgcli/lint/free_text.py)."""
-        from sgcli.lint.free_text import FreeText
-
         out = []
         for rep, after in FreeText(self).findings():
             src, then = self.text[rep.pos : rep.end], self.text[after.pos : _line_end(self.text, after.pos)]

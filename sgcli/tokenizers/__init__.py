@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sgcli.errors import UserError
+from sgcli.tokenizers.hf import load_tokenizer_json
 from sgcli.tokenizers.vocab import IncrementalDetokenizer, Vocab
 
 if TYPE_CHECKING:
@@ -63,7 +64,6 @@ def _load(ref: str | None, progress, revision: str | None = None, gguf_file: str
 
             return load_converted(model.path, lambda folder: _load_folder(folder, name=model.display), progress)
         from sgcli.models.hub import hub_file
-        from sgcli.tokenizers.hf import load_tokenizer_json
 
         extras = ("tokenizer_config.json", "chat_template.jinja", "generation_config.json")
         path = hub_file(model.location, "tokenizer.json", revision=model.revision, optional=extras)
@@ -90,8 +90,6 @@ def _load_file(path: Path) -> Tokenizer:
 
         return load_spm_tokenizer(path, name=str(path))
     if path.suffix == ".json":
-        from sgcli.tokenizers.hf import load_tokenizer_json
-
         return load_tokenizer_json(path)
     raise UserError(
         f"{path} is not a tokenizer file sgcli reads",
@@ -101,8 +99,6 @@ def _load_file(path: Path) -> Tokenizer:
 
 def _load_folder(folder: Path, *, name: str) -> Tokenizer:
     """A model or tokenizer folder: tokenizer.json first, else tokenizer.model, else tekken.json."""
-    from sgcli.tokenizers.hf import load_tokenizer_json
-
     if (folder / "tokenizer.json").is_file():
         return load_tokenizer_json(folder / "tokenizer.json", name=name)
     if (folder / "tokenizer.model").is_file():

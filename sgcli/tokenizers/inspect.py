@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from sgcli.tokenizers.base import Tokenizer
+from sgcli.tokenizers.templates import template_names
 from sgcli.tokenizers.vocab import BYTE_FALLBACK, Vocab
 
 EXAMPLES = 5  # collision groups / differences listed in full
@@ -119,8 +120,6 @@ def inspect_tokenizer(tok: Tokenizer, text: str | None = None) -> dict[str, Any]
 
 
 def _template_summary(tok: Tokenizer) -> dict[str, Any] | None:
-    from sgcli.tokenizers.templates import template_names
-
     names = template_names(tok.raw_chat_template)
     return {"names": names} if names else None
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from sgcli.errors import UserError
 from sgcli.tokenizers.base import Tokenizer
+from sgcli.tokenizers.spm import load_spm_tokenizer
 from sgcli.tokenizers.vocab import RAW, Vocab
 
 # ref name -> file name pattern inside mistral_common/data
@@ -65,7 +66,6 @@ def load_mistral(ref: str) -> Tokenizer:
     path = tokenizer_file(ref)
     if path.suffix == ".json":
         return load_tekken(path, ref)
-    from sgcli.tokenizers.spm import load_spm_tokenizer
 
     tok = load_spm_tokenizer(path, name=ref)
     tok.chat_encoder = chat_encoder(path, ref)

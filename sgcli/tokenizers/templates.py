@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from sgcli.errors import UserError
+from sgcli.limits import LimitHit, start_bounded
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -188,7 +189,6 @@ def render_later(template: ChatTemplate, messages: list[dict], **options: Any) -
     other core meanwhile (and an untrusted template cannot touch the parent's memory). A child that
     dies for any other reason is not the user's doing: the render is then repeated here, where its
     error (a missing transformers, a bug) surfaces as itself."""
-    from sgcli.limits import LimitHit, start_bounded
 
     def in_child() -> dict:
         try:

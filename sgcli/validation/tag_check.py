@@ -10,13 +10,12 @@ its schema (`jsonschema`), a regex with the `regex` package, a constant by equal
 from __future__ import annotations
 
 from sgcli.constraints.spec import ConstraintSpec
+from sgcli.constraints.structural_tag import parse
 from sgcli.validation.verdict import Unchecked, json_verdict
 
 
 def tag_errors(spec: ConstraintSpec, output: str, dialect: str) -> list[str]:
     """Errors of `output` against the structural tag `spec`; Unchecked for formats other than triggered tags."""
-    from sgcli.constraints.structural_tag import parse
-
     _, tt = parse(spec)
     if tt is None:
         raise Unchecked("only triggered_tags structural tags can be checked apart from the backend")

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
+from sgcli.validation.regex_check import DialectError, fullmatch
 from sgcli.validation.verdict import Unchecked, Verdict, json_verdict
 
 
@@ -105,8 +106,6 @@ def _llguidance_verdict(spec: ConstraintSpec, output: str, dialect: str) -> Verd
     """llguidance's top-level grammar JSON: checkable when it holds one grammar, a JSON Schema or Lark."""
     import dataclasses
 
-    from sgcli.constraints.spec import parse_json
-
     doc = parse_json(spec.text, spec.origin)
     grammars = doc.get("grammars") if isinstance(doc, dict) else None
     if not isinstance(grammars, list) or len(grammars) != 1 or not isinstance(grammars[0], dict):
@@ -127,7 +126,6 @@ def kind_checker(kind: Kind) -> str:
 def regex_errors(spec: ConstraintSpec, output: str, dialect: str) -> list[str]:
     if spec.kind is Kind.CHOICE:
         return [] if output in spec.choices else [f"output is not one of the choices {list(spec.choices)}"]
-    from sgcli.validation.regex_check import DialectError, fullmatch
 
     try:
         matched = fullmatch(spec.text, output, dialect)
