@@ -212,7 +212,7 @@ def test_the_round_trip_catches_a_wrong_conversion(smol_tokenizer):
 
 
 def test_cli_reports_the_check_and_exits_1_when_the_round_trip_fails(run_cli, tmp_path, monkeypatch):
-    import sgcli.grammar_dev.convert as convert
+    import sgcli.cli.convert_cmd as convert_cmd
 
     (tmp_path / "digits.regex").write_text("[0-9]{2,4}\n")
     cases = tmp_path / "c.test.yaml"
@@ -221,7 +221,7 @@ def test_cli_reports_the_check_and_exits_1_when_the_round_trip_fails(run_cli, tm
     assert ok.exit_code == 0 and "cases from" in ok.stderr and "round trip ok" in ok.stderr
     # A converter with a bug: the check must say so and fail the command.
     wrong = ConstraintSpec(Kind.EBNF, "root ::= [0-9] [0-9] [0-9]\n", "wrong.gbnf")
-    monkeypatch.setattr(convert, "convert_spec", lambda spec, to: wrong)
+    monkeypatch.setattr(convert_cmd, "convert_spec", lambda spec, to: wrong)
     bad = run_cli("convert", tmp_path / "digits.regex", "--to", "ebnf", "--cases", cases, "--samples", "3")
     assert bad.exit_code == 1
     assert "round trip FAILED" in bad.stderr and "case 1 is accepted by the source but rejected" in bad.stderr
