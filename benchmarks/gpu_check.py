@@ -1,4 +1,7 @@
-"""The GPU half of benchmarks/gpu_check.sh: a constrained generation on CUDA in bf16, then the rows.
+"""The GPU half of benchmarks/gpu_check.sh: sgcli's native forward checked against transformers on the
+device (logits and greedy outputs; a pass is recorded, and `--model-impl auto` trusts the native
+forward there from then on: sgcli/engine/device_checks.py), a constrained generation on CUDA in bf16,
+then the rows.
 
 The model is the default model's architecture (`.gpu/config.json`) with random weights (see
 gpu_check.sh for why); the tokenizer is the default model's. Also runs on CPU (`--device cpu`)
@@ -50,6 +53,57 @@ def one_generation(tokenizer, lm, max_tokens: int) -> dict:
     return record
 
 
+# Bounds on |native - transformers| logits, as a fraction of the largest |logit|. float32: the two
+# forwards compute the same products in another order (the CPU test suite holds them to 1e-4).
+# bfloat16: each product rounds to 8 bits of mantissa (2^-8 = 0.4% per rounding), and a 30-layer
+# model accumulates a few roundings: 5% leaves room for that and fails a wrong formula (such as a
+# missing rotary sign or norm), which moves logits by their own size.
+BOUNDS = {"float32": 1e-4, "bfloat16": 0.05, "float16": 0.05}
+
+
+def check_native(bundle: Path, device: str, dtype: str, greedy_tokens: int = 32) -> dict:
+    """Native forward vs transformers on `device`, same random weights: logits and greedy tokens."""
+    import tempfile
+
+    import torch
+
+    from sgcli.engine import device_checks
+    from sgcli.engine.decode import cache_keyword
+    from sgcli.engine.loader import load_model
+    from sgcli.models.refs import ModelRef
+
+    tokenizer, peer = load_bundle(bundle, device, dtype)
+    with tempfile.TemporaryDirectory() as folder:
+        peer.model.save_pretrained(folder)
+        native = load_model(ModelRef("dir", folder, "native twin"), device=device, dtype=dtype, impl="native")
+    ids = torch.tensor([tokenizer.encode("Describe France as JSON with its capital and population.")], device=device)
+    with torch.no_grad():
+        want = peer.model(ids).logits[0, -1].float()
+        got = native.model(ids, **{cache_keyword(native.model): None}).logits[0, -1].float()
+        diff = float((want - got).abs().max() / want.abs().max().clamp_min(1e-6))
+        same = 0
+        a, b = ids, ids
+        for _ in range(greedy_tokens):
+            ta = peer.model(a).logits[0, -1].argmax()
+            tb = native.model(b, **{cache_keyword(native.model): None}).logits[0, -1].argmax()
+            if ta != tb:
+                break
+            same += 1
+            a = torch.cat([a, ta.view(1, 1)], dim=1)
+            b = torch.cat([b, tb.view(1, 1)], dim=1)
+    bound = BOUNDS.get(native.dtype, 0.05)
+    result = {
+        "passed": diff <= bound and same == greedy_tokens,
+        "dtype": native.dtype,
+        "max_logit_diff_fraction": round(diff, 6),
+        "bound": bound,
+        "greedy_tokens_equal": same,
+        "greedy_tokens": greedy_tokens,
+    }
+    device_checks.record(native.device, result)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--bundle", type=Path, default=Path(".gpu"))
@@ -58,6 +112,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=120)
     args = parser.parse_args()
+    print("# native vs transformers:", json.dumps(check_native(args.bundle, args.device, args.dtype)), flush=True)
     tokenizer, lm = load_bundle(args.bundle, args.device, args.dtype)
     record = one_generation(tokenizer, lm, args.max_tokens)
     keep = ("output", "valid", "errors", "finish_reason", "usage", "timings")

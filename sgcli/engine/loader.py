@@ -18,6 +18,7 @@ from pathlib import Path
 
 from sgcli.cache import conversions
 from sgcli.cache.paths import converted_dir
+from sgcli.engine import device_checks
 from sgcli.engine.flags import check_device
 from sgcli.errors import UserError
 from sgcli.models.hub import hub_options, offline, offline_error
@@ -49,6 +50,7 @@ class LoadedModel:
     threads: int | None = None  # torch's CPU threads while this model runs
     impl: str = "transformers"  # which forward pass runs it: native (sgcli.engine.llama) or transformers
     kernel: str | None = None  # the CPU matrix-product kernel the native forward packed its weights for
+    impl_reason: str | None = None  # why auto ran transformers where the native forward fits the model
 
 
 def pick_device(device: str) -> str:
@@ -189,7 +191,7 @@ def load_model(
     gpu = dev != "cpu" or (device_map is not None and torch.cuda.is_available())
     torch_dtype = pick_dtype(dtype, "cuda" if gpu else "cpu", from_checkpoint=True)
     placement = {"device_map": device_map} if device_map is not None else {}
-    native = _native_choice(ref, impl, placement)
+    native, impl_reason = choose_impl(ref, impl, placement, dev)
     if ref.kind == "gguf":
         if torch_dtype == "auto":
             torch_dtype = torch.bfloat16  # a dequantized GGUF has no trained dtype of its own
@@ -208,7 +210,7 @@ def load_model(
     used = "native" if hasattr(model, "new_cache") else "transformers"  # only NativeLlama builds its own cache
     kernel = model.pack_for_cpu() if used == "native" and dev == "cpu" else None
     elapsed = time.perf_counter() - t
-    return LoadedModel(model, ref, dev, dtype_name, width, elapsed, torch.get_num_threads(), used, kernel)
+    return LoadedModel(model, ref, dev, dtype_name, width, elapsed, torch.get_num_threads(), used, kernel, impl_reason)
 
 
 def _quiet_transformers() -> None:
@@ -216,6 +218,15 @@ def _quiet_transformers() -> None:
 
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
+
+
+def choose_impl(ref: ModelRef, impl: str, placement: dict, device: str) -> tuple[bool, str | None]:
+    """(whether the native forward runs `ref` on `device`, why auto chose transformers where the model
+    fits the native forward). On an accelerator auto trusts the native forward only where
+    benchmarks/gpu_check.sh has checked it (`engine/device_checks.py`)."""
+    native = _native_choice(ref, impl, placement)
+    reason = device_checks.untrusted_reason(device) if native and impl == "auto" else None
+    return native and reason is None, reason
 
 
 def _native_choice(ref: ModelRef, impl: str, placement: dict) -> bool:

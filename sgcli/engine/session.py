@@ -68,6 +68,7 @@ class Session:
             "device": self.lm.device,
             "dtype": self.lm.dtype,
             "model_impl": self.lm.impl,
+            "model_impl_reason": self.lm.impl_reason,
             "kernel": self.lm.kernel,
             "chat_template": template,
         }

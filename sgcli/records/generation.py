@@ -83,6 +83,11 @@ class GenerationRecord(_Strict):
     model_impl: Optional[str] = Field(
         None, description="whose forward pass ran the in-process model: native (sgcli's) or transformers"
     )
+    model_impl_reason: Optional[str] = Field(
+        None,
+        description="why --model-impl auto ran transformers for a model the native forward fits (an "
+        "accelerator benchmarks/gpu_check.sh has not checked it on), else null",
+    )
     kernel: Optional[str] = Field(
         None,
         description="the matrix-product kernel the native forward packed its weights for: onednn-bf16 "

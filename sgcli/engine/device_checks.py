@@ -1,0 +1,62 @@
+"""Which accelerators sgcli's own forward has been checked on, so `--model-impl auto` trusts it there.
+
+On a CPU the native forward is checked against transformers by the test suite. On CUDA or MPS
+it has never run in this project's CI, so `auto` keeps transformers there until
+`benchmarks/gpu_check.sh` has compared the two forwards on that very device (logits and greedy
+outputs, in one run) and written the result here. `--model-impl native` still runs it anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sgcli.cache.paths import atomic_write, cache_root
+
+
+def checks_file() -> Path:
+    return cache_root() / "checks" / "native-forward.json"
+
+
+def device_key(device: str) -> str:
+    """The device as its model and the torch build see it (`cuda:0` names no hardware)."""
+    import torch
+
+    if device.startswith("cuda"):
+        index = torch.device(device).index or 0
+        return f"cuda {torch.cuda.get_device_name(index)} torch {torch.__version__}"
+    return f"{device} torch {torch.__version__}"
+
+
+def _read() -> dict:
+    try:
+        data = json.loads(checks_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # no check yet, or an unreadable file: nothing is trusted
+    return data if isinstance(data, dict) else {}
+
+
+def passed(device: str) -> bool:
+    """True when gpu_check passed on this device with this torch."""
+    entry = _read().get(device_key(device))
+    return isinstance(entry, dict) and entry.get("passed") is True
+
+
+def untrusted_reason(device: str) -> str | None:
+    """Why `auto` runs transformers on `device` (None on the CPU or where the check passed)."""
+    if device == "cpu" or passed(device):
+        return None
+    return (
+        f"the native forward has not been checked against transformers on {device_key(device)} "
+        "(benchmarks/gpu_check.sh checks it and records the result)"
+    )
+
+
+def record(device: str, result: dict) -> Path:
+    """Store a check's result (`passed` plus its figures) for `device`."""
+    data = _read()
+    data[device_key(device)] = result
+    path = checks_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps(data, indent=2, sort_keys=True).encode("utf-8"))
+    return path
