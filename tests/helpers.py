@@ -89,3 +89,17 @@ def random_llama(
     )
     model = LlamaForCausalLM(config).eval()
     return LoadedModel(model, ModelRef("dir", name, name), "cpu", "float32", vocab_size, 0.0)
+
+
+def patch_everywhere(monkeypatch, module, name: str, value) -> None:
+    """`monkeypatch.setattr(module, name, value)`, and the same in every sgcli module that imported
+    that object by name at its top (`from sgcli.x import name` binds its own reference)."""
+    import sys
+
+    original = getattr(module, name)
+    monkeypatch.setattr(module, name, value)
+    for other in list(sys.modules.values()):
+        if other is module or not getattr(other, "__name__", "").startswith("sgcli"):
+            continue
+        if getattr(other, name, None) is original:
+            monkeypatch.setattr(other, name, value)

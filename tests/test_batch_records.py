@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import patch_everywhere
 
 from sgcli.batch.records import RecordWriter
 from sgcli.constraints.spec import ConstraintSpec, Kind
@@ -166,7 +167,7 @@ def test_a_validation_that_raises_is_an_invalid_record_not_a_crash(session, monk
     def broken(*args, **kwargs):
         raise RuntimeError("remote reference")
 
-    monkeypatch.setattr(session_module, "validate", broken)
+    patch_everywhere(monkeypatch, session_module, "validate", broken)
     record = next(e.record for e in session.stream(Request(1, "Answer:")) if isinstance(e, Done))
     assert record["valid"] is False and record["output"] in ("yes", "no")
     assert "could not be validated: RuntimeError: remote reference" in record["errors"][0]

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import WEATHER_TAGS
+from helpers import WEATHER_TAGS, patch_everywhere
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -48,7 +48,7 @@ def test_every_command_refuses_contradictory_layouts_alike(run_cli, tmp_path, mo
     def no_tokenizer(*_a, **_k):
         raise AssertionError("the tokenizer loaded before the flags were checked")
 
-    monkeypatch.setattr(sgcli.tokenizers, "load_tokenizer", no_tokenizer)
+    patch_everywhere(monkeypatch, sgcli.tokenizers, "load_tokenizer", no_tokenizer)
     schema = tmp_path / "s.json"
     schema.write_text('{"type": "object"}')
     messages = set()

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import patch_everywhere
 
 from sgcli.constraints.spec import MAX_DEPTH
 
@@ -25,8 +26,8 @@ def no_model(monkeypatch):
     import sgcli.engine.loader
     import sgcli.tokenizers
 
-    monkeypatch.setattr(sgcli.engine.loader, "load_model", boom)
-    monkeypatch.setattr(sgcli.tokenizers, "load_tokenizer", boom)
+    patch_everywhere(monkeypatch, sgcli.engine.loader, "load_model", boom)
+    patch_everywhere(monkeypatch, sgcli.tokenizers, "load_tokenizer", boom)
 
 
 def _refused(result, *needles: str) -> str:
