@@ -55,7 +55,13 @@ KEYS: dict[str, Key] = {
         Key("dtype", str, "SGCLI_DTYPE", "dtype", "auto, float32, bfloat16 or float16"),
         Key("threads", int, "SGCLI_THREADS", "threads", "torch CPU threads"),
         Key("cache-dir", str, "SGCLI_CACHE_DIR", None, "where converted models and compiled grammars are kept"),
-        Key("json-whitespace", str, "SGCLI_JSON_WHITESPACE", "json_whitespace", "flexible or compact"),
+        Key(
+            "json-whitespace",
+            str,
+            "SGCLI_JSON_WHITESPACE",
+            "json_whitespace",
+            "compact or flexible (default: compact where a command generates, flexible in masks and test)",
+        ),
         Key("lint.select", str, "SGCLI_LINT_SELECT", "select", "lint rule codes or prefixes to run", True),
         Key("lint.ignore", str, "SGCLI_LINT_IGNORE", "ignore", "lint rule codes or prefixes to skip", True),
         Key(

@@ -125,6 +125,8 @@ def generate(
     from sgcli.lint import preflight
 
     backend = backend or backends.DEFAULT_BACKEND
+    if not engine_flags.local:
+        flags.for_server()
     spec = flags.spec(required=backends.enforces(backend))
     spec = dataclasses.replace(spec, json_options=dataclasses.replace(spec.json_options, for_generation=True))
     preflight.structure_errors(spec)  # an undefined rule fails here, before any library loads

@@ -26,7 +26,7 @@ Examples:
 """
 
 
-@co.takes_constraint()
+@co.takes_constraint(generates=False)
 def masks(
     grammar_file: Annotated[
         Optional[str],

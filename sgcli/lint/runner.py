@@ -12,7 +12,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
+from sgcli.constraints.spec import GENERATE_WHITESPACE, ConstraintSpec, JsonOptions, Kind
 from sgcli.errors import UserError
 from sgcli.lint import backend_checks as bc
 from sgcli.lint.diagnostic import Diagnostic, at_offset
@@ -45,7 +45,7 @@ class LintOptions:
     max_tokens: int | None = None
     kind: Kind | None = None
     selection: Selection = field(default_factory=Selection.everything)
-    json_options: JsonOptions = field(default_factory=JsonOptions)
+    json_options: JsonOptions = field(default_factory=lambda: JsonOptions(GENERATE_WHITESPACE))  # generate's layout
     subs: tuple[str, ...] = ()  # `--sub name=FILE` for a Lark grammar's @name references
 
 
