@@ -228,6 +228,7 @@ class SamplingFlags:
     top_k: int = 0
     seed: int = 0
     stop: list[str] | None = None
+    repetition_guard: bool = True
 
     def check(self) -> None:
         from sgcli.engine.flags import check_sampling
@@ -271,6 +272,19 @@ SAMPLING_FLAGS = {
             typer.Option("--stop", help="Stop when this string appears; repeatable.", rich_help_panel=_SAMPLING),
         ],
         None,
+    ),
+    "repetition_guard": (
+        Annotated[
+            bool,
+            typer.Option(
+                "--repetition-guard/--no-repetition-guard",
+                envvar="SGCLI_REPETITION_GUARD",
+                help="End an output stuck repeating one span (8+ copies over 64+ characters) with finish_reason "
+                "repetition, instead of at --max-tokens. In-process models only.",
+                rich_help_panel=_SAMPLING,
+            ),
+        ],
+        True,
     ),
 }
 
@@ -352,6 +366,7 @@ def new_session(lm, tokenizer, compiled, sampling: SamplingFlags, prompting: Pro
         sampling.max_tokens,
         tuple(sampling.stop or ()),
         prompting.options(),
+        repetition_guard=sampling.repetition_guard,
         **options,
     )
 
