@@ -83,7 +83,8 @@ ThreadsOpt = Annotated[
     typer.Option(
         "--threads",
         envvar="SGCLI_THREADS",
-        help="CPU threads for the model (default 1: measured fastest for small models on a shared 2-core machine).",
+        help="torch CPU threads for the model. Default: the usable physical cores less those other work keeps "
+        "busy now, at most 8 (OMP_NUM_THREADS where set); the record's timings.threads says how many ran.",
         rich_help_panel=_MODEL,
     ),
 ]
