@@ -40,6 +40,8 @@ def test_schema_generation_streams_valid_json(run_cli):
     assert result.exit_code == 0, result.output
     jsonschema.validate(json.loads(result.stdout), json.loads(CAPITAL.read_text()))
     assert "finish: stop" in result.stderr and "valid" in result.stderr
+    compact = json.dumps(json.loads(result.stdout), separators=(",", ":"), ensure_ascii=False)
+    assert result.stdout == compact + "\n"  # the default layout: no whitespace between JSON tokens (issue 29)
 
 
 @pytest.mark.model
