@@ -54,8 +54,21 @@ KEYS: dict[str, Key] = {
         Key("device", str, "SGCLI_DEVICE", "device", "auto, cpu, cuda, cuda:N or mps"),
         Key("dtype", str, "SGCLI_DTYPE", "dtype", "auto, float32, bfloat16 or float16"),
         Key("threads", int, "SGCLI_THREADS", "threads", "torch CPU threads"),
+        Key(
+            "repetition-guard",
+            bool,
+            "SGCLI_REPETITION_GUARD",
+            "repetition_guard",
+            "end an output stuck repeating one span (true by default)",
+        ),
         Key("cache-dir", str, "SGCLI_CACHE_DIR", None, "where converted models and compiled grammars are kept"),
-        Key("json-whitespace", str, "SGCLI_JSON_WHITESPACE", "json_whitespace", "flexible or compact"),
+        Key(
+            "json-whitespace",
+            str,
+            "SGCLI_JSON_WHITESPACE",
+            "json_whitespace",
+            "compact or flexible (default: compact where a command generates, flexible in masks and test)",
+        ),
         Key("lint.select", str, "SGCLI_LINT_SELECT", "select", "lint rule codes or prefixes to run", True),
         Key("lint.ignore", str, "SGCLI_LINT_IGNORE", "ignore", "lint rule codes or prefixes to skip", True),
         Key(
@@ -123,6 +136,12 @@ class Config:
 def _from_env(key: Key, raw: str) -> Any:
     if key.sequence:
         return [v.strip() for v in raw.split(",") if v.strip()]
+    if key.type is bool:  # the words click reads for a boolean flag's envvar
+        if raw.strip().lower() in ("1", "true", "t", "yes", "y", "on"):
+            return True
+        if raw.strip().lower() in ("0", "false", "f", "no", "n", "off", ""):
+            return False
+        raise UserError(f"{key.env}={raw!r}: expected true or false")
     if key.type in (int, float):
         try:
             return key.type(raw)
@@ -196,6 +215,8 @@ def _check(raw_key: str, value: Any, where: str) -> str:
     ok = (
         isinstance(value, list) and all(isinstance(v, str) for v in value)
         if key.sequence
+        else isinstance(value, bool)
+        if key.type is bool
         else isinstance(value, (int, float) if key.type is float else key.type) and not isinstance(value, bool)
     )
     if key.name == "lint.per-file-ignores":

@@ -245,3 +245,20 @@ def test_compile_limit_is_tallied_and_exits_2(tmp_path, run_cli):
     assert result.exit_code == 2, result.output
     row = _backend_rows(result)["xgrammar"]
     assert row["compiled"] == 0 and row["failed_by_reason"] == {"compile limit (--compile-timeout)": 1}
+
+
+def test_generate_runs_the_grammar_generate_would_compile(smol_tokenizer):
+    """Instances are walked under the schema's whole language (flexible); --generate decodes under
+    generate's default layout (compact), so a model cannot run on in whitespace."""
+    from sgcli.backends import compile_for
+    from sgcli.constraints.spec import ConstraintSpec, Kind
+    from sgcli.grammar_dev import bench
+
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(PERSON), "person")
+    walked = compile_for("llguidance", spec, smol_tokenizer.vocab)[0]
+    generating = bench._as_generate_compiles(walked)
+    options = generating.spec.json_options
+    assert walked.spec.json_options.whitespace == "flexible"
+    assert (options.whitespace, options.for_generation, generating.backend) == ("compact", True, "llguidance")
+    regex = compile_for("llguidance", ConstraintSpec(Kind.REGEX, "[0-9]+", "digits"), smol_tokenizer.vocab)[0]
+    assert bench._as_generate_compiles(regex) is regex

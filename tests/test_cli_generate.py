@@ -40,6 +40,8 @@ def test_schema_generation_streams_valid_json(run_cli):
     assert result.exit_code == 0, result.output
     jsonschema.validate(json.loads(result.stdout), json.loads(CAPITAL.read_text()))
     assert "finish: stop" in result.stderr and "valid" in result.stderr
+    compact = json.dumps(json.loads(result.stdout), separators=(",", ":"), ensure_ascii=False)
+    assert result.stdout == compact + "\n"  # the default layout: no whitespace between JSON tokens (issue 29)
 
 
 @pytest.mark.model
@@ -234,3 +236,48 @@ def test_invalid_schema_in_a_subprocess_has_no_traceback(tmp_path):
     )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and f"{bad}:1:2" in result.stderr
+
+
+# --- the text a person reads on a terminal ---------------------------------------------------
+
+
+class _Sink:
+    """What `end_single` writes to: stdout (path None) or a file, as RecordWriter."""
+
+    def __init__(self, path=None):
+        self.path, self.text = path, ""
+
+    def write_text(self, text: str) -> None:
+        self.text += text
+
+    def write(self, record: dict) -> None:
+        self.text += json.dumps(record) + "\n"
+
+
+def _end(record: dict, monkeypatch, *, terminal: bool, json_out: bool = False, path=None) -> str:
+    import io
+
+    from rich.console import Console
+
+    from sgcli.cli import common
+    from sgcli.cli.generate import end_single
+
+    monkeypatch.setattr(common, "out", Console(file=io.StringIO(), force_terminal=terminal))
+    sink = _Sink(path)
+    end_single(record, json_out=json_out, sink=sink, quiet=True)
+    return sink.text
+
+
+def test_a_terminal_shows_json_output_again_pretty_printed_and_pipes_keep_the_exact_text(monkeypatch):
+    output = '{"capital":"Paris","tags":["a","é"]}'
+    record = {"output": output, "parsed": json.loads(output), "valid": True}
+    pretty = json.dumps(json.loads(output), indent=2, ensure_ascii=False)
+    assert _end(record, monkeypatch, terminal=True) == "\n" + pretty + "\n"  # after the streamed text
+    assert _end(record, monkeypatch, terminal=False) == "\n"  # piped: the stream alone, as generated
+    assert _end(record, monkeypatch, terminal=True, path=Path("out.txt")) == "\n"  # --output FILE
+    assert json.loads(_end(record, monkeypatch, terminal=True, json_out=True))["output"] == output  # --json
+    already = {"output": pretty, "parsed": json.loads(pretty), "valid": True}
+    assert _end(already, monkeypatch, terminal=True) == "\n"  # nothing new to show
+    for text in ('"Paris"', "42", "yes"):  # scalars and non-JSON read the same either way
+        scalar = {"output": text, "parsed": None if text == "yes" else json.loads(text), "valid": True}
+        assert _end(scalar, monkeypatch, terminal=True) == "\n"

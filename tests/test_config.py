@@ -52,8 +52,12 @@ def test_sgcli_toml_beats_a_pyproject_further_up(tmp_path, monkeypatch):
 
 
 def test_file_then_env_then_flag_decide_lint_rules(run_cli, tmp_path, monkeypatch):
-    monkeypatch.chdir(
-        _project(tmp_path, '[tool.sgcli]\nbackend = "llguidance"\n[tool.sgcli.lint]\nignore = ["W002"]\n')
+    monkeypatch.chdir(  # the file asks for flexible JSON (unbounded whitespace, W002), then silences W002
+        _project(
+            tmp_path,
+            '[tool.sgcli]\nbackend = "llguidance"\njson-whitespace = "flexible"\n'
+            '[tool.sgcli.lint]\nignore = ["W002"]\n',
+        )
     )
     assert run_cli("lint", "s.json").exit_code == 0  # the file silences W002
     monkeypatch.setenv("SGCLI_LINT_IGNORE", "J")
@@ -66,7 +70,8 @@ def test_file_then_env_then_flag_decide_lint_rules(run_cli, tmp_path, monkeypatc
 def test_per_file_ignores(run_cli, tmp_path, monkeypatch):
     sub = _project(
         tmp_path,
-        '[tool.sgcli]\nbackend = "llguidance"\n[tool.sgcli.lint]\nper-file-ignores = { "pkg/s*.json" = ["W"] }\n',
+        '[tool.sgcli]\nbackend = "llguidance"\njson-whitespace = "flexible"\n'
+        '[tool.sgcli.lint]\nper-file-ignores = { "pkg/s*.json" = ["W"] }\n',
     )
     (sub / "other.json").write_text(SCHEMA)
     monkeypatch.chdir(sub)

@@ -60,6 +60,34 @@ def test_every_command_refuses_contradictory_layouts_alike(run_cli, tmp_path, mo
     assert len(messages) == 1, messages  # the same words from every command
 
 
+def test_generation_commands_default_to_compact_json_and_text_checks_to_flexible():
+    from sgcli.cli.constraint_options import ConstraintFlags, GenerationConstraintFlags
+    from sgcli.constraints.spec import JsonOptions
+    from sgcli.errors import UserError
+
+    assert GenerationConstraintFlags().layout() == JsonOptions("compact")
+    assert GenerationConstraintFlags(indent=2).layout() == JsonOptions("flexible", indent=2)  # no clash with a default
+    assert GenerationConstraintFlags(max_whitespace=4).layout() == JsonOptions("flexible", max_whitespace=4)
+    assert GenerationConstraintFlags(json_whitespace="flexible").layout() == JsonOptions("flexible")
+    with pytest.raises(UserError, match="--json-whitespace compact and --indent"):
+        GenerationConstraintFlags(json_whitespace="compact", indent=2).layout()  # given, both: still a clash
+    assert ConstraintFlags().layout() == JsonOptions("flexible")  # masks, test: the schema's whole language
+    on_server = GenerationConstraintFlags()
+    on_server.for_server()
+    assert on_server.layout() == JsonOptions("flexible")  # a server's layout is its own: nothing asked for
+
+
+def test_compare_backends_judges_generates_layout_and_masks_the_schemas_language(run_cli, tmp_path):
+    schema = tmp_path / "a.json"
+    schema.write_text('{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}')
+    compare = ["compare-backends", "--no-generate", "--schema", schema, "-b", "llguidance", "--json", "--text"]
+    (row,) = [json.loads(line) for line in run_cli(*compare, '{"a":1}').stdout.splitlines()]
+    assert (row["variant"], row["valid"]) == ("compact", True)
+    (spaced,) = [json.loads(line) for line in run_cli(*compare, '{"a": 1}').stdout.splitlines()]
+    assert spaced["valid"] is False  # generate's default layout has no whitespace to walk
+    assert run_cli("masks", "--schema", schema, "-b", "llguidance", "--text", '{"a": 1}').exit_code == 0
+
+
 def test_lint_takes_sub_grammars(run_cli):
     lark, answer = EXAMPLES / "reasoning_json.lark", EXAMPLES / "answer.schema.json"
     without = run_cli("lint", lark, "--backend", "llguidance")

@@ -128,6 +128,8 @@ def generate(
     from sgcli import backends
 
     backend = backend or backends.DEFAULT_BACKEND
+    if not engine_flags.local:
+        flags.for_server()
     spec = flags.spec(required=backends.enforces(backend))
     spec = dataclasses.replace(spec, json_options=dataclasses.replace(spec.json_options, for_generation=True))
     preflight.structure_errors(spec)  # an undefined rule fails here, before any library loads
@@ -361,9 +363,23 @@ def end_single(record: dict, *, json_out: bool, sink, quiet: bool) -> bool:
         sink.write(record)
     else:
         sink.write_text("\n")
+        _pretty_on_terminal(record, sink)
     if not quiet:
         _summary(record)
     return record["valid"] is not False
+
+
+def _pretty_on_terminal(record: dict, sink) -> None:
+    """On a terminal, a JSON object or array is shown once more after the stream, indented for people,
+    where that differs from the text generated; pipes, files, --json and the record keep the exact text."""
+    from sgcli.cli import common
+
+    parsed = record.get("parsed")
+    if getattr(sink, "path", None) is not None or not isinstance(parsed, (dict, list)) or not common.out.is_terminal:
+        return
+    pretty = json.dumps(parsed, indent=2, ensure_ascii=False)
+    if pretty != (record.get("output") or "").strip():
+        sink.write_text(pretty + "\n")
 
 
 def _summary(record: dict) -> None:

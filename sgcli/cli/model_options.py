@@ -90,7 +90,8 @@ ThreadsOpt = Annotated[
     typer.Option(
         "--threads",
         envvar="SGCLI_THREADS",
-        help="CPU threads for the model (default 1: measured fastest for small models on a shared 2-core machine).",
+        help="torch CPU threads for the model. Default: the usable physical cores less those other work keeps "
+        "busy now, at most 8 (OMP_NUM_THREADS where set); the record's timings.threads says how many ran.",
         rich_help_panel=_MODEL,
     ),
 ]
@@ -227,6 +228,7 @@ class SamplingFlags:
     top_k: int = 0
     seed: int = 0
     stop: list[str] | None = None
+    repetition_guard: bool = True
 
     def check(self) -> None:
         check_sampling(
@@ -266,6 +268,19 @@ SAMPLING_FLAGS = {
             typer.Option("--stop", help="Stop when this string appears; repeatable.", rich_help_panel=_SAMPLING),
         ],
         None,
+    ),
+    "repetition_guard": (
+        Annotated[
+            bool,
+            typer.Option(
+                "--repetition-guard/--no-repetition-guard",
+                envvar="SGCLI_REPETITION_GUARD",
+                help="End an output stuck repeating one span (8+ copies over 64+ characters) with finish_reason "
+                "repetition, instead of at --max-tokens. In-process models only.",
+                rich_help_panel=_SAMPLING,
+            ),
+        ],
+        True,
     ),
 }
 
@@ -344,6 +359,7 @@ def new_session(lm, tokenizer, compiled, sampling: SamplingFlags, prompting: Pro
         sampling.max_tokens,
         tuple(sampling.stop or ()),
         prompting.options(),
+        repetition_guard=sampling.repetition_guard,
         **options,
     )
 

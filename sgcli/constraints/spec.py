@@ -53,6 +53,14 @@ EXTENSION_KINDS = {
 }
 
 
+# The layout `generate` (and every command that compiles for it: compare-backends, bench --generate,
+# lint, compile) uses when no layout flag is given: no whitespace between JSON tokens. Flexible
+# whitespace (`[ \t\n\r]*` between tokens) let base models emit newlines until --max-tokens (issue 29);
+# compact answered the same prompt in 9 tokens. `JsonOptions()` itself stays flexible: the schema's
+# whole language, for the commands that judge texts a person wrote (masks, test).
+GENERATE_WHITESPACE = "compact"
+
+
 @dataclass(frozen=True)
 class JsonOptions:
     """How JSON may be laid out. `None` means: the backend's default.

@@ -364,10 +364,9 @@ def generate(results: list[BackendResult], items: list[Item], lm, tokenizer, *, 
         totals = {False: [0, 0.0], True: [0, 0.0]}
         completed = 0  # plain runs that ended where the grammar can stop
         for name in names:
+            compiled = _as_generate_compiles(result.compiled_items[name])
             for jf in (False, True) if jump else (False,):
-                f = _generate_one(
-                    result.compiled_items[name], by_name[name], lm, tokenizer, max_tokens, jf if jump else None
-                )
+                f = _generate_one(compiled, by_name[name], lm, tokenizer, max_tokens, jf if jump else None)
                 totals[jf][0] += f.completion_tokens
                 totals[jf][1] += f.decode_s
                 completed += f.grammar_complete and not jf
@@ -378,6 +377,21 @@ def generate(results: list[BackendResult], items: list[Item], lm, tokenizer, *, 
             "tokens_per_s_jump_forward": _rate(*totals[True]) if jump else None,
             "completed": completed,
         } | ({} if jump else {"note": JUMP_FORWARD_MISSING})
+
+
+def _as_generate_compiles(compiled):
+    """The grammar `sgcli generate` would compile for this item: a JSON Schema in generate's default
+    layout (GENERATE_WHITESPACE), not the flexible one its instances were walked under."""
+    import dataclasses
+
+    from sgcli.backends import compile_for
+    from sgcli.constraints.spec import GENERATE_WHITESPACE
+
+    spec = compiled.spec
+    if spec.kind is not Kind.JSON_SCHEMA or spec.json_options.whitespace == GENERATE_WHITESPACE:
+        return compiled
+    options = dataclasses.replace(spec.json_options, whitespace=GENERATE_WHITESPACE, for_generation=True)
+    return compile_for(compiled.backend, dataclasses.replace(spec, json_options=options), compiled.vocab)[0]
 
 
 def _rate(tokens: int, seconds: float) -> float | None:

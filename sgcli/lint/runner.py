@@ -22,7 +22,7 @@ from sgcli.constraints.sources import (
     resolve_library,
     with_subgrammars,
 )
-from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
+from sgcli.constraints.spec import GENERATE_WHITESPACE, ConstraintSpec, JsonOptions, Kind
 from sgcli.dialects.grammar_model import Grammar, ParseError, Rule
 from sgcli.errors import UserError
 from sgcli.lint import backend_checks as bc
@@ -59,7 +59,7 @@ class LintOptions:
     max_tokens: int | None = None
     kind: Kind | None = None
     selection: Selection = field(default_factory=Selection.everything)
-    json_options: JsonOptions = field(default_factory=JsonOptions)
+    json_options: JsonOptions = field(default_factory=lambda: JsonOptions(GENERATE_WHITESPACE))  # generate's layout
     subs: tuple[str, ...] = ()  # `--sub name=FILE` for a Lark grammar's @name references
 
 
