@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -13,13 +12,22 @@ import typer
 from sgcli.backends.matching import enforcing_backends
 from sgcli.backends.schema_warnings import weakened_keywords
 from sgcli.batch.records import RecordWriter
-from sgcli.batch.requests import BadLine, Request, duplicate_ids, read_requests, start_prompt
+from sgcli.batch.requests import (
+    PROMPT_LIMIT_FLAG,
+    BadLine,
+    Request,
+    duplicate_ids,
+    read_input,
+    read_requests,
+    start_prompt,
+)
 from sgcli.cli import constraint_options as co
 from sgcli.cli import engine_options as eo
 from sgcli.cli import model_options as mo
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, output_format_of
-from sgcli.constraints.sources import read_bytes
+from sgcli.constraints.sources import read_text
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
+from sgcli.limits import DEFAULT_MAX_PROMPT_BYTES
 from sgcli.lint import preflight
 
 DEFAULT_BATCH_SIZE = 32  # measured: benchmarks/batch_throughput.py, docs/performance.md "Batch" (Run 5)
@@ -111,6 +119,15 @@ def generate(
             rich_help_panel="Output",
         ),
     ] = False,
+    max_prompt_bytes: Annotated[
+        int,
+        typer.Option(
+            PROMPT_LIMIT_FLAG,
+            envvar="SGCLI_MAX_PROMPT_BYTES",
+            help="Longest --input line (or prompt on stdin) accepted, in bytes (exit 2 above it); 0 = no limit.",
+            rich_help_panel="Limits and cache",
+        ),
+    ] = DEFAULT_MAX_PROMPT_BYTES,
     engine_flags: eo.EngineFlags = None,
     flags: co.ConstraintFlags = None,
 ) -> None:
@@ -150,12 +167,14 @@ def generate(
             "give a prompt or --input FILE (not both)" if prompt is not None else "no prompt given",
             hint='sgcli generate --schema s.json "your prompt", or --input prompts.jsonl',
         )
+    if max_prompt_bytes < 0:
+        raise UserError(f"{PROMPT_LIMIT_FLAG} must not be negative", hint="0 turns the limit off")
     if prompt == "-" and input_file is None:
-        prompt = sys.stdin.read()
+        prompt = read_text("-", what="prompt", limit=max_prompt_bytes, flag=PROMPT_LIMIT_FLAG)[0]
     if flags.schema == "-" and input_file == "-":
         raise UserError("--schema - and --input - both read stdin; put one in a file")
     # Read every input before the slow work, so a typo fails in milliseconds.
-    batch = read_bytes(input_file, what="input file") if input_file else None
+    batch = read_input(input_file, max_prompt_bytes) if input_file else None
     if resume and batch is None:
         raise UserError("--resume is for batches", hint="use --resume with --input FILE --output FILE")
     writer = RecordWriter(output, resume=resume)  # a bad --output fails here, before anything loads
@@ -233,7 +252,7 @@ def generate(
     raise typer.Exit(EXIT_OK if all_valid else EXIT_FINDINGS)
 
 
-def _run_batch(session, batch: tuple[bytes, str], writer, *, quiet: bool = False, batch_size: int = 1) -> bool:
+def _run_batch(session, batch: tuple[list[bytes], str], writer, *, quiet: bool = False, batch_size: int = 1) -> bool:
     """Every input line answered by one record; a failing request becomes an error record, the batch goes on."""
     import signal
 
