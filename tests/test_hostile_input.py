@@ -105,6 +105,17 @@ def test_resume_needs_a_batch_and_an_output(run_cli, no_model, tmp_path):
     _refused(run_cli("generate", "--schema", CAPITAL, "--resume", "--input", prompts), "--resume needs --output")
 
 
+def test_an_existing_output_is_refused_before_loading(run_cli, no_model, tmp_path):
+    out = tmp_path / "o.jsonl"
+    out.write_text('{"id": 1}\n')
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": 1, "prompt": "x"}\n')
+    _refused(run_cli("generate", "--schema", CAPITAL, "--input", prompts, "-o", out), "already holds", "--force")
+    _refused(run_cli("generate", "--schema", CAPITAL, "-o", out, "hi"), "--resume", "--force")  # a single prompt too
+    _refused(run_cli("generate", "--schema", CAPITAL, "--force", "hi"), "--force needs --output")
+    assert out.read_text() == '{"id": 1}\n'
+
+
 def _bounded_run(*args: str) -> subprocess.CompletedProcess:
     """`sgcli ARGS` in a child with a 2 GB address-space ceiling and a time limit: a read that is not
     bounded fails the test (MemoryError, or the timeout) instead of taking the machine's memory."""
