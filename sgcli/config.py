@@ -76,6 +76,7 @@ KEYS: dict[str, Key] = {
         ),
         Key("compile-memory", int, "SGCLI_COMPILE_MEMORY", "compile_memory", "MB a compile may add (0: no limit)"),
         Key("max-constraint-bytes", int, "SGCLI_MAX_CONSTRAINT_BYTES", "max_constraint_bytes", "largest grammar"),
+        Key("max-prompt-bytes", int, "SGCLI_MAX_PROMPT_BYTES", "max_prompt_bytes", "longest --input line or prompt"),
         Key("lint.per-file-ignores", dict, None, None, "glob -> rule codes to skip in matching files"),
     ]
 }

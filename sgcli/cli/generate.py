@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,14 +11,24 @@ import typer
 
 from sgcli.backends.matching import enforcing_backends
 from sgcli.backends.schema_warnings import weakened_keywords
+from sgcli.batch.output import Failures
 from sgcli.batch.records import RecordWriter
-from sgcli.batch.requests import BadLine, Request, duplicate_ids, read_requests, start_prompt
+from sgcli.batch.requests import (
+    PROMPT_LIMIT_FLAG,
+    BadLine,
+    Request,
+    duplicate_ids,
+    read_input,
+    read_requests,
+    start_prompt,
+)
 from sgcli.cli import constraint_options as co
 from sgcli.cli import engine_options as eo
 from sgcli.cli import model_options as mo
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, output_format_of
-from sgcli.constraints.sources import read_bytes
+from sgcli.constraints.sources import read_text
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
+from sgcli.limits import DEFAULT_MAX_PROMPT_BYTES
 from sgcli.lint import preflight
 
 DEFAULT_BATCH_SIZE = 32  # measured: benchmarks/batch_throughput.py, docs/performance.md "Batch" (Run 5)
@@ -45,6 +54,7 @@ Examples:
 @mo.takes_sampling()
 @mo.takes_model()
 def generate(
+    ctx: typer.Context,
     prompt: Annotated[Optional[str], typer.Argument(help="The prompt ('-' reads stdin). Omit with --input.")] = None,
     backend: co.BackendOpt = None,
     model_flags: mo.ModelFlags = None,
@@ -111,6 +121,23 @@ def generate(
             rich_help_panel="Output",
         ),
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Overwrite a non-empty --output (without it, or --resume, an existing output is exit 2).",
+            rich_help_panel="Output",
+        ),
+    ] = False,
+    max_prompt_bytes: Annotated[
+        int,
+        typer.Option(
+            PROMPT_LIMIT_FLAG,
+            envvar="SGCLI_MAX_PROMPT_BYTES",
+            help="Longest --input line (or prompt on stdin) accepted, in bytes (exit 2 above it); 0 = no limit.",
+            rich_help_panel="Limits and cache",
+        ),
+    ] = DEFAULT_MAX_PROMPT_BYTES,
     engine_flags: eo.EngineFlags = None,
     flags: co.ConstraintFlags = None,
 ) -> None:
@@ -152,15 +179,18 @@ def generate(
             "give a prompt or --input FILE (not both)" if prompt is not None else "no prompt given",
             hint='sgcli generate --schema s.json "your prompt", or --input prompts.jsonl',
         )
+    if max_prompt_bytes < 0:
+        raise UserError(f"{PROMPT_LIMIT_FLAG} must not be negative", hint="0 turns the limit off")
     if prompt == "-" and input_file is None:
-        prompt = sys.stdin.read()
+        prompt = read_text("-", what="prompt", limit=max_prompt_bytes, flag=PROMPT_LIMIT_FLAG)[0]
     if flags.schema == "-" and input_file == "-":
         raise UserError("--schema - and --input - both read stdin; put one in a file")
     # Read every input before the slow work, so a typo fails in milliseconds.
-    batch = read_bytes(input_file, what="input file") if input_file else None
+    batch = read_input(input_file, max_prompt_bytes) if input_file else None
     if resume and batch is None:
         raise UserError("--resume is for batches", hint="use --resume with --input FILE --output FILE")
-    writer = RecordWriter(output, resume=resume)  # a bad --output fails here, before anything loads
+    writer = RecordWriter(output, resume=resume, force=force)  # a bad or locked --output fails here, before loading
+    ctx.call_on_close(writer.close)  # the lock goes however the run ends; a never-opened file is left as it was
     if not engine_flags.local:
         from sgcli.cli.generate_engine import generate_on_engine, reject_local_only
 
@@ -225,6 +255,7 @@ def generate(
         jump_forward=jump_forward,
     )
 
+    writer.open()  # the model is loaded: only now is the output created, emptied (--force) or repaired (--resume)
     try:
         if batch is not None:
             all_valid = _run_batch(session, batch, writer, quiet=quiet, batch_size=batch_size or DEFAULT_BATCH_SIZE)
@@ -235,7 +266,7 @@ def generate(
     raise typer.Exit(EXIT_OK if all_valid else EXIT_FINDINGS)
 
 
-def _run_batch(session, batch: tuple[bytes, str], writer, *, quiet: bool = False, batch_size: int = 1) -> bool:
+def _run_batch(session, batch: tuple[list[bytes], str], writer, *, quiet: bool = False, batch_size: int = 1) -> bool:
     """Every input line answered by one record; a failing request becomes an error record, the batch goes on."""
     import signal
 
@@ -261,9 +292,9 @@ def _run_batch(session, batch: tuple[bytes, str], writer, *, quiet: bool = False
         with count_progress("generating", len(todo)) as advance:
             for item in todo:
                 record = _bad_line_record(session, item) if isinstance(item, BadLine) else next(records)
-                all_valid &= record["valid"] is not False
+                all_valid &= record["valid"] is not False and record["finish_reason"] != "error"
                 writer.write(record)
-                tally.add(record)
+                tally.add(record, item)
                 advance()
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -410,19 +441,23 @@ def _summary(record: dict) -> None:
 
 
 class BatchTally:
-    """The one line a batch ends with on stderr: how many records, how they fared, how fast."""
+    """What a batch ends with on stderr: how many records, how they fared, how fast; then the first
+    errors, each at its --input file:line."""
 
     def __init__(self) -> None:
         import time
 
         self.start = time.perf_counter()
         self.n = self.valid = self.invalid = self.unchecked = self.errors = self.tokens = 0
+        self.failures = Failures()
 
-    def add(self, record: dict) -> None:
+    def add(self, record: dict, item=None) -> None:
+        """`item`: the Request or BadLine the record answers (its `location` is the input line)."""
         self.n += 1
         self.tokens += (record.get("usage") or {}).get("completion_tokens") or 0
         if record.get("finish_reason") == "error":
             self.errors += 1
+            self.failures.add(record, getattr(item, "location", None))
         elif record.get("valid") is True:
             self.valid += 1
         elif record.get("valid") is None:
@@ -433,10 +468,13 @@ class BatchTally:
     def summary(self) -> str:
         import time
 
+        from rich.markup import escape
+
         elapsed = time.perf_counter() - self.start
         rate = f"{self.tokens / elapsed:.1f} tok/s" if elapsed > 0 and self.tokens else "- tok/s"
         unchecked = f", {self.unchecked} unchecked" if self.unchecked else ""
-        return (
+        line = (
             f"{self.n} records: {self.valid} valid, {self.invalid} invalid{unchecked}, {self.errors} errors · "
             f"{self.tokens} tokens in {elapsed:.1f} s ({rate})"
         )
+        return "\n".join([line, *(f"  [red]✗[/] {escape(f)}" for f in self.failures.lines())])

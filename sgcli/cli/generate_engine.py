@@ -45,6 +45,8 @@ def generate_on_engine(
 
 
 def _batch(job, batch, records, *, quiet: bool) -> int:
+    """`records` is opened only once the server answered (run_batch writes nothing before), so an
+    unreachable server leaves an earlier --output as it was."""
     from sgcli.cli.progress import count_progress
     from sgcli.serving.runner import run_batch
 
@@ -55,11 +57,12 @@ def _batch(job, batch, records, *, quiet: bool) -> int:
     with count_progress(f"generating on {job.engine}", len(items)) as advance:
 
         def put(index: int, record: dict) -> None:
-            tally.add(record)
+            tally.add(record, todo[index])
             writer.put(index, record)
             advance()
 
         run_batch(job, todo, put)
+    records.open()  # the server answered (or there was nothing to ask): an empty batch still leaves its file
     if len(todo) < len(items):
         err.print(f"[cyan]note[/]: --resume: {len(items) - len(todo)} of {len(items)} ids were already answered")
     if not quiet:

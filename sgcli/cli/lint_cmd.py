@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated, Optional
 
@@ -11,6 +12,7 @@ from sgcli.cli import backend_options as bo
 from sgcli.cli import common
 from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, escape, fail, plain_err
+from sgcli.constraints.sources import read_text
 from sgcli.constraints.spec import Kind
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
 from sgcli.grammar_dev.grammar_tests import parse_kind
@@ -196,11 +198,12 @@ def _lint_files(linter, targets: list) -> tuple[list, dict[str, str | None], int
 
 
 def _source(path: str) -> str | None:
-    from pathlib import Path
-
+    """The file's text for the renderers, read again as boundedly as the linter read it."""
+    if path == "-" or not os.path.isfile(path):  # stdin is read once; "<stdin>", "--regex" are no files
+        return None
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        return read_text(path)[0]
+    except UserError:
         return None
 
 
