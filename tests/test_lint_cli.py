@@ -125,7 +125,7 @@ def test_selecting_only_structure_rules_runs_no_backend(run_cli, monkeypatch):
             "backend 'outlines_core' does not support EBNF/GBNF",
         ),
         ([str(CASES / "g001_undefined_rule.gbnf"), "--max-tokens", "5"], "--max-tokens needs --tokenizer"),
-        ([str(CASES / "g001_undefined_rule.gbnf"), "--output-format", "xml"], "--output-format xml: unknown format"),
+        ([str(CASES / "g001_undefined_rule.gbnf"), "--output-format", "xml"], "'xml' is not one of 'concise', 'full'"),
         (
             [str(CASES / "g001_undefined_rule.gbnf"), "--kind", "cobol"],
             "--kind cobol: not a kind of file sgcli can lint",

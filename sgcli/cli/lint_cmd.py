@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import sys
+from enum import Enum
 from typing import Annotated, Optional
 
 import typer
 
 from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
-from sgcli.cli.common import JsonFlagOpt, fail, plain_err
+from sgcli.cli.common import JsonFlagOpt, canonical_format, fail, plain_err
 from sgcli.constraints.spec import Kind
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
 from sgcli.grammar_dev.grammar_tests import parse_kind
@@ -44,6 +45,9 @@ Examples:
 
 A finding is silenced on its line by `# noqa: G001` (GBNF/EBNF) or `// noqa: G001` (Lark).
 """
+
+
+LintFormat = Enum("LintFormat", {f: f for f in FORMATS}, type=str)  # the shared names and lint's own
 
 
 def _kind(value: str | None):
@@ -107,13 +111,14 @@ def lint(
         ),
     ] = None,
     output_format: Annotated[
-        str,
+        LintFormat,
         typer.Option(
             "--output-format",
-            help="concise (= text), full, json, json-lines (= jsonl), github or sarif.",
+            help="concise (the default; alias text), full (with the source line), json, json-lines (alias jsonl), "
+            "github (workflow commands) or sarif (SARIF 2.1.0).",
             envvar="SGCLI_LINT_OUTPUT_FORMAT",
         ),
-    ] = "concise",
+    ] = LintFormat.concise,
     json_out: JsonFlagOpt = False,
     select: SelectOpt = None,
     ignore: IgnoreOpt = None,
@@ -137,12 +142,11 @@ def lint(
     Exit codes: 0 clean, 1 findings, 2 bad usage or an unreadable file.
     """
 
+    given, output_format = output_format.value, canonical_format(output_format.value)  # a name its Enum took
     if json_out:  # the alias every command has: JSON Lines, one diagnostic a line
-        if output_format not in ("concise", "jsonl", "json-lines"):
-            raise UserError(f"--json conflicts with --output-format {output_format}", hint="give one of them")
-        output_format = "jsonl"
-    if output_format not in FORMATS:
-        raise UserError(f"--output-format {output_format}: unknown format", hint="one of: " + ", ".join(FORMATS))
+        if output_format not in ("concise", "json-lines"):
+            raise UserError(f"--json conflicts with --output-format {given}", hint="give one of them")
+        output_format = "json-lines"
     names = bo.chosen(backend, "auto")  # each name already checked against the registry (exit 2 naming them)
     options = LintOptions(
         backend=next((w for w in ("all", "auto") if w in names), tuple(names)),
@@ -169,7 +173,7 @@ def lint(
     else:
         sys.stdout.write(RENDERERS[output_format](diagnostics, sources))
     sys.stdout.flush()
-    if output_format in ("concise", "full", "text") or statistics:
+    if output_format in ("concise", "full") or statistics:
         plain_err(summary(diagnostics, len(targets) - failed, failed, skipped=len(not_schemas)))
     if failed:
         raise typer.Exit(EXIT_USAGE)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from sgcli.lint.diagnostic import Diagnostic
 from sgcli.lint.rules import RULES
 
+# ruff's names; text and jsonl are the spellings of concise and json-lines every command takes.
 FORMATS = ("concise", "full", "json", "json-lines", "github", "sarif", "text", "jsonl")
 
 
