@@ -139,3 +139,33 @@ def test_test_command_applies_layout_flags(run_cli, tmp_path):
     assert run_cli("test", suite, "-b", "llguidance").exit_code == 0
     compact = run_cli("test", suite, "-b", "llguidance", "--json-whitespace", "compact")
     assert compact.exit_code == 1 and "FAIL" in compact.stdout
+
+
+def test_schema_takes_inline_json_as_llm_and_vllm_do(run_cli, tmp_path):
+    inline = '{"type": "integer", "minimum": 3}'
+    result = run_cli("compile", "--schema", inline, "-b", "llguidance", "--output-format", "json-lines")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["path"] == "--schema"
+    masks = run_cli("masks", "--schema", inline, "--text", "12", "-b", "llguidance")
+    assert masks.exit_code == 0, masks.stderr
+    (tmp_path / "s.json").write_text(inline)  # the same schema from a file: the same lint
+    assert run_cli("lint", "--schema", inline).stdout.replace("--schema", "F") == run_cli(
+        "lint", "--schema", tmp_path / "s.json"
+    ).stdout.replace(str(tmp_path / "s.json"), "F")
+
+
+@pytest.mark.parametrize(
+    ("inline", "expected"),
+    [
+        ('{"type": "integer"', "error: --schema:1:19: invalid JSON"),
+        ('{"type": "integer", "minimum": "x"}', "error: --schema:1:32: invalid JSON Schema at minimum"),
+    ],
+)
+def test_bad_inline_schema_is_exit_2_at_its_column(run_cli, inline, expected):
+    result = run_cli("compile", "--schema", inline, "-b", "llguidance")
+    assert result.exit_code == 2 and expected in result.stderr, result.stderr
+
+
+def test_a_schema_file_name_is_still_a_file(run_cli, tmp_path):
+    result = run_cli("compile", "--schema", tmp_path / "missing.json")
+    assert result.exit_code == 2 and "not found" in result.stderr

@@ -533,3 +533,17 @@ def test_served_folder_gets_the_tied_embeddings_a_server_would_miss(tmp_path):
     save_file({"lm_head.weight": head, "model.embed_tokens.weight": head.clone()}, str(weights))
     _tied_embeddings_shard(weights, shard)
     assert not shard.exists()  # both names present: nothing to add
+
+
+def test_s_is_the_system_prompt_and_schema_takes_inline_json(run_cli):
+    """`-s` as llm spells it; `--schema '{...}'` as vLLM's and llm's users write it."""
+    bodies = []
+    for flag in ("-s", "--system"):
+        with Stub(answer=lambda b: "7") as stub:
+            result = gen(run_cli, stub, flag, "Answer with a digit.", "--schema", '{"type": "integer"}', "--json", "n?")
+        assert result.exit_code == 0, result.stderr
+        assert json.loads(result.stdout)["valid"] is True
+        bodies.append(stub.requests[-1]["body"])
+    assert bodies[0] == bodies[1]
+    assert bodies[0]["messages"][0] == {"role": "system", "content": "Answer with a digit."}
+    assert bodies[0]["structured_outputs"] == {"json": {"type": "integer"}}

@@ -14,7 +14,12 @@ from sgcli.constraints.spec import GENERATE_WHITESPACE, ConstraintSpec, JsonOpti
 from sgcli.errors import UserError
 
 SchemaOpt = Annotated[
-    Optional[str], typer.Option("--schema", help="JSON Schema file ('-' reads stdin).", rich_help_panel="Constraint")
+    Optional[str],
+    typer.Option(
+        "--schema",
+        help="JSON Schema: a file, '-' (stdin), or the schema itself ('{\"type\": \"integer\"}').",
+        rich_help_panel="Constraint",
+    ),
 ]
 PydanticOpt = Annotated[
     Optional[str],

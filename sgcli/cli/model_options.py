@@ -19,7 +19,7 @@ from sgcli.batch.requests import PromptOptions
 from sgcli.cli.flag_groups import takes
 from sgcli.engine.flags import check_device, check_sampling, json_object, parse_device_map
 from sgcli.engine.loader import load_model
-from sgcli.errors import UserError
+from sgcli.errors import UserError, did_you_mean
 from sgcli.extras import require
 from sgcli.models.refs import resolve_model
 from sgcli.serving.base import Sampling
@@ -46,7 +46,7 @@ def parse_device(value: str) -> str:
     """--device: one of DEVICES or cuda:N; anything else is a usage error (exit 2) listing them."""
     if value in DEVICES or re.fullmatch(r"cuda:\d+", value):
         return value
-    raise typer.BadParameter(f"'{value}' is not one of auto, cpu, cuda, cuda:N, mps.")
+    raise typer.BadParameter(f"'{value}' is not one of auto, cpu, cuda, cuda:N, mps." + did_you_mean(value, DEVICES))
 
 
 _MODEL = "Model"
@@ -314,7 +314,7 @@ PROMPT_FLAGS = {
     "system": (
         Annotated[
             Optional[str],
-            typer.Option("--system", help="System message for the chat template.", rich_help_panel=_PROMPT),
+            typer.Option("--system", "-s", help="System message for the chat template.", rich_help_panel=_PROMPT),
         ],
         None,
     ),

@@ -277,16 +277,25 @@ def from_file(path: str, kind: Kind | None = None, json_options: JsonOptions | N
         )
     if kind is Kind.REGEX:
         text = text.rstrip("\n")
-    spec = ConstraintSpec(kind, text, origin, json_options=json_options or JsonOptions())
+    return _checked(ConstraintSpec(kind, text, origin, json_options=json_options or JsonOptions()))
+
+
+def _checked(spec: ConstraintSpec) -> ConstraintSpec:
+    """The checks every constraint text gets, from a file or a flag: size, nesting, the schema itself."""
     from sgcli.constraints.spec import check_size  # --max-constraint-bytes, before any parse
 
     check_size(spec)
     check_nesting(spec)
-    if kind is Kind.JSON_SCHEMA:
+    if spec.kind is Kind.JSON_SCHEMA:
         check_schema(spec)
-    if kind is Kind.STRUCTURAL_TAG:
-        parse_json(text, origin)
+    if spec.kind is Kind.STRUCTURAL_TAG:
+        parse_json(spec.text, spec.origin)
     return spec
+
+
+def is_inline_schema(value: str) -> bool:
+    """`--schema '{"type": "integer"}'`: the schema itself, as llm and vLLM take it, not a file name."""
+    return value.lstrip().startswith("{")
 
 
 def from_pydantic(target: str, json_options: JsonOptions | None = None) -> ConstraintSpec:
@@ -360,6 +369,8 @@ def from_flags(
     opts = json_options or JsonOptions()
     flag = present[0]
     if flag == "--schema":
+        if is_inline_schema(schema):
+            return _checked(ConstraintSpec(Kind.JSON_SCHEMA, schema, "--schema", json_options=opts))
         return from_file(schema, Kind.JSON_SCHEMA, opts)
     if flag == "--pydantic":
         return from_pydantic(pydantic, opts)

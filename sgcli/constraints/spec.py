@@ -11,7 +11,7 @@ import enum
 import json
 from dataclasses import dataclass, field
 
-from sgcli.errors import Location, UserError, offset_to_line_col
+from sgcli.errors import Location, UserError, did_you_mean, offset_to_line_col
 from sgcli.limits import Limits, current_limits
 
 
@@ -81,7 +81,10 @@ class JsonOptions:
     def __post_init__(self) -> None:
         """The same conflict rules for every command: contradictory layouts are exit 2, never a silent pick."""
         if self.whitespace not in ("flexible", "compact"):
-            raise UserError(f"--json-whitespace must be flexible or compact, not '{self.whitespace}'")
+            raise UserError(
+                f"--json-whitespace must be flexible or compact, not '{self.whitespace}'."
+                + did_you_mean(self.whitespace, ("flexible", "compact"))
+            )
         if self.indent is not None and self.indent < 0:
             raise UserError("--indent must be 0 or more")
         if self.max_whitespace is not None and self.max_whitespace < 1:
