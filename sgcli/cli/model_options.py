@@ -187,7 +187,9 @@ class ModelFlags:
         """The model's own tokenizer, from the same revision / GGUF file."""
         from sgcli.tokenizers import load_tokenizer
 
-        return load_tokenizer(self.model, progress=progress, revision=self.revision, gguf_file=self.gguf_file)
+        return load_tokenizer(
+            self.model, progress=progress, revision=self.revision, gguf_file=self.gguf_file, flag="--model"
+        )
 
     def load(self, ref, progress=None):
         from sgcli.engine.flags import parse_device_map
