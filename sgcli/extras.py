@@ -64,8 +64,9 @@ def import_failure(exc: ImportError, what: str) -> UserError:
     missing = from_import_error(exc, what)
     if missing is not None:
         return missing
-    module = getattr(exc, "name", None) or ""
-    return UserError(f"{what} cannot import {module or 'a module'}: {exc}", hint=install_hint(module or "sgcli"))
+    module = getattr(exc, "name", None)
+    hint = install_hint(module) if module else "pip install 'sgcli[all]' brings every optional package"
+    return UserError(f"{what} cannot import {module or 'what it needs'}: {exc}", hint=hint)
 
 
 def from_import_error(exc: ImportError, what: str | None = None) -> MissingExtra | None:

@@ -25,7 +25,7 @@ def cached_tokenizer_dir(gguf: Path, progress: ProgressFn | None = None) -> Path
     under a second without). The cache folder is keyed by the transformers version ("none" without it,
     `converted_dir`) and the light converter's folder by its format, so a folder is only ever read by
     the converter that wrote it."""
-    light = importlib.util.find_spec("transformers") is None
+    light = not _transformers_converts()
     out = converted_dir(gguf) / (f"tokenizer-light{LIGHT_FORMAT}" if light else "tokenizer")
     if conversions.usable(out, f"tokenizer of {gguf.name}"):
         return out
@@ -40,6 +40,16 @@ def cached_tokenizer_dir(gguf: Path, progress: ProgressFn | None = None) -> Path
         return conversions.publish(staged, out, gguf)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
+
+
+def _transformers_converts() -> bool:
+    """Whether transformers' GGUF converter can run: it needs torch and the gguf package beside it (a
+    venv with transformers alone, as xgrammar's requirements bring it, gets the light converter)."""
+    return not _missing_for_transformers()
+
+
+def _missing_for_transformers() -> list[str]:
+    return [m for m in ("transformers", "torch", "gguf") if importlib.util.find_spec(m) is None]
 
 
 def _convert_with_transformers(gguf: Path, folder: Path) -> None:
@@ -61,7 +71,8 @@ def convert_light(gguf: Path, folder: Path) -> None:
     try:
         write_folder(read_metadata(gguf), folder)
     except Unsupported as exc:
-        raise MissingExtra("transformers", "generate", f"the tokenizer of {gguf.name} ({exc})") from None
+        missing = (_missing_for_transformers() or ["transformers"])[0]
+        raise MissingExtra(missing, "generate", f"the tokenizer of {gguf.name} ({exc})") from None
 
 
 def load_converted(gguf: Path, load_folder: Callable[[Path], object], progress: ProgressFn | None = None):
