@@ -1,8 +1,11 @@
 """Optional dependency groups ("extras") and the exit-2 message when one is missing.
 
-The light core (`pip install sgcli`) lints and compiles with llguidance; generation,
-xgrammar, outlines-core and Mistral tokenizers each come with an extra. A missing
-extra is the user's to fix, so it is a `UserError` naming the install command.
+The light core (`pip install sgcli`) lints, compiles, steps masks, runs grammar tests and converts
+with llguidance, on tokenizer.json files and GGUF vocabularies (the `tokenizers` package is a core
+dependency); generation, xgrammar, outlines-core and Mistral tokenizers each come with an extra.
+A missing extra is the user's to fix, so it is a `UserError` naming the install command. Every
+ImportError of an optional module goes through here: `require` before the work starts,
+`import_failure` where an import fails, and `cli.common.handles_errors` for any that escapes.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ from sgcli.errors import UserError
 EXTRA_OF_MODULE = {
     "torch": "generate",
     "transformers": "generate",
-    "tokenizers": "generate",
     "safetensors": "generate",
     "gguf": "generate",
     "accelerate": "generate",
@@ -34,7 +36,7 @@ class MissingExtra(UserError):
     """An optional dependency is not installed: say which extra brings it."""
 
     def __init__(self, module: str, extra: str, what: str | None = None):
-        need = f"{what} needs" if what else "this needs"
+        need = f"{what} needs" if what else "this command needs"
         super().__init__(
             f"{need} the Python package '{module}', which is not installed",
             hint=f"pip install 'sgcli[{extra}]'  (or 'sgcli[all]')",
@@ -56,8 +58,20 @@ def require(extra: str, what: str) -> None:
             raise MissingExtra(module, extra, what)
 
 
-def from_import_error(exc: ImportError) -> MissingExtra | None:
-    """The user-facing error for an ImportError of an optional module, or None if it is not one."""
+def import_failure(exc: ImportError, what: str) -> UserError:
+    """The user-facing error for an import that failed while doing `what`: `MissingExtra` for an
+    optional module, else the pip command that brings the module (a damaged install)."""
+    missing = from_import_error(exc, what)
+    if missing is not None:
+        return missing
+    module = getattr(exc, "name", None)
+    hint = install_hint(module) if module else "pip install 'sgcli[all]' brings every optional package"
+    return UserError(f"{what} cannot import {module or 'what it needs'}: {exc}", hint=hint)
+
+
+def from_import_error(exc: ImportError, what: str | None = None) -> MissingExtra | None:
+    """The user-facing error for an ImportError of an optional module (`what` needs it), or None if it is
+    not one."""
     name = (getattr(exc, "name", None) or "").split(".")[0]
     extra = EXTRA_OF_MODULE.get(name)
-    return MissingExtra(name, extra) if extra else None
+    return MissingExtra(name, extra, what) if extra else None

@@ -302,10 +302,10 @@ def _compare_masks(spec, names, variants, vocab, text) -> list[dict]:
 def _compare_generations(
     spec, names, variants, prompt, model: mo.ModelFlags, sampling: mo.SamplingFlags, prompting: mo.PromptFlags
 ) -> list[dict]:
+    ref = model.ref()  # a missing [generate] extra is exit 2 naming it, before the engine's imports need torch
     from sgcli.cli.progress import stage_progress
     from sgcli.engine.session import Done, Request
 
-    ref = model.ref()
     with stage_progress(f"loading {ref.display}") as progress:
         tokenizer = model.tokenizer(progress=lambda t: progress(t, 0, 3))
         lm = model.load(ref, progress)

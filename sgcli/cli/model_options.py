@@ -189,7 +189,9 @@ class ModelFlags:
 
     def tokenizer(self, progress=None):
         """The model's own tokenizer, from the same revision / GGUF file."""
-        return load_tokenizer(self.model, progress=progress, revision=self.revision, gguf_file=self.gguf_file)
+        return load_tokenizer(
+            self.model, progress=progress, revision=self.revision, gguf_file=self.gguf_file, flag="--model"
+        )
 
     def load(self, ref, progress=None):
 

@@ -24,7 +24,7 @@ TextOpt = Annotated[Optional[str], typer.Option("--text", help="Also show how th
 
 
 def _load(ref: str):
-    return load_tokenizer(None if ref == "default" else ref)
+    return load_tokenizer(None if ref == "default" else ref, flag=None)
 
 
 def _ids_with_text(ids: list[int], texts: list[str]) -> str:

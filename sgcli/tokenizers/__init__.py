@@ -33,19 +33,28 @@ def load_tokenizer(
     progress: Callable[[str], None] | None = None,
     revision: str | None = None,
     gguf_file: str | None = None,
+    flag: str | None = "--tokenizer",
 ) -> Tokenizer:
     """A tokenizer from: None/"default" (the embedded model), a Hugging Face id or folder, a
     tokenizer.json / tokenizer_config.json / tekken.json / SentencePiece .model file, a .gguf,
     or `mistral:NAME`. `revision` and `gguf_file` pick a hub model's files as `--model` does
     (no custom code ever runs here: tokenizer.json is data, so --trust-remote-code plays no part).
-    Loaded once per process; a source that cannot be read is a UserError."""
+    Loaded once per process; a source that cannot be read is a UserError, and one that needs a
+    package the light core lacks is a `MissingExtra` naming the extra. `flag` is the option the
+    command takes `ref` from (`--model`; None for an argument), for hints."""
     key = f"{ref or 'default'}@{revision or ''}:{gguf_file or ''}"
     if key not in _loaded:
-        _loaded[key] = _load(ref, progress, revision, gguf_file)
+        _loaded[key] = _load(ref, progress, revision, gguf_file, flag)
     return _loaded[key]
 
 
-def _load(ref: str | None, progress, revision: str | None = None, gguf_file: str | None = None) -> Tokenizer:
+def _load(
+    ref: str | None,
+    progress,
+    revision: str | None = None,
+    gguf_file: str | None = None,
+    flag: str | None = "--tokenizer",
+) -> Tokenizer:
     if ref and ref.startswith("mistral:"):
         from sgcli.tokenizers.mistral import load_mistral
 
@@ -58,7 +67,7 @@ def _load(ref: str | None, progress, revision: str | None = None, gguf_file: str
             return _load_file(path)
         from sgcli.models.refs import resolve_model
 
-        model = resolve_model(ref, revision=revision, gguf_file=gguf_file)
+        model = resolve_model(ref, revision=revision, gguf_file=gguf_file, flag=flag)
         if model.kind == "gguf":
             from sgcli.tokenizers.gguf import load_converted
 
@@ -70,7 +79,11 @@ def _load(ref: str | None, progress, revision: str | None = None, gguf_file: str
         return load_tokenizer_json(path, name=model.display)
     except UserError:
         raise
-    except (OSError, ValueError, RuntimeError, KeyError, ImportError) as exc:  # a library refused the files
+    except ImportError as exc:  # a hub id needs huggingface_hub, a SentencePiece .model sentencepiece, ...
+        from sgcli.extras import import_failure
+
+        raise import_failure(exc, f"tokenizer '{ref or 'default'}'") from None
+    except (OSError, ValueError, RuntimeError, KeyError) as exc:  # a library refused the files
         raise UserError(
             f"cannot build a vocabulary for tokenizer '{ref or 'default'}': {type(exc).__name__}: {exc}",
             hint="pass a tokenizer.json, a folder holding one, a .gguf or mistral:NAME",

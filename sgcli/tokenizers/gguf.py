@@ -1,10 +1,13 @@
-"""Tokenizers embedded in GGUF files: converted once with transformers, then cached.
+"""Tokenizers embedded in GGUF files: converted once into a tokenizer folder, then cached.
 
-Like the model conversion, the folder is staged uniquely, published with one rename and checked
+transformers converts them where it is installed; the light core (no transformers) builds the
+same folder from the file's metadata with the `tokenizers` library (`gguf_light`). Like the model
+conversion, the folder is staged uniquely, published with one rename and checked
 against its manifest on every use (`sgcli.cache.conversions`)."""
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -14,26 +17,62 @@ from sgcli.cache.paths import converted_dir
 from sgcli.errors import UserError
 
 ProgressFn = Callable[[str], None]
+LIGHT_FORMAT = 1  # raise when gguf_light builds a different folder: earlier caches are then left unread
 
 
 def cached_tokenizer_dir(gguf: Path, progress: ProgressFn | None = None) -> Path:
-    """A folder holding tokenizer.json for `gguf`, converting it on first use (~10 s)."""
-    out = converted_dir(gguf) / "tokenizer"
+    """A folder holding tokenizer.json for `gguf`, converting it on first use (~10 s with transformers,
+    under a second without). The cache folder is keyed by the transformers version ("none" without it,
+    `converted_dir`) and the light converter's folder by its format, so a folder is only ever read by
+    the converter that wrote it."""
+    light = not _transformers_converts()
+    out = converted_dir(gguf) / (f"tokenizer-light{LIGHT_FORMAT}" if light else "tokenizer")
     if conversions.usable(out, f"tokenizer of {gguf.name}"):
         return out
     staged = conversions.staging(out)  # exit 2 now if the cache is read-only
     try:
         if progress:
             progress("converting the GGUF tokenizer (once; cached afterwards)")
-        from transformers import AutoTokenizer
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        tok.save_pretrained(str(staged))
+        if light:
+            convert_light(gguf, staged)
+        else:
+            _convert_with_transformers(gguf, staged)
         return conversions.publish(staged, out, gguf)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
+
+
+def _transformers_converts() -> bool:
+    """Whether transformers' GGUF converter can run: it needs torch and the gguf package beside it (a
+    venv with transformers alone, as xgrammar's requirements bring it, gets the light converter)."""
+    return not _missing_for_transformers()
+
+
+def _missing_for_transformers() -> list[str]:
+    return [m for m in ("transformers", "torch", "gguf") if importlib.util.find_spec(m) is None]
+
+
+def _convert_with_transformers(gguf: Path, folder: Path) -> None:
+    from transformers import AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    tok.save_pretrained(str(folder))
+
+
+def convert_light(gguf: Path, folder: Path) -> None:
+    """The tokenizer folder of `gguf` without transformers; a tokenizer only transformers rebuilds is exit 2
+    naming the extra that brings it."""
+    from sgcli.extras import MissingExtra
+    from sgcli.tokenizers.gguf_light import Unsupported, write_folder
+    from sgcli.tokenizers.gguf_meta import read_metadata
+
+    try:
+        write_folder(read_metadata(gguf), folder)
+    except Unsupported as exc:
+        missing = (_missing_for_transformers() or ["transformers"])[0]
+        raise MissingExtra(missing, "generate", f"the tokenizer of {gguf.name} ({exc})") from None
 
 
 def load_converted(gguf: Path, load_folder: Callable[[Path], object], progress: ProgressFn | None = None):

@@ -40,10 +40,9 @@ def mistral_names() -> list[str]:
 def _data_dir() -> Path:
     spec = importlib.util.find_spec("mistral_common")
     if spec is None or not spec.submodule_search_locations:
-        raise UserError(
-            "mistral:* tokenizers need the mistral-common package, which is not installed",
-            hint="pip install 'sgcli[mistral]'",
-        )
+        from sgcli.extras import MissingExtra
+
+        raise MissingExtra("mistral_common", "mistral", "reading mistral:* tokenizers")
     return Path(next(iter(spec.submodule_search_locations))) / "data"
 
 
@@ -81,7 +80,9 @@ def chat_encoder(path: Path, ref: str):
         try:
             from mistral_common.protocol.instruct.request import ChatCompletionRequest
         except ImportError as exc:
-            raise UserError(f"cannot encode chats for {ref}: {exc}", hint="pip install 'sgcli[mistral]'") from None
+            from sgcli.extras import import_failure
+
+            raise import_failure(exc, f"encoding chats for {ref}") from None
         if not built:
             built.append(_quietly(lambda: _mistral_tokenizer(path, ref)))
         try:
@@ -101,9 +102,10 @@ def _mistral_tokenizer(path: Path, ref: str):
         from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
 
         return MistralTokenizer.from_file(str(path))
-    except ImportError as exc:  # SentencePiece versions need the sentencepiece package
-        hint = "pip install 'sgcli[mistral]'  (it brings sentencepiece)"
-        raise UserError(f"cannot encode chats for {ref}: {exc}", hint=hint) from None
+    except ImportError as exc:  # SentencePiece versions need the sentencepiece package (in the same extra)
+        from sgcli.extras import import_failure
+
+        raise import_failure(exc, f"encoding chats for {ref}") from None
 
 
 def _quietly(fn):
@@ -128,7 +130,9 @@ def load_tekken(path: Path, ref: str) -> Tokenizer:
         from mistral_common.tokens.tokenizers.base import SpecialTokenPolicy
         from mistral_common.tokens.tokenizers.tekken import Tekkenizer
     except ImportError as exc:
-        raise UserError(f"cannot load {ref}: {exc}", hint="pip install 'sgcli[mistral]'") from None
+        from sgcli.extras import import_failure
+
+        raise import_failure(exc, f"tokenizer {ref}") from None
     try:
         tk = _quietly(lambda: Tekkenizer.from_file(path))
     except (AssertionError, ValueError, KeyError, OSError) as exc:

@@ -134,7 +134,12 @@ def render(
     (syntax, the template's raise_exception, a Python error inside it, a limit) is exit 2.
     `template_kwargs` (--chat-template-kwargs, e.g. enable_thinking) become template variables,
     as `apply_chat_template(..., **kwargs)` makes them."""
-    from transformers.utils.chat_template_utils import render_jinja_template
+    try:
+        from transformers.utils.chat_template_utils import render_jinja_template
+    except ImportError as exc:  # the light core has no transformers (nor jinja2)
+        from sgcli.extras import import_failure
+
+        raise import_failure(exc, "rendering a chat template") from None
 
     chat = [{k: v for k, v in m.items() if v is not None} for m in messages]  # as apply_chat_template does
     try:
