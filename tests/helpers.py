@@ -89,3 +89,47 @@ def random_llama(
     )
     model = LlamaForCausalLM(config).eval()
     return LoadedModel(model, ModelRef("dir", name, name), "cpu", "float32", vocab_size, 0.0)
+
+
+class RecordingReporter:
+    """A `sgcli.app.report.Reporter` that keeps what a run tells a person, for assertions."""
+
+    def __init__(self):
+        self.notices: list[tuple[str, str]] = []
+        self.tallies: list = []
+        self.counted: list[tuple[str, int, int]] = []  # (title, total, advanced)
+        self.answers: list[tuple[str, bool]] = []  # (streamed text, json_out) of single prompts
+
+    def stage(self, title):
+        import contextlib
+
+        return contextlib.nullcontext(lambda description, step, total: None)
+
+    def counter(self, title, total):
+        import contextlib
+
+        @contextlib.contextmanager
+        def count():
+            advanced = [0]
+            yield lambda: advanced.__setitem__(0, advanced[0] + 1)
+            self.counted.append((title, total, advanced[0]))
+
+        return count()
+
+    def notice(self, label, message):
+        self.notices.append((label, message))
+
+    def reasoning(self, text):
+        pass
+
+    def answer_text(self, sink, text):
+        sink.write_text(text)
+
+    def answer_end(self, sink, record, *, json_out):
+        if json_out:
+            sink.write(record)
+        else:
+            sink.write_text("\n")
+
+    def tally(self, tally):
+        self.tallies.append(tally)

@@ -106,11 +106,18 @@ def session(tiny_lm, smol_tokenizer):
 
 
 def _batch(session, lines: list[str], out: Path, *, resume: bool) -> bool:
-    from sgcli.cli.generate import _run_batch
+    """The batch through the application layer's loop on the local runner; whether no record is invalid."""
+    from sgcli.app.generate import run_batch
+    from sgcli.app.local import LocalRunner
+    from sgcli.errors import EXIT_OK
+    from tests.helpers import RecordingReporter
 
-    writer = RecordWriter(out, resume=resume)
+    writer, reporter = RecordWriter(out, resume=resume), RecordingReporter()
     try:
-        return _run_batch(session, ("\n".join(lines).encode(), "p.jsonl"), writer)
+        return (
+            run_batch(LocalRunner(session, reporter), ("\n".join(lines).encode(), "p.jsonl"), writer, reporter)
+            == EXIT_OK
+        )
     finally:
         writer.close()
 

@@ -11,10 +11,10 @@ import json
 
 import pytest
 
+from sgcli.batch.sampling import SamplingParams
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.records import EngineRow, GenerationRecord
 from sgcli.serving import get_dialect
-from sgcli.serving.base import Sampling
 from tests.serving_stub import Stub
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
@@ -37,7 +37,7 @@ def body(engine, kind, value, *, raw=False, **sampling):
         spec_of(kind, value),
         None if raw else MESSAGES,
         "hi" if raw else None,
-        Sampling(**sampling),
+        SamplingParams(**sampling),
         model="m",
     )
     return call.path, call.body
