@@ -73,58 +73,67 @@ SelectOpt = _codes_opt("--select", "Rule codes or prefixes to run (comma-separat
 IgnoreOpt = _codes_opt("--ignore", "Rule codes or prefixes to skip (the more specific of --select/--ignore wins).")
 
 
+FilesArg = Annotated[
+    Optional[list[str]],
+    typer.Argument(
+        metavar="[PATH]...",
+        help="Files or folders to lint; kind from the extension (.gbnf .ebnf .lark .regex .json) or --kind. "
+        "In folders: *.gbnf *.ebnf *.lark *.regex *.schema.json that git does not ignore. Or a constraint flag.",
+    ),
+]
+BackendsOpt = Annotated[
+    Optional[list[bo.SeveralBackends]],
+    bo.backends_option(
+        "A backend; 'all': every backend that supports the file's kind; 'auto' (the default): those that start "
+        "without importing torch (llguidance, outlines_core), xgrammar only where none of them takes the file.",
+    ),
+]
+TokenizerOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--tokenizer",
+        help="Compile against this tokenizer ('default' = the embedded SmolLM2) and run the T and L rules. "
+        "Without it, backends compile against a 256-byte vocabulary.",
+    ),
+]
+MaxTokensOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--max-tokens", help="Report (L001) when the shortest output needs more tokens than this; needs --tokenizer."
+    ),
+]
+FormatOpt = Annotated[
+    str,
+    typer.Option(
+        "--output-format",
+        help="concise (= text), full, json, json-lines (= jsonl), github or sarif.",
+        envvar="SGCLI_LINT_OUTPUT_FORMAT",
+    ),
+]
+KindOpt = Annotated[
+    Optional[str], typer.Option("--kind", help="Kind instead of the extension's: json_schema, regex, ebnf, lark.")
+]
+ExitZeroOpt = Annotated[
+    bool, typer.Option("--exit-zero", help="Exit 0 even when there are findings (2 still means bad input).")
+]
+StatisticsOpt = Annotated[
+    bool, typer.Option("--statistics", help="Print how many findings each rule has, instead of each finding.")
+]
+
+
 @co.takes_constraint()
 def lint(
-    files: Annotated[
-        Optional[list[str]],
-        typer.Argument(
-            metavar="[PATH]...",
-            help="Files or folders to lint; kind from the extension (.gbnf .ebnf .lark .regex .json) or --kind. "
-            "In folders: *.gbnf *.ebnf *.lark *.regex *.schema.json that git does not ignore. Or a constraint flag.",
-        ),
-    ] = None,
-    backend: Annotated[
-        Optional[list[bo.SeveralBackends]],
-        bo.backends_option(
-            "A backend; 'all': every backend that supports the file's kind; 'auto' (the default): those that start "
-            "without importing torch (llguidance, outlines_core), xgrammar only where none of them takes the file.",
-        ),
-    ] = None,
-    tokenizer: Annotated[
-        Optional[str],
-        typer.Option(
-            "--tokenizer",
-            help="Compile against this tokenizer ('default' = the embedded SmolLM2) and run the T and L rules. "
-            "Without it, backends compile against a 256-byte vocabulary.",
-        ),
-    ] = None,
-    max_tokens: Annotated[
-        Optional[int],
-        typer.Option(
-            "--max-tokens",
-            help="Report (L001) when the shortest output needs more tokens than this; needs --tokenizer.",
-        ),
-    ] = None,
-    output_format: Annotated[
-        str,
-        typer.Option(
-            "--output-format",
-            help="concise (= text), full, json, json-lines (= jsonl), github or sarif.",
-            envvar="SGCLI_LINT_OUTPUT_FORMAT",
-        ),
-    ] = "concise",
+    files: FilesArg = None,
+    backend: BackendsOpt = None,
+    tokenizer: TokenizerOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    output_format: FormatOpt = "concise",
     json_out: JsonFlagOpt = False,
     select: SelectOpt = None,
     ignore: IgnoreOpt = None,
-    kind: Annotated[
-        Optional[str], typer.Option("--kind", help="Kind instead of the extension's: json_schema, regex, ebnf, lark.")
-    ] = None,
-    exit_zero: Annotated[
-        bool, typer.Option("--exit-zero", help="Exit 0 even when there are findings (2 still means bad input).")
-    ] = False,
-    statistics: Annotated[
-        bool, typer.Option("--statistics", help="Print how many findings each rule has, instead of each finding.")
-    ] = False,
+    kind: KindOpt = None,
+    exit_zero: ExitZeroOpt = False,
+    statistics: StatisticsOpt = False,
     flags: co.ConstraintFlags = None,
 ) -> None:
     """Find a grammar's mistakes before a model runs, with ruff-like diagnostics.
@@ -136,12 +145,7 @@ def lint(
     Exit codes: 0 clean, 1 findings, 2 bad usage or an unreadable file.
     """
 
-    if json_out:  # the alias every command has: JSON Lines, one diagnostic a line
-        if output_format not in ("concise", "jsonl", "json-lines"):
-            raise UserError(f"--json conflicts with --output-format {output_format}", hint="give one of them")
-        output_format = "jsonl"
-    if output_format not in FORMATS:
-        raise UserError(f"--output-format {output_format}: unknown format", hint="one of: " + ", ".join(FORMATS))
+    output_format = _format(output_format, json_out)
     names = bo.chosen(backend, "auto")  # each name already checked against the registry (exit 2 naming them)
     options = LintOptions(
         backend=next((w for w in ("all", "auto") if w in names), tuple(names)),
@@ -170,6 +174,17 @@ def lint(
     if failed:
         raise typer.Exit(EXIT_USAGE)
     raise typer.Exit(EXIT_FINDINGS if diagnostics and not exit_zero else EXIT_OK)
+
+
+def _format(output_format: str, json_out: bool) -> str:
+    """--output-format, with --json as its alias for JSON Lines (one diagnostic a line)."""
+    if json_out:
+        if output_format not in ("concise", "jsonl", "json-lines"):
+            raise UserError(f"--json conflicts with --output-format {output_format}", hint="give one of them")
+        output_format = "jsonl"
+    if output_format not in FORMATS:
+        raise UserError(f"--output-format {output_format}: unknown format", hint="one of: " + ", ".join(FORMATS))
+    return output_format
 
 
 def _lint_files(linter, targets: list) -> tuple[list, dict[str, str | None], int]:
