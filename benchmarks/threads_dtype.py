@@ -1,5 +1,7 @@
-"""Per-token decode step of the default model: torch threads (torch's default / 1 / 2) x dtype
-(float32 / bfloat16), interleaved rounds. Chose `--threads` and `--dtype auto` on CPU.
+"""Per-token decode step of the default model: torch threads (torch's default / sgcli's default /
+1 / 2) x dtype (float32 / bfloat16), interleaved rounds. Chose `--threads` and `--dtype auto` on CPU.
+sgcli's default (`sgcli.engine.threads.default_cpu_threads`) is read once, before the models load,
+with the machine's load at that moment: run it idle and busy to see both of its answers.
 
     python benchmarks/threads_dtype.py [--rounds 4] [--steps 12]
 """
@@ -39,15 +41,24 @@ def main() -> None:
     import torch
 
     from sgcli.engine.loader import load_model
+    from sgcli.engine.threads import default_cpu_threads
     from sgcli.models.refs import resolve_model
 
-    default = torch.get_num_threads()
+    default, auto = torch.get_num_threads(), default_cpu_threads()
     lms = {d: load_model(resolve_model(None), device="cpu", dtype=d) for d in ("float32", "bfloat16")}
-    print(f"# torch default threads {default}, cores {os.cpu_count()}, {args.rounds} rounds x {args.steps} steps")
+    print(
+        f"# torch default threads {default}, sgcli default {auto} (load {os.getloadavg()[0]:.2f}), "
+        f"cores {os.cpu_count()}, {args.rounds} rounds x {args.steps} steps"
+    )
     print("# " + ", ".join(f"{d}: {lm.impl} forward, kernel {lm.kernel or 'torch'}" for d, lm in lms.items()))
     results: dict[tuple[str, str], list[float]] = {}
     for _ in range(args.rounds):
-        for label, n in ((f"torch default ({default})", default), ("1", 1), ("2", 2)):
+        for label, n in (
+            (f"torch default ({default})", default),
+            (f"sgcli default ({auto})", auto),
+            ("1", 1),
+            ("2", 2),
+        ):
             torch.set_num_threads(n)
             for dtype, lm in lms.items():
                 results.setdefault((label, dtype), []).append(step_ms(lm, args.steps))

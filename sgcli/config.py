@@ -5,18 +5,19 @@ environment variable, the nearest configuration file, the built-in default. The 
 the nearest `sgcli.toml` (or `.sgcli.toml`) upward from the working directory, or a
 `pyproject.toml` with a `[tool.sgcli]` table, whichever comes first on the way up.
 
-```toml
-[tool.sgcli]              # in sgcli.toml the keys sit at the top level
-model = "Qwen/Qwen2.5-0.5B-Instruct"
-backend = "llguidance"
-threads = 1
-json-whitespace = "compact"
+A `sgcli.toml` holds the settings themselves, at its top level (as ruff.toml does):
 
-[tool.sgcli.lint]
-select = ["G", "W"]
+```toml
+model = "Qwen/Qwen2.5-0.5B-Instruct"
+threads = 1
+
+[lint]
 ignore = ["W002"]
-per-file-ignores = { "schemas/legacy/*.json" = ["J001"] }
 ```
+
+and a `pyproject.toml` holds the same under `[tool.sgcli]` (and `[tool.sgcli.lint]`).
+A `[tool.sgcli]` table pasted into a `sgcli.toml`, an unknown setting or a value of the
+wrong type is exit 2 at its line, with the fix (a did-you-mean for a misspelt name).
 
 Flags and environment variables reach commands through click (an option's `envvar`
 and the context's `default_map`), so each command reads its parameters as usual.
@@ -25,11 +26,12 @@ and the context's `default_map`), so each command reads its parameters as usual.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sgcli.errors import Location, UserError
+from sgcli.errors import Location, UserError, did_you_mean
 
 CONFIG_NAMES = ("sgcli.toml", ".sgcli.toml")
 
@@ -54,8 +56,21 @@ KEYS: dict[str, Key] = {
         Key("device", str, "SGCLI_DEVICE", "device", "auto, cpu, cuda, cuda:N or mps"),
         Key("dtype", str, "SGCLI_DTYPE", "dtype", "auto, float32, bfloat16 or float16"),
         Key("threads", int, "SGCLI_THREADS", "threads", "torch CPU threads"),
+        Key(
+            "repetition-guard",
+            bool,
+            "SGCLI_REPETITION_GUARD",
+            "repetition_guard",
+            "end an output stuck repeating one span (true by default)",
+        ),
         Key("cache-dir", str, "SGCLI_CACHE_DIR", None, "where converted models and compiled grammars are kept"),
-        Key("json-whitespace", str, "SGCLI_JSON_WHITESPACE", "json_whitespace", "flexible or compact"),
+        Key(
+            "json-whitespace",
+            str,
+            "SGCLI_JSON_WHITESPACE",
+            "json_whitespace",
+            "compact or flexible (default: compact where a command generates, flexible in masks and test)",
+        ),
         Key("lint.select", str, "SGCLI_LINT_SELECT", "select", "lint rule codes or prefixes to run", True),
         Key("lint.ignore", str, "SGCLI_LINT_IGNORE", "ignore", "lint rule codes or prefixes to skip", True),
         Key(
@@ -63,7 +78,9 @@ KEYS: dict[str, Key] = {
         ),
         Key("compile-memory", int, "SGCLI_COMPILE_MEMORY", "compile_memory", "MB a compile may add (0: no limit)"),
         Key("max-constraint-bytes", int, "SGCLI_MAX_CONSTRAINT_BYTES", "max_constraint_bytes", "largest grammar"),
+        Key("max-prompt-bytes", int, "SGCLI_MAX_PROMPT_BYTES", "max_prompt_bytes", "longest --input line or prompt"),
         Key("lint.per-file-ignores", dict, None, None, "glob -> rule codes to skip in matching files"),
+        Key("lint.output-format", str, "SGCLI_LINT_OUTPUT_FORMAT", "output_format", "how lint prints its findings"),
     ]
 }
 COMMANDS_OF_TABLE = {"lint": ("lint",)}  # a [lint] key defaults only the lint command's parameter
@@ -81,6 +98,18 @@ class Config:
     path: Path | None = None
     table: str | None = None  # "[tool.sgcli]" in pyproject.toml, "" at the top of sgcli.toml
     file_values: dict[str, Any] = field(default_factory=dict)  # dotted key -> value
+    exported: dict[str, str] = field(default_factory=dict)  # SGCLI_* set by sgcli from the file (cache-dir)
+    text: str = ""  # the file's text, to point at a setting's line
+
+    def inside(self) -> str:
+        return f" in {self.table}" if self.table else ""
+
+    def key_of(self, param: str, command: str) -> str:
+        """The setting that gave `command` its `param`."""
+        return next(name for name in self.file_values if KEYS[name].param == param and _reaches(name, command))
+
+    def location_of(self, key: str) -> Location | None:
+        return _Where(self.path, self.table or "", self.text).at(key) if self.path else None
 
     def origin(self) -> str:
         return f"{self.path} {self.table}".rstrip() if self.path else "none"
@@ -90,7 +119,7 @@ class Config:
         environ = os.environ if environ is None else environ
         out = []
         for key in KEYS.values():
-            if key.env and environ.get(key.env):
+            if key.env and environ.get(key.env) and environ[key.env] != self.exported.get(key.env):
                 out.append(Setting(key.name, _from_env(key, environ[key.env]), f"env {key.env}"))
             elif key.name in self.file_values:
                 out.append(Setting(key.name, self.file_values[key.name], self.origin()))
@@ -111,18 +140,27 @@ class Config:
             key = KEYS[name]
             if key.param is None:
                 continue
-            table = name.split(".")[0] if "." in name else None
             for command, params in commands.items():
-                if table and command not in COMMANDS_OF_TABLE.get(table, ()):
-                    continue
-                if key.param in params:
+                if _reaches(name, command) and key.param in params:
                     out.setdefault(command, {})[key.param] = list(value) if key.sequence else value
         return out
+
+
+def _reaches(name: str, command: str) -> bool:
+    """Whether setting `name` defaults `command`'s parameter: top-level ones every command's, a [lint] one lint's."""
+    table = name.split(".")[0] if "." in name else None
+    return table is None or command in COMMANDS_OF_TABLE.get(table, ())
 
 
 def _from_env(key: Key, raw: str) -> Any:
     if key.sequence:
         return [v.strip() for v in raw.split(",") if v.strip()]
+    if key.type is bool:  # the words click reads for a boolean flag's envvar
+        if raw.strip().lower() in ("1", "true", "t", "yes", "y", "on"):
+            return True
+        if raw.strip().lower() in ("0", "false", "f", "no", "n", "off", ""):
+            return False
+        raise UserError(f"{key.env}={raw!r}: expected true or false")
     if key.type in (int, float):
         try:
             return key.type(raw)
@@ -149,35 +187,63 @@ def load_config(start: Path | None = None) -> Config:
     if found is None:
         return Config()
     path, table = found
-    data = _read_toml(path)
+    text, data = _read_toml(path)
     if table:
         data = data.get("tool", {}).get("sgcli", {})
-    return Config(path, table, _flatten(data, path, table))
+    elif isinstance(data.get("tool"), dict):
+        raise UserError(
+            f"{path.name} holds the settings themselves, not a [tool.sgcli] table (that table is pyproject.toml's)",
+            location=Location(str(path), _line_of(text, r"\[\s*tool\b")),
+            hint="delete the [tool.sgcli] line, and write [tool.sgcli.lint] as [lint]",
+        )
+    return Config(path, table, _flatten(data, _Where(path, table, text)), text=text)
 
 
-def _read_toml(path: Path) -> dict:
+def _read_toml(path: Path) -> tuple[str, dict]:
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        return text, tomllib.loads(text)
     except OSError as exc:
         raise UserError(f"cannot read the configuration: {exc.strerror}", location=Location(str(path))) from None
     except UnicodeDecodeError as exc:
         raise UserError(f"not UTF-8 text at byte {exc.start}", location=Location(str(path))) from None
     except tomllib.TOMLDecodeError as exc:
-        import re
-
         at = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
         line, col = (int(at.group(1)), int(at.group(2))) if at else (None, None)
         message = re.sub(r" \(at (line \d+, column \d+|end of document)\)", "", str(exc))
         raise UserError(f"invalid TOML: {message}", location=Location(str(path), line, col)) from None
 
 
-def _flatten(data: dict, path: Path, table: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Where:
+    """The file being read, for messages: its path, its table, its text (to find a key's line)."""
+
+    path: Path
+    table: str
+    text: str
+
+    def inside(self) -> str:
+        return f" in {self.table}" if self.table else ""
+
+    def at(self, raw_key: str) -> Location:
+        """Where `raw_key` is set: its `key =` line, else its `[table]` header."""
+        name = re.escape(raw_key.rpartition(".")[2])
+        line = _line_of(self.text, rf"[\"']?{name}[\"']?\s*=") or _line_of(self.text, rf"\[[\w.]*?\b{name}\s*\]")
+        return Location(str(self.path), line)
+
+
+def _line_of(text: str, pattern: str) -> int | None:
+    """The 1-based line where `pattern` starts a line (after blanks), or None."""
+    m = re.search(rf"^[ \t]*{pattern}", text, re.M)
+    return text.count("\n", 0, m.start()) + 1 if m else None
+
+
+def _flatten(data: dict, where: _Where) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    where = f"{path} {table}".rstrip()
     for raw_key, value in data.items():
         if isinstance(value, dict) and raw_key in COMMANDS_OF_TABLE:
             for sub, sub_value in value.items():
@@ -187,15 +253,22 @@ def _flatten(data: dict, path: Path, table: str) -> dict[str, Any]:
     return out
 
 
-def _check(raw_key: str, value: Any, where: str) -> str:
+def _check(raw_key: str, value: Any, where: _Where) -> str:
     name = raw_key.replace("_", "-")
     key = KEYS.get(name)
     if key is None:
-        known = ", ".join(KEYS)
-        raise UserError(f"{where}: unknown setting '{raw_key}'", hint=f"known settings: {known}")
+        table = name.rpartition(".")[0]  # `[lint] selct`: compared with the keys of that table
+        names = [k for k in KEYS if k.startswith(table + ".")] if table else [*KEYS, *COMMANDS_OF_TABLE]
+        raise UserError(
+            f"unknown setting '{raw_key}'{where.inside()}." + did_you_mean(name, names),
+            location=where.at(raw_key),
+            hint="known settings: " + ", ".join(KEYS) + " (`sgcli config` lists them)",
+        )
     ok = (
         isinstance(value, list) and all(isinstance(v, str) for v in value)
         if key.sequence
+        else isinstance(value, bool)
+        if key.type is bool
         else isinstance(value, (int, float) if key.type is float else key.type) and not isinstance(value, bool)
     )
     if key.name == "lint.per-file-ignores":
@@ -206,7 +279,7 @@ def _check(raw_key: str, value: Any, where: str) -> str:
         expected = "a list of strings" if key.sequence else key.type.__name__
         if key.name == "lint.per-file-ignores":
             expected = 'a table of glob = ["CODE", ...]'
-        raise UserError(f"{where}: '{raw_key}' must be {expected}, not {value!r}")
+        raise UserError(f"'{raw_key}' must be {expected}, not {value!r}", location=where.at(raw_key))
     return name
 
 

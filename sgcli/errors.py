@@ -7,6 +7,8 @@ bug in sgcli: the CLI says so and exits 3.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 EXIT_OK = 0
@@ -31,6 +33,14 @@ class Location:
             if self.col is not None:
                 parts.append(str(self.col))
         return ":".join(parts)
+
+
+def did_you_mean(value: str, choices: Iterable[str]) -> str:
+    """The sentence " Did you mean 'x'?" naming the closest of `choices` to a mistyped `value`, or ""."""
+    choices = list(choices)
+    folded = {c.lower(): c for c in choices}
+    close = difflib.get_close_matches(value.lower(), list(folded), n=1, cutoff=0.6)
+    return f" Did you mean '{folded[close[0]]}'?" if close else ""
 
 
 class SgcliError(Exception):

@@ -24,6 +24,8 @@ from sgcli.errors import UserError
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MEMORY_MB = 4096
 DEFAULT_MAX_BYTES = 1 << 20  # the largest schema in the project's corpora is 130 KB
+# One --input line or stdin prompt: a 128k-token prompt is ~0.5 MB of text, ~2 MB as \u-escaped JSON
+DEFAULT_MAX_PROMPT_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,20 @@ def random_llama(
     return LoadedModel(model, ModelRef("dir", name, name), "cpu", "float32", vocab_size, 0.0)
 
 
+def patch_everywhere(monkeypatch, module, name: str, value) -> None:
+    """`monkeypatch.setattr(module, name, value)`, and the same in every sgcli module that imported
+    that object by name at its top (`from sgcli.x import name` binds its own reference)."""
+    import sys
+
+    original = getattr(module, name)
+    monkeypatch.setattr(module, name, value)
+    for other in list(sys.modules.values()):
+        if other is module or not getattr(other, "__name__", "").startswith("sgcli"):
+            continue
+        if getattr(other, name, None) is original:
+            monkeypatch.setattr(other, name, value)
+
+
 class RecordingReporter:
     """A `sgcli.app.report.Reporter` that keeps what a run tells a person, for assertions."""
 
@@ -98,7 +112,6 @@ class RecordingReporter:
         self.notices: list[tuple[str, str]] = []
         self.tallies: list = []
         self.counted: list[tuple[str, int, int]] = []  # (title, total, advanced)
-        self.answers: list[tuple[str, bool]] = []  # (streamed text, json_out) of single prompts
 
     def stage(self, title):
         import contextlib

@@ -112,3 +112,32 @@ def test_lint_checks_each_named_backend(run_cli):
     result = run_cli("lint", "g.gbnf", "-b", "xgrammar", "-b", "outlines_core")
     assert result.exit_code == 2
     assert "backend 'outlines_core' does not support EBNF/GBNF" in result.stderr
+
+
+@pytest.mark.parametrize(("alias", "name"), [("guidance", "llguidance"), ("outlines", "outlines_core")])
+def test_vllm_and_sglang_names_are_the_same_backends(run_cli, alias, name):
+    """vLLM's --structured-outputs-config.backend and SGLang's --grammar-backend spell them so."""
+    from sgcli.serving.vllm import VLLM_SERVER_BACKENDS
+
+    assert alias in VLLM_SERVER_BACKENDS
+    result = run_cli("compile", "--regex", "[0-9]+", "-b", alias, "--output-format", "json-lines")
+    assert result.exit_code == 0, result.stderr
+    assert [json.loads(line)["backend"] for line in result.stdout.splitlines()] == [name]
+    result = run_cli(
+        "compare-backends", "--no-generate", "--regex", "[0-9]+", "--backends", f"{alias},xgrammar", "--json"
+    )
+    assert sorted(json.loads(line)["backend"] for line in result.stdout.splitlines()) == sorted([name, "xgrammar"])
+
+
+def test_the_pip_name_of_outlines_core_works_too(run_cli):
+    result = run_cli("compile", "--regex", "[0-9]+", "-b", "outlines-core", "--output-format", "json-lines")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["backend"] == "outlines_core"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_typo_gets_a_did_you_mean(run_cli, command):
+    args, _ = COMMANDS[command]
+    result = run_cli(command, *args, "--backend", "llguidence")
+    assert result.exit_code == 2
+    assert "Did you mean 'llguidance'?" in _flat(result.stderr) and "Value error" not in result.stderr

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import patch_everywhere
 
 from sgcli.batch.records import RecordWriter
 from sgcli.constraints.spec import ConstraintSpec, Kind
@@ -26,10 +27,14 @@ def _lines(path: Path) -> list[dict]:
 
 def test_resume_cuts_a_partial_last_line(tmp_path):
     out = tmp_path / "o.jsonl"
-    out.write_text('{"id": 1, "valid": true}\n{"id": 2, "valid": true}\n{"id": 3, "out')
+    before = '{"id": 1, "valid": true}\n{"id": 2, "valid": true}\n{"id": 3, "out'
+    out.write_text(before)
     writer = RecordWriter(out, resume=True)
-    assert out.read_text() == '{"id": 1, "valid": true}\n{"id": 2, "valid": true}\n'
+    assert out.read_text() == before  # read, not touched: the run may not start
     assert [writer.skip(i) for i in (1, 2, 3, 3)] == [True, True, False, True]
+    writer.open()  # the run starts: the partial line goes
+    writer.close()
+    assert out.read_text() == '{"id": 1, "valid": true}\n{"id": 2, "valid": true}\n'
 
 
 def test_resume_keeps_a_complete_last_line_that_lacks_its_newline(tmp_path):
@@ -43,10 +48,22 @@ def test_resume_keeps_a_complete_last_line_that_lacks_its_newline(tmp_path):
 
 def test_resume_answers_error_records_again(tmp_path):
     out = tmp_path / "o.jsonl"
-    out.write_text('{"id": 1, "finish_reason": "stop"}\n{"id": 2, "finish_reason": "error"}\n{"id": 3}\n')
+    out.write_text('{"id": 1, "finish_reason": "stop"}\n{"id": 2, "finish_reason": "error"}\n{"id": 3}\n{"id": 4, "x')
     writer = RecordWriter(out, resume=True)
-    assert _lines(out) == [{"id": 1, "finish_reason": "stop"}, {"id": 3}]  # the failed line is dropped
-    assert [writer.skip(i) for i in (1, 2, 3)] == [True, False, True]
+    assert [writer.skip(i) for i in (1, 2, 3, 4)] == [True, False, True, False]
+    writer.write({"id": 2, "finish_reason": "stop"})
+    writer.close()
+    # the failed line and the partial one are dropped, the rest kept in order, the new record appended
+    assert _lines(out) == [{"id": 1, "finish_reason": "stop"}, {"id": 3}, {"id": 2, "finish_reason": "stop"}]
+
+
+def test_resume_drops_a_last_error_record_that_lacks_its_newline(tmp_path):
+    out = tmp_path / "o.jsonl"
+    out.write_text('{"id": 1}\n{"id": 2, "finish_reason": "error"}')
+    writer = RecordWriter(out, resume=True)
+    writer.open()
+    writer.close()
+    assert out.read_text() == '{"id": 1}\n'
 
 
 def test_resume_refuses_a_corrupt_middle_line(tmp_path):
@@ -54,7 +71,7 @@ def test_resume_refuses_a_corrupt_middle_line(tmp_path):
     out.write_text('{"id": 1}\nnot json\n{"id": 3}\n')
     with pytest.raises(UserError) as exc:
         RecordWriter(out, resume=True)
-    assert str(exc.value.location) == f"{out}:2:1" and "without --resume" in exc.value.hint
+    assert str(exc.value.location) == f"{out}:2:1" and "--force" in exc.value.hint
 
 
 def test_resume_refuses_records_of_another_format(tmp_path):
@@ -71,15 +88,82 @@ def test_resume_refuses_records_of_another_format(tmp_path):
     assert len(_lines(out)) == 2  # nothing dropped or appended
 
 
-def test_without_resume_nothing_is_skipped_and_the_file_is_replaced(tmp_path):
+def test_an_existing_output_needs_resume_or_force(tmp_path):
     out = tmp_path / "o.jsonl"
     out.write_text('{"id": 1}\n')
-    writer = RecordWriter(out)
-    assert out.read_text() == '{"id": 1}\n'  # untouched until the first record: a failed load loses nothing
+    with pytest.raises(UserError) as exc:
+        RecordWriter(out)
+    assert "already holds 10 bytes" in exc.value.message
+    assert "--resume" in exc.value.hint and "--force" in exc.value.hint
+    assert out.read_text() == '{"id": 1}\n'
+    (tmp_path / "empty.jsonl").write_text("")
+    RecordWriter(tmp_path / "empty.jsonl").close()  # an empty file holds nothing to lose
+
+
+def test_force_replaces_the_file_only_when_the_run_starts(tmp_path):
+    out = tmp_path / "o.jsonl"
+    out.write_text('{"id": 1}\n')
+    writer = RecordWriter(out, force=True)
+    assert out.read_text() == '{"id": 1}\n'  # untouched until the run starts: a failed load loses nothing
     assert not writer.skip(1) and not writer.skip(1)
     writer.write({"id": 2})
     writer.close()
     assert _lines(out) == [{"id": 2}]
+
+
+def test_a_writer_never_opened_leaves_the_file_as_it_was(tmp_path):
+    out, new = tmp_path / "o.jsonl", tmp_path / "new.jsonl"
+    out.write_text('{"id": 1}\n{"id": 2, "finish_reason": "error"}\n{"id": 3, "par')
+    before = out.read_bytes()
+    for path, flags in ((out, {"resume": True}), (out, {"force": True}), (new, {})):
+        RecordWriter(path, **flags).close()
+    assert out.read_bytes() == before and not new.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.jsonl"]  # no lock file left behind
+
+
+def test_resume_with_force_is_refused(tmp_path):
+    with pytest.raises(UserError, match="contradict"):
+        RecordWriter(tmp_path / "o.jsonl", resume=True, force=True)
+    with pytest.raises(UserError, match="--force needs --output"):
+        RecordWriter(None, force=True)
+
+
+def test_a_second_writer_on_the_same_output_is_refused_naming_the_first(tmp_path):
+    out = tmp_path / "o.jsonl"
+    first = RecordWriter(out)
+    with pytest.raises(UserError) as exc:
+        RecordWriter(out, force=True)
+    assert f"pid {os.getpid()}" in exc.value.message and "another sgcli process" in exc.value.message
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(out)
+    with pytest.raises(UserError, match=f"pid {os.getpid()}"):  # another name for the same file
+        RecordWriter(link, resume=True)
+    first.write({"id": 1})
+    first.close()
+    second = RecordWriter(out, resume=True)  # released: the next run may go on
+    assert second.skip(1)
+    second.close()
+
+
+def test_the_lock_holds_against_another_process(tmp_path):
+    """Two processes: the second exits 2 naming the first's pid; after the first ends (even killed),
+    the output is free again."""
+    out = tmp_path / "o.jsonl"
+    code = (
+        "import sys, time\nfrom pathlib import Path\nfrom sgcli.batch.records import RecordWriter\n"
+        f"w = RecordWriter(Path({str(out)!r}))\nprint('locked', flush=True)\ntime.sleep(60)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    holder = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(UserError) as exc:
+            RecordWriter(out)
+        assert f"pid {holder.pid}" in exc.value.message
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    RecordWriter(out).close()  # the kernel dropped the dead process's lock
 
 
 def test_a_write_failure_later_is_a_user_error(tmp_path, monkeypatch):
@@ -122,7 +206,7 @@ def _batch(session, lines: list[str], out: Path, *, resume: bool) -> bool:
         writer.close()
 
 
-def test_error_records_have_the_normal_key_set(session, tmp_path, monkeypatch):
+def test_error_records_have_the_normal_key_set(session, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(session.lm.model.config, "max_position_embeddings", 40)
     lines = [
         '{"id": "ok", "prompt": "Answer:"}',
@@ -142,17 +226,37 @@ def test_error_records_have_the_normal_key_set(session, tmp_path, monkeypatch):
     assert records["ok"]["valid"] and records["after"]["valid"]  # the batch went on past both failures
     assert records["line-2"]["finish_reason"] == "error" and "p.jsonl:2:1" in records["line-2"]["errors"][0]
     long = records["long"]
-    assert (
-        long["valid"] is False
-        and long["output"] is None
-        and "longer than the model's context of 40" in (long["errors"][0])
-    )
+    for failed in (records["line-2"], long):  # nothing ran: no verdict, and the record says why
+        assert failed["valid"] is None and failed["unchecked"] and failed["errors"], failed
+    assert long["output"] is None and "longer than the model's context of 40" in (long["errors"][0])
     assert long["backend"] == "llguidance" and set(long["usage"]) == set(records["ok"]["usage"])
     assert all(v is None for v in long["usage"].values()) and all(v is None for v in long["timings"].values())
     from sgcli.records import GenerationRecord
 
     for record in records.values():
         GenerationRecord.model_validate(record)  # the documented model, extra keys forbidden
+    stderr = capsys.readouterr().err  # the summary lists each failure at its input line
+    assert "4 records: 2 valid, 0 invalid, 2 errors" in stderr, stderr
+    assert "✗ p.jsonl:2:1: invalid JSON" in stderr and "✗ p.jsonl:3: " in stderr, stderr
+
+
+def test_a_model_that_fails_to_load_leaves_the_output_as_it_was(run_cli, tmp_path, monkeypatch):
+    """The output is opened only once the model loaded: --force loses nothing when the load fails."""
+    import sgcli.cli.model_options
+
+    def fail(*args, **kwargs):
+        raise UserError("the weights are missing")
+
+    monkeypatch.setattr(sgcli.cli.model_options, "load_model", fail)
+    out = tmp_path / "o.jsonl"
+    out.write_text('{"id": 1, "finish_reason": "stop"}\n')
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": 1, "prompt": "x"}\n{"id": 2, "prompt": "y"}\n')
+    for flag in ("--force", "--resume"):
+        result = run_cli("generate", "-b", "llguidance", "--regex", "a", "--input", prompts, "-o", out, flag)
+        assert result.exit_code == 2 and "the weights are missing" in result.stderr, result.stderr
+        assert out.read_text() == '{"id": 1, "finish_reason": "stop"}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.jsonl", "p.jsonl"]  # the lock went with the run
 
 
 def test_a_long_prompt_gets_fewer_tokens_with_a_warning(session, monkeypatch):
@@ -173,7 +277,7 @@ def test_a_validation_that_raises_is_an_invalid_record_not_a_crash(session, monk
     def broken(*args, **kwargs):
         raise RuntimeError("remote reference")
 
-    monkeypatch.setattr(session_module, "validate", broken)
+    patch_everywhere(monkeypatch, session_module, "validate", broken)
     record = next(e.record for e in session.stream(Request(1, "Answer:")) if isinstance(e, Done))
     assert record["valid"] is False and record["output"] in ("yes", "no")
     assert "could not be validated: RuntimeError: remote reference" in record["errors"][0]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+LIB_JSON = ROOT / "sgcli" / "grammars" / "json.gbnf"
 
 BACKENDS = ("llguidance", "xgrammar")
 PERSON = {
@@ -245,3 +246,58 @@ def test_compile_limit_is_tallied_and_exits_2(tmp_path, run_cli):
     assert result.exit_code == 2, result.output
     row = _backend_rows(result)["xgrammar"]
     assert row["compiled"] == 0 and row["failed_by_reason"] == {"compile limit (--compile-timeout)": 1}
+
+
+def test_generate_runs_the_grammar_generate_would_compile(smol_tokenizer):
+    """Instances are walked under the schema's whole language (flexible); --generate decodes under
+    generate's default layout (compact), so a model cannot run on in whitespace."""
+    from sgcli.backends import compile_for
+    from sgcli.constraints.spec import ConstraintSpec, Kind
+    from sgcli.grammar_dev import bench
+
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(PERSON), "person")
+    walked = compile_for("llguidance", spec, smol_tokenizer.vocab)[0]
+    generating = bench._as_generate_compiles(walked)
+    options = generating.spec.json_options
+    assert walked.spec.json_options.whitespace == "flexible"
+    assert (options.whitespace, options.for_generation, generating.backend) == ("compact", True, "llguidance")
+    regex = compile_for("llguidance", ConstraintSpec(Kind.REGEX, "[0-9]+", "digits"), smol_tokenizer.vocab)[0]
+    assert bench._as_generate_compiles(regex) is regex
+
+
+def test_a_single_file_is_one_item(tmp_path, run_cli):
+    result = run_cli("bench", LIB_JSON, "--backend", "llguidance", "--output-format", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    (item,) = [r for r in doc if r["type"] == "item"]
+    assert item["item"] == "json.gbnf" and item["instance_source"] == "test file"
+    schema = tmp_path / "s.json"
+    schema.write_text('{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}')
+    (row,) = [
+        r
+        for r in json.loads(run_cli("bench", schema, "-b", "llguidance", "--output-format", "json").stdout)
+        if r["type"] == "item"
+    ]
+    assert row["instance_source"] == "generated"
+    other = tmp_path / "notes.txt"
+    other.write_text("x")
+    bad = run_cli("bench", other)
+    assert bad.exit_code == 2 and "neither a schema or grammar file, a folder, nor a .jsonl file" in bad.output
+
+
+def test_the_table_and_the_plot_say_ms_as_the_json_does(tmp_path, run_cli, monkeypatch):
+    from sgcli.grammar_dev import bench
+
+    result = run_cli("bench", LIB_JSON, "--backend", "llguidance", "--no-cache")
+    assert result.exit_code == 0, result.output
+    assert "mask ms p50/p99/max" in result.stdout and "µs" not in result.stdout
+    (summary,) = [
+        r
+        for r in json.loads(run_cli("bench", LIB_JSON, "-b", "llguidance", "--output-format", "json").stdout)
+        if r["type"] == "backend"
+    ]
+    assert set(summary["mask_ms"]) >= {"p50", "p99", "max"}  # the JSON's unit, the table's unit
+    titles = []
+    monkeypatch.setattr("matplotlib.axes.Axes.set_title", lambda ax, title, *a, **k: titles.append(title))
+    bench.plot([bench.BackendResult("llguidance", mask_ms=[0.01, 0.02])], str(tmp_path / "p.svg"))
+    assert "mask ms" in titles and not any("µs" in t for t in titles)

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import patch_everywhere
 
 from sgcli.cache import conversions
 from sgcli.cache.paths import converted_dir
@@ -193,7 +194,7 @@ def test_a_cached_tokenizer_that_cannot_be_read_is_converted_again(tmp_path, mon
         folder.mkdir()
         (folder / "tokenizer.json").write_text(text)
     folders = iter([broken, good])
-    monkeypatch.setattr(gguf, "cached_tokenizer_dir", lambda path, progress=None: next(folders))
+    patch_everywhere(monkeypatch, gguf, "cached_tokenizer_dir", lambda path, progress=None: next(folders))
 
     def read(folder):
         return json.loads((folder / "tokenizer.json").read_text())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 from typing import Annotated, Optional
 
@@ -50,7 +51,6 @@ def _app(cls):
         ["--count", "seven"],
         ["--ratio", "nan"],
         ["--bounded", "9"],
-        ["--colour", "green"],
     ],
 )
 def test_values_and_errors_are_typers(args):
@@ -59,3 +59,18 @@ def test_values_and_errors_are_typers(args):
     plain = CliRunner().invoke(_app(None), ["show", *args])
     deferred = CliRunner().invoke(_app(Command), ["show", *args])
     assert (deferred.exit_code, deferred.output) == (plain.exit_code, plain.output)
+
+
+@pytest.mark.parametrize(("value", "closest"), [("green", None), ("rde", "red"), ("bleu", "blue")])
+def test_a_choice_typo_is_one_plain_message_with_the_closest_choice(value, closest):
+    """Not pydantic's "Value error, ..." wording: the choices, and a did-you-mean where one is close."""
+    from sgcli.cli.coercion import Command
+
+    plain = CliRunner().invoke(_app(None), ["show", "--colour", value])
+    ours = CliRunner().invoke(_app(Command), ["show", "--colour", value])
+    assert ours.exit_code == plain.exit_code == 2
+    flat = " ".join(re.sub("[\u2500-\u257f]", " ", ours.output).split())  # rich's box and wraps removed
+    assert f"'{value}' is not one of 'red', 'blue'." in flat and "Value error" not in flat
+    assert ("Did you mean" in flat) is (closest is not None)
+    if closest:
+        assert f"Did you mean '{closest}'?" in flat

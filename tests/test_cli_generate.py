@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +41,8 @@ def test_schema_generation_streams_valid_json(run_cli):
     assert result.exit_code == 0, result.output
     jsonschema.validate(json.loads(result.stdout), json.loads(CAPITAL.read_text()))
     assert "finish: stop" in result.stderr and "valid" in result.stderr
+    compact = json.dumps(json.loads(result.stdout), separators=(",", ":"), ensure_ascii=False)
+    assert result.stdout == compact + "\n"  # the default layout: no whitespace between JSON tokens (issue 29)
 
 
 @pytest.mark.model
@@ -93,9 +96,10 @@ def test_batch_with_a_bad_line_still_answers_the_others(run_cli, tmp_path):
     assert result.exit_code == 1
     recs = records(result.stdout)
     assert [r["id"] for r in recs] == [1, "line-2", 3]
-    assert recs[0]["valid"] and recs[2]["valid"] and not recs[1]["valid"]
-    assert recs[1]["errors"][0].startswith(f"{batch}:2:")
+    assert recs[0]["valid"] and recs[2]["valid"] and recs[1]["valid"] is None  # nothing ran on line 2
+    assert recs[1]["errors"][0].startswith(f"{batch}:2:") and recs[1]["unchecked"]
     assert "3 records: 2 valid, 0 invalid, 1 errors" in result.stderr  # the batch's closing line
+    assert f"✗ {batch}:2:" in result.stderr  # and where the error is
 
 
 @pytest.mark.model
@@ -153,8 +157,9 @@ def test_ebnf_and_pydantic_and_grammar_flags(run_cli, tmp_path):
 def _user_error(result, *needles):
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
+    flat = " ".join(re.sub("[\u2500-\u257f]", " ", result.stderr).split())  # rich's box and wraps removed
     for needle in needles:
-        assert needle in result.stderr, result.stderr
+        assert needle in result.stderr or needle in flat, result.stderr
     return result.stderr
 
 
@@ -234,3 +239,48 @@ def test_invalid_schema_in_a_subprocess_has_no_traceback(tmp_path):
     )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and f"{bad}:1:2" in result.stderr
+
+
+# --- the text a person reads on a terminal ---------------------------------------------------
+
+
+class _Sink:
+    """What `Terminal.answer_end` writes to: stdout (path None) or a file, as RecordWriter."""
+
+    def __init__(self, path=None):
+        self.path, self.text = path, ""
+
+    def write_text(self, text: str) -> None:
+        self.text += text
+
+    def write(self, record: dict) -> None:
+        self.text += json.dumps(record) + "\n"
+
+
+def _end(record: dict, monkeypatch, *, terminal: bool, json_out: bool = False, path=None) -> str:
+    import io
+
+    from rich.console import Console
+
+    from sgcli.cli import common
+    from sgcli.cli.report import Terminal
+
+    monkeypatch.setattr(common, "out", Console(file=io.StringIO(), force_terminal=terminal))
+    sink = _Sink(path)
+    Terminal(quiet=True).answer_end(sink, record, json_out=json_out)
+    return sink.text
+
+
+def test_a_terminal_shows_json_output_again_pretty_printed_and_pipes_keep_the_exact_text(monkeypatch):
+    output = '{"capital":"Paris","tags":["a","é"]}'
+    record = {"output": output, "parsed": json.loads(output), "valid": True}
+    pretty = json.dumps(json.loads(output), indent=2, ensure_ascii=False)
+    assert _end(record, monkeypatch, terminal=True) == "\n" + pretty + "\n"  # after the streamed text
+    assert _end(record, monkeypatch, terminal=False) == "\n"  # piped: the stream alone, as generated
+    assert _end(record, monkeypatch, terminal=True, path=Path("out.txt")) == "\n"  # --output FILE
+    assert json.loads(_end(record, monkeypatch, terminal=True, json_out=True))["output"] == output  # --json
+    already = {"output": pretty, "parsed": json.loads(pretty), "valid": True}
+    assert _end(already, monkeypatch, terminal=True) == "\n"  # nothing new to show
+    for text in ('"Paris"', "42", "yes"):  # scalars and non-JSON read the same either way
+        scalar = {"output": text, "parsed": None if text == "yes" else json.loads(text), "valid": True}
+        assert _end(scalar, monkeypatch, terminal=True) == "\n"

@@ -44,7 +44,7 @@ def rows(stdout: str) -> list[dict]:
 
 
 def test_no_generate_walks_the_text_through_every_backend(run_cli, schema_file, smol_tokenizer):
-    text = '{"city": "Paris", "rank": 1}'
+    text = '{"city":"Paris","rank":1}'  # generate's default layout: compact
     result = run_cli("compare-backends", "--no-generate", "--schema", schema_file, "--text", text, "--json")
     assert result.exit_code == 0, result.output
     out = rows(result.stdout)

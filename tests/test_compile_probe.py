@@ -4,6 +4,7 @@ limits no looser than today's (a `.probe` record in the cache); anything else pr
 from __future__ import annotations
 
 import pytest
+from helpers import patch_everywhere
 
 from sgcli.backends import get_backend
 from sgcli.constraints.spec import ConstraintSpec, Kind
@@ -33,7 +34,7 @@ def forks(monkeypatch):
         calls.append(kw)
         return real(fn, **kw)
 
-    monkeypatch.setattr(bounded, "run_bounded", counting)
+    patch_everywhere(monkeypatch, bounded, "run_bounded", counting)
     return calls
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -52,8 +53,12 @@ def test_sgcli_toml_beats_a_pyproject_further_up(tmp_path, monkeypatch):
 
 
 def test_file_then_env_then_flag_decide_lint_rules(run_cli, tmp_path, monkeypatch):
-    monkeypatch.chdir(
-        _project(tmp_path, '[tool.sgcli]\nbackend = "llguidance"\n[tool.sgcli.lint]\nignore = ["W002"]\n')
+    monkeypatch.chdir(  # the file asks for flexible JSON (unbounded whitespace, W002), then silences W002
+        _project(
+            tmp_path,
+            '[tool.sgcli]\nbackend = "llguidance"\njson-whitespace = "flexible"\n'
+            '[tool.sgcli.lint]\nignore = ["W002"]\n',
+        )
     )
     assert run_cli("lint", "s.json").exit_code == 0  # the file silences W002
     monkeypatch.setenv("SGCLI_LINT_IGNORE", "J")
@@ -66,7 +71,8 @@ def test_file_then_env_then_flag_decide_lint_rules(run_cli, tmp_path, monkeypatc
 def test_per_file_ignores(run_cli, tmp_path, monkeypatch):
     sub = _project(
         tmp_path,
-        '[tool.sgcli]\nbackend = "llguidance"\n[tool.sgcli.lint]\nper-file-ignores = { "pkg/s*.json" = ["W"] }\n',
+        '[tool.sgcli]\nbackend = "llguidance"\njson-whitespace = "flexible"\n'
+        '[tool.sgcli.lint]\nper-file-ignores = { "pkg/s*.json" = ["W"] }\n',
     )
     (sub / "other.json").write_text(SCHEMA)
     monkeypatch.chdir(sub)
@@ -149,3 +155,96 @@ def test_short_version_flag(run_cli):
 def test_json_alias_conflicts_with_another_format(run_cli):
     result = run_cli("config", "--json", "--output-format", "text")
     assert result.exit_code == 2 and "--json conflicts with --output-format text" in result.stderr
+
+
+def _readme_toml_blocks() -> dict[str, str]:
+    """The README's configuration examples, keyed by the file each one says it is (first comment line)."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    blocks = re.findall(r"```toml\n# (\S+)\n(.*?)```", readme, re.S)
+    return {name: body for name, body in blocks}
+
+
+def test_the_readme_snippets_work_in_the_files_they_name(run_cli, tmp_path, monkeypatch):
+    blocks = _readme_toml_blocks()
+    assert set(blocks) == {"sgcli.toml", "pyproject.toml"}
+    for name, body in blocks.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / name).write_text(body)
+        monkeypatch.chdir(folder)
+        config.reset()
+        result = run_cli("config", "--output-format", "json")
+        assert result.exit_code == 0, result.stderr
+        settings = {s["key"]: s for s in json.loads(result.stdout)["settings"]}
+        assert settings["model"]["value"] == "Qwen/Qwen2.5-0.5B-Instruct"
+        assert settings["lint.ignore"]["value"] == ["W002"] and settings["lint.ignore"]["source"] != "default"
+
+
+def test_a_tool_table_in_sgcli_toml_is_exit_2_with_the_fix(run_cli, tmp_path, monkeypatch):
+    (tmp_path / "sgcli.toml").write_text("# pasted from a pyproject.toml\n[tool.sgcli]\nthreads = 1\n")
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("config")
+    assert result.exit_code == 2
+    assert f"{tmp_path / 'sgcli.toml'}:2: sgcli.toml holds the settings themselves, not a [tool.sgcli] table" in (
+        result.stderr
+    )
+    assert "delete the [tool.sgcli] line, and write [tool.sgcli.lint] as [lint]" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("backend = 'auto'\nthreds = 2\n", ":2: unknown setting 'threds'. Did you mean 'threads'?"),
+        ('[lint]\nselct = ["G"]\n', ":2: unknown setting 'lint.selct'. Did you mean 'lint.select'?"),
+        ('\n[lnt]\nselect = ["G"]\n', ":2: unknown setting 'lnt'. Did you mean 'lint'?"),
+        ("zzzz = 1\n", ":1: unknown setting 'zzzz'.\n"),  # nothing close: no guess
+        ('backend = "llguidence"\n', ":1: backend = 'llguidence': 'llguidence' is not one of 'llguidance',"),
+        ('[lint]\noutput-format = "githb"\n', ":2: lint.output-format = 'githb': 'githb' is not one of"),
+    ],
+)
+def test_a_misspelt_setting_or_value_is_exit_2_at_its_line_with_a_did_you_mean(
+    run_cli, tmp_path, monkeypatch, body, expected
+):
+    (tmp_path / "sgcli.toml").write_text(body)
+    (tmp_path / "g.gbnf").write_text('root ::= "a"\n')
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("lint", "g.gbnf")
+    assert result.exit_code == 2
+    assert str(tmp_path / "sgcli.toml") + expected in result.stderr, result.stderr
+    if "githb" in body or "llguidence" in body:  # the option's own message, with its closest choice
+        assert ("Did you mean 'github'?" if "githb" in body else "Did you mean 'llguidance'?") in result.stderr
+
+
+def test_config_shows_the_value_that_applies_for_every_default(run_cli, tmp_path, monkeypatch):
+    from sgcli.cache.paths import cache_root
+    from sgcli.cli.constraint_options import ConstraintFlags
+    from sgcli.engine.loader import DEFAULT_CPU_THREADS
+    from sgcli.limits import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SGCLI_CACHE_DIR", raising=False)
+    result = run_cli("config", "--output-format", "json")
+    settings = {s["key"]: s for s in json.loads(result.stdout)["settings"]}
+    assert all(s["source"] == "default" and s["value"] is not None for s in settings.values()), settings
+    values = {k: s["value"] for k, s in settings.items()}
+    assert values["backend"] == "auto" and values["device"] == "auto" and values["dtype"] == "auto"
+    assert values["threads"] == DEFAULT_CPU_THREADS and values["compile-timeout"] == DEFAULT_TIMEOUT_S
+    assert values["max-constraint-bytes"] == DEFAULT_MAX_BYTES
+    assert values["json-whitespace"] == ConstraintFlags().json_whitespace  # whatever the commands' default is
+    assert values["cache-dir"] == str(cache_root()) and values["lint.output-format"] == "concise"
+    assert values["lint.select"] == ["ALL"] and "SmolLM2" in values["model"]
+    table = run_cli("config").stdout
+    assert "│ -" not in table and "None" not in table
+
+
+def test_config_names_the_file_for_its_cache_dir_and_resolves_aliases(run_cli, tmp_path, monkeypatch):
+    (tmp_path / "sgcli.toml").write_text('cache-dir = "c"\nbackend = "guidance"\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SGCLI_CACHE_DIR", raising=False)
+    result = run_cli("config", "--output-format", "json-lines")
+    settings = {s["key"]: s for s in map(json.loads, result.stdout.splitlines())}
+    assert settings["cache-dir"]["value"] == str(tmp_path / "c")
+    assert settings["cache-dir"]["source"] == str(tmp_path / "sgcli.toml")  # not "env": sgcli exported it itself
+    assert (settings["backend"]["value"], settings["backend"]["source"]) == ("llguidance", str(tmp_path / "sgcli.toml"))

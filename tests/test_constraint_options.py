@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import WEATHER_TAGS
+from helpers import WEATHER_TAGS, patch_everywhere
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -48,7 +48,7 @@ def test_every_command_refuses_contradictory_layouts_alike(run_cli, tmp_path, mo
     def no_tokenizer(*_a, **_k):
         raise AssertionError("the tokenizer loaded before the flags were checked")
 
-    monkeypatch.setattr(sgcli.tokenizers, "load_tokenizer", no_tokenizer)
+    patch_everywhere(monkeypatch, sgcli.tokenizers, "load_tokenizer", no_tokenizer)
     schema = tmp_path / "s.json"
     schema.write_text('{"type": "object"}')
     messages = set()
@@ -58,6 +58,34 @@ def test_every_command_refuses_contradictory_layouts_alike(run_cli, tmp_path, mo
         assert all(flag in result.stderr for flag in named), (name, result.stderr)
         messages.add(result.stderr.strip().splitlines()[0])
     assert len(messages) == 1, messages  # the same words from every command
+
+
+def test_generation_commands_default_to_compact_json_and_text_checks_to_flexible():
+    from sgcli.cli.constraint_options import ConstraintFlags, GenerationConstraintFlags
+    from sgcli.constraints.spec import JsonOptions
+    from sgcli.errors import UserError
+
+    assert GenerationConstraintFlags().layout() == JsonOptions("compact")
+    assert GenerationConstraintFlags(indent=2).layout() == JsonOptions("flexible", indent=2)  # no clash with a default
+    assert GenerationConstraintFlags(max_whitespace=4).layout() == JsonOptions("flexible", max_whitespace=4)
+    assert GenerationConstraintFlags(json_whitespace="flexible").layout() == JsonOptions("flexible")
+    with pytest.raises(UserError, match="--json-whitespace compact and --indent"):
+        GenerationConstraintFlags(json_whitespace="compact", indent=2).layout()  # given, both: still a clash
+    assert ConstraintFlags().layout() == JsonOptions("flexible")  # masks, test: the schema's whole language
+    on_server = GenerationConstraintFlags()
+    on_server.for_server()
+    assert on_server.layout() == JsonOptions("flexible")  # a server's layout is its own: nothing asked for
+
+
+def test_compare_backends_judges_generates_layout_and_masks_the_schemas_language(run_cli, tmp_path):
+    schema = tmp_path / "a.json"
+    schema.write_text('{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}')
+    compare = ["compare-backends", "--no-generate", "--schema", schema, "-b", "llguidance", "--json", "--text"]
+    (row,) = [json.loads(line) for line in run_cli(*compare, '{"a":1}').stdout.splitlines()]
+    assert (row["variant"], row["valid"]) == ("compact", True)
+    (spaced,) = [json.loads(line) for line in run_cli(*compare, '{"a": 1}').stdout.splitlines()]
+    assert spaced["valid"] is False  # generate's default layout has no whitespace to walk
+    assert run_cli("masks", "--schema", schema, "-b", "llguidance", "--text", '{"a": 1}').exit_code == 0
 
 
 def test_lint_takes_sub_grammars(run_cli):
@@ -111,3 +139,33 @@ def test_test_command_applies_layout_flags(run_cli, tmp_path):
     assert run_cli("test", suite, "-b", "llguidance").exit_code == 0
     compact = run_cli("test", suite, "-b", "llguidance", "--json-whitespace", "compact")
     assert compact.exit_code == 1 and "FAIL" in compact.stdout
+
+
+def test_schema_takes_inline_json_as_llm_and_vllm_do(run_cli, tmp_path):
+    inline = '{"type": "integer", "minimum": 3}'
+    result = run_cli("compile", "--schema", inline, "-b", "llguidance", "--output-format", "json-lines")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["path"] == "--schema"
+    masks = run_cli("masks", "--schema", inline, "--text", "12", "-b", "llguidance")
+    assert masks.exit_code == 0, masks.stderr
+    (tmp_path / "s.json").write_text(inline)  # the same schema from a file: the same lint
+    assert run_cli("lint", "--schema", inline).stdout.replace("--schema", "F") == run_cli(
+        "lint", "--schema", tmp_path / "s.json"
+    ).stdout.replace(str(tmp_path / "s.json"), "F")
+
+
+@pytest.mark.parametrize(
+    ("inline", "expected"),
+    [
+        ('{"type": "integer"', "error: --schema:1:19: invalid JSON"),
+        ('{"type": "integer", "minimum": "x"}', "error: --schema:1:32: invalid JSON Schema at minimum"),
+    ],
+)
+def test_bad_inline_schema_is_exit_2_at_its_column(run_cli, inline, expected):
+    result = run_cli("compile", "--schema", inline, "-b", "llguidance")
+    assert result.exit_code == 2 and expected in result.stderr, result.stderr
+
+
+def test_a_schema_file_name_is_still_a_file(run_cli, tmp_path):
+    result = run_cli("compile", "--schema", tmp_path / "missing.json")
+    assert result.exit_code == 2 and "not found" in result.stderr

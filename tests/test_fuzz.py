@@ -13,7 +13,7 @@ import math
 import re
 
 import pytest
-from helpers import generate_with
+from helpers import generate_with, patch_everywhere
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -183,7 +183,7 @@ def stop_before_loading(monkeypatch):
 
     import sgcli.tokenizers
 
-    monkeypatch.setattr(sgcli.tokenizers, "load_tokenizer", stop)
+    patch_everywhere(monkeypatch, sgcli.tokenizers, "load_tokenizer", stop)
 
 
 @FAST

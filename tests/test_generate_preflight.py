@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import patch_everywhere
 
 from sgcli.errors import UserError
 
@@ -25,7 +26,7 @@ def no_model(monkeypatch):
         calls.append(args)
         raise UserError("model loader reached")
 
-    monkeypatch.setattr(sgcli.engine.loader, "load_model", refuse)
+    patch_everywhere(monkeypatch, sgcli.engine.loader, "load_model", refuse)
     return calls
 
 

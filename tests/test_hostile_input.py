@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+from helpers import patch_everywhere
 
 from sgcli.constraints.spec import MAX_DEPTH
 
@@ -25,8 +29,8 @@ def no_model(monkeypatch):
     import sgcli.engine.loader
     import sgcli.tokenizers
 
-    monkeypatch.setattr(sgcli.engine.loader, "load_model", boom)
-    monkeypatch.setattr(sgcli.tokenizers, "load_tokenizer", boom)
+    patch_everywhere(monkeypatch, sgcli.engine.loader, "load_model", boom)
+    patch_everywhere(monkeypatch, sgcli.tokenizers, "load_tokenizer", boom)
 
 
 def _refused(result, *needles: str) -> str:
@@ -100,6 +104,78 @@ def test_resume_needs_a_batch_and_an_output(run_cli, no_model, tmp_path):
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"id": 1, "prompt": "x"}\n')
     _refused(run_cli("generate", "--schema", CAPITAL, "--resume", "--input", prompts), "--resume needs --output")
+
+
+def test_an_existing_output_is_refused_before_loading(run_cli, no_model, tmp_path):
+    out = tmp_path / "o.jsonl"
+    out.write_text('{"id": 1}\n')
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": 1, "prompt": "x"}\n')
+    _refused(run_cli("generate", "--schema", CAPITAL, "--input", prompts, "-o", out), "already holds", "--force")
+    _refused(run_cli("generate", "--schema", CAPITAL, "-o", out, "hi"), "--resume", "--force")  # a single prompt too
+    _refused(run_cli("generate", "--schema", CAPITAL, "--force", "hi"), "--force needs --output")
+    assert out.read_text() == '{"id": 1}\n'
+
+
+def _bounded_run(*args: str) -> subprocess.CompletedProcess:
+    """`sgcli ARGS` in a child with a 2 GB address-space ceiling and a time limit: a read that is not
+    bounded fails the test (MemoryError, or the timeout) instead of taking the machine's memory."""
+    import resource
+
+    def ceiling():
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run(
+        [sys.executable, "-m", "sgcli", *args], env=env, capture_output=True, text=True, timeout=60, preexec_fn=ceiling
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["lint", "--schema", "/dev/zero"], ["/dev/zero: JSON Schema file is over the limit of 1,048,576 bytes"]),
+        (["generate", "--ebnf", "/dev/zero", "hi"], ["over the limit of 1,048,576 bytes", "--max-constraint-bytes"]),
+        (
+            ["generate", "--regex", "a", "--input", "/dev/zero", "-o", "OUT"],
+            ["/dev/zero:1: this line of the input file is over the limit of 4,194,304 bytes", "--max-prompt-bytes"],
+        ),
+    ],
+    ids=["lint", "generate-ebnf", "generate-input"],
+)
+def test_dev_zero_is_refused_fast_naming_the_limit(tmp_path, args, needles):
+    out = tmp_path / "x.jsonl"
+    start = time.monotonic()
+    done = _bounded_run(*[str(out) if a == "OUT" else a for a in args])
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
+    for needle in needles:
+        assert needle in done.stderr, (needle, done.stderr)
+    assert time.monotonic() - start < 30 and not out.exists()
+
+
+def test_stdin_is_bounded_too(run_cli, no_model):
+    schema = '{"type": "string"}' + " " * 200
+    _refused(
+        run_cli("generate", "--schema", "-", "--max-constraint-bytes", "100", "hi", input=schema),
+        "<stdin>: JSON Schema file is over the limit of 100 bytes",
+        "--max-constraint-bytes",
+    )
+    _refused(
+        run_cli("generate", "--regex", "a", "--max-prompt-bytes", "10", "-", input="x" * 11),
+        "<stdin>: prompt is over the limit of 10 bytes",
+        "--max-prompt-bytes or SGCLI_MAX_PROMPT_BYTES",
+    )
+
+
+def test_an_input_line_over_the_limit_is_exit_2_at_its_line(run_cli, no_model, tmp_path, monkeypatch):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": 1, "prompt": "short"}\n{"id": 2, "prompt": "' + "x" * 100 + '"}\n')
+    args = ("generate", "--regex", "a", "--input", prompts, "-o", tmp_path / "o.jsonl")
+    _refused(run_cli(*args, "--max-prompt-bytes", "64"), f"{prompts}:2: this line", "64 bytes", "--max-prompt-bytes")
+    monkeypatch.setenv("SGCLI_MAX_PROMPT_BYTES", "50")
+    _refused(run_cli(*args), f"{prompts}:2:", "over the limit of 50 bytes")
+    _refused(run_cli(*args, "--max-prompt-bytes", "-1"), "must not be negative")
 
 
 def _deep_items(depth: int) -> dict:

@@ -125,7 +125,7 @@ def test_selecting_only_structure_rules_runs_no_backend(run_cli, monkeypatch):
             "backend 'outlines_core' does not support EBNF/GBNF",
         ),
         ([str(CASES / "g001_undefined_rule.gbnf"), "--max-tokens", "5"], "--max-tokens needs --tokenizer"),
-        ([str(CASES / "g001_undefined_rule.gbnf"), "--output-format", "xml"], "--output-format xml: unknown format"),
+        ([str(CASES / "g001_undefined_rule.gbnf"), "--output-format", "xml"], "'xml' is not one of 'concise', 'full'"),
         (
             [str(CASES / "g001_undefined_rule.gbnf"), "--kind", "cobol"],
             "--kind cobol: not a kind of file sgcli can lint",
@@ -153,7 +153,8 @@ def test_unknown_extension_exits_2(run_cli, tmp_path):
 
 
 def test_schema_minimum_reported_as_not_enforced_by_outlines_core(run_cli):
-    result = run_cli("lint", CASES / "j001_minimum.json", "--json-whitespace", "compact", "--output-format", "json")
+    args = ["lint", CASES / "j001_minimum.json", "--json-whitespace", "compact", "--output-format", "json"]
+    result = run_cli(*args, "--backend", "all")
     (record,) = json.loads(result.stdout)
     assert (record["code"], record["backend"], record["line"], record["col"]) == ("J001", "outlines_core", 3, 3)
     assert "`minimum` is silently ignored by outlines_core" in record["message"]
@@ -227,3 +228,69 @@ def test_docs_describe_every_rule():
     doc = (ROOT / "docs" / "lint.md").read_text()
     for code, rule in RULES.items():
         assert f"| {code} | {rule.name} | {rule.severity} |" in doc, code
+
+
+def _unavailable(monkeypatch, *names):
+    """Make backends look not installed (as in the light install), whatever this venv holds."""
+    from sgcli.backends import get_backend
+
+    for name in names:
+        reason = f"cannot import {name} (test); pip install 'sgcli[{name}]'"
+        monkeypatch.setattr(get_backend(name), "unavailable_reason", lambda reason=reason: reason)
+
+
+def test_default_lint_judges_the_backend_generate_would_choose(run_cli):
+    """The default is generate's own `auto`: outlines_core's J001 on `minimum` is asked for, not a default."""
+    from sgcli.backends.auto import compile_auto
+    from sgcli.constraints.sources import from_file
+    from sgcli.lint.runner import byte_vocab
+
+    for case, expected in (("j001_minimum.json", None), ("j002_rejected_keyword.json", "xgrammar")):
+        result = run_cli("lint", CASES / case, "--json-whitespace", "compact", "--output-format", "json")
+        judged = {d["backend"] for d in json.loads(result.stdout) if d["backend"]}
+        compiled, fallbacks = compile_auto(from_file(str(CASES / case)), byte_vocab())
+        assert judged <= {compiled.backend} and (expected is None or judged == {expected}), result.stdout
+        for fallback in fallbacks:  # llguidance refuses `not`: generate falls back, lint says so once, as a note
+            assert f"would use {compiled.backend}: {fallback['backend']} rejects it" in result.stderr
+    assert "outlines_core" not in result.stderr
+
+
+@pytest.mark.parametrize("case", ["j001_minimum.json", "g002_unused_rule.gbnf", "w001_ignore_whitespace.lark"])
+def test_default_lint_is_the_same_whatever_else_is_installed(run_cli, monkeypatch, case):
+    full = run_cli("lint", CASES / case, "--output-format", "json")
+    _unavailable(monkeypatch, "xgrammar", "outlines_core")
+    light = run_cli("lint", CASES / case, "--output-format", "json")
+    assert (light.exit_code, light.stdout) == (full.exit_code, full.stdout)
+    assert "outlines_core" not in full.stderr + light.stderr and "xgrammar" not in full.stderr + light.stderr
+
+
+def test_backends_not_installed_are_named_once_in_a_footer(run_cli, monkeypatch, tmp_path):
+    _unavailable(monkeypatch, "outlines_core")
+    files = [CASES / "j001_minimum.json", CASES / "w002_json_whitespace.json", CASES / "g002_unused_rule.gbnf"]
+    result = run_cli("lint", *files, "--backend", "all", "--output-format", "json")
+    assert not [d for d in json.loads(result.stdout) if d["backend"] == "outlines_core"]
+    footer = [line for line in result.stderr.splitlines() if "not installed" in line]
+    assert footer == [
+        "note: not installed, so not judged: outlines_core (cannot import outlines_core (test); "
+        "pip install 'sgcli[outlines_core]')"
+    ]
+    assert len([line for line in result.stderr.splitlines() if "outlines_core" in line]) == 1  # the footer only
+
+
+def test_a_named_backend_that_is_not_installed_is_one_usage_error(run_cli, monkeypatch):
+    from sgcli.backends import get_backend
+
+    monkeypatch.setattr(get_backend("outlines_core"), "module", "no_such_module_sgcli_test")
+    result = run_cli("lint", CASES / "j001_minimum.json", CASES / "w002_json_whitespace.json", "-b", "outlines_core")
+    assert result.exit_code == 2
+    assert result.stderr.count("backend 'outlines_core' is not usable") == 1, result.stderr
+
+
+def test_the_projects_own_grammars_lint_clean(run_cli):
+    """Every grammar of sgcli/grammars/, the JSON Schema among them, counted (JSON layout: compact)."""
+    library = ROOT / "sgcli" / "grammars"
+    grammars = [p for p in library.iterdir() if not p.name.endswith(".test.yaml")]
+    result = run_cli("lint", library, "--json-whitespace", "compact")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert result.stderr.strip().splitlines()[-1] == f"All checks passed ({len(grammars)} files)."
+    assert "did not run" not in result.stderr

@@ -96,3 +96,24 @@ def test_unreadable_file_is_never_all_checks_passed(run_cli, tree):
 def test_empty_folder_is_a_usage_error(run_cli, tmp_path):
     result = _lint(run_cli, tmp_path)
     assert result.exit_code == 2 and "no grammar files" in result.stderr
+
+
+def test_a_folder_lints_json_schemas_by_content_and_counts_what_it_leaves_out(run_cli, tmp_path):
+    (tmp_path / "a.gbnf").write_text('root ::= "a"\n')
+    (tmp_path / "person.json").write_text('{"type": "object", "properties": {"a": {"minimum": 1}}}')
+    (tmp_path / "draft.json").write_text('{"$schema": "https://json-schema.org/draft/2020-12/schema"}')
+    (tmp_path / "data.json").write_text('{"name": "x", "type": "module"}')
+    (tmp_path / "rows.json").write_text("[1, 2]")
+    result = run_cli("lint", tmp_path, "--json-whitespace", "compact", "--output-format", "json")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    notes = [line for line in result.stderr.splitlines() if "not linted" in line]
+    assert notes == [
+        f"note: {tmp_path / 'data.json'}: not linted, not taken for a JSON Schema (no schema keyword at its top "
+        "level); name the file to lint it",
+        f"note: {tmp_path / 'rows.json'}: not linted, not taken for a JSON Schema (its JSON is not an object); "
+        "name the file to lint it",
+    ]
+    concise = run_cli("lint", tmp_path, "--json-whitespace", "compact")
+    assert concise.stderr.strip().splitlines()[-1] == "All checks passed (3 files, 2 skipped)."
+    named = run_cli("lint", tmp_path / "rows.json")  # named on the command line: always linted
+    assert named.exit_code == 1 and "S003" in named.stdout

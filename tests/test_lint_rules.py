@@ -90,11 +90,22 @@ def test_w002_reported_for_each_backend_with_flexible_whitespace_and_not_when_bo
     from sgcli.constraints.sources import from_file
 
     path = CASES / "w002_json_whitespace.json"
-    flexible = [(d.code, d.line, d.col, d.backend) for d in lint(path.name)]
+    asked = JsonOptions(whitespace="flexible")
+    flexible = [(d.code, d.line, d.col, d.backend) for d in lint(path.name, json_options=asked)]
     assert flexible == [("W002", 1, 1, b) for b in sorted(backends_for(from_file(str(path))))]
-    assert "64 spaces" in lint(path.name)[0].message
-    bounded = JsonOptions(max_whitespace=4)
-    assert lint(path.name, json_options=bounded) == []
+    assert "64 spaces" in lint(path.name, json_options=asked)[0].message
+    assert lint(path.name, json_options=JsonOptions(whitespace_pattern="[ ]*"))  # unbounded, asked for
+    assert lint(path.name, json_options=JsonOptions(max_whitespace=4)) == []
+    assert lint(path.name) == []  # the default: the layout generate compiles (compact)
+
+
+def test_w002_judges_the_layout_generate_uses(run_cli):
+    path = CASES / "w002_json_whitespace.json"
+    clean = run_cli("lint", path, "-b", "llguidance")
+    assert clean.exit_code == 0 and "W002" not in clean.stdout  # the default layout cannot run away
+    flexible = run_cli("lint", path, "-b", "llguidance", "--json-whitespace", "flexible")
+    assert flexible.exit_code == 1 and "W002" in flexible.stdout
+    assert run_cli("lint", path, "-b", "llguidance", "--max-whitespace", "4").exit_code == 0  # a bound
 
 
 def test_minimum_reported_exactly_for_the_backends_whose_matcher_accepts_a_smaller_value():

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import pytest
 import typer
+from helpers import patch_everywhere
 
 from sgcli.errors import UserError
 
@@ -41,8 +42,8 @@ def no_load(monkeypatch):
     import sgcli.engine.loader
     import sgcli.tokenizers
 
-    monkeypatch.setattr(sgcli.tokenizers, "load_tokenizer", boom)
-    monkeypatch.setattr(sgcli.engine.loader, "load_model", boom)
+    patch_everywhere(monkeypatch, sgcli.tokenizers, "load_tokenizer", boom)
+    patch_everywhere(monkeypatch, sgcli.engine.loader, "load_model", boom)
 
 
 def _flat(text: str) -> str:
@@ -249,7 +250,7 @@ def fake_hub(monkeypatch, smol_tokenizer, tmp_path):
         return str(repo / filename)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
-    monkeypatch.setattr(hub, "offline", lambda: False)
+    patch_everywhere(monkeypatch, hub, "offline", lambda: False)
     return calls, repo
 
 
@@ -279,7 +280,9 @@ def test_gguf_file_from_the_hub_goes_through_the_content_keyed_conversion_cache(
     assert converted_dir(Path(ref.location)) == converted_dir(default_gguf())
 
     converted = []
-    monkeypatch.setattr(gguf_tokenizers, "load_converted", lambda path, load, progress=None: converted.append(path))
+    patch_everywhere(
+        monkeypatch, gguf_tokenizers, "load_converted", lambda path, load, progress=None: converted.append(path)
+    )
     load_tokenizer("org/m-GGUF", gguf_file=name, revision="abc123")
     assert converted == [Path(ref.location)]  # the tokenizer follows the same file
 
@@ -294,7 +297,7 @@ def test_offline_hub_gguf_is_exit_2(run_cli, monkeypatch):
         raise FileNotFoundError("not in the cache")
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
-    monkeypatch.setattr(hub, "offline", lambda: True)
+    patch_everywhere(monkeypatch, hub, "offline", lambda: True)
     result = run_cli("generate", "--schema", CAPITAL, "--model", "org/m-GGUF", "--gguf-file", "m.gguf", "hi")
     assert result.exit_code == 2 and "not reachable" in result.output and "m.gguf" in result.output, result.output
 
@@ -313,7 +316,7 @@ def test_revision_and_trust_reach_from_pretrained(monkeypatch):
         return "model"
 
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", from_pretrained)
-    monkeypatch.setattr(hub, "offline", lambda: False)
+    patch_everywhere(monkeypatch, hub, "offline", lambda: False)
     ref = resolve_model("org/custom", revision="0123abc", trust_remote_code=True)
     assert _from_pretrained(ref, "auto", {"device_map": "auto"}) == "model"
     assert seen == {
@@ -339,7 +342,7 @@ def test_custom_code_without_trust_is_exit_2_naming_the_risk(monkeypatch, tmp_pa
         raise ValueError(f"{location} contains custom code ... Please pass the argument `trust_remote_code=True`")
 
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", refuse)
-    monkeypatch.setattr(hub, "offline", lambda: False)
+    patch_everywhere(monkeypatch, hub, "offline", lambda: False)
     with pytest.raises(UserError) as caught:
         _from_pretrained(resolve_model("org/custom"), "auto")
     assert "--trust-remote-code" in caught.value.hint and "your permissions" in caught.value.hint
@@ -381,7 +384,7 @@ def test_dtype_auto_is_float32_on_cpu_and_the_checkpoints_own_on_a_gpu(tiny_chec
     assert loader.load_model(ref, device="cpu").dtype == "float32"  # the measured CPU rule
     assert loader.load_model(ref, device="cpu", dtype="float16").dtype == "float16"
     assert loader.pick_dtype("auto", "cuda") is torch.bfloat16  # a dequantized GGUF
-    monkeypatch.setattr(loader, "pick_device", lambda device: "meta")  # a GPU stand-in: not the CPU
+    patch_everywhere(monkeypatch, loader, "pick_device", lambda device: "meta")  # a GPU stand-in: not the CPU
     on_gpu = loader.load_model(ref)
     assert (on_gpu.device, on_gpu.dtype) == ("meta", "bfloat16")  # from the checkpoint's config
 
@@ -506,7 +509,7 @@ def test_generate_without_the_generate_extra_names_it_before_the_model(run_cli, 
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
-    monkeypatch.setattr(models, "resolve_model", lambda *a, **k: pytest.fail("the model was looked up first"))
+    patch_everywhere(monkeypatch, models, "resolve_model", lambda *a, **k: pytest.fail("the model was looked up first"))
     result = run_cli("generate", "--choice", "yes", "--choice", "no", "Is water wet?")
     assert result.exit_code == 2, result.output
     assert "torch" in result.output and "sgcli[generate]" in _flat(result.output)

@@ -1,13 +1,20 @@
-"""One CLI dialect: every command takes --output-format text|json|jsonl, --json stays an alias."""
+"""One CLI dialect: every command takes --output-format concise|json|json-lines (ruff's names; text
+and jsonl the older spellings of the same), lint adds its own; --json stays an alias."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 LIB = Path(__file__).resolve().parent.parent / "sgcli" / "grammars"
+
+
+def _flat(text: str) -> str:
+    """Rich's boxes and line wraps removed, so a message can be matched as one line."""
+    return " ".join(re.sub("[\u2500-\u257f]", " ", text).split())
 
 
 def _jsonl(stdout: str) -> list:
@@ -127,7 +134,7 @@ def test_every_command_takes_output_format_and_json(command):
     result = CliRunner().invoke(app, [*command.split(), "--help"], env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
     assert "--output-format" in result.output and "--json" in result.output
-    assert all(fmt in result.output for fmt in ("text", "json", "jsonl"))
+    assert all(fmt in result.output for fmt in ("concise", "json-lines", "text", "json", "jsonl"))
 
 
 def test_the_walk_sees_every_command():
@@ -155,3 +162,35 @@ def test_lint_json_alias(run_cli, files):
     assert alias.stdout == run_cli("lint", bad, "-b", "llguidance", "--output-format", "jsonl").stdout
     assert _jsonl(alias.stdout)[0]["code"] == "G002"
     assert run_cli("lint", bad, "--json", "--output-format", "sarif").exit_code == 2
+
+
+@pytest.mark.parametrize("name", sorted(STREAMS) + sorted(DOCUMENTS))
+def test_ruff_names_and_the_older_spellings_print_the_same(run_cli, files, name, monkeypatch, tmp_path):
+    monkeypatch.setenv("SGCLI_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "cache" / "compiled").mkdir(parents=True)  # `cache info` has a section to print
+    args = (STREAMS.get(name) or DOCUMENTS[name])(files)
+    lines, jsonl = run_cli(*args, "--output-format", "json-lines"), run_cli(*args, "--output-format", "jsonl")
+    assert lines.exit_code == jsonl.exit_code and lines.exit_code in (0, 1), lines.stderr
+    assert [sorted(r) for r in _jsonl(lines.stdout)] == [sorted(r) for r in _jsonl(jsonl.stdout)] != []
+    concise, text = run_cli(*args, "--output-format", "concise"), run_cli(*args, "--output-format", "text")
+    assert concise.exit_code == text.exit_code and concise.stdout.strip()
+    assert not concise.stdout.lstrip().startswith(("{", "["))  # for people, not JSON
+
+
+def test_one_vocabulary_lint_adds_its_own(run_cli, files):
+    from sgcli.cli.common import FORMAT_ALIASES, FORMATS
+    from sgcli.lint import FORMATS as LINT_FORMATS
+
+    assert set(FORMATS) | set(FORMAT_ALIASES) <= set(LINT_FORMATS)
+    result = run_cli("compile", files / "g.gbnf", "-b", "llguidance", "--output-format", "concise")
+    assert result.exit_code == 0 and "llguidance" in result.stdout
+    full = run_cli("compile", files / "g.gbnf", "--output-format", "full")  # lint's own: named as not one of these
+    assert full.exit_code == 2
+    assert "'full' is not one of 'concise', 'json', 'json-lines', 'text', 'jsonl'." in _flat(full.stderr)
+
+
+def test_a_misspelt_format_gets_a_did_you_mean(run_cli, files):
+    for args in (["backends"], ["lint", files / "g.gbnf"]):
+        result = run_cli(*args, "--output-format", "jsn-lines")
+        assert result.exit_code == 2
+        assert "Did you mean 'json-lines'?" in _flat(result.stderr) and "Value error" not in result.stderr

@@ -218,3 +218,16 @@ def test_schema_command_knows_every_model(run_cli):
     from sgcli.cli.schema_cmd import NAMES
 
     assert [n.strip() for n in NAMES.split(",")] == list(MODELS)  # what `sgcli schema --help` lists
+
+
+def test_schema_without_a_name_lists_every_output(run_cli):
+    result = run_cli("schema")
+    assert result.exit_code == 0, result.stderr
+    assert [line.split()[0] for line in result.stdout.splitlines()] == list(MODELS)
+    rows = [json.loads(line) for line in run_cli("schema", "--json").stdout.splitlines()]
+    assert [r["name"] for r in rows] == list(MODELS)
+    for row in rows:
+        jsonschema.validate(row, json_schema("schema-name"))
+        assert row["description"]
+    typo = run_cli("schema", "recrod")
+    assert typo.exit_code == 2 and "Did you mean 'record'?" in typo.stderr

@@ -8,6 +8,7 @@ tests/test_serving_engine.py, marked `engine`.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,8 @@ from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.records import EngineRow, GenerationRecord
 from sgcli.serving import get_dialect
 from tests.serving_stub import Stub
+
+ROOT = Path(__file__).resolve().parent.parent
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -363,9 +366,10 @@ def test_batch_failures_become_error_records_with_every_key(run_cli, tmp_path):
     assert result.exit_code == 1
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["id"] for r in records] == ["r0", "r1", "r2", "r3"]
-    assert [r["valid"] for r in records] == [True, False, True, True]
+    assert [r["valid"] for r in records] == [True, None, True, True]  # nothing came back: no verdict
     assert set(records[1]) == set(records[0])
     assert records[1]["finish_reason"] == "error" and "HTTP 503" in records[1]["errors"][0]
+    assert records[1]["unchecked"] and records[0]["unchecked"] is None
     for record in records:
         GenerationRecord.model_validate(record)
 
@@ -381,6 +385,96 @@ def test_batch_failures_become_error_records_with_every_key(run_cli, tmp_path):
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted(r["id"] for r in records) == ["r0", "r1", "r2", "r3"]
     assert all(r["valid"] for r in records)
+
+
+# --- nothing the user has is lost ------------------------------------------------------------
+
+
+def _finished(path, n):
+    from sgcli import RECORD_SCHEMA_VERSION
+
+    path.write_text(
+        "".join(
+            json.dumps({"schema_version": RECORD_SCHEMA_VERSION, "id": f"r{i}", "finish_reason": "stop"}) + "\n"
+            for i in range(n)
+        )
+    )
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("flag", ["--resume", "--force"])
+@pytest.mark.parametrize("served", [[], ["--served-model", "m"]])  # the model list, or the first request, fails
+def test_an_unreachable_server_leaves_the_output_as_it_was(run_cli, tmp_path, flag, served):
+    out = tmp_path / "prev.jsonl"
+    before = _finished(out, 3)
+    lines = _batch_file(tmp_path, 6).read_text()
+    (tmp_path / "six.jsonl").write_text("not json\n" + lines)  # a bad first line is not written either
+    result = run_cli(
+        "generate", "--engine", "openai", "--base-url", "http://127.0.0.1:9", "--retries", "0", *served,
+        "--schema", ROOT / "examples" / "capital.json", "--input", tmp_path / "six.jsonl", "-o", out, flag,
+    )  # fmt: skip
+    assert result.exit_code == 2 and "127.0.0.1:9" in result.stderr, result.stderr
+    assert out.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "prev.jsonl", "six.jsonl"]  # no lock left
+
+
+def test_an_existing_output_needs_resume_or_force(run_cli, tmp_path):
+    out = tmp_path / "out.jsonl"
+    before = _finished(out, 2)
+    with Stub(answer=lambda b: json.dumps({"n": _line(b)})) as stub:
+        args = ("--schema", _schema(tmp_path), "--input", _batch_file(tmp_path, 3), "--output", out)
+        refused = gen(run_cli, stub, *args)
+        assert refused.exit_code == 2 and "--resume" in refused.stderr and "--force" in refused.stderr
+        assert out.read_bytes() == before and not stub.requests  # refused before anything was asked
+        forced = gen(run_cli, stub, *args, "--force")
+    assert forced.exit_code == 0, forced.stderr
+    assert [json.loads(line)["parsed"] for line in out.read_text().splitlines()] == [{"n": i} for i in range(3)]
+
+
+def test_a_second_writer_on_one_output_exits_2_naming_the_first(run_cli, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "out.jsonl"
+    code = (
+        "import time\nfrom pathlib import Path\nfrom sgcli.batch.records import RecordWriter\n"
+        f"w = RecordWriter(Path({str(out)!r}))\nprint('locked', flush=True)\ntime.sleep(60)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    holder = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with Stub() as stub:
+            result = gen(run_cli, stub, "--regex", "a", "--input", _batch_file(tmp_path, 2), "-o", out, "--resume")
+        assert result.exit_code == 2, result.stderr
+        assert f"pid {holder.pid}" in result.stderr and not stub.requests
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+
+
+def test_bad_lines_are_listed_by_file_line_and_the_rest_answered(run_cli, tmp_path):
+    good = [json.dumps({"id": f"r{i}", "prompt": f"line {i}"}) for i in range(3)]
+    bad = ["not json", '{"id": "x", "prompt": 5}', "[1]", '{"prompt": null}', "{", '{"messages": 3}', "7"]
+    prompts = tmp_path / "in.jsonl"
+    prompts.write_text("\n".join([good[0], *bad, good[1], "", good[2]]) + "\n")
+    out = tmp_path / "out.jsonl"
+    with Stub(answer=lambda b: json.dumps({"n": _line(b)})) as stub:
+        result = run_cli(
+            "generate", "--engine", "vllm", "--base-url", stub.url, "--schema", _schema(tmp_path),
+            "--input", prompts, "-o", out,
+        )  # fmt: skip
+    assert result.exit_code == 1, result.stderr
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 10 and [r["parsed"] for r in records if r["valid"]] == [{"n": i} for i in range(3)]
+    errors = [r for r in records if r["finish_reason"] == "error"]
+    assert len(errors) == 7 and all(r["valid"] is None and r["unchecked"] for r in errors)
+    assert "10 records: 3 valid, 0 invalid, 7 errors" in result.stderr
+    listed = [line.strip() for line in result.stderr.splitlines() if line.strip().startswith("✗")]
+    assert [line.startswith(f"✗ {prompts}:{n}:") for n, line in zip(range(2, 7), listed)] == [True] * 5, listed
+    assert "invalid JSON" in listed[0] and "'prompt' must be a string" in listed[1]
+    assert listed[5] == "✗ ... and 2 more errors", listed
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
@@ -439,3 +533,17 @@ def test_served_folder_gets_the_tied_embeddings_a_server_would_miss(tmp_path):
     save_file({"lm_head.weight": head, "model.embed_tokens.weight": head.clone()}, str(weights))
     _tied_embeddings_shard(weights, shard)
     assert not shard.exists()  # both names present: nothing to add
+
+
+def test_s_is_the_system_prompt_and_schema_takes_inline_json(run_cli):
+    """`-s` as llm spells it; `--schema '{...}'` as vLLM's and llm's users write it."""
+    bodies = []
+    for flag in ("-s", "--system"):
+        with Stub(answer=lambda b: "7") as stub:
+            result = gen(run_cli, stub, flag, "Answer with a digit.", "--schema", '{"type": "integer"}', "--json", "n?")
+        assert result.exit_code == 0, result.stderr
+        assert json.loads(result.stdout)["valid"] is True
+        bodies.append(stub.requests[-1]["body"])
+    assert bodies[0] == bodies[1]
+    assert bodies[0]["messages"][0] == {"role": "system", "content": "Answer with a digit."}
+    assert bodies[0]["structured_outputs"] == {"json": {"type": "integer"}}

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import patch_everywhere
 
 # Uses what transformers' renderer adds over plain Jinja: namespace(), dict(), tojson with
 # indent, reasoning aliasing (`thinking` filled from `reasoning_content`), tools, special tokens.
@@ -169,7 +170,7 @@ def test_a_child_that_dies_is_rendered_again_here(tmp_path, smol_tokenizer, monk
             os._exit(9)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(templates, "render", dies_in_the_child)
+    patch_everywhere(monkeypatch, templates, "render", dies_in_the_child)
     tok = load_tokenizer(str(_folder(tmp_path, smol_tokenizer, RICH)))
     assert tok.start_render_prompt(HI_MESSAGES).result() == tok.render_prompt(HI_MESSAGES)
 
@@ -181,7 +182,7 @@ def test_generate_refuses_a_bad_template_before_the_weights_load(run_cli, tmp_pa
     def boom(*args, **kwargs):
         raise AssertionError("the model loaded before the template's error")
 
-    monkeypatch.setattr(sgcli.engine.loader, "load_model", boom)
+    patch_everywhere(monkeypatch, sgcli.engine.loader, "load_model", boom)
     folder = _folder(tmp_path, smol_tokenizer, "{{ raise_exception('no chats today') }}")
     (folder / "config.json").write_text(json.dumps({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}))
     result = run_cli("generate", "--model", folder, "--regex", "[a-z]+", "hi")

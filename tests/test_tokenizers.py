@@ -202,3 +202,15 @@ def test_diff_same_and_different(tmp_path, run_cli, smol_tokenizer):
     TokenizerDiff.model_validate(report)  # sgcli/records/: what `sgcli schema tokenizer-diff` documents
     assert report["same"] is False and report["differing_bytes"]["count"] > 0
     assert {"id": 10, "a": "[control_8]", "b": "[IMG]"} in report["differing_bytes"]["examples"]
+
+
+def test_inspect_takes_tokenizer_as_every_command_does(run_cli):
+    flag = run_cli("tokenizer", "inspect", "--tokenizer", "default", "--json")
+    assert flag.exit_code == 0, flag.stderr
+    assert json.loads(flag.stdout) == json.loads(run_cli("tokenizer", "inspect", "default", "--json").stdout)
+    assert (
+        json.loads(run_cli("tokenizer", "inspect", "--json").stdout)["tokenizer"]
+        == json.loads(flag.stdout)["tokenizer"]
+    )  # neither: the embedded model's, the default of every --tokenizer
+    both = run_cli("tokenizer", "inspect", "default", "--tokenizer", "mistral:tekken")
+    assert both.exit_code == 2 and "two tokenizers given" in both.stderr

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import WEATHER_TAGS
+from helpers import WEATHER_TAGS, patch_everywhere
 
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.validation.validate import validate
@@ -207,8 +207,8 @@ def test_cli_subgrammar_breaking_its_schema_exits_1(run_cli, tmp_path, monkeypat
     def fake_decode(lm, ids, compiled, **kw):  # what an unsound backend could emit
         yield Finished("stop", 'tags: ["a", "a"]', [1, 2], len(ids), 0.01, 0.02, grammar_complete=True)
 
-    monkeypatch.setattr(loader, "load_model", lambda *a, **k: tiny_lm)
-    monkeypatch.setattr(session, "decode", fake_decode)
+    patch_everywhere(monkeypatch, loader, "load_model", lambda *a, **k: tiny_lm)
+    patch_everywhere(monkeypatch, session, "decode", fake_decode)
     args = ["generate", "--lark", tmp_path / "wrap.lark", "--sub", f"tags={tmp_path / 'uniq.json'}"]
     result = run_cli(*args, "-b", "xgrammar", "--json", "hi")
     record = json.loads(result.stdout)

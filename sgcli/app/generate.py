@@ -32,6 +32,9 @@ class Runner(Protocol):
     """What answers requests: the local model or a server."""
 
     title: str  # the batch progress bar's
+    # True: the run can start once the runner exists (the model loaded), so the output is opened then;
+    # False: it opens with the first record (a server's first answer), so a dead server loses nothing.
+    open_at_start: bool
 
     def run_single(self, req: Request, show: Callable[[str], None] | None) -> dict:
         """One request's record; its answer text goes to `show` as it streams (None: not streamed)."""
@@ -43,16 +46,19 @@ class Runner(Protocol):
 
 
 def run_generate(request: GenerateRequest, reporter: Reporter) -> int:
-    """Run `request`; returns the exit code (0 no output invalid, 1 some output invalid)."""
-    writer = RecordWriter(request.output, resume=request.resume)  # a bad --output fails here, before anything loads
-    dialect = check_request(request)
-    runner = _runner(request, reporter, dialect)
+    """Run `request`; returns the exit code (0 no output invalid, 1 some output invalid or failed)."""
+    # A bad or locked --output fails here, before anything loads; nothing is written until the run starts.
+    writer = RecordWriter(request.output, resume=request.resume, force=request.force)
     try:
+        dialect = check_request(request)
+        runner = _runner(request, reporter, dialect)
+        if runner.open_at_start:
+            writer.open()  # created, emptied (--force) or repaired (--resume) only now
         if request.batch is not None:
             return run_batch(runner, request.batch, writer, reporter)
         return run_single(runner, request, writer, reporter)
     finally:
-        writer.close()  # not before: a run that fails while loading leaves an earlier output file as it was
+        writer.close()  # the lock goes however the run ends; a never-opened output is left as it was
 
 
 def check_request(request: GenerateRequest) -> Dialect | None:
@@ -83,7 +89,7 @@ def run_single(runner: Runner, request: GenerateRequest, writer: RecordWriter, r
     return EXIT_OK if record["valid"] is not False else EXIT_FINDINGS
 
 
-def run_batch(runner: Runner, batch: tuple[bytes, str], writer: RecordWriter, reporter: Reporter) -> int:
+def run_batch(runner: Runner, batch: tuple[list[bytes], str], writer: RecordWriter, reporter: Reporter) -> int:
     """Every input line answered by one record, in input order; a failing request becomes an error
     record and the batch goes on. With resume, ids already in the output are skipped."""
     items = list(read_requests(*batch))
@@ -95,16 +101,17 @@ def run_batch(runner: Runner, batch: tuple[bytes, str], writer: RecordWriter, re
 
         def put(index: int, record: dict) -> None:
             ordered.put(index, record)
-            tally.add(record)
+            tally.add(record, todo[index])
             advance()
 
         runner.run_batch(todo, put)
+    writer.open()  # the run answered (or there was nothing to ask): an empty batch still leaves its file
     if len(todo) < len(items):
         reporter.notice(
             "note", f"--resume: {len(items) - len(todo)} of {len(items)} ids were already answered in {writer.path}"
         )
     reporter.tally(tally)
-    return EXIT_FINDINGS if tally.failed else EXIT_OK  # unchecked (null) is not a finding
+    return EXIT_FINDINGS if tally.failed else EXIT_OK  # unchecked (null) is not a finding; an error is
 
 
 def _warn_duplicates(items: list[Request | BadLine], resume: bool, reporter: Reporter) -> None:

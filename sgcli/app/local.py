@@ -24,6 +24,7 @@ class LocalRunner:
     """Records from one session: one model, one tokenizer, one compiled constraint."""
 
     title = "generating"
+    open_at_start = True  # once loaded, the run starts: the output is opened (created, emptied, repaired) now
 
     def __init__(self, session, reporter: Reporter, *, batch_size: int = 1, ready=None):
         self.session, self.reporter, self.batch_size, self.ready = session, reporter, batch_size, ready
@@ -146,4 +147,14 @@ def new_session(lm, tokenizer, compiled, sampling: SamplingParams, prompt_option
     """A generation session run as `sampling` and `prompt_options` say (`options`: Session's own keywords)."""
     from sgcli.engine.session import Session
 
-    return Session(lm, tokenizer, compiled, sampling, sampling.max_tokens, sampling.stop, prompt_options, **options)
+    return Session(
+        lm,
+        tokenizer,
+        compiled,
+        sampling,
+        sampling.max_tokens,
+        sampling.stop,
+        prompt_options,
+        repetition_guard=sampling.repetition_guard,
+        **options,
+    )

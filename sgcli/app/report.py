@@ -12,6 +12,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol
 
+from sgcli.batch.output import Failures
+
 if TYPE_CHECKING:
     from sgcli.batch.records import RecordWriter
 
@@ -49,19 +51,23 @@ class Reporter(Protocol):
 
 
 class Tally:
-    """How a batch's records fared and how fast: the one line a batch ends with, and its exit code."""
+    """How a batch's records fared and how fast: the line a batch ends with, its first errors (each at
+    its --input file:line), and its exit code."""
 
     def __init__(self) -> None:
         self.start = time.perf_counter()
         self.n = self.valid = self.invalid = self.unchecked = self.errors = self.tokens = 0
-        self.failed = 0  # records whose `valid` is false (errors included): exit 1
+        self.failed = 0  # records that are invalid or errors: exit 1
+        self.failures = Failures()
 
-    def add(self, record: dict) -> None:
+    def add(self, record: dict, item=None) -> None:
+        """`item`: the Request or BadLine the record answers (its `location` is the input line)."""
         self.n += 1
         self.tokens += (record.get("usage") or {}).get("completion_tokens") or 0
-        self.failed += record.get("valid") is False
+        self.failed += record.get("valid") is False or record.get("finish_reason") == "error"
         if record.get("finish_reason") == "error":
             self.errors += 1
+            self.failures.add(record, getattr(item, "location", None))
         elif record.get("valid") is True:
             self.valid += 1
         elif record.get("valid") is None:

@@ -46,9 +46,10 @@ class GenerateRequest:
 
     spec: ConstraintSpec
     prompt: str | None = None  # a single prompt, or
-    batch: tuple[bytes, str] | None = None  # --input's bytes and name: one request per JSONL line
+    batch: tuple[list[bytes], str] | None = None  # --input's lines and name: one request per JSONL line
     output: Path | None = None  # None: stdout
     resume: bool = False  # skip the ids `output` already answers, append the rest
+    force: bool = False  # replace a non-empty `output`
     json_out: bool = False  # a single prompt's record instead of its text
     batch_size: int = 1  # local batches: rows decoded together
     sampling: SamplingParams = SamplingParams()

@@ -18,6 +18,8 @@ from sgcli.serving.base import Dialect
 class ServerRunner:
     """Every request of one generate request, sent to one server."""
 
+    open_at_start = False  # the output opens with the first record, which comes only once the server answered
+
     def __init__(self, request: GenerateRequest, dialect: Dialect):
         server, prompting = request.server, request.prompt_options
         self.title = f"generating on {server.engine}"

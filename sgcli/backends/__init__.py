@@ -11,7 +11,7 @@ import importlib
 from sgcli.backends.base import Backend, Capabilities, Compiled, CompileWarning, Matcher
 from sgcli.backends.compile_cache import compile_cached
 from sgcli.constraints.spec import ConstraintSpec, Kind
-from sgcli.errors import UnsupportedError, UserError
+from sgcli.errors import UnsupportedError, UserError, did_you_mean
 
 # Fixed order: also the order `sgcli backends` prints and `--backend auto` tries.
 _ADAPTERS = {
@@ -20,7 +20,9 @@ _ADAPTERS = {
     "outlines_core": "sgcli.backends.outlines_backend:OutlinesCoreBackend",
     "none": "sgcli.backends.none_backend:NoneBackend",
 }
-_ALIASES = {"outlines": "outlines_core"}  # SGLang's --grammar-backend name
+# The names vLLM (--structured-outputs-config.backend: guidance, outlines, xgrammar) and SGLang
+# (--grammar-backend: llguidance, outlines, xgrammar) give the same libraries, and the pip name.
+_ALIASES = {"guidance": "llguidance", "outlines": "outlines_core", "outlines-core": "outlines_core"}
 _instances: dict[str, Backend] = {}
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "CompileWarning",
     "Matcher",
     "backend_names",
+    "canonical_name",
     "get_backend",
     "known_names",
     "check_supports",
@@ -51,10 +54,18 @@ def known_names() -> list[str]:
     return [*_ADAPTERS, *_ALIASES]
 
 
+def canonical_name(name: str) -> str:
+    """The registered name of `name` (an alias as vLLM or SGLang spell it), or `name` itself."""
+    return _ALIASES.get(name, name)
+
+
 def get_backend(name: str) -> Backend:
-    name = _ALIASES.get(name, name)
+    name = canonical_name(name)
     if name not in _ADAPTERS:
-        raise UserError(f"unknown backend '{name}'", hint="choose one of: " + ", ".join(_ADAPTERS))
+        raise UserError(
+            f"unknown backend '{name}'." + did_you_mean(name, known_names()),
+            hint="choose one of: " + ", ".join(_ADAPTERS),
+        )
     if name not in _instances:
         module, cls = _ADAPTERS[name].split(":")
         _instances[name] = getattr(importlib.import_module(module), cls)()

@@ -26,12 +26,15 @@ installed, or rejects the constraint; every skip is reported as {backend, reason
 
 from __future__ import annotations
 
-from sgcli.backends.base import Compiled
+from collections.abc import Iterator
+
+from sgcli.backends.base import Backend, Compiled
 from sgcli.backends.compile_cache import compile_cached
 from sgcli.constraints.spec import ConstraintSpec
 from sgcli.errors import UserError
 
 AUTO_ORDER = ("llguidance", "xgrammar", "outlines_core")
+NOT_USABLE = "not usable: "  # the reason of a backend skipped because it is not installed
 
 
 def _one_line(error: UserError) -> str:
@@ -39,29 +42,37 @@ def _one_line(error: UserError) -> str:
     return where + " ".join(error.message.split())
 
 
-def compile_auto(spec: ConstraintSpec, vocab, compile_one=None) -> tuple[Compiled, list[dict]]:
-    """(the first successful compilation in AUTO_ORDER, [{backend, reason}] for each skipped one).
-    `compile_one(backend)` compiles (default: through the grammar cache, bounded)."""
+def candidates(spec: ConstraintSpec, skipped: list[dict]) -> Iterator[Backend]:
+    """The backends `auto` compiles `spec` with, in AUTO_ORDER: every one that has the capability and
+    is installed. Each one passed over is appended to `skipped` as {backend, reason} before the next
+    is yielded. The one choice `generate` makes and `lint` judges."""
     from sgcli.backends import get_backend, unsupported_reason
 
-    fallbacks: list[dict] = []
-    first_error: UserError | None = None
     for name in AUTO_ORDER:
         backend = get_backend(name)
         lacking = unsupported_reason(backend, spec)
         if lacking is not None:
-            fallbacks.append({"backend": name, "reason": f"does not support {lacking}"})
+            skipped.append({"backend": name, "reason": f"does not support {lacking}"})
             continue
         missing = backend.unavailable_reason()
         if missing:
-            fallbacks.append({"backend": name, "reason": f"not usable: {missing}"})
+            skipped.append({"backend": name, "reason": NOT_USABLE + missing})
             continue
+        yield backend
+
+
+def compile_auto(spec: ConstraintSpec, vocab, compile_one=None) -> tuple[Compiled, list[dict]]:
+    """(the first successful compilation of `candidates`, [{backend, reason}] for each skipped one).
+    `compile_one(backend)` compiles (default: through the grammar cache, bounded)."""
+    fallbacks: list[dict] = []
+    first_error: UserError | None = None
+    for backend in candidates(spec, fallbacks):
         try:
             compiled = compile_one(backend) if compile_one else compile_cached(backend, spec, vocab).compiled
             return compiled, fallbacks
         except UserError as exc:
             first_error = first_error or exc
-            fallbacks.append({"backend": name, "reason": _one_line(exc)})
+            fallbacks.append({"backend": backend.name, "reason": _one_line(exc)})
     tried = "; ".join(f"{f['backend']}: {f['reason']}" for f in fallbacks)
     if first_error is None:
         raise UserError(f"no backend can run this {spec.kind.label} constraint", hint=f"tried {tried}")

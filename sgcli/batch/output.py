@@ -1,4 +1,5 @@
-"""Writing batch records: in input order, each flushed as soon as it and all before it are done.
+"""Writing batch records: in input order, each flushed as soon as it and all before it are done;
+and the list of the batch's failures its summary ends with.
 
 Shared by the local batch loop and the serving engines' concurrent one, so `--resume`
 (which reads back the ids already written) sees one format whoever generated the records.
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 import json
 from typing import IO
+
+from sgcli.errors import Location
 
 
 class OrderedWriter:
@@ -38,3 +41,29 @@ class OrderedWriter:
 def _json_line(record: dict, sink: IO[str]) -> None:
     sink.write(json.dumps(record, ensure_ascii=False) + "\n")
     sink.flush()
+
+
+class Failures:
+    """A batch's error records for its summary on stderr: the first few, each as `file:line: message`
+    (the --input line it came from), then how many more."""
+
+    SHOWN = 5
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.shown: list[str] = []
+
+    def add(self, record: dict, where: Location | None = None) -> None:
+        self.count += 1
+        if len(self.shown) >= self.SHOWN:
+            return
+        message = (record.get("errors") or ["failed (no reason recorded)"])[0]
+        if where is None:
+            prefix = f"id {json.dumps(record.get('id'), ensure_ascii=False)}"
+        else:
+            prefix = f"{where.path}:{where.line}" if where.line is not None else str(where)
+        self.shown.append(message if message.startswith(prefix) else f"{prefix}: {message}")
+
+    def lines(self) -> list[str]:
+        more = self.count - len(self.shown)
+        return self.shown + ([f"... and {more} more error{'s' if more > 1 else ''}"] if more else [])

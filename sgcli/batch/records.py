@@ -1,9 +1,14 @@
 """Where batch records go: one writer for every command that emits JSONL records.
 
-The writer is opened before anything slow loads, so a bad `--output` fails in
-milliseconds; a write that fails later (disk full) is the user's to fix, not a crash.
-With `resume`, the ids already answered in the file are read back (a partial last line
-left by a killed process is cut off), and new records are appended.
+Nothing the user already has is lost. The target is checked when the writer is made (a bad
+`--output` fails in milliseconds), but the file is opened, and emptied or repaired, only when
+the run can start (`open()`, or the first record): a run that fails while loading, or a server
+that does not answer, leaves an earlier output as it was. An existing non-empty output needs
+`--resume` (append the missing ids) or `--force` (start over), and a lock (`<output>.lock`,
+holding the writer's pid; none on Windows, which lacks flock) keeps a second writer off the same
+file. With `resume`, the ids already answered are read back (a partial last line left by a
+killed process is cut off, error records are dropped so their ids run again), and new records
+are appended.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ import json
 import os
 import stat
 import sys
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -22,15 +29,17 @@ REASONING_ONLY = ("reasoning", "think_budget")  # keys a record has only in --re
 LOCAL_ONLY = ("device", "dtype", "chat_template")  # keys of records the in-process model answered
 # "engine": only records answered by a server (--engine)
 _ONLY_WHERE_GIVEN = (*REASONING_ONLY, *LOCAL_ONLY, "engine")
+NOT_RUN = "nothing was generated, so nothing could be checked: see errors"  # an error record's `unchecked`
 
 
 def error_record(rid: Any, prompt: Any, errors: list[str], **context: Any) -> dict:
-    """A record for a request that failed: the documented key set (sgcli/records/), nulls where
-    nothing ran, `valid: false`, `finish_reason: error`; REASONING_ONLY, LOCAL_ONLY keys and `engine`
-    only where the context has them."""
+    """A record for a request that failed before any output: the documented key set (sgcli/records/),
+    nulls where nothing ran (`valid: null`, `unchecked` saying why), `finish_reason: error`;
+    REASONING_ONLY, LOCAL_ONLY keys and `engine` only where the context has them."""
     from sgcli.records import GenerationRecord
 
-    record = GenerationRecord(finish_reason="error", valid=False, errors=list(errors)).model_dump(mode="json")
+    record = GenerationRecord(finish_reason="error", valid=None, unchecked=NOT_RUN, errors=list(errors))
+    record = record.model_dump(mode="json")
     for key in _ONLY_WHERE_GIVEN:
         record.pop(key)
     record.update(id=rid, prompt=prompt, **context)
@@ -45,25 +54,50 @@ def id_key(rid: Any) -> str:
 class RecordWriter:
     """JSONL records to a file (or stdout), one flushed line each.
 
-    The target is checked when the writer is made; the file itself is opened (and, without
-    resume, emptied) only when the first line is written, so a run that fails while loading
-    leaves an earlier output file as it was.
+    Made before anything slow: checks the target, takes the lock and (resume) reads the answered
+    ids, changing nothing. `open()` (or the first line) truncates (`force`), creates, or applies
+    the resume repairs and appends; `close()` releases the lock, and leaves the file untouched
+    when the writer was never opened.
     """
 
-    def __init__(self, path: Path | None, *, resume: bool = False):
+    def __init__(self, path: Path | None, *, resume: bool = False, force: bool = False):
         self.path = path
         self.resume = resume
         self.answered: set[str] = set()
         self.stream: IO[str] | None = sys.stdout if path is None else None
+        self._lock: _Lock | None = None
+        self._repair: _Repair | None = None
         if path is None:
-            if resume:
-                raise UserError("--resume needs --output FILE", hint="--resume appends to the file given with --output")
+            if resume or force:
+                flag = "--resume" if resume else "--force"
+                raise UserError(f"{flag} needs --output FILE", hint=f"{flag} acts on the file given with --output")
             return
+        if resume and force:
+            raise UserError(
+                "--resume and --force contradict each other",
+                hint="--resume keeps the records in --output and appends; --force replaces them",
+            )
         _check_target(path)
-        if stat.S_ISCHR(_mode(path)):
+        mode = _mode(path)
+        if stat.S_ISCHR(mode):  # /dev/null, /dev/full, a terminal: nothing to lock or keep
             _probe_device(path)
-        elif resume and path.exists():
-            self.answered = _repair_and_read_ids(path)
+            return
+        if mode and not stat.S_ISREG(mode):  # a named pipe: its reader decides
+            return
+        self._lock = _Lock.take(path)
+        try:
+            if mode and not resume and not force and path.stat().st_size > 0:
+                raise UserError(
+                    f"--output {path} already holds {path.stat().st_size:,} bytes (an earlier run's records?)",
+                    hint="add --resume to keep them and answer only the missing ids, "
+                    "or --force to overwrite them (or choose another --output)",
+                )
+            if resume and mode:
+                self._repair = _scan_for_resume(path)
+                self.answered = self._repair.answered
+        except BaseException:
+            self._release()
+            raise
 
     def skip(self, rid: Any) -> bool:
         """With resume: True when this id is already answered, else claims it (each id exactly once)."""
@@ -74,6 +108,11 @@ class RecordWriter:
             return True
         self.answered.add(key)
         return False
+
+    def open(self) -> None:
+        """The run can start (the model loaded, the server answered): create, empty (--force) or
+        repair (--resume) the file now. Writing opens it too; calling this again does nothing."""
+        self._open()
 
     def write(self, record: dict) -> None:
         self.write_text(json.dumps(record, ensure_ascii=False) + "\n")
@@ -90,19 +129,99 @@ class RecordWriter:
             raise _write_error(self.path, exc) from None
 
     def close(self) -> None:
-        """Flush and close; a run that wrote nothing still leaves its (empty) output file."""
-        if self.path is None or (self.stream is not None and self.stream.closed):
-            return
+        """Flush and close an opened file, and release the lock. A writer never opened (the run did
+        not start) leaves the file exactly as it was. Safe to call more than once."""
         try:
-            self._open().close()
+            if self.path is not None and self.stream is not None and not self.stream.closed:
+                self.stream.close()
         except OSError as exc:
             raise _write_error(self.path, exc) from None
+        finally:
+            self._release()
 
     def _open(self) -> IO[str]:
         if self.stream is None:
             assert self.path is not None
-            self.stream = self.path.open("a" if self.resume else "w", encoding="utf-8")
+            try:
+                if self._repair is not None:
+                    self._repair.apply(self.path)
+                    self._repair = None
+                self.stream = self.path.open("a" if self.resume else "w", encoding="utf-8")
+            except OSError as exc:
+                raise _write_error(self.path, exc) from None
         return self.stream
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+
+class _Lock:
+    """An exclusive flock on `<output>.lock`, which holds the owner's pid; released at close or at
+    process exit (the kernel drops it even after a kill -9). Without fcntl (Windows) there is no lock."""
+
+    def __init__(self, path: Path, fd: int):
+        self.path, self.fd = path, fd
+
+    @classmethod
+    def take(cls, output: Path) -> _Lock | None:
+        try:
+            import fcntl
+        except ImportError:  # Windows: no flock, no lock (said in the module docstring)
+            return None
+        path = Path(os.path.realpath(output) + ".lock")  # two names for one file share one lock
+        while True:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise UserError(
+                    f"--output {output}: cannot create its lock file {path} ({exc.strerror})",
+                    hint="choose an --output in a folder you can write to",
+                ) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                pid = _holder(fd)
+                os.close(fd)
+                raise UserError(
+                    f"--output {output} is being written by another sgcli process (pid {pid or 'unknown'}, "
+                    f"lock {path})",
+                    hint="wait for that run to finish, or write to another --output; two writers would "
+                    "mix or repeat records",
+                ) from None
+            if _same_file(fd, path):  # not a lock file its previous owner just removed
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        return cls(path, fd)
+
+    def release(self) -> None:
+        try:
+            self.path.unlink(missing_ok=True)  # while still held: a waiting writer sees it gone and retries
+        except OSError:
+            pass
+        os.close(self.fd)
+
+
+def _holder(fd: int) -> str | None:
+    """The pid the lock file holds (its owner writes it right after locking: wait a moment for it)."""
+    for _ in range(20):
+        os.lseek(fd, 0, os.SEEK_SET)
+        text = os.read(fd, 64).decode("ascii", "replace").strip()
+        if text:
+            return text
+        time.sleep(0.01)
+    return None
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        a, b = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 def _mode(path: Path) -> int:
@@ -154,71 +273,105 @@ def _probe_device(path: Path) -> None:
         raise _write_error(path, exc) from None
 
 
-def _repair_and_read_ids(path: Path) -> set[str]:
-    """Ids answered in an earlier run's output; a partial last line (killed mid-write) is cut off.
+@dataclass
+class _Repair:
+    """What --resume found in the output file, applied by `open()` (not before: the run may not start).
 
-    A record that ended in an error (a server that went away, a request that failed) is not an
-    answer: it is dropped from the file, so the rerun answers that id again, exactly once."""
-    data = path.read_bytes()
-    lines = data.split(b"\n")
-    tail = lines.pop()  # bytes after the last newline: empty, or an unfinished line
-    keep = len(data) - len(tail)
-    if tail.strip():
-        try:
-            json.loads(tail)
-            lines.append(tail)
-            keep = len(data)
+    `keep` is where the complete lines end (bytes after it are a killed process's partial line);
+    `dropped` are the (start, end) offsets of error records, whose ids are answered again."""
+
+    answered: set[str] = field(default_factory=set)
+    size: int = 0
+    keep: int = 0
+    newline: bool = False  # the last complete record lacks its newline
+    dropped: list[tuple[int, int]] = field(default_factory=list)
+
+    def apply(self, path: Path) -> None:
+        if self.dropped:
+            _rewrite(path, self)
+        elif self.keep < self.size:
+            with path.open("r+b") as f:
+                f.truncate(self.keep)
+        if self.newline:
             with path.open("ab") as f:
-                f.write(b"\n")  # a complete record that only lacked its newline
-        except ValueError:
-            pass
-    if keep < len(data):
-        with path.open("r+b") as f:
-            f.truncate(keep)
-    answered, kept, dropped = set(), [], 0
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            raise UserError(
-                "--resume: this line of the output file is not a JSON record",
-                location=Location(str(path), n, 1),
-                hint="fix or delete the line, or rerun without --resume to start over",
-            ) from None
-        if not isinstance(record, dict) or "id" not in record:
-            raise UserError(
-                "--resume: this line of the output file has no 'id'",
-                location=Location(str(path), n, 1),
-                hint="--resume needs an output file written by sgcli",
-            )
-        if record.get("schema_version", RECORD_SCHEMA_VERSION) != RECORD_SCHEMA_VERSION:  # one file, one format
-            raise UserError(
-                f"--resume: this record is format {record.get('schema_version')!r}; this sgcli writes format "
-                f"{RECORD_SCHEMA_VERSION!r} (see `sgcli schema record`)",
-                location=Location(str(path), n, 1),
-                hint="write to a new --output file, or rerun without --resume to start over",
-            )
-        if record.get("finish_reason") == "error":
-            dropped += 1
-            continue
-        answered.add(id_key(record["id"]))
-        kept.append(line)
-    if dropped:
-        _rewrite(path, kept)
-    return answered
+                f.write(b"\n")
 
 
-def _rewrite(path: Path, lines: list[bytes]) -> None:
-    """Replace the output file by `lines`, atomically (a kill now leaves the old file whole)."""
+def _scan_for_resume(path: Path) -> _Repair:
+    """Ids answered in an earlier run's output, read line by line (never the whole file at once);
+    a partial last line (killed mid-write) is to be cut, error records dropped. Changes nothing."""
+    repair, offset = _Repair(), 0
+    try:
+        with path.open("rb") as f:
+            for n, line in enumerate(f, start=1):
+                start, offset = offset, offset + len(line)
+                complete = line.endswith(b"\n")
+                if not line.strip():
+                    repair.keep = offset if complete else repair.keep
+                    continue
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    if not complete:  # the unfinished last line of a killed process: cut off
+                        break
+                    raise UserError(
+                        "--resume: this line of the output file is not a JSON record",
+                        location=Location(str(path), n, 1),
+                        hint="fix or delete the line, or rerun with --force to start over",
+                    ) from None
+                _check_resumable(record, path, n)
+                repair.keep = offset
+                if record.get("finish_reason") == "error":
+                    repair.dropped.append((start, offset))
+                    repair.newline = False
+                else:
+                    repair.answered.add(id_key(record["id"]))
+                    repair.newline = not complete
+    except OSError as exc:
+        raise UserError(f"--resume: cannot read the output file {path}: {exc.strerror}") from None
+    repair.size = offset
+    return repair
+
+
+def _check_resumable(record: Any, path: Path, n: int) -> None:
+    if not isinstance(record, dict) or "id" not in record:
+        raise UserError(
+            "--resume: this line of the output file has no 'id'",
+            location=Location(str(path), n, 1),
+            hint="--resume needs an output file written by sgcli",
+        )
+    if record.get("schema_version", RECORD_SCHEMA_VERSION) != RECORD_SCHEMA_VERSION:  # one file, one format
+        raise UserError(
+            f"--resume: this record is format {record.get('schema_version')!r}; this sgcli writes format "
+            f"{RECORD_SCHEMA_VERSION!r} (see `sgcli schema record`)",
+            location=Location(str(path), n, 1),
+            hint="write to a new --output file, or rerun with --force to start over",
+        )
+
+
+def _rewrite(path: Path, repair: _Repair) -> None:
+    """The complete lines but the dropped ones, copied in chunks to a temporary file that replaces
+    the output atomically (a kill now leaves the old file whole)."""
     import tempfile
 
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".resume")
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(b"".join(line + b"\n" for line in lines if line.strip()))
+        with os.fdopen(fd, "wb") as out, path.open("rb") as src:
+            at = 0
+            for start, end in [*repair.dropped, (repair.keep, repair.keep)]:
+                src.seek(at)
+                _copy(src, out, start - at)
+                at = end
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise _write_error(path, exc) from None
+
+
+def _copy(src, out, n: int) -> None:
+    while n > 0:
+        data = src.read(min(n, 1 << 20))
+        if not data:
+            return
+        out.write(data)
+        n -= len(data)

@@ -9,9 +9,13 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from sgcli.batch.records import error_record, id_key
+from sgcli.constraints.sources import read_lines
 from sgcli.errors import Location
+from sgcli.limits import DEFAULT_MAX_PROMPT_BYTES
 from sgcli.tokenizers.base import Tokenizer
 from sgcli.tokenizers.templates import Pending
+
+PROMPT_LIMIT_FLAG = "--max-prompt-bytes"  # one --input line, or a prompt read from stdin (SGCLI_MAX_PROMPT_BYTES)
 
 
 @dataclass
@@ -19,6 +23,7 @@ class Request:
     id: object
     prompt: str | None = None
     messages: list[dict] | None = None
+    location: Location | None = None  # the --input line it came from, for the batch summary
 
 
 def chat_messages(req: Request, system: str | None) -> list[dict]:
@@ -70,10 +75,21 @@ class BadLine:
         return error_record(self.id, None, [f"{self.location}: {self.message}"], **context)
 
 
-def read_requests(data: bytes | str, origin: str) -> Iterator[Request | BadLine]:
-    """Each line decoded on its own: a non-UTF-8 or malformed line is rejected alone, by its line number."""
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    for n, chunk in enumerate(raw.split(b"\n"), start=1):
+def read_input(path: str, max_line_bytes: int = DEFAULT_MAX_PROMPT_BYTES) -> tuple[list[bytes], str]:
+    """The lines of an --input file (or stdin), read line by line, each at most `max_line_bytes`
+    (--max-prompt-bytes; 0 = no limit): a longer line is exit 2 at its line number, before the
+    model loads, and /dev/zero stops after that many bytes."""
+    return read_lines(path, what="input file", limit=max_line_bytes, flag=PROMPT_LIMIT_FLAG)
+
+
+def read_requests(data: bytes | str | list[bytes], origin: str) -> Iterator[Request | BadLine]:
+    """Each line decoded on its own: a non-UTF-8 or malformed line is rejected alone, by its line number.
+    `data` is the whole text, or its lines (`read_input`)."""
+    if isinstance(data, list):
+        lines = data
+    else:
+        lines = (data.encode("utf-8") if isinstance(data, str) else data).split(b"\n")
+    for n, chunk in enumerate(lines, start=1):
         try:
             line = chunk.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -104,7 +120,7 @@ def _parse_line(line: str, loc: Location, n: int) -> Request | BadLine:
         and all(isinstance(m, dict) and isinstance(m.get("role"), str) and "content" in m for m in messages)
     ):
         return BadLine(rid, loc, "'messages' must be a list of {role, content} objects")
-    return Request(rid, prompt, messages)
+    return Request(rid, prompt, messages, Location(loc.path, n))
 
 
 def duplicate_ids(items: list[Request | BadLine]) -> list[object]:

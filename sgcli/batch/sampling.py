@@ -25,6 +25,7 @@ class SamplingParams:
     seed: int | None = 0
     max_tokens: int = 256
     stop: tuple[str, ...] = ()  # stop when one of these strings appears
+    repetition_guard: bool = True  # end an output stuck repeating one span (in-process models only)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stop", tuple(self.stop or ()))  # a repeatable flag gives a list, or None

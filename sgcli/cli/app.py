@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import typer
 
-from sgcli.cli.coercion import Command, Group
+from sgcli.cli.coercion import Command, Group, check_value
 from sgcli.cli.common import handles_errors
 from sgcli.cli.limit_options import with_compile_limits as limited
+from sgcli.errors import UserError
 
 
 def _version(value: bool) -> None:
@@ -33,7 +34,8 @@ def root(
 
 
 def _apply_config(ctx: typer.Context) -> None:
-    """Make the configuration file's values the defaults of every subcommand's options."""
+    """Make the configuration file's values the defaults of every subcommand's options, each one
+    checked as its option checks a flag (a misspelt choice is exit 2 at its line, with a did-you-mean)."""
     import os
 
     from sgcli import config
@@ -41,13 +43,23 @@ def _apply_config(ctx: typer.Context) -> None:
     cfg = config.current()
     cache_dir = cfg.file_values.get("cache-dir")
     if cache_dir and not os.environ.get("SGCLI_CACHE_DIR") and cfg.path is not None:
-        os.environ["SGCLI_CACHE_DIR"] = str((cfg.path.parent / os.path.expanduser(cache_dir)).resolve())
+        resolved = str((cfg.path.parent / os.path.expanduser(cache_dir)).resolve())
+        os.environ["SGCLI_CACHE_DIR"] = cfg.exported["SGCLI_CACHE_DIR"] = resolved
     commands = getattr(ctx.command, "commands", {})
     ctx.default_map = cfg.default_map({name: {p.name for p in cmd.params} for name, cmd in commands.items()})
-    for name, values in ctx.default_map.items():  # `backend = "x"` for a repeatable --backend: ["x"]
+    for name, values in ctx.default_map.items():
         for param in commands[name].params:
-            if getattr(param, "multiple", False) and isinstance(values.get(param.name), str):
-                values[param.name] = [values[param.name]]
+            if param.name not in values:
+                continue
+            if getattr(param, "multiple", False) and isinstance(values[param.name], str):
+                values[param.name] = [values[param.name]]  # `backend = "x"` for a repeatable --backend: ["x"]
+            try:
+                check_value(param, values[param.name], ctx)
+            except typer.BadParameter as exc:
+                key = cfg.key_of(param.name, name)
+                raise UserError(
+                    f"{key} = {cfg.file_values[key]!r}{cfg.inside()}: {exc.message}", location=cfg.location_of(key)
+                ) from None
 
 
 # name -> (module in sgcli.cli, its command function or typer app, wrapped in the compile limits?)

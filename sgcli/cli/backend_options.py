@@ -14,7 +14,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from sgcli.backends import known_names
+from sgcli.backends import canonical_name, known_names
+from sgcli.errors import did_you_mean
 
 
 def _choices(*extra: str) -> type[Enum]:
@@ -29,15 +30,17 @@ SeveralBackends = _choices("all", "auto")
 
 
 def _plain(value: Any) -> Any:
-    """Enum members -> their names, so commands (and JSON) see ordinary strings."""
+    """Enum members -> their registered names (vLLM's `guidance` -> llguidance), so commands (and
+    JSON) see ordinary strings and never an alias."""
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
-    return value.value if isinstance(value, Enum) else value
+    return canonical_name(value.value if isinstance(value, Enum) else value)
 
 
 _ONE_HELP = (
     "Grammar backend (`sgcli backends` marks the default); 'auto' tries them in the order "
-    "`sgcli backends` shows and says what a fallback weakens; 'none' = unconstrained."
+    "`sgcli backends` shows and says what a fallback weakens; 'none' = unconstrained. vLLM's and "
+    "SGLang's names work too: guidance = llguidance, outlines = outlines-core = outlines_core."
 )
 
 BackendOpt = Annotated[
@@ -53,7 +56,7 @@ def backends_option(help: str, *, envvar: bool = True) -> Any:
         "-b",
         envvar="SGCLI_BACKEND" if envvar else None,
         callback=_plain,
-        help=help + " Repeatable.",
+        help=help + " Repeatable; vLLM's and SGLang's names work too (guidance, outlines).",
         show_default=False,
     )
 
@@ -66,9 +69,10 @@ def comma_names(value: str | None) -> list[str]:
     for name in names:
         if name not in allowed:
             raise typer.BadParameter(
-                f"{name!r} is not one of " + ", ".join(map(repr, allowed)) + ".", param_hint="'--backends'"
+                f"{name!r} is not one of " + ", ".join(map(repr, allowed)) + "." + did_you_mean(name, allowed),
+                param_hint="'--backends'",
             )
-    return names
+    return [canonical_name(n) for n in names]
 
 
 def chosen(values: list[str] | None, default: str = "all") -> list[str]:

@@ -24,6 +24,8 @@ Examples:
 
   sgcli bench sgcli/grammars --backend all
 
+  sgcli bench schema.json                     # one file: its NAME.test.yaml cases, or instances built from it
+
   sgcli bench items.jsonl --backend llguidance --tokenizer HuggingFaceTB/SmolLM2-135M-Instruct
 
   sgcli bench schemas/ --json --plot bench.svg
@@ -33,8 +35,8 @@ Examples:
 PathArg = Annotated[
     str,
     typer.Argument(
-        metavar="DIR|FILE.jsonl",
-        help='A folder of schema/grammar files (kind from extension), or JSONL lines {"schema": {...}, '
+        metavar="FILE|DIR|FILE.jsonl",
+        help='A schema or grammar file, a folder of them (kind from extension), or JSONL lines {"schema": {...}, '
         '"instances": [...]} / {"grammar": "...", "kind": "...", "instances": [...]}.',
     ),
 ]
@@ -71,7 +73,7 @@ def bench(
     """Measure each backend on your schemas and grammars, MaskBench-style.
 
     Per backend: items compiled and failed (by reason), compile ms p50/p99 cold and
-    loaded from the on-disk cache (cacheable backends), and mask µs p50/p99/max over the
+    loaded from the on-disk cache (cacheable backends), and mask ms p50/p99/max over the
     tokens of each item's valid instances: given in the JSONL, the accepted cases of a
     sibling NAME.test.yaml, or built from the schema. Timings are wall clock on this
     machine: compare backends within one run, not across machines.
@@ -152,12 +154,17 @@ def _num(v) -> str:
     return "-" if v is None else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
 
 
+def _mask_ms(v) -> str:
+    """A mask time in ms (the unit of every time sgcli prints), to the microsecond: 0.012."""
+    return "-" if v is None else f"{v:.3f}"
+
+
 def _show(results, summaries: list[dict], n_items: int) -> None:
     from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"sgcli bench · {n_items} items", title_justify="left")
-    for col in ("backend", "compiled", "failed", "cold ms p50/p99", "cached ms p50/p99", "mask µs p50/p99/max"):
+    for col in ("backend", "compiled", "failed", "cold ms p50/p99", "cached ms p50/p99", "mask ms p50/p99/max"):
         table.add_column(col, justify="left" if col in ("backend", "failed") else "right")
     table.add_column("instances", justify="right")
     for s in summaries:
@@ -172,7 +179,7 @@ def _show(results, summaries: list[dict], n_items: int) -> None:
             failed,
             f"{_num(cold['p50'])} / {_num(cold['p99'])}",
             f"{_num(cached['p50'])} / {_num(cached['p99'])}",
-            " / ".join(_num(None if mask[k] is None else mask[k] * 1000) for k in ("p50", "p99", "max")),  # µs
+            " / ".join(_mask_ms(mask[k]) for k in ("p50", "p99", "max")),
             walked,
         )
     print_table(table)

@@ -10,11 +10,14 @@ import typer
 
 from sgcli import RECORD_SCHEMA_VERSION as VERSION
 from sgcli.cache.paths import cache_root
+from sgcli.cli.coercion import Command, Group
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, handles_errors, json_line, output_format_of
 from sgcli.cli.tables import print_table
 from sgcli.errors import UserError
 
-app = typer.Typer(help="Inspect or clear sgcli's cache (converted models, compiled grammars).", no_args_is_help=True)
+app = typer.Typer(
+    help="Inspect or clear sgcli's cache (converted models, compiled grammars).", no_args_is_help=True, cls=Group
+)
 
 
 def _size(path: Path) -> tuple[int, int]:
@@ -53,7 +56,7 @@ def _human(n: int) -> str:
     return str(n)
 
 
-@app.command("info")
+@app.command("info", cls=Command)
 @handles_errors
 def info(output_format: OutputFormatOpt = None, json_flag: JsonFlagOpt = False) -> None:
     """Where the cache is ($SGCLI_CACHE_DIR, else $XDG_CACHE_HOME/sgcli, else ~/.cache/sgcli) and its size."""
@@ -81,7 +84,7 @@ def info(output_format: OutputFormatOpt = None, json_flag: JsonFlagOpt = False) 
     print_table(table)
 
 
-@app.command("clear")
+@app.command("clear", cls=Command)
 @handles_errors
 def clear(
     section: Annotated[

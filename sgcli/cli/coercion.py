@@ -6,14 +6,22 @@ command's 30-odd options was a third of `sgcli lint`'s start-up. Here a missing 
 typer's own code (which returns it untouched), and so does a value pydantic would return unchanged
 (a str for a `str` option, strs for a `list[str]` one, a number of the option's own type without
 bounds); anything else builds typer's adapter, as typer would have, and uses it from then on.
+
+Enum choices (--backend, --output-format, --dtype, ...) are checked here without pydantic too, so
+that a typo gets one plain message naming the choices and the closest of them ("'llguidence' is
+not one of ... Did you mean 'llguidance'?"), not pydantic's "Value error, ..." wording.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, get_args, get_origin
 
+from typer import BadParameter
 from typer.core import TyperCommand, TyperGroup
+
+from sgcli.errors import did_you_mean
 
 try:  # typer's coercion layer (0.29); without it there is nothing to defer
     from typer._coercion import RuntimeParam, TypeDescriptor, build_runtime_param
@@ -54,6 +62,31 @@ def _unchanged(descriptor: TypeDescriptor, value: Any) -> bool:
     return False
 
 
+def _enum_of(descriptor: TypeDescriptor) -> type[Enum] | None:
+    """The Enum an option's value (or each of a list option's values) must be, if it is one."""
+    annotation = descriptor.annotation
+    if get_origin(annotation) is list:
+        (annotation,) = get_args(annotation) or (None,)
+    if descriptor.parameter_info.parser is None and isinstance(annotation, type) and issubclass(annotation, Enum):
+        return annotation
+    return None
+
+
+def choice(enum: type[Enum], value: Any, param=None, ctx=None) -> Enum:
+    """`value` as a member of `enum` (by its value), or a usage error naming the choices and the closest."""
+    if isinstance(value, enum):
+        return value
+    for member in enum:
+        if member.value == value:
+            return member
+    values = [str(m.value) for m in enum]
+    raise BadParameter(
+        f"'{value}' is not one of " + ", ".join(f"'{v}'" for v in values) + "." + did_you_mean(str(value), values),
+        ctx=ctx,
+        param=param,
+    )
+
+
 if RuntimeParam is not None:
 
     @dataclass(frozen=True)
@@ -63,6 +96,11 @@ if RuntimeParam is not None:
         descriptor: TypeDescriptor
 
         def _coerce_value(self, value: Any, param, ctx) -> Any:
+            enum = _enum_of(self.descriptor)
+            if enum is not None:
+                if isinstance(value, (list, tuple)):
+                    return [choice(enum, v, param, ctx) for v in value]
+                return choice(enum, value, param, ctx)
             if _unchanged(self.descriptor, value):
                 return list(value) if isinstance(value, (list, tuple)) else value
             param._runtime_param = build_runtime_param(self.descriptor)
@@ -77,6 +115,15 @@ def _defer(params: list) -> list:
             d = p.type_descriptor
             p._runtime_param = _Deferred(parameter_info=d.parameter_info, annotation=d.annotation, descriptor=d)
     return params
+
+
+def check_value(param, value: Any, ctx) -> None:
+    """Coerce `value` as the option `param` would (a configuration file's value, before the command
+    runs); a value it refuses raises typer's BadParameter with the option's own message."""
+    _defer([param])
+    runtime = getattr(param, "get_runtime_param", None)
+    if runtime is not None:
+        runtime().coerce(value, param=param, ctx=ctx)
 
 
 class Command(TyperCommand):

@@ -112,41 +112,56 @@ def _missing_extra(exc: Exception) -> UserError | None:
     return from_import_error(exc)
 
 
-class OutputFormat(str, Enum):
-    """How a command prints its results: for people, one JSON document, or one JSON object a line."""
+# One --output-format vocabulary, in ruff's names: `concise` for people, `json` one document,
+# `json-lines` one JSON object a line; `text` and `jsonl` are the older spellings of the same
+# two (kept, so nothing breaks). `lint` adds its own (full, github, sarif) to these.
+FORMATS = ("concise", "json", "json-lines")
+FORMAT_ALIASES = {"text": "concise", "jsonl": "json-lines"}
+_INTERNAL = {"concise": "text", "json": "json", "json-lines": "jsonl"}  # what commands compare against
 
-    text = "text"
-    json = "json"
-    jsonl = "jsonl"
 
+def format_choices(*extra: str, name: str = "OutputFormat") -> type[Enum]:
+    """The --output-format Enum: the shared names, a command's `extra` ones after concise, then the aliases."""
+    names = [FORMATS[0], *extra, *FORMATS[1:], *FORMAT_ALIASES]
+    return Enum(name, {n: n for n in names}, type=str)
+
+
+OutputFormat = format_choices()
+FORMATS_HELP = (
+    "concise (for people; alias text), json (one document) or json-lines (one JSON object a line; alias jsonl)"
+)
 
 OutputFormatOpt = Annotated[
     Optional[OutputFormat],
-    typer.Option(
-        "--output-format",
-        help="text (for people), json (one document) or jsonl (one JSON object a line).",
-        rich_help_panel="Output",
-    ),
+    typer.Option("--output-format", help=FORMATS_HELP + ".", rich_help_panel="Output"),
 ]
 JsonFlagOpt = Annotated[
     bool,
     typer.Option(
         "--json",
-        help="Alias: --output-format jsonl where the command prints a stream of records, json otherwise.",
+        help="Alias: --output-format json-lines where the command prints a stream of records, json otherwise.",
         rich_help_panel="Output",
     ),
 ]
 
 
-def output_format_of(output_format: OutputFormat | None, json_flag: bool, *, stream: bool = False) -> str:
-    """The format asked for: --output-format wins; --json is its alias (jsonl for a `stream` of
-    records, json for one document, as each command always printed it); text otherwise."""
-    alias = "jsonl" if stream else "json"
+def canonical_format(value: str) -> str:
+    """`text` -> concise, `jsonl` -> json-lines; every other name as it is."""
+    return FORMAT_ALIASES.get(value, value)
+
+
+def output_format_of(output_format: Enum | str | None, json_flag: bool, *, stream: bool = False) -> str:
+    """The format asked for, as the command's own key: "text" (concise), "json" or "jsonl" (json-lines).
+    --output-format wins; --json is its alias (json-lines for a `stream` of records, json for one
+    document, as each command always printed it); concise otherwise."""
+    alias = "json-lines" if stream else "json"
     if output_format is not None:
-        if json_flag and output_format.value != alias:
-            raise UserError(f"--json conflicts with --output-format {output_format.value}", hint="give one of them")
-        return output_format.value
-    return alias if json_flag else "text"
+        given = output_format.value if isinstance(output_format, Enum) else output_format
+        name = canonical_format(given)
+        if json_flag and name != alias:
+            raise UserError(f"--json conflicts with --output-format {given}", hint="give one of them")
+        return _INTERNAL[name]
+    return _INTERNAL[alias] if json_flag else "text"
 
 
 class JsonRows:

@@ -98,6 +98,8 @@ def compare_backends(
     Exit codes: 0 every row ran and is valid (or, with --no-generate, compiled and
     accepted --text), 1 some row failed, 2 bad input or flags.
     """
+    if not engine_flags.local:
+        flags.for_server()
     spec = flags.spec()
     _check_flags(spec, prompt, whitespace=whitespace, no_generate=no_generate, text=text)
     for group in (sampling, prompt_flags, model_flags):

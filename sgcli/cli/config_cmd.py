@@ -2,22 +2,40 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from enum import Enum
+from typing import Annotated, Any
 
 import typer
+from typer.main import get_command
 
+from sgcli import config
+from sgcli.backends import DEFAULT_BACKEND, canonical_name
+from sgcli.cache.paths import cache_root
+from sgcli.cli.app import build
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, json_line, out, output_format_of
 from sgcli.cli.tables import print_table
+from sgcli.engine.loader import DEFAULT_CPU_THREADS
+from sgcli.models.refs import DEFAULT_MODEL_NAME
 
 EXAMPLES = """
 Examples:
 
-  sgcli config                      # resolved settings: value and source (flag > env > file > default)
+  sgcli config                      # every setting: the value that applies and its source (env > file > default)
 
   sgcli config --output-format json
 
   SGCLI_BACKEND=llguidance sgcli config
 """
+
+# What applies where a command's option has no default value of its own (None: "not given").
+WHEN_UNSET: dict[str, Any] = {
+    "model": f"{DEFAULT_MODEL_NAME} (embedded)",
+    "backend": DEFAULT_BACKEND,
+    "threads": DEFAULT_CPU_THREADS,
+    "lint.select": ["ALL"],
+    "lint.ignore": [],
+    "lint.per-file-ignores": {},
+}
 
 
 def show_config(
@@ -25,13 +43,12 @@ def show_config(
     json_flag: JsonFlagOpt = False,
     path_only: Annotated[bool, typer.Option("--path", help="Print only the configuration file in use.")] = False,
 ) -> None:
-    """Show the settings sgcli resolves from SGCLI_* variables and the nearest configuration file.
+    """Show every setting's value in force and where it came from: an SGCLI_* variable, the nearest
+    configuration file, or the built-in default (its value shown, as the commands apply it).
 
     The file is the nearest sgcli.toml (or .sgcli.toml) upward from the working directory, or
     a pyproject.toml with a [tool.sgcli] table. A flag on the command line beats both.
     """
-    from sgcli import config
-
     cfg = config.current()
     fmt = output_format_of(output_format, json_flag)
     if path_only:
@@ -39,8 +56,15 @@ def show_config(
         return
     from sgcli import RECORD_SCHEMA_VERSION as VERSION
 
+    defaults = built_in_defaults()
     rows = [
-        {"schema_version": VERSION, "key": s.key, "value": s.value, "source": s.source, "help": config.KEYS[s.key].help}
+        {
+            "schema_version": VERSION,
+            "key": s.key,
+            "value": _effective(s, defaults),
+            "source": s.source,
+            "help": config.KEYS[s.key].help,
+        }
         for s in cfg.settings()
     ]
     if fmt == "json":
@@ -64,6 +88,41 @@ def show_config(
     for column in ("setting", "value", "source"):
         table.add_column(column, overflow="fold")
     for row in rows:
-        value = "-" if row["value"] is None else str(row["value"])
-        table.add_row(escape(row["key"]), escape(value), escape(row["source"]))
+        table.add_row(escape(row["key"]), escape(_shown(row["value"])), escape(row["source"]))
     print_table(table)
+
+
+def _effective(setting: config.Setting, defaults: dict[str, Any]) -> Any:
+    if setting.key == "cache-dir":  # relative to its file, ~ expanded: the folder the caches use
+        return str(cache_root())
+    if setting.source == "default":
+        return defaults.get(setting.key)
+    return canonical_name(setting.value) if setting.key == "backend" else setting.value  # guidance: llguidance
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "(none)"
+    if isinstance(value, dict):
+        return "; ".join(f"{k} = {', '.join(v)}" for k, v in value.items()) or "(none)"
+    return str(value)
+
+
+def built_in_defaults() -> dict[str, Any]:
+    """Each setting's built-in value, read from the options of the commands it defaults (so it is the
+    value they apply, wherever a command declares it); WHEN_UNSET where an option has none."""
+    found: dict[str, list] = {}
+    stack = [get_command(build())]
+    while stack:
+        command = stack.pop()
+        stack += list(getattr(command, "commands", {}).values())
+        for param in getattr(command, "params", ()):
+            value = param.default.value if isinstance(param.default, Enum) else param.default
+            if value is not None and not callable(value):
+                found.setdefault(param.name, []).append(value)
+    defaults = dict(WHEN_UNSET)
+    for name, key in config.KEYS.items():
+        values = list(dict.fromkeys(map(repr, found.get(key.param, [])))) if key.param else []
+        if len(values) == 1:
+            defaults[name] = found[key.param][0]
+    return defaults

@@ -10,11 +10,16 @@ import typer
 from sgcli.cli.backend_options import BackendOpt  # noqa: F401  (one --backend: commands use co.BackendOpt)
 from sgcli.cli.flag_groups import takes
 from sgcli.constraints.sources import from_file, from_flags, with_subgrammars
-from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
+from sgcli.constraints.spec import GENERATE_WHITESPACE, ConstraintSpec, JsonOptions, Kind
 from sgcli.errors import UserError
 
 SchemaOpt = Annotated[
-    Optional[str], typer.Option("--schema", help="JSON Schema file ('-' reads stdin).", rich_help_panel="Constraint")
+    Optional[str],
+    typer.Option(
+        "--schema",
+        help="JSON Schema: a file, '-' (stdin), or the schema itself ('{\"type\": \"integer\"}').",
+        rich_help_panel="Constraint",
+    ),
 ]
 PydanticOpt = Annotated[
     Optional[str],
@@ -65,11 +70,12 @@ StructuralTagOpt = Annotated[
 ]
 
 JsonWhitespaceOpt = Annotated[
-    str,
+    Optional[str],
     typer.Option(
         "--json-whitespace",
         envvar="SGCLI_JSON_WHITESPACE",
-        help="flexible (any whitespace) or compact (none).",
+        help="compact (no whitespace between JSON tokens) or flexible (any, without bound). Default: compact where "
+        "the command generates or compiles for generate; flexible in masks and test, which check given texts.",
         rich_help_panel="JSON layout",
     ),
 ]
@@ -111,17 +117,30 @@ class ConstraintFlags:
     grammar: str | None = None
     structural_tag: str | None = None
     sub: list[str] | None = None
-    json_whitespace: str = "flexible"
+    json_whitespace: str | None = None  # None: not given (see `default_whitespace`)
     whitespace_pattern: str | None = None
     indent: int | None = None
     max_whitespace: int | None = None
     strict_properties: bool = False
+    # Not a flag: the whitespace when no layout flag says (flexible: the schema's whole language, for
+    # commands that judge given texts; GenerationConstraintFlags: what generate compiles).
+    default_whitespace: str = "flexible"
 
     def layout(self) -> JsonOptions:
-        """The JSON layout; contradictory flags are exit 2 here (JsonOptions checks them)."""
+        """The JSON layout; contradictory flags are exit 2 here (JsonOptions checks them). Without
+        --json-whitespace: flexible under --indent, --max-whitespace or --whitespace-pattern (the base they
+        bound), else `default_whitespace`."""
+        whitespace = self.json_whitespace
+        if whitespace is None:
+            bounded = (self.whitespace_pattern, self.indent, self.max_whitespace) != (None, None, None)
+            whitespace = "flexible" if bounded else self.default_whitespace
         return JsonOptions(
-            self.json_whitespace, self.whitespace_pattern, self.indent, self.max_whitespace, self.strict_properties
+            whitespace, self.whitespace_pattern, self.indent, self.max_whitespace, self.strict_properties
         )
+
+    def for_server(self) -> None:
+        """A serving engine lays JSON out as it was started to: ask it only for the layout flags given."""
+        self.default_whitespace = "flexible"
 
     def given(self) -> bool:
         kinds = (self.schema, self.pydantic, self.regex, self.ebnf, self.lark, self.choice, self.grammar)
@@ -163,6 +182,15 @@ class ConstraintFlags:
         return specs
 
 
+@dataclass
+class GenerationConstraintFlags(ConstraintFlags):
+    """The constraint flags of a command that generates, or compiles what generate would: without a
+    layout flag, JSON is compact (GENERATE_WHITESPACE), so a model cannot emit whitespace until
+    --max-tokens."""
+
+    default_whitespace: str = GENERATE_WHITESPACE
+
+
 def no_grammar() -> UserError:
     return UserError(
         "no grammar given",
@@ -184,7 +212,7 @@ _KIND_FLAGS = {
 }
 _LAYOUT_FLAGS = {
     "sub": (SubOpt, None),
-    "json_whitespace": (JsonWhitespaceOpt, "flexible"),
+    "json_whitespace": (JsonWhitespaceOpt, None),
     "whitespace_pattern": (WhitespacePatternOpt, None),
     "indent": (IndentOpt, None),
     "max_whitespace": (MaxWhitespaceOpt, None),
@@ -192,8 +220,10 @@ _LAYOUT_FLAGS = {
 }
 
 
-def takes_constraint(*, kinds: bool = True):
+def takes_constraint(*, kinds: bool = True, generates: bool = True):
     """Give a command the constraint flags without declaring them again, gathered into one
     `flags: ConstraintFlags` (`sgcli.cli.flag_groups.takes`). `kinds=False`: only --sub and the
-    JSON-layout flags (for commands whose grammar comes from elsewhere, like a test file)."""
-    return takes("flags", ConstraintFlags, {**(_KIND_FLAGS if kinds else {}), **_LAYOUT_FLAGS})
+    JSON-layout flags (for commands whose grammar comes from elsewhere, like a test file).
+    `generates=False`: a command that judges given texts, whose JSON is flexible unless a flag says."""
+    cls = GenerationConstraintFlags if generates else ConstraintFlags
+    return takes("flags", cls, {**(_KIND_FLAGS if kinds else {}), **_LAYOUT_FLAGS})

@@ -8,7 +8,6 @@ before anything slow.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
@@ -19,6 +18,7 @@ from sgcli import backends
 from sgcli.app.generate import run_generate
 from sgcli.app.model import ModelOptions
 from sgcli.app.request import GenerateRequest, LocalOptions, ServerOptions
+from sgcli.batch.requests import PROMPT_LIMIT_FLAG, read_input
 from sgcli.batch.sampling import SamplingParams
 from sgcli.cli import constraint_options as co
 from sgcli.cli import engine_options as eo
@@ -26,8 +26,9 @@ from sgcli.cli import model_options as mo
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, output_format_of
 from sgcli.cli.flag_groups import takes
 from sgcli.cli.report import Terminal
-from sgcli.constraints.sources import read_bytes
+from sgcli.constraints.sources import read_text
 from sgcli.errors import UserError
+from sgcli.limits import DEFAULT_MAX_PROMPT_BYTES
 from sgcli.lint import preflight
 
 DEFAULT_BATCH_SIZE = 32  # measured: benchmarks/batch_throughput.py, docs/performance.md "Batch" (Run 5)
@@ -104,6 +105,23 @@ ResumeOpt = Annotated[
         rich_help_panel="Output",
     ),
 ]
+ForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Overwrite a non-empty --output (without it, or --resume, an existing output is exit 2).",
+        rich_help_panel="Output",
+    ),
+]
+MaxPromptBytesOpt = Annotated[
+    int,
+    typer.Option(
+        PROMPT_LIMIT_FLAG,
+        envvar="SGCLI_MAX_PROMPT_BYTES",
+        help="Longest --input line (or prompt on stdin) accepted, in bytes (exit 2 above it); 0 = no limit.",
+        rich_help_panel="Limits and cache",
+    ),
+]
 
 
 @dataclass
@@ -147,6 +165,8 @@ class BatchFlags:
     output: Path | None = None
     quiet: bool = False
     resume: bool = False
+    force: bool = False
+    max_prompt_bytes: int = DEFAULT_MAX_PROMPT_BYTES
 
     def check(self) -> None:
         if self.batch_size is not None and self.batch_size < 1:
@@ -161,6 +181,8 @@ BATCH_FLAGS = {
     "output": (OutputOpt, None),
     "quiet": (QuietOpt, False),
     "resume": (ResumeOpt, False),
+    "force": (ForceOpt, False),
+    "max_prompt_bytes": (MaxPromptBytesOpt, DEFAULT_MAX_PROMPT_BYTES),
 }
 
 
@@ -196,6 +218,8 @@ def generate(
     # A single prompt prints its record (json or jsonl: one object either way) or its text.
     json_out = output_format_of(output_format, json_out, stream=True) != "text"
     backend = backend or backends.DEFAULT_BACKEND
+    if not engine_flags.local:
+        flags.for_server()
     spec = flags.spec(required=backends.enforces(backend))
     spec = dataclasses.replace(spec, json_options=dataclasses.replace(spec.json_options, for_generation=True))
     preflight.structure_errors(spec)  # an undefined rule fails here, before any library loads
@@ -208,6 +232,7 @@ def generate(
         batch,
         output=batch_flags.output,
         resume=batch_flags.resume,
+        force=batch_flags.force,
         json_out=json_out,
         batch_size=batch_flags.batch_size or DEFAULT_BATCH_SIZE,
         sampling=sampling,
@@ -218,17 +243,20 @@ def generate(
 
 
 def _inputs(prompt: str | None, io: BatchFlags, flags: co.ConstraintFlags) -> tuple[str | None, tuple | None]:
-    """The prompt, or the --input file's bytes: read before the slow work, so a typo fails in milliseconds."""
+    """The prompt, or the --input file's lines: read (bounded) before the slow work, so a typo fails in
+    milliseconds."""
     if (prompt is None) == (io.input_file is None):
         raise UserError(
             "give a prompt or --input FILE (not both)" if prompt is not None else "no prompt given",
             hint='sgcli generate --schema s.json "your prompt", or --input prompts.jsonl',
         )
+    if io.max_prompt_bytes < 0:
+        raise UserError(f"{PROMPT_LIMIT_FLAG} must not be negative", hint="0 turns the limit off")
     if prompt == "-":
-        prompt = sys.stdin.read()
+        prompt = read_text("-", what="prompt", limit=io.max_prompt_bytes, flag=PROMPT_LIMIT_FLAG)[0]
     if flags.schema == "-" and io.input_file == "-":
         raise UserError("--schema - and --input - both read stdin; put one in a file")
-    batch = read_bytes(io.input_file, what="input file") if io.input_file is not None else None
+    batch = read_input(io.input_file, io.max_prompt_bytes) if io.input_file is not None else None
     if io.resume and batch is None:
         raise UserError("--resume is for batches", hint="use --resume with --input FILE --output FILE")
     return prompt, batch

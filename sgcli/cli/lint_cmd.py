@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from enum import Enum
 from typing import Annotated, Optional
 
 import typer
 
 from sgcli.cli import backend_options as bo
-from sgcli.cli import common
 from sgcli.cli import constraint_options as co
-from sgcli.cli.common import JsonFlagOpt, escape, fail, plain_err
+from sgcli.cli.common import JsonFlagOpt, canonical_format, fail, plain_err
+from sgcli.constraints.sources import read_text
 from sgcli.constraints.spec import Kind
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
 from sgcli.grammar_dev.grammar_tests import parse_kind
@@ -47,6 +49,9 @@ A finding is silenced on its line by `# noqa: G001` (GBNF/EBNF) or `// noqa: G00
 """
 
 
+LintFormat = Enum("LintFormat", {f: f for f in FORMATS}, type=str)  # the shared names and lint's own
+
+
 def _kind(value: str | None):
     if value is None:
         return None
@@ -78,14 +83,16 @@ FilesArg = Annotated[
     typer.Argument(
         metavar="[PATH]...",
         help="Files or folders to lint; kind from the extension (.gbnf .ebnf .lark .regex .json) or --kind. "
-        "In folders: *.gbnf *.ebnf *.lark *.regex *.schema.json that git does not ignore. Or a constraint flag.",
+        "In folders: *.gbnf *.ebnf *.lark *.regex and *.json JSON Schemas that git does not ignore (other JSON "
+        "is named and left out). Or a constraint flag.",
     ),
 ]
 BackendsOpt = Annotated[
     Optional[list[bo.SeveralBackends]],
     bo.backends_option(
-        "A backend; 'all': every backend that supports the file's kind; 'auto' (the default): those that start "
-        "without importing torch (llguidance, outlines_core), xgrammar only where none of them takes the file.",
+        "'auto' (the default): the backend `generate` would use (its --backend auto: the first of llguidance, "
+        "xgrammar, outlines_core that is installed, supports the file and compiles it); 'all': every installed "
+        "backend that supports the file's kind; or a backend by name.",
     ),
 ]
 TokenizerOpt = Annotated[
@@ -103,10 +110,11 @@ MaxTokensOpt = Annotated[
     ),
 ]
 FormatOpt = Annotated[
-    str,
+    LintFormat,
     typer.Option(
         "--output-format",
-        help="concise (= text), full, json, json-lines (= jsonl), github or sarif.",
+        help="concise (the default; alias text), full (with the source line), json, json-lines (alias jsonl), "
+        "github (workflow commands) or sarif (SARIF 2.1.0).",
         envvar="SGCLI_LINT_OUTPUT_FORMAT",
     ),
 ]
@@ -127,7 +135,7 @@ def lint(
     backend: BackendsOpt = None,
     tokenizer: TokenizerOpt = None,
     max_tokens: MaxTokensOpt = None,
-    output_format: FormatOpt = "concise",
+    output_format: FormatOpt = LintFormat.concise,
     json_out: JsonFlagOpt = False,
     select: SelectOpt = None,
     ignore: IgnoreOpt = None,
@@ -159,7 +167,10 @@ def lint(
 
     if not files and not flags.given():
         raise co.no_grammar()
-    targets = [*expand(files or []), *([flags.spec()] if flags.given() else [])]  # a flag's spec: read like generate's
+    not_schemas: list[tuple[str, str]] = []  # JSON data in the folders: said, and counted in the summary
+    targets = [*expand(files or [], not_schemas), *([flags.spec()] if flags.given() else [])]  # a flag's: as generate's
+    for path, why in not_schemas:
+        plain_err(f"note: {path}: not linted, not taken for a JSON Schema ({why}); name the file to lint it")
     if not targets:
         raise UserError("no grammar files to lint", hint="name files, or folders holding " + _SUFFIXES)
     diagnostics, sources, failed = _lint_files(Linter(options), targets)
@@ -169,21 +180,21 @@ def lint(
     else:
         sys.stdout.write(RENDERERS[output_format](diagnostics, sources))
     sys.stdout.flush()
-    if output_format in ("concise", "full", "text") or statistics:
-        plain_err(summary(diagnostics, len(targets) - failed, failed))
+    if output_format in ("concise", "full") or statistics:
+        plain_err(summary(diagnostics, len(targets) - failed, failed, skipped=len(not_schemas)))
     if failed:
         raise typer.Exit(EXIT_USAGE)
     raise typer.Exit(EXIT_FINDINGS if diagnostics and not exit_zero else EXIT_OK)
 
 
-def _format(output_format: str, json_out: bool) -> str:
-    """--output-format, with --json as its alias for JSON Lines (one diagnostic a line)."""
+def _format(output_format: LintFormat, json_out: bool) -> str:
+    """--output-format (a name its Enum took, made canonical), with --json as its alias for JSON Lines
+    (one diagnostic a line)."""
+    given, output_format = output_format.value, canonical_format(output_format.value)
     if json_out:
-        if output_format not in ("concise", "jsonl", "json-lines"):
-            raise UserError(f"--json conflicts with --output-format {output_format}", hint="give one of them")
-        output_format = "jsonl"
-    if output_format not in FORMATS:
-        raise UserError(f"--output-format {output_format}: unknown format", hint="one of: " + ", ".join(FORMATS))
+        if output_format not in ("concise", "json-lines"):
+            raise UserError(f"--json conflicts with --output-format {given}", hint="give one of them")
+        output_format = "json-lines"
     return output_format
 
 
@@ -191,6 +202,7 @@ def _lint_files(linter, targets: list) -> tuple[list, dict[str, str | None], int
     """Lint each file (or a flag's spec); an unreadable one is reported and counted, never the end of the run."""
     diagnostics, sources, failed = [], {}, 0
     skipped: dict[tuple[str, str], int] = {}
+    missing: dict[str, str] = {}
     for target in targets:
         try:
             result = linter.lint(target) if isinstance(target, str) else linter.lint_spec(target)
@@ -200,26 +212,30 @@ def _lint_files(linter, targets: list) -> tuple[list, dict[str, str | None], int
             continue
         diagnostics += result.diagnostics
         for note in result.notes:
-            common.err.print(f"[dim]note: {escape(note)}[/]")
+            plain_err(f"note: {note}")
         for key in result.skipped:
             skipped[key] = skipped.get(key, 0) + 1
+        missing.update(result.missing)
         sources[result.path] = _source(result.path)
     for (name, reason), count in skipped.items():
         files = f"{count} file{'s' if count > 1 else ''}"
-        common.err.print(f"[dim]note: {name} did not run on {files}: {escape(reason)}[/]")
+        plain_err(f"note: {name} did not run on {files}: {reason}")
+    if missing:  # named once, whatever the number of files: an install, not a finding
+        plain_err("note: not installed, so not judged: " + "; ".join(f"{n} ({r})" for n, r in sorted(missing.items())))
     return diagnostics, sources, failed
 
 
 def _source(path: str) -> str | None:
-    from pathlib import Path
-
+    """The file's text for the renderers, read again as boundedly as the linter read it."""
+    if path == "-" or not os.path.isfile(path):  # stdin is read once; "<stdin>", "--regex" are no files
+        return None
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        return read_text(path)[0]
+    except UserError:
         return None
 
 
-_SUFFIXES = ".gbnf .ebnf .lark .regex .schema.json"
+_SUFFIXES = ".gbnf .ebnf .lark .regex .json (JSON Schemas)"
 _COMMENTED = (".gbnf", ".ebnf", ".lark")  # grammar languages with comments, where a noqa comment can sit
 
 

@@ -29,7 +29,7 @@ Examples:
 """
 
 
-@co.takes_constraint()
+@co.takes_constraint(generates=False)
 def masks(
     grammar_file: Annotated[
         Optional[str],

@@ -86,7 +86,8 @@ ThreadsOpt = Annotated[
     typer.Option(
         "--threads",
         envvar="SGCLI_THREADS",
-        help="CPU threads for the model (default 1: measured fastest for small models on a shared 2-core machine).",
+        help="torch CPU threads for the model. Default: the usable physical cores less those other work keeps "
+        "busy now, at most 8 (OMP_NUM_THREADS where set); the record's timings.threads says how many ran.",
         rich_help_panel=_MODEL,
     ),
 ]
@@ -177,6 +178,19 @@ SAMPLING_FLAGS = {
         ],
         None,
     ),
+    "repetition_guard": (
+        Annotated[
+            bool,
+            typer.Option(
+                "--repetition-guard/--no-repetition-guard",
+                envvar="SGCLI_REPETITION_GUARD",
+                help="End an output stuck repeating one span (8+ copies over 64+ characters) with finish_reason "
+                "repetition, instead of at --max-tokens. In-process models only.",
+                rich_help_panel=_SAMPLING,
+            ),
+        ],
+        True,
+    ),
 }
 
 
@@ -209,7 +223,7 @@ PROMPT_FLAGS = {
     "system": (
         Annotated[
             Optional[str],
-            typer.Option("--system", help="System message for the chat template.", rich_help_panel=_PROMPT),
+            typer.Option("--system", "-s", help="System message for the chat template.", rich_help_panel=_PROMPT),
         ],
         None,
     ),

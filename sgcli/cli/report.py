@@ -6,6 +6,8 @@ opened (stdout or --output); everything for a person goes to stderr.
 
 from __future__ import annotations
 
+import json
+
 from sgcli.app.report import Tally
 from sgcli.batch.records import RecordWriter
 from sgcli.cli.common import err, escape
@@ -37,7 +39,8 @@ class Terminal:
 
     def tally(self, tally: Tally) -> None:
         if not self.quiet:
-            err.print(tally.summary(), highlight=False)
+            lines = [tally.summary(), *(f"  [red]✗[/] {escape(f)}" for f in tally.failures.lines())]
+            err.print("\n".join(lines), highlight=False)
 
     # The single prompt's output path: its text as it streams, then its record (json_out) or the
     # end of the text, on the record writer (stdout, or the --output file).
@@ -50,8 +53,22 @@ class Terminal:
             sink.write(record)
         else:
             sink.write_text("\n")
+            _pretty_on_terminal(record, sink)
         if not self.quiet:
             record_summary(record)
+
+
+def _pretty_on_terminal(record: dict, sink: RecordWriter) -> None:
+    """On a terminal, a JSON object or array is shown once more after the stream, indented for people,
+    where that differs from the text generated; pipes, files, --json and the record keep the exact text."""
+    from sgcli.cli import common
+
+    parsed = record.get("parsed")
+    if getattr(sink, "path", None) is not None or not isinstance(parsed, (dict, list)) or not common.out.is_terminal:
+        return
+    pretty = json.dumps(parsed, indent=2, ensure_ascii=False)
+    if pretty != (record.get("output") or "").strip():
+        sink.write_text(pretty + "\n")
 
 
 def record_summary(record: dict) -> None:

@@ -10,13 +10,14 @@ import typer
 
 from sgcli.app.model import ModelOptions
 from sgcli.cli import model_options as mo
+from sgcli.cli.coercion import Command, Group
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, handles_errors, json_line, output_format_of
 from sgcli.constraints.sources import read_text
 from sgcli.errors import EXIT_OK, Location, UserError
 from sgcli.tokenizers import load_tokenizer
 from sgcli.tokenizers.templates import check_messages
 
-app = typer.Typer(help="Render chat templates.", no_args_is_help=True)
+app = typer.Typer(help="Render chat templates.", no_args_is_help=True, cls=Group)
 
 EXAMPLES = """
 Examples:
@@ -117,4 +118,4 @@ def render(
     raise typer.Exit(EXIT_OK)
 
 
-app.command("render", epilog=EXAMPLES)(render)
+app.command("render", epilog=EXAMPLES, cls=Command)(render)

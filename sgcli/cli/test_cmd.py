@@ -27,7 +27,7 @@ Examples:
 """
 
 
-@co.takes_constraint(kinds=False)
+@co.takes_constraint(kinds=False, generates=False)
 def test(
     files: Annotated[list[str], typer.Argument(metavar="CASES.yaml...", help="Grammar test files.")],
     backend: Annotated[

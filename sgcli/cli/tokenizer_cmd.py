@@ -1,4 +1,4 @@
-"""`sgcli tokenizer inspect T` and `sgcli tokenizer diff A B`: see the vocabulary a backend gets."""
+"""`sgcli tokenizer inspect --tokenizer T` and `sgcli tokenizer diff A B`: see the vocabulary a backend gets."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli import RECORD_SCHEMA_VERSION
+from sgcli.cli.coercion import Command, Group
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, escape, handles_errors, json_line, out, output_format_of
-from sgcli.errors import EXIT_FINDINGS, EXIT_OK
+from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 from sgcli.tokenizers import load_tokenizer
 from sgcli.tokenizers.inspect import diff_tokenizers, inspect_tokenizer
 
@@ -17,7 +18,7 @@ TOKENIZER_HELP = (
     "mistral:v1|v2|v3|v7, or 'default' (the embedded SmolLM2)."
 )
 
-app = typer.Typer(help="Inspect and compare tokenizer vocabularies.", no_args_is_help=True)
+app = typer.Typer(help="Inspect and compare tokenizer vocabularies.", no_args_is_help=True, cls=Group)
 
 TextOpt = Annotated[Optional[str], typer.Option("--text", help="Also show how this text is split into tokens.")]
 
@@ -32,13 +33,24 @@ def _ids_with_text(ids: list[int], texts: list[str]) -> str:
 
 @handles_errors
 def inspect(
-    tokenizer: Annotated[str, typer.Argument(help=TOKENIZER_HELP)],
+    positional: Annotated[
+        Optional[str], typer.Argument(metavar="[TOKENIZER]", help="The same as --tokenizer (the older spelling).")
+    ] = None,
+    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help=TOKENIZER_HELP)] = None,
     text: TextOpt = None,
     output_format: OutputFormatOpt = None,
     json_out: JsonFlagOpt = False,
 ) -> None:
-    """Size, type, special and stop tokens, collisions, reachable bytes, and a text's tokens."""
-    report = inspect_tokenizer(_load(tokenizer), text)
+    """Size, type, special and stop tokens, collisions, reachable bytes, and a text's tokens.
+
+    The tokenizer is --tokenizer, as in every other command (or the argument); without either, the
+    embedded SmolLM2's.
+    """
+    if positional is not None and tokenizer is not None and positional != tokenizer:
+        raise UserError(
+            f"two tokenizers given: {positional} and --tokenizer {tokenizer}", hint="give one of them (--tokenizer)"
+        )
+    report = inspect_tokenizer(_load(tokenizer or positional or "default"), text)
     if output_format_of(output_format, json_out) != "text":
         json_line({"schema_version": RECORD_SCHEMA_VERSION} | report)  # sgcli/records/
     else:
@@ -155,5 +167,5 @@ def _print_diff(r: dict) -> None:
         out.print(f"[yellow]tokenization of {escape(repr(t['text']))}[/]: a={t['a']} b={t['b']}")
 
 
-app.command("inspect")(inspect)
-app.command("diff")(diff)
+app.command("inspect", cls=Command)(inspect)
+app.command("diff", cls=Command)(diff)

@@ -6,22 +6,28 @@ position, before any backend or model is touched.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib
 import importlib.util
 import json
+import stat
 import sys
 from pathlib import Path
 
 from sgcli.constraints.jsonpos import locate
 from sgcli.constraints.spec import EXTENSION_KINDS, MAX_DEPTH, ConstraintSpec, JsonOptions, Kind, parse_json
 from sgcli.errors import Location, UserError, offset_to_line_col
+from sgcli.limits import current_limits
 
 LIBRARY_DIR = Path(__file__).resolve().parent.parent / "grammars"
 
 
-def read_text(path: str, *, what: str = "file") -> tuple[str, str]:
-    """(text, origin) of a path, or of stdin for '-'."""
-    data, origin = read_bytes(path, what=what)
+def read_text(
+    path: str, *, what: str = "file", limit: int | None = None, flag: str = "--max-constraint-bytes"
+) -> tuple[str, str]:
+    """(text, origin) of a path, or of stdin for '-', bounded as `read_bytes` is."""
+    data, origin = read_bytes(path, what=what, limit=limit, flag=flag)
     try:
         return data.decode("utf-8"), origin
     except UnicodeDecodeError as exc:
@@ -31,20 +37,92 @@ def read_text(path: str, *, what: str = "file") -> tuple[str, str]:
         ) from None
 
 
-def read_bytes(path: str, *, what: str = "file") -> tuple[bytes, str]:
-    """(bytes, origin) of a path, or of stdin for '-'; unreadable paths are the user's to fix."""
+def read_bytes(
+    path: str, *, what: str = "file", limit: int | None = None, flag: str = "--max-constraint-bytes"
+) -> tuple[bytes, str]:
+    """(bytes, origin) of a path, or of stdin for '-'; unreadable paths are the user's to fix.
+
+    At most `limit` bytes are read (default: --max-constraint-bytes; 0 = no limit): one byte
+    more is exit 2 naming `flag`, so /dev/zero or a 10 GB file fails in milliseconds."""
+    limit = current_limits().max_bytes if limit is None else limit
+    with open_input(path, what=what) as (stream, origin):
+        data = _read(stream, limit + 1 if limit else -1)
+    if limit and len(data) > limit:
+        raise over_limit(what, origin, limit, flag, size=_size(path))
+    return data, origin
+
+
+def read_lines(path: str, *, what: str, limit: int, flag: str) -> tuple[list[bytes], str]:
+    """(lines without their newline, origin) of a path or stdin, read line by line; a line longer than
+    `limit` bytes (0 = no limit) is exit 2 at its line number, naming `flag`, and nothing after it
+    is read (a file without newlines, like /dev/zero, stops after `limit` + 1 bytes)."""
+    lines: list[bytes] = []
+    with open_input(path, what=what) as (stream, origin):
+        while True:
+            line = _readline(stream, limit + 1 if limit else -1)
+            if not line:
+                return lines, origin
+            if line.endswith(b"\n"):
+                line = line[:-1]
+            elif limit and len(line) > limit:
+                raise over_limit(f"this line of the {what}", origin, limit, flag, line=len(lines) + 1)
+            lines.append(line)
+
+
+def over_limit(what: str, origin: str, limit: int, flag: str, *, size: int | None = None, line: int | None = None):
+    """The one exit-2 error for input past a size limit: what, where, the limit and the flag that raises it."""
+    env = "SGCLI_" + flag.removeprefix("--").replace("-", "_").upper()  # every limit flag reads SGCLI_<FLAG>
+    total = f" ({size:,} bytes)" if size else ""
+    return UserError(
+        f"{what} is over the limit of {limit:,} bytes{total}",
+        location=Location(origin, line),
+        hint=f"raise the limit with {flag} or {env} (0 turns it off)",
+    )
+
+
+@contextlib.contextmanager
+def open_input(path: str, *, what: str = "file"):
+    """(binary stream, origin) of a path, or of stdin for '-'; open errors become exit 2 naming the path."""
     if path == "-":
-        buffer = getattr(sys.stdin, "buffer", None)
-        return (buffer.read() if buffer is not None else sys.stdin.read().encode("utf-8")), "<stdin>"
+        yield getattr(sys.stdin, "buffer", sys.stdin), "<stdin>"
+        return
     p = Path(path).expanduser()
     try:
-        return p.read_bytes(), str(path)
+        stream = p.open("rb")
     except FileNotFoundError:
         raise UserError(f"{what} not found: {path}", hint="check the path") from None
     except IsADirectoryError:
         raise UserError(f"{what} is a directory, not a file: {path}") from None
     except OSError as exc:
         raise UserError(f"cannot read {what} {path}: {exc.strerror}") from None
+    with stream:
+        try:
+            yield stream, str(path)
+        except OSError as exc:  # EISDIR on read, EIO...
+            if exc.errno == errno.EISDIR:
+                raise UserError(f"{what} is a directory, not a file: {path}") from None
+            raise UserError(f"cannot read {what} {path}: {exc.strerror}") from None
+
+
+def _read(stream, n: int) -> bytes:
+    data = stream.read(n)
+    return data.encode("utf-8") if isinstance(data, str) else data  # a text-only stdin (embedding, tests)
+
+
+def _readline(stream, n: int) -> bytes:
+    data = stream.readline(n)
+    return data.encode("utf-8") if isinstance(data, str) else data
+
+
+def _size(path: str) -> int | None:
+    """The size of a regular file (to say by how much it is over), else None."""
+    if path == "-":
+        return None
+    try:
+        st = Path(path).expanduser().stat()
+    except OSError:
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
 
 
 def _byte_line_col(data: bytes, offset: int) -> tuple[int, int]:
@@ -199,16 +277,25 @@ def from_file(path: str, kind: Kind | None = None, json_options: JsonOptions | N
         )
     if kind is Kind.REGEX:
         text = text.rstrip("\n")
-    spec = ConstraintSpec(kind, text, origin, json_options=json_options or JsonOptions())
+    return _checked(ConstraintSpec(kind, text, origin, json_options=json_options or JsonOptions()))
+
+
+def _checked(spec: ConstraintSpec) -> ConstraintSpec:
+    """The checks every constraint text gets, from a file or a flag: size, nesting, the schema itself."""
     from sgcli.constraints.spec import check_size  # --max-constraint-bytes, before any parse
 
     check_size(spec)
     check_nesting(spec)
-    if kind is Kind.JSON_SCHEMA:
+    if spec.kind is Kind.JSON_SCHEMA:
         check_schema(spec)
-    if kind is Kind.STRUCTURAL_TAG:
-        parse_json(text, origin)
+    if spec.kind is Kind.STRUCTURAL_TAG:
+        parse_json(spec.text, spec.origin)
     return spec
+
+
+def is_inline_schema(value: str) -> bool:
+    """`--schema '{"type": "integer"}'`: the schema itself, as llm and vLLM take it, not a file name."""
+    return value.lstrip().startswith("{")
 
 
 def from_pydantic(target: str, json_options: JsonOptions | None = None) -> ConstraintSpec:
@@ -282,6 +369,8 @@ def from_flags(
     opts = json_options or JsonOptions()
     flag = present[0]
     if flag == "--schema":
+        if is_inline_schema(schema):
+            return _checked(ConstraintSpec(Kind.JSON_SCHEMA, schema, "--schema", json_options=opts))
         return from_file(schema, Kind.JSON_SCHEMA, opts)
     if flag == "--pydantic":
         return from_pydantic(pydantic, opts)

@@ -11,7 +11,7 @@ import enum
 import json
 from dataclasses import dataclass, field
 
-from sgcli.errors import Location, UserError, offset_to_line_col
+from sgcli.errors import Location, UserError, did_you_mean, offset_to_line_col
 from sgcli.limits import Limits, current_limits
 
 
@@ -53,6 +53,14 @@ EXTENSION_KINDS = {
 }
 
 
+# The layout `generate` (and every command that compiles for it: compare-backends, bench --generate,
+# lint, compile) uses when no layout flag is given: no whitespace between JSON tokens. Flexible
+# whitespace (`[ \t\n\r]*` between tokens) let base models emit newlines until --max-tokens (issue 29);
+# compact answered the same prompt in 9 tokens. `JsonOptions()` itself stays flexible: the schema's
+# whole language, for the commands that judge texts a person wrote (masks, test).
+GENERATE_WHITESPACE = "compact"
+
+
 @dataclass(frozen=True)
 class JsonOptions:
     """How JSON may be laid out. `None` means: the backend's default.
@@ -73,7 +81,10 @@ class JsonOptions:
     def __post_init__(self) -> None:
         """The same conflict rules for every command: contradictory layouts are exit 2, never a silent pick."""
         if self.whitespace not in ("flexible", "compact"):
-            raise UserError(f"--json-whitespace must be flexible or compact, not '{self.whitespace}'")
+            raise UserError(
+                f"--json-whitespace must be flexible or compact, not '{self.whitespace}'."
+                + did_you_mean(self.whitespace, ("flexible", "compact"))
+            )
         if self.indent is not None and self.indent < 0:
             raise UserError("--indent must be 0 or more")
         if self.max_whitespace is not None and self.max_whitespace < 1:

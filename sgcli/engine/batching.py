@@ -341,6 +341,7 @@ def decode_batch(
     share_prefix: bool = True,
     jump_forward: bool = True,
     stats: BatchStats | None = None,
+    repetition_guard: bool = True,
 ) -> Iterator[tuple[int, Finished]]:
     """Decode every prompt, `batch_size` rows at a time; yields (prompt index, Finished) as rows
     end, in completion order. A row's error (grammar dead end, rejected token) ends that row only.
@@ -360,7 +361,15 @@ def decode_batch(
 
     def new_row(i: int) -> Row:
         budget = max_tokens if isinstance(max_tokens, int) else max_tokens[i]
-        seq = SequenceState(compiled, params, max_tokens=budget, stop=stop, think_end=think_end, device=lm.device)
+        seq = SequenceState(
+            compiled,
+            params,
+            max_tokens=budget,
+            stop=stop,
+            think_end=think_end,
+            device=lm.device,
+            repetition_guard=repetition_guard,
+        )
         return Row(i, list(prompts[i]), seq, jump_forward, drafting)
 
     batch = KVBatch(lm.device)

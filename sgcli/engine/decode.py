@@ -45,6 +45,7 @@ def decode(
     think_end: str | None = None,
     jump_forward: bool = True,
     think_budget: int | None = None,
+    repetition_guard: bool = True,
 ) -> Iterator[TokenEvent | Finished]:
     """Decode up to `max_tokens`; stop tokens are masked out until `min_tokens` are generated.
 
@@ -56,6 +57,7 @@ def decode(
     With `jump_forward` (and a backend that reports forced bytes), text the grammar forces
     is appended in one forward pass and checked position by position against what the
     model samples there (see `sgcli.engine.forced`): the output is the plain loop's.
+    With `repetition_guard`, an output stuck repeating one span ends early (`sequence.find_repetition`).
     """
     masker = Masker(lm.logits_width, lm.device, bitmask_words(len(compiled.vocab)))
     seq = SequenceState(
@@ -68,6 +70,7 @@ def decode(
         think_budget=think_budget,
         device=lm.device,
         bitmask=masker.buffer,
+        repetition_guard=repetition_guard,
     )
     yield from _Run(lm, seq, masker, jump_forward and backend_jumps(compiled)).events(prompt_ids)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from sgcli.errors import UserError
+from sgcli.errors import UserError, did_you_mean
 from sgcli.extras import require
 
 DEVICES = ("auto", "cpu", "cuda", "mps")  # and cuda:N
@@ -20,7 +20,10 @@ def parse_device(value: str) -> str:
     cuda:N, else exit 2 listing them. Syntax only: `check_device` asks torch whether it exists."""
     if _DEVICE.fullmatch(value):
         return value
-    raise UserError(f"'{value}' is not one of auto, cpu, cuda, cuda:N, mps.", hint="use auto, cpu, cuda, cuda:N or mps")
+    raise UserError(
+        f"'{value}' is not one of auto, cpu, cuda, cuda:N, mps." + did_you_mean(value, DEVICES),
+        hint="use auto, cpu, cuda, cuda:N or mps",
+    )
 
 
 def check_device(device: str) -> None:

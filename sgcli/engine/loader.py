@@ -26,14 +26,12 @@ from sgcli.models.refs import ModelRef
 
 Progress = Callable[[str, int, int], None]  # (stage description, step, total steps)
 
-# Measured on the 2-core machine this project runs on, shared with other work (ms per decode
-# step of the default model, medians of interleaved rounds, docs/performance.md): 1 thread
-# 432 fp32 / 450 bf16; torch's default (2 threads) 1373 fp32 / 4864 bf16. Small models spend
-# a step on many tiny ops where threads mostly wait on each other, so one thread is the
-# default and `--threads` raises it. bf16 was no faster on that CPU; on one with bf16 units the
-# native forward's packed bf16 kernel is (`llama.pack_for_cpu`), but its outputs differ from
-# float32's, so `--dtype auto` keeps float32 on every CPU (bf16 on CUDA) and bf16 is asked for.
-DEFAULT_CPU_THREADS = 1
+# Threads: without `--threads`, what the machine offers now (sgcli.engine.threads: the usable
+# physical cores less those other work keeps busy, at most 8). On a busy 2-core machine one thread
+# was 3.2x faster than two in float32 (docs/performance.md); on an idle one two were 1.2-1.6x faster.
+# dtype: bf16 was no faster on a CPU without bf16 units; on one with them the native forward's packed
+# bf16 kernel is (`llama.pack_for_cpu`), but its outputs differ from float32's, so `--dtype auto`
+# keeps float32 on every CPU (bf16 on CUDA) and bf16 is asked for.
 
 
 IMPLS = ("auto", "native", "transformers")
@@ -64,7 +62,7 @@ def pick_device(device: str) -> str:
 
 
 def pick_dtype(dtype: str, device: str, *, from_checkpoint: bool = False):
-    """The torch dtype for `--dtype`. auto: float32 on the CPU (measured: DEFAULT_CPU_THREADS); on a GPU
+    """The torch dtype for `--dtype`. auto: float32 on the CPU (see the note on dtype above); on a GPU
     the checkpoint's own (the string "auto", which from_pretrained reads from the config's dtype) where
     the weights come as they were trained (`from_checkpoint`), else bfloat16 (a dequantized GGUF)."""
     import torch
@@ -175,7 +173,8 @@ def load_model(
     device_map: str | dict | None = None,
     impl: str = "auto",
 ) -> LoadedModel:
-    """Load a causal LM. `threads` sets torch's CPU threads; the default is `DEFAULT_CPU_THREADS`.
+    """Load a causal LM. `threads` sets torch's CPU threads; the default is what the machine offers now
+    (`sgcli.engine.threads.default_cpu_threads`).
     `device_map` (accelerate's placement, "auto" or {module: device}) replaces `device`. `impl`:
     the native forward (`sgcli.engine.llama`) where the model fits it, else transformers (auto), or
     either one only (a model the native forward cannot run is then exit 2, saying why)."""
@@ -185,7 +184,11 @@ def load_model(
         raise UserError("--threads must be at least 1")
     if impl not in IMPLS:
         raise UserError(f"unknown model implementation '{impl}'", hint="use " + ", ".join(IMPLS))
-    torch.set_num_threads(threads or DEFAULT_CPU_THREADS)
+    if threads is None:
+        from sgcli.engine.threads import default_cpu_threads
+
+        threads = default_cpu_threads()
+    torch.set_num_threads(threads)
     t = time.perf_counter()
     dev = pick_device(device)
     gpu = dev != "cpu" or (device_map is not None and torch.cuda.is_available())

@@ -6,8 +6,8 @@ allows (everything while a reasoning model thinks) before any logits are compute
 project only the logits that leave a choice; it samples, and takes the token: the
 matcher, stop tokens and stop strings, the token budget, the end-of-thinking marker and its
 budget, the text that may be shown (held back while it could still become a stop string),
-and the `Finished` record that says why the sequence ended. The loops only decide which
-logits a sequence sees and when.
+the repetition guard, and the `Finished` record that says why the sequence ended. The loops
+only decide which logits a sequence sees and when.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class TokenEvent:
 
 @dataclass
 class Finished:
-    finish_reason: str  # "stop" | "length" | "error"
+    finish_reason: str  # "stop" | "length" | "repetition" | "error"
     output: str
     token_ids: list[int]
     prompt_tokens: int
@@ -72,6 +72,49 @@ def held_back(text: str, stops: Sequence[str]) -> int:
                 hold = max(hold, k)
                 break
     return hold
+
+
+# The repetition guard (issue 29): an output whose text ends in one span repeated back to back is
+# stuck (`john_john_john_...` inside a string, newline after newline in flexible JSON) and ends
+# early, finish_reason "repetition", instead of running to --max-tokens. It reads characters, not
+# token ids, so a loop spelled by different tokens each time ("\n", "\n\n", ...) is still one loop.
+# It fires where the output ends in a span of at most REPEAT_MAX_SPAN characters repeated at least
+# REPEAT_MIN_COPIES times back to back, the copies covering at least REPEAT_MIN_CHARS characters:
+REPEAT_MAX_SPAN = 32  # a value, a key, a short phrase; longer loops are left to --max-tokens
+REPEAT_MIN_COPIES = 8  # `[0, 0, 0]`, a doubled letter or a few equal items in a row stay far below it
+REPEAT_MIN_CHARS = 64  # the run lint W002 calls runaway whitespace (64 spaces); `"aaaa"` is nowhere near
+
+
+@dataclass(frozen=True)
+class Repetition:
+    """Where an output began repeating `span` back to back, and how many copies it holds."""
+
+    start: int  # character offset in the output
+    span: str
+    copies: int
+
+    def message(self) -> str:
+        return (
+            f"repetition guard: the output repeats {self.span!r} {self.copies} times from character {self.start} "
+            "(ended early; --no-repetition-guard turns the guard off)"
+        )
+
+
+def find_repetition(text: str) -> Repetition | None:
+    """The repetition `text` ends in, by the guard's constants (the shortest span that repeats),
+    or None. Each span length costs one character compare unless the text's end repeats at it."""
+    n = len(text)
+    for length in range(1, REPEAT_MAX_SPAN + 1):
+        tail = max(REPEAT_MIN_CHARS, REPEAT_MIN_COPIES * length)
+        if tail > n:
+            return None  # longer spans need longer tails still
+        if text[n - 1] != text[n - 1 - length] or text[n - tail + length :] != text[n - tail : n - length]:
+            continue
+        start = n - tail
+        while start > 0 and text[start - 1] == text[start - 1 + length]:
+            start -= 1
+        return Repetition(start, text[start : start + length], (n - start) // length)
+    return None
 
 
 @dataclass(frozen=True)
@@ -116,6 +159,7 @@ class SequenceState:
         think_budget: int | None = None,
         device="cpu",
         bitmask: np.ndarray | None = None,
+        repetition_guard: bool = True,
     ):
         self.vocab = compiled.vocab
         self.params, self.max_tokens, self.stop, self.min_tokens = params, max_tokens, tuple(stop), min_tokens
@@ -130,6 +174,8 @@ class SequenceState:
         self.first_token_s, self.reason, self.error, self.done = None, "length", None, False
         self.dropped = False  # the last sampled token is not fed to the model (a stop token while thinking)
         self.forced = 0  # jump-forward tokens the model agreed with (counted by the single loop)
+        self.repetition_guard = repetition_guard
+        self.chose = False  # the grammar left the last token a choice (a forced repetition is not the model's)
         self.start = time.perf_counter()
 
     def allowed(self, narrow: int = 0) -> Allowed | None:
@@ -154,6 +200,7 @@ class SequenceState:
         """Sample from `logits` under the mask `allowed` came from. Where one token is allowed it is
         taken without logits or sampling (the single loop and batch rows alike, so a seeded run
         draws the same random numbers in both)."""
+        self.chose = allowed.count > 1
         if allowed.count == 1:
             token = int(allowed.ids[0])
         elif not masker.apply(logits, self.bitmask):  # ids past the model's logits were the only ones allowed
@@ -194,6 +241,10 @@ class SequenceState:
         self.emitted = max(self.emitted, visible)
         if self.matcher.is_terminated():
             self.end("stop")
+        elif self.repetition_guard and self.chose:
+            repeated = find_repetition(self.text)
+            if repeated is not None:
+                self.end("repetition", repeated.message())
         return event
 
     def _take_thinking(self, token: int, forced: bool = False) -> TokenEvent | None:

@@ -50,6 +50,7 @@ class Session:
     think_budget: int | None = None  # reasoning mode: force the marker after this many thinking tokens
     jump_forward: bool = True  # append grammar-forced text in one forward pass (same outputs, fewer passes)
     weakened: list[dict] = field(default_factory=list)  # [{pointer, keyword, backend}] the backend does not enforce
+    repetition_guard: bool = True  # end an output stuck repeating one span (sgcli.engine.sequence.find_repetition)
 
     def render(self, req: Request) -> Prompt:
         return start_prompt(self.tokenizer, self.prompt_options, req).result()
@@ -91,6 +92,7 @@ class Session:
             think_end=self.think_end,
             jump_forward=self.jump_forward,
             think_budget=self.think_budget,
+            repetition_guard=self.repetition_guard,
         ):
             if isinstance(event, Finished):
                 finished = event
@@ -170,6 +172,7 @@ class Session:
             think_end=self.think_end,
             jump_forward=self.jump_forward,
             stats=stats,
+            repetition_guard=self.repetition_guard,
         )
         flushed = 0
         for row, f in finished:

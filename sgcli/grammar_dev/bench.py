@@ -56,18 +56,24 @@ class BackendResult:
 
 
 def load_items(path: str) -> list[Item]:
-    """A folder of grammar files (kind from extension) or a JSONL file of items; UserError otherwise."""
+    """A folder of grammar files (kind from extension), one such file, or a JSONL file of items."""
     p = Path(path)
     if p.is_dir():
         return _folder_items(p)
     if not p.exists():
-        raise UserError(f"bench input not found: {path}", hint="give a folder of schemas/grammars or a .jsonl file")
-    if p.suffix.lower() != ".jsonl":
         raise UserError(
-            f"bench input {path} is neither a folder nor a .jsonl file",
-            hint='a JSONL line is {"schema": {...}, "instances": [...]} or {"grammar": "...", "kind": "..."}',
+            f"bench input not found: {path}", hint="give a schema or grammar file, a folder of them, or a .jsonl file"
         )
-    return _jsonl_items(p)
+    if p.suffix.lower() == ".jsonl":
+        return _jsonl_items(p)
+    try:
+        kind_from_extension(path)
+    except UserError as exc:
+        raise UserError(
+            f"bench input {path} is neither a schema or grammar file, a folder, nor a .jsonl file",
+            hint=exc.hint.split(", or the explicit flag")[0] + ", a folder of such files, or a .jsonl file",
+        ) from None
+    return [_file_item(p)]
 
 
 def _folder_items(folder: Path) -> list[Item]:
@@ -77,15 +83,19 @@ def _folder_items(folder: Path) -> list[Item]:
             kind_from_extension(str(f))
         except UserError:
             continue  # READMEs, notes: not grammars
-        spec = from_file(str(f))
-        given = _test_file_instances(f)
-        if given:
-            items.append(Item(f.name, spec, given, "test file"))
-        else:
-            items.append(_with_generated(Item(f.name, spec, [], "none")))
+        items.append(_file_item(f))
     if not items:
         raise UserError(f"no schema or grammar files in {folder}", hint="files are picked by extension, as in compile")
     return items
+
+
+def _file_item(f: Path) -> Item:
+    """One grammar file, with the accepted cases of its NAME.test.yaml or, for a schema, built instances."""
+    spec = from_file(str(f))
+    given = _test_file_instances(f)
+    if given:
+        return Item(f.name, spec, given, "test file")
+    return _with_generated(Item(f.name, spec, [], "none"))
 
 
 def _test_file_instances(grammar: Path) -> list[str]:
@@ -283,7 +293,7 @@ def summary(result: BackendResult) -> dict:
         "failed_by_reason": dict(sorted(result.failed.items())),
         "compile_cold_ms": stats(result.compile_cold_ms),
         "compile_cached_ms": stats(result.compile_cached_ms),
-        "mask_ms": stats(result.mask_ms, with_max=True, digits=6),  # masks take µs: keep them
+        "mask_ms": stats(result.mask_ms, with_max=True, digits=6),  # masks take microseconds: keep the digits
         "instances_walked": result.instances_walked,
         "instances_rejected": result.instances_rejected,
     } | ({"generation": result.generation} if result.generation is not None else {})
@@ -316,7 +326,7 @@ def plot(results: list[BackendResult], path: str) -> None:
     matplotlib.use("Agg")  # no display needed
     from matplotlib import pyplot as plt
 
-    panels = [("compile ms (cold)", "compile_cold_ms"), ("mask ms", "mask_ms")]
+    panels = [("compile ms (cold)", "compile_cold_ms"), ("mask ms", "mask_ms")]  # ms, as the table and JSON
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.5), squeeze=False)
     for ax, (title, attr) in zip(axes[0], panels):
         shown = [r for r in results if getattr(r, attr)]
@@ -364,10 +374,9 @@ def generate(results: list[BackendResult], items: list[Item], lm, tokenizer, *, 
         totals = {False: [0, 0.0], True: [0, 0.0]}
         completed = 0  # plain runs that ended where the grammar can stop
         for name in names:
+            compiled = _as_generate_compiles(result.compiled_items[name])
             for jf in (False, True) if jump else (False,):
-                f = _generate_one(
-                    result.compiled_items[name], by_name[name], lm, tokenizer, max_tokens, jf if jump else None
-                )
+                f = _generate_one(compiled, by_name[name], lm, tokenizer, max_tokens, jf if jump else None)
                 totals[jf][0] += f.completion_tokens
                 totals[jf][1] += f.decode_s
                 completed += f.grammar_complete and not jf
@@ -378,6 +387,21 @@ def generate(results: list[BackendResult], items: list[Item], lm, tokenizer, *, 
             "tokens_per_s_jump_forward": _rate(*totals[True]) if jump else None,
             "completed": completed,
         } | ({} if jump else {"note": JUMP_FORWARD_MISSING})
+
+
+def _as_generate_compiles(compiled):
+    """The grammar `sgcli generate` would compile for this item: a JSON Schema in generate's default
+    layout (GENERATE_WHITESPACE), not the flexible one its instances were walked under."""
+    import dataclasses
+
+    from sgcli.backends import compile_for
+    from sgcli.constraints.spec import GENERATE_WHITESPACE
+
+    spec = compiled.spec
+    if spec.kind is not Kind.JSON_SCHEMA or spec.json_options.whitespace == GENERATE_WHITESPACE:
+        return compiled
+    options = dataclasses.replace(spec.json_options, whitespace=GENERATE_WHITESPACE, for_generation=True)
+    return compile_for(compiled.backend, dataclasses.replace(spec, json_options=options), compiled.vocab)[0]
 
 
 def _rate(tokens: int, seconds: float) -> float | None:

@@ -2,33 +2,72 @@
 
 Inside a git work tree the list comes from git itself (tracked and untracked files,
 without those .gitignore excludes); elsewhere hidden folders and the usual virtualenv
-and build folders are skipped. In a folder, JSON files count as schemas only when named
-`*.schema.json` (other JSON is data); a file named on the command line is always linted.
+and build folders are skipped. In a folder, a `*.json` file is a schema when it is named
+`*.schema.json` or reads as one (`$schema`, a schema keyword, or a JSON type at the top);
+other JSON is data, left out and reported (`skipped`), so the count of files adds up. A
+file named on the command line is always linted.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
 
+from sgcli.limits import DEFAULT_MAX_BYTES
+
 GRAMMAR_SUFFIXES = (".gbnf", ".ebnf", ".lark", ".regex", ".re", ".schema.json", ".llg.json")
 SKIPPED_DIRS = {"node_modules", "__pycache__", "venv", "build", "dist", "site-packages"}
+# Top-level keys that only a JSON Schema has (data files rarely do), and the `type` values it takes.
+SCHEMA_KEYS = frozenset(
+    "$schema $id $ref $defs definitions properties patternProperties additionalProperties prefixItems items "
+    "anyOf oneOf allOf not const enum".split()
+)
+JSON_TYPES = frozenset("object array string number integer boolean null".split())
 
 
 def is_grammar_file(name: str) -> bool:
     return name.lower().endswith(GRAMMAR_SUFFIXES)
 
 
-def expand(paths: list[str]) -> list[str]:
-    """Files as given, folders replaced by the grammar files inside them (sorted, no repeats)."""
+def expand(paths: list[str], skipped: list[tuple[str, str]] | None = None) -> list[str]:
+    """Files as given, folders replaced by the grammar files inside them (sorted, no repeats).
+    JSON files of a folder that are not schemas go to `skipped` as (path, why)."""
     out: list[str] = []
     for path in paths:
         if path != "-" and os.path.isdir(path):
-            out += sorted(p for p in _files_under(path) if is_grammar_file(p))
+            for p in sorted(_files_under(path)):
+                if is_grammar_file(p):
+                    out.append(p)
+                elif p.lower().endswith(".json"):
+                    why = not_a_schema(p)
+                    if why is None:
+                        out.append(p)
+                    elif skipped is not None:
+                        skipped.append((p, why))
         else:
             out.append(path)
     return list(dict.fromkeys(out))
+
+
+def not_a_schema(path: str) -> str | None:
+    """Why a `.json` file found in a folder is not taken for a JSON Schema, or None when it is one."""
+    try:
+        if os.path.getsize(path) > DEFAULT_MAX_BYTES:
+            return f"larger than {DEFAULT_MAX_BYTES >> 20} MiB"
+        doc = json.loads(Path(path).read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return "not readable as JSON"
+    if isinstance(doc, bool):
+        return None
+    if not isinstance(doc, dict):
+        return "its JSON is not an object"
+    types = doc.get("type")
+    types = types if isinstance(types, list) else [types]
+    if SCHEMA_KEYS & doc.keys() or (types and all(isinstance(t, str) and t in JSON_TYPES for t in types)):
+        return None
+    return "no schema keyword at its top level"
 
 
 def _files_under(folder: str) -> list[str]:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from sgcli.lint.diagnostic import Diagnostic
 from sgcli.lint.rules import RULES
 
+# ruff's names; text and jsonl are the spellings of concise and json-lines every command takes.
 FORMATS = ("concise", "full", "json", "json-lines", "github", "sarif", "text", "jsonl")
 
 
@@ -161,18 +162,20 @@ RENDERERS: dict[str, Callable[[list[Diagnostic], dict[str, str]], str]] = {
 }
 
 
-def summary(diags: list[Diagnostic], files: int, unreadable: int = 0) -> str:
+def summary(diags: list[Diagnostic], files: int, unreadable: int = 0, *, skipped: int = 0) -> str:
+    """The last line on stderr. `skipped`: files of the folders left out (JSON that is not a schema)."""
+    also = f", {skipped} skipped" if skipped else ""
     if unreadable:
         found = f"{len(diags)} diagnostic{'s' if len(diags) != 1 else ''}" if diags else "no diagnostics"
         return (
             f"{unreadable} file{'s' if unreadable != 1 else ''} could not be linted (see the errors above); "
-            f"{found} in the other {files}."
+            f"{found} in the other {files}{also}."
         )
     if not diags:
-        return f"All checks passed ({files} file{'s' if files != 1 else ''})."
+        return f"All checks passed ({files} file{'s' if files != 1 else ''}{also})."
     errors = sum(d.severity == "error" for d in diags)
     warnings = len(diags) - errors
     return (
-        f"Found {len(diags)} diagnostic{'s' if len(diags) != 1 else ''} in {files} file{'s' if files != 1 else ''} "
-        f"({errors} error{'s' if errors != 1 else ''}, {warnings} warning{'s' if warnings != 1 else ''})."
+        f"Found {len(diags)} diagnostic{'s' if len(diags) != 1 else ''} in {files} file{'s' if files != 1 else ''}"
+        f"{also} ({errors} error{'s' if errors != 1 else ''}, {warnings} warning{'s' if warnings != 1 else ''})."
     )

@@ -1,5 +1,9 @@
 """Linting one file: sgcli's own readers first, then each backend, then the tokenizer rules.
 
+Which backends judge the file: by default (`auto`) the one `generate --backend auto` would
+compile it with, chosen by the same `sgcli.backends.auto.candidates`, so a lint result does
+not depend on which other backends happen to be installed; `all` (or names) when asked.
+
 Nothing heavy is loaded unless an enabled rule needs it: the structure rules need only
 the file; backend rules compile against `--tokenizer`, or, without one, against a
 256-token byte vocabulary (`byte_vocab`), which keeps `sgcli lint` free of model
@@ -12,7 +16,8 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-from sgcli.backends import check_supports, get_backend, unsupported_reason
+from sgcli.backends import check_supports, get_backend, listed_unavailable_reason, unsupported_reason
+from sgcli.backends.auto import NOT_USABLE, candidates
 from sgcli.backends.matching import enforcing_backends
 from sgcli.constraints.sources import (
     check_nesting,
@@ -22,7 +27,7 @@ from sgcli.constraints.sources import (
     resolve_library,
     with_subgrammars,
 )
-from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
+from sgcli.constraints.spec import GENERATE_WHITESPACE, ConstraintSpec, JsonOptions, Kind
 from sgcli.dialects.grammar_model import Grammar, ParseError, Rule
 from sgcli.errors import UserError
 from sgcli.lint import backend_checks as bc
@@ -59,7 +64,7 @@ class LintOptions:
     max_tokens: int | None = None
     kind: Kind | None = None
     selection: Selection = field(default_factory=Selection.everything)
-    json_options: JsonOptions = field(default_factory=JsonOptions)
+    json_options: JsonOptions = field(default_factory=lambda: JsonOptions(GENERATE_WHITESPACE))  # generate's layout
     subs: tuple[str, ...] = ()  # `--sub name=FILE` for a Lark grammar's @name references
 
 
@@ -69,6 +74,7 @@ class FileResult:
     diagnostics: list[Diagnostic]
     notes: list[str] = field(default_factory=list)  # checks that could not run, and why
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (backend, why it did not run on this file)
+    missing: dict[str, str] = field(default_factory=dict)  # backend -> why it is not usable (not installed)
 
 
 class Linter:
@@ -80,6 +86,11 @@ class Linter:
             )
         if options.max_tokens is not None and options.max_tokens < 1:
             raise UserError("--max-tokens must be 1 or more")
+        if options.backend not in ("all", "auto"):  # asked for by name: not installed is exit 2, once
+            for name in (options.backend,) if isinstance(options.backend, str) else options.backend:
+                reason = listed_unavailable_reason(get_backend(name))
+                if reason:
+                    raise UserError(f"backend '{name}' is not usable: {reason}")
         self.options = options
         self._vocab: Vocab | None = None
         self._tokenizer_name = BYTE_VOCAB_NAME
@@ -96,31 +107,51 @@ class Linter:
                 self._vocab, self._tokenizer_name = tokenizer.vocab, tokenizer.name
         return self._vocab
 
-    def backends(self, spec: ConstraintSpec, skipped: list[tuple[str, str]]) -> list[str]:
-        """The backends to run: the one named (exit 2 if it cannot take this file), or every
-        enforcing backend that supports the file's kind and JSON options."""
+    def backends(self, spec: ConstraintSpec, skipped: list[tuple[str, str]], missing: dict[str, str]) -> list[str]:
+        """The backends to run where `--backend` names them or says `all`: the ones named (exit 2 if one
+        cannot take this file), or every enforcing backend that supports the file's kind and JSON
+        options. Those without the capability go to `skipped`, those not installed to `missing`."""
 
-        if self.options.backend not in ("all", "auto"):
+        if self.options.backend != "all":
             named = (self.options.backend,) if isinstance(self.options.backend, str) else self.options.backend
             return [check_supports(name, spec).name for name in named]
-        chosen, heavy = [], []
+        chosen = []
         for name in enforcing_backends():
             backend = get_backend(name)
-            if self.options.backend == "auto" and backend.capabilities.imports_torch:
-                heavy.append(name)  # availability not probed: that would import torch
-                continue
-            lacking, missing = unsupported_reason(backend, spec), backend.unavailable_reason()
-            if lacking or missing:
-                skipped.append((name, f"it does not support {lacking}" if lacking else f"it is not usable: {missing}"))
+            reason, lacking = backend.unavailable_reason(), unsupported_reason(backend, spec)
+            if reason:  # not installed: said once for the whole run, whatever it would lack
+                missing[name] = reason
+            elif lacking:
+                skipped.append((name, f"it does not support {lacking}"))
             else:
                 chosen.append(name)
-        if heavy and not chosen:  # `auto`: the slow-to-import backends only where no other one can check
-            return [
-                n
-                for n in heavy
-                if not unsupported_reason(get_backend(n), spec) and not get_backend(n).unavailable_reason()
-            ]
         return chosen
+
+    def _auto_runs(self, spec: ConstraintSpec, vocab: Vocab, result: FileResult) -> list[bc.BackendCompile]:
+        """`--backend auto`: the compile `generate` would use, chosen by the same `auto.candidates`. A
+        backend it falls back from is a note, not a finding; when every candidate fails, the first
+        one's error is the finding (the error generate stops with) and the others are a note."""
+        tried: list[dict] = []
+        runs = []
+        for backend in candidates(spec, tried):
+            run = bc.compile_with(backend.name, spec, vocab)
+            runs.append(run)
+            if run.compiled is not None:
+                break
+        for skip in tried:  # passed over without compiling
+            if skip["reason"].startswith(NOT_USABLE):
+                result.missing[skip["backend"]] = skip["reason"].removeprefix(NOT_USABLE)
+            else:
+                result.skipped.append((skip["backend"], f"it {skip['reason']}"))
+        if not runs:
+            return []
+        judged, others = (runs[-1], runs[:-1]) if runs[-1].compiled is not None else (runs[0], runs[1:])
+        for other in others:
+            where = f"generate's --backend auto would use {judged.name}" if judged.compiled else "it fails on"
+            result.notes.append(
+                f"{spec.name}: {where}: {other.name} rejects it ({bc.clean_message(other.error.message)})"
+            )
+        return [judged]
 
     def lint(self, path: str) -> FileResult:
         if path.startswith("@"):  # a grammar of the library in sgcli/grammars/
@@ -137,8 +168,8 @@ class Linter:
 
     def lint_spec(self, spec: ConstraintSpec) -> FileResult:
         sel = self.options.selection
-        notes: list[str] = []
-        skipped: list[tuple[str, str]] = []
+        result = FileResult(spec.name, [])
+        notes, skipped = result.notes, result.skipped
         found: list[Diagnostic] = []
         grammar, features, schema, stext, unreadable = None, [], None, None, None
         if spec.kind is Kind.JSON_SCHEMA:
@@ -168,7 +199,10 @@ class Linter:
         runs = []
         if wants_backends:
             vocab = self.vocab()
-            runs = [bc.compile_with(name, spec, vocab) for name in self.backends(spec, skipped)]
+            if self.options.backend == "auto":
+                runs = self._auto_runs(spec, vocab, result)
+            else:
+                runs = [bc.compile_with(name, spec, vocab) for name in self.backends(spec, skipped, result.missing)]
         if "R001" in sel:
             verdicts = bc.feature_verdicts(runs, spec, features, self._vocab) if runs else {}
             found += bc.feature_diagnostics(spec, features, verdicts)
@@ -185,7 +219,8 @@ class Linter:
             found += bc.special_token_literals(spec, grammar, self.vocab(), self._tokenizer_name)
         if self.options.max_tokens is not None and "L001" in sel:
             found += self._length(spec, grammar, schema, compiled)
-        return FileResult(spec.name, _finish(found, sel), notes, skipped)
+        result.diagnostics = _finish(found, sel)
+        return result
 
     def _schema_rules(self, schema, stext, runs, spec) -> list[Diagnostic]:
         """J001/W002 on every compile, J003 where they cannot run. A backend that refused a keyword

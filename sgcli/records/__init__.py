@@ -25,6 +25,7 @@ from sgcli.records.environment import (
     ConfigDocument,
     ConfigSetting,
     EngineRow,
+    SchemaName,
     TokenizerDiff,
     TokenizerReport,
 )
@@ -64,6 +65,7 @@ MODELS: dict[str, type[BaseModel]] = {
     "cache-cleared-section": ClearedSection,
     "tokenizer": TokenizerReport,
     "tokenizer-diff": TokenizerDiff,
+    "schema-name": SchemaName,
 }
 
 

@@ -41,11 +41,20 @@ class EngineRow(_Versioned):
     notes: str
 
 
+class SchemaName(_Versioned):
+    """One of sgcli's JSON outputs, from `sgcli schema --output-format jsonl` (no NAME: the list)."""
+
+    name: str = Field(..., description="what `sgcli schema NAME` takes")
+    description: str = Field(..., description="which command prints it")
+
+
 class ConfigSetting(_Versioned):
     """One setting, from `sgcli config --output-format jsonl` (and inside the json document)."""
 
     key: str
-    value: Any = Field(None, description="the resolved value (flags aside), null: the built-in default")
+    value: Any = Field(
+        None, description="the value that applies (flags aside): the environment's, the file's or the built-in default"
+    )
     source: str = Field(..., description="default, env SGCLI_X, or the file and table it came from")
     help: str
 

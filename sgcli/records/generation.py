@@ -67,8 +67,10 @@ class GenerationRecord(_Strict):
     )
     unchecked: Optional[str] = Field(None, description="why nothing independent could check it (valid is null)")
     errors: list[str] = Field(default_factory=list, description="why the output is not valid, or why nothing ran")
-    finish_reason: Literal["stop", "length", "error"] = Field(
-        ..., description="stop: the grammar or the model ended; length: --max-tokens; error: see errors"
+    finish_reason: Literal["stop", "length", "repetition", "error"] = Field(
+        ...,
+        description="stop: the grammar or the model ended; length: --max-tokens; repetition: the repetition guard "
+        "ended an output stuck repeating one span (errors say which, and from which character); error: see errors",
     )
     backend: Optional[str] = Field(None, description="the grammar backend that constrained the output")
     fallbacks: list[Fallback] = Field(default_factory=list, description="backends `auto` tried first, and why not")

@@ -37,7 +37,9 @@ class CompareRow(_Versioned):
     mask_ms_p99: Optional[float] = Field(None, description="99th percentile of the mask time")
     tokens: Optional[int] = Field(None, description="tokens generated, or walked with --no-generate")
     tokens_per_s: Optional[float] = Field(None, description="decode speed (generation only)")
-    finish_reason: Optional[Literal["stop", "length", "error"]] = Field(None, description="generation only")
+    finish_reason: Optional[Literal["stop", "length", "repetition", "error"]] = Field(
+        None, description="generation only"
+    )
     valid: Optional[bool] = Field(
         None, description="the output passed the independent check (generation), or the backend took --text"
     )

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sgcli import RECORD_SCHEMA_VERSION
+from sgcli.batch.records import NOT_RUN
 from sgcli.batch.requests import Request, chat_messages
 from sgcli.batch.sampling import SamplingParams
 from sgcli.constraints.spec import ConstraintSpec
@@ -57,9 +58,9 @@ def _base(job: EngineJob, req: Request) -> dict:
         "prompt": req.prompt if req.messages is None else req.messages,
         "output": None,
         "parsed": None,
-        "valid": False,
+        "valid": None,  # nothing ran yet: an error record stays null; reply_record sets the verdict
         "validated_by": None,
-        "unchecked": None,
+        "unchecked": NOT_RUN,
         "errors": [],
         "finish_reason": "error",
         "backend": "server",
@@ -234,14 +235,15 @@ def run_batch(job: EngineJob, items: list, put: Callable[[int, dict], None]) -> 
         async with make_client(job.client) as http:
             await _resolve_model(job, http)
             first = next((i for i, item in enumerate(items) if isinstance(item, Request)), None)
+            try:  # nothing is put (written) before the server answered: a dead server loses no earlier output
+                answer = None if first is None else await _post(job, http, items[first])
+            except (Rejected, Unreachable) as exc:
+                raise _fail_fast(job, exc) from None
             for i in range(first if first is not None else len(items)):
                 put(i, bad_line_record(job, items[i]))
             if first is None:
                 return
-            try:
-                put(first, await _post(job, http, items[first]))
-            except (Rejected, Unreachable) as exc:
-                raise _fail_fast(job, exc) from None
+            put(first, answer)
             gate = asyncio.Semaphore(job.client.concurrency)
             await asyncio.gather(*(one(i, items[i], http, gate) for i in range(first + 1, len(items))))
 

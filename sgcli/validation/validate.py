@@ -58,7 +58,7 @@ def validate(
             if not matcher_check(output):
                 verdict.errors.append(f"output does not match the regex {spec.text!r} ({backend}'s matcher)")
             verdict.unchecked = None
-        elif not grammar_complete and finish_reason not in ("length", "error"):
+        elif not grammar_complete and finish_reason not in ("length", "repetition", "error"):
             errors.append("output is not a complete sentence of the grammar (the backend's matcher says so)")
     verdict.errors = errors + verdict.errors
     if verdict.errors:
@@ -74,6 +74,12 @@ def _finish_errors(finish_reason: str, grammar_complete: bool) -> list[str]:
             "output was cut off by --max-tokens before the constraint was complete"
             if not grammar_complete
             else "output hit --max-tokens"
+        ]
+    if finish_reason == "repetition":  # ended early like a cut-off: never a success (errors say where)
+        return [
+            "output was ended by the repetition guard before the constraint was complete"
+            if not grammar_complete
+            else "output was ended by the repetition guard"
         ]
     if finish_reason == "error":
         return ["generation stopped on a grammar error"]

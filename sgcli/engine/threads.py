@@ -1,0 +1,106 @@
+"""How many torch CPU threads to run when `--threads` is not given: what this machine offers now.
+
+Measured on 2-core machines (docs/performance.md, "Threads and dtype"): idle, two threads ran a
+decode step of the default model 1.2-1.6x faster than one; with the other core busy, two threads
+ran 3.2x slower in float32 and 10x slower in bfloat16 (torch's intra-op threads wait on each other
+at every small op, and OpenMP's waiting threads spin). Too few threads costs a fraction; too many
+costs a multiple. So the default is the physical cores this process may use, less the cores other
+work keeps busy right now, rounded down, capped at MAX_DEFAULT_THREADS, and at least 1.
+
+Only torch's intra-op threads are set (`torch.set_num_threads`: its OpenMP pool, MKL and oneDNN
+follow it). The inter-op pool serves `torch.jit.fork`-style parallel ops, which eager decoding
+never starts, so its threads are never created. `OMP_NUM_THREADS`, where the user set it, is the
+default instead (the process-wide choice). sgcli does not touch `OMP_WAIT_POLICY`: OpenMP reads it
+once, when torch is imported.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+
+# A 135M model's decode step is hundreds of small ops; past a few threads each adds waiting, not
+# speed. Not measured past 2 cores here (issue 29): 8 keeps a many-core machine from spreading a small
+# model thin; `--threads` goes higher.
+MAX_DEFAULT_THREADS = 8
+# Cores another task keeps busy are counted as whole ones from a quarter on: a busy core costs the
+# threads that share it a multiple, an idle one a fraction, so the rounding leans towards fewer.
+BUSY_NOISE = 0.25
+LOADAVG_SAMPLES = 3  # runnable-task counts read a moment apart; the least, so a passing task is not load
+
+
+def default_cpu_threads(environ=None) -> int:
+    """The default for `--threads` (see the module's docstring)."""
+    environ = os.environ if environ is None else environ
+    given = environ.get("OMP_NUM_THREADS", "").strip()
+    if given.isdigit() and int(given) > 0:
+        return int(given)
+    cpus = usable_cpus()
+    return threads_for(len(cpus), physical_cores(cpus), busy_elsewhere(len(cpus)))
+
+
+def threads_for(usable: int, physical: int, busy: float) -> int:
+    """Threads for `usable` CPUs on `physical` cores while `busy` CPUs' worth of other work runs."""
+    free = math.floor(usable - busy + BUSY_NOISE)
+    return max(1, min(physical, usable, free, MAX_DEFAULT_THREADS))
+
+
+def usable_cpus() -> set[int]:
+    """The CPUs this process may run on (its affinity), no more of them than a cgroup CPU quota pays for."""
+    try:
+        cpus = set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # macOS, Windows
+        cpus = set(range(os.cpu_count() or 1))
+    quota = cgroup_cpu_quota()
+    if quota is not None and quota < len(cpus):
+        cpus = set(sorted(cpus)[: max(1, math.floor(quota))])
+    return cpus
+
+
+def cgroup_cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """CPUs' worth of time a cgroup quota allows (v2 `cpu.max`, v1 `cpu.cfs_quota_us`), or None."""
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        quota = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+        return None if quota <= 0 or period <= 0 else quota / period
+    except (OSError, ValueError):
+        return None
+
+
+def physical_cores(cpus: set[int], root: Path = Path("/sys/devices/system/cpu")) -> int:
+    """How many physical cores `cpus` lie on: hyper-threads of one core (same thread_siblings_list)
+    count once; a CPU whose topology cannot be read counts as a core of its own."""
+    cores = set()
+    for cpu in cpus:
+        try:
+            cores.add((root / f"cpu{cpu}" / "topology" / "thread_siblings_list").read_text().strip())
+        except OSError:
+            cores.add(f"cpu{cpu}")
+    return max(1, len(cores))
+
+
+def busy_elsewhere(usable: int, loadavg: Path = Path("/proc/loadavg")) -> float:
+    """CPUs' worth of other work on this process's CPUs, right now: the least of the 1-minute load
+    average and the tasks runnable at this moment (less this one), scaled from all online CPUs to
+    ours. The average lags (a run that just ended still shows for a minute); the count is a snapshot
+    (read LOADAVG_SAMPLES times, the least kept): work that is really there shows in both. 0 where
+    the system does not say."""
+    samples = []
+    for i in range(LOADAVG_SAMPLES):
+        if i:
+            time.sleep(0.001)
+        try:
+            fields = loadavg.read_text().split()
+            samples.append((float(fields[0]), int(fields[3].partition("/")[0]) - 1))
+        except (OSError, ValueError, IndexError):
+            return 0.0
+    average, running = samples[0][0], min(r for _, r in samples)
+    online = os.cpu_count() or usable
+    return max(0.0, min(average, running)) * usable / max(online, usable)

@@ -1,0 +1,75 @@
+"""`--threads` by default: the usable physical cores, less those other work keeps busy, at most 8."""
+
+from __future__ import annotations
+
+import pytest
+
+from sgcli.engine import threads as th
+
+
+@pytest.mark.parametrize(
+    "usable, physical, busy, expected",
+    [
+        (2, 2, 0.0, 2),  # an idle 2-core machine: both (1.2-1.6x faster than one)
+        (2, 2, 1.0, 1),  # the other core busy: one (two ran 3.2x slower there)
+        (2, 2, 0.2, 2),  # a little background noise is not a busy core
+        (2, 2, 0.3, 1),  # from a quarter on, it is
+        (8, 8, 0.0, 8),
+        (16, 16, 0.0, th.MAX_DEFAULT_THREADS),  # capped
+        (8, 4, 0.0, 4),  # hyper-threads of one core count once
+        (8, 4, 5.0, 3),
+        (1, 1, 5.0, 1),  # at least one, however busy
+        (4, 4, 9.0, 1),
+    ],
+)
+def test_threads_for(usable, physical, busy, expected):
+    assert th.threads_for(usable, physical, busy) == expected
+
+
+def test_physical_cores_group_hyper_threads(tmp_path):
+    for cpu, siblings in {0: "0,2", 1: "1,3", 2: "0,2", 3: "1,3"}.items():
+        topology = tmp_path / f"cpu{cpu}" / "topology"
+        topology.mkdir(parents=True)
+        (topology / "thread_siblings_list").write_text(siblings + "\n")
+    assert th.physical_cores({0, 1, 2, 3}, tmp_path) == 2
+    assert th.physical_cores({0, 1}, tmp_path) == 2
+    assert th.physical_cores({0, 2}, tmp_path) == 1
+    assert th.physical_cores({0, 7, 8}, tmp_path) == 3  # unreadable topology: a core each
+
+
+def test_cgroup_quota(tmp_path):
+    assert th.cgroup_cpu_quota(tmp_path) is None
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert th.cgroup_cpu_quota(tmp_path) is None
+    (tmp_path / "cpu.max").write_text("150000 100000\n")
+    assert th.cgroup_cpu_quota(tmp_path) == 1.5
+    (tmp_path / "cpu.max").unlink()
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
+    (tmp_path / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    assert th.cgroup_cpu_quota(tmp_path) is None
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("200000\n")
+    assert th.cgroup_cpu_quota(tmp_path) == 2.0
+
+
+@pytest.mark.parametrize(
+    "line, online, usable, expected",
+    [
+        ("1.22 0.82 0.37 2/93 6079", 2, 2, 1.0),  # another task running: one CPU's worth
+        ("0.10 0.05 0.01 3/93 6079", 2, 2, 0.1),  # a passing task while the average says idle
+        ("3.00 2.00 1.00 1/93 6079", 2, 2, 0.0),  # the average of a run that just ended; nothing runs now
+        ("4.00 4.00 4.00 5/93 6079", 8, 2, 1.0),  # 4 busy of 8 online CPUs: a half of our two
+    ],
+)
+def test_busy_elsewhere(tmp_path, monkeypatch, line, online, usable, expected):
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text(line + "\n")
+    monkeypatch.setattr(th.os, "cpu_count", lambda: online)
+    assert th.busy_elsewhere(usable, loadavg) == pytest.approx(expected)
+    assert th.busy_elsewhere(usable, tmp_path / "missing") == 0.0
+
+
+def test_default_follows_omp_num_threads_where_set_and_stays_in_range():
+    assert th.default_cpu_threads({"OMP_NUM_THREADS": "3"}) == 3
+    n = th.default_cpu_threads({})
+    assert 1 <= n <= min(th.MAX_DEFAULT_THREADS, len(th.usable_cpus()))
