@@ -112,14 +112,14 @@ TAG_RE = re.compile(r"<function=weather>(.*?)</function>|<function=time>(.*?)</f
 
 def _check_tool_calls(text: str, finish_reason: str) -> int:
     """Independent check: each complete tag holds valid arguments, no trigger is left dangling
-    (except a tag cut off by --max-tokens). Returns the number of complete tags."""
+    (except a tag cut off by --max-tokens or the repetition guard). Returns the number of complete tags."""
     import jsonschema
 
     count, pos = 0, 0
     while (i := text.find("<function=", pos)) >= 0:
         m = TAG_RE.match(text, i)
         if m is None:
-            assert finish_reason == "length" and "</function>" not in text[i:], text[i:]
+            assert finish_reason in ("length", "repetition") and "</function>" not in text[i:], text[i:]
             return count
         if m.group(1) is not None:
             jsonschema.validate(json.loads(m.group(1)), ARGS)

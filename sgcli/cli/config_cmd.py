@@ -14,7 +14,7 @@ from sgcli.cache.paths import cache_root
 from sgcli.cli.app import build
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, json_line, out, output_format_of
 from sgcli.cli.tables import print_table
-from sgcli.engine.loader import DEFAULT_CPU_THREADS
+from sgcli.engine.threads import default_cpu_threads
 from sgcli.models.refs import DEFAULT_MODEL_NAME
 
 EXAMPLES = """
@@ -31,7 +31,8 @@ Examples:
 WHEN_UNSET: dict[str, Any] = {
     "model": f"{DEFAULT_MODEL_NAME} (embedded)",
     "backend": DEFAULT_BACKEND,
-    "threads": DEFAULT_CPU_THREADS,
+    "json-whitespace": "compact where sgcli generates (generate, compare-backends, compile, lint); "
+    "flexible where it judges given texts (masks, test)",
     "lint.select": ["ALL"],
     "lint.ignore": [],
     "lint.per-file-ignores": {},
@@ -120,7 +121,8 @@ def built_in_defaults() -> dict[str, Any]:
             value = param.default.value if isinstance(param.default, Enum) else param.default
             if value is not None and not callable(value):
                 found.setdefault(param.name, []).append(value)
-    defaults = dict(WHEN_UNSET)
+    # --threads is chosen when the model loads, from the cores free then
+    defaults = dict(WHEN_UNSET, threads=f"auto ({default_cpu_threads()} now: usable cores less busy ones)")
     for name, key in config.KEYS.items():
         values = list(dict.fromkeys(map(repr, found.get(key.param, [])))) if key.param else []
         if len(values) == 1:
