@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from sgcli.app.generate import check_request, run_batch, run_generate, run_single
+from sgcli.app.generate import run_batch, run_generate, run_single
 from sgcli.app.request import GenerateRequest, LocalOptions, ServerOptions
 from sgcli.batch.records import RecordWriter
 from sgcli.batch.requests import BadLine
@@ -115,7 +115,7 @@ def test_a_request_runs_on_exactly_one_of_the_local_model_and_a_server(tmp_path)
 
 def test_the_one_check_refuses_what_the_runner_cannot_take_before_anything_loads(tmp_path, monkeypatch):
     """A backend (local) or an engine (server) that lacks the constraint's kind is exit 2 naming who can,
-    and the output file an earlier run wrote is left as it was."""
+    and the output file an earlier run wrote is left as it was, even with --force."""
     import sgcli.app.generate
     from sgcli.serving.client import ClientOptions
 
@@ -126,14 +126,14 @@ def test_the_one_check_refuses_what_the_runner_cannot_take_before_anything_loads
     out = tmp_path / "o.jsonl"
     out.write_text("earlier\n")
     lark = ConstraintSpec(Kind.LARK, 'start: "a"', "g.lark")
-    local = GenerateRequest(lark, "hi", output=out, local=LocalOptions(backend="outlines_core"))
+    local = GenerateRequest(lark, "hi", output=out, force=True, local=LocalOptions(backend="outlines_core"))
     with pytest.raises(UserError, match="backend 'outlines_core' does not support"):
         run_generate(local, RecordingReporter())
     client = ClientOptions("http://127.0.0.1:1", None, 1, 0, 1.0)
-    server = GenerateRequest(lark, "hi", output=out, server=ServerOptions("openai", client))
+    server = GenerateRequest(lark, "hi", output=out, force=True, server=ServerOptions("openai", client))
     with pytest.raises(UserError, match="engine 'openai' does not support"):
-        check_request(server)
-    assert out.read_text() == "earlier\n"
+        run_generate(server, RecordingReporter())
+    assert out.read_text() == "earlier\n" and not (tmp_path / "o.jsonl.lock").exists()  # the lock went too
 
 
 def test_single_prompt_streams_its_text_then_ends_the_line(tmp_path):
