@@ -103,3 +103,46 @@ def patch_everywhere(monkeypatch, module, name: str, value) -> None:
             continue
         if getattr(other, name, None) is original:
             monkeypatch.setattr(other, name, value)
+
+
+class RecordingReporter:
+    """A `sgcli.app.report.Reporter` that keeps what a run tells a person, for assertions."""
+
+    def __init__(self):
+        self.notices: list[tuple[str, str]] = []
+        self.tallies: list = []
+        self.counted: list[tuple[str, int, int]] = []  # (title, total, advanced)
+
+    def stage(self, title):
+        import contextlib
+
+        return contextlib.nullcontext(lambda description, step, total: None)
+
+    def counter(self, title, total):
+        import contextlib
+
+        @contextlib.contextmanager
+        def count():
+            advanced = [0]
+            yield lambda: advanced.__setitem__(0, advanced[0] + 1)
+            self.counted.append((title, total, advanced[0]))
+
+        return count()
+
+    def notice(self, label, message):
+        self.notices.append((label, message))
+
+    def reasoning(self, text):
+        pass
+
+    def answer_text(self, sink, text):
+        sink.write_text(text)
+
+    def answer_end(self, sink, record, *, json_out):
+        if json_out:
+            sink.write(record)
+        else:
+            sink.write_text("\n")
+
+    def tally(self, tally):
+        self.tallies.append(tally)

@@ -190,11 +190,19 @@ def session(tiny_lm, smol_tokenizer):
 
 
 def _batch(session, lines: list[str], out: Path, *, resume: bool) -> bool:
-    from sgcli.cli.generate import _run_batch
+    """The batch through the application layer's loop on the local runner, said on the terminal's stderr;
+    whether no record is invalid or failed."""
+    from sgcli.app.generate import run_batch
+    from sgcli.app.local import LocalRunner
+    from sgcli.cli.report import Terminal
+    from sgcli.errors import EXIT_OK
 
-    writer = RecordWriter(out, resume=resume)
+    writer, reporter = RecordWriter(out, resume=resume), Terminal()
     try:
-        return _run_batch(session, ("\n".join(lines).encode(), "p.jsonl"), writer)
+        return (
+            run_batch(LocalRunner(session, reporter), ("\n".join(lines).encode(), "p.jsonl"), writer, reporter)
+            == EXIT_OK
+        )
     finally:
         writer.close()
 
@@ -235,12 +243,12 @@ def test_error_records_have_the_normal_key_set(session, tmp_path, monkeypatch, c
 
 def test_a_model_that_fails_to_load_leaves_the_output_as_it_was(run_cli, tmp_path, monkeypatch):
     """The output is opened only once the model loaded: --force loses nothing when the load fails."""
-    import sgcli.cli.model_options
+    import sgcli.engine.loader
 
     def fail(*args, **kwargs):
         raise UserError("the weights are missing")
 
-    monkeypatch.setattr(sgcli.cli.model_options, "load_model", fail)
+    monkeypatch.setattr(sgcli.engine.loader, "load_model", fail)
     out = tmp_path / "o.jsonl"
     out.write_text('{"id": 1, "finish_reason": "stop"}\n')
     prompts = tmp_path / "p.jsonl"

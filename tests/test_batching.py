@@ -327,14 +327,14 @@ def test_what_batching_does_not_do_is_said_not_skipped(sharp_lm, smol_tokenizer)
 def test_the_context_limits_rows_as_it_limits_single_requests(sharp_lm, smol_tokenizer, monkeypatch):
     """A prompt that leaves less room than --max-tokens gets fewer tokens with a warning, and one that
     fills the context gets an error record: the same records at batch size 3 as one at a time."""
-    from sgcli.cli.generate import _run_checked
+    from sgcli.app.local import run_checked
 
     session = _session(sharp_lm, smol_tokenizer, _spec(), "none", max_tokens=20)
     requests = _requests(["Hi", "Largest planet?", "word " * 40, "x"])
     lengths = [len(session.render(r)[1]) for r in requests]
     monkeypatch.setattr(sharp_lm.model.config, "max_position_embeddings", lengths[1] + 5)
     got = list(session.batch(requests, batch_size=3))
-    assert [_comparable(r) for r in got] == [_comparable(_run_checked(session, r)) for r in requests]
+    assert [_comparable(r) for r in got] == [_comparable(run_checked(session, r)) for r in requests]
     assert got[1]["usage"]["completion_tokens"] <= 5 and any("cut to 5" in w for w in got[1]["warnings"])
     assert got[2]["output"] is None and "longer than the model's context" in got[2]["errors"][0]
     assert got[0]["usage"]["completion_tokens"] > 5 and got[3]["finish_reason"] != "error"

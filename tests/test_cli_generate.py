@@ -245,7 +245,7 @@ def test_invalid_schema_in_a_subprocess_has_no_traceback(tmp_path):
 
 
 class _Sink:
-    """What `end_single` writes to: stdout (path None) or a file, as RecordWriter."""
+    """What `Terminal.answer_end` writes to: stdout (path None) or a file, as RecordWriter."""
 
     def __init__(self, path=None):
         self.path, self.text = path, ""
@@ -263,11 +263,11 @@ def _end(record: dict, monkeypatch, *, terminal: bool, json_out: bool = False, p
     from rich.console import Console
 
     from sgcli.cli import common
-    from sgcli.cli.generate import end_single
+    from sgcli.cli.report import Terminal
 
     monkeypatch.setattr(common, "out", Console(file=io.StringIO(), force_terminal=terminal))
     sink = _Sink(path)
-    end_single(record, json_out=json_out, sink=sink, quiet=True)
+    Terminal(quiet=True).answer_end(sink, record, json_out=json_out)
     return sink.text
 
 

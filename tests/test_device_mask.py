@@ -41,3 +41,23 @@ def test_any_bit_set_reads_only_the_first_n_bits():
     assert not any_bit_set(bitmask, 96)
     bitmask[0] = -1
     assert any_bit_set(bitmask, 1)
+
+
+def test_every_reader_of_the_mask_layout_agrees_with_the_bit_test():
+    """The one unpacking (`unpack_bits`), the one bit test (`allowed`), the allowed ids, the stop-id
+    clearing and the device unpacking read the same bit for the same token."""
+    from sgcli.backends.base import allowed, allowed_ids, unpack_bits
+    from sgcli.engine.sequence import clear_bits
+
+    bitmask = _random_mask(5, 11)
+    width = 150
+    bits = unpack_bits(bitmask, width)
+    assert bits.tolist() == [int(allowed(bitmask, i)) for i in range(width)]
+    assert allowed_ids(bitmask, width).tolist() == [i for i in range(width) if allowed(bitmask, i)]
+    logits = torch.zeros(width)
+    apply_packed_mask(logits, torch.from_numpy(bitmask))
+    assert torch.isfinite(logits).int().tolist() == bits.tolist()
+    cleared = bitmask.copy()
+    clear_bits(cleared, [31, 32, 149, 10_000])  # the sign bit, a word's first bit, the last id, one past the mask
+    assert [allowed(cleared, i) for i in (31, 32, 149)] == [False, False, False]
+    assert unpack_bits(cleared, width).sum() == bits.sum() - sum(bits[i] for i in (31, 32, 149))

@@ -146,6 +146,17 @@ def test_choice_typos_are_exit_2_naming_the_choices(run_cli, no_load, command, f
         assert needle in _flat(result.output), (needle, result.output)
 
 
+@pytest.mark.parametrize("device", ["tpu", "cuda:x", "CPU", "cuda:"])
+def test_the_flag_and_the_loader_read_devices_with_one_parser(run_cli, no_load, device):
+    """--device and `load_model(device=...)` refuse the same names with the same words."""
+    from sgcli.engine.flags import check_device
+
+    with pytest.raises(UserError) as caught:
+        check_device(device)
+    result = run_cli("generate", "--schema", CAPITAL, "--device", device, "hi")
+    assert result.exit_code == 2 and caught.value.message in _flat(result.output), result.output
+
+
 def test_help_lists_the_choices(run_cli):
     text = run_cli("generate", "--help").output
     assert "auto|cpu|cuda|cuda:N|" in text and "float32|bfloat16" in text and "local|vllm|sglang" in text

@@ -119,13 +119,15 @@ def test_a_loop_the_grammar_forces_token_by_token_is_not_the_models(tiny_lm, smo
 
 def test_the_flag_and_its_setting_reach_the_session(tiny_lm, smol_tokenizer, monkeypatch):
     from sgcli import config
+    from sgcli.app.local import new_session
     from sgcli.backends import compile_for
-    from sgcli.cli import model_options as mo
+    from sgcli.batch.requests import PromptOptions
+    from sgcli.batch.sampling import SamplingParams
 
     compiled = compile_for("llguidance", LOOP, smol_tokenizer.vocab.padded(tiny_lm.logits_width))[0]
     for guard in (True, False):
-        flags = mo.SamplingFlags(repetition_guard=guard)
-        assert mo.new_session(tiny_lm, smol_tokenizer, compiled, flags, mo.PromptFlags()).repetition_guard is guard
+        params = SamplingParams(repetition_guard=guard)
+        assert new_session(tiny_lm, smol_tokenizer, compiled, params, PromptOptions()).repetition_guard is guard
     assert config.Config().get("repetition-guard", {"SGCLI_REPETITION_GUARD": "0"}) is False
     assert config.Config(file_values={"repetition-guard": False}).default_map({"generate": {"repetition_guard"}}) == {
         "generate": {"repetition_guard": False}

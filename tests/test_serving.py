@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from sgcli.batch.sampling import SamplingParams
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.records import EngineRow, GenerationRecord
 from sgcli.serving import get_dialect
-from sgcli.serving.base import Sampling
 from tests.serving_stub import Stub
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,7 +40,7 @@ def body(engine, kind, value, *, raw=False, **sampling):
         spec_of(kind, value),
         None if raw else MESSAGES,
         "hi" if raw else None,
-        Sampling(**sampling),
+        SamplingParams(**sampling),
         model="m",
     )
     return call.path, call.body

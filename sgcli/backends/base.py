@@ -20,8 +20,11 @@ if TYPE_CHECKING:  # imported where used, so the registry (and DEFAULT_BACKEND) 
     from sgcli.tokenizers.vocab import Vocab
 
 
+BITS_PER_WORD = 32  # the mask layout: token i is bit i % 32 (least significant first) of int32 word i // 32
+
+
 def bitmask_words(vocab_size: int) -> int:
-    return (vocab_size + 31) // 32
+    return (vocab_size + BITS_PER_WORD - 1) // BITS_PER_WORD
 
 
 def new_bitmask(vocab_size: int) -> np.ndarray:
@@ -32,15 +35,24 @@ def new_bitmask(vocab_size: int) -> np.ndarray:
 
 def allowed(bitmask: np.ndarray, token_id: int) -> bool:
     """Whether `token_id`'s bit is set: bit i%32 of word i//32."""
-    return bool((int(bitmask[token_id >> 5]) >> (token_id & 31)) & 1)
+    word, bit = divmod(token_id, BITS_PER_WORD)
+    return bool((int(bitmask[word]) >> bit) & 1)
+
+
+def unpack_bits(bitmask: np.ndarray, n: int | None = None) -> np.ndarray:
+    """The mask as one 0/1 byte per token id (the first `n` ids): the one host-side unpacking of the
+    layout, for the engine's masks and the mask walks alike (a little-endian host's int32 words)."""
+    import numpy as np
+
+    bits = np.unpackbits(bitmask.view(np.uint8), bitorder="little")
+    return bits if n is None else bits[:n]
 
 
 def allowed_ids(bitmask: np.ndarray, vocab_size: int) -> np.ndarray:
     """Token ids whose bit is set."""
     import numpy as np
 
-    bits = np.unpackbits(bitmask.view(np.uint8), bitorder="little")[:vocab_size]
-    return np.flatnonzero(bits)
+    return np.flatnonzero(unpack_bits(bitmask, vocab_size))
 
 
 @dataclass(frozen=True)

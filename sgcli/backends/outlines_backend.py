@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sgcli.backends.base import Capabilities, Compiled, CompileWarning, LibraryBackend
+from sgcli.backends.base import BITS_PER_WORD, Capabilities, Compiled, CompileWarning, LibraryBackend
 from sgcli.backends.diagnostics import positioned_error, schema_error
 from sgcli.backends.json_layout import strict_schema, whitespace_regex
 from sgcli.backends.native_stderr import capture_fd2
@@ -53,7 +53,8 @@ class OutlinesMatcher:
 
             words = bitmask.view(np.uint32)
             for i in self._stops:
-                words[i // 32] |= np.uint32(1 << (i % 32))
+                word, bit = divmod(i, BITS_PER_WORD)
+                words[word] |= np.uint32(1 << bit)
 
     def accept(self, token_id: int) -> bool:
         if self.error:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sgcli.backends import structural_tag
-from sgcli.backends.base import Capabilities, Compiled, LibraryBackend
+from sgcli.backends.base import Capabilities, Compiled, LibraryBackend, bitmask_words
 from sgcli.backends.diagnostics import grammar_error
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.schema_warnings import compile_warnings
@@ -38,7 +38,7 @@ class XGrammarMatcher:
         import xgrammar as xgr
 
         self._m = xgr.GrammarMatcher(handle)
-        self._words = (vocab_size + 31) // 32
+        self._words = bitmask_words(vocab_size)
         self.error: str | None = None
 
     def fill_mask(self, bitmask: np.ndarray) -> None:

@@ -6,7 +6,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.app.model import ModelOptions
 from sgcli.backends.matching import select_backends
+from sgcli.batch.sampling import SamplingParams
 from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
 from sgcli.cli import model_options as mo
@@ -30,35 +32,41 @@ Examples:
 """
 
 
+PathArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="FILE|DIR|FILE.jsonl",
+        help='A schema or grammar file, a folder of them (kind from extension), or JSONL lines {"schema": {...}, '
+        '"instances": [...]} / {"grammar": "...", "kind": "...", "instances": [...]}.',
+    ),
+]
+BackendsOpt = Annotated[
+    Optional[list[bo.SeveralBackends]],
+    bo.backends_option("A backend, or 'all' (= 'auto', the default): every grammar backend."),
+]
+PlotOpt = Annotated[
+    Optional[str],
+    typer.Option("--plot", metavar="FILE.png|svg", help="Draw per-backend compile and mask time distributions."),
+]
+GenerateOpt = Annotated[
+    bool, typer.Option("--generate", help="Also generate with a model: tokens/s with and without jump-forward.")
+]
+GenerateItemsOpt = Annotated[
+    int, typer.Option("--generate-items", help="How many compiled items per backend to generate for.")
+]
+
+
 @mo.takes_sampling(only=("max_tokens",), defaults={"max_tokens": 64})
 @mo.takes_model()
 def bench(
-    path: Annotated[
-        str,
-        typer.Argument(
-            metavar="FILE|DIR|FILE.jsonl",
-            help='A schema or grammar file, a folder of them (kind from extension), or JSONL lines {"schema": {...}, '
-            '"instances": [...]} / {"grammar": "...", "kind": "...", "instances": [...]}.',
-        ),
-    ],
-    backend: Annotated[
-        Optional[list[bo.SeveralBackends]],
-        bo.backends_option("A backend, or 'all' (= 'auto', the default): every grammar backend."),
-    ] = None,
+    path: PathArg,
+    backend: BackendsOpt = None,
     tokenizer: co.TokenizerOpt = None,
-    plot: Annotated[
-        Optional[str],
-        typer.Option("--plot", metavar="FILE.png|svg", help="Draw per-backend compile and mask time distributions."),
-    ] = None,
-    generate: Annotated[
-        bool,
-        typer.Option("--generate", help="Also generate with a model: tokens/s with and without jump-forward."),
-    ] = False,
-    model_flags: mo.ModelFlags = None,
-    sampling: mo.SamplingFlags = None,
-    generate_items: Annotated[
-        int, typer.Option("--generate-items", help="How many compiled items per backend to generate for.")
-    ] = 3,
+    plot: PlotOpt = None,
+    generate: GenerateOpt = False,
+    model_flags: ModelOptions = None,
+    sampling: SamplingParams = None,
+    generate_items: GenerateItemsOpt = 3,
     output_format: OutputFormatOpt = None,
     json_out: JsonFlagOpt = False,
 ) -> None:
@@ -78,15 +86,7 @@ def bench(
     if plot is not None:
         core.check_plot_path(plot)  # before anything slow: a bad path or missing matplotlib exits 2 now
     max_tokens = sampling.max_tokens
-    given = [f for f, v in {"--model": model_flags.model, **model_flags.local_only()}.items() if v]
-    if given and not generate:
-        raise UserError(f"{given[0]} is only used with --generate", hint=f"add --generate, or drop {given[0]}")
-    if generate:
-        model_flags.check()
-    if generate and (max_tokens < 1 or generate_items < 1):
-        raise UserError("--max-tokens and --generate-items must be 1 or more")
-    if generate and tokenizer is not None:
-        raise UserError("--generate uses the model's own tokenizer", hint="drop --tokenizer, or pick it with --model")
+    _check_generate(generate, model_flags, max_tokens, generate_items, tokenizer)
     names = select_backends(backend)
     items = core.load_items(path)
     lm = None
@@ -100,16 +100,7 @@ def bench(
         core.generate(results, items, lm, tok, max_tokens=max_tokens, n_items=generate_items)
     summaries = [core.summary(r) for r in results]
     if fmt != "text":
-        from sgcli import RECORD_SCHEMA_VERSION
-
-        writer = JsonRows(fmt)
-        head = {"schema_version": RECORD_SCHEMA_VERSION}  # sgcli/records/ BenchItem, BenchBackend
-        for r in results:
-            for record in r.items:
-                writer.write(head | {"type": "item"} | record)
-        for s in summaries:
-            writer.write(head | {"type": "backend"} | s)
-        writer.close()
+        _write_records(results, summaries, fmt)
     else:
         _show(results, summaries, len(items))
     if plot is not None:
@@ -122,7 +113,33 @@ def bench(
     raise typer.Exit(EXIT_FINDINGS if failed or rejected else EXIT_OK)
 
 
-def _load_model(model: mo.ModelFlags):
+def _check_generate(generate: bool, model_flags: ModelOptions, max_tokens: int, generate_items: int, tokenizer) -> None:
+    """The model flags belong to --generate, and --generate to the model's own tokenizer: exit 2 before loading."""
+    given = [f for f, v in {"--model": model_flags.model, **model_flags.local_only()}.items() if v]
+    if given and not generate:
+        raise UserError(f"{given[0]} is only used with --generate", hint=f"add --generate, or drop {given[0]}")
+    if generate:
+        model_flags.check()
+    if generate and (max_tokens < 1 or generate_items < 1):
+        raise UserError("--max-tokens and --generate-items must be 1 or more")
+    if generate and tokenizer is not None:
+        raise UserError("--generate uses the model's own tokenizer", hint="drop --tokenizer, or pick it with --model")
+
+
+def _write_records(results, summaries: list[dict], fmt: str) -> None:
+    from sgcli import RECORD_SCHEMA_VERSION
+
+    writer = JsonRows(fmt)
+    head = {"schema_version": RECORD_SCHEMA_VERSION}  # sgcli/records/ BenchItem, BenchBackend
+    for r in results:
+        for record in r.items:
+            writer.write(head | {"type": "item"} | record)
+    for s in summaries:
+        writer.write(head | {"type": "backend"} | s)
+    writer.close()
+
+
+def _load_model(model: ModelOptions):
     from sgcli.cli.progress import stage_progress
 
     require("generate", "--generate")

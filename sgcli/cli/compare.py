@@ -1,31 +1,27 @@
 """`sgcli compare-backends`: one constraint, several backends (and JSON layouts), side by side.
 
-Every row uses the same prompt, constraint and seed; only the backend or the whitespace
-variant changes, so differences in compile time, mask time, output and validity are the
-backends' own. `--no-generate` loads no model: it compiles against a tokenizer and times
-the masks (walking them along `--text` when given, checking each backend accepts it).
+The flags become one `CompareRequest`, run by `sgcli.app.compare`; this module prints its
+rows (a table, JSON or JSONL) and the summary. `--no-generate` loads no model: it compiles
+against a tokenizer and times the masks (walking them along `--text` when given).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Annotated, Optional
 
 import typer
 
-from sgcli.backends import check_supports, get_backend, unsupported_reason
-from sgcli.backends.auto import AUTO_ORDER
-from sgcli.backends.compile_cache import compile_cached
-from sgcli.backends.matching import walk_masks
+from sgcli.app.compare import CompareRequest, parse_variants, pick_backends, refuse_server_side, run_compare
+from sgcli.app.model import ModelOptions
+from sgcli.batch.sampling import SamplingParams
 from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
 from sgcli.cli import engine_options as eo
 from sgcli.cli import model_options as mo
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
-from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
+from sgcli.cli.report import Terminal
+from sgcli.constraints.spec import Kind
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
-from sgcli.serving import check_engine_supports
-from sgcli.timing import percentile
 
 EXAMPLES = """
 Examples:
@@ -39,136 +35,41 @@ Examples:
   sgcli compare-backends -b llguidance -b outlines_core --regex '[0-9]{3}' "Pick a number"
 """
 
-
-def parse_variants(text: str | None, base: JsonOptions) -> list[tuple[str, JsonOptions]]:
-    """`flexible,compact,indent=2,max-whitespace=4` -> named JsonOptions (default: just `base`)."""
-    if not text:
-        return [(base.describe(), base)]
-    variants = []
-    for item in (part.strip() for part in text.split(",")):
-        key, _, value = item.partition("=")
-        if item in ("flexible", "compact"):
-            opts = dataclasses.replace(base, whitespace=item, indent=None, max_whitespace=None)
-        elif key in ("indent", "max-whitespace") and value.isdigit():
-            layout = {"indent": None, "max_whitespace": None}
-            layout["indent" if key == "indent" else "max_whitespace"] = int(value)
-            opts = dataclasses.replace(base, whitespace="flexible", **layout)
-        else:
-            raise UserError(
-                f"unknown --whitespace variant '{item}'",
-                hint="use a comma-separated list of flexible, compact, indent=N, max-whitespace=N",
-            )
-        variants.append((item, opts))
-    return variants
-
-
-def _with_options(spec: ConstraintSpec, opts: JsonOptions) -> ConstraintSpec:
-    subs = tuple(
-        (n, dataclasses.replace(s, json_options=opts) if s.kind is Kind.JSON_SCHEMA else s) for n, s in spec.subgrammars
-    )
-    return dataclasses.replace(spec, json_options=opts, subgrammars=subs)
-
-
-def pick_backends(names: list[str] | None, spec: ConstraintSpec) -> list[str]:
-    """The backends to compare: those named, or every grammar backend that takes this kind ('all', or none named)."""
-
-    chosen = list(names or [])
-    if chosen and not {"all", "auto"} & set(chosen):
-        for n in chosen:
-            backend = get_backend(n)
-            if spec.kind not in backend.capabilities.kinds:
-                check_supports(n, dataclasses.replace(spec, json_options=JsonOptions()))  # exit 2, naming who can
-        return [get_backend(n).name for n in chosen]
-    chosen = [
-        n
-        for n in AUTO_ORDER
-        if spec.kind in get_backend(n).capabilities.kinds and get_backend(n).unavailable_reason() is None
-    ]
-    if not chosen:
-        raise UserError(f"no installed backend supports {spec.kind.label}", hint="see `sgcli backends`")
-    return chosen
-
-
-def _base_row(backend: str, variant: str) -> dict:
-    from sgcli import RECORD_SCHEMA_VERSION
-
-    row = {
-        "schema_version": RECORD_SCHEMA_VERSION,
-        "backend": backend,
-        "variant": variant,
-        "compile_ms": None,
-        "mask_ms_p50": None,
-        "mask_ms_p99": None,
-        "tokens": None,
-        "tokens_per_s": None,
-        "finish_reason": None,
-        "valid": None,
-        "output": None,
-        "agree": None,
-        "warnings": [],
-        "error": None,
-        "skipped": False,
-        "errors": [],
-        "allowed_first": None,
-        "rejected_at_token": None,
-    }  # one key set in both modes (sgcli/records/ CompareRow): nulls where a mode fills nothing
-    return row
-
-
-def _compile(backend_name: str, spec: ConstraintSpec, vocab, row: dict):
-    backend = get_backend(backend_name)
-    lacking = unsupported_reason(backend, spec)
-    if lacking is not None or backend.unavailable_reason():
-        reason = (
-            f"does not support {lacking}" if lacking is not None else f"is not usable: {backend.unavailable_reason()}"
-        )
-        row.update(skipped=True, error=f"{backend_name} {reason}")
-        return None
-
-    try:
-        compiled = compile_cached(backend, spec, vocab).compiled
-    except UserError as exc:
-        row["error"] = exc.render().removeprefix("error: ")
-        return None
-    row["compile_ms"] = round(compiled.compile_s * 1000, 3)
-    row["warnings"] = [str(w) for w in compiled.warnings]
-    return compiled
-
-
-def _each_compiled(spec, names, variants, vocab, rows: list[dict]):
-    """(row, compiled) per backend and variant that compiled; every row, failed ones too, goes into `rows`."""
-    for name in names:
-        for variant, opts in variants:
-            row = _base_row(name, variant)
-            rows.append(row)
-            compiled = _compile(name, _with_options(spec, opts), vocab, row)
-            if compiled is not None:
-                yield row, compiled
-
-
-def _mark_agreement(rows: list[dict], key: str) -> None:
-    """`agree`: does this row's `key` equal that of the first successful row of the same variant?
-    (Different whitespace variants differ by design, so they are not compared with each other.)"""
-    reference: dict[str, object] = {}
-    for r in rows:
-        if r["error"] is None:
-            reference.setdefault(r["variant"], r[key])
-            r["agree"] = r[key] == reference[r["variant"]]
-
-
-def _server_side_backends(engine_flags: eo.EngineFlags, spec: ConstraintSpec, raw: bool) -> None:
-    """A row per server-side backend needs an engine whose requests can choose one; say so when not."""
-    engine_flags.client()
-    engine = engine_flags.engine
-    caps = check_engine_supports(engine, spec, raw=raw).capabilities
-    if not caps.server_backends:
-        raise UserError(
-            f"engine '{engine}' picks its grammar backend when the server starts; a request cannot choose one, "
-            "so there is no row per backend to compare on one server",
-            hint=f"compare local backends (drop --engine), or start one {engine} server per backend and run "
-            f"`sgcli generate --engine {engine} --base-url URL` against each ({caps.notes})",
-        )
-    raise AssertionError(f"{engine} declares per-request backends but compare-backends has no rows for them")
+PromptArg = Annotated[Optional[str], typer.Argument(help="The prompt (not needed with --no-generate).")]
+BackendsOpt = Annotated[
+    Optional[list[bo.SeveralBackends]],
+    bo.backends_option(
+        "A backend to compare. Default ('all' = 'auto'): every installed backend that supports the constraint.",
+        envvar=False,
+    ),
+]
+BackendsCsvOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--backends",
+        metavar="A,B",
+        callback=bo.comma_names,
+        help="Older spelling of --backend: names, comma-separated.",
+    ),
+]
+WhitespaceOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--whitespace",
+        help="JSON layout variants to compare, e.g. flexible,compact,indent=2,max-whitespace=4.",
+        rich_help_panel="JSON layout",
+    ),
+]
+NoGenerateOpt = Annotated[bool, typer.Option("--no-generate", help="Compile and time masks only; no model is loaded.")]
+TextOpt = Annotated[
+    Optional[str], typer.Option("--text", help="With --no-generate: walk the masks along this sample output.")
+]
+TokenizerRefOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--tokenizer", help="Tokenizer for --no-generate (model ref, tokenizer.json, .gguf). Default: --model's."
+    ),
+]
 
 
 @co.takes_constraint()
@@ -177,45 +78,15 @@ def _server_side_backends(engine_flags: eo.EngineFlags, spec: ConstraintSpec, ra
 @mo.takes_sampling(defaults={"max_tokens": 128})
 @mo.takes_model()
 def compare_backends(
-    prompt: Annotated[Optional[str], typer.Argument(help="The prompt (not needed with --no-generate).")] = None,
-    backends_opt: Annotated[
-        Optional[list[bo.SeveralBackends]],
-        bo.backends_option(
-            "A backend to compare. Default ('all' = 'auto'): every installed backend that supports the constraint.",
-            envvar=False,
-        ),
-    ] = None,
-    backends_csv: Annotated[
-        Optional[str],
-        typer.Option(
-            "--backends",
-            metavar="A,B",
-            callback=bo.comma_names,
-            help="Older spelling of --backend: names, comma-separated.",
-        ),
-    ] = None,
-    whitespace: Annotated[
-        Optional[str],
-        typer.Option(
-            "--whitespace",
-            help="JSON layout variants to compare, e.g. flexible,compact,indent=2,max-whitespace=4.",
-            rich_help_panel="JSON layout",
-        ),
-    ] = None,
-    no_generate: Annotated[
-        bool, typer.Option("--no-generate", help="Compile and time masks only; no model is loaded.")
-    ] = False,
-    text: Annotated[
-        Optional[str], typer.Option("--text", help="With --no-generate: walk the masks along this sample output.")
-    ] = None,
-    tokenizer_ref: Annotated[
-        Optional[str],
-        typer.Option(
-            "--tokenizer", help="Tokenizer for --no-generate (model ref, tokenizer.json, .gguf). Default: --model's."
-        ),
-    ] = None,
-    model_flags: mo.ModelFlags = None,
-    sampling: mo.SamplingFlags = None,
+    prompt: PromptArg = None,
+    backends_opt: BackendsOpt = None,
+    backends_csv: BackendsCsvOpt = None,
+    whitespace: WhitespaceOpt = None,
+    no_generate: NoGenerateOpt = False,
+    text: TextOpt = None,
+    tokenizer_ref: TokenizerRefOpt = None,
+    model_flags: ModelOptions = None,
+    sampling: SamplingParams = None,
     prompt_flags: mo.PromptFlags = None,
     output_format: OutputFormatOpt = None,
     json_out: JsonFlagOpt = False,
@@ -231,22 +102,28 @@ def compare_backends(
         flags.for_server()
     spec = flags.spec()
     _check_flags(spec, prompt, whitespace=whitespace, no_generate=no_generate, text=text)
-    sampling.check()
-    prompt_flags.check()
-    model_flags.check()
+    for group in (sampling, prompt_flags, model_flags):
+        group.check()
     if not engine_flags.local:
-        _server_side_backends(engine_flags, spec, prompt_flags.raw)
+        engine_flags.client()
+        refuse_server_side(engine_flags.engine, spec, prompt_flags.raw)
     variants = parse_variants(whitespace, spec.json_options)
     names = pick_backends([*(backends_opt or []), *(backends_csv or [])], spec)
-    if no_generate:
-        from sgcli.tokenizers import load_tokenizer
-
-        vocab = (load_tokenizer(tokenizer_ref) if tokenizer_ref is not None else model_flags.tokenizer()).vocab
-        rows = _compare_masks(spec, names, variants, vocab, text)
-    else:
-        if tokenizer_ref is not None:
-            raise UserError("--tokenizer is for --no-generate; a generation uses the model's own tokenizer")
-        rows = _compare_generations(spec, names, variants, prompt, model_flags, sampling, prompt_flags)
+    if tokenizer_ref is not None and not no_generate:
+        raise UserError("--tokenizer is for --no-generate; a generation uses the model's own tokenizer")
+    request = CompareRequest(
+        spec,
+        tuple(names),
+        tuple(variants),
+        prompt=prompt,
+        no_generate=no_generate,
+        text=text,
+        tokenizer=tokenizer_ref,
+        model=model_flags,
+        sampling=sampling,
+        prompt_options=prompt_flags.options(),
+    )
+    rows = run_compare(request, Terminal())
     _report(rows, output_format_of(output_format, json_out, stream=True), no_generate=no_generate)
 
 
@@ -277,56 +154,6 @@ def _report(rows: list[dict], fmt: str, *, no_generate: bool) -> None:
         writer.close()
     _summary(rows)
     raise typer.Exit(EXIT_FINDINGS if failed else EXIT_OK)
-
-
-def _compare_masks(spec, names, variants, vocab, text) -> list[dict]:
-
-    rows: list[dict] = []
-    for row, compiled in _each_compiled(spec, names, variants, vocab, rows):
-        walk = walk_masks(compiled, text)
-        row.update(
-            mask_ms_p50=percentile(walk["mask_ms"], 0.5, 4),
-            mask_ms_p99=percentile(walk["mask_ms"], 0.99, 4),
-            tokens=walk["steps"] - 1,
-            valid=walk["accepted"],
-            allowed_first=walk["allowed_first"],
-            rejected_at_token=walk["rejected_at_token"],
-            mask_digests=walk["digests"],
-        )
-    _mark_agreement(rows, "mask_digests")
-    for r in rows:
-        r.pop("mask_digests", None)
-    return rows
-
-
-def _compare_generations(
-    spec, names, variants, prompt, model: mo.ModelFlags, sampling: mo.SamplingFlags, prompting: mo.PromptFlags
-) -> list[dict]:
-    ref = model.ref()  # a missing [generate] extra is exit 2 naming it, before the engine's imports need torch
-    from sgcli.cli.progress import stage_progress
-    from sgcli.engine.session import Done, Request
-
-    with stage_progress(f"loading {ref.display}") as progress:
-        tokenizer = model.tokenizer(progress=lambda t: progress(t, 0, 3))
-        lm = model.load(ref, progress)
-    vocab = tokenizer.vocab.padded(lm.logits_width)
-    rows: list[dict] = []
-    for row, compiled in _each_compiled(spec, names, variants, vocab, rows):
-        session = mo.new_session(lm, tokenizer, compiled, sampling, prompting)
-        record = next(e.record for e in session.stream(Request(None, prompt)) if isinstance(e, Done))
-        t = record["timings"]
-        row.update(
-            mask_ms_p50=t["mask_ms_p50"],
-            mask_ms_p99=t.get("mask_ms_p99"),
-            tokens=record["usage"]["completion_tokens"],
-            tokens_per_s=t["tokens_per_s"],
-            finish_reason=record["finish_reason"],
-            valid=record["valid"],
-            output=record["output"],
-            errors=record["errors"],
-        )
-    _mark_agreement(rows, "output")
-    return rows
 
 
 def _fmt(value, digits: int = 2) -> str:

@@ -28,35 +28,42 @@ Examples:
 """
 
 
+FileArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="FILE",
+        help="GBNF or xgrammar EBNF (.gbnf/.ebnf), Lark (.lark), regex (.regex) or JSON Schema (.json), or @name.",
+    ),
+]
+ToOpt = Annotated[str, typer.Option("--to", help="Target notation: lark or gbnf (ebnf is the same).")]
+OutputOpt = Annotated[
+    Optional[Path], typer.Option("--output", "-o", help="Write the converted grammar here instead of stdout.")
+]
+CasesOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--cases",
+        help="A grammar test file whose inputs both grammars must agree on. "
+        "Default: <name>.test.yaml beside FILE, if any.",
+    ),
+]
+SamplesOpt = Annotated[
+    int,
+    typer.Option("--samples", help="Random strings to sample from each grammar for the round-trip check (0 = none)."),
+]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for the random walks.")]
+NoCheckOpt = Annotated[bool, typer.Option("--no-check", help="Skip the round-trip check.")]
+
+
 def convert(
-    file: Annotated[
-        str,
-        typer.Argument(
-            metavar="FILE",
-            help="GBNF or xgrammar EBNF (.gbnf/.ebnf), Lark (.lark), regex (.regex) or JSON Schema (.json), or @name.",
-        ),
-    ],
-    to: Annotated[str, typer.Option("--to", help="Target notation: lark or gbnf (ebnf is the same).")],
-    output: Annotated[
-        Optional[Path], typer.Option("--output", "-o", help="Write the converted grammar here instead of stdout.")
-    ] = None,
-    cases: Annotated[
-        Optional[str],
-        typer.Option(
-            "--cases",
-            help="A grammar test file whose inputs both grammars must agree on. "
-            "Default: <name>.test.yaml beside FILE, if any.",
-        ),
-    ] = None,
-    samples: Annotated[
-        int,
-        typer.Option(
-            "--samples", help="Random strings to sample from each grammar for the round-trip check (0 = none)."
-        ),
-    ] = 20,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for the random walks.")] = 0,
+    file: FileArg,
+    to: ToOpt,
+    output: OutputOpt = None,
+    cases: CasesOpt = None,
+    samples: SamplesOpt = 20,
+    seed: SeedOpt = 0,
     tokenizer: TokenizerOpt = None,  # the vocabulary the random walks step over
-    no_check: Annotated[bool, typer.Option("--no-check", help="Skip the round-trip check.")] = False,
+    no_check: NoCheckOpt = False,
     output_format: OutputFormatOpt = None,
     json_out: JsonFlagOpt = False,
 ) -> None:
@@ -91,23 +98,7 @@ def convert(
         except OSError as exc:
             raise UserError(f"cannot write {output}: {exc.strerror}") from None
     if output_format_of(output_format, json_out) != "text":
-        record = {
-            "source": source.name,
-            "from": source.kind.value,
-            "to": target.kind.value,
-            "text": target.text,
-            "printed_by": via or "sgcli",
-            "cases_file": case_file,
-        }
-        if report is not None:
-            record["round_trip"] = {
-                "ok": report.ok,
-                "checked": report.checked,
-                "backends": report.backends,
-                "failures": report.failures,
-                "notes": report.notes,
-            }
-        json_line(record)
+        json_line(_record(source, target, via, case_file, report))
     else:
         if output is None:
             out.print(target.text.rstrip("\n"), markup=False, highlight=False)
@@ -116,6 +107,27 @@ def convert(
         if report is not None:
             _show(report, case_file)
     raise typer.Exit(EXIT_OK if report is None or report.ok else EXIT_FINDINGS)
+
+
+def _record(source, target, via: str | None, case_file: str | None, report) -> dict:
+    """The conversion as one JSON record (and its round trip, when checked)."""
+    record = {
+        "source": source.name,
+        "from": source.kind.value,
+        "to": target.kind.value,
+        "text": target.text,
+        "printed_by": via or "sgcli",
+        "cases_file": case_file,
+    }
+    if report is not None:
+        record["round_trip"] = {
+            "ok": report.ok,
+            "checked": report.checked,
+            "backends": report.backends,
+            "failures": report.failures,
+            "notes": report.notes,
+        }
+    return record
 
 
 def _show(report, case_file: str | None) -> None:

@@ -1,33 +1,33 @@
-"""`sgcli generate`: stream a constrained generation, validate it, emit text or JSONL."""
+"""`sgcli generate`: the flags parsed into one `GenerateRequest`, run by `sgcli.app.generate`.
+
+The local and the server path get the same request, writer, summary and exit codes; this
+module only reads flags, the prompt and the --input file, and refuses bad combinations
+before anything slow.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from sgcli.backends.matching import enforcing_backends
-from sgcli.backends.schema_warnings import weakened_keywords
-from sgcli.batch.output import Failures
-from sgcli.batch.records import RecordWriter
-from sgcli.batch.requests import (
-    PROMPT_LIMIT_FLAG,
-    BadLine,
-    Request,
-    duplicate_ids,
-    read_input,
-    read_requests,
-    start_prompt,
-)
+from sgcli import backends
+from sgcli.app.generate import run_generate
+from sgcli.app.model import ModelOptions
+from sgcli.app.request import GenerateRequest, LocalOptions, ServerOptions
+from sgcli.batch.requests import PROMPT_LIMIT_FLAG, read_input
+from sgcli.batch.sampling import SamplingParams
 from sgcli.cli import constraint_options as co
 from sgcli.cli import engine_options as eo
 from sgcli.cli import model_options as mo
-from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, output_format_of
+from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, output_format_of
+from sgcli.cli.flag_groups import takes
+from sgcli.cli.report import Terminal
 from sgcli.constraints.sources import read_text
-from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
+from sgcli.errors import UserError
 from sgcli.limits import DEFAULT_MAX_PROMPT_BYTES
 from sgcli.lint import preflight
 
@@ -47,97 +47,162 @@ Examples:
   echo '{"type":"integer"}' | sgcli generate --schema - "Pick a number"
 """
 
+PromptArg = Annotated[Optional[str], typer.Argument(help="The prompt ('-' reads stdin). Omit with --input.")]
+ReasoningOpt = Annotated[
+    bool,
+    typer.Option(
+        "--reasoning",
+        help="Let a reasoning model think freely; constrain only the answer after --think-end.",
+        rich_help_panel="Prompt",
+    ),
+]
+ThinkEndOpt = Annotated[
+    str, typer.Option("--think-end", help="End-of-thinking marker for --reasoning.", rich_help_panel="Prompt")
+]
+ThinkBudgetOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--think-budget",
+        help="With --reasoning: after this many thinking tokens (or where the model stops while thinking), "
+        "force the end-of-thinking marker.",
+        rich_help_panel="Prompt",
+    ),
+]
+JumpForwardOpt = Annotated[
+    bool,
+    typer.Option(
+        "--jump-forward/--no-jump-forward",
+        help="Append text the grammar forces in one forward pass (same output, fewer passes).",
+        rich_help_panel="Sampling",
+    ),
+]
+InputOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--input", "-i", help="JSONL of {id, prompt} or {id, messages} ('-' = stdin).", rich_help_panel="Output"
+    ),
+]
+BatchSizeOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--batch-size",
+        help=f"Decode this many --input requests together (continuous batching; default {DEFAULT_BATCH_SIZE}). "
+        "1 = one after another. Batched rows feed tokens the grammar forces with the token before them "
+        "(jump-forward without drafts).",
+        rich_help_panel="Output",
+    ),
+]
+OutputOpt = Annotated[
+    Optional[Path],
+    typer.Option("--output", "-o", help="Write records here instead of stdout.", rich_help_panel="Output"),
+]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No summary line on stderr.", rich_help_panel="Output")]
+ResumeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--resume",
+        help="With --input and --output: skip ids already in the output, append the rest.",
+        rich_help_panel="Output",
+    ),
+]
+ForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Overwrite a non-empty --output (without it, or --resume, an existing output is exit 2).",
+        rich_help_panel="Output",
+    ),
+]
+MaxPromptBytesOpt = Annotated[
+    int,
+    typer.Option(
+        PROMPT_LIMIT_FLAG,
+        envvar="SGCLI_MAX_PROMPT_BYTES",
+        help="Longest --input line (or prompt on stdin) accepted, in bytes (exit 2 above it); 0 = no limit.",
+        rich_help_panel="Limits and cache",
+    ),
+]
+
+
+@dataclass
+class DecodingFlags:
+    """How the in-process model decodes: reasoning mode and jump-forward."""
+
+    reasoning: bool = False
+    think_end: str = "</think>"
+    think_budget: int | None = None
+    jump_forward: bool = True
+
+    def check(self) -> None:
+        if not self.think_end:
+            raise UserError("--think-end must not be empty")
+        if self.think_budget is not None and (self.think_budget < 0 or not self.reasoning):
+            raise UserError(
+                "--think-budget must be 0 or more" if self.think_budget < 0 else "--think-budget needs --reasoning",
+                hint="sgcli generate --reasoning --think-budget 64 ...",
+            )
+
+    @property
+    def marker(self) -> str | None:
+        """The end-of-thinking marker the answer's constraint starts after (reasoning mode only)."""
+        return self.think_end if self.reasoning else None
+
+
+DECODING_FLAGS = {
+    "reasoning": (ReasoningOpt, False),
+    "think_end": (ThinkEndOpt, "</think>"),
+    "think_budget": (ThinkBudgetOpt, None),
+    "jump_forward": (JumpForwardOpt, True),
+}
+
+
+@dataclass
+class BatchFlags:
+    """--input batches, and where records (or a single prompt's text) go."""
+
+    input_file: str | None = None
+    batch_size: int | None = None
+    output: Path | None = None
+    quiet: bool = False
+    resume: bool = False
+    force: bool = False
+    max_prompt_bytes: int = DEFAULT_MAX_PROMPT_BYTES
+
+    def check(self) -> None:
+        if self.batch_size is not None and self.batch_size < 1:
+            raise UserError("--batch-size must be at least 1")
+        if self.batch_size is not None and self.input_file is None:
+            raise UserError("--batch-size needs --input", hint="sgcli generate --input prompts.jsonl --batch-size 8")
+
+
+BATCH_FLAGS = {
+    "input_file": (InputOpt, None),
+    "batch_size": (BatchSizeOpt, None),
+    "output": (OutputOpt, None),
+    "quiet": (QuietOpt, False),
+    "resume": (ResumeOpt, False),
+    "force": (ForceOpt, False),
+    "max_prompt_bytes": (MaxPromptBytesOpt, DEFAULT_MAX_PROMPT_BYTES),
+}
+
 
 @co.takes_constraint()
 @eo.takes_engine()
+@takes("batch_flags", BatchFlags, BATCH_FLAGS)
+@takes("decoding", DecodingFlags, DECODING_FLAGS)
 @mo.takes_prompt()
 @mo.takes_sampling()
 @mo.takes_model()
 def generate(
-    ctx: typer.Context,
-    prompt: Annotated[Optional[str], typer.Argument(help="The prompt ('-' reads stdin). Omit with --input.")] = None,
+    prompt: PromptArg = None,
     backend: co.BackendOpt = None,
-    model_flags: mo.ModelFlags = None,
-    sampling: mo.SamplingFlags = None,
+    model_flags: ModelOptions = None,
+    sampling: SamplingParams = None,
     prompt_flags: mo.PromptFlags = None,
-    reasoning: Annotated[
-        bool,
-        typer.Option(
-            "--reasoning",
-            help="Let a reasoning model think freely; constrain only the answer after --think-end.",
-            rich_help_panel="Prompt",
-        ),
-    ] = False,
-    think_end: Annotated[
-        str, typer.Option("--think-end", help="End-of-thinking marker for --reasoning.", rich_help_panel="Prompt")
-    ] = "</think>",
-    think_budget: Annotated[
-        Optional[int],
-        typer.Option(
-            "--think-budget",
-            help="With --reasoning: after this many thinking tokens (or where the model stops while thinking), "
-            "force the end-of-thinking marker.",
-            rich_help_panel="Prompt",
-        ),
-    ] = None,
-    jump_forward: Annotated[
-        bool,
-        typer.Option(
-            "--jump-forward/--no-jump-forward",
-            help="Append text the grammar forces in one forward pass (same output, fewer passes).",
-            rich_help_panel="Sampling",
-        ),
-    ] = True,
+    decoding: DecodingFlags = None,
     output_format: OutputFormatOpt = None,
     json_out: JsonFlagOpt = False,
-    input_file: Annotated[
-        Optional[str],
-        typer.Option(
-            "--input", "-i", help="JSONL of {id, prompt} or {id, messages} ('-' = stdin).", rich_help_panel="Output"
-        ),
-    ] = None,
-    batch_size: Annotated[
-        Optional[int],
-        typer.Option(
-            "--batch-size",
-            help=f"Decode this many --input requests together (continuous batching; default {DEFAULT_BATCH_SIZE}). "
-            "1 = one after another. Batched rows feed tokens the grammar forces with the token before them "
-            "(jump-forward without drafts).",
-            rich_help_panel="Output",
-        ),
-    ] = None,
-    output: Annotated[
-        Optional[Path],
-        typer.Option("--output", "-o", help="Write records here instead of stdout.", rich_help_panel="Output"),
-    ] = None,
-    quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="No summary line on stderr.", rich_help_panel="Output")
-    ] = False,
-    resume: Annotated[
-        bool,
-        typer.Option(
-            "--resume",
-            help="With --input and --output: skip ids already in the output, append the rest.",
-            rich_help_panel="Output",
-        ),
-    ] = False,
-    force: Annotated[
-        bool,
-        typer.Option(
-            "--force",
-            help="Overwrite a non-empty --output (without it, or --resume, an existing output is exit 2).",
-            rich_help_panel="Output",
-        ),
-    ] = False,
-    max_prompt_bytes: Annotated[
-        int,
-        typer.Option(
-            PROMPT_LIMIT_FLAG,
-            envvar="SGCLI_MAX_PROMPT_BYTES",
-            help="Longest --input line (or prompt on stdin) accepted, in bytes (exit 2 above it); 0 = no limit.",
-            rich_help_panel="Limits and cache",
-        ),
-    ] = DEFAULT_MAX_PROMPT_BYTES,
+    batch_flags: BatchFlags = None,
     engine_flags: eo.EngineFlags = None,
     flags: co.ConstraintFlags = None,
 ) -> None:
@@ -152,329 +217,72 @@ def generate(
     """
     # A single prompt prints its record (json or jsonl: one object either way) or its text.
     json_out = output_format_of(output_format, json_out, stream=True) != "text"
-    from sgcli import backends
-
     backend = backend or backends.DEFAULT_BACKEND
     if not engine_flags.local:
         flags.for_server()
     spec = flags.spec(required=backends.enforces(backend))
     spec = dataclasses.replace(spec, json_options=dataclasses.replace(spec.json_options, for_generation=True))
     preflight.structure_errors(spec)  # an undefined rule fails here, before any library loads
-    if not think_end:
-        raise UserError("--think-end must not be empty")
-    sampling.check()
-    prompt_flags.check()
-    model_flags.check()
-    if batch_size is not None and batch_size < 1:
-        raise UserError("--batch-size must be at least 1")
-    if batch_size is not None and input_file is None:
-        raise UserError("--batch-size needs --input", hint="sgcli generate --input prompts.jsonl --batch-size 8")
-    if think_budget is not None and (think_budget < 0 or not reasoning):
-        raise UserError(
-            "--think-budget must be 0 or more" if think_budget < 0 else "--think-budget needs --reasoning",
-            hint="sgcli generate --reasoning --think-budget 64 ...",
-        )
-    if (prompt is None) == (input_file is None):
+    for group in (decoding, sampling, prompt_flags, model_flags, batch_flags):
+        group.check()
+    prompt, batch = _inputs(prompt, batch_flags, flags)
+    request = GenerateRequest(
+        spec,
+        prompt,
+        batch,
+        output=batch_flags.output,
+        resume=batch_flags.resume,
+        force=batch_flags.force,
+        json_out=json_out,
+        batch_size=batch_flags.batch_size or DEFAULT_BATCH_SIZE,
+        sampling=sampling,
+        prompt_options=prompt_flags.options(),
+        **_runs_on(engine_flags, backend, model_flags, prompt_flags, decoding),
+    )
+    raise typer.Exit(run_generate(request, Terminal(quiet=batch_flags.quiet)))
+
+
+def _inputs(prompt: str | None, io: BatchFlags, flags: co.ConstraintFlags) -> tuple[str | None, tuple | None]:
+    """The prompt, or the --input file's lines: read (bounded) before the slow work, so a typo fails in
+    milliseconds."""
+    if (prompt is None) == (io.input_file is None):
         raise UserError(
             "give a prompt or --input FILE (not both)" if prompt is not None else "no prompt given",
             hint='sgcli generate --schema s.json "your prompt", or --input prompts.jsonl',
         )
-    if max_prompt_bytes < 0:
+    if io.max_prompt_bytes < 0:
         raise UserError(f"{PROMPT_LIMIT_FLAG} must not be negative", hint="0 turns the limit off")
-    if prompt == "-" and input_file is None:
-        prompt = read_text("-", what="prompt", limit=max_prompt_bytes, flag=PROMPT_LIMIT_FLAG)[0]
-    if flags.schema == "-" and input_file == "-":
+    if prompt == "-":
+        prompt = read_text("-", what="prompt", limit=io.max_prompt_bytes, flag=PROMPT_LIMIT_FLAG)[0]
+    if flags.schema == "-" and io.input_file == "-":
         raise UserError("--schema - and --input - both read stdin; put one in a file")
-    # Read every input before the slow work, so a typo fails in milliseconds.
-    batch = read_input(input_file, max_prompt_bytes) if input_file else None
-    if resume and batch is None:
+    batch = read_input(io.input_file, io.max_prompt_bytes) if io.input_file is not None else None
+    if io.resume and batch is None:
         raise UserError("--resume is for batches", hint="use --resume with --input FILE --output FILE")
-    writer = RecordWriter(output, resume=resume, force=force)  # a bad or locked --output fails here, before loading
-    ctx.call_on_close(writer.close)  # the lock goes however the run ends; a never-opened file is left as it was
-    if not engine_flags.local:
-        from sgcli.cli.generate_engine import generate_on_engine, reject_local_only
+    return prompt, batch
 
-        reject_local_only(
-            **{
-                "--reasoning": reasoning,
-                "--template-name": prompt_flags.template_name,
-                "--chat-template-kwargs": prompt_flags.chat_template_kwargs,
-                **model_flags.local_only(),
-            }
-        )
-        code = generate_on_engine(
-            engine_flags.engine,
-            engine_flags.client(),
-            spec,
-            served_model=engine_flags.served_model,
-            sampling=sampling.for_server(),
-            system=prompt_flags.system,
-            raw=prompt_flags.raw,
-            prompt=prompt,
-            batch=batch,
-            json_out=json_out,
-            writer=writer,
-            quiet=quiet,
-        )
-        raise typer.Exit(code)
-    if backend != "auto":
-        backends.check_supports(backend, spec)  # fail fast, before the model loads
-    ref = model_flags.ref()
 
-    from sgcli.cli.progress import stage_progress
-
-    # Grammar first, model last: the tokenizer loads fast, the model is the slow part.
-    with stage_progress(f"loading {ref.display} tokenizer") as progress:
-        tokenizer = model_flags.tokenizer(progress=lambda text: progress(text, 0, 3))
-    # A single prompt's chat template renders in a forked child while torch loads here (importing
-    # transformers' renderer takes most of a second); batches render in process, one import for all.
-    request = Request(None, prompt)
-    pending = None if batch is not None else start_prompt(tokenizer, prompt_flags.options(), request, in_child=True)
-    try:
-        compiled, fallbacks, weakened = _compile_checked(backend, spec, tokenizer, sampling.max_tokens)
-        import sgcli.engine.session  # noqa: F401  # torch and the decode loop, meanwhile
-
-        ready = pending.result() if pending else None  # a template error is exit 2 before the weights load
-        with stage_progress(f"loading {ref.display}") as progress:
-            lm = model_flags.load(ref, progress)
-    finally:
-        if pending:
-            pending.cancel()  # a compile or load error: the child's render is not wanted
-    if lm.logits_width > len(tokenizer.vocab):  # the model has more logits than tokens: mask those too
-        compiled = backends.compile_for(compiled.backend, spec, tokenizer.vocab.padded(lm.logits_width))[0]
-    session = mo.new_session(
-        lm,
-        tokenizer,
-        compiled,
-        sampling,
-        prompt_flags,
-        fallbacks=fallbacks,
-        weakened=weakened,
-        think_end=think_end if reasoning else None,
-        think_budget=think_budget,
-        jump_forward=jump_forward,
+def _runs_on(engine: eo.EngineFlags, backend: str, model: ModelOptions, prompting: mo.PromptFlags, decoding) -> dict:
+    """`local=` the in-process model's options, or `server=` the engine's (refusing local-only flags)."""
+    if engine.local:
+        options = LocalOptions(model, backend, decoding.marker, decoding.think_budget, decoding.jump_forward)
+        return {"local": options}
+    _reject_local_only(
+        {
+            "--reasoning": decoding.reasoning,
+            "--template-name": prompting.template_name,
+            "--chat-template-kwargs": prompting.chat_template_kwargs,
+            **model.local_only(),
+        }
     )
-
-    writer.open()  # the model is loaded: only now is the output created, emptied (--force) or repaired (--resume)
-    try:
-        if batch is not None:
-            all_valid = _run_batch(session, batch, writer, quiet=quiet, batch_size=batch_size or DEFAULT_BATCH_SIZE)
-        else:
-            all_valid = _run_one(session, request, ready, json_out=json_out, sink=writer, quiet=quiet)
-    finally:
-        writer.close()
-    raise typer.Exit(EXIT_OK if all_valid else EXIT_FINDINGS)
+    return {"server": ServerOptions(engine.engine, engine.client(), engine.served_model)}
 
 
-def _run_batch(session, batch: tuple[list[bytes], str], writer, *, quiet: bool = False, batch_size: int = 1) -> bool:
-    """Every input line answered by one record; a failing request becomes an error record, the batch goes on."""
-    import signal
-
-    from rich.markup import escape
-
-    from sgcli.cli.progress import count_progress
-    from sgcli.engine.session import Request
-
-    items = list(read_requests(*batch))
-    dups = duplicate_ids(items)
-    if dups:
-        shown = ", ".join(json.dumps(d, ensure_ascii=False) for d in dups[:5]) + (" ..." if len(dups) > 5 else "")
-        what = "only the first of each is answered" if writer.resume else "each line still gets its own record"
-        err.print(
-            f"[yellow]warning[/]: {len(dups)} id{'s' if len(dups) > 1 else ''} used on several input lines: "
-            f"{escape(shown)} ({what})"
-        )
-    todo = [item for item in items if not writer.skip(item.id)]  # --resume: ids already answered
-    skipped, all_valid, tally = len(items) - len(todo), True, BatchTally()
-    records = _records(session, [it for it in todo if isinstance(it, Request)], batch_size)
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM ends like Ctrl-C: complete lines only
-    try:
-        with count_progress("generating", len(todo)) as advance:
-            for item in todo:
-                record = _bad_line_record(session, item) if isinstance(item, BadLine) else next(records)
-                all_valid &= record["valid"] is not False and record["finish_reason"] != "error"
-                writer.write(record)
-                tally.add(record, item)
-                advance()
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    if skipped:
-        err.print(f"[cyan]note[/]: --resume: {skipped} of {len(items)} ids were already answered in {writer.path}")
-    if not quiet:
-        err.print(tally.summary(), highlight=False)
-    return all_valid
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
-def _bad_line_record(session, item) -> dict:
-    return session.error_record(None, [f"{item.location}: {item.message}"], rid=item.id)
-
-
-def _run_checked(session, request) -> dict:
-    """One request's record; a failure of this request alone (a prompt longer than the context) is an
-    error record, and the batch goes on."""
-    try:
-        return _run_quiet(session, request)
-    except UserError as exc:
-        return session.error_record(request, [exc.render().removeprefix("error: ")])
-
-
-def _compile_checked(backend: str, spec, tokenizer, max_tokens: int):
-    """Compile against the model's tokenizer, say what the backend weakens, and run the lint rules that
-    predict certain failure. Returns (compiled, fallbacks, weakened keywords)."""
-    from rich.markup import escape
-
-    from sgcli import backends
-
-    compiled, fallbacks = backends.compile_for(backend, spec, tokenizer.vocab)
-    for fb in fallbacks:
-        err.print(f"[yellow]fallback[/]: {fb['backend']} skipped: {fb['reason']}")
-    for w in compiled.warnings:
-        where = f" (at {w.pointer})" if w.pointer else ""
-        err.print(f"[yellow]warning[/]: {compiled.backend}: {w.message}{where}")
-
-    weakened = weakened_keywords(compiled)
-    if weakened:
-        listed = ", ".join(f"{w['keyword']} at {w['pointer']}" for w in weakened)
-        fell_back = " (auto fell back to it)" if fallbacks else ""
-        err.print(
-            f"[yellow]warning[/]: {compiled.backend}{fell_back} does not enforce {len(weakened)} keyword(s): "
-            f"{listed}; outputs are still validated"
-        )
-    if compiled.backend in enforcing_backends():
-        for d in preflight.certain_failures(spec, compiled, max_tokens, tokenizer.name):
-            err.print(f"[yellow]warning[/]: {d.code} {escape(d.message)}\n  hint: {escape(d.hint or '')}")
-    return compiled, fallbacks, weakened
-
-
-def _records(session, requests, batch_size: int):
-    """Records for `requests` in input order: batched, or one after another at batch size 1."""
-    why = session.batch_unsupported() if batch_size > 1 else None
-    if why:
-        err.print(f"[yellow]note[/]: --batch-size {batch_size} not used, decoding one request at a time: {why}")
-    if batch_size > 1 and not why:
-        return session.batch(requests, batch_size)
-    return (_run_checked(session, r) for r in requests)
-
-
-def _run_quiet(session, request) -> dict:
-    from sgcli.engine.session import Done
-
-    for event in session.stream(request):
-        if isinstance(event, Done):
-            return event.record
-    raise AssertionError("stream ended without a record")
-
-
-def _run_one(session, request, prompt, *, json_out: bool, sink, quiet: bool) -> bool:
-    from sgcli.engine.session import Done
-
-    record = None
-    for event in session.stream(request, prompt):
-        if isinstance(event, Done):
-            record = event.record
-            for notice in event.notices:
-                err.print(f"[cyan]note[/]: {notice}")
-        elif not json_out and event.text:
-            if event.phase == "reasoning":
-                err.print(event.text, end="", style="dim", markup=False)
-                continue
-            sink.write_text(event.text)
-    assert record is not None
-    return end_single(record, json_out=json_out, sink=sink, quiet=quiet)
-
-
-def end_single(record: dict, *, json_out: bool, sink, quiet: bool) -> bool:
-    """After a single prompt's streamed text: its record (--json) or a newline, then the summary line;
-    whether the output was not invalid. Shared with `--engine` runs (generate_engine.py)."""
-    if json_out:
-        sink.write(record)
-    else:
-        sink.write_text("\n")
-        _pretty_on_terminal(record, sink)
-    if not quiet:
-        _summary(record)
-    return record["valid"] is not False
-
-
-def _pretty_on_terminal(record: dict, sink) -> None:
-    """On a terminal, a JSON object or array is shown once more after the stream, indented for people,
-    where that differs from the text generated; pipes, files, --json and the record keep the exact text."""
-    from sgcli.cli import common
-
-    parsed = record.get("parsed")
-    if getattr(sink, "path", None) is not None or not isinstance(parsed, (dict, list)) or not common.out.is_terminal:
-        return
-    pretty = json.dumps(parsed, indent=2, ensure_ascii=False)
-    if pretty != (record.get("output") or "").strip():
-        sink.write_text(pretty + "\n")
-
-
-def _summary(record: dict) -> None:
-    t, usage = record["timings"], record["usage"]
-    tps = f"{t['tokens_per_s']:.1f} tok/s" if t["tokens_per_s"] else "- tok/s"
-    ttft = f"first token {t['first_token_ms'] / 1000:.2f} s" if t["first_token_ms"] is not None else "no token"
-    if t.get("start_to_first_token_ms") is not None:  # the wait a user sees: process start to that token
-        ttft += f" (ready {t['start_to_first_token_ms'] / 1000:.2f} s from start)"
-    forced = f" ({usage['forced_tokens']} forced)" if usage.get("forced_tokens") else ""
-    threads = f"{t['threads']} thread{'s' if t['threads'] != 1 else ''} · " if t.get("threads") else ""
-    valid = {True: "[green]valid[/]", False: "[red]invalid[/]"}.get(record["valid"], "[yellow]unchecked[/]")
-    if record.get("validated_by"):
-        valid += f" [dim](checked by {record['validated_by']})[/]"
-    placed = (
-        f" ({record['device']}, {record['dtype']}, {record.get('model_impl')}"
-        f"{' + ' + record['kernel'] if record.get('kernel') else ''}, template {record['chat_template']})"
-        if "device" in record
-        else ""
-    )
-    err.print(
-        f"[dim]{record['backend']} · {record['model']}{placed} · {usage['completion_tokens']} tokens{forced} · "
-        f"{tps} · {ttft} · {threads}finish: {record['finish_reason']} ·[/] {valid}"
-    )
-    for e in record["errors"]:
-        err.print(f"  [red]✗[/] {e}")
-    if record.get("unchecked"):
-        err.print(f"  [yellow]?[/] not checked: {record['unchecked']}")
-
-
-class BatchTally:
-    """What a batch ends with on stderr: how many records, how they fared, how fast; then the first
-    errors, each at its --input file:line."""
-
-    def __init__(self) -> None:
-        import time
-
-        self.start = time.perf_counter()
-        self.n = self.valid = self.invalid = self.unchecked = self.errors = self.tokens = 0
-        self.failures = Failures()
-
-    def add(self, record: dict, item=None) -> None:
-        """`item`: the Request or BadLine the record answers (its `location` is the input line)."""
-        self.n += 1
-        self.tokens += (record.get("usage") or {}).get("completion_tokens") or 0
-        if record.get("finish_reason") == "error":
-            self.errors += 1
-            self.failures.add(record, getattr(item, "location", None))
-        elif record.get("valid") is True:
-            self.valid += 1
-        elif record.get("valid") is None:
-            self.unchecked += 1
-        else:
-            self.invalid += 1
-
-    def summary(self) -> str:
-        import time
-
-        from rich.markup import escape
-
-        elapsed = time.perf_counter() - self.start
-        rate = f"{self.tokens / elapsed:.1f} tok/s" if elapsed > 0 and self.tokens else "- tok/s"
-        unchecked = f", {self.unchecked} unchecked" if self.unchecked else ""
-        line = (
-            f"{self.n} records: {self.valid} valid, {self.invalid} invalid{unchecked}, {self.errors} errors · "
-            f"{self.tokens} tokens in {elapsed:.1f} s ({rate})"
-        )
-        return "\n".join([line, *(f"  [red]✗[/] {escape(f)}" for f in self.failures.lines())])
+def _reject_local_only(flags: dict[str, object]) -> None:
+    """Flags that act on the in-process model have no meaning on a server: say so, don't ignore them."""
+    for flag, given in flags.items():
+        if given:
+            raise UserError(
+                f"{flag} applies to the local engine only",
+                hint="the server's own settings decide this; drop the flag or use --engine local",
+            )

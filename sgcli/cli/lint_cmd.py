@@ -78,61 +78,70 @@ SelectOpt = _codes_opt("--select", "Rule codes or prefixes to run (comma-separat
 IgnoreOpt = _codes_opt("--ignore", "Rule codes or prefixes to skip (the more specific of --select/--ignore wins).")
 
 
+FilesArg = Annotated[
+    Optional[list[str]],
+    typer.Argument(
+        metavar="[PATH]...",
+        help="Files or folders to lint; kind from the extension (.gbnf .ebnf .lark .regex .json) or --kind. "
+        "In folders: *.gbnf *.ebnf *.lark *.regex and *.json JSON Schemas that git does not ignore (other JSON "
+        "is named and left out). Or a constraint flag.",
+    ),
+]
+BackendsOpt = Annotated[
+    Optional[list[bo.SeveralBackends]],
+    bo.backends_option(
+        "'auto' (the default): the backend `generate` would use (its --backend auto: the first of llguidance, "
+        "xgrammar, outlines_core that is installed, supports the file and compiles it); 'all': every installed "
+        "backend that supports the file's kind; or a backend by name.",
+    ),
+]
+TokenizerOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--tokenizer",
+        help="Compile against this tokenizer ('default' = the embedded SmolLM2) and run the T and L rules. "
+        "Without it, backends compile against a 256-byte vocabulary.",
+    ),
+]
+MaxTokensOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--max-tokens", help="Report (L001) when the shortest output needs more tokens than this; needs --tokenizer."
+    ),
+]
+FormatOpt = Annotated[
+    LintFormat,
+    typer.Option(
+        "--output-format",
+        help="concise (the default; alias text), full (with the source line), json, json-lines (alias jsonl), "
+        "github (workflow commands) or sarif (SARIF 2.1.0).",
+        envvar="SGCLI_LINT_OUTPUT_FORMAT",
+    ),
+]
+KindOpt = Annotated[
+    Optional[str], typer.Option("--kind", help="Kind instead of the extension's: json_schema, regex, ebnf, lark.")
+]
+ExitZeroOpt = Annotated[
+    bool, typer.Option("--exit-zero", help="Exit 0 even when there are findings (2 still means bad input).")
+]
+StatisticsOpt = Annotated[
+    bool, typer.Option("--statistics", help="Print how many findings each rule has, instead of each finding.")
+]
+
+
 @co.takes_constraint()
 def lint(
-    files: Annotated[
-        Optional[list[str]],
-        typer.Argument(
-            metavar="[PATH]...",
-            help="Files or folders to lint; kind from the extension (.gbnf .ebnf .lark .regex .json) or --kind. "
-            "In folders: *.gbnf *.ebnf *.lark *.regex and *.json JSON Schemas that git does not ignore (other JSON "
-            "is named and left out). Or a constraint flag.",
-        ),
-    ] = None,
-    backend: Annotated[
-        Optional[list[bo.SeveralBackends]],
-        bo.backends_option(
-            "'auto' (the default): the backend `generate` would use (its --backend auto: the first of llguidance, "
-            "xgrammar, outlines_core that is installed, supports the file and compiles it); 'all': every installed "
-            "backend that supports the file's kind; or a backend by name.",
-        ),
-    ] = None,
-    tokenizer: Annotated[
-        Optional[str],
-        typer.Option(
-            "--tokenizer",
-            help="Compile against this tokenizer ('default' = the embedded SmolLM2) and run the T and L rules. "
-            "Without it, backends compile against a 256-byte vocabulary.",
-        ),
-    ] = None,
-    max_tokens: Annotated[
-        Optional[int],
-        typer.Option(
-            "--max-tokens",
-            help="Report (L001) when the shortest output needs more tokens than this; needs --tokenizer.",
-        ),
-    ] = None,
-    output_format: Annotated[
-        LintFormat,
-        typer.Option(
-            "--output-format",
-            help="concise (the default; alias text), full (with the source line), json, json-lines (alias jsonl), "
-            "github (workflow commands) or sarif (SARIF 2.1.0).",
-            envvar="SGCLI_LINT_OUTPUT_FORMAT",
-        ),
-    ] = LintFormat.concise,
+    files: FilesArg = None,
+    backend: BackendsOpt = None,
+    tokenizer: TokenizerOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    output_format: FormatOpt = LintFormat.concise,
     json_out: JsonFlagOpt = False,
     select: SelectOpt = None,
     ignore: IgnoreOpt = None,
-    kind: Annotated[
-        Optional[str], typer.Option("--kind", help="Kind instead of the extension's: json_schema, regex, ebnf, lark.")
-    ] = None,
-    exit_zero: Annotated[
-        bool, typer.Option("--exit-zero", help="Exit 0 even when there are findings (2 still means bad input).")
-    ] = False,
-    statistics: Annotated[
-        bool, typer.Option("--statistics", help="Print how many findings each rule has, instead of each finding.")
-    ] = False,
+    kind: KindOpt = None,
+    exit_zero: ExitZeroOpt = False,
+    statistics: StatisticsOpt = False,
     flags: co.ConstraintFlags = None,
 ) -> None:
     """Find a grammar's mistakes before a model runs, with ruff-like diagnostics.
@@ -144,11 +153,7 @@ def lint(
     Exit codes: 0 clean, 1 findings, 2 bad usage or an unreadable file.
     """
 
-    given, output_format = output_format.value, canonical_format(output_format.value)  # a name its Enum took
-    if json_out:  # the alias every command has: JSON Lines, one diagnostic a line
-        if output_format not in ("concise", "json-lines"):
-            raise UserError(f"--json conflicts with --output-format {given}", hint="give one of them")
-        output_format = "json-lines"
+    output_format = _format(output_format, json_out)
     names = bo.chosen(backend, "auto")  # each name already checked against the registry (exit 2 naming them)
     options = LintOptions(
         backend=next((w for w in ("all", "auto") if w in names), tuple(names)),
@@ -180,6 +185,17 @@ def lint(
     if failed:
         raise typer.Exit(EXIT_USAGE)
     raise typer.Exit(EXIT_FINDINGS if diagnostics and not exit_zero else EXIT_OK)
+
+
+def _format(output_format: LintFormat, json_out: bool) -> str:
+    """--output-format (a name its Enum took, made canonical), with --json as its alias for JSON Lines
+    (one diagnostic a line)."""
+    given, output_format = output_format.value, canonical_format(output_format.value)
+    if json_out:
+        if output_format not in ("concise", "json-lines"):
+            raise UserError(f"--json conflicts with --output-format {given}", hint="give one of them")
+        output_format = "json-lines"
+    return output_format
 
 
 def _lint_files(linter, targets: list) -> tuple[list, dict[str, str | None], int]:

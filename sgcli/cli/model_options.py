@@ -1,29 +1,27 @@
 """The model, sampling and prompt flag groups, declared once for every command that runs a model.
 
-Each group is a dataclass holding the flags as given, with the checks that belong to it
-(run once, before anything slow) and the conversions the engine needs. Commands take a
-group with `takes_model()`, `takes_sampling()`, `takes_prompt()` (see `flag_groups.takes`);
-`only=` and `defaults=` let a command take a subset or its own defaults.
+Each group is a dataclass holding the flags as given, with the checks that belong to it (run
+once, before anything slow). The model and sampling groups are the application layer's own
+typed values (`sgcli.app.model.ModelOptions`, `sgcli.batch.sampling.SamplingParams`): only
+their option declarations live here. Commands take a group with `takes_model()`,
+`takes_sampling()`, `takes_prompt()` (see `flag_groups.takes`); `only=` and `defaults=` let a
+command take a subset or its own defaults.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Optional
 
 import typer
 
+from sgcli.app.model import ModelOptions
 from sgcli.batch.requests import PromptOptions
+from sgcli.batch.sampling import SamplingParams
 from sgcli.cli.flag_groups import takes
-from sgcli.engine.flags import check_device, check_sampling, json_object, parse_device_map
-from sgcli.engine.loader import load_model
-from sgcli.errors import UserError, did_you_mean
-from sgcli.extras import require
-from sgcli.models.refs import resolve_model
-from sgcli.serving.base import Sampling
-from sgcli.tokenizers import load_tokenizer
+from sgcli.engine.flags import DEVICES, json_object, parse_device
+from sgcli.errors import UserError
 
 
 class Dtype(str, Enum):
@@ -39,14 +37,12 @@ class ModelImpl(str, Enum):
     transformers = "transformers"
 
 
-DEVICES = ("auto", "cpu", "cuda", "mps")  # and cuda:N
-
-
-def parse_device(value: str) -> str:
-    """--device: one of DEVICES or cuda:N; anything else is a usage error (exit 2) listing them."""
-    if value in DEVICES or re.fullmatch(r"cuda:\d+", value):
-        return value
-    raise typer.BadParameter(f"'{value}' is not one of auto, cpu, cuda, cuda:N, mps." + did_you_mean(value, DEVICES))
+def device_option(value: str) -> str:
+    """--device, read by the one device parser; a bad name is click's usage error (exit 2) listing them."""
+    try:
+        return parse_device(value)
+    except UserError as exc:
+        raise typer.BadParameter(exc.message) from None
 
 
 _MODEL = "Model"
@@ -68,7 +64,7 @@ DeviceOpt = Annotated[
     typer.Option(
         "--device",
         envvar="SGCLI_DEVICE",
-        parser=parse_device,
+        parser=device_option,
         metavar="[auto|cpu|cuda|cuda:N|mps]",
         autocompletion=lambda: list(DEVICES),
         help="auto (CUDA if torch sees one, else CPU), cpu, cuda, cuda:N or mps.",
@@ -145,68 +141,6 @@ ModelImplOpt = Annotated[
 ]
 
 
-@dataclass
-class ModelFlags:
-    """Which model, where and how it runs."""
-
-    model: str | None = None
-    device: str = "auto"
-    dtype: str = "auto"
-    threads: int | None = None
-    revision: str | None = None
-    trust_remote_code: bool = False
-    device_map: str | None = None
-    gguf_file: str | None = None
-    model_impl: str = "auto"
-
-    def check(self) -> None:
-        """The model flags in range (a device this machine has, a readable --device-map), or exit 2;
-        only --device cuda/mps imports torch."""
-        check_device(self.device)
-        parse_device_map(self.device_map, self.device)
-        if self.threads is not None and self.threads < 1:
-            raise UserError("--threads must be at least 1")
-
-    def local_only(self) -> dict[str, object]:
-        """The flags that only the in-process model reads, as given (a server has its own model)."""
-        return {
-            "--revision": self.revision,
-            "--trust-remote-code": self.trust_remote_code,
-            "--device-map": self.device_map,
-            "--gguf-file": self.gguf_file,
-            "--model-impl": None if self.model_impl == "auto" else self.model_impl,
-        }
-
-    def ref(self):
-        """The model reference (a --gguf-file is downloaded here). A missing [generate] extra is named
-        first: installing the model alone would only lead to that error next."""
-
-        require("generate", "running a model")
-
-        return resolve_model(
-            self.model, revision=self.revision, gguf_file=self.gguf_file, trust_remote_code=self.trust_remote_code
-        )
-
-    def tokenizer(self, progress=None):
-        """The model's own tokenizer, from the same revision / GGUF file."""
-        return load_tokenizer(
-            self.model, progress=progress, revision=self.revision, gguf_file=self.gguf_file, flag="--model"
-        )
-
-    def load(self, ref, progress=None):
-
-        device_map = parse_device_map(self.device_map, self.device)
-        return load_model(
-            ref,
-            device=self.device,
-            dtype=self.dtype,
-            progress=progress,
-            threads=self.threads,
-            device_map=device_map,
-            impl=self.model_impl,
-        )
-
-
 MODEL_FLAGS = {
     "model": (ModelOpt, None),
     "device": (DeviceOpt, "auto"),
@@ -218,33 +152,6 @@ MODEL_FLAGS = {
     "gguf_file": (GgufFileOpt, None),
     "model_impl": (ModelImplOpt, ModelImpl.auto),
 }
-
-
-@dataclass
-class SamplingFlags:
-    """How tokens are picked and when generation stops."""
-
-    max_tokens: int = 256
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    seed: int = 0
-    stop: list[str] | None = None
-    repetition_guard: bool = True
-
-    def check(self) -> None:
-        check_sampling(
-            temperature=self.temperature, top_p=self.top_p, top_k=self.top_k, seed=self.seed, max_tokens=self.max_tokens
-        )
-
-    def params(self):
-        """The in-process sampler's parameters (imports torch)."""
-        from sgcli.engine.sampling import SamplingParams
-
-        return SamplingParams(self.temperature, self.top_p, self.top_k, self.seed)
-
-    def for_server(self):
-        return Sampling(self.max_tokens, self.temperature, self.top_p, self.top_k, self.seed, tuple(self.stop or ()))
 
 
 SAMPLING_FLAGS = {
@@ -349,31 +256,14 @@ PROMPT_FLAGS = {
 }
 
 
-def new_session(lm, tokenizer, compiled, sampling: SamplingFlags, prompting: PromptFlags, **options):
-    """A generation session run as the sampling and prompt flags say (`options`: Session's own keywords)."""
-    from sgcli.engine.session import Session
-
-    return Session(
-        lm,
-        tokenizer,
-        compiled,
-        sampling.params(),
-        sampling.max_tokens,
-        tuple(sampling.stop or ()),
-        prompting.options(),
-        repetition_guard=sampling.repetition_guard,
-        **options,
-    )
-
-
 def takes_model(**kw):
-    """The command gets `model_flags: ModelFlags`."""
-    return takes("model_flags", ModelFlags, MODEL_FLAGS, **kw)
+    """The command gets `model_flags: ModelOptions`."""
+    return takes("model_flags", ModelOptions, MODEL_FLAGS, **kw)
 
 
 def takes_sampling(**kw):
-    """The command gets `sampling: SamplingFlags`."""
-    return takes("sampling", SamplingFlags, SAMPLING_FLAGS, **kw)
+    """The command gets `sampling: SamplingParams`."""
+    return takes("sampling", SamplingParams, SAMPLING_FLAGS, **kw)
 
 
 def takes_prompt(**kw):

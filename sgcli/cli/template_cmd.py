@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.app.model import ModelOptions
 from sgcli.cli import model_options as mo
 from sgcli.cli.coercion import Command, Group
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, handles_errors, json_line, output_format_of
@@ -60,7 +61,7 @@ def read_messages(path: str) -> tuple[list[dict], list | None]:
 @mo.takes_model(only=("model", "revision", "gguf_file"))
 def render(
     messages: Annotated[str, typer.Option("--messages", help="JSON file of messages ('-' = stdin).")],
-    model_flags: mo.ModelFlags = None,
+    model_flags: ModelOptions = None,
     tokenizer: Annotated[
         Optional[str],
         typer.Option("--tokenizer", help="A tokenizer instead of a model (same forms as `sgcli tokenizer inspect`)."),

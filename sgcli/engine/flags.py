@@ -1,44 +1,34 @@
-"""Flag values checked before anything loads: a bad number is exit 2 in milliseconds, not exit 3 mid-decode."""
+"""Flag values checked before anything loads: a bad device is exit 2 in milliseconds, not exit 3 mid-load.
+
+(The sampling flags' ranges are checked by their model, `sgcli.batch.sampling.SamplingParams.check`.)
+"""
 
 from __future__ import annotations
 
-import math
 import re
 
-from sgcli.errors import UserError
+from sgcli.errors import UserError, did_you_mean
 from sgcli.extras import require
 
-MAX_TEMPERATURE = 100.0  # far past the point where sampling is uniform over the allowed tokens
-MAX_SEED = 2**64 - 1  # torch.Generator.manual_seed's range
-
-
-def check_sampling(
-    *, temperature: float, top_p: float = 1.0, top_k: int = 0, seed: int | None = 0, max_tokens: int = 1
-) -> None:
-    """Every sampling flag in range, or a UserError naming the flag and its range."""
-    if not math.isfinite(temperature) or not 0 <= temperature <= MAX_TEMPERATURE:
-        raise UserError(
-            f"--temperature {temperature} is out of range",
-            hint=f"give a number from 0 (greedy) to {MAX_TEMPERATURE:g}, e.g. --temperature 0.7",
-        )
-    if not math.isfinite(top_p) or not 0 < top_p <= 1:
-        raise UserError(f"--top-p {top_p} is out of range", hint="give a number in (0, 1], e.g. --top-p 0.9")
-    if top_k < 0:
-        raise UserError(f"--top-k {top_k} is negative", hint="give 0 (off) or a positive count, e.g. --top-k 40")
-    if seed is not None and not 0 <= seed <= MAX_SEED:
-        raise UserError(f"--seed {seed} is out of range", hint=f"give an integer from 0 to {MAX_SEED}")
-    if max_tokens < 1:
-        raise UserError(f"--max-tokens {max_tokens}: must be at least 1", hint="e.g. --max-tokens 256")
-
-
+DEVICES = ("auto", "cpu", "cuda", "mps")  # and cuda:N
 _DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
 DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # accelerate's named placements
 
 
+def parse_device(value: str) -> str:
+    """The one reading of a device name (--device, and `load_model`'s `device`): one of DEVICES or
+    cuda:N, else exit 2 listing them. Syntax only: `check_device` asks torch whether it exists."""
+    if _DEVICE.fullmatch(value):
+        return value
+    raise UserError(
+        f"'{value}' is not one of auto, cpu, cuda, cuda:N, mps." + did_you_mean(value, DEVICES),
+        hint="use auto, cpu, cuda, cuda:N or mps",
+    )
+
+
 def check_device(device: str) -> None:
     """A device that exists on this machine; CPU-only names never import torch."""
-    if not _DEVICE.fullmatch(device):
-        raise UserError(f"unknown device '{device}'", hint="use auto, cpu, cuda, cuda:N or mps")
+    parse_device(device)
     if device in ("auto", "cpu"):
         return
     import torch

@@ -238,11 +238,16 @@ def _native_choice(ref: ModelRef, impl: str, placement: dict) -> bool:
         return False
     why = _native_misfit(ref, placement)
     if why is not None and impl == "native":
-        raise UserError(
-            f"the native model implementation cannot run {ref.display}: {why}",
-            hint="use --model-impl transformers (or auto, which picks it for such models)",
-        )
+        raise _native_refused(ref.display, why)
     return why is None
+
+
+def _native_refused(name: str, why: str) -> UserError:
+    """--model-impl native for a model the native forward cannot run: exit 2, saying why."""
+    return UserError(
+        f"the native model implementation cannot run {name}: {why}",
+        hint="use --model-impl transformers (or auto, which picks it for such models)",
+    )
 
 
 def _native_misfit(ref: ModelRef, placement: dict) -> str | None:
@@ -311,10 +316,7 @@ def _load_converted(gguf: Path, torch_dtype, progress: Progress | None, placemen
             config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
             why = llama.misfit(config) if impl != "transformers" else "not asked for"
             if why is not None and impl == "native":
-                raise UserError(
-                    f"the native model implementation cannot run {gguf.name}: {why}",
-                    hint="use --model-impl transformers (or auto, which picks it for such models)",
-                )
+                raise _native_refused(gguf.name, why)
             if why is None:
                 model = llama.load(folder, config, torch_dtype)
             else:

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
-
-@dataclass(frozen=True)
-class SamplingParams:
-    temperature: float = 0.0  # 0 = greedy
-    top_p: float = 1.0
-    top_k: int = 0  # 0 = off
-    seed: int | None = 0
+from sgcli.backends.base import BITS_PER_WORD, bitmask_words, unpack_bits
+from sgcli.batch.sampling import SamplingParams
 
 
 class Masker:
@@ -30,7 +23,7 @@ class Masker:
     def __init__(self, width: int, device, words: int | None = None):
         self.width = width
         self.device = torch.device(device)
-        words = words if words is not None else (width + 31) // 32
+        words = words if words is not None else bitmask_words(width)
         if self.device.type == "cpu":
             self.buffer = np.full(words, -1, dtype=np.int32)
             return
@@ -38,13 +31,13 @@ class Masker:
         self._pinned = pinned  # keeps the pinned memory alive under the numpy view
         self.buffer = pinned.numpy()
         self._on_device = torch.empty(words, dtype=torch.int32, device=self.device)
-        self._shifts = torch.arange(32, dtype=torch.int32, device=self.device)
+        self._shifts = _bit_shifts(self.device)
 
     def apply(self, logits: torch.Tensor, bitmask: np.ndarray) -> bool:
         """Mask `logits` in place; False when the mask allows no token at all."""
-        n = min(bitmask.size * 32, logits.numel())
+        n = min(bitmask.size * BITS_PER_WORD, logits.numel())
         if self.device.type == "cpu":
-            bits = np.unpackbits(bitmask.view(np.uint8), bitorder="little")
+            bits = unpack_bits(bitmask)
             values = logits.numpy()
             np.putmask(values[:n], bits[:n] == 0, -np.inf)
             values[n:] = -np.inf
@@ -57,12 +50,17 @@ class Masker:
         return any_bit_set(bitmask, n)
 
 
+def _bit_shifts(device) -> torch.Tensor:
+    """0 .. BITS_PER_WORD-1: `(word >> shifts) & 1` unpacks a word, least significant bit first."""
+    return torch.arange(BITS_PER_WORD, dtype=torch.int32, device=device)
+
+
 def apply_packed_mask(logits: torch.Tensor, words: torch.Tensor, shifts: torch.Tensor | None = None) -> None:
-    """Mask 1-D `logits` in place by packed int32 `words` (bit i of word i//32 = id i allowed), on
+    """Mask 1-D `logits` in place by packed int32 `words` (the layout of `sgcli.backends.base`), on
     the tensors' own device with torch bit operations; ids past the mask are masked out."""
     if shifts is None:
-        shifts = torch.arange(32, dtype=torch.int32, device=words.device)
-    n = min(words.numel() * 32, logits.numel())
+        shifts = _bit_shifts(words.device)
+    n = min(words.numel() * BITS_PER_WORD, logits.numel())
     allowed = ((words.unsqueeze(1) >> shifts) & 1).reshape(-1)[:n].bool()
     logits[:n].masked_fill_(~allowed, float("-inf"))
     if logits.numel() > n:
@@ -71,7 +69,7 @@ def apply_packed_mask(logits: torch.Tensor, words: torch.Tensor, shifts: torch.T
 
 def any_bit_set(bitmask: np.ndarray, n: int) -> bool:
     """Whether any of the first `n` bits of a packed int32 mask is set (host side, no unpacking)."""
-    full, rest = divmod(n, 32)
+    full, rest = divmod(n, BITS_PER_WORD)
     if bitmask[:full].any():
         return True
     return bool(rest and int(bitmask[full]) & ((1 << rest) - 1))

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from sgcli.backends.base import Compiled, new_bitmask
+from sgcli.backends.base import BITS_PER_WORD, Compiled, new_bitmask, unpack_bits
 from sgcli.engine.forced import encode_bytes
 from sgcli.engine.sampling import Masker, SamplingParams, sample
 from sgcli.tokenizers.vocab import IncrementalDetokenizer
@@ -127,8 +127,9 @@ class Allowed:
 
 def clear_bits(bitmask: np.ndarray, ids) -> None:
     for i in ids:
-        if i // 32 < bitmask.size:
-            bitmask[i // 32] &= np.int32(~np.uint32(1 << (i % 32)).view(np.int32))
+        word, bit = divmod(i, BITS_PER_WORD)
+        if word < bitmask.size:
+            bitmask[word] &= np.int32(~np.uint32(1 << bit).view(np.int32))
 
 
 def seeded_generator(params: SamplingParams, device) -> torch.Generator | None:
@@ -187,7 +188,7 @@ class SequenceState:
             self.matcher.fill_mask(self.bitmask)
         if len(self.ids) < self.min_tokens:
             clear_bits(self.bitmask, self.stop_ids)
-        bits = np.unpackbits(self.bitmask.view(np.uint8), bitorder="little")[: len(self.vocab)]
+        bits = unpack_bits(self.bitmask, len(self.vocab))
         count = int(np.count_nonzero(bits))
         self.mask_s.append(time.perf_counter() - t)
         if not count:

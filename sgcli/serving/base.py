@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from sgcli.batch.sampling import SamplingParams
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import UserError
 
@@ -34,16 +35,6 @@ class EngineCapabilities:
     server_backends: tuple[str, ...] = ()  # grammar backends a request may choose; () = fixed at server start
     subgrammars: bool = False  # Lark `@name` sub-grammars (llguidance-backed servers only)
     notes: str = ""
-
-
-@dataclass(frozen=True)
-class Sampling:
-    max_tokens: int = 256
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    seed: int = 0
-    stop: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,7 +83,7 @@ class Dialect:
         spec: ConstraintSpec,
         messages: list[dict] | None,
         prompt: str | None,
-        sampling: Sampling,
+        sampling: SamplingParams,
         *,
         model: str,
         stream: bool = False,
@@ -149,7 +140,7 @@ class OpenAICompatible(Dialect):
             body.update(self.constraint_fields(spec, route, server_backend))
         return Call(route, body)
 
-    def sampling_fields(self, s: Sampling) -> dict:
+    def sampling_fields(self, s: SamplingParams) -> dict:
         fields = {"max_tokens": s.max_tokens, "temperature": s.temperature, "top_p": s.top_p, "seed": s.seed}
         if self.takes_top_k and s.top_k > 0:
             fields["top_k"] = s.top_k

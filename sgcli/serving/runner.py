@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.batch.records import NOT_RUN
 from sgcli.batch.requests import Request, chat_messages
+from sgcli.batch.sampling import SamplingParams
 from sgcli.constraints.spec import ConstraintSpec
 from sgcli.errors import UserError
-from sgcli.serving.base import Call, Delta, Dialect, Reply, Sampling
+from sgcli.serving.base import Call, Delta, Dialect, Reply
 from sgcli.serving.client import ClientOptions, Rejected, Unreachable
 from sgcli.timing import start_to_first_token_ms
 from sgcli.validation.validate import validate
@@ -31,7 +32,7 @@ class EngineJob:
     engine: str
     dialect: Dialect
     spec: ConstraintSpec
-    sampling: Sampling
+    sampling: SamplingParams
     client: ClientOptions
     served_model: str | None = None
     system: str | None = None

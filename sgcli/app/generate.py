@@ -1,0 +1,139 @@
+"""A generation request, run end to end on the in-process model or on a server.
+
+`sgcli generate` parses its flags into one `GenerateRequest` (`sgcli.app.request`, the same
+for both places) and calls `run_generate`: it opens the one record writer, checks the request against what will run
+it (before anything slow), and answers a single prompt (streamed) or a batch (one record per
+input line, in input order) through a runner: the local model (`sgcli.app.local`) or a server
+(`sgcli.app.server`). Records, the summary and the exit code are the same whoever generated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Protocol
+
+from sgcli import backends
+from sgcli.app.report import Reporter, Tally
+from sgcli.app.request import GenerateRequest
+from sgcli.batch.output import OrderedWriter
+from sgcli.batch.records import RecordWriter
+from sgcli.batch.requests import BadLine, Request, duplicate_ids, read_requests
+from sgcli.errors import EXIT_FINDINGS, EXIT_OK
+from sgcli.serving import check_engine_supports
+
+if TYPE_CHECKING:
+    from sgcli.serving.base import Dialect
+
+
+class Runner(Protocol):
+    """What answers requests: the local model or a server."""
+
+    title: str  # the batch progress bar's
+    # True: the run can start once the runner exists (the model loaded), so the output is opened then;
+    # False: it opens with the first record (a server's first answer), so a dead server loses nothing.
+    open_at_start: bool
+
+    def run_single(self, req: Request, show: Callable[[str], None] | None) -> dict:
+        """One request's record; its answer text goes to `show` as it streams (None: not streamed)."""
+        ...
+
+    def run_batch(self, items: list[Request | BadLine], put: Callable[[int, dict], None]) -> None:
+        """A record for every item, `put(index, record)` as each is done (in any order)."""
+        ...
+
+
+def run_generate(request: GenerateRequest, reporter: Reporter) -> int:
+    """Run `request`; returns the exit code (0 no output invalid, 1 some output invalid or failed)."""
+    # A bad or locked --output fails here, before anything loads; nothing is written until the run starts.
+    writer = RecordWriter(request.output, resume=request.resume, force=request.force)
+    try:
+        dialect = check_request(request)
+        runner = _runner(request, reporter, dialect)
+        if runner.open_at_start:
+            writer.open()  # created, emptied (--force) or repaired (--resume) only now
+        if request.batch is not None:
+            return run_batch(runner, request.batch, writer, reporter)
+        return run_single(runner, request, writer, reporter)
+    finally:
+        writer.close()  # the lock goes however the run ends; a never-opened output is left as it was
+
+
+def check_request(request: GenerateRequest) -> Dialect | None:
+    """The one check of the request against what runs it, before anything slow: a backend or a server
+    that cannot take the constraint is exit 2 naming who can. Returns the server's dialect."""
+    if request.server is not None:
+        return check_engine_supports(request.server.engine, request.spec, raw=request.prompt_options.raw)
+    if request.local.backend != "auto":
+        backends.check_supports(request.local.backend, request.spec)
+    return None
+
+
+def _runner(request: GenerateRequest, reporter: Reporter, dialect: Dialect | None) -> Runner:
+    if dialect is not None:
+        from sgcli.app.server import ServerRunner  # the HTTP client (httpx)
+
+        return ServerRunner(request, dialect)
+    from sgcli.app.local import LocalRunner  # torch
+
+    return LocalRunner.load(request, reporter)
+
+
+def run_single(runner: Runner, request: GenerateRequest, writer: RecordWriter, reporter: Reporter) -> int:
+    """A single prompt: its text streamed (or its record, with json_out), then its summary."""
+    show = None if request.json_out else (lambda text: reporter.answer_text(writer, text))
+    record = runner.run_single(Request(None, request.prompt), show)
+    reporter.answer_end(writer, record, json_out=request.json_out)
+    return EXIT_OK if record["valid"] is not False else EXIT_FINDINGS
+
+
+def run_batch(runner: Runner, batch: tuple[list[bytes], str], writer: RecordWriter, reporter: Reporter) -> int:
+    """Every input line answered by one record, in input order; a failing request becomes an error
+    record and the batch goes on. With resume, ids already in the output are skipped."""
+    items = list(read_requests(*batch))
+    _warn_duplicates(items, writer.resume, reporter)
+    todo = [item for item in items if not writer.skip(item.id)]  # --resume: ids already answered
+    tally = Tally()
+    ordered = OrderedWriter(None, lambda record, _: writer.write(record))
+    with _sigterm_interrupts(), reporter.counter(runner.title, len(todo)) as advance:
+
+        def put(index: int, record: dict) -> None:
+            ordered.put(index, record)
+            tally.add(record, todo[index])
+            advance()
+
+        runner.run_batch(todo, put)
+    writer.open()  # the run answered (or there was nothing to ask): an empty batch still leaves its file
+    if len(todo) < len(items):
+        reporter.notice(
+            "note", f"--resume: {len(items) - len(todo)} of {len(items)} ids were already answered in {writer.path}"
+        )
+    reporter.tally(tally)
+    return EXIT_FINDINGS if tally.failed else EXIT_OK  # unchecked (null) is not a finding; an error is
+
+
+def _warn_duplicates(items: list[Request | BadLine], resume: bool, reporter: Reporter) -> None:
+    dups = duplicate_ids(items)
+    if not dups:
+        return
+    shown = ", ".join(json.dumps(d, ensure_ascii=False) for d in dups[:5]) + (" ..." if len(dups) > 5 else "")
+    what = "only the first of each is answered" if resume else "each line still gets its own record"
+    reporter.notice(
+        "warning", f"{len(dups)} id{'s' if len(dups) > 1 else ''} used on several input lines: {shown} ({what})"
+    )
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM ends a batch like Ctrl-C: the lines written so far are complete records."""
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt

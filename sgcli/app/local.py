@@ -1,0 +1,160 @@
+"""The in-process model as the runner of a generate request.
+
+Grammar first, model last: the tokenizer loads fast and the grammar compiles against it (its
+warnings said at once), while a single prompt's chat template renders in a forked child; then
+torch and the weights. One `Session` then answers the single prompt or every request of a batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from sgcli import backends
+from sgcli.app.report import Reporter
+from sgcli.app.request import GenerateRequest
+from sgcli.backends.matching import enforcing_backends
+from sgcli.backends.schema_warnings import weakened_keywords
+from sgcli.batch.requests import BadLine, PromptOptions, Request, start_prompt
+from sgcli.batch.sampling import SamplingParams
+from sgcli.errors import UserError
+from sgcli.lint import preflight
+
+
+class LocalRunner:
+    """Records from one session: one model, one tokenizer, one compiled constraint."""
+
+    title = "generating"
+    open_at_start = True  # once loaded, the run starts: the output is opened (created, emptied, repaired) now
+
+    def __init__(self, session, reporter: Reporter, *, batch_size: int = 1, ready=None):
+        self.session, self.reporter, self.batch_size, self.ready = session, reporter, batch_size, ready
+
+    @classmethod
+    def load(cls, request: GenerateRequest, reporter: Reporter) -> LocalRunner:
+        """Load what `request` needs, in the order that fails fastest."""
+        local = request.local
+        ref = local.model.ref()
+        with reporter.stage(f"loading {ref.display} tokenizer") as progress:
+            tokenizer = local.model.tokenizer(progress=lambda text: progress(text, 0, 3))
+        # A single prompt's chat template renders in a forked child while torch loads here (importing
+        # transformers' renderer takes most of a second); batches render in process, one import for all.
+        pending = None
+        if request.batch is None:
+            pending = start_prompt(tokenizer, request.prompt_options, Request(None, request.prompt), in_child=True)
+        try:
+            compiled, fallbacks, weakened = compile_checked(
+                local.backend, request.spec, tokenizer, request.sampling.max_tokens, reporter
+            )
+            import sgcli.engine.session  # noqa: F401  # torch and the decode loop, meanwhile
+
+            ready = pending.result() if pending else None  # a template error is exit 2 before the weights load
+            with reporter.stage(f"loading {ref.display}") as progress:
+                lm = local.model.load(ref, progress)
+        finally:
+            if pending:
+                pending.cancel()  # a compile or load error: the child's render is not wanted
+        if lm.logits_width > len(tokenizer.vocab):  # the model has more logits than tokens: mask those too
+            compiled = backends.compile_for(compiled.backend, request.spec, tokenizer.vocab.padded(lm.logits_width))[0]
+        session = new_session(
+            lm,
+            tokenizer,
+            compiled,
+            request.sampling,
+            request.prompt_options,
+            fallbacks=fallbacks,
+            weakened=weakened,
+            think_end=local.think_end,
+            think_budget=local.think_budget,
+            jump_forward=local.jump_forward,
+        )
+        return cls(session, reporter, batch_size=request.batch_size, ready=ready)
+
+    def run_single(self, req: Request, show: Callable[[str], None] | None) -> dict:
+        from sgcli.engine.session import Done
+
+        record = None
+        for event in self.session.stream(req, self.ready):
+            if isinstance(event, Done):
+                record = event.record
+                for notice in event.notices:
+                    self.reporter.notice("note", notice)
+            elif show is not None and event.text:
+                if event.phase == "reasoning":
+                    self.reporter.reasoning(event.text)
+                    continue
+                show(event.text)
+        assert record is not None
+        return record
+
+    def run_batch(self, items: list[Request | BadLine], put: Callable[[int, dict], None]) -> None:
+        records = self._records([it for it in items if isinstance(it, Request)])
+        for index, item in enumerate(items):
+            put(index, self._bad_line_record(item) if isinstance(item, BadLine) else next(records))
+
+    def _records(self, requests: list[Request]) -> Iterator[dict]:
+        """Records for `requests` in input order: batched, or one after another at batch size 1."""
+        size = self.batch_size
+        why = self.session.batch_unsupported() if size > 1 else None
+        if why:
+            self.reporter.notice("note", f"--batch-size {size} not used, decoding one request at a time: {why}")
+        if size > 1 and not why:
+            return self.session.batch(requests, size)
+        return (run_checked(self.session, r) for r in requests)
+
+    def _bad_line_record(self, item: BadLine) -> dict:
+        return self.session.error_record(None, [f"{item.location}: {item.message}"], rid=item.id)
+
+
+def run_checked(session, request: Request) -> dict:
+    """One request's record; a failure of this request alone (a prompt longer than the context) is an
+    error record, and the batch goes on."""
+    from sgcli.engine.session import Done
+
+    try:
+        for event in session.stream(request):
+            if isinstance(event, Done):
+                return event.record
+    except UserError as exc:
+        return session.error_record(request, [exc.render().removeprefix("error: ")])
+    raise AssertionError("stream ended without a record")
+
+
+def compile_checked(backend: str, spec, tokenizer, max_tokens: int, reporter: Reporter):
+    """Compile against the model's tokenizer, say what the backend weakens, and run the lint rules that
+    predict certain failure. Returns (compiled, fallbacks, weakened keywords)."""
+    compiled, fallbacks = backends.compile_for(backend, spec, tokenizer.vocab)
+    for fb in fallbacks:
+        reporter.notice("fallback", f"{fb['backend']} skipped: {fb['reason']}")
+    for w in compiled.warnings:
+        where = f" (at {w.pointer})" if w.pointer else ""
+        reporter.notice("warning", f"{compiled.backend}: {w.message}{where}")
+    weakened = weakened_keywords(compiled)
+    if weakened:
+        listed = ", ".join(f"{w['keyword']} at {w['pointer']}" for w in weakened)
+        fell_back = " (auto fell back to it)" if fallbacks else ""
+        reporter.notice(
+            "warning",
+            f"{compiled.backend}{fell_back} does not enforce {len(weakened)} keyword(s): {listed}; "
+            "outputs are still validated",
+        )
+    if compiled.backend in enforcing_backends():
+        for d in preflight.certain_failures(spec, compiled, max_tokens, tokenizer.name):
+            reporter.notice("warning", f"{d.code} {d.message}\n  hint: {d.hint or ''}")
+    return compiled, fallbacks, weakened
+
+
+def new_session(lm, tokenizer, compiled, sampling: SamplingParams, prompt_options: PromptOptions, **options):
+    """A generation session run as `sampling` and `prompt_options` say (`options`: Session's own keywords)."""
+    from sgcli.engine.session import Session
+
+    return Session(
+        lm,
+        tokenizer,
+        compiled,
+        sampling,
+        sampling.max_tokens,
+        sampling.stop,
+        prompt_options,
+        repetition_guard=sampling.repetition_guard,
+        **options,
+    )
