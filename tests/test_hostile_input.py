@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sgcli.constraints.spec import MAX_DEPTH
+from sgcli.constraints.spec import MAX_DEPTH, MAX_JSON_DEPTH
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPITAL = ROOT / "examples" / "capital.json"
@@ -129,23 +129,36 @@ def deep_schema(tmp_path) -> Path:
 )
 def test_deep_nesting_is_refused_naming_the_limit(run_cli, no_model, deep_schema, command):
     args = [str(deep_schema) if a == "{f}" else a for a in command]
-    _refused(run_cli(*args), f"more than {MAX_DEPTH} levels", "$defs", "deep.json:1:")
+    _refused(run_cli(*args), f"more than {MAX_JSON_DEPTH} levels", "$defs", "deep.json:1:")
 
 
 def test_deep_nesting_in_lint_is_a_located_finding(run_cli, deep_schema):
     result = run_cli("lint", deep_schema)
     assert result.exit_code == 1 and "internal error" not in result.output, result.output
     text = deep_schema.read_text()
-    col = [i for i, ch in enumerate(text) if ch == "{"][MAX_DEPTH] + 1  # the bracket opening level limit+1
+    col = [i for i, ch in enumerate(text) if ch == "{"][MAX_JSON_DEPTH] + 1  # the bracket opening level limit+1
     assert f"deep.json:1:{col}: S003" in result.output
-    assert f"more than {MAX_DEPTH} levels" in result.output
+    assert f"more than {MAX_JSON_DEPTH} levels" in result.output
 
 
-def test_nesting_at_the_limit_still_compiles(run_cli, tmp_path):
-    path = tmp_path / "ok.json"
-    path.write_text(json.dumps(_deep_items(MAX_DEPTH - 1)))  # depth == the limit
-    result = run_cli("compile", "-b", "llguidance", path)
-    assert result.exit_code == 0, result.output
+def _deep_properties(depth: int) -> dict:
+    schema: dict = {"type": "integer"}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"a": schema}, "required": ["a"]}
+    return schema
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [_deep_properties(200), _deep_items(MAX_JSON_DEPTH - 1)],  # 401 JSON levels; exactly the limit
+    ids=["200-level-properties", "items-at-the-limit"],
+)
+def test_deep_valid_schemas_are_read_and_meta_validated(run_cli, tmp_path, schema):
+    """jsonschema's meta-validation recurses ~10 frames a level: it runs with room for that."""
+    path = tmp_path / "deep_ok.json"
+    path.write_text(json.dumps(schema))
+    result = run_cli("lint", "--select", "S003", path)
+    assert result.exit_code == 0 and "S003" not in result.output, result.output
 
 
 @pytest.mark.parametrize("ref", ["#/$defs/nope", "#no-such-anchor"])
@@ -163,12 +176,99 @@ def test_dangling_local_ref_is_exit_2_at_its_line_and_column(run_cli, no_model, 
     _refused(run_cli("generate", "--schema", path, "hi"), f"s.json:4:19: $ref '{ref}' does not resolve", "after '#'")
 
 
-def test_remote_ref_is_not_refused_but_compiled_as_weakened(run_cli, tmp_path):
+@pytest.mark.parametrize("ref", ["https://example.com/thing.json", "other.json#/$defs/a"])
+def test_remote_ref_is_exit_2_naming_it(run_cli, no_model, tmp_path, ref):
+    """Nothing fetches it, so no backend could enforce it and no check could judge it (was: exit 0, valid null)."""
     path = tmp_path / "remote.json"
-    path.write_text('{"type": "object", "properties": {"a": {"$ref": "https://example.com/thing.json"}}}')
-    result = run_cli("compile", "-b", "llguidance", path)  # llguidance refuses it as a compile error (exit 1)
-    assert result.exit_code == 1 and "internal error" not in result.output, result.output
-    assert "does not resolve" not in result.output and "https://example.com/thing.json" in result.output
+    path.write_text('{"type": "object",\n "properties": {"a": {"$ref": ' + json.dumps(ref) + "}}}")
+    for command in (["compile", path], ["generate", "--schema", path, "hi"]):
+        _refused(run_cli(*command), f"remote.json:2:31: $ref '{ref}' points outside this file", "'#/$defs/NAME'")
+
+
+SUBSCHEMA_REFS = {  # what the `referencing` library raised TypeError/AttributeError on (exit 3)
+    "pointer-into-true": {"$ref": "#/definitions/x/properties", "definitions": {"x": True}},
+    "pointer-into-false-items": {"$ref": "#/$defs/x/items/0", "$defs": {"x": {"items": False}}},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SUBSCHEMA_REFS))
+def test_pointer_into_a_boolean_subschema_is_exit_2(run_cli, no_model, tmp_path, name):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(SUBSCHEMA_REFS[name]))
+    _refused(run_cli("compile", path), f"$ref '{SUBSCHEMA_REFS[name]['$ref']}' does not resolve")
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "properties": {"a": True, "b": False, "c": {"$ref": "#/definitions/t"}},
+            "definitions": {"t": True},
+        },
+        {"$schema": "http://json-schema.org/draft-04/schema#", "dependencies": {"a": ["b"], "c": {"required": ["d"]}}},
+        {
+            "$schema": "http://json-schema.org/draft-04/schema#",
+            "definitions": {"n": {"id": "#num", "type": "integer"}},
+            "properties": {"n": {"$ref": "#num"}},
+        },
+        {
+            "$id": "https://example.com/root.json",
+            "$defs": {"i": {"$id": "item.json", "$defs": {"z": {"type": "string"}}}},
+            "properties": {"a": {"$ref": "item.json#/$defs/z"}},
+        },
+        {"$id": "urn:example:root", "$defs": {"a": {"type": "string"}}, "properties": {"a": {"$ref": "#/$defs/a"}}},
+        {
+            "$dynamicAnchor": "node",
+            "type": "object",
+            "properties": {"kids": {"type": "array", "items": {"$dynamicRef": "#node"}}},
+        },
+        {
+            "$schema": "https://json-schema.org/draft/2019-09/schema",
+            "$recursiveAnchor": True,
+            "type": "object",
+            "properties": {"kids": {"items": {"$recursiveRef": "#"}}},
+        },
+        {"type": "object", "properties": {"next": {"$ref": "#"}}},  # recursion through a property is fine
+        {"$schema": "https://example.com/an-unknown-draft", "type": "integer"},
+    ],
+    ids=[
+        "booleans",
+        "draft4-dependencies",
+        "draft4-id-anchor",
+        "id-relative",
+        "urn-base",
+        "dynamicRef",
+        "recursiveRef",
+        "recursive",
+        "unknown-draft",
+    ],
+)
+def test_real_world_reference_shapes_are_read(schema):
+    from sgcli.constraints.sources import check_schema
+    from sgcli.constraints.spec import ConstraintSpec, Kind
+
+    check_schema(ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema), "s.json"))  # no exception
+
+
+@pytest.mark.parametrize(
+    ("schema", "chain"),
+    [
+        (
+            {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"},
+            "'#/$defs/b' -> '#/$defs/a' -> '#/$defs/b'",
+        ),
+        ({"$ref": "#"}, "'#' -> '#'"),
+        ({"anyOf": [{"type": "string"}, {"allOf": [{"$ref": "#"}]}]}, "'#' -> '#'"),
+    ],
+    ids=["two-defs", "root-to-itself", "through-anyOf"],
+)
+def test_ref_cycle_without_a_value_is_exit_2(run_cli, no_model, tmp_path, schema, chain):
+    """llguidance compiled these to the empty string (exit 1 at generation); jsonschema recurses forever."""
+    path = tmp_path / "cycle.json"
+    path.write_text(json.dumps(schema))
+    for command in (["compile", path], ["generate", "--schema", path, "hi"]):
+        _refused(run_cli(*command), f"$ref cycle {chain}", "through a property or an array item")
 
 
 def test_refs_by_id_anchor_and_absolute_uri_resolve(run_cli, tmp_path):
