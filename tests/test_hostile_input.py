@@ -392,3 +392,25 @@ def test_bad_flags_are_refused_without_importing_torch(bad):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.stdout.strip().splitlines()[-1] == "exit 2 False", (done.stdout, done.stderr)
+
+
+def test_if_then_else_probe_resolves_refs_against_the_root():
+    """The ui5.yaml shape: a `$ref` to `#/properties/...` inside a nested `then` (was PointerToNowhere, exit 3)."""
+    from sgcli.lint.schema_probes import keyword_probes
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "framework": {"type": "object", "properties": {"name": {"enum": ["SAPUI5", "OpenUI5"]}}},
+            "config": {
+                "type": "object",
+                "properties": {"type": {"enum": ["application", "library"]}},
+                "if": {"properties": {"type": {"const": "application"}}},
+                "then": {"properties": {"builder": {"$ref": "#/properties/framework"}}},
+                "else": {"properties": {"builder": {"type": "string"}}},
+            },
+        },
+    }
+    _, probes = keyword_probes(schema)
+    probed = {p.path for p in probes}
+    assert ("properties", "config", "then") in probed and ("properties", "config", "else") in probed

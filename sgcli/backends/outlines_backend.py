@@ -144,6 +144,8 @@ class OutlinesCoreBackend(LibraryBackend):
             built = build_regex_from_schema(json.dumps(schema), _WS_MARK)
         except ValueError as exc:
             raise self._schema_error(spec, str(exc)) from None
+        except TypeError as exc:  # its JSON reader stops at 128 levels: "Expected a valid JSON string."
+            raise self._schema_error(spec, f"{exc} (outlines-core reads JSON nested at most 128 levels)") from None
         return _place_whitespace(built, whitespace_regex(spec.json_options))
 
     def _refuse_broken(self, spec: ConstraintSpec, schema) -> None:
