@@ -414,3 +414,69 @@ def test_if_then_else_probe_resolves_refs_against_the_root():
     _, probes = keyword_probes(schema)
     probed = {p.path for p in probes}
     assert ("properties", "config", "then") in probed and ("properties", "config", "else") in probed
+
+
+def _left_recursive_chain(n: int, syntax: str) -> str:
+    """`r0 -> r1 -> ... -> r(n-1) -> r0`, each rule left-recursive through the next: a 10,000-rule
+    chain walked rule to rule needs 10,000 stack frames."""
+    define, root = (":", "start") if syntax == "lark" else (" ::=", "root")
+    rules = [f"{root}{define} r0"] + [f'r{i}{define} r{(i + 1) % n} "a" | "b"' for i in range(n)]
+    return "\n".join(rules) + "\n"
+
+
+@pytest.mark.parametrize("suffix", ["lark", "gbnf"])
+def test_ten_thousand_rule_left_recursive_grammar_lints_and_converts(run_cli, tmp_path, suffix):
+    """Was RecursionError (exit 3) in lint/structure.py, generate's preflight and convert."""
+    path = tmp_path / f"chain.{suffix}"
+    path.write_text(_left_recursive_chain(10_000, suffix))
+    lint = run_cli("lint", "--select", "G,W", path)
+    assert lint.exit_code in (0, 1) and "internal error" not in lint.output, lint.output
+    if suffix == "gbnf":  # llama.cpp rejects left recursion: one finding for the whole cycle
+        assert lint.output.count("G004") == 1 and "… 9994 more …" in lint.output, lint.output
+    target = "gbnf" if suffix == "lark" else "lark"
+    converted = run_cli("convert", path, "--to", target, "--no-check")
+    assert converted.exit_code == 0 and converted.output.count("r9999") >= 2, converted.output[-500:]
+
+
+def test_ten_thousand_rule_chain_passes_generates_preflight():
+    from sgcli.constraints.spec import ConstraintSpec, Kind
+    from sgcli.dialects.lark import parse_lark
+    from sgcli.dialects.shortest import ShortestStrings
+    from sgcli.lint.preflight import structure_errors
+
+    text = _left_recursive_chain(10_000, "lark")
+    structure_errors(ConstraintSpec(Kind.LARK, text, "chain.lark"))  # no exception: nothing undefined
+    grammar = parse_lark(text)
+    assert ShortestStrings(grammar.definitions()).rules["start"] == "b"
+
+
+def test_doubling_grammar_has_no_shortest_sentence_instead_of_2_to_the_60():
+    from sgcli.dialects.lark import parse_lark
+    from sgcli.dialects.shortest import MAX_SENTENCE, ShortestStrings
+
+    text = "start: r0\n" + "".join(f"r{i}: r{i + 1} r{i + 1}\n" for i in range(60)) + 'r60: "a"\n'
+    rules = ShortestStrings(parse_lark(text).definitions()).rules
+    assert rules["r60"] == "a" and len(rules["r44"]) == 2**16 and rules["start"] is None
+    assert all(s is None or len(s) <= MAX_SENTENCE for s in rules.values())
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("stacked.lark", 'start: "a"' + "?" * 5000 + "\n"),
+        ("stacked.gbnf", 'root ::= "a"' + "?" * 5000 + "\n"),
+        ("stacked.regex", "a" + "?" * 5000),
+    ],
+)
+def test_thousands_of_stacked_repetition_operators_are_refused_at_a_stated_depth(run_cli, tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    lint = run_cli("lint", "--select", "S004", path)
+    assert lint.exit_code == 1 and "internal error" not in lint.output, lint.output
+    assert "more than 100 repetition operators on one element" in lint.output
+
+
+def test_schema_pattern_nested_past_the_limit_is_not_a_crash():
+    from sgcli.dialects.shortest import regex_sample
+
+    assert regex_sample("(" * 3000 + "a" + ")" * 3000) is None  # the reader refuses it at 100 groups
