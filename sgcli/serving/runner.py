@@ -17,7 +17,7 @@ from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.batch.requests import Request, chat_messages
 from sgcli.constraints.spec import ConstraintSpec
 from sgcli.errors import UserError
-from sgcli.serving.base import Call, Delta, Dialect, Reply, Sampling
+from sgcli.serving.base import BadReply, Call, Delta, Dialect, Reply, Sampling
 from sgcli.serving.client import ClientOptions, Rejected, Unreachable
 from sgcli.timing import start_to_first_token_ms
 from sgcli.validation.validate import validate
@@ -176,7 +176,7 @@ async def _resolve_model(job: EngineJob, http) -> None:
 
     try:
         models = await served_models(http, job.client)
-    except (Unreachable, Rejected) as exc:
+    except (Unreachable, Rejected, BadReply) as exc:
         raise UserError(
             f"cannot list the models of {job.engine} at {job.client.base_url}: {exc}",
             hint="check --base-url and that the server is up, or pass --served-model NAME",
@@ -187,6 +187,11 @@ async def _resolve_model(job: EngineJob, http) -> None:
 
 
 def _fail_fast(job: EngineJob, exc: Exception) -> UserError:
+    if isinstance(exc, BadReply):
+        return UserError(
+            f"{job.engine} at {job.client.base_url} sent a reply sgcli cannot use: {exc}",
+            hint="check that --base-url is the server's own address (an OpenAI-compatible API answering JSON)",
+        )
     if isinstance(exc, Rejected):
         return UserError(
             f"{job.engine} at {job.client.base_url} rejected the request: {exc.reason}",
@@ -204,7 +209,7 @@ def run_single(job: EngineJob, req: Request, on_text: Callable[[str], None] | No
             await _resolve_model(job, http)
             try:
                 return await (_stream(job, http, req, on_text) if on_text else _post(job, http, req))
-            except (Rejected, Unreachable) as exc:
+            except (Rejected, Unreachable, BadReply) as exc:
                 raise _fail_fast(job, exc) from None
 
     return asyncio.run(main())
@@ -225,7 +230,7 @@ def run_batch(job: EngineJob, items: list, put: Callable[[int, dict], None]) -> 
                 record = await _post(job, http, item)
             except Rejected as exc:
                 record = error_record(job, item, f"server rejected the request (HTTP {exc.status}): {exc.reason}")
-            except Unreachable as exc:
+            except (Unreachable, BadReply) as exc:
                 record = error_record(job, item, f"{job.engine} at {job.client.base_url}: {exc}")
         put(index, record)
 
@@ -239,7 +244,7 @@ def run_batch(job: EngineJob, items: list, put: Callable[[int, dict], None]) -> 
                 return
             try:
                 put(first, await _post(job, http, items[first]))
-            except (Rejected, Unreachable) as exc:
+            except (Rejected, Unreachable, BadReply) as exc:
                 raise _fail_fast(job, exc) from None
             gate = asyncio.Semaphore(job.client.concurrency)
             await asyncio.gather(*(one(i, items[i], http, gate) for i in range(first + 1, len(items))))
