@@ -480,3 +480,18 @@ def test_schema_pattern_nested_past_the_limit_is_not_a_crash():
     from sgcli.dialects.shortest import regex_sample
 
     assert regex_sample("(" * 3000 + "a" + ")" * 3000) is None  # the reader refuses it at 100 groups
+
+
+def test_lint_probes_of_a_2000_property_schema_stop_at_the_compile_timeout(run_cli, tmp_path):
+    """The keyword probes ran outside every limit: 88 KB, 2,000 properties, past 90 s and 4.1 GB."""
+    import time
+
+    kinds = [{"type": "string", "maxLength": 20}, {"type": "integer", "minimum": 0}, {"enum": ["a", "b", "c"]}]
+    props = {f"field_{i:04d}": kinds[i % 3] for i in range(2000)}
+    path = tmp_path / "wide.json"
+    path.write_text(json.dumps({"type": "object", "properties": props, "required": list(props)[:50]}, indent=1))
+    t = time.perf_counter()
+    result = run_cli("lint", "-b", "llguidance", "--compile-timeout", "2", path)
+    assert time.perf_counter() - t < 60, "lint ran far past its limit"
+    assert result.exit_code == 1 and "internal error" not in result.output, result.output
+    assert "J003 keyword enforcement was not checked: the probes ran past the 2 s time limit" in result.output
