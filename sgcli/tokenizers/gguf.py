@@ -30,8 +30,9 @@ def cached_tokenizer_dir(gguf: Path, progress: ProgressFn | None = None) -> Path
 
         hf_logging.disable_progress_bar()
         tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        tok.save_pretrained(str(staged))
-        return conversions.publish(staged, out, gguf)
+        with conversions.disk_full_is_exit_2(staged, f"converting the tokenizer of {gguf.name}"):
+            tok.save_pretrained(str(staged))
+            return conversions.publish(staged, out, gguf)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
 
