@@ -162,6 +162,9 @@ class _Walk:
         for key in ("$anchor", "$dynamicAnchor"):
             if isinstance(node.get(key), str):
                 self.anchors.setdefault((base, node[key]), node)
+        legacy_anchor = node.get("id")
+        if self.id_key == "$id" and isinstance(legacy_anchor, str) and legacy_anchor.startswith("#"):
+            self.anchors.setdefault((base, unquote(legacy_anchor[1:])), node)  # draft-04 style, undeclared
         for keyword in REF_KEYWORDS:
             ref = node.get(keyword)
             if isinstance(ref, str):
