@@ -1,15 +1,23 @@
 """What a bounded compile costs, and whether a thread could have done the job.
 
 For each backend and grammar, measured side by side in interleaved rounds:
-  plain    backend.compile in this process (what sgcli did before limits)
-  bounded  sgcli.backends.bounded.compile_bounded: the compile in a forked child under the
-           limits, then again in the parent
+  plain    backend.compile in this process (sgcli's adapter, no limits)
+  bounded  sgcli.backends.bounded.compile_bounded: once, in process under the time limit for a
+           small constraint on llguidance/xgrammar, else in a forked child
 and, once per backend on a slow grammar, whether the library holds the GIL while compiling:
 a compile runs in a daemon thread while the main thread sleeps 1 ms at a time and counts how
 often it woke up (a library holding the GIL would starve it: few ticks, one long gap).
 
+`--suite`: every schema of JSON-Schema-Test-Suite draft2020-12 ($SGCLI_CORPORA), interleaved per
+schema, each side with its own text (a `$comment`, so xgrammar's compile cache never answers):
+  library  the library's own call (llguidance `LLMatcher(tok, grammar_from_json_schema(s))`,
+           xgrammar `GrammarCompiler.compile_json_schema(s)`) on the same tokenizer objects
+  adapter  backend.compile (sgcli's adapter: error positions, warnings), no limits
+  sgcli    compile_cached with the default limits and a private cache: what `sgcli compile` runs
+p50 and p90 of each, and the ratios sgcli/library and sgcli/adapter.
+
 Usage:  python benchmarks/compile_limits.py [--rounds 5]
-Prints one line per case with the median of each and the ratio bounded/plain.
+        SGCLI_CORPORA=/path/to/corpora python benchmarks/compile_limits.py --suite [--backend llguidance]
 """
 
 from __future__ import annotations
@@ -59,10 +67,74 @@ def _gil_ticks(backend, spec, vocab) -> tuple[float, int, float]:
     return time.perf_counter() - start, ticks, gap
 
 
+def _library_call(name: str, backend, vocab):
+    """The library's own compile of a schema text, without sgcli's adapter."""
+    if name == "llguidance":
+        import llguidance as llg
+
+        tok = backend.tokenizer(vocab)
+        return lambda text: llg.LLMatcher(tok, llg.LLMatcher.grammar_from_json_schema(text), log_level=0)
+    compiler = backend._compiler(vocab)
+    return lambda text: compiler.compile_json_schema(text)
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[round(q * (len(ordered) - 1))] * 1000
+
+
+def suite(backends: list[str]) -> None:
+    import os
+    import tempfile
+
+    from benchmarks.json_schema_suite import suite_files
+    from sgcli.backends.compile_cache import compile_cached
+    from sgcli.errors import UserError
+
+    os.environ["SGCLI_CACHE_DIR"] = tempfile.mkdtemp(prefix="sgcli-bench-cache-")
+    vocab = load_tokenizer(None).vocab
+    texts = [json.dumps(case["schema"]) for path in suite_files() for case in json.loads(path.read_text())]
+    import resource
+
+    for name in backends:
+        backend = get_backend(name)
+        backend.prepare(vocab)
+        library = _library_call(name, backend, vocab)
+        peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        sides = {
+            "library": library,
+            "adapter": lambda text, b=backend: b.compile(ConstraintSpec(Kind.JSON_SCHEMA, text, "s.json"), vocab),
+            "sgcli": lambda text, b=backend: compile_cached(b, ConstraintSpec(Kind.JSON_SCHEMA, text, "s.json"), vocab),
+        }
+        times: dict[str, list[float]] = {side: [] for side in sides}
+        for i, text in enumerate(texts):
+            for side, run in sides.items():
+                tagged = text if not text.startswith("{") or text == "{}" else f'{{"$comment": "{side}{i}", {text[1:]}'
+                t = time.perf_counter()
+                try:
+                    run(tagged)
+                except (UserError, RuntimeError, ValueError):  # compile errors take their time too
+                    pass
+                times[side].append(time.perf_counter() - t)
+        p = {side: (_quantile(v, 0.5), _quantile(v, 0.9)) for side, v in times.items()}
+        cells = "  ".join(f"{side} {p50:6.2f}/{p90:6.2f} ms" for side, (p50, p90) in p.items())
+        ratio = "  ".join(
+            f"sgcli/{ref} {p['sgcli'][0] / p[ref][0]:4.2f}x/{p['sgcli'][1] / p[ref][1]:4.2f}x"
+            for ref in ("library", "adapter")
+        )
+        grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_kb) / 1024
+        print(f"{name:11} {len(texts)} schemas  p50/p90: {cells}  {ratio}  peak RSS +{grown:.0f} MB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--suite", action="store_true", help="compile p50/p90 on JSON-Schema-Test-Suite")
+    parser.add_argument("--backend", action="append", help="with --suite: llguidance, xgrammar (default both)")
     args = parser.parse_args()
+    if args.suite:
+        suite(args.backend or ["llguidance", "xgrammar"])
+        return
     vocab = load_tokenizer(None).vocab
     for name, kind, text in CASES:
         backend = get_backend(name)

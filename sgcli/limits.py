@@ -14,7 +14,9 @@ import json
 import os
 import select
 import signal
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,6 +67,44 @@ def set_limits(limits: Limits) -> None:
 
 def current_limits() -> Limits:
     return _limits
+
+
+_DEEP_STACK_BYTES = 64 << 20
+_deep_lock = threading.Lock()
+
+
+def deep_call(fn: Callable[[], object], *, frames: int) -> object:
+    """`fn()` with room for `frames` Python frames: in a thread with a 64 MB stack and the recursion
+    limit raised for its duration. For third-party code that recurses per level of input whose depth
+    sgcli has already bounded (jsonschema's meta-validation takes ~10 frames per schema level)."""
+    if frames <= sys.getrecursionlimit() // 2:
+        return fn()
+    result: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            result["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            result["error"] = exc
+
+    with _deep_lock:  # the recursion limit is the interpreter's: one deep call at a time
+        old_size, old_limit = threading.stack_size(), sys.getrecursionlimit()
+        threading.stack_size(_DEEP_STACK_BYTES)
+        try:
+            sys.setrecursionlimit(max(old_limit, frames + 200))
+            thread = threading.Thread(target=run, name="sgcli-deep-call")
+            try:
+                thread.start()
+            except RuntimeError:  # no thread to be had (an address-space ceiling): here, as deep as it goes
+                run()
+            else:
+                thread.join()
+        finally:
+            threading.stack_size(old_size)
+            sys.setrecursionlimit(old_limit)
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")
 
 
 class LimitHit(Exception):

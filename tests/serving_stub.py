@@ -1,7 +1,8 @@
 """A fault-injecting OpenAI-shaped HTTP server on loopback, for the client's retry paths only.
 
 Each POST takes the next scripted behaviour ("ok" once the script is used up): an HTTP
-status (429, 503, 400...), a connection reset, or a slow answer. An "ok" answer's text
+status (429, 503, 400...), a connection reset, a slow answer, or ("raw", status, content
+type, bytes) sent as is. `models` is what GET /v1/models answers (a raw triple, or JSON). An "ok" answer's text
 comes from `answer(body)`. Every request body is kept, in arrival order. Everything else
 about serving is tested against a real vLLM (tests/test_serving_engine.py).
 """
@@ -17,8 +18,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class Stub:
-    def __init__(self, answer=lambda body: "ok", delay=lambda body: 0.0):
+    def __init__(self, answer=lambda body: "ok", delay=lambda body: 0.0, models=None):
         self.script: list[tuple] = []
+        self.models = models if models is not None else {"object": "list", "data": [{"id": "stub-model"}]}
         self.requests: list[dict] = []
         self.answer = answer
         self.delay = delay
@@ -34,7 +36,10 @@ class Stub:
                 pass
 
             def do_GET(self):
-                self._send(200, {"object": "list", "data": [{"id": "stub-model", "object": "model"}]})
+                if isinstance(stub.models, tuple):
+                    self._raw(*stub.models)
+                else:
+                    self._send(200, stub.models)
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
@@ -58,6 +63,9 @@ class Stub:
                     return
                 if kind == "slow":
                     time.sleep(step[1])
+                if kind == "raw":
+                    self._raw(*step[1:])
+                    return
                 if kind == "status":
                     headers = step[2] if len(step) > 2 else {}
                     self._send(step[1], {"error": {"message": f"stub says {step[1]}"}}, headers)
@@ -77,6 +85,13 @@ class Stub:
                 self.send_header("content-length", str(len(data)))
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _raw(self, status, content_type, data):
+                self.send_response(status)
+                self.send_header("content-type", content_type)
+                self.send_header("content-length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
 

@@ -207,3 +207,62 @@ def test_a_cached_tokenizer_that_cannot_be_read_is_converted_again(tmp_path, mon
     with pytest.warns(UserWarning), pytest.raises(UserError, match="even when freshly converted") as exc:
         gguf.load_converted(tmp_path / "m.gguf", read)
     assert ".gguf file itself" in exc.value.hint
+
+
+def _between_samples(size: int) -> int:
+    """An offset that no sampled window reads (sgcli.cache.paths.sampled_digest): between the 8th and 9th."""
+    return size * 8 // 17 + (64 << 10) + (100 << 10)
+
+
+def test_a_changed_file_is_fully_rehashed_so_damage_between_the_samples_is_found(tmp_path):
+    """A 4 KB region damaged in the middle of the weights passed the 17 sampled windows, silently."""
+    out = _converted(tmp_path)
+    weights = out / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    at = _between_samples(len(data))
+    data[at : at + 4096] = bytes(4096)
+    weights.write_bytes(bytes(data))  # same size, a new mtime
+    assert conversions.problem(out) == "model.safetensors was modified after it was written (full checksum mismatch)"
+
+
+def test_a_manifest_without_mtimes_means_a_full_check(tmp_path):
+    import json
+
+    out = _converted(tmp_path)
+    manifest = json.loads((out / conversions.MANIFEST).read_text())
+    weights = out / "model.safetensors"
+    before = weights.stat()
+    data = bytearray(weights.read_bytes())
+    at = _between_samples(len(data))
+    data[at] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))  # the mtime it was written with
+    for entry in manifest["files"].values():
+        del entry["mtime_ns"]  # a manifest written before sgcli recorded them
+    (out / conversions.MANIFEST).write_text(json.dumps(manifest))
+    assert "full checksum mismatch" in conversions.problem(out)
+
+
+def test_a_full_disk_while_converting_is_exit_2_naming_the_folder_and_the_space(tmp_path, monkeypatch):
+    import errno
+    import shutil
+
+    from sgcli.engine import loader
+
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(os.urandom(1000))
+
+    def fill(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(loader, "_convert_into", fill)
+    with pytest.raises(UserError) as exc:
+        loader.convert_gguf(gguf)
+    cache = converted_dir(gguf)
+    assert f"the disk of the model cache is full: converting m.gguf needs about 1 MB in {cache}" in exc.value.message
+    assert "SGCLI_CACHE_DIR" in exc.value.hint and not list(cache.glob(".model.partial-*"))  # staging removed
+
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=100 << 20))
+    with pytest.raises(UserError, match="needs about 5,000 MB in .*, 105 MB are free"):
+        conversions.ensure_space(tmp_path / "x" / "model", 5_000_000_000, "the dequantized m.gguf")

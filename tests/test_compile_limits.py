@@ -10,6 +10,7 @@ import time
 import pytest
 
 from sgcli.backends import get_backend
+from sgcli.backends.base import Capabilities
 from sgcli.backends.bounded import CompileLimitError, compile_bounded
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import UserError
@@ -24,9 +25,11 @@ def _private_cache_and_default_limits(tmp_path, monkeypatch):
 
 
 class _Fake:
-    """A backend whose compile does something hostile (it only ever runs in the bounded child)."""
+    """A backend whose compile does something hostile (it only ever runs in the bounded child: its
+    capabilities do not say `compiles_in_process`)."""
 
     name = "fake"
+    capabilities = Capabilities(frozenset({Kind.REGEX}))
 
     def __init__(self, action):
         self.action = action

@@ -1,13 +1,20 @@
-"""The bounded compile's forked trial is skipped only for a grammar that already passed one under
-limits no looser than today's (a `.probe` record in the cache); anything else probes again."""
+"""One compile, bounded (`sgcli.backends.bounded`): small constraints on backends whose work grows with
+the constraint compile once in this process under the time limit; the rest compile once in a forked
+child (outlines-core's Index comes back from it), and a grammar that passed a child's compile quickly
+under limits no looser than today's (a `.probe` record in the cache) compiles in process next time."""
 
 from __future__ import annotations
+
+import json
+import time
 
 import pytest
 from helpers import patch_everywhere
 
 from sgcli.backends import get_backend
+from sgcli.backends.bounded import SMALL_BYTES, CompileLimitError, compile_bounded, small
 from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.errors import UserError
 from sgcli.limits import Limits, current_limits, set_limits
 
 SCHEMA = '{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}'
@@ -24,7 +31,7 @@ def _private_cache_and_limits(tmp_path, monkeypatch):
 
 @pytest.fixture
 def forks(monkeypatch):
-    """How many trial compiles ran in a forked child."""
+    """Each forked child a compile ran in."""
     import sgcli.backends.bounded as bounded
 
     calls = []
@@ -38,11 +45,27 @@ def forks(monkeypatch):
     return calls
 
 
-def _compile(vocab, text=SCHEMA):
+@pytest.fixture
+def compiles(monkeypatch):
+    """Every backend.compile in this process, by backend name."""
+    from sgcli.backends import llguidance_backend, outlines_backend
+
+    calls: list[str] = []
+    for cls in (llguidance_backend.LLGuidanceBackend, outlines_backend.OutlinesCoreBackend):
+        real = cls.compile
+
+        def counting(self, spec, vocab, _real=real):
+            calls.append(self.name)
+            return _real(self, spec, vocab)
+
+        monkeypatch.setattr(cls, "compile", counting)
+    return calls
+
+
+def _compile(vocab, text=SCHEMA, backend="llguidance", kind=Kind.JSON_SCHEMA):
     from sgcli.backends.compile_cache import compile_cached
 
-    spec = ConstraintSpec(Kind.JSON_SCHEMA, text, "s.json")
-    return compile_cached(get_backend("llguidance"), spec, vocab)
+    return compile_cached(get_backend(backend), ConstraintSpec(kind, text, "s.json"), vocab)
 
 
 def _probe_file():
@@ -51,42 +74,98 @@ def _probe_file():
     return list(compiled_dir().rglob("*.probe"))
 
 
-def test_a_grammar_that_passed_its_trial_compiles_without_one_next_time(smol_tokenizer, forks):
+def _big_schema() -> str:
+    props = {f"p{i}": {"type": "string", "description": "x" * 40} for i in range(600)}
+    text = json.dumps({"type": "object", "properties": props})
+    assert len(text) > SMALL_BYTES
+    return text
+
+
+def test_a_small_constraint_compiles_once_in_this_process(smol_tokenizer, forks, compiles):
+    """Was: a trial compile in a forked child, then the real one (p50 11 -> 98 ms through sgcli)."""
     from sgcli.backends.matching import accepts_bytes
 
-    first = _compile(smol_tokenizer.vocab)
+    outcome = _compile(smol_tokenizer.vocab)
+    assert forks == [] and compiles == ["llguidance"] and _probe_file() == []
+    assert accepts_bytes(outcome.compiled, b'{"a": 1}').accepted
+    assert not accepts_bytes(outcome.compiled, b'{"a": "x"}').accepted
+
+
+def test_small_means_short_and_no_big_count():
+    assert small(ConstraintSpec(Kind.REGEX, "[a-z]{1,300}"))
+    assert not small(ConstraintSpec(Kind.REGEX, "a{1,1000000}"))
+    assert not small(ConstraintSpec(Kind.JSON_SCHEMA, '{"type": "string", "minLength": 100000}'))
+    assert not small(ConstraintSpec(Kind.JSON_SCHEMA, _big_schema()))
+
+
+def test_a_big_constraint_compiles_in_a_child_then_in_process_once_it_passed(smol_tokenizer, forks, compiles):
+    first = _compile(smol_tokenizer.vocab, _big_schema())
     assert len(forks) == 1 and len(_probe_file()) == 1
-    second = _compile(smol_tokenizer.vocab)
-    assert len(forks) == 1  # no second trial
+    assert compiles == ["llguidance"]  # in this process: the child's compile is not counted here
+    second = _compile(smol_tokenizer.vocab, _big_schema())
+    assert len(forks) == 1 and compiles == ["llguidance", "llguidance"]  # no second child
     assert second.status == first.status == "not cacheable"
-    assert accepts_bytes(second.compiled, b'{"a": 1}').accepted
-    assert not accepts_bytes(second.compiled, b'{"a": "x"}').accepted
-    _compile(smol_tokenizer.vocab, SCHEMA.replace('"a"', '"b"'))  # another grammar: its own trial
-    assert len(forks) == 2
 
 
-def test_stricter_limits_or_a_damaged_record_probe_again(smol_tokenizer, forks):
-    _compile(smol_tokenizer.vocab)
+def test_outlines_core_compiles_once_in_the_child_and_its_index_comes_back(smol_tokenizer, forks, compiles):
+    from sgcli.backends.matching import accepts_bytes
+
+    backend = get_backend("outlines_core")
+    compiled = compile_bounded(backend, ConstraintSpec(Kind.REGEX, "(yes|no)[0-9]{2}", "r.regex"), smol_tokenizer.vocab)
+    assert len(forks) == 1 and compiles == []  # the parent never compiled
+    assert compiled.backend == "outlines_core" and compiled.normalized == "(yes|no)[0-9]{2}"
+    assert accepts_bytes(compiled, b"yes42").accepted and not accepts_bytes(compiled, b"maybe").accepted
+
+
+def test_stricter_limits_or_a_damaged_record_fork_again(smol_tokenizer, forks):
+    big = _big_schema()
+    _compile(smol_tokenizer.vocab, big)
     set_limits(Limits(timeout_s=30.0, memory_mb=2048, max_bytes=1 << 20))  # less memory than the pass had
-    _compile(smol_tokenizer.vocab)
+    _compile(smol_tokenizer.vocab, big)
     assert len(forks) == 2
     (record,) = _probe_file()
     record.write_bytes(b"{not json")
-    _compile(smol_tokenizer.vocab)
+    _compile(smol_tokenizer.vocab, big)
     assert len(forks) == 3
-    set_limits(Limits(timeout_s=1e-9, memory_mb=2048, max_bytes=1 << 20))  # a pass in 1/10 of this is impossible
-    from sgcli.backends.bounded import CompileLimitError
-
-    with pytest.raises(CompileLimitError):
-        _compile(smol_tokenizer.vocab)
 
 
-def test_a_grammar_error_is_still_positioned_after_a_pass_was_recorded(smol_tokenizer, forks, tmp_path):
-    from sgcli.errors import UserError
+@pytest.fixture
+def slow_llguidance(monkeypatch):
+    """llguidance's compile made to take 3 s (the thread sleeps: the GIL is free, as in a real compile)."""
+    from sgcli.backends import llguidance_backend
 
-    _compile(smol_tokenizer.vocab)
+    real = llguidance_backend.LLGuidanceBackend.compile
+
+    def slow(self, spec, vocab):
+        time.sleep(3)
+        return real(self, spec, vocab)
+
+    monkeypatch.setattr(llguidance_backend.LLGuidanceBackend, "compile", slow)
+
+
+def test_a_timeout_in_process_is_the_limit_and_the_process_goes_on(smol_tokenizer, forks, slow_llguidance):
+    set_limits(Limits(timeout_s=0.5, memory_mb=2048, max_bytes=1 << 20))
+    t = time.perf_counter()
+    with pytest.raises(CompileLimitError) as exc:
+        _compile(smol_tokenizer.vocab, SCHEMA.replace('"a"', '"t"'))
+    assert exc.value.flag == "--compile-timeout" and forks == [] and time.perf_counter() - t < 2.5
+    set_limits(Limits(timeout_s=30.0, memory_mb=2048, max_bytes=1 << 20))
+    assert _compile(smol_tokenizer.vocab).compiled.backend == "llguidance"
+
+
+def test_a_grammar_error_is_positioned_on_either_path(smol_tokenizer):
+    bad = '{"type": "object", "properties": {"a": {"type": "nonsense"}}}'
     with pytest.raises(UserError):
-        _compile(smol_tokenizer.vocab, '{"type": "object", "properties": {"a": {"type": "nonsense"}}}')
-    set_limits(Limits(timeout_s=0, memory_mb=0, max_bytes=1 << 20))  # no limits: no trial, no record
-    _compile(smol_tokenizer.vocab, SCHEMA.replace('"a"', '"c"'))
-    assert len(_probe_file()) == 1
+        _compile(smol_tokenizer.vocab, bad)
+    with pytest.raises(UserError, match="outlines_core"):
+        _compile(smol_tokenizer.vocab, "(a", backend="outlines_core", kind=Kind.REGEX)
+
+
+def test_auto_stops_at_a_timeout_instead_of_moving_to_the_next_backend(smol_tokenizer, slow_llguidance):
+    """A busy machine must not quietly pick xgrammar because llguidance ran past --compile-timeout."""
+    from sgcli.backends.auto import compile_auto
+
+    set_limits(Limits(timeout_s=0.5, memory_mb=2048, max_bytes=1 << 20))
+    with pytest.raises(CompileLimitError) as exc:
+        compile_auto(ConstraintSpec(Kind.JSON_SCHEMA, SCHEMA.replace('"a"', '"u"'), "s.json"), smol_tokenizer.vocab)
+    assert "with llguidance" in exc.value.message and exc.value.flag == "--compile-timeout"

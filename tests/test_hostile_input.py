@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import patch_everywhere
 
-from sgcli.constraints.spec import MAX_DEPTH
+from sgcli.constraints.spec import MAX_DEPTH, MAX_JSON_DEPTH
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPITAL = ROOT / "examples" / "capital.json"
@@ -205,23 +205,36 @@ def deep_schema(tmp_path) -> Path:
 )
 def test_deep_nesting_is_refused_naming_the_limit(run_cli, no_model, deep_schema, command):
     args = [str(deep_schema) if a == "{f}" else a for a in command]
-    _refused(run_cli(*args), f"more than {MAX_DEPTH} levels", "$defs", "deep.json:1:")
+    _refused(run_cli(*args), f"more than {MAX_JSON_DEPTH} levels", "$defs", "deep.json:1:")
 
 
 def test_deep_nesting_in_lint_is_a_located_finding(run_cli, deep_schema):
     result = run_cli("lint", deep_schema)
     assert result.exit_code == 1 and "internal error" not in result.output, result.output
     text = deep_schema.read_text()
-    col = [i for i, ch in enumerate(text) if ch == "{"][MAX_DEPTH] + 1  # the bracket opening level limit+1
+    col = [i for i, ch in enumerate(text) if ch == "{"][MAX_JSON_DEPTH] + 1  # the bracket opening level limit+1
     assert f"deep.json:1:{col}: S003" in result.output
-    assert f"more than {MAX_DEPTH} levels" in result.output
+    assert f"more than {MAX_JSON_DEPTH} levels" in result.output
 
 
-def test_nesting_at_the_limit_still_compiles(run_cli, tmp_path):
-    path = tmp_path / "ok.json"
-    path.write_text(json.dumps(_deep_items(MAX_DEPTH - 1)))  # depth == the limit
-    result = run_cli("compile", "-b", "llguidance", path)
-    assert result.exit_code == 0, result.output
+def _deep_properties(depth: int) -> dict:
+    schema: dict = {"type": "integer"}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"a": schema}, "required": ["a"]}
+    return schema
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [_deep_properties(200), _deep_items(MAX_JSON_DEPTH - 1)],  # 401 JSON levels; exactly the limit
+    ids=["200-level-properties", "items-at-the-limit"],
+)
+def test_deep_valid_schemas_are_read_and_meta_validated(run_cli, tmp_path, schema):
+    """jsonschema's meta-validation recurses ~10 frames a level: it runs with room for that."""
+    path = tmp_path / "deep_ok.json"
+    path.write_text(json.dumps(schema))
+    result = run_cli("lint", "--select", "S003", path)
+    assert result.exit_code == 0 and "S003" not in result.output, result.output
 
 
 @pytest.mark.parametrize("ref", ["#/$defs/nope", "#no-such-anchor"])
@@ -239,12 +252,99 @@ def test_dangling_local_ref_is_exit_2_at_its_line_and_column(run_cli, no_model, 
     _refused(run_cli("generate", "--schema", path, "hi"), f"s.json:4:19: $ref '{ref}' does not resolve", "after '#'")
 
 
-def test_remote_ref_is_not_refused_but_compiled_as_weakened(run_cli, tmp_path):
+@pytest.mark.parametrize("ref", ["https://example.com/thing.json", "other.json#/$defs/a"])
+def test_remote_ref_is_exit_2_naming_it(run_cli, no_model, tmp_path, ref):
+    """Nothing fetches it, so no backend could enforce it and no check could judge it (was: exit 0, valid null)."""
     path = tmp_path / "remote.json"
-    path.write_text('{"type": "object", "properties": {"a": {"$ref": "https://example.com/thing.json"}}}')
-    result = run_cli("compile", "-b", "llguidance", path)  # llguidance refuses it as a compile error (exit 1)
-    assert result.exit_code == 1 and "internal error" not in result.output, result.output
-    assert "does not resolve" not in result.output and "https://example.com/thing.json" in result.output
+    path.write_text('{"type": "object",\n "properties": {"a": {"$ref": ' + json.dumps(ref) + "}}}")
+    for command in (["compile", path], ["generate", "--schema", path, "hi"]):
+        _refused(run_cli(*command), f"remote.json:2:31: $ref '{ref}' points outside this file", "'#/$defs/NAME'")
+
+
+SUBSCHEMA_REFS = {  # what the `referencing` library raised TypeError/AttributeError on (exit 3)
+    "pointer-into-true": {"$ref": "#/definitions/x/properties", "definitions": {"x": True}},
+    "pointer-into-false-items": {"$ref": "#/$defs/x/items/0", "$defs": {"x": {"items": False}}},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SUBSCHEMA_REFS))
+def test_pointer_into_a_boolean_subschema_is_exit_2(run_cli, no_model, tmp_path, name):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(SUBSCHEMA_REFS[name]))
+    _refused(run_cli("compile", path), f"$ref '{SUBSCHEMA_REFS[name]['$ref']}' does not resolve")
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "properties": {"a": True, "b": False, "c": {"$ref": "#/definitions/t"}},
+            "definitions": {"t": True},
+        },
+        {"$schema": "http://json-schema.org/draft-04/schema#", "dependencies": {"a": ["b"], "c": {"required": ["d"]}}},
+        {
+            "$schema": "http://json-schema.org/draft-04/schema#",
+            "definitions": {"n": {"id": "#num", "type": "integer"}},
+            "properties": {"n": {"$ref": "#num"}},
+        },
+        {
+            "$id": "https://example.com/root.json",
+            "$defs": {"i": {"$id": "item.json", "$defs": {"z": {"type": "string"}}}},
+            "properties": {"a": {"$ref": "item.json#/$defs/z"}},
+        },
+        {"$id": "urn:example:root", "$defs": {"a": {"type": "string"}}, "properties": {"a": {"$ref": "#/$defs/a"}}},
+        {
+            "$dynamicAnchor": "node",
+            "type": "object",
+            "properties": {"kids": {"type": "array", "items": {"$dynamicRef": "#node"}}},
+        },
+        {
+            "$schema": "https://json-schema.org/draft/2019-09/schema",
+            "$recursiveAnchor": True,
+            "type": "object",
+            "properties": {"kids": {"items": {"$recursiveRef": "#"}}},
+        },
+        {"type": "object", "properties": {"next": {"$ref": "#"}}},  # recursion through a property is fine
+        {"$schema": "https://example.com/an-unknown-draft", "type": "integer"},
+    ],
+    ids=[
+        "booleans",
+        "draft4-dependencies",
+        "draft4-id-anchor",
+        "id-relative",
+        "urn-base",
+        "dynamicRef",
+        "recursiveRef",
+        "recursive",
+        "unknown-draft",
+    ],
+)
+def test_real_world_reference_shapes_are_read(schema):
+    from sgcli.constraints.sources import check_schema
+    from sgcli.constraints.spec import ConstraintSpec, Kind
+
+    check_schema(ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema), "s.json"))  # no exception
+
+
+@pytest.mark.parametrize(
+    ("schema", "chain"),
+    [
+        (
+            {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"},
+            "'#/$defs/b' -> '#/$defs/a' -> '#/$defs/b'",
+        ),
+        ({"$ref": "#"}, "'#' -> '#'"),
+        ({"anyOf": [{"type": "string"}, {"allOf": [{"$ref": "#"}]}]}, "'#' -> '#'"),
+    ],
+    ids=["two-defs", "root-to-itself", "through-anyOf"],
+)
+def test_ref_cycle_without_a_value_is_exit_2(run_cli, no_model, tmp_path, schema, chain):
+    """llguidance compiled these to the empty string (exit 1 at generation); jsonschema recurses forever."""
+    path = tmp_path / "cycle.json"
+    path.write_text(json.dumps(schema))
+    for command in (["compile", path], ["generate", "--schema", path, "hi"]):
+        _refused(run_cli(*command), f"$ref cycle {chain}", "through a property or an array item")
 
 
 def test_refs_by_id_anchor_and_absolute_uri_resolve(run_cli, tmp_path):
@@ -368,3 +468,106 @@ def test_bad_flags_are_refused_without_importing_torch(bad):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.stdout.strip().splitlines()[-1] == "exit 2 False", (done.stdout, done.stderr)
+
+
+def test_if_then_else_probe_resolves_refs_against_the_root():
+    """The ui5.yaml shape: a `$ref` to `#/properties/...` inside a nested `then` (was PointerToNowhere, exit 3)."""
+    from sgcli.lint.schema_probes import keyword_probes
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "framework": {"type": "object", "properties": {"name": {"enum": ["SAPUI5", "OpenUI5"]}}},
+            "config": {
+                "type": "object",
+                "properties": {"type": {"enum": ["application", "library"]}},
+                "if": {"properties": {"type": {"const": "application"}}},
+                "then": {"properties": {"builder": {"$ref": "#/properties/framework"}}},
+                "else": {"properties": {"builder": {"type": "string"}}},
+            },
+        },
+    }
+    _, probes = keyword_probes(schema)
+    probed = {p.path for p in probes}
+    assert ("properties", "config", "then") in probed and ("properties", "config", "else") in probed
+
+
+def _left_recursive_chain(n: int, syntax: str) -> str:
+    """`r0 -> r1 -> ... -> r(n-1) -> r0`, each rule left-recursive through the next: a 10,000-rule
+    chain walked rule to rule needs 10,000 stack frames."""
+    define, root = (":", "start") if syntax == "lark" else (" ::=", "root")
+    rules = [f"{root}{define} r0"] + [f'r{i}{define} r{(i + 1) % n} "a" | "b"' for i in range(n)]
+    return "\n".join(rules) + "\n"
+
+
+@pytest.mark.parametrize("suffix", ["lark", "gbnf"])
+def test_ten_thousand_rule_left_recursive_grammar_lints_and_converts(run_cli, tmp_path, suffix):
+    """Was RecursionError (exit 3) in lint/structure.py, generate's preflight and convert."""
+    path = tmp_path / f"chain.{suffix}"
+    path.write_text(_left_recursive_chain(10_000, suffix))
+    lint = run_cli("lint", "--select", "G,W", path)
+    assert lint.exit_code in (0, 1) and "internal error" not in lint.output, lint.output
+    if suffix == "gbnf":  # llama.cpp rejects left recursion: one finding for the whole cycle
+        assert lint.output.count("G004") == 1 and "… 9994 more …" in lint.output, lint.output
+    target = "gbnf" if suffix == "lark" else "lark"
+    converted = run_cli("convert", path, "--to", target, "--no-check")
+    assert converted.exit_code == 0 and converted.output.count("r9999") >= 2, converted.output[-500:]
+
+
+def test_ten_thousand_rule_chain_passes_generates_preflight():
+    from sgcli.constraints.spec import ConstraintSpec, Kind
+    from sgcli.dialects.lark import parse_lark
+    from sgcli.dialects.shortest import ShortestStrings
+    from sgcli.lint.preflight import structure_errors
+
+    text = _left_recursive_chain(10_000, "lark")
+    structure_errors(ConstraintSpec(Kind.LARK, text, "chain.lark"))  # no exception: nothing undefined
+    grammar = parse_lark(text)
+    assert ShortestStrings(grammar.definitions()).rules["start"] == "b"
+
+
+def test_doubling_grammar_has_no_shortest_sentence_instead_of_2_to_the_60():
+    from sgcli.dialects.lark import parse_lark
+    from sgcli.dialects.shortest import MAX_SENTENCE, ShortestStrings
+
+    text = "start: r0\n" + "".join(f"r{i}: r{i + 1} r{i + 1}\n" for i in range(60)) + 'r60: "a"\n'
+    rules = ShortestStrings(parse_lark(text).definitions()).rules
+    assert rules["r60"] == "a" and len(rules["r44"]) == 2**16 and rules["start"] is None
+    assert all(s is None or len(s) <= MAX_SENTENCE for s in rules.values())
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("stacked.lark", 'start: "a"' + "?" * 5000 + "\n"),
+        ("stacked.gbnf", 'root ::= "a"' + "?" * 5000 + "\n"),
+        ("stacked.regex", "a" + "?" * 5000),
+    ],
+)
+def test_thousands_of_stacked_repetition_operators_are_refused_at_a_stated_depth(run_cli, tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    lint = run_cli("lint", "--select", "S004", path)
+    assert lint.exit_code == 1 and "internal error" not in lint.output, lint.output
+    assert "more than 100 repetition operators on one element" in lint.output
+
+
+def test_schema_pattern_nested_past_the_limit_is_not_a_crash():
+    from sgcli.dialects.shortest import regex_sample
+
+    assert regex_sample("(" * 3000 + "a" + ")" * 3000) is None  # the reader refuses it at 100 groups
+
+
+def test_lint_probes_of_a_2000_property_schema_stop_at_the_compile_timeout(run_cli, tmp_path):
+    """The keyword probes ran outside every limit: 88 KB, 2,000 properties, past 90 s and 4.1 GB."""
+    import time
+
+    kinds = [{"type": "string", "maxLength": 20}, {"type": "integer", "minimum": 0}, {"enum": ["a", "b", "c"]}]
+    props = {f"field_{i:04d}": kinds[i % 3] for i in range(2000)}
+    path = tmp_path / "wide.json"
+    path.write_text(json.dumps({"type": "object", "properties": props, "required": list(props)[:50]}, indent=1))
+    t = time.perf_counter()
+    result = run_cli("lint", "-b", "llguidance", "--compile-timeout", "2", path)
+    assert time.perf_counter() - t < 60, "lint ran far past its limit"
+    assert result.exit_code == 1 and "internal error" not in result.output, result.output
+    assert "J003 keyword enforcement was not checked: the probes ran past the 2 s time limit" in result.output

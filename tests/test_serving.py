@@ -477,6 +477,65 @@ def test_bad_lines_are_listed_by_file_line_and_the_rest_answered(run_cli, tmp_pa
     assert listed[5] == "✗ ... and 2 more errors", listed
 
 
+BAD_MODELS = {
+    "html": (200, "text/html", b"<html><body>Please log in</body></html>"),
+    "not-json": (200, "application/json", b"{oops"),
+    "a-list": (200, "application/json", b"[1, 2]"),
+    "no-data": (200, "application/json", b'{"models": ["m"]}'),
+}
+
+
+@pytest.mark.parametrize("reply", sorted(BAD_MODELS))
+def test_a_model_listing_that_is_no_listing_is_exit_2_naming_the_server(run_cli, tmp_path, reply):
+    """Was JSONDecodeError/AttributeError (exit 3); the batch wrote 0 records."""
+    with Stub(models=BAD_MODELS[reply]) as stub:
+        single = gen(run_cli, stub, "--regex", "a", "x")
+        out = tmp_path / "out.jsonl"
+        batch = gen(run_cli, stub, "--regex", "a", "--input", _batch_file(tmp_path, 2), "--output", out)
+    for result in (single, batch):
+        assert result.exit_code == 2, result.output
+        assert f"cannot list the models of vllm at {stub.url}" in result.stderr, result.stderr
+        assert "internal error" not in result.output
+
+
+BAD_REPLIES = {
+    "html": ("raw", 200, "text/html", b"<html>gateway</html>"),
+    "not-json": ("raw", 200, "application/json", b"not json"),
+    "json-string": ("raw", 200, "application/json", b'"hello"'),
+    "choices-not-a-list": ("raw", 200, "application/json", b'{"choices": "x"}'),
+    "content-not-a-string": ("raw", 200, "application/json", b'{"choices": [{"message": {"content": 5}}]}'),
+    "error-with-200": ("raw", 200, "application/json", b'{"error": {"message": "overloaded"}}'),
+}
+
+
+@pytest.mark.parametrize("reply", sorted(BAD_REPLIES))
+def test_a_success_status_with_a_bad_body_is_exit_2_or_an_error_record(run_cli, tmp_path, reply):
+    with Stub(answer=lambda b: json.dumps({"n": _line(b)})) as stub:
+        stub.script = [BAD_REPLIES[reply]]
+        single = gen(run_cli, stub, "--schema", _schema(tmp_path), "--json", "line 0")
+    assert single.exit_code == 2 and "internal error" not in single.output, single.output
+    assert f"vllm at {stub.url} sent a reply sgcli cannot use" in single.stderr, single.stderr
+
+    with Stub(answer=lambda b: json.dumps({"n": _line(b)})) as stub:
+        stub.script = [("ok",), BAD_REPLIES[reply]]  # the first request goes alone, then the bad reply
+        out = tmp_path / "out.jsonl"
+        args = ["--schema", _schema(tmp_path), "--input", _batch_file(tmp_path, 3), "--output", out]
+        batch = gen(run_cli, stub, *args, "--concurrency", "1")
+    assert batch.exit_code == 1, batch.output
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in records] == ["r0", "r1", "r2"] and [r["valid"] for r in records] == [True, False, True]
+    assert records[1]["finish_reason"] == "error" and stub.url in records[1]["errors"][0]
+    for record in records:
+        GenerationRecord.model_validate(record)
+
+
+def test_a_stream_answered_as_json_is_exit_2(run_cli):
+    with Stub() as stub:
+        stub.script = [("raw", 200, "application/json", b'{"choices": [{"message": {"content": "a"}}]}')]
+        result = gen(run_cli, stub, "--regex", "a", "x")  # a single prompt without --json streams
+    assert result.exit_code == 2 and "not an event stream" in result.stderr, result.output
+
+
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 def test_compare_backends_on_an_engine_says_a_request_cannot_choose(run_cli, engine):
     result = run_cli("compare-backends", "--engine", engine, "--base-url", "http://127.0.0.1:9", "--regex", "a", "x")

@@ -9,6 +9,7 @@ of each constraint, and run the random model through `--backend none` with a gra
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from helpers import WEATHER_TAGS, patch_everywhere
@@ -213,7 +214,7 @@ def test_cli_subgrammar_breaking_its_schema_exits_1(run_cli, tmp_path, monkeypat
     result = run_cli(*args, "-b", "xgrammar", "--json", "hi")
     record = json.loads(result.stdout)
     assert result.exit_code == 1
-    assert (record["valid"], record["validated_by"]) == (False, "lark")
+    assert (record["valid"], record["validated_by"]) == (False, "lark+jsonschema")
     assert "non-unique" in " ".join(record["errors"])
 
 
@@ -222,3 +223,66 @@ def test_terminal_that_may_be_empty_is_still_checked():
     check reads it as an optional non-empty terminal rather than giving up."""
     spec = ConstraintSpec(Kind.LARK, 'start: "<" REASON ">"\nREASON: /[a-z]{0,3}/\n', "e.lark")
     assert [verdict(spec, o).valid for o in ("<>", "<ab>", "<abcd>", "<A>")] == [True, True, False, False]
+
+
+# ---- llguidance's extensions of Lark, read by the independent check ----
+
+
+def test_readme_composite_example_is_validated_by_lark_and_jsonschema():
+    """The README's `--lark examples/reasoning_json.lark --sub answer=examples/answer.schema.json`:
+    `reason[max_tokens=64]` used to leave it `unchecked` (the lark library cannot read it)."""
+    from sgcli.constraints.sources import from_flags, with_subgrammars
+
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    spec = with_subgrammars(
+        from_flags(lark=str(examples / "reasoning_json.lark")), [f"answer={examples / 'answer.schema.json'}"]
+    )
+    good = verdict(spec, 'Reasoning: Paris is a city in France.\nJSON: {"answer": "Yes"}')
+    assert (good.valid, good.validated_by, good.unchecked) == (True, "lark+jsonschema", None)
+    breaks_schema = verdict(spec, 'Reasoning: Paris is a city in France.\nJSON: {"answer": "Maybe"}')
+    assert breaks_schema.valid is False and breaks_schema.validated_by == "lark+jsonschema"
+    assert "@answer: schema violation at answer" in breaks_schema.errors[0]
+    breaks_grammar = verdict(spec, 'Reasoning: two\nlines\nJSON: {"answer": "Yes"}')
+    assert breaks_grammar.valid is False and "lark parser stops" in breaks_grammar.errors[0]
+
+
+@pytest.mark.parametrize(
+    ("grammar", "good", "bad"),
+    [
+        ('start: word "."\nword[lazy, max_tokens=8, temperature=0.2]: /[a-z]+/\n', "abc.", "ab1."),
+        ('%llguidance {\n  "no_forcing": true\n}\nstart: "a" "b"\n', "ab", "ba"),
+        ('start: "x"{2,3} "y"{2,}\n', "xxyyy", "xyy"),
+        ('# a comment\nstart: two-words\ntwo-words: "a" " " "b"  # trailing\n', "a b", "ab"),
+        ('start: ("ab" | "c"){0,2} "!"\n', "abc!", "abab c!"),
+    ],
+    ids=["attributes", "llguidance-options", "braces", "comments-and-dashes", "group-braces"],
+)
+def test_llguidance_lark_extensions_are_read(grammar, good, bad):
+    spec = ConstraintSpec(Kind.LARK, grammar, "x.lark")
+    assert (verdict(spec, good).valid, verdict(spec, bad).valid) == (True, False)
+    assert verdict(spec, good).validated_by == "lark"
+
+
+@pytest.mark.parametrize(
+    ("grammar", "needle"),
+    [
+        ('start: line "!"\nline[stop="\\n"]: /.*/\n', "attribute `stop`"),
+        ('start: <|im_end|> "a"\n', "special token"),
+        ('start: %regex {"substring_words": "a b"}\n', "%regex"),
+    ],
+)
+def test_extensions_that_change_the_text_are_unchecked(grammar, needle):
+    v = verdict(ConstraintSpec(Kind.LARK, grammar, "x.lark"), "a!")
+    assert v.valid is None and needle in v.unchecked, v
+
+
+def test_grammar_past_the_rule_limit_is_unchecked_at_once():
+    """lark's Earley parser is quadratic or worse in the rules: 10,000 did not finish in 5 minutes."""
+    import time
+
+    from sgcli.validation.lark_check import MAX_RULES
+
+    rules = ["start: r0"] + [f'r{i}: r{(i + 1) % 10_000} "a" | "b"' for i in range(10_000)]
+    t = time.perf_counter()
+    v = verdict(ConstraintSpec(Kind.LARK, "\n".join(rules) + "\n", "chain.lark"), "baa")
+    assert v.valid is None and f"past {MAX_RULES}" in v.unchecked and time.perf_counter() - t < 10

@@ -21,7 +21,9 @@ slowly. Hence:
    about every keyword it drops.
 
 A backend is skipped when it lacks the capability (kind or JSON option), is not
-installed, or rejects the constraint; every skip is reported as {backend, reason}.
+installed, or rejects the constraint; every skip is reported as {backend, reason}. A compile
+that runs into --compile-timeout or --compile-memory is not a rejection: it ends the run
+with exit 2 naming the flag, so a busy machine never picks the backend.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sgcli.backends.base import Backend, Compiled
+from sgcli.backends.bounded import CompileLimitError
 from sgcli.backends.compile_cache import compile_cached
 from sgcli.constraints.spec import ConstraintSpec
 from sgcli.errors import UserError
@@ -70,6 +73,8 @@ def compile_auto(spec: ConstraintSpec, vocab, compile_one=None) -> tuple[Compile
         try:
             compiled = compile_one(backend) if compile_one else compile_cached(backend, spec, vocab).compiled
             return compiled, fallbacks
+        except CompileLimitError:
+            raise  # a limit is not a refusal: on a busy machine the next backend would be chosen by load
         except UserError as exc:
             first_error = first_error or exc
             fallbacks.append({"backend": backend.name, "reason": _one_line(exc)})

@@ -68,6 +68,11 @@ class Capabilities:
     notes: str = ""
     enforces: bool = True  # its masks restrict tokens (False only for the unconstrained A/B backend)
     cacheable: bool = False  # Compiled.serialize / Backend.deserialize round-trip for the on-disk cache
+    # Its compile work grows with the constraint's size (no automaton that can blow up; measured), so a
+    # small constraint compiles in this process under the time limit, with no forked child (bounded.py).
+    compiles_in_process: bool = False
+    # Serializing is cheap next to compiling: a forked child's compile is sent back, not compiled again.
+    ships_compiled: bool = False
     # The matcher's `jump_forward()` reports the bytes the grammar forces next, so the engine
     # can append them in one forward pass. False: it always returns b"" (the engine then skips it).
     jump_forward: bool = False
@@ -199,9 +204,14 @@ class LibraryBackend:
         return None
 
     def version(self) -> str:
-        import importlib.metadata
+        """The installed distribution's version, read once (importlib.metadata takes ~0.7 ms, more than
+        a small llguidance compile; every compile's cache key asks)."""
+        known = getattr(self, "_version", None)
+        if known is None:
+            import importlib.metadata
 
-        return importlib.metadata.version(self.distribution)
+            known = self._version = importlib.metadata.version(self.distribution)
+        return known
 
     def per_vocab(self, vocab: Vocab, build):
         entry = self._per_vocab.get(id(vocab))

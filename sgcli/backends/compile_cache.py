@@ -32,15 +32,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sgcli.backends.base import Backend, Compiled, CompileWarning
-from sgcli.backends.bounded import compile_bounded
+from sgcli.backends.bounded import compile_bounded, small
 from sgcli.cache.paths import atomic_write, cache_root, notify
-from sgcli.constraints.spec import ConstraintSpec, check_size
+from sgcli.constraints.spec import ConstraintSpec
 from sgcli.limits import LimitHit, current_limits, run_bounded
 from sgcli.tokenizers.vocab import Vocab
 
 FORMAT_VERSION = 2  # bump when the entry layout changes
 MAX_ENTRY_BYTES = 64 << 20  # a bigger payload is not stored (and is no faster to load than to compile)
 MIN_STORE_BUDGET_S = 0.25  # the least time a store attempt gets, whatever the compile took
+# A compile quicker than this is never stored, nor tried: reading, checking and loading an entry took
+# longer (measured: xgrammar @iso8601 loads in 10 ms, compiles in 5 ms), and the store attempt is a fork.
+MIN_STORE_COMPILE_S = 0.05
 
 HIT, MISS, OFF, NOT_CACHEABLE, NOT_STORED = "hit", "miss", "off", "not cacheable", "not stored"
 
@@ -122,6 +125,8 @@ def compile_cached(
     """
     if not (_enabled if use_cache is None else use_cache):
         return CacheOutcome(compile_bounded(backend, spec, vocab), OFF)
+    if not is_cacheable(backend) and backend.capabilities.compiles_in_process and small(spec):
+        return CacheOutcome(compile_bounded(backend, spec, vocab), NOT_CACHEABLE)  # no key, no record needed
     key = cache_key(backend, spec, vocab)
     if not is_cacheable(backend):
         return CacheOutcome(_compile_probed(backend, spec, vocab, key), NOT_CACHEABLE)
@@ -137,6 +142,9 @@ def compile_cached(
         return CacheOutcome(compiled, NOT_STORED, key, header.get("reason"), notes)
     if not _writable(compiled_dir()):
         return CacheOutcome(compiled, OFF, key, f"cache folder {compiled_dir()} is not writable", notes)
+    if compiled.compile_s < MIN_STORE_COMPILE_S:
+        reason = f"compiled in under {MIN_STORE_COMPILE_S * 1000:.0f} ms, quicker than any load"
+        return CacheOutcome(compiled, NOT_STORED, key, reason, notes)
     stored, reason = _store(backend, key, compiled)
     return CacheOutcome(compiled, MISS if stored else NOT_STORED, key, reason, notes)
 
@@ -145,18 +153,19 @@ PROBE_MARGIN = 10  # trusted again only if it compiled in under a tenth of the t
 
 
 def _compile_probed(backend: Backend, spec: ConstraintSpec, vocab: Vocab, key: str) -> Compiled:
-    """`compile_bounded`, without its forked trial compile where this very grammar (the cache key: backend
-    version, tokenizer, text, options) already passed one under limits no looser than the current ones, in
-    under a tenth of the time limit: compiling is deterministic, so it passes again (measured: the trial
-    costs `sgcli lint` ~20 ms with llguidance and ~80 ms with outlines-core on a small schema). The pass is
-    remembered in a small `.probe` file beside the entries; an unreadable one only means probing again."""
+    """`compile_bounded`, in this process rather than a forked child where this very grammar (the cache key:
+    backend version, tokenizer, text, options) already passed a child's compile under limits no looser than
+    the current ones, in under a tenth of the time limit: compiling is deterministic, so it passes again.
+    The pass is remembered in a small `.probe` file beside the entries; an unreadable one only means
+    forking again. Constraints that compile in process anyway (`bounded.small`) need no record."""
     limits = current_limits()
+    if backend.capabilities.compiles_in_process and small(spec):
+        return compile_bounded(backend, spec, vocab)
     path = _path(key).with_suffix(".probe")
     if _probe_passed(path, key, limits):
-        check_size(spec, limits)
-        return backend.compile(spec, vocab)
+        return compile_bounded(backend, spec, vocab, trusted=True)
     compiled = compile_bounded(backend, spec, vocab)
-    probed = limits.timeout_s or limits.memory_mb  # else compile_bounded ran no trial either
+    probed = limits.timeout_s or limits.memory_mb  # else compile_bounded ran no child either
     if probed and compiled.compile_s * PROBE_MARGIN < (limits.timeout_s or float("inf")):
         record = {"format": FORMAT_VERSION, "key": key, "compile_s": compiled.compile_s}
         _write_file(path, json.dumps(record | dataclasses.asdict(limits)).encode("utf-8"))
@@ -326,8 +335,14 @@ def _write_file(path: Path, data: bytes) -> None:
         pass  # the folder was checked writable; a full disk only costs speed
 
 
+_writable_folders: set[Path] = set()
+
+
 def _writable(folder: Path) -> bool:
-    """Whether entries can be written; says once per folder when they cannot."""
+    """Whether entries can be written; says once per folder when they cannot. A folder found writable
+    is not tried again in this process (the try is a file created and removed)."""
+    if folder in _writable_folders:
+        return True
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".probe-")
@@ -336,6 +351,8 @@ def _writable(folder: Path) -> bool:
         ok = True
     except OSError:
         ok = False
+    if ok:
+        _writable_folders.add(folder)
     if not ok and folder not in _unwritable_noticed:
         _unwritable_noticed.add(folder)
         notify(

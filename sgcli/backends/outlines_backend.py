@@ -93,6 +93,12 @@ class OutlinesCompiled(Compiled):
     def matcher(self) -> OutlinesMatcher:
         return OutlinesMatcher(self.index, tuple(self.vocab.stop_ids))
 
+    def serialize(self) -> bytes | None:
+        """The regex, then the Index in outlines-core's own binary form (its pickle payload; read back
+        with `Index.from_binary`, never unpickled)."""
+        regex = (self.normalized or "").encode("utf-8")
+        return len(regex).to_bytes(8, "little") + regex + self.index.__reduce__()[1][0]
+
 
 class OutlinesCoreBackend(LibraryBackend):
     module = "outlines_core"
@@ -104,6 +110,8 @@ class OutlinesCoreBackend(LibraryBackend):
         json_options=frozenset({"compact", "whitespace_pattern", "max_whitespace", "strict_properties"}),
         notes="regular languages only; objects never take unlisted properties; keywords it drops (minimum, "
         "uniqueItems, ...) are warnings at their JSON pointer; slow to compile on big schemas",
+        cacheable=True,
+        ships_compiled=True,  # measured: a 735 KB Index serializes and loads in 2 ms, compiled in 32 ms
     )
 
     @staticmethod
@@ -145,6 +153,8 @@ class OutlinesCoreBackend(LibraryBackend):
             built = build_regex_from_schema(json.dumps(schema), _WS_MARK)
         except ValueError as exc:
             raise self._schema_error(spec, str(exc)) from None
+        except TypeError as exc:  # its JSON reader stops at 128 levels: "Expected a valid JSON string."
+            raise self._schema_error(spec, f"{exc} (outlines-core reads JSON nested at most 128 levels)") from None
         return _place_whitespace(built, whitespace_regex(spec.json_options))
 
     def _refuse_broken(self, spec: ConstraintSpec, schema) -> None:
@@ -184,6 +194,19 @@ class OutlinesCoreBackend(LibraryBackend):
                 index = oc.Index(regex, vocabulary)
             except ValueError as exc:
                 raise self._regex_error(spec, regex, str(exc)) from None
+        elapsed = time.perf_counter() - t
+        return OutlinesCompiled(self.name, spec, vocab, elapsed, self._warnings(spec), regex, index=index)
+
+    def deserialize(self, data: bytes, spec: ConstraintSpec, vocab: Vocab) -> Compiled | None:
+        import outlines_core as oc
+
+        t = time.perf_counter()
+        size = int.from_bytes(data[:8], "little")
+        try:
+            regex = data[8 : 8 + size].decode("utf-8")
+            index = oc.Index.from_binary(data[8 + size :])
+        except (ValueError, UnicodeDecodeError):  # stale version, truncated file: the cache recompiles
+            return None
         elapsed = time.perf_counter() - t
         return OutlinesCompiled(self.name, spec, vocab, elapsed, self._warnings(spec), regex, index=index)
 

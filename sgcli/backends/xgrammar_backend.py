@@ -89,6 +89,7 @@ class XGrammarBackend(LibraryBackend):
         jump_forward=True,
         prints_schema=True,
         cacheable=True,
+        compiles_in_process=True,
         imports_torch=True,
         regex_dialect="ecma",
         # accepted-invalid instances without any warning on JSON-Schema-Test-Suite draft2020-12

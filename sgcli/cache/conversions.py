@@ -1,21 +1,28 @@
 """Integrity of converted models and tokenizers (GGUF -> safetensors + tokenizer.json) in the cache.
 
 A conversion is written into a unique staging folder beside its final place, gets a manifest
-(per file: size, a hash of samples, the full sha256), and is renamed into place in one step, so
-two first runs converting at once both succeed and a reader never sees half a folder. On every
-later use the manifest is checked cheaply (sizes and sampled hashes: milliseconds for 500 MB);
-a folder that fails is reported, set aside and converted again, never used. Cache-side problems
-name the cache folder and SGCLI_CACHE_DIR, never the .gguf file.
+(per file: size, mtime, a hash of samples, the full sha256), and is renamed into place in one
+step, so two first runs converting at once both succeed and a reader never sees half a folder. On
+every later use the manifest is checked: a file whose size and mtime are those it was written with
+gets the cheap check (sampled hashes: milliseconds for 500 MB); one whose mtime changed, or that
+the manifest has no mtime for, is fully re-hashed against its sha256 (~1 s for 500 MB), since a
+damaged region between the samples would pass the cheap check. A folder that fails is reported,
+set aside and converted again, never used. A disk that fills while converting is exit 2 naming
+the folder and the space needed. Cache-side problems name the cache folder and SGCLI_CACHE_DIR,
+never the .gguf file.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sgcli.cache.paths import notify, sampled_digest
@@ -36,7 +43,13 @@ def write_manifest(folder: Path, source: Path) -> None:
     """Describe every file in `folder` (sizes, sampled and full hashes); written last."""
     files = {}
     for path in sorted(p for p in folder.iterdir() if p.is_file() and p.name != MANIFEST):
-        files[path.name] = {"size": path.stat().st_size, "sampled": sampled_digest(path), "sha256": _full_digest(path)}
+        st = path.stat()
+        files[path.name] = {
+            "size": st.st_size,
+            "mtime_ns": st.st_mtime_ns,
+            "sampled": sampled_digest(path),
+            "sha256": _full_digest(path),
+        }
     manifest = {"format": 1, "source": str(source), "files": files}
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
 
@@ -55,12 +68,15 @@ def problem(folder: Path) -> str | None:
     for name, want in files.items():
         path = folder / name
         try:
-            size = path.stat().st_size
+            st = path.stat()
         except OSError:
             return f"{name} is missing"
-        if size != want.get("size"):
-            return f"{name} has {size:,} bytes, {want.get('size'):,} were written"
-        if sampled_digest(path) != want.get("sampled"):
+        if st.st_size != want.get("size"):
+            return f"{name} has {st.st_size:,} bytes, {want.get('size'):,} were written"
+        if st.st_mtime_ns != want.get("mtime_ns"):  # touched since it was written: every byte is checked
+            if _full_digest(path) != want.get("sha256"):
+                return f"{name} was modified after it was written (full checksum mismatch)"
+        elif sampled_digest(path) != want.get("sampled"):
             return f"{name} has changed since it was written (checksum mismatch)"
     return None
 
@@ -112,6 +128,43 @@ def _drop_stale_staging(out: Path, max_age_s: float = 6 * 3600) -> None:
                 shutil.rmtree(stale, ignore_errors=True)
         except OSError:
             pass
+
+
+_SPARE = 64 << 20  # room left for the manifest, the config and the file system's own needs
+
+
+def ensure_space(folder: Path, needed: int, what: str) -> None:
+    """Exit 2 before writing `needed` bytes into `folder` when its disk has not that much free."""
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return  # unknown: the writes themselves will say (disk_full_is_exit_2)
+    if free < needed + _SPARE:
+        raise _no_space(folder, what, needed, free)
+
+
+@contextmanager
+def disk_full_is_exit_2(folder: Path, what: str, needed: int | None = None) -> Iterator[None]:
+    """A write into the cache that fills its disk (ENOSPC, EDQUOT) is the user's to fix: exit 2."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        try:
+            free = shutil.disk_usage(folder.parent).free
+        except OSError:
+            free = None
+        raise _no_space(folder, what, needed, free) from None
+
+
+def _no_space(folder: Path, what: str, needed: int | None, free: int | None) -> UserError:
+    need = f"needs about {max(needed, 10**6) / 1e6:,.0f} MB" if needed else "needs more space"
+    has = f", {free / 1e6:,.0f} MB are free" if free is not None else ""
+    return UserError(
+        f"the disk of the model cache is full: {what} {need} in {folder.parent}{has}",
+        hint="free space there, or set SGCLI_CACHE_DIR to a folder on a disk with room",
+    )
 
 
 def publish(staged: Path, out: Path, source: Path) -> Path:

@@ -16,9 +16,18 @@ import sys
 from pathlib import Path
 
 from sgcli.constraints.jsonpos import locate
-from sgcli.constraints.spec import EXTENSION_KINDS, MAX_DEPTH, ConstraintSpec, JsonOptions, Kind, parse_json
+from sgcli.constraints.schema_refs import Reference, first_cycle, references
+from sgcli.constraints.spec import (
+    EXTENSION_KINDS,
+    MAX_DEPTH,
+    ConstraintSpec,
+    JsonOptions,
+    Kind,
+    json_depth,
+    parse_json,
+)
 from sgcli.errors import Location, UserError, offset_to_line_col
-from sgcli.limits import current_limits
+from sgcli.limits import current_limits, deep_call
 
 LIBRARY_DIR = Path(__file__).resolve().parent.parent / "grammars"
 
@@ -204,9 +213,16 @@ def check_schema(spec: ConstraintSpec) -> None:
             f"a JSON Schema must be an object or a boolean, not {type(schema).__name__}",
             location=Location(spec.origin, 1, 1),
         )
-    cls = validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        cls.check_schema(schema)
+    dialect = schema.get("$schema") if isinstance(schema, dict) else None
+    if dialect is not None and not isinstance(dialect, str):
+        raise UserError(
+            f"invalid JSON Schema at $schema: {json.dumps(dialect)[:60]} is not a string",
+            location=Location(spec.origin, *(locate(spec.text, ("$schema",)) or (None, None))),
+            hint='name the draft by its URI, e.g. "https://json-schema.org/draft/2020-12/schema"',
+        )
+    cls = validator_for(schema, default=jsonschema.Draft202012Validator)  # an unknown draft: 2020-12's rules
+    try:  # jsonschema recurses ~10 frames per schema level; parse_json has bounded the levels
+        deep_call(lambda: cls.check_schema(schema), frames=12 * json_depth(schema))
     except jsonschema.SchemaError as exc:
         pos = locate(spec.text, exc.path) or (None, None)
         where = "/".join(str(p) for p in exc.path) or "(root)"
@@ -219,48 +235,37 @@ def check_schema(spec: ConstraintSpec) -> None:
 
 
 def check_refs(spec: ConstraintSpec, schema) -> None:
-    """Every local `$ref` ('#...') resolves, or exit 2 at its line:col before anything compiles.
-    Remote references are not fetched: backends compile them as anything and say so (weakened),
-    and the independent check reports them unchecked."""
-    from referencing import Registry
-    from referencing.exceptions import Unresolvable
-    from referencing.jsonschema import DRAFT202012, UnknownDialect, specification_with
+    """Every `$ref` resolves inside the file, or exit 2 at its line:col before anything compiles: a local
+    one that names nothing, a remote one (sgcli fetches nothing, so no backend could enforce it and no
+    check could judge it), and a reference cycle that never reaches a value (schema_refs.first_cycle)."""
+    refs = references(schema)
 
-    if not isinstance(schema, dict):
-        return
-    try:
-        specification = specification_with(schema.get("$schema", ""), default=DRAFT202012)
-    except UnknownDialect:
-        specification = DRAFT202012
-    root = specification.create_resource(schema)
-    paths = _container_paths(schema)
-    stack = [(root, Registry().resolver_with_root(root))]
-    while stack:
-        resource, resolver = stack.pop()
-        ref = resource.contents.get("$ref") if isinstance(resource.contents, dict) else None
-        if isinstance(ref, str) and ref.startswith("#"):
-            try:
-                resolver.lookup(ref)
-            except Unresolvable:
-                path = paths.get(id(resource.contents), ()) + ("$ref",)
-                raise UserError(
-                    f"$ref {ref!r} does not resolve inside the schema",
-                    location=Location(spec.origin, *(locate(spec.text, path) or (None, None))),
-                    hint="check the JSON pointer or anchor after '#'",
-                ) from None
-        stack.extend((sub, resolver.in_subresource(sub)) for sub in resource.subresources())
+    def at(ref: Reference) -> Location:
+        return Location(spec.origin, *(locate(spec.text, ref.path) or (None, None)))
 
-
-def _container_paths(value) -> dict[int, tuple]:
-    """id(object or array) -> its path in the document, walked without recursion."""
-    paths: dict[int, tuple] = {}
-    stack = [(value, ())]
-    while stack:
-        node, path = stack.pop()
-        paths[id(node)] = path
-        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-        stack.extend((child, path + (key,)) for key, child in items if isinstance(child, (dict, list)))
-    return paths
+    for ref in refs:
+        if ref.remote:
+            raise UserError(
+                f"{ref.keyword} {ref.ref!r} points outside this file; sgcli does not fetch schemas, so no "
+                "backend could enforce it and no check could judge the output",
+                location=at(ref),
+                hint="copy the schema it names into $defs and refer to it as '#/$defs/NAME'",
+            )
+        if ref.target is None:
+            raise UserError(
+                f"{ref.keyword} {ref.ref!r} does not resolve inside the schema",
+                location=at(ref),
+                hint="check the JSON pointer or anchor after '#'",
+            )
+    cycle = first_cycle(schema, refs)
+    if cycle:
+        chain = " -> ".join(repr(r.ref) for r in [*cycle, cycle[0]])
+        raise UserError(
+            f"$ref cycle {chain} applies a schema to itself before reaching any value: validation never ends "
+            "(the JSON Schema specification leaves such schemas undefined)",
+            location=at(cycle[0]),
+            hint="let the recursion pass through a property or an array item, or drop the reference",
+        )
 
 
 def from_file(path: str, kind: Kind | None = None, json_options: JsonOptions | None = None) -> ConstraintSpec:

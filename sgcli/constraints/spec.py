@@ -149,11 +149,15 @@ class ConstraintSpec:
         raise ValueError(f"{self.kind.label} has no regex form")
 
 
-MAX_DEPTH = 100  # JSON levels or grammar groups; every walk and parser (jsonschema, lint, backends) is safe past it
+MAX_DEPTH = 100  # grammar and regex groups: every reader of them (lint's, the backends') recurses per group
+# JSON levels. A schema level is two JSON levels under `properties` (one under `items`), so a 200-level schema
+# fits; the parsers and walks that recurse per level (json, jsonpos, jsonschema's meta-validation, which runs
+# with room for it: `sgcli.limits.deep_call`) are safe to it.
+MAX_JSON_DEPTH = 512
 
 
 def parse_json(text: str, origin: str | None):
-    """Parse JSON input; bad syntax and nesting past MAX_DEPTH are the user's to fix, with line:col."""
+    """Parse JSON input; bad syntax and nesting past MAX_JSON_DEPTH are the user's to fix, with line:col."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -164,10 +168,10 @@ def parse_json(text: str, origin: str | None):
         ) from None
     except RecursionError:
         value = _TOO_DEEP
-    if value is _TOO_DEEP or not _within_depth(value, MAX_DEPTH):
-        line, col = offset_to_line_col(text, _deep_offset(text, MAX_DEPTH))
+    if value is _TOO_DEEP or not _within_depth(value, MAX_JSON_DEPTH):
+        line, col = offset_to_line_col(text, _deep_offset(text, MAX_JSON_DEPTH))
         raise UserError(
-            f"JSON nested more than {MAX_DEPTH} levels deep (sgcli's depth limit)",
+            f"JSON nested more than {MAX_JSON_DEPTH} levels deep (sgcli's depth limit)",
             location=Location(origin, line, col),
             hint="move nested parts into $defs and refer to them with $ref",
         )
@@ -189,6 +193,19 @@ def _within_depth(value, limit: int) -> bool:
                     return False
                 stack.append((child, depth + 1))
     return True
+
+
+def json_depth(value) -> int:
+    """Nesting levels of a parsed JSON value (a scalar is 0), measured without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest
 
 
 def _deep_offset(text: str, limit: int) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from sgcli.dialects.grammar_model import (
+    MAX_STACKED,
     Alt,
     Chars,
     Grammar,
@@ -23,6 +24,7 @@ from sgcli.dialects.grammar_model import (
     Rule,
     Seq,
     repetition,
+    stacked_error,
 )
 from sgcli.dialects.reader import Reader
 from sgcli.dialects.regex_parse import parse_regex
@@ -99,15 +101,19 @@ def _element(r: Reader) -> Node:
         return _char_class(r)
     if r.startswith("(="):  # xgrammar's lookahead assertion: consumes nothing
         r.pos += 2
+        r.open_group(start)
         inner = _alternatives(r, nested=True)
         r.skip_space()
         r.expect(")", "')' closing the lookahead")
+        r.close_group()
         return Opaque(start, "lookahead", nullable=True, sample="", children=[inner])
     if ch == "(":
         r.pos += 1
+        r.open_group(start)
         inner = _alternatives(r, nested=True)
         r.skip_space()
         r.expect(")", "')' closing the group")
+        r.close_group()
         return inner
     if ch == ".":
         r.pos += 1
@@ -143,7 +149,7 @@ def _regex_macro(r: Reader) -> Node:
 def _postfix(r: Reader, node: Node, start: int) -> Node:
     """Repetition operators after an element; a repetition is located where the element's
     source starts (its '(' for a group)."""
-    while True:
+    for _ in range(MAX_STACKED + 1):
         op_pos = r.pos
         found = repetition(r.text, r.pos, _BRACES)
         if found is None:
@@ -152,6 +158,7 @@ def _postfix(r: Reader, node: Node, start: int) -> Node:
             return node
         lo, hi, r.pos = found
         node = Rep(start, node, lo, hi, op_pos, r.pos)
+    raise stacked_error(start)
 
 
 def _char_class(r: Reader) -> Chars:

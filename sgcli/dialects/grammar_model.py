@@ -77,6 +77,13 @@ class Rep(Node):
 _OPERATORS = {"*": (0, None), "+": (1, None), "?": (0, 1)}
 
 
+MAX_STACKED = 100  # repetition operators on one element (`x???...`): each one nests the model a level
+
+
+def stacked_error(pos: int) -> ParseError:
+    return ParseError(f"more than {MAX_STACKED} repetition operators on one element", pos)
+
+
 def repetition(text: str, pos: int, braces) -> tuple[int, int | None, int] | None:
     """The repetition operator at `pos` as (min, max or None for unbounded, offset past it): `*`, `+`,
     `?`, or braces that the dialect's `braces` pattern matches with groups (min, comma, max), where
@@ -134,23 +141,99 @@ class Grammar:
 
 
 def walk(node: Node):
-    """Every node under `node`, itself first."""
-    yield node
-    if isinstance(node, Seq):
-        for item in node.items:
-            yield from walk(item)
-    elif isinstance(node, Alt):
-        for alt in node.alts:
-            yield from walk(alt)
-    elif isinstance(node, Rep):
-        yield from walk(node.body)
-    elif isinstance(node, Opaque):
-        for child in node.children:
-            yield from walk(child)
+    """Every node under `node`, itself first, in source order; iterative, so no nesting exhausts the stack."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        if isinstance(current, Seq):
+            stack.extend(reversed(current.items))
+        elif isinstance(current, Alt):
+            stack.extend(reversed(current.alts))
+        elif isinstance(current, Rep):
+            stack.append(current.body)
+        elif isinstance(current, Opaque):
+            stack.extend(reversed(current.children))
 
 
 def refs(node: Node) -> list[Ref]:
     return [n for n in walk(node) if isinstance(n, Ref)]
+
+
+def rule_fixpoint(keys, evaluate, start, merge=None) -> dict:
+    """A value per rule (or per key) as the fixpoint of `evaluate(key, read)`, where `read(other)`
+    gives another key's current value. Worklist-driven: a key is evaluated again only when one it
+    read has changed, and nothing recurses from rule to rule, so a chain of 10,000 rules costs
+    linear time and constant stack. `merge(old, new)` keeps values moving one way (monotone), which
+    is what makes it end; `evaluate` sees unknown keys through `read` as `start`."""
+    keys = list(dict.fromkeys(keys))
+    values = dict.fromkeys(keys, start)
+    readers: dict[object, set] = {}
+    work, queued = list(reversed(keys)), set(keys)
+    while work:
+        key = work.pop()
+        queued.discard(key)
+
+        def read(other, _key=key):
+            readers.setdefault(other, set()).add(_key)
+            return values.get(other, start)
+
+        new = evaluate(key, read)
+        if merge is not None:
+            new = merge(values[key], new)
+        if new is not values[key] and new != values[key]:
+            values[key] = new
+            for waiting in readers.get(key, ()):
+                if waiting not in queued:
+                    queued.add(waiting)
+                    work.append(waiting)
+    return values
+
+
+def components(names, edges) -> list[list[str]]:
+    """Strongly connected components of the graph `name -> edges(name)` (Tarjan's, iterative), each
+    in the order of `names`; a rule is recursive when its component has two rules or it reaches itself."""
+    order = {name: i for i, name in enumerate(names)}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    for root in names:
+        if root in index:
+            continue
+        work = [(root, iter(edges(root)))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            name, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in order:
+                    continue
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(edges(child))))
+                elif child in on_stack:
+                    low[name] = min(low[name], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[name])
+            if low[name] == index[name]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == name:
+                        break
+                out.append(sorted(component, key=order.__getitem__))
+    return sorted(out, key=lambda c: order[c[0]])
 
 
 class ParseError(Exception):

@@ -16,6 +16,7 @@ import json
 import re
 
 from sgcli.dialects.grammar_model import (
+    MAX_STACKED,
     Alt,
     Chars,
     Grammar,
@@ -28,6 +29,7 @@ from sgcli.dialects.grammar_model import (
     Rule,
     Seq,
     repetition,
+    stacked_error,
 )
 from sgcli.dialects.reader import Reader
 from sgcli.dialects.regex_parse import parse_regex
@@ -195,7 +197,7 @@ class _LarkReader(Reader):
 
     def postfix(self, node: Node, start: int) -> Node:
         """Repetition operators; a repetition is located where its element's source starts."""
-        while True:
+        for _ in range(MAX_STACKED + 1):
             op = self.pos
             found = repetition(self.text, self.pos, _BRACES)
             if found is not None:
@@ -207,21 +209,26 @@ class _LarkReader(Reader):
             else:
                 return node
             node = Rep(start, node, lo, hi, op, self.pos, lark=True)
+        raise stacked_error(start)
 
     def atom(self) -> Node:
         start = self.pos
         ch = self.peek()
         if ch == "(":
             self.pos += 1
+            self.open_group(start)
             inner = self.expansions()
             self.skip_space()
             self.expect(")", "')'")
+            self.close_group()
             return inner
         if ch == "[":
             self.pos += 1
+            self.open_group(start)
             inner = self.expansions()
             self.skip_space()
             self.expect("]", "']'")
+            self.close_group()
             return Rep(start, inner, 0, 1, start, self.pos)
         if ch == '"':
             lit = Lit(start, self.string())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sgcli.constraints.spec import MAX_DEPTH
 from sgcli.dialects.grammar_model import ParseError
 
 _SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "0": "\0", "f": "\f", "v": "\v", "a": "\a", "b": "\b"}
@@ -13,6 +14,15 @@ class Reader:
         self.text = text
         self.pos = 0
         self._comments = comment_starts
+        self.depth = 0  # open groups: every walk of the model recurses per group, so it is bounded
+
+    def open_group(self, pos: int) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise self.error(f"groups nested more than {MAX_DEPTH} deep (sgcli's depth limit)", pos)
+
+    def close_group(self) -> None:
+        self.depth -= 1
 
     def eof(self) -> bool:
         return self.pos >= len(self.text)

@@ -12,7 +12,20 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sgcli.dialects.grammar_model import Alt, Chars, Lit, Node, Opaque, ParseError, Rep, Seq, repetition
+from sgcli.constraints.spec import MAX_DEPTH
+from sgcli.dialects.grammar_model import (
+    MAX_STACKED,
+    Alt,
+    Chars,
+    Lit,
+    Node,
+    Opaque,
+    ParseError,
+    Rep,
+    Seq,
+    repetition,
+    stacked_error,
+)
 
 WHITESPACE = [
     (9, 13),
@@ -72,6 +85,7 @@ class _Parser:
         self.i = 0
         self.to_file = to_file
         self.features: list[RegexFeature] = []
+        self.depth = 0  # open groups: the parser and every walk of its model recurse per group
 
     def error(self, message: str) -> ParseError:
         return ParseError(message, self.to_file(min(self.i, max(len(self.src) - 1, 0))))
@@ -110,7 +124,9 @@ class _Parser:
 
     def quantified(self, node: Node, start: int) -> Node:
         """Quantifiers after an atom; a repetition is located where the atom starts."""
-        while self.i < len(self.src):
+        for _ in range(MAX_STACKED + 1):
+            if self.i >= len(self.src):
+                return node
             op = self.i
             found = repetition(self.src, self.i, _QUANT)
             if found is None:
@@ -119,7 +135,7 @@ class _Parser:
             if self.i < len(self.src) and self.src[self.i] in "?+":  # lazy / possessive: same language
                 self.i += 1
             node = Rep(self.to_file(start), node, lo, hi, self.to_file(op), self.to_file(self.i - 1) + 1)
-        return node
+        raise stacked_error(self.to_file(start))
 
     def atom(self) -> Node:
         start = self.i
@@ -141,6 +157,14 @@ class _Parser:
 
     def group(self) -> Node:
         start = self.i
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ParseError(f"groups nested more than {MAX_DEPTH} deep (sgcli's depth limit)", self.to_file(start))
+        node = self._group(start)
+        self.depth -= 1
+        return node
+
+    def _group(self, start: int) -> Node:
         self.i += 1
         kinds = [
             ("?<=", "lookbehind"),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import weakref
 
-from sgcli.dialects.grammar_model import Alt, Chars, Lit, Node, Opaque, ParseError, Ref, Rep, Seq
+from sgcli.dialects.grammar_model import Alt, Chars, Lit, Node, Opaque, ParseError, Ref, Rep, Seq, rule_fixpoint
 from sgcli.dialects.regex_parse import parse_regex
 
 _READABLE = "a0 ._-!bcdefghijklmnopqrstuvwxyz123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -38,38 +38,44 @@ class ShortestStrings:
         self.external = external
         self.boost = boost  # extra iterations for every repetition that allows them
         self.variant = variant
-        self.rules: dict[str, str | None] = {name: None for name in defs}
-        changed = True
-        while changed:
-            changed = False
-            for name, rule in defs.items():
-                s = self.of(rule.body)
-                if s is not None and (self.rules[name] is None or len(s) < len(self.rules[name])):
-                    self.rules[name] = s
-                    changed = True
+        self.rules: dict[str, str | None] = rule_fixpoint(
+            list(defs), lambda name, read: self._of(defs[name].body, read), None, _shorter
+        )
 
     def of(self, node: Node) -> str | None:
+        return self._of(node, self.rules.get)
+
+    def _of(self, node: Node, read) -> str | None:
         if isinstance(node, Lit):
             return node.text
         if isinstance(node, Chars):
             return pick_char(node, self.variant)
         if isinstance(node, Ref):
-            return self.rules.get(node.name)
+            return read(node.name) if node.name in self.defs else None
         if isinstance(node, Seq):
-            parts = [self.of(i) for i in node.items]
-            return None if any(p is None for p in parts) else "".join(parts)
+            parts = [self._of(i, read) for i in node.items]
+            if any(p is None for p in parts) or sum(map(len, parts)) > MAX_SENTENCE:
+                return None
+            return "".join(parts)
         if isinstance(node, Alt):
-            options = [s for s in (self.of(a) for a in node.alts) if s is not None]
+            options = [s for s in (self._of(a, read) for a in node.alts) if s is not None]
             return min(options, key=len) if options else None
         if isinstance(node, Rep):
             count = node.min + self.boost if node.max is None else min(node.max, node.min + self.boost)
             if count == 0:
                 return ""
-            body = self.of(node.body)
-            return None if body is None else body * count
+            body = self._of(node.body, read)
+            return None if body is None or len(body) * count > MAX_SENTENCE else body * count
         if isinstance(node, Opaque):
             return node.sample
         return None
+
+
+MAX_SENTENCE = 100_000  # characters: a longer shortest sentence (`r0: r1 r1`, `r1: r2 r2`, ...) is not built
+
+
+def _shorter(old: str | None, new: str | None) -> str | None:
+    return new if new is not None and (old is None or len(new) < len(old)) else old
 
 
 def regex_sample(pattern: str, min_len: int = 0, variant: int = 0) -> str | None:

@@ -117,8 +117,10 @@ def convert_gguf(gguf: Path, progress: Progress | None = None) -> Path:
         return out
     staged = conversions.staging(out)  # exit 2 now, before 30 s of work, if the cache is read-only
     try:
-        _convert_into(gguf, staged, progress)
-        return conversions.publish(staged, out, gguf)
+        # float32 weights: up to 8x a 4-bit file (the exact figure is checked before writing)
+        with conversions.disk_full_is_exit_2(staged, f"converting {gguf.name}", 8 * gguf.stat().st_size):
+            _convert_into(gguf, staged, progress)
+            return conversions.publish(staged, out, gguf)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
 
@@ -136,6 +138,8 @@ def _convert_into(gguf: Path, folder: Path, progress: Progress | None) -> None:
     with _tensor_progress(progress, f"dequantizing {gguf.name} (once; cached afterwards)"):
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     step("writing safetensors to the cache", 1)
+    needed = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    conversions.ensure_space(folder, needed, f"the dequantized {gguf.name}")
     save_model(model, str(folder / "model.safetensors"))  # handles tied embeddings
     config = model.config.to_dict()
     config.pop("quantization_config", None)  # the weights are plain float32 now

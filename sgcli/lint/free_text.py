@@ -10,7 +10,7 @@ the model may stop there.
 
 from __future__ import annotations
 
-from sgcli.dialects.grammar_model import Alt, Chars, Node, Ref, Rep, Seq, walk
+from sgcli.dialects.grammar_model import Alt, Chars, Node, Ref, Rep, Seq, rule_fixpoint, walk
 
 # Excluding only these from "any character" still leaves free text (`.`, `[^\n]`, `[^\r\n]`).
 _LINE_CHARS = {0, 9, 10, 13}
@@ -40,26 +40,37 @@ class FreeText:
 
     def __init__(self, structure):
         self.s = structure
+        defs = structure.defs
+        # per rule, a free-text repetition that can end it: a fixpoint, not a walk from rule to rule
+        self._tails = rule_fixpoint(
+            list(defs),
+            lambda name, read: None if bounded_by_attribute(defs[name]) else self._tail(defs[name].body, read),
+            None,
+            lambda old, new: old if old is not None else new,
+        )
 
-    def tail(self, node: Node, seen: frozenset[str] = frozenset()) -> Rep | None:
+    def tail(self, node: Node) -> Rep | None:
         """A free-text repetition that can be the last thing `node` matches, if any."""
+        return self._tail(node, self._tails.__getitem__)
+
+    def _tail(self, node: Node, read) -> Rep | None:
         if is_free_text(node):
             return node
         if isinstance(node, Rep):
-            return self.tail(node.body, seen)
+            return self._tail(node.body, read)
         if isinstance(node, Alt):
-            return next((r for r in (self.tail(a, seen) for a in node.alts) if r is not None), None)
+            return next((r for r in (self._tail(a, read) for a in node.alts) if r is not None), None)
         if isinstance(node, Seq):
             for item in reversed(node.items):
-                found = self.tail(item, seen)
+                found = self._tail(item, read)
                 if found is not None or self.s.nullable(item) is not True:
                     return found
             return None
         if isinstance(node, Ref):
             rule = self.s.defs.get(node.name)
-            if rule is None or node.name in seen or bounded_by_attribute(rule):
+            if rule is None or bounded_by_attribute(rule):
                 return None
-            return self.tail(rule.body, seen | {node.name})
+            return read(node.name)
         return None
 
     def findings(self) -> list[tuple[Rep, Node]]:

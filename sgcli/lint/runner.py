@@ -30,6 +30,7 @@ from sgcli.constraints.sources import (
 from sgcli.constraints.spec import GENERATE_WHITESPACE, ConstraintSpec, JsonOptions, Kind
 from sgcli.dialects.grammar_model import Grammar, ParseError, Rule
 from sgcli.errors import UserError
+from sgcli.limits import LimitHit, current_limits, run_bounded
 from sgcli.lint import backend_checks as bc
 from sgcli.lint.diagnostic import Diagnostic, at_offset
 from sgcli.lint.length_check import shortest_sentence, too_long
@@ -214,13 +215,33 @@ class Linter:
             found.append(unreadable)
         compiled = [run.compiled for run in runs if run.compiled is not None]
         if schema is not None and runs and sel.any("J001", "W002", "J003"):
-            found += self._schema_rules(schema, stext, runs, spec)
+            found += self._bounded_schema_rules(schema, stext, runs, spec)
         if self.options.tokenizer is not None and grammar is not None and "T001" in sel:
             found += bc.special_token_literals(spec, grammar, self.vocab(), self._tokenizer_name)
         if self.options.max_tokens is not None and "L001" in sel:
             found += self._length(spec, grammar, schema, compiled)
         result.diagnostics = _finish(found, sel)
         return result
+
+    def _bounded_schema_rules(self, schema, stext, runs, spec) -> list[Diagnostic]:
+        """The keyword probes under the compile limits, in a forked child (`run_bounded`): they build an
+        instance per keyword and walk it through every matcher, which for an 88 KB schema of 2,000
+        properties ran past 90 s and 4.1 GB. A limit, or a probe that fails, is a J003 finding."""
+        from sgcli.lint import schema_checks as sc
+
+        limits = current_limits()
+        if not (limits.timeout_s or limits.memory_mb):
+            return self._schema_rules(schema, stext, runs, spec)
+        probe = lambda: [d.as_dict() for d in self._schema_rules(schema, stext, runs, spec)]  # noqa: E731
+        try:
+            found = run_bounded(probe, timeout_s=limits.timeout_s, memory_mb=limits.memory_mb)
+        except LimitHit as hit:
+            why = {
+                "time": f"the probes ran past the {limits.timeout_s:g} s time limit (--compile-timeout)",
+                "memory": f"the probes needed more than the {limits.memory_mb} MB memory limit (--compile-memory)",
+            }.get(hit.kind, f"the probes stopped: {hit.detail}")
+            return [sc.unprobed(spec.name, why)]
+        return [_from_dict(d) for d in found]
 
     def _schema_rules(self, schema, stext, runs, spec) -> list[Diagnostic]:
         """J001/W002 on every compile, J003 where they cannot run. A backend that refused a keyword
@@ -268,6 +289,12 @@ class Linter:
             self._tokenizer_name,
             (root.pos, root.pos + len(root.name)) if root is not None and grammar.syntax != "regex" else None,
         )
+
+
+def _from_dict(d: dict) -> Diagnostic:
+    """A Diagnostic back from `Diagnostic.as_dict` (across the probe child's pipe)."""
+    fields = ("code", "message", "path", "line", "col", "end_line", "end_col", "hint", "backend", "severity")
+    return Diagnostic(**{k: d[k] for k in fields}, notes=tuple(d["notes"]))
 
 
 def _input_problem(spec: ConstraintSpec) -> Diagnostic | None:

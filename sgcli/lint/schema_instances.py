@@ -81,10 +81,16 @@ class InstanceBuilder:
         self.full = full
         # (subschema id, keyword) -> a replacement value builder, used by the violation probes
         self.override: tuple[int, object] | None = None
+        self._whole = validator(root)
+
+    def local(self, schema):
+        """A validator for a subschema of the root whose references resolve against the root
+        (`#/properties/x` inside an `if`/`then` names the root's property, not the subschema's)."""
+        return self._whole if schema is self.root else self._whole.evolve(schema=schema)
 
     def build(self):
         value = self.value(self.root, 0)
-        if not validator(self.root).is_valid(value):
+        if not self._whole.is_valid(value):
             raise Impossible("the instance built does not validate")
         return value
 
@@ -141,7 +147,7 @@ class InstanceBuilder:
                 candidate = self.value(_merge(rest, branch) if rest else branch, depth + 1, variant)
             except Impossible:
                 continue
-            if self.override is not None or validator(_local(self.root, schema)).is_valid(candidate):
+            if self.override is not None or self.local(schema).is_valid(candidate):
                 return candidate
         raise Impossible(f"no {key} branch could be built")
 
@@ -154,7 +160,7 @@ class InstanceBuilder:
                 candidate = self.value(branch, depth + 1, variant)
             except Impossible:
                 continue
-            if validator(_local(self.root, schema)).is_valid(candidate):
+            if self.local(schema).is_valid(candidate):
                 return candidate
         raise Impossible("no if/then/else branch could be built")
 
@@ -200,7 +206,7 @@ class InstanceBuilder:
                 raise Impossible("minItems beyond prefixItems with items: false")
             out.append(self.value(items, depth + 1, variant + i if unique else variant))
             i += 1
-        if "contains" in schema and not any(validator(schema["contains"]).is_valid(x) for x in out):
+        if "contains" in schema and not any(self.local(schema["contains"]).is_valid(x) for x in out):
             out.append(self.value(schema["contains"], depth + 1, variant))
         return out
 
@@ -311,10 +317,3 @@ def _holds(schema, target: int, depth: int = 0) -> bool:
         return False
     children = schema.values() if isinstance(schema, dict) else schema if isinstance(schema, list) else ()
     return any(_holds(c, target, depth + 1) for c in children)
-
-
-def _local(root, schema):
-    """`schema` validated in the context of `root` (so its $refs resolve)."""
-    if schema is root or not isinstance(root, dict):
-        return schema
-    return {**schema, "$defs": root.get("$defs", {}), "definitions": root.get("definitions", {})}

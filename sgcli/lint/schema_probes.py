@@ -82,7 +82,7 @@ def _arrays(n, kw, v, builder: InstanceBuilder):
     if kw == "items" and items is False:
         return [v + [0], v + [None]]
     if kw == "contains":
-        keep = [e for e in v if not validator(x).is_valid(e)]
+        keep = [e for e in v if not builder.local(x).is_valid(e)]
         return [keep, []]
     return []
 

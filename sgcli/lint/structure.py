@@ -2,8 +2,25 @@
 
 from __future__ import annotations
 
+import operator
+
 from sgcli.dialects import resolve
-from sgcli.dialects.grammar_model import Alt, Chars, Grammar, Lit, Node, Opaque, Ref, Rep, Rule, Seq, refs, walk
+from sgcli.dialects.grammar_model import (
+    Alt,
+    Chars,
+    Grammar,
+    Lit,
+    Node,
+    Opaque,
+    Ref,
+    Rep,
+    Rule,
+    Seq,
+    components,
+    refs,
+    rule_fixpoint,
+    walk,
+)
 from sgcli.lint.diagnostic import Diagnostic, at_offset
 from sgcli.lint.free_text import FreeText
 
@@ -24,52 +41,71 @@ def _any(values) -> bool | None:
     return False if all(v is False for v in values) else None
 
 
+_WS_RANK = {"empty": 0, "ws": 1, "other": 2}
+
+
+def _higher_nullable(old, new):
+    return new if _RANK[new] > _RANK[old] else old
+
+
+def _lower_ws(old, new):
+    return new if _WS_RANK[new] < _WS_RANK[old] else old
+
+
+def _higher_ws(old, new):
+    return new if _WS_RANK[new] > _WS_RANK[old] else old
+
+
 class Structure:
-    """Facts about one grammar (nullable rules, definitions) and the rules built on them."""
+    """Facts about one grammar (nullable rules, definitions) and the rules built on them.
+
+    Facts about rules are computed once per grammar as fixpoints over the rules
+    (`rule_fixpoint`), never by recursing from rule to rule: a chain of 10,000 rules costs
+    linear time and no stack. Within one rule body the walks recurse, as deep as its
+    groups, which sgcli's readers bound (MAX_DEPTH)."""
 
     def __init__(self, grammar: Grammar, text: str, path: str):
         self.g = grammar
         self.text = text
         self.path = path
         self.defs = grammar.definitions()
-        self._nullable_rules = self._nullable_fixpoint()
-        # Per-rule memos; a rule still being computed reads as the conservative answer,
-        # which keeps recursive grammars finite and linear.
-        self._loop_memo: dict[tuple[str, bool], bool] = {}
-        self._ws_memo: dict[str, str] = {}
-        self._unbounded_memo: dict[str, bool] = {}
+        names = list(self.defs)
+        body = {name: rule.body for name, rule in self.defs.items()}
+        self._nullable_rules = rule_fixpoint(
+            names, lambda n, read: self._nullable(body[n], read), False, _higher_nullable
+        )
+        # conservative where a rule is still unknown: a loop only if some rule certainly is one,
+        # whitespace only if no rule on the way can be anything else (recursion reads as "other")
+        self._loops = rule_fixpoint(
+            [(n, ctx) for n in names for ctx in (False, True)],
+            lambda key, read: self._is_loop(body[key[0]], key[1], read),
+            False,
+            operator.or_,
+        )
+        self._ws = rule_fixpoint(names, lambda n, read: self._whitespace(body[n], read), "other", _lower_ws)
+        self._unbounded = rule_fixpoint(names, lambda n, read: self._has_unbounded(body[n], read), False, operator.or_)
 
     # --- facts ------------------------------------------------------------------------
 
-    def _nullable_fixpoint(self) -> dict[str, bool | None]:
-        values: dict[str, bool | None] = {name: False for name in self.defs}
-        self._nullable_rules = values
-        changed = True
-        while changed:
-            changed = False
-            for name, rule in self.defs.items():
-                v = self.nullable(rule.body)
-                if _RANK[v] > _RANK[values[name]]:
-                    values[name] = v
-                    changed = True
-        return values
-
     def nullable(self, node: Node) -> bool | None:
         """Whether `node` matches the empty string: True, False, or None (unknown)."""
+        return self._nullable(node, self._nullable_rules.__getitem__)
+
+    def _nullable(self, node: Node, read) -> bool | None:
         if isinstance(node, Lit):
             return node.text == ""
         if isinstance(node, Chars):
             return False
         if isinstance(node, Ref):
             if node.name in self.defs:
-                return self._nullable_rules.get(node.name, False)
+                return read(node.name)
             return None if node.name in self.g.external else False
         if isinstance(node, Seq):
-            return _all(self.nullable(i) for i in node.items)
+            return _all(self._nullable(i, read) for i in node.items)
         if isinstance(node, Alt):
-            return _any(self.nullable(a) for a in node.alts)
+            return _any(self._nullable(a, read) for a in node.alts)
         if isinstance(node, Rep):
-            return True if node.min == 0 else self.nullable(node.body)
+            return True if node.min == 0 else self._nullable(node.body, read)
         if isinstance(node, Opaque):
             return node.nullable
         return None
@@ -84,6 +120,9 @@ class Structure:
 
     def is_loop(self, node: Node, terminal_ctx: bool) -> bool:
         """`node` is, up to optional parts around it, an unbounded repetition."""
+        return self._is_loop(node, terminal_ctx, self._loops.__getitem__)
+
+    def _is_loop(self, node: Node, terminal_ctx: bool, read) -> bool:
         if isinstance(node, Rep):
             return node.max is None and self.nullable(node.body) is not True
         if isinstance(node, Seq):
@@ -91,56 +130,49 @@ class Structure:
             if len(required) > 1:
                 return False
             candidates = required or node.items
-            return any(self.is_loop(i, terminal_ctx) for i in candidates)
+            return any(self._is_loop(i, terminal_ctx, read) for i in candidates)
         if isinstance(node, Alt):
-            return any(self.is_loop(a, terminal_ctx) for a in node.alts)
+            return any(self._is_loop(a, terminal_ctx, read) for a in node.alts)
         if isinstance(node, Ref):
             rule = self._follows(node, terminal_ctx)
-            if rule is None:
-                return False
-            key = (node.name, terminal_ctx or rule.terminal)
-            if key not in self._loop_memo:
-                self._loop_memo[key] = False
-                self._loop_memo[key] = self.is_loop(rule.body, key[1])
-            return self._loop_memo[key]
+            return rule is not None and read((node.name, terminal_ctx or rule.terminal))
         return False
 
     def whitespace_kind(self, node: Node) -> str:
         """ "ws" if every non-empty string `node` matches is whitespace, "empty" if it matches
         only the empty string, else "other"."""
+        return self._whitespace(node, self._ws.__getitem__)
+
+    def _whitespace(self, node: Node, read) -> str:
         if isinstance(node, Lit):
             return "empty" if node.text == "" else ("ws" if node.text.isspace() else "other")
         if isinstance(node, Chars):
             members = node.members(limit=5000)
             return "ws" if members and all(chr(c).isspace() for c in members) else "other"
         if isinstance(node, (Seq, Alt)):
-            kinds = {self.whitespace_kind(n) for n in (node.items if isinstance(node, Seq) else node.alts)}
+            kinds = {self._whitespace(n, read) for n in (node.items if isinstance(node, Seq) else node.alts)}
             return "other" if "other" in kinds else ("ws" if "ws" in kinds else "empty")
         if isinstance(node, Rep):
-            return "empty" if node.max == 0 else self.whitespace_kind(node.body)
+            return "empty" if node.max == 0 else self._whitespace(node.body, read)
         if isinstance(node, Ref):
-            rule = self.defs.get(node.name)
-            if rule is None:
-                return "other"
-            if node.name not in self._ws_memo:
-                self._ws_memo[node.name] = "other"
-                self._ws_memo[node.name] = self.whitespace_kind(rule.body)
-            return self._ws_memo[node.name]
+            return read(node.name) if node.name in self.defs else "other"
         if isinstance(node, Opaque) and node.nullable is True and node.sample == "":
             return "empty"
         return "other"
 
     def has_unbounded(self, node: Node) -> bool:
+        return self._has_unbounded(node, self._unbounded.__getitem__)
+
+    def _has_unbounded(self, node: Node, read) -> bool:
         for n in walk(node):
             if isinstance(n, Rep) and n.max is None:
                 return True
-            if isinstance(n, Ref) and n.name in self.defs:
-                if n.name not in self._unbounded_memo:
-                    self._unbounded_memo[n.name] = False
-                    self._unbounded_memo[n.name] = self.has_unbounded(self.defs[n.name].body)
-                if self._unbounded_memo[n.name]:
-                    return True
+            if isinstance(n, Ref) and n.name in self.defs and read(n.name):
+                return True
         return False
+
+    def _references(self) -> dict[str, list[str]]:
+        return {name: [r.name for r in refs(rule.body) if r.name in self.defs] for name, rule in self.defs.items()}
 
     # --- diagnostics --------------------------------------------------------------------
 
@@ -211,16 +243,21 @@ class Structure:
         edges = {
             name: [r for r in self._left_edges(rule.body) if r.name in self.defs] for name, rule in self.defs.items()
         }
+        component: dict[str, set[str]] = {}
+        for members in components(list(self.defs), lambda n: [r.name for r in edges[n]]):
+            if len(members) > 1 or any(r.name == members[0] for r in edges[members[0]]):
+                component.update(dict.fromkeys(members, set(members)))
         out, reported = [], set()
         for name in self.defs:  # file order: the first rule of a cycle carries the finding
-            if name in reported:
+            if name in reported or name not in component:
                 continue
-            path = self._cycle(name, edges)
+            path = self._cycle(name, edges, component[name])
             if path is None:
                 continue
             reported.update(path)
             ref = next(r for r in edges[name] if r.name == (path[1] if len(path) > 1 else name))
-            chain = " → ".join(path + [name])
+            shown = path if len(path) <= 8 else [*path[:4], f"… {len(path) - 6} more …", *path[-2:]]
+            chain = " → ".join([*shown, name])
             out.append(
                 self._at_name(
                     "G004",
@@ -232,8 +269,8 @@ class Structure:
         return out
 
     @staticmethod
-    def _cycle(start: str, edges: dict[str, list[Ref]]) -> list[str] | None:
-        """The shortest left-edge path from `start` back to itself, as rule names."""
+    def _cycle(start: str, edges: dict[str, list[Ref]], members: set[str]) -> list[str] | None:
+        """The shortest left-edge path from `start` back to itself, as rule names (within its component)."""
         parents: dict[str, str] = {}
         frontier = [start]
         while frontier:
@@ -245,7 +282,7 @@ class Structure:
                         while path[-1] != start:
                             path.append(parents[path[-1]])
                         return list(reversed(path))
-                    if ref.name not in parents:
+                    if ref.name not in parents and ref.name in members:
                         parents[ref.name] = name
                         nxt.append(ref.name)
             frontier = nxt
@@ -316,44 +353,31 @@ class Structure:
 
     def recursive_whitespace(self) -> list[Diagnostic]:
         """W001 for whitespace made unbounded by recursion, as in `ws ::= ([ \t\n] ws)?`:
-        a rule that reaches itself and matches nothing but whitespace when it does."""
-        out, reported = [], []
-        for name, rule in self.defs.items():
-            below = self._reachable(name)
-            if (
-                name not in below
-                or any(name in self._reachable(r) and r in below for r in reported)
-                or self.has_unbounded(rule.body)
-            ):
-                continue  # not recursive, in a cycle already reported, or W001 at its repetition
-            saved, self._ws_memo = self._ws_memo, {name: "ws"}  # assume it, then check the body
-            try:
-                kind = self.whitespace_kind(rule.body)
-            finally:
-                self._ws_memo = saved
-            if kind == "ws":
-                reported.append(name)
+        a rule that reaches itself and matches nothing but whitespace (its recursive component's
+        least fixpoint, the rules around it as they are), once per component."""
+        out = []
+        graph = self._references()
+        for members in components(list(self.defs), graph.__getitem__):
+            first = members[0]
+            if (len(members) == 1 and first not in graph[first]) or self._unbounded[first]:
+                continue  # not recursive, or W001 at its repetition
+            inside = set(members)
+
+            def evaluate(name, read, inside=inside):
+                return self._whitespace(self.defs[name].body, lambda o: read(o) if o in inside else self._ws[o])
+
+            kinds = rule_fixpoint(members, evaluate, "empty", _higher_ws)
+            name = next((n for n in members if kinds[n] == "ws"), None)
+            if name is not None:
                 out.append(
                     self._at_name(
                         "W001",
-                        rule,
+                        self.defs[name],
                         f"`{name}` matches whitespace and repeats itself through recursion, without bound",
                         "allow a bounded amount instead, e.g. `ws ::= [ \\t\\n]{0,20}`",
                     )
                 )
         return out
-
-    def _reachable(self, name: str) -> set[str]:
-        """Rules reachable from `name`'s body through references (`name` itself if recursive)."""
-        seen: set[str] = set()
-        stack = [r.name for r in refs(self.defs[name].body)]
-        while stack:
-            current = stack.pop()
-            if current in seen or current not in self.defs:
-                continue
-            seen.add(current)
-            stack += [r.name for r in refs(self.defs[current].body)]
-        return seen
 
     def _bounded_hint(self, rep: Rep) -> str:
         body = self.text[rep.pos : rep.op_pos].strip()

@@ -63,7 +63,9 @@ class GenerationRecord(_Strict):
         None, description="an independent check passed (true), failed (false), or could not run (null)"
     )
     validated_by: Optional[str] = Field(
-        None, description="what checked it: jsonschema, lark, regex, choices, structural_tags, unconstrained"
+        None,
+        description="what checked it: jsonschema, lark, lark+jsonschema (a grammar and its JSON sub-grammars), "
+        "regex, choices, structural_tags, unconstrained",
     )
     unchecked: Optional[str] = Field(None, description="why nothing independent could check it (valid is null)")
     errors: list[str] = Field(default_factory=list, description="why the output is not valid, or why nothing ran")

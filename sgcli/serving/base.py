@@ -15,13 +15,46 @@ from typing import ClassVar
 
 from sgcli.batch.sampling import SamplingParams
 from sgcli.constraints.spec import ConstraintSpec, Kind
-from sgcli.errors import UserError
+from sgcli.errors import SgcliError, UserError
 
 ROUTES = {
     "chat": "/v1/chat/completions",
     "completions": "/v1/completions",
     "generate": "/generate",  # SGLang's native route
 }
+
+
+class BadReply(SgcliError):
+    """The server answered with a success status but not with what its API promises (not JSON,
+    another content type, a JSON shape without the fields a reply has): nothing usable came back."""
+
+
+def reply_object(value, what: str = "the reply") -> dict:
+    """`value` as a JSON object, or BadReply naming what it was; a 2xx carrying an error says so."""
+    if not isinstance(value, dict):
+        raise BadReply(f"{what} is a JSON {_json_type(value)}, not an object")
+    error = value.get("error")
+    if error is not None and not value.get("choices") and "text" not in value:
+        message = error.get("message", error) if isinstance(error, dict) else error
+        raise BadReply(f"{what} carries an error instead of a completion: {str(message)[:300]}")
+    return value
+
+
+def reply_field(obj: dict, key: str, kind: type | tuple, where: str):
+    """obj[key] where it is absent/null or of `kind`; anything else is a BadReply naming the field."""
+    value = obj.get(key)
+    if value is None:
+        return None
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        names = " or ".join(k.__name__ for k in kinds)
+        raise BadReply(f"`{where}{key}` in the reply is a JSON {_json_type(value)}, not {names}")
+    return value
+
+
+def _json_type(value) -> str:
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
 @dataclass(frozen=True)
@@ -149,22 +182,41 @@ class OpenAICompatible(Dialect):
         return fields
 
     def reply(self, call: Call, body: dict) -> Reply:
-        choice = (body.get("choices") or [{}])[0]
+        body = reply_object(body)
+        choices = reply_field(body, "choices", list, "")
+        if not choices:
+            raise BadReply("the reply has no `choices`: no completion came back")
+        choice = reply_object(choices[0], "`choices[0]`")
         if call.route == "chat":
-            text = (choice.get("message") or {}).get("content") or ""
+            message = reply_field(choice, "message", dict, "choices[0].") or {}
+            text = reply_field(message, "content", str, "choices[0].message.") or ""
         else:
-            text = choice.get("text") or ""
-        usage = body.get("usage") or {}
+            text = reply_field(choice, "text", str, "choices[0].") or ""
+        usage = reply_field(body, "usage", dict, "") or {}
         return Reply(
-            text, choice.get("finish_reason") or "unknown", usage.get("prompt_tokens"), usage.get("completion_tokens")
+            text,
+            reply_field(choice, "finish_reason", str, "choices[0].") or "unknown",
+            reply_field(usage, "prompt_tokens", int, "usage."),
+            reply_field(usage, "completion_tokens", int, "usage."),
         )
 
     def delta(self, call: Call, chunk: dict) -> Delta:
-        usage = chunk.get("usage") or {}
-        choices = chunk.get("choices") or []
+        chunk = reply_object(chunk, "a stream event")
+        usage = reply_field(chunk, "usage", dict, "") or {}
+        choices = reply_field(chunk, "choices", list, "") or []
         text, finish = "", None
         if choices:
-            c = choices[0]
-            text = ((c.get("delta") or {}).get("content") if call.route == "chat" else c.get("text")) or ""
-            finish = c.get("finish_reason")
-        return Delta(text, finish, usage.get("prompt_tokens"), usage.get("completion_tokens"))
+            c = reply_object(choices[0], "`choices[0]` of a stream event")
+            if call.route == "chat":
+                text = reply_field(
+                    reply_field(c, "delta", dict, "choices[0].") or {}, "content", str, "choices[0].delta."
+                )
+            else:
+                text = reply_field(c, "text", str, "choices[0].")
+            finish = reply_field(c, "finish_reason", str, "choices[0].")
+        return Delta(
+            text or "",
+            finish,
+            reply_field(usage, "prompt_tokens", int, "usage."),
+            reply_field(usage, "completion_tokens", int, "usage."),
+        )

@@ -3,7 +3,9 @@
 Retried: 429, 5xx, connection errors (refused, reset) and timeouts, up to `retries` times
 with exponential backoff (a 429's Retry-After wins when it says longer). Not retried: other
 4xx answers, which are the server rejecting the request; they raise `Rejected` with the
-server's own reason. What stays failing after the retries raises `Unreachable`.
+server's own reason. What stays failing after the retries raises `Unreachable`. A success
+status is not trusted either: an answer that is not JSON (or not an event stream), or whose
+JSON has the wrong shape, raises `BadReply` (a proxy's login page, another service on the port).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 import httpx
 
 from sgcli.errors import SgcliError
+from sgcli.serving.base import BadReply, reply_object
 
 
 class Rejected(SgcliError):
@@ -116,17 +119,29 @@ def _check(response: httpx.Response) -> None:
         raise Rejected(response.status_code, server_reason(response))
 
 
+def _content_type(response: httpx.Response) -> str:
+    return response.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def json_body(response: httpx.Response, what: str):
+    """The JSON of a success answer; BadReply when it is declared as something else or does not parse."""
+    kind = _content_type(response)
+    if kind and kind != "application/json" and not kind.endswith("+json"):
+        raise BadReply(f"{what} came back as {kind}, not JSON: {response.text[:120]!r}")
+    try:
+        return response.json()
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError
+        raise BadReply(f"{what} is not JSON: {response.text[:120]!r}") from None
+
+
 async def post_json(client: httpx.AsyncClient, opts: ClientOptions, path: str, body: dict) -> tuple[dict, float]:
-    """POST and return (the JSON answer, seconds the successful attempt took)."""
+    """POST and return (the JSON object answered, seconds the successful attempt took)."""
 
     async def attempt():
         t = time.perf_counter()
         response = await client.post(path, json=body)
         _check(response)
-        try:
-            return response.json(), time.perf_counter() - t
-        except ValueError:
-            raise Unreachable(f"the server's answer is not JSON: {response.text[:200]!r}") from None
+        return reply_object(json_body(response, f"the answer to POST {path}")), time.perf_counter() - t
 
     return await with_retries(opts, attempt)
 
@@ -138,6 +153,10 @@ async def stream_json(client: httpx.AsyncClient, path: str, body: dict) -> Async
         if response.status_code >= 400:
             await response.aread()
             _check(response)
+        kind = _content_type(response)
+        if kind and kind != "text/event-stream":
+            await response.aread()
+            raise BadReply(f"the streamed answer to POST {path} came back as {kind}, not an event stream")
         async for line in response.aiter_lines():
             if not line.startswith("data:"):
                 continue
@@ -147,7 +166,7 @@ async def stream_json(client: httpx.AsyncClient, path: str, body: dict) -> Async
             try:
                 event = json.loads(data)
             except ValueError:
-                raise Unreachable(f"the server sent a stream event that is not JSON: {data[:200]!r}") from None
+                raise BadReply(f"the server sent a stream event that is not JSON: {data[:200]!r}") from None
             _raise_stream_error(event)
             yield event
 
@@ -170,6 +189,10 @@ async def served_models(client: httpx.AsyncClient, opts: ClientOptions) -> list[
     async def attempt():
         response = await client.get("/v1/models")
         _check(response)
-        return [m.get("id") for m in (response.json().get("data") or []) if isinstance(m, dict)]
+        listing = json_body(response, "the answer to GET /v1/models")
+        data = listing.get("data") if isinstance(listing, dict) else None
+        if not isinstance(data, list):
+            raise BadReply(f"GET /v1/models answered without a `data` list of models: {json.dumps(listing)[:120]}")
+        return [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str) and m["id"]]
 
     return await with_retries(opts, attempt)

@@ -19,7 +19,7 @@ from sgcli.batch.requests import Request, chat_messages
 from sgcli.batch.sampling import SamplingParams
 from sgcli.constraints.spec import ConstraintSpec
 from sgcli.errors import UserError
-from sgcli.serving.base import Call, Delta, Dialect, Reply
+from sgcli.serving.base import BadReply, Call, Delta, Dialect, Reply
 from sgcli.serving.client import ClientOptions, Rejected, Unreachable
 from sgcli.timing import start_to_first_token_ms
 from sgcli.validation.validate import validate
@@ -178,7 +178,7 @@ async def _resolve_model(job: EngineJob, http) -> None:
 
     try:
         models = await served_models(http, job.client)
-    except (Unreachable, Rejected) as exc:
+    except (Unreachable, Rejected, BadReply) as exc:
         raise UserError(
             f"cannot list the models of {job.engine} at {job.client.base_url}: {exc}",
             hint="check --base-url and that the server is up, or pass --served-model NAME",
@@ -189,6 +189,11 @@ async def _resolve_model(job: EngineJob, http) -> None:
 
 
 def _fail_fast(job: EngineJob, exc: Exception) -> UserError:
+    if isinstance(exc, BadReply):
+        return UserError(
+            f"{job.engine} at {job.client.base_url} sent a reply sgcli cannot use: {exc}",
+            hint="check that --base-url is the server's own address (an OpenAI-compatible API answering JSON)",
+        )
     if isinstance(exc, Rejected):
         return UserError(
             f"{job.engine} at {job.client.base_url} rejected the request: {exc.reason}",
@@ -206,7 +211,7 @@ def run_single(job: EngineJob, req: Request, on_text: Callable[[str], None] | No
             await _resolve_model(job, http)
             try:
                 return await (_stream(job, http, req, on_text) if on_text else _post(job, http, req))
-            except (Rejected, Unreachable) as exc:
+            except (Rejected, Unreachable, BadReply) as exc:
                 raise _fail_fast(job, exc) from None
 
     return asyncio.run(main())
@@ -227,7 +232,7 @@ def run_batch(job: EngineJob, items: list, put: Callable[[int, dict], None]) -> 
                 record = await _post(job, http, item)
             except Rejected as exc:
                 record = error_record(job, item, f"server rejected the request (HTTP {exc.status}): {exc.reason}")
-            except Unreachable as exc:
+            except (Unreachable, BadReply) as exc:
                 record = error_record(job, item, f"{job.engine} at {job.client.base_url}: {exc}")
         put(index, record)
 
@@ -237,7 +242,7 @@ def run_batch(job: EngineJob, items: list, put: Callable[[int, dict], None]) -> 
             first = next((i for i, item in enumerate(items) if isinstance(item, Request)), None)
             try:  # nothing is put (written) before the server answered: a dead server loses no earlier output
                 answer = None if first is None else await _post(job, http, items[first])
-            except (Rejected, Unreachable) as exc:
+            except (Rejected, Unreachable, BadReply) as exc:
                 raise _fail_fast(job, exc) from None
             for i in range(first if first is not None else len(items)):
                 put(i, bad_line_record(job, items[i]))

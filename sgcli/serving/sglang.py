@@ -21,6 +21,8 @@ from sgcli.serving.base import (
     OpenAICompatible,
     Reply,
     json_schema_format,
+    reply_field,
+    reply_object,
     structural_tag_object,
 )
 
@@ -88,15 +90,15 @@ class SGLangDialect(OpenAICompatible):
     def reply(self, call: Call, body: dict) -> Reply:
         if call.route != "generate":
             return super().reply(call, body)
-        meta = body.get("meta_info") or {}
-        timings = (
-            {"server_ms": round(meta["e2e_latency"] * 1000, 4)} if "e2e_latency" in meta else {}
-        )  # it says seconds
+        body = reply_object(body)
+        meta = reply_field(body, "meta_info", dict, "") or {}
+        latency = reply_field(meta, "e2e_latency", (int, float), "meta_info.")
+        timings = {"server_ms": round(latency * 1000, 4)} if latency is not None else {}  # it says seconds
         return Reply(
-            body.get("text") or "",
+            reply_field(body, "text", str, "") or "",
             _finish(meta.get("finish_reason")),
-            meta.get("prompt_tokens"),
-            meta.get("completion_tokens"),
+            reply_field(meta, "prompt_tokens", int, "meta_info."),
+            reply_field(meta, "completion_tokens", int, "meta_info."),
             timings,
         )
 
@@ -104,13 +106,14 @@ class SGLangDialect(OpenAICompatible):
         if call.route != "generate":
             return super().delta(call, chunk)
         # The native stream sends the whole text so far in each chunk; the runner keeps the last.
-        meta = chunk.get("meta_info") or {}
+        chunk = reply_object(chunk, "a stream event")
+        meta = reply_field(chunk, "meta_info", dict, "") or {}
         finish = meta.get("finish_reason")
         return Delta(
-            chunk.get("text") or "",
+            reply_field(chunk, "text", str, "") or "",
             _finish(finish) if finish else None,
-            meta.get("prompt_tokens"),
-            meta.get("completion_tokens"),
+            reply_field(meta, "prompt_tokens", int, "meta_info."),
+            reply_field(meta, "completion_tokens", int, "meta_info."),
             cumulative=True,
         )
 

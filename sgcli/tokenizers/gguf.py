@@ -33,11 +33,12 @@ def cached_tokenizer_dir(gguf: Path, progress: ProgressFn | None = None) -> Path
     try:
         if progress:
             progress("converting the GGUF tokenizer (once; cached afterwards)")
-        if light:
-            convert_light(gguf, staged)
-        else:
-            _convert_with_transformers(gguf, staged)
-        return conversions.publish(staged, out, gguf)
+        with conversions.disk_full_is_exit_2(staged, f"converting the tokenizer of {gguf.name}"):
+            if light:
+                convert_light(gguf, staged)
+            else:
+                _convert_with_transformers(gguf, staged)
+            return conversions.publish(staged, out, gguf)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
 

@@ -2,12 +2,24 @@
 
 A backend's own matcher saying "complete" is the generator agreeing with itself; here the
 output is parsed again by a different implementation (lark's Earley parser). GBNF goes
-through the project's GBNF -> Lark converter first. `@name` sub-grammars and inline
-`%json {...}` schemas become rules of the same parse: a JSON sub-grammar is parsed as any
-JSON value, its text cut out of the parse tree and validated against its schema with
-`jsonschema`; Lark, GBNF, regex and choice sub-grammars are imported under their own
-namespace. A grammar the lark library cannot read (llguidance-only syntax such as `&`,
-`~`, `<|special|>`) raises `Unchecked`: no verdict, never a guess.
+through the project's GBNF -> Lark converter first.
+
+llguidance's extensions of Lark are read here, so its grammars get a verdict too:
+- `@name` sub-grammars and inline `%json {...}` schemas become rules of the same parse: a JSON
+  sub-grammar is parsed as any JSON value, its text cut out of the parse tree and validated
+  against its schema with `jsonschema` (the verdict's `validated_by` then says
+  `lark+jsonschema`); Lark, GBNF, regex and choice sub-grammars are imported under their own
+  namespace;
+- rule attributes `name[max_tokens=N, lazy, temperature=T, capture]` are dropped: a token budget
+  and a sampling temperature do not change the text a rule stands for, and `lazy` only chooses
+  where a lexeme ends while generating (the check reads the language without it, a superset);
+  `stop=...` and the other attributes that change the text are `Unchecked`;
+- `%llguidance {...}` options (JSON, possibly over several lines) are dropped; `x{m,n}`
+  repetition becomes lark's `x ~ m..n`; `#` comments and `-` in names are rewritten.
+A grammar the lark library still cannot read (`&`, `~`, `<|special|>`, `%regex`) raises
+`Unchecked`: no verdict, never a guess. So does one past `MAX_RULES` rules: lark's Earley
+parser is quadratic or worse in the rules (measured: 1,000 rules took 12 s to build and 19 s
+to parse three characters; 10,000 did not finish in 5 minutes).
 """
 
 from __future__ import annotations
@@ -21,6 +33,9 @@ from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.validation.verdict import Unchecked, schema_errors
 
 COMPLETE_LEXER_MAX_CHARS = 4000  # lark's exhaustive lexer is quadratic or worse; past this, no verdict
+MAX_RULES = 500  # measured: 500 rules 2.7 s to build lark's parser, 3.4 s to parse; past this, no verdict
+# rule attributes that leave the rule's text alone (see the module docstring)
+_TEXT_NEUTRAL_ATTRIBUTES = {"max_tokens", "lazy", "temperature", "capture"}
 
 _JSON_RULES = r"""
 sgjson_value: sgjson_object | sgjson_array | SGJSON_STRING | SGJSON_NUMBER | "true" | "false" | "null"
@@ -57,28 +72,40 @@ def lark_text(spec: ConstraintSpec) -> str:
 
 
 def prepare(spec: ConstraintSpec) -> Prepared:
-    """Rewrite `@name` and `%json {...}` into rules the lark library can parse."""
+    """Rewrite llguidance's extensions (`@name`, `%json {...}`, rule attributes, `%llguidance`,
+    `{m,n}`, `#` comments, `-` in names) into Lark the lark library can parse."""
     prepared = Prepared("")
     subs = dict(spec.subgrammars)
     out: list[str] = []
-    text = re.sub(r"^[ \t]*%llguidance[ \t]*\{[^\n]*\}[ \t]*$", "", lark_text(spec), flags=re.M)
+    text = _without_attributes(_without_options(lark_text(spec)))
     text, empty_terminals = _nonempty_terminals(text)
+    groups: list[int] = []  # where each open '(' sits in `out`
+    last = 0  # where the last complete element starts in `out` (for `{n,}`)
     i = 0
     while i < len(text):
+        if text.startswith("#", i):  # llguidance's comment
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
+            continue
         end = _skip_literal(text, i)
         if end > i:
+            if not text.startswith("//", i):
+                last = len(out)
             out.append(text[i:end])
             i = end
             continue
         m = re.compile(r"@([A-Za-z_][A-Za-z0-9_]*)").match(text, i)
         if m:
+            last = len(out)
             out.append(_sub_rule(m.group(1), subs, prepared))
             i = m.end()
             continue
         m = _NAME.match(text, i)
         if m and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            name = _plain_name(m.group(0))
             is_reference = m.group(0) in empty_terminals and not re.match(r"\s*:", text[m.end() :])
-            out.append(f"({m.group(0)}?)" if is_reference else m.group(0))
+            last = len(out)
+            out.append(f"({name}?)" if is_reference else name)
             i = m.end()
             continue
         m = re.compile(r"%json\s*").match(text, i)
@@ -89,9 +116,24 @@ def prepare(spec: ConstraintSpec) -> Prepared:
                 raise Unchecked(f"cannot read the %json schema: {exc.msg}") from None
             name = f"sginline_json{len(prepared.schemas)}"
             prepared.schemas[name] = schema
+            last = len(out)
             out.append(name)
             i = end
             continue
+        m = _BRACES.match(text, i)
+        if m and (m.group(1) or m.group(3)):
+            out.append(_tilde(m, "".join(out[last:])))
+            i = m.end()
+            continue
+        for what, pattern in _UNREADABLE:
+            if re.compile(pattern).match(text, i):
+                raise Unchecked(
+                    f"the grammar uses {what}, which only llguidance reads; no independent parser checks it"
+                )
+        if text[i] == "(":
+            groups.append(len(out))
+        elif text[i] == ")" and groups:
+            last = groups.pop()
         out.append(text[i])
         i += 1
     prepared.extra += [f"{name}: sgjson_value" for name in prepared.schemas]
@@ -100,7 +142,68 @@ def prepare(spec: ConstraintSpec) -> Prepared:
     return prepared
 
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_BRACES = re.compile(r"\{\s*(\d*)\s*(,?)\s*(\d*)\s*\}")
+_UNREADABLE = (
+    ("%regex {...}", r"%regex\b"),
+    ("a special token <|...|> or <[...]>", r"<(?:\||\[)"),
+)
+
+
+def _tilde(m: re.Match, element: str) -> str:
+    """llguidance's `x{m,n}` as lark's `x ~ m..n` (`{n,}`: `x ~ n x*`)."""
+    lo = int(m.group(1) or 0)
+    if not m.group(2):
+        return f" ~ {lo}"
+    if m.group(3) == "":
+        return f" ~ {lo} {element}*" if lo else "*"
+    return f" ~ {lo}..{int(m.group(3))}"
+
+
+def _plain_name(name: str) -> str:
+    """llguidance allows `-` in names, lark does not."""
+    if "-" not in name:
+        return name
+    return name.replace("-", "_DASH_" if name.lstrip("_")[:1].isupper() else "_dash_")
+
+
+def _without_options(text: str) -> str:
+    """Drop `%llguidance {...}` directives (their JSON may span lines): options of llguidance's
+    matcher, not of the language."""
+    out, i = [], 0
+    for m in re.finditer(r"^[ \t]*%llguidance[ \t]*", text, flags=re.M):
+        if m.start() < i:
+            continue
+        try:
+            _, end = json.JSONDecoder().raw_decode(text, m.end())
+        except json.JSONDecodeError as exc:
+            raise Unchecked(f"cannot read the %llguidance options: {exc.msg}") from None
+        out.append(text[i : m.start()])
+        i = end
+    return "".join(out) + text[i:]
+
+
+_ATTRIBUTES = re.compile(
+    r"^([ \t]*[?!]?[A-Za-z_][A-Za-z0-9_-]*(?:\{[^}\n]*\})?)\[([^\]\n]*)\](?=[ \t]*(?:\.-?\d+)?[ \t]*:(?!:))", re.M
+)
+
+
+def _without_attributes(text: str) -> str:
+    """`name[max_tokens=64, lazy]: ...` -> `name: ...`; attributes that change the text are Unchecked."""
+
+    def drop(m: re.Match) -> str:
+        for key in re.findall(r"([A-Za-z_]+)\s*(?:=\s*(?:\"(?:[^\"\\]|\\.)*\"|[^,\]]*))?", m.group(2)):
+            if key not in _TEXT_NEUTRAL_ATTRIBUTES:
+                name = m.group(1).strip().lstrip("?!")
+                raise Unchecked(
+                    f"rule `{name}` has the llguidance attribute `{key}`, which changes the text the rule stands "
+                    "for; no independent parser reads it"
+                )
+        return m.group(1)
+
+    return _ATTRIBUTES.sub(drop, text)
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)*")
 # a whole regex that is one atom under a quantifier that allows zero repetitions
 _OPTIONAL_ATOM = re.compile(r"^(\[(?:\\.|[^\]\\])*\]|\\.|\((?:[^()\\]|\\.)*\)|[^\\()\[\]|])(\*|\?|\{0,(\d*)\})$")
 
@@ -196,9 +299,20 @@ def _parser(text: str, modules: tuple[tuple[str, str], ...], lexer: str):
 def check(spec: ConstraintSpec, output: str) -> list[str]:
     """Errors of `output` against a Lark/GBNF `spec` (empty when it parses and every sub-grammar's
     JSON validates); raises Unchecked when no independent verdict is possible."""
+    return checked(spec, output)[0]
+
+
+def checked(spec: ConstraintSpec, output: str) -> tuple[list[str], str]:
+    """(errors, what checked them): "lark", or "lark+jsonschema" where sub-grammar JSON was validated."""
     import lark
 
     prepared = prepare(spec)
+    rules = len(re.findall(r"^[ \t]*[?!]?[A-Za-z_][A-Za-z0-9_]*(?:\.-?\d+)?[ \t]*:(?!:)", prepared.text, flags=re.M))
+    if rules > MAX_RULES:
+        raise Unchecked(
+            f"the grammar has {rules:,} rules; the lark library's Earley parser takes minutes past {MAX_RULES} "
+            "(quadratic or worse in the rules)"
+        )
     modules = tuple(sorted(prepared.modules.items()))
     lexers = ["dynamic"] + (["dynamic_complete"] if len(output) <= COMPLETE_LEXER_MAX_CHARS else [])
     error = None
@@ -208,13 +322,14 @@ def check(spec: ConstraintSpec, output: str) -> list[str]:
         except lark.exceptions.UnexpectedInput as exc:
             error = exc
             continue
-        return _sub_errors(tree, output, prepared.schemas)
+        by = "lark+jsonschema" if prepared.schemas else "lark"
+        return _sub_errors(tree, output, prepared.schemas), by
     if len(lexers) == 1:
         raise Unchecked(f"the output is longer than {COMPLETE_LEXER_MAX_CHARS} characters for lark's complete lexer")
     line, col = getattr(error, "line", -1), getattr(error, "column", -1)
     if line is None or line < 0:
-        return ["output is not a sentence of the grammar: it ends before the grammar is complete (lark parser)"]
-    return [f"output is not a sentence of the grammar: the lark parser stops at line {line} column {col}"]
+        return ["output is not a sentence of the grammar: it ends before the grammar is complete (lark parser)"], "lark"
+    return [f"output is not a sentence of the grammar: the lark parser stops at line {line} column {col}"], "lark"
 
 
 def _sub_errors(tree, output: str, schemas: dict) -> list[str]:

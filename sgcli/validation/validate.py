@@ -8,8 +8,9 @@ output is checked by an independent implementation, and the verdict says which o
   JSON Schema      jsonschema       json.loads, then the `jsonschema` library (formats too)
   regex            regex            the `regex` package, in the backend's dialect (regex_check)
   choice           choices          string equality
-  Lark / GBNF      lark             the `lark` library's Earley parser (lark_check); JSON from
-                                    `@name` / `%json` sub-grammars validated against its schema
+  Lark / GBNF      lark             the `lark` library's Earley parser (lark_check), llguidance's
+                   lark+jsonschema  extensions read; JSON from `@name` / `%json` sub-grammars
+                                    validated against its schema (then lark+jsonschema)
   structural tags  structural_tags  tags found by their begin/end strings, contents checked
                                     as above (tag_check)
 
@@ -98,7 +99,8 @@ def _check(spec: ConstraintSpec, output: str, dialect: str) -> Verdict:
     if kind in (Kind.LARK, Kind.EBNF):
         from sgcli.validation import lark_check
 
-        return Verdict(None, errors=lark_check.check(spec, output), validated_by="lark")
+        errors, by = lark_check.checked(spec, output)
+        return Verdict(None, errors=errors, validated_by=by)
     if kind is Kind.LLGUIDANCE:
         return _llguidance_verdict(spec, output, dialect)
     if kind is Kind.STRUCTURAL_TAG:
