@@ -96,6 +96,16 @@ StrictOpt = Annotated[
         "--strict-properties", help="Forbid object properties the schema does not list.", rich_help_panel="JSON layout"
     ),
 ]
+AllowUnenforcedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-unenforced",
+        help="Go on where a JSON Schema keyword is enforced neither by the backend's grammar nor by sgcli's "
+        "schema checker (a remote $ref, an unknown format); the record lists each under `unenforced`. "
+        "Without it that is exit 2, before the model loads.",
+        rich_help_panel="Constraint",
+    ),
+]
 
 
 @dataclass
@@ -116,6 +126,7 @@ class ConstraintFlags:
     indent: int | None = None
     max_whitespace: int | None = None
     strict_properties: bool = False
+    allow_unenforced: bool = False
 
     def layout(self) -> JsonOptions:
         """The JSON layout; contradictory flags are exit 2 here (JsonOptions checks them)."""
@@ -192,8 +203,16 @@ _LAYOUT_FLAGS = {
 }
 
 
-def takes_constraint(*, kinds: bool = True):
+_GUARANTEE_FLAGS = {"allow_unenforced": (AllowUnenforcedOpt, False)}
+
+
+def takes_constraint(*, kinds: bool = True, guarantee: bool = False):
     """Give a command the constraint flags without declaring them again, gathered into one
     `flags: ConstraintFlags` (`sgcli.cli.flag_groups.takes`). `kinds=False`: only --sub and the
-    JSON-layout flags (for commands whose grammar comes from elsewhere, like a test file)."""
-    return takes("flags", ConstraintFlags, {**(_KIND_FLAGS if kinds else {}), **_LAYOUT_FLAGS})
+    JSON-layout flags (for commands whose grammar comes from elsewhere, like a test file);
+    `guarantee`: also --allow-unenforced (commands that compile for generating)."""
+    return takes(
+        "flags",
+        ConstraintFlags,
+        {**(_KIND_FLAGS if kinds else {}), **_LAYOUT_FLAGS, **(_GUARANTEE_FLAGS if guarantee else {})},
+    )

@@ -10,8 +10,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.backends.keyword_coverage import guarantee
 from sgcli.backends.matching import enforcing_backends
-from sgcli.backends.schema_warnings import weakened_keywords
 from sgcli.batch.records import RecordWriter
 from sgcli.batch.requests import BadLine, Request, duplicate_ids, read_requests, start_prompt
 from sgcli.cli import constraint_options as co
@@ -39,7 +39,7 @@ Examples:
 """
 
 
-@co.takes_constraint()
+@co.takes_constraint(guarantee=True)
 @eo.takes_engine()
 @mo.takes_prompt()
 @mo.takes_sampling()
@@ -199,7 +199,9 @@ def generate(
     request = Request(None, prompt)
     pending = None if batch is not None else start_prompt(tokenizer, prompt_flags.options(), request, in_child=True)
     try:
-        compiled, fallbacks, weakened = _compile_checked(backend, spec, tokenizer, sampling.max_tokens)
+        compiled, fallbacks, kept = _compile_checked(
+            backend, spec, tokenizer, sampling.max_tokens, flags.allow_unenforced
+        )
         import sgcli.engine.session  # noqa: F401  # torch and the decode loop, meanwhile
 
         ready = pending.result() if pending else None  # a template error is exit 2 before the weights load
@@ -217,7 +219,8 @@ def generate(
         sampling,
         prompt_flags,
         fallbacks=fallbacks,
-        weakened=weakened,
+        weakened=kept.weakened,
+        unenforced=kept.unenforced,
         think_end=think_end if reasoning else None,
         think_budget=think_budget,
         jump_forward=jump_forward,
@@ -289,32 +292,27 @@ def _run_checked(session, request) -> dict:
         return session.error_record(request, [exc.render().removeprefix("error: ")])
 
 
-def _compile_checked(backend: str, spec, tokenizer, max_tokens: int):
-    """Compile against the model's tokenizer, say what the backend weakens, and run the lint rules that
-    predict certain failure. Returns (compiled, fallbacks, weakened keywords)."""
+def _compile_checked(backend: str, spec, tokenizer, max_tokens: int, allow_unenforced: bool = False):
+    """Compile against the model's tokenizer, say what the backend weakens (and what sgcli's schema checker
+    enforces in its place), refuse what nothing enforces unless `allow_unenforced`, and run the lint rules
+    that predict certain failure. Returns (compiled, fallbacks, keyword_coverage.Guarantee)."""
     from rich.markup import escape
 
     from sgcli import backends
 
     compiled, fallbacks = backends.compile_for(backend, spec, tokenizer.vocab)
     for fb in fallbacks:
-        err.print(f"[yellow]fallback[/]: {fb['backend']} skipped: {fb['reason']}")
+        err.print(f"[yellow]fallback[/]: {fb['backend']} skipped: {escape(fb['reason'])}")
     for w in compiled.warnings:
         where = f" (at {w.pointer})" if w.pointer else ""
         err.print(f"[yellow]warning[/]: {compiled.backend}: {w.message}{where}")
-
-    weakened = weakened_keywords(compiled)
-    if weakened:
-        listed = ", ".join(f"{w['keyword']} at {w['pointer']}" for w in weakened)
-        fell_back = " (auto fell back to it)" if fallbacks else ""
-        err.print(
-            f"[yellow]warning[/]: {compiled.backend}{fell_back} does not enforce {len(weakened)} keyword(s): "
-            f"{listed}; outputs are still validated"
-        )
+    kept = guarantee(compiled, allow_unenforced=allow_unenforced)  # exit 2 here, before the model loads
+    for note in kept.notes:
+        err.print(f"[cyan]note[/]: {escape(note)}", highlight=False)
     if compiled.backend in enforcing_backends():
         for d in preflight.certain_failures(spec, compiled, max_tokens, tokenizer.name):
             err.print(f"[yellow]warning[/]: {d.code} {escape(d.message)}\n  hint: {escape(d.hint or '')}")
-    return compiled, fallbacks, weakened
+    return compiled, fallbacks, kept
 
 
 def _records(session, requests, batch_size: int):

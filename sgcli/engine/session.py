@@ -50,6 +50,7 @@ class Session:
     think_budget: int | None = None  # reasoning mode: force the marker after this many thinking tokens
     jump_forward: bool = True  # append grammar-forced text in one forward pass (same outputs, fewer passes)
     weakened: list[dict] = field(default_factory=list)  # [{pointer, keyword, backend}] the backend does not enforce
+    unenforced: list[dict] = field(default_factory=list)  # ... of which nothing enforces (--allow-unenforced)
 
     def render(self, req: Request) -> Prompt:
         return start_prompt(self.tokenizer, self.prompt_options, req).result()
@@ -119,6 +120,7 @@ class Session:
             "backend": self.compiled.backend,
             "fallbacks": self.fallbacks,
             "weakened": self.weakened,
+            "unenforced": self.unenforced,
             "warnings": [str(w) for w in self.compiled.warnings],
             "model": self.lm.ref.display,
             **self.placement(req),
@@ -204,6 +206,7 @@ class Session:
             "backend": self.compiled.backend,
             "fallbacks": self.fallbacks,
             "weakened": self.weakened,
+            "unenforced": self.unenforced,
             "warnings": [str(w) for w in self.compiled.warnings],
             "model": self.lm.ref.display,
             **self.placement(req),
