@@ -162,15 +162,29 @@ def test_rollback_restores_the_checker_with_the_grammar():
     assert all(matcher.accept(t) for t in vocab.encode(",3]")) and matcher.can_stop()
 
 
-def test_nothing_enforces_is_exit_2_naming_keyword_and_position(run_cli, tmp_path):
+@pytest.mark.parametrize(
+    "command",
+    [("generate", "hi"), ("compile",), ("compare-backends", "--no-generate")],
+    ids=["generate", "compile", "compare-backends"],
+)
+def test_nothing_enforces_is_exit_2_naming_keyword_and_position(run_cli, tmp_path, command):
     path = tmp_path / "remote.json"
     ref = '    "a": {"$ref": "https://example.com/x.json"}'
-    lines = ["{", '  "type": "object",', '  "properties": {', ref, "  }", "}"]
-    path.write_text("\n".join(lines))
-    result = run_cli("generate", "--backend", "xgrammar", "--schema", path, "hi")
+    path.write_text("\n".join(["{", '  "type": "object",', '  "properties": {', ref, "  }", "}"]))
+    result = run_cli(command[0], "--backend", "xgrammar", "--schema", path, *command[1:])
     assert result.exit_code == 2, result.output
     assert "remote.json:4:11: `$ref` at /properties/a/$ref" in result.output, result.output
     assert "--allow-unenforced" in result.output
+
+
+def test_compile_with_allow_unenforced_lists_them_per_row(run_cli, tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"type": "array", "uniqueItems": True, "items": {"type": "string", "format": "x-y"}}))
+    result = run_cli("compile", "-b", "xgrammar", "--schema", path, "--json", "--allow-unenforced")
+    assert result.exit_code == 0, result.output
+    (row,) = [json.loads(line) for line in result.stdout.splitlines()]
+    assert row["checked"] == ["`uniqueItems` at /uniqueItems"]
+    assert row["unenforced"] == ["`format` at /items/format"]
 
 
 def test_allow_unenforced_lists_every_unenforced_keyword_in_the_record(tiny_lm, smol_tokenizer):
@@ -192,18 +206,36 @@ def test_allow_unenforced_lists_every_unenforced_keyword_in_the_record(tiny_lm, 
     assert record["unenforced"] == kept.unenforced and record["weakened"] == kept.weakened
 
 
-def test_auto_prefers_the_backend_that_leaves_the_fewest_keywords_unenforced():
-    # llguidance has no format uri-reference (enforced by nothing there); xgrammar enforces it
-    spec = spec_of({"type": "string", "format": "uri-reference"})
-    assert [name for name, _ in ranked(spec)][:2] == ["xgrammar", "llguidance"]
-    compiled, fallbacks = compile_for("auto", spec, byte_vocab())
-    assert compiled.backend == "xgrammar"
-    assert fallbacks[0]["backend"] == "llguidance" and "enforced by nothing" in fallbacks[0]["reason"]
+def test_auto_prefers_the_backend_that_leaves_the_fewest_keywords_unenforced(monkeypatch):
     # llguidance refuses uniqueItems: auto falls back to xgrammar and the checker takes uniqueItems over
     spec = spec_of({"type": "array", "items": {"type": "integer"}, "uniqueItems": True})
     compiled, fallbacks = compile_for("auto", spec, byte_vocab())
     assert (compiled.backend, fallbacks[0]["backend"]) == ("xgrammar", "llguidance")
     assert isinstance(compiled, CheckedCompiled) and not takes(compiled, [1, 1]) and takes(compiled, [1, 2])
+    # were outlines-core's grammar to enforce uniqueItems, it would come before xgrammar, which leaves it
+    # to the checker, and xgrammar, not tried, would say why
+    outlines = type(get_backend("outlines_core"))
+    table = outlines.capabilities.schema_keywords
+    better = dataclasses.replace(
+        table, enforced=table.enforced | {"uniqueItems"}, typed=frozenset(), first_branch=False
+    )
+    monkeypatch.setattr(outlines, "capabilities", dataclasses.replace(outlines.capabilities, schema_keywords=better))
+    assert [name for name, _ in ranked(spec)] == ["llguidance", "outlines_core", "xgrammar"]
+    tried = []
+
+    def compile_one(backend):
+        tried.append(backend.name)
+        if backend.name == "llguidance":
+            raise UserError("Unimplemented keys: uniqueItems")
+        return get_backend("xgrammar").compile(spec, byte_vocab())  # stands in for outlines-core's compile
+
+    from sgcli.backends.auto import compile_auto
+
+    _, fallbacks = compile_auto(spec, byte_vocab(), compile_one)
+    assert tried == ["llguidance", "outlines_core"]
+    assert (
+        fallbacks[-1]["backend"] == "xgrammar" and "1 keyword(s) to sgcli's schema checker" in fallbacks[-1]["reason"]
+    )
 
 
 @pytest.mark.parametrize(

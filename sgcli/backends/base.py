@@ -58,6 +58,9 @@ class SchemaKeywords:
     disjoint_one_of: bool = False  # oneOf whose branches each admit one distinct JSON type is enforced (as anyOf)
     escaped_names: bool = True  # property names that need JSON escapes (quotes, control characters) work
     first_branch: bool = False  # each subschema honours only its first recognised keyword (outlines-core)
+    # a keyword or format it does not enforce is a compile error, never a silent weakening (llguidance):
+    # such a schema is refused at compile time, so nothing of it is left unenforced
+    refuses_unlisted: bool = False
 
 
 @dataclass(frozen=True)

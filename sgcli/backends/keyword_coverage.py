@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from urllib.parse import quote
 
 from sgcli.backends.base import SchemaKeywords
+from sgcli.backends.outlines_coverage import dropped_keywords
 from sgcli.constraints.jsonpos import SchemaText, pointer_parts
 from sgcli.constraints.spec import Kind
 from sgcli.errors import Location, UserError, offset_to_line_col
@@ -249,6 +250,8 @@ def grammar_gaps(schema, backend: str, table: SchemaKeywords | None, doc: Schema
                 if why is None:
                     stack.append((doc.nodes[target], target, target if anchor == pointer else anchor))
                     continue
+            if why is not None and table.refuses_unlisted:
+                continue  # a compile error, not a gap: nothing of the schema reaches generation
             if why is not None:
                 gaps.setdefault(here, Gap(here, key, backend, why))
                 anchors.setdefault(here, {})[anchor] = None
@@ -381,8 +384,6 @@ def schema_gaps(spec, backend_name: str) -> list[Gap]:
 
 def _first_branch_gaps(schema, backend: str, doc: SchemaDoc, known: set[str]) -> list[Gap]:
     """outlines-core compiles each subschema by its first recognised keyword and drops the others."""
-    from sgcli.backends.outlines_coverage import dropped_keywords
-
     out = []
     for pointer, message in dropped_keywords(schema):
         if pointer in known or not pointer:

@@ -150,6 +150,7 @@ class LLGuidanceBackend(LibraryBackend):
             through=frozenset({"properties", "patternProperties", "additionalProperties", "items", "prefixItems"})
             | {"anyOf", "oneOf", "allOf", "$ref"},
             formats=LLGUIDANCE_FORMATS,
+            refuses_unlisted=True,
         ),
     )
 

@@ -16,7 +16,9 @@ import typer
 from sgcli.backends import check_supports, get_backend, unsupported_reason
 from sgcli.backends.auto import AUTO_ORDER
 from sgcli.backends.compile_cache import compile_cached
+from sgcli.backends.keyword_coverage import compiled_gaps, schema_gaps, unchecked, unenforced_error
 from sgcli.backends.matching import walk_masks
+from sgcli.backends.schema_checker import with_checker
 from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
 from sgcli.cli import engine_options as eo
@@ -126,13 +128,24 @@ def _compile(backend_name: str, spec: ConstraintSpec, vocab, row: dict):
         return None
 
     try:
-        compiled = compile_cached(backend, spec, vocab).compiled
+        compiled = with_checker(compile_cached(backend, spec, vocab).compiled)  # what generate decodes with
     except UserError as exc:
         row["error"] = exc.render().removeprefix("error: ")
         return None
     row["compile_ms"] = round(compiled.compile_s * 1000, 3)
     row["warnings"] = [str(w) for w in compiled.warnings]
+    for gap in compiled_gaps(compiled):
+        done = "sgcli's schema checker enforces it" if gap.checker else "nothing enforces it (--allow-unenforced)"
+        row["warnings"].append(f"{gap.pointer}: {backend_name} does not enforce `{gap.keyword}`; {done}")
     return compiled
+
+
+def refuse_unenforced(spec: ConstraintSpec, names: list[str]) -> None:
+    """Exit 2 before anything loads where some backend to compare would leave a keyword enforced by nothing."""
+    for name in names:
+        nothing = unchecked(schema_gaps(spec, name)) if unsupported_reason(get_backend(name), spec) is None else []
+        if nothing:
+            raise unenforced_error(spec, name, nothing)
 
 
 def _each_compiled(spec, names, variants, vocab, rows: list[dict]):
@@ -171,7 +184,7 @@ def _server_side_backends(engine_flags: eo.EngineFlags, spec: ConstraintSpec, ra
     raise AssertionError(f"{engine} declares per-request backends but compare-backends has no rows for them")
 
 
-@co.takes_constraint()
+@co.takes_constraint(guarantee=True)
 @eo.takes_engine(only=("engine", "base_url"))
 @mo.takes_prompt()
 @mo.takes_sampling(defaults={"max_tokens": 128})
@@ -236,6 +249,8 @@ def compare_backends(
         _server_side_backends(engine_flags, spec, prompt_flags.raw)
     variants = parse_variants(whitespace, spec.json_options)
     names = pick_backends([*(backends_opt or []), *(backends_csv or [])], spec)
+    if not flags.allow_unenforced:
+        refuse_unenforced(spec, names)
     if no_generate:
         from sgcli.tokenizers import load_tokenizer
 
