@@ -14,7 +14,7 @@ accepts one (`leaks`), or does not compile the schema (`refused`). The per-backe
 sgcli/backends/keyword_coverage.py are read off these figures.
 
     .venv/bin/python benchmarks/keyword_positions.py --write     # regenerate the corpus file
-    .venv/bin/python benchmarks/keyword_positions.py --measure   # the matrix, per backend
+    .venv/bin/python benchmarks/keyword_positions.py --measure   # the matrix, per backend, to benchmarks/results/
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "conformance" / "keyword_positions.json"
+RESULTS = ROOT / "benchmarks" / "results" / "keyword_positions.json"
 COMPILE_TIMEOUT_S = 10.0
 
 # (keyword, leaf schema, valid instance, invalid instances): each invalid one breaks `keyword` alone
@@ -285,7 +286,10 @@ def main() -> int:
         print(f"wrote {len(found)} cases to {CORPUS.relative_to(ROOT)}")
     if args.measure:
         matrix = measure(args.backends.split(","), lambda line: print(line, file=sys.stderr, flush=True))
-        print(json.dumps(matrix, indent=1))
+        merged = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+        merged.update(matrix)  # a run over some backends keeps the others' committed results
+        RESULTS.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
+        print(f"wrote {RESULTS.relative_to(ROOT)}")
     return 0
 
 

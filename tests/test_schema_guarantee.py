@@ -295,3 +295,17 @@ def test_random_model_outputs_through_the_checker_all_validate(tiny_lm, smol_tok
         record = generate_with(tiny_lm, smol_tokenizer, spec, "xgrammar", seed=seed, max_tokens=160)
         assert record["finish_reason"] == "stop" and record["valid"], record
         assert validator.is_valid(json.loads(record["output"])), record["output"]
+
+
+def test_sgcli_test_runs_a_schema_through_the_checker(run_cli, tmp_path):
+    """`sgcli test` judges a schema as generation decodes it: xgrammar's grammar plus the checker."""
+    cases = tmp_path / "tags.test.yaml"
+    schema = json.dumps({"type": "array", "items": {"type": "integer"}, "uniqueItems": True})
+    cases.write_text(
+        f"grammar: {{kind: json_schema, text: '{schema}'}}\n"
+        "cases:\n  - {input: '[1, 2]', accept: true}\n  - {input: '[1, 1]', accept: false}\n"
+    )
+    result = run_cli("test", cases, "--backend", "xgrammar", "--json")
+    assert result.exit_code == 0, result.output
+    bare = get_backend("xgrammar").compile(spec_of(json.loads(schema)), byte_vocab())
+    assert takes(bare, [1, 1])  # the case passes only because the checker refuses it
