@@ -54,45 +54,123 @@ def cases(own: bool, suite: bool, real: bool = False):
         yield from real_world_cases()
 
 
-def real_world_files() -> list[Path]:
-    """JSON Schemas that installed packages ship: setuptools' pyproject tables, jsonschema's own
-    benchmark schema, the JSON Schema meta-schemas (`$dynamicRef`, `$vocabulary`), mistral-common's."""
+# Real-world schemas on this machine, where present (nothing is fetched): (glob, data file beside it or None)
+SYSTEM_SCHEMAS = (
+    ("/usr/share/cmake-*/Help/manual/presets/schema.json", "example.json"),  # CMakePresets.json
+    ("/usr/share/iso-codes/json/schema-*.json", "iso_{}.json"),  # ISO 3166, 639, 4217, 15924 code lists
+)
+MAX_DATA_BYTES = 64 << 10  # a data file bigger than this is cut to its first entries
+MUTATIONS = 40  # derived invalid instances per real instance, at most
+
+
+def real_world_files() -> list[tuple[Path, Path | None]]:
+    """(schema, a real instance of it or None): what installed packages ship (setuptools' pyproject tables,
+    jsonschema's benchmark schema, the meta-schemas and their vocabularies) and system data (SYSTEM_SCHEMAS)."""
+    import glob
     import importlib.util
 
-    found = []
+    found: list[tuple[Path, Path | None]] = []
     for package, pattern in (
         ("setuptools", "config/*.schema.json"),
         ("jsonschema", "benchmarks/issue232/*.json"),
         ("jsonschema_specifications", "schemas/*/metaschema.json"),
-        ("jsonschema_specifications", "schemas/draft2020-12/vocabularies/*"),
+        ("jsonschema_specifications", "schemas/*/vocabularies/*"),
     ):
         spec = importlib.util.find_spec(package)
         if spec is not None and spec.submodule_search_locations:
             for folder in spec.submodule_search_locations:
-                found += sorted(Path(folder).glob(pattern))
-    return [p for p in found if p.is_file()]
+                found += [(p, None) for p in sorted(Path(folder).glob(pattern)) if p.is_file()]
+    for pattern, data in SYSTEM_SCHEMAS:
+        for name in sorted(glob.glob(pattern)):
+            path = Path(name)
+            beside = path.parent / data.format(path.stem.removeprefix("schema-"))
+            found.append((path, beside if beside.is_file() else None))
+    return found
 
 
 def real_world_cases():
-    """Each real schema with instances derived from it: one valid instance (lint's builder, checked by
-    jsonschema) and, per keyword, one instance that breaks that keyword alone (lint's probes)."""
-    from sgcli.lint.schema_instances import Impossible
+    """Each real schema with instances: its real data where there is some (cut to its first entries) and
+    mutations of it, else one valid instance built by lint's builder and, per keyword, one that breaks
+    that keyword alone (lint's probes). Every verdict is jsonschema's."""
+    from sgcli.lint.schema_instances import validator
     from sgcli.lint.schema_probes import keyword_probes
 
-    for path in real_world_files():
+    for path, data in real_world_files():
         try:
             schema = json.loads(path.read_text(encoding="utf-8"))
         except ValueError:
             continue
         if not isinstance(schema, (dict, bool)):
             continue
-        try:
-            base, probes = keyword_probes(schema)
-        except (Impossible, RecursionError, Exception):  # no valid instance derivable: compile only
-            base, probes = None, []
-        tests = [] if base is None else [{"description": "derived valid", "data": base, "valid": True}]
-        tests += [{"description": f"breaks {p.keyword}", "data": p.instance, "valid": False} for p in probes]
+        check = validator(schema)
+        tests = []
+        if data is not None:
+            instance = _first_entries(json.loads(data.read_text(encoding="utf-8")))
+            if check.is_valid(instance):
+                tests.append({"description": f"real data ({data.name})", "data": instance, "valid": True})
+                tests += [
+                    {"description": f"mutated: {why}", "data": bad, "valid": False}
+                    for why, bad in _mutations(instance)
+                    if not check.is_valid(bad)
+                ][:MUTATIONS]
+        if not tests:
+            try:
+                base, probes = keyword_probes(schema)
+            except Exception:  # no valid instance derivable (recursion, conflicts): compile only
+                base, probes = None, []
+            tests = [] if base is None else [{"description": "derived valid", "data": base, "valid": True}]
+            tests += [{"description": f"breaks {p.keyword}", "data": p.instance, "valid": False} for p in probes]
         yield f"real:{path.parent.name}", path.name, schema, tests
+
+
+def _first_entries(value, keep: int = 3):
+    """`value` with every list cut to its first `keep` entries (a code list of thousands walks slowly)."""
+    if isinstance(value, list):
+        return [_first_entries(v, keep) for v in value[:keep]]
+    if isinstance(value, dict):
+        return {k: _first_entries(v, keep) for k, v in value.items()}
+    return value
+
+
+def _mutations(value, path: tuple = ()):
+    """(what changed, the instance with it changed) for small changes at every position of `value`."""
+    import copy
+
+    def at(root, path, change):
+        root = copy.deepcopy(root)
+        node = root
+        for part in path[:-1]:
+            node = node[part]
+        change(node, path[-1])
+        return root
+
+    found = []
+    stack = [((), value)]
+    while stack:
+        where, node = stack.pop()
+        shown = "/" + "/".join(map(str, where))
+        if isinstance(node, dict):
+            found.append(
+                (f"extra property at {shown}", at({"r": value}, ("r", *where), lambda n, k: n[k].update(zz_extra=1)))
+            )
+            for key, child in node.items():
+                found.append((f"{shown}/{key} removed", at({"r": value}, ("r", *where, key), lambda n, k: n.pop(k))))
+                stack.append(((*where, key), child))
+        elif isinstance(node, list) and node:
+            found.append((f"{shown} emptied", at({"r": value}, ("r", *where), lambda n, k: n[k].clear())))
+            found.append(
+                (f"{shown} repeats an item", at({"r": value}, ("r", *where), lambda n, k: n[k].append(n[k][0])))
+            )
+            stack += [((*where, i), child) for i, child in enumerate(node[:2])]
+        for other in (12345, "zz!", None, True, [], {}):
+            if where and type(other) is not type(node):
+                found.append(
+                    (
+                        f"{shown} = {json.dumps(other)}",
+                        at({"r": value}, ("r", *where), lambda n, k, o=other: n.__setitem__(k, o)),
+                    )
+                )
+    return [(why, changed["r"]) for why, changed in found]
 
 
 def named_keywords(compiled, spec) -> set[str]:

@@ -376,9 +376,14 @@ def schema_gaps(spec, backend_name: str) -> list[Gap]:
         doc = SchemaDoc(schema)
     except Exception:  # malformed schemas were rejected before compiling; stay robust
         return []
-    gaps = grammar_gaps(schema, backend.name, backend.capabilities.schema_keywords, doc)
-    if backend.capabilities.schema_keywords is not None and backend.capabilities.schema_keywords.first_branch:
-        gaps += _first_branch_gaps(schema, backend.name, doc, {g.pointer for g in gaps})
+    table = backend.capabilities.schema_keywords
+    try:
+        gaps = grammar_gaps(schema, backend.name, table, doc)
+        if table is not None and table.first_branch:
+            gaps += _first_branch_gaps(schema, backend.name, doc, {g.pointer for g in gaps})
+    except (RecursionError, TypeError, ValueError, KeyError) as exc:  # a schema shape the walk does not know
+        # conservative: nothing of it counts as enforced by the grammar; the checker validates it whole
+        gaps = [Gap("", "$schema", backend.name, f"sgcli could not walk the schema ({type(exc).__name__}: {exc})")]
     return checker_limits(gaps, doc)
 
 

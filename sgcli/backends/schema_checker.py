@@ -360,11 +360,11 @@ _tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 class VocabTables:
     has_quote: object  # numpy bool per id: holds a `"`
     ends_number: object  # numpy bool per id: holds a byte that cannot continue a number
-    plain_len: (
-        object  # numpy int per id: characters of a piece with no quote, backslash or control byte (-1: not plain)
-    )
-    plain_text: dict[int, str]  # id -> its text, plain pieces only
-    by_text: dict[str, list[int]]  # plain text -> ids
+    # per id, for a "plain" piece (no quote, backslash or control byte): the characters it adds to a string
+    # whose content so far is whole (its UTF-8 decoded, an unfinished character at its end left out)
+    plain_len: object  # numpy int: how many (-1: not plain)
+    plain_text: dict[int, str]  # id -> those characters
+    by_text: dict[str, list[int]]  # those characters -> ids
 
 
 def vocab_tables(vocab: Vocab) -> VocabTables:
@@ -384,10 +384,7 @@ def vocab_tables(vocab: Vocab) -> VocabTables:
             has_quote[i] = 34 in piece
             ends_number[i] = any(b not in _NUMBER for b in piece)
             if piece and 34 not in piece and 92 not in piece and min(piece) >= 0x20:
-                try:
-                    text = piece.decode("utf-8")
-                except UnicodeDecodeError:
-                    continue
+                text = _partial_string(piece)  # what `CheckedMatcher._content` adds for it
                 plain_len[i] = len(text)
                 plain_text[i] = text
                 by_text.setdefault(text, []).append(i)
@@ -530,19 +527,20 @@ class CheckedMatcher:
         top = stack[-1]
         if top[0] == "str" and not top[4]:
             rules = self._plan.strings(self._plan.checks(top[2]))
-            if rules is not None:
-                why = _string_dead(rules, self._content(top, view))
-                if why:
-                    raise Refused(f"a string {why} at {self._pointer(stack[:-1]) or '/'}")
+            content = self._content(top, view) if rules is not None else None
+            why = _string_dead(rules, content) if content is not None else None
+            if why:
+                raise Refused(f"a string {why} at {self._pointer(stack[:-1]) or '/'}")
         return stack
 
-    def _content(self, top: tuple, view: _View) -> str:
-        """The characters written so far in the open string `top` (text plus the candidate's bytes)."""
+    def _content(self, top: tuple, view: _View) -> str | None:
+        """The characters written so far in the open string `top` (text plus the candidate's bytes); None
+        where the accepted text ends inside an escape or a character (the prefix is checked again once
+        the string's content is whole before a token)."""
         start = top[1] + 1
         if start <= view.base:
             current = self._current(top[1])
-            if current is not None:
-                return current + _partial_string(view.data)
+            return None if current is None else current + _partial_string(view.data)
         return _partial_string(view.slice(start, len(view)))
 
     def _current(self, start: int) -> str | None:
@@ -720,8 +718,8 @@ class CheckedMatcher:
         tables = plan.tables
         stops = np.fromiter(plan.stop_ids, dtype=np.int64) if plan.stop_ids else np.zeros(0, dtype=np.int64)
         if top[0] == "str":
-            if self._prefix_rules(top) is not None:
-                return ids[tables.plain_len[ids] < 0] if self._vector_ok(top) else ids
+            if self._prefix_rules(top) is not None and self._vector_ok(top):
+                return ids[tables.plain_len[ids] < 0]  # the plain ones: `_vectorized`
             return np.union1d(ids[tables.has_quote[ids]], np.intersect1d(ids, stops))
         if top[0] == "num":
             return ids[tables.ends_number[ids]]
@@ -733,8 +731,9 @@ class CheckedMatcher:
         return self._plan.strings(self._plan.checks(top[2]))
 
     def _vector_ok(self, top: tuple) -> bool:
-        """Whether plain pieces can be judged by table: no escape or character pending in the string."""
-        return top[3] == 0 and _partial_string(bytes(self._text[top[1] + 1 :]), strict=True) is not None
+        """Whether the open string's content so far is whole (no escape or character pending), so that
+        its prefix is checked and plain pieces can be judged by table."""
+        return top[1] + 1 <= len(self._text) and self._current(top[1]) is not None
 
     def _vectorized(self, ids) -> list[int]:
         """Plain pieces inside a checked string, judged by table (the same rule `_feed` applies)."""
@@ -750,7 +749,7 @@ class CheckedMatcher:
         plain = ids[tables.plain_len[ids] >= 0]
         if not len(plain):
             return []
-        current = _partial_string(bytes(self._text[top[1] + 1 :]))
+        current = self._current(top[1])
         dead = np.zeros(len(plain), dtype=bool)
         if rules.max_length is not None:
             dead |= tables.plain_len[plain] + len(current) > rules.max_length
@@ -759,7 +758,7 @@ class CheckedMatcher:
             for choice in choices:
                 if choice.startswith(current):
                     rest = choice[len(current) :]
-                    for k in range(1, len(rest) + 1):
+                    for k in range(len(rest) + 1):
                         viable.update(tables.by_text.get(rest[:k], ()))
             dead |= ~np.isin(plain, np.fromiter(viable, dtype=np.int64, count=len(viable)))
         if rules.patterns:
@@ -776,7 +775,7 @@ class CheckedMatcher:
             if already[i]:
                 continue
             text = texts[int(t)]
-            c = text[0]
+            c = text[:1]
             if c not in first_dead:
                 first_dead[c] = any(p.search(current + c, partial=True) is None for p in patterns)
             if first_dead[c] or any(p.search(current + text, partial=True) is None for p in patterns):
