@@ -19,7 +19,11 @@ COMPACT = JsonOptions(whitespace="compact")
 # layout so that W002 (runaway whitespace) stays out of cases about other rules.
 EXPECTED = {
     "s001_compile_error.gbnf": ({}, [("S001", 2, 8, "xgrammar")]),  # `ws ::= | " "`: xgrammar wants ""
-    "s002_backend_warning.json": ({"backend": "xgrammar", "json_options": COMPACT}, [("S002", 2, 3, "xgrammar")]),
+    # (J004, the checker taking the weakened keyword over, would absorb the backend's own warning)
+    "s002_backend_warning.json": (
+        {"backend": "xgrammar", "json_options": COMPACT, "selection": Selection.parse(None, ["J004"])},
+        [("S002", 2, 3, "xgrammar")],
+    ),
     "s003_invalid_schema.json": ({}, [("S003", 3, 14, None)]),  # "minimum": "5"
     "s004_unreadable_structure.regex": ({}, [("S004", 1, 2, None)]),  # POSIX class, which backends accept
     "g001_undefined_rule.gbnf": ({}, [("G001", 2, 19, None)]),
@@ -37,6 +41,14 @@ EXPECTED = {
     "j001_minimum.json": ({"json_options": COMPACT}, [("J001", 3, 3, "outlines_core")]),
     "j002_rejected_keyword.json": ({"backend": "llguidance", "json_options": COMPACT}, [("J002", 3, 3, "llguidance")]),
     "j003_unprobed_schema.json": ({"backend": "xgrammar", "json_options": COMPACT}, [("J003", 1, 1, None)]),
+    "j004_checker_enforced_keyword.json": (
+        {"backend": "xgrammar", "json_options": COMPACT},
+        [("J004", 4, 3, "xgrammar")],  # uniqueItems: its J001 (xgrammar's matcher takes [1, 1]) folds into it
+    ),
+    "j005_unenforceable_keyword.json": (
+        {"backend": "xgrammar", "json_options": COMPACT},
+        [("J005", 3, 3, "xgrammar")],  # format x-made-up: neither xgrammar nor jsonschema checks it
+    ),
     "r001_lookahead.regex": ({}, [("R001", 1, 2, None)]),
     "t001_special_token.gbnf": ({"tokenizer": "default"}, [("T001", 1, 16, None)]),
     "l001_max_tokens.gbnf": ({"tokenizer": "default", "max_tokens": 10}, [("L001", 1, 1, None)]),

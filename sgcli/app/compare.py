@@ -18,7 +18,9 @@ from sgcli.app.report import Reporter
 from sgcli.backends import check_supports, get_backend, unsupported_reason
 from sgcli.backends.auto import AUTO_ORDER
 from sgcli.backends.compile_cache import compile_cached
+from sgcli.backends.keyword_coverage import compiled_gaps, schema_gaps, unchecked, unenforced_error
 from sgcli.backends.matching import walk_masks
+from sgcli.backends.schema_checker import with_checker
 from sgcli.batch.requests import PromptOptions, Request
 from sgcli.batch.sampling import SamplingParams
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
@@ -41,10 +43,13 @@ class CompareRequest:
     model: ModelOptions = ModelOptions()
     sampling: SamplingParams = SamplingParams()
     prompt_options: PromptOptions = field(default_factory=PromptOptions)
+    allow_unenforced: bool = False  # else exit 2 where a backend to compare leaves a keyword to nothing
 
 
 def run_compare(request: CompareRequest, reporter: Reporter) -> list[dict]:
     """A row per backend and variant (sgcli/records/ CompareRow); `agree` compares rows of one variant."""
+    if not request.allow_unenforced:
+        refuse_unenforced(request.spec, list(request.backends))
     if not request.no_generate:
         return _compare_generations(request, reporter)
     ref = request.tokenizer
@@ -149,13 +154,24 @@ def _compile(backend_name: str, spec: ConstraintSpec, vocab, row: dict):
         return None
 
     try:
-        compiled = compile_cached(backend, spec, vocab).compiled
+        compiled = with_checker(compile_cached(backend, spec, vocab).compiled)  # what generate decodes with
     except UserError as exc:
         row["error"] = exc.render().removeprefix("error: ")
         return None
     row["compile_ms"] = round(compiled.compile_s * 1000, 3)
     row["warnings"] = [str(w) for w in compiled.warnings]
+    for gap in compiled_gaps(compiled):
+        done = "sgcli's schema checker enforces it" if gap.checker else "nothing enforces it (--allow-unenforced)"
+        row["warnings"].append(f"{gap.pointer}: {backend_name} does not enforce `{gap.keyword}`; {done}")
     return compiled
+
+
+def refuse_unenforced(spec: ConstraintSpec, names: list[str]) -> None:
+    """Exit 2 before anything loads where some backend to compare would leave a keyword enforced by nothing."""
+    for name in names:
+        nothing = unchecked(schema_gaps(spec, name)) if unsupported_reason(get_backend(name), spec) is None else []
+        if nothing:
+            raise unenforced_error(spec, name, nothing)
 
 
 def _each_compiled(request: CompareRequest, vocab, rows: list[dict]):

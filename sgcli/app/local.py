@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 from sgcli import backends
 from sgcli.app.report import Reporter
 from sgcli.app.request import GenerateRequest
+from sgcli.backends.keyword_coverage import guarantee
 from sgcli.backends.matching import enforcing_backends
-from sgcli.backends.schema_warnings import weakened_keywords
 from sgcli.batch.requests import BadLine, PromptOptions, Request, start_prompt
 from sgcli.batch.sampling import SamplingParams
 from sgcli.errors import UserError
@@ -42,8 +42,8 @@ class LocalRunner:
         if request.batch is None:
             pending = start_prompt(tokenizer, request.prompt_options, Request(None, request.prompt), in_child=True)
         try:
-            compiled, fallbacks, weakened = compile_checked(
-                local.backend, request.spec, tokenizer, request.sampling.max_tokens, reporter
+            compiled, fallbacks, kept = compile_checked(
+                local.backend, request.spec, tokenizer, request.sampling.max_tokens, reporter, local.allow_unenforced
             )
             import sgcli.engine.session  # noqa: F401  # torch and the decode loop, meanwhile
 
@@ -62,7 +62,8 @@ class LocalRunner:
             request.sampling,
             request.prompt_options,
             fallbacks=fallbacks,
-            weakened=weakened,
+            weakened=kept.weakened,
+            unenforced=kept.unenforced,
             think_end=local.think_end,
             think_budget=local.think_budget,
             jump_forward=local.jump_forward,
@@ -119,28 +120,23 @@ def run_checked(session, request: Request) -> dict:
     raise AssertionError("stream ended without a record")
 
 
-def compile_checked(backend: str, spec, tokenizer, max_tokens: int, reporter: Reporter):
-    """Compile against the model's tokenizer, say what the backend weakens, and run the lint rules that
-    predict certain failure. Returns (compiled, fallbacks, weakened keywords)."""
+def compile_checked(backend: str, spec, tokenizer, max_tokens: int, reporter: Reporter, allow_unenforced=False):
+    """Compile against the model's tokenizer, say what the backend weakens (and what sgcli's schema checker
+    enforces in its place), refuse what nothing enforces unless `allow_unenforced`, and run the lint rules
+    that predict certain failure. Returns (compiled, fallbacks, keyword_coverage.Guarantee)."""
     compiled, fallbacks = backends.compile_for(backend, spec, tokenizer.vocab)
     for fb in fallbacks:
         reporter.notice("fallback", f"{fb['backend']} skipped: {fb['reason']}")
     for w in compiled.warnings:
         where = f" (at {w.pointer})" if w.pointer else ""
         reporter.notice("warning", f"{compiled.backend}: {w.message}{where}")
-    weakened = weakened_keywords(compiled)
-    if weakened:
-        listed = ", ".join(f"{w['keyword']} at {w['pointer']}" for w in weakened)
-        fell_back = " (auto fell back to it)" if fallbacks else ""
-        reporter.notice(
-            "warning",
-            f"{compiled.backend}{fell_back} does not enforce {len(weakened)} keyword(s): {listed}; "
-            "outputs are still validated",
-        )
+    kept = guarantee(compiled, allow_unenforced=allow_unenforced)  # exit 2 here, before the model loads
+    for note in kept.notes:
+        reporter.notice("note", note)
     if compiled.backend in enforcing_backends():
         for d in preflight.certain_failures(spec, compiled, max_tokens, tokenizer.name):
             reporter.notice("warning", f"{d.code} {d.message}\n  hint: {d.hint or ''}")
-    return compiled, fallbacks, weakened
+    return compiled, fallbacks, kept
 
 
 def new_session(lm, tokenizer, compiled, sampling: SamplingParams, prompt_options: PromptOptions, **options):

@@ -28,6 +28,7 @@ class LocalOptions:
     think_end: str | None = None  # --reasoning: think freely, constrain only after this marker
     think_budget: int | None = None  # force the marker after this many thinking tokens
     jump_forward: bool = True  # append grammar-forced text in one forward pass (same outputs, fewer passes)
+    allow_unenforced: bool = False  # --allow-unenforced: run even where nothing enforces a schema keyword
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import importlib
 
 from sgcli.backends.base import Backend, Capabilities, Compiled, CompileWarning, Matcher
 from sgcli.backends.compile_cache import compile_cached
+from sgcli.backends.schema_checker import with_checker
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import UnsupportedError, UserError, did_you_mean
 
@@ -127,16 +128,19 @@ def requested_json_options(spec: ConstraintSpec) -> list[str]:
 
 
 def compile_for(name: str, spec: ConstraintSpec, vocab, compile_one=None) -> tuple[Compiled, list[dict]]:
-    """Compile with the named backend; returns (compiled, fallbacks) where fallbacks is
+    """Compile with the named backend for generating; returns (compiled, fallbacks) where fallbacks is
     [{backend, reason}] for every backend `auto` tried and skipped (empty otherwise).
     `compile_one(backend)`, when given, compiles instead of the default: through the grammar cache,
-    bounded by the compile limits (`sgcli.backends.bounded`)."""
+    bounded by the compile limits (`sgcli.backends.bounded`). Where the backend's grammar leaves JSON
+    Schema keywords unenforced, the result's matchers carry sgcli's schema checker (`schema_checker`)."""
     compile_one = compile_one or (lambda backend: compile_cached(backend, spec, vocab).compiled)
     if name == "auto":
         from sgcli.backends.auto import compile_auto
 
-        return compile_auto(spec, vocab, compile_one)
-    return compile_one(check_supports(name, spec)), []
+        compiled, fallbacks = compile_auto(spec, vocab, compile_one)
+        return with_checker(compiled), fallbacks
+    compiled = compile_one(check_supports(name, spec))
+    return with_checker(compiled), []
 
 
 def check_supports(name: str, spec: ConstraintSpec) -> Backend:

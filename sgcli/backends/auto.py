@@ -1,28 +1,21 @@
-"""`--backend auto`: try backends in a fixed order, fall back loudly.
+"""`--backend auto`: the backend that leaves the fewest keywords unenforced, falling back loudly.
 
-The order comes from measurement, not habit. On JSON-Schema-Test-Suite draft2020-12
-(383 schemas, 1299 instances, SmolLM2 tokenizer; benchmarks/json_schema_suite.py, summary
-committed in benchmarks/results/json_schema_suite.json):
+Measured on JSON-Schema-Test-Suite draft2020-12 (383 schemas, 1299 instances, SmolLM2 tokenizer;
+benchmarks/json_schema_suite.py, summary committed in benchmarks/results/json_schema_suite.json):
 
   backend        compiled   accepted-invalid (of which without a warning)   rejected-valid
   llguidance     169/383      0   (0)                                         22
   xgrammar       359/383    300 (202)                                         54
   outlines_core  120/383     12   (0)                                         59
 
-and, on real-world schemas (the issue's survey), llguidance compiled 80% and never accepted
-a forbidden instance, xgrammar 98% with warnings for what it weakened, outlines-core 67%,
-slowly. Hence:
-
-1. llguidance: what it compiles it enforces; a keyword it cannot enforce is a compile
-   error, never a silent weakening.
-2. xgrammar: compiles the most, but weakens some keywords; its own warnings (allOf, oneOf,
-   pattern + length, lookaround) are turned into warnings at the schema's JSON pointer.
-3. outlines_core: regular languages only, compiles the fewest and slowest; sgcli warns
-   about every keyword it drops.
-
-A backend is skipped when it lacks the capability (kind or JSON option), is not
-installed, or rejects the constraint; every skip is reported as {backend, reason}. A compile
-that runs into --compile-timeout or --compile-memory is not a rejection: it ends the run
+llguidance enforces what it compiles and refuses the rest; xgrammar compiles the most but leaves
+keywords unenforced (uniqueItems, not, if/then/else, ...); outlines-core drops every keyword but the
+first of each subschema and compiles slowly. Each backend declares which keywords it enforces
+(`Capabilities.schema_keywords`, keyword_coverage.py), so before compiling anything `auto` ranks the
+backends that can run the spec: fewest keywords enforced by nothing, then fewest left to sgcli's
+schema checker, then the fixed order below. It compiles them in that order and takes the first that
+compiles; every backend passed over is reported as {backend, reason}.
+A compile that runs into --compile-timeout or --compile-memory is not a refusal: it ends the run
 with exit 2 naming the flag, so a busy machine never picks the backend.
 """
 
@@ -33,6 +26,7 @@ from collections.abc import Iterator
 from sgcli.backends.base import Backend, Compiled
 from sgcli.backends.bounded import CompileLimitError
 from sgcli.backends.compile_cache import compile_cached
+from sgcli.backends.keyword_coverage import schema_gaps
 from sgcli.constraints.spec import ConstraintSpec
 from sgcli.errors import UserError
 
@@ -45,13 +39,42 @@ def _one_line(error: UserError) -> str:
     return where + " ".join(error.message.split())
 
 
-def candidates(spec: ConstraintSpec, skipped: list[dict]) -> Iterator[Backend]:
-    """The backends `auto` compiles `spec` with, in AUTO_ORDER: every one that has the capability and
-    is installed. Each one passed over is appended to `skipped` as {backend, reason} before the next
-    is yielded. The one choice `generate` makes and `lint` judges."""
+def _leaves(gaps) -> str:
+    unchecked = [g for g in gaps if not g.checker]
+    parts = []
+    if unchecked:
+        parts.append(f"{len(unchecked)} keyword(s) enforced by nothing ({_listed(unchecked)})")
+    checked = [g for g in gaps if g.checker]
+    if checked:
+        parts.append(f"{len(checked)} keyword(s) to sgcli's schema checker ({_listed(checked)})")
+    return "leaves " + " and ".join(parts) if parts else "enforces every keyword"
+
+
+def _listed(gaps, most: int = 3) -> str:
+    shown = ", ".join(f"{g.keyword} at {g.pointer}" for g in gaps[:most])
+    return shown + (f", +{len(gaps) - most} more" if len(gaps) > most else "")
+
+
+def ranked(spec: ConstraintSpec) -> list[tuple[str, list]]:
+    """(backend, its gaps) in the order `auto` tries them: fewest unenforced keywords first."""
+    gaps = {name: schema_gaps(spec, name) for name in AUTO_ORDER}
+
+    def rank(name: str) -> tuple:
+        found = gaps[name]
+        return (sum(not g.checker for g in found), len(found), AUTO_ORDER.index(name))
+
+    return [(name, gaps[name]) for name in sorted(AUTO_ORDER, key=rank)]
+
+
+def candidates(spec: ConstraintSpec, skipped: list[dict]) -> Iterator[tuple[Backend, list, list]]:
+    """(backend, its keyword gaps, the ranked order after it) for each backend `auto` compiles `spec`
+    with, in the ranked order: every one that has the capability and is installed. Each one passed
+    over is appended to `skipped` as {backend, reason} before the next is yielded. The one choice
+    `generate` makes and `lint` judges."""
     from sgcli.backends import get_backend, unsupported_reason
 
-    for name in AUTO_ORDER:
+    order = ranked(spec)
+    for position, (name, gaps) in enumerate(order):
         backend = get_backend(name)
         lacking = unsupported_reason(backend, spec)
         if lacking is not None:
@@ -61,23 +84,30 @@ def candidates(spec: ConstraintSpec, skipped: list[dict]) -> Iterator[Backend]:
         if missing:
             skipped.append({"backend": name, "reason": NOT_USABLE + missing})
             continue
-        yield backend
+        yield backend, gaps, order[position + 1 :]
 
 
 def compile_auto(spec: ConstraintSpec, vocab, compile_one=None) -> tuple[Compiled, list[dict]]:
-    """(the first successful compilation of `candidates`, [{backend, reason}] for each skipped one).
-    `compile_one(backend)` compiles (default: through the grammar cache, bounded)."""
+    """(the first successful compilation of `candidates`, [{backend, reason}] for each backend passed
+    over). `compile_one(backend)` compiles (default: through the grammar cache, bounded)."""
     fallbacks: list[dict] = []
     first_error: UserError | None = None
-    for backend in candidates(spec, fallbacks):
+    for backend, gaps, rest in candidates(spec, fallbacks):
+        name = backend.name
         try:
             compiled = compile_one(backend) if compile_one else compile_cached(backend, spec, vocab).compiled
-            return compiled, fallbacks
         except CompileLimitError:
             raise  # a limit is not a refusal: on a busy machine the next backend would be chosen by load
         except UserError as exc:
             first_error = first_error or exc
-            fallbacks.append({"backend": backend.name, "reason": _one_line(exc)})
+            fallbacks.append({"backend": name, "reason": _one_line(exc)})
+            continue
+        for other, other_gaps in rest:
+            if AUTO_ORDER.index(other) < AUTO_ORDER.index(name):  # would have come first by the fixed order
+                fallbacks.append(
+                    {"backend": other, "reason": f"not tried: it {_leaves(other_gaps)}; {name} {_leaves(gaps)}"}
+                )
+        return compiled, fallbacks
     tried = "; ".join(f"{f['backend']}: {f['reason']}" for f in fallbacks)
     if first_error is None:
         raise UserError(f"no backend can run this {spec.kind.label} constraint", hint=f"tried {tried}")

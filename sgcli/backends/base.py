@@ -56,6 +56,26 @@ def allowed_ids(bitmask: np.ndarray, vocab_size: int) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class SchemaKeywords:
+    """Which JSON Schema keywords a backend's grammar enforces where they stand, as measured
+    (benchmarks/keyword_positions.py, the JSON-Schema-Test-Suite). Anything not listed counts as
+    not enforced: sgcli's schema checker then enforces it while decoding (keyword_coverage.py)."""
+
+    enforced: frozenset[str]  # constraint keywords it enforces
+    through: frozenset[str]  # applicators whose subschemas keep their own status (properties, $ref, anyOf...)
+    formats: frozenset[str] = frozenset()  # `format` values it enforces
+    typed: frozenset[str] = frozenset()  # enforced only beside a `type` naming the JSON type they constrain
+    lone_all_of: bool = False  # allOf is enforced only with one subschema and no sibling constraint
+    drops_beside: frozenset[str] = frozenset()  # beside these it drops every sibling keyword (xgrammar: anyOf)
+    disjoint_one_of: bool = False  # oneOf whose branches each admit one distinct JSON type is enforced (as anyOf)
+    escaped_names: bool = True  # property names that need JSON escapes (quotes, control characters) work
+    first_branch: bool = False  # each subschema honours only its first recognised keyword (outlines-core)
+    # a keyword or format it does not enforce is a compile error, never a silent weakening (llguidance):
+    # such a schema is refused at compile time, so nothing of it is left unenforced
+    refuses_unlisted: bool = False
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """What a backend accepts (constraint kinds, JSON layout options) and which optional parts it has.
 
@@ -82,10 +102,8 @@ class Capabilities:
     # unless no other one supports the file.
     imports_torch: bool = False
     regex_dialect: str = "rust"  # how it reads regexes: "rust" or "ecma"; validation reads them the same way
-    # JSON Schema keywords it compiles without enforcing and without a warning of its own (measured)
-    unenforced_keywords: frozenset[str] = frozenset()
-    # keywords beside which it drops every sibling keyword, silently (xgrammar: anyOf/oneOf)
-    ignores_beside: frozenset[str] = frozenset()
+    # which JSON Schema keywords its grammar enforces, and where (None: none; see keyword_coverage.py)
+    schema_keywords: SchemaKeywords | None = None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sgcli.backends.base import Capabilities, Compiled, CompileWarning, LibraryBackend
+from sgcli.backends.base import Capabilities, Compiled, CompileWarning, LibraryBackend, SchemaKeywords
 from sgcli.backends.diagnostics import diagnose_llguidance, native_message, positioned_error, schema_error
 from sgcli.backends.json_layout import strict_schema, whitespace_regex
 from sgcli.backends.native_stderr import capture_fd2
@@ -24,6 +24,12 @@ from sgcli.tokenizers.vocab import Vocab
 if TYPE_CHECKING:
     import llguidance as llg
     import numpy as np
+
+
+# `format` values its grammar enforces (benchmarks/keyword_positions.py)
+LLGUIDANCE_FORMATS = frozenset(
+    {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid", "uri"}
+)
 
 
 class LLGuidanceMatcher:
@@ -132,6 +138,21 @@ class LLGuidanceBackend(LibraryBackend):
         "--max-whitespace as a whitespace regex; no --indent",
         jump_forward=True,
         compiles_in_process=True,
+        # measured: benchmarks/keyword_positions.py and JSON-Schema-Test-Suite draft2020-12 (no invalid
+        # instance accepted); a keyword it cannot enforce is a compile error, never a silent weakening
+        schema_keywords=SchemaKeywords(
+            enforced=frozenset(
+                {"type", "enum", "const", "pattern", "minLength", "maxLength", "format"}
+                | {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+                | {"items", "prefixItems", "minItems", "maxItems"}
+                | {"properties", "patternProperties", "required", "additionalProperties"}
+                | {"minProperties", "maxProperties", "anyOf", "allOf", "oneOf", "$ref"}
+            ),
+            through=frozenset({"properties", "patternProperties", "additionalProperties", "items", "prefixItems"})
+            | {"anyOf", "oneOf", "allOf", "$ref"},
+            formats=LLGUIDANCE_FORMATS,
+            refuses_unlisted=True,
+        ),
     )
 
     def prepare(self, vocab: Vocab) -> None:

@@ -75,7 +75,7 @@ def _honoured(node: dict, branch: str) -> set[str]:
         return _HONOURED[branch]
     types = node["type"] if isinstance(node["type"], list) else [node["type"]]
     out: set[str] = set()
-    for t in types:
+    for t in (t for t in types if isinstance(t, str)):  # a malformed `type` honours nothing
         out |= _string_keywords(node) if t == "string" else _BY_TYPE.get(t, {"type"})
     return out
 

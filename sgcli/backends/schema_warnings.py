@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 from sgcli.backends.base import CompileWarning
 from sgcli.backends.diagnostics import native_message
-from sgcli.constraints.jsonpos import pointer_of, pointer_parts
+from sgcli.constraints.jsonpos import pointer_of
 from sgcli.constraints.spec import Kind
 
 # Keywords whose value is one subschema / a map of subschemas / a list of subschemas.
@@ -145,41 +145,3 @@ def compile_warnings(spec, lines: list[str], clean=None) -> list:
         for pointer in pointers or [None]:
             out[CompileWarning(message, pointer)] = None
     return list(out)
-
-
-# Keywords that constrain nothing (annotations, identifiers, containers of subschemas reached by $ref)
-_ANNOTATIONS = frozenset(
-    {"$schema", "$id", "$anchor", "$dynamicAnchor", "$defs", "definitions", "$comment", "title", "description"}
-    | {"default", "examples", "deprecated", "readOnly", "writeOnly"}
-)
-
-
-def weakened_keywords(compiled) -> list[dict]:
-    """[{pointer, keyword, backend}] for every schema keyword `compiled` does not enforce: those its
-    own warnings point at, and those its capabilities declare it drops silently (measured)."""
-    from sgcli.backends import get_backend
-
-    if compiled.spec.kind is not Kind.JSON_SCHEMA:
-        return []
-    try:
-        schema = compiled.spec.schema()
-    except Exception:  # malformed schemas were rejected before compiling
-        return []
-    caps = get_backend(compiled.backend).capabilities
-    silent = caps.unenforced_keywords
-    found: dict[str, str] = {}
-    for w in compiled.warnings:
-        if w.pointer:  # non-empty, so it names at least one token
-            found.setdefault(w.pointer, pointer_parts(w.pointer)[-1])
-    for path, node in iter_subschemas(schema):
-        for key in node:
-            if key in silent:
-                found.setdefault(pointer_of(path + (key,)), key)
-        if any(k in node for k in caps.ignores_beside):
-            for key in node:
-                if key not in caps.ignores_beside and key not in _ANNOTATIONS:
-                    found.setdefault(pointer_of(path + (key,)), key)
-        for key in ("$ref", "$dynamicRef"):  # no backend fetches a remote schema: it is compiled as anything
-            if isinstance(node.get(key), str) and not node[key].startswith("#"):
-                found.setdefault(pointer_of(path + (key,)), key)
-    return [{"pointer": p, "keyword": k, "backend": compiled.backend} for p, k in found.items()]

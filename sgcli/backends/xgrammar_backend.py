@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sgcli.backends import structural_tag
-from sgcli.backends.base import Capabilities, Compiled, LibraryBackend, bitmask_words
+from sgcli.backends.base import Capabilities, Compiled, LibraryBackend, SchemaKeywords, bitmask_words
 from sgcli.backends.diagnostics import grammar_error
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.schema_warnings import compile_warnings
@@ -31,6 +31,12 @@ def json_format_kwargs(o: JsonOptions) -> dict:
         "strict_mode": o.strict_properties or o.for_generation,
         "max_whitespace_cnt": o.max_whitespace,
     }
+
+
+# `format` values its grammar enforces (benchmarks/keyword_positions.py)
+XGRAMMAR_FORMATS = frozenset(
+    {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid", "uri", "uri-reference"}
+)
 
 
 class XGrammarMatcher:
@@ -92,29 +98,32 @@ class XGrammarBackend(LibraryBackend):
         compiles_in_process=True,
         imports_torch=True,
         regex_dialect="ecma",
-        # accepted-invalid instances without any warning on JSON-Schema-Test-Suite draft2020-12
-        # (benchmarks/results/json_schema_suite.json) and lint's J001 probes
-        unenforced_keywords=frozenset(
-            {
-                "not",
-                "uniqueItems",
-                "contains",
-                "minContains",
-                "maxContains",
-                "if",
-                "then",
-                "else",
-                "patternProperties",
-                "dependentSchemas",
-                "dependentRequired",
-                "propertyNames",
-                "unevaluatedProperties",
-                "unevaluatedItems",
-                "$dynamicRef",
-            }
+        # measured: benchmarks/keyword_positions.py and JSON-Schema-Test-Suite draft2020-12. Not enforced:
+        # uniqueItems, contains, dependentRequired/Schemas, if/then/else, not, patternProperties,
+        # propertyNames, unevaluated*, $dynamicRef; oneOf as anyOf; siblings of anyOf/oneOf dropped
+        # ({"type": "integer", "minimum": 5, "anyOf": [...]} accepts 3); type-specific keywords
+        # dropped without their `type`; allOf merged into its siblings
+        schema_keywords=SchemaKeywords(
+            enforced=frozenset(
+                {"type", "enum", "const", "pattern", "minLength", "maxLength", "format"}
+                | {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+                | {"items", "prefixItems", "minItems", "maxItems"}
+                | {"properties", "required", "additionalProperties", "minProperties", "maxProperties"}
+                | {"anyOf", "allOf", "$ref"}
+            ),
+            through=frozenset({"properties", "additionalProperties", "items", "prefixItems", "anyOf", "oneOf"})
+            | {"allOf", "$ref"},
+            formats=XGRAMMAR_FORMATS,
+            typed=frozenset(
+                {"pattern", "minLength", "maxLength", "format", "minimum", "maximum", "exclusiveMinimum"}
+                | {"exclusiveMaximum", "multipleOf", "minItems", "maxItems", "required", "minProperties"}
+                | {"maxProperties"}
+            ),
+            lone_all_of=True,
+            drops_beside=frozenset({"anyOf", "oneOf"}),
+            disjoint_one_of=True,
+            escaped_names=False,
         ),
-        # {"type": "integer", "minimum": 5, "anyOf": [...]} accepts 3: the siblings are dropped
-        ignores_beside=frozenset({"anyOf", "oneOf"}),
     )
 
     @staticmethod

@@ -72,7 +72,7 @@ TokenizerRefOpt = Annotated[
 ]
 
 
-@co.takes_constraint()
+@co.takes_constraint(guarantee=True)
 @eo.takes_engine(only=("engine", "base_url"))
 @mo.takes_prompt()
 @mo.takes_sampling(defaults={"max_tokens": 128})
@@ -122,6 +122,7 @@ def compare_backends(
         model=model_flags,
         sampling=sampling,
         prompt_options=prompt_flags.options(),
+        allow_unenforced=flags.allow_unenforced,
     )
     rows = run_compare(request, Terminal())
     _report(rows, output_format_of(output_format, json_out, stream=True), no_generate=no_generate)

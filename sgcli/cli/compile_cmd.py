@@ -10,6 +10,7 @@ import typer
 
 from sgcli.backends import get_backend, unsupported_reason
 from sgcli.backends.compile_cache import compile_cached
+from sgcli.backends.keyword_coverage import compiled_gaps, unchecked, unenforced_error
 from sgcli.backends.matching import backends_for, select_backends
 from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
@@ -36,7 +37,7 @@ Examples:
 _RULE_LINE = re.compile(r"^\s*[A-Za-z_][\w.-]*\s*(::=|:)", re.M)
 
 
-@co.takes_constraint()
+@co.takes_constraint(guarantee=True)
 def compile_files(
     files: Annotated[
         Optional[list[str]],
@@ -66,8 +67,11 @@ def compile_files(
     backends that can); compile time in ms, grammar size, and whether the on-disk cache
     of compiled grammars was hit.
 
-    Exit codes: 0 all compiled, 1 some grammar failed to compile, 2 bad usage or an
-    unreadable file.
+    JSON Schema keywords a backend's grammar leaves to sgcli's schema checker are listed per
+    row; one that nothing enforces is exit 2, naming it at file:line:col, unless --allow-unenforced.
+
+    Exit codes: 0 all compiled, 1 some grammar failed to compile, 2 bad usage, an
+    unreadable file, or a keyword nothing would enforce.
     """
 
     chosen_kind = parse_kind(kind) if kind else None
@@ -79,7 +83,7 @@ def compile_files(
     if fmt != "text":
         writer = JsonRows(fmt)
         for row in rows:
-            writer.write({k: v for k, v in row.items() if k != "normalized" or print_grammar})
+            writer.write({k: v for k, v in row.items() if (k != "normalized" or print_grammar) and k != "refusal"})
         writer.close()
     else:
         _show(rows, print_grammar)
@@ -88,6 +92,13 @@ def compile_files(
         raise typer.Exit(EXIT_USAGE)
     if any(r.get("limit") for r in rows):
         raise typer.Exit(EXIT_USAGE)  # a compile limit is the user's to raise, like bad input
+    refusals = [r["refusal"] for r in rows if r.get("refusal")]
+    if refusals and not flags.allow_unenforced:
+        from rich.markup import escape
+
+        for refusal in refusals:
+            err.print(escape(refusal.render()), highlight=False)
+        raise typer.Exit(EXIT_USAGE)
     raise typer.Exit(EXIT_FINDINGS if any(r["status"] == "error" for r in rows) else EXIT_OK)
 
 
@@ -124,6 +135,8 @@ def compile_row(spec, name: str, vocab) -> dict:
             "limit": getattr(exc, "flag", None),  # a compile limit: the flag that raises it
         }
     compiled = outcome.compiled
+    gaps = compiled_gaps(compiled)
+    nothing = unchecked(gaps)
     size: dict = {}
     if compiled.normalized is not None:
         size = {"rules": len(_RULE_LINE.findall(compiled.normalized)), "normalized_chars": len(compiled.normalized)}
@@ -136,6 +149,9 @@ def compile_row(spec, name: str, vocab) -> dict:
         "size": size,
         "warnings": [w.message for w in compiled.warnings],
         "normalized": compiled.normalized,
+        "checked": [g.describe() for g in gaps if g.checker],
+        "unenforced": [g.describe() for g in nothing],
+        "refusal": unenforced_error(spec, name, nothing) if nothing else None,
     }
 
 
@@ -182,6 +198,9 @@ def _show(rows: list[dict], print_grammar: bool) -> None:
             err.print(f"{escape(r['path'])}: {r['backend']} unavailable: {escape(r['message'])}")
         for w in r.get("warnings", []):
             out.print(f"{escape(r['path'])}: warning: {r['backend']}: {escape(w)}")
+        if r.get("checked"):
+            listed = ", ".join(r["checked"])
+            out.print(f"{escape(r['path'])}: note: {r['backend']}: sgcli's schema checker enforces {escape(listed)}")
     if print_grammar:
         for r in rows:
             if r["status"] == "ok" and r.get("normalized"):

@@ -102,6 +102,16 @@ StrictOpt = Annotated[
         "--strict-properties", help="Forbid object properties the schema does not list.", rich_help_panel="JSON layout"
     ),
 ]
+AllowUnenforcedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-unenforced",
+        help="Go on where a JSON Schema keyword is enforced neither by the backend's grammar nor by sgcli's "
+        "schema checker (a remote $ref, an unknown format); the record lists each under `unenforced`. "
+        "Without it that is exit 2, before the model loads.",
+        rich_help_panel="Constraint",
+    ),
+]
 
 
 @dataclass
@@ -125,6 +135,7 @@ class ConstraintFlags:
     # Not a flag: the whitespace when no layout flag says (flexible: the schema's whole language, for
     # commands that judge given texts; GenerationConstraintFlags: what generate compiles).
     default_whitespace: str = "flexible"
+    allow_unenforced: bool = False
 
     def layout(self) -> JsonOptions:
         """The JSON layout; contradictory flags are exit 2 here (JsonOptions checks them). Without
@@ -220,10 +231,16 @@ _LAYOUT_FLAGS = {
 }
 
 
-def takes_constraint(*, kinds: bool = True, generates: bool = True):
+_GUARANTEE_FLAGS = {"allow_unenforced": (AllowUnenforcedOpt, False)}
+
+
+def takes_constraint(*, kinds: bool = True, generates: bool = True, guarantee: bool = False):
     """Give a command the constraint flags without declaring them again, gathered into one
     `flags: ConstraintFlags` (`sgcli.cli.flag_groups.takes`). `kinds=False`: only --sub and the
     JSON-layout flags (for commands whose grammar comes from elsewhere, like a test file).
-    `generates=False`: a command that judges given texts, whose JSON is flexible unless a flag says."""
+    `generates=False`: a command that judges given texts, whose JSON is flexible unless a flag says.
+    `guarantee`: also --allow-unenforced (commands that compile for generating)."""
     cls = GenerationConstraintFlags if generates else ConstraintFlags
-    return takes("flags", cls, {**(_KIND_FLAGS if kinds else {}), **_LAYOUT_FLAGS})
+    return takes(
+        "flags", cls, {**(_KIND_FLAGS if kinds else {}), **_LAYOUT_FLAGS, **(_GUARANTEE_FLAGS if guarantee else {})}
+    )

@@ -18,7 +18,10 @@ from sgcli import backends
 from sgcli.app.generate import run_generate
 from sgcli.app.model import ModelOptions
 from sgcli.app.request import GenerateRequest, LocalOptions, ServerOptions
-from sgcli.batch.requests import PROMPT_LIMIT_FLAG, read_input
+from sgcli.batch.requests import (
+    PROMPT_LIMIT_FLAG,
+    read_input,
+)
 from sgcli.batch.sampling import SamplingParams
 from sgcli.cli import constraint_options as co
 from sgcli.cli import engine_options as eo
@@ -186,7 +189,7 @@ BATCH_FLAGS = {
 }
 
 
-@co.takes_constraint()
+@co.takes_constraint(guarantee=True)
 @eo.takes_engine()
 @takes("batch_flags", BatchFlags, BATCH_FLAGS)
 @takes("decoding", DecodingFlags, DECODING_FLAGS)
@@ -237,7 +240,7 @@ def generate(
         batch_size=batch_flags.batch_size or DEFAULT_BATCH_SIZE,
         sampling=sampling,
         prompt_options=prompt_flags.options(),
-        **_runs_on(engine_flags, backend, model_flags, prompt_flags, decoding),
+        **_runs_on(engine_flags, backend, model_flags, prompt_flags, decoding, flags.allow_unenforced),
     )
     raise typer.Exit(run_generate(request, Terminal(quiet=batch_flags.quiet)))
 
@@ -262,10 +265,12 @@ def _inputs(prompt: str | None, io: BatchFlags, flags: co.ConstraintFlags) -> tu
     return prompt, batch
 
 
-def _runs_on(engine: eo.EngineFlags, backend: str, model: ModelOptions, prompting: mo.PromptFlags, decoding) -> dict:
+def _runs_on(
+    engine: eo.EngineFlags, backend: str, model: ModelOptions, prompting: mo.PromptFlags, decoding, allow: bool
+) -> dict:
     """`local=` the in-process model's options, or `server=` the engine's (refusing local-only flags)."""
     if engine.local:
-        options = LocalOptions(model, backend, decoding.marker, decoding.think_budget, decoding.jump_forward)
+        options = LocalOptions(model, backend, decoding.marker, decoding.think_budget, decoding.jump_forward, allow)
         return {"local": options}
     _reject_local_only(
         {

@@ -51,6 +51,7 @@ class Session:
     jump_forward: bool = True  # append grammar-forced text in one forward pass (same outputs, fewer passes)
     weakened: list[dict] = field(default_factory=list)  # [{pointer, keyword, backend}] the backend does not enforce
     repetition_guard: bool = True  # end an output stuck repeating one span (sgcli.engine.sequence.find_repetition)
+    unenforced: list[dict] = field(default_factory=list)  # ... of which nothing enforces (--allow-unenforced)
 
     def render(self, req: Request) -> Prompt:
         return start_prompt(self.tokenizer, self.prompt_options, req).result()
@@ -122,6 +123,7 @@ class Session:
             "backend": self.compiled.backend,
             "fallbacks": self.fallbacks,
             "weakened": self.weakened,
+            "unenforced": self.unenforced,
             "warnings": [str(w) for w in self.compiled.warnings],
             "model": self.lm.ref.display,
             **self.placement(req),
@@ -208,6 +210,7 @@ class Session:
             "backend": self.compiled.backend,
             "fallbacks": self.fallbacks,
             "weakened": self.weakened,
+            "unenforced": self.unenforced,
             "warnings": [str(w) for w in self.compiled.warnings],
             "model": self.lm.ref.display,
             **self.placement(req),

@@ -10,7 +10,8 @@ Each case is checked on every backend through every spelling in `sgcli.backends.
 the bytes (the whole string, independent of tokenization) and the real tokenizations
 ("canonical": the tokenizer's own encoding; "longest": greedy longest match), the latter
 two token by token against the mask as in decoding. A case passes on a backend when
-every spelling agrees with `accept`.
+every spelling agrees with `accept`. A JSON Schema runs as generation does: the backend's
+grammar plus sgcli's schema checker for the keywords the grammar leaves unenforced.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from sgcli.backends import get_backend, unsupported_reason
 from sgcli.backends.bounded import CompileLimitError
 from sgcli.backends.compile_cache import compile_cached
 from sgcli.backends.matching import feed, tokenizations
+from sgcli.backends.schema_checker import with_checker
 from sgcli.constraints.sources import check_schema, from_file, read_text
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import Location, UserError
@@ -242,5 +244,6 @@ def run_suite(suite: Suite, names: list[str], vocab, *, use_cache: bool | None =
             runs.append(BackendRun(name, "error", exc.render().removeprefix("error: ")))
             continue
         runs.append(BackendRun(name, "ran", cache=result.status))
-        outcomes += [check_case(result.compiled, case) for case in suite.cases]
+        checked = with_checker(result.compiled)  # what generation decodes with: grammar + sgcli's schema checker
+        outcomes += [check_case(checked, case) for case in suite.cases]
     return Report(suite, runs, outcomes)

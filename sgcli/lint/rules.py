@@ -255,6 +255,35 @@ _ALL = [
         "validate outputs after generation, or simplify the schema so an instance can be built",
     ),
     LintRule(
+        "J004",
+        "checker-enforced-keyword",
+        WARNING,
+        "backend",
+        "The backend generate would choose leaves a keyword to sgcli's schema checker, which enforces it while "
+        "decoding.",
+        "Each backend declares which keywords its grammar enforces, and where (measured: "
+        "benchmarks/keyword_positions.py). For the backend `generate` would use on this schema (the `--backend`, "
+        "or the one `auto` would choose), every keyword it leaves unenforced is named at its JSON pointer; sgcli's "
+        "schema checker validates the value holding it as soon as the value is complete and masks the tokens "
+        "that would break it. Outputs stay valid, at some cost per token, and a model can write itself into a "
+        "value no continuation repairs (the run then ends invalid, never valid).",
+        '{"type": "array", "uniqueItems": true, "contains": {"const": 1}}',
+        "use a backend whose grammar enforces it, or keep it: the checker enforces it",
+    ),
+    LintRule(
+        "J005",
+        "unenforceable-keyword",
+        ERROR,
+        "backend",
+        "Nothing would enforce a keyword: neither the chosen backend's grammar nor sgcli's schema checker.",
+        "The checker is jsonschema: a remote `$ref` it cannot resolve (sgcli fetches nothing), a `format` it has "
+        "no checker for, a `pattern` Python's `re` cannot read, left unenforced by the grammar too, would reach "
+        "generation unchecked. `generate`, `compile` and `compare-backends` refuse such a schema (exit 2) unless "
+        "`--allow-unenforced`, and the record then lists each keyword under `unenforced`.",
+        '{"type": "string", "format": "x-made-up"}',
+        "rewrite or drop the keyword, choose a backend that enforces it, or pass --allow-unenforced knowingly",
+    ),
+    LintRule(
         "R001",
         "regex-feature",
         ERROR,

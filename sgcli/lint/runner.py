@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass, field
 
 from sgcli.backends import check_supports, get_backend, listed_unavailable_reason, unsupported_reason
-from sgcli.backends.auto import NOT_USABLE, candidates
+from sgcli.backends.auto import NOT_USABLE, candidates, ranked
+from sgcli.backends.keyword_coverage import compiled_gaps
 from sgcli.backends.matching import enforcing_backends
 from sgcli.constraints.sources import (
     check_nesting,
@@ -34,6 +35,7 @@ from sgcli.limits import LimitHit, current_limits, run_bounded
 from sgcli.lint import backend_checks as bc
 from sgcli.lint.diagnostic import Diagnostic, at_offset
 from sgcli.lint.length_check import shortest_sentence, too_long
+from sgcli.lint.schema_checks import guarantee_findings
 from sgcli.lint.schema_instances import Impossible
 from sgcli.lint.schema_probes import keyword_probes
 from sgcli.lint.select import Selection
@@ -134,7 +136,7 @@ class Linter:
         one's error is the finding (the error generate stops with) and the others are a note."""
         tried: list[dict] = []
         runs = []
-        for backend in candidates(spec, tried):
+        for backend, _, _ in candidates(spec, tried):
             run = bc.compile_with(backend.name, spec, vocab)
             runs.append(run)
             if run.compiled is not None:
@@ -216,6 +218,8 @@ class Linter:
         compiled = [run.compiled for run in runs if run.compiled is not None]
         if schema is not None and runs and sel.any("J001", "W002", "J003"):
             found += self._bounded_schema_rules(schema, stext, runs, spec)
+        if schema is not None and runs and sel.any("J004", "J005"):
+            found += self._guarantee(stext, runs, spec)
         if self.options.tokenizer is not None and grammar is not None and "T001" in sel:
             found += bc.special_token_literals(spec, grammar, self.vocab(), self._tokenizer_name)
         if self.options.max_tokens is not None and "L001" in sel:
@@ -275,6 +279,32 @@ class Linter:
                 out += sc.runaway_whitespace(c, layouts[0], base, flags, spec.name)
         return out
 
+    def _guarantee(self, stext, runs, spec) -> list[Diagnostic]:
+        """J004/J005 for the backend `generate` would choose: the one named, or `auto`'s choice among those
+        that compiled here (a backend lint did not run counts as compiling: its gaps are declared data)."""
+        by_name = {run.name: run for run in runs}
+        named = self.options.backend not in ("all", "auto")
+        refused = []
+        for name, gaps in ranked(spec):
+            run = by_name.get(name)
+            if named and run is None:
+                continue
+            if run is not None and run.compiled is None:
+                refused.append(name)
+                continue
+            if run is None and (unsupported_reason(get_backend(name), spec) or not _listed_usable(name)):
+                continue
+            if run is not None:
+                gaps = compiled_gaps(run.compiled)
+            why = (
+                ""
+                if named
+                else f" (generate would use {name}"
+                + (f": {', '.join(refused)} refused the schema)" if refused else ")")
+            )
+            return guarantee_findings(gaps, stext, spec.name, name, why)
+        return []
+
     def _length(self, spec, grammar, schema, compiled) -> list[Diagnostic]:
         sentence = shortest_sentence(grammar, schema, spec.kind is Kind.JSON_SCHEMA)
         if sentence is None:
@@ -295,6 +325,11 @@ def _from_dict(d: dict) -> Diagnostic:
     """A Diagnostic back from `Diagnostic.as_dict` (across the probe child's pipe)."""
     fields = ("code", "message", "path", "line", "col", "end_line", "end_col", "hint", "backend", "severity")
     return Diagnostic(**{k: d[k] for k in fields}, notes=tuple(d["notes"]))
+
+
+def _listed_usable(name: str) -> bool:
+    """Whether the backend's library is installed, without importing it (xgrammar imports torch)."""
+    return listed_unavailable_reason(get_backend(name)) is None
 
 
 def _input_problem(spec: ConstraintSpec) -> Diagnostic | None:
@@ -348,22 +383,35 @@ def _finish(found: list[Diagnostic], sel: Selection) -> list[Diagnostic]:
     the same place (one finding, with the backend's agreement as a note); sort."""
     kept = [d for d in found if d.code in sel]
     merged: list[Diagnostic] = []
-    for d in sorted(kept, key=lambda d: (d.code[0] == "S", d.sort_key())):  # S last: others absorb them
+    # S last, J001 after J004: the findings that absorb others come first
+    for d in sorted(kept, key=lambda d: (d.code[0] == "S", d.code == "J001", d.sort_key())):
         target = _absorber(merged, d)
         if target is None:
             merged.append(d)
         else:
             i = merged.index(target)
-            merged[i] = target.with_note(f"{d.backend} says: {d.message.split(': ', 1)[-1]}")
+            if d.code == "J001":  # the probe's evidence on the backend's own matcher
+                note = "J001: " + d.message.split(": ", 1)[-1]
+            else:
+                note = f"{d.backend} says: {d.message.split(': ', 1)[-1]}"
+            merged[i] = target.with_note(note)
     return sorted(merged, key=Diagnostic.sort_key)
 
 
 def _absorber(merged: list[Diagnostic], d: Diagnostic) -> Diagnostic | None:
     """The finding that already says what `d` (a backend's error or warning) says: at the
     same line:col, or, for an error without a position, about the same rule name."""
-    if d.code not in ("S001", "S002"):
+    if d.code not in ("S001", "S002", "J001"):
         return None
     for other in merged:
+        if (  # the keyword the checker takes over (J004) or nothing enforces (J005) is what the backend warned about
+            other.code in ("J004", "J005")
+            and d.code in ("S002", "J001")
+            and other.backend == d.backend
+            and d.line is not None
+            and (other.line, other.col) == (d.line, d.col)
+        ):
+            return other
         if d.code == "S001" and other.code[0] == "G" and other.severity == "error":
             if d.line is not None and (other.line, other.col) == (d.line, d.col):
                 return other

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from sgcli.backends.base import Compiled
+from sgcli.backends.keyword_coverage import Gap
 from sgcli.backends.matching import feed
 from sgcli.backends.schema_warnings import iter_subschemas
 from sgcli.constraints.jsonpos import SchemaText, pointer_of
@@ -149,3 +150,45 @@ def _after_dropping(dropped) -> str:
     if not dropped:
         return ""
     return " (found with the keywords it refuses removed: " + ", ".join(pointer_of(d) for d in dropped) + ")"
+
+
+def guarantee_findings(
+    gaps: list[Gap], stext: SchemaText, path: str, backend: str, why_chosen: str
+) -> list[Diagnostic]:
+    """J004 for each keyword the chosen backend leaves to sgcli's schema checker, J005 for each that nothing
+    enforces, each at the keyword's own key in the file."""
+    out = []
+    for gap in gaps:
+        span = stext.key_span(stext.path_of(gap.pointer)) or (0, None)
+        where = _printable(gap.pointer)
+        detail = "" if gap.reason == "not enforced" else f" ({gap.reason})"
+        if gap.checker:
+            out.append(
+                at_offset(
+                    "J004",
+                    stext.text,
+                    path,
+                    span[0],
+                    span[1],
+                    f"`{gap.keyword}` at {where} is left to sgcli's schema checker: {backend}'s grammar does not "
+                    f"enforce it{detail}{why_chosen}",
+                    hint="the checker enforces it while decoding; a backend whose grammar does is cheaper per token",
+                    backend=backend,
+                )
+            )
+        else:
+            out.append(
+                at_offset(
+                    "J005",
+                    stext.text,
+                    path,
+                    span[0],
+                    span[1],
+                    f"`{gap.keyword}` at {where} is enforced by nothing: {backend}'s grammar does not{detail} "
+                    f"and sgcli's schema checker cannot ({gap.why_not_checked}){why_chosen}",
+                    hint="generate refuses it (exit 2) unless --allow-unenforced; rewrite or drop the keyword, or "
+                    "choose a backend that enforces it",
+                    backend=backend,
+                )
+            )
+    return out

@@ -77,7 +77,14 @@ class GenerationRecord(_Strict):
     backend: Optional[str] = Field(None, description="the grammar backend that constrained the output")
     fallbacks: list[Fallback] = Field(default_factory=list, description="backends `auto` tried first, and why not")
     weakened: list[Weakened] = Field(
-        default_factory=list, description="schema keywords the backend does not enforce, at their pointers"
+        default_factory=list,
+        description="schema keywords the backend's grammar does not enforce, at their pointers; sgcli's schema "
+        "checker enforces them while decoding, except those in `unenforced`",
+    )
+    unenforced: list[Weakened] = Field(
+        default_factory=list,
+        description="schema keywords nothing enforces (neither the grammar nor the checker): only with "
+        "--allow-unenforced, which generation otherwise refuses",
     )
     warnings: list[str] = Field(default_factory=list, description="what the backend weakened or ignored")
     model: Optional[str] = Field(None, description="the model that generated, as the user named it")

@@ -75,6 +75,14 @@ class CompileRow(_Versioned):
     col: Optional[int] = None
     limit: Optional[str] = Field(None, description="a compile limit was hit: the flag that raises it")
     backends_that_can: Optional[list[str]] = Field(None, description="unsupported: the backends that take it")
+    checked: list[str] = Field(
+        default_factory=list,
+        description="JSON Schema keywords the grammar leaves to sgcli's schema checker, `keyword` at pointer",
+    )
+    unenforced: list[str] = Field(
+        default_factory=list,
+        description="keywords nothing enforces (neither the grammar nor the checker): exit 2 unless --allow-unenforced",
+    )
 
 
 class TestCaseResult(_Versioned):

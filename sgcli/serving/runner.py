@@ -67,6 +67,7 @@ def _base(job: EngineJob, req: Request) -> dict:
         "engine": job.engine,
         "fallbacks": [],
         "weakened": [],
+        "unenforced": [],
         "warnings": [],
         "model": job.served_model,
         "usage": {"prompt_tokens": None, "completion_tokens": None, "forced_tokens": None, "forward_passes": None},

@@ -1,0 +1,507 @@
+"""Which JSON Schema keywords a backend's compiled grammar enforces, by keyword and JSON pointer.
+
+Each backend declares what it enforces as data (`Capabilities.schema_keywords`, measured by
+benchmarks/keyword_positions.py and the JSON-Schema-Test-Suite). This walks a schema the way
+a validator does, from the root through the applicators the backend enforces faithfully
+(properties, items, `$ref`, allOf, anyOf ...), resolving references with the `referencing`
+library (`$id`-relative refs, anchors, cycles, boolean subschemas). Every constraint keyword it
+meets that the backend is not known to enforce *there* is a `Gap`; its subschemas are not
+walked further, because sgcli's schema checker (`schema_checker.py`) then validates the whole
+subschema that holds it. Conservative: a keyword not listed as enforced counts as a gap.
+
+Each gap also says whether the checker can enforce it: the checker is jsonschema, so a remote
+`$ref` it cannot resolve, a `format` it has no checker for, or a `pattern` Python's `re` cannot
+read is enforced by nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from urllib.parse import quote
+
+from sgcli.backends.base import SchemaKeywords
+from sgcli.backends.outlines_coverage import dropped_keywords
+from sgcli.constraints.jsonpos import SchemaText, pointer_parts
+from sgcli.constraints.spec import Kind
+from sgcli.errors import Location, UserError, offset_to_line_col
+
+# Keywords that take part in another keyword's constraint (jsonschema validates them under it).
+_COMPANIONS = {
+    "then": "if",
+    "else": "if",
+    "minContains": "contains",
+    "maxContains": "contains",
+    "additionalItems": "items",
+}
+# JSON type each type-specific keyword constrains (a backend may apply it only beside that `type`)
+_TYPE_OF = {
+    **dict.fromkeys(("minLength", "maxLength", "pattern", "format", "contentEncoding"), "string"),
+    **dict.fromkeys(("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"), "number"),
+    **dict.fromkeys(
+        ("items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains")
+        + ("minContains", "maxContains", "unevaluatedItems"),
+        "array",
+    ),
+    **dict.fromkeys(
+        ("properties", "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties")
+        + ("propertyNames", "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedProperties"),
+        "object",
+    ),
+}
+# Applicators whose subschemas apply to the same value or to children of it, unconditionally.
+UNCONDITIONAL = frozenset(
+    {"properties", "patternProperties", "additionalProperties", "items", "prefixItems", "additionalItems"}
+    | {"allOf", "$ref"}
+)
+_ONE = ("additionalProperties", "additionalItems", "unevaluatedProperties", "unevaluatedItems", "contains")
+_ONE += ("propertyNames", "not", "if", "then", "else", "contentSchema")
+_MAP = ("properties", "patternProperties", "dependentSchemas", "dependencies")
+_LIST = ("allOf", "anyOf", "oneOf", "prefixItems")
+_DYNAMIC = ("$dynamicRef", "$recursiveRef")
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A keyword the backend's grammar does not enforce where it stands."""
+
+    pointer: str  # JSON pointer of the keyword in the schema, e.g. "/properties/tags/uniqueItems"
+    keyword: str
+    backend: str
+    reason: str  # why the grammar does not, for humans
+    checker: bool = True  # sgcli's schema checker enforces it while decoding (else nothing does)
+    # pointers of the subschemas the checker validates for it, each reached unconditionally from the root
+    anchors: tuple[str, ...] = ("",)
+    why_not_checked: str | None = None  # why the checker cannot, where it cannot
+
+    def record(self) -> dict:
+        return {"pointer": self.pointer, "keyword": self.keyword, "backend": self.backend}
+
+    def describe(self) -> str:
+        return f"`{self.keyword}` at {self.pointer or '/'}"
+
+
+class SchemaDoc:
+    """A schema with its validator class (its draft), a `referencing` resolver and an index of its
+    subschemas by identity, so a resolved reference maps back to a pointer in this file."""
+
+    def __init__(self, schema):
+        import jsonschema
+        import jsonschema_specifications
+        import referencing.jsonschema as rj
+        from jsonschema.validators import validator_for
+
+        self.schema = schema
+        self.cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+        dialect = schema.get("$schema", "") if isinstance(schema, dict) else ""
+        self.spec = rj.specification_with(dialect if isinstance(dialect, str) else "", default=rj.DRAFT202012)
+        resource = self.spec.create_resource(schema)
+        base = resource.id() or ""
+        self.registry = jsonschema_specifications.REGISTRY.with_resource(base, resource)
+        self.resolver = self.registry.resolver(base_uri=base)
+        self.keywords = frozenset(self.cls.VALIDATORS) | frozenset(_COMPANIONS)
+        self.ref_overrides = self.cls.__name__ in (
+            "Draft3Validator",
+            "Draft4Validator",
+            "Draft6Validator",
+            "Draft7Validator",
+        )
+        self.by_id: dict[int, str] = {}
+        self.nodes: dict[str, object] = {}
+        self._index(schema, "")
+        self._resolvers: dict[str, object] = {}
+
+    def _index(self, value, pointer: str) -> None:
+        stack = [(value, pointer)]
+        while stack:
+            value, pointer = stack.pop()
+            if isinstance(value, dict):
+                self.by_id.setdefault(id(value), pointer)
+                self.nodes[pointer] = value
+                stack += [(v, f"{pointer}/{_escape(k)}") for k, v in value.items()]
+            elif isinstance(value, list):
+                self.nodes[pointer] = value
+                stack += [(v, f"{pointer}/{i}") for i, v in enumerate(value)]
+            elif isinstance(value, bool):
+                self.nodes[pointer] = value
+
+    def resolver_at(self, pointer: str):
+        """The resolver whose base URI applies inside the subschema at `pointer` (embedded `$id`s)."""
+        found = self._resolvers.get(pointer)
+        if found is None:
+            found = self.resolver if not pointer else self.resolver.lookup("#" + fragment(pointer)).resolver
+            self._resolvers[pointer] = found
+        return found
+
+    def resolve(self, pointer: str, ref: str) -> tuple[str | None, str | None]:
+        """(pointer of the local subschema `ref` names, from the subschema at `pointer`; None where it is
+        outside this file), (why it cannot be resolved at all, or None)."""
+        try:
+            resolved = self.resolver_at(pointer).lookup(ref)
+        except Exception as exc:  # referencing.exceptions.Unresolvable and its kin
+            return None, f"{type(exc).__name__}: {exc}"
+        contents = resolved.contents
+        if isinstance(contents, bool):
+            return None, None
+        return self.by_id.get(id(contents)), None
+
+    def constraint_keys(self, node: dict) -> list[str]:
+        """The keywords of `node` that constrain an instance in this draft (annotations and unknown keys do not)."""
+        keys = [k for k in node if k in self.keywords and (k not in _COMPANIONS or _COMPANIONS[k] in node)]
+        if self.ref_overrides and "$ref" in node:  # up to draft 7, $ref's siblings are ignored
+            return ["$ref"]
+        return keys
+
+
+def fragment(pointer: str) -> str:
+    """A JSON pointer as a URI fragment (what `$ref` takes)."""
+    return quote(pointer, safe="/~!$&'()*+,;=:@")
+
+
+def _escape(key) -> str:
+    return str(key).replace("~", "~0").replace("/", "~1")
+
+
+def subschemas(node: dict, keyword: str, pointer: str):
+    """(subschema, pointer) for each subschema the keyword's value holds."""
+    value = node.get(keyword)
+    here = f"{pointer}/{_escape(keyword)}"
+    if keyword == "items" and isinstance(value, list):
+        yield from ((v, f"{here}/{i}") for i, v in enumerate(value))
+    elif keyword in _ONE or keyword == "items":
+        if isinstance(value, (dict, bool)):
+            yield value, here
+    elif keyword in _MAP and isinstance(value, dict):
+        yield from ((v, f"{here}/{_escape(k)}") for k, v in value.items() if isinstance(v, (dict, bool)))
+    elif keyword in _LIST and isinstance(value, list):
+        yield from ((v, f"{here}/{i}") for i, v in enumerate(value))
+
+
+def _single_type(node: dict) -> set[str]:
+    """The one JSON type `type` names (a list of types was not measured, so it counts as none)."""
+    t = node.get("type")
+    return {"integer", "number"} if t == "integer" else {t} if isinstance(t, str) else set()
+
+
+def _disjoint_types(branches) -> bool:
+    """Branches that each admit one distinct JSON type cannot overlap: anyOf is then exactly oneOf."""
+    if not isinstance(branches, list):
+        return False
+    types = [b.get("type") if isinstance(b, dict) else None for b in branches]
+    if not all(isinstance(t, str) for t in types) or len(set(types)) != len(types):
+        return False
+    return not {"integer", "number"} <= set(types)
+
+
+def _why_unenforced(node: dict, keyword: str, table: SchemaKeywords, keys: list[str]) -> str | None:
+    """Why `table`'s backend does not enforce `keyword` of `node` (None when it does); `keys`: the
+    node's constraint keywords."""
+    beside = next((k for k in table.drops_beside if k in node and k != keyword), None)
+    if beside is not None and keyword not in table.drops_beside:
+        return f"dropped beside `{beside}`"
+    if keyword in _COMPANIONS and keyword not in table.enforced:
+        return f"part of `{_COMPANIONS[keyword]}`, not enforced"
+    if keyword == "oneOf" and keyword not in table.enforced:
+        if table.disjoint_one_of and _disjoint_types(node.get("oneOf")):
+            return None
+        return "enforced as anyOf (an instance may match several branches)"
+    if keyword not in table.enforced:
+        return "not enforced"
+    if keyword in table.typed and _TYPE_OF.get(keyword) not in _single_type(node):
+        return f'enforced only beside `"type": "{_TYPE_OF[keyword]}"`'
+    if keyword == "format" and node.get("format") not in table.formats:
+        return f"format {node.get('format')!r} not enforced"
+    if keyword == "allOf" and table.lone_all_of:
+        if not isinstance(node.get("allOf"), list) or len(node["allOf"]) > 1:
+            return "allOf with several subschemas is not enforced"
+        if len(keys) > 1:
+            return "allOf beside other keywords is merged into them, which is not what allOf means"
+    if keyword == "properties" and not table.escaped_names and isinstance(node.get("properties"), dict):
+        if any(_needs_escape(name) for name in node["properties"]):
+            return "property names that need JSON escapes are not matched correctly"
+    return None
+
+
+def _needs_escape(name: str) -> bool:
+    return any(ch in '"\\' or ord(ch) < 0x20 for ch in name)
+
+
+def grammar_gaps(schema, backend: str, table: SchemaKeywords | None, doc: SchemaDoc | None = None) -> list[Gap]:
+    """Every (pointer, keyword) of `schema` that `backend`'s grammar does not enforce, by its declared table
+    (None: it enforces nothing, as for the `none` backend)."""
+    doc = doc or SchemaDoc(schema)
+    if table is None:
+        table = SchemaKeywords(enforced=frozenset(), through=frozenset())
+    gaps: dict[str, Gap] = {}
+    anchors: dict[str, dict[str, None]] = {}
+    seen: set[tuple[str, str]] = set()
+    stack = [(schema, "", "")]  # (subschema, its pointer, the anchor: the nearest unconditional subschema)
+    while stack:
+        node, pointer, anchor = stack.pop()
+        if not isinstance(node, dict) or (pointer, anchor) in seen:
+            continue
+        seen.add((pointer, anchor))
+        keys = doc.constraint_keys(node)
+        for key in keys:
+            here = f"{pointer}/{_escape(key)}"
+            why = _why_unenforced(node, key, table, keys)
+            if why is None and key in ("$ref", *_DYNAMIC):
+                why, target = _ref_gap(doc, pointer, node, key, table)
+                if why is None:
+                    stack.append((doc.nodes[target], target, target if anchor == pointer else anchor))
+                    continue
+            if why is not None and table.refuses_unlisted:
+                continue  # a compile error, not a gap: nothing of the schema reaches generation
+            if why is not None:
+                gaps.setdefault(here, Gap(here, key, backend, why))
+                anchors.setdefault(here, {})[anchor] = None
+                continue
+            if key in table.through:
+                unconditional = key in UNCONDITIONAL and anchor == pointer
+                for sub, sub_pointer in subschemas(node, key, pointer):
+                    stack.append((sub, sub_pointer, sub_pointer if unconditional else anchor))
+    found = [replace(g, anchors=tuple(anchors[g.pointer])) for g in gaps.values()]
+    return _anchor_gaps(found, doc)
+
+
+def _ref_gap(doc: SchemaDoc, pointer: str, node: dict, key: str, table: SchemaKeywords) -> tuple[str | None, str]:
+    ref = node.get(key)
+    if key in _DYNAMIC or not isinstance(ref, str):
+        return "a dynamic reference", ""
+    target, unresolvable = doc.resolve(pointer, ref)
+    if unresolvable is not None:
+        return f"cannot be resolved ({unresolvable})", ""
+    if target is None:
+        return "refers outside this file (no backend fetches it: compiled as any value)", ""
+    if not isinstance(doc.nodes.get(target), dict):
+        return "refers to a boolean schema", ""
+    return None, target
+
+
+def _anchor_gaps(gaps: list[Gap], doc: SchemaDoc) -> list[Gap]:
+    """Gaps whose check needs the dynamic scope from the root are anchored at the root."""
+    if any(g.keyword in _DYNAMIC for g in gaps) or _has_dynamic(doc):
+        return [replace(g, anchors=("",)) for g in gaps]
+    return gaps
+
+
+def _has_dynamic(doc: SchemaDoc) -> bool:
+    return any(isinstance(n, dict) and any(k in n for k in _DYNAMIC) for n in doc.nodes.values())
+
+
+# ---- what the checker (jsonschema) can enforce ----
+
+
+def checker_limits(gaps: list[Gap], doc: SchemaDoc) -> list[Gap]:
+    """`gaps` with `checker` set, plus a gap for everything inside the checked subschemas that
+    jsonschema cannot check either (a remote `$ref`, an unknown `format`, a `pattern` `re` cannot read)."""
+    out: dict[str, Gap] = {}
+    formats = set(doc.cls.FORMAT_CHECKER.checkers)
+    for gap in gaps:
+        why = _uncheckable(doc, gap.pointer, gap.keyword, formats)
+        out.setdefault(gap.pointer, replace(gap, checker=why is None, why_not_checked=why))
+        parent = "/".join(gap.pointer.split("/")[:-1])
+        node = doc.nodes.get(parent)
+        if isinstance(node, dict):
+            for sub, sub_pointer in subschemas(node, gap.keyword, parent):
+                for inner in _inside(doc, sub, sub_pointer, formats):
+                    out.setdefault(inner.pointer, replace(inner, backend=gap.backend, anchors=gap.anchors))
+    return list(out.values())
+
+
+def _uncheckable(doc: SchemaDoc, pointer: str, keyword: str, formats: set[str]) -> str | None:
+    parent_pointer = "/".join(pointer.split("/")[:-1])
+    node = doc.nodes.get(parent_pointer)
+    if not isinstance(node, dict):
+        return None
+    value = node.get(keyword)
+    if keyword in ("$ref", *_DYNAMIC) and isinstance(value, str):
+        _, unresolvable = doc.resolve(parent_pointer, value)
+        if unresolvable is not None:
+            return "jsonschema cannot resolve it either (sgcli fetches nothing)"
+    if keyword == "format" and value not in formats:
+        return f"jsonschema has no checker for format {value!r}"
+    if keyword == "pattern" and isinstance(value, str) and _bad_regex(value):
+        return "Python's re cannot read the pattern, so jsonschema cannot check it"
+    return None
+
+
+def _inside(doc: SchemaDoc, schema, pointer: str, formats: set[str]) -> list[Gap]:
+    """Gaps the checker leaves inside a subschema it validates whole (followed through local refs)."""
+    found, seen, stack = [], set(), [(schema, pointer)]
+    while stack:
+        node, at = stack.pop()
+        if not isinstance(node, dict) or at in seen:
+            continue
+        seen.add(at)
+        for key in doc.constraint_keys(node):
+            here = f"{at}/{_escape(key)}"
+            why = _uncheckable(doc, here, key, formats)
+            if why is not None:
+                found.append(Gap(here, key, "", why, checker=False, why_not_checked=why))
+            if key in ("$ref",) and isinstance(node[key], str):
+                target, _ = doc.resolve(at, node[key])
+                if target is not None and isinstance(doc.nodes.get(target), dict):
+                    stack.append((doc.nodes[target], target))
+            if key == "patternProperties" and isinstance(node[key], dict):
+                found += [
+                    Gap(f"{here}/{_escape(p)}", key, "", "Python's re cannot read the pattern", checker=False)
+                    for p in node[key]
+                    if _bad_regex(p)
+                ]
+            stack += list(subschemas(node, key, at))
+    return found
+
+
+def _bad_regex(pattern: str) -> bool:
+    try:
+        re.compile(pattern)
+    except (re.error, RecursionError, OverflowError):
+        return True
+    return False
+
+
+# ---- for a spec, a backend, a compiled grammar ----
+
+
+def schema_gaps(spec, backend_name: str) -> list[Gap]:
+    """The gaps of `spec` (a JSON Schema) on `backend_name`, before compiling (declared data only)."""
+    from sgcli.backends import get_backend
+
+    backend = get_backend(backend_name)
+    if spec.kind is not Kind.JSON_SCHEMA or not backend.capabilities.enforces:
+        return []  # the unconstrained backend enforces nothing by design (outputs are still validated)
+    try:
+        schema = spec.schema()
+        doc = SchemaDoc(schema)
+    except Exception:  # malformed schemas were rejected before compiling; stay robust
+        return []
+    table = backend.capabilities.schema_keywords
+    try:
+        gaps = grammar_gaps(schema, backend.name, table, doc)
+        if table is not None and table.first_branch:
+            gaps += _first_branch_gaps(schema, backend.name, doc, {g.pointer for g in gaps})
+    except (RecursionError, TypeError, ValueError, KeyError) as exc:  # a schema shape the walk does not know
+        # conservative: nothing of it counts as enforced by the grammar; the checker validates it whole
+        gaps = [Gap("", "$schema", backend.name, f"sgcli could not walk the schema ({type(exc).__name__}: {exc})")]
+    return checker_limits(gaps, doc)
+
+
+def _first_branch_gaps(schema, backend: str, doc: SchemaDoc, known: set[str]) -> list[Gap]:
+    """outlines-core compiles each subschema by its first recognised keyword and drops the others."""
+    out = []
+    for pointer, message in dropped_keywords(schema):
+        if pointer in known or not pointer:
+            continue
+        keyword = pointer_parts(pointer)[-1]
+        parent = "/".join(pointer.split("/")[:-1])
+        out.append(Gap(pointer, keyword, backend, message, anchors=(_nearest_anchor(doc, parent),)))
+    return out
+
+
+def _nearest_anchor(doc: SchemaDoc, pointer: str) -> str:
+    """The deepest subschema above `pointer` reached from the root through unconditional applicators only
+    (the root when the way there passes a $ref: the walk of `grammar_gaps` is the exact one)."""
+    parts = pointer_parts(pointer)
+    anchor, node, at = "", doc.schema, ""
+    i = 0
+    while i < len(parts) and isinstance(node, dict):
+        key = parts[i]
+        if key not in UNCONDITIONAL or key == "$ref":
+            break
+        step = 2 if key in ("properties", "patternProperties", "prefixItems", "allOf") else 1
+        if key == "items" and isinstance(node.get("items"), list):
+            step = 2
+        at = at + "".join("/" + _escape(p) for p in parts[i : i + step])
+        node = doc.nodes.get(at)
+        i += step
+        if isinstance(node, dict):
+            anchor = at
+    return anchor
+
+
+def compiled_gaps(compiled) -> list[Gap]:
+    """The gaps of a compiled JSON Schema: the declared ones, plus every keyword the backend's own
+    compile warnings point at."""
+    if compiled.spec.kind is not Kind.JSON_SCHEMA:
+        return []
+    gaps = schema_gaps(compiled.spec, compiled.backend)
+    known = {g.pointer for g in gaps}
+    try:
+        doc = SchemaDoc(compiled.spec.schema())
+    except Exception:
+        return gaps
+    extra = []
+    for w in compiled.warnings:
+        if w.pointer and w.pointer not in known:
+            known.add(w.pointer)
+            keyword = pointer_parts(w.pointer)[-1]
+            parent = "/".join(w.pointer.split("/")[:-1])
+            extra.append(Gap(w.pointer, keyword, compiled.backend, w.message, anchors=(_nearest_anchor(doc, parent),)))
+    return gaps + checker_limits(extra, doc) if extra else gaps
+
+
+def unchecked(gaps: list[Gap]) -> list[Gap]:
+    """The gaps nothing enforces: neither the grammar nor the checker."""
+    return [g for g in gaps if not g.checker]
+
+
+def weakened_keywords(compiled) -> list[dict]:
+    """[{pointer, keyword, backend}] for every schema keyword `compiled`'s grammar does not enforce
+    (the record's `weakened`): the declared gaps and those its own warnings point at."""
+    return [g.record() for g in compiled_gaps(compiled)]
+
+
+@dataclass
+class Guarantee:
+    """What enforces each keyword of a compiled schema, for the record and the user."""
+
+    weakened: list[dict]  # every keyword the grammar does not enforce ({pointer, keyword, backend})
+    unenforced: list[dict]  # those nothing enforces (only with --allow-unenforced: else an error)
+    notes: list[str]  # for humans: what the checker takes over, what nothing enforces
+
+
+def guarantee(compiled, *, allow_unenforced: bool = False) -> Guarantee:
+    """The keywords `compiled` leaves unenforced; a UserError (exit 2, before any model loads) naming
+    each keyword nothing enforces, at file:line:col, unless `allow_unenforced`."""
+    gaps = compiled_gaps(compiled)
+    nothing = unchecked(gaps)
+    if nothing and not allow_unenforced:
+        raise unenforced_error(compiled.spec, compiled.backend, nothing)
+    notes = []
+    checked = [g for g in gaps if g.checker]
+    if checked:
+        notes.append(
+            f"{compiled.backend} does not enforce {len(checked)} keyword(s); sgcli's schema checker enforces "
+            "them while decoding: " + ", ".join(g.describe() for g in checked)
+        )
+    if nothing:
+        notes.append(
+            f"--allow-unenforced: nothing enforces {len(nothing)} keyword(s), listed in the record's "
+            "`unenforced`: " + ", ".join(g.describe() for g in nothing)
+        )
+    return Guarantee([g.record() for g in gaps], [g.record() for g in nothing], notes)
+
+
+def where(spec, gap: Gap) -> Location:
+    """file:line:col of a gap's keyword in the schema text."""
+    stext = SchemaText(spec.text)
+    span = stext.key_span(stext.path_of(gap.pointer))
+    if span is None:
+        return Location(spec.origin)
+    line, col = offset_to_line_col(spec.text, span[0])
+    return Location(spec.origin, line, col)
+
+
+def unenforced_error(spec, backend: str, gaps: list[Gap]) -> UserError:
+    lines = [
+        f"{where(spec, g)}: {g.describe()}: {g.reason} by {backend}, and {g.why_not_checked or 'the checker cannot'}"
+        for g in gaps
+    ]
+    return UserError(
+        f"{len(gaps)} schema keyword(s) would be enforced by nothing, neither {backend}'s grammar nor sgcli's "
+        "schema checker:\n  " + "\n  ".join(lines),
+        location=where(spec, gaps[0]),
+        hint="rewrite or drop the keyword, choose a backend that enforces it (sgcli lint names them per backend), "
+        "or pass --allow-unenforced to generate anyway (the record then lists them under `unenforced`)",
+    )

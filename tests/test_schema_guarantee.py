@@ -1,0 +1,311 @@
+"""Guaranteed means guaranteed: what a backend's grammar leaves unenforced, sgcli's schema checker
+enforces while decoding, and what neither enforces is exit 2 before any model loads.
+
+The per-keyword cases come from tests/conformance/keyword_positions.json (benchmarks/keyword_positions.py):
+each invalid instance breaks one keyword only (checked with jsonschema), at one of many positions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from helpers import generate_with
+
+from sgcli.backends import compile_for, get_backend
+from sgcli.backends.auto import ranked
+from sgcli.backends.keyword_coverage import compiled_gaps, guarantee, schema_gaps
+from sgcli.backends.matching import feed
+from sgcli.backends.schema_checker import CheckedCompiled, with_checker
+from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
+from sgcli.errors import UserError
+from sgcli.lint.runner import byte_vocab
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from keyword_positions import CORPUS  # noqa: E402
+
+CASES = json.loads(CORPUS.read_text())
+KEYWORDS = (
+    "additionalProperties enum const pattern minLength maxLength minimum maximum multipleOf minItems maxItems "
+    "uniqueItems minProperties maxProperties required oneOf not type if else"
+).split()
+# where each backend leaves keywords to the checker: every keyword of the list leaks at these on xgrammar
+POSITIONS = {
+    "xgrammar": ("root", "property", "$ref", "allOf", "then", "anyOf property"),
+    "outlines_core": ("root", "property"),
+}
+OUTLINES_KEYWORDS = ("minimum", "maximum", "multipleOf", "uniqueItems", "maxProperties")
+
+
+def spec_of(schema, name="s.json") -> ConstraintSpec:
+    return ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema, indent=1), name)
+
+
+def takes(compiled, value) -> bool:
+    """Whether the matcher accepts `value` in both JSON layouts; the mask must agree with accept()."""
+    vocab = compiled.vocab
+    taken = False
+    for separators in ((", ", ": "), (",", ":")):
+        result = feed(compiled, vocab.encode(json.dumps(value, separators=separators)), check_mask=True)
+        assert not result.inconsistent, result.problem
+        taken |= result.accepted
+    return taken
+
+
+def leaking_cases(backend: str, keyword: str):
+    """(case, bare compiled) for each corpus case of `keyword` whose invalid instance the bare backend takes."""
+    vocab = byte_vocab()
+    for case in CASES:
+        if case["keyword"] != keyword or case["position"] not in POSITIONS[backend]:
+            continue
+        try:
+            bare = get_backend(backend).compile(spec_of(case["schema"], case["description"]), vocab)
+        except UserError:
+            continue
+        if any(takes(bare, t["data"]) for t in case["tests"] if not t["valid"]):
+            yield case, bare
+
+
+@pytest.mark.parametrize(
+    ("backend", "keyword"),
+    [("xgrammar", k) for k in KEYWORDS] + [("outlines_core", k) for k in OUTLINES_KEYWORDS],
+)
+def test_the_checker_refuses_what_the_bare_backend_lets_through(backend, keyword):
+    found = list(leaking_cases(backend, keyword))
+    assert found, f"{backend} enforces {keyword} at every position tried: pick others"
+    for case, bare in found:
+        checked = with_checker(bare)
+        assert isinstance(checked, CheckedCompiled), case["description"]
+        gaps = compiled_gaps(bare)
+        assert gaps and all(g.checker for g in gaps)  # named, and the checker takes them all
+        for t in case["tests"]:
+            if t["valid"]:
+                assert takes(checked, t["data"]) == takes(bare, t["data"]), (case["description"], t)
+            else:
+                assert not takes(checked, t["data"]), (case["description"], t)
+
+
+def test_llguidance_compiles_nothing_it_leaves_unenforced():
+    """What llguidance compiles it enforces (it refuses the rest): no gap, no invalid instance taken."""
+    vocab = byte_vocab()
+    compiled_some = 0
+    for case in CASES:
+        if case["keyword"] not in KEYWORDS or case["position"] not in ("root", "property", "$ref", "allOf"):
+            continue
+        try:
+            compiled = compile_for("llguidance", spec_of(case["schema"]), vocab)[0]
+        except UserError:
+            continue
+        compiled_some += 1
+        assert not isinstance(compiled, CheckedCompiled) and compiled_gaps(compiled) == []
+        assert not any(takes(compiled, t["data"]) for t in case["tests"] if not t["valid"]), case["description"]
+    assert compiled_some >= 40
+
+
+def test_gaps_are_named_at_their_pointers_through_refs_and_conditionals():
+    schema = {
+        "$defs": {"tags": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}},
+        "type": "object",
+        "properties": {
+            "tags": {"$ref": "#/$defs/tags"},
+            "n": {"anyOf": [{"type": "integer", "not": {"const": 3}}, {"type": "null"}]},
+            "m": {"type": "integer"},
+        },
+        "if": {"properties": {"m": {"const": 1}}},
+        "then": {"required": ["n"]},
+    }
+    gaps = {(g.pointer, g.keyword): g for g in schema_gaps(spec_of(schema), "xgrammar")}
+    assert set(gaps) == {
+        ("/$defs/tags/uniqueItems", "uniqueItems"),
+        ("/properties/n/anyOf/0/not", "not"),
+        ("/if", "if"),
+        ("/then", "then"),
+    }
+    # each is validated at the subschema that applies unconditionally where it sits
+    assert gaps[("/$defs/tags/uniqueItems", "uniqueItems")].anchors == ("/$defs/tags",)
+    assert gaps[("/properties/n/anyOf/0/not", "not")].anchors == ("/properties/n",)
+    assert gaps[("/if", "if")].anchors == ("",)
+    assert schema_gaps(spec_of(schema), "none") == []  # the unconstrained backend is validated, not checked
+
+
+def test_a_dead_string_is_masked_before_it_is_written():
+    """maxLength, enum and an anchored pattern are checked on the string's prefix: the model cannot
+    write itself into a string that can no longer be valid."""
+    vocab = byte_vocab()
+    schema = {
+        "type": "object",
+        "properties": {"a": {"maxLength": 3}, "b": {"enum": ["red", "green"], "anyOf": [{}, {"type": "null"}]}},
+    }
+    checked = compile_for("xgrammar", spec_of(schema), vocab)[0]
+    assert takes(checked.inner, {"a": "abcd"})  # the bare grammar would write it
+    for text, refused_at in (('{"a": "abcd"}', 10), ('{"b": "rex"}', 9)):
+        result = feed(checked, vocab.encode(text), check_mask=True)
+        assert (result.accepted, result.taken) == (False, refused_at), (text, result)
+    assert feed(checked, vocab.encode('{"a": "abc", "b": "green"}'), check_mask=True).accepted
+
+
+def test_rollback_restores_the_checker_with_the_grammar():
+    vocab = byte_vocab()
+    checked = compile_for("xgrammar", spec_of({"type": "array", "uniqueItems": True}), vocab)[0]
+    matcher = checked.matcher()
+    for token in vocab.encode("[1,2"):
+        assert matcher.accept(token)
+    matcher.rollback(2)  # back to "[1"
+    for token in vocab.encode(",1"):
+        assert matcher.accept(token)
+    assert not matcher.accept(vocab.encode("]")[0])  # [1,1] breaks uniqueItems
+    matcher.rollback(2)
+    assert all(matcher.accept(t) for t in vocab.encode(",3]")) and matcher.can_stop()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("generate", "hi"), ("compile",), ("compare-backends", "--no-generate")],
+    ids=["generate", "compile", "compare-backends"],
+)
+def test_nothing_enforces_is_exit_2_naming_keyword_and_position(run_cli, tmp_path, command):
+    path = tmp_path / "made_up.json"
+    prop = '    "a": {"type": "string", "format": "x-made-up"}'  # no backend, and not the checker, knows it
+    path.write_text("\n".join(["{", '  "type": "object",', '  "properties": {', prop, "  }", "}"]))
+    result = run_cli(command[0], "--backend", "xgrammar", "--schema", path, *command[1:])
+    assert result.exit_code == 2, result.output
+    assert "made_up.json:4:29: `format` at /properties/a/format" in result.output, result.output
+    assert "--allow-unenforced" in result.output
+
+
+def test_compile_with_allow_unenforced_lists_them_per_row(run_cli, tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"type": "array", "uniqueItems": True, "items": {"type": "string", "format": "x-y"}}))
+    result = run_cli("compile", "-b", "xgrammar", "--schema", path, "--json", "--allow-unenforced")
+    assert result.exit_code == 0, result.output
+    (row,) = [json.loads(line) for line in result.stdout.splitlines()]
+    assert row["checked"] == ["`uniqueItems` at /uniqueItems"]
+    assert row["unenforced"] == ["`format` at /items/format"]
+
+
+def test_allow_unenforced_lists_every_unenforced_keyword_in_the_record(tiny_lm, smol_tokenizer):
+    from sgcli.engine.sampling import SamplingParams
+    from sgcli.engine.session import PromptOptions, Request, Session
+
+    schema = {"type": "object", "properties": {"when": {"type": "string", "format": "x-made-up"}}, "required": ["when"]}
+    vocab = smol_tokenizer.vocab.padded(tiny_lm.logits_width)
+    compiled = compile_for("xgrammar", spec_of(schema), vocab)[0]
+    with pytest.raises(UserError, match="format` at /properties/when/format"):
+        guarantee(compiled)
+    kept = guarantee(compiled, allow_unenforced=True)
+    assert kept.unenforced == [{"pointer": "/properties/when/format", "keyword": "format", "backend": "xgrammar"}]
+    session = Session(
+        tiny_lm, smol_tokenizer, compiled, SamplingParams(temperature=1.0, seed=0), 60, (), PromptOptions(raw=True),
+        weakened=kept.weakened, unenforced=kept.unenforced,
+    )  # fmt: skip
+    record = list(session.stream(Request(0, "Answer:")))[-1].record
+    assert record["unenforced"] == kept.unenforced and record["weakened"] == kept.weakened
+
+
+def test_auto_prefers_the_backend_that_leaves_the_fewest_keywords_unenforced(monkeypatch):
+    # llguidance refuses uniqueItems: auto falls back to xgrammar and the checker takes uniqueItems over
+    spec = spec_of({"type": "array", "items": {"type": "integer"}, "uniqueItems": True})
+    compiled, fallbacks = compile_for("auto", spec, byte_vocab())
+    assert (compiled.backend, fallbacks[0]["backend"]) == ("xgrammar", "llguidance")
+    assert isinstance(compiled, CheckedCompiled) and not takes(compiled, [1, 1]) and takes(compiled, [1, 2])
+    # were outlines-core's grammar to enforce uniqueItems, it would come before xgrammar, which leaves it
+    # to the checker, and xgrammar, not tried, would say why
+    outlines = type(get_backend("outlines_core"))
+    table = outlines.capabilities.schema_keywords
+    better = dataclasses.replace(
+        table, enforced=table.enforced | {"uniqueItems"}, typed=frozenset(), first_branch=False
+    )
+    monkeypatch.setattr(outlines, "capabilities", dataclasses.replace(outlines.capabilities, schema_keywords=better))
+    assert [name for name, _ in ranked(spec)] == ["llguidance", "outlines_core", "xgrammar"]
+    tried = []
+
+    def compile_one(backend):
+        tried.append(backend.name)
+        if backend.name == "llguidance":
+            raise UserError("Unimplemented keys: uniqueItems")
+        return get_backend("xgrammar").compile(spec, byte_vocab())  # stands in for outlines-core's compile
+
+    from sgcli.backends.auto import compile_auto
+
+    _, fallbacks = compile_auto(spec, byte_vocab(), compile_one)
+    assert tried == ["llguidance", "outlines_core"]
+    assert (
+        fallbacks[-1]["backend"] == "xgrammar" and "1 keyword(s) to sgcli's schema checker" in fallbacks[-1]["reason"]
+    )
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"a": True, "b": {"not": True}}},
+        {
+            "$defs": {"node": {"type": "array", "items": {"$ref": "#/$defs/node"}, "uniqueItems": True}},
+            "$ref": "#/$defs/node",
+        },
+        {
+            "$id": "https://example.com/tree",
+            "$dynamicAnchor": "node",
+            "type": "object",
+            "properties": {"kids": {"type": "array", "items": {"$dynamicRef": "#node"}}},
+        },
+        {"$schema": "https://example.com/no-such-draft", "type": "array", "uniqueItems": True},
+    ],
+    ids=["true-subschema", "ref-cycle", "dynamic-ref", "unknown-draft"],
+)
+def test_hostile_schemas_are_handled_not_crashed(run_cli, tmp_path, schema):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(schema))
+    result = run_cli("masks", "--backend", "xgrammar", "--schema", path, "--text", "[]")
+    assert result.exit_code in (0, 1, 2) and "internal error" not in result.output, result.output
+    for backend in ("xgrammar", "llguidance"):
+        try:
+            compiled = compile_for(backend, spec_of(schema), byte_vocab())[0]
+        except UserError:
+            continue
+        guarantee(compiled, allow_unenforced=True)  # never raises anything but a UserError
+        takes(compiled, {})
+
+
+GENERATED = {
+    "type": "object",
+    "properties": {
+        "tags": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
+        "n": {"type": "integer", "not": {"const": 3}},
+        "pick": {"oneOf": [{"type": "integer", "minimum": 100}, {"type": "integer", "maximum": 200}]},
+        "code": {"type": ["string", "null"], "pattern": "^[a-z]{2}[0-9]$"},
+        "note": {"type": ["string", "null"], "maxLength": 6},
+    },
+    "required": ["tags", "n", "pick", "code", "note"],
+    "additionalProperties": False,
+}
+
+
+def test_random_model_outputs_through_the_checker_all_validate(tiny_lm, smol_tokenizer):
+    """xgrammar leaves every keyword here but the structure to the checker (uniqueItems, not, oneOf, and
+    pattern/maxLength beside a list of types); a random model tries every token the mask lets through."""
+    spec = dataclasses.replace(spec_of(GENERATED), json_options=JsonOptions(whitespace="compact"))
+    bare = get_backend("xgrammar").compile(spec, smol_tokenizer.vocab)
+    assert {g.keyword for g in compiled_gaps(bare)} == {"uniqueItems", "not", "oneOf", "pattern", "maxLength"}
+    validator = jsonschema.Draft202012Validator(GENERATED)
+    for seed in range(6):
+        record = generate_with(tiny_lm, smol_tokenizer, spec, "xgrammar", seed=seed, max_tokens=160)
+        assert record["finish_reason"] == "stop" and record["valid"], record
+        assert validator.is_valid(json.loads(record["output"])), record["output"]
+
+
+def test_sgcli_test_runs_a_schema_through_the_checker(run_cli, tmp_path):
+    """`sgcli test` judges a schema as generation decodes it: xgrammar's grammar plus the checker."""
+    cases = tmp_path / "tags.test.yaml"
+    schema = json.dumps({"type": "array", "items": {"type": "integer"}, "uniqueItems": True})
+    cases.write_text(
+        f"grammar: {{kind: json_schema, text: '{schema}'}}\n"
+        "cases:\n  - {input: '[1, 2]', accept: true}\n  - {input: '[1, 1]', accept: false}\n"
+    )
+    result = run_cli("test", cases, "--backend", "xgrammar", "--json")
+    assert result.exit_code == 0, result.output
+    bare = get_backend("xgrammar").compile(spec_of(json.loads(schema)), byte_vocab())
+    assert takes(bare, [1, 1])  # the case passes only because the checker refuses it
