@@ -87,11 +87,15 @@ def convert(
     case_file, case_list = (cases, load_suite(cases).cases) if cases else sibling_cases(source.origin)
     report = None
     if not no_check:
+        from sgcli.cli.progress import stage_progress
         from sgcli.tokenizers import load_tokenizer
 
-        report = round_trip(
-            source, target, load_tokenizer(tokenizer).vocab, samples=samples, seed=seed, cases=case_list, only=via
-        )
+        with stage_progress("round trip") as progress:
+            progress("loading the tokenizer", 0, 1)
+            vocab = load_tokenizer(tokenizer).vocab
+            report = round_trip(
+                source, target, vocab, samples=samples, seed=seed, cases=case_list, only=via, progress=progress
+            )
     if output is not None:
         try:
             output.write_text(target.text, encoding="utf-8")

@@ -38,6 +38,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 _HEADER = re.compile(r"[?!]?([A-Za-z_][A-Za-z0-9_-]*)(::\S+?)?(\{[^}\n]*\})?(\[[^\]\n]*\])?(\.-?\d+)?[ \t]*:(?!:)")
 _BRACES = re.compile(r"\{\s*(\d*)\s*(,?)\s*(\d*)\s*\}")
 _TILDE = re.compile(r"~\s*(\d+)(?:\s*\.\.\s*(\d+))?")
+_BLANKS = re.compile(r"[ \t]*")
 _DIRECTIVE = re.compile(r"%([a-z_]+)")
 
 
@@ -196,8 +197,13 @@ class _LarkReader(Reader):
         return items[0] if len(items) == 1 else Seq(start, items)
 
     def postfix(self, node: Node, start: int) -> Node:
-        """Repetition operators; a repetition is located where its element's source starts."""
+        """Repetition operators; a repetition is located where its element's source starts.
+        Blanks may stand before `*`, `+`, `?` and `~ n..m` (Lark, llguidance and xgrammar allow
+        them, and sgcli's printer writes `x ~ 1..40`)."""
         for _ in range(MAX_STACKED + 1):
+            blanks = _BLANKS.match(self.text, self.pos).end()
+            if self.text[blanks : blanks + 1] in ("*", "+", "?") or _TILDE.match(self.text, blanks):
+                self.pos = blanks
             op = self.pos
             found = repetition(self.text, self.pos, _BRACES)
             if found is not None:

@@ -5,6 +5,15 @@ model with positions; these printers write it back in another dialect. What has 
 equivalent in the target (a lookahead, `%json`, `@name`, a special token, a regex
 lookaround) is a UserError naming the construct at its line:col, never a silent drop.
 Anchors at the edges of a whole-output regex (`^...$`) mean nothing there and are dropped.
+
+Characters are written in the target's own syntax, as its real parsers read them back (checked
+against xgrammar's, llguidance's and the lark library's in tests/test_convert_roundtrip.py):
+GBNF has no `\\-` or `\\^` (llama.cpp and llguidance refuse them), and xgrammar reads every
+hex digit after `\\x` (`\\x2D0` is U+02D0), so `-` goes raw at the end of a class, `^` raw
+where it cannot negate, and a hex digit right after a `\\x` escape is escaped too; llguidance's
+GBNF reader garbles `\\u`/`\\U`, so non-ASCII characters are written as themselves. Lark
+strings take `\\u` with four digits everywhere (xgrammar refuses `\\x` and `\\U` there), its
+regex classes a backslash before each of `\\ ] [ ^ - /`.
 """
 
 from __future__ import annotations
@@ -30,8 +39,19 @@ class Printer:
 
     def grammar(self) -> str:
         sep = ": " if self.dialect == "lark" else " ::= "
-        lines = [f"{self.names[r.name]}{sep}{self.node(r.body, top=True)}" for r in self.g.rules]
+        lines = [f"{self.names[r.name]}{sep}{self.rule_body(r.body)}".rstrip(" ") for r in self.g.rules]
         return "\n".join(lines) + "\n"
+
+    def rule_body(self, node: Node) -> str:
+        """A rule's body; an empty alternative stays one (`"" | x`, Lark `| x`), in its place.
+
+        Not `(x)?`: that wraps the body in a rule of its own, and xgrammar's masks then grow with
+        every step of a right recursion such as `s ::= "" | c s` (seconds per mask after 100
+        characters of a JSON string in an email format, where `"" | c s` stays flat)."""
+        empty = '""' if self.dialect == "gbnf" else ""
+        if not isinstance(node, Alt):
+            return self.node(node, top=True) or empty
+        return " | ".join(dict.fromkeys(self.node(a) or empty for a in node.alts)).strip()
 
     def node(self, node: Node, top: bool = False) -> str:
         if isinstance(node, Alt):
@@ -61,7 +81,7 @@ class Printer:
         nonempty = list(dict.fromkeys(p for p in printed if p))
         if len(nonempty) < len(printed):  # an empty alternative: the rest is optional
             if not nonempty:
-                return '""'
+                return ""
             kept = [a for a, p in zip(node.alts, printed) if p]
             if len(nonempty) == 1 and _atomic(kept[0]):
                 return nonempty[0] + "?"
@@ -85,15 +105,23 @@ class Printer:
         return f"{inner} ~ {lo}..{hi}" if lo != hi else f"{inner} ~ {lo}"
 
     def string(self, value: str) -> str:
-        return '"' + "".join(_escape(ch, '"\\', self.dialect) for ch in value) + '"'
+        if self.dialect == "gbnf":
+            return '"' + _gbnf_chars([ord(ch) for ch in value], '"\\') + '"'
+        return '"' + "".join(_lark_char(ord(ch), '"\\', string=True) for ch in value) + '"'
 
     def chars(self, node: Chars) -> str:
         ranges = _merged(node.ranges)
         negated = node.negated
-        if negated and not ranges:  # any character (GBNF `.`)
+        if negated and not ranges:  # any character
+            if self.dialect == "gbnf":
+                return "."
             negated, ranges = False, [(0, _MAX_CP)]
-        body = ("^" if negated else "") + "".join(_class_item(lo, hi, self.dialect) for lo, hi in ranges)
-        return f"/[{body}]/" if self.dialect == "lark" else f"[{body}]"
+        if self.dialect == "gbnf":
+            return _gbnf_class(ranges, negated)
+        items = [
+            _lark_char(lo, _LARK_CLASS) + ("" if lo == hi else "-" + _lark_char(hi, _LARK_CLASS)) for lo, hi in ranges
+        ]
+        return f"/[{'^' if negated else ''}{''.join(items)}]/"
 
 
 def _names(names: list[str], root: str, dialect: str) -> dict[str, str]:
@@ -136,28 +164,76 @@ def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_LARK_CLASS = "\\][^-/"
+_DASH, _CARET = 0x2D, 0x5E
 
 
-def _escape(ch: str, special: str, dialect: str) -> str:
-    cp = ord(ch)
+def _gbnf_chars(parts: list, special: str, *, hex_first: bool = False) -> str:
+    """Code points (ints) and syntax (strs, written as they are) as GBNF text: a backslash before
+    `special`, `\\n \\r \\t`, `\\xHH` for other ASCII controls (and the first code point, with
+    `hex_first`) and for a hex digit right after such an escape (xgrammar would read it as part of
+    the escape), everything else as itself."""
+    out: list[str] = []
+    after_hex = False
+    for part in parts:
+        if isinstance(part, str):
+            out.append(part)
+            after_hex = False
+            continue
+        ch = chr(part)
+        hexed = hex_first or (after_hex and ch in _HEX_DIGITS) or ((part < 32 or part == 127) and ch not in _NAMED)
+        hex_first = False
+        if hexed:
+            out.append(f"\\x{part:02X}")
+        elif ch in special:
+            out.append("\\" + ch)
+        elif ch in _NAMED:
+            out.append(_NAMED[ch])
+        elif 0xD800 <= part <= 0xDFFF:  # a lone surrogate cannot be written as UTF-8
+            out.append(f"\\u{part:04X}")
+        else:
+            out.append(ch)
+        after_hex = hexed
+    return "".join(out)
+
+
+def _gbnf_class(ranges: list[tuple[int, int]], negated: bool) -> str:
+    """`[...]` where llama.cpp, xgrammar and llguidance read the same set: `-` raw and last (cut
+    out of the ranges that hold it), `^` not first unless it negates (`\\x5E` when it is alone)."""
+    items: list[tuple[int, int]] = []
+    dash = False
+    for lo, hi in ranges:
+        if lo <= _DASH <= hi:
+            dash = True
+            items += [r for r in ((lo, _DASH - 1), (_DASH + 1, hi)) if r[0] <= r[1]]
+        else:
+            items.append((lo, hi))
+    if not negated and len(items) > 1 and items[0][0] == _CARET:
+        items.append(items.pop(0))
+    parts: list = []
+    for lo, hi in items:
+        parts += [lo] if lo == hi else [lo, "-", hi]
+    caret_first = not negated and bool(items) and items[0][0] == _CARET
+    body = _gbnf_chars(parts + (["-"] if dash else []), "\\][", hex_first=caret_first)
+    return f"[{'^' if negated else ''}{body}]"
+
+
+def _lark_char(cp: int, special: str, *, string: bool = False) -> str:
+    """One character in a Lark string (`string`) or regex class: a backslash before `special`,
+    `\\uHHHH` for controls and other unprintable BMP characters (four digits: read alike by
+    xgrammar, llguidance and the lark library), `\\U` + 8 digits beyond in a regex; a string
+    keeps those as themselves (xgrammar and llguidance read no `\\U` in strings)."""
+    ch = chr(cp)
     if ch in special:
         return "\\" + ch
     if ch in _NAMED:
         return _NAMED[ch]
-    if cp < 32 or cp == 127:
-        return f"\\x{cp:02x}" if dialect == "gbnf" else f"\\u{cp:04x}"
-    return ch
-
-
-def _class_item(lo: int, hi: int, dialect: str) -> str:
-    def one(cp: int) -> str:
-        if cp > 0xFFFF:  # \U + 8 digits: llama.cpp, xgrammar, Python's re and Rust's regex all read it
-            return f"\\U{cp:08X}"
-        if dialect == "gbnf" and chr(cp) in "-^":  # llama.cpp knows no \- or \^; hex escapes read everywhere
-            return f"\\x{cp:02X}"
-        return _escape(chr(cp), "\\]-[^/" if dialect == "lark" else "\\][", dialect)
-
-    return one(lo) if lo == hi else f"{one(lo)}-{one(hi)}"
+    if ch.isprintable():
+        return ch
+    if cp <= 0xFFFF:
+        return f"\\u{cp:04x}"
+    return ch if string else f"\\U{cp:08X}"
 
 
 def _describe(what: str) -> str:

@@ -246,14 +246,14 @@ class _Parser:
         ch = self.after_backslash()
         if ch in _CHAR_ESCAPES:
             return _CHAR_ESCAPES[ch]
-        if ch in "xu":
+        if ch in "xuU":
             if self.i < len(self.src) and self.src[self.i] == "{":
                 end = self.src.find("}", self.i)
                 if end < 0:
                     raise self.error(f"unclosed \\{ch}{{...}} escape")
                 digits, self.i = self.src[self.i + 1 : end], end + 1
             else:
-                width = 2 if ch == "x" else 4
+                width = {"x": 2, "u": 4, "U": 8}[ch]  # \U: Python's and Rust's regexes (Lark terminals)
                 digits = self.src[self.i : self.i + width]
                 self.i += width
             try:

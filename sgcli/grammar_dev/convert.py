@@ -12,6 +12,7 @@ tells the two apart.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sgcli.backends import get_backend
@@ -49,13 +50,18 @@ class RoundTrip:
         return bool(self.backends) and not self.failures and sum(self.checked.values()) > 0
 
 
-def _compile_all(spec: ConstraintSpec, vocab, report: RoundTrip, role: str, only: str | None = None) -> dict:
+Progress = Callable[[str, int, int], None]  # (stage, step, steps in the stage), as cli/progress.py draws it
+
+
+def _compile_all(
+    spec: ConstraintSpec, vocab, report: RoundTrip, role: str, only: str | None, progress: Progress
+) -> dict:
     """Compile `spec` with every enforcing backend that supports it (or just `only`); notes for those that cannot."""
 
     compiled = {}
-    for name in backends_for(spec):
-        if only is not None and name != only:
-            continue
+    names = [n for n in backends_for(spec) if only is None or n == only]
+    for i, name in enumerate(names):
+        progress(f"{name}: compiling the {role}", i, len(names))
         impl = get_backend(name)
         if impl.unavailable_reason():
             continue
@@ -77,6 +83,7 @@ def round_trip(
     seed: int = 0,
     cases: list | None = None,
     only: str | None = None,
+    progress: Progress | None = None,
 ) -> RoundTrip:
     """Check that `source` and `target` accept the same strings, as far as sampling can tell.
 
@@ -84,10 +91,12 @@ def round_trip(
     (or only on `only`: the backend whose translator printed a schema, since the text is its
     reading of the schema), so that a difference is the conversion's and not one backend
     disagreeing with another (that is what `sgcli test` and `compare-backends` are for).
+    `progress(stage, step, steps)` hears of each compile, walk and case (the CLI draws it).
     """
     report = RoundTrip()
-    sources = _compile_all(source, vocab, report, "source", only)
-    targets = _compile_all(target, vocab, report, "converted grammar", only)
+    step = progress or (lambda stage, i, n: None)
+    sources = _compile_all(source, vocab, report, "source", only, step)
+    targets = _compile_all(target, vocab, report, "converted grammar", only, step)
     report.backends = [name for name in sources if name in targets]
     if not report.backends:
         report.failures.append(
@@ -105,7 +114,9 @@ def round_trip(
             ("source", src, tgt, "converted grammar"),
             ("converted", tgt, src, "source"),
         ):
-            for data in sample_strings(walker, samples, seed=seed):
+            stage = f"{name}: {origin} samples"
+            found = sample_strings(walker, samples, seed=seed, on_walk=lambda w, n, s=stage: step(s, n, samples))
+            for data in found:
                 report.checked[f"{origin} samples"] += 1
                 got = verdict(other, data)
                 if not got.accepted:
@@ -113,7 +124,8 @@ def round_trip(
                         f"{name}: a {origin} sample is rejected by the {other_label} at "
                         f"byte {got.taken}: {_clip(data, got.taken)}"
                     )
-        for case in cases or []:
+        for i, case in enumerate(cases or []):
+            step(f"{name}: test cases", i, len(cases))
             report.checked["cases"] += 1
             data = case.input.encode("utf-8")
             a, b = verdict(src, data).accepted, verdict(tgt, data).accepted
