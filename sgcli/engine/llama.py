@@ -4,9 +4,8 @@ Why: importing transformers' model code costs about 3 s before the first token (
 torch's compiler and distributed packages), and its per-layer Python costs about a third of a
 single-token pass of a small model on a CPU. This module runs the same arithmetic in a few torch
 calls per layer: query, key and value projected by one matrix product, gate and up by another,
-attention by `cpu_kernels.attend`. It answers the calls the engine makes of a
-transformers model (`model(...)`, `base_model(...)`, `get_output_embeddings()`), so the decode
-loop, batching and the output head drive either without asking which.
+attention by `cpu_kernels.attend`. The engine drives it through `runtime.NativeRuntime`; its
+`model(...)` call answers as a transformers model's does, for the tests that hold the two side by side.
 
 `misfit(config)` says why a checkpoint is not one this module computes exactly (rope scaling,
 biases, other activations, another architecture); the loader then uses transformers. The tests
@@ -192,6 +191,7 @@ class NativeLlama(nn.Module):
                 "rms_norm_eps": config.get("rms_norm_eps", 1e-6),
                 "rope_theta": _rope_theta(config),
                 "tie_word_embeddings": config.get("tie_word_embeddings", False),
+                "final_logit_softcapping": config.get("final_logit_softcapping"),
             }
         )
         self.model = Body(self.config)
