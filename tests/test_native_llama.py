@@ -129,14 +129,13 @@ def _edit_config(folder, **changes):
 
 def test_what_the_native_forward_cannot_compute_goes_to_transformers_or_is_refused(tmp_path, smol_tokenizer):
     _checkpoint(tmp_path, len(smol_tokenizer.vocab), tied=False, kv_heads=1)
-    rope = {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0}
-    rope |= {"high_freq_factor": 4.0, "original_max_position_embeddings": 64}
-    _edit_config(tmp_path, rope_parameters=rope)
+    _edit_config(tmp_path, rope_parameters={"rope_type": "proportional", "rope_theta": 10000.0, "factor": 2.0})
     ref = resolve_model(str(tmp_path))
-    assert load_model(ref, device="cpu").impl == "transformers"  # auto: said in the record, not silent
+    lm = load_model(ref, device="cpu")
+    assert lm.impl == "transformers" and "proportional rope scaling" in lm.impl_reason  # auto: said, not silent
     with pytest.raises(UserError) as caught:
         load_model(ref, device="cpu", impl="native")
-    assert "llama3 rope scaling" in caught.value.message and "--model-impl transformers" in caught.value.hint
+    assert "proportional rope scaling" in caught.value.message and "--model-impl transformers" in caught.value.hint
 
 
 def test_a_missing_weight_is_named(tmp_path, smol_tokenizer):

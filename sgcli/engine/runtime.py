@@ -102,7 +102,7 @@ class NativeRuntime:
 
     def __init__(self, model):
         self.module = model
-        self._head = OutputHead(model.lm_head, softcap=model.config.final_logit_softcapping)
+        self._head = OutputHead(model.lm_head, softcap=model.arch.final_softcap)
 
     def hidden(self, input_ids, cache, *, attention_mask=None, position_ids=None, use_cache=True):
         out = self.module.model(input_ids, attention_mask, position_ids, cache, use_cache)
@@ -157,7 +157,8 @@ class TransformersRuntime:
         cache = self.new_cache()
         plain = cache is not None and bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
         self.supports = Supports(
-            crop=cache is not None and cache.is_croppable,
+            # a sliding-window layer says it crops, yet refuses to once past its window (transformers 5.24)
+            crop=plain and cache.is_croppable,
             splice=None if plain else "it uses a sliding-window or hybrid KV cache, which batching does not splice",
         )
 
