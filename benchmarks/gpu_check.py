@@ -25,6 +25,7 @@ def load_bundle(bundle: Path, device: str, dtype: str):
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from sgcli.engine.loader import LoadedModel, pick_dtype
+    from sgcli.engine.runtime import TransformersRuntime
     from sgcli.models.refs import ModelRef
     from sgcli.tokenizers import load_tokenizer
 
@@ -33,10 +34,11 @@ def load_bundle(bundle: Path, device: str, dtype: str):
     config = AutoConfig.from_pretrained(bundle / "config.json")
     torch_dtype = pick_dtype(dtype, device)
     model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype).to(device).eval()
-    width = model.get_output_embeddings().weight.shape[0]
+    runtime = TransformersRuntime(model)
     ref = ModelRef("dir", str(bundle), "SmolLM2-135M architecture, random weights")
     name = str(torch_dtype).removeprefix("torch.")
-    lm = LoadedModel(model, ref, device, name, width, time.perf_counter() - t, torch.get_num_threads())
+    width, elapsed = runtime.logits_width(), time.perf_counter() - t
+    lm = LoadedModel(runtime, ref, device, name, width, elapsed, torch.get_num_threads())
     return load_tokenizer(str(bundle / "tokenizer")), lm
 
 
@@ -68,7 +70,6 @@ def check_native(bundle: Path, device: str, dtype: str, greedy_tokens: int = 32)
     import torch
 
     from sgcli.engine import device_checks
-    from sgcli.engine.decode import cache_keyword
     from sgcli.engine.loader import load_model
     from sgcli.models.refs import ModelRef
 
@@ -79,13 +80,13 @@ def check_native(bundle: Path, device: str, dtype: str, greedy_tokens: int = 32)
     ids = torch.tensor([tokenizer.encode("Describe France as JSON with its capital and population.")], device=device)
     with torch.no_grad():
         want = peer.model(ids).logits[0, -1].float()
-        got = native.model(ids, **{cache_keyword(native.model): None}).logits[0, -1].float()
+        got = native.model(ids, use_cache=False).logits[0, -1].float()
         diff = float((want - got).abs().max() / want.abs().max().clamp_min(1e-6))
         same = 0
         a, b = ids, ids
         for _ in range(greedy_tokens):
             ta = peer.model(a).logits[0, -1].argmax()
-            tb = native.model(b, **{cache_keyword(native.model): None}).logits[0, -1].argmax()
+            tb = native.model(b, use_cache=False).logits[0, -1].argmax()
             if ta != tb:
                 break
             same += 1

@@ -19,17 +19,13 @@ from common import ROOT  # noqa: F401  (puts the repo on sys.path)
 def step_ms(lm, steps: int) -> float:
     import torch
 
-    from sgcli.engine.decode import cache_keyword
-
-    kw = cache_keyword(lm.model)
     prompt = torch.tensor([list(range(100, 160))])
     with torch.inference_mode():
-        out = lm.model(input_ids=prompt, use_cache=True, logits_to_keep=1)
-        past = getattr(out, kw)
+        _, past = lm.runtime.logits(prompt, lm.runtime.new_cache(), 1)
         token = torch.tensor([[200]])
         t = time.perf_counter()
         for _ in range(steps):
-            past = getattr(lm.model(input_ids=token, use_cache=True, logits_to_keep=1, **{kw: past}), kw)
+            _, past = lm.runtime.logits(token, past, 1)
         return (time.perf_counter() - t) / steps * 1000
 
 

@@ -72,6 +72,7 @@ def random_llama(
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from sgcli.engine.loader import LoadedModel
+    from sgcli.engine.runtime import TransformersRuntime
     from sgcli.models.refs import ModelRef
 
     torch.manual_seed(1234)
@@ -88,7 +89,7 @@ def random_llama(
         **({} if eos_token_id is None else {"eos_token_id": eos_token_id}),  # else LlamaConfig's own
     )
     model = LlamaForCausalLM(config).eval()
-    return LoadedModel(model, ModelRef("dir", name, name), "cpu", "float32", vocab_size, 0.0)
+    return LoadedModel(TransformersRuntime(model), ModelRef("dir", name, name), "cpu", "float32", vocab_size, 0.0)
 
 
 def patch_everywhere(monkeypatch, module, name: str, value) -> None:

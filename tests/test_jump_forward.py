@@ -219,21 +219,25 @@ def test_think_budget_flag_errors_before_any_model_loads(run_cli, args, message)
 
 
 class _StopsAtCall:
-    """Wraps a model so that its `n`-th forward pass strongly prefers the stop token (a model that
-    ends while still thinking)."""
+    """A runtime that wraps another, without an output head, whose `n`-th pass strongly prefers the
+    stop token (a model that ends while still thinking)."""
 
-    def __init__(self, model, stop_id: int, n: int):
-        self.model, self.config, self.stop_id, self.n, self.calls = model, model.config, stop_id, n, 0
+    def __init__(self, runtime, stop_id: int, n: int):
+        self.runtime, self.stop_id, self.n, self.calls = runtime, stop_id, n, 0
+        self.impl, self.module, self.supports = runtime.impl, runtime.module, runtime.supports
 
-    def forward(self, input_ids=None, cache=None, use_cache=True, logits_to_keep=1):
-        raise NotImplementedError  # only its signature is read
+    def head(self):
+        return None  # the loop takes the model's own logits (`logits`)
 
-    def __call__(self, **kwargs):
-        out = self.model(**kwargs)
+    def new_cache(self):
+        return self.runtime.new_cache()
+
+    def logits(self, input_ids, cache, keep):
+        logits, cache = self.runtime.logits(input_ids, cache, keep)
         self.calls += 1
         if self.calls == self.n:
-            out.logits[0, -1, self.stop_id] = 1e4
-        return out
+            logits[0, -1, self.stop_id] = 1e4
+        return logits, cache
 
 
 def test_a_stop_while_thinking_under_a_budget_forces_the_marker(tiny_lm, smol_tokenizer):
@@ -243,12 +247,12 @@ def test_a_stop_while_thinking_under_a_budget_forces_the_marker(tiny_lm, smol_to
     stop_id = vocab.stop_ids[0]
     compiled, _ = backends.compile_for("xgrammar", SPECS["choice-mid-token"], vocab)
     prompt = smol_tokenizer.encode("Think, then answer.")
-    stopping = replace(tiny_lm, model=_StopsAtCall(tiny_lm.model, stop_id, 3))
+    stopping = replace(tiny_lm, runtime=_StopsAtCall(tiny_lm.runtime, stop_id, 3))
     f = run(stopping, compiled, prompt, think_end="</think>", think_budget=50, max_tokens=64)
     assert f.think_forced and f.output in SPECS["choice-mid-token"].choices and f.error is None
     marker = len(smol_tokenizer.encode("</think>"))
     assert stop_id not in f.token_ids  # two thoughts, the stop token dropped, then the marker
     assert _spell(vocab, f.token_ids[2 : 2 + marker]) == b"</think>"
-    stopping = replace(tiny_lm, model=_StopsAtCall(tiny_lm.model, stop_id, 3))
+    stopping = replace(tiny_lm, runtime=_StopsAtCall(tiny_lm.runtime, stop_id, 3))
     unbudgeted = run(stopping, compiled, prompt, think_end="</think>", max_tokens=64)
     assert unbudgeted.finish_reason == "stop" and "before the end-of-thinking marker" in unbudgeted.error

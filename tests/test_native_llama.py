@@ -16,8 +16,6 @@ import sys
 import pytest
 import torch
 
-from sgcli.engine.decode import cache_keyword
-from sgcli.engine.kv import empty_cache
 from sgcli.engine.loader import load_model
 from sgcli.errors import UserError
 from sgcli.models.refs import resolve_model
@@ -28,11 +26,15 @@ def _checkpoint(folder, vocab_size: int, *, tied: bool, kv_heads: int, scale: fl
 
     lm = random_llama(vocab_size, "twin", initializer_range=scale, tied=tied)
     if kv_heads != lm.model.config.num_key_value_heads:  # a model with as many key/value heads as queries
+        from dataclasses import replace
+
         from transformers import LlamaForCausalLM
+
+        from sgcli.engine.runtime import TransformersRuntime
 
         lm.model.config.num_key_value_heads = kv_heads
         torch.manual_seed(99)
-        lm.model = LlamaForCausalLM(lm.model.config).eval()
+        lm = replace(lm, runtime=TransformersRuntime(LlamaForCausalLM(lm.model.config).eval()))
     lm.model.save_pretrained(folder)
     return lm
 
@@ -53,31 +55,36 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> None:
     assert torch.allclose(a, b, rtol=1e-4, atol=1e-5), (a - b).abs().max()
 
 
+def _logits(lm, ids, cache, **padding):
+    """The logits of one pass as the engine computes them: the runtime's body, then its head."""
+    hidden, _ = lm.runtime.hidden(ids, cache, use_cache=cache is not None, **padding)
+    return lm.runtime.head().logits(hidden)
+
+
 def test_logits_equal_transformers_in_every_shape_the_engine_feeds(twins):
     reference, native, _ = twins
-    hf, ours = reference.model, native.model
-    kw = cache_keyword(hf)  # transformers' name for the cache argument (ours takes past_key_values)
+    hf, ours = reference.runtime, native.runtime
     ids = torch.tensor([[5, 17, 900, 42, 7, 7, 3000, 11]])
     with torch.inference_mode():
-        _close(ours(input_ids=ids).logits, hf(input_ids=ids).logits)  # a whole prompt
-        theirs, mine = empty_cache(hf), empty_cache(ours)
-        hf(input_ids=ids[:, :5], **{kw: theirs})
-        ours(input_ids=ids[:, :5], past_key_values=mine)
+        _close(native.model(input_ids=ids).logits, reference.model(input_ids=ids).logits)  # a whole prompt
+        _close(ours.logits(ids, None, 3)[0], hf.logits(ids, None, 3)[0])  # the model's own, last positions
+        theirs, mine = hf.new_cache(), ours.new_cache()
+        _close(_logits(native, ids[:, :5], mine), _logits(reference, ids[:, :5], theirs))
         for t in range(5, 8):  # cached single steps
             step = ids[:, t : t + 1]
-            _close(ours(input_ids=step, past_key_values=mine).logits, hf(input_ids=step, **{kw: theirs}).logits)
+            _close(_logits(native, step, mine), _logits(reference, step, theirs))
         draft = torch.tensor([[8, 9, 10]])  # a draft fed in one pass, then two of its tokens dropped
-        _close(ours(input_ids=draft, past_key_values=mine).logits, hf(input_ids=draft, **{kw: theirs}).logits)
+        _close(_logits(native, draft, mine), _logits(reference, draft, theirs))
         mine.crop(-2)
         theirs.crop(-2)
         step = torch.tensor([[12]])
-        _close(ours(input_ids=step, past_key_values=mine).logits, hf(input_ids=step, **{kw: theirs}).logits)
+        _close(_logits(native, step, mine), _logits(reference, step, theirs))
         # rows padded on the left (a shorter prompt) and on the right (a shorter feed), explicit positions
         rows = torch.tensor([[0, 0, 5, 17, 900, 42], [5, 17, 900, 42, 7, 0]])
         mask = torch.tensor([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 0]])
         positions = torch.tensor([[0, 0, 0, 1, 2, 3], [0, 1, 2, 3, 4, 5]])
-        got = ours(input_ids=rows, attention_mask=mask, position_ids=positions).logits
-        want = hf(input_ids=rows, attention_mask=mask, position_ids=positions).logits
+        got = _logits(native, rows, None, attention_mask=mask, position_ids=positions)
+        want = _logits(reference, rows, None, attention_mask=mask, position_ids=positions)
         assert torch.isfinite(got).all()  # padding positions attend to nothing, yet stay finite
         _close(got[0, 2:], want[0, 2:])
         _close(got[1, :5], want[1, :5])
@@ -122,14 +129,13 @@ def _edit_config(folder, **changes):
 
 def test_what_the_native_forward_cannot_compute_goes_to_transformers_or_is_refused(tmp_path, smol_tokenizer):
     _checkpoint(tmp_path, len(smol_tokenizer.vocab), tied=False, kv_heads=1)
-    rope = {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0}
-    rope |= {"high_freq_factor": 4.0, "original_max_position_embeddings": 64}
-    _edit_config(tmp_path, rope_parameters=rope)
+    _edit_config(tmp_path, rope_parameters={"rope_type": "proportional", "rope_theta": 10000.0, "factor": 2.0})
     ref = resolve_model(str(tmp_path))
-    assert load_model(ref, device="cpu").impl == "transformers"  # auto: said in the record, not silent
+    lm = load_model(ref, device="cpu")
+    assert lm.impl == "transformers" and "proportional rope scaling" in lm.impl_reason  # auto: said, not silent
     with pytest.raises(UserError) as caught:
         load_model(ref, device="cpu", impl="native")
-    assert "llama3 rope scaling" in caught.value.message and "--model-impl transformers" in caught.value.hint
+    assert "proportional rope scaling" in caught.value.message and "--model-impl transformers" in caught.value.hint
 
 
 def test_a_missing_weight_is_named(tmp_path, smol_tokenizer):

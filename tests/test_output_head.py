@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from sgcli.engine.batching import BatchStats, decode_batch
-from sgcli.engine.head import OutputHead
 from sgcli.engine.prefix import prefill_groups
 from sgcli.engine.sampling import Masker, SamplingParams
 
@@ -23,12 +22,12 @@ def lm(request):
 
 
 def test_projected_hidden_states_are_the_models_logits(lm):
-    head = OutputHead.of(lm.model)
+    head = lm.runtime.head()
     assert head is not None
     ids = torch.tensor([[5, 17, 240, 3]])
     with torch.inference_mode():
         expected = lm.model(input_ids=ids).logits[0].float()
-        hidden, _ = head.hidden(input_ids=ids)
+        hidden, _ = lm.runtime.hidden(ids, None)
         assert torch.equal(head.logits(hidden[0]), expected)
         some = torch.tensor([3, 99, 250])
         row = head.logits_for(hidden[0, -1], some, 300)
@@ -45,7 +44,7 @@ def test_a_model_whose_logits_differ_from_its_projection_gets_no_head(smol_token
 
     capped = random_llama(300, "capped-random", initializer_range=0.3)
     capped.model.config.final_logit_softcapping = 0.5
-    assert OutputHead.of(capped.model) is None
+    assert capped.runtime.head() is None
     assert "cannot reproduce from its hidden states" in unsupported_reason(capped)
     with pytest.raises(ValueError, match="hidden states"):
         list(decode_batch(capped, [[1, 2, 3]], None, params=SamplingParams(), max_tokens=4, batch_size=2))
@@ -175,12 +174,12 @@ def test_a_projection_with_a_bias_gives_the_same_subset_logits():
     biased = random_llama(300, "biased-random", initializer_range=0.3)
     torch.manual_seed(5)
     biased.model.lm_head = torch.nn.Linear(32, 300, bias=True)
-    head = OutputHead.of(biased.model)
+    head = biased.runtime.head()
     assert head is not None and head.can_gather
     ids = torch.tensor([[9, 8, 7]])
     some = torch.tensor([0, 150, 299])
     with torch.inference_mode():
         expected = biased.model(input_ids=ids).logits[0, -1].float()
-        hidden, _ = head.hidden(input_ids=ids)
+        hidden, _ = biased.runtime.hidden(ids, None)
         row = head.logits_for(hidden[0, -1], some, 300)
     assert torch.allclose(row[some], expected[some], atol=1e-5)

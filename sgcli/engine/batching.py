@@ -32,12 +32,13 @@ from dataclasses import dataclass
 import torch
 
 from sgcli.backends.base import Compiled
-from sgcli.engine.decode import backend_jumps, cache_keyword
+from sgcli.engine.decode import backend_jumps
 from sgcli.engine.forced import Spellings, draft_tokens
 from sgcli.engine.head import OutputHead, narrow_limit, row_logits
-from sgcli.engine.kv import plain_layers, replace
+from sgcli.engine.kv import replace
 from sgcli.engine.loader import LoadedModel
 from sgcli.engine.prefix import PrefixStore, extend, pad_left, prefill_groups
+from sgcli.engine.runtime import Runtime
 from sgcli.engine.sampling import Masker, SamplingParams
 from sgcli.engine.sequence import Allowed, Finished, SequenceState
 
@@ -161,9 +162,9 @@ def choose_tokens(rows: Sequence[Row], hidden: torch.Tensor, head: OutputHead, m
 
 def unsupported_reason(lm: LoadedModel) -> str | None:
     """Why this model cannot be batched (None when it can)."""
-    if not plain_layers(lm.model):
-        return f"{lm.ref.display} uses a sliding-window or hybrid KV cache, which batching does not splice"
-    if OutputHead.of(lm.model) is None:
+    if lm.runtime.supports.splice is not None:
+        return f"{lm.ref.display}: {lm.runtime.supports.splice}"
+    if lm.runtime.head() is None:
         return f"{lm.ref.display} computes its logits in a way sgcli cannot reproduce from its hidden states"
     return None
 
@@ -202,7 +203,7 @@ class KVBatch:
         self.drafted += [[] for _ in other.rows]
         self.step_columns += [0 for _ in other.rows]
 
-    def forward(self, head: OutputHead, cache_kw: str) -> tuple[list[torch.Tensor], list[bool]]:
+    def forward(self, runtime: Runtime) -> tuple[list[torch.Tensor], list[bool]]:
         """One decode step for every row, each fed the first of its waiting `last` tokens (several
         where the grammar forced some), then its draft where all its waiting tokens fit (shorter
         feeds padded on the right, masked), as many as `feed_width` allows. Returns per row the
@@ -229,10 +230,7 @@ class KVBatch:
         fresh = torch.tensor([[1] * len(f) + [0] * (width - len(f)) for f in fed], device=self.device)
         mask = torch.cat([self.mask, fresh.to(self.mask.dtype)], dim=1)
         positions = torch.tensor([list(range(p, p + width)) for p in self.pos], device=self.device)
-        hidden, out = head.hidden(
-            input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **{cache_kw: self.cache}
-        )
-        self.cache = getattr(out, cache_kw)
+        hidden, self.cache = runtime.hidden(ids, self.cache, attention_mask=mask, position_ids=positions)
         self.mask = mask
         self.pos = [p + len(f) for p, f in zip(self.pos, fed)]
         spans = [hidden[r, len(feed) - 1 : len(f)] for r, (feed, f) in enumerate(zip(feeds, fed))]
@@ -307,10 +305,10 @@ def feed_width(waiting: Sequence[int], device) -> int:
     return width
 
 
-def prefill(head: OutputHead, cache_kw: str, device: str, rows: Sequence[Row], heads) -> tuple[KVBatch, torch.Tensor]:
+def prefill(runtime: Runtime, device: str, rows: Sequence[Row], heads) -> tuple[KVBatch, torch.Tensor]:
     """Prefill `rows` in one pass (`extend`); returns them as a batch and each row's last hidden state."""
     group = KVBatch(device)
-    group.cache, group.mask, last = extend(head, cache_kw, device, [row.prompt_ids for row in rows], heads)
+    group.cache, group.mask, last = extend(runtime, device, [row.prompt_ids for row in rows], heads)
     group.rows = list(rows)
     group.pos, group.last = [len(row.prompt_ids) for row in rows], [[0]] * len(rows)
     group.drafted, group.step_columns = [[] for _ in rows], [0] * len(rows)
@@ -350,11 +348,11 @@ def decode_batch(
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
     stats = stats if stats is not None else BatchStats()
-    cache_kw = cache_keyword(lm.model)
-    head = OutputHead.of(lm.model)
+    runtime = lm.runtime
+    head = runtime.head()
     if head is None:
         raise ValueError(unsupported_reason(lm))
-    store = PrefixStore(head, cache_kw, lm.device, prompts, share=share_prefix)
+    store = PrefixStore(runtime, lm.device, prompts, share=share_prefix)
     masker = Masker(lm.logits_width, lm.device)
 
     drafting = jump_forward and backend_jumps(compiled)
@@ -381,7 +379,7 @@ def decode_batch(
             heads = [store.take(row.index, row.prompt_ids) for row in rows]
             for group in prefill_groups([len(row.prompt_ids) - n for row, (_, n) in zip(rows, heads)]):
                 grouped = [rows[g] for g in group]
-                prefilled, hidden = prefill(head, cache_kw, lm.device, grouped, [heads[g] for g in group])
+                prefilled, hidden = prefill(runtime, lm.device, grouped, [heads[g] for g in group])
                 stats.prefill_tokens += sum(len(row.prompt_ids) - heads[g][1] for g, row in zip(group, grouped))
                 stats.prefill_passes += 1
                 yield from _advance(prefilled, choose_tokens(grouped, hidden, head, masker), masker)
@@ -390,7 +388,7 @@ def decode_batch(
                 if not rows:  # nothing running and nothing left to admit
                     break
                 continue  # every admitted row ended at its first token: admit the next ones
-            spans, fed = batch.forward(head, cache_kw)
+            spans, fed = batch.forward(runtime)
             stats.steps += 1
             stats.row_steps += len(batch.rows)
             for i, done in enumerate(fed):

@@ -147,17 +147,17 @@ def meta_parameter(*shape: int) -> nn.Parameter:
 
 
 class Linear(nn.Module):
-    """`nn.Linear` without a bias, built uninitialised. `packed`: its weight in oneDNN's blocked
-    layout (`pack`), used on the CPU for inputs of its dtype: bfloat16 ones below the wide bounds,
-    float32 ones of 2 to FEW_ROWS rows."""
+    """`nn.Linear`, built uninitialised (a bias where `bias`). `packed`: its weight in oneDNN's
+    blocked layout (`pack`), used on the CPU for inputs of its dtype: bfloat16 ones below the wide
+    bounds, float32 ones of 2 to FEW_ROWS rows."""
 
-    bias = None
     packed: torch.Tensor | None = None
     wide_bf16 = False  # with `packed`: wide passes take torch's bfloat16 products, not float32 ones
 
-    def __init__(self, inputs: int, outputs: int):
+    def __init__(self, inputs: int, outputs: int, bias: bool = False):
         super().__init__()
         self.weight = meta_parameter(outputs, inputs)
+        self.bias = meta_parameter(outputs) if bias else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         packed = self.packed
@@ -168,10 +168,11 @@ class Linear(nn.Module):
             else:
                 narrow = rows < (WIDE_ROWS_BF16 if self.wide_bf16 else WIDE_ROWS)
             if narrow:
-                return torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [None], "")
+                return torch.ops.mkldnn._linear_pointwise(x, packed, self.bias, "none", [None], "")
             if x.dtype == torch.bfloat16 and not self.wide_bf16:  # a prefill where float32 is faster
-                return F.linear(x.float(), self.weight.float()).to(torch.bfloat16)  # weight widened per call
-        return F.linear(x, self.weight)
+                bias = None if self.bias is None else self.bias.float()
+                return F.linear(x.float(), self.weight.float(), bias).to(torch.bfloat16)  # weight widened per call
+        return F.linear(x, self.weight, self.bias)
 
 
 def pack(linears: list[Linear], probe_with: Linear) -> str | None:
@@ -213,7 +214,7 @@ def pack(linears: list[Linear], probe_with: Linear) -> str | None:
     width = probe_with.weight.shape[1]
     probe = torch.stack([torch.linspace(-1, 1, width), torch.linspace(1, -1, width)]).to(weight.dtype)
     with torch.inference_mode():  # two rows: a pass that both kernels take packed
-        got, expected = probe_with(probe).float(), F.linear(probe, probe_with.weight).float()
+        got, expected = probe_with(probe).float(), F.linear(probe, probe_with.weight, probe_with.bias).float()
     scale = expected.abs().max().item() if name == F32_KERNEL else 1.0  # bfloat16's bound stays absolute
     if not torch.allclose(got, expected, rtol=tolerance, atol=tolerance * scale):
         for linear in chosen:  # a kernel that computes otherwise: not used
@@ -250,30 +251,55 @@ def single_row_sdpa_wins(repeats: int = 3) -> bool:
 
 
 def attend(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, columns: int | None = None
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    columns: int | None = None,
+    scale: float | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     """Attention of q [rows, heads, positions, head width] over k and v [rows, kv heads, columns,
     head width], of which the first `columns` are the cache's (all by default; the rest are spare
     buffer columns, never attended to), under the additive `mask` over those (None: nothing
     masked). Heads share kv heads in groups as in transformers (head h reads kv head
-    h // (heads / kv heads))."""
+    h // (heads / kv heads)). Scores are scaled by `scale` (None: 1 / sqrt(head width)); with
+    `softcap` (Gemma 2) they are soft-capped before the mask, as transformers' eager attention
+    does: the fused kernel cannot cap them."""
     rows, heads, length, width = q.shape
     kv_heads, total = k.shape[1], k.shape[-2]
     columns = total if columns is None else columns
+    if softcap is not None:
+        return _capped(q, k[..., :columns, :], v[..., :columns, :], mask, scale or width**-0.5, softcap)
     fused = q.dtype != torch.bfloat16 or q.device.type != "cpu" or length > SHORT_QUERIES
     if fused or (rows == 1 and single_row_sdpa_wins()):
         k, v = k[..., :columns, :], v[..., :columns, :]
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=heads != kv_heads)
-    return _two_products(q, k, v, mask, columns)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=heads != kv_heads, scale=scale)
+    return _two_products(q, k, v, mask, columns, scale)
 
 
-def _two_products(q, k, v, mask, columns: int) -> torch.Tensor:
+def _capped(q, k, v, mask, scale: float, softcap: float) -> torch.Tensor:
+    """Soft-capped attention in transformers' eager order: scores in the inputs' dtype, scaled,
+    capped (tanh(s / cap) * cap), masked, a float32 softmax cast back, then the values."""
+    rows, heads, length, width = q.shape
+    kv_heads, columns = k.shape[1], k.shape[-2]
+    group = heads // kv_heads
+    scores = torch.matmul(q.reshape(rows, kv_heads, group * length, width), k.transpose(-1, -2)) * scale
+    scores = torch.tanh(scores / softcap) * softcap
+    scores = scores.view(rows, kv_heads, group, length, columns)
+    if mask is not None:
+        scores = scores + mask[:, :, None]
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+    return torch.matmul(weights.view(rows, kv_heads, group * length, columns), v).view(rows, heads, length, width)
+
+
+def _two_products(q, k, v, mask, columns: int, scale: float | None = None) -> torch.Tensor:
     """bfloat16 attention as two matrix products and a float32 softmax (see `attend`)."""
     rows, heads, length, width = q.shape
     kv_heads, total = k.shape[1], k.shape[-2]
     group = heads // kv_heads
     scores = torch.matmul(q.reshape(rows, kv_heads, group * length, width), k.transpose(-1, -2))
-    scores = scores.float().view(rows, kv_heads, group, length, total) * width**-0.5
+    scores = scores.float().view(rows, kv_heads, group, length, total) * (scale or width**-0.5)
     if mask is not None:
         scores[..., :columns] += mask[:, :, None].float()
     if total > columns:

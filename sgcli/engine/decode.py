@@ -18,19 +18,10 @@ import torch
 from sgcli.backends import get_backend
 from sgcli.backends.base import Compiled, bitmask_words
 from sgcli.engine.forced import Spellings, draft_tokens
-from sgcli.engine.head import OutputHead, narrow_limit, row_logits
-from sgcli.engine.kv import empty_cache
+from sgcli.engine.head import narrow_limit, row_logits
 from sgcli.engine.loader import LoadedModel
 from sgcli.engine.sampling import Masker, SamplingParams
 from sgcli.engine.sequence import Finished, SequenceState, TokenEvent
-
-
-def cache_keyword(model) -> str:
-    """transformers renamed `past_key_values` to `cache`; use whichever this version takes."""
-    import inspect
-
-    params = inspect.signature(model.forward).parameters
-    return "cache" if "cache" in params else "past_key_values"
 
 
 def decode(
@@ -85,10 +76,9 @@ class _Run:
     `SequenceState`'s (shared with batch rows). Split out so each step stays small."""
 
     def __init__(self, lm: LoadedModel, seq: SequenceState, masker: Masker, drafting: bool):
-        self.lm, self.model, self.seq, self.masker = lm, lm.model, seq, masker
+        self.lm, self.runtime, self.seq, self.masker = lm, lm.runtime, seq, masker
         self.drafting, self.passes = drafting, 0
-        self.cache_kw = cache_keyword(self.model)
-        self.head = OutputHead.of(self.model)  # None: the model's own logits, for every kept position
+        self.head = self.runtime.head()  # None: the model's own logits, for every kept position
         self.narrow = narrow_limit(masker.width, lm.device)
         self.spellings = Spellings(seq.vocab)  # how this model spells forced text, from its turned-down drafts
 
@@ -136,13 +126,12 @@ class _Run:
         """One forward pass over `feed`; (the cache, a function giving the logits position i of the
         last `keep` needs under its mask). With an `OutputHead`, only those logits are projected."""
         if self.head is None:
-            out = self.model(input_ids=feed, use_cache=True, logits_to_keep=keep, **{self.cache_kw: past})
-            rows = out.logits[0]
-            return getattr(out, self.cache_kw), lambda i, allowed: rows[i].float()
-        hidden, out = self.head.hidden(input_ids=feed, use_cache=True, **{self.cache_kw: past})
+            logits, past = self.runtime.logits(feed, past, keep)
+            return past, lambda i, allowed: logits[0, i]
+        hidden, past = self.runtime.hidden(feed, past)
         hidden = hidden[0, -keep:]
         width = self.masker.width
-        return getattr(out, self.cache_kw), lambda i, allowed: row_logits(self.head, hidden[i], allowed, width)
+        return past, lambda i, allowed: row_logits(self.head, hidden[i], allowed, width)
 
     def _draft(self, previous: int | None) -> list[int]:
         """Forced tokens to append after `previous` (none while thinking or without jump-forward)."""
@@ -154,6 +143,6 @@ class _Run:
 
     def _new_cache(self):
         """An empty KV cache; jump-forward needs one it can crop (rejected draft tokens are removed)."""
-        cache = empty_cache(self.model)  # None: the model builds its own; drafts then stay off
-        self.drafting = self.drafting and cache is not None and cache.is_croppable
+        cache = self.runtime.new_cache()  # None: the model builds its own; drafts then stay off
+        self.drafting = self.drafting and cache is not None and self.runtime.supports.crop
         return cache

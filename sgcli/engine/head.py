@@ -6,9 +6,10 @@ few logits or none: where the grammar allows one token there is nothing to choos
 allows a handful (digits, `true`/`false`, the spellings of a key) only theirs matter. Running
 the model without its projection also lets a batched prefill pick each row's last position.
 
-`OutputHead.of` builds one only where it reproduces the model's own logits, checked on a probe
-input the first time (soft-capped and scaled logits are read from the config; any other
-difference and it returns None, and callers use the model's own forward).
+Each runtime says whether its model has such a head (`Runtime.head`): the native forward's logits
+are its head's by construction; a transformers model's head is checked once on a probe input
+(soft-capped and scaled logits read from its config; any other difference and there is none, and
+callers use the model's own logits).
 """
 
 from __future__ import annotations
@@ -27,43 +28,16 @@ def narrow_limit(vocab_width: int, device) -> int:
 
 
 class OutputHead:
-    """The model's body (`hidden`) and its output projection (`logits`, `logits_for`), apart."""
+    """The model's output projection (`logits`, `logits_for`), apart from its body: a runtime
+    (`sgcli.engine.runtime`) runs the body and hands its hidden states here."""
 
-    def __init__(self, model):
-        config = model.config
-        self.body = model.base_model
-        self.projection = model.get_output_embeddings()
-        self.scale = getattr(config, "logit_scale", None)  # Cohere multiplies
-        self.divisor = getattr(config, "logits_scaling", None)  # Granite divides
-        self.softcap = getattr(config, "final_logit_softcapping", None)  # Gemma 2 and 3
+    def __init__(self, projection, *, scale: float | None = None, divisor: float | None = None, softcap=None):
+        self.projection = projection
+        self.scale = scale  # logits multiplied by it (Cohere)
+        self.divisor = divisor  # logits divided by it (Granite)
+        self.softcap = softcap  # logits soft-capped: tanh(x / cap) * cap (Gemma 2 and 3)
         # rows can be gathered from the projection's weight where it is held (not offloaded by accelerate)
         self.can_gather = self.projection.weight.device.type != "meta"
-
-    @classmethod
-    def of(cls, model) -> OutputHead | None:
-        """The head of `model`, or None where projecting its hidden states does not give its logits."""
-        cached = model.__dict__.get("_sgcli_output_head", False)
-        if cached is not False:
-            return cached
-        body, projection = getattr(model, "base_model", model), getattr(model, "get_output_embeddings", None)
-        head = cls(model) if body is not model and projection is not None and projection() is not None else None
-        if head is not None and not head._matches(model):
-            head = None
-        model.__dict__["_sgcli_output_head"] = head
-        return head
-
-    def _matches(self, model) -> bool:
-        device = next(model.parameters()).device
-        ids = torch.arange(3, device=device)[None] % model.config.vocab_size
-        with torch.inference_mode():
-            expected = model(input_ids=ids, use_cache=False).logits[0].float()
-            got = self.logits(self.body(input_ids=ids, use_cache=False).last_hidden_state[0])
-        return got.shape == expected.shape and torch.allclose(got, expected, rtol=1e-3, atol=1e-3)
-
-    def hidden(self, **forward) -> tuple[torch.Tensor, object]:
-        """The body's last hidden states [rows, positions, width] and the output with its cache."""
-        out = self.body(**forward)
-        return out.last_hidden_state, out
 
     def _finish(self, logits: torch.Tensor) -> torch.Tensor:
         if self.scale is not None:

@@ -1,10 +1,9 @@
 """The key/value cache the decode loop and batching grow, crop and splice.
 
-transformers models take its `DynamicCache`; the native runtime (`sgcli.engine.llama`) takes
+transformers models take its `DynamicCache`; the native forward (`sgcli.engine.llama`) takes
 `KVCache`, which has the same surface where sgcli touches it (`layers[i].keys` / `.values`,
-`update`, `crop`; `replace` sets a layer of either kind) and needs no transformers import.
-`empty_cache` and `cache_from` pick the one a model takes, so the loops never ask which runtime
-they drive.
+`update`, `crop`; `replace` sets a layer of either kind) and needs no transformers import. Each
+runtime builds its own kind (`sgcli.engine.runtime`), so the loops never ask which they drive.
 """
 
 from __future__ import annotations
@@ -103,37 +102,3 @@ def replace(layer, keys: torch.Tensor, values: torch.Tensor) -> None:
         layer.set(keys, values)
     else:
         layer.keys, layer.values = keys, values
-
-
-def empty_cache(model):
-    """An empty cache of the kind `model` takes (None where a transformers model cannot build one
-    from its config: it then makes its own, which cannot be cropped)."""
-    make = getattr(model, "new_cache", None)
-    if make is not None:
-        return make()
-    from transformers.cache_utils import DynamicCache
-
-    try:
-        return DynamicCache(config=model.config)
-    except (TypeError, ValueError, AttributeError):
-        return None
-
-
-def cache_from(model, layers: Sequence[tuple[torch.Tensor, torch.Tensor]]):
-    """A cache of the kind `model` takes, holding `layers` (keys, values per layer)."""
-    if getattr(model, "new_cache", None) is not None:
-        return KVCache(layers)
-    from transformers import DynamicCache
-
-    return DynamicCache(ddp_cache_data=layers)
-
-
-def plain_layers(model) -> bool:
-    """Whether every layer of `model`'s cache simply grows (batching splices such tensors by hand;
-    sliding-window and hybrid caches it cannot)."""
-    if getattr(model, "new_cache", None) is not None:
-        return True
-    from transformers.cache_utils import DynamicLayer
-
-    cache = empty_cache(model)
-    return cache is not None and bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)

@@ -1,16 +1,20 @@
-"""A native forward pass for Llama-architecture models (SmolLM2, Llama 2/3-style checkpoints).
+"""A native forward pass for the decoder families people run: Llama (every rope scaling
+transformers ships but Gemma 4's), Mistral, Qwen2/2.5, Qwen3, Gemma 2 and Gemma 3.
 
 Why: importing transformers' model code costs about 3 s before the first token (it pulls in
 torch's compiler and distributed packages), and its per-layer Python costs about a third of a
 single-token pass of a small model on a CPU. This module runs the same arithmetic in a few torch
 calls per layer: query, key and value projected by one matrix product, gate and up by another,
-attention by `cpu_kernels.attend`. It answers the calls the engine makes of a
-transformers model (`model(...)`, `base_model(...)`, `get_output_embeddings()`), so the decode
-loop, batching and the output head drive either without asking which.
+attention by `cpu_kernels.attend`. The families differ by switches read from their config.json
+(`sgcli.engine.families.Arch`): biases, query/key norms, sliding-window layers (masked by
+position, so padded and spliced batch rows see the windows a lone sequence does), Gemma's
+norms, scaled embeddings and soft-capping, the rotary frequencies (`sgcli.engine.rope`). The
+engine drives it through `runtime.NativeRuntime`; its `model(...)` call answers as a transformers
+model's does, for the tests that hold the two side by side.
 
-`misfit(config)` says why a checkpoint is not one this module computes exactly (rope scaling,
-biases, other activations, another architecture); the loader then uses transformers. The tests
-check this forward against transformers' `LlamaForCausalLM` on the same weights.
+`misfit(config)` says why a checkpoint is not one this module computes exactly (another
+architecture, an activation, a rope kind it does not implement); the loader then uses
+transformers. The tests check this forward against transformers' own classes on the same weights.
 """
 
 from __future__ import annotations
@@ -24,66 +28,66 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sgcli.engine import families
 from sgcli.engine.cpu_kernels import Linear, attend, meta_parameter, pack
+from sgcli.engine.families import Arch
 from sgcli.engine.kv import KVCache
 
 
 def misfit(config: dict) -> str | None:
     """Why this config is not a model the native forward computes exactly (None when it is)."""
-    architectures = config.get("architectures") or ["LlamaForCausalLM"]
-    if config.get("model_type") != "llama" or architectures != ["LlamaForCausalLM"]:
-        return f"its architecture is {config.get('model_type')} ({', '.join(map(str, architectures))}), not llama"
-    rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
-    rope_type = rope.get("rope_type", rope.get("type", "default")) if isinstance(rope, dict) else "unknown"
-    checks = {
-        f"activation {config.get('hidden_act')}": config.get("hidden_act", "silu") == "silu",
-        "attention biases": not config.get("attention_bias"),
-        "MLP biases": not config.get("mlp_bias"),
-        f"{rope_type} rope scaling": rope_type == "default",
-        "a quantization config": not config.get("quantization_config"),
-        "a sliding window": not config.get("sliding_window"),
-    }
-    found = [name for name, ok in checks.items() if not ok]
-    return f"it uses {' and '.join(found)}" if found else None
-
-
-def _rope_theta(config: dict) -> float:
-    rope = config.get("rope_parameters") or {}
-    return float(rope.get("rope_theta") or config.get("rope_theta") or 10000.0)
+    return families.misfit(config)
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, width: int, eps: float):
+    """Root-mean-square norm over the last dimension, normalised in float32 as transformers does.
+    Llama's scales in the input's dtype (weight * normed); Gemma's (`offset`) scales by 1 + weight
+    in float32, then casts. `heads`: a weight per head ([heads, width]), for the query and key
+    heads normalised side by side (Qwen3, Gemma 3: one weight for the queries, one for the keys)."""
+
+    def __init__(self, width: int, eps: float, offset: bool = False, heads: int | None = None):
         super().__init__()
-        self.weight = meta_parameter(width)
-        self.eps = eps
+        self.weight = meta_parameter(*((heads, width) if heads else (width,)))
+        self.eps, self.offset = eps, offset
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # normalised in float32, scaled in the input's dtype, as transformers' LlamaRMSNorm does;
-        # one fused call instead of five (the same values, bit for bit)
-        return self.weight * F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps).to(x.dtype)
+        # one fused call for the normalisation instead of five (the same values, bit for bit)
+        normed = F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
+        if self.offset:
+            return (normed * (1.0 + self.weight.float())).to(x.dtype)
+        return self.weight * normed.to(x.dtype)
 
 
 class Layer(nn.Module):
     """One decoder layer, with the attention's and the MLP's input projections fused."""
 
-    def __init__(self, c: SimpleNamespace):
+    def __init__(self, a: Arch, index: int):
         super().__init__()
-        self.heads, self.kv_heads, self.head_dim = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        self.heads, self.kv_heads, self.head_dim = a.heads, a.kv_heads, a.head_dim
         q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
         self.split = (q + kv, kv)  # queries and keys, then values
-        self.qkv = Linear(c.hidden_size, q + 2 * kv)
-        self.o = Linear(q, c.hidden_size)
-        self.gate_up = Linear(c.hidden_size, 2 * c.intermediate_size)
-        self.down = Linear(c.intermediate_size, c.hidden_size)
-        self.attn_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-        self.mlp_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.qkv = Linear(a.hidden_size, q + 2 * kv, bias=a.qkv_bias)
+        self.o = Linear(q, a.hidden_size, bias=a.o_bias)
+        self.gate_up = Linear(a.hidden_size, 2 * a.intermediate_size, bias=a.mlp_bias)
+        self.down = Linear(a.intermediate_size, a.hidden_size, bias=a.mlp_bias)
+        self.attn_norm = RMSNorm(a.hidden_size, a.eps, a.gemma)
+        self.mlp_norm = RMSNorm(a.hidden_size, a.eps, a.gemma)
+        # Gemma normalises each block's output too, before it joins the residual stream
+        self.attn_out_norm = RMSNorm(a.hidden_size, a.eps, True) if a.gemma else None
+        self.mlp_out_norm = RMSNorm(a.hidden_size, a.eps, True) if a.gemma else None
+        self.qk_norm = RMSNorm(a.head_dim, a.eps, a.gemma, self.heads + self.kv_heads) if a.qk_norm else None
+        self.gelu = a.activation == "gelu_pytorch_tanh"
+        self.scale, self.softcap = a.attn_scale, a.attn_softcap
+        self.window, self.rope = a.windows[index], a.layer_rope[index]
 
     def forward(self, x, cos, sin, mask, cache: KVCache | None, index: int):
         rows, length, _ = x.shape
         q_and_k, v = self.qkv(self.attn_norm(x)).split(self.split, dim=-1)
-        heads = self.heads + self.kv_heads  # queries and keys side by side: rotated in one go
-        q_and_k = _rotate(q_and_k.view(rows, length, heads, self.head_dim).transpose(1, 2), cos, sin)
+        heads = self.heads + self.kv_heads  # queries and keys side by side: normalised and rotated in one go
+        q_and_k = q_and_k.view(rows, length, heads, self.head_dim)
+        if self.qk_norm is not None:
+            q_and_k = self.qk_norm(q_and_k)
+        q_and_k = _rotate(q_and_k.transpose(1, 2), cos, sin)
         q, k = q_and_k[:, : self.heads], q_and_k[:, self.heads :]
         v = v.view(rows, length, self.kv_heads, self.head_dim).transpose(1, 2)
         columns = k.shape[-2]
@@ -91,10 +95,12 @@ class Layer(nn.Module):
             cache.update(k, v, index)
             k, v = cache.whole(index)
             columns = cache.get_seq_length(index)
-        attended = attend(q, k, v, mask, columns)
-        x = x + self.o(attended.transpose(1, 2).reshape(rows, length, -1))
+        attended = attend(q, k, v, mask, columns, self.scale, self.softcap)
+        out = self.o(attended.transpose(1, 2).reshape(rows, length, -1))
+        x = x + (out if self.attn_out_norm is None else self.attn_out_norm(out))
         gate, up = self.gate_up(self.mlp_norm(x)).chunk(2, dim=-1)
-        return x + self.down(F.silu(gate) * up)
+        out = self.down((F.gelu(gate, approximate="tanh") if self.gelu else F.silu(gate)) * up)
+        return x + (out if self.mlp_out_norm is None else self.mlp_out_norm(out))
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
@@ -104,14 +110,19 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> tor
     return x * cos + torch.roll(x, x.shape[-1] // 2, -1) * signed_sin
 
 
-def rotary_tables(position_ids: torch.Tensor, inv_freq: torch.Tensor, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+def rotary_tables(
+    position_ids: torch.Tensor, inv_freq: torch.Tensor, dtype, scaling: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(cos, signed sin) [rows, 1, length, head width] of each position's angles, as transformers
-    computes them, the sine's first half negated for `_rotate`."""
-    freqs = position_ids[..., None].float() * inv_freq
+    computes them (times the rope's attention `scaling`), the sine's first half negated for `_rotate`.
+    `inv_freq`: [head width / 2], or one such row per row of `position_ids`."""
+    freqs = position_ids[..., None].float() * (inv_freq if inv_freq.dim() == 1 else inv_freq[:, None])
     angles = torch.cat((freqs, freqs), dim=-1)[:, None]
-    sin = angles.sin()
+    cos, sin = angles.cos(), angles.sin()
+    if scaling != 1.0:
+        cos, sin = cos * scaling, sin * scaling
     half = sin.shape[-1] // 2
-    return angles.cos().to(dtype), torch.cat((-sin[..., :half], sin[..., half:]), dim=-1).to(dtype)
+    return cos.to(dtype), torch.cat((-sin[..., :half], sin[..., half:]), dim=-1).to(dtype)
 
 
 @dataclass
@@ -129,14 +140,18 @@ class LMOutput:
 class Body(nn.Module):
     """Embeddings, the decoder layers and the final norm: hidden states, no logits."""
 
-    def __init__(self, c: SimpleNamespace):
+    def __init__(self, a: Arch):
         super().__init__()
-        self.config = c
-        self.embed = Linear(c.hidden_size, c.vocab_size)  # its weight: one row per token
-        self.layers = nn.ModuleList(Layer(c) for _ in range(c.num_hidden_layers))
-        self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-        inv_freq = 1.0 / (c.rope_theta ** (torch.arange(0, c.head_dim, 2, dtype=torch.float32) / c.head_dim))
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.arch = a
+        self.embed = Linear(a.hidden_size, a.vocab_size)  # its weight: one row per token
+        self.layers = nn.ModuleList(Layer(a, i) for i in range(a.layers))
+        self.norm = RMSNorm(a.hidden_size, a.eps, a.gemma)
+        frequencies = [rope.frequencies() for rope in a.ropes]  # per-pass kinds: recomputed when they change
+        self.register_buffer("inv_freq", torch.stack([f for f, _ in frequencies]), persistent=False)
+        self.scalings = [scaling for _, scaling in frequencies]
+        # Gemma scales the embeddings by sqrt(width), rounded to the weights' dtype as transformers does
+        scale = torch.tensor(a.hidden_size**0.5) if a.gemma else None
+        self.register_buffer("embed_scale", scale, persistent=False)
 
     def forward(
         self,
@@ -152,63 +167,86 @@ class Body(nn.Module):
         if position_ids is None:
             position_ids = torch.arange(past, past + length, device=input_ids.device)[None].expand(rows, -1)
         x = F.embedding(input_ids, self.embed.weight)
-        cos, sin = rotary_tables(position_ids, self.inv_freq, x.dtype)
-        mask = _attention_mask(attention_mask, rows, length, past, x.dtype, x.device)
+        if self.embed_scale is not None:
+            x = x * self.embed_scale.to(x.dtype)
+        tables = [self._tables(k, position_ids, attention_mask, x.dtype) for k in range(len(self.arch.ropes))]
+        masks = _attention_masks(attention_mask, position_ids, past, length, x.dtype, set(self.arch.windows))
         for i, layer in enumerate(self.layers):
-            x = layer(x, cos, sin, mask, cache, i)
+            cos, sin = tables[layer.rope]
+            x = layer(x, cos, sin, masks[layer.window], cache, i)
         return BodyOutput(self.norm(x), cache if use_cache else None)
+
+    def _tables(self, k: int, position_ids: torch.Tensor, padding: torch.Tensor | None, dtype):
+        """The rotary tables of rope `k` for this pass. The per-pass kinds take each row's own
+        frequencies, from its longest real position in the pass (padding positions left out), so a
+        batch row rotates as it would alone (transformers shares the batch's longest across rows)."""
+        rope = self.arch.ropes[k]
+        if not rope.per_pass:
+            return rotary_tables(position_ids, self.inv_freq[k], dtype, self.scalings[k])
+        real = (
+            position_ids if padding is None else position_ids.masked_fill(padding[:, -position_ids.shape[1] :] == 0, -1)
+        )
+        lengths = (real.max(dim=1).values + 1).tolist()
+        found = {n: rope.frequencies(n) for n in set(lengths)}
+        inv_freq = torch.stack([found[n][0] for n in lengths]).to(position_ids.device)
+        return rotary_tables(position_ids, inv_freq, dtype, found[lengths[0]][1])  # the scaling is the kind's
 
     def new_cache(self) -> KVCache:
         return KVCache(len(self.layers))
 
 
-def _attention_mask(padding, rows: int, length: int, past: int, dtype, device) -> torch.Tensor | None:
-    """The additive mask [rows, 1, length, columns]: causal by cache column, padding columns masked.
-    None where nothing is masked (one new position and no padding). A query row with nothing to
-    attend to (a padding position) gets a uniform row, not NaN: its output is never used, but NaN
-    keys or values would spread through the products."""
+def _attention_masks(padding, position_ids, past: int, length: int, dtype, windows: set) -> dict:
+    """The additive masks [rows, 1, length, columns], one per sliding window in `windows` (None: the
+    global layers'): causal by cache column, padding columns masked, and for a window w the
+    columns w or more positions before the query's. A column's position is how many unmasked
+    columns its row holds before it (the cache keeps each row's own positions in order, whatever
+    padding and hidden drafts lie between), so a spliced batch row sees the window a lone sequence
+    does. None where nothing is masked. A query row with nothing to attend to (a padding position)
+    gets a uniform row, not NaN: its output is never used, but NaN keys or values would spread."""
     columns = past + length
-    if padding is None and length == 1:
-        return None
-    allowed = torch.arange(columns, device=device)[None] <= torch.arange(past, columns, device=device)[:, None]
-    allowed = allowed[None, None]
-    if padding is not None:
-        allowed = allowed & padding[:, None, None, -columns:].bool()
-    return torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(~allowed, torch.finfo(dtype).min)
+    device = position_ids.device
+    allowed = None
+    if padding is not None or length > 1:
+        allowed = torch.arange(columns, device=device)[None] <= torch.arange(past, columns, device=device)[:, None]
+        allowed = allowed[None, None]
+        if padding is not None:
+            allowed = allowed & padding[:, None, None, -columns:].bool()
+    masks = {None: allowed}
+    for window in windows - {None}:
+        if columns <= window:  # no column can be that far back
+            masks[window] = allowed
+            continue
+        if padding is None:
+            column_positions = torch.arange(columns, device=device)[None]
+        else:
+            column_positions = padding[:, -columns:].long().cumsum(-1) - 1
+        near = column_positions[:, None, None, :] > position_ids[:, None, :, None] - window
+        masks[window] = near if allowed is None else allowed & near
+    return {w: None if a is None else _additive(a, dtype) for w, a in masks.items()}
+
+
+def _additive(allowed: torch.Tensor, dtype) -> torch.Tensor:
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, torch.finfo(dtype).min)
 
 
 class NativeLlama(nn.Module):
-    """A Llama causal LM with the call surface the engine uses of a transformers model."""
+    """A causal LM of one of `families.FAMILIES`, with the call surface of a transformers model."""
 
     def __init__(self, config: dict):
         super().__init__()
-        heads = config["num_attention_heads"]
+        a = self.arch = families.read(config)
         given = {k: v for k, v in config.items() if isinstance(k, str) and k.isidentifier()}
         self.config = SimpleNamespace(  # the checkpoint's config (context length, token ids), defaults filled in
-            **{
-                **given,
-                "num_key_value_heads": config.get("num_key_value_heads") or heads,
-                "head_dim": config.get("head_dim") or config["hidden_size"] // heads,
-                "rms_norm_eps": config.get("rms_norm_eps", 1e-6),
-                "rope_theta": _rope_theta(config),
-                "tie_word_embeddings": config.get("tie_word_embeddings", False),
-            }
+            **{**given, "max_position_embeddings": a.max_positions, "vocab_size": a.vocab_size}
         )
-        self.model = Body(self.config)
-        self.lm_head = Linear(self.config.hidden_size, self.config.vocab_size)
-        if self.config.tie_word_embeddings:
+        self.model = Body(a)
+        self.lm_head = Linear(a.hidden_size, a.vocab_size)
+        if a.tied:
             self.lm_head.weight = self.model.embed.weight
-
-    @property
-    def base_model(self) -> Body:
-        return self.model
 
     @property
     def dtype(self) -> torch.dtype:
         return self.lm_head.weight.dtype
-
-    def get_output_embeddings(self) -> Linear:
-        return self.lm_head
 
     def pack_for_cpu(self) -> str | None:
         """Pack every matrix product but the embedding's lookup for the CPU (`cpu_kernels.pack`);
@@ -230,19 +268,23 @@ class NativeLlama(nn.Module):
     ) -> LMOutput:
         out = self.model(input_ids, attention_mask, position_ids, past_key_values, use_cache)
         hidden = out.last_hidden_state[:, -logits_to_keep:] if logits_to_keep else out.last_hidden_state
-        return LMOutput(self.lm_head(hidden), out.past_key_values)
+        logits = self.lm_head(hidden)
+        if (cap := self.arch.final_softcap) is not None:  # Gemma: tanh(x / cap) * cap, as transformers
+            logits = torch.tanh(logits / cap) * cap
+        return LMOutput(logits, out.past_key_values)
 
 
 # transformers' parameter names -> this module's, per layer; q/k/v and gate/up are concatenated
-_LAYER = {
+_LAYER = {"input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "mlp_norm.weight"}
+_GEMMA_LAYER = {  # Gemma's post-attention norm is the attention output's; its MLP has a norm before and after
     "input_layernorm.weight": "attn_norm.weight",
-    "post_attention_layernorm.weight": "mlp_norm.weight",
-    "self_attn.o_proj.weight": "o.weight",
-    "mlp.down_proj.weight": "down.weight",
+    "post_attention_layernorm.weight": "attn_out_norm.weight",
+    "pre_feedforward_layernorm.weight": "mlp_norm.weight",
+    "post_feedforward_layernorm.weight": "mlp_out_norm.weight",
 }
 _FUSED = {
-    "qkv.weight": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
-    "gate_up.weight": ("mlp.gate_proj", "mlp.up_proj"),
+    "qkv": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+    "gate_up": ("mlp.gate_proj", "mlp.up_proj"),
 }
 
 
@@ -265,28 +307,41 @@ def load(folder: Path, config: dict, dtype: torch.dtype) -> NativeLlama:
     for file in weight_files(folder):
         state.update(load_file(str(file)))
     model = NativeLlama(config)
-    n = model.config.num_hidden_layers
+    a = model.arch
     embed = state.pop("model.embed_tokens.weight", None)
-    if embed is None and model.config.tie_word_embeddings:
+    if embed is None and a.tied:
         embed = state.pop("lm_head.weight", None)  # a tied file may hold the twin under the other name
     ours: dict[str, torch.Tensor] = {
         "model.embed.weight": embed if embed is not None else _take(state, "model.embed_tokens.weight")
     }
     ours["model.norm.weight"] = _take(state, "model.norm.weight")
-    for i in range(n):
+    biased = {"qkv": a.qkv_bias, "gate_up": a.mlp_bias}
+    for i in range(a.layers):
         theirs, mine = f"model.layers.{i}.", f"model.layers.{i}."
-        for name, target in _LAYER.items():
+        for name, target in (_GEMMA_LAYER if a.gemma else _LAYER).items():
             ours[mine + target] = _take(state, theirs + name)
         for target, parts in _FUSED.items():
-            ours[mine + target] = torch.cat([_take(state, f"{theirs}{p}.weight") for p in parts])
-    if not model.config.tie_word_embeddings:
+            ours[f"{mine}{target}.weight"] = torch.cat([_take(state, f"{theirs}{p}.weight") for p in parts])
+            if biased[target]:
+                ours[f"{mine}{target}.bias"] = torch.cat([_take(state, f"{theirs}{p}.bias") for p in parts])
+        for name, target, on in (("self_attn.o_proj", "o", a.o_bias), ("mlp.down_proj", "down", a.mlp_bias)):
+            ours[f"{mine}{target}.weight"] = _take(state, f"{theirs}{name}.weight")
+            if on:
+                ours[f"{mine}{target}.bias"] = _take(state, f"{theirs}{name}.bias")
+        if a.qk_norm:  # one weight for every query head, one for every key head: stacked per head
+            q_norm, k_norm = (
+                _take(state, f"{theirs}self_attn.q_norm.weight"),
+                _take(state, f"{theirs}self_attn.k_norm.weight"),
+            )
+            ours[mine + "qk_norm.weight"] = torch.cat([q_norm.expand(a.heads, -1), k_norm.expand(a.kv_heads, -1)])
+    if not a.tied:
         ours["lm_head.weight"] = _take(state, "lm_head.weight")
     expected = model.state_dict()
     for name, tensor in ours.items():
         if tensor.shape != expected[name].shape:
             raise ValueError(f"weight {name} has shape {tuple(tensor.shape)}, expected {tuple(expected[name].shape)}")
     model.load_state_dict({k: v.to(dtype) for k, v in ours.items()}, strict=False, assign=True)
-    if model.config.tie_word_embeddings:
+    if a.tied:
         model.lm_head.weight = model.model.embed.weight
     left = [name for name, p in model.named_parameters() if p.device.type == "meta"]
     if left:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sgcli.cache import conversions
 from sgcli.cache.paths import converted_dir
@@ -23,6 +24,11 @@ from sgcli.engine.flags import check_device
 from sgcli.errors import UserError
 from sgcli.models.hub import hub_options, offline, offline_error
 from sgcli.models.refs import ModelRef
+
+if TYPE_CHECKING:
+    import torch
+
+    from sgcli.engine.runtime import Runtime
 
 Progress = Callable[[str, int, int], None]  # (stage description, step, total steps)
 
@@ -39,16 +45,25 @@ IMPLS = ("auto", "native", "transformers")
 
 @dataclass(eq=False)
 class LoadedModel:
-    model: object  # transformers PreTrainedModel, or sgcli.engine.llama.NativeLlama
+    runtime: Runtime  # whose forward pass runs the model, and what it supports (sgcli.engine.runtime)
     ref: ModelRef
     device: str
     dtype: str
     logits_width: int
     load_s: float
     threads: int | None = None  # torch's CPU threads while this model runs
-    impl: str = "transformers"  # which forward pass runs it: native (sgcli.engine.llama) or transformers
     kernel: str | None = None  # the CPU matrix-product kernel the native forward packed its weights for
-    impl_reason: str | None = None  # why auto ran transformers where the native forward fits the model
+    impl_reason: str | None = None  # why auto ran transformers (`choose_impl`); None where it was not auto's call
+
+    @property
+    def impl(self) -> str:
+        """native (sgcli.engine.llama) or transformers: the record's model_impl."""
+        return self.runtime.impl
+
+    @property
+    def model(self) -> torch.nn.Module:
+        """The torch model itself (tests and benchmarks call it; the engine goes through `runtime`)."""
+        return self.runtime.module
 
 
 def pick_device(device: str) -> str:
@@ -198,26 +213,33 @@ def load_model(
     gpu = dev != "cpu" or (device_map is not None and torch.cuda.is_available())
     torch_dtype = pick_dtype(dtype, "cuda" if gpu else "cpu", from_checkpoint=True)
     placement = {"device_map": device_map} if device_map is not None else {}
-    native, impl_reason = choose_impl(ref, impl, placement, dev)
+    native, impl_reason = choose_impl(ref, impl, placement, dev, progress)
     if ref.kind == "gguf":
         if torch_dtype == "auto":
             torch_dtype = torch.bfloat16  # a dequantized GGUF has no trained dtype of its own
-        model = _load_converted(ref.path, torch_dtype, progress, placement, impl if native else "transformers")
+        runtime = _load_converted(ref.path, torch_dtype, progress, placement, native)
     elif native:
-        model = _load_native(ref.path, _native_dtype(ref.path, torch_dtype))
+        folder = _native_folder(ref, progress)
+        runtime = _load_native(folder, _native_dtype(folder, torch_dtype))
     else:
-        model = _from_pretrained(ref, torch_dtype, placement)
+        runtime = _transformers_runtime(_from_pretrained(ref, torch_dtype, placement))
+    model = runtime.module
     if device_map is None:
         model.to(dev)
     else:
         dev = str(next(model.parameters()).device)
     model.eval()
-    width = model.get_output_embeddings().weight.shape[0]
     dtype_name = str(model.dtype).removeprefix("torch.")
-    used = "native" if hasattr(model, "new_cache") else "transformers"  # only NativeLlama builds its own cache
-    kernel = model.pack_for_cpu() if used == "native" and dev == "cpu" else None
+    kernel = runtime.pack_for_cpu() if dev == "cpu" else None
     elapsed = time.perf_counter() - t
-    return LoadedModel(model, ref, dev, dtype_name, width, elapsed, torch.get_num_threads(), used, kernel, impl_reason)
+    width = runtime.logits_width()
+    return LoadedModel(runtime, ref, dev, dtype_name, width, elapsed, torch.get_num_threads(), kernel, impl_reason)
+
+
+def _transformers_runtime(model) -> Runtime:
+    from sgcli.engine.runtime import TransformersRuntime
+
+    return TransformersRuntime(model)
 
 
 def _quiet_transformers() -> None:
@@ -227,23 +249,23 @@ def _quiet_transformers() -> None:
     hf_logging.set_verbosity_error()
 
 
-def choose_impl(ref: ModelRef, impl: str, placement: dict, device: str) -> tuple[bool, str | None]:
-    """(whether the native forward runs `ref` on `device`, why auto chose transformers where the model
-    fits the native forward). On an accelerator auto trusts the native forward only where
-    benchmarks/gpu_check.sh has checked it (`engine/device_checks.py`)."""
-    native = _native_choice(ref, impl, placement)
-    reason = device_checks.untrusted_reason(device) if native and impl == "auto" else None
-    return native and reason is None, reason
-
-
-def _native_choice(ref: ModelRef, impl: str, placement: dict) -> bool:
-    """Whether the native forward runs `ref` (exit 2 where it was asked for and cannot)."""
+def choose_impl(
+    ref: ModelRef, impl: str, placement: dict, device: str, progress: Progress | None = None
+) -> tuple[bool, str | None]:
+    """The one place that decides whose forward runs `ref` on `device`: (whether the native forward
+    does, why auto chose transformers). transformers where asked for; else the native forward where
+    the model fits it (`llama.misfit` on the checkpoint's config: a folder's, a hub id's local
+    snapshot's, a .gguf's conversion, made here once and cached) and, under auto on an accelerator,
+    only where benchmarks/gpu_check.sh has checked it (`engine/device_checks.py`). Asking for the
+    native forward where it cannot run is exit 2, saying why."""
     if impl == "transformers":
-        return False
-    why = _native_misfit(ref, placement)
+        return False, None
+    why = _native_misfit(ref, placement, progress)
     if why is not None and impl == "native":
         raise _native_refused(ref.display, why)
-    return why is None
+    if why is None and impl == "auto":
+        why = device_checks.untrusted_reason(device)
+    return why is None, why
 
 
 def _native_refused(name: str, why: str) -> UserError:
@@ -254,21 +276,49 @@ def _native_refused(name: str, why: str) -> UserError:
     )
 
 
-def _native_misfit(ref: ModelRef, placement: dict) -> str | None:
+def _native_folder(ref: ModelRef, progress: Progress | None = None) -> Path | None:
+    """Where the native forward reads `ref`'s config and safetensors: its folder, a .gguf's cached
+    conversion, a hub id's snapshot in the local hub cache (None until all its files are there)."""
+    if ref.kind == "gguf":
+        return convert_gguf(ref.path, progress)
+    if ref.kind == "hub":
+        return _hub_snapshot(ref)
+    return ref.path
+
+
+def _hub_snapshot(ref: ModelRef) -> Path | None:
+    """The hub cache's snapshot folder of `ref` at its revision, where its config.json and every
+    safetensors file it names are there (a snapshot folder is a model folder); else None."""
+    from huggingface_hub import snapshot_download
+
+    from sgcli.engine import llama
+
+    try:
+        folder = Path(snapshot_download(ref.location, revision=ref.revision, local_files_only=True))
+    except (OSError, ValueError):  # not in the cache (LocalEntryNotFoundError), or not a valid id
+        return None
+    files = llama.weight_files(folder)
+    complete = (folder / "config.json").is_file() and files and all(f.is_file() for f in files)
+    return folder if complete else None
+
+
+def _native_misfit(ref: ModelRef, placement: dict, progress: Progress | None = None) -> str | None:
     """Why the native forward does not run `ref` (None when it does)."""
     from sgcli.engine import llama
 
     if placement:
         return "--device-map places modules with accelerate, which needs transformers' model"
-    if ref.kind == "hub":
-        return "it loads local folders and .gguf files; download the model and pass its folder"
-    if ref.kind == "gguf":
-        return None  # its conversion's config is checked once converted (_load_converted)
-    if ref.trust_remote_code or _needs_remote_code(ref.path / "config.json"):
+    folder = _native_folder(ref, progress)
+    if folder is None:
+        return (
+            "its files are not all in the local hub cache yet (transformers downloads them; "
+            "the next run reads the snapshot folder)"
+        )
+    if ref.trust_remote_code or _needs_remote_code(folder / "config.json"):
         return "the model brings its own code"
-    if not llama.weight_files(ref.path):
+    if not llama.weight_files(folder):
         return "the folder has no safetensors weights"
-    return llama.misfit(_read_config(ref.path / "config.json"))
+    return llama.misfit(_read_config(folder / "config.json"))
 
 
 _VALID_CONFIG = "the folder needs a valid config.json"
@@ -297,11 +347,12 @@ def _native_dtype(folder: Path, torch_dtype):
     return {"float16": torch.float16, "float32": torch.float32}.get(name, torch.bfloat16)
 
 
-def _load_native(folder: Path, torch_dtype):
+def _load_native(folder: Path, torch_dtype) -> Runtime:
     from sgcli.engine import llama
+    from sgcli.engine.runtime import NativeRuntime
 
     try:
-        return llama.load(folder, _read_config(folder / "config.json"), torch_dtype)
+        return NativeRuntime(llama.load(folder, _read_config(folder / "config.json"), torch_dtype))
     except ValueError as exc:
         raise UserError(
             f"cannot load the weights in {folder}: {exc}",
@@ -309,29 +360,29 @@ def _load_native(folder: Path, torch_dtype):
         ) from None
 
 
-def _load_converted(gguf: Path, torch_dtype, progress: Progress | None, placement: dict | None = None, impl="auto"):
+def _load_converted(
+    gguf: Path, torch_dtype, progress: Progress | None, placement: dict | None = None, native: bool = True
+) -> Runtime:
     """The cached conversion of `gguf`, loaded and checked; a damaged one is rebuilt once, with a notice.
-    `impl` as in `load_model`: auto runs sgcli's forward where the conversion's config fits it."""
+    `native`: by sgcli's forward (`choose_impl` read the conversion's config), else by transformers."""
     from sgcli.engine import llama
+    from sgcli.engine.runtime import NativeRuntime
 
     for attempt in (1, 2):
         folder = convert_gguf(gguf, progress)
         try:
-            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-            why = llama.misfit(config) if impl != "transformers" else "not asked for"
-            if why is not None and impl == "native":
-                raise _native_refused(gguf.name, why)
-            if why is None:
-                model = llama.load(folder, config, torch_dtype)
+            if native:
+                config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+                runtime = NativeRuntime(llama.load(folder, config, torch_dtype))
             else:
-                model = _transformers_converted(folder, torch_dtype, placement)
-            found = weights_problem(model)
+                runtime = _transformers_runtime(_transformers_converted(folder, torch_dtype, placement))
+            found = weights_problem(runtime.module)
         except UserError:
             raise
         except Exception as exc:  # noqa: BLE001 - whatever the damaged files make the loader raise
             found = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         if found is None:
-            return model
+            return runtime
         if attempt == 1:
             conversions.discard(folder, f"the cached conversion in {folder} cannot be used ({found}): converting again")
     raise UserError(

@@ -13,8 +13,7 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from sgcli.engine.head import OutputHead
-from sgcli.engine.kv import cache_from
+from sgcli.engine.runtime import Runtime
 
 MIN_SHARED_PREFIX = 8  # tokens; shorter shared heads are cheaper to recompute than to copy
 PREFILL_TOKENS = 2048  # at most this many (padded) prompt positions in one pass
@@ -74,10 +73,8 @@ class PrefixStore:
     head it extends (computed once too), and dropped after the last use: the last request whose
     head it is admitted, the last longer head built on it computed."""
 
-    def __init__(
-        self, head: OutputHead, cache_kw: str, device: str, prompts: Sequence[Sequence[int]], share: bool = True
-    ):
-        self.head, self.cache_kw, self.device = head, cache_kw, device
+    def __init__(self, runtime: Runtime, device: str, prompts: Sequence[Sequence[int]], share: bool = True):
+        self.runtime, self.device = runtime, device
         self.lengths = shared_prefixes(prompts) if share else [0] * len(prompts)
         self.uses: dict[tuple[int, ...], int] = {}
         for p, n in zip(prompts, self.lengths):
@@ -131,7 +128,7 @@ class PrefixStore:
             for group in prefill_groups([len(h) - len(self.base[h]) for h in level]):
                 heads = [level[g] for g in group]
                 bases = [(self.kv[self.base[h]] if self.base[h] else None, len(self.base[h])) for h in heads]
-                cache, mask, _ = extend(self.head, self.cache_kw, self.device, heads, bases)
+                cache, mask, _ = extend(self.runtime, self.device, heads, bases)
                 self.passes += 1
                 for r, head in enumerate(heads):
                     live = mask[r].nonzero().squeeze(1)  # this head's own columns, padding left out
@@ -164,8 +161,8 @@ def prefill_groups(tails: Sequence[int], limit: int = PREFILL_TOKENS) -> list[li
     return groups
 
 
-def _stacked_heads(body, heads: Sequence[tuple[list | None, int]], device: str):
-    """One cache of the kind `body` takes, holding every row's shared head, left-padded to the
+def _stacked_heads(runtime: Runtime, heads: Sequence[tuple[list | None, int]], device: str):
+    """One cache of the kind `runtime` takes, holding every row's shared head, left-padded to the
     longest (None where no row has one), and its mask."""
     width = max(n for _, n in heads)
     mask = torch.tensor([[0] * (width - n) + [1] * n for _, n in heads], dtype=torch.long, device=device)
@@ -178,22 +175,20 @@ def _stacked_heads(body, heads: Sequence[tuple[list | None, int]], device: str):
         rows_k = [empty if kv is None else pad_left(kv[layer][0], width - n, -2) for kv, n in heads]
         rows_v = [empty if kv is None else pad_left(kv[layer][1], width - n, -2) for kv, n in heads]
         layers.append((torch.cat(rows_k), torch.cat(rows_v)))
-    return cache_from(body, layers), mask
+    return runtime.cache_from(layers), mask
 
 
-def extend(head: OutputHead, cache_kw: str, device: str, sequences: Sequence[Sequence[int]], heads):
+def extend(runtime: Runtime, device: str, sequences: Sequence[Sequence[int]], heads):
     """Run many sequences in one pass, each after its cached head (from `heads`: KV per layer or
     None, and its length), the rest padded on the right (masked). Returns the cache, its mask and
     each sequence's hidden state at its last token."""
-    cache, head_mask = _stacked_heads(head.body, heads, device)
+    cache, head_mask = _stacked_heads(runtime, heads, device)
     tails = [list(seq[n:]) for seq, (_, n) in zip(sequences, heads)]
     width = max(len(t) for t in tails)
     ids = torch.tensor([t + [0] * (width - len(t)) for t in tails], device=device)
     tail_mask = torch.tensor([[1] * len(t) + [0] * (width - len(t)) for t in tails], device=device)
     positions = torch.tensor([list(range(n, n + width)) for _, n in heads], device=device)
     mask = torch.cat([head_mask, tail_mask], dim=1)
-    hidden, out = head.hidden(
-        input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **{cache_kw: cache}
-    )
+    hidden, cache = runtime.hidden(ids, cache, attention_mask=mask, position_ids=positions)
     ends = torch.tensor([len(t) - 1 for t in tails], device=device)
-    return getattr(out, cache_kw), mask, hidden[torch.arange(len(tails), device=device), ends]
+    return cache, mask, hidden[torch.arange(len(tails), device=device), ends]

@@ -246,12 +246,7 @@ def _ms(seconds: float | None) -> float | None:
 
 def context_length(lm: LoadedModel) -> int | None:
     """The model's context window in tokens, where its config says."""
-    config = getattr(lm.model, "config", None)
-    for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
-        value = getattr(config, name, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
+    return lm.runtime.context_length()
 
 
 def _verdict(compiled: Compiled, f: Finished):

@@ -96,8 +96,8 @@ class GenerationRecord(_Strict):
     )
     model_impl_reason: Optional[str] = Field(
         None,
-        description="why --model-impl auto ran transformers for a model the native forward fits (an "
-        "accelerator benchmarks/gpu_check.sh has not checked it on), else null",
+        description="why --model-impl auto ran transformers: what the native forward does not implement for "
+        "this model, or an accelerator benchmarks/gpu_check.sh has not checked it on; else null",
     )
     kernel: Optional[str] = Field(
         None,

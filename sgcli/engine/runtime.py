@@ -1,0 +1,239 @@
+"""One interface to whichever forward pass runs the model: sgcli's own (`engine/llama.py`) or transformers'.
+
+Why: the decode loop, batching, shared prompt heads and jump-forward drive a model through a few
+operations: a pass over new tokens (a prefill, a single step, a draft, a batched step) that fills
+a KV cache, logits for the last positions, an empty cache or one built from spliced tensors. Each
+`Runtime` implements them for its forward and declares what it supports (`Supports`) when it is
+built, so no caller asks the model what it is (no hasattr, no reading of signatures); the loader
+builds one, after `loader.choose_impl` decided which.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from sgcli.engine.head import OutputHead
+from sgcli.engine.kv import KVCache
+
+
+class Cache(Protocol):
+    """A KV cache as the engine touches it (`kv.KVCache`, transformers' `DynamicCache`): per layer
+    `keys` and `values` [rows, kv heads, columns, head width] (set through `kv.replace`)."""
+
+    layers: list
+
+    def get_seq_length(self, layer_idx: int = 0) -> int: ...
+
+    def crop(self, max_length: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class Supports:
+    """What a runtime can do, declared when it is built."""
+
+    crop: bool  # its caches drop their last columns: the single-stream loop's jump-forward drafts
+    splice: str | None  # None: every cache layer simply grows, so batching splices rows and columns; else why not
+
+
+class Runtime(Protocol):
+    """A loaded model's forward pass, as the engine drives it."""
+
+    impl: str  # "native" (sgcli.engine.llama) or "transformers": the record's model_impl
+    module: torch.nn.Module  # the torch model itself (moved, evaluated, checked for damaged weights)
+    supports: Supports
+
+    def hidden(
+        self,
+        input_ids: torch.Tensor,
+        cache: Cache | None,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        use_cache: bool = True,
+    ) -> tuple[torch.Tensor, Cache | None]:
+        """One pass over `input_ids` [rows, positions] after what `cache` holds (a prefill, a
+        single step, a draft, a batched step with padding `attention_mask` over every cache column
+        and explicit `position_ids`): the last hidden states [rows, positions, width] and the cache
+        holding the new keys and values (the model's own new one where `cache` is None)."""
+        ...
+
+    def logits(self, input_ids: torch.Tensor, cache: Cache | None, keep: int) -> tuple[torch.Tensor, Cache | None]:
+        """The model's own float logits [rows, keep, vocab] for the last `keep` positions of a pass
+        (what runs where `head()` is None), and the cache."""
+        ...
+
+    def head(self) -> OutputHead | None:
+        """The output projection apart from the body, where projecting `hidden`'s states gives the
+        model's logits (None elsewhere: the loops then use `logits`)."""
+        ...
+
+    def new_cache(self) -> Cache | None:
+        """An empty cache (None where the runtime cannot build one: the model then makes its own)."""
+        ...
+
+    def cache_from(self, layers: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> Cache:
+        """A cache holding these keys and values per layer (spliced shared prompt heads)."""
+        ...
+
+    def context_length(self) -> int | None:
+        """The model's context window in tokens, where its config says."""
+        ...
+
+    def logits_width(self) -> int:
+        """How many logits a position gets (the output projection's rows; may exceed the vocabulary)."""
+        ...
+
+    def pack_for_cpu(self) -> str | None:
+        """Give the matrix products the CPU's fastest kernel; its name (None: torch's own)."""
+        ...
+
+
+class NativeRuntime:
+    """sgcli's own forward (`sgcli.engine.llama.NativeLlama`): its caches are `kv.KVCache`, which
+    crop and splice; its logits are its output head's, by construction."""
+
+    impl = "native"
+    supports = Supports(crop=True, splice=None)
+
+    def __init__(self, model):
+        self.module = model
+        self._head = OutputHead(model.lm_head, softcap=model.arch.final_softcap)
+
+    def hidden(self, input_ids, cache, *, attention_mask=None, position_ids=None, use_cache=True):
+        out = self.module.model(input_ids, attention_mask, position_ids, cache, use_cache)
+        return out.last_hidden_state, out.past_key_values
+
+    def logits(self, input_ids, cache, keep):
+        hidden, cache = self.hidden(input_ids, cache)
+        return self._head.logits(hidden[:, -keep:]), cache
+
+    def head(self) -> OutputHead:
+        return self._head
+
+    def new_cache(self) -> KVCache:
+        return self.module.new_cache()
+
+    def cache_from(self, layers) -> KVCache:
+        return KVCache(layers)
+
+    def context_length(self) -> int | None:
+        return _positive(vars(self.module.config).get("max_position_embeddings"))
+
+    def logits_width(self) -> int:
+        return self.module.lm_head.weight.shape[0]
+
+    def pack_for_cpu(self) -> str | None:
+        return self.module.pack_for_cpu()
+
+
+def cache_keyword(version: str) -> str:
+    """The name transformers `version` gives the cache argument of a forward and the cache field of
+    its outputs: `cache` from 5.24 on, `past_key_values` before (5.24 renamed it in every model;
+    checked against the 5.22, 5.23 and 5.24 wheels)."""
+    found = re.match(r"(\d+)\.(\d+)", version)
+    major_minor = (int(found[1]), int(found[2])) if found else (0, 0)
+    return "cache" if major_minor >= (5, 24) else "past_key_values"
+
+
+class TransformersRuntime:
+    """A transformers `PreTrainedModel`: its caches are transformers' own (`DynamicCache`, built from
+    its config so sliding-window and hybrid layers get their kind); its output head is used only
+    where a probe shows it gives the model's logits (soft-capping, scaling: `OutputHead`)."""
+
+    impl = "transformers"
+
+    def __init__(self, model):
+        import transformers
+        from transformers.cache_utils import DynamicLayer
+
+        self.module = model
+        self.keyword = cache_keyword(transformers.__version__)
+        self._head: OutputHead | None | object = _UNCHECKED
+        cache = self.new_cache()
+        plain = cache is not None and bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
+        self.supports = Supports(
+            # a sliding-window layer says it crops, yet refuses to once past its window (transformers 5.24)
+            crop=plain and cache.is_croppable,
+            splice=None if plain else "it uses a sliding-window or hybrid KV cache, which batching does not splice",
+        )
+
+    def hidden(self, input_ids, cache, *, attention_mask=None, position_ids=None, use_cache=True):
+        out = self.module.base_model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=use_cache,
+            **{self.keyword: cache},
+        )
+        return out.last_hidden_state, out.get(self.keyword)
+
+    def logits(self, input_ids, cache, keep):
+        out = self.module(input_ids=input_ids, use_cache=True, logits_to_keep=keep, **{self.keyword: cache})
+        return out.logits.float(), out.get(self.keyword)
+
+    def head(self) -> OutputHead | None:
+        """Built and checked on first use (a probe pass), then kept."""
+        if self._head is _UNCHECKED:
+            self._head = self._checked_head()
+        return self._head
+
+    def _checked_head(self) -> OutputHead | None:
+        model = self.module
+        projection = model.get_output_embeddings()
+        if model.base_model is model or projection is None:
+            return None
+        config = model.config.to_dict()
+        head = OutputHead(
+            projection,
+            scale=config.get("logit_scale"),  # Cohere multiplies
+            divisor=config.get("logits_scaling"),  # Granite divides
+            softcap=config.get("final_logit_softcapping"),  # Gemma 2 and 3
+        )
+        return head if self._matches(head) else None
+
+    def _matches(self, head: OutputHead) -> bool:
+        """Whether `head` gives the model's own logits, on a probe input of 3 tokens."""
+        device = next(self.module.parameters()).device
+        ids = torch.arange(3, device=device)[None] % self.module.config.vocab_size
+        with torch.inference_mode():
+            expected = self.module(input_ids=ids, use_cache=False).logits[0].float()
+            got = head.logits(self.hidden(ids, None, use_cache=False)[0][0])
+        return got.shape == expected.shape and torch.allclose(got, expected, rtol=1e-3, atol=1e-3)
+
+    def new_cache(self):
+        from transformers.cache_utils import DynamicCache
+
+        try:
+            return DynamicCache(config=self.module.config)
+        except (TypeError, ValueError, AttributeError):  # a config DynamicCache cannot read: the model's own
+            return None
+
+    def cache_from(self, layers):
+        from transformers.cache_utils import DynamicCache
+
+        return DynamicCache(ddp_cache_data=layers)
+
+    def context_length(self) -> int | None:
+        config = self.module.config.to_dict()
+        for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+            if (value := _positive(config.get(name))) is not None:
+                return value
+        return None
+
+    def logits_width(self) -> int:
+        return self.module.get_output_embeddings().weight.shape[0]
+
+    def pack_for_cpu(self) -> None:
+        return None  # transformers' products stay torch's own
+
+
+_UNCHECKED = object()  # a transformers runtime's head before its first use
+
+
+def _positive(value) -> int | None:
+    return value if isinstance(value, int) and value > 0 else None
