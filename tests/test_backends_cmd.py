@@ -34,7 +34,7 @@ def test_json_rows_follow_the_declared_capabilities(run_cli):
     assert flags == {
         "llguidance": (True, True, False),
         "xgrammar": (True, True, True),
-        "outlines_core": (True, False, False),  # no forced-bytes query in outlines-core
+        "outlines_core": (True, False, True),  # no forced-bytes query; its Index serializes (cache, bounded child)
         "none": (False, False, False),
     }
     for r in rows:
