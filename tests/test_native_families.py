@@ -390,3 +390,29 @@ def test_auto_says_why_it_ran_transformers(tmp_path):
     model.save_pretrained(tmp_path)
     lm = load_model(resolve_model(str(tmp_path)), device="cpu")
     assert lm.impl == "transformers" and "the activation gelu" in lm.impl_reason
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gemma_norms_are_transformers_values_bit_for_bit(dtype):
+    """Gemma's norm (1 + weight, scaled in float32, then cast) and Qwen3's per-head query/key norms
+    stacked into one weight are rewrites of transformers' arithmetic: equal bit for bit."""
+    from transformers.models.gemma2.modeling_gemma2 import Gemma2RMSNorm
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm
+
+    from sgcli.engine.llama import RMSNorm
+
+    torch.manual_seed(5)
+    x = (torch.randn(3, 5, 64) * torch.rand(64) * 10).to(dtype)
+    ours, theirs = RMSNorm(64, 1e-6, offset=True), Gemma2RMSNorm(64, eps=1e-6)
+    ours.weight = torch.nn.Parameter(torch.randn(64).to(dtype), requires_grad=False)
+    theirs.weight = torch.nn.Parameter(ours.weight.clone(), requires_grad=False)
+    assert torch.equal(ours(x), theirs(x))
+
+    heads = x.view(3, 5, 4, 16)  # 3 query heads and 1 key head of width 16, side by side
+    q_norm, k_norm = Qwen3RMSNorm(16, eps=1e-6), Qwen3RMSNorm(16, eps=1e-6)
+    q_norm.weight = torch.nn.Parameter(torch.randn(16).to(dtype), requires_grad=False)
+    k_norm.weight = torch.nn.Parameter(torch.randn(16).to(dtype), requires_grad=False)
+    stacked = RMSNorm(16, 1e-6, heads=4)
+    stacked.weight = torch.nn.Parameter(torch.cat([q_norm.weight.expand(3, -1), k_norm.weight.expand(1, -1)]))
+    expected = torch.cat([q_norm(heads[:, :, :3]), k_norm(heads[:, :, 3:])], dim=2)
+    assert torch.equal(stacked(heads), expected)
