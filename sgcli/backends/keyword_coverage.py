@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from urllib.parse import quote
 
 from sgcli.backends.base import SchemaKeywords
-from sgcli.backends.outlines_coverage import dropped_keywords
+from sgcli.backends.outlines_coverage import disjoint_types, dropped_keywords
 from sgcli.constraints.jsonpos import SchemaText, pointer_parts
 from sgcli.constraints.spec import Kind
 from sgcli.errors import Location, UserError, offset_to_line_col
@@ -183,16 +183,6 @@ def _single_type(node: dict) -> set[str]:
     return {"integer", "number"} if t == "integer" else {t} if isinstance(t, str) else set()
 
 
-def _disjoint_types(branches) -> bool:
-    """Branches that each admit one distinct JSON type cannot overlap: anyOf is then exactly oneOf."""
-    if not isinstance(branches, list):
-        return False
-    types = [b.get("type") if isinstance(b, dict) else None for b in branches]
-    if not all(isinstance(t, str) for t in types) or len(set(types)) != len(types):
-        return False
-    return not {"integer", "number"} <= set(types)
-
-
 def _why_unenforced(node: dict, keyword: str, table: SchemaKeywords, keys: list[str]) -> str | None:
     """Why `table`'s backend does not enforce `keyword` of `node` (None when it does); `keys`: the
     node's constraint keywords."""
@@ -202,7 +192,7 @@ def _why_unenforced(node: dict, keyword: str, table: SchemaKeywords, keys: list[
     if keyword in _COMPANIONS and keyword not in table.enforced:
         return f"part of `{_COMPANIONS[keyword]}`, not enforced"
     if keyword == "oneOf" and keyword not in table.enforced:
-        if table.disjoint_one_of and _disjoint_types(node.get("oneOf")):
+        if table.disjoint_one_of and disjoint_types(node.get("oneOf")):
             return None
         return "enforced as anyOf (an instance may match several branches)"
     if keyword not in table.enforced:

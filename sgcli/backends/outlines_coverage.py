@@ -93,8 +93,8 @@ def _children(node: dict, branch: str, path: tuple):
                 yield node[key], path + (key,)
 
 
-def _disjoint_types(branches) -> bool:
-    """oneOf branches that each admit one distinct JSON type cannot overlap: anyOf is then exact."""
+def disjoint_types(branches) -> bool:
+    """Branches that each admit one distinct JSON type cannot overlap: anyOf is then exactly oneOf."""
     if not isinstance(branches, list):
         return False
     types = [b.get("type") if isinstance(b, dict) else None for b in branches]
@@ -120,7 +120,7 @@ def dropped_keywords(schema) -> list[tuple[str, str]]:
             return
         for key in sorted(set(node) - _honoured(node, branch) - _HARMLESS):
             found.append((pointer_of(path + (key,)), f"'{key}' is ignored by outlines_core"))
-        if branch == "oneOf" and not _disjoint_types(node["oneOf"]):
+        if branch == "oneOf" and not disjoint_types(node["oneOf"]):
             found.append((pointer_of(path + ("oneOf",)), "oneOf is enforced as anyOf by outlines_core"))
         if branch == "$ref":
             target, target_path = resolve_ref(schema, str(node["$ref"])) or (None, None)

@@ -134,8 +134,9 @@ ModelImplOpt = Annotated[
     typer.Option(
         "--model-impl",
         envvar="SGCLI_MODEL_IMPL",
-        help="Whose forward pass runs the model: native (sgcli's, for Llama-architecture models from a local "
-        "folder or .gguf: starts ~3 s sooner), transformers, or auto (native where the model fits it).",
+        help="Whose forward pass runs the model: native (sgcli's, for Llama, Mistral, Qwen2, Qwen3 and Gemma 2/3 "
+        "checkpoints from a folder, a downloaded hub snapshot or a .gguf: starts ~3 s sooner), transformers, or "
+        "auto (native where the model fits it; the record's model_impl_reason says why not).",
         rich_help_panel=_MODEL,
     ),
 ]

@@ -117,9 +117,9 @@ class Session:
             return self.max_tokens, None
         return room, f"--max-tokens {self.max_tokens} cut to {room}: the prompt uses {prompt_tokens} of {limit} tokens"
 
-    def error_record(self, req: Request | None, errors: list[str], *, rid: Any = None) -> dict:
-        """A failed request's record, with the same keys as a normal one (nulls where nothing ran)."""
-        context = {
+    def run_context(self, req: Request | None) -> dict:
+        """The keys every record of this session shares: what constrained and what generated it."""
+        return {
             "backend": self.compiled.backend,
             "fallbacks": self.fallbacks,
             "weakened": self.weakened,
@@ -128,6 +128,10 @@ class Session:
             "model": self.lm.ref.display,
             **self.placement(req),
         }
+
+    def error_record(self, req: Request | None, errors: list[str], *, rid: Any = None) -> dict:
+        """A failed request's record, with the same keys as a normal one (nulls where nothing ran)."""
+        context = self.run_context(req)
         if self.think_end is not None:
             context.update(dict.fromkeys(REASONING_ONLY))
         if req is None:
@@ -207,13 +211,7 @@ class Session:
             "unchecked": verdict.unchecked,
             "errors": errors,
             "finish_reason": f.finish_reason,
-            "backend": self.compiled.backend,
-            "fallbacks": self.fallbacks,
-            "weakened": self.weakened,
-            "unenforced": self.unenforced,
-            "warnings": [str(w) for w in self.compiled.warnings],
-            "model": self.lm.ref.display,
-            **self.placement(req),
+            **self.run_context(req),
             "usage": {
                 "prompt_tokens": f.prompt_tokens,
                 "completion_tokens": f.completion_tokens,
