@@ -37,26 +37,30 @@ Examples:
 _RULE_LINE = re.compile(r"^\s*[A-Za-z_][\w.-]*\s*(::=|:)", re.M)
 
 
+FilesArg = Annotated[
+    Optional[list[str]],
+    typer.Argument(
+        metavar="[FILE]...", help="Grammar files (kind from extension) or @name from sgcli/grammars/; or a flag."
+    ),
+]
+BackendsOpt = Annotated[
+    Optional[list[bo.SeveralBackends]],
+    bo.backends_option("A backend, or 'all' (= 'auto', the default): every backend that enforces grammars."),
+]
+KindOpt = Annotated[
+    Optional[str],
+    typer.Option("--kind", help="Grammar kind instead of the extension's: json_schema, regex, ebnf, lark, ..."),
+]
+PrintOpt = Annotated[bool, typer.Option("--print", help="Print the normalized grammar each backend compiled.")]
+
+
 @co.takes_constraint(guarantee=True)
 def compile_files(
-    files: Annotated[
-        Optional[list[str]],
-        typer.Argument(
-            metavar="[FILE]...", help="Grammar files (kind from extension) or @name from sgcli/grammars/; or a flag."
-        ),
-    ] = None,
-    backend: Annotated[
-        Optional[list[bo.SeveralBackends]],
-        bo.backends_option("A backend, or 'all' (= 'auto', the default): every backend that enforces grammars."),
-    ] = None,
+    files: FilesArg = None,
+    backend: BackendsOpt = None,
     tokenizer: co.TokenizerOpt = None,
-    kind: Annotated[
-        Optional[str],
-        typer.Option("--kind", help="Grammar kind instead of the extension's: json_schema, regex, ebnf, lark, ..."),
-    ] = None,
-    print_grammar: Annotated[
-        bool, typer.Option("--print", help="Print the normalized grammar each backend compiled.")
-    ] = False,
+    kind: KindOpt = None,
+    print_grammar: PrintOpt = False,
     output_format: OutputFormatOpt = None,
     json_out: JsonFlagOpt = False,
     flags: co.ConstraintFlags = None,
@@ -87,19 +91,25 @@ def compile_files(
         writer.close()
     else:
         _show(rows, print_grammar)
+    raise typer.Exit(_exit_code(rows, flags.allow_unenforced))
+
+
+def _exit_code(rows: list[dict], allow_unenforced: bool) -> int:
+    """1 where a grammar failed to compile; 2 where no backend could, a compile limit was hit, or a keyword
+    nothing enforces was not allowed (each such refusal said on stderr)."""
     if not any(r["status"] in ("ok", "error") for r in rows):
         err.print("[bold red]error[/]: no chosen backend can compile these files (see the rows above)")
-        raise typer.Exit(EXIT_USAGE)
+        return EXIT_USAGE
     if any(r.get("limit") for r in rows):
-        raise typer.Exit(EXIT_USAGE)  # a compile limit is the user's to raise, like bad input
+        return EXIT_USAGE  # a compile limit is the user's to raise, like bad input
     refusals = [r["refusal"] for r in rows if r.get("refusal")]
-    if refusals and not flags.allow_unenforced:
+    if refusals and not allow_unenforced:
         from rich.markup import escape
 
         for refusal in refusals:
             err.print(escape(refusal.render()), highlight=False)
-        raise typer.Exit(EXIT_USAGE)
-    raise typer.Exit(EXIT_FINDINGS if any(r["status"] == "error" for r in rows) else EXIT_OK)
+        return EXIT_USAGE
+    return EXIT_FINDINGS if any(r["status"] == "error" for r in rows) else EXIT_OK
 
 
 def compile_row(spec, name: str, vocab) -> dict:
