@@ -14,7 +14,6 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from helpers import generate_with
 
 from sgcli.backends import compile_for, get_backend
 from sgcli.backends.auto import ranked
@@ -270,31 +269,46 @@ def test_hostile_schemas_are_handled_not_crashed(run_cli, tmp_path, schema):
         takes(compiled, {})
 
 
+_STRING_OR_NULL = {"anyOf": [{"type": "string"}, {"type": "null"}]}  # xgrammar drops what stands beside it
 GENERATED = {
     "type": "object",
     "properties": {
-        "tags": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
+        "s": {**_STRING_OR_NULL, "maxLength": 3},
+        "p": {**_STRING_OR_NULL, "pattern": "^[a-c]+$"},
         "n": {"type": "integer", "not": {"const": 3}},
+        "tags": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
         "pick": {"oneOf": [{"type": "integer", "minimum": 100}, {"type": "integer", "maximum": 200}]},
-        "code": {"type": ["string", "null"], "pattern": "^[a-z]{2}[0-9]$"},
-        "note": {"type": ["string", "null"], "maxLength": 6},
     },
-    "required": ["tags", "n", "pick", "code", "note"],
+    "required": ["s", "p", "n", "tags", "pick"],
     "additionalProperties": False,
 }
 
 
 def test_random_model_outputs_through_the_checker_all_validate(tiny_lm, smol_tokenizer):
-    """xgrammar leaves every keyword here but the structure to the checker (uniqueItems, not, oneOf, and
-    pattern/maxLength beside a list of types); a random model tries every token the mask lets through."""
+    """xgrammar leaves maxLength and pattern (beside anyOf), not, uniqueItems and oneOf to the checker; a
+    random model tries every token the mask lets through, and writes strings of any length and bytes
+    (multi-byte characters cut across tokens, \\u escapes) where the bare grammar lets it."""
+    from sgcli.engine.sampling import SamplingParams
+    from sgcli.engine.session import PromptOptions, Request, Session
+
     spec = dataclasses.replace(spec_of(GENERATED), json_options=JsonOptions(whitespace="compact"))
-    bare = get_backend("xgrammar").compile(spec, smol_tokenizer.vocab)
-    assert {g.keyword for g in compiled_gaps(bare)} == {"uniqueItems", "not", "oneOf", "pattern", "maxLength"}
+    vocab = smol_tokenizer.vocab.padded(tiny_lm.logits_width)
+    bare = get_backend("xgrammar").compile(spec, vocab)
+    checked = with_checker(bare)
+    assert {g.keyword for g in compiled_gaps(bare)} == {"maxLength", "pattern", "not", "uniqueItems", "oneOf"}
     validator = jsonschema.Draft202012Validator(GENERATED)
+
+    def run(compiled, seed):
+        params = SamplingParams(temperature=1.0, seed=seed)
+        session = Session(tiny_lm, smol_tokenizer, compiled, params, 160, (), PromptOptions(raw=True))
+        return list(session.stream(Request(seed, "Answer:")))[-1].record
+
     for seed in range(6):
-        record = generate_with(tiny_lm, smol_tokenizer, spec, "xgrammar", seed=seed, max_tokens=160)
+        record = run(checked, seed)
         assert record["finish_reason"] == "stop" and record["valid"], record
         assert validator.is_valid(json.loads(record["output"])), record["output"]
+    # the same seeds through the bare grammar: some output breaks the schema
+    assert any(not run(bare, seed)["valid"] for seed in range(6))
 
 
 def test_sgcli_test_runs_a_schema_through_the_checker(run_cli, tmp_path):
