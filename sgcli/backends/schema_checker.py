@@ -112,6 +112,7 @@ class CheckPlan:
         self._checks: dict = {}
         self._types: dict = {}
         self._strings: dict = {}
+        self._signs: dict = {}
         self.items_are_prefix = "prefixItems" in self.doc.cls.VALIDATORS
         self.root_nodes = self.closure(frozenset({""}))
 
@@ -295,6 +296,40 @@ class CheckPlan:
         self._strings[pointers] = found
         return found
 
+    def signed(self, pointers: tuple[str, ...]) -> list[tuple[str, str]]:
+        """(anchor, the sign its bounds rule out) for the anchors whose bounds exclude every positive or
+        every negative number: the sign is the one part of a number's prefix no later digit or exponent
+        changes."""
+        found = self._signs.get(pointers)
+        if found is None:
+            found = []
+            for p in pointers:
+                node = self._applies(p)
+                if node is None:
+                    continue
+                low = [node[k] for k in ("minimum", "exclusiveMinimum") if _number(node.get(k))]
+                high = [node[k] for k in ("maximum", "exclusiveMaximum") if _number(node.get(k))]
+                if any(x >= 0 for x in low):
+                    found.append((p, "-"))
+                if any(x <= 0 for x in high):
+                    found.append((p, "+"))
+            self._signs[pointers] = found
+        return found
+
+    def sign_refused(self, pointers: tuple[str, ...], raw: bytes) -> str | None:
+        """Why a number that starts with `raw` can never meet the anchors' bounds (None: it still can)."""
+        signs = self.signed(pointers)
+        if not signs:
+            return None
+        mantissa = raw.split(b"e")[0].split(b"E")[0]
+        if not any(48 < b <= 57 for b in mantissa):
+            return None  # still zero so far: -0 and 0 meet any bound that includes 0
+        negative = raw[:1] == b"-"
+        for p, sign in signs:
+            if (sign == "-") == negative:
+                return f"{'below' if negative else 'above'} the bounds at {p or '/'}"
+        return None
+
     def key_refused(self, nodes: frozenset, key: str, count: int) -> str | None:
         """Why an object under these anchors cannot take `key` as its property number `count + 1`."""
         for p in self.checks(nodes):
@@ -312,6 +347,10 @@ class CheckPlan:
             if "propertyNames" in node and not self.valid(f"{p}/propertyNames", key):
                 return f"`propertyNames` at {p or '/'}"
         return None
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _json_type(value) -> str:
@@ -545,6 +584,10 @@ class CheckedMatcher:
             stack = self._step(stack, b, pos, view)
             pos += 1
         top = stack[-1]
+        if top[0] == "num":
+            why = self._plan.sign_refused(self._plan.checks(top[2]), view.slice(top[1], len(view)))
+            if why:
+                raise Refused(f"a number {why} at {self._pointer(stack[:-1]) or '/'}")
         if top[0] == "str" and not top[4]:
             rules = self._plan.strings(self._plan.checks(top[2]))
             why = _string_dead(rules, *self._content(top, view)) if rules is not None else None
@@ -745,7 +788,7 @@ class CheckedMatcher:
                 return ids  # a character or escape is unfinished: the grammar allows only what finishes it
             return np.union1d(ids[tables.has_quote[ids]], np.intersect1d(ids, stops))
         if top[0] == "num":
-            return ids[tables.ends_number[ids]]
+            return ids if plan.signed(plan.checks(top[2])) else ids[tables.ends_number[ids]]
         return ids
 
     def _prefix_rules(self, top: tuple) -> _Strings | None:
