@@ -131,6 +131,19 @@ def test_gaps_are_named_at_their_pointers_through_refs_and_conditionals():
     assert schema_gaps(spec_of(schema), "none") == []  # the unconstrained backend is validated, not checked
 
 
+def test_id_relative_refs_resolve_to_their_pointer():
+    schema = {
+        "$id": "https://example.com/root.json",
+        "$defs": {"tags": {"$id": "tags.json", "type": "array", "uniqueItems": True}},
+        "type": "object",
+        "properties": {"a": {"$ref": "tags.json"}, "b": {"$ref": "https://example.com/tags.json"}},
+    }
+    gaps = schema_gaps(spec_of(schema), "xgrammar")
+    assert [(g.pointer, g.anchors) for g in gaps] == [("/$defs/tags/uniqueItems", ("/$defs/tags",))]
+    checked = compile_for("xgrammar", spec_of(schema), byte_vocab())[0]
+    assert takes(checked, {"a": [1, 2], "b": [3]}) and not takes(checked, {"b": [3, 3]})
+
+
 def test_a_dead_string_is_masked_before_it_is_written():
     """maxLength, enum and an anchored pattern are checked on the string's prefix: the model cannot
     write itself into a string that can no longer be valid."""
