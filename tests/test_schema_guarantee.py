@@ -336,3 +336,11 @@ def test_sgcli_test_runs_a_schema_through_the_checker(run_cli, tmp_path):
     assert result.exit_code == 0, result.output
     bare = get_backend("xgrammar").compile(spec_of(json.loads(schema)), byte_vocab())
     assert takes(bare, [1, 1])  # the case passes only because the checker refuses it
+
+
+def test_a_surrogate_pair_written_as_escapes_counts_as_one_character():
+    vocab = byte_vocab()
+    checked = compile_for("xgrammar", spec_of({"maxLength": 2}), vocab)[0]
+    pair = "\\ud83d\\udca9"  # one character, U+1F4A9, in ASCII escapes
+    assert feed(checked, vocab.encode(f'"{pair}{pair}"'), check_mask=True).accepted
+    assert not feed(checked, vocab.encode(f'"{pair}{pair}{pair}"'), check_mask=True).accepted

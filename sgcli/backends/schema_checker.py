@@ -926,7 +926,8 @@ def _string_state(raw: bytes) -> tuple[str, bytes]:
 def _string_dead(rules: _Strings, content: str, tail: bytes = b"") -> str | None:
     """Why a string that starts with `content` (then `tail`, the bytes of one unfinished escape or character)
     can never meet `rules`; None while it still can."""
-    pending = 1 if tail else 0
+    # one more character, unless an escape may be the low half of a surrogate pair the content ends with
+    pending = 1 if tail and not (tail[:1] == b"\\" and content[-1:] and 0xD800 <= ord(content[-1]) < 0xDC00) else 0
     if rules.max_length is not None and len(content) + pending > rules.max_length:
         return f"longer than `maxLength` {rules.max_length}"
     for choices in rules.choices:
