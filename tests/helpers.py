@@ -35,6 +35,7 @@ def generate_with(
 ):
     """Run one constrained generation on `lm` and return the record dict."""
     from sgcli.backends import DEFAULT_BACKEND, compile_for
+    from sgcli.backends.keyword_coverage import weakened_keywords
     from sgcli.engine.sampling import SamplingParams
     from sgcli.engine.session import PromptOptions, Request, Session
 
@@ -51,6 +52,7 @@ def generate_with(
         max_tokens,
         tuple(stop),
         PromptOptions(raw=True),
+        weakened=weakened_keywords(compiled),  # as generate records them
     )
     events = list(session.stream(Request(seed, prompt)))
     return events[-1].record

@@ -60,17 +60,15 @@ def test_every_schema_output_parses_and_validates(tiny_lm, smol_tokenizer, schem
     spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema), "test", json_options=options)
     for seed in SEEDS:
         record = generate_with(tiny_lm, smol_tokenizer, spec, backend, seed=seed, max_tokens=400)
-        assert record["finish_reason"] == "stop", record
-        parsed = json.loads(record["output"])
-        violated = _violated_keywords(schema, parsed)
-        if not violated:
-            assert record["valid"] and record["parsed"] == parsed and record["errors"] == []
+        if record["finish_reason"] != "stop":
+            # a dead end of sgcli's schema checker (a number past a bound the grammar does not enforce, that
+            # more digits cannot bring back): never a success, and only where the checker decodes
+            assert record["valid"] is False and record["weakened"], record
             continue
-        # Never silently: a keyword the backend does not enforce was a compile warning at its
-        # pointer, and sgcli's own validation marked the output invalid.
-        warned = {w.split(": ", 1)[0] for w in record["warnings"]}
-        assert violated <= warned, (violated, record["warnings"], record["output"])
-        assert record["valid"] is False and record["errors"], record
+        parsed = json.loads(record["output"])
+        # Whatever the backend's grammar leaves unenforced, sgcli's schema checker enforces while decoding
+        assert not _violated_keywords(schema, parsed), (record["weakened"], record["output"])
+        assert record["valid"] and record["parsed"] == parsed and record["errors"] == []
 
 
 def _violated_keywords(schema, instance) -> set[str]:

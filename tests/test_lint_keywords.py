@@ -72,7 +72,8 @@ def test_pattern_properties_per_backend():
 
 def test_unprobed_schema_is_a_finding_not_a_note():
     _, found = j001({"type": "string", "format": "date", "pattern": "^x"}, "xgrammar")
-    assert [d.code for d in found] == ["J003"]
+    # xgrammar leaves pattern beside format to sgcli's checker (J004, declared); the probes could not run
+    assert [d.code for d in found] == ["J003", "J004", "J004"]
     _, fine = j001({"type": "string", "format": "date"}, "xgrammar")
     assert "J003" not in {d.code for d in fine}
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from helpers import generate_with
 
 from sgcli.backends import compile_for, get_backend
 from sgcli.backends.auto import ranked
@@ -130,6 +129,19 @@ def test_gaps_are_named_at_their_pointers_through_refs_and_conditionals():
     assert gaps[("/properties/n/anyOf/0/not", "not")].anchors == ("/properties/n",)
     assert gaps[("/if", "if")].anchors == ("",)
     assert schema_gaps(spec_of(schema), "none") == []  # the unconstrained backend is validated, not checked
+
+
+def test_id_relative_refs_resolve_to_their_pointer():
+    schema = {
+        "$id": "https://example.com/root.json",
+        "$defs": {"tags": {"$id": "tags.json", "type": "array", "uniqueItems": True}},
+        "type": "object",
+        "properties": {"a": {"$ref": "tags.json"}, "b": {"$ref": "https://example.com/tags.json"}},
+    }
+    gaps = schema_gaps(spec_of(schema), "xgrammar")
+    assert [(g.pointer, g.anchors) for g in gaps] == [("/$defs/tags/uniqueItems", ("/$defs/tags",))]
+    checked = compile_for("xgrammar", spec_of(schema), byte_vocab())[0]
+    assert takes(checked, {"a": [1, 2], "b": [3]}) and not takes(checked, {"b": [3, 3]})
 
 
 def test_a_dead_string_is_masked_before_it_is_written():
@@ -270,31 +282,46 @@ def test_hostile_schemas_are_handled_not_crashed(run_cli, tmp_path, schema):
         takes(compiled, {})
 
 
+_STRING_OR_NULL = {"anyOf": [{"type": "string"}, {"type": "null"}]}  # xgrammar drops what stands beside it
 GENERATED = {
     "type": "object",
     "properties": {
-        "tags": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
+        "s": {**_STRING_OR_NULL, "maxLength": 3},
+        "p": {**_STRING_OR_NULL, "pattern": "^[a-c]+$"},
         "n": {"type": "integer", "not": {"const": 3}},
+        "tags": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
         "pick": {"oneOf": [{"type": "integer", "minimum": 100}, {"type": "integer", "maximum": 200}]},
-        "code": {"type": ["string", "null"], "pattern": "^[a-z]{2}[0-9]$"},
-        "note": {"type": ["string", "null"], "maxLength": 6},
     },
-    "required": ["tags", "n", "pick", "code", "note"],
+    "required": ["s", "p", "n", "tags", "pick"],
     "additionalProperties": False,
 }
 
 
 def test_random_model_outputs_through_the_checker_all_validate(tiny_lm, smol_tokenizer):
-    """xgrammar leaves every keyword here but the structure to the checker (uniqueItems, not, oneOf, and
-    pattern/maxLength beside a list of types); a random model tries every token the mask lets through."""
+    """xgrammar leaves maxLength and pattern (beside anyOf), not, uniqueItems and oneOf to the checker; a
+    random model tries every token the mask lets through, and writes strings of any length and bytes
+    (multi-byte characters cut across tokens, \\u escapes) where the bare grammar lets it."""
+    from sgcli.engine.sampling import SamplingParams
+    from sgcli.engine.session import PromptOptions, Request, Session
+
     spec = dataclasses.replace(spec_of(GENERATED), json_options=JsonOptions(whitespace="compact"))
-    bare = get_backend("xgrammar").compile(spec, smol_tokenizer.vocab)
-    assert {g.keyword for g in compiled_gaps(bare)} == {"uniqueItems", "not", "oneOf", "pattern", "maxLength"}
+    vocab = smol_tokenizer.vocab.padded(tiny_lm.logits_width)
+    bare = get_backend("xgrammar").compile(spec, vocab)
+    checked = with_checker(bare)
+    assert {g.keyword for g in compiled_gaps(bare)} == {"maxLength", "pattern", "not", "uniqueItems", "oneOf"}
     validator = jsonschema.Draft202012Validator(GENERATED)
+
+    def run(compiled, seed):
+        params = SamplingParams(temperature=1.0, seed=seed)
+        session = Session(tiny_lm, smol_tokenizer, compiled, params, 160, (), PromptOptions(raw=True))
+        return list(session.stream(Request(seed, "Answer:")))[-1].record
+
     for seed in range(6):
-        record = generate_with(tiny_lm, smol_tokenizer, spec, "xgrammar", seed=seed, max_tokens=160)
+        record = run(checked, seed)
         assert record["finish_reason"] == "stop" and record["valid"], record
         assert validator.is_valid(json.loads(record["output"])), record["output"]
+    # the same seeds through the bare grammar: some output breaks the schema
+    assert any(not run(bare, seed)["valid"] for seed in range(6))
 
 
 def test_sgcli_test_runs_a_schema_through_the_checker(run_cli, tmp_path):
@@ -309,3 +336,11 @@ def test_sgcli_test_runs_a_schema_through_the_checker(run_cli, tmp_path):
     assert result.exit_code == 0, result.output
     bare = get_backend("xgrammar").compile(spec_of(json.loads(schema)), byte_vocab())
     assert takes(bare, [1, 1])  # the case passes only because the checker refuses it
+
+
+def test_a_surrogate_pair_written_as_escapes_counts_as_one_character():
+    vocab = byte_vocab()
+    checked = compile_for("xgrammar", spec_of({"maxLength": 2}), vocab)[0]
+    pair = "\\ud83d\\udca9"  # one character, U+1F4A9, in ASCII escapes
+    assert feed(checked, vocab.encode(f'"{pair}{pair}"'), check_mask=True).accepted
+    assert not feed(checked, vocab.encode(f'"{pair}{pair}{pair}"'), check_mask=True).accepted

@@ -69,6 +69,10 @@ class SchemaKeywords:
     drops_beside: frozenset[str] = frozenset()  # beside these it drops every sibling keyword (xgrammar: anyOf)
     disjoint_one_of: bool = False  # oneOf whose branches each admit one distinct JSON type is enforced (as anyOf)
     escaped_names: bool = True  # property names that need JSON escapes (quotes, control characters) work
+    # groups of keywords of which it enforces none where several stand in one subschema (xgrammar: pattern
+    # beside format, pattern beside minLength/maxLength)
+    exclusive_groups: tuple[frozenset[str], ...] = ()
+    required_listed: bool = False  # `required` is enforced only for names `properties` lists beside it
     first_branch: bool = False  # each subschema honours only its first recognised keyword (outlines-core)
     # a keyword or format it does not enforce is a compile error, never a silent weakening (llguidance):
     # such a schema is refused at compile time, so nothing of it is left unenforced

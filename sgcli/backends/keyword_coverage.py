@@ -189,6 +189,18 @@ def _why_unenforced(node: dict, keyword: str, table: SchemaKeywords, keys: list[
     beside = next((k for k in table.drops_beside if k in node and k != keyword), None)
     if beside is not None and keyword not in table.drops_beside:
         return f"dropped beside `{beside}`"
+    if table.lone_all_of and keyword != "allOf" and "allOf" in node:
+        return "merged with the `allOf` beside it, which is not what allOf means"
+    for group in table.exclusive_groups:
+        if keyword in group and sum(k in node for k in group) > 1:
+            return "not enforced beside " + " and ".join(f"`{k}`" for k in sorted(group - {keyword}) if k in node)
+    if keyword in ("properties", "additionalProperties") and "patternProperties" in node:
+        if "patternProperties" not in table.enforced or "patternProperties" not in table.through:
+            return "which properties it covers depends on `patternProperties`, which is not enforced"
+    if keyword == "required" and table.required_listed:
+        listed = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+        if not isinstance(node.get("required"), list) or any(name not in listed for name in node["required"]):
+            return "enforced only for names `properties` lists"
     if keyword in _COMPANIONS and keyword not in table.enforced:
         return f"part of `{_COMPANIONS[keyword]}`, not enforced"
     if keyword == "oneOf" and keyword not in table.enforced:

@@ -91,6 +91,7 @@ class _Strings:
     max_length: int | None = None
     choices: list[frozenset[str]] = field(default_factory=list)  # enum/const strings, one set per subschema
     patterns: list = field(default_factory=list)  # compiled `regex` patterns, anchored at the start
+    ascii_closed: list[bool] = field(default_factory=list)  # per pattern: no non-ASCII character can match
 
 
 class CheckPlan:
@@ -111,6 +112,7 @@ class CheckPlan:
         self._checks: dict = {}
         self._types: dict = {}
         self._strings: dict = {}
+        self._signs: dict = {}
         self.items_are_prefix = "prefixItems" in self.doc.cls.VALIDATORS
         self.root_nodes = self.closure(frozenset({""}))
 
@@ -289,9 +291,44 @@ class CheckPlan:
                 compiled = _prefix_regex(pattern)
                 if compiled is not None:
                     rules.patterns.append(compiled)
+                    rules.ascii_closed.append(_ascii_closed(pattern))
         found = rules if (rules.max_length is not None or rules.choices or rules.patterns) else None
         self._strings[pointers] = found
         return found
+
+    def signed(self, pointers: tuple[str, ...]) -> list[tuple[str, str]]:
+        """(anchor, the sign its bounds rule out) for the anchors whose bounds exclude every positive or
+        every negative number: the sign is the one part of a number's prefix no later digit or exponent
+        changes."""
+        found = self._signs.get(pointers)
+        if found is None:
+            found = []
+            for p in pointers:
+                node = self._applies(p)
+                if node is None:
+                    continue
+                low = [node[k] for k in ("minimum", "exclusiveMinimum") if _number(node.get(k))]
+                high = [node[k] for k in ("maximum", "exclusiveMaximum") if _number(node.get(k))]
+                if any(x >= 0 for x in low):
+                    found.append((p, "-"))
+                if any(x <= 0 for x in high):
+                    found.append((p, "+"))
+            self._signs[pointers] = found
+        return found
+
+    def sign_refused(self, pointers: tuple[str, ...], raw: bytes) -> str | None:
+        """Why a number that starts with `raw` can never meet the anchors' bounds (None: it still can)."""
+        signs = self.signed(pointers)
+        if not signs:
+            return None
+        mantissa = raw.split(b"e")[0].split(b"E")[0]
+        if not any(48 < b <= 57 for b in mantissa):
+            return None  # still zero so far: -0 and 0 meet any bound that includes 0
+        negative = raw[:1] == b"-"
+        for p, sign in signs:
+            if (sign == "-") == negative:
+                return f"{'below' if negative else 'above'} the bounds at {p or '/'}"
+        return None
 
     def key_refused(self, nodes: frozenset, key: str, count: int) -> str | None:
         """Why an object under these anchors cannot take `key` as its property number `count + 1`."""
@@ -310,6 +347,10 @@ class CheckPlan:
             if "propertyNames" in node and not self.valid(f"{p}/propertyNames", key):
                 return f"`propertyNames` at {p or '/'}"
         return None
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _json_type(value) -> str:
@@ -342,6 +383,15 @@ def _search(pattern: str, text: str) -> bool:
     return bool(compiled and compiled.search(text))
 
 
+_OPEN = re.compile(r"\.|\[\^|\\[wWsSdDpPXN]|\(\?[a-zA-Z]*[isux]")
+
+
+def _ascii_closed(pattern: str) -> bool:
+    """Whether no non-ASCII character can match anywhere in `pattern` (only ASCII literals and classes:
+    no `.`, negated class, `\\w`-style class or flag that reaches beyond ASCII)."""
+    return pattern.isascii() and _OPEN.search(pattern) is None
+
+
 def _prefix_regex(pattern: str):
     import regex
 
@@ -362,9 +412,11 @@ class VocabTables:
     ends_number: object  # numpy bool per id: holds a byte that cannot continue a number
     # per id, for a "plain" piece (no quote, backslash or control byte): the characters it adds to a string
     # whose content so far is whole (its UTF-8 decoded, an unfinished character at its end left out)
-    plain_len: object  # numpy int: how many (-1: not plain)
-    plain_text: dict[int, str]  # id -> those characters
-    by_text: dict[str, list[int]]  # those characters -> ids
+    plain_len: object  # numpy int: how many, an unfinished character at its end counted (-1: not plain)
+    first: object  # numpy int: the code point of its first whole character (-1: none)
+    plain_text: dict[int, str]  # id -> its whole characters
+    plain_tail: dict[int, bytes]  # id -> the bytes of the unfinished character it ends with, where it does
+    by_text: dict[str, list[int]]  # whole characters -> the ids of the pieces that are exactly them
 
 
 def vocab_tables(vocab: Vocab) -> VocabTables:
@@ -376,7 +428,8 @@ def vocab_tables(vocab: Vocab) -> VocabTables:
         has_quote = np.zeros(n, dtype=bool)
         ends_number = np.zeros(n, dtype=bool)
         plain_len = np.full(n, -1, dtype=np.int64)
-        plain_text, by_text = {}, {}
+        first = np.full(n, -1, dtype=np.int64)
+        plain_text, plain_tail, by_text = {}, {}, {}
         for i, piece in enumerate(vocab.tokens):
             if i in vocab.special_ids:
                 ends_number[i] = True
@@ -384,11 +437,17 @@ def vocab_tables(vocab: Vocab) -> VocabTables:
             has_quote[i] = 34 in piece
             ends_number[i] = any(b not in _NUMBER for b in piece)
             if piece and 34 not in piece and 92 not in piece and min(piece) >= 0x20:
-                text = _partial_string(piece)  # what `CheckedMatcher._content` adds for it
-                plain_len[i] = len(text)
+                text, tail = _string_state(piece)
+                if tail + text.encode("utf-8") != piece and text.encode("utf-8") + tail != piece:
+                    continue  # bytes no UTF-8 reader takes: judged one by one
+                plain_len[i] = len(text) + (1 if tail else 0)  # an unfinished character counts as one
                 plain_text[i] = text
-                by_text.setdefault(text, []).append(i)
-        found = VocabTables(has_quote, ends_number, plain_len, plain_text, by_text)
+                first[i] = ord(text[0]) if text else -1
+                if tail:
+                    plain_tail[i] = tail
+                else:
+                    by_text.setdefault(text, []).append(i)
+        found = VocabTables(has_quote, ends_number, plain_len, first, plain_text, plain_tail, by_text)
         _tables[vocab] = found
     return found
 
@@ -432,16 +491,16 @@ class CheckedMatcher:
             return
         refused = self._vectorized(ids)
         candidates = self._candidates(ids)
-        refused = [*refused, *(int(t) for t in candidates if not self._outcome(int(t))[0])]
-        if not refused:
+        checked = [int(t) for t in candidates if not self._outcome(int(t))[0]]
+        if not len(refused) and not checked:
             return
-        words = bitmask.view(np.uint32)
-        for t in refused:
-            words[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
+        bits = np.unpackbits(bitmask.view(np.uint8), bitorder="little")
+        bits[refused] = 0
+        bits[checked] = 0
+        bitmask.view(np.uint8)[:] = np.packbits(bits, bitorder="little")
         if not allowed_ids(bitmask, vocab_size).size:
-            reason = (
-                self._outcomes[refused[-1]][1] if refused[-1] in self._outcomes else "every allowed token breaks it"
-            )
+            last = checked[-1] if checked else None
+            reason = self._outcomes[last][1] if last is not None else "every allowed token breaks it"
             self._error = f"the schema allows no continuation here: {reason}"
 
     def accept(self, token_id: int) -> bool:
@@ -525,30 +584,35 @@ class CheckedMatcher:
             stack = self._step(stack, b, pos, view)
             pos += 1
         top = stack[-1]
+        if top[0] == "num":
+            why = self._plan.sign_refused(self._plan.checks(top[2]), view.slice(top[1], len(view)))
+            if why:
+                raise Refused(f"a number {why} at {self._pointer(stack[:-1]) or '/'}")
         if top[0] == "str" and not top[4]:
             rules = self._plan.strings(self._plan.checks(top[2]))
-            content = self._content(top, view) if rules is not None else None
-            why = _string_dead(rules, content) if content is not None else None
+            why = _string_dead(rules, *self._content(top, view)) if rules is not None else None
             if why:
                 raise Refused(f"a string {why} at {self._pointer(stack[:-1]) or '/'}")
         return stack
 
-    def _content(self, top: tuple, view: _View) -> str | None:
-        """The characters written so far in the open string `top` (text plus the candidate's bytes); None
-        where the accepted text ends inside an escape or a character (the prefix is checked again once
-        the string's content is whole before a token)."""
+    def _content(self, top: tuple, view: _View) -> tuple[str, bytes]:
+        """(the characters written so far in the open string `top`, text plus the candidate's bytes; the
+        unfinished escape or UTF-8 character at its end, b"" where there is none)."""
         start = top[1] + 1
         if start <= view.base:
             current = self._current(top[1])
-            return None if current is None else current + _partial_string(view.data)
-        return _partial_string(view.slice(start, len(view)))
+            if current is not None:
+                text, tail = _string_state(view.data)
+                return current + text, tail
+        return _string_state(view.slice(start, len(view)))
 
     def _current(self, start: int) -> str | None:
         """The open string's characters in the accepted text, or None where an escape or a character
         is unfinished there (cached for this state)."""
         key = ("current", start)
         if key not in self._memo:
-            self._memo[key] = _partial_string(bytes(self._text[start + 1 :]), strict=True)
+            text, tail = _string_state(bytes(self._text[start + 1 :]))
+            self._memo[key] = None if tail else text
         return self._memo[key]
 
     def _step(self, stack: tuple, b: int, pos: int, view: _View) -> tuple:
@@ -718,11 +782,13 @@ class CheckedMatcher:
         tables = plan.tables
         stops = np.fromiter(plan.stop_ids, dtype=np.int64) if plan.stop_ids else np.zeros(0, dtype=np.int64)
         if top[0] == "str":
-            if self._prefix_rules(top) is not None and self._vector_ok(top):
-                return ids[tables.plain_len[ids] < 0]  # the plain ones: `_vectorized`
+            if self._prefix_rules(top) is not None:
+                if self._vector_ok(top):
+                    return ids[tables.plain_len[ids] < 0]  # the plain ones: `_vectorized`
+                return ids  # a character or escape is unfinished: the grammar allows only what finishes it
             return np.union1d(ids[tables.has_quote[ids]], np.intersect1d(ids, stops))
         if top[0] == "num":
-            return ids[tables.ends_number[ids]]
+            return ids if plan.signed(plan.checks(top[2])) else ids[tables.ends_number[ids]]
         return ids
 
     def _prefix_rules(self, top: tuple) -> _Strings | None:
@@ -735,24 +801,22 @@ class CheckedMatcher:
         its prefix is checked and plain pieces can be judged by table."""
         return top[1] + 1 <= len(self._text) and self._current(top[1]) is not None
 
-    def _vectorized(self, ids) -> list[int]:
-        """Plain pieces inside a checked string, judged by table (the same rule `_feed` applies)."""
-        top = self._stack[-1]
-        if top[0] != "str" or not self._vector_ok(top):
-            return []
-        rules = self._prefix_rules(top)
-        if rules is None:
-            return []
+    def _vectorized(self, ids):
+        """Plain pieces inside a checked string, judged by table (the same rule `_feed` applies): the ids
+        refused, as a numpy array."""
         import numpy as np
 
+        top = self._stack[-1]
+        rules = self._prefix_rules(top) if top[0] == "str" else None
+        if rules is None or not self._vector_ok(top):
+            return np.zeros(0, dtype=np.int64)
         tables = self._plan.tables
         plain = ids[tables.plain_len[ids] >= 0]
-        if not len(plain):
-            return []
         current = self._current(top[1])
         dead = np.zeros(len(plain), dtype=bool)
         if rules.max_length is not None:
             dead |= tables.plain_len[plain] + len(current) > rules.max_length
+        tails = [i for i, t in enumerate(plain) if int(t) in tables.plain_tail] if rules.choices else []
         for choices in rules.choices:
             viable = set()
             for choice in choices:
@@ -761,25 +825,45 @@ class CheckedMatcher:
                     for k in range(len(rest) + 1):
                         viable.update(tables.by_text.get(rest[:k], ()))
             dead |= ~np.isin(plain, np.fromiter(viable, dtype=np.int64, count=len(viable)))
-        if rules.patterns:
-            dead |= self._pattern_dead(plain, current, rules.patterns, dead)
-        return [int(t) for t in plain[dead]]
+            for i in tails:  # pieces that end inside a character: is it the next one of some choice?
+                t = int(plain[i])
+                text = current + tables.plain_text[t]
+                dead[i] = not any(_goes_on(c, text, tables.plain_tail[t]) for c in choices)
+        for p, closed in zip(rules.patterns, rules.ascii_closed):
+            dead |= self._pattern_dead(plain, current, p, closed, dead)
+        return plain[dead]
 
-    def _pattern_dead(self, plain, current: str, patterns, already):
+    def _pattern_dead(self, plain, current: str, pattern, closed: bool, already):
+        """Which plain pieces make the string a prefix no `pattern` match starts with. Pieces are judged by
+        their first character first (one search per distinct character, none for a non-ASCII one where the
+        pattern takes only ASCII), then prefix by prefix, each prefix searched once."""
         import numpy as np
 
-        texts = self._plan.tables.plain_text
+        tables = self._plan.tables
+        firsts = tables.first[plain]
         out = np.zeros(len(plain), dtype=bool)
-        first_dead: dict[str, bool] = {}
-        for i, t in enumerate(plain):
-            if already[i]:
-                continue
-            text = texts[int(t)]
-            c = text[:1]
-            if c not in first_dead:
-                first_dead[c] = any(p.search(current + c, partial=True) is None for p in patterns)
-            if first_dead[c] or any(p.search(current + text, partial=True) is None for p in patterns):
-                out[i] = True
+        codes = np.unique(firsts[(firsts >= 0) & ~already])
+        if closed:
+            out |= firsts >= 0x80
+            codes = codes[codes < 0x80]
+        dead_codes = [c for c in codes.tolist() if pattern.search(current + chr(c), partial=True) is None]
+        out |= np.isin(firsts, np.asarray(dead_codes, dtype=np.int64))
+        dead: dict[str, bool] = {}
+        for i in np.flatnonzero(~out & ~already):
+            t = int(plain[i])
+            text = tables.plain_text[t]
+            for k in range(2, len(text) + 1):
+                head = text[:k]
+                known = dead.get(head)
+                if known is None:
+                    known = dead[head] = pattern.search(current + head, partial=True) is None
+                if known:
+                    out[i] = True
+                    break
+            if not out[i] and t in tables.plain_tail:
+                out[i] = (not text and pattern.search(current, partial=True) is None) or _pattern_blocked(
+                    pattern, closed, current + text, tables.plain_tail[t], None
+                )
         return out
 
 
@@ -810,9 +894,9 @@ class _View:
         return bytes(self.text[start:]) + self.data[: end - base]
 
 
-def _partial_string(raw: bytes, strict: bool = False) -> str | None:
-    """The characters of a JSON string's content so far, without an unfinished escape or UTF-8
-    character at the end (`strict`: None when there is one)."""
+def _string_state(raw: bytes) -> tuple[str, bytes]:
+    """(the characters of a JSON string's content so far, the unfinished escape or UTF-8 character at its
+    end: b"" where there is none). Bytes no UTF-8 reader takes are left out (the grammar allows none)."""
     cut, i, n = len(raw), 0, len(raw)
     while i < n:
         if raw[i] == 92:
@@ -823,31 +907,74 @@ def _partial_string(raw: bytes, strict: bool = False) -> str | None:
             i += need
         else:
             i += 1
-    head = raw[:cut]
-    for drop in range(4):
-        try:
-            text = (head[: len(head) - drop] if drop else head).decode("utf-8")
-            break
-        except UnicodeDecodeError:
-            continue
-    else:
-        return None if strict else ""
-    if strict and (drop or cut != n):
-        return None
+    if cut == n:  # an unfinished character: a lead byte at most 3 bytes from the end, its sequence cut short
+        for back in range(1, min(3, n) + 1):
+            b = raw[n - back]
+            if b >= 0xC0:
+                if back < (2 if b < 0xE0 else 3 if b < 0xF0 else 4):
+                    cut = n - back
+                break
+            if b < 0x80:
+                break
+    head, tail = raw[:cut], raw[cut:]
     try:
-        return json.loads('"' + text + '"')
+        return json.loads('"' + head.decode("utf-8", errors="ignore") + '"'), tail
     except ValueError:
-        return None if strict else ""
+        return "", tail
 
 
-def _string_dead(rules: _Strings, content: str) -> str | None:
-    """Why a string that starts with `content` can never meet `rules` (None: it still can)."""
-    if rules.max_length is not None and len(content) > rules.max_length:
+def _string_dead(rules: _Strings, content: str, tail: bytes = b"") -> str | None:
+    """Why a string that starts with `content` (then `tail`, the bytes of one unfinished escape or character)
+    can never meet `rules`; None while it still can."""
+    # one more character, unless an escape may be the low half of a surrogate pair the content ends with
+    pending = 1 if tail and not (tail[:1] == b"\\" and content[-1:] and 0xD800 <= ord(content[-1]) < 0xDC00) else 0
+    if rules.max_length is not None and len(content) + pending > rules.max_length:
         return f"longer than `maxLength` {rules.max_length}"
     for choices in rules.choices:
-        if not any(c.startswith(content) for c in choices):
+        if not any(_goes_on(c, content, tail) for c in choices):
             return "not the start of any `enum`/`const` value"
-    for p in rules.patterns:
+    escaped = _escaped(tail) if tail[:1] == b"\\" else None
+    for p, closed in zip(rules.patterns, rules.ascii_closed):
         if p.search(content, partial=True) is None:
             return f"can no longer match `pattern` {p.pattern!r}"
+        if tail and _pattern_blocked(p, closed, content, tail, escaped):
+            return f"can no longer match `pattern` {p.pattern!r} (with the character being written)"
     return None
+
+
+def _pattern_blocked(p, closed: bool, content: str, tail: bytes, escaped) -> bool:
+    """Whether no character the unfinished `tail` can still become lets `p` match on."""
+    if tail[:1] != b"\\":
+        return closed  # a non-ASCII character, which a pattern of ASCII classes and literals never takes
+    if isinstance(escaped, list):
+        return all(p.search(content + ch, partial=True) is None for ch in escaped)
+    if isinstance(escaped, tuple):
+        return closed and escaped[0] >= 0x80
+    return False
+
+
+def _escaped(tail: bytes):
+    """What an unfinished escape can still produce: the characters (a list, when few), a (lowest, highest)
+    code point range, or None (any character)."""
+    if tail[:2] != b"\\u":
+        return None
+    digits = tail[2:].decode("ascii", errors="ignore")
+    low, high = int(digits.ljust(4, "0"), 16), int(digits.ljust(4, "f"), 16)
+    return [chr(c) for c in range(low, high + 1)] if high - low < 256 else (low, high)
+
+
+def _goes_on(choice: str, content: str, tail: bytes) -> bool:
+    """Whether `choice` starts with `content` and then, where a character is unfinished, with its bytes."""
+    if not choice.startswith(content):
+        return False
+    if not tail:
+        return True
+    rest = choice[len(content) :]
+    if tail[:1] != b"\\":
+        return rest.encode("utf-8").startswith(tail)
+    if not rest:
+        return False
+    escaped = _escaped(tail)
+    if isinstance(escaped, list):
+        return rest[0] in escaped
+    return escaped is None or escaped[0] <= ord(rest[0]) <= escaped[1]

@@ -102,7 +102,8 @@ class XGrammarBackend(LibraryBackend):
         # uniqueItems, contains, dependentRequired/Schemas, if/then/else, not, patternProperties,
         # propertyNames, unevaluated*, $dynamicRef; oneOf as anyOf; siblings of anyOf/oneOf dropped
         # ({"type": "integer", "minimum": 5, "anyOf": [...]} accepts 3); type-specific keywords
-        # dropped without their `type`; allOf merged into its siblings
+        # dropped without their `type`; allOf merged into its siblings; `required` of names `properties` does
+        # not list; pattern beside format or a length
         schema_keywords=SchemaKeywords(
             enforced=frozenset(
                 {"type", "enum", "const", "pattern", "minLength", "maxLength", "format"}
@@ -123,6 +124,12 @@ class XGrammarBackend(LibraryBackend):
             drops_beside=frozenset({"anyOf", "oneOf"}),
             disjoint_one_of=True,
             escaped_names=False,
+            exclusive_groups=(
+                frozenset({"pattern", "format"}),
+                frozenset({"pattern", "minLength"}),
+                frozenset({"pattern", "maxLength"}),
+            ),
+            required_listed=True,
         ),
     )
 
