@@ -177,11 +177,16 @@ def named_keywords(compiled, spec) -> set[str]:
     """Keywords sgcli names for this backend: lint's J001/J002/S002 and the record's `weakened`."""
     import re
 
+    from sgcli.backends.bounded import CompileLimitError
     from sgcli.backends.keyword_coverage import weakened_keywords
     from sgcli.lint import Linter, LintOptions
 
     named = {w["keyword"] for w in weakened_keywords(compiled)}
-    for d in Linter(LintOptions(backend=compiled.backend, json_options=spec.json_options)).lint_spec(spec).diagnostics:
+    try:
+        found = Linter(LintOptions(backend=compiled.backend, json_options=spec.json_options)).lint_spec(spec)
+    except CompileLimitError:  # lint's own compile ran past the limit this time (a loaded machine)
+        return named
+    for d in found.diagnostics:
         if d.code in ("J001", "J004", "J005"):
             named.update(re.findall(r"`([^`]+)`", d.message)[:1])
         named.update(p.rsplit("/", 1)[-1] for p in re.findall(r"\(at (/[^)]*)\)", d.message))
