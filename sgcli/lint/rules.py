@@ -326,6 +326,9 @@ _ALL = [
 
 RULES: dict[str, LintRule] = {r.code: r for r in _ALL}
 
+# Rules that judge a JSON Schema's compile: selecting them never makes lint compile a grammar.
+SCHEMA_ONLY = frozenset({"W002", "J001", "J002", "J003", "J004", "J005"})
+
 
 def all_rules() -> list[LintRule]:
     return list(_ALL)

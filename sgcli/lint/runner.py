@@ -195,7 +195,7 @@ class Linter:
                 found += Structure(grammar, spec.text, spec.name).run()
 
         wants_backends = (
-            sel.needs("backend")
+            sel.needs("backend", schema=schema is not None)
             or (features and "R001" in sel)
             or (self.options.max_tokens is not None and "L001" in sel)
         )

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from sgcli.errors import UserError
-from sgcli.lint.rules import RULES
+from sgcli.lint.rules import RULES, SCHEMA_ONLY
 
 
 def _split(values: list[str] | None) -> list[str]:
@@ -66,9 +66,10 @@ class Selection:
     def any(self, *codes: str) -> bool:
         return any(c in self.enabled for c in codes)
 
-    def needs(self, requirement: str) -> bool:
-        """Whether any enabled rule needs `requirement` ("backend", "tokenizer")."""
-        return any(RULES[c].needs == requirement for c in self.enabled)
+    def needs(self, requirement: str, *, schema: bool = True) -> bool:
+        """Whether any enabled rule needs `requirement` ("backend", "tokenizer"); with
+        `schema=False` (a grammar or regex file), rules that only judge schemas do not count."""
+        return any(RULES[c].needs == requirement for c in self.enabled if schema or c not in SCHEMA_ONLY)
 
 
 @dataclass(frozen=True)
