@@ -13,7 +13,8 @@ schema, each side with its own text (a `$comment`, so xgrammar's compile cache n
   library  the library's own call (llguidance `LLMatcher(tok, grammar_from_json_schema(s))`,
            xgrammar `GrammarCompiler.compile_json_schema(s)`) on the same tokenizer objects
   adapter  backend.compile (sgcli's adapter: error positions, warnings), no limits
-  sgcli    compile_cached with the default limits and a private cache: what `sgcli compile` runs
+  sgcli    compile_cached with the default limits and a private cache, main-thread compiles under
+           the watchdog as in the `sgcli` process: what `sgcli compile` runs
 p50 and p90 of each, and the ratios sgcli/library and sgcli/adapter.
 
 Usage:  python benchmarks/compile_limits.py [--rounds 5]
@@ -132,6 +133,11 @@ def main() -> None:
     parser.add_argument("--suite", action="store_true", help="compile p50/p90 on JSON-Schema-Test-Suite")
     parser.add_argument("--backend", action="append", help="with --suite: llguidance, xgrammar (default both)")
     args = parser.parse_args()
+    import os
+
+    from sgcli.backends.bounded import set_overrun_handler
+
+    set_overrun_handler(lambda error: os._exit(2))  # as the `sgcli` process does: main-thread compiles
     if args.suite:
         suite(args.backend or ["llguidance", "xgrammar"])
         return

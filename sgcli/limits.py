@@ -121,8 +121,9 @@ _MEMORY_WORDS = ("bad_alloc", "memory allocation", "MemoryError", "out of memory
 
 def run_bounded(fn: Callable[[], object], *, timeout_s: float, memory_mb: int) -> object:
     """Run `fn` in a forked child with a time limit and an address-space ceiling; returns what
-    `fn` returned (JSON-able). Raises LimitHit('time' | 'memory' | 'crash') when the child ran past
-    a limit or died; any other exception of `fn` comes back as LimitHit('raised', its text)."""
+    `fn` returned (JSON-able, or bytes, sent as they are). Raises LimitHit('time' | 'memory' |
+    'crash') when the child ran past a limit or died; any other exception of `fn` comes back as
+    LimitHit('raised', its text)."""
     return start_bounded(fn, timeout_s=timeout_s, memory_mb=memory_mb).result()
 
 
@@ -193,7 +194,9 @@ def _child(fn, write_fd: int, stderr_fd: int, memory_mb: int) -> None:
         except BaseException as exc:  # noqa: BLE001 - reported to the parent, which decides
             text = f"{type(exc).__name__}: {exc}"
             reply = {"status": "memory" if any(w in text for w in _MEMORY_WORDS) else "raised", "detail": text[:500]}
-        payload = json.dumps(reply).encode()
+        value = reply.get("value")
+        # bytes go through the pipe as they are (a compiled grammar: base64 in JSON cost more than the compile)
+        payload = b"B" + value if isinstance(value, bytes) else b"J" + json.dumps(reply).encode()
         while payload:
             payload = payload[os.write(write_fd, payload) :]
     except BaseException:  # noqa: BLE001
@@ -231,8 +234,10 @@ def _read_until_eof(fd: int, deadline: float | None) -> bytes:
 
 
 def _outcome(data: bytes, status: int, log: str) -> object:
+    if data[:1] == b"B":
+        return data[1:]
     try:
-        reply = json.loads(data) if data else None
+        reply = json.loads(data[1:]) if data else None
     except ValueError:
         reply = None
     if reply is not None and reply.get("status") == "ok":

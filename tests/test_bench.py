@@ -241,7 +241,10 @@ def test_percentile_is_nearest_rank():
 
 
 def test_compile_limit_is_tallied_and_exits_2(tmp_path, run_cli):
-    path = _jsonl(tmp_path, ITEMS[:1])
+    # a bound past 10,000 makes it compile in a forked child, which no compile outruns in 0.1 ms (a small
+    # schema compiles in process, and one xgrammar has cached in memory can finish within that)
+    big = {"name": "long", "schema": {"type": "string", "maxLength": 100_000}, "instances": ['"x"']}
+    path = _jsonl(tmp_path, [big])
     result = run_cli("bench", path, "-b", "xgrammar", "--compile-timeout", "0.0001", "--json")
     assert result.exit_code == 2, result.output
     row = _backend_rows(result)["xgrammar"]

@@ -169,3 +169,35 @@ def test_auto_stops_at_a_timeout_instead_of_moving_to_the_next_backend(smol_toke
     with pytest.raises(CompileLimitError) as exc:
         compile_auto(ConstraintSpec(Kind.JSON_SCHEMA, SCHEMA.replace('"a"', '"u"'), "s.json"), smol_tokenizer.vocab)
     assert "with llguidance" in exc.value.message and exc.value.flag == "--compile-timeout"
+
+
+def test_the_sgcli_process_compiles_on_its_main_thread_and_ends_at_the_timeout(tmp_path):
+    """No hand-off to a compile thread in the real process (it cost more than a small compile on a
+    loaded machine); a compile that passes --compile-timeout there ends the run with exit 2."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    schema = tmp_path / "s.json"
+    schema.write_text(SCHEMA)
+    code = (
+        "import sys, threading, time\n"
+        "from sgcli.backends import llguidance_backend as m\n"
+        "real = m.LLGuidanceBackend.compile\n"
+        "def slow(self, spec, vocab):\n"
+        "    assert threading.current_thread() is threading.main_thread()\n"
+        "    time.sleep(60)\n"
+        "    return real(self, spec, vocab)\n"
+        "m.LLGuidanceBackend.compile = slow\n"
+        "from sgcli.cli.app import main\n"
+        f"sys.argv = ['sgcli', 'compile', {str(schema)!r}, '-b', 'llguidance', '--compile-timeout', '5']\n"
+        "main()\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root), SGCLI_CACHE_DIR=str(tmp_path / "cache"))
+    t = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "took longer than the 5 s time limit" in done.stderr and "--compile-timeout" in done.stderr
+    assert time.perf_counter() - t < 50  # not the 60 s compile

@@ -1,11 +1,14 @@
 """Compiles that cannot take the process down: a time and a memory ceiling on every compile, one compile each.
 
 Every compile in every command goes through `compile_bounded`, which compiles once, in one of two places:
-- in this process, in a worker thread the caller waits on for `--compile-timeout`, where the backend's
-  work grows with the constraint (`Capabilities.compiles_in_process`: llguidance, xgrammar, measured)
-  and the constraint is small (`small`: at most SMALL_BYTES, no count past SMALL_COUNT), or where
-  this very grammar already passed a bounded compile quickly (`trusted`). A fork costs more than such
-  a compile (measured 14-37 ms against 1.3-5.4 ms p50 on the JSON-Schema-Test-Suite);
+- in this process, where the backend's work grows with the constraint (`Capabilities.compiles_in_process`:
+  llguidance, xgrammar, measured) and the constraint is small (`small`: at most SMALL_BYTES, no count
+  past SMALL_COUNT), or where this very grammar already passed a bounded compile quickly (`trusted`).
+  A fork costs more than such a compile (measured 14-37 ms against 0.2-1.2 ms p50 on the
+  JSON-Schema-Test-Suite). The `sgcli` process compiles on its main thread under a watchdog that
+  ends the run with exit 2 at the timeout (`set_overrun_handler`; timeouts of MAIN_THREAD_MIN_S and
+  more); elsewhere (tests, embedding, short timeouts) a compile thread is waited on and given up
+  at the timeout, and the process goes on;
 - otherwise in a forked child under RLIMIT_AS (`sgcli.limits.run_bounded`), killed at the timeout.
   Where the backend serializes cheaply (`Capabilities.ships_compiled`: outlines-core's Index) the
   child sends the compiled grammar back and that is the result; elsewhere (xgrammar's JSON grows as
@@ -16,12 +19,13 @@ Measurements and the trade-off: docs/limits.md.
 
 from __future__ import annotations
 
-import base64
 import os
 import queue
 import re
+import struct
 import threading
 import time
+from collections.abc import Callable
 
 from sgcli.constraints.spec import ConstraintSpec, Kind, check_size
 from sgcli.errors import UserError
@@ -34,7 +38,18 @@ _compile_lock = threading.RLock()
 SMALL_BYTES = 32 << 10  # every schema of the JSON-Schema-Test-Suite and of tests/ is under 4 KB
 SMALL_COUNT = 10_000  # xgrammar: `[a-z]{1,100000}` took 0.74 s, linear in the count
 MAX_SHIPPED_BYTES = 64 << 20  # a bigger compiled grammar is compiled again rather than sent back
+MAIN_THREAD_MIN_S = 5.0  # shorter timeouts are ones a small compile may meet: those keep the compile thread
 _NUMBER = re.compile(r"\d{5,}")
+_overrun: Callable[[UserError], None] | None = None
+
+
+def set_overrun_handler(handler: Callable[[UserError], None] | None) -> None:
+    """What to do when a main-thread compile passes the timeout: the CLI's process entry reports the
+    limit and ends the process (exit 2). Without a handler every in-process compile uses the compile
+    thread. A hand-off to another thread waits for the scheduler twice: on a loaded machine that
+    measured more than the compile itself (llguidance p50 3.2 ms through the thread, 0.4 ms without)."""
+    global _overrun
+    _overrun = handler
 
 
 class CompileLimitError(UserError):
@@ -76,6 +91,19 @@ def _compile_watched(backend, spec: ConstraintSpec, vocab, limits: Limits):
     grows with the constraint, which is small), its thread is given up, and the limit reported."""
     if not limits.timeout_s:
         return backend.compile(spec, vocab)
+    handler = _overrun
+    if (
+        handler is not None
+        and limits.timeout_s >= MAIN_THREAD_MIN_S
+        and threading.current_thread() is threading.main_thread()
+    ):
+        with (
+            _compile_lock,
+            _Watchdog.armed(
+                limits.timeout_s, lambda: handler(_limit_error(LimitHit("time"), backend.name, spec, limits))
+            ),
+        ):
+            return backend.compile(spec, vocab)
     with _compile_lock:  # no fork of ours happens while the compile thread is inside a grammar library
         box = _Worker.current().run(lambda: backend.compile(spec, vocab), limits.timeout_s)
     if box is None:
@@ -122,6 +150,42 @@ class _Worker:
         return None
 
 
+class _Watchdog:
+    """One polling thread per process (every 0.1 s: arming costs two assignments, no wake-up); it runs
+    the armed action once the deadline has passed while the compile still holds the main thread."""
+
+    _pid = 0
+    _deadline: float | None = None
+    _action: Callable[[], None] | None = None
+
+    @classmethod
+    def armed(cls, timeout_s: float, action: Callable[[], None]):
+        if cls._pid != os.getpid():  # first use, or a forked child (which has no thread of ours)
+            cls._pid = os.getpid()
+            threading.Thread(target=cls._loop, name="sgcli-compile-watchdog", daemon=True).start()
+        return _Armed(cls, time.monotonic() + timeout_s, action)
+
+    @classmethod
+    def _loop(cls) -> None:
+        while True:
+            time.sleep(0.1)
+            deadline, action = cls._deadline, cls._action
+            if deadline is not None and action is not None and time.monotonic() > deadline:
+                cls._deadline = None
+                action()
+
+
+class _Armed:
+    def __init__(self, watchdog, deadline: float, action) -> None:
+        self.watchdog, self.deadline, self.action = watchdog, deadline, action
+
+    def __enter__(self) -> None:
+        self.watchdog._action, self.watchdog._deadline = self.action, self.deadline
+
+    def __exit__(self, *exc) -> None:
+        self.watchdog._deadline = None
+
+
 def _compile_in_child(backend, spec: ConstraintSpec, vocab, limits: Limits):
     ships = backend.capabilities.ships_compiled
 
@@ -134,7 +198,7 @@ def _compile_in_child(backend, spec: ConstraintSpec, vocab, limits: Limits):
         data = compiled.serialize() if ships else None
         if data is None or len(data) > MAX_SHIPPED_BYTES:
             return {"compiled": True}
-        return {"compiled": True, "data": base64.b64encode(data).decode("ascii"), "compile_s": time.perf_counter() - t}
+        return struct.pack("<d", time.perf_counter() - t) + data  # the compile time, then the grammar
 
     with _compile_lock:  # no other thread of ours is inside a grammar library when we fork
         try:
@@ -142,11 +206,11 @@ def _compile_in_child(backend, spec: ConstraintSpec, vocab, limits: Limits):
         except LimitHit as hit:
             if hit.kind != "raised":
                 raise _limit_error(hit, backend.name, spec, limits) from None
-            reply = {}
-        if reply.get("data") is not None:
-            compiled = backend.deserialize(base64.b64decode(reply["data"]), spec, vocab)
+            reply = None
+        if isinstance(reply, bytes):
+            compiled = backend.deserialize(reply[8:], spec, vocab)
             if compiled is not None:
-                compiled.compile_s = reply["compile_s"]
+                compiled.compile_s = struct.unpack("<d", reply[:8])[0]
                 return compiled
         return backend.compile(spec, vocab)  # a Python exception in the child happens again here, traceback and all
 

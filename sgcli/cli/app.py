@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import typer
 
+from sgcli.backends.bounded import set_overrun_handler
 from sgcli.cli.coercion import Command, Group, check_value
-from sgcli.cli.common import handles_errors
+from sgcli.cli.common import fail, handles_errors
 from sgcli.cli.limit_options import with_compile_limits as limited
 from sgcli.errors import UserError
 
@@ -133,4 +134,17 @@ def __getattr__(name: str):
 def main() -> None:
     import sys
 
+    set_overrun_handler(_end_at_the_limit)  # this process may end itself; in-process callers keep going
     build(_invoked(sys.argv[1:]))()
+
+
+def _end_at_the_limit(error) -> None:
+    """A compile on the main thread passed --compile-timeout: say so and end the run with exit 2 (the
+    compile cannot be stopped from outside its thread, and waiting for it is what the limit forbids)."""
+    import os
+    import sys
+
+    sys.stdout.flush()
+    fail(error)
+    sys.stderr.flush()
+    os._exit(2)
