@@ -255,3 +255,90 @@ def test_the_schema_translator_is_the_backend_whose_capabilities_say_so():
     for name in set(backend_names()) - set(printers):
         with pytest.raises(NotImplementedError):
             get_backend(name).schema_grammar(schema)
+
+
+def test_the_round_trip_reports_each_stage_through_its_callback(smol_tokenizer):
+    from sgcli.grammar_dev.convert import round_trip
+    from sgcli.grammar_dev.grammar_tests import Case
+
+    source = ConstraintSpec(Kind.REGEX, "[0-9]{2,4}", "--regex")
+    target = ConstraintSpec(Kind.EBNF, "root ::= [0-9]{2,4}\n", "digits.gbnf")
+    heard: list[tuple[str, int, int]] = []
+    report = round_trip(
+        source,
+        target,
+        smol_tokenizer.vocab,
+        samples=5,
+        cases=[Case(0, "12", True, "")],
+        progress=lambda *a: heard.append(a),
+    )
+    assert report.ok
+    stages = list(dict.fromkeys(stage for stage, _, _ in heard))
+    for name in report.backends:
+        assert stages.index(f"{name}: compiling the source") < stages.index(f"{name}: source samples")
+        assert f"{name}: converted samples" in stages and f"{name}: test cases" in stages
+        assert (f"{name}: source samples", 5, 5) in heard  # the last walk found the fifth sample
+
+
+def test_convert_shows_the_round_trip_stages_on_stderr(run_cli, tmp_path):
+    path = tmp_path / "yesno.gbnf"
+    path.write_text('root ::= ("yes" | "no") " " [ a-z]{1,40}\n')
+    result = run_cli("convert", path, "--to", "lark", "--samples", "3")
+    assert result.exit_code == 0, result.stderr
+    assert "round trip: loading the tokenizer" in result.stderr
+    assert "round trip: xgrammar: converted samples" in result.stderr and "round trip ok" in result.stderr
+
+
+EMAIL_SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "email": {"type": "string", "format": "email"}},
+    "required": ["name", "email"],
+}
+
+
+def test_random_walks_end_in_a_json_string_of_an_email_format(smol_tokenizer):
+    """Issue 29: walks had to write an `@` and `"}` by chance; 9 of 20 samples came from 100 walks."""
+    from sgcli.backends import get_backend
+    from sgcli.backends.matching import sample_strings
+
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(EMAIL_SCHEMA), "person.json")
+    compiled = get_backend("xgrammar").compile(spec, smol_tokenizer.vocab)
+    walks: list[int] = []
+    found = sample_strings(compiled, 20, seed=0, on_walk=lambda w, n: walks.append(w))
+    assert len(found) == 20 and len(walks) < 100
+    for data in found:
+        record = json.loads(data)
+        assert "@" in record["email"] and isinstance(record["name"], str)
+
+
+def test_schema_conversions_keep_xgrammars_masks_as_cheap_as_the_sources(smol_tokenizer):
+    """Issue 29: `x ::= (y x)?` wrapped the right recursion of an email's quoted local part in a rule
+    of its own, and xgrammar's masks grew with the string: 2.4 s a mask after 100 characters
+    (the source's: 0.06 s), so `convert person.json --to lark` took 50 s. Its own `"" | y x` stays flat."""
+    import time
+
+    from sgcli.backends import get_backend
+    from sgcli.backends.base import new_bitmask
+    from sgcli.backends.matching import byte_ids
+    from sgcli.grammar_dev.convert import convert_spec
+
+    source = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(EMAIL_SCHEMA), "person.json")
+    prefix = b'{"name":"x","email":"\\"' + b"ab]|(-_" * 14
+    vocab = smol_tokenizer.vocab
+    ids = byte_ids(vocab, prefix)
+
+    def mask_seconds(spec) -> float:
+        compiled = get_backend("xgrammar").compile(spec, vocab)
+        matcher, mask = compiled.matcher(), new_bitmask(len(vocab))
+        assert all(matcher.accept(i) for i in ids), spec.name
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            matcher.fill_mask(mask)
+            best = min(best, time.perf_counter() - start)
+        return best
+
+    reference = mask_seconds(source)
+    for to in ("lark", "gbnf"):
+        converted = convert_spec(source, to)
+        assert mask_seconds(converted) < 10 * reference + 0.05, converted.text

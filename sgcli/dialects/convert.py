@@ -124,11 +124,15 @@ def _refuse_lark_only(grammar, text: str, origin: str | None) -> None:
 
 
 def without_lookaheads(node):
-    """The node with lookaheads dropped (xgrammar's JSON grammar writes them; they only repeat what follows)."""
+    """The node with lookaheads dropped (xgrammar's JSON grammar writes them; they only repeat what follows).
+    A sequence left with one item is that item, so `(a | b c) (= x)` prints as the rule's own `a | b c`."""
     if isinstance(node, Opaque) and node.what == "lookahead":
         return Lit(node.pos, "")
     if isinstance(node, Seq):
         node.items = [without_lookaheads(i) for i in node.items]
+        kept = [i for i in node.items if not (isinstance(i, Lit) and not i.text)]
+        if len(kept) == 1:
+            return kept[0]
     elif isinstance(node, Alt):
         node.alts = [without_lookaheads(a) for a in node.alts]
     elif isinstance(node, Rep):

@@ -9,11 +9,12 @@ Anchors at the edges of a whole-output regex (`^...$`) mean nothing there and ar
 Characters are written in the target's own syntax, as its real parsers read them back (checked
 against xgrammar's, llguidance's and the lark library's in tests/test_convert_roundtrip.py):
 GBNF has no `\\-` or `\\^` (llama.cpp and llguidance refuse them), and xgrammar reads every
-hex digit after `\\x` (`\\x2D0` is U+02D0), so `-` goes raw at the end of a class, `^` raw
-where it cannot negate, and a hex digit right after a `\\x` escape is escaped too; llguidance's
-GBNF reader garbles `\\u`/`\\U`, so non-ASCII characters are written as themselves. Lark
-strings take `\\u` with four digits everywhere (xgrammar refuses `\\x` and `\\U` there), its
-regex classes a backslash before each of `\\ ] [ ^ - /`.
+hex digit after `\\x` (`[\\x2D0-9]` is U+02D0 to 9 there), so `-` goes raw at the end of a
+class and a hex digit right after a `\\x` escape is escaped too; llguidance's GBNF reader
+garbles `\\u`/`\\U`, so non-ASCII characters are written as themselves. Lark strings take
+`\\u` with four digits everywhere (xgrammar refuses `\\x` and `\\U` there), regex classes a
+backslash before each of `\\ ] [ ^ - /`. In both, `^` never opens a class: xgrammar's Lark
+regexes read `[\\^` and `[\\x5E` as a negation, so it goes last, and alone it is the string "^".
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class Printer:
         empty = '""' if self.dialect == "gbnf" else ""
         if not isinstance(node, Alt):
             return self.node(node, top=True) or empty
-        return " | ".join(dict.fromkeys(self.node(a) or empty for a in node.alts)).strip()
+        return " | ".join(self.node(a) or empty for a in node.alts).strip()
 
     def node(self, node: Node, top: bool = False) -> str:
         if isinstance(node, Alt):
@@ -79,23 +80,32 @@ class Printer:
     def alt(self, node: Alt, top: bool) -> str:
         printed = [self.node(a) for a in node.alts]
         nonempty = list(dict.fromkeys(p for p in printed if p))
-        if len(nonempty) < len(printed):  # an empty alternative: the rest is optional
+        if "" in printed:  # an empty alternative: the rest is optional
             if not nonempty:
                 return ""
             kept = [a for a, p in zip(node.alts, printed) if p]
-            if len(nonempty) == 1 and _atomic(kept[0]):
-                return nonempty[0] + "?"
+            if len(nonempty) == 1:  # through rep(), so that `"" | x+` is `x*`
+                return self.rep(Rep(node.pos, kept[0], 0, 1))
             return f"({' | '.join(nonempty)})?"
         joined = " | ".join(printed)
         return joined if top or len(printed) == 1 else f"({joined})"
 
     def rep(self, node: Rep) -> str:
-        inner = self.node(node.body, top=True)
-        if not inner or node.max == 0:
+        lo, hi, body = node.min, node.max, node.body
+        # llguidance's GBNF reader drops the parentheses of a repetition's repetition (`(x+)?`
+        # becomes `x+?`, an error): `(x+)?` is written `x*`, `(x{1})?` `x?`, `(x{2,3})?` `(x{2,3} | "")`
+        while isinstance(body, Rep) and (body.min, body.max) == (1, 1):
+            body = body.body
+        while isinstance(body, Rep) and (lo, hi) in _OPERATORS and (body.min, body.max) in _OPERATORS:
+            lo, hi = lo * body.min, None if hi is None or body.max is None else 1
+            body = body.body
+        inner = self.node(body, top=True)
+        if not inner or hi == 0:
             return ""
-        if not _atomic(node.body):
+        if self.dialect == "gbnf" and isinstance(body, Rep) and (lo, hi) == (0, 1):
+            return f'({inner} | "")'
+        if not _atomic(body):
             inner = f"({inner})"
-        lo, hi = node.min, node.max
         if (lo, hi) in ((0, None), (1, None), (0, 1)):
             return inner + {(0, None): "*", (1, None): "+", (0, 1): "?"}[(lo, hi)]
         if self.dialect == "gbnf":
@@ -116,6 +126,11 @@ class Printer:
             if self.dialect == "gbnf":
                 return "."
             negated, ranges = False, [(0, _MAX_CP)]
+        if not negated and ranges and ranges[0][0] == _CARET:  # first, `^` would negate: it goes last
+            if ranges == [(_CARET, _CARET)]:  # alone: xgrammar's Lark regexes read `[\^` and `[\x5E` as `[^`
+                return self.string("^")
+            lo, hi = ranges.pop(0)
+            ranges = ([(lo + 1, hi)] if hi > lo else []) + ranges + [(_CARET, _CARET)]
         if self.dialect == "gbnf":
             return _gbnf_class(ranges, negated)
         items = [
@@ -125,9 +140,12 @@ class Printer:
 
 
 def _names(names: list[str], root: str, dialect: str) -> dict[str, str]:
-    """Source names -> unique target names; the source's root becomes the target's root name."""
+    """Source names -> unique target names; the source's root becomes the target's root name.
+    GBNF names are unique as llguidance's reader sees them too: it renames `-` to `_`, `fooBar` to
+    `foo_bar`, changes case and `root` to `start` (so `TEXT` and `text` would collide there)."""
     out: dict[str, str] = {}
-    used: set[str] = set()
+    key = _llguidance_name if dialect == "gbnf" else str
+    used: set[str] = {"start"} if dialect == "gbnf" else set()
     for name in sorted(dict.fromkeys(names), key=lambda n: n != root):  # the root claims its name first
         if name == root:
             base = ROOTS[dialect]
@@ -137,11 +155,15 @@ def _names(names: list[str], root: str, dialect: str) -> dict[str, str]:
         else:
             base = re.sub(r"[^A-Za-z0-9_-]", "_", name).lstrip("_") or "r"
         candidate, n = base, 1
-        while candidate in used:
+        while key(candidate) in used:
             candidate, n = f"{base}_{n}", n + 1
-        used.add(candidate)
+        used.add(key(candidate))
         out[name] = candidate
     return out
+
+
+def _llguidance_name(name: str) -> str:
+    return re.sub(r"([a-z])([A-Z])", r"\1_\2", name.replace("-", "_")).lower()
 
 
 def _atomic(node: Node) -> bool:
@@ -163,17 +185,18 @@ def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
+_OPERATORS = ((0, None), (1, None), (0, 1))  # *, +, ?
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_GBNF_CLASS = "\\]["
 _LARK_CLASS = "\\][^-/"
 _DASH, _CARET = 0x2D, 0x5E
 
 
-def _gbnf_chars(parts: list, special: str, *, hex_first: bool = False) -> str:
+def _gbnf_chars(parts: list, special: str) -> str:
     """Code points (ints) and syntax (strs, written as they are) as GBNF text: a backslash before
-    `special`, `\\n \\r \\t`, `\\xHH` for other ASCII controls (and the first code point, with
-    `hex_first`) and for a hex digit right after such an escape (xgrammar would read it as part of
-    the escape), everything else as itself."""
+    `special`, `\\n \\r \\t`, `\\xHH` for other ASCII controls and for a hex digit right after
+    such an escape (xgrammar would read it as part of the escape), everything else as itself."""
     out: list[str] = []
     after_hex = False
     for part in parts:
@@ -182,8 +205,7 @@ def _gbnf_chars(parts: list, special: str, *, hex_first: bool = False) -> str:
             after_hex = False
             continue
         ch = chr(part)
-        hexed = hex_first or (after_hex and ch in _HEX_DIGITS) or ((part < 32 or part == 127) and ch not in _NAMED)
-        hex_first = False
+        hexed = (after_hex and ch in _HEX_DIGITS) or ((part < 32 or part == 127) and ch not in _NAMED)
         if hexed:
             out.append(f"\\x{part:02X}")
         elif ch in special:
@@ -199,23 +221,19 @@ def _gbnf_chars(parts: list, special: str, *, hex_first: bool = False) -> str:
 
 
 def _gbnf_class(ranges: list[tuple[int, int]], negated: bool) -> str:
-    """`[...]` where llama.cpp, xgrammar and llguidance read the same set: `-` raw and last (cut
-    out of the ranges that hold it), `^` not first unless it negates (`\\x5E` when it is alone)."""
-    items: list[tuple[int, int]] = []
+    """`[...]` where llama.cpp, xgrammar and llguidance read the same set: `-` raw and last, cut
+    out of the ranges that hold it (`\\-` is an error to llama.cpp and llguidance)."""
+    parts: list = []
     dash = False
     for lo, hi in ranges:
         if lo <= _DASH <= hi:
             dash = True
-            items += [r for r in ((lo, _DASH - 1), (_DASH + 1, hi)) if r[0] <= r[1]]
+            pieces = [r for r in ((lo, _DASH - 1), (_DASH + 1, hi)) if r[0] <= r[1]]
         else:
-            items.append((lo, hi))
-    if not negated and len(items) > 1 and items[0][0] == _CARET:
-        items.append(items.pop(0))
-    parts: list = []
-    for lo, hi in items:
-        parts += [lo] if lo == hi else [lo, "-", hi]
-    caret_first = not negated and bool(items) and items[0][0] == _CARET
-    body = _gbnf_chars(parts + (["-"] if dash else []), "\\][", hex_first=caret_first)
+            pieces = [(lo, hi)]
+        for a, b in pieces:
+            parts += [a] if a == b else [a, "-", b]
+    body = _gbnf_chars(parts + (["-"] if dash else []), _GBNF_CLASS)
     return f"[{'^' if negated else ''}{body}]"
 
 
