@@ -175,25 +175,22 @@ def test_an_unwritable_cache_folder_turns_the_cache_off_with_one_notice(run_cli,
 
 
 def test_concurrent_writers_never_leave_a_mixed_file(tmp_path):
-    from sgcli.cache.paths import atomic_write
+    """Four writer processes of their own (not forks of this test process, whose large heap each
+    fork's garbage collector would copy page by page) and a reader racing them."""
+    import subprocess
+    import sys
 
     target = tmp_path / "entry"
     payloads = [bytes([65 + i]) * 200_000 for i in range(4)]
-    pids = []
-    for payload in payloads:
-        pid = os.fork()
-        if pid == 0:
-            try:
-                for _ in range(30):
-                    atomic_write(target, payload)
-            finally:
-                os._exit(0)
-        pids.append(pid)
-    for _ in range(300):  # read while they write: always one writer's whole payload
+    script = (
+        "import sys; from pathlib import Path; from sgcli.cache.paths import atomic_write\n"
+        "for _ in range(30): atomic_write(Path(sys.argv[1]), bytes([int(sys.argv[2])]) * 200_000)"
+    )
+    writers = [subprocess.Popen([sys.executable, "-c", script, str(target), str(65 + i)]) for i in range(4)]
+    while any(w.poll() is None for w in writers):  # read while they write: always one writer's whole payload
         if target.exists():
             assert target.read_bytes() in payloads
-    for pid in pids:
-        os.waitpid(pid, 0)
+    assert [w.returncode for w in writers] == [0, 0, 0, 0]
     assert target.read_bytes() in payloads
     assert [p.name for p in tmp_path.iterdir()] == ["entry"]  # no temporary file left behind
 

@@ -257,7 +257,9 @@ def _load(backend, key, header, payload, spec, vocab, notes) -> Compiled | None:
 
 def _store(backend, key: str, compiled: Compiled) -> tuple[bool, str | None]:
     """Serialize, trial-load and write the entry in a bounded child; else write a skip entry."""
-    budget = max(MIN_STORE_BUDGET_S, compiled.compile_s)
+    # twice the compile: the fork, serialize and trial load of a loaded machine can outrun one compile
+    # time, and a store happens once per grammar (what decides is the load against the compile, below)
+    budget = max(MIN_STORE_BUDGET_S, 2 * compiled.compile_s)
 
     def attempt() -> dict:
         data = compiled.serialize()
@@ -289,7 +291,7 @@ def _store(backend, key: str, compiled: Compiled) -> tuple[bool, str | None]:
 
 def _store_limit_reason(hit: LimitHit, budget: float) -> str:
     if hit.kind == "time":
-        return f"serializing took longer than the compile ({budget * 1000:.0f} ms)"
+        return f"serializing took longer than twice the compile ({budget * 1000:.0f} ms)"
     if hit.kind == "memory":
         return f"serializing needed more than --compile-memory {current_limits().memory_mb} MB"
     return f"serializing failed: {hit.detail}"
