@@ -394,11 +394,11 @@ def main(argv: list[str] | None = None) -> None:
             run = run_generate([*cmd, "--output", str(out), "--force"], out)
             sides[name].append(run)
             loads.append({"round": r + 1, "side": name, "load_before": run.load_before, "load_after": run.load_after})
-            tokens = sum(rec["usage"]["completion_tokens"] or 0 for rec in run.records)
+            s = side_stats([run])
             print(
-                f"round {r + 1} {name:6s}: {tokens} tokens in {run.wall_s:.1f} s = {tokens / run.wall_s:.1f} tok/s "
-                f"(batch {_fmt(run.batch_s, ' s')}), {sum(rec['valid'] is True for rec in run.records)}/"
-                f"{len(run.records)} valid; load {run.load_before:.2f} -> {run.load_after:.2f}",
+                f"round {r + 1} {name:6s}: {s['completion_tokens']} tokens in {run.wall_s:.2f} s = {_fmt(s['tok_s'])} "
+                f"tok/s (batch {_fmt(run.batch_s, ' s')}), {s['valid']}/{s['requests']} valid; "
+                f"load {run.load_before:.2f} -> {run.load_after:.2f}",
                 file=log,
                 flush=True,
             )

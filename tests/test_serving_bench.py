@@ -165,3 +165,13 @@ def test_bad_arguments_exit_2_before_anything_runs(tmp_path):
     assert done.returncode == 2 and "no constraint" in done.stderr
     done = _script("--input", str(good), "--schema", str(tmp_path / "absent.json"))
     assert done.returncode == 2 and "absent.json" in done.stderr
+
+
+def test_old_invocation_still_means_the_built_in_batch_and_regex():
+    args = bench.parse_args(["--base-url", "http://127.0.0.1:8765", "--requests", "8", "--concurrency", "4"])
+    n, constraint = bench.validate(args)
+    assert n == 8 and constraint == ["--regex", bench.DEFAULT_REGEX]
+    args = bench.parse_args(["--regex", "[0-9]+", "--", "--temperature", "0.7"])
+    assert bench.validate(args)[1] == ["--regex", "[0-9]+"] and args.passthrough == ["--temperature", "0.7"]
+    with pytest.raises(bench.BadInput, match="--engine sglang needs --base-url"):
+        bench.validate(bench.parse_args(["--engine", "sglang"]))
