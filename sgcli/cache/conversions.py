@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sgcli.cache.paths import notify, sampled_digest
+from sgcli.cache.paths import atomic_write, notify, sampled_digest
 from sgcli.errors import UserError
 
 MANIFEST = "sgcli-converted.json"
@@ -65,6 +65,7 @@ def problem(folder: Path) -> str | None:
         return f"its manifest {MANIFEST} is unreadable"
     if not files:
         return "its manifest lists no files"
+    rehashed = False
     for name, want in files.items():
         path = folder / name
         try:
@@ -76,9 +77,20 @@ def problem(folder: Path) -> str | None:
         if st.st_mtime_ns != want.get("mtime_ns"):  # touched since it was written: every byte is checked
             if _full_digest(path) != want.get("sha256"):
                 return f"{name} was modified after it was written (full checksum mismatch)"
+            want["mtime_ns"], rehashed = st.st_mtime_ns, True
         elif sampled_digest(path) != want.get("sampled"):
             return f"{name} has changed since it was written (checksum mismatch)"
+    if rehashed:  # every byte matched: the next run takes the cheap check (else it re-hashes every time)
+        _rewrite_manifest(folder, manifest)
     return None
+
+
+def _rewrite_manifest(folder: Path, manifest: dict) -> None:
+    """The manifest with the mtimes a full check has just confirmed; a cache it cannot write keeps the old one."""
+    try:
+        atomic_write(folder / MANIFEST, json.dumps(manifest, indent=1).encode("utf-8"))
+    except OSError:
+        pass
 
 
 def usable(out: Path, what: str) -> bool:
