@@ -299,6 +299,8 @@ def test_cli_batch_sizes_give_the_same_records(run_cli, tmp_path):
         result = run_cli("generate", "--regex", "[0-9]{1,3}", "--input", batch, "--batch-size", size, "--threads", 1)
         outs[size] = [json.loads(line) for line in result.stdout.splitlines()]
         assert result.exit_code == 1, result.output  # the bad line is an invalid record, not a crash
+        how = "batch 3, 1 thread" if size == 3 else "one request at a time, 1 thread"
+        assert f"tok/s) · {how}" in result.stderr, result.stderr  # the summary says what the batch ran with
     assert [r["id"] for r in outs[3]] == ["q0", "bad", "q1", "q2", "q3", "q4"]
     assert [_comparable(r) for r in outs[3]] == [_comparable(r) for r in outs[1]]
     assert all(r["valid"] for r in outs[3] if r["id"] != "bad")

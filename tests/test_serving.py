@@ -471,6 +471,7 @@ def test_bad_lines_are_listed_by_file_line_and_the_rest_answered(run_cli, tmp_pa
     errors = [r for r in records if r["finish_reason"] == "error"]
     assert len(errors) == 7 and all(r["valid"] is None and r["unchecked"] for r in errors)
     assert "10 records: 3 valid, 0 invalid, 7 errors" in result.stderr
+    assert "tok/s) · 4 concurrent requests" in result.stderr  # the client's default concurrency, said
     listed = [line.strip() for line in result.stderr.splitlines() if line.strip().startswith("✗")]
     assert [line.startswith(f"✗ {prompts}:{n}:") for n, line in zip(range(2, 7), listed)] == [True] * 5, listed
     assert "invalid JSON" in listed[0] and "'prompt' must be a string" in listed[1]

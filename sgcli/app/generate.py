@@ -44,6 +44,11 @@ class Runner(Protocol):
         """A record for every item, `put(index, record)` as each is done (in any order)."""
         ...
 
+    def how(self) -> str:
+        """What a batch ran with, for its summary line: rows decoded together and threads, or the server's
+        concurrency (defaults are measured per machine: the user sees which applied)."""
+        ...
+
 
 def run_generate(request: GenerateRequest, reporter: Reporter) -> int:
     """Run `request`; returns the exit code (0 no output invalid, 1 some output invalid or failed)."""
@@ -95,7 +100,7 @@ def run_batch(runner: Runner, batch: tuple[list[bytes], str], writer: RecordWrit
     items = list(read_requests(*batch))
     _warn_duplicates(items, writer.resume, reporter)
     todo = [item for item in items if not writer.skip(item.id)]  # --resume: ids already answered
-    tally = Tally()
+    tally = Tally(runner.how())
     ordered = OrderedWriter(None, lambda record, _: writer.write(record))
     with _sigterm_interrupts(), reporter.counter(runner.title, len(todo)) as advance:
 

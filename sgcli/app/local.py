@@ -102,6 +102,12 @@ class LocalRunner:
             return self.session.batch(requests, size)
         return (run_checked(self.session, r) for r in requests)
 
+    def how(self) -> str:
+        size = self.batch_size if self.batch_size > 1 and not self.session.batch_unsupported() else 1
+        threads = self.session.lm.threads
+        rows = f"batch {size}" if size > 1 else "one request at a time"
+        return rows + (f", {threads} thread{'s' if threads != 1 else ''}" if threads else "")
+
     def _bad_line_record(self, item: BadLine) -> dict:
         return self.session.error_record(None, [f"{item.location}: {item.message}"], rid=item.id)
 

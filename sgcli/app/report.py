@@ -54,7 +54,8 @@ class Tally:
     """How a batch's records fared and how fast: the line a batch ends with, its first errors (each at
     its --input file:line), and its exit code."""
 
-    def __init__(self) -> None:
+    def __init__(self, how: str = "") -> None:
+        self.how = how  # how the batch ran ("batch 32, 2 threads"; "vllm, 4 concurrent"), said at the end
         self.start = time.perf_counter()
         self.n = self.valid = self.invalid = self.unchecked = self.errors = self.tokens = 0
         self.failed = 0  # records that are invalid or errors: exit 1
@@ -81,5 +82,5 @@ class Tally:
         unchecked = f", {self.unchecked} unchecked" if self.unchecked else ""
         return (
             f"{self.n} records: {self.valid} valid, {self.invalid} invalid{unchecked}, {self.errors} errors · "
-            f"{self.tokens} tokens in {elapsed:.1f} s ({rate})"
+            f"{self.tokens} tokens in {elapsed:.1f} s ({rate})" + (f" · {self.how}" if self.how else "")
         )

@@ -23,6 +23,7 @@ class ServerRunner:
     def __init__(self, request: GenerateRequest, dialect: Dialect):
         server, prompting = request.server, request.prompt_options
         self.title = f"generating on {server.engine}"
+        self.concurrency = server.client.concurrency
         self.job = runner.EngineJob(
             server.engine,
             dialect,
@@ -39,3 +40,6 @@ class ServerRunner:
 
     def run_batch(self, items: list[Request | BadLine], put: Callable[[int, dict], None]) -> None:
         runner.run_batch(self.job, items, put)
+
+    def how(self) -> str:
+        return f"{self.concurrency} concurrent request{'s' if self.concurrency != 1 else ''}"
