@@ -39,13 +39,15 @@ endif
 demo: setup
 	@$(SGCLI) generate --schema examples/capital.json "What is the capital of France?"
 
-# A newcomer's first check: everything but the real default model (`model`), the wheel test
-# (`slow`) and the vLLM server (`engine`); a tiny random model with the real tokenizer stands in.
+# A newcomer's first check (under 5 minutes on 2 cores): everything but the real default model
+# (`model`), the wheel test and the few tests over ~8 s each (`slow`) and the vLLM server (`engine`);
+# a tiny random model with the real tokenizer stands in. The slowest tests are listed at the end.
 test: setup
-	$(PY) -m pytest -q -m "not engine and not slow and not model"
+	$(PY) -m pytest -q -m "not engine and not slow and not model" --durations=10
 
-# The slow stage (CI runs it): the real embedded model, and the light core from a built wheel in a
-# fresh venv without extras (tests/test_light_install.py; pip downloads the core dependencies).
+# The slow stage (CI runs it): the real embedded model, the light core from a built wheel in a
+# fresh venv without extras (tests/test_light_install.py; pip downloads the core dependencies), and
+# the tests marked slow for their time alone.
 test-slow: setup
 	$(PY) -m pytest -q -m "(slow or model) and not engine"
 

@@ -171,6 +171,7 @@ def test_auto_stops_at_a_timeout_instead_of_moving_to_the_next_backend(smol_toke
     assert "with llguidance" in exc.value.message and exc.value.flag == "--compile-timeout"
 
 
+@pytest.mark.slow  # a fresh sgcli process that imports everything, then a compile held past a 5 s timeout
 def test_the_sgcli_process_compiles_on_its_main_thread_and_ends_at_the_timeout(tmp_path):
     """No hand-off to a compile thread in the real process (it cost more than a small compile on a
     loaded machine); a compile that passes --compile-timeout there ends the run with exit 2."""

@@ -166,7 +166,7 @@ def test_gbnf_mistakes_are_positioned(run_cli, tmp_path, text, where, what):
         ("@json", "lark"),
         ("@arithmetic", "lark"),
         ("@csv", "gbnf"),
-        ("@sql", "lark"),
+        pytest.param("@sql", "lark", marks=pytest.mark.slow),  # 10-18 s of random walks: make test-slow
         ("@iso8601", "gbnf"),
         ("@iso8601", "lark"),
         ("@tool_call", "gbnf"),
