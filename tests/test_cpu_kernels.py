@@ -152,8 +152,9 @@ def test_the_float32_kernel_is_the_one_measured_faster(monkeypatch, slow):
     monkeypatch.setattr(cpu_kernels.F, "linear", product("torch"))
     monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", lambda w, rows: w.clone())
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", product("onednn"))
-    measure = cpu_kernels.packed_float32_wins.__wrapped__  # not the process's cached answer
-    assert measure(rows=4, inputs=256, outputs=512) is (slow == "torch")
+    measured = cpu_kernels.measure_packed_float32(rows=4, inputs=256, outputs=512)  # not the remembered answer
+    assert measured.wins is (slow == "torch")
+    assert (measured.candidate_s > measured.baseline_s) is (slow == "onednn")
 
 
 def test_packed_logits_are_the_same_weights_through_f_linear(bf16):
@@ -212,8 +213,8 @@ def test_the_wide_kernel_is_the_one_measured_faster(monkeypatch, slow):
         return out
 
     monkeypatch.setattr(cpu_kernels.F, "linear", product)
-    measure = cpu_kernels.bf16_beats_float32.__wrapped__  # not the process's cached answer
-    assert measure(rows=64, inputs=256, outputs=512) is (slow == torch.float32)
+    measured = cpu_kernels.measure_bf16_prefill(rows=64, inputs=256, outputs=512)  # not the remembered answer
+    assert measured.wins is (slow == torch.float32)
 
 
 @pytest.mark.parametrize(
@@ -272,3 +273,76 @@ def test_packed_runs_validate_and_the_record_names_the_kernel(run_cli, checkpoin
     for record in records:
         assert record["dtype"] == "bfloat16" and record["kernel"] == (bf16.kernel if PROBLEM is None else None)
         assert record["finish_reason"] == "stop" and record["valid"] is True, record
+
+
+# --- --kernel: pinned kernels and probes remembered per machine ---
+
+
+def test_two_pinned_float32_kernels_give_the_same_greedy_output_and_say_which_ran(checkpoint, smol_tokenizer):
+    """The same request under `--kernel torch` and `--kernel onednn-f32`: float32 sums in another
+    order, so the logits agree to float32's last bits and the greedy tokens are the same; the
+    loaded model names the kernel that ran (None: torch's own)."""
+    assert cpu_kernels.onednn_problem() is None  # the pinned torch 2.13.0 CPU build has oneDNN
+    ids = torch.tensor([[5, 17, 900, 42, 7, 7, 3000, 11]])
+    runs = {}
+    for kernel in ("torch", "onednn-f32"):
+        lm = load_model(resolve_model(str(checkpoint)), device="cpu", dtype="float32", impl="native", kernel=kernel)
+        assert lm.kernel == (None if kernel == "torch" else cpu_kernels.F32_KERNEL)
+        assert any(linear.packed is not None for linear in _linears(lm)) is (kernel != "torch")
+        with torch.inference_mode():
+            tokens = ids
+            for _ in range(8):  # passes of 2 to 8 rows after the first: the packed kernel's own range
+                logits = lm.model(input_ids=tokens[:, -4:]).logits
+                tokens = torch.cat([tokens, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+        runs[kernel] = (logits, tokens)
+    (a_logits, a_tokens), (b_logits, b_tokens) = runs.values()
+    assert torch.equal(a_tokens, b_tokens)
+    assert torch.allclose(a_logits, b_logits, rtol=1e-4, atol=1e-4 * a_logits.abs().max().item())
+
+
+@pytest.mark.parametrize(
+    ("kernel", "dtype", "message"),
+    [
+        ("onednn-bf16", "float32", "it runs bfloat16 weights and these are float32"),
+        ("onednn-f32", "bfloat16", "it runs float32 weights and these are bfloat16"),
+    ],
+)
+def test_a_pinned_kernel_that_cannot_run_is_exit_2_saying_why(checkpoint, kernel, dtype, message):
+    from sgcli.errors import UserError
+
+    with pytest.raises(UserError) as exc:
+        load_model(resolve_model(str(checkpoint)), device="cpu", dtype=dtype, impl="native", kernel=kernel)
+    assert exc.value.message == f"--kernel {kernel} cannot run here: {message}" and "--kernel auto" in exc.value.hint
+
+
+def test_the_cli_refuses_an_unknown_kernel_before_loading(run_cli):
+    result = run_cli("generate", "--kernel", "onednn", "--regex", "a", "hi")
+    assert result.exit_code == 2 and "onednn-f32" in result.output and "Traceback" not in result.output
+
+
+def test_a_probe_is_measured_once_per_machine_and_remembered(tmp_path, monkeypatch):
+    """The first process on a machine measures; later ones read the verdict (so a near tie cannot
+    flip with the load between runs); a damaged file is said and measured again."""
+    from sgcli.engine import kernel_probes
+    from sgcli.engine.kernel_probes import Measured
+
+    monkeypatch.setenv("SGCLI_CACHE_DIR", str(tmp_path))
+    measured = []
+
+    def measure():
+        measured.append(1)
+        return Measured(True, 1.0, 2.0)
+
+    probe = cpu_kernels.machine_probe("test-probe")(measure)
+    assert probe() is True and measured == [1]
+    probe.cache_clear()  # a new process: the answer comes from the file
+    assert probe() is True and measured == [1]
+    path = tmp_path / "kernels" / kernel_probes.FILE
+    entry = json.loads(path.read_text())["machines"]
+    (machine,) = entry
+    assert "thread" in machine and entry[machine]["test-probe"]["candidate_s"] == 1.0
+    path.write_text("{not json")
+    probe.cache_clear()
+    with pytest.warns(UserWarning, match=r"kernel probe file .*cpu-kernels.json is unreadable"):
+        assert probe() is True
+    assert measured == [1, 1] and json.loads(path.read_text())["format"] == kernel_probes.FORMAT

@@ -25,6 +25,7 @@ class ModelOptions:
     device_map: str | None = None
     gguf_file: str | None = None
     model_impl: str = "auto"
+    kernel: str = "auto"
 
     def check(self) -> None:
         """The model flags in range (a device this machine has, a readable --device-map), or exit 2;
@@ -42,6 +43,7 @@ class ModelOptions:
             "--device-map": self.device_map,
             "--gguf-file": self.gguf_file,
             "--model-impl": None if self.model_impl == "auto" else self.model_impl,
+            "--kernel": None if self.kernel == "auto" else self.kernel,
         }
 
     def ref(self):
@@ -68,4 +70,5 @@ class ModelOptions:
             threads=self.threads,
             device_map=device_map,
             impl=self.model_impl,
+            kernel=self.kernel,
         )

@@ -20,7 +20,7 @@ from sgcli.app.model import ModelOptions
 from sgcli.batch.requests import PromptOptions
 from sgcli.batch.sampling import SamplingParams
 from sgcli.cli.flag_groups import takes
-from sgcli.engine.flags import DEVICES, json_object, parse_device
+from sgcli.engine.flags import DEVICES, KERNELS, json_object, parse_device
 from sgcli.errors import UserError
 
 
@@ -35,6 +35,9 @@ class ModelImpl(str, Enum):
     auto = "auto"
     native = "native"
     transformers = "transformers"
+
+
+Kernel = Enum("Kernel", {name.replace("-", "_"): name for name in KERNELS}, type=str)  # --kernel's choices
 
 
 def device_option(value: str) -> str:
@@ -140,6 +143,18 @@ ModelImplOpt = Annotated[
         rich_help_panel=_MODEL,
     ),
 ]
+KernelOpt = Annotated[
+    Kernel,
+    typer.Option(
+        "--kernel",
+        envvar="SGCLI_KERNEL",
+        help="The CPU kernel of the native forward's matrix products. auto: the fastest this machine measured "
+        "(measured once per machine and remembered in the cache, so outputs do not change with load); torch: "
+        "torch's own; onednn-f32, onednn-bf16[-prefill|-amx]: oneDNN's packed kernels (exit 2 where they cannot "
+        "run). The record's kernel says which ran.",
+        rich_help_panel=_MODEL,
+    ),
+]
 
 
 MODEL_FLAGS = {
@@ -152,6 +167,7 @@ MODEL_FLAGS = {
     "device_map": (DeviceMapOpt, None),
     "gguf_file": (GgufFileOpt, None),
     "model_impl": (ModelImplOpt, ModelImpl.auto),
+    "kernel": (KernelOpt, Kernel.auto),
 }
 
 

@@ -9,21 +9,31 @@ few positions a row in bfloat16 runs as two matrix products and a softmax (`atte
 row takes the fused kernel where `single_row_sdpa_wins` measures it faster). float32
 products of a few rows (drafts, batch steps) take oneDNN's packed float32 kernel where it
 measures faster than torch's own (`packed_float32_wins`; on a CPU without bf16 units).
+
+Each measured choice is measured once per machine and remembered (`sgcli.engine.kernel_probes`),
+so a near tie cannot flip between runs with the machine's load; `--kernel` (`pack`'s `choice`)
+pins the products' kernel outright.
 """
 
 from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-BF16_KERNEL = "onednn-bf16"  # packed bfloat16 products; prefills widened to float32
-AMX_KERNEL = "onednn-bf16-amx"  # packed bfloat16 products; prefills through torch's bfloat16 kernel on AMX tiles
-# packed bfloat16 products; prefills through torch's bfloat16 kernel, measured faster than float32 on this CPU
-PREFILL_BF16_KERNEL = "onednn-bf16-prefill"
+from sgcli.engine import kernel_probes
+from sgcli.engine.flags import AMX_KERNEL, BF16_KERNEL, F32_KERNEL, PREFILL_BF16_KERNEL, TORCH_KERNEL
+from sgcli.engine.kernel_probes import Measured
+from sgcli.errors import UserError
+
+# The kernels (names in sgcli.engine.flags, which --kernel reads without torch): BF16_KERNEL packs
+# bfloat16 products and widens prefills to float32; AMX_KERNEL packs them and runs prefills through
+# torch's bfloat16 kernel on AMX tiles; PREFILL_BF16_KERNEL packs them and runs prefills through
+# torch's bfloat16 kernel, measured faster than float32 on this CPU; F32_KERNEL below.
 # From this many rows (tokens in one pass) the packed kernel is no longer the fastest for
 # SmolLM2's matrices (one thread), and widening the weight to float32 for that one call wins:
 # measured on an Intel Xeon with AVX-512 BF16 only, the crossover lay between 64 and 128 rows,
@@ -37,7 +47,7 @@ WIDE_ROWS = 128
 # EPYC (Zen 5, AVX-512 BF16, no AMX) both bfloat16 kernels ran ~400 GFLOP/s from 128 rows on,
 # float32 88, and that prefill took 869 against 2831 ms (docs/performance.md, "AMX", "Zen 5").
 WIDE_ROWS_BF16 = 512
-F32_KERNEL = "onednn-f32"  # float32 products of 2 to FEW_ROWS rows through oneDNN's packed float32 kernel
+# F32_KERNEL: float32 products of 2 to FEW_ROWS rows through oneDNN's packed float32 kernel.
 # float32 passes of 2 to this many rows (a draft, a batch step) take the packed float32 kernel where
 # it is the faster. Measured on an AMD EPYC (Zen 3, AVX2, no bf16 units), one thread: SmolLM2's
 # 576 -> 3072 product at 2 / 4 / 16 / 32 / 64 rows took 0.317 / 0.455 / 0.911 / 1.584 / 2.989 ms
@@ -67,8 +77,23 @@ def _best_cpu_time(product, repeats: int, calls: int = 1) -> float:
     return min(times)
 
 
-@functools.cache
-def bf16_beats_float32(rows: int = 256, inputs: int = 1024, outputs: int = 2048, repeats: int = 3) -> bool:
+def machine_probe(name: str) -> Callable[[Callable[[], Measured]], Callable[[], bool]]:
+    """A probe answered once a process (`functools.cache`), from the machine's remembered measurement
+    (`kernel_probes.remembered`) where there is one; `measure_...` functions take the measurement itself."""
+
+    def decorate(measure: Callable[[], Measured]) -> Callable[[], bool]:
+        @functools.cache
+        def probe() -> bool:
+            machine = kernel_probes.machine_id(torch.get_num_threads(), torch.__version__)
+            return kernel_probes.remembered(name, measure, machine)
+
+        probe.__doc__ = measure.__doc__
+        return probe
+
+    return decorate
+
+
+def measure_bf16_prefill(rows: int = 256, inputs: int = 1024, outputs: int = 2048, repeats: int = 3) -> Measured:
     """Whether torch's bfloat16 product of a wide pass (`rows` tokens, a weight of `outputs` x
     `inputs`) takes less CPU time on this CPU than widening both to float32, as prefills do
     otherwise (best of `repeats`; measured once a process, on a fixed shape: it is the CPU's
@@ -81,11 +106,14 @@ def bf16_beats_float32(rows: int = 256, inputs: int = 1024, outputs: int = 2048,
     x = torch.linspace(1, -1, rows * inputs).view(rows, inputs).bfloat16()
     with torch.inference_mode():
         bf16 = _best_cpu_time(lambda: F.linear(x, weight), repeats)
-        return bf16 < _best_cpu_time(lambda: F.linear(x.float(), weight.float()), repeats)
+        wide = _best_cpu_time(lambda: F.linear(x.float(), weight.float()), repeats)
+        return Measured(bf16 < wide, bf16, wide)
 
 
-@functools.cache
-def packed_float32_wins(rows: int = 4, inputs: int = 576, outputs: int = 3072, repeats: int = 3) -> bool:
+bf16_beats_float32 = machine_probe("bf16-prefill")(measure_bf16_prefill)
+
+
+def measure_packed_float32(rows: int = 4, inputs: int = 576, outputs: int = 3072, repeats: int = 3) -> Measured:
     """Whether oneDNN's packed float32 product of a few rows (`rows`, a weight of `outputs` x
     `inputs`) takes less CPU time on this CPU than torch's own, by a tenth at least (best of
     `repeats` of 10 calls; measured once a process, ~0.2 s, most of it oneDNN's first call, which
@@ -95,7 +123,7 @@ def packed_float32_wins(rows: int = 4, inputs: int = 576, outputs: int = 3072, r
     1.2-1.7x slower than oneDNN's packed kernel, and on other CPUs need not. The tenth keeps a
     near tie from flipping with load."""
     if onednn_problem() is not None:
-        return False
+        return Measured(False, float("inf"), 0.0)
     weight = torch.linspace(-1, 1, outputs * inputs).view(outputs, inputs)
     x = torch.linspace(1, -1, rows * inputs).view(rows, inputs)
     with torch.inference_mode():
@@ -103,7 +131,11 @@ def packed_float32_wins(rows: int = 4, inputs: int = 576, outputs: int = 3072, r
         onednn = _best_cpu_time(
             lambda: torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [None], ""), repeats, 10
         )
-        return onednn < 0.9 * _best_cpu_time(lambda: F.linear(x, weight), repeats, 10)
+        mkl = _best_cpu_time(lambda: F.linear(x, weight), repeats, 10)
+        return Measured(onednn < 0.9 * mkl, onednn, mkl)
+
+
+packed_float32_wins = machine_probe("packed-float32")(measure_packed_float32)
 
 
 def onednn_problem() -> str | None:
@@ -175,11 +207,13 @@ class Linear(nn.Module):
         return F.linear(x, self.weight, self.bias)
 
 
-def pack(linears: list[Linear], probe_with: Linear) -> str | None:
+def pack(linears: list[Linear], probe_with: Linear, choice: str = "auto") -> str | None:
     """Give `linears` oneDNN's prepacked kernel for their dtype, checked on `probe_with` (one of
-    them); returns its name, or None (products stay `F.linear`) where it does not apply: another
-    dtype or device, a torch or CPU without oneDNN's bfloat16 support (`bf16_kernel_problem`),
-    float32 where oneDNN measures no faster (`packed_float32_wins`), or copies that would not fit.
+    them); returns its name, or None (products stay `F.linear`). With `choice` "auto", where it does
+    not apply: another dtype or device, a torch or CPU without oneDNN's bfloat16 support
+    (`bf16_kernel_problem`), float32 where oneDNN measures no faster (`packed_float32_wins`), or
+    copies that would not fit. Any other `choice` (`--kernel`) is that kernel or exit 2 saying why
+    it cannot run here; "torch" packs nothing.
 
     Why: torch's `F.linear` in bfloat16 on a CPU does not reach the bf16 dot-product units
     (AVX-512 BF16, AMX) for these shapes: measured on an Intel Xeon with avx512_bf16, a
@@ -191,22 +225,16 @@ def pack(linears: list[Linear], probe_with: Linear) -> str | None:
     passes of 2 to FEW_ROWS rows. The packed copies sit beside the weights (those matrices,
     twice), which the output head and `state_dict` still read."""
     weight = probe_with.weight
-    if weight.device.type != "cpu":
+    if choice == TORCH_KERNEL or (choice == "auto" and weight.device.type != "cpu"):
         return None
-    wide_bf16 = False
-    if weight.dtype == torch.bfloat16 and bf16_kernel_problem() is None:
-        chosen, amx = linears, amx_tiles()
-        wide_bf16 = amx or bf16_beats_float32()
-        name = AMX_KERNEL if amx else PREFILL_BF16_KERNEL if wide_bf16 else BF16_KERNEL
-        rows_hint, tolerance = 1, 2e-2  # bfloat16 keeps 8 bits of mantissa
-    elif weight.dtype == torch.float32 and packed_float32_wins():
-        chosen, name = [linear for linear in linears if linear.weight.numel() >= F32_PACK_MIN], F32_KERNEL
-        rows_hint, tolerance = 4, 1e-4  # float32 sums differ only in their order
-    else:
+    chosen, name, wide_bf16, rows_hint, tolerance = _plan(linears, weight, choice)
+    if not chosen:
         return None
     size = sum(linear.weight.numel() * linear.weight.element_size() for linear in chosen)
-    if not chosen or size > _available_memory() / 2:  # the copies would crowd out the KV cache: torch's kernel
-        return None
+    if size > _available_memory() / 2:  # the copies would crowd out the KV cache: torch's kernel
+        if choice == "auto":
+            return None
+        raise _cannot(choice, f"its packed copies ({size / 2**20:.0f} MB) would take over half the free memory")
     for linear in chosen:
         linear.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), rows_hint)
         linear.wide_bf16 = wide_bf16
@@ -219,8 +247,54 @@ def pack(linears: list[Linear], probe_with: Linear) -> str | None:
     if not torch.allclose(got, expected, rtol=tolerance, atol=tolerance * scale):
         for linear in chosen:  # a kernel that computes otherwise: not used
             linear.packed = None
+        if choice != "auto":
+            raise _cannot(choice, "its products disagree with torch's on a probe")
         return None
     return name
+
+
+def _plan(linears: list[Linear], weight: torch.Tensor, choice: str):
+    """(the linears to pack, the kernel's name, prefills in bfloat16, oneDNN's rows hint, the probe's
+    tolerance); no linears where "auto" finds nothing to pack. A pinned `choice` that cannot run on
+    this device, dtype, torch or CPU is exit 2."""
+    if weight.device.type != "cpu":
+        raise _cannot(choice, f"it is a CPU kernel and the model is on {weight.device.type}")
+    bf16_names = (BF16_KERNEL, PREFILL_BF16_KERNEL, AMX_KERNEL)
+    if choice in bf16_names or (choice == "auto" and weight.dtype == torch.bfloat16):
+        problem = bf16_kernel_problem()
+        if choice == "auto" and problem is not None:
+            return [], None, False, 1, 0.0
+        if weight.dtype != torch.bfloat16:
+            raise _cannot(choice, f"it runs bfloat16 weights and these are {str(weight.dtype).removeprefix('torch.')}")
+        if problem is not None:
+            raise _cannot(choice, problem)
+        if choice == AMX_KERNEL and not amx_tiles():
+            raise _cannot(choice, "this CPU has no AMX tiles")
+        if choice == "auto":
+            amx = amx_tiles()
+            wide = amx or bf16_beats_float32()
+            choice = AMX_KERNEL if amx else PREFILL_BF16_KERNEL if wide else BF16_KERNEL
+        wide_bf16 = choice in (AMX_KERNEL, PREFILL_BF16_KERNEL)
+        return linears, choice, wide_bf16, 1, 2e-2  # bfloat16 keeps 8 bits of mantissa
+    if weight.dtype != torch.float32:
+        if choice == "auto":
+            return [], None, False, 1, 0.0
+        raise _cannot(choice, f"it runs float32 weights and these are {str(weight.dtype).removeprefix('torch.')}")
+    if choice == "auto" and not packed_float32_wins():
+        return [], None, False, 1, 0.0
+    if (problem := onednn_problem()) is not None:
+        raise _cannot(choice, problem)
+    chosen = [linear for linear in linears if linear.weight.numel() >= F32_PACK_MIN]
+    if not chosen and choice != "auto":
+        raise _cannot(choice, f"no weight of this model has {F32_PACK_MIN:,} elements or more")
+    return chosen, F32_KERNEL, False, 4, 1e-4  # float32 sums differ only in their order
+
+
+def _cannot(choice: str, why: str) -> UserError:
+    return UserError(
+        f"--kernel {choice} cannot run here: {why}",
+        hint="use --kernel auto (what this machine measured fastest) or --kernel torch (torch's own products)",
+    )
 
 
 # Up to this many new positions a row, bfloat16 attention on a CPU runs as two matrix products
@@ -233,8 +307,7 @@ def pack(linears: list[Linear], probe_with: Linear) -> str | None:
 SHORT_QUERIES = 16
 
 
-@functools.cache
-def single_row_sdpa_wins(repeats: int = 3) -> bool:
+def measure_single_row_sdpa(repeats: int = 3) -> Measured:
     """Whether `scaled_dot_product_attention` in bfloat16 takes less CPU time here than the two
     products for one row (a single stream's step: 1 position over 128 columns, SmolLM2's 9 heads
     sharing 3; best of `repeats` of 20 calls, by a tenth at least; measured once a process, ~20 ms).
@@ -247,7 +320,11 @@ def single_row_sdpa_wins(repeats: int = 3) -> bool:
     k = torch.linspace(1, -1, 3 * 128 * 64).view(1, 3, 128, 64).bfloat16()
     with torch.inference_mode():
         fused = _best_cpu_time(lambda: F.scaled_dot_product_attention(q, k, k, enable_gqa=True), repeats, 20)
-        return fused < 0.9 * _best_cpu_time(lambda: _two_products(q, k, k, None, 128), repeats, 20)
+        products = _best_cpu_time(lambda: _two_products(q, k, k, None, 128), repeats, 20)
+        return Measured(fused < 0.9 * products, fused, products)
+
+
+single_row_sdpa_wins = machine_probe("single-row-sdpa")(measure_single_row_sdpa)
 
 
 def attend(

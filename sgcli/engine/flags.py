@@ -14,6 +14,14 @@ DEVICES = ("auto", "cpu", "cuda", "mps")  # and cuda:N
 _DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
 DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # accelerate's named placements
 
+# --kernel: the CPU kernel of the native forward's matrix products (sgcli.engine.cpu_kernels)
+TORCH_KERNEL = "torch"  # torch's own products (MKL in float32): nothing packed
+F32_KERNEL = "onednn-f32"  # float32: oneDNN's packed kernel for passes of a few rows
+BF16_KERNEL = "onednn-bf16"  # bfloat16: packed products, prefills widened to float32
+PREFILL_BF16_KERNEL = "onednn-bf16-prefill"  # bfloat16: packed products, prefills in torch's bfloat16
+AMX_KERNEL = "onednn-bf16-amx"  # bfloat16: packed products, prefills in torch's bfloat16 on AMX tiles
+KERNELS = ("auto", TORCH_KERNEL, F32_KERNEL, BF16_KERNEL, PREFILL_BF16_KERNEL, AMX_KERNEL)
+
 
 def parse_device(value: str) -> str:
     """The one reading of a device name (--device, and `load_model`'s `device`): one of DEVICES or

@@ -248,11 +248,11 @@ class NativeLlama(nn.Module):
     def dtype(self) -> torch.dtype:
         return self.lm_head.weight.dtype
 
-    def pack_for_cpu(self) -> str | None:
-        """Pack every matrix product but the embedding's lookup for the CPU (`cpu_kernels.pack`);
-        returns the kernel's name, or None where products stay torch's own."""
+    def pack_for_cpu(self, choice: str = "auto") -> str | None:
+        """Pack every matrix product but the embedding's lookup for the CPU (`cpu_kernels.pack`; `choice`:
+        --kernel); returns the kernel's name, or None where products stay torch's own."""
         linears = [m for m in self.modules() if isinstance(m, Linear) and m is not self.model.embed]
-        return pack(linears, self.lm_head)
+        return pack(linears, self.lm_head, choice)
 
     def new_cache(self) -> KVCache:
         return self.model.new_cache()

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 from sgcli.cache import conversions
 from sgcli.cache.paths import converted_dir
 from sgcli.engine import device_checks
-from sgcli.engine.flags import check_device
-from sgcli.errors import UserError
+from sgcli.engine.flags import KERNELS, TORCH_KERNEL, check_device
+from sgcli.errors import UserError, did_you_mean
 from sgcli.models.hub import hub_options, offline, offline_error
 from sgcli.models.refs import ModelRef
 
@@ -191,16 +191,20 @@ def load_model(
     threads: int | None = None,
     device_map: str | dict | None = None,
     impl: str = "auto",
+    kernel: str = "auto",
 ) -> LoadedModel:
     """Load a causal LM. `threads` sets torch's CPU threads; the default is what the machine offers now
     (`sgcli.engine.threads.default_cpu_threads`).
     `device_map` (accelerate's placement, "auto" or {module: device}) replaces `device`. `impl`:
     the native forward (`sgcli.engine.llama`) where the model fits it, else transformers (auto), or
-    either one only (a model the native forward cannot run is then exit 2, saying why)."""
+    either one only (a model the native forward cannot run is then exit 2, saying why). `kernel`
+    (--kernel): the CPU matrix-product kernel, measured per machine (auto) or pinned."""
     import torch
 
     if threads is not None and threads < 1:
         raise UserError("--threads must be at least 1")
+    if kernel not in KERNELS:
+        raise UserError(f"unknown kernel '{kernel}'" + did_you_mean(kernel, KERNELS), hint="use " + ", ".join(KERNELS))
     if impl not in IMPLS:
         raise UserError(f"unknown model implementation '{impl}'", hint="use " + ", ".join(IMPLS))
     if threads is None:
@@ -230,7 +234,9 @@ def load_model(
         dev = str(next(model.parameters()).device)
     model.eval()
     dtype_name = str(model.dtype).removeprefix("torch.")
-    kernel = runtime.pack_for_cpu() if dev == "cpu" else None
+    if dev != "cpu" and kernel not in ("auto", TORCH_KERNEL):
+        raise UserError(f"--kernel {kernel} is a CPU kernel and the model runs on {dev}", hint="use --kernel auto")
+    kernel = runtime.pack_for_cpu(kernel) if dev == "cpu" else None
     elapsed = time.perf_counter() - t
     width = runtime.logits_width()
     return LoadedModel(runtime, ref, dev, dtype_name, width, elapsed, torch.get_num_threads(), kernel, impl_reason)

@@ -17,8 +17,10 @@ from typing import Protocol
 
 import torch
 
+from sgcli.engine.flags import TORCH_KERNEL
 from sgcli.engine.head import OutputHead
 from sgcli.engine.kv import KVCache
+from sgcli.errors import UserError
 
 
 class Cache(Protocol):
@@ -88,8 +90,9 @@ class Runtime(Protocol):
         """How many logits a position gets (the output projection's rows; may exceed the vocabulary)."""
         ...
 
-    def pack_for_cpu(self) -> str | None:
-        """Give the matrix products the CPU's fastest kernel; its name (None: torch's own)."""
+    def pack_for_cpu(self, choice: str = "auto") -> str | None:
+        """Give the matrix products the CPU's fastest kernel, or the one `choice` (--kernel) pins; its
+        name (None: torch's own)."""
         ...
 
 
@@ -127,8 +130,8 @@ class NativeRuntime:
     def logits_width(self) -> int:
         return self.module.lm_head.weight.shape[0]
 
-    def pack_for_cpu(self) -> str | None:
-        return self.module.pack_for_cpu()
+    def pack_for_cpu(self, choice: str = "auto") -> str | None:
+        return self.module.pack_for_cpu(choice)
 
 
 def cache_keyword(version: str) -> str:
@@ -228,8 +231,13 @@ class TransformersRuntime:
     def logits_width(self) -> int:
         return self.module.get_output_embeddings().weight.shape[0]
 
-    def pack_for_cpu(self) -> None:
-        return None  # transformers' products stay torch's own
+    def pack_for_cpu(self, choice: str = "auto") -> None:
+        if choice not in ("auto", TORCH_KERNEL):  # transformers' products stay torch's own
+            raise UserError(
+                f"--kernel {choice} is a kernel of sgcli's native forward; this model runs on transformers",
+                hint="use --kernel auto or torch, or --model-impl native where the model fits it",
+            )
+        return None
 
 
 _UNCHECKED = object()  # a transformers runtime's head before its first use
