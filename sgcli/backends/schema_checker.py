@@ -479,6 +479,11 @@ class CheckedMatcher:
     def error(self) -> str | None:
         return self._error or self._inner.error
 
+    @property
+    def pointer(self) -> str:
+        """The JSON pointer of the value being written ("" at the top), for errors that say where."""
+        return self._pointer(self._stack)
+
     # -- the Matcher protocol --
 
     def fill_mask(self, bitmask) -> None:
