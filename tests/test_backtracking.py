@@ -145,3 +145,20 @@ def test_batched_rows_do_not_backtrack_and_say_so(tiny_lm, compiled):
     for f in got.values():
         if f.finish_reason == "stop":
             jsonschema.validate(json.loads(f.output), UNIQUE)
+
+
+def test_the_native_forward_backtracks_as_transformers_does(tiny_lm, compiled, tmp_path):
+    """sgcli's own KV cache crops the undone columns as transformers' does: the same outputs."""
+    from sgcli.engine.loader import load_model
+    from sgcli.models.refs import resolve_model
+
+    tiny_lm.model.save_pretrained(tmp_path)
+    native = load_model(resolve_model(str(tmp_path)), device="cpu", impl="native")
+    assert native.impl == "native" and native.runtime.supports.crop
+    undone = 0
+    for seed in SEEDS[:4]:
+        _, theirs = run(tiny_lm, compiled["unique"], seed)
+        _, ours = run(native, compiled["unique"], seed)
+        assert (ours.finish_reason, ours.output, ours.backtracks) == ("stop", theirs.output, theirs.backtracks)
+        undone += ours.backtracks
+    assert undone
