@@ -15,6 +15,9 @@ and refuse a token (`accept` says no, `fill_mask` clears its bit) when it would
 - extend a string that can no longer meet `maxLength`, `enum`/`const` or an anchored `pattern`
   (`regex` partial matching), so the model does not write itself into a dead end.
 
+Where its refusals still leave no token (a value no continuation can repair, not finished yet), the
+single-stream decode loop backtracks: `rollback(1)`, the token banned there (`sgcli.engine.sequence`).
+
 Every refusal is a necessary condition of validity, so nothing valid is masked by mistake except
 where jsonschema itself says so; the last check (the root, against the whole schema) makes every
 accepted text valid. Only tokens that can change what is checked are looked at: in a string, those
@@ -478,6 +481,11 @@ class CheckedMatcher:
     @property
     def error(self) -> str | None:
         return self._error or self._inner.error
+
+    @property
+    def pointer(self) -> str:
+        """The JSON pointer of the value being written ("" at the top), for errors that say where."""
+        return self._pointer(self._stack)
 
     # -- the Matcher protocol --
 

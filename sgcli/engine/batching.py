@@ -22,6 +22,11 @@ Then the grammar's forced text (xgrammar's and llguidance's forced bytes, spelle
 row keeps draft tokens while the model chooses them, as the single-stream loop does, and the
 cache columns of the ones it turned down are masked (`KVBatch.hide_draft`), not cropped, since
 the other rows share the cache.
+
+Batched rows do not backtrack at dead ends (the single-stream loop does, `sgcli.engine.decode`):
+undoing a row's token would take re-feeding the token before it at an earlier position than the
+row's others, in a step the rows share. A row whose checked grammar dead-ends ends with an error
+that says so (`--batch-size 1` decodes requests one at a time, with backtracking).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from dataclasses import dataclass
 import torch
 
 from sgcli.backends.base import Compiled
-from sgcli.engine.decode import backend_jumps
+from sgcli.engine.decode import backend_jumps, why_no_backtrack
 from sgcli.engine.forced import Spellings, draft_tokens
 from sgcli.engine.head import OutputHead, narrow_limit, row_logits
 from sgcli.engine.kv import replace
@@ -356,6 +361,10 @@ def decode_batch(
     masker = Masker(lm.logits_width, lm.device)
 
     drafting = jump_forward and backend_jumps(compiled)
+    # None where the grammar is a bare backend's (its dead ends say only what the grammar says)
+    no_backtrack = (
+        "batched rows do not backtrack; --batch-size 1 does" if why_no_backtrack(lm, compiled) != "" else None
+    )
 
     def new_row(i: int) -> Row:
         budget = max_tokens if isinstance(max_tokens, int) else max_tokens[i]
@@ -367,6 +376,7 @@ def decode_batch(
             think_end=think_end,
             device=lm.device,
             repetition_guard=repetition_guard,
+            no_backtrack=no_backtrack,
         )
         return Row(i, list(prompts[i]), seq, jump_forward, drafting)
 

@@ -7,6 +7,15 @@ grammar forces is appended in one forward pass (jump-forward, see `sgcli.engine.
 The loop yields a `TokenEvent` for every token that adds visible text (held back while it
 could still be the start of a stop string) and ends with one `Finished` that says why it
 stopped.
+
+Backtracking (issue 28; the rules and bounds are `sgcli.engine.sequence`'s): where sgcli's schema
+checker leaves no token allowed, the last token is undone, its KV cache column cropped, and its
+position's logits recomputed by feeding the token before it again (one forward pass per undone
+token), then sampled with the undone token banned there. Only for a checked grammar
+(`CheckedCompiled`: bare backends' masks do not dead-end) on a runtime whose cache crops; without
+one, a dead end ends the sequence as before, its error saying why nothing was undone. While
+backtracking is on, the stream holds back the text of the last `BACKTRACK_WINDOW` tokens, so
+text once shown is never taken back.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ import torch
 
 from sgcli.backends import get_backend
 from sgcli.backends.base import Compiled, bitmask_words
+from sgcli.backends.schema_checker import CheckedCompiled
 from sgcli.engine.forced import Spellings, draft_tokens
 from sgcli.engine.head import narrow_limit, row_logits
 from sgcli.engine.loader import LoadedModel
@@ -51,6 +61,7 @@ def decode(
     With `repetition_guard`, an output stuck repeating one span ends early (`sequence.find_repetition`).
     """
     masker = Masker(lm.logits_width, lm.device, bitmask_words(len(compiled.vocab)))
+    no_backtrack = why_no_backtrack(lm, compiled)  # None: backtrack; "": a bare grammar's dead ends end it
     seq = SequenceState(
         compiled,
         params,
@@ -62,8 +73,20 @@ def decode(
         device=lm.device,
         bitmask=masker.buffer,
         repetition_guard=repetition_guard,
+        backtrack=no_backtrack is None,
+        no_backtrack=no_backtrack or None,
     )
     yield from _Run(lm, seq, masker, jump_forward and backend_jumps(compiled)).events(prompt_ids)
+
+
+def why_no_backtrack(lm: LoadedModel, compiled: Compiled) -> str | None:
+    """Why a dead end of this decode cannot be backtracked out of (None: it can; "": a grammar without
+    sgcli's schema checker, whose backend's masks do not dead-end, so there is nothing to explain)."""
+    if not isinstance(compiled, CheckedCompiled):
+        return ""
+    if not lm.runtime.supports.crop:
+        return "this model's KV cache cannot be cropped"
+    return None
 
 
 def backend_jumps(compiled: Compiled) -> bool:
@@ -97,6 +120,8 @@ class _Run:
                     allowed = seq.allowed(self.narrow)
                     token = None if allowed is None else seq.choose(allowed, logits_at(i, allowed), self.masker)
                     if token is None:
+                        if seq.dead_end:
+                            pending, draft = self._backtrack(past, prompt_ids), []
                         break
                     event = seq.take(token)
                     if event is not None:
@@ -121,6 +146,15 @@ class _Run:
         if last is not None:
             yield last
         yield seq.finished(len(prompt_ids), self.passes)
+
+    def _backtrack(self, past, prompt_ids: list[int]) -> list[int]:
+        """Undo the last token at a dead end; crop the cache to the tokens before it, less the last
+        one, which is returned to be fed again: its pass gives the undone position's logits."""
+        seq = self.seq
+        seq.backtrack()
+        context = len(prompt_ids) + len(seq.ids)  # every kept token was fed (a dropped one is not kept)
+        past.crop(context - 1 - past.get_seq_length())  # negative: how many columns to drop (transformers' rule)
+        return [seq.ids[-1] if seq.ids else prompt_ids[-1]]
 
     def _forward(self, feed: torch.Tensor, past, keep: int):
         """One forward pass over `feed`; (the cache, a function giving the logits position i of the

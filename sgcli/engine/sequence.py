@@ -8,6 +8,29 @@ matcher, stop tokens and stop strings, the token budget, the end-of-thinking mar
 budget, the text that may be shown (held back while it could still become a stop string),
 the repetition guard, and the `Finished` record that says why the sequence ended. The loops
 only decide which logits a sequence sees and when.
+
+Backtracking (issue 28). sgcli's schema checker (`sgcli.backends.schema_checker`) refuses tokens
+that would complete a value the schema rules out; where its refusals leave no token at all (an
+array under `uniqueItems` whose remaining `enum` values are all used, a string the model wrote
+past what its `pattern` can still match), the sequence is at a dead end. A sequence made with
+`backtrack=True` then does not end: `allowed` returns None with `dead_end` set, and the loop calls
+`backtrack`, which undoes the last output token (the matcher's `rollback(1)`, its id, its text and
+the detokenizer's state) and bans that token at its position; the loop crops the KV cache and
+recomputes that position's logits, and the position is sampled again without the banned ids.
+Where that position dead-ends too (every token it allows is banned), the token before it is
+undone as well; the bans of positions after the one being redone are forgotten. Bounded:
+
+- at most MAX_BACKTRACKS tokens are undone per sequence, never a token of the reasoning or
+  before the output's start, and never one whose text was already streamed;
+- the streaming rule: while backtracking is on, the text of the last BACKTRACK_WINDOW output
+  tokens is held back (as a possible stop string is), so backtracking within that window never
+  retracts text a user saw; going further back is allowed only over text not yet shown (the
+  same rule whether or not anyone streams, so a streamed run and a recorded one agree).
+
+Beyond the bound, the sequence ends with finish_reason "error" and an error that says that
+backtracking gave up, why, and where (the checker's refusal names the JSON pointer). A sequence
+made without backtracking says why in its error (`no_backtrack`) when it dead-ends. The final
+text is always exactly the kept tokens' text; `Finished.backtracks` counts the undone tokens.
 """
 
 from __future__ import annotations
@@ -23,6 +46,9 @@ from sgcli.backends.base import BITS_PER_WORD, Compiled, new_bitmask, unpack_bit
 from sgcli.engine.forced import encode_bytes
 from sgcli.engine.sampling import Masker, SamplingParams, sample
 from sgcli.tokenizers.vocab import IncrementalDetokenizer
+
+MAX_BACKTRACKS = 64  # tokens one sequence may undo at dead ends, in all (then it ends with an error)
+BACKTRACK_WINDOW = 16  # while backtracking is on, the text of this many last output tokens is not streamed yet
 
 
 @dataclass
@@ -48,6 +74,7 @@ class Finished:
     forward_passes: int = 0  # model calls, the prefill included
     think_forced: bool = False  # the thinking budget ran out and the end-of-thinking marker was forced
     first_token_at: float | None = None  # time.perf_counter() at the first token (start-to-first-token)
+    backtracks: int = 0  # tokens undone at dead ends (see the module docstring)
 
     @property
     def completion_tokens(self) -> int:
@@ -160,6 +187,8 @@ class SequenceState:
         device="cpu",
         bitmask: np.ndarray | None = None,
         repetition_guard: bool = True,
+        backtrack: bool = False,
+        no_backtrack: str | None = None,
     ):
         self.vocab = compiled.vocab
         self.params, self.max_tokens, self.stop, self.min_tokens = params, max_tokens, tuple(stop), min_tokens
@@ -176,23 +205,34 @@ class SequenceState:
         self.forced = 0  # jump-forward tokens the model agreed with (counted by the single loop)
         self.repetition_guard = repetition_guard
         self.chose = False  # the grammar left the last token a choice (a forced repetition is not the model's)
+        # backtracking at dead ends (the module docstring); `no_backtrack`: why not, for the error
+        # (None without backtracking: a dead end's error is the grammar's alone)
+        self.backtrack_on, self.no_backtrack = backtrack, None if backtrack else no_backtrack
+        self.backtracks, self.dead_end, self.refusal = 0, False, None  # refusal: the last dead end's error
+        self.banned: dict[int, set[int]] = {}  # position (len(ids) there) -> ids undone there
+        self.marks: list[tuple[int, tuple]] = []  # per output token: (len(text), detokenizer state) after it
+        self._start_state = self.detok.state()
         self.start = time.perf_counter()
 
     def allowed(self, narrow: int = 0) -> Allowed | None:
         """Fill the grammar's mask for the next position and say what it allows: the ids themselves
-        where there are at most `narrow` of them (or exactly one); None, and done, where nothing is."""
+        where there are at most `narrow` of them (or exactly one). None where nothing is: then the sequence
+        is done, or at a `dead_end` for the loop to `backtrack` out of."""
         t = time.perf_counter()
+        banned = self.banned.get(len(self.ids))
         if self.thinking:
             self.bitmask.fill(-1)
         else:
             self.matcher.fill_mask(self.bitmask)
+            if banned:
+                clear_bits(self.bitmask, banned)
         if len(self.ids) < self.min_tokens:
             clear_bits(self.bitmask, self.stop_ids)
         bits = unpack_bits(self.bitmask, len(self.vocab))
         count = int(np.count_nonzero(bits))
         self.mask_s.append(time.perf_counter() - t)
         if not count:
-            self.end("error", self.matcher.error or "the grammar allows no next token")
+            self._dead_end(bool(banned))
             return None
         return Allowed(count, np.flatnonzero(bits) if count <= max(narrow, 1) else None)
 
@@ -215,6 +255,60 @@ class SequenceState:
     def end(self, reason: str, error: str | None = None) -> None:
         self.reason, self.error, self.done = reason, error, True
 
+    def _dead_end(self, banned: bool) -> None:
+        """No token is allowed here: set `dead_end` for the loop to `backtrack`, or end with the reason why not."""
+        refusal = self.matcher.error
+        if refusal:
+            self.refusal = refusal
+        if refusal or not banned:
+            error = refusal or "the grammar allows no next token"
+        else:  # say what made it go back
+            error = "every token the grammar allows here was undone by backtracking" + (
+                f" (the last dead end: {self.refusal})" if self.refusal else ""
+            )
+        if not self.backtrack_on and self.no_backtrack is None:  # a bare grammar's dead end: as it says
+            self.end("error", error)
+            return
+        why_not = self._why_not_backtrack()
+        if why_not is None:
+            self.dead_end = True
+            return
+        pointer = getattr(self.matcher, "pointer", None)  # the schema checker knows where it is in the JSON
+        where = f" (at {pointer or '/'}, output token {len(self.marks)})" if pointer is not None else ""
+        self.end("error", f"{why_not}{where}: {error}")
+
+    def _why_not_backtrack(self) -> str | None:
+        """Why this dead end cannot be backtracked out of (None: it can)."""
+        if not self.backtrack_on:
+            return f"dead end, not backtracked ({self.no_backtrack})"
+        if self.backtracks >= MAX_BACKTRACKS:
+            return f"backtracking gave up after {self.backtracks} undone tokens (at most {MAX_BACKTRACKS} per sequence)"
+        if self.thinking or not self.marks:
+            return f"backtracking gave up after {self.backtracks} undone tokens: no output token is left to undo"
+        if (self.marks[-2][0] if len(self.marks) > 1 else 0) < self.emitted:
+            return (
+                f"backtracking gave up after {self.backtracks} undone tokens: the text before here was already streamed"
+            )
+        return None
+
+    def backtrack(self) -> int:
+        """Undo the last output token at a dead end and ban it at its position; returns that position
+        (len(ids) now). The loop then recomputes the position's logits (its KV cache cropped)."""
+        assert self.dead_end and self.marks
+        token = self.ids.pop()
+        self.marks.pop()
+        self.matcher.rollback(1)
+        position = len(self.ids)
+        for later in [p for p in self.banned if p > position]:
+            del self.banned[later]
+        self.banned.setdefault(position, set()).add(token)
+        size, state = self.marks[-1] if self.marks else (0, self._start_state)
+        self.text = self.text[:size]
+        self.detok.restore(state)
+        self.backtracks += 1
+        self.dead_end = False
+        return position
+
     def take(self, token: int) -> TokenEvent | None:
         """Record one sampled token (matcher, text, stop conditions, token budget); the event to stream, if any."""
         event = self._take_thinking(token) if self.thinking else self._take_output(token)
@@ -231,12 +325,16 @@ class SequenceState:
             return None
         self.ids.append(token)
         self.text += self.detok.feed(token)
+        self.marks.append((len(self.text), self.detok.state()))
         hit = next((s for s in self.stop if s in self.text), None)
         if hit is not None:
             self.text = self.text[: self.text.index(hit)]
             self.end("stop")
             return None
         visible = len(self.text) - held_back(self.text, self.stop)
+        if self.backtrack_on:  # what backtracking could still undo is not shown yet
+            back = len(self.marks) - BACKTRACK_WINDOW
+            visible = min(visible, self.marks[back - 1][0] if back > 0 else 0)
         event = TokenEvent(token, self.text[self.emitted : visible] if visible > self.emitted else "")
         self.emitted = max(self.emitted, visible)
         if self.matcher.is_terminated():
@@ -307,4 +405,5 @@ class SequenceState:
             forward_passes=forward_passes,
             think_forced=self.think_forced,
             first_token_at=None if self.first_token_s is None else self.start + self.first_token_s,
+            backtracks=self.backtracks,
         )

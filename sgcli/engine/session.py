@@ -217,6 +217,7 @@ class Session:
                 "completion_tokens": f.completion_tokens,
                 "forced_tokens": f.forced_tokens,
                 "forward_passes": f.forward_passes,
+                "backtracks": f.backtracks,
             },
             "timings": {
                 "load_ms": _ms(self.lm.load_s),

@@ -16,6 +16,11 @@ class Usage(_Strict):
         None, description="generated tokens jump-forward appended without a forward pass of their own"
     )
     forward_passes: Optional[int] = Field(None, description="model forward passes, the prefill included")
+    backtracks: Optional[int] = Field(
+        None,
+        description="tokens undone at dead ends, where sgcli's schema checker left no token allowed "
+        "(each undone token costs a forward pass; docs/guarantee.md, Backtracking)",
+    )
 
 
 class Timings(_Strict):

@@ -70,7 +70,13 @@ def _base(job: EngineJob, req: Request) -> dict:
         "unenforced": [],
         "warnings": [],
         "model": job.served_model,
-        "usage": {"prompt_tokens": None, "completion_tokens": None, "forced_tokens": None, "forward_passes": None},
+        "usage": {
+            "prompt_tokens": None,
+            "completion_tokens": None,
+            "forced_tokens": None,
+            "forward_passes": None,
+            "backtracks": None,
+        },
         "timings": {
             "load_ms": None,
             "threads": None,

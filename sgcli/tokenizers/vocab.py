@@ -132,3 +132,10 @@ class IncrementalDetokenizer:
 
     def flush(self) -> str:
         return self._decoder.decode(b"", final=True)
+
+    def state(self) -> tuple:
+        """The bytes of an unfinished character it holds, for `restore` (undoing tokens fed since)."""
+        return self._decoder.getstate()
+
+    def restore(self, state: tuple) -> None:
+        self._decoder.setstate(state)
