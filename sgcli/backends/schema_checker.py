@@ -189,55 +189,44 @@ class CheckPlan:
 
     def member(self, nodes: frozenset, key: str) -> frozenset:
         """The nodes of the value at `key` of an object whose nodes are `nodes`."""
-        cache_key = (nodes, "k", key)
-        found = self._children.get(cache_key)
-        if found is not None:
-            return found
-        out = set()
-        for p in nodes:
-            node = self._applies(p)
-            if node is None:
-                continue
-            matched = False
+
+        def pick(p: str, node: dict) -> list[str]:
+            out = []
             props = node.get("properties")
             if isinstance(props, dict) and key in props:
-                out.add(f"{p}/properties/{_escape(key)}")
-                matched = True
+                out.append(f"{p}/properties/{_escape(key)}")
             patterns = node.get("patternProperties")
             if isinstance(patterns, dict):
-                for regex in patterns:
-                    if _search(regex, key):
-                        out.add(f"{p}/patternProperties/{_escape(regex)}")
-                        matched = True
-            if not matched and "additionalProperties" in node:
-                out.add(f"{p}/additionalProperties")
-        found = self.closure(frozenset(out))
-        self._children[cache_key] = found
-        return found
+                out += [f"{p}/patternProperties/{_escape(regex)}" for regex in patterns if _search(regex, key)]
+            if not out and "additionalProperties" in node:
+                out.append(f"{p}/additionalProperties")
+            return out
+
+        return self._children_of(nodes, (nodes, "k", key), pick)
 
     def element(self, nodes: frozenset, index: int) -> frozenset:
         """The nodes of item `index` of an array whose nodes are `nodes`."""
-        cache_key = (nodes, "i", index)
-        found = self._children.get(cache_key)
-        if found is not None:
-            return found
-        out = set()
-        for p in nodes:
-            node = self._applies(p)
-            if node is None:
-                continue
+
+        def pick(p: str, node: dict) -> list[str]:
             tuple_key = "prefixItems" if self.items_are_prefix else "items"
             prefix = node.get(tuple_key)
             if isinstance(prefix, list) and index < len(prefix):
-                out.add(f"{p}/{tuple_key}/{index}")
-            elif isinstance(prefix, list):
+                return [f"{p}/{tuple_key}/{index}"]
+            if isinstance(prefix, list):
                 rest = "items" if self.items_are_prefix else "additionalItems"
-                if rest in node:
-                    out.add(f"{p}/{rest}")
-            elif "items" in node and not isinstance(node["items"], list):
-                out.add(f"{p}/items")
-        found = self.closure(frozenset(out))
-        self._children[cache_key] = found
+                return [f"{p}/{rest}"] if rest in node else []
+            if "items" in node and not isinstance(node["items"], list):
+                return [f"{p}/items"]
+            return []
+
+        return self._children_of(nodes, (nodes, "i", index), pick)
+
+    def _children_of(self, nodes: frozenset, cache_key: tuple, pick) -> frozenset:
+        """The closure of what `pick(pointer, node)` names under each of `nodes` that applies, cached."""
+        found = self._children.get(cache_key)
+        if found is None:
+            out = {child for p in nodes if (node := self._applies(p)) is not None for child in pick(p, node)}
+            found = self._children[cache_key] = self.closure(frozenset(out))
         return found
 
     def checks(self, nodes: frozenset | None) -> tuple[str, ...]:
