@@ -1,0 +1,138 @@
+"""Where a batch step's time goes, at 1, 4 and 16 rows: the model's forward against everything else.
+
+`decode_batch` runs `batch_throughput.py`'s distinct-prompt workload on the default model; the
+functions each step calls are wrapped with wall-clock timers (the wrappers cost ~1 us a call,
+counted in "other"), so the shares are of one real run, not of a profiler's slowed-down one:
+
+- forward: `KVBatch.forward` (the model's pass over every row, its KV cache included) and prefills
+  (`prefill`, `PrefixStore.prepare`);
+- head: the output projection of rows with a wide mask (`OutputHead.logits`, `row_logits`);
+- mask fill: the grammar's bitmask for each row (`SequenceState.allowed`);
+- choose: masking the logits and sampling (`SequenceState.choose`);
+- take: the matcher's accept, detokenizing, stop checks, the repetition guard (`SequenceState.take`);
+- cache bookkeeping: `KVBatch.join`, `keep`, `compact`;
+- other: the loop itself, drafts, Python between the calls (the step's wall less the above).
+
+    python benchmarks/step_profile.py [--sizes 1,4,16] [--requests 16] [--max-tokens 48] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+PARTS = ("forward", "head", "mask fill", "choose", "take", "cache bookkeeping")
+
+
+def instrument(spent: dict[str, float]) -> list[tuple[object, str, object]]:
+    """Wrap the step's functions so each adds its wall time to `spent[part]`; returns what to restore.
+    Nested calls (an accept inside a forced run) count once: the outermost timed part holds the clock."""
+    from sgcli.engine import batching, head, prefix, sequence
+
+    depth = [0]
+
+    def timed(part: str, fn):
+        def wrapper(*args, **kwargs):
+            if depth[0]:
+                return fn(*args, **kwargs)
+            depth[0] += 1
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[part] += time.perf_counter() - t
+                depth[0] -= 1
+
+        return wrapper
+
+    targets = [
+        (batching.KVBatch, "forward", "forward"),
+        (batching, "prefill", "forward"),
+        (prefix.PrefixStore, "prepare", "forward"),  # the prompts' shared heads, prefilled side by side
+        (head.OutputHead, "logits", "head"),
+        (batching, "row_logits", "head"),
+        (sequence.SequenceState, "allowed", "mask fill"),
+        (sequence.SequenceState, "choose", "choose"),
+        (sequence.SequenceState, "take", "take"),
+        (batching.KVBatch, "join", "cache bookkeeping"),
+        (batching.KVBatch, "keep", "cache bookkeeping"),
+        (batching.KVBatch, "compact", "cache bookkeeping"),
+    ]
+    saved = []
+    for owner, name, part in targets:
+        original = getattr(owner, name)
+        saved.append((owner, name, original))
+        setattr(owner, name, timed(part, original))
+    return saved
+
+
+def restore(saved) -> None:
+    for owner, name, original in saved:
+        setattr(owner, name, original)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="1,4,16")
+    parser.add_argument("--requests", type=int, default=16)
+    parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--backend", default="auto")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args()
+
+    from batch_throughput import SCHEMA, batched, workload
+
+    from sgcli import backends
+    from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
+    from sgcli.engine.loader import load_model
+    from sgcli.engine.sampling import SamplingParams
+    from sgcli.engine.session import PromptOptions, Session
+    from sgcli.models.refs import resolve_model
+    from sgcli.tokenizers import load_tokenizer
+
+    tokenizer = load_tokenizer(None)
+    lm = load_model(resolve_model(None), device="cpu", dtype=args.dtype, threads=args.threads)
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(SCHEMA), "bench", json_options=JsonOptions("compact"))
+    compiled, _ = backends.compile_for(args.backend, spec, tokenizer.vocab.padded(lm.logits_width))
+    session = Session(lm, tokenizer, compiled, SamplingParams(temperature=0.0), args.max_tokens, (), PromptOptions())
+    prompts = [session.render(r)[1] for r in workload(args.requests, False)]
+    load = os.getloadavg()[0]
+    print(
+        f"{lm.ref.display} {lm.dtype}, kernel {lm.kernel or 'torch'}, {lm.threads} threads, backend "
+        f"{compiled.backend}; {args.requests} distinct prompts x <= {args.max_tokens} tokens; load {load:.2f}"
+    )
+    batched(session, prompts[:2], 2)  # warm: oneDNN's first calls, the matcher's caches
+    rows = []
+    for size in [int(s) for s in args.sizes.split(",")]:
+        spent: dict[str, float] = defaultdict(float)
+        saved = instrument(spent)
+        try:
+            t = time.perf_counter()
+            finished = batched(session, prompts, size)
+            wall = time.perf_counter() - t
+        finally:
+            restore(saved)
+        tokens = sum(f.completion_tokens for f in finished)
+        shares = {part: spent[part] for part in PARTS}
+        shares["other"] = max(0.0, wall - sum(shares.values()))
+        rows.append({"rows": size, "wall_s": wall, "tokens": tokens, "tok_s": tokens / wall, "seconds": shares})
+        parts = ", ".join(f"{part} {100 * s / wall:.1f}%" for part, s in shares.items())
+        print(f"batch {size:2d}: {tokens} tokens in {wall:.2f} s = {tokens / wall:.1f} tok/s; {parts}")
+    print(f"load after: {os.getloadavg()[0]:.2f}")
+    if args.json:
+        args.json.write_text(json.dumps({"load_before": load, "runs": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
