@@ -22,26 +22,26 @@ Every refusal is a necessary condition of validity, so nothing valid is masked b
 where jsonschema itself says so; the last check (the root, against the whole schema) makes every
 accepted text valid. Only tokens that can change what is checked are looked at: in a string, those
 with a quote (or all, when its content is checked as a prefix); in a number, those that end it.
+
+Three modules: this one (the matcher: an incremental JSON reader over the backend's), `schema_plan`
+(what applies at each pointer, shared by a compile's matchers) and `json_strings` (string rules on a
+prefix, and the per-vocabulary token tables).
 """
 
 from __future__ import annotations
 
 import json
-import re
-import weakref
 from dataclasses import dataclass, field
 
 from sgcli.backends.base import Compiled, Matcher, allowed_ids
-from sgcli.backends.keyword_coverage import SchemaDoc, compiled_gaps, fragment
-from sgcli.tokenizers.vocab import Vocab
+from sgcli.backends.json_strings import NUMBER_BYTES, StringRules, goes_on, pattern_blocked, string_dead, string_state
+from sgcli.backends.keyword_coverage import compiled_gaps
+from sgcli.backends.schema_plan import PROJECTED, CheckPlan, escape_pointer
 
 _WS = frozenset(b" \t\n\r")
-_NUMBER = frozenset(b"0123456789+-.eE")
 _ESCAPES = frozenset(b'"\\/bfnrtu')
 _HEX = frozenset(b"0123456789abcdefABCDEF")
 _LITERALS = {ord("t"): b"rue", ord("f"): b"alse", ord("n"): b"ull"}
-_PROJECTED = ("type", "properties", "patternProperties", "additionalProperties", "propertyNames", "maxProperties")
-_PROJECTED += ("items", "prefixItems", "additionalItems", "maxItems", "uniqueItems")
 
 
 class Refused(Exception):
@@ -82,366 +82,6 @@ class CheckedCompiled(Compiled):
 
     def size_info(self) -> dict[str, int]:
         return self.inner.size_info()
-
-
-# ---- the plan: one per compiled schema, shared by its matchers ----
-
-
-@dataclass
-class _Strings:
-    """What a string value must meet, checkable on a prefix."""
-
-    max_length: int | None = None
-    choices: list[frozenset[str]] = field(default_factory=list)  # enum/const strings, one set per subschema
-    patterns: list = field(default_factory=list)  # compiled `regex` patterns, anchored at the start
-    ascii_closed: list[bool] = field(default_factory=list)  # per pattern: no non-ASCII character can match
-
-
-class CheckPlan:
-    """Anchors (subschemas the checker validates), their validators, and the schema nodes of each
-    JSON position, computed once per compiled schema and cached."""
-
-    def __init__(self, schema, anchors: list[str], vocab: Vocab):
-        self.doc = SchemaDoc(schema)
-        self.root_validator = self.doc.cls(schema, format_checker=self.doc.cls.FORMAT_CHECKER)
-        self.anchors = frozenset(a for a in [*anchors, ""] if isinstance(self.doc.nodes.get(a), (dict, bool)))
-        self.tables = vocab_tables(vocab)
-        self.stop_ids = frozenset(vocab.stop_ids)
-        self.special_ids = vocab.special_ids
-        self.tokens = vocab.tokens
-        self._validators: dict = {}
-        self._closure: dict = {}
-        self._children: dict = {}
-        self._checks: dict = {}
-        self._types: dict = {}
-        self._strings: dict = {}
-        self._signs: dict = {}
-        self.items_are_prefix = "prefixItems" in self.doc.cls.VALIDATORS
-        self.root_nodes = self.closure(frozenset({""}))
-
-    # -- validators --
-
-    def validator(self, pointer: str, projected: bool = False):
-        key = (pointer, projected)
-        found = self._validators.get(key)
-        if found is None:
-            if projected:
-                node = self.doc.nodes[pointer]
-                found = self.root_validator.evolve(schema={k: node[k] for k in _PROJECTED if k in node})
-            elif pointer == "":
-                found = self.root_validator
-            else:
-                found = self.root_validator.evolve(schema={"$ref": "#" + fragment(pointer)})
-            self._validators[key] = found
-        return found
-
-    def valid(self, pointer: str, value, projected: bool = False) -> bool:
-        """jsonschema's verdict; True where it cannot judge (a schema it cannot apply was listed as
-        enforced by nothing before generation started)."""
-        try:
-            return self.validator(pointer, projected).is_valid(value)
-        except Exception:  # referencing.Unresolvable, re.error in a pattern, ...
-            return True
-
-    def why(self, pointer: str, value) -> str:
-        """The first violation, for the matcher's error."""
-        try:
-            error = next(iter(self.validator(pointer).iter_errors(value)), None)
-        except Exception:
-            error = None
-        if error is None:
-            return "the value breaks the schema"
-        where = "/" + "/".join(str(p) for p in error.absolute_path)
-        return f"`{error.validator}`: {error.message} (at {where if where != '/' else 'the value'})"
-
-    # -- the schema nodes of each position --
-
-    def closure(self, pointers: frozenset) -> frozenset:
-        """`pointers` plus every subschema that applies to the same value unconditionally ($ref, allOf)."""
-        found = self._closure.get(pointers)
-        if found is not None:
-            return found
-        out, stack = set(), list(pointers)
-        while stack:
-            p = stack.pop()
-            node = self.doc.nodes.get(p)
-            if p in out or not isinstance(node, dict):
-                continue
-            out.add(p)
-            ref = node.get("$ref")
-            if isinstance(ref, str):
-                target, _ = self.doc.resolve(p, ref)
-                if target is not None:
-                    stack.append(target)
-            if self.doc.ref_overrides and "$ref" in node:
-                continue
-            if isinstance(node.get("allOf"), list):
-                stack += [f"{p}/allOf/{i}" for i in range(len(node["allOf"]))]
-        found = frozenset(out)
-        self._closure[pointers] = found
-        return found
-
-    def _applies(self, pointer: str) -> dict | None:
-        node = self.doc.nodes.get(pointer)
-        if not isinstance(node, dict) or (self.doc.ref_overrides and "$ref" in node):
-            return None
-        return node
-
-    def member(self, nodes: frozenset, key: str) -> frozenset:
-        """The nodes of the value at `key` of an object whose nodes are `nodes`."""
-
-        def pick(p: str, node: dict) -> list[str]:
-            out = []
-            props = node.get("properties")
-            if isinstance(props, dict) and key in props:
-                out.append(f"{p}/properties/{_escape(key)}")
-            patterns = node.get("patternProperties")
-            if isinstance(patterns, dict):
-                out += [f"{p}/patternProperties/{_escape(regex)}" for regex in patterns if _search(regex, key)]
-            if not out and "additionalProperties" in node:
-                out.append(f"{p}/additionalProperties")
-            return out
-
-        return self._children_of(nodes, (nodes, "k", key), pick)
-
-    def element(self, nodes: frozenset, index: int) -> frozenset:
-        """The nodes of item `index` of an array whose nodes are `nodes`."""
-
-        def pick(p: str, node: dict) -> list[str]:
-            tuple_key = "prefixItems" if self.items_are_prefix else "items"
-            prefix = node.get(tuple_key)
-            if isinstance(prefix, list) and index < len(prefix):
-                return [f"{p}/{tuple_key}/{index}"]
-            if isinstance(prefix, list):
-                rest = "items" if self.items_are_prefix else "additionalItems"
-                return [f"{p}/{rest}"] if rest in node else []
-            if "items" in node and not isinstance(node["items"], list):
-                return [f"{p}/items"]
-            return []
-
-        return self._children_of(nodes, (nodes, "i", index), pick)
-
-    def _children_of(self, nodes: frozenset, cache_key: tuple, pick) -> frozenset:
-        """The closure of what `pick(pointer, node)` names under each of `nodes` that applies, cached."""
-        found = self._children.get(cache_key)
-        if found is None:
-            out = {child for p in nodes if (node := self._applies(p)) is not None for child in pick(p, node)}
-            found = self._children[cache_key] = self.closure(frozenset(out))
-        return found
-
-    def checks(self, nodes: frozenset | None) -> tuple[str, ...]:
-        """The anchors among `nodes`: the subschemas validated when the value completes."""
-        if not nodes:
-            return ()
-        found = self._checks.get(nodes)
-        if found is None:
-            found = tuple(sorted(nodes & self.anchors))
-            self._checks[nodes] = found
-        return found
-
-    # -- necessary conditions, per anchor --
-
-    def types(self, pointer: str) -> frozenset[str] | None:
-        """JSON types a value may have under the anchor (None: any), from type, enum and const."""
-        if pointer in self._types:
-            return self._types[pointer]
-        node = self._applies(pointer)
-        allowed = None
-        if node is not None:
-            t = node.get("type")
-            if isinstance(t, str):
-                allowed = {t}
-            elif isinstance(t, list) and all(isinstance(x, str) for x in t):
-                allowed = set(t)
-            if allowed is not None and "integer" in allowed:
-                allowed.add("number")
-            for key in ("enum", "const"):
-                if key in node and (key == "const" or isinstance(node[key], list)):
-                    listed = {_json_type(v) for v in (node[key] if key == "enum" else [node[key]])}
-                    allowed = listed if allowed is None else allowed & listed
-        found = None if allowed is None else frozenset(allowed)
-        self._types[pointer] = found
-        return found
-
-    def strings(self, pointers: tuple[str, ...]) -> _Strings | None:
-        """The prefix-checkable string rules of the anchors (None: nothing to check)."""
-        if pointers in self._strings:
-            return self._strings[pointers]
-        rules = _Strings()
-        for p in pointers:
-            node = self._applies(p)
-            if node is None:
-                continue
-            if isinstance(node.get("maxLength"), int) and not isinstance(node["maxLength"], bool):
-                rules.max_length = min(node["maxLength"], rules.max_length if rules.max_length is not None else 1 << 62)
-            if isinstance(node.get("enum"), list):
-                rules.choices.append(frozenset(v for v in node["enum"] if isinstance(v, str)))
-            if isinstance(node.get("const"), str):
-                rules.choices.append(frozenset({node["const"]}))
-            pattern = node.get("pattern")
-            if isinstance(pattern, str) and pattern.startswith("^"):
-                compiled = _prefix_regex(pattern)
-                if compiled is not None:
-                    rules.patterns.append(compiled)
-                    rules.ascii_closed.append(_ascii_closed(pattern))
-        found = rules if (rules.max_length is not None or rules.choices or rules.patterns) else None
-        self._strings[pointers] = found
-        return found
-
-    def signed(self, pointers: tuple[str, ...]) -> list[tuple[str, str]]:
-        """(anchor, the sign its bounds rule out) for the anchors whose bounds exclude every positive or
-        every negative number: the sign is the one part of a number's prefix no later digit or exponent
-        changes."""
-        found = self._signs.get(pointers)
-        if found is None:
-            found = []
-            for p in pointers:
-                node = self._applies(p)
-                if node is None:
-                    continue
-                low = [node[k] for k in ("minimum", "exclusiveMinimum") if _number(node.get(k))]
-                high = [node[k] for k in ("maximum", "exclusiveMaximum") if _number(node.get(k))]
-                if any(x >= 0 for x in low):
-                    found.append((p, "-"))
-                if any(x <= 0 for x in high):
-                    found.append((p, "+"))
-            self._signs[pointers] = found
-        return found
-
-    def sign_refused(self, pointers: tuple[str, ...], raw: bytes) -> str | None:
-        """Why a number that starts with `raw` can never meet the anchors' bounds (None: it still can)."""
-        signs = self.signed(pointers)
-        if not signs:
-            return None
-        mantissa = raw.split(b"e")[0].split(b"E")[0]
-        if not any(48 < b <= 57 for b in mantissa):
-            return None  # still zero so far: -0 and 0 meet any bound that includes 0
-        negative = raw[:1] == b"-"
-        for p, sign in signs:
-            if (sign == "-") == negative:
-                return f"{'below' if negative else 'above'} the bounds at {p or '/'}"
-        return None
-
-    def key_refused(self, nodes: frozenset, key: str, count: int) -> str | None:
-        """Why an object under these anchors cannot take `key` as its property number `count + 1`."""
-        for p in self.checks(nodes):
-            node = self._applies(p)
-            if node is None:
-                continue
-            most = node.get("maxProperties")
-            if isinstance(most, int) and not isinstance(most, bool) and count + 1 > most:
-                return f"`maxProperties` {most} at {p or '/'}"
-            if node.get("additionalProperties") is False:
-                props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
-                patterns = node.get("patternProperties") if isinstance(node.get("patternProperties"), dict) else {}
-                if key not in props and not any(_search(r, key) for r in patterns):
-                    return f"`additionalProperties: false` at {p or '/'}"
-            if "propertyNames" in node and not self.valid(f"{p}/propertyNames", key):
-                return f"`propertyNames` at {p or '/'}"
-        return None
-
-
-def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _json_type(value) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
-
-
-def _escape(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
-
-
-_regex_cache: dict = {}
-
-
-def _search(pattern: str, text: str) -> bool:
-    compiled = _regex_cache.get(pattern)
-    if compiled is None:
-        try:
-            compiled = re.compile(pattern)
-        except (re.error, RecursionError, OverflowError):
-            compiled = False
-        _regex_cache[pattern] = compiled
-    return bool(compiled and compiled.search(text))
-
-
-_OPEN = re.compile(r"\.|\[\^|\\[wWsSdDpPXN]|\(\?[a-zA-Z]*[isux]")
-
-
-def _ascii_closed(pattern: str) -> bool:
-    """Whether no non-ASCII character can match anywhere in `pattern` (only ASCII literals and classes:
-    no `.`, negated class, `\\w`-style class or flag that reaches beyond ASCII)."""
-    return pattern.isascii() and _OPEN.search(pattern) is None
-
-
-def _prefix_regex(pattern: str):
-    import regex
-
-    try:
-        return regex.compile(pattern)
-    except Exception:  # regex.error, or a pattern only `re` reads: no prefix check, the completion check stays
-        return None
-
-
-# ---- per-vocabulary tables ----
-
-_tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-@dataclass
-class VocabTables:
-    has_quote: object  # numpy bool per id: holds a `"`
-    ends_number: object  # numpy bool per id: holds a byte that cannot continue a number
-    # per id, for a "plain" piece (no quote, backslash or control byte): the characters it adds to a string
-    # whose content so far is whole (its UTF-8 decoded, an unfinished character at its end left out)
-    plain_len: object  # numpy int: how many, an unfinished character at its end counted (-1: not plain)
-    first: object  # numpy int: the code point of its first whole character (-1: none)
-    plain_text: dict[int, str]  # id -> its whole characters
-    plain_tail: dict[int, bytes]  # id -> the bytes of the unfinished character it ends with, where it does
-    by_text: dict[str, list[int]]  # whole characters -> the ids of the pieces that are exactly them
-
-
-def vocab_tables(vocab: Vocab) -> VocabTables:
-    found = _tables.get(vocab)
-    if found is None:
-        import numpy as np
-
-        n = len(vocab)
-        has_quote = np.zeros(n, dtype=bool)
-        ends_number = np.zeros(n, dtype=bool)
-        plain_len = np.full(n, -1, dtype=np.int64)
-        first = np.full(n, -1, dtype=np.int64)
-        plain_text, plain_tail, by_text = {}, {}, {}
-        for i, piece in enumerate(vocab.tokens):
-            if i in vocab.special_ids:
-                ends_number[i] = True
-                continue
-            has_quote[i] = 34 in piece
-            ends_number[i] = any(b not in _NUMBER for b in piece)
-            if piece and 34 not in piece and 92 not in piece and min(piece) >= 0x20:
-                text, tail = _string_state(piece)
-                if tail + text.encode("utf-8") != piece and text.encode("utf-8") + tail != piece:
-                    continue  # bytes no UTF-8 reader takes: judged one by one
-                plain_len[i] = len(text) + (1 if tail else 0)  # an unfinished character counts as one
-                plain_text[i] = text
-                first[i] = ord(text[0]) if text else -1
-                if tail:
-                    plain_tail[i] = tail
-                else:
-                    by_text.setdefault(text, []).append(i)
-        found = VocabTables(has_quote, ends_number, plain_len, first, plain_text, plain_tail, by_text)
-        _tables[vocab] = found
-    return found
 
 
 # ---- the incremental JSON reader ----
@@ -587,7 +227,7 @@ class CheckedMatcher:
                 raise Refused(f"a number {why} at {self._pointer(stack[:-1]) or '/'}")
         if top[0] == "str" and not top[4]:
             rules = self._plan.strings(self._plan.checks(top[2]))
-            why = _string_dead(rules, *self._content(top, view)) if rules is not None else None
+            why = string_dead(rules, *self._content(top, view)) if rules is not None else None
             if why:
                 raise Refused(f"a string {why} at {self._pointer(stack[:-1]) or '/'}")
         return stack
@@ -599,16 +239,16 @@ class CheckedMatcher:
         if start <= view.base:
             current = self._current(top[1])
             if current is not None:
-                text, tail = _string_state(view.data)
+                text, tail = string_state(view.data)
                 return current + text, tail
-        return _string_state(view.slice(start, len(view)))
+        return string_state(view.slice(start, len(view)))
 
     def _current(self, start: int) -> str | None:
         """The open string's characters in the accepted text, or None where an escape or a character
         is unfinished there (cached for this state)."""
         key = ("current", start)
         if key not in self._memo:
-            text, tail = _string_state(bytes(self._text[start + 1 :]))
+            text, tail = string_state(bytes(self._text[start + 1 :]))
             self._memo[key] = None if tail else text
         return self._memo[key]
 
@@ -633,7 +273,7 @@ class CheckedMatcher:
                 raise Refused("an invalid \\u escape in a JSON string")
             return stack[:-1] + ((kind, top[1], top[2], 0 if escape == 5 else escape + 1, top[4]),)
         if kind == "num":
-            if b in _NUMBER:
+            if b in NUMBER_BYTES:
                 return stack
             stack = self._end_value(stack[:-1], top, pos, view)
             return self._step(stack, b, pos, view)
@@ -745,7 +385,7 @@ class CheckedMatcher:
         plan = self._plan
         for p in plan.checks(container[2]):
             node = plan._applies(p)
-            if node is None or not any(k in node for k in _PROJECTED[1:]):
+            if node is None or not any(k in node for k in PROJECTED[1:]):
                 continue
             key = ("so far", p, container[1], end, view.part(end))
             ok = self._memo.get(key)
@@ -764,7 +404,7 @@ class CheckedMatcher:
         parts = []
         for frame in stack:
             if frame[0] == "obj" and frame[6] is not None:
-                parts.append(_escape(frame[6]))
+                parts.append(escape_pointer(frame[6]))
             elif frame[0] == "arr":
                 parts.append(str(frame[4]))
         return "".join("/" + p for p in parts)
@@ -788,7 +428,7 @@ class CheckedMatcher:
             return ids if plan.signed(plan.checks(top[2])) else ids[tables.ends_number[ids]]
         return ids
 
-    def _prefix_rules(self, top: tuple) -> _Strings | None:
+    def _prefix_rules(self, top: tuple) -> StringRules | None:
         if top[4]:
             return None
         return self._plan.strings(self._plan.checks(top[2]))
@@ -825,7 +465,7 @@ class CheckedMatcher:
             for i in tails:  # pieces that end inside a character: is it the next one of some choice?
                 t = int(plain[i])
                 text = current + tables.plain_text[t]
-                dead[i] = not any(_goes_on(c, text, tables.plain_tail[t]) for c in choices)
+                dead[i] = not any(goes_on(c, text, tables.plain_tail[t]) for c in choices)
         for p, closed in zip(rules.patterns, rules.ascii_closed):
             dead |= self._pattern_dead(plain, current, p, closed, dead)
         return plain[dead]
@@ -858,7 +498,7 @@ class CheckedMatcher:
                     out[i] = True
                     break
             if not out[i] and t in tables.plain_tail:
-                out[i] = (not text and pattern.search(current, partial=True) is None) or _pattern_blocked(
+                out[i] = (not text and pattern.search(current, partial=True) is None) or pattern_blocked(
                     pattern, closed, current + text, tables.plain_tail[t], None
                 )
         return out
@@ -889,89 +529,3 @@ class _View:
         if start >= base:
             return self.data[start - base : end - base]
         return bytes(self.text[start:]) + self.data[: end - base]
-
-
-def _string_state(raw: bytes) -> tuple[str, bytes]:
-    """(the characters of a JSON string's content so far, the unfinished escape or UTF-8 character at its
-    end: b"" where there is none). Bytes no UTF-8 reader takes are left out (the grammar allows none)."""
-    cut, i, n = len(raw), 0, len(raw)
-    while i < n:
-        if raw[i] == 92:
-            need = 6 if raw[i + 1 : i + 2] == b"u" else 2
-            if i + need > n:
-                cut = i
-                break
-            i += need
-        else:
-            i += 1
-    if cut == n:  # an unfinished character: a lead byte at most 3 bytes from the end, its sequence cut short
-        for back in range(1, min(3, n) + 1):
-            b = raw[n - back]
-            if b >= 0xC0:
-                if back < (2 if b < 0xE0 else 3 if b < 0xF0 else 4):
-                    cut = n - back
-                break
-            if b < 0x80:
-                break
-    head, tail = raw[:cut], raw[cut:]
-    try:
-        return json.loads('"' + head.decode("utf-8", errors="ignore") + '"'), tail
-    except ValueError:
-        return "", tail
-
-
-def _string_dead(rules: _Strings, content: str, tail: bytes = b"") -> str | None:
-    """Why a string that starts with `content` (then `tail`, the bytes of one unfinished escape or character)
-    can never meet `rules`; None while it still can."""
-    # one more character, unless an escape may be the low half of a surrogate pair the content ends with
-    pending = 1 if tail and not (tail[:1] == b"\\" and content[-1:] and 0xD800 <= ord(content[-1]) < 0xDC00) else 0
-    if rules.max_length is not None and len(content) + pending > rules.max_length:
-        return f"longer than `maxLength` {rules.max_length}"
-    for choices in rules.choices:
-        if not any(_goes_on(c, content, tail) for c in choices):
-            return "not the start of any `enum`/`const` value"
-    escaped = _escaped(tail) if tail[:1] == b"\\" else None
-    for p, closed in zip(rules.patterns, rules.ascii_closed):
-        if p.search(content, partial=True) is None:
-            return f"can no longer match `pattern` {p.pattern!r}"
-        if tail and _pattern_blocked(p, closed, content, tail, escaped):
-            return f"can no longer match `pattern` {p.pattern!r} (with the character being written)"
-    return None
-
-
-def _pattern_blocked(p, closed: bool, content: str, tail: bytes, escaped) -> bool:
-    """Whether no character the unfinished `tail` can still become lets `p` match on."""
-    if tail[:1] != b"\\":
-        return closed  # a non-ASCII character, which a pattern of ASCII classes and literals never takes
-    if isinstance(escaped, list):
-        return all(p.search(content + ch, partial=True) is None for ch in escaped)
-    if isinstance(escaped, tuple):
-        return closed and escaped[0] >= 0x80
-    return False
-
-
-def _escaped(tail: bytes):
-    """What an unfinished escape can still produce: the characters (a list, when few), a (lowest, highest)
-    code point range, or None (any character)."""
-    if tail[:2] != b"\\u":
-        return None
-    digits = tail[2:].decode("ascii", errors="ignore")
-    low, high = int(digits.ljust(4, "0"), 16), int(digits.ljust(4, "f"), 16)
-    return [chr(c) for c in range(low, high + 1)] if high - low < 256 else (low, high)
-
-
-def _goes_on(choice: str, content: str, tail: bytes) -> bool:
-    """Whether `choice` starts with `content` and then, where a character is unfinished, with its bytes."""
-    if not choice.startswith(content):
-        return False
-    if not tail:
-        return True
-    rest = choice[len(content) :]
-    if tail[:1] != b"\\":
-        return rest.encode("utf-8").startswith(tail)
-    if not rest:
-        return False
-    escaped = _escaped(tail)
-    if isinstance(escaped, list):
-        return rest[0] in escaped
-    return escaped is None or escaped[0] <= ord(rest[0]) <= escaped[1]

@@ -1,0 +1,162 @@
+"""JSON string content, checked as a prefix token by token: what sgcli's schema checker reads strings with.
+
+A string's rules (`StringRules`: maxLength, enum/const, anchored patterns) are checked on the content
+written so far, so a token that would make them unreachable is refused before the string closes
+(`string_dead`). `vocab_tables` precomputes, once per vocabulary, what each token adds to a string,
+so most tokens are judged as numpy arrays rather than one by one.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from dataclasses import dataclass, field
+
+from sgcli.tokenizers.vocab import Vocab
+
+NUMBER_BYTES = frozenset(b"0123456789+-.eE")
+
+
+@dataclass
+class StringRules:
+    """What a string value must meet, checkable on a prefix."""
+
+    max_length: int | None = None
+    choices: list[frozenset[str]] = field(default_factory=list)  # enum/const strings, one set per subschema
+    patterns: list = field(default_factory=list)  # compiled `regex` patterns, anchored at the start
+    ascii_closed: list[bool] = field(default_factory=list)  # per pattern: no non-ASCII character can match
+
+
+_tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+@dataclass
+class VocabTables:
+    has_quote: object  # numpy bool per id: holds a `"`
+    ends_number: object  # numpy bool per id: holds a byte that cannot continue a number
+    # per id, for a "plain" piece (no quote, backslash or control byte): the characters it adds to a string
+    # whose content so far is whole (its UTF-8 decoded, an unfinished character at its end left out)
+    plain_len: object  # numpy int: how many, an unfinished character at its end counted (-1: not plain)
+    first: object  # numpy int: the code point of its first whole character (-1: none)
+    plain_text: dict[int, str]  # id -> its whole characters
+    plain_tail: dict[int, bytes]  # id -> the bytes of the unfinished character it ends with, where it does
+    by_text: dict[str, list[int]]  # whole characters -> the ids of the pieces that are exactly them
+
+
+def vocab_tables(vocab: Vocab) -> VocabTables:
+    found = _tables.get(vocab)
+    if found is None:
+        import numpy as np
+
+        n = len(vocab)
+        has_quote = np.zeros(n, dtype=bool)
+        ends_number = np.zeros(n, dtype=bool)
+        plain_len = np.full(n, -1, dtype=np.int64)
+        first = np.full(n, -1, dtype=np.int64)
+        plain_text, plain_tail, by_text = {}, {}, {}
+        for i, piece in enumerate(vocab.tokens):
+            if i in vocab.special_ids:
+                ends_number[i] = True
+                continue
+            has_quote[i] = 34 in piece
+            ends_number[i] = any(b not in NUMBER_BYTES for b in piece)
+            if piece and 34 not in piece and 92 not in piece and min(piece) >= 0x20:
+                text, tail = string_state(piece)
+                if tail + text.encode("utf-8") != piece and text.encode("utf-8") + tail != piece:
+                    continue  # bytes no UTF-8 reader takes: judged one by one
+                plain_len[i] = len(text) + (1 if tail else 0)  # an unfinished character counts as one
+                plain_text[i] = text
+                first[i] = ord(text[0]) if text else -1
+                if tail:
+                    plain_tail[i] = tail
+                else:
+                    by_text.setdefault(text, []).append(i)
+        found = VocabTables(has_quote, ends_number, plain_len, first, plain_text, plain_tail, by_text)
+        _tables[vocab] = found
+    return found
+
+
+def string_state(raw: bytes) -> tuple[str, bytes]:
+    """(the characters of a JSON string's content so far, the unfinished escape or UTF-8 character at its
+    end: b"" where there is none). Bytes no UTF-8 reader takes are left out (the grammar allows none)."""
+    cut, i, n = len(raw), 0, len(raw)
+    while i < n:
+        if raw[i] == 92:
+            need = 6 if raw[i + 1 : i + 2] == b"u" else 2
+            if i + need > n:
+                cut = i
+                break
+            i += need
+        else:
+            i += 1
+    if cut == n:  # an unfinished character: a lead byte at most 3 bytes from the end, its sequence cut short
+        for back in range(1, min(3, n) + 1):
+            b = raw[n - back]
+            if b >= 0xC0:
+                if back < (2 if b < 0xE0 else 3 if b < 0xF0 else 4):
+                    cut = n - back
+                break
+            if b < 0x80:
+                break
+    head, tail = raw[:cut], raw[cut:]
+    try:
+        return json.loads('"' + head.decode("utf-8", errors="ignore") + '"'), tail
+    except ValueError:
+        return "", tail
+
+
+def string_dead(rules: StringRules, content: str, tail: bytes = b"") -> str | None:
+    """Why a string that starts with `content` (then `tail`, the bytes of one unfinished escape or character)
+    can never meet `rules`; None while it still can."""
+    # one more character, unless an escape may be the low half of a surrogate pair the content ends with
+    pending = 1 if tail and not (tail[:1] == b"\\" and content[-1:] and 0xD800 <= ord(content[-1]) < 0xDC00) else 0
+    if rules.max_length is not None and len(content) + pending > rules.max_length:
+        return f"longer than `maxLength` {rules.max_length}"
+    for choices in rules.choices:
+        if not any(goes_on(c, content, tail) for c in choices):
+            return "not the start of any `enum`/`const` value"
+    escaped = _escaped(tail) if tail[:1] == b"\\" else None
+    for p, closed in zip(rules.patterns, rules.ascii_closed):
+        if p.search(content, partial=True) is None:
+            return f"can no longer match `pattern` {p.pattern!r}"
+        if tail and pattern_blocked(p, closed, content, tail, escaped):
+            return f"can no longer match `pattern` {p.pattern!r} (with the character being written)"
+    return None
+
+
+def pattern_blocked(p, closed: bool, content: str, tail: bytes, escaped) -> bool:
+    """Whether no character the unfinished `tail` can still become lets `p` match on."""
+    if tail[:1] != b"\\":
+        return closed  # a non-ASCII character, which a pattern of ASCII classes and literals never takes
+    if isinstance(escaped, list):
+        return all(p.search(content + ch, partial=True) is None for ch in escaped)
+    if isinstance(escaped, tuple):
+        return closed and escaped[0] >= 0x80
+    return False
+
+
+def _escaped(tail: bytes):
+    """What an unfinished escape can still produce: the characters (a list, when few), a (lowest, highest)
+    code point range, or None (any character)."""
+    if tail[:2] != b"\\u":
+        return None
+    digits = tail[2:].decode("ascii", errors="ignore")
+    low, high = int(digits.ljust(4, "0"), 16), int(digits.ljust(4, "f"), 16)
+    return [chr(c) for c in range(low, high + 1)] if high - low < 256 else (low, high)
+
+
+def goes_on(choice: str, content: str, tail: bytes) -> bool:
+    """Whether `choice` starts with `content` and then, where a character is unfinished, with its bytes."""
+    if not choice.startswith(content):
+        return False
+    if not tail:
+        return True
+    rest = choice[len(content) :]
+    if tail[:1] != b"\\":
+        return rest.encode("utf-8").startswith(tail)
+    if not rest:
+        return False
+    escaped = _escaped(tail)
+    if isinstance(escaped, list):
+        return rest[0] in escaped
+    return escaped is None or escaped[0] <= ord(rest[0]) <= escaped[1]

@@ -1,0 +1,312 @@
+"""The check plan of one compiled schema, shared by its matchers: which subschemas apply at each JSON
+pointer, which of them sgcli validates when a value completes (the anchors), and the necessary
+conditions it can test earlier (types, keys, item counts, string rules).
+"""
+
+from __future__ import annotations
+
+import re
+
+from sgcli.backends.json_strings import StringRules, vocab_tables
+from sgcli.backends.keyword_coverage import SchemaDoc, fragment
+from sgcli.tokenizers.vocab import Vocab
+
+# the keywords whose subschemas a container's children are read through
+PROJECTED = ("type", "properties", "patternProperties", "additionalProperties", "propertyNames", "maxProperties")
+PROJECTED += ("items", "prefixItems", "additionalItems", "maxItems", "uniqueItems")
+
+
+class CheckPlan:
+    """Anchors (subschemas the checker validates), their validators, and the schema nodes of each
+    JSON position, computed once per compiled schema and cached."""
+
+    def __init__(self, schema, anchors: list[str], vocab: Vocab):
+        self.doc = SchemaDoc(schema)
+        self.root_validator = self.doc.cls(schema, format_checker=self.doc.cls.FORMAT_CHECKER)
+        self.anchors = frozenset(a for a in [*anchors, ""] if isinstance(self.doc.nodes.get(a), (dict, bool)))
+        self.tables = vocab_tables(vocab)
+        self.stop_ids = frozenset(vocab.stop_ids)
+        self.special_ids = vocab.special_ids
+        self.tokens = vocab.tokens
+        self._validators: dict = {}
+        self._closure: dict = {}
+        self._children: dict = {}
+        self._checks: dict = {}
+        self._types: dict = {}
+        self._strings: dict = {}
+        self._signs: dict = {}
+        self.items_are_prefix = "prefixItems" in self.doc.cls.VALIDATORS
+        self.root_nodes = self.closure(frozenset({""}))
+
+    # -- validators --
+
+    def validator(self, pointer: str, projected: bool = False):
+        key = (pointer, projected)
+        found = self._validators.get(key)
+        if found is None:
+            if projected:
+                node = self.doc.nodes[pointer]
+                found = self.root_validator.evolve(schema={k: node[k] for k in PROJECTED if k in node})
+            elif pointer == "":
+                found = self.root_validator
+            else:
+                found = self.root_validator.evolve(schema={"$ref": "#" + fragment(pointer)})
+            self._validators[key] = found
+        return found
+
+    def valid(self, pointer: str, value, projected: bool = False) -> bool:
+        """jsonschema's verdict; True where it cannot judge (a schema it cannot apply was listed as
+        enforced by nothing before generation started)."""
+        try:
+            return self.validator(pointer, projected).is_valid(value)
+        except Exception:  # referencing.Unresolvable, re.error in a pattern, ...
+            return True
+
+    def why(self, pointer: str, value) -> str:
+        """The first violation, for the matcher's error."""
+        try:
+            error = next(iter(self.validator(pointer).iter_errors(value)), None)
+        except Exception:
+            error = None
+        if error is None:
+            return "the value breaks the schema"
+        where = "/" + "/".join(str(p) for p in error.absolute_path)
+        return f"`{error.validator}`: {error.message} (at {where if where != '/' else 'the value'})"
+
+    # -- the schema nodes of each position --
+
+    def closure(self, pointers: frozenset) -> frozenset:
+        """`pointers` plus every subschema that applies to the same value unconditionally ($ref, allOf)."""
+        found = self._closure.get(pointers)
+        if found is not None:
+            return found
+        out, stack = set(), list(pointers)
+        while stack:
+            p = stack.pop()
+            node = self.doc.nodes.get(p)
+            if p in out or not isinstance(node, dict):
+                continue
+            out.add(p)
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                target, _ = self.doc.resolve(p, ref)
+                if target is not None:
+                    stack.append(target)
+            if self.doc.ref_overrides and "$ref" in node:
+                continue
+            if isinstance(node.get("allOf"), list):
+                stack += [f"{p}/allOf/{i}" for i in range(len(node["allOf"]))]
+        found = frozenset(out)
+        self._closure[pointers] = found
+        return found
+
+    def _applies(self, pointer: str) -> dict | None:
+        node = self.doc.nodes.get(pointer)
+        if not isinstance(node, dict) or (self.doc.ref_overrides and "$ref" in node):
+            return None
+        return node
+
+    def member(self, nodes: frozenset, key: str) -> frozenset:
+        """The nodes of the value at `key` of an object whose nodes are `nodes`."""
+
+        def pick(p: str, node: dict) -> list[str]:
+            out = []
+            props = node.get("properties")
+            if isinstance(props, dict) and key in props:
+                out.append(f"{p}/properties/{escape_pointer(key)}")
+            patterns = node.get("patternProperties")
+            if isinstance(patterns, dict):
+                out += [f"{p}/patternProperties/{escape_pointer(regex)}" for regex in patterns if _search(regex, key)]
+            if not out and "additionalProperties" in node:
+                out.append(f"{p}/additionalProperties")
+            return out
+
+        return self._children_of(nodes, (nodes, "k", key), pick)
+
+    def element(self, nodes: frozenset, index: int) -> frozenset:
+        """The nodes of item `index` of an array whose nodes are `nodes`."""
+
+        def pick(p: str, node: dict) -> list[str]:
+            tuple_key = "prefixItems" if self.items_are_prefix else "items"
+            prefix = node.get(tuple_key)
+            if isinstance(prefix, list) and index < len(prefix):
+                return [f"{p}/{tuple_key}/{index}"]
+            if isinstance(prefix, list):
+                rest = "items" if self.items_are_prefix else "additionalItems"
+                return [f"{p}/{rest}"] if rest in node else []
+            if "items" in node and not isinstance(node["items"], list):
+                return [f"{p}/items"]
+            return []
+
+        return self._children_of(nodes, (nodes, "i", index), pick)
+
+    def _children_of(self, nodes: frozenset, cache_key: tuple, pick) -> frozenset:
+        """The closure of what `pick(pointer, node)` names under each of `nodes` that applies, cached."""
+        found = self._children.get(cache_key)
+        if found is None:
+            out = {child for p in nodes if (node := self._applies(p)) is not None for child in pick(p, node)}
+            found = self._children[cache_key] = self.closure(frozenset(out))
+        return found
+
+    def checks(self, nodes: frozenset | None) -> tuple[str, ...]:
+        """The anchors among `nodes`: the subschemas validated when the value completes."""
+        if not nodes:
+            return ()
+        found = self._checks.get(nodes)
+        if found is None:
+            found = tuple(sorted(nodes & self.anchors))
+            self._checks[nodes] = found
+        return found
+
+    # -- necessary conditions, per anchor --
+
+    def types(self, pointer: str) -> frozenset[str] | None:
+        """JSON types a value may have under the anchor (None: any), from type, enum and const."""
+        if pointer in self._types:
+            return self._types[pointer]
+        node = self._applies(pointer)
+        allowed = None
+        if node is not None:
+            t = node.get("type")
+            if isinstance(t, str):
+                allowed = {t}
+            elif isinstance(t, list) and all(isinstance(x, str) for x in t):
+                allowed = set(t)
+            if allowed is not None and "integer" in allowed:
+                allowed.add("number")
+            for key in ("enum", "const"):
+                if key in node and (key == "const" or isinstance(node[key], list)):
+                    listed = {_json_type(v) for v in (node[key] if key == "enum" else [node[key]])}
+                    allowed = listed if allowed is None else allowed & listed
+        found = None if allowed is None else frozenset(allowed)
+        self._types[pointer] = found
+        return found
+
+    def strings(self, pointers: tuple[str, ...]) -> StringRules | None:
+        """The prefix-checkable string rules of the anchors (None: nothing to check)."""
+        if pointers in self._strings:
+            return self._strings[pointers]
+        rules = StringRules()
+        for p in pointers:
+            node = self._applies(p)
+            if node is None:
+                continue
+            if isinstance(node.get("maxLength"), int) and not isinstance(node["maxLength"], bool):
+                rules.max_length = min(node["maxLength"], rules.max_length if rules.max_length is not None else 1 << 62)
+            if isinstance(node.get("enum"), list):
+                rules.choices.append(frozenset(v for v in node["enum"] if isinstance(v, str)))
+            if isinstance(node.get("const"), str):
+                rules.choices.append(frozenset({node["const"]}))
+            pattern = node.get("pattern")
+            if isinstance(pattern, str) and pattern.startswith("^"):
+                compiled = _prefix_regex(pattern)
+                if compiled is not None:
+                    rules.patterns.append(compiled)
+                    rules.ascii_closed.append(_ascii_closed(pattern))
+        found = rules if (rules.max_length is not None or rules.choices or rules.patterns) else None
+        self._strings[pointers] = found
+        return found
+
+    def signed(self, pointers: tuple[str, ...]) -> list[tuple[str, str]]:
+        """(anchor, the sign its bounds rule out) for the anchors whose bounds exclude every positive or
+        every negative number: the sign is the one part of a number's prefix no later digit or exponent
+        changes."""
+        found = self._signs.get(pointers)
+        if found is None:
+            found = []
+            for p in pointers:
+                node = self._applies(p)
+                if node is None:
+                    continue
+                low = [node[k] for k in ("minimum", "exclusiveMinimum") if _number(node.get(k))]
+                high = [node[k] for k in ("maximum", "exclusiveMaximum") if _number(node.get(k))]
+                if any(x >= 0 for x in low):
+                    found.append((p, "-"))
+                if any(x <= 0 for x in high):
+                    found.append((p, "+"))
+            self._signs[pointers] = found
+        return found
+
+    def sign_refused(self, pointers: tuple[str, ...], raw: bytes) -> str | None:
+        """Why a number that starts with `raw` can never meet the anchors' bounds (None: it still can)."""
+        signs = self.signed(pointers)
+        if not signs:
+            return None
+        mantissa = raw.split(b"e")[0].split(b"E")[0]
+        if not any(48 < b <= 57 for b in mantissa):
+            return None  # still zero so far: -0 and 0 meet any bound that includes 0
+        negative = raw[:1] == b"-"
+        for p, sign in signs:
+            if (sign == "-") == negative:
+                return f"{'below' if negative else 'above'} the bounds at {p or '/'}"
+        return None
+
+    def key_refused(self, nodes: frozenset, key: str, count: int) -> str | None:
+        """Why an object under these anchors cannot take `key` as its property number `count + 1`."""
+        for p in self.checks(nodes):
+            node = self._applies(p)
+            if node is None:
+                continue
+            most = node.get("maxProperties")
+            if isinstance(most, int) and not isinstance(most, bool) and count + 1 > most:
+                return f"`maxProperties` {most} at {p or '/'}"
+            if node.get("additionalProperties") is False:
+                props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+                patterns = node.get("patternProperties") if isinstance(node.get("patternProperties"), dict) else {}
+                if key not in props and not any(_search(r, key) for r in patterns):
+                    return f"`additionalProperties: false` at {p or '/'}"
+            if "propertyNames" in node and not self.valid(f"{p}/propertyNames", key):
+                return f"`propertyNames` at {p or '/'}"
+        return None
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _json_type(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def escape_pointer(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+_regex_cache: dict = {}
+
+
+def _search(pattern: str, text: str) -> bool:
+    compiled = _regex_cache.get(pattern)
+    if compiled is None:
+        try:
+            compiled = re.compile(pattern)
+        except (re.error, RecursionError, OverflowError):
+            compiled = False
+        _regex_cache[pattern] = compiled
+    return bool(compiled and compiled.search(text))
+
+
+_OPEN = re.compile(r"\.|\[\^|\\[wWsSdDpPXN]|\(\?[a-zA-Z]*[isux]")
+
+
+def _ascii_closed(pattern: str) -> bool:
+    """Whether no non-ASCII character can match anywhere in `pattern` (only ASCII literals and classes:
+    no `.`, negated class, `\\w`-style class or flag that reaches beyond ASCII)."""
+    return pattern.isascii() and _OPEN.search(pattern) is None
+
+
+def _prefix_regex(pattern: str):
+    import regex
+
+    try:
+        return regex.compile(pattern)
+    except Exception:  # regex.error, or a pattern only `re` reads: no prefix check, the completion check stays
+        return None
