@@ -4,10 +4,11 @@ Each backend declares what it enforces as data (`Capabilities.schema_keywords`, 
 benchmarks/keyword_positions.py and the JSON-Schema-Test-Suite). This walks a schema the way
 a validator does, from the root through the applicators the backend enforces faithfully
 (properties, items, `$ref`, allOf, anyOf ...), resolving references with the `referencing`
-library (`$id`-relative refs, anchors, cycles, boolean subschemas). Every constraint keyword it
-meets that the backend is not known to enforce *there* is a `Gap`; its subschemas are not
-walked further, because sgcli's schema checker (`schema_checker.py`) then validates the whole
-subschema that holds it. Conservative: a keyword not listed as enforced counts as a gap.
+library (`$id`-relative refs, anchors, cycles, boolean subschemas; the schema as read:
+`schema_doc.SchemaDoc`). Every constraint keyword it meets that the backend is not known to
+enforce *there* is a `Gap`; its subschemas are not walked further, because sgcli's schema
+checker (`schema_checker.py`) then validates the whole subschema that holds it. Conservative: a
+keyword not listed as enforced counts as a gap.
 
 Each gap also says whether the checker can enforce it: the checker is jsonschema, so a remote
 `$ref` it cannot resolve, a `format` it has no checker for, or a `pattern` Python's `re` cannot
@@ -18,22 +19,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from urllib.parse import quote
 
 from sgcli.backends.base import SchemaKeywords
 from sgcli.backends.outlines_coverage import disjoint_types, dropped_keywords
+from sgcli.backends.schema_doc import COMPANIONS, SchemaDoc, escape_pointer, subschemas
 from sgcli.constraints.jsonpos import SchemaText, pointer_parts
 from sgcli.constraints.spec import Kind
 from sgcli.errors import Location, UserError, offset_to_line_col
 
-# Keywords that take part in another keyword's constraint (jsonschema validates them under it).
-_COMPANIONS = {
-    "then": "if",
-    "else": "if",
-    "minContains": "contains",
-    "maxContains": "contains",
-    "additionalItems": "items",
-}
 # JSON type each type-specific keyword constrains (a backend may apply it only beside that `type`)
 _TYPE_OF = {
     **dict.fromkeys(("minLength", "maxLength", "pattern", "format", "contentEncoding"), "string"),
@@ -54,10 +47,6 @@ UNCONDITIONAL = frozenset(
     {"properties", "patternProperties", "additionalProperties", "items", "prefixItems", "additionalItems"}
     | {"allOf", "$ref"}
 )
-_ONE = ("additionalProperties", "additionalItems", "unevaluatedProperties", "unevaluatedItems", "contains")
-_ONE += ("propertyNames", "not", "if", "then", "else", "contentSchema")
-_MAP = ("properties", "patternProperties", "dependentSchemas", "dependencies")
-_LIST = ("allOf", "anyOf", "oneOf", "prefixItems")
 _DYNAMIC = ("$dynamicRef", "$recursiveRef")
 
 
@@ -79,102 +68,6 @@ class Gap:
 
     def describe(self) -> str:
         return f"`{self.keyword}` at {self.pointer or '/'}"
-
-
-class SchemaDoc:
-    """A schema with its validator class (its draft), a `referencing` resolver and an index of its
-    subschemas by identity, so a resolved reference maps back to a pointer in this file."""
-
-    def __init__(self, schema):
-        import jsonschema
-        import jsonschema_specifications
-        import referencing.jsonschema as rj
-        from jsonschema.validators import validator_for
-
-        self.schema = schema
-        self.cls = validator_for(schema, default=jsonschema.Draft202012Validator)
-        dialect = schema.get("$schema", "") if isinstance(schema, dict) else ""
-        self.spec = rj.specification_with(dialect if isinstance(dialect, str) else "", default=rj.DRAFT202012)
-        resource = self.spec.create_resource(schema)
-        base = resource.id() or ""
-        self.registry = jsonschema_specifications.REGISTRY.with_resource(base, resource)
-        self.resolver = self.registry.resolver(base_uri=base)
-        self.keywords = frozenset(self.cls.VALIDATORS) | frozenset(_COMPANIONS)
-        self.ref_overrides = self.cls.__name__ in (
-            "Draft3Validator",
-            "Draft4Validator",
-            "Draft6Validator",
-            "Draft7Validator",
-        )
-        self.by_id: dict[int, str] = {}
-        self.nodes: dict[str, object] = {}
-        self._index(schema, "")
-        self._resolvers: dict[str, object] = {}
-
-    def _index(self, value, pointer: str) -> None:
-        stack = [(value, pointer)]
-        while stack:
-            value, pointer = stack.pop()
-            if isinstance(value, dict):
-                self.by_id.setdefault(id(value), pointer)
-                self.nodes[pointer] = value
-                stack += [(v, f"{pointer}/{_escape(k)}") for k, v in value.items()]
-            elif isinstance(value, list):
-                self.nodes[pointer] = value
-                stack += [(v, f"{pointer}/{i}") for i, v in enumerate(value)]
-            elif isinstance(value, bool):
-                self.nodes[pointer] = value
-
-    def resolver_at(self, pointer: str):
-        """The resolver whose base URI applies inside the subschema at `pointer` (embedded `$id`s)."""
-        found = self._resolvers.get(pointer)
-        if found is None:
-            found = self.resolver if not pointer else self.resolver.lookup("#" + fragment(pointer)).resolver
-            self._resolvers[pointer] = found
-        return found
-
-    def resolve(self, pointer: str, ref: str) -> tuple[str | None, str | None]:
-        """(pointer of the local subschema `ref` names, from the subschema at `pointer`; None where it is
-        outside this file), (why it cannot be resolved at all, or None)."""
-        try:
-            resolved = self.resolver_at(pointer).lookup(ref)
-        except Exception as exc:  # referencing.exceptions.Unresolvable and its kin
-            return None, f"{type(exc).__name__}: {exc}"
-        contents = resolved.contents
-        if isinstance(contents, bool):
-            return None, None
-        return self.by_id.get(id(contents)), None
-
-    def constraint_keys(self, node: dict) -> list[str]:
-        """The keywords of `node` that constrain an instance in this draft (annotations and unknown keys do not)."""
-        keys = [k for k in node if k in self.keywords and (k not in _COMPANIONS or _COMPANIONS[k] in node)]
-        if self.ref_overrides and "$ref" in node:  # up to draft 7, $ref's siblings are ignored
-            return ["$ref"]
-        return keys
-
-
-def fragment(pointer: str) -> str:
-    """A JSON pointer as a URI fragment (what `$ref` takes)."""
-    return quote(pointer, safe="/~!$&'()*+,;=:@")
-
-
-def _escape(key) -> str:
-    return str(key).replace("~", "~0").replace("/", "~1")
-
-
-def subschemas(node: dict, keyword: str, pointer: str):
-    """(subschema, pointer) for each subschema the keyword's value holds."""
-    value = node.get(keyword)
-    here = f"{pointer}/{_escape(keyword)}"
-    if keyword == "items" and isinstance(value, list):
-        yield from ((v, f"{here}/{i}") for i, v in enumerate(value))
-    elif keyword in _ONE or keyword == "items":
-        if isinstance(value, (dict, bool)):
-            yield value, here
-    elif keyword in _MAP and isinstance(value, dict):
-        yield from ((v, f"{here}/{_escape(k)}") for k, v in value.items() if isinstance(v, (dict, bool)))
-    elif keyword in _LIST and isinstance(value, list):
-        yield from ((v, f"{here}/{i}") for i, v in enumerate(value))
 
 
 def _single_type(node: dict) -> set[str]:
@@ -201,8 +94,8 @@ def _why_unenforced(node: dict, keyword: str, table: SchemaKeywords, keys: list[
         listed = node.get("properties") if isinstance(node.get("properties"), dict) else {}
         if not isinstance(node.get("required"), list) or any(name not in listed for name in node["required"]):
             return "enforced only for names `properties` lists"
-    if keyword in _COMPANIONS and keyword not in table.enforced:
-        return f"part of `{_COMPANIONS[keyword]}`, not enforced"
+    if keyword in COMPANIONS and keyword not in table.enforced:
+        return f"part of `{COMPANIONS[keyword]}`, not enforced"
     if keyword == "oneOf" and keyword not in table.enforced:
         if table.disjoint_one_of and disjoint_types(node.get("oneOf")):
             return None
@@ -245,7 +138,7 @@ def grammar_gaps(schema, backend: str, table: SchemaKeywords | None, doc: Schema
         seen.add((pointer, anchor))
         keys = doc.constraint_keys(node)
         for key in keys:
-            here = f"{pointer}/{_escape(key)}"
+            here = f"{pointer}/{escape_pointer(key)}"
             why = _why_unenforced(node, key, table, keys)
             if why is None and key in ("$ref", *_DYNAMIC):
                 why, target = _ref_gap(doc, pointer, node, key, table)
@@ -337,7 +230,7 @@ def _inside(doc: SchemaDoc, schema, pointer: str, formats: set[str]) -> list[Gap
             continue
         seen.add(at)
         for key in doc.constraint_keys(node):
-            here = f"{at}/{_escape(key)}"
+            here = f"{at}/{escape_pointer(key)}"
             why = _uncheckable(doc, here, key, formats)
             if why is not None:
                 found.append(Gap(here, key, "", why, checker=False, why_not_checked=why))
@@ -347,7 +240,7 @@ def _inside(doc: SchemaDoc, schema, pointer: str, formats: set[str]) -> list[Gap
                     stack.append((doc.nodes[target], target))
             if key == "patternProperties" and isinstance(node[key], dict):
                 found += [
-                    Gap(f"{here}/{_escape(p)}", key, "", "Python's re cannot read the pattern", checker=False)
+                    Gap(f"{here}/{escape_pointer(p)}", key, "", "Python's re cannot read the pattern", checker=False)
                     for p in node[key]
                     if _bad_regex(p)
                 ]
@@ -414,7 +307,7 @@ def _nearest_anchor(doc: SchemaDoc, pointer: str) -> str:
         step = 2 if key in ("properties", "patternProperties", "prefixItems", "allOf") else 1
         if key == "items" and isinstance(node.get("items"), list):
             step = 2
-        at = at + "".join("/" + _escape(p) for p in parts[i : i + step])
+        at = at + "".join("/" + escape_pointer(p) for p in parts[i : i + step])
         node = doc.nodes.get(at)
         i += step
         if isinstance(node, dict):

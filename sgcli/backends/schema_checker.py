@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from sgcli.backends.base import Compiled, Matcher, allowed_ids
 from sgcli.backends.json_strings import NUMBER_BYTES, StringRules, goes_on, pattern_blocked, string_dead, string_state
 from sgcli.backends.keyword_coverage import compiled_gaps
-from sgcli.backends.schema_plan import PROJECTED, CheckPlan, escape_pointer
+from sgcli.backends.schema_doc import escape_pointer
+from sgcli.backends.schema_plan import PROJECTED, CheckPlan
 
 _WS = frozenset(b" \t\n\r")
 _ESCAPES = frozenset(b'"\\/bfnrtu')

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from sgcli.backends.json_strings import StringRules, vocab_tables
-from sgcli.backends.keyword_coverage import SchemaDoc, fragment
+from sgcli.backends.schema_doc import SchemaDoc, escape_pointer, fragment
 from sgcli.tokenizers.vocab import Vocab
 
 # the keywords whose subschemas a container's children are read through
@@ -274,10 +274,6 @@ def _json_type(value) -> str:
     if isinstance(value, str):
         return "string"
     return "array" if isinstance(value, list) else "object"
-
-
-def escape_pointer(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
 
 
 _regex_cache: dict = {}

@@ -1,0 +1,117 @@
+"""One JSON Schema as sgcli's schema tools walk it: its draft, a `referencing` resolver, its subschemas
+by pointer, and the subschemas each applicator holds. Shared by the keyword coverage
+(`keyword_coverage`) and the decode-time checker's plan (`schema_plan`).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+# Keywords that take part in another keyword's constraint (jsonschema validates them under it).
+COMPANIONS = {
+    "then": "if",
+    "else": "if",
+    "minContains": "contains",
+    "maxContains": "contains",
+    "additionalItems": "items",
+}
+_ONE = ("additionalProperties", "additionalItems", "unevaluatedProperties", "unevaluatedItems", "contains")
+_ONE += ("propertyNames", "not", "if", "then", "else", "contentSchema")
+_MAP = ("properties", "patternProperties", "dependentSchemas", "dependencies")
+_LIST = ("allOf", "anyOf", "oneOf", "prefixItems")
+
+
+class SchemaDoc:
+    """A schema with its validator class (its draft), a `referencing` resolver and an index of its
+    subschemas by identity, so a resolved reference maps back to a pointer in this file."""
+
+    def __init__(self, schema):
+        import jsonschema
+        import jsonschema_specifications
+        import referencing.jsonschema as rj
+        from jsonschema.validators import validator_for
+
+        self.schema = schema
+        self.cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+        dialect = schema.get("$schema", "") if isinstance(schema, dict) else ""
+        self.spec = rj.specification_with(dialect if isinstance(dialect, str) else "", default=rj.DRAFT202012)
+        resource = self.spec.create_resource(schema)
+        base = resource.id() or ""
+        self.registry = jsonschema_specifications.REGISTRY.with_resource(base, resource)
+        self.resolver = self.registry.resolver(base_uri=base)
+        self.keywords = frozenset(self.cls.VALIDATORS) | frozenset(COMPANIONS)
+        self.ref_overrides = self.cls.__name__ in (
+            "Draft3Validator",
+            "Draft4Validator",
+            "Draft6Validator",
+            "Draft7Validator",
+        )
+        self.by_id: dict[int, str] = {}
+        self.nodes: dict[str, object] = {}
+        self._index(schema, "")
+        self._resolvers: dict[str, object] = {}
+
+    def _index(self, value, pointer: str) -> None:
+        stack = [(value, pointer)]
+        while stack:
+            value, pointer = stack.pop()
+            if isinstance(value, dict):
+                self.by_id.setdefault(id(value), pointer)
+                self.nodes[pointer] = value
+                stack += [(v, f"{pointer}/{escape_pointer(k)}") for k, v in value.items()]
+            elif isinstance(value, list):
+                self.nodes[pointer] = value
+                stack += [(v, f"{pointer}/{i}") for i, v in enumerate(value)]
+            elif isinstance(value, bool):
+                self.nodes[pointer] = value
+
+    def resolver_at(self, pointer: str):
+        """The resolver whose base URI applies inside the subschema at `pointer` (embedded `$id`s)."""
+        found = self._resolvers.get(pointer)
+        if found is None:
+            found = self.resolver if not pointer else self.resolver.lookup("#" + fragment(pointer)).resolver
+            self._resolvers[pointer] = found
+        return found
+
+    def resolve(self, pointer: str, ref: str) -> tuple[str | None, str | None]:
+        """(pointer of the local subschema `ref` names, from the subschema at `pointer`; None where it is
+        outside this file), (why it cannot be resolved at all, or None)."""
+        try:
+            resolved = self.resolver_at(pointer).lookup(ref)
+        except Exception as exc:  # referencing.exceptions.Unresolvable and its kin
+            return None, f"{type(exc).__name__}: {exc}"
+        contents = resolved.contents
+        if isinstance(contents, bool):
+            return None, None
+        return self.by_id.get(id(contents)), None
+
+    def constraint_keys(self, node: dict) -> list[str]:
+        """The keywords of `node` that constrain an instance in this draft (annotations and unknown keys do not)."""
+        keys = [k for k in node if k in self.keywords and (k not in COMPANIONS or COMPANIONS[k] in node)]
+        if self.ref_overrides and "$ref" in node:  # up to draft 7, $ref's siblings are ignored
+            return ["$ref"]
+        return keys
+
+
+def fragment(pointer: str) -> str:
+    """A JSON pointer as a URI fragment (what `$ref` takes)."""
+    return quote(pointer, safe="/~!$&'()*+,;=:@")
+
+
+def escape_pointer(key) -> str:
+    return str(key).replace("~", "~0").replace("/", "~1")
+
+
+def subschemas(node: dict, keyword: str, pointer: str):
+    """(subschema, pointer) for each subschema the keyword's value holds."""
+    value = node.get(keyword)
+    here = f"{pointer}/{escape_pointer(keyword)}"
+    if keyword == "items" and isinstance(value, list):
+        yield from ((v, f"{here}/{i}") for i, v in enumerate(value))
+    elif keyword in _ONE or keyword == "items":
+        if isinstance(value, (dict, bool)):
+            yield value, here
+    elif keyword in _MAP and isinstance(value, dict):
+        yield from ((v, f"{here}/{escape_pointer(k)}") for k, v in value.items() if isinstance(v, (dict, bool)))
+    elif keyword in _LIST and isinstance(value, list):
+        yield from ((v, f"{here}/{i}") for i, v in enumerate(value))
