@@ -26,7 +26,7 @@ if [[ "${1:-}" == "prepare" ]]; then
     "$PY" - <<'PY'
 import json, shutil
 from pathlib import Path
-from sgcli.engine.loader import convert_gguf
+from sgcli.engine.gguf_convert import convert_gguf
 from sgcli.models.refs import resolve_model
 from sgcli.tokenizers import load_tokenizer
 from sgcli.tokenizers.gguf import cached_tokenizer_dir

@@ -129,7 +129,7 @@ def test_weights_check_catches_nan_and_random_bytes():
     import torch
     from helpers import random_llama
 
-    from sgcli.engine.loader import weights_problem
+    from sgcli.engine.gguf_convert import weights_problem
 
     model = random_llama(64).model
     assert weights_problem(model) is None
@@ -247,7 +247,7 @@ def test_a_full_disk_while_converting_is_exit_2_naming_the_folder_and_the_space(
     import errno
     import shutil
 
-    from sgcli.engine import loader
+    from sgcli.engine import gguf_convert
 
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(os.urandom(1000))
@@ -255,9 +255,9 @@ def test_a_full_disk_while_converting_is_exit_2_naming_the_folder_and_the_space(
     def fill(*args):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(loader, "_convert_into", fill)
+    monkeypatch.setattr(gguf_convert, "_convert_into", fill)
     with pytest.raises(UserError) as exc:
-        loader.convert_gguf(gguf)
+        gguf_convert.convert_gguf(gguf)
     cache = converted_dir(gguf)
     assert f"the disk of the model cache is full: converting m.gguf needs about 1 MB in {cache}" in exc.value.message
     assert "SGCLI_CACHE_DIR" in exc.value.hint and not list(cache.glob(".model.partial-*"))  # staging removed

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 
 def _save(model, folder):
-    """A folder as the GGUF conversion writes it (`sgcli.engine.loader._convert_into`)."""
+    """A folder as the GGUF conversion writes it (`sgcli.engine.gguf_convert._convert_into`)."""
     from safetensors.torch import save_model
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -95,7 +95,8 @@ def test_a_transformers_without_no_init_weights_falls_back(tmp_path, monkeypatch
 def test_default_model_direct_load_matches_from_pretrained():
     from transformers import AutoModelForCausalLM
 
-    from sgcli.engine.loader import convert_gguf, load_state_direct
+    from sgcli.engine.gguf_convert import convert_gguf
+    from sgcli.engine.loader import load_state_direct
     from sgcli.models.refs import resolve_model
 
     folder = convert_gguf(resolve_model(None).path)

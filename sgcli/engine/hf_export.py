@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from sgcli.cache.paths import converted_dir
-from sgcli.engine.loader import convert_gguf
+from sgcli.engine.gguf_convert import convert_gguf
 from sgcli.errors import UserError
 from sgcli.models.refs import resolve_model
 from sgcli.tokenizers.gguf import cached_tokenizer_dir

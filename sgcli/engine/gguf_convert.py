@@ -1,0 +1,111 @@
+"""GGUF files dequantized once into a cached Hugging Face folder (safetensors + config), and the check
+that a loaded conversion's weights were not damaged on disk.
+
+transformers can read GGUF (`gguf_file=`) but dequantizes every time (~20 s for the default
+model) and refuses `save_pretrained` on the result: sgcli writes the folder itself, staged and
+published in one rename (`sgcli.cache.conversions`), and every later run loads that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from sgcli.cache import conversions
+from sgcli.cache.paths import converted_dir
+
+Progress = Callable[[str, int, int], None]  # (stage description, step, total steps)
+
+
+@contextlib.contextmanager
+def _tensor_progress(progress: Progress | None, description: str):
+    """Route transformers' per-tensor GGUF tqdm loop into our progress callback.
+
+    transformers draws its own tqdm bar while dequantizing; that would bypass the CLI's
+    rich progress and clutter stderr. Where its module exposes the `tqdm` it uses, it is
+    swapped for the duration of the load; elsewhere the load runs unchanged.
+    """
+    try:
+        from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:
+        yield
+        return
+    original = getattr(gguf_utils, "tqdm", None)
+
+    def reporting(iterable, *args, **kwargs):
+        items = list(iterable)
+        for i, item in enumerate(items):
+            if progress:
+                progress(description, i, len(items))
+            yield item
+
+    gguf_utils.tqdm = reporting
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = original
+
+
+def convert_gguf(gguf: Path, progress: Progress | None = None) -> Path:
+    """Dequantize a GGUF file into a cached Hugging Face folder; returns the folder.
+
+    The cache entry is checked against its manifest on every use and rebuilt when damaged;
+    the conversion is staged in a unique folder and published with one rename
+    (`sgcli.cache.conversions`), so concurrent first runs both succeed."""
+    out = converted_dir(gguf) / "model"
+    if conversions.usable(out, f"conversion of {gguf.name}"):
+        return out
+    staged = conversions.staging(out)  # exit 2 now, before 30 s of work, if the cache is read-only
+    try:
+        # float32 weights: up to 8x a 4-bit file (the exact figure is checked before writing)
+        with conversions.disk_full_is_exit_2(staged, f"converting {gguf.name}", 8 * gguf.stat().st_size):
+            _convert_into(gguf, staged, progress)
+            return conversions.publish(staged, out, gguf)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+
+
+def _convert_into(gguf: Path, folder: Path, progress: Progress | None) -> None:
+    import torch
+    from safetensors.torch import save_model
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    step = lambda text, i: progress and progress(text, i, 3)  # noqa: E731
+    step(f"dequantizing {gguf.name} (once; cached afterwards)", 0)
+    with _tensor_progress(progress, f"dequantizing {gguf.name} (once; cached afterwards)"):
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    step("writing safetensors to the cache", 1)
+    needed = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    conversions.ensure_space(folder, needed, f"the dequantized {gguf.name}")
+    save_model(model, str(folder / "model.safetensors"))  # handles tied embeddings
+    config = model.config.to_dict()
+    config.pop("quantization_config", None)  # the weights are plain float32 now
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    if model.generation_config is not None:
+        model.generation_config.save_pretrained(str(folder))
+    step("done", 3)
+
+
+def weights_problem(model) -> str | None:
+    """NaN, infinite or implausibly large weights (|w| > 1e6): what damaged bytes in a cached
+    safetensors file become. Random bytes make ~40% of float32 values that large, so any damaged
+    region is caught; trained weights stay far below. One pass over the parameters."""
+    import torch
+
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if param.is_floating_point() and param.numel():
+                low, high = (v.item() for v in torch.aminmax(param.detach()))  # one pass, no abs() copy
+                if not (math.isfinite(low) and math.isfinite(high)):
+                    return f"parameter {name} holds NaN or infinite values"
+                peak = max(-low, high)
+                if peak > 1e6:
+                    return f"parameter {name} holds implausible values (|w| up to {peak:.3g})"
+    return None
