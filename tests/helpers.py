@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 
 def tokenizer_folder(folder, smol_tokenizer, chat_template):
     """A tokenizer folder: SmolLM2's tokenizer.json with `chat_template` in its tokenizer_config.json."""
@@ -149,3 +151,26 @@ class RecordingReporter:
 
     def tally(self, tally):
         self.tallies.append(tally)
+
+
+@contextlib.contextmanager
+def output_locked_by_another_process(out):
+    """A second Python process holding `out`'s RecordWriter lock until the block ends (then killed:
+    the kernel drops a dead process's lock). Yields that process, whose pid the refusal must name."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import time\nfrom pathlib import Path\nfrom sgcli.batch.records import RecordWriter\n"
+        f"w = RecordWriter(Path({str(out)!r}))\nprint('locked', flush=True)\ntime.sleep(60)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    holder = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)

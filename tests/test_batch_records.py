@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import patch_everywhere
+from helpers import output_locked_by_another_process, patch_everywhere
 
 from sgcli.batch.records import RecordWriter
 from sgcli.constraints.spec import ConstraintSpec, Kind
@@ -149,20 +149,10 @@ def test_the_lock_holds_against_another_process(tmp_path):
     """Two processes: the second exits 2 naming the first's pid; after the first ends (even killed),
     the output is free again."""
     out = tmp_path / "o.jsonl"
-    code = (
-        "import sys, time\nfrom pathlib import Path\nfrom sgcli.batch.records import RecordWriter\n"
-        f"w = RecordWriter(Path({str(out)!r}))\nprint('locked', flush=True)\ntime.sleep(60)\n"
-    )
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    holder = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with output_locked_by_another_process(out) as holder:
         with pytest.raises(UserError) as exc:
             RecordWriter(out)
         assert f"pid {holder.pid}" in exc.value.message
-    finally:
-        holder.kill()
-        holder.wait(timeout=30)
     RecordWriter(out).close()  # the kernel dropped the dead process's lock
 
 

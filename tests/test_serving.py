@@ -432,26 +432,13 @@ def test_an_existing_output_needs_resume_or_force(run_cli, tmp_path):
 
 
 def test_a_second_writer_on_one_output_exits_2_naming_the_first(run_cli, tmp_path):
-    import os
-    import subprocess
-    import sys
+    from helpers import output_locked_by_another_process
 
     out = tmp_path / "out.jsonl"
-    code = (
-        "import time\nfrom pathlib import Path\nfrom sgcli.batch.records import RecordWriter\n"
-        f"w = RecordWriter(Path({str(out)!r}))\nprint('locked', flush=True)\ntime.sleep(60)\n"
-    )
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    holder = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
-        with Stub() as stub:
-            result = gen(run_cli, stub, "--regex", "a", "--input", _batch_file(tmp_path, 2), "-o", out, "--resume")
+    with output_locked_by_another_process(out) as holder, Stub() as stub:
+        result = gen(run_cli, stub, "--regex", "a", "--input", _batch_file(tmp_path, 2), "-o", out, "--resume")
         assert result.exit_code == 2, result.stderr
         assert f"pid {holder.pid}" in result.stderr and not stub.requests
-    finally:
-        holder.kill()
-        holder.wait(timeout=30)
 
 
 def test_bad_lines_are_listed_by_file_line_and_the_rest_answered(run_cli, tmp_path):
