@@ -220,7 +220,7 @@ def main() -> int:
     crashes, slow = [], []
     started = time.perf_counter()
     for n, (path, instances) in enumerate(schemas, 1):
-        for name, argv in commands_for(path, instances, path.parent).items():
+        for name, argv in commands_for(path, instances, work).items():
             if name not in wanted:
                 continue
             outcome = run_one(runner, app, argv, args.hang_s)

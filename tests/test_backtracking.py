@@ -122,29 +122,63 @@ def test_records_count_backtracks(tiny_lm, smol_tokenizer):
     assert sum(r["usage"]["backtracks"] for r in records) > 0
 
 
-def test_batched_rows_do_not_backtrack_and_say_so(tiny_lm, compiled):
+PROMPTS = ("Answer:", "Reply:", "List:", "Say:", "Go:", "Now:", "Then:", "So:")
+
+
+def batched(lm, compiled, prompts, seed: int, batch_size: int, **kw) -> dict[int, Finished]:
     from sgcli.engine.batching import decode_batch
 
-    vocab = compiled["unique"].vocab
-    prompts = [vocab.encode(p) for p in ("Answer:", "Reply:", "List:", "Say:", "Go:", "Now:")]
-    got = dict(
-        decode_batch(
-            tiny_lm,
-            prompts,
-            compiled["unique"],
-            params=SamplingParams(temperature=1.0, seed=3),
-            max_tokens=60,
-            batch_size=3,
-        )
-    )
-    errors = [f for f in got.values() if f.finish_reason == "error"]
-    assert errors  # the dead end is common
-    for f in errors:
-        assert f.error.startswith("dead end, not backtracked (batched rows do not backtrack; --batch-size 1 does)")
-        assert f.backtracks == 0
+    params = SamplingParams(temperature=1.0, seed=seed)
+    return dict(decode_batch(lm, prompts, compiled, params=params, max_tokens=60, batch_size=batch_size, **kw))
+
+
+@pytest.mark.parametrize("jump_forward", [True, False])
+def test_batched_rows_backtrack_as_the_single_stream_does(tiny_lm, compiled, jump_forward, monkeypatch):
+    """A row undoes its token by masking its own cache columns and feeding the token before it
+    again in a step the other rows share: each row ends exactly as its prompt does alone, and
+    after each undo the row attends to exactly the tokens it kept, less the one fed again."""
+    from sgcli.engine.batching import KVBatch
+
+    undo, masked = KVBatch.backtrack, []
+
+    def checked(self, r):
+        undo(self, r)
+        row = self.rows[r]
+        live = int(self.mask[r].sum())
+        assert live == self.pos[r] == len(row.prompt_ids) + len(row.seq.ids) - len(self.last[r])
+        masked.append(live)
+
+    monkeypatch.setattr(KVBatch, "backtrack", checked)
+    c = compiled["unique"]
+    prompts = [c.vocab.encode(p) for p in PROMPTS]
+    got = batched(tiny_lm, c, prompts, seed=3, batch_size=3, jump_forward=jump_forward)
+    assert sorted(got) == list(range(len(prompts)))
+    for i, f in got.items():
+        assert (f.finish_reason, f.error) == ("stop", None), (i, f.output, f.error)
+        jsonschema.validate(json.loads(f.output), UNIQUE)
+        assert f.output == text_of(c.vocab, f.token_ids)
+        alone = list(
+            decode(
+                tiny_lm,
+                prompts[i],
+                c,
+                params=SamplingParams(temperature=1.0, seed=3),
+                max_tokens=60,
+                jump_forward=jump_forward,
+            )
+        )[-1]
+        assert (f.output, f.backtracks) == (alone.output, alone.backtracks), i
+    assert sum(f.backtracks for f in got.values()) >= len(prompts) // 2  # the dead end is common
+    assert len(masked) == sum(f.backtracks for f in got.values())
+
+
+def test_a_hopeless_batched_row_ends_at_the_bound_and_the_others_are_answered(tiny_lm, compiled):
+    prompts = [compiled["hopeless"].vocab.encode(p) for p in PROMPTS[:4]]
+    got = batched(tiny_lm, compiled["hopeless"], prompts, seed=1, batch_size=4)
+    assert sorted(got) == [0, 1, 2, 3]
     for f in got.values():
-        if f.finish_reason == "stop":
-            jsonschema.validate(json.loads(f.output), UNIQUE)
+        assert f.finish_reason == "error" and f.error.startswith("backtracking gave up"), f.error
+        assert 0 < f.backtracks <= MAX_BACKTRACKS
 
 
 def test_the_native_forward_backtracks_as_transformers_does(tiny_lm, compiled, tmp_path):

@@ -23,10 +23,11 @@ row keeps draft tokens while the model chooses them, as the single-stream loop d
 cache columns of the ones it turned down are masked (`KVBatch.hide_draft`), not cropped, since
 the other rows share the cache.
 
-Batched rows do not backtrack at dead ends (the single-stream loop does, `sgcli.engine.decode`):
-undoing a row's token would take re-feeding the token before it at an earlier position than the
-row's others, in a step the rows share. A row whose checked grammar dead-ends ends with an error
-that says so (`--batch-size 1` decodes requests one at a time, with backtracking).
+Backtracking (the rules are `sgcli.engine.sequence`'s, as in the single-stream loop): where a
+row's checked grammar leaves no token, the row undoes its last token; the cache columns of the
+tokens after the one before it are masked for that row (the other rows share the cache, so
+nothing is cropped) and that token is fed again at its own position in the next step, which
+gives the undone position's logits, sampled with the undone token banned (`KVBatch.backtrack`).
 """
 
 from __future__ import annotations
@@ -100,8 +101,8 @@ class Row:
             seq.take(forced)
             seq.forced += 1
             feed.append(forced)
-        if not seq.done:
-            self.draft = self._draft(feed[-1])
+        if not seq.done:  # at a dead end, the next step's mask says so again and the batch backtracks
+            self.draft = [] if seq.dead_end else self._draft(feed[-1])
             return feed
         seq.flush()
         self.finished = seq.finished(len(self.prompt_ids), self.forward_passes)
@@ -249,6 +250,21 @@ class KVBatch:
             self.mask[r, first : first + rejected] = 0
             self.pos[r] -= rejected
 
+    def backtrack(self, r: int) -> None:
+        """Row `r` is at a dead end: undo its last token (`SequenceState.backtrack`), mask its cache
+        columns back to the tokens before the one now last, and feed that one again (with any kept
+        tokens not fed yet), so the next step gives the undone position's logits."""
+        row = self.rows[r]
+        row.seq.backtrack()
+        tokens = row.prompt_ids + row.seq.ids  # every kept token is fed, or waiting to be (as in decode)
+        keep = min(self.pos[r], len(tokens) - 1)
+        drop = self.pos[r] - keep
+        if drop:
+            live = self.mask[r].nonzero().squeeze(1)
+            self.mask[r, live[-drop:]] = 0
+        self.pos[r], self.last[r] = keep, tokens[keep:]
+        row.draft, row.ahead = [], None
+
     def compact(self) -> None:
         """Once most columns are padding (feeds of different lengths leave masked holes), move each
         row's live columns together on the right. Keys carry their positions already (rotary
@@ -361,10 +377,8 @@ def decode_batch(
     masker = Masker(lm.logits_width, lm.device)
 
     drafting = jump_forward and backend_jumps(compiled)
-    # None where the grammar is a bare backend's (its dead ends say only what the grammar says)
-    no_backtrack = (
-        "batched rows do not backtrack; --batch-size 1 does" if why_no_backtrack(lm, compiled) != "" else None
-    )
+    # None: rows backtrack (by masking their columns: batches never crop); "": a bare grammar's dead ends end it
+    no_backtrack = "" if why_no_backtrack(lm, compiled) == "" else None
 
     def new_row(i: int) -> Row:
         budget = max_tokens if isinstance(max_tokens, int) else max_tokens[i]
@@ -376,7 +390,8 @@ def decode_batch(
             think_end=think_end,
             device=lm.device,
             repetition_guard=repetition_guard,
-            no_backtrack=no_backtrack,
+            backtrack=no_backtrack is None,
+            no_backtrack=no_backtrack or None,
         )
         return Row(i, list(prompts[i]), seq, jump_forward, drafting)
 
@@ -435,6 +450,10 @@ def _advance(batch: KVBatch, tokens: dict[int, int | None] | Sequence[int | None
     chosen = tokens if isinstance(tokens, dict) else dict(enumerate(tokens))
     for i, row in enumerate(batch.rows):
         if i not in chosen:
+            keep.append(i)
+            continue
+        if chosen[i] is None and row.seq.dead_end:
+            batch.backtrack(i)
             keep.append(i)
             continue
         feed = row.advance(chosen[i], masker, narrow)
