@@ -492,6 +492,30 @@ def test_if_then_else_probe_resolves_refs_against_the_root():
     assert ("properties", "config", "then") in probed and ("properties", "config", "else") in probed
 
 
+def test_probes_of_a_self_referring_meta_schema_are_built_without_blowing_up(monkeypatch):
+    """draft-07's meta-schema: ~30 properties, most of them `{"$ref": "#"}`. Building every optional
+    property of every recursion grew as 30^depth (the Schema Store catalogue ships these; the
+    benchmark ran for minutes). A recursive $ref is built with its required parts only."""
+    from jsonschema_specifications import REGISTRY
+
+    from sgcli.lint import schema_instances
+    from sgcli.lint.schema_probes import keyword_probes
+
+    meta = REGISTRY.contents("http://json-schema.org/draft-07/schema")
+    visited = []
+    value = schema_instances.InstanceBuilder.value
+
+    def counted(self, schema, depth, variant=0):
+        visited.append(depth)
+        return value(self, schema, depth, variant)
+
+    monkeypatch.setattr(schema_instances.InstanceBuilder, "value", counted)
+    base, probes = keyword_probes(meta)
+    schema_instances.validator(meta).validate(base)
+    assert {"type", "enum", "minimum", "uniqueItems", "additionalProperties"} <= {p.keyword for p in probes}
+    assert len(visited) < 20 * schema_instances.MAX_BUILD_STEPS  # a few hundred per probe, not exponential
+
+
 def _left_recursive_chain(n: int, syntax: str) -> str:
     """`r0 -> r1 -> ... -> r(n-1) -> r0`, each rule left-recursive through the next: a 10,000-rule
     chain walked rule to rule needs 10,000 stack frames."""

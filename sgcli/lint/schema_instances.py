@@ -50,6 +50,10 @@ _TYPE_KEYWORDS = [
     ("number", ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")),
 ]
 _MAX_DEPTH = 12
+# Subschemas one top-level build may visit. Why: with `full`, every optional property is built, and a
+# schema whose properties refer back to it (a meta-schema: 30 properties, most of them `{"$ref": "#"}`)
+# grows as 30^depth; recursion is built minimally (below), and this bounds what is left.
+MAX_BUILD_STEPS = 20_000
 
 
 def count(schema, key: str, default: int = 0) -> int:
@@ -82,6 +86,13 @@ class InstanceBuilder:
         # (subschema id, keyword) -> a replacement value builder, used by the violation probes
         self.override: tuple[int, object] | None = None
         self._whole = validator(root)
+        self._refs: list[int] = []  # the $ref targets being built, outermost first
+        self._recursing = 0  # > 0 inside a $ref to a target already being built: required parts only
+        self._steps = 0
+
+    @property
+    def _full(self) -> bool:
+        return self.full and not self._recursing
 
     def local(self, schema):
         """A validator for a subschema of the root whose references resolve against the root
@@ -103,6 +114,11 @@ class InstanceBuilder:
         return found[0]
 
     def value(self, schema, depth: int, variant: int = 0):
+        if depth == 0:
+            self._steps = 0
+        self._steps += 1
+        if self._steps > MAX_BUILD_STEPS:
+            raise Impossible(f"schema too large to build an instance of (over {MAX_BUILD_STEPS} subschemas)")
         if depth > _MAX_DEPTH:
             raise Impossible("schema too deep or recursive")
         if self.override is not None and schema is not None and id(schema) == self.override[0]:
@@ -114,11 +130,18 @@ class InstanceBuilder:
         if "$ref" in schema:
             target = self.resolve(schema["$ref"])
             rest = {k: v for k, v in schema.items() if k not in ("$ref", "$defs", "definitions")}
-            return (
-                self.value(target, depth + 1, variant)
-                if not rest
-                else self.value(_merge(target, rest), depth + 1, variant)
-            )
+            recursive = id(target) in self._refs or target is self.root
+            self._refs.append(id(target))
+            self._recursing += recursive
+            try:
+                return (
+                    self.value(target, depth + 1, variant)
+                    if not rest
+                    else self.value(_merge(target, rest), depth + 1, variant)
+                )
+            finally:
+                self._refs.pop()
+                self._recursing -= recursive
         if "const" in schema:
             return copy.deepcopy(schema["const"])
         if "enum" in schema and schema["enum"]:
@@ -197,7 +220,7 @@ class InstanceBuilder:
         items = schema.get("items", True)
         out = [self.value(s, depth + 1, variant) for s in prefix]
         want = count(schema, "minItems")
-        if self.full and items is not False and count(schema, "maxItems", 1) >= 1:
+        if self._full and items is not False and count(schema, "maxItems", 1) >= 1:
             want = max(want, len(prefix) + 1)
         unique = schema.get("uniqueItems") is True
         i = 0
@@ -215,7 +238,7 @@ class InstanceBuilder:
         required = list(schema.get("required") or [])
         out = {}
         for name, sub in props.items():
-            if name in required or self.full:
+            if name in required or self._full:
                 out[name] = self.value(sub, depth + 1, variant)
         for name in required:
             if name not in out:
