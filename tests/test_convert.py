@@ -142,6 +142,41 @@ def test_schema_converts_to_lark_through_xgrammar_and_says_so(run_cli, tmp_path)
         parser.parse('{"y": 1}')
 
 
+def test_schema_with_dotted_definition_names_converts(run_cli, tmp_path):
+    """xgrammar names rules after `$defs` keys (`io.k8s.api.core.v1.Pod`, as Kubernetes-style schemas in
+    the Schema Store catalogue have): its dotted names are names, not llama.cpp's any-character."""
+    schema = tmp_path / "k8s.json"
+    defs = {"io.k8s.Pod": {"type": "object", "properties": {"name": {"$ref": "#/$defs/io.k8s.Name"}}}}
+    defs["io.k8s.Name"] = {"type": "string", "maxLength": 8}
+    schema.write_text(json.dumps({"$defs": defs, "$ref": "#/$defs/io.k8s.Pod"}))
+    result = run_cli("convert", schema, "--to", "lark", "--samples", "5", "--json")
+    record = _record(result)
+    assert result.exit_code == 0, record
+    assert record["round_trip"]["ok"], record["round_trip"]
+    _load_lark(record["text"]).parse('{"name": "ab"}')
+
+
+def test_a_dot_between_names_joins_them_and_a_lone_dot_is_any_character():
+    from sgcli.dialects.gbnf import parse_gbnf
+    from sgcli.dialects.grammar_model import Chars, Ref
+
+    dotted = parse_gbnf('root ::= a.b\na.b ::= "x"\n')
+    assert [r.name for r in dotted.rules] == ["root", "a.b"] and isinstance(dotted.rules[0].body, Ref)
+    wildcard = parse_gbnf('root ::= "a" . "b"\n').rules[0].body
+    assert any(isinstance(part, Chars) and part.negated for part in wildcard.items)
+
+
+def test_many_undefined_names_in_a_large_grammar_are_found_fast():
+    """A did-you-mean compares a name with every rule: only the first SUGGESTIONS get one."""
+    from sgcli.dialects import resolve
+    from sgcli.dialects.gbnf import parse_gbnf
+
+    rules = [f'rule_{i} ::= "x" missing_{i}' for i in range(3000)]
+    found = resolve.undefined(parse_gbnf("root ::= rule_0\n" + "\n".join(rules) + "\n"))
+    assert len(found) == 3000
+    assert sum("did you mean" in u.hint for u in found) <= resolve.SUGGESTIONS
+
+
 @pytest.mark.parametrize(
     "text, where, what",
     [

@@ -29,7 +29,9 @@ from sgcli.dialects.grammar_model import (
 from sgcli.dialects.reader import Reader
 from sgcli.dialects.regex_parse import parse_regex
 
-_NAME = re.compile(r"[A-Za-z0-9_-]+")
+# xgrammar's names take dots too (its JSON Schema translation names rules after `$defs` keys such as
+# `io.k8s.api.core.v1.Pod`); a dot that does not join two name parts is llama.cpp's any-character
+_NAME = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
 _BRACES = re.compile(r"\{\s*(\d*)\s*(,?)\s*(-1|\d*)\s*\}")  # xgrammar prints {n, -1} for {n,}
 
 

@@ -21,15 +21,19 @@ class Unresolved:
     hint: str
 
 
+SUGGESTIONS = 20  # undefined names given a did-you-mean (each compares against every rule: bounded)
+
+
 def undefined(grammar: Grammar) -> list[Unresolved]:
     defs = grammar.definitions()
     known = set(defs) | grammar.external
+    names = sorted(defs)
     bodies = [rule.body for rule in grammar.rules] + list(grammar.ignores)
     out = []
     for body in bodies:
         for ref in refs(body):
             if ref.name not in known:
-                close = difflib.get_close_matches(ref.name, sorted(defs), n=1)
+                close = difflib.get_close_matches(ref.name, names, n=1) if len(out) < SUGGESTIONS else []
                 hint = f"did you mean `{close[0]}`?" if close else f"define `{ref.name}`"
                 message = f"`{ref.name}` is used but never defined"
                 out.append(Unresolved("G001", ref.pos, ref.pos + len(ref.name), message, hint))
