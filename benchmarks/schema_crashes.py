@@ -157,13 +157,13 @@ def run_one(runner, app, args: list[str], hang_s: float) -> dict:
     detail = ""
     if crash:
         detail = repr(result.exception) if escaped else output.strip().splitlines()[0][:200] if output.strip() else ""
-    return {"exit": result.exit_code, "crash": crash, "hung": False, "s": elapsed, "detail": detail}
+    return {"exit": result.exit_code, "crash": crash, "hung": False, "s": elapsed, "detail": detail, "output": output}
 
 
 def commands_for(path: Path, instances: list, folder: Path) -> dict[str, list[str]]:
     cases = folder / f"{path.stem}.test.json"
     rows = [{"input": json.dumps(data), "accept": valid} for data, valid in instances] or [{"input": "{}"}]
-    cases.write_text(json.dumps({"grammar": path.name, "cases": rows}))
+    cases.write_text(json.dumps({"grammar": str(path.resolve()), "cases": rows}))
     return {
         "compile": ["compile", str(path), "--json"],
         "lint": ["lint", str(path)],
