@@ -154,7 +154,7 @@ def test_plot_file(tmp_path, run_cli, suffix, magic):
 @pytest.mark.parametrize(
     "content,expected",
     [
-        ('{"schema": {"type": "string"}}\n{"schema": \n', "items.jsonl:2"),
+        ('{"schema": \n', "items.jsonl:1"),
         ('{"instances": []}\n', "exactly one of 'schema' or 'grammar'"),
         ('{"grammar": "a", "kind": "nonsense"}\n', "items.jsonl:1"),
         ('{"schema": {"type": 5}}\n', "invalid JSON Schema"),
@@ -169,6 +169,27 @@ def test_bad_jsonl_exits_2(tmp_path, run_cli, content, expected):
     assert result.exit_code == 2, result.output
     assert expected in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_bad_line_or_file_is_an_input_error_and_the_rest_is_measured(tmp_path, run_cli):
+    """Nothing the user gave is lost: one unreadable JSONL line or folder file (a remote $ref, bad
+    JSON) is reported, per backend, as an input error at its position; every other item is measured."""
+    import json
+
+    lines = tmp_path / "items.jsonl"
+    lines.write_text('{"schema": {"type": "integer"}}\n{"schema": \n{"schema": {"type": "boolean"}}\n')
+    folder = tmp_path / "schemas"
+    folder.mkdir()
+    (folder / "good.json").write_text('{"type": "string", "maxLength": 4}')
+    (folder / "remote.json").write_text('{"properties": {"a": {"$ref": "https://example.com/a.json"}}}')
+    for given, bad, needle in ((lines, "items.jsonl:2", "items.jsonl:2"), (folder, "remote.json", "remote.json:1")):
+        result = run_cli("bench", given, "--backend", "llguidance", "--json")
+        assert result.exit_code == 2, result.output
+        records = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+        items = {r["item"]: r for r in records if r["type"] == "item"}
+        assert items[bad]["status"] == "failed" and items[bad]["reason"] == "input error"
+        assert needle in items[bad]["message"], items[bad]
+        assert sum(r["status"] == "compiled" for r in items.values()) == len(items) - 1
 
 
 def test_bad_paths_exit_2(tmp_path, run_cli):

@@ -79,7 +79,9 @@ def bench(
     machine: compare backends within one run, not across machines.
 
     Exit codes: 0 measured, 1 an item failed to compile or a valid instance was
-    rejected, 2 bad input or usage, or a compile limit was hit (see --compile-timeout).
+    rejected, 2 bad input or usage (a file of a folder or a JSONL line that cannot be read is
+    reported as an input error and the rest is measured), or a compile limit was hit (see
+    --compile-timeout).
     """
 
     fmt = output_format_of(output_format, json_out, stream=True)
@@ -106,8 +108,8 @@ def bench(
     if plot is not None:
         core.plot(results, plot)
         err.print(f"plot written to {plot}")
-    if any(r.get("limit") for res in results for r in res.items):
-        raise typer.Exit(EXIT_USAGE)  # a compile limit is the user's to raise, as in `sgcli compile`
+    if any(r.get("limit") or r.get("reason") == "input error" for res in results for r in res.items):
+        raise typer.Exit(EXIT_USAGE)  # a compile limit is the user's to raise, as in `sgcli compile`; bad input
     failed = any(r.get("reason") == "compile error" for res in results for r in res.items)
     rejected = any(s["instances_rejected"] for s in summaries)
     raise typer.Exit(EXIT_FINDINGS if failed or rejected else EXIT_OK)

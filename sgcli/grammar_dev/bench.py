@@ -32,10 +32,13 @@ class Item:
     """One grammar to measure, with the texts it must accept."""
 
     name: str
-    spec: ConstraintSpec
+    spec: ConstraintSpec | None
     instances: list[str]
     source: str  # "given", "test file", "generated" or "none"
     where: str | None = None  # "file:line" of a JSONL item: error positions inside its re-serialized text mean nothing
+    # why the file or line could not be read (spec is None then): reported per backend as an "input error",
+    # and the other items are still measured
+    error: UserError | None = None
 
 
 @dataclass
@@ -83,10 +86,17 @@ def _folder_items(folder: Path) -> list[Item]:
             kind_from_extension(str(f))
         except UserError:
             continue  # READMEs, notes: not grammars
-        items.append(_file_item(f))
+        try:
+            items.append(_file_item(f))
+        except UserError as exc:
+            items.append(_unreadable(f.name, exc))
     if not items:
         raise UserError(f"no schema or grammar files in {folder}", hint="files are picked by extension, as in compile")
     return items
+
+
+def _unreadable(name: str, exc: UserError) -> Item:
+    return Item(name, None, [], "none", error=exc)
 
 
 def _file_item(f: Path) -> Item:
@@ -130,21 +140,26 @@ def _jsonl_items(path: Path) -> list[Item]:
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        at = Location(origin, n, 1)
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"malformed JSON: {exc.msg}", location=Location(origin, n, exc.colno)) from None
-        spec = _jsonl_spec(obj, at)
-        if spec.kind is Kind.JSON_SCHEMA:
-            check_schema(spec)
-        instances = _jsonl_instances(obj, at)
-        name = str(obj.get("name") or f"{path.name}:{n}")
-        item = Item(name, spec, instances, "given" if instances else "none", where=spec.origin)
-        items.append(_with_generated(item))
+            items.append(_jsonl_item(path, line, Location(origin, n, 1)))
+        except UserError as exc:  # this line is reported as an input error; the others are measured
+            items.append(_unreadable(f"{path.name}:{n}", exc))
     if not items:
         raise UserError(f"{origin} has no items", hint='one JSON object a line: {"schema": {...}, "instances": [...]}')
     return items
+
+
+def _jsonl_item(path: Path, line: str, at: Location) -> Item:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"malformed JSON: {exc.msg}", location=Location(at.path, at.line, exc.colno)) from None
+    spec = _jsonl_spec(obj, at)
+    if spec.kind is Kind.JSON_SCHEMA:
+        check_schema(spec)
+    instances = _jsonl_instances(obj, at)
+    name = str(obj.get("name") or f"{path.name}:{at.line}")
+    return _with_generated(Item(name, spec, instances, "given" if instances else "none", where=spec.origin))
 
 
 def _jsonl_spec(obj, at: Location) -> ConstraintSpec:
@@ -199,6 +214,10 @@ def _bench_item(result: BackendResult, item: Item, vocab) -> dict:
     Times are the library's own (`Compiled.compile_s`: the compile, or the load on a hit), not
     the bounded-compile child that runs first (see sgcli/backends/bounded.py)."""
 
+    if item.error is not None:
+        where = f"{item.error.location}: " if item.error.location else ""
+        record = {"item": item.name, "kind": "unknown", "backend": result.backend}
+        return _failed(result, record, "input error", where + item.error.message)
     record: dict = {"item": item.name, "kind": item.spec.kind.value, "backend": result.backend}
     impl = get_backend(result.backend)
     unsupported, missing = unsupported_reason(impl, item.spec), impl.unavailable_reason()
