@@ -7,9 +7,14 @@ token. A backend accepts the instance when some form is accepted to the end and 
 grammar may stop there.
 Compared with the instance's `valid` flag this gives, per backend and keyword (file):
 
-  accepted_invalid  the backend let through an instance the schema forbids (unsound)
+  accepted_invalid  the backend's grammar let through an instance the schema forbids
   accepted_invalid_silent   ... and compiled that schema without any warning
+  accepted_invalid_unnamed  ... on a schema where sgcli names no keyword the grammar leaves unenforced
+  accepted_invalid_checked  ... and sgcli's matcher (grammar + schema checker, what generate
+                    decodes with) let it through too: unsound
   rejected_valid    the backend refused an instance the schema allows (incomplete)
+  rejected_valid_checked    sgcli's matcher refused an instance the schema allows (schemas generate
+                    refuses for a keyword nothing enforces are counted in neither _checked count)
   compile_errors    schemas the backend would not compile (a positioned exit 2 in sgcli)
 
 For llguidance, instances where sgcli's result differs from llguidance's own expected
@@ -42,9 +47,20 @@ COUNTS = (
     "not_compiled_instances",
     "accepted_invalid",
     "accepted_invalid_silent",
+    "accepted_invalid_unnamed",
+    "accepted_invalid_checked",
     "rejected_valid",
+    "rejected_valid_checked",
 )
-GUARDED = ("compile_errors", "accepted_invalid", "accepted_invalid_silent", "rejected_valid")  # may never rise
+# may never rise: the bare grammar's leaks may (a backend compiled lenient drops keywords), if each is named
+# and sgcli's matcher takes none of them
+GUARDED = (
+    "compile_errors",
+    "accepted_invalid_silent",
+    "accepted_invalid_unnamed",
+    "accepted_invalid_checked",
+    "rejected_valid_checked",
+)
 
 
 def suite_dir() -> Path:
@@ -70,6 +86,8 @@ def _accepts(compiled, vocab, text: str) -> bool:
 def run_file(backend_name: str, path: Path, vocab) -> tuple[dict, list[dict]]:
     """(counts for this keyword, per-instance outcomes) for one backend on one suite file."""
     from sgcli.backends import get_backend
+    from sgcli.backends.keyword_coverage import compiled_gaps, unchecked
+    from sgcli.backends.schema_checker import with_checker
     from sgcli.constraints.spec import ConstraintSpec, Kind
     from sgcli.errors import UserError
 
@@ -86,6 +104,10 @@ def run_file(backend_name: str, path: Path, vocab) -> tuple[dict, list[dict]]:
             counts["compile_errors"] += 1
         else:
             counts["warned_schemas"] += bool(compiled.warnings)
+            gaps = compiled_gaps(compiled)
+            named = bool(gaps)
+            # a keyword nothing enforces (a remote $ref) is exit 2 before generation: nothing gets through
+            checked = None if unchecked(gaps) else with_checker(compiled)
         for test in case["tests"]:
             counts["instances"] += 1
             if compiled is None:
@@ -98,14 +120,21 @@ def run_file(backend_name: str, path: Path, vocab) -> tuple[dict, list[dict]]:
                     for seps in ((", ", ": "), (",", ":"))
                 }
                 accepted = any(_accepts(compiled, vocab, form) for form in forms)
+                # the checker only narrows the grammar: it matters where the grammar accepts
+                through_sgcli = accepted and checked is not None
+                through_sgcli = through_sgcli and any(_accepts(checked, vocab, form) for form in forms)
                 if accepted and not test["valid"]:
                     counts["accepted_invalid"] += 1
                     counts["accepted_invalid_silent"] += not compiled.warnings
+                    counts["accepted_invalid_unnamed"] += not named
+                    counts["accepted_invalid_checked"] += through_sgcli
                     result = "accepted_invalid"
                 elif not accepted and test["valid"]:
                     counts["rejected_valid"] += 1
+                    counts["rejected_valid_checked"] += checked is not None
                     result = "rejected_valid"
                 else:
+                    counts["rejected_valid_checked"] += test["valid"] and checked is not None and not through_sgcli
                     result = "pass"
             outcomes.append(
                 {"case": case["description"], "test": test["description"], "valid": test["valid"], "result": result}

@@ -37,7 +37,8 @@ def test_fallback_names_every_weakened_keyword_and_the_claims_hold():
         "required": ["tags", "n"],
     }
     compiled, fallbacks = compiled_auto(schema)
-    assert compiled.backend == "xgrammar" and fallbacks[0]["backend"] == "llguidance"
+    # llguidance, compiled lenient, drops what it does not implement; xgrammar leaves the same two: a tie
+    assert (compiled.backend, fallbacks) == ("llguidance", [])
     weakened = {(w["pointer"], w["keyword"]) for w in weakened_keywords(compiled)}
     assert weakened == {("/properties/tags/uniqueItems", "uniqueItems"), ("/properties/n/not", "not")}
     # each named keyword really is unenforced: the bare matcher takes an instance breaking only it...

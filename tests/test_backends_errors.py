@@ -151,13 +151,6 @@ def test_gbnf_conversion_error_points_into_the_gbnf(smol_tokenizer):
     [
         (
             "llguidance",
-            {"type": "object", "unevaluatedProperties": False},
-            'JSON Schema rejected by llguidance: Unimplemented keys: ["unevaluatedProperties"] '
-            "(at /unevaluatedProperties)",
-            (3, 28),
-        ),
-        (
-            "llguidance",
             {"type": "string", "pattern": "\\bfoo\\b"},
             "JSON Schema rejected by llguidance: lookarounds not supported yet; WordUnicode in regex /\\bfoo\\b/ "
             "(at /pattern)",
@@ -195,16 +188,29 @@ def test_schema_errors_point_at_the_keyword(smol_tokenizer, backend, schema, mes
 
 
 def test_auto_falls_back_with_the_reason(smol_tokenizer):
-    spec = ConstraintSpec(Kind.JSON_SCHEMA, '{"type": "object", "unevaluatedProperties": false}', "s.json")
-    compiled, fallbacks = compile_auto(spec, smol_tokenizer.vocab)
+    schema = '{"type": "object", "properties": {"a": {"type": "string", "pattern": "(?=x)xy"}}}'
+    compiled, fallbacks = compile_auto(ConstraintSpec(Kind.JSON_SCHEMA, schema, "s.json"), smol_tokenizer.vocab)
     assert compiled.backend == "xgrammar"
     assert fallbacks == [
         {
             "backend": "llguidance",
-            "reason": "s.json:1:45: JSON Schema rejected by llguidance: "
-            'Unimplemented keys: ["unevaluatedProperties"] (at /unevaluatedProperties)',
+            "reason": "s.json:1:70: JSON Schema rejected by llguidance: "
+            "look-around, including look-ahead and look-behind, is not supported (at /properties/a/pattern)",
         }
     ]
+
+
+def test_llguidance_drops_what_it_does_not_implement_at_its_pointer(smol_tokenizer):
+    """Compiled lenient: a keyword it does not implement is a warning at the keyword, never a silent drop,
+    and a gap that sgcli's schema checker takes over."""
+    from sgcli.backends.keyword_coverage import compiled_gaps
+
+    text = json.dumps({"type": "object", "unevaluatedProperties": False}, indent=2)
+    compiled = get_backend("llguidance").compile(ConstraintSpec(Kind.JSON_SCHEMA, text, "s.json"), smol_tokenizer.vocab)
+    assert [str(w) for w in compiled.warnings] == [
+        '/unevaluatedProperties: Unimplemented keys: ["unevaluatedProperties"]'
+    ]
+    assert [(g.pointer, g.checker) for g in compiled_gaps(compiled)] == [("/unevaluatedProperties", True)]
 
 
 def test_auto_skips_backends_without_the_capability(smol_tokenizer):
@@ -249,3 +255,10 @@ def test_compare_with_a_named_backend_that_lacks_the_kind(run_cli, gbnf_file):
         "error: backend 'outlines_core' does not support EBNF/GBNF\n"
         "  hint: backends that do: llguidance, xgrammar (choose with --backend)\n"
     )
+
+
+def test_llguidance_refuses_the_false_schema_instead_of_dropping_it(smol_tokenizer):
+    """`false` reaches llguidance as `{"not": {}}`; dropped leniently it would take every value."""
+    with pytest.raises(UserError) as info:
+        get_backend("llguidance").compile(ConstraintSpec(Kind.JSON_SCHEMA, "false", "s.json"), smol_tokenizer.vocab)
+    assert "not" in info.value.message

@@ -39,7 +39,10 @@ EXPECTED = {
     "w001_ignore_whitespace.lark": ({}, [("W001", 2, 1, None)]),
     "w001_recursive_whitespace.gbnf": ({}, [("W001", 2, 1, None)]),  # llama.cpp's old `ws ::= ([ \t\n] ws)?`
     "j001_minimum.json": ({"json_options": COMPACT}, [("J001", 3, 3, "outlines_core")]),
-    "j002_rejected_keyword.json": ({"backend": "llguidance", "json_options": COMPACT}, [("J002", 3, 3, "llguidance")]),
+    "j002_rejected_keyword.json": (
+        {"backend": "outlines_core", "json_options": COMPACT},
+        [("J002", 3, 3, "outlines_core")],
+    ),
     "j003_unprobed_schema.json": (  # (xgrammar leaves pattern beside format to the checker: J004, not this)
         {"backend": "xgrammar", "json_options": COMPACT, "selection": Selection.parse(None, ["J004"])},
         [("J003", 1, 1, None)],

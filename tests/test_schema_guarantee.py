@@ -35,9 +35,11 @@ KEYWORDS = (
 # where each backend leaves keywords to the checker: every keyword of the list leaks at these on xgrammar
 POSITIONS = {
     "xgrammar": ("root", "property", "$ref", "allOf", "then", "anyOf property"),
+    "llguidance": ("root", "property", "$ref", "allOf", "then", "anyOf property"),
     "outlines_core": ("root", "property"),
 }
 OUTLINES_KEYWORDS = ("minimum", "maximum", "multipleOf", "uniqueItems", "maxProperties")
+LLGUIDANCE_DROPS = ("uniqueItems", "not", "if", "else")  # compiled lenient, it drops what it does not implement
 
 
 def spec_of(schema, name="s.json") -> ConstraintSpec:
@@ -71,7 +73,9 @@ def leaking_cases(backend: str, keyword: str):
 
 @pytest.mark.parametrize(
     ("backend", "keyword"),
-    [("xgrammar", k) for k in KEYWORDS] + [("outlines_core", k) for k in OUTLINES_KEYWORDS],
+    [("xgrammar", k) for k in KEYWORDS]
+    + [("outlines_core", k) for k in OUTLINES_KEYWORDS]
+    + [("llguidance", k) for k in LLGUIDANCE_DROPS],
 )
 def test_the_checker_refuses_what_the_bare_backend_lets_through(backend, keyword):
     found = list(leaking_cases(backend, keyword))
@@ -88,10 +92,11 @@ def test_the_checker_refuses_what_the_bare_backend_lets_through(backend, keyword
                 assert not takes(checked, t["data"]), (case["description"], t)
 
 
-def test_llguidance_compiles_nothing_it_leaves_unenforced():
-    """What llguidance compiles it enforces (it refuses the rest): no gap, no invalid instance taken."""
+def test_llguidance_leaves_the_checker_exactly_what_it_drops():
+    """llguidance, compiled lenient, drops only keywords it does not implement, each a named gap; where it
+    drops none its grammar alone takes no invalid instance, and where it drops some, grammar + checker don't."""
     vocab = byte_vocab()
-    compiled_some = 0
+    bare_only = checked = 0
     for case in CASES:
         if case["keyword"] not in KEYWORDS or case["position"] not in ("root", "property", "$ref", "allOf"):
             continue
@@ -99,10 +104,14 @@ def test_llguidance_compiles_nothing_it_leaves_unenforced():
             compiled = compile_for("llguidance", spec_of(case["schema"]), vocab)[0]
         except UserError:
             continue
-        compiled_some += 1
-        assert not isinstance(compiled, CheckedCompiled) and compiled_gaps(compiled) == []
+        gaps = compiled_gaps(compiled)
+        dropped = {w.pointer for w in compiled.warnings if "Unimplemented keys" in w.message}
+        assert dropped <= {g.pointer for g in gaps}, case["description"]  # every dropped keyword is a gap
+        assert isinstance(compiled, CheckedCompiled) == bool(gaps), case["description"]
+        bare_only += not gaps
+        checked += bool(gaps)
         assert not any(takes(compiled, t["data"]) for t in case["tests"] if not t["valid"]), case["description"]
-    assert compiled_some >= 40
+    assert bare_only >= 40 and checked >= 10
 
 
 def test_gaps_are_named_at_their_pointers_through_refs_and_conditionals():
@@ -219,35 +228,33 @@ def test_allow_unenforced_lists_every_unenforced_keyword_in_the_record(tiny_lm, 
 
 
 def test_auto_prefers_the_backend_that_leaves_the_fewest_keywords_unenforced(monkeypatch):
-    # llguidance refuses uniqueItems: auto falls back to xgrammar and the checker takes uniqueItems over
+    # llguidance (lenient) and xgrammar both leave uniqueItems to the checker: a tie, llguidance by the order
     spec = spec_of({"type": "array", "items": {"type": "integer"}, "uniqueItems": True})
     compiled, fallbacks = compile_for("auto", spec, byte_vocab())
-    assert (compiled.backend, fallbacks[0]["backend"]) == ("xgrammar", "llguidance")
+    assert (compiled.backend, fallbacks) == ("llguidance", [])
     assert isinstance(compiled, CheckedCompiled) and not takes(compiled, [1, 1]) and takes(compiled, [1, 2])
-    # were outlines-core's grammar to enforce uniqueItems, it would come before xgrammar, which leaves it
-    # to the checker, and xgrammar, not tried, would say why
+    # were outlines-core's grammar to enforce uniqueItems, it would come first; refused, auto goes on to
+    # llguidance, and names why outlines-core was passed over
     outlines = type(get_backend("outlines_core"))
     table = outlines.capabilities.schema_keywords
     better = dataclasses.replace(
         table, enforced=table.enforced | {"uniqueItems"}, typed=frozenset(), first_branch=False
     )
     monkeypatch.setattr(outlines, "capabilities", dataclasses.replace(outlines.capabilities, schema_keywords=better))
-    assert [name for name, _ in ranked(spec)] == ["llguidance", "outlines_core", "xgrammar"]
+    assert [name for name, _ in ranked(spec)] == ["outlines_core", "llguidance", "xgrammar"]
     tried = []
 
     def compile_one(backend):
         tried.append(backend.name)
-        if backend.name == "llguidance":
-            raise UserError("Unimplemented keys: uniqueItems")
-        return get_backend("xgrammar").compile(spec, byte_vocab())  # stands in for outlines-core's compile
+        if backend.name == "outlines_core":
+            raise UserError("stands in for a refusal")
+        return backend.compile(spec, byte_vocab())
 
     from sgcli.backends.auto import compile_auto
 
-    _, fallbacks = compile_auto(spec, byte_vocab(), compile_one)
-    assert tried == ["llguidance", "outlines_core"]
-    assert (
-        fallbacks[-1]["backend"] == "xgrammar" and "1 keyword(s) to sgcli's schema checker" in fallbacks[-1]["reason"]
-    )
+    compiled, fallbacks = compile_auto(spec, byte_vocab(), compile_one)
+    assert tried == ["outlines_core", "llguidance"] and compiled.backend == "llguidance"
+    assert fallbacks == [{"backend": "outlines_core", "reason": "stands in for a refusal"}]
 
 
 @pytest.mark.parametrize(

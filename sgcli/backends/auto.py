@@ -3,13 +3,14 @@
 Measured on JSON-Schema-Test-Suite draft2020-12 (383 schemas, 1299 instances, SmolLM2 tokenizer;
 benchmarks/json_schema_suite.py, summary committed in benchmarks/results/json_schema_suite.json):
 
-  backend        compiled   accepted-invalid (of which without a warning)   rejected-valid
-  llguidance     169/383      0   (0)                                         22
-  xgrammar       359/383    300 (202)                                         54
-  outlines_core  120/383     12   (0)                                         59
+  backend        compiled   accepted-invalid: bare grammar (named) / through sgcli's checker   rejected-valid
+  llguidance     344/383    210 (210) / 0                                                       23
+  xgrammar       359/383    300 (300) / 0                                                       54
+  outlines_core  120/383     12  (12) / 0                                                       59
 
-llguidance enforces what it compiles and refuses the rest; xgrammar compiles the most but leaves
-keywords unenforced (uniqueItems, not, if/then/else, ...); outlines-core drops every keyword but the
+llguidance, compiled lenient, drops what it does not implement (uniqueItems, not, if/then/else, ...)
+with a warning and enforces the rest; xgrammar leaves more keywords unenforced (and drops some
+silently, each named by sgcli's tables); outlines-core drops every keyword but the
 first of each subschema and compiles slowly. Each backend declares which keywords it enforces
 (`Capabilities.schema_keywords`, keyword_coverage.py), so before compiling anything `auto` ranks the
 backends that can run the spec: fewest keywords enforced by nothing, then fewest left to sgcli's

@@ -74,9 +74,6 @@ class SchemaKeywords:
     exclusive_groups: tuple[frozenset[str], ...] = ()
     required_listed: bool = False  # `required` is enforced only for names `properties` lists beside it
     first_branch: bool = False  # each subschema honours only its first recognised keyword (outlines-core)
-    # a keyword or format it does not enforce is a compile error, never a silent weakening (llguidance):
-    # such a schema is refused at compile time, so nothing of it is left unenforced
-    refuses_unlisted: bool = False
 
 
 @dataclass(frozen=True)

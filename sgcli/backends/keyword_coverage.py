@@ -145,8 +145,6 @@ def grammar_gaps(schema, backend: str, table: SchemaKeywords | None, doc: Schema
                 if why is None:
                     stack.append((doc.nodes[target], target, target if anchor == pointer else anchor))
                     continue
-            if why is not None and table.refuses_unlisted:
-                continue  # a compile error, not a gap: nothing of the schema reaches generation
             if why is not None:
                 gaps.setdefault(here, Gap(here, key, backend, why))
                 anchors.setdefault(here, {})[anchor] = None

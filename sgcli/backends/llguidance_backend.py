@@ -112,15 +112,23 @@ def json_overrides(spec: ConstraintSpec) -> dict:
     return {"whitespace_flexible": True, "whitespace_pattern": ws}
 
 
-def _schema_entry(spec: ConstraintSpec) -> dict:
-    """One `{"json_schema": ...}` grammar with the layout options folded in as `x-guidance`."""
+def _schema_entry(spec: ConstraintSpec, *, lenient: bool = False) -> dict:
+    """One `{"json_schema": ...}` grammar with the layout options folded in as `x-guidance`.
+
+    `lenient`: keywords llguidance does not implement (uniqueItems, not, if/then/else, contains,
+    unknown formats, ...) are dropped with a warning instead of refusing the schema, so its grammar
+    accepts a superset; only where sgcli's schema checker takes over what was dropped (a top-level
+    `--schema`: keyword_coverage declares the gaps), never for a Lark grammar's `%json`/`@name`."""
     schema = spec.schema()
     if isinstance(schema, bool):
-        schema = {} if schema else {"not": {}}
+        # `false` (nothing is valid) as the one keyword llguidance does not implement: refused, never dropped
+        schema, lenient = ({}, lenient) if schema else ({"not": {}}, False)
     if spec.json_options.strict_properties:
         schema = strict_schema(schema)
     schema = dict(schema)
     schema["x-guidance"] = {**(schema.get("x-guidance") or {}), **json_overrides(spec)}
+    if lenient:
+        schema["x-guidance"]["lenient"] = True
     return {"json_schema": schema}
 
 
@@ -139,7 +147,8 @@ class LLGuidanceBackend(LibraryBackend):
         jump_forward=True,
         compiles_in_process=True,
         # measured: benchmarks/keyword_positions.py and JSON-Schema-Test-Suite draft2020-12 (no invalid
-        # instance accepted); a keyword it cannot enforce is a compile error, never a silent weakening
+        # instance accepted). Compiled lenient (`_schema_entry`): a keyword it does not implement is
+        # dropped with a warning, and, unlisted here, is a gap sgcli's schema checker enforces
         schema_keywords=SchemaKeywords(
             enforced=frozenset(
                 {"type", "enum", "const", "pattern", "minLength", "maxLength", "format"}
@@ -151,7 +160,6 @@ class LLGuidanceBackend(LibraryBackend):
             through=frozenset({"properties", "patternProperties", "additionalProperties", "items", "prefixItems"})
             | {"anyOf", "oneOf", "allOf", "$ref"},
             formats=LLGUIDANCE_FORMATS,
-            refuses_unlisted=True,
         ),
     )
 
@@ -193,7 +201,7 @@ class LLGuidanceBackend(LibraryBackend):
 
         kind = spec.kind
         if kind is Kind.JSON_SCHEMA:
-            return json.dumps({"grammars": [_schema_entry(spec)]})
+            return json.dumps({"grammars": [_schema_entry(spec, lenient=True)]})
         if kind is Kind.REGEX:
             return llg.LLMatcher.grammar_from_regex(spec.text)
         if kind is Kind.CHOICE:
