@@ -195,13 +195,15 @@ class XGrammarBackend(LibraryBackend):
     def compile(self, spec: ConstraintSpec, vocab: Vocab) -> Compiled:
         compiler = self._compiler(vocab)
         t = time.perf_counter()
+        # parsed once, before xgrammar sees it (a positioned error for malformed JSON), and kept for the warnings
+        schema = spec.schema() if spec.kind is Kind.JSON_SCHEMA else None
         with capture_fd2() as native_log:
             try:
                 handle = self._compile(compiler, spec)
             except RuntimeError as exc:
                 raise grammar_error(self.name, spec, str(exc)) from None
         elapsed = time.perf_counter() - t
-        warnings = compile_warnings(spec, native_log)
+        warnings = compile_warnings(spec, native_log, schema=schema)
         return XGrammarCompiled(self.name, spec, vocab, elapsed, warnings, str(handle.grammar), handle=handle)
 
     def schema_grammar(self, spec: ConstraintSpec) -> str:
@@ -235,8 +237,7 @@ class XGrammarBackend(LibraryBackend):
 
     def _compile(self, compiler, spec: ConstraintSpec):
         kind = spec.kind
-        if kind is Kind.JSON_SCHEMA:
-            spec.schema()  # positioned error for malformed JSON before xgrammar sees it
+        if kind is Kind.JSON_SCHEMA:  # parsed by `compile` first
             return compiler.compile_json_schema(spec.text, **json_format_kwargs(spec.json_options))
         if kind in (Kind.REGEX, Kind.CHOICE):
             return compiler.compile_regex(spec.as_regex())
