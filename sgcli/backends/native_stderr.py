@@ -16,7 +16,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 
-_spare: list = []  # emptied capture files of this process, ready for the next capture
+_spare: list[int] = []  # descriptors of emptied capture files of this process, ready for the next capture
 _spare_pid = 0  # a forked child shares its parent's files (and their offsets): it makes its own
 
 
@@ -31,10 +31,10 @@ def capture_fd2() -> Iterator[list[str]]:
     if _spare_pid != os.getpid():
         _spare, _spare_pid = [], os.getpid()
     try:
-        tmp = _spare.pop()
+        fd = _spare.pop()
     except IndexError:
-        tmp = tempfile.TemporaryFile(buffering=0)
-    fd = tmp.fileno()
+        fd, path = tempfile.mkstemp(prefix="sgcli-fd2-")
+        os.unlink(path)  # open, nameless: gone with the process
     saved = os.dup(2)
     os.dup2(fd, 2)
     try:
@@ -54,4 +54,4 @@ def capture_fd2() -> Iterator[list[str]]:
             os.ftruncate(fd, 0)
             os.lseek(fd, 0, os.SEEK_SET)
             lines.extend(line for line in data.decode("utf-8", errors="replace").splitlines() if line.strip())
-        _spare.append(tmp)
+        _spare.append(fd)
