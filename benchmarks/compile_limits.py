@@ -24,6 +24,8 @@ The sides:
   adapter  backend.compile (sgcli's adapter: error positions, warnings), no limits
   sgcli    compile_cached with the default limits and a private cache, main-thread compiles under
            the watchdog as in the `sgcli` process: what `sgcli compile` runs
+Each schema is measured `--repeat` times (3) per side, in interleaved rounds, each round under its own
+`$comment`; the median of its rounds is its time (one pass measured +-15% at p50 on a busy machine).
 p50 and p90 of each over all schemas, over those that compile and over those both refuse (a
 refusal is an error matcher for llguidance, an exception for xgrammar, a positioned error in
 sgcli); the ratios sgcli/library and sgcli/adapter. Every schema is checked outside the timing:
@@ -31,7 +33,7 @@ the library and the adapter compile the same grammar (llguidance: the same text;
 normalized EBNF) and refuse the same schemas, else the run stops.
 
 Usage:  python benchmarks/compile_limits.py [--rounds 5]
-        SGCLI_CORPORA=/path/to/corpora python benchmarks/compile_limits.py --suite [--backend llguidance]
+        SGCLI_CORPORA=/path/to/corpora python benchmarks/compile_limits.py --suite [--backend llguidance] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -160,7 +162,7 @@ def _timed(call) -> tuple[float, object]:
     return time.perf_counter() - t, result
 
 
-def suite(backends: list[str]) -> None:
+def suite(backends: list[str], repeat: int) -> None:
     import os
     import resource
     import sys
@@ -175,9 +177,6 @@ def suite(backends: list[str]) -> None:
     os.environ["SGCLI_CACHE_DIR"] = tempfile.mkdtemp(prefix="sgcli-bench-cache-")
     vocab = load_tokenizer(None).vocab
     texts = [json.dumps(case["schema"]) for path in suite_files() for case in json.loads(path.read_text())]
-    # a `$comment` per schema, the same on every side: no two schemas share a text (sgcli's disk cache)
-    similar = [_tagged(t, f"w{i}") for i, t in enumerate(texts)]  # for the warm cache
-    texts = [_tagged(t, f"s{i}") for i, t in enumerate(texts)]
     runs = [(name, mode) for name in backends for mode in (("cold", "warm") if name == "xgrammar" else ("",))]
     for name, mode in runs:
         backend = get_backend(name)
@@ -192,23 +191,30 @@ def suite(backends: list[str]) -> None:
         with open(os.devnull, "wb") as devnull:
             os.dup2(devnull.fileno(), 2)  # the libraries' own warnings cost a write, not a terminal
         try:
-            for i, text in enumerate(texts):
-                spec = ConstraintSpec(Kind.JSON_SCHEMA, text, "s.json")
-                calls = {
-                    "library": prepare(spec),
-                    "adapter": lambda b=backend, s=spec: b.compile(s, vocab),
-                    "sgcli": lambda b=backend, s=spec: compile_cached(b, s, vocab).compiled,
-                }
-                results = {}
-                for side in names[i % 3 :] + names[: i % 3]:  # rotated: no side always goes first
-                    reset(similar[i])
-                    elapsed, results[side] = _timed(calls[side])
-                    times[side].append(elapsed)
-                outcome = {refused(results["library"]), results["adapter"] is None, results["sgcli"] is None}
-                if len(outcome) != 1:
-                    raise SystemExit(f"{name}: schema {i}: the library and sgcli disagree on refusing it: {text}")
-                if results["adapter"] is not None and not same(results["library"], results["adapter"]):
-                    raise SystemExit(f"{name}: schema {i}: the library compiled another grammar: {text}")
+            for i, original in enumerate(texts):
+                runs_of: dict[str, list[float]] = {side: [] for side in names}
+                for r in range(repeat):
+                    # a `$comment` per schema and round, the same on every side: no text twice (sgcli's disk cache)
+                    text = _tagged(original, f"s{i}r{r}")
+                    spec = ConstraintSpec(Kind.JSON_SCHEMA, text, "s.json")
+                    calls = {
+                        "library": prepare(spec),
+                        "adapter": lambda b=backend, s=spec: b.compile(s, vocab),
+                        "sgcli": lambda b=backend, s=spec: compile_cached(b, s, vocab).compiled,
+                    }
+                    results = {}
+                    turn = (i * repeat + r) % 3
+                    for side in names[turn:] + names[:turn]:  # rotated: no side always goes first
+                        reset(_tagged(original, f"w{i}r{r}"))
+                        elapsed, results[side] = _timed(calls[side])
+                        runs_of[side].append(elapsed)
+                    outcome = {refused(results["library"]), results["adapter"] is None, results["sgcli"] is None}
+                    if len(outcome) != 1:
+                        raise SystemExit(f"{name}: schema {i}: the library and sgcli disagree on refusing it: {text}")
+                    if results["adapter"] is not None and not same(results["library"], results["adapter"]):
+                        raise SystemExit(f"{name}: schema {i}: the library compiled another grammar: {text}")
+                for side, runs in runs_of.items():
+                    times[side].append(statistics.median(runs))
                 failed.append(outcome.pop())
         finally:
             os.dup2(saved, 2)
@@ -234,6 +240,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--suite", action="store_true", help="compile p50/p90 on JSON-Schema-Test-Suite")
     parser.add_argument("--backend", action="append", help="with --suite: llguidance, xgrammar (default both)")
+    parser.add_argument("--repeat", type=int, default=3, help="with --suite: rounds per schema, their median counts")
     args = parser.parse_args()
     import os
 
@@ -241,7 +248,7 @@ def main() -> None:
 
     set_overrun_handler(lambda error: os._exit(2))  # as the `sgcli` process does: main-thread compiles
     if args.suite:
-        suite(args.backend or ["llguidance", "xgrammar"])
+        suite(args.backend or ["llguidance", "xgrammar"], args.repeat)
         return
     vocab = load_tokenizer(None).vocab
     for name, kind, text in CASES:
