@@ -99,7 +99,8 @@ def _spec_fingerprint(spec: ConstraintSpec) -> dict:
         "text": spec.text,
         "choices": list(spec.choices),
         "subgrammars": [[name, _spec_fingerprint(sub)] for name, sub in spec.subgrammars],
-        "json_options": {f.name: getattr(spec.json_options, f.name) for f in _JSON_OPTION_FIELDS},  # flat: asdict
+        # plain values: the dict dataclasses.asdict made, without its deep copy (the same key)
+        "json_options": {f.name: getattr(spec.json_options, f.name) for f in _JSON_OPTION_FIELDS},
     }
 
 
