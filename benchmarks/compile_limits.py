@@ -9,16 +9,31 @@ a compile runs in a daemon thread while the main thread sleeps 1 ms at a time an
 often it woke up (a library holding the GIL would starve it: few ticks, one long gap).
 
 `--suite`: every schema of JSON-Schema-Test-Suite draft2020-12 ($SGCLI_CORPORA), interleaved per
-schema, each side with its own text (a `$comment`, so xgrammar's compile cache never answers):
-  library  the library's own call (llguidance `LLMatcher(tok, grammar_from_json_schema(s))`,
-           xgrammar `GrammarCompiler.compile_json_schema(s)`) on the same tokenizer objects
+schema (the order of the sides rotates), every side on the very same text, native stderr sent to
+/dev/null. xgrammar caches compiles in memory, also parts of them (a schema differing only in its
+`$comment` compiled in 4-7 ms where the first took 35), so whichever side went first would pay for
+the others; it runs twice, each side meeting the same cache state (set up outside the timing):
+  cold     the cache emptied before each call, as in a fresh `sgcli compile` process
+  warm     emptied, then the schema compiled once with another `$comment`: the parts are cached,
+           the schema itself is not (a long-running process that saw a similar schema)
+The sides:
+  library  the library's own compile of exactly what the adapter hands it, built outside the timing
+           from the adapter itself: llguidance `LLMatcher(tok, g)` with g the adapter's `grammar()` text
+           (its x-guidance options and all), xgrammar `compile_json_schema(text, **kwargs)` with the
+           adapter's keyword arguments; on the adapter's tokenizer objects, built once
   adapter  backend.compile (sgcli's adapter: error positions, warnings), no limits
   sgcli    compile_cached with the default limits and a private cache, main-thread compiles under
            the watchdog as in the `sgcli` process: what `sgcli compile` runs
-p50 and p90 of each, and the ratios sgcli/library and sgcli/adapter.
+Each schema is measured `--repeat` times (3) per side, in interleaved rounds, each round under its own
+`$comment`; the median of its rounds is its time (one pass measured +-15% at p50 on a busy machine).
+p50 and p90 of each over all schemas, over those that compile and over those both refuse (a
+refusal is an error matcher for llguidance, an exception for xgrammar, a positioned error in
+sgcli); the ratios sgcli/library and sgcli/adapter. Every schema is checked outside the timing:
+the library and the adapter compile the same grammar (llguidance: the same text; xgrammar: the same
+normalized EBNF) and refuse the same schemas, else the run stops.
 
 Usage:  python benchmarks/compile_limits.py [--rounds 5]
-        SGCLI_CORPORA=/path/to/corpora python benchmarks/compile_limits.py --suite [--backend llguidance]
+        SGCLI_CORPORA=/path/to/corpora python benchmarks/compile_limits.py --suite [--backend llguidance] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -69,14 +84,65 @@ def _gil_ticks(backend, spec, vocab) -> tuple[float, int, float]:
 
 
 def _library_call(name: str, backend, vocab):
-    """The library's own compile of a schema text, without sgcli's adapter."""
+    """(prepare, refused, same): `prepare(spec)` builds, outside the timing, the library's own compile
+    of exactly what the adapter hands the library for `spec`, as a call to time; `refused(result)`
+    says whether that compile failed; `same(result, compiled)` whether both compiled one grammar."""
+    from sgcli.errors import UserError
+
     if name == "llguidance":
         import llguidance as llg
 
         tok = backend.tokenizer(vocab)
-        return lambda text: llg.LLMatcher(tok, llg.LLMatcher.grammar_from_json_schema(text), log_level=0)
+
+        def prepare(spec):
+            try:
+                grammar = backend.grammar(spec, tok)
+            except UserError:  # the adapter refuses it before the library sees it (malformed JSON)
+                return lambda: None
+            return lambda: (grammar, llg.LLMatcher(tok, grammar, log_level=0))
+
+        return (
+            prepare,
+            lambda result: result is None or result[1].is_error(),
+            lambda result, compiled: compiled.normalized == result[0],
+        )
+    from sgcli.backends.xgrammar_backend import json_format_kwargs
+
     compiler = backend._compiler(vocab)
-    return lambda text: compiler.compile_json_schema(text)
+
+    def prepare(spec):
+        kwargs = json_format_kwargs(spec.json_options)
+        return lambda: compiler.compile_json_schema(spec.text, **kwargs)
+
+    return prepare, lambda result: result is None, lambda result, compiled: str(result.grammar) == compiled.normalized
+
+
+def _tagged(text: str, tag: str) -> str:
+    """The schema text with a `$comment` first (boolean schemas have no room for one)."""
+    if not text.startswith("{"):
+        return text
+    return f'{{"$comment": "{tag}"' + ("}" if text == "{}" else ", " + text[1:])
+
+
+def _cache_reset(backend, vocab, mode: str):
+    """What runs before each timed call (xgrammar): the same cache state for every side; it is
+    given the schema with another `$comment`."""
+    if not mode:
+        return lambda text: None
+    from sgcli.backends.xgrammar_backend import json_format_kwargs
+
+    compiler = backend._compiler(vocab)
+    kwargs = json_format_kwargs(ConstraintSpec(Kind.JSON_SCHEMA).json_options)
+
+    def reset(similar: str) -> None:
+        compiler.clear_cache()
+        if mode == "warm" and similar.startswith("{"):
+            try:
+                compiler.compile_json_schema(similar, **kwargs)
+            except RuntimeError:
+                pass
+
+    return reset
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -84,47 +150,89 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[round(q * (len(ordered) - 1))] * 1000
 
 
-def suite(backends: list[str]) -> None:
-    import os
-    import tempfile
-
-    from benchmarks.json_schema_suite import suite_files
-    from sgcli.backends.compile_cache import compile_cached
+def _timed(call) -> tuple[float, object]:
+    """(seconds, result); a refused compile (an exception) takes its time too and gives None."""
     from sgcli.errors import UserError
+
+    t = time.perf_counter()
+    try:
+        result = call()
+    except (UserError, RuntimeError, ValueError):
+        result = None
+    return time.perf_counter() - t, result
+
+
+def suite(backends: list[str], repeat: int) -> None:
+    import os
+    import resource
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from json_schema_suite import suite_files
+
+    from sgcli.backends.compile_cache import compile_cached
 
     os.environ["SGCLI_CACHE_DIR"] = tempfile.mkdtemp(prefix="sgcli-bench-cache-")
     vocab = load_tokenizer(None).vocab
     texts = [json.dumps(case["schema"]) for path in suite_files() for case in json.loads(path.read_text())]
-    import resource
-
-    for name in backends:
+    runs = [(name, mode) for name in backends for mode in (("cold", "warm") if name == "xgrammar" else ("",))]
+    for name, mode in runs:
         backend = get_backend(name)
         backend.prepare(vocab)
-        library = _library_call(name, backend, vocab)
+        prepare, refused, same = _library_call(name, backend, vocab)
         peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        sides = {
-            "library": library,
-            "adapter": lambda text, b=backend: b.compile(ConstraintSpec(Kind.JSON_SCHEMA, text, "s.json"), vocab),
-            "sgcli": lambda text, b=backend: compile_cached(b, ConstraintSpec(Kind.JSON_SCHEMA, text, "s.json"), vocab),
-        }
-        times: dict[str, list[float]] = {side: [] for side in sides}
-        for i, text in enumerate(texts):
-            for side, run in sides.items():
-                tagged = text if not text.startswith("{") or text == "{}" else f'{{"$comment": "{side}{i}", {text[1:]}'
-                t = time.perf_counter()
-                try:
-                    run(tagged)
-                except (UserError, RuntimeError, ValueError):  # compile errors take their time too
-                    pass
-                times[side].append(time.perf_counter() - t)
-        p = {side: (_quantile(v, 0.5), _quantile(v, 0.9)) for side, v in times.items()}
-        cells = "  ".join(f"{side} {p50:6.2f}/{p90:6.2f} ms" for side, (p50, p90) in p.items())
-        ratio = "  ".join(
-            f"sgcli/{ref} {p['sgcli'][0] / p[ref][0]:4.2f}x/{p['sgcli'][1] / p[ref][1]:4.2f}x"
-            for ref in ("library", "adapter")
-        )
+        reset = _cache_reset(backend, vocab, mode)
+        names = ("library", "adapter", "sgcli")
+        times: dict[str, list[float]] = {side: [] for side in names}
+        failed: list[bool] = []
+        saved = os.dup(2)
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)  # the libraries' own warnings cost a write, not a terminal
+        try:
+            for i, original in enumerate(texts):
+                runs_of: dict[str, list[float]] = {side: [] for side in names}
+                for r in range(repeat):
+                    # a `$comment` per schema and round, the same on every side: no text twice (sgcli's disk cache)
+                    text = _tagged(original, f"s{i}r{r}")
+                    spec = ConstraintSpec(Kind.JSON_SCHEMA, text, "s.json")
+                    calls = {
+                        "library": prepare(spec),
+                        "adapter": lambda b=backend, s=spec: b.compile(s, vocab),
+                        "sgcli": lambda b=backend, s=spec: compile_cached(b, s, vocab).compiled,
+                    }
+                    results = {}
+                    turn = (i * repeat + r) % 3
+                    for side in names[turn:] + names[:turn]:  # rotated: no side always goes first
+                        reset(_tagged(original, f"w{i}r{r}"))
+                        elapsed, results[side] = _timed(calls[side])
+                        runs_of[side].append(elapsed)
+                    outcome = {refused(results["library"]), results["adapter"] is None, results["sgcli"] is None}
+                    if len(outcome) != 1:
+                        raise SystemExit(f"{name}: schema {i}: the library and sgcli disagree on refusing it: {text}")
+                    if results["adapter"] is not None and not same(results["library"], results["adapter"]):
+                        raise SystemExit(f"{name}: schema {i}: the library compiled another grammar: {text}")
+                for side, runs in runs_of.items():
+                    times[side].append(statistics.median(runs))
+                failed.append(outcome.pop())
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
         grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_kb) / 1024
-        print(f"{name:11} {len(texts)} schemas  p50/p90: {cells}  {ratio}  peak RSS +{grown:.0f} MB")
+        title = f"{name} ({mode} cache)" if mode else name
+        counts = f"{failed.count(False)} compiled, {failed.count(True)} refused by both"
+        print(f"{title}: {len(texts)} schemas, {counts}")
+        for label, keep in (("all", None), ("compiled", False), ("refused", True)):
+            picked = {side: [t for t, f in zip(v, failed) if keep is None or f == keep] for side, v in times.items()}
+            p = {side: (_quantile(v, 0.5), _quantile(v, 0.9)) for side, v in picked.items()}
+            cells = "  ".join(f"{side} {p50:6.3f}/{p90:6.3f} ms" for side, (p50, p90) in p.items())
+            ratio = "  ".join(
+                f"sgcli/{ref} {p['sgcli'][0] / p[ref][0]:4.2f}x/{p['sgcli'][1] / p[ref][1]:4.2f}x"
+                for ref in ("library", "adapter")
+            )
+            print(f"  {label:9} p50/p90: {cells}  {ratio}")
+        print(f"  peak RSS +{grown:.0f} MB")
 
 
 def main() -> None:
@@ -132,6 +240,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--suite", action="store_true", help="compile p50/p90 on JSON-Schema-Test-Suite")
     parser.add_argument("--backend", action="append", help="with --suite: llguidance, xgrammar (default both)")
+    parser.add_argument("--repeat", type=int, default=3, help="with --suite: rounds per schema, their median counts")
     args = parser.parse_args()
     import os
 
@@ -139,7 +248,7 @@ def main() -> None:
 
     set_overrun_handler(lambda error: os._exit(2))  # as the `sgcli` process does: main-thread compiles
     if args.suite:
-        suite(args.backend or ["llguidance", "xgrammar"])
+        suite(args.backend or ["llguidance", "xgrammar"], args.repeat)
         return
     vocab = load_tokenizer(None).vocab
     for name, kind, text in CASES:

@@ -215,6 +215,24 @@ def test_cache_key_depends_on_tokenizer_and_grammar(smol_tokenizer):
     assert len(keys) == 4
 
 
+def test_cache_key_reads_json_options_as_asdict_did():
+    """Keys of entries stored before stay valid: the options enter the key as dataclasses.asdict gave them."""
+    import dataclasses
+
+    from sgcli.backends.compile_cache import _spec_fingerprint
+    from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
+
+    for options in (
+        JsonOptions(),
+        JsonOptions(whitespace="compact", strict_properties=True),
+        JsonOptions(indent=2, for_generation=True),
+        JsonOptions(whitespace_pattern="[ ]?"),
+        JsonOptions(max_whitespace=3),
+    ):
+        spec = ConstraintSpec(Kind.JSON_SCHEMA, "{}", json_options=options)
+        assert _spec_fingerprint(spec)["json_options"] == dataclasses.asdict(options)
+
+
 def test_print_shows_the_normalized_grammar(run_cli):
     result = run_cli("compile", "@iso8601", "--backend", "xgrammar", "--print")
     assert result.exit_code == 0

@@ -34,7 +34,7 @@ from pathlib import Path
 from sgcli.backends.base import Backend, Compiled, CompileWarning
 from sgcli.backends.bounded import compile_bounded, small
 from sgcli.cache.paths import atomic_write, cache_root, notify
-from sgcli.constraints.spec import ConstraintSpec
+from sgcli.constraints.spec import ConstraintSpec, JsonOptions
 from sgcli.limits import LimitHit, current_limits, run_bounded
 from sgcli.tokenizers.vocab import Vocab
 
@@ -90,13 +90,17 @@ def tokenizer_identity(vocab: Vocab) -> str:
     return known
 
 
+_JSON_OPTION_FIELDS = dataclasses.fields(JsonOptions)
+
+
 def _spec_fingerprint(spec: ConstraintSpec) -> dict:
     return {
         "kind": spec.kind.value,
         "text": spec.text,
         "choices": list(spec.choices),
         "subgrammars": [[name, _spec_fingerprint(sub)] for name, sub in spec.subgrammars],
-        "json_options": dataclasses.asdict(spec.json_options),
+        # plain values: the dict dataclasses.asdict made, without its deep copy (the same key)
+        "json_options": {f.name: getattr(spec.json_options, f.name) for f in _JSON_OPTION_FIELDS},
     }
 
 
@@ -185,7 +189,7 @@ def _probe_passed(path: Path, key: str, limits) -> bool:
 
 
 def _path(key: str) -> Path:
-    return compiled_dir() / key[:2] / f"{key}.entry"
+    return compiled_dir().joinpath(key[:2], f"{key}.entry")
 
 
 def _read_entry(key: str, notes: list[str]) -> tuple[dict | None, bytes]:

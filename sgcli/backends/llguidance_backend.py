@@ -112,14 +112,16 @@ def json_overrides(spec: ConstraintSpec) -> dict:
     return {"whitespace_flexible": True, "whitespace_pattern": ws}
 
 
-def _schema_entry(spec: ConstraintSpec, *, lenient: bool = False) -> dict:
-    """One `{"json_schema": ...}` grammar with the layout options folded in as `x-guidance`.
+def _schema_entry(spec: ConstraintSpec, schema=None, *, lenient: bool = False) -> dict:
+    """One `{"json_schema": ...}` grammar with the layout options folded in as `x-guidance`
+    (`schema`: the spec's parsed schema, when the caller has it; left unchanged).
 
     `lenient`: keywords llguidance does not implement (uniqueItems, not, if/then/else, contains,
     unknown formats, ...) are dropped with a warning instead of refusing the schema, so its grammar
     accepts a superset; only where sgcli's schema checker takes over what was dropped (a top-level
     `--schema`: keyword_coverage declares the gaps), never for a Lark grammar's `%json`/`@name`."""
-    schema = spec.schema()
+    if schema is None:
+        schema = spec.schema()
     if isinstance(schema, bool):
         # `false` (nothing is valid) as the one keyword llguidance does not implement: refused, never dropped
         schema, lenient = ({}, lenient) if schema else ({"not": {}}, False)
@@ -182,26 +184,29 @@ class LLGuidanceBackend(LibraryBackend):
 
         tok = self.tokenizer(vocab)
         t = time.perf_counter()
-        grammar = self.grammar(spec, tok)
+        schema = spec.schema() if spec.kind is Kind.JSON_SCHEMA else None  # once: grammar, error, warnings
+        grammar = self.grammar(spec, tok, schema=schema)
         with capture_fd2() as native_log:
             # errors are state; no stderr noise while decoding. Its error and warnings are those of
             # validate_grammar_with_warnings (the same on all 383 suite schemas), which would compile twice.
             prototype = llg.LLMatcher(tok, grammar, log_level=0)
         if prototype.is_error():
-            raise self._error(spec, prototype.get_error())
+            raise self._error(spec, prototype.get_error(), schema)
         elapsed = time.perf_counter() - t
-        warnings = self._warnings(spec, list(prototype.get_grammar_warnings()) + native_log)
+        messages = prototype.get_grammar_warnings() + native_log
+        warnings = self._warnings(spec, messages, schema) if messages else []
         return LLGuidanceCompiled(self.name, spec, vocab, elapsed, warnings, grammar, prototype=prototype)
 
     # ---- building the grammar ----
 
-    def grammar(self, spec: ConstraintSpec, tok=None) -> str:
-        """The llguidance grammar (Lark text or top-level grammar JSON) for `spec`."""
+    def grammar(self, spec: ConstraintSpec, tok=None, *, schema=None) -> str:
+        """The llguidance grammar (Lark text or top-level grammar JSON) for `spec` (`schema`: its
+        parsed JSON Schema, when the caller has it)."""
         import llguidance as llg
 
         kind = spec.kind
         if kind is Kind.JSON_SCHEMA:
-            return json.dumps({"grammars": [_schema_entry(spec, lenient=True)]})
+            return json.dumps({"grammars": [_schema_entry(spec, schema, lenient=True)]})
         if kind is Kind.REGEX:
             return llg.LLMatcher.grammar_from_regex(spec.text)
         if kind is Kind.CHOICE:
@@ -278,12 +283,13 @@ class LLGuidanceBackend(LibraryBackend):
 
     # ---- errors and warnings ----
 
-    def _error(self, spec: ConstraintSpec, message: str) -> UserError:
+    def _error(self, spec: ConstraintSpec, message: str, schema=None) -> UserError:
         d = diagnose_llguidance(message)
         if spec.kind is Kind.JSON_SCHEMA:
             from sgcli.backends.schema_warnings import paths_for, pattern_paths
 
-            schema = spec.schema()
+            if schema is None:
+                schema = spec.schema()
             paths = pattern_paths(schema, d.regex) if d.regex is not None else paths_for(schema, d.message)
             return schema_error(self.name, spec, d.message, paths)
         line, col = d.line, d.col
@@ -298,5 +304,5 @@ class LLGuidanceBackend(LibraryBackend):
         return positioned_error(self.name, spec, d.message, line=line, col=col)
 
     @staticmethod
-    def _warnings(spec: ConstraintSpec, messages: list[str]) -> list[CompileWarning]:
-        return compile_warnings(spec, messages, lambda m: diagnose_llguidance(native_message(m)).message)
+    def _warnings(spec: ConstraintSpec, messages: list[str], schema=None) -> list[CompileWarning]:
+        return compile_warnings(spec, messages, lambda m: diagnose_llguidance(native_message(m)).message, schema)

@@ -35,22 +35,34 @@ _MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSch
 _LIST = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
 
 
+_CHILD_KEYS = frozenset(_ONE + _MAP + _LIST)
+
+
 def iter_subschemas(schema, path: tuple = ()) -> Iterator[tuple[tuple, dict]]:
-    """(path, subschema) for the schema and every subschema in it, depth first."""
+    """(path, subschema) for the schema and every subschema in it, depth first (keyword order
+    above), with a stack rather than nested generators: every compile warning and error walks it."""
     if not isinstance(schema, dict):
         return
-    yield path, schema
-    for key in _ONE:
-        if isinstance(schema.get(key), dict):
-            yield from iter_subschemas(schema[key], path + (key,))
-    for key in _MAP:
-        if isinstance(schema.get(key), dict):
-            for name, sub in schema[key].items():
-                yield from iter_subschemas(sub, path + (key, name))
-    for key in _LIST:
-        if isinstance(schema.get(key), list):
-            for i, sub in enumerate(schema[key]):
-                yield from iter_subschemas(sub, path + (key, i))
+    stack = [(path, schema)]
+    while stack:
+        path, node = stack.pop()
+        yield path, node
+        if node.keys().isdisjoint(_CHILD_KEYS):
+            continue
+        children = []
+        for key in _ONE:
+            sub = node.get(key)
+            if isinstance(sub, dict):
+                children.append((path + (key,), sub))
+        for key in _MAP:
+            subs = node.get(key)
+            if isinstance(subs, dict):
+                children.extend((path + (key, name), sub) for name, sub in subs.items() if isinstance(sub, dict))
+        for key in _LIST:
+            subs = node.get(key)
+            if isinstance(subs, list):
+                children.extend((path + (key, i), sub) for i, sub in enumerate(subs) if isinstance(sub, dict))
+        stack.extend(reversed(children))
 
 
 def find(schema, predicate: Callable[[dict], str | None]) -> list[tuple]:
@@ -125,17 +137,19 @@ def pointers_for(schema, message: str) -> list[str]:
     return [pointer_of(p) for p in paths_for(schema, message)]
 
 
-def compile_warnings(spec, lines: list[str], clean=None) -> list:
+def compile_warnings(spec, lines: list[str], clean=None, schema=None) -> list:
     """Native warning lines (captured log, or the library's own list) -> deduplicated
     `CompileWarning`s, each at its schema pointer (one per location it can be about) when the
-    spec is a JSON Schema. `clean` turns a line into the message (default: `native_message`)."""
+    spec is a JSON Schema. `clean` turns a line into the message (default: `native_message`);
+    `schema`: the spec's parsed schema, when the caller has it (else parsed here, if needed)."""
 
-    schema = None
-    if spec.kind is Kind.JSON_SCHEMA:
+    if lines and schema is None and spec.kind is Kind.JSON_SCHEMA:  # parsed only with something to place
         try:
             schema = spec.schema()
         except Exception:  # malformed schemas were rejected before compiling; stay robust
             schema = None
+    if spec.kind is not Kind.JSON_SCHEMA:
+        schema = None
     out: dict = {}
     for line in lines:
         message = (clean or native_message)(line)

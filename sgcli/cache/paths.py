@@ -3,6 +3,7 @@ two things every cache writer shares: atomic writes and notices about cache trou
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import tempfile
@@ -14,11 +15,18 @@ _notifier: Callable[[str], None] | None = None
 
 
 def cache_root() -> Path:
-    """$SGCLI_CACHE_DIR, else $XDG_CACHE_HOME/sgcli, else ~/.cache/sgcli."""
-    if os.environ.get("SGCLI_CACHE_DIR"):
-        return Path(os.environ["SGCLI_CACHE_DIR"]).expanduser()
-    if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]).expanduser() / "sgcli"
+    """$SGCLI_CACHE_DIR, else $XDG_CACHE_HOME/sgcli, else ~/.cache/sgcli (read on every call, so a
+    changed environment counts; the Path is built once per setting: every compile asks, twice)."""
+    env = os.environ
+    return _root(env.get("SGCLI_CACHE_DIR"), env.get("XDG_CACHE_HOME"), env.get("HOME"))
+
+
+@functools.lru_cache(maxsize=16)
+def _root(sgcli_dir: str | None, xdg_dir: str | None, home: str | None) -> Path:
+    if sgcli_dir:
+        return Path(sgcli_dir).expanduser()
+    if xdg_dir:
+        return Path(xdg_dir).expanduser() / "sgcli"
     return Path.home() / ".cache" / "sgcli"
 
 

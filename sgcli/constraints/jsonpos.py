@@ -10,12 +10,14 @@ feature inside a `pattern`). JSON pointers are decoded in one place, `pointer_pa
 from __future__ import annotations
 
 import json
+import re
 from urllib.parse import unquote
 
 from sgcli.errors import offset_to_line_col
 
 _decoder = json.JSONDecoder()
 _WS = " \t\n\r"
+_WS_RUN = re.compile(r"[ \t\n\r]*")
 
 
 def _escape(token: str) -> str:
@@ -94,16 +96,70 @@ def resolve_ref(doc, ref: str) -> tuple[object, tuple] | None:
 
 
 def locate(text: str, path) -> tuple[int, int] | None:
-    """1-based (line, col) of the value at `path` (a sequence of keys/indexes), or its nearest parent."""
-    offsets = value_offsets(text)
-    parts = list(path)
+    """1-based (line, col) of the value at `path` (a sequence of keys/indexes), or its nearest parent.
+
+    One pass down the path; the values beside it are skipped whole by json's C scanner, so a compile
+    error's position costs microseconds, not a walk of the document. As in `value_offsets`, a key
+    given twice means its last occurrence (the value `json.loads` keeps)."""
+    found = None
+    try:
+        i = _ws_end(text, 0)
+        found = i
+        for part in path:
+            token = str(part)
+            i = _member(text, i, token) if text[i] == "{" else _element(text, i, token) if text[i] == "[" else None
+            if i is None:
+                break
+            found = i
+    except (ValueError, IndexError):
+        pass  # not valid JSON: the deepest value reached
+    return None if found is None else offset_to_line_col(text, found)
+
+
+def _ws_end(text: str, i: int) -> int:
+    return _WS_RUN.match(text, i).end() if text[i] in _WS else i
+
+
+def _scan(text: str, i: int) -> tuple[object, int]:
+    """(value, end) of the JSON value at `i`: json's C scanner without `raw_decode`'s wrapper."""
+    try:
+        return _decoder.scan_once(text, i)
+    except StopIteration:
+        raise ValueError(f"no JSON value at {i}") from None
+
+
+def _member(text: str, i: int, token: str) -> int | None:
+    """Offset of the value of the last member named `token` of the object at `i`."""
+    hit = None
+    i = _ws_end(text, i + 1)
+    if text[i] == "}":
+        return None
     while True:
-        ptr = pointer_of(parts)
-        if ptr in offsets:
-            return offset_to_line_col(text, offsets[ptr])
-        if not parts:
+        key, i = _scan(text, i)
+        i = _ws_end(text, _ws_end(text, i) + 1)  # past ':'
+        if key == token:
+            hit = i
+        i = _ws_end(text, _scan(text, i)[1])
+        if text[i] == "}":
+            return hit
+        i = _ws_end(text, i + 1)  # past ','
+
+
+def _element(text: str, i: int, token: str) -> int | None:
+    """Offset of element `token` (a canonical decimal index) of the array at `i`."""
+    if not token.isdigit() or str(int(token)) != token:
+        return None
+    want, n = int(token), 0
+    i = _ws_end(text, i + 1)
+    if text[i] == "]":
+        return None
+    while n < want:
+        i = _ws_end(text, _scan(text, i)[1])
+        if text[i] == "]":
             return None
-        parts.pop()
+        i = _ws_end(text, i + 1)  # past ','
+        n += 1
+    return i
 
 
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
