@@ -8,6 +8,7 @@ before anything slow.
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
@@ -221,6 +222,7 @@ def generate(
     # A single prompt prints its record (json or jsonl: one object either way) or its text.
     json_out = output_format_of(output_format, json_out, stream=True) != "text"
     backend = backend or backends.DEFAULT_BACKEND
+    engine_flags.check()
     if not engine_flags.local:
         flags.for_server()
     spec = flags.spec(required=backends.enforces(backend))
@@ -229,6 +231,7 @@ def generate(
     for group in (decoding, sampling, prompt_flags, model_flags, batch_flags):
         group.check()
     prompt, batch = _inputs(prompt, batch_flags, flags)
+    _output_is_not_an_input(batch_flags.output, {"--input": batch_flags.input_file, "the constraint": spec.origin})
     request = GenerateRequest(
         spec,
         prompt,
@@ -263,6 +266,25 @@ def _inputs(prompt: str | None, io: BatchFlags, flags: co.ConstraintFlags) -> tu
     if io.resume and batch is None:
         raise UserError("--resume is for batches", hint="use --resume with --input FILE --output FILE")
     return prompt, batch
+
+
+def _output_is_not_an_input(output: Path | None, inputs: dict[str, str | None]) -> None:
+    """--output naming a file the run reads: --force (or the first record) would replace it."""
+    if output is None:
+        return
+    for flag, path in inputs.items():
+        if path and path != "-" and _same_file(output, path):
+            raise UserError(
+                f"--output {output} is {flag} ({path}): writing records there would overwrite what this run reads",
+                hint="choose another --output file",
+            )
+
+
+def _same_file(a: Path, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # either one missing (a new output), or unreadable: not the same file
+        return False
 
 
 def _runs_on(
