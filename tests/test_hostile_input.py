@@ -682,3 +682,20 @@ def test_an_output_that_is_a_file_the_run_reads_is_exit_2(run_cli, no_model, tmp
     result = run_cli("generate", "--schema", schema, "--input", prompts, "-o", tmp_path / "." / target.name, "--force")
     _refused(result, f"is {which}", "overwrite what this run reads")
     assert target.read_bytes() == before
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+def test_a_full_stdout_is_exit_2_not_an_internal_error():
+    """`sgcli lint --json > /dev/full` (a full disk under a redirect) ended in exit 3 (OSError ENOSPC)."""
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "sgcli", "lint", str(CAPITAL), "--json"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        )
+    assert done.returncode == 2, done.stderr
+    assert "cannot write the standard output: No space left on device" in done.stderr
+    assert "internal error" not in done.stderr and "Exception ignored" not in done.stderr
