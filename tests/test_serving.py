@@ -306,6 +306,16 @@ def test_an_error_event_in_a_stream_is_a_rejection():
         _raise_stream_error({"error": {"message": "Invalid grammar specification", "code": 400}})
 
 
+@pytest.mark.parametrize(("regex", "where"), [("(", "--regex:1:1:"), ("ab[z-a]", "--regex:1:7:")])
+def test_a_regex_nothing_can_read_is_exit_2_before_the_request(run_cli, regex, where):
+    """No local backend compiles a server's regex: '(' went out and came back `valid: null`, exit 0
+    (hostile_inputs.py: "generate --regex '(' (vllm)")."""
+    with Stub() as stub:
+        result = gen(run_cli, stub, "--regex", regex, "x")
+    assert result.exit_code == 2, result.output
+    assert f"{where} the regex cannot be read" in result.stderr and not stub.requests
+
+
 def test_server_output_is_validated_independently(run_cli):
     with Stub(answer=lambda b: "abc") as stub:
         result = gen(run_cli, stub, "--regex", "[0-9]+", "--json", "n?")

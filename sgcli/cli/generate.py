@@ -226,6 +226,8 @@ def generate(
     if not engine_flags.local:
         flags.for_server()
     spec = flags.spec(required=backends.enforces(backend))
+    if not engine_flags.local:
+        _regex_readable(spec)
     spec = dataclasses.replace(spec, json_options=dataclasses.replace(spec.json_options, for_generation=True))
     preflight.structure_errors(spec)  # an undefined rule fails here, before any library loads
     for group in (decoding, sampling, prompt_flags, model_flags, batch_flags):
@@ -266,6 +268,40 @@ def _inputs(prompt: str | None, io: BatchFlags, flags: co.ConstraintFlags) -> tu
     if io.resume and batch is None:
         raise UserError("--resume is for batches", hint="use --resume with --input FILE --output FILE")
     return prompt, batch
+
+
+def _regex_readable(spec) -> None:
+    """A server gets the regex as it is, and no local backend compiles it first: one that neither
+    sgcli's reader nor the `regex` package (in either backend dialect) can read is malformed, exit 2
+    here, instead of an output nothing could check (`valid: null`, exit 0)."""
+    from sgcli.constraints.spec import Kind
+    from sgcli.dialects.grammar_model import ParseError
+    from sgcli.dialects.regex_parse import parse_regex
+    from sgcli.errors import Location
+    from sgcli.validation.regex_check import ECMA, RUST, DialectError, compiled
+
+    if spec.kind is not Kind.REGEX:
+        return
+    try:
+        parse_regex(spec.text)
+        return
+    except ParseError as exc:
+        ours = exc
+    except RecursionError:  # nesting past the reader's depth was refused before; stay safe
+        return
+    theirs = ""
+    for dialect in (RUST, ECMA):
+        try:
+            compiled(spec.text, dialect)
+            return
+        except DialectError as exc:
+            theirs = str(exc)
+    origin = spec.origin if spec.origin not in (None, "--regex") else "--regex"
+    raise UserError(
+        f"the regex cannot be read: {ours.message} (the regex package: {theirs})",
+        location=Location(origin, 1, ours.pos + 1),
+        hint="fix the regex; a server would reject it or answer with output nothing can check",
+    )
 
 
 def _output_is_not_an_input(output: Path | None, inputs: dict[str, str | None]) -> None:
