@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import faulthandler
 import json
+import math
 import os
 import select
 import signal
@@ -62,6 +63,11 @@ def set_limits(limits: Limits) -> None:
     global _limits
     if limits.timeout_s < 0 or limits.memory_mb < 0 or limits.max_bytes < 0:
         raise UserError("--compile-timeout, --compile-memory and --max-constraint-bytes must not be negative")
+    if not math.isfinite(limits.timeout_s):  # NaN passes every comparison; inf overflows the watchdog's clock
+        raise UserError(
+            f"--compile-timeout {limits.timeout_s} is not a number of seconds (also SGCLI_COMPILE_TIMEOUT)",
+            hint="give seconds, e.g. --compile-timeout 30; 0 = no time limit",
+        )
     _limits = limits
 
 

@@ -1,7 +1,8 @@
 """A fault-injecting OpenAI-shaped HTTP server on loopback, for the client's retry paths only.
 
 Each POST takes the next scripted behaviour ("ok" once the script is used up): an HTTP
-status (429, 503, 400...), a connection reset, a slow answer, or ("raw", status, content
+status (429, 503, 400...), a connection reset, a slow answer, one dripped a byte at a time or a
+stream that never ends (each read quick, the whole answer never in time), or ("raw", status, content
 type, bytes) sent as is. `models` is what GET /v1/models answers (a raw triple, or JSON). An "ok" answer's text
 comes from `answer(body)`. Every request body is kept, in arrival order. Everything else
 about serving is tested against a real vLLM (tests/test_serving_engine.py).
@@ -63,6 +64,12 @@ class Stub:
                     return
                 if kind == "slow":
                     time.sleep(step[1])
+                if kind in ("drip", "endless"):  # each read quick, the answer never whole in time
+                    try:
+                        self._drip(body, step)
+                    except OSError:  # the client gave up, as it should
+                        pass
+                    return
                 if kind == "raw":
                     self._raw(*step[1:])
                     return
@@ -94,6 +101,32 @@ class Stub:
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _drip(self, body, step):
+                """("drip", s): the answer a byte (a stream: a character) every s seconds; ("endless",):
+                a stream of one space every 20 ms that never finishes."""
+                if step[0] == "drip" and not body.get("stream"):
+                    data = json.dumps(_completion(body, stub.answer(body), "stop")).encode()
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    for i in range(len(data)):
+                        self.wfile.write(data[i : i + 1])
+                        self.wfile.flush()
+                        time.sleep(step[1])
+                    return
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                pieces = list(stub.answer(body)) if step[0] == "drip" else iter(lambda: " ", None)
+                for piece in pieces:
+                    chunk = {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                    time.sleep(step[1] if step[0] == "drip" else 0.02)
 
             def _stream(self, text, finish):
                 self.send_response(200)

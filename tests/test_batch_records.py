@@ -74,6 +74,35 @@ def test_resume_refuses_a_corrupt_middle_line(tmp_path):
     assert str(exc.value.location) == f"{out}:2:1" and "--force" in exc.value.hint
 
 
+@pytest.mark.parametrize("last", [b"\x00\xff" * 100, b"some notes without a newline", b'{"id": 2}\n\x89PNG'])
+def test_resume_cuts_only_what_a_killed_sgcli_could_have_left(tmp_path, last):
+    """A last line without a newline was cut whatever it held: `--resume` onto a binary file emptied it
+    (hostile_inputs.py: "--resume over a binary file", exit 0). sgcli writes JSON objects, so only an
+    unfinished `{"...` is its own partial line; anything else is exit 2 at that line, the file kept."""
+    out = tmp_path / "o.jsonl"
+    out.write_bytes(last)
+    with pytest.raises(UserError) as exc:
+        RecordWriter(out, resume=True)
+    assert "is not a JSON record" in exc.value.message and exc.value.location.path == str(out)
+    assert out.read_bytes() == last
+
+
+def test_a_full_disk_under_the_lock_file_is_exit_2(tmp_path, monkeypatch):
+    """The lock file is created (an inode) but its pid cannot be written: ENOSPC was exit 3."""
+    import sgcli.batch.records as records
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(records.os, "write", full)
+    out = tmp_path / "o.jsonl"
+    with pytest.raises(UserError, match="cannot write its lock file .*No space left on device"):
+        RecordWriter(out)
+    monkeypatch.undo()
+    assert not out.exists() and not Path(str(out) + ".lock").exists()
+    RecordWriter(out).close()  # nothing left held
+
+
 def test_resume_refuses_records_of_another_format(tmp_path):
     from sgcli import RECORD_SCHEMA_VERSION
 

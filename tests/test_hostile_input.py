@@ -595,3 +595,107 @@ def test_lint_probes_of_a_2000_property_schema_stop_at_the_compile_timeout(run_c
     assert time.perf_counter() - t < 60, "lint ran far past its limit"
     assert result.exit_code == 1 and "internal error" not in result.output, result.output
     assert "J003 keyword enforcement was not checked: the probes ran past the 2 s time limit" in result.output
+
+
+# --- found by benchmarks/hostile_inputs.py (issue 28's fault goals) -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["compile", CAPITAL, "--compile-timeout", "nan"], "--compile-timeout nan is not a number of seconds"),
+        (["compile", CAPITAL, "--compile-timeout", "inf"], "--compile-timeout inf is not a number of seconds"),
+        (["lint", CAPITAL, "--compile-timeout", "-inf"], "must not be negative"),
+    ],
+    ids=["nan", "inf", "-inf"],
+)
+def test_a_compile_timeout_that_is_not_a_number_is_exit_2(run_cli, args, needle):
+    """NaN passed every `< 0` check and reached the watchdog (ValueError, exit 3); inf overflowed its clock."""
+    _refused(run_cli(*args), needle, "0 = no time limit" if "-inf" not in args else "")
+
+
+def test_a_request_timeout_of_nan_is_exit_2(run_cli, no_model):
+    result = run_cli("generate", "--schema", CAPITAL, "--engine", "openai", "--base-url", "http://127.0.0.1:9",
+                     "--request-timeout", "nan", "hi")  # fmt: skip
+    _refused(result, "--request-timeout must be more than 0 seconds, got nan")
+
+
+@pytest.mark.parametrize(
+    "flag", [["--base-url", "http://127.0.0.1:9"], ["--served-model", "m"], ["--api-key-env", "K"]]
+)
+def test_server_flags_without_an_engine_are_exit_2_before_loading(run_cli, no_model, flag):
+    """--base-url without --engine was ignored: the run loaded the in-process model (30 s) instead."""
+    _refused(run_cli("generate", "--schema", CAPITAL, *flag, "hi"), f"{flag[0]} is for a server", "--engine vllm")
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "needle"),
+    [
+        ('{"type": "number",\n "maximum": NaN}', ":2:13:", "NaN and Infinity are not JSON"),
+        ('{"type": "number", "minimum": -Infinity}', ":1:31:", "NaN and Infinity are not JSON"),
+        ('{"type": "integer", "maximum": 1e999}', ":1:32:", "past the largest float"),
+        ('{"type": "integer", "maximum": ' + "9" * 5000 + "}", ":1:32:", "5000 digits is too long"),
+    ],
+    ids=["NaN", "-Infinity", "1e999", "5000 digits"],
+)
+def test_numbers_json_has_no_value_for_are_exit_2_at_their_position(run_cli, no_model, tmp_path, text, where, needle):
+    """Python's json reads NaN, Infinity and 1e999 (inf); the request body and jsonschema cannot take
+    them: `generate --engine` ended in exit 3 (ValueError: Out of range float values)."""
+    schema = tmp_path / "s.json"
+    schema.write_text(text)
+    _refused(run_cli("compile", schema), f"{schema}{where} invalid JSON", needle)
+    engine = ["--engine", "openai", "--base-url", "http://127.0.0.1:9", "--served-model", "m"]
+    _refused(run_cli("generate", "--schema", schema, *engine, "hi"), f"{schema}{where}", needle)
+
+
+def test_an_input_line_with_nan_is_that_lines_error():
+    from sgcli.batch.requests import read_requests
+
+    data = b'{"id": 1, "prompt": "a"}\n{"id": NaN, "prompt": "b"}\n{"id": 3, "prompt": "c"}\n'
+    items = list(read_requests(data, "p.jsonl"))
+    assert [type(i).__name__ for i in items] == ["Request", "BadLine", "Request"]
+    assert str(items[1].location) == "p.jsonl:2:8" and "NaN and Infinity are not JSON" in items[1].message
+
+
+def test_a_byte_order_mark_is_not_part_of_the_json(run_cli, tmp_path):
+    """Windows editors write a UTF-8 BOM: a schema was exit 2 ("Unexpected UTF-8 BOM") and an --input
+    file's first line an error record."""
+    from sgcli.batch.requests import Request, read_requests
+
+    schema = tmp_path / "s.json"
+    schema.write_bytes(b"\xef\xbb\xbf" + CAPITAL.read_bytes().replace(b"\n", b"\r\n"))
+    result = run_cli("compile", schema, "--backend", "llguidance")
+    assert result.exit_code == 0, result.output
+    items = list(read_requests(b'\xef\xbb\xbf{"id": 1, "prompt": "a"}\r\n{"id": 2, "prompt": "b"}\r\n', "p"))
+    assert all(isinstance(i, Request) for i in items) and [i.id for i in items] == [1, 2]
+
+
+@pytest.mark.parametrize("which", ["--input", "the constraint"])
+def test_an_output_that_is_a_file_the_run_reads_is_exit_2(run_cli, no_model, tmp_path, which):
+    """`--input p.jsonl -o p.jsonl --force` replaced the prompts with their records."""
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": 1, "prompt": "a"}\n')
+    schema = tmp_path / "s.json"
+    schema.write_bytes(CAPITAL.read_bytes())
+    target = prompts if which == "--input" else schema
+    before = target.read_bytes()
+    result = run_cli("generate", "--schema", schema, "--input", prompts, "-o", tmp_path / "." / target.name, "--force")
+    _refused(result, f"is {which}", "overwrite what this run reads")
+    assert target.read_bytes() == before
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+def test_a_full_stdout_is_exit_2_not_an_internal_error():
+    """`sgcli lint --json > /dev/full` (a full disk under a redirect) ended in exit 3 (OSError ENOSPC)."""
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "sgcli", "lint", str(CAPITAL), "--json"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        )
+    assert done.returncode == 2, done.stderr
+    assert "cannot write the standard output: No space left on device" in done.stderr
+    assert "internal error" not in done.stderr and "Exception ignored" not in done.stderr

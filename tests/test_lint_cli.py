@@ -297,3 +297,13 @@ def test_the_projects_own_grammars_lint_clean(run_cli):
     assert result.exit_code == 0, result.stdout + result.stderr
     assert result.stderr.strip().splitlines()[-1] == f"All checks passed ({len(grammars)} files)."
     assert "did not run" not in result.stderr
+
+
+def test_a_backend_error_without_a_position_is_placed_at_the_piece_it_quotes(run_cli, tmp_path):
+    """llguidance says 'invalid regex "[z-a]"' with no line:col (hostile_inputs.py: "lint: GBNF bad char
+    class" named the file only); the quoted piece occurs once in the file, so that is where it is."""
+    path = tmp_path / "g.gbnf"
+    path.write_text('# chars\nroot ::= "x" [z-a]\n')
+    result = run_cli("lint", path, "--backend", "llguidance")
+    assert result.exit_code == 1
+    assert f"{path}:2:14: S001 llguidance rejects it: invalid regex" in result.output

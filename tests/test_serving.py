@@ -8,6 +8,7 @@ tests/test_serving_engine.py, marked `engine`.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -240,6 +241,46 @@ def test_slow_answer_times_out_then_retries(run_cli):
     assert len(stub.requests) == 2
 
 
+@pytest.mark.parametrize("step", [("drip", 0.2), ("endless",)], ids=["dripped", "endless stream"])
+def test_the_whole_answer_must_come_within_the_request_timeout(run_cli, step):
+    """httpx's timeout bounds each read: a server sending a byte at a time, or a stream that never
+    ends, kept a single prompt going forever (hostile_inputs.py: "endless-stream: one prompt")."""
+    with Stub(answer=lambda b: "1234567890") as stub:
+        stub.script = [step]
+        t = time.monotonic()
+        result = gen(run_cli, stub, "--regex", "[0-9 ]+", "--request-timeout", "0.5", "--retries", "0", "n?")
+    assert time.monotonic() - t < 2.5
+    assert result.exit_code == 2, result.output
+    assert "--request-timeout 0.5 s" in result.stderr
+
+
+def test_a_dripped_batch_answer_is_that_lines_error_record(run_cli, tmp_path):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": 1, "prompt": "a"}\n{"id": 2, "prompt": "b"}\n')
+    with Stub(answer=lambda b: "12345") as stub:
+        stub.script = [("ok",), ("drip", 0.2)]
+        t = time.monotonic()
+        result = gen(
+            run_cli,
+            stub,
+            "--regex",
+            "[0-9]+",
+            "--input",
+            prompts,
+            "--concurrency",
+            "1",
+            "--request-timeout",
+            "0.5",
+            "--retries",
+            "0",
+        )
+    assert time.monotonic() - t < 2.5
+    assert result.exit_code == 1, result.output
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["id"] for r in records] == [1, 2] and records[0]["valid"] is True
+    assert records[1]["finish_reason"] == "error" and "--request-timeout 0.5 s" in records[1]["errors"][0]
+
+
 def test_retries_exhausted_is_exit_2_for_a_single_prompt(run_cli):
     with Stub() as stub:
         stub.script = [("status", 503)] * 2
@@ -263,6 +304,16 @@ def test_an_error_event_in_a_stream_is_a_rejection():
     _raise_stream_error({"choices": [{"delta": {"content": "a"}}]})  # an ordinary chunk passes
     with pytest.raises(Rejected, match="Invalid grammar"):
         _raise_stream_error({"error": {"message": "Invalid grammar specification", "code": 400}})
+
+
+@pytest.mark.parametrize(("regex", "where"), [("(", "--regex:1:1:"), ("ab[z-a]", "--regex:1:7:")])
+def test_a_regex_nothing_can_read_is_exit_2_before_the_request(run_cli, regex, where):
+    """No local backend compiles a server's regex: '(' went out and came back `valid: null`, exit 0
+    (hostile_inputs.py: "generate --regex '(' (vllm)")."""
+    with Stub() as stub:
+        result = gen(run_cli, stub, "--regex", regex, "x")
+    assert result.exit_code == 2, result.output
+    assert f"{where} the regex cannot be read" in result.stderr and not stub.requests
 
 
 def test_server_output_is_validated_independently(run_cli):

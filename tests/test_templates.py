@@ -155,6 +155,8 @@ def test_template_errors_exit_2_with_the_templates_message(run_cli, make_folder,
         ("[]", "non-empty list"),
         ('[{"content": "Hi"}]', "messages[0] has no 'role'"),
         ('["Hi"]', "messages[0] must be an object"),
+        ('[{"role": "user", "content": NaN}]', "NaN and Infinity are not JSON"),  # hostile_inputs.py
+        ("[" * 100_000 + "]" * 100_000, "nested more than 512 levels"),  # was RecursionError, exit 3
     ],
 )
 def test_bad_messages_exit_2(run_cli, make_folder, messages, data, message):

@@ -193,8 +193,16 @@ class _Lock:
             if _same_file(fd, path):  # not a lock file its previous owner just removed
                 break
             os.close(fd)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError as exc:  # a full disk (ENOSPC, EDQUOT): the output could not be written either
+            lock = cls(path, fd)
+            lock.release()
+            raise UserError(
+                f"--output {output}: cannot write its lock file {path} ({exc.strerror or exc})",
+                hint="choose an --output on a disk with free space",
+            ) from None
         return cls(path, fd)
 
     def release(self) -> None:
@@ -312,8 +320,8 @@ def _scan_for_resume(path: Path) -> _Repair:
                 try:
                     record = json.loads(line)
                 except ValueError:
-                    if not complete:  # the unfinished last line of a killed process: cut off
-                        break
+                    if not complete and line.startswith(b'{"'):  # the unfinished last line of a killed process
+                        break  # (sgcli writes each record as one JSON object): cut off
                     raise UserError(
                         "--resume: this line of the output file is not a JSON record",
                         location=Location(str(path), n, 1),

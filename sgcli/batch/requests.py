@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 from sgcli.batch.records import error_record, id_key
 from sgcli.constraints.sources import read_lines
+from sgcli.constraints.spec import NotJsonNumber, strict_json_loads
 from sgcli.errors import Location
 from sgcli.limits import DEFAULT_MAX_PROMPT_BYTES
 from sgcli.tokenizers.base import Tokenizer
@@ -90,6 +91,8 @@ def read_requests(data: bytes | str | list[bytes], origin: str) -> Iterator[Requ
     else:
         lines = (data.encode("utf-8") if isinstance(data, str) else data).split(b"\n")
     for n, chunk in enumerate(lines, start=1):
+        if n == 1:
+            chunk = chunk.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark (Windows editors) is not JSON
         try:
             line = chunk.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -102,9 +105,11 @@ def read_requests(data: bytes | str | list[bytes], origin: str) -> Iterator[Requ
 
 def _parse_line(line: str, loc: Location, n: int) -> Request | BadLine:
     try:
-        obj = json.loads(line)
+        obj = strict_json_loads(line)
     except json.JSONDecodeError as exc:
         return BadLine(f"line-{n}", Location(loc.path, n, exc.colno), f"invalid JSON: {exc.msg}")
+    except NotJsonNumber as exc:
+        return BadLine(f"line-{n}", Location(loc.path, n, max(1, line.find(exc.literal) + 1)), f"invalid JSON: {exc}")
     except RecursionError:
         return BadLine(f"line-{n}", loc, "JSON nested too deeply")
     if not isinstance(obj, dict):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -85,6 +86,10 @@ def handles_errors(fn: Callable) -> Callable:
         except BrokenPipeError:
             raise typer.Exit(0) from None
         except Exception as exc:  # a bug: say so, keep the traceback for reports
+            full = _disk_full(exc)
+            if full is not None:  # never sgcli's bug, and nothing more can be written where it went
+                fail(full)
+                raise typer.Exit(EXIT_USAGE) from None
             missing = _missing_extra(exc)
             if missing is not None:  # an optional extra that is not installed is the user's to fix
                 fail(missing)
@@ -103,6 +108,20 @@ def handles_errors(fn: Callable) -> Callable:
             set_notifier(previous)
 
     return wrapper
+
+
+def _disk_full(exc: Exception) -> UserError | None:
+    """A disk that filled under a write no other layer names (stdout redirected to a full disk or to
+    /dev/full): exit 2 saying so. What stdout still buffers is dropped, so that Python's own flush at
+    exit does not fail a second time (exit 120)."""
+    import errno
+
+    if not isinstance(exc, OSError) or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        return None
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    where = exc.filename or "the standard output"
+    return UserError(f"cannot write {where}: {exc.strerror}", hint="free space on that disk, or write elsewhere")
 
 
 def _missing_extra(exc: Exception) -> UserError | None:

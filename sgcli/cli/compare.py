@@ -98,6 +98,7 @@ def compare_backends(
     Exit codes: 0 every row ran and is valid (or, with --no-generate, compiled and
     accepted --text), 1 some row failed, 2 bad input or flags.
     """
+    engine_flags.check()
     if not engine_flags.local:
         flags.for_server()
     spec = flags.spec()

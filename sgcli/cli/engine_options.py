@@ -78,6 +78,22 @@ class EngineFlags:
     def local(self) -> bool:
         return self.engine == Engine.local.value
 
+    def check(self) -> None:
+        """A server's flags with the local engine would be ignored: the run would load the in-process
+        model (tens of seconds) where the user meant a server."""
+        if not self.local:
+            return
+        for flag, value in (
+            ("--base-url", self.base_url),
+            ("--api-key-env", self.api_key_env),
+            ("--served-model", self.served_model),
+        ):
+            if value:
+                raise UserError(
+                    f"{flag} is for a server, but --engine is local (the in-process model)",
+                    hint="add --engine vllm, sglang or openai, or drop the flag",
+                )
+
     def client(self):
         """Check the engine flags (before anything slow) and return the client's options."""
 
@@ -93,8 +109,8 @@ class EngineFlags:
             raise UserError("--concurrency must be at least 1")
         if self.retries < 0:
             raise UserError("--retries must be 0 or more")
-        if self.request_timeout <= 0:
-            raise UserError("--request-timeout must be more than 0 seconds")
+        if not self.request_timeout > 0:  # NaN too: httpx's deadline would fail on it mid-request
+            raise UserError(f"--request-timeout must be more than 0 seconds, got {self.request_timeout}")
         api_key = None
         if self.api_key_env:
             api_key = os.environ.get(self.api_key_env)

@@ -8,6 +8,7 @@ before anything slow.
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
@@ -221,14 +222,18 @@ def generate(
     # A single prompt prints its record (json or jsonl: one object either way) or its text.
     json_out = output_format_of(output_format, json_out, stream=True) != "text"
     backend = backend or backends.DEFAULT_BACKEND
+    engine_flags.check()
     if not engine_flags.local:
         flags.for_server()
     spec = flags.spec(required=backends.enforces(backend))
+    if not engine_flags.local:
+        _regex_readable(spec)
     spec = dataclasses.replace(spec, json_options=dataclasses.replace(spec.json_options, for_generation=True))
     preflight.structure_errors(spec)  # an undefined rule fails here, before any library loads
     for group in (decoding, sampling, prompt_flags, model_flags, batch_flags):
         group.check()
     prompt, batch = _inputs(prompt, batch_flags, flags)
+    _output_is_not_an_input(batch_flags.output, {"--input": batch_flags.input_file, "the constraint": spec.origin})
     request = GenerateRequest(
         spec,
         prompt,
@@ -263,6 +268,59 @@ def _inputs(prompt: str | None, io: BatchFlags, flags: co.ConstraintFlags) -> tu
     if io.resume and batch is None:
         raise UserError("--resume is for batches", hint="use --resume with --input FILE --output FILE")
     return prompt, batch
+
+
+def _regex_readable(spec) -> None:
+    """A server gets the regex as it is, and no local backend compiles it first: one that neither
+    sgcli's reader nor the `regex` package (in either backend dialect) can read is malformed, exit 2
+    here, instead of an output nothing could check (`valid: null`, exit 0)."""
+    from sgcli.constraints.spec import Kind
+    from sgcli.dialects.grammar_model import ParseError
+    from sgcli.dialects.regex_parse import parse_regex
+    from sgcli.errors import Location
+    from sgcli.validation.regex_check import ECMA, RUST, DialectError, compiled
+
+    if spec.kind is not Kind.REGEX:
+        return
+    try:
+        parse_regex(spec.text)
+        return
+    except ParseError as exc:
+        ours = exc
+    except RecursionError:  # nesting past the reader's depth was refused before; stay safe
+        return
+    theirs = ""
+    for dialect in (RUST, ECMA):
+        try:
+            compiled(spec.text, dialect)
+            return
+        except DialectError as exc:
+            theirs = str(exc)
+    origin = spec.origin if spec.origin not in (None, "--regex") else "--regex"
+    raise UserError(
+        f"the regex cannot be read: {ours.message} (the regex package: {theirs})",
+        location=Location(origin, 1, ours.pos + 1),
+        hint="fix the regex; a server would reject it or answer with output nothing can check",
+    )
+
+
+def _output_is_not_an_input(output: Path | None, inputs: dict[str, str | None]) -> None:
+    """--output naming a file the run reads: --force (or the first record) would replace it."""
+    if output is None:
+        return
+    for flag, path in inputs.items():
+        if path and path != "-" and _same_file(output, path):
+            raise UserError(
+                f"--output {output} is {flag} ({path}): writing records there would overwrite what this run reads",
+                hint="choose another --output file",
+            )
+
+
+def _same_file(a: Path, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # either one missing (a new output), or unreadable: not the same file
+        return False
 
 
 def _runs_on(

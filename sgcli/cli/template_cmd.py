@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated, Optional
 
@@ -13,6 +12,7 @@ from sgcli.cli import model_options as mo
 from sgcli.cli.coercion import Command, Group
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, handles_errors, json_line, output_format_of
 from sgcli.constraints.sources import read_text
+from sgcli.constraints.spec import parse_json
 from sgcli.errors import EXIT_OK, Location, UserError
 from sgcli.tokenizers import load_tokenizer
 from sgcli.tokenizers.templates import check_messages
@@ -35,10 +35,10 @@ def read_messages(path: str) -> tuple[list[dict], list | None]:
 
     text, origin = read_text(path, what="messages file")
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
+        data = parse_json(text, origin)  # NaN, 1e999 and nesting past the limit too, at line:col
+    except UserError as exc:
         raise UserError(
-            f"messages file is not valid JSON: {exc.msg}", location=Location(origin, exc.lineno, exc.colno)
+            f"messages file is not valid JSON: {exc.message.removeprefix('invalid JSON: ')}", location=exc.location
         ) from None
     tools = None
     if isinstance(data, dict):

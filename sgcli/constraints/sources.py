@@ -29,16 +29,18 @@ from sgcli.constraints.spec import (
 from sgcli.errors import Location, UserError, offset_to_line_col
 from sgcli.limits import current_limits, deep_call
 
+UTF8_BOM = b"\xef\xbb\xbf"
 LIBRARY_DIR = Path(__file__).resolve().parent.parent / "grammars"
 
 
 def read_text(
     path: str, *, what: str = "file", limit: int | None = None, flag: str = "--max-constraint-bytes"
 ) -> tuple[str, str]:
-    """(text, origin) of a path, or of stdin for '-', bounded as `read_bytes` is."""
+    """(text, origin) of a path, or of stdin for '-', bounded as `read_bytes` is. A UTF-8 byte order
+    mark (Windows editors write one; RFC 8259 lets a reader ignore it) is dropped."""
     data, origin = read_bytes(path, what=what, limit=limit, flag=flag)
     try:
-        return data.decode("utf-8"), origin
+        return data.removeprefix(UTF8_BOM).decode("utf-8"), origin
     except UnicodeDecodeError as exc:
         line, col = _byte_line_col(data, exc.start)
         raise UserError(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 from dataclasses import dataclass, field
 
 from sgcli.errors import Location, UserError, did_you_mean, offset_to_line_col
@@ -156,15 +157,55 @@ MAX_DEPTH = 100  # grammar and regex groups: every reader of them (lint's, the b
 MAX_JSON_DEPTH = 512
 
 
-def parse_json(text: str, origin: str | None):
-    """Parse JSON input; bad syntax and nesting past MAX_JSON_DEPTH are the user's to fix, with line:col."""
+class NotJsonNumber(ValueError):
+    """A number JSON has no value for: NaN, Infinity, one past a float's range (1e999) or an integer
+    longer than Python reads (4,300 digits). Python's json module takes the first three; nothing
+    downstream can (the request body, jsonschema's checks, the grammar backends)."""
+
+    def __init__(self, literal: str, why: str):
+        super().__init__(f"{literal[:40]} is not a JSON number sgcli can use: {why}")
+        self.literal = literal
+
+
+def _constant(name: str):
+    raise NotJsonNumber(name, "NaN and Infinity are not JSON (RFC 8259)")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NotJsonNumber(text, "it is past the largest float (about 1.8e308)")
+    return value
+
+
+def _int(text: str) -> int:
     try:
-        value = json.loads(text)
+        return int(text)
+    except ValueError:  # past sys.get_int_max_str_digits()
+        raise NotJsonNumber(text, f"an integer of {len(text)} digits is too long") from None
+
+
+def strict_json_loads(text: str):
+    """`json.loads` that refuses NaN, Infinity, infinite floats and over-long integers (NotJsonNumber)."""
+    return json.loads(text, parse_constant=_constant, parse_float=_float, parse_int=_int)
+
+
+def parse_json(text: str, origin: str | None):
+    """Parse JSON input; bad syntax, numbers JSON has no value for and nesting past MAX_JSON_DEPTH
+    are the user's to fix, with line:col."""
+    try:
+        value = strict_json_loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(
             f"invalid JSON: {exc.msg}",
             location=Location(origin, exc.lineno, exc.colno),
             hint="fix the JSON syntax at that position",
+        ) from None
+    except NotJsonNumber as exc:
+        at = text.find(exc.literal)
+        line, col = offset_to_line_col(text, at) if at >= 0 else (None, None)
+        raise UserError(
+            f"invalid JSON: {exc}", location=Location(origin, line, col), hint="write a finite number there"
         ) from None
     except RecursionError:
         value = _TOO_DEEP

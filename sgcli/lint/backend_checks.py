@@ -21,7 +21,7 @@ from sgcli.constraints.jsonpos import SchemaText
 from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
 from sgcli.dialects.grammar_model import Lit, walk
 from sgcli.dialects.regex_parse import RegexFeature
-from sgcli.errors import UserError
+from sgcli.errors import UserError, offset_to_line_col
 from sgcli.lint.diagnostic import Diagnostic, at_offset
 
 _REGEX_POSITION = re.compile(r"at position (\d+)")
@@ -64,6 +64,8 @@ def compile_error(run: BackendCompile, spec: ConstraintSpec, stext) -> Diagnosti
     loc = run.error.location
     line, col = (loc.line, loc.col) if loc else (None, None)
     detail = clean_message(run.error.message)
+    if line is None:
+        line, col = _quoted_position(detail, spec.text)
     if spec.kind is Kind.JSON_SCHEMA and stext is not None and line is not None:
         keyword_path = _keyword_at(stext, line, col)
         if keyword_path is not None:
@@ -81,6 +83,18 @@ def compile_error(run: BackendCompile, spec: ConstraintSpec, stext) -> Diagnosti
     return Diagnostic(
         "S001", f"{run.name} rejects it: {detail}", spec.name, line, col, hint=run.error.hint, backend=run.name
     )
+
+
+_QUOTED = re.compile(r'"([^"\n]{3,})"')
+
+
+def _quoted_position(detail: str, text: str) -> tuple[int | None, int | None]:
+    """Where a backend's message without a position quotes a piece of the file found there once
+    (llguidance: 'invalid regex "[z-a]"'): that piece's line:col, else none."""
+    for piece in _QUOTED.findall(detail):
+        if text.count(piece) == 1:
+            return offset_to_line_col(text, text.index(piece))
+    return None, None
 
 
 MAX_DROPPED = 8

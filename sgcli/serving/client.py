@@ -134,12 +134,22 @@ def json_body(response: httpx.Response, what: str):
         raise BadReply(f"{what} is not JSON: {response.text[:120]!r}") from None
 
 
+def deadline_passed(seconds: float) -> httpx.ReadTimeout:
+    """The error for an answer not complete within --request-timeout (a network error: retried)."""
+    return httpx.ReadTimeout(f"no complete answer within --request-timeout {seconds:g} s")
+
+
 async def post_json(client: httpx.AsyncClient, opts: ClientOptions, path: str, body: dict) -> tuple[dict, float]:
-    """POST and return (the JSON object answered, seconds the successful attempt took)."""
+    """POST and return (the JSON object answered, seconds the successful attempt took). The whole
+    answer must arrive within --request-timeout: httpx's own timeout bounds each read, so a server
+    dripping a byte at a time would keep an attempt going forever."""
 
     async def attempt():
         t = time.perf_counter()
-        response = await client.post(path, json=body)
+        try:
+            response = await asyncio.wait_for(client.post(path, json=body), opts.request_timeout)
+        except asyncio.TimeoutError:
+            raise deadline_passed(opts.request_timeout) from None
         _check(response)
         return reply_object(json_body(response, f"the answer to POST {path}")), time.perf_counter() - t
 

@@ -145,14 +145,17 @@ async def _stream(job: EngineJob, http, req: Request, on_text: Callable[[str], N
     """Stream one request, showing text as it comes; retried only while nothing has been shown."""
     import httpx
 
-    from sgcli.serving.client import stream_json, with_retries
+    from sgcli.serving.client import deadline_passed, stream_json, with_retries
 
     call = job.call(req, stream=True)
+    limit = job.client.request_timeout
 
     async def attempt():
         t = time.perf_counter()
         text, first, last = "", None, Delta()
-        try:
+
+        async def consume():
+            nonlocal text, first, last
             async for chunk in stream_json(http, call.path, call.body):
                 delta = job.dialect.delta(call, chunk)
                 new = delta.text[len(text) :] if delta.cumulative else delta.text
@@ -165,9 +168,15 @@ async def _stream(job: EngineJob, http, req: Request, on_text: Callable[[str], N
                     prompt_tokens=delta.prompt_tokens or last.prompt_tokens,
                     completion_tokens=delta.completion_tokens or last.completion_tokens,
                 )
+
+        try:  # the whole stream within --request-timeout: a server that never ends it must not hang sgcli
+            try:
+                await asyncio.wait_for(consume(), limit)
+            except asyncio.TimeoutError:
+                raise deadline_passed(limit) from None
         except httpx.TransportError as exc:
             if text:  # shown text cannot be taken back, so no retry
-                raise Unreachable(f"the stream broke after {len(text)} characters: {exc!r}") from None
+                raise Unreachable(f"the stream broke after {len(text)} characters: {exc}") from None
             raise
         reply = Reply(text, last.finish_reason or "unknown", last.prompt_tokens, last.completion_tokens)
         record = reply_record(job, req, reply, time.perf_counter() - t, first)
