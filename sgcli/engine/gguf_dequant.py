@@ -1,0 +1,198 @@
+"""GGUF tensors dequantized to float32 in torch, bit for bit what gguf-py's numpy `dequantize` gives.
+
+transformers reads a .gguf through gguf-py (`gguf.quants`); sgcli's recipe (`gguf_recipe`) rebuilds
+the same float32 weights at load instead of caching them, so every formula here repeats gguf-py's
+float32 operations in its order: one rounding per multiply and per add, never fused (numpy does not
+contract a*b+c into an FMA, and torch's elementwise `mul_`/`add_` do not either). The block layouts
+are ggml's (ggml-common.h). Types not listed fall back to transformers' float32 copy.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+# ggml type id -> (name, elements per block, bytes per block), as gguf.constants.GGML_QUANT_SIZES
+TYPES = {
+    0: ("F32", 1, 4),
+    1: ("F16", 1, 2),
+    30: ("BF16", 1, 2),
+    2: ("Q4_0", 32, 18),
+    3: ("Q4_1", 32, 20),
+    6: ("Q5_0", 32, 22),
+    7: ("Q5_1", 32, 24),
+    8: ("Q8_0", 32, 34),
+    12: ("Q4_K", 256, 144),
+    13: ("Q5_K", 256, 176),
+    14: ("Q6_K", 256, 210),
+}
+
+
+def nbytes(ggml_type: int, shape: tuple[int, ...]) -> int:
+    """Bytes a tensor of `shape` takes in the file (ValueError for a type or row size this module lacks)."""
+    if ggml_type not in TYPES:
+        raise ValueError(f"ggml type {ggml_type} is not dequantized by sgcli")
+    _, block, size = TYPES[ggml_type]
+    elements = 1
+    for dim in shape:
+        elements *= dim
+    if not shape or shape[-1] % block:
+        raise ValueError(f"rows of {shape[-1] if shape else 0} elements are not whole {TYPES[ggml_type][0]} blocks")
+    return elements // block * size
+
+
+def dequantize(raw: torch.Tensor, ggml_type: int, shape: tuple[int, ...]) -> torch.Tensor:
+    """A new float32 tensor of `shape` from `raw`, the tensor's bytes (uint8, 1-D, `nbytes` long)."""
+    import torch
+
+    name, block, size = TYPES[ggml_type]
+    if name == "F32":
+        out = raw.view(torch.float32).clone()  # a copy: the file's mapping may go away
+    elif name == "F16":
+        out = _f16_to_f32(raw)
+    elif name == "BF16":
+        out = (raw.view(torch.int16).to(torch.int32) << 16).view(torch.float32)
+    else:
+        out = _BLOCKS[name](raw.view(-1, size))
+    return out.reshape(shape)
+
+
+def _f16_to_f32(raw: torch.Tensor) -> torch.Tensor:
+    """float16 bytes widened by numpy, as gguf-py does: torch turns a signalling NaN into 0x7fffffff
+    where numpy keeps its payload (0xfd4d -> 0xffa9a000), and the results must be the same bits."""
+    import numpy as np
+    import torch
+
+    return torch.from_numpy(raw.contiguous().numpy().view(np.float16).astype(np.float32))
+
+
+def _half(blocks: torch.Tensor, start: int) -> torch.Tensor:
+    """The float16 at byte `start` of every block, as float32 (n, 1)."""
+    return _f16_to_f32(blocks[:, start : start + 2]).reshape(-1, 1)
+
+
+def _nibbles(qs: torch.Tensor, groups: int) -> torch.Tensor:
+    """uint8 (n, groups*w) -> (n, groups*2*w): per group of w bytes, the low nibbles then the high ones."""
+    import torch
+
+    n = qs.shape[0]
+    q = qs.reshape(n, groups, 1, -1)
+    return torch.cat([q & 0x0F, q >> 4], dim=2).reshape(n, -1)
+
+
+def _bits(qh: torch.Tensor) -> torch.Tensor:
+    """uint8 (n, 4): the 32 bits of the little-endian word, lowest first, as uint8 (n, 32)."""
+    import torch
+
+    word = qh.contiguous().view(torch.int32)  # (n, 1); an arithmetic shift is harmless under & 1
+    return ((word >> torch.arange(32, dtype=torch.int32)) & 1).to(torch.uint8)
+
+
+def _q8_0(b):
+    import torch
+
+    return b[:, 2:].contiguous().view(torch.int8).to(torch.float32).mul_(_half(b, 0))
+
+
+def _q4_0(b):
+    import torch
+
+    q = (_nibbles(b[:, 2:], 1).to(torch.int8) - 8).to(torch.float32)
+    return q.mul_(_half(b, 0))
+
+
+def _q4_1(b):
+    import torch
+
+    return _then(_nibbles(b[:, 4:], 1).to(torch.float32).mul_(_half(b, 0)), "add_", _half(b, 2))
+
+
+def _q5_0(b):
+    import torch
+
+    q = ((_nibbles(b[:, 6:], 1) | (_bits(b[:, 2:6]) << 4)).to(torch.int8) - 16).to(torch.float32)
+    return q.mul_(_half(b, 0))
+
+
+def _q5_1(b):
+    import torch
+
+    q = (_nibbles(b[:, 8:], 1) | (_bits(b[:, 4:8]) << 4)).to(torch.float32)
+    return _then(q.mul_(_half(b, 0)), "add_", _half(b, 2))
+
+
+def _k_scales(scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q4_K/Q5_K's 12 bytes of packed 6-bit scales and mins -> two uint8 (n, 8) (gguf-py's get_scale_min)."""
+    import torch
+
+    s = scales.reshape(-1, 3, 4)
+    d, m, m_d = s[:, 0], s[:, 1], s[:, 2]
+    sc = torch.cat([d & 0x3F, (m_d & 0x0F) | ((d >> 2) & 0x30)], dim=-1)
+    mins = torch.cat([m & 0x3F, (m_d >> 4) | ((m >> 2) & 0x30)], dim=-1)
+    return sc, mins
+
+
+def _k_apply(q: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """(d * sc) * q - dmin * m over the 8 sub-blocks of 32 (Q4_K, Q5_K)."""
+    import torch
+
+    n = b.shape[0]
+    sc, mins = _k_scales(b[:, 4:16])
+    d = (_half(b, 0) * sc.to(torch.float32)).reshape(n, -1, 1)
+    dm = (_half(b, 2) * mins.to(torch.float32)).reshape(n, -1, 1)
+    return _then(q.reshape(n, -1, 32).mul_(d), "sub_", dm).reshape(n, 256)
+
+
+def _then(x: torch.Tensor, op: str, other: torch.Tensor) -> torch.Tensor:
+    """`x.add_(other)` or `x.sub_(other)` in place, NaN for NaN as numpy: where both are NaN numpy's
+    broadcast loop keeps x's, torch's the other's. Only a damaged file has NaN scales; the check
+    reads the small `other` alone."""
+    if not bool(other.isnan().any()):
+        return getattr(x, op)(other)
+    nan = x.isnan()
+    kept = x[nan]
+    getattr(x, op)(other)[nan] = kept
+    return x
+
+
+def _q4_k(b):
+    import torch
+
+    return _k_apply(_nibbles(b[:, 16:], 4).to(torch.float32), b)
+
+
+def _q5_k(b):
+    import torch
+
+    n = b.shape[0]
+    low = _nibbles(b[:, 48:], 4).reshape(n, 8, 32)
+    shifts = torch.arange(8, dtype=torch.uint8).reshape(1, 8, 1)
+    high = (b[:, 16:48].reshape(n, 1, 32) >> shifts) & 1
+    return _k_apply((low | (high << 4)).to(torch.float32), b)
+
+
+def _q6_k(b):
+    import torch
+
+    n = b.shape[0]
+    low = _nibbles(b[:, :128], 2).reshape(n, 8, 32)
+    shifts = torch.tensor([0, 2, 4, 6], dtype=torch.uint8).reshape(1, 1, 4, 1)
+    high = ((b[:, 128:192].reshape(n, 2, 1, 32) >> shifts) & 3).reshape(n, 8, 32)
+    q = ((low | (high << 4)).to(torch.int8) - 32).reshape(n, 16, 16).to(torch.float32)
+    scales = b[:, 192:208].contiguous().view(torch.int8).to(torch.float32)
+    d = (_half(b, 208) * scales).reshape(n, 16, 1)
+    return q.mul_(d).reshape(n, 256)
+
+
+_BLOCKS = {
+    "Q4_0": _q4_0,
+    "Q4_1": _q4_1,
+    "Q5_0": _q5_0,
+    "Q5_1": _q5_1,
+    "Q8_0": _q8_0,
+    "Q4_K": _q4_k,
+    "Q5_K": _q5_k,
+    "Q6_K": _q6_k,
+}
