@@ -43,43 +43,53 @@ def nbytes(ggml_type: int, shape: tuple[int, ...]) -> int:
     return elements // block * size
 
 
-def dequantize(raw: torch.Tensor, ggml_type: int, shape: tuple[int, ...]) -> torch.Tensor:
-    """A new float32 tensor of `shape` from `raw`, the tensor's bytes (uint8, 1-D, `nbytes` long)."""
+def dequantize(raw: torch.Tensor, ggml_type: int, shape: tuple[int, ...], out: torch.Tensor | None = None):
+    """float32 `shape` from `raw`, the tensor's bytes (uint8, 1-D, `nbytes` long), written into `out`
+    (a contiguous float32 tensor of as many elements) where given: fresh memory costs as much as the
+    arithmetic (~0.7 s per GB on a small VM), so the recipe lays every weight into one buffer."""
     import torch
 
     name, block, size = TYPES[ggml_type]
+    count = raw.numel() // size * block
+    if out is None:
+        out = torch.empty(count, dtype=torch.float32)
+    flat = out.view(-1)
     if name == "F32":
-        out = raw.view(torch.float32).clone()  # a copy: the file's mapping may go away
+        flat.copy_(raw.view(torch.float32))  # a copy: the file's mapping may go away
     elif name == "F16":
-        out = _f16_to_f32(raw)
+        _f16_into(raw, flat)
     elif name == "BF16":
-        out = (raw.view(torch.int16).to(torch.int32) << 16).view(torch.float32)
+        flat.view(torch.int32).copy_(raw.view(torch.int16)).bitwise_left_shift_(16)
     else:
-        out = _BLOCKS[name](raw.view(-1, size))
-    return out.reshape(shape)
+        _BLOCKS[name](raw.view(-1, size), flat.view(-1, block))
+    return out.view(shape)
 
 
-def _f16_to_f32(raw: torch.Tensor) -> torch.Tensor:
+def _f16_into(raw: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """float16 bytes widened by numpy, as gguf-py does: torch turns a signalling NaN into 0x7fffffff
     where numpy keeps its payload (0xfd4d -> 0xffa9a000), and the results must be the same bits."""
     import numpy as np
-    import torch
 
-    return torch.from_numpy(raw.contiguous().numpy().view(np.float16).astype(np.float32))
+    out.numpy()[...] = raw.contiguous().numpy().view(np.float16).reshape(out.shape)
+    return out
 
 
 def _half(blocks: torch.Tensor, start: int) -> torch.Tensor:
     """The float16 at byte `start` of every block, as float32 (n, 1)."""
-    return _f16_to_f32(blocks[:, start : start + 2]).reshape(-1, 1)
-
-
-def _nibbles(qs: torch.Tensor, groups: int) -> torch.Tensor:
-    """uint8 (n, groups*w) -> (n, groups*2*w): per group of w bytes, the low nibbles then the high ones."""
     import torch
 
+    return _f16_into(blocks[:, start : start + 2], torch.empty(blocks.shape[0], 1, dtype=torch.float32))
+
+
+def _nibbles_into(qs: torch.Tensor, groups: int, out: torch.Tensor) -> torch.Tensor:
+    """uint8 (n, groups*w) -> out (n, groups*2*w): per group of w bytes, the low nibbles then the high
+    ones (gguf-py's `>> [0, 4]` layout), converted on the copy."""
     n = qs.shape[0]
     q = qs.reshape(n, groups, 1, -1)
-    return torch.cat([q & 0x0F, q >> 4], dim=2).reshape(n, -1)
+    o = out.view(n, groups, 2, -1)
+    o[:, :, 0:1].copy_(q & 0x0F)
+    o[:, :, 1:2].copy_(q >> 4)
+    return out
 
 
 def _bits(qh: torch.Tensor) -> torch.Tensor:
@@ -90,37 +100,36 @@ def _bits(qh: torch.Tensor) -> torch.Tensor:
     return ((word >> torch.arange(32, dtype=torch.int32)) & 1).to(torch.uint8)
 
 
-def _q8_0(b):
+def _nibbles(qs: torch.Tensor, groups: int) -> torch.Tensor:
+    """As `_nibbles_into`, as uint8 (for the 5- and 6-bit types, whose high bits are or-ed in)."""
     import torch
 
-    return b[:, 2:].contiguous().view(torch.int8).to(torch.float32).mul_(_half(b, 0))
+    n = qs.shape[0]
+    q = qs.reshape(n, groups, 1, -1)
+    return torch.cat([q & 0x0F, q >> 4], dim=2).reshape(n, -1)
 
 
-def _q4_0(b):
+# Small integers are exact in float32, so `float(q) - 8` is numpy's `float(int8(q) - 8)` bit for bit.
+def _q8_0(b, o):
     import torch
 
-    q = (_nibbles(b[:, 2:], 1).to(torch.int8) - 8).to(torch.float32)
-    return q.mul_(_half(b, 0))
+    o.copy_(b[:, 2:].contiguous().view(torch.int8)).mul_(_half(b, 0))
 
 
-def _q4_1(b):
-    import torch
-
-    return _then(_nibbles(b[:, 4:], 1).to(torch.float32).mul_(_half(b, 0)), "add_", _half(b, 2))
+def _q4_0(b, o):
+    _nibbles_into(b[:, 2:], 1, o).sub_(8).mul_(_half(b, 0))
 
 
-def _q5_0(b):
-    import torch
-
-    q = ((_nibbles(b[:, 6:], 1) | (_bits(b[:, 2:6]) << 4)).to(torch.int8) - 16).to(torch.float32)
-    return q.mul_(_half(b, 0))
+def _q4_1(b, o):
+    _then(_nibbles_into(b[:, 4:], 1, o).mul_(_half(b, 0)), "add_", _half(b, 2))
 
 
-def _q5_1(b):
-    import torch
+def _q5_0(b, o):
+    o.copy_(_nibbles(b[:, 6:], 1) | (_bits(b[:, 2:6]) << 4)).sub_(16).mul_(_half(b, 0))
 
-    q = (_nibbles(b[:, 8:], 1) | (_bits(b[:, 4:8]) << 4)).to(torch.float32)
-    return _then(q.mul_(_half(b, 0)), "add_", _half(b, 2))
+
+def _q5_1(b, o):
+    _then(o.copy_(_nibbles(b[:, 8:], 1) | (_bits(b[:, 4:8]) << 4)).mul_(_half(b, 0)), "add_", _half(b, 2))
 
 
 def _k_scales(scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -134,15 +143,15 @@ def _k_scales(scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return sc, mins
 
 
-def _k_apply(q: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """(d * sc) * q - dmin * m over the 8 sub-blocks of 32 (Q4_K, Q5_K)."""
+def _k_apply(o: torch.Tensor, b: torch.Tensor) -> None:
+    """o = (d * sc) * q - dmin * m over the 8 sub-blocks of 32 (Q4_K, Q5_K), o holding q."""
     import torch
 
     n = b.shape[0]
     sc, mins = _k_scales(b[:, 4:16])
     d = (_half(b, 0) * sc.to(torch.float32)).reshape(n, -1, 1)
     dm = (_half(b, 2) * mins.to(torch.float32)).reshape(n, -1, 1)
-    return _then(q.reshape(n, -1, 32).mul_(d), "sub_", dm).reshape(n, 256)
+    _then(o.view(n, -1, 32).mul_(d), "sub_", dm)
 
 
 def _then(x: torch.Tensor, op: str, other: torch.Tensor) -> torch.Tensor:
@@ -157,33 +166,32 @@ def _then(x: torch.Tensor, op: str, other: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def _q4_k(b):
-    import torch
-
-    return _k_apply(_nibbles(b[:, 16:], 4).to(torch.float32), b)
+def _q4_k(b, o):
+    _k_apply(_nibbles_into(b[:, 16:], 4, o), b)
 
 
-def _q5_k(b):
+def _q5_k(b, o):
     import torch
 
     n = b.shape[0]
     low = _nibbles(b[:, 48:], 4).reshape(n, 8, 32)
     shifts = torch.arange(8, dtype=torch.uint8).reshape(1, 8, 1)
     high = (b[:, 16:48].reshape(n, 1, 32) >> shifts) & 1
-    return _k_apply((low | (high << 4)).to(torch.float32), b)
+    o.view(n, 8, 32).copy_(low | (high << 4))
+    _k_apply(o, b)
 
 
-def _q6_k(b):
+def _q6_k(b, o):
     import torch
 
     n = b.shape[0]
     low = _nibbles(b[:, :128], 2).reshape(n, 8, 32)
     shifts = torch.tensor([0, 2, 4, 6], dtype=torch.uint8).reshape(1, 1, 4, 1)
     high = ((b[:, 128:192].reshape(n, 2, 1, 32) >> shifts) & 3).reshape(n, 8, 32)
-    q = ((low | (high << 4)).to(torch.int8) - 32).reshape(n, 16, 16).to(torch.float32)
     scales = b[:, 192:208].contiguous().view(torch.int8).to(torch.float32)
     d = (_half(b, 208) * scales).reshape(n, 16, 1)
-    return q.mul_(d).reshape(n, 256)
+    o.view(n, 8, 32).copy_(low | (high << 4))
+    o.view(n, 16, 16).sub_(32).mul_(d)
 
 
 _BLOCKS = {
