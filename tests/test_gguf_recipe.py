@@ -163,6 +163,20 @@ def test_models_built_from_the_recipe_give_transformers_logits(tiny, impl):
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
 
 
+def test_a_device_map_gets_transformers_own_placed_load_of_the_gguf(tiny):
+    """--device-map: transformers builds and places the model, reading the .gguf itself."""
+    pytest.importorskip("accelerate")
+    from sgcli.engine.loader import load_model
+    from sgcli.models.refs import ModelRef
+
+    path, reference = tiny
+    loaded = load_model(ModelRef("gguf", str(path), path.name), device_map={"": "cpu"}, kernel="torch")
+    assert loaded.impl == "transformers" and loaded.device == "cpu"
+    ids = torch.tensor([[1, 17, 250, 3, 99, 42]])
+    with torch.no_grad():
+        assert torch.equal(loaded.model(input_ids=ids).logits, reference(input_ids=ids).logits)
+
+
 def test_the_native_forward_fuses_the_recipes_rows_without_a_copy(tiny):
     """q/k/v and gate/up lie one after another in the recipe's buffer: the fused weight is a view."""
     import json as _json
@@ -198,3 +212,22 @@ def test_a_gguf_whose_weights_are_nan_is_exit_2_naming_the_file(tmp_path):
         with pytest.raises(UserError) as exc:
             load_model(ModelRef("gguf", str(path), path.name), device="cpu", kernel="torch")
     assert "unusable even when freshly converted" in exc.value.message and ".gguf file itself" in exc.value.hint
+
+
+def test_the_served_folder_gets_float32_weights_made_from_the_recipe(tiny, tmp_path):
+    """A server cannot replay a recipe: `hf_export` writes the weights out, as the float32 conversion did."""
+    from safetensors.torch import load_file
+
+    from sgcli.engine.gguf_convert import convert_gguf
+    from sgcli.engine.hf_export import _write_weights
+
+    path, reference = tiny
+    target = tmp_path / "model.safetensors"
+    _write_weights(path, convert_gguf(path), target)
+    written = load_file(str(target))
+    expected = reference.state_dict()
+    assert set(written) <= set(expected) and len(written) == len(expected)  # not tied: every weight
+    assert all(_same_bits(written[k], expected[k]) for k in written)
+    stamp = target.stat().st_mtime_ns
+    _write_weights(path, convert_gguf(path), target)
+    assert target.stat().st_mtime_ns == stamp  # written once per conversion

@@ -75,10 +75,15 @@ def _f16_into(raw: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
 
 
 def _half(blocks: torch.Tensor, start: int) -> torch.Tensor:
-    """The float16 at byte `start` of every block, as float32 (n, 1)."""
+    """The float16 at byte `start` of every block, as float32 (n, 1): widened by torch, read in
+    place, unless one is NaN (a damaged file), where numpy's widening keeps the payload."""
     import torch
 
-    return _f16_into(blocks[:, start : start + 2], torch.empty(blocks.shape[0], 1, dtype=torch.float32))
+    halves = blocks[:, start : start + 2].view(torch.float16)  # blocks have even sizes: no copy
+    wide = halves.to(torch.float32)
+    if bool(wide.isnan().any()):
+        return _f16_into(halves.view(torch.uint8), wide)
+    return wide
 
 
 def _nibbles_into(qs: torch.Tensor, groups: int, out: torch.Tensor) -> torch.Tensor:
@@ -113,7 +118,7 @@ def _nibbles(qs: torch.Tensor, groups: int) -> torch.Tensor:
 def _q8_0(b, o):
     import torch
 
-    o.copy_(b[:, 2:].contiguous().view(torch.int8)).mul_(_half(b, 0))
+    o.copy_(b[:, 2:].view(torch.int8)).mul_(_half(b, 0))
 
 
 def _q4_0(b, o):
@@ -188,7 +193,7 @@ def _q6_k(b, o):
     low = _nibbles(b[:, :128], 2).reshape(n, 8, 32)
     shifts = torch.tensor([0, 2, 4, 6], dtype=torch.uint8).reshape(1, 1, 4, 1)
     high = ((b[:, 128:192].reshape(n, 2, 1, 32) >> shifts) & 3).reshape(n, 8, 32)
-    scales = b[:, 192:208].contiguous().view(torch.int8).to(torch.float32)
+    scales = b[:, 192:208].view(torch.int8).to(torch.float32)
     d = (_half(b, 208) * scales).reshape(n, 16, 1)
     o.view(n, 8, 32).copy_(low | (high << 4))
     o.view(n, 16, 16).sub_(32).mul_(d)

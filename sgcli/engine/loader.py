@@ -281,12 +281,13 @@ def _load_converted(
     for attempt in (1, 2):
         folder = convert_gguf(gguf, progress)
         try:
-            weights = gguf_recipe.load_state(folder, gguf)
+            placed = bool(placement) and not native  # --device-map: transformers reads and places the .gguf
+            weights = None if placed else gguf_recipe.load_state(folder, gguf)
             if native:
                 config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
                 runtime = NativeRuntime(llama.load(folder, config, torch_dtype, weights))
             else:
-                runtime = _transformers_runtime(_transformers_converted(folder, torch_dtype, placement, weights))
+                runtime = _transformers_runtime(_transformers_converted(folder, torch_dtype, placement, weights, gguf))
             found = weights_problem(runtime.module)
         except UserError:
             raise
@@ -302,20 +303,19 @@ def _load_converted(
     )
 
 
-def _transformers_converted(folder: Path, torch_dtype, placement: dict | None, weights: dict | None = None):
-    """transformers' model of a converted folder, given the recipe's `weights` (else the folder's files)."""
-    from transformers import AutoConfig, AutoModelForCausalLM
+def _transformers_converted(folder: Path, torch_dtype, placement: dict | None, weights: dict | None, gguf: Path):
+    """transformers' model of a converted folder, given the recipe's `weights`. With --device-map
+    transformers places it, and reads the .gguf itself to do so (it takes no weights with a folder):
+    it dequantizes on each such load, ~20 s for the default model, where the float32 copy was read."""
+    from transformers import AutoModelForCausalLM
 
     _quiet_transformers()
-    direct = None if placement else load_state_direct(folder, torch_dtype, weights)  # --device-map: transformers places
+    direct = None if placement else load_state_direct(folder, torch_dtype, weights)
     if direct is not None:
         return direct
-    if weights is None:
-        return AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype, **(placement or {}))
-    config = AutoConfig.from_pretrained(str(folder))
     return AutoModelForCausalLM.from_pretrained(
-        None, config=config, state_dict=weights, dtype=torch_dtype, **(placement or {})
-    )
+        str(gguf.parent), gguf_file=gguf.name, dtype=torch_dtype, **(placement or {})
+    ).eval()
 
 
 def _no_init_weights():
