@@ -272,9 +272,8 @@ def _load_native(folder: Path, torch_dtype) -> Runtime:
 def _load_converted(
     gguf: Path, torch_dtype, progress: Progress | None, placement: dict | None = None, native: bool = True
 ) -> Runtime:
-    """The cached conversion of `gguf`, loaded and checked; a damaged one is rebuilt once, with a notice.
-    `native`: by sgcli's forward (`choose_impl` read the conversion's config), else by transformers.
-    The weights are the conversion's recipe replayed on `gguf` (`gguf_recipe`)."""
+    """The cached conversion of `gguf` (its recipe replayed on `gguf`), loaded and checked; a damaged one
+    is rebuilt once, with a notice. `native`: by sgcli's forward, else by transformers."""
     from sgcli.engine import gguf_recipe, llama
     from sgcli.engine.runtime import NativeRuntime
 
@@ -304,18 +303,14 @@ def _load_converted(
 
 
 def _transformers_converted(folder: Path, torch_dtype, placement: dict | None, weights: dict | None, gguf: Path):
-    """transformers' model of a converted folder, given the recipe's `weights`. With --device-map
-    transformers places it, and reads the .gguf itself to do so (it takes no weights with a folder):
-    it dequantizes on each such load, ~20 s for the default model, where the float32 copy was read."""
+    """transformers' model given the recipe's `weights`; with --device-map, transformers places it and
+    reads the .gguf itself (it takes no weights with a folder): ~20 s of dequantizing each time."""
     from transformers import AutoModelForCausalLM
 
     _quiet_transformers()
     direct = None if placement else load_state_direct(folder, torch_dtype, weights)
-    if direct is not None:
-        return direct
-    return AutoModelForCausalLM.from_pretrained(
-        str(gguf.parent), gguf_file=gguf.name, dtype=torch_dtype, **(placement or {})
-    ).eval()
+    options = {"gguf_file": gguf.name, "dtype": torch_dtype, **(placement or {})}
+    return direct or AutoModelForCausalLM.from_pretrained(str(gguf.parent), **options).eval()
 
 
 def _no_init_weights():
@@ -332,12 +327,10 @@ def _no_init_weights():
 
 
 def load_state_direct(folder: Path, torch_dtype, weights: dict | None = None):
-    """A converted folder (config.json + one model.safetensors that sgcli wrote, or the `weights` its
-    recipe made) loaded without `from_pretrained`: the model is built from its config with weight
-    initialisation off and the tensors are assigned (measured: ~0.1 s instead of ~0.8 s for the
-    default model). None, so the caller uses `from_pretrained`, unless every parameter came from the
-    file or from its declared tied twin (a file from another transformers version, with renamed keys,
-    falls back)."""
+    """A converted folder (config.json, and one model.safetensors or the `weights` its recipe made)
+    loaded without `from_pretrained`: built from its config with weight initialisation off, the tensors
+    assigned (~0.1 s instead of ~0.8 s for the default model). None, so the caller uses `from_pretrained`,
+    unless every parameter came from the weights or from its declared tied twin."""
     from safetensors.torch import load_file
     from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
@@ -354,9 +347,8 @@ def load_state_direct(folder: Path, torch_dtype, weights: dict | None = None):
     given = weights if weights is not None else load_file(str(file))
     state = {k: v.to(built[k].dtype) if k in built else v for k, v in given.items()}
     tied = model.all_tied_weights_keys or {}
-    for twin, source in tied.items():  # a recipe names both twins; the file, as saved, one
-        if weights is not None and source in state:
-            state.pop(twin, None)
+    if weights is not None:  # a recipe names both twins; the file, as saved, one
+        state = {k: v for k, v in state.items() if tied.get(k) not in state}
     result = model.load_state_dict(state, strict=False, assign=True)
     missing = set(result.missing_keys)
     if result.unexpected_keys or missing - set(tied) - set(tied.values()):
