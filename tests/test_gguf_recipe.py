@@ -231,3 +231,18 @@ def test_the_served_folder_gets_float32_weights_made_from_the_recipe(tiny, tmp_p
     stamp = target.stat().st_mtime_ns
     _write_weights(path, convert_gguf(path), target)
     assert target.stat().st_mtime_ns == stamp  # written once per conversion
+
+
+def test_an_earlier_float32_conversion_beside_the_recipe_is_removed(tmp_path):
+    """The cache keeps one conversion per file: an older sgcli's float32 folder goes, with a notice."""
+    from sgcli.cache.paths import converted_dir
+    from sgcli.engine.gguf_convert import convert_gguf
+
+    path = write_tiny_gguf(tmp_path / "old.gguf", seed=3)
+    old = converted_dir(path) / "model"
+    old.mkdir(parents=True)
+    (old / "model.safetensors").write_bytes(bytes(1000))
+    with pytest.warns(UserWarning, match="float32 weights an earlier sgcli cached"):
+        folder = convert_gguf(path)
+    assert folder.name == "recipe" and not old.exists()
+    assert sorted(p.name for p in folder.parent.iterdir()) == ["recipe"]

@@ -52,7 +52,7 @@ def _tensor_progress(progress: Progress | None, description: str):
         gguf_utils.tqdm = original
 
 
-FOLDER = "recipe"  # not "model": sgcli before 2026-12 cached float32 weights there, and may share the cache
+FOLDER = "recipe"  # not "model": sgcli before 2026-12 cached float32 weights there (dropped once a recipe is made)
 
 
 def convert_gguf(gguf: Path, progress: Progress | None = None) -> Path:
@@ -69,9 +69,13 @@ def convert_gguf(gguf: Path, progress: Progress | None = None) -> Path:
         # the recipe is small; parameters it cannot reproduce are float32 (checked before writing)
         with conversions.disk_full_is_exit_2(staged, f"converting {gguf.name}", gguf.stat().st_size):
             _convert_into(gguf, staged, progress)
-            return conversions.publish(staged, out, gguf)
+            published = conversions.publish(staged, out, gguf)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
+    old = out.with_name("model")
+    if old.is_dir():  # an earlier sgcli's float32 copy of the same file (~5x the .gguf)
+        conversions.discard(old, f"removed {old}: the float32 weights an earlier sgcli cached (now a recipe)")
+    return published
 
 
 def _convert_into(gguf: Path, folder: Path, progress: Progress | None) -> None:
