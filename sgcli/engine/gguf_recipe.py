@@ -171,7 +171,7 @@ def load_state(folder: Path, gguf: Path) -> dict[str, torch.Tensor]:
         data = raw[info["offset"] : info["offset"] + size]
         if step["transform"] == "identity":
             gguf_dequant.dequantize(data, info["type"], tuple(info["shape"]), out=out)
-        else:  # reverse_permute moves rows: built aside, then copied in; minus_one is one subtraction
+        else:  # reverse_permute moves rows, minus_one makes new values: built aside, then copied in
             w = _apply(gguf_dequant.dequantize(data, info["type"], tuple(info["shape"])), step["transform"])
             out.copy_(w.reshape(-1))
         state[name] = out.view(step["shape"])
