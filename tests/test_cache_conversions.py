@@ -147,8 +147,8 @@ def test_weights_check_catches_nan_and_random_bytes():
 
 @pytest.mark.model
 def test_concurrent_first_runs_both_convert_and_damaged_weights_are_rebuilt(tmp_path):
-    """Two processes convert the default GGUF on an empty cache at once; then NaN is written into
-    the cached weights and the next load rebuilds the conversion, with a notice."""
+    """Two processes convert the default GGUF on an empty cache at once; then a byte of the cached
+    recipe is changed and the next load rebuilds the conversion, with a notice."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", SGCLI_CACHE_DIR=os.environ["SGCLI_CACHE_DIR"])
     script = textwrap.dedent(
         """
@@ -169,19 +169,17 @@ def test_concurrent_first_runs_both_convert_and_damaged_weights_are_rebuilt(tmp_
     assert all(code == 0 for _, _, code in results), results
     models = Path(env["SGCLI_CACHE_DIR"]) / "models"
     (entry,) = models.iterdir()
-    assert sorted(p.name for p in entry.iterdir()) == ["model", "tokenizer"]  # no partial folders left
-    weights = entry / "model" / "model.safetensors"
-    data = bytearray(weights.read_bytes())
-    nan = b"\x00\x00\xc0\x7f" * 4096
-    middle = len(data) // 2 + 12345  # not on a sampled chunk: only the weights check can see it
-    data[middle - middle % 4 : middle - middle % 4 + len(nan)] = nan
-    weights.write_bytes(bytes(data))
+    assert sorted(p.name for p in entry.iterdir()) == ["recipe", "tokenizer"]  # no partial folders left
+    recipe = entry / "recipe" / "recipe.json"
+    data = bytearray(recipe.read_bytes())
+    data[len(data) // 2] ^= 0x01  # the recipe damaged: its manifest sees it
+    recipe.write_bytes(bytes(data))
     rerun = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=900)
     assert rerun.returncode == 0, rerun.stderr
-    assert "converting again" in rerun.stderr + rerun.stdout or "damaged" in rerun.stderr + rerun.stdout
+    assert "converting it again" in rerun.stderr + rerun.stdout
     from sgcli.cache.conversions import problem
 
-    assert problem(entry / "model") is None
+    assert problem(entry / "recipe") is None
 
 
 def test_a_cached_tokenizer_that_cannot_be_read_is_converted_again(tmp_path, monkeypatch):
@@ -260,7 +258,7 @@ def test_a_full_disk_while_converting_is_exit_2_naming_the_folder_and_the_space(
         gguf_convert.convert_gguf(gguf)
     cache = converted_dir(gguf)
     assert f"the disk of the model cache is full: converting m.gguf needs about 1 MB in {cache}" in exc.value.message
-    assert "SGCLI_CACHE_DIR" in exc.value.hint and not list(cache.glob(".model.partial-*"))  # staging removed
+    assert "SGCLI_CACHE_DIR" in exc.value.hint and not list(cache.glob(".recipe.partial-*"))  # staging removed
 
     usage = shutil.disk_usage(tmp_path)
     monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=100 << 20))
@@ -289,3 +287,41 @@ def test_a_full_check_that_passes_records_the_mtime_so_the_next_run_is_cheap(tmp
     data[_between_samples(len(data))] ^= 0xFF
     weights.write_bytes(bytes(data))  # damage with a new mtime is still found
     assert "full checksum mismatch" in conversions.problem(out)
+
+
+def test_a_conversion_is_stale_once_its_gguf_changes(tmp_path, monkeypatch):
+    """A recipe reads the user's .gguf at every load: the manifest records the file (size, sha256,
+    the paths and mtimes it was confirmed at). A new mtime with the same bytes costs one full hash,
+    then is remembered; other bytes (even between the sampled windows), another size or no file at
+    all make the folder stale."""
+    source = tmp_path / "big.gguf"
+    source.write_bytes(os.urandom(5 << 20))
+    out = converted_dir(source) / "recipe"
+    staged = conversions.staging(out)
+    (staged / "recipe.json").write_text("{}")
+    conversions.publish(staged, out, source)
+    hashed = []
+    real = conversions._full_digest
+    monkeypatch.setattr(conversions, "_full_digest", lambda path: hashed.append(path.name) or real(path))
+    assert conversions.problem(out, source) is None and hashed == []
+    before = source.stat()
+    os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns + 10**9))  # touched, same bytes
+    assert conversions.problem(out, source) is None and hashed == ["big.gguf"]
+    hashed.clear()
+    assert conversions.problem(out, source) is None and hashed == []  # remembered
+    copy = tmp_path / "venv2" / "big.gguf"  # the same file elsewhere: checked once, then trusted too
+    copy.parent.mkdir()
+    copy.write_bytes(source.read_bytes())
+    assert conversions.problem(out, copy) is None and conversions.problem(out, source) is None
+    data = bytearray(source.read_bytes())
+    data[_between_samples(len(data))] ^= 0xFF
+    source.write_bytes(bytes(data))
+    assert (
+        conversions.problem(out, source)
+        == "its source big.gguf has changed since it was converted (full checksum mismatch)"
+    )
+    source.write_bytes(bytes(data[:-10]))
+    assert "its source big.gguf has 5,242,870 bytes, 5,242,880 when converted" == conversions.problem(out, source)
+    source.unlink()
+    assert "cannot be read" in conversions.problem(out, source)
+    assert not conversions.usable(out, "conversion of big.gguf", source) and not out.exists()  # set aside

@@ -92,18 +92,34 @@ def test_a_transformers_without_no_init_weights_falls_back(tmp_path, monkeypatch
 
 
 @pytest.mark.model
-def test_default_model_direct_load_matches_from_pretrained():
+def test_default_model_loads_through_its_recipe_as_transformers_loads_the_gguf():
+    """The default GGUF's recipe rebuilds, bit for bit, the float32 weights transformers reads from it
+    (what the conversion cached before recipes); both forwards built on them give the same logits and
+    greedy tokens as before: transformers' exactly, the native one as from a float32 folder."""
     from transformers import AutoModelForCausalLM
 
+    from sgcli.engine import llama
     from sgcli.engine.gguf_convert import convert_gguf
+    from sgcli.engine.gguf_recipe import load_state
     from sgcli.engine.loader import load_state_direct
     from sgcli.models.refs import resolve_model
 
-    folder = convert_gguf(resolve_model(None).path)
-    direct = load_state_direct(folder, torch.float32)
-    reference = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
-    sa, sb = reference.state_dict(), direct.state_dict()
-    assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+    gguf = resolve_model(None).path
+    folder = convert_gguf(gguf)
+    weights = load_state(folder, gguf)
+    reference = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32).eval()
+    expected = reference.state_dict()
+    assert list(weights) == list(expected)
+    assert all(torch.equal(weights[k].view(torch.int32), expected[k].view(torch.int32)) for k in expected)
+    direct = load_state_direct(folder, torch.float32, weights)
+    assert direct.lm_head.weight.data_ptr() == direct.model.embed_tokens.weight.data_ptr()
     ids = torch.tensor([[1, 504, 3458, 314, 2114, 28, 905]])
     with torch.no_grad():
         assert torch.equal(reference(ids).logits, direct(ids).logits)
+        greedy = reference.generate(ids, max_new_tokens=8, do_sample=False)
+        assert torch.equal(direct.generate(ids, max_new_tokens=8, do_sample=False), greedy)
+    config = json.loads((folder / "config.json").read_text())
+    native = llama.load(folder, config, torch.float32, weights)
+    before = llama.load(folder, config, torch.float32, {k: v.clone() for k, v in expected.items()})  # float32 copy
+    with torch.no_grad():
+        assert torch.equal(native(input_ids=ids).logits, before(input_ids=ids).logits)

@@ -6,7 +6,10 @@ step, so two first runs converting at once both succeed and a reader never sees 
 every later use the manifest is checked: a file whose size and mtime are those it was written with
 gets the cheap check (sampled hashes: milliseconds for 500 MB); one whose mtime changed, or that
 the manifest has no mtime for, is fully re-hashed against its sha256 (~1 s for 500 MB), since a
-damaged region between the samples would pass the cheap check. A folder that fails is reported,
+damaged region between the samples would pass the cheap check. The source file is described too
+(size, full sha256, and the paths and mtimes it was confirmed at): a model conversion is a recipe
+that reads the .gguf at every load, so a .gguf that changed since (other size, or another mtime and
+other bytes) makes the folder stale, like a damaged file of its own. A folder that fails is reported,
 set aside and converted again, never used. A disk that fills while converting is exit 2 naming
 the folder and the space needed. Cache-side problems name the cache folder and SGCLI_CACHE_DIR,
 never the .gguf file.
@@ -50,12 +53,37 @@ def write_manifest(folder: Path, source: Path) -> None:
             "sampled": sampled_digest(path),
             "sha256": _full_digest(path),
         }
-    manifest = {"format": 1, "source": str(source), "files": files}
+    st = source.stat()
+    origin = {"size": st.st_size, "sha256": _full_digest(source), "seen": {str(source.resolve()): st.st_mtime_ns}}
+    manifest = {"format": 1, "source": str(source), "origin": origin, "files": files}
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
 
 
-def problem(folder: Path) -> str | None:
-    """What is wrong with a converted folder (cheap check), or None when it matches its manifest."""
+def _source_problem(manifest: dict, source: Path) -> tuple[str | None, bool]:
+    """(what is wrong with `source` against the manifest's origin, whether the manifest learnt a new
+    path/mtime). A path and mtime seen before are trusted; else every byte is hashed (0.15 s per 100 MB)."""
+    origin = manifest.get("origin")
+    if not isinstance(origin, dict):
+        return None, False  # a tokenizer folder, or one written before origins were recorded
+    try:
+        st = source.stat()
+    except OSError:
+        return f"its source {source} cannot be read", False
+    if st.st_size != origin.get("size"):
+        return f"its source {source.name} has {st.st_size:,} bytes, {origin.get('size'):,} when converted", False
+    seen = origin.setdefault("seen", {})
+    key = str(source.resolve())
+    if seen.get(key) == st.st_mtime_ns:
+        return None, False
+    if _full_digest(source) != origin.get("sha256"):
+        return f"its source {source.name} has changed since it was converted (full checksum mismatch)", False
+    seen[key] = st.st_mtime_ns
+    return None, True
+
+
+def problem(folder: Path, source: Path | None = None) -> str | None:
+    """What is wrong with a converted folder (cheap check), or None when it matches its manifest (and
+    `source`, where given, is the file it was converted from)."""
     try:
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
         files = manifest["files"]
@@ -80,6 +108,11 @@ def problem(folder: Path) -> str | None:
             want["mtime_ns"], rehashed = st.st_mtime_ns, True
         elif sampled_digest(path) != want.get("sampled"):
             return f"{name} has changed since it was written (checksum mismatch)"
+    if source is not None:
+        found, learnt = _source_problem(manifest, source)
+        if found is not None:
+            return found
+        rehashed = rehashed or learnt
     if rehashed:  # every byte matched: the next run takes the cheap check (else it re-hashes every time)
         _rewrite_manifest(folder, manifest)
     return None
@@ -93,11 +126,12 @@ def _rewrite_manifest(folder: Path, manifest: dict) -> None:
         pass
 
 
-def usable(out: Path, what: str) -> bool:
-    """True when `out` holds a good conversion; a damaged one is reported and set aside."""
+def usable(out: Path, what: str, source: Path | None = None) -> bool:
+    """True when `out` holds a good conversion (of `source`, where given); a damaged or stale one is
+    reported and set aside."""
     if not out.exists():
         return False
-    found = problem(out)
+    found = problem(out, source)
     if found is None:
         return True
     discard(out, f"the cached {what} in {out} is damaged ({found}): converting it again")
@@ -188,7 +222,7 @@ def publish(staged: Path, out: Path, source: Path) -> Path:
             staged.rename(out)
             return out
         except OSError:  # `out` exists: another first run finished before us
-            found = problem(out)
+            found = problem(out, source)
             if found is None:
                 shutil.rmtree(staged, ignore_errors=True)
                 return out

@@ -1,9 +1,11 @@
-"""GGUF files dequantized once into a cached Hugging Face folder (safetensors + config), and the check
-that a loaded conversion's weights were not damaged on disk.
+"""GGUF files converted once into a cached Hugging Face folder (config + a recipe that rebuilds the
+weights from the .gguf at load, `gguf_recipe`), and the check that loaded weights are sound.
 
 transformers can read GGUF (`gguf_file=`) but dequantizes every time (~20 s for the default
-model) and refuses `save_pretrained` on the result: sgcli writes the folder itself, staged and
-published in one rename (`sgcli.cache.conversions`), and every later run loads that.
+model) and refuses `save_pretrained` on the result: sgcli runs it once, records for each parameter
+which GGUF tensor and transform give the very same float32 bits, and writes that recipe (plus any
+parameter it cannot reproduce, as float32) into a folder staged and published in one rename
+(`sgcli.cache.conversions`); every later run loads that.
 """
 
 from __future__ import annotations
@@ -50,30 +52,38 @@ def _tensor_progress(progress: Progress | None, description: str):
         gguf_utils.tqdm = original
 
 
-def convert_gguf(gguf: Path, progress: Progress | None = None) -> Path:
-    """Dequantize a GGUF file into a cached Hugging Face folder; returns the folder.
+FOLDER = "recipe"  # not "model": sgcli before 2026-12 cached float32 weights there (dropped once a recipe is made)
 
-    The cache entry is checked against its manifest on every use and rebuilt when damaged;
-    the conversion is staged in a unique folder and published with one rename
-    (`sgcli.cache.conversions`), so concurrent first runs both succeed."""
-    out = converted_dir(gguf) / "model"
-    if conversions.usable(out, f"conversion of {gguf.name}"):
+
+def convert_gguf(gguf: Path, progress: Progress | None = None) -> Path:
+    """Convert a GGUF file into a cached Hugging Face recipe folder; returns the folder.
+
+    The cache entry is checked against its manifest (and the .gguf against what it was made from)
+    on every use and rebuilt when damaged; the conversion is staged in a unique folder and
+    published with one rename (`sgcli.cache.conversions`), so concurrent first runs both succeed."""
+    out = converted_dir(gguf) / FOLDER
+    if conversions.usable(out, f"conversion of {gguf.name}", gguf):
         return out
     staged = conversions.staging(out)  # exit 2 now, before 30 s of work, if the cache is read-only
     try:
-        # float32 weights: up to 8x a 4-bit file (the exact figure is checked before writing)
-        with conversions.disk_full_is_exit_2(staged, f"converting {gguf.name}", 8 * gguf.stat().st_size):
+        # the recipe is small; parameters it cannot reproduce are float32 (checked before writing)
+        with conversions.disk_full_is_exit_2(staged, f"converting {gguf.name}", gguf.stat().st_size):
             _convert_into(gguf, staged, progress)
-            return conversions.publish(staged, out, gguf)
+            published = conversions.publish(staged, out, gguf)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
+    old = out.with_name("model")
+    if old.is_dir():  # an earlier sgcli's float32 copy of the same file (~5x the .gguf)
+        conversions.discard(old, f"removed {old}: the float32 weights an earlier sgcli cached (now a recipe)")
+    return published
 
 
 def _convert_into(gguf: Path, folder: Path, progress: Progress | None) -> None:
     import torch
-    from safetensors.torch import save_model
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
+
+    from sgcli.engine import gguf_recipe
 
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
@@ -81,10 +91,9 @@ def _convert_into(gguf: Path, folder: Path, progress: Progress | None) -> None:
     step(f"dequantizing {gguf.name} (once; cached afterwards)", 0)
     with _tensor_progress(progress, f"dequantizing {gguf.name} (once; cached afterwards)"):
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-    step("writing safetensors to the cache", 1)
-    needed = sum(t.numel() * t.element_size() for t in model.state_dict().values())
-    conversions.ensure_space(folder, needed, f"the dequantized {gguf.name}")
-    save_model(model, str(folder / "model.safetensors"))  # handles tied embeddings
+    step("matching its weights to the .gguf's tensors", 1)
+    room = lambda needed: conversions.ensure_space(folder, needed, f"the dequantized {gguf.name}")  # noqa: E731
+    gguf_recipe.write(gguf, model, folder, room)
     config = model.config.to_dict()
     config.pop("quantization_config", None)  # the weights are plain float32 now
     (folder / "config.json").write_text(json.dumps(config, indent=2))

@@ -20,20 +20,50 @@ from sgcli.tokenizers.gguf import cached_tokenizer_dir
 
 
 def export_hf_folder(gguf: Path) -> Path:
-
+    """The served folder: the conversion's and the tokenizer's files linked, and the weights the
+    recipe makes written out once as float32 safetensors (a server cannot replay a recipe)."""
     model_dir = convert_gguf(gguf)
     tokenizer_dir = cached_tokenizer_dir(gguf)
     out = converted_dir(gguf) / "hf"
     out.mkdir(parents=True, exist_ok=True)
     for source in [*model_dir.iterdir(), *tokenizer_dir.iterdir()]:
         link = out / source.name
-        if source.name == "config.json" or (link.is_symlink() and link.resolve() == source.resolve()):
+        if source.name in _NOT_LINKED or (link.is_symlink() and link.resolve() == source.resolve()):
             continue
         link.unlink(missing_ok=True)
         link.symlink_to(source.resolve())
     _write_config(model_dir / "config.json", out / "config.json")
-    _tied_embeddings_shard(model_dir / "model.safetensors", out / "embed_tokens.safetensors")
+    _write_weights(gguf, model_dir, out / "model.safetensors")
+    _tied_embeddings_shard(out / "model.safetensors", out / "embed_tokens.safetensors")
     return out
+
+
+_NOT_LINKED = {"config.json", "recipe.json", "model.safetensors"}
+
+
+def _write_weights(gguf: Path, model_dir: Path, target: Path) -> None:
+    """Every weight as float32 safetensors, made from the recipe (once per conversion: rewritten when
+    the recipe is newer), saved as the conversion once saved them (one of two tied twins)."""
+    if (
+        target.is_file()
+        and not target.is_symlink()
+        and target.stat().st_mtime >= (model_dir / "recipe.json").stat().st_mtime
+    ):
+        return
+    import torch
+    from safetensors.torch import save_model
+
+    from sgcli.engine.gguf_recipe import load_state
+    from sgcli.engine.loader import load_state_direct
+
+    weights = {k: v.clone() for k, v in load_state(model_dir, gguf).items()}  # own storage each, as saving needs
+    model = load_state_direct(model_dir, torch.float32, weights)
+    if model is None:
+        raise UserError(f"the conversion in {model_dir} cannot be exported: transformers cannot build its model")
+    target.unlink(missing_ok=True)
+    tmp = target.with_suffix(".partial")
+    save_model(model, str(tmp))
+    tmp.replace(target)
 
 
 _EMBED, _HEAD = "model.embed_tokens.weight", "lm_head.weight"

@@ -298,13 +298,14 @@ def weight_files(folder: Path) -> list[Path]:
     return [single] if single.is_file() else []
 
 
-def load(folder: Path, config: dict, dtype: torch.dtype) -> NativeLlama:
-    """A `NativeLlama` built without storage and given the weights in `folder`'s safetensors.
-    Raises ValueError naming the first weight that is missing or has the wrong shape."""
+def load(folder: Path, config: dict, dtype: torch.dtype, weights: dict[str, torch.Tensor] | None = None) -> NativeLlama:
+    """A `NativeLlama` built without storage and given `weights` (Hugging Face names), else the
+    weights in `folder`'s safetensors. Raises ValueError naming the first weight that is missing or
+    has the wrong shape."""
     from safetensors.torch import load_file
 
-    state: dict[str, torch.Tensor] = {}
-    for file in weight_files(folder):
+    state: dict[str, torch.Tensor] = dict(weights or {})
+    for file in [] if weights is not None else weight_files(folder):
         state.update(load_file(str(file)))
     model = NativeLlama(config)
     a = model.arch
@@ -321,7 +322,7 @@ def load(folder: Path, config: dict, dtype: torch.dtype) -> NativeLlama:
         for name, target in (_GEMMA_LAYER if a.gemma else _LAYER).items():
             ours[mine + target] = _take(state, theirs + name)
         for target, parts in _FUSED.items():
-            ours[f"{mine}{target}.weight"] = torch.cat([_take(state, f"{theirs}{p}.weight") for p in parts])
+            ours[f"{mine}{target}.weight"] = _rows([_take(state, f"{theirs}{p}.weight") for p in parts])
             if biased[target]:
                 ours[f"{mine}{target}.bias"] = torch.cat([_take(state, f"{theirs}{p}.bias") for p in parts])
         for name, target, on in (("self_attn.o_proj", "o", a.o_bias), ("mlp.down_proj", "down", a.mlp_bias)):
@@ -347,6 +348,20 @@ def load(folder: Path, config: dict, dtype: torch.dtype) -> NativeLlama:
     if left:
         raise ValueError(f"weight {left[0]} is missing")
     return model.eval()
+
+
+def _rows(parts: list[torch.Tensor]) -> torch.Tensor:
+    """`torch.cat(parts)`; where the parts already lie one after another in one storage (a GGUF
+    recipe lays q/k/v and gate/up out so: `gguf_recipe.load_state`), a view of them, with no copy."""
+    first = parts[0]
+    at = first.storage_offset()
+    for p in parts:
+        adjacent = p.untyped_storage().data_ptr() == first.untyped_storage().data_ptr() and p.storage_offset() == at
+        if not (adjacent and p.is_contiguous() and p.dtype == first.dtype and p.shape[1:] == first.shape[1:]):
+            return torch.cat(parts)
+        at += p.numel()
+    rows = sum(p.shape[0] for p in parts)
+    return first.as_strided((rows, *first.shape[1:]), first.stride(), first.storage_offset())
 
 
 def _take(state: dict[str, torch.Tensor], name: str) -> torch.Tensor:

@@ -213,7 +213,7 @@ def _hub_snapshot(ref: ModelRef) -> Path | None:
 
 def _native_misfit(ref: ModelRef, placement: dict, progress: Progress | None = None) -> str | None:
     """Why the native forward does not run `ref` (None when it does)."""
-    from sgcli.engine import llama
+    from sgcli.engine import gguf_recipe, llama
 
     if placement:
         return "--device-map places modules with accelerate, which needs transformers' model"
@@ -225,7 +225,7 @@ def _native_misfit(ref: ModelRef, placement: dict, progress: Progress | None = N
         )
     if ref.trust_remote_code or _needs_remote_code(folder / "config.json"):
         return "the model brings its own code"
-    if not llama.weight_files(folder):
+    if not llama.weight_files(folder) and not (ref.kind == "gguf" and gguf_recipe.has_recipe(folder)):
         return "the folder has no safetensors weights"
     return llama.misfit(_read_config(folder / "config.json"))
 
@@ -272,19 +272,21 @@ def _load_native(folder: Path, torch_dtype) -> Runtime:
 def _load_converted(
     gguf: Path, torch_dtype, progress: Progress | None, placement: dict | None = None, native: bool = True
 ) -> Runtime:
-    """The cached conversion of `gguf`, loaded and checked; a damaged one is rebuilt once, with a notice.
-    `native`: by sgcli's forward (`choose_impl` read the conversion's config), else by transformers."""
-    from sgcli.engine import llama
+    """The cached conversion of `gguf` (its recipe replayed on `gguf`), loaded and checked; a damaged one
+    is rebuilt once, with a notice. `native`: by sgcli's forward, else by transformers."""
+    from sgcli.engine import gguf_recipe, llama
     from sgcli.engine.runtime import NativeRuntime
 
     for attempt in (1, 2):
         folder = convert_gguf(gguf, progress)
         try:
+            placed = bool(placement) and not native  # --device-map: transformers reads and places the .gguf
+            weights = None if placed else gguf_recipe.load_state(folder, gguf)
             if native:
                 config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-                runtime = NativeRuntime(llama.load(folder, config, torch_dtype))
+                runtime = NativeRuntime(llama.load(folder, config, torch_dtype, weights))
             else:
-                runtime = _transformers_runtime(_transformers_converted(folder, torch_dtype, placement))
+                runtime = _transformers_runtime(_transformers_converted(folder, torch_dtype, placement, weights, gguf))
             found = weights_problem(runtime.module)
         except UserError:
             raise
@@ -300,12 +302,15 @@ def _load_converted(
     )
 
 
-def _transformers_converted(folder: Path, torch_dtype, placement: dict | None):
+def _transformers_converted(folder: Path, torch_dtype, placement: dict | None, weights: dict | None, gguf: Path):
+    """transformers' model given the recipe's `weights`; with --device-map, transformers places it and
+    reads the .gguf itself (it takes no weights with a folder): ~20 s of dequantizing each time."""
     from transformers import AutoModelForCausalLM
 
     _quiet_transformers()
-    direct = None if placement else load_state_direct(folder, torch_dtype)  # --device-map: transformers places
-    return direct or AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype, **(placement or {}))
+    direct = None if placement else load_state_direct(folder, torch_dtype, weights)
+    options = {"gguf_file": gguf.name, "dtype": torch_dtype, **(placement or {})}
+    return direct or AutoModelForCausalLM.from_pretrained(str(gguf.parent), **options).eval()
 
 
 def _no_init_weights():
@@ -321,29 +326,31 @@ def _no_init_weights():
     return None
 
 
-def load_state_direct(folder: Path, torch_dtype):
-    """A converted folder (config.json + one model.safetensors that sgcli wrote) loaded without
-    `from_pretrained`: the model is built from its config with weight initialisation off and the
-    tensors are assigned from the file (measured: ~0.1 s instead of ~0.8 s for the default model).
-    None, so the caller uses `from_pretrained`, unless every parameter came from the file or from
-    its declared tied twin (a file from another transformers version, with renamed keys, falls back)."""
+def load_state_direct(folder: Path, torch_dtype, weights: dict | None = None):
+    """A converted folder (config.json, and one model.safetensors or the `weights` its recipe made)
+    loaded without `from_pretrained`: built from its config with weight initialisation off, the tensors
+    assigned (~0.1 s instead of ~0.8 s for the default model). None, so the caller uses `from_pretrained`,
+    unless every parameter came from the weights or from its declared tied twin."""
     from safetensors.torch import load_file
     from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
     no_init_weights = _no_init_weights()
-    weights = folder / "model.safetensors"
+    file = folder / "model.safetensors"
     if no_init_weights is None:  # a transformers release without it: from_pretrained does the work
         return None
-    if not weights.is_file() or any(folder.glob("*.safetensors.index.json")):
+    if weights is None and (not file.is_file() or any(folder.glob("*.safetensors.index.json"))):
         return None
     config = AutoConfig.from_pretrained(str(folder))
     with no_init_weights():
         model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
     built = model.state_dict()  # each tensor takes the dtype the model was built with, as from_pretrained casts
-    state = {k: v.to(built[k].dtype) if k in built else v for k, v in load_file(str(weights)).items()}
+    given = weights if weights is not None else load_file(str(file))
+    state = {k: v.to(built[k].dtype) if k in built else v for k, v in given.items()}
+    tied = model.all_tied_weights_keys or {}
+    if weights is not None:  # a recipe names both twins; the file, as saved, one
+        state = {k: v for k, v in state.items() if tied.get(k) not in state}
     result = model.load_state_dict(state, strict=False, assign=True)
     missing = set(result.missing_keys)
-    tied = model.all_tied_weights_keys or {}
     if result.unexpected_keys or missing - set(tied) - set(tied.values()):
         return None
     model.tie_weights(missing_keys=missing, recompute_mapping=False)  # ties whichever twin the file holds

@@ -1,16 +1,20 @@
-"""A GGUF file's metadata (key -> value), read with the standard library alone.
+"""A GGUF file's metadata (key -> value) and tensor directory, read with the standard library alone.
 
-Enough to build the file's tokenizer without transformers or the `gguf` package: the header and
-the key-value section are parsed from a memory map, tensor data is never touched (a 100 MB model
-reads in milliseconds). Layout (GGUF v2 and v3, little-endian): magic `GGUF`, u32 version, u64
+Enough to build the file's tokenizer without transformers or the `gguf` package, and to find each
+tensor's bytes for `sgcli.engine.gguf_recipe`: the header, the key-value section and the tensor
+infos are parsed from a memory map, tensor data is never touched (a 100 MB model reads in
+milliseconds). Layout (GGUF v2 and v3, little-endian): magic `GGUF`, u32 version, u64
 tensor count, u64 key count, then per key a string, a u32 value type and the value; strings are
-a u64 length and UTF-8 bytes, arrays a u32 element type, a u64 count and the elements.
+a u64 length and UTF-8 bytes, arrays a u32 element type, a u64 count and the elements. Then per
+tensor: its name, a u32 dimension count, u64 dimensions (innermost first), a u32 ggml type and a u64
+offset into the data section, which starts at the next multiple of `general.alignment` (32).
 """
 
 from __future__ import annotations
 
 import mmap
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 
 MAGIC = b"GGUF"
@@ -24,16 +28,38 @@ class GGUFError(ValueError):
     """The file is not a GGUF file this reader understands (a ValueError: `load_tokenizer` names the file)."""
 
 
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor of the directory. `shape` is outermost first (numpy's and torch's order, the reverse
+    of the file's); `offset` counts from the start of the file."""
+
+    name: str
+    shape: tuple[int, ...]
+    ggml_type: int
+    offset: int
+
+
 def read_metadata(path: Path) -> dict[str, object]:
     """Every metadata key of the GGUF file at `path`: scalars as Python numbers and bools, strings as
     str, arrays as lists."""
+    return _read(path, tensors=False)[0]
+
+
+def read_tensor_index(path: Path) -> list[TensorInfo]:
+    """The file's tensor directory, in file order (names, shapes, ggml types, absolute offsets)."""
+    return _read(path, tensors=True)[1]
+
+
+def _read(path: Path, *, tensors: bool) -> tuple[dict[str, object], list[TensorInfo]]:
     with Path(path).open("rb") as f:
         try:
             blob = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except ValueError:  # an empty file cannot be mapped
             raise GGUFError(f"{path} is empty, not a GGUF file") from None
         with blob:
-            return _Reader(blob, path).metadata()
+            reader = _Reader(blob, path)
+            metadata = reader.metadata()
+            return metadata, reader.tensors(metadata) if tensors else []
 
 
 class _Reader:
@@ -47,13 +73,28 @@ class _Reader:
         (version,) = self._unpack("<I")
         if version not in VERSIONS:
             raise GGUFError(f"{self.path} is GGUF version {version}; sgcli reads versions 2 and 3")
-        _tensors, count = self._unpack("<QQ")
+        self.count, count = self._unpack("<QQ")
         out: dict[str, object] = {}
         for _ in range(count):
             key = self._string()
             (kind,) = self._unpack("<I")
             out[key] = self._value(kind)
         return out
+
+    def tensors(self, metadata: dict[str, object]) -> list[TensorInfo]:
+        """The tensor infos after the metadata (call `metadata()` first)."""
+        found = []
+        for _ in range(self.count):
+            name = self._string()
+            (dims,) = self._unpack("<I")
+            shape = tuple(reversed(self._unpack(f"<{dims}Q")))
+            kind, offset = self._unpack("<IQ")
+            found.append((name, shape, kind, offset))
+        alignment = metadata.get("general.alignment", 32)
+        if not isinstance(alignment, int) or alignment <= 0:
+            raise GGUFError(f"{self.path}: general.alignment is {alignment!r}, not a positive number")
+        start = -(-self.pos // alignment) * alignment
+        return [TensorInfo(name, shape, kind, start + offset) for name, shape, kind, offset in found]
 
     def _unpack(self, fmt: str) -> tuple:
         try:
