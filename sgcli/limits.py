@@ -125,6 +125,11 @@ class LimitHit(Exception):
 _MEMORY_WORDS = ("bad_alloc", "memory allocation", "MemoryError", "out of memory", "Cannot allocate memory")
 
 
+# The child's own timer fires this long after the parent's deadline, so that a parent reading in time
+# always reports the limit itself (and kills the child), with its own wording.
+_CHILD_GRACE_S = 1.0
+
+
 def run_bounded(fn: Callable[[], object], *, timeout_s: float, memory_mb: int) -> object:
     """Run `fn` in a forked child with a time limit and an address-space ceiling; returns what
     `fn` returned (JSON-able, or bytes, sent as they are). Raises LimitHit('time' | 'memory' |
@@ -155,7 +160,7 @@ class Bounded:
         self._pid = os.fork()
         if self._pid == 0:  # the child: never returns
             os.close(self._read_fd)
-            _child(fn, write_fd, self._stderr.fileno(), memory_mb)
+            _child(fn, write_fd, self._stderr.fileno(), memory_mb, timeout_s)
         os.close(write_fd)
 
     def result(self) -> object:
@@ -185,12 +190,15 @@ class Bounded:
             self._stderr.close()
 
 
-def _child(fn, write_fd: int, stderr_fd: int, memory_mb: int) -> None:
+def _child(fn, write_fd: int, stderr_fd: int, memory_mb: int, timeout_s: float) -> None:
     code = 0
     try:
         os.dup2(stderr_fd, 2)
         faulthandler.disable()  # a native crash is reported by the parent, not dumped on the terminal
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+        if timeout_s:  # the child's own limit, for a parent that collects late or never (it died, or exits)
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            signal.setitimer(signal.ITIMER_REAL, timeout_s + _CHILD_GRACE_S)
         if memory_mb:
             _cap_address_space(memory_mb)
         try:
@@ -225,13 +233,15 @@ def _cap_address_space(memory_mb: int) -> None:
 
 
 def _read_until_eof(fd: int, deadline: float | None) -> bytes:
+    """The child's whole reply; LimitHit('time') once the deadline has passed with nothing left to read
+    (a reply already waiting in the pipe is read however late the parent comes for it)."""
     chunks = []
     while True:
-        remaining = None if deadline is None else deadline - time.monotonic()
-        if remaining is not None and remaining <= 0:
-            raise LimitHit("time")
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
         ready, _, _ = select.select([fd], [], [], remaining)
         if not ready:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise LimitHit("time")
             continue
         chunk = os.read(fd, 1 << 16)
         if not chunk:
@@ -250,6 +260,8 @@ def _outcome(data: bytes, status: int, log: str) -> object:
         return reply.get("value")
     if reply is not None and reply.get("status") == "memory":
         raise LimitHit("memory", reply.get("detail", ""))
+    if reply is None and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGALRM:
+        raise LimitHit("time")  # the child's own timer (`_child`): the parent came after its deadline
     if reply is None and (any(w in log for w in _MEMORY_WORDS) or os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9):
         raise LimitHit("memory", log.strip().splitlines()[-1] if log.strip() else "killed")
     if reply is not None:

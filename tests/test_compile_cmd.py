@@ -93,7 +93,7 @@ def test_a_compile_faster_than_a_load_is_not_stored_and_says_why(smol_tokenizer,
 
     backend = _SlowLoad(get_backend(_cacheable_backend()))
     spec, vocab = _spec("@iso8601"), smol_tokenizer.vocab
-    first = compile_cached(backend, spec, vocab)
+    first = compile_cached(backend, spec, vocab).settled()
     assert first.status == "not stored" and "compile" in first.reason  # "a load took..." or "serializing took..."
     second = compile_cached(backend, spec, vocab)  # the measurement is remembered, not repeated
     assert (second.status, second.reason) == ("not stored", first.reason)
@@ -107,11 +107,23 @@ def test_a_slow_compile_is_stored_and_a_hit_gives_a_working_matcher(smol_tokeniz
 
     backend = _Slow(get_backend(_cacheable_backend()))
     spec, vocab = _spec("@iso8601"), smol_tokenizer.vocab
-    assert compile_cached(backend, spec, vocab).status == "miss"
+    assert compile_cached(backend, spec, vocab).settled().status == "miss"
     hit = compile_cached(backend, spec, vocab)
     assert hit.status == "hit" and hit.compiled.compile_s < 0.6
     assert accepts_bytes(hit.compiled, b"2024-02-29").accepted
     assert not accepts_bytes(hit.compiled, b"2024-13-01").accepted
+
+
+def test_the_store_runs_beside_the_caller_and_the_next_compile_waits_for_it(smol_tokenizer):
+    from sgcli.backends.compile_cache import compile_cached
+
+    backend = _Slow(get_backend(_cacheable_backend()))
+    spec, vocab = _spec("@iso8601"), smol_tokenizer.vocab
+    first = compile_cached(backend, spec, vocab)
+    assert first.status == "miss" and first.store is not None  # returned with the store still to settle
+    again = compile_cached(backend, spec, vocab)  # the same grammar: its store is settled first
+    assert again.status == "hit"
+    assert first.settled().status == "miss" and first.store is None
 
 
 def _entry(backend, spec, vocab):
@@ -127,7 +139,7 @@ def test_a_damaged_entry_is_detected_rebuilt_and_reported(smol_tokenizer, damage
 
     backend = _Slow(get_backend(_cacheable_backend()))
     spec, vocab = _spec("@iso8601"), smol_tokenizer.vocab
-    assert compile_cached(backend, spec, vocab).status == "miss"
+    assert compile_cached(backend, spec, vocab).settled().status == "miss"
     path = _entry(backend, spec, vocab)
     raw = bytearray(path.read_bytes())
     if damage == "flip a byte":
@@ -138,7 +150,7 @@ def test_a_damaged_entry_is_detected_rebuilt_and_reported(smol_tokenizer, damage
         header |= {"size": len(payload), "sha256": hashlib.sha256(payload).hexdigest()}
         raw = bytearray(json.dumps(header).encode() + b"\n" + payload)
     path.write_bytes(bytes(raw[: len(raw) // 2] if damage == "truncate" else b"" if damage == "empty" else raw))
-    rebuilt = compile_cached(backend, spec, vocab)
+    rebuilt = compile_cached(backend, spec, vocab).settled()
     assert rebuilt.status == "miss"
     assert any("removed, compiling afresh" in note for note in rebuilt.notes)  # also printed as a notice
     assert compile_cached(backend, spec, vocab).status == "hit"
@@ -152,7 +164,7 @@ def test_entries_swapped_between_keys_never_give_a_hit(smol_tokenizer):
     vocab = smol_tokenizer.vocab
     dates, digits = _spec("@iso8601"), ConstraintSpec(Kind.REGEX, "[0-9]+", "digits")
     for spec in (dates, digits):
-        assert compile_cached(backend, spec, vocab).status == "miss"
+        assert compile_cached(backend, spec, vocab).settled().status == "miss"
     a, b = _entry(backend, dates, vocab), _entry(backend, digits, vocab)
     a_bytes, b_bytes = a.read_bytes(), b.read_bytes()
     a.write_bytes(b_bytes)

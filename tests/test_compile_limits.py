@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -61,6 +62,22 @@ def test_a_started_child_runs_beside_the_caller_and_can_be_cancelled():
         os.kill(pid, 0)
     slow.cancel()  # a second cancel, or one after result(), does nothing
     answer.cancel()
+
+
+def test_a_child_collected_after_its_deadline_gives_its_reply_or_has_ended_itself():
+    from sgcli.limits import start_bounded
+
+    done = start_bounded(lambda: 42, timeout_s=0.3, memory_mb=0)
+    time.sleep(0.8)  # the caller comes for it late (a background cache store collected at exit)
+    assert done.result() == 42  # a reply waiting in the pipe is read, not called a time-out
+    stuck = start_bounded(lambda: time.sleep(60), timeout_s=0.2, memory_mb=0)
+    pid = stuck._pid
+    time.sleep(2.5)  # past the deadline and the child's own timer (deadline + 1 s)
+    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    assert state == "Z"  # it ended without the parent (a zombie until reaped): no orphan left running
+    with pytest.raises(LimitHit) as hit:
+        stuck.result()
+    assert hit.value.kind == "time"
 
 
 def test_memory_ceiling_stops_an_allocation_and_names_the_flag():

@@ -144,7 +144,7 @@ def compile_row(spec, name: str, vocab) -> dict:
             "compile_ms": round((time.perf_counter() - t) * 1000, 2),
             "limit": getattr(exc, "flag", None),  # a compile limit: the flag that raises it
         }
-    compiled = outcome.compiled
+    compiled = outcome.settled().compiled  # the record says whether it was stored
     gaps = compiled_gaps(compiled)
     nothing = unchecked(gaps)
     size: dict = {}
