@@ -55,6 +55,7 @@ EXPECTED = {
         {"backend": "xgrammar", "json_options": COMPACT},
         [("J005", 3, 3, "xgrammar")],  # format x-made-up: neither xgrammar nor jsonschema checks it
     ),
+    "j006_unbounded_string.json": ({"json_options": COMPACT}, [("J006", 4, 14, None)]),  # name; born is a date
     "r001_lookahead.regex": ({}, [("R001", 1, 2, None)]),
     "t001_special_token.gbnf": ({"tokenizer": "default"}, [("T001", 1, 16, None)]),
     "l001_max_tokens.gbnf": ({"tokenizer": "default", "max_tokens": 10}, [("L001", 1, 1, None)]),

@@ -284,6 +284,22 @@ _ALL = [
         "rewrite or drop the keyword, choose a backend that enforces it, or pass --allow-unenforced knowingly",
     ),
     LintRule(
+        "J006",
+        "unbounded-string",
+        WARNING,
+        "structure",
+        "A string in the schema has no length bound, or a bound that costs more tokens than the budget "
+        "(`--max-tokens`, else generate's default of 256).",
+        "Inside a JSON string the grammar allows any character, so only the model decides where the string "
+        'ends. A small or base model often never closes it (`"john_john_john_...`): the run ends at '
+        "--max-tokens with the object unfinished and the output invalid. With `maxLength`, an `enum`, a "
+        "fully anchored `pattern` with bounded repetitions or a fixed-width `format` (date, time, "
+        "date-time, uuid, ipv4, ipv6) the backend forces the closing quote once the bound is reached. A "
+        "bounded string is costed at ~3 characters a token.",
+        '{"type": "object", "properties": {"name": {"type": "string"}}}',
+        '{"type": "object", "properties": {"name": {"type": "string", "maxLength": 60}}}',
+    ),
+    LintRule(
         "R001",
         "regex-feature",
         ERROR,

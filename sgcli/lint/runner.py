@@ -220,6 +220,11 @@ class Linter:
             found += self._bounded_schema_rules(schema, stext, runs, spec)
         if schema is not None and runs and sel.any("J004", "J005"):
             found += self._guarantee(stext, runs, spec)
+        if schema is not None and "J006" in sel:
+            from sgcli.batch.sampling import SamplingParams
+            from sgcli.lint.string_budget import string_budget
+
+            found += string_budget(schema, stext, spec.name, self.options.max_tokens or SamplingParams().max_tokens)
         if self.options.tokenizer is not None and grammar is not None and "T001" in sel:
             found += bc.special_token_literals(spec, grammar, self.vocab(), self._tokenizer_name)
         if self.options.max_tokens is not None and "L001" in sel:

@@ -1,0 +1,57 @@
+"""J006: which schema strings can run past the token budget (sgcli/lint/string_budget.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sgcli.constraints.jsonpos import SchemaText
+from sgcli.lint.string_budget import string_budget
+
+
+def _flagged(schema, budget: int = 256) -> list[str]:
+    text = json.dumps(schema, indent=1)
+    return [d.message.split(" ")[3] for d in string_budget(schema, SchemaText(text), "s.json", budget)]
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        {"type": "string", "maxLength": 60},
+        {"type": "string", "enum": ["a", "b"]},
+        {"type": "string", "const": "x"},
+        {"type": "string", "format": "date-time"},
+        {"type": "string", "pattern": "^[a-z]{1,8}(-[0-9]{2})?$"},
+        {"type": "integer"},
+    ],
+)
+def test_bounded_strings_and_other_types_pass(node):
+    assert _flagged({"type": "object", "properties": {"x": node}}) == []
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        {"type": "string"},
+        {"type": ["string", "null"]},
+        {"type": "string", "format": "email"},  # any length
+        {"type": "string", "pattern": "[a-z]{1,8}"},  # a search: more text may surround it
+        {"type": "string", "pattern": "^[a-z]+$"},
+        {"type": "string", "pattern": "^(a{1,3}$"},  # unreadable: not counted as a bound
+    ],
+)
+def test_unbounded_strings_are_named_at_their_pointer(node):
+    assert _flagged({"type": "object", "properties": {"x": node}}) == ["/properties/x"]
+
+
+def test_a_bound_costing_more_than_the_budget_is_flagged_and_one_within_it_is_not():
+    schema = {"type": "object", "properties": {"essay": {"type": "string", "maxLength": 3000}}}
+    (diagnostic,) = string_budget(schema, SchemaText(json.dumps(schema)), "s.json", 256)
+    assert "~1000 tokens" in diagnostic.message and "budget of 256" in diagnostic.message
+    assert _flagged(schema, budget=2000) == []
+
+
+def test_conditions_and_negations_are_not_generated_values():
+    schema = {"if": {"type": "string"}, "then": {"type": "string", "maxLength": 5}, "not": {"type": "string"}}
+    assert _flagged(schema) == []
