@@ -55,3 +55,15 @@ def test_a_bound_costing_more_than_the_budget_is_flagged_and_one_within_it_is_no
 def test_conditions_and_negations_are_not_generated_values():
     schema = {"if": {"type": "string"}, "then": {"type": "string", "maxLength": 5}, "not": {"type": "string"}}
     assert _flagged(schema) == []
+
+
+def test_xgrammar_admits_no_escape_in_a_string_with_max_length_as_j006_says(run_cli, tmp_path):
+    """The caveat J006's explanation gives: if xgrammar learns escapes in bounded strings, this fails and
+    the explanation (and docs/lint.md) should lose it."""
+    (tmp_path / "s.json").write_text('{"type": "string", "maxLength": 10}')
+    (tmp_path / "s.test.yaml").write_text(
+        'grammar: s.json\ncases:\n  - {input: \'"a\\"b"\', accept: true, description: an escaped quote}\n'
+    )
+    result = run_cli("test", str(tmp_path / "s.test.yaml"), "-b", "llguidance", "-b", "xgrammar")
+    output = result.stdout + result.stderr
+    assert result.exit_code == 1 and "case 1 failed on xgrammar" in output and "failed on llguidance" not in output
