@@ -23,9 +23,9 @@ from dataclasses import dataclass, replace
 from sgcli.backends.base import SchemaKeywords
 from sgcli.backends.outlines_coverage import disjoint_types, dropped_keywords
 from sgcli.backends.schema_doc import COMPANIONS, SchemaDoc, escape_pointer, subschemas
-from sgcli.constraints.jsonpos import SchemaText, pointer_parts
+from sgcli.constraints.jsonpos import key_position, pointer_parts
 from sgcli.constraints.spec import Kind
-from sgcli.errors import Location, UserError, offset_to_line_col
+from sgcli.errors import Location, UserError
 
 # JSON type each type-specific keyword constrains (a backend may apply it only beside that `type`)
 _TYPE_OF = {
@@ -378,12 +378,7 @@ def guarantee(compiled, *, allow_unenforced: bool = False) -> Guarantee:
 
 def where(spec, gap: Gap) -> Location:
     """file:line:col of a gap's keyword in the schema text."""
-    stext = SchemaText(spec.text)
-    span = stext.key_span(stext.path_of(gap.pointer))
-    if span is None:
-        return Location(spec.origin)
-    line, col = offset_to_line_col(spec.text, span[0])
-    return Location(spec.origin, line, col)
+    return Location(spec.origin, *(key_position(spec.text, gap.pointer) or (None, None)))
 
 
 def unenforced_error(spec, backend: str, gaps: list[Gap]) -> UserError:
