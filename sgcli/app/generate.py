@@ -21,6 +21,8 @@ from sgcli.app.request import GenerateRequest
 from sgcli.batch.output import OrderedWriter
 from sgcli.batch.records import RecordWriter
 from sgcli.batch.requests import BadLine, Request, duplicate_ids, read_requests
+from sgcli.constraints.schema_empty import check_admits_a_value
+from sgcli.constraints.spec import Kind
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK
 from sgcli.serving import check_engine_supports
 
@@ -68,12 +70,17 @@ def run_generate(request: GenerateRequest, reporter: Reporter) -> int:
 
 def check_request(request: GenerateRequest) -> Dialect | None:
     """The one check of the request against what runs it, before anything slow: a backend or a server
-    that cannot take the constraint is exit 2 naming who can. Returns the server's dialect."""
+    that cannot take the constraint is exit 2 naming who can, and so is a JSON Schema that admits no
+    value. Returns the server's dialect."""
     if request.server is not None:
-        return check_engine_supports(request.server.engine, request.spec, raw=request.prompt_options.raw)
-    if request.local.backend != "auto":
-        backends.check_supports(request.local.backend, request.spec)
-    return None
+        dialect = check_engine_supports(request.server.engine, request.spec, raw=request.prompt_options.raw)
+    else:
+        dialect = None
+        if request.local.backend != "auto":
+            backends.check_supports(request.local.backend, request.spec)
+    if request.spec.kind is Kind.JSON_SCHEMA:  # one message at the keyword, where each backend refuses in its words
+        check_admits_a_value(request.spec)
+    return dialect
 
 
 def _runner(request: GenerateRequest, reporter: Reporter, dialect: Dialect | None) -> Runner:
