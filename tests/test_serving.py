@@ -349,6 +349,27 @@ def test_a_look_alike_that_admits_values_still_goes_to_the_server(run_cli, tmp_p
     assert json.loads(result.stdout)["valid"] is True and len(stub.requests) == 1
 
 
+def test_a_format_sgcli_cannot_check_is_exit_2_unless_allow_unenforced(run_cli, tmp_path):
+    """jsonschema has no checker for the format, so no answer could be judged on it: refused as a local run
+    refuses what nothing enforces; --allow-unenforced sends it and the record lists it under `unenforced`."""
+    schema = tmp_path / "s.json"
+    schema.write_text('{\n  "type": "string",\n  "format": "x-made-up"\n}')
+    with Stub(answer=lambda b: '"hello"') as stub:
+        refused = gen(run_cli, stub, "--schema", schema, "x")
+        assert refused.exit_code == 2, refused.output
+        assert f"{schema}:3:3: `format` at /format: jsonschema has no checker for format 'x-made-up'" in refused.stderr
+        assert "--allow-unenforced" in refused.stderr and not stub.requests and not stub.listings
+        args = ("--schema", schema, "--allow-unenforced", "--json", "x")
+        allowed = run_cli("generate", "--engine", "vllm", "--base-url", stub.url, *args)  # not --quiet: the note
+    assert allowed.exit_code == 0, allowed.output
+    record = json.loads(allowed.stdout)
+    GenerationRecord.model_validate(record)
+    assert record["valid"] is True and record["weakened"] == []
+    assert record["unenforced"] == [{"pointer": "/format", "keyword": "format", "backend": "vllm"}]
+    assert "note: --allow-unenforced: sgcli's schema checker cannot judge 1 keyword(s)" in allowed.stderr
+    assert len(stub.requests) == 1
+
+
 def test_server_output_is_validated_independently(run_cli):
     with Stub(answer=lambda b: "abc") as stub:
         result = gen(run_cli, stub, "--regex", "[0-9]+", "--json", "n?")
