@@ -3,8 +3,8 @@
 Each POST takes the next scripted behaviour ("ok" once the script is used up): an HTTP
 status (429, 503, 400...), a connection reset, a slow answer, one dripped a byte at a time or a
 stream that never ends (each read quick, the whole answer never in time), or ("raw", status, content
-type, bytes) sent as is. `models` is what GET /v1/models answers (a raw triple, or JSON). An "ok" answer's text
-comes from `answer(body)`. Every request body is kept, in arrival order. Everything else
+type, bytes) sent as is. `models` is what GET /v1/models answers (a raw triple, or JSON; `listings` counts
+them). An "ok" answer's text comes from `answer(body)`. Every request body is kept, in arrival order. Everything else
 about serving is tested against a real vLLM (tests/test_serving_engine.py).
 """
 
@@ -23,6 +23,7 @@ class Stub:
         self.script: list[tuple] = []
         self.models = models if models is not None else {"object": "list", "data": [{"id": "stub-model"}]}
         self.requests: list[dict] = []
+        self.listings = 0  # GET /v1/models answered
         self.answer = answer
         self.delay = delay
         self.in_flight = 0
@@ -37,6 +38,8 @@ class Stub:
                 pass
 
             def do_GET(self):
+                with stub._lock:
+                    stub.listings += 1
                 if isinstance(stub.models, tuple):
                     self._raw(*stub.models)
                 else:

@@ -69,6 +69,18 @@ def test_an_empty_language_exits_2_without_loading_the_model(run_cli, tmp_path, 
     assert not no_model
 
 
+def test_a_schema_that_admits_no_value_exits_2_at_the_keyword_before_anything_loads(run_cli, tmp_path, no_model):
+    """`auto` fell back past llguidance's and xgrammar's refusals to outlines-core, which compiles an empty
+    enum: the model loaded and the run ended exit 1. Now one message at the keyword, whatever the backend."""
+    schema = tmp_path / "s.json"
+    schema.write_text('{"type": "object", "properties": {"a": {"enum": []}}, "required": ["a"]}')
+    result = run_cli("generate", "--schema", schema, "x")
+    assert result.exit_code == 2, result.output
+    assert f"{schema}:1:41: the JSON Schema admits no value: `enum` lists no value" in result.stderr
+    assert "required property 'a'" in result.stderr
+    assert not no_model
+
+
 def test_a_budget_too_small_is_reported_before_the_model_loads(run_cli, tmp_path, no_model):
     schema = tmp_path / "long.json"
     schema.write_text('{"type": "object", "properties": {"a": {"type": "string", "minLength": 30}}, "required": ["a"]}')

@@ -316,6 +316,60 @@ def test_a_regex_nothing_can_read_is_exit_2_before_the_request(run_cli, regex, w
     assert f"{where} the regex cannot be read" in result.stderr and not stub.requests
 
 
+@pytest.mark.parametrize(
+    ("text", "where", "says"),
+    [
+        ("false", ":1:1:", "it is `false`"),
+        ('{"enum": []}', ":1:2:", "`enum` lists no value"),
+        ('{\n  "type": "string",\n  "minLength": 5,\n  "maxLength": 2\n}', ":3:3:", "`minLength` 5 is greater"),
+        ('{"type": "object", "properties": {"a": false}, "required": ["a"]}', ":1:35:", "required property 'a'"),
+    ],
+    ids=["false", "empty-enum", "min-over-max", "required-false"],
+)
+def test_a_schema_that_admits_no_value_is_exit_2_before_any_request(run_cli, tmp_path, text, where, says):
+    """The server does the constrained decoding and sgcli checks the answer: such a schema went out and
+    every answer came back invalid, exit 1 (hostile_inputs.py: "generate: enum empty" and its kin)."""
+    schema = tmp_path / "s.json"
+    schema.write_text(text)
+    with Stub(answer=lambda b: '{"country": "France"}') as stub:
+        result = gen(run_cli, stub, "--schema", schema, "x")
+    assert result.exit_code == 2, result.output
+    assert f"{schema}{where} the JSON Schema admits no value: " in result.stderr and says in result.stderr
+    assert "hint: " in result.stderr
+    assert not stub.requests and not stub.listings
+
+
+def test_a_look_alike_that_admits_values_still_goes_to_the_server(run_cli, tmp_path):
+    """Length bounds constrain strings only: with no `type`, an object answer is valid."""
+    schema = tmp_path / "s.json"
+    schema.write_text('{"minLength": 5, "maxLength": 2, "anyOf": [{"enum": []}, {"type": "object"}]}')
+    with Stub(answer=lambda b: '{"country": "France"}') as stub:
+        result = gen(run_cli, stub, "--schema", schema, "--json", "x")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["valid"] is True and len(stub.requests) == 1
+
+
+def test_a_format_sgcli_cannot_check_is_exit_2_unless_allow_unenforced(run_cli, tmp_path):
+    """jsonschema has no checker for the format, so no answer could be judged on it: refused as a local run
+    refuses what nothing enforces; --allow-unenforced sends it and the record lists it under `unenforced`."""
+    schema = tmp_path / "s.json"
+    schema.write_text('{\n  "type": "string",\n  "format": "x-made-up"\n}')
+    with Stub(answer=lambda b: '"hello"') as stub:
+        refused = gen(run_cli, stub, "--schema", schema, "x")
+        assert refused.exit_code == 2, refused.output
+        assert f"{schema}:3:3: `format` at /format: jsonschema has no checker for format 'x-made-up'" in refused.stderr
+        assert "--allow-unenforced" in refused.stderr and not stub.requests and not stub.listings
+        args = ("--schema", schema, "--allow-unenforced", "--json", "x")
+        allowed = run_cli("generate", "--engine", "vllm", "--base-url", stub.url, *args)  # not --quiet: the note
+    assert allowed.exit_code == 0, allowed.output
+    record = json.loads(allowed.stdout)
+    GenerationRecord.model_validate(record)
+    assert record["valid"] is True and record["weakened"] == []
+    assert record["unenforced"] == [{"pointer": "/format", "keyword": "format", "backend": "vllm"}]
+    assert "note: --allow-unenforced: sgcli's schema checker cannot judge 1 keyword(s)" in allowed.stderr
+    assert len(stub.requests) == 1
+
+
 def test_server_output_is_validated_independently(run_cli):
     with Stub(answer=lambda b: "abc") as stub:
         result = gen(run_cli, stub, "--regex", "[0-9]+", "--json", "n?")

@@ -18,9 +18,12 @@ from typing import TYPE_CHECKING, Protocol
 from sgcli import backends
 from sgcli.app.report import Reporter, Tally
 from sgcli.app.request import GenerateRequest
+from sgcli.backends.keyword_coverage import Guarantee, server_guarantee
 from sgcli.batch.output import OrderedWriter
 from sgcli.batch.records import RecordWriter
 from sgcli.batch.requests import BadLine, Request, duplicate_ids, read_requests
+from sgcli.constraints.schema_empty import check_admits_a_value
+from sgcli.constraints.spec import Kind
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK
 from sgcli.serving import check_engine_supports
 
@@ -55,8 +58,10 @@ def run_generate(request: GenerateRequest, reporter: Reporter) -> int:
     # A bad or locked --output fails here, before anything loads; nothing is written until the run starts.
     writer = RecordWriter(request.output, resume=request.resume, force=request.force)
     try:
-        dialect = check_request(request)
-        runner = _runner(request, reporter, dialect)
+        dialect, kept = check_request(request)
+        for note in kept.notes if kept is not None else ():
+            reporter.notice("note", note)
+        runner = _runner(request, reporter, dialect, kept)
         if runner.open_at_start:
             writer.open()  # created, emptied (--force) or repaired (--resume) only now
         if request.batch is not None:
@@ -66,21 +71,31 @@ def run_generate(request: GenerateRequest, reporter: Reporter) -> int:
         writer.close()  # the lock goes however the run ends; a never-opened output is left as it was
 
 
-def check_request(request: GenerateRequest) -> Dialect | None:
+def check_request(request: GenerateRequest) -> tuple[Dialect | None, Guarantee | None]:
     """The one check of the request against what runs it, before anything slow: a backend or a server
-    that cannot take the constraint is exit 2 naming who can. Returns the server's dialect."""
-    if request.server is not None:
-        return check_engine_supports(request.server.engine, request.spec, raw=request.prompt_options.raw)
-    if request.local.backend != "auto":
-        backends.check_supports(request.local.backend, request.spec)
-    return None
+    that cannot take the constraint is exit 2 naming who can, and so is a JSON Schema that admits no
+    value. A server's answer is checked by sgcli's schema checker alone, so a keyword it cannot judge is
+    exit 2 too, unless --allow-unenforced. Returns the server's dialect and what its answers leave
+    unchecked (None, None: the local model, whose compile says what its grammar leaves)."""
+    spec, server = request.spec, request.server
+    dialect = None
+    if server is not None:
+        dialect = check_engine_supports(server.engine, spec, raw=request.prompt_options.raw)
+    elif request.local.backend != "auto":
+        backends.check_supports(request.local.backend, spec)
+    if spec.kind is not Kind.JSON_SCHEMA:
+        return dialect, None
+    check_admits_a_value(spec)  # one message at the keyword, where backends would each refuse in their words
+    if server is None:
+        return None, None
+    return dialect, server_guarantee(spec, server.engine, allow_unenforced=server.allow_unenforced)
 
 
-def _runner(request: GenerateRequest, reporter: Reporter, dialect: Dialect | None) -> Runner:
+def _runner(request: GenerateRequest, reporter: Reporter, dialect: Dialect | None, kept: Guarantee | None) -> Runner:
     if dialect is not None:
         from sgcli.app.server import ServerRunner  # the HTTP client (httpx)
 
-        return ServerRunner(request, dialect)
+        return ServerRunner(request, dialect, kept.unenforced if kept is not None else [])
     from sgcli.app.local import LocalRunner  # torch
 
     return LocalRunner.load(request, reporter)

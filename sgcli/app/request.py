@@ -38,6 +38,7 @@ class ServerOptions:
     engine: str
     client: ClientOptions
     served_model: str | None = None  # None: the server's first in /v1/models
+    allow_unenforced: bool = False  # --allow-unenforced: send a schema keyword sgcli cannot check in the answer
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ class ServerRunner:
 
     open_at_start = False  # the output opens with the first record, which comes only once the server answered
 
-    def __init__(self, request: GenerateRequest, dialect: Dialect):
+    def __init__(self, request: GenerateRequest, dialect: Dialect, unenforced: list[dict] | None = None):
         server, prompting = request.server, request.prompt_options
         self.title = f"generating on {server.engine}"
         self.concurrency = server.client.concurrency
@@ -33,6 +33,7 @@ class ServerRunner:
             server.served_model,
             prompting.system,
             prompting.raw,
+            list(unenforced or []),
         )
 
     def run_single(self, req: Request, show: Callable[[str], None] | None) -> dict:

@@ -23,9 +23,9 @@ from dataclasses import dataclass, replace
 from sgcli.backends.base import SchemaKeywords
 from sgcli.backends.outlines_coverage import disjoint_types, dropped_keywords
 from sgcli.backends.schema_doc import COMPANIONS, SchemaDoc, escape_pointer, subschemas
-from sgcli.constraints.jsonpos import SchemaText, pointer_parts
+from sgcli.constraints.jsonpos import key_position, pointer_parts
 from sgcli.constraints.spec import Kind
-from sgcli.errors import Location, UserError, offset_to_line_col
+from sgcli.errors import Location, UserError
 
 # JSON type each type-specific keyword constrains (a backend may apply it only beside that `type`)
 _TYPE_OF = {
@@ -378,23 +378,61 @@ def guarantee(compiled, *, allow_unenforced: bool = False) -> Guarantee:
 
 def where(spec, gap: Gap) -> Location:
     """file:line:col of a gap's keyword in the schema text."""
-    stext = SchemaText(spec.text)
-    span = stext.key_span(stext.path_of(gap.pointer))
-    if span is None:
-        return Location(spec.origin)
-    line, col = offset_to_line_col(spec.text, span[0])
-    return Location(spec.origin, line, col)
+    return Location(spec.origin, *(key_position(spec.text, gap.pointer) or (None, None)))
 
 
 def unenforced_error(spec, backend: str, gaps: list[Gap]) -> UserError:
-    lines = [
-        f"{where(spec, g)}: {g.describe()}: {g.reason} by {backend}, and {g.why_not_checked or 'the checker cannot'}"
-        for g in gaps
-    ]
-    return UserError(
-        f"{len(gaps)} schema keyword(s) would be enforced by nothing, neither {backend}'s grammar nor sgcli's "
-        "schema checker:\n  " + "\n  ".join(lines),
-        location=where(spec, gaps[0]),
-        hint="rewrite or drop the keyword, choose a backend that enforces it (sgcli lint names them per backend), "
-        "or pass --allow-unenforced to generate anyway (the record then lists them under `unenforced`)",
+    return _refusal(
+        spec,
+        gaps,
+        f"would be enforced by nothing, neither {backend}'s grammar nor sgcli's schema checker",
+        lambda g: f"{g.reason} by {backend}, and {g.why_not_checked or 'the checker cannot'}",
+        "choose a backend that enforces it (sgcli lint names them per backend)",
     )
+
+
+def _refusal(spec, gaps: list[Gap], what: str, why, instead: str) -> UserError:
+    """The exit-2 error naming each keyword of `gaps` at file:line:col, `why(gap)` for each."""
+    lines = [f"{where(spec, g)}: {g.describe()}: {why(g)}" for g in gaps]
+    return UserError(
+        f"{len(gaps)} schema keyword(s) {what}:\n  " + "\n  ".join(lines),
+        location=where(spec, gaps[0]),
+        hint=f"rewrite or drop the keyword, {instead}, or pass --allow-unenforced to generate anyway (the record "
+        "then lists them under `unenforced`)",
+    )
+
+
+# ---- for a serving engine: its grammar is its own, sgcli checks the answer ----
+
+
+def unjudged_gaps(spec, engine: str) -> list[Gap]:
+    """Every keyword of `spec` (a JSON Schema sent to `engine`) that sgcli's schema checker cannot judge in
+    the server's answer: a `format` jsonschema has no checker for, a `pattern` Python's `re` cannot read.
+    Whatever the server's grammar does with them, nothing sgcli runs checks them."""
+    if spec.kind is not Kind.JSON_SCHEMA:
+        return []
+    doc = SchemaDoc(spec.schema())
+    return [replace(g, backend=engine) for g in _inside(doc, doc.schema, "", set(doc.cls.FORMAT_CHECKER.checkers))]
+
+
+def server_guarantee(spec, engine: str, *, allow_unenforced: bool = False) -> Guarantee:
+    """What sgcli cannot check in `engine`'s answers to `spec`: a UserError (exit 2, before any request)
+    naming each keyword at file:line:col, unless `allow_unenforced`; then the record's `unenforced`."""
+    nothing = unjudged_gaps(spec, engine)
+    if nothing and not allow_unenforced:
+        raise _refusal(
+            spec,
+            nothing,
+            f"cannot be checked in {engine}'s answers: sgcli's schema checker, which validates each answer, "
+            "cannot judge them, whatever the server's grammar enforces",
+            lambda g: g.why_not_checked or g.reason,
+            "generate locally with a backend whose grammar enforces it (--engine local; sgcli lint names them)",
+        )
+    notes = []
+    if nothing:
+        notes.append(
+            f"--allow-unenforced: sgcli's schema checker cannot judge {len(nothing)} keyword(s) in {engine}'s "
+            "answers (only the server's grammar may enforce them), listed in the record's `unenforced`: "
+            + ", ".join(g.describe() for g in nothing)
+        )
+    return Guarantee([], [g.record() for g in nothing], notes)

@@ -107,8 +107,9 @@ AllowUnenforcedOpt = Annotated[
     typer.Option(
         "--allow-unenforced",
         help="Go on where a JSON Schema keyword is enforced neither by the backend's grammar nor by sgcli's "
-        "schema checker (a remote $ref, an unknown format); the record lists each under `unenforced`. "
-        "Without it that is exit 2, before the model loads.",
+        "schema checker (an unknown format), or, on a server (--engine), where the checker cannot judge it in "
+        "the answer; the record lists each under `unenforced`. Without it that is exit 2, before the model "
+        "loads or any request goes out.",
         rich_help_panel="Constraint",
     ),
 ]

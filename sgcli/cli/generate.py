@@ -338,7 +338,7 @@ def _runs_on(
             **model.local_only(),
         }
     )
-    return {"server": ServerOptions(engine.engine, engine.client(), engine.served_model)}
+    return {"server": ServerOptions(engine.engine, engine.client(), engine.served_model, allow)}
 
 
 def _reject_local_only(flags: dict[str, object]) -> None:

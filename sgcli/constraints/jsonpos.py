@@ -225,3 +225,11 @@ class SchemaText:
                 i += 1
         where.append(i)
         return "".join(out), where
+
+
+def key_position(text: str, pointer: str) -> tuple[int, int] | None:
+    """1-based (line, col) of the key naming the value at `pointer` in the JSON `text` (the value itself
+    for the root or an array element): where a finding about a schema keyword reads best."""
+    stext = SchemaText(text)
+    span = stext.key_span(stext.path_of(pointer))
+    return None if span is None else offset_to_line_col(text, span[0])

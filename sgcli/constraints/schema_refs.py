@@ -106,6 +106,12 @@ def _in_place_edges(node: dict, by_source: dict[int, list[Reference]]):
         yield r.target, r
 
 
+def ref_hides_siblings(schema) -> bool:
+    """Up to draft 7 (by the root's `$schema`), `$ref` makes the other keywords of its subschema ignored."""
+    dialect = schema.get("$schema", "") if isinstance(schema, dict) else ""
+    return isinstance(dialect, str) and any(d in dialect for d in _LEGACY)
+
+
 def subschemas(node: dict):
     """(key path below `node`, child subschema) for the schema-valued keywords of `node`."""
     for key in _ONE:
@@ -123,7 +129,7 @@ class _Walk:
     def __init__(self, schema):
         self.root = schema
         dialect = schema.get("$schema", "") if isinstance(schema, dict) else ""
-        self.legacy = isinstance(dialect, str) and any(d in dialect for d in _LEGACY)
+        self.legacy = ref_hides_siblings(schema)
         self.id_key = "id" if isinstance(dialect, str) and ("draft-03" in dialect or "draft-04" in dialect) else "$id"
         self.resources: dict[str, object] = {}
         self.anchors: dict[tuple[str, str], object] = {}

@@ -88,8 +88,8 @@ class GenerationRecord(_Strict):
     )
     unenforced: list[Weakened] = Field(
         default_factory=list,
-        description="schema keywords nothing enforces (neither the grammar nor the checker): only with "
-        "--allow-unenforced, which generation otherwise refuses",
+        description="schema keywords nothing enforces (neither the grammar nor the checker; on a server, those "
+        "sgcli's checker cannot judge in its answer): only with --allow-unenforced, which generation otherwise refuses",
     )
     warnings: list[str] = Field(default_factory=list, description="what the backend weakened or ignored")
     model: Optional[str] = Field(None, description="the model that generated, as the user named it")

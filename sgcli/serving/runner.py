@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.batch.records import NOT_RUN
@@ -37,6 +37,7 @@ class EngineJob:
     served_model: str | None = None
     system: str | None = None
     raw: bool = False
+    unenforced: list[dict] = field(default_factory=list)  # keywords sgcli cannot check (--allow-unenforced)
 
     def call(self, req: Request, *, stream: bool = False) -> Call:
         raw = self.raw and req.messages is None
@@ -67,7 +68,7 @@ def _base(job: EngineJob, req: Request) -> dict:
         "engine": job.engine,
         "fallbacks": [],
         "weakened": [],
-        "unenforced": [],
+        "unenforced": list(job.unenforced),
         "warnings": [],
         "model": job.served_model,
         "usage": {

@@ -1,0 +1,150 @@
+"""`sgcli.constraints.schema_empty`: a JSON Schema that admits no value, found without a grammar or a model.
+
+Each unsatisfiable form is named at its keyword; each look-alike that some value satisfies is not
+(a false alarm would refuse a schema that works). The walk never recurses.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sgcli.constraints.schema_empty import check_admits_a_value, empty_reason
+from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.errors import UserError
+
+D4 = "http://json-schema.org/draft-04/schema#"
+D7 = "http://json-schema.org/draft-07/schema#"
+
+EMPTY = {
+    "false": (False, (), "false"),
+    "enum []": ({"enum": []}, ("enum",), "enum"),
+    "type []": ({"type": []}, ("type",), "type"),
+    "const not in enum": ({"const": 3, "enum": [1, 2]}, ("const",), "const"),
+    "not {}": ({"not": {}}, ("not",), "not"),
+    "string lengths": ({"type": "string", "minLength": 5, "maxLength": 2}, ("minLength",), "minLength"),
+    "number bounds": ({"type": "number", "minimum": 3, "maximum": 2.5}, ("minimum",), "minimum"),
+    "exclusive bound": ({"type": "number", "exclusiveMinimum": 2, "maximum": 2}, ("exclusiveMinimum",), None),
+    "exclusive max": ({"type": "number", "minimum": 2, "exclusiveMaximum": 2}, ("minimum",), None),
+    "draft-4 exclusive": (
+        {"$schema": D4, "type": "number", "minimum": 2, "exclusiveMinimum": True, "maximum": 2},
+        ("minimum",),
+        None,
+    ),
+    "no integer between": ({"type": "integer", "minimum": 1.2, "maximum": 1.8}, ("minimum",), None),
+    "array items": ({"type": "array", "minItems": 3, "maxItems": 1}, ("minItems",), "minItems"),
+    "object properties": ({"type": "object", "minProperties": 2, "maxProperties": 1}, ("minProperties",), None),
+    "more required than max": (
+        {"type": "object", "required": ["a", "b"], "maxProperties": 1},
+        ("maxProperties",),
+        None,
+    ),
+    "every type empty": (
+        {"type": ["string", "array"], "minLength": 3, "maxLength": 1, "minItems": 3, "maxItems": 1},
+        ("minLength",),
+        None,
+    ),
+    "required false": (
+        {"type": "object", "properties": {"a": False}, "required": ["a"]},
+        ("properties", "a"),
+        "properties",
+    ),
+    "required but not allowed": (
+        {"type": "object", "properties": {"a": {}}, "required": ["b"], "additionalProperties": False},
+        ("required", 0),
+        "required",
+    ),
+    "required nested": (
+        {
+            "type": "object",
+            "properties": {"a": {"type": "object", "properties": {"b": {"enum": []}}, "required": ["b"]}},
+            "required": ["a"],
+        },
+        ("properties", "a", "properties", "b", "enum"),
+        None,
+    ),
+    "allOf member": ({"allOf": [{"type": "integer"}, False]}, ("allOf", 1), "allOf"),
+    "allOf member's enum": ({"allOf": [{"allOf": [{"enum": []}]}]}, ("allOf", 0, "allOf", 0, "enum"), None),
+    "$ref target": ({"$defs": {"x": {"enum": []}}, "$ref": "#/$defs/x"}, ("$defs", "x", "enum"), None),
+    "$ref to false": ({"$defs": {"x": False}, "allOf": [{"$ref": "#/$defs/x"}]}, ("allOf", 0, "$ref"), "$ref"),
+}
+
+ADMITS = {
+    "true": True,
+    "{}": {},
+    "lengths without a type (numbers fit)": {"minLength": 5, "maxLength": 2},
+    "lengths beside null": {"type": ["string", "null"], "minLength": 5, "maxLength": 2},
+    "lengths on an integer": {"type": "integer", "minLength": 5, "maxLength": 2},
+    "equal bounds": {"type": "number", "minimum": 2, "maximum": 2},
+    "a number between": {"type": "number", "minimum": 1.2, "maximum": 1.8},
+    "integer and number": {"type": ["integer", "number"], "minimum": 1.2, "maximum": 1.8},
+    "additionalProperties false": {"type": "object", "properties": {"a": {}}, "additionalProperties": False},
+    "required among patterns": {
+        "type": "object",
+        "required": ["b"],
+        "patternProperties": {"^b": {}},
+        "additionalProperties": False,
+    },  # fmt: skip
+    "false property not required": {"type": "object", "properties": {"a": False}},
+    "required false, object not the only type": {
+        "type": ["object", "null"],
+        "properties": {"a": False},
+        "required": ["a"],
+    },  # fmt: skip
+    "required false, no type": {"properties": {"a": False}, "required": ["a"]},
+    "anyOf branch": {"anyOf": [{"enum": []}, {"type": "string"}]},
+    "oneOf branch": {"oneOf": [False, {"type": "string"}]},
+    "under not": {"not": {"enum": []}},
+    "under if/then/else": {"if": {"type": "string"}, "then": False, "else": {"enum": []}},
+    "items of an array": {"type": "array", "items": False},
+    "const in enum (1 == 1.0)": {"const": 1, "enum": [1.0, "a"]},
+    "draft 4 has no const": {"$schema": D4, "const": 3, "enum": [1, 2]},
+    "draft 7: $ref hides its siblings": {"$schema": D7, "$defs": {"x": {}}, "$ref": "#/$defs/x", "enum": []},
+    "unused $defs": {"$defs": {"x": False, "y": {"enum": []}}, "type": "string"},
+    "a $ref cycle through a property": {
+        "$defs": {"n": {"type": "object", "properties": {"next": {"$ref": "#/$defs/n"}}}},
+        "$ref": "#/$defs/n",
+    },
+    "unknown format": {"type": "string", "format": "hostile-format"},
+}
+
+
+@pytest.mark.parametrize(("schema", "path", "keyword"), EMPTY.values(), ids=EMPTY.keys())
+def test_each_form_that_admits_no_value_is_named_at_its_keyword(schema, path, keyword):
+    found = empty_reason(schema)
+    assert found is not None
+    assert found.path == path
+    assert found.keyword == (keyword or path[-1])
+    assert found.reason
+
+
+@pytest.mark.parametrize("schema", ADMITS.values(), ids=ADMITS.keys())
+def test_look_alikes_that_admit_a_value_are_not_flagged(schema):
+    assert empty_reason(schema) is None
+
+
+def test_the_reason_says_how_a_nested_subschema_applies():
+    found = empty_reason(EMPTY["required nested"][0])
+    assert found.reason == "`enum` lists no value (the required property 'b', within the required property 'a')"
+    assert "named by `$ref` '#/$defs/x'" in empty_reason(EMPTY["$ref target"][0]).reason
+
+
+def test_5000_levels_of_allOf_do_not_recurse():
+    schema: dict = {"enum": []}
+    for _ in range(5000):
+        schema = {"allOf": [{"type": "string"}, schema]}
+    found = empty_reason(schema)
+    assert found is not None and found.keyword == "enum" and len(found.path) == 2 * 5000 + 1
+    fine: dict = {"$ref": "#/$defs/s"}
+    for _ in range(5000):
+        fine = {"allOf": [fine]}
+    assert empty_reason({"$defs": {"s": {"type": "string", "minLength": 1}}, **fine}) is None
+
+
+def test_the_error_is_at_the_keywords_line_and_column():
+    text = '{\n  "type": "object",\n  "properties": {"a": {"enum": []}},\n  "required": ["a"]\n}'
+    with pytest.raises(UserError) as err:
+        check_admits_a_value(ConstraintSpec(Kind.JSON_SCHEMA, text, "s.json"))
+    assert str(err.value.location) == "s.json:3:24"
+    assert err.value.message.startswith("the JSON Schema admits no value: `enum` lists no value")
+    assert err.value.hint
+    check_admits_a_value(ConstraintSpec(Kind.JSON_SCHEMA, '{"minLength": 5, "maxLength": 2}', "t.json"))  # no error
