@@ -102,7 +102,7 @@ def test_light_commands_on_the_embedded_model(light):
     assert steps[-1]["type"] == "summary" and steps[-1]["verdict"] == "prefix"
     assert [s["text"] for s in steps[:-1]][:2] == ['{"', "country"]  # the embedded tokenizer's own tokens
 
-    for suite, cases in (("json.test.yaml", 17), ("tool_call.test.yaml", 11)):  # a GBNF grammar, a JSON Schema
+    for suite, cases in (("json.test.yaml", 17), ("tool_call.test.yaml", 12)):  # a GBNF grammar, a JSON Schema
         tested = run("test", GRAMMARS / suite)
         assert f"{cases}/{cases} case runs passed on llguidance" in tested.stdout + tested.stderr
 
