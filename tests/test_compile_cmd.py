@@ -126,6 +126,22 @@ def test_the_store_runs_beside_the_caller_and_the_next_compile_waits_for_it(smol
     assert first.settled().status == "miss" and first.store is None
 
 
+def test_a_forked_child_compiles_and_stores_while_its_parent_has_a_store_running(smol_tokenizer):
+    """A lint probe child compiles too: the parent's running store is not the child's to wait for."""
+    from sgcli.backends.compile_cache import compile_cached
+    from sgcli.limits import run_bounded
+
+    backend = _Slow(get_backend(_cacheable_backend()))
+    vocab = smol_tokenizer.vocab
+    first = compile_cached(backend, _spec("@iso8601"), vocab)
+    assert first.store is not None
+    digits = ConstraintSpec(Kind.REGEX, "[0-9]{1,6}", "digits")
+    in_child = run_bounded(lambda: compile_cached(backend, digits, vocab).settled().status, timeout_s=60, memory_mb=0)
+    assert in_child == "miss"
+    assert first.settled().status == "miss"
+    assert compile_cached(backend, digits, vocab).status == "hit"  # the child's store, written for everyone
+
+
 def _entry(backend, spec, vocab):
     from sgcli.backends.compile_cache import cache_key, compiled_dir
 

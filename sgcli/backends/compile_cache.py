@@ -282,8 +282,11 @@ class _PendingStore:
     def __init__(self, key: str, child: Bounded, budget: float):
         self.key, self._child, self._budget = key, child, budget
         self._verdict: tuple[bool, str | None] | None = None
+        self._owner = os.getpid()
 
     def finish(self) -> tuple[bool, str | None]:
+        if self._verdict is None and self._owner != os.getpid():  # a forked child: not its store to collect
+            return False, "the store attempt is the parent process's"
         if self._verdict is None:
             try:
                 result = self._child.result()
@@ -297,6 +300,19 @@ class _PendingStore:
 
 
 _pending: dict[str, _PendingStore] = {}  # key -> its store attempt, running beside this process
+_pending_pid = os.getpid()
+
+
+def _own_pending() -> dict[str, _PendingStore]:
+    """`_pending`, less what a forked child inherited: those stores are its parent's children, which
+    only the parent can wait for (a lint probe child compiles too)."""
+    global _pending_pid
+    if _pending_pid != os.getpid():
+        _pending.clear()
+        _pending_pid = os.getpid()
+    return _pending
+
+
 # At most this many at once: each is a forked child on a core of its own (a loop of compiles, as in a
 # benchmark or `sgcli bench`, would otherwise fork one per grammar); the oldest is waited for first.
 MAX_PENDING_STORES = 1
@@ -304,7 +320,7 @@ MAX_PENDING_STORES = 1
 
 def _settle_pending(key: str | None = None) -> None:
     """Wait for the store attempt of `key` (None: all of them)."""
-    for pending in [p for k, p in _pending.items() if key is None or k == key]:
+    for pending in [p for k, p in _own_pending().items() if key is None or k == key]:
         pending.finish()
 
 
@@ -336,7 +352,7 @@ def _start_store(backend, key: str, compiled: Compiled) -> _PendingStore:
         _write_entry(key, _stored_header(key, data, compiled), data)
         return {"stored": True}
 
-    while len(_pending) >= MAX_PENDING_STORES:
+    while len(_own_pending()) >= MAX_PENDING_STORES:
         next(iter(_pending.values())).finish()
     pending = _PendingStore(key, start_bounded(attempt, timeout_s=budget, memory_mb=current_limits().memory_mb), budget)
     _pending[key] = pending
