@@ -67,3 +67,11 @@ def test_xgrammar_admits_no_escape_in_a_string_with_max_length_as_j006_says(run_
     result = run_cli("test", str(tmp_path / "s.test.yaml"), "-b", "llguidance", "-b", "xgrammar")
     output = result.stdout + result.stderr
     assert result.exit_code == 1 and "case 1 failed on xgrammar" in output and "failed on llguidance" not in output
+
+
+def test_a_pattern_bounds_by_its_longest_match_and_the_tighter_bound_counts():
+    long_pattern = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]{1,900}-[0-9]{3}$"}}}
+    (diagnostic,) = string_budget(long_pattern, SchemaText(json.dumps(long_pattern)), "s.json", 256)
+    assert "its pattern allows 904 characters" in diagnostic.message and "~302 tokens" in diagnostic.message
+    both = {"type": "string", "pattern": "^[a-z]{1,900}$", "maxLength": 30}
+    assert _flagged(both) == []

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from sgcli.backends.schema_warnings import iter_subschemas
 from sgcli.constraints.jsonpos import SchemaText, pointer_of
-from sgcli.dialects.grammar_model import ParseError, Rep, walk
+from sgcli.dialects.grammar_model import Alt, Chars, Lit, Node, Opaque, ParseError, Rep, Seq
 from sgcli.dialects.regex_parse import parse_regex
 from sgcli.lint.diagnostic import Diagnostic, at_offset
 
@@ -30,7 +30,8 @@ def string_budget(schema, stext: SchemaText, path: str, budget: int) -> list[Dia
     for where, node in iter_subschemas(schema):
         if not _is_string(node) or _NOT_GENERATED.intersection(p for p in where if isinstance(p, str)):
             continue
-        cost = _token_cost(node)
+        longest = _longest(node)
+        cost = None if longest is None else -(-longest[0] // CHARS_PER_TOKEN)
         if cost is not None and cost <= budget:
             continue
         pointer = pointer_of(where) or "/"
@@ -42,8 +43,8 @@ def string_budget(schema, stext: SchemaText, path: str, budget: int) -> list[Dia
             )
         else:
             message = (
-                f"the string at {pointer} may take ~{cost} tokens (maxLength {node['maxLength']}, "
-                f"~{CHARS_PER_TOKEN} characters a token), more than the budget of {budget} (--max-tokens)"
+                f"the string at {pointer} may take ~{cost} tokens ({longest[1]}, ~{CHARS_PER_TOKEN} characters "
+                f"a token), more than the budget of {budget} (--max-tokens)"
             )
         span = stext.key_span(where + ("type",)) or stext.key_span(where) or (0, None)
         out.append(
@@ -66,25 +67,45 @@ def _is_string(node: dict) -> bool:
     return types == "string" or (isinstance(types, list) and "string" in types)
 
 
-def _token_cost(node: dict) -> int | None:
-    """Tokens the string may take at most, estimated; None when nothing bounds it."""
+def _longest(node: dict) -> tuple[int, str] | None:
+    """The most characters the string may have and what says so; None when nothing bounds it."""
     if "enum" in node or "const" in node or node.get("format") in BOUNDED_FORMATS:
-        return 0
+        return 0, "a fixed set of values"
+    bounds = []
     max_length = node.get("maxLength")
     if isinstance(max_length, (int, float)) and not isinstance(max_length, bool):
-        return -(-int(max_length) // CHARS_PER_TOKEN)
+        bounds.append((int(max_length), f"maxLength {int(max_length)}"))
     pattern = node.get("pattern")
-    if isinstance(pattern, str) and _bounded_pattern(pattern):
-        return 0
-    return None
+    longest = _pattern_max_length(pattern) if isinstance(pattern, str) else None
+    if longest is not None:
+        bounds.append((longest, f"its pattern allows {longest} characters"))
+    return min(bounds) if bounds else None
 
 
-def _bounded_pattern(pattern: str) -> bool:
-    """Anchored at both ends (a JSON Schema pattern is a search) with no unbounded repetition."""
+def _pattern_max_length(pattern: str) -> int | None:
+    """The most characters a string matching `pattern` can have; None when unbounded or unknown. Only
+    a pattern anchored at both ends bounds the string (a JSON Schema pattern is a search)."""
     if not (pattern.startswith("^") and pattern.endswith("$") and not pattern.endswith("\\$")):
-        return False
+        return None
     try:
-        parsed = parse_regex(pattern)
+        return _max_length(parse_regex(pattern).node)
     except (ParseError, RecursionError):
-        return False
-    return not any(isinstance(node, Rep) and node.max is None for node in walk(parsed.node))
+        return None
+
+
+def _max_length(node: Node) -> int | None:
+    if isinstance(node, Lit):
+        return len(node.text)
+    if isinstance(node, Chars):
+        return 1
+    if isinstance(node, (Seq, Alt)):
+        parts = [_max_length(n) for n in (node.items if isinstance(node, Seq) else node.alts)]
+        if any(p is None for p in parts):
+            return None
+        return sum(parts) if isinstance(node, Seq) else max(parts, default=0)
+    if isinstance(node, Rep):
+        body = _max_length(node.body)
+        return None if node.max is None or body is None else node.max * body
+    if isinstance(node, Opaque) and node.sample == "" and not node.children:
+        return 0  # an anchor: zero width
+    return None  # a backreference, a lookaround: not counted as a bound
