@@ -75,11 +75,11 @@ def sequential(session, prompts) -> list:
 def batched(session, prompts, size: int, positions: int | None = None) -> list:
     """`decode_batch` at `size` rows; `positions`: the fed positions drafts may widen a CPU step
     to, in place of the engine's own `DRAFT_POSITIONS`."""
-    from sgcli.engine import batching
+    from sgcli.engine import batching, kv_batch
 
-    chosen = batching.DRAFT_POSITIONS
+    chosen = kv_batch.DRAFT_POSITIONS
     if positions is not None:
-        batching.DRAFT_POSITIONS = positions
+        kv_batch.DRAFT_POSITIONS = positions
     try:
         done = dict(
             batching.decode_batch(
@@ -92,7 +92,7 @@ def batched(session, prompts, size: int, positions: int | None = None) -> list:
             )
         )
     finally:
-        batching.DRAFT_POSITIONS = chosen
+        kv_batch.DRAFT_POSITIONS = chosen
     return [done[i] for i in range(len(prompts))]
 
 
@@ -206,7 +206,7 @@ def main() -> None:
 
     from sgcli import backends
     from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
-    from sgcli.engine import batching
+    from sgcli.engine import kv_batch
     from sgcli.engine.loader import load_model
     from sgcli.engine.sampling import SamplingParams
     from sgcli.engine.session import PromptOptions, Session
@@ -221,7 +221,7 @@ def main() -> None:
     session = Session(lm, tokenizer, compiled, SamplingParams(temperature=0.0), args.max_tokens, (), PromptOptions())
     print(
         f"model {lm.ref.display} {lm.dtype} on {lm.device} ({lm.impl} forward, kernel {lm.kernel or 'torch'}, "
-        f"drafts up to {batching.DRAFT_POSITIONS if lm.device == 'cpu' else 'any'} positions a step), "
+        f"drafts up to {kv_batch.DRAFT_POSITIONS if lm.device == 'cpu' else 'any'} positions a step), "
         f"threads {args.threads}, backend {compiled.backend}, {args.layout} JSON, "
         f"{args.requests} requests x <= {args.max_tokens} tokens, {args.rounds} round(s)"
     )

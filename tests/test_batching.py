@@ -364,7 +364,7 @@ def test_forced_tokens_ride_along_and_outputs_stay_those_of_one_at_a_time(sharp_
 
 
 def test_feed_width_bounds_padding_on_the_cpu_only():
-    from sgcli.engine.batching import feed_width
+    from sgcli.engine.kv_batch import feed_width
 
     assert feed_width([1] * 15 + [9], "cpu") == 1  # one row's forced run would pad fifteen others
     assert feed_width([4, 4, 4, 3], "cpu") == 4
@@ -377,7 +377,7 @@ def test_rows_fed_different_numbers_of_tokens_keep_their_own_columns(sharp_lm, s
     """A literal the grammar forces after a choice and after a free word: rows take it in one step
     while others take one token, so steps leave masked holes, compacted away (here at every hole);
     every row still equals its lone run."""
-    from sgcli.engine import batching
+    from sgcli.engine import batching, kv_batch
 
     compactions = []
     original = batching.KVBatch.compact
@@ -388,7 +388,7 @@ def test_rows_fed_different_numbers_of_tokens_keep_their_own_columns(sharp_lm, s
         compactions.append(width - self.mask.shape[1])
 
     monkeypatch.setattr(batching.KVBatch, "compact", counting)
-    monkeypatch.setattr(batching, "COMPACT_DEAD_SHARE", 0.0)  # compact at every hole, not only when most are
+    monkeypatch.setattr(kv_batch, "COMPACT_DEAD_SHARE", 0.0)  # compact at every hole, not only when most are
     from sgcli.engine.decode import decode
     from sgcli.engine.sequence import Finished
 
@@ -413,11 +413,11 @@ def test_drafts_in_batches_keep_what_the_model_confirms_and_hide_the_rest(
     DRAFT_POSITIONS fed positions on a CPU): a random model turns most drafts down (it spells text
     its own way), so their columns are hidden, and every row still equals its lone run and the
     batch without drafts."""
-    from sgcli.engine import batching
+    from sgcli.engine import batching, kv_batch
     from sgcli.engine.decode import decode
     from sgcli.engine.sequence import Finished
 
-    monkeypatch.setattr(batching, "DRAFT_POSITIONS", positions)
+    monkeypatch.setattr(kv_batch, "DRAFT_POSITIONS", positions)
     hidden = []
     original = batching.KVBatch.hide_draft
     monkeypatch.setattr(batching.KVBatch, "hide_draft", lambda self, r, n: hidden.append(n) or original(self, r, n))

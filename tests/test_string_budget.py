@@ -55,6 +55,8 @@ def test_a_bound_costing_more_than_the_budget_is_flagged_and_one_within_it_is_no
 def test_conditions_and_negations_are_not_generated_values():
     schema = {"if": {"type": "string"}, "then": {"type": "string", "maxLength": 5}, "not": {"type": "string"}}
     assert _flagged(schema) == []
+    named = {"type": "object", "properties": {"not": {"type": "string"}, "if": {"type": "string"}}}
+    assert _flagged(named) == ["/properties/not", "/properties/if"]  # properties of those names are values
 
 
 def test_xgrammar_admits_no_escape_in_a_string_with_max_length_as_j006_says(run_cli, tmp_path):

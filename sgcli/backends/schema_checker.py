@@ -23,9 +23,10 @@ where jsonschema itself says so; the last check (the root, against the whole sch
 accepted text valid. Only tokens that can change what is checked are looked at: in a string, those
 with a quote (or all, when its content is checked as a prefix); in a number, those that end it.
 
-Three modules: this one (the matcher: an incremental JSON reader over the backend's), `schema_plan`
-(what applies at each pointer, shared by a compile's matchers) and `json_strings` (string rules on a
-prefix, and the per-vocabulary token tables).
+Four modules: this one (the matcher: an incremental JSON reader over the backend's), `schema_plan`
+(what applies at each pointer, shared by a compile's matchers), `json_strings` (string rules on a
+prefix, and the per-vocabulary token tables) and `token_screen` (which allowed tokens need a look
+one by one, and which the tables judge at once).
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ import json
 from dataclasses import dataclass, field
 
 from sgcli.backends.base import Compiled, Matcher, allowed_ids
-from sgcli.backends.json_strings import NUMBER_BYTES, StringRules, goes_on, pattern_blocked, string_dead, string_state
+from sgcli.backends.json_strings import NUMBER_BYTES, string_dead, string_state
 from sgcli.backends.keyword_coverage import compiled_gaps
 from sgcli.backends.schema_doc import escape_pointer
 from sgcli.backends.schema_plan import PROJECTED, CheckPlan
+from sgcli.backends.token_screen import prefix_rules, refused_by_table, to_look_at
 
 _WS = frozenset(b" \t\n\r")
 _ESCAPES = frozenset(b'"\\/bfnrtu')
@@ -127,8 +129,12 @@ class CheckedMatcher:
         ids = allowed_ids(bitmask, vocab_size)
         if not len(ids):
             return
-        refused = self._vectorized(ids)
-        candidates = self._candidates(ids)
+        plan, top = self._plan, self._stack[-1]
+        rules = prefix_rules(plan, top)
+        whole = top[1] + 1 <= len(self._text)  # the open string's content starts in the accepted text
+        current = self._current(top[1]) if rules is not None and whole else None
+        refused = refused_by_table(plan.tables, ids, rules, current)
+        candidates = to_look_at(plan, top, ids, rules, current)
         checked = [int(t) for t in candidates if not self._outcome(int(t))[0]]
         if not len(refused) and not checked:
             return
@@ -409,100 +415,6 @@ class CheckedMatcher:
             elif frame[0] == "arr":
                 parts.append(str(frame[4]))
         return "".join("/" + p for p in parts)
-
-    # -- which tokens need a look --
-
-    def _candidates(self, ids):
-        """The allowed ids whose outcome can differ from plain acceptance here."""
-        import numpy as np
-
-        plan, top = self._plan, self._stack[-1]
-        tables = plan.tables
-        stops = np.fromiter(plan.stop_ids, dtype=np.int64) if plan.stop_ids else np.zeros(0, dtype=np.int64)
-        if top[0] == "str":
-            if self._prefix_rules(top) is not None:
-                if self._vector_ok(top):
-                    return ids[tables.plain_len[ids] < 0]  # the plain ones: `_vectorized`
-                return ids  # a character or escape is unfinished: the grammar allows only what finishes it
-            return np.union1d(ids[tables.has_quote[ids]], np.intersect1d(ids, stops))
-        if top[0] == "num":
-            return ids if plan.signed(plan.checks(top[2])) else ids[tables.ends_number[ids]]
-        return ids
-
-    def _prefix_rules(self, top: tuple) -> StringRules | None:
-        if top[4]:
-            return None
-        return self._plan.strings(self._plan.checks(top[2]))
-
-    def _vector_ok(self, top: tuple) -> bool:
-        """Whether the open string's content so far is whole (no escape or character pending), so that
-        its prefix is checked and plain pieces can be judged by table."""
-        return top[1] + 1 <= len(self._text) and self._current(top[1]) is not None
-
-    def _vectorized(self, ids):
-        """Plain pieces inside a checked string, judged by table (the same rule `_feed` applies): the ids
-        refused, as a numpy array."""
-        import numpy as np
-
-        top = self._stack[-1]
-        rules = self._prefix_rules(top) if top[0] == "str" else None
-        if rules is None or not self._vector_ok(top):
-            return np.zeros(0, dtype=np.int64)
-        tables = self._plan.tables
-        plain = ids[tables.plain_len[ids] >= 0]
-        current = self._current(top[1])
-        dead = np.zeros(len(plain), dtype=bool)
-        if rules.max_length is not None:
-            dead |= tables.plain_len[plain] + len(current) > rules.max_length
-        tails = [i for i, t in enumerate(plain) if int(t) in tables.plain_tail] if rules.choices else []
-        for choices in rules.choices:
-            viable = set()
-            for choice in choices:
-                if choice.startswith(current):
-                    rest = choice[len(current) :]
-                    for k in range(len(rest) + 1):
-                        viable.update(tables.by_text.get(rest[:k], ()))
-            dead |= ~np.isin(plain, np.fromiter(viable, dtype=np.int64, count=len(viable)))
-            for i in tails:  # pieces that end inside a character: is it the next one of some choice?
-                t = int(plain[i])
-                text = current + tables.plain_text[t]
-                dead[i] = not any(goes_on(c, text, tables.plain_tail[t]) for c in choices)
-        for p, closed in zip(rules.patterns, rules.ascii_closed):
-            dead |= self._pattern_dead(plain, current, p, closed, dead)
-        return plain[dead]
-
-    def _pattern_dead(self, plain, current: str, pattern, closed: bool, already):
-        """Which plain pieces make the string a prefix no `pattern` match starts with. Pieces are judged by
-        their first character first (one search per distinct character, none for a non-ASCII one where the
-        pattern takes only ASCII), then prefix by prefix, each prefix searched once."""
-        import numpy as np
-
-        tables = self._plan.tables
-        firsts = tables.first[plain]
-        out = np.zeros(len(plain), dtype=bool)
-        codes = np.unique(firsts[(firsts >= 0) & ~already])
-        if closed:
-            out |= firsts >= 0x80
-            codes = codes[codes < 0x80]
-        dead_codes = [c for c in codes.tolist() if pattern.search(current + chr(c), partial=True) is None]
-        out |= np.isin(firsts, np.asarray(dead_codes, dtype=np.int64))
-        dead: dict[str, bool] = {}
-        for i in np.flatnonzero(~out & ~already):
-            t = int(plain[i])
-            text = tables.plain_text[t]
-            for k in range(2, len(text) + 1):
-                head = text[:k]
-                known = dead.get(head)
-                if known is None:
-                    known = dead[head] = pattern.search(current + head, partial=True) is None
-                if known:
-                    out[i] = True
-                    break
-            if not out[i] and t in tables.plain_tail:
-                out[i] = (not text and pattern.search(current, partial=True) is None) or pattern_blocked(
-                    pattern, closed, current + text, tables.plain_tail[t], None
-                )
-        return out
 
 
 @dataclass

@@ -22,13 +22,15 @@ CHARS_PER_TOKEN = 3
 BOUNDED_FORMATS = frozenset({"date", "time", "date-time", "uuid", "ipv4", "ipv6"})
 # Subschemas that describe no generated value: a condition (`if`), a negation (`not`).
 _NOT_GENERATED = frozenset({"if", "not"})
+# Keywords whose children are named by the schema's author: there "if" or "not" is a name, not a keyword.
+_NAMED_SUBSCHEMAS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
 
 
 def string_budget(schema, stext: SchemaText, path: str, budget: int) -> list[Diagnostic]:
     """J006 for every string subschema of `schema` that the model could write past `budget` tokens."""
     out = []
     for where, node in iter_subschemas(schema):
-        if not _is_string(node) or _NOT_GENERATED.intersection(p for p in where if isinstance(p, str)):
+        if not _is_string(node) or _under_condition(where):
             continue
         longest = _longest(node)
         cost = None if longest is None else -(-longest[0] // CHARS_PER_TOKEN)
@@ -60,6 +62,13 @@ def string_budget(schema, stext: SchemaText, path: str, budget: int) -> list[Dia
             )
         )
     return out
+
+
+def _under_condition(path: tuple) -> bool:
+    """Whether `path` passes through an `if` or `not` keyword (a property named "not" is no keyword)."""
+    return any(
+        part in _NOT_GENERATED and (i == 0 or path[i - 1] not in _NAMED_SUBSCHEMAS) for i, part in enumerate(path)
+    )
 
 
 def _is_string(node: dict) -> bool:
