@@ -72,14 +72,22 @@ def sequential(session, prompts) -> list:
     return out
 
 
-def batched(session, prompts, size: int, positions: int | None = None) -> list:
+def batched(
+    session, prompts, size: int, positions: int | None = None, padded: bool = False, chunk: int | None = None
+) -> list:
     """`decode_batch` at `size` rows; `positions`: the fed positions drafts may widen a CPU step
-    to, in place of the engine's own `DRAFT_POSITIONS`."""
-    from sgcli.engine import batching, kv_batch
+    to, in place of the engine's own `DRAFT_POSITIONS`; `padded`: every pass computes its padding
+    positions too (the native forward's ragged packing off: `sgcli.engine.ragged`); `chunk`: the
+    prompt tokens joining rows are fed a step, in place of `PREFILL_CHUNK` (0: passes of their own)."""
+    from sgcli.engine import batching, kv_batch, ragged
 
-    chosen = kv_batch.DRAFT_POSITIONS
+    chosen, share, chunked = kv_batch.DRAFT_POSITIONS, ragged.PACK_PADDING_SHARE, batching.PREFILL_CHUNK
     if positions is not None:
         kv_batch.DRAFT_POSITIONS = positions
+    if padded:
+        ragged.PACK_PADDING_SHARE = 2.0  # no pass is that much padding
+    if chunk is not None:
+        batching.PREFILL_CHUNK = chunk
     try:
         done = dict(
             batching.decode_batch(
@@ -92,14 +100,18 @@ def batched(session, prompts, size: int, positions: int | None = None) -> list:
             )
         )
     finally:
-        kv_batch.DRAFT_POSITIONS = chosen
+        kv_batch.DRAFT_POSITIONS, ragged.PACK_PADDING_SHARE, batching.PREFILL_CHUNK = chosen, share, chunked
     return [done[i] for i in range(len(prompts))]
 
 
-def batch_config(config: str) -> tuple[int, int | None]:
-    """ "batch 16" -> (16, None); "batch 16 d64" -> (16, 64): rows, and the drafts' position bound."""
+def batch_config(config: str) -> tuple[int, int | None, bool, int | None]:
+    """ "batch 16" -> (16, None, False, None); "batch 16 d64" -> (16, 64, False, None); "batch 16
+    padded" -> (16, None, True, None); "batch 16 p0" -> (16, None, False, 0): rows, the drafts'
+    position bound, whether padding positions are computed, the prefill chunk."""
     words = config.split()
-    return int(words[1]), int(words[2][1:]) if len(words) > 2 else None
+    positions = next((int(w[1:]) for w in words[2:] if w.startswith("d")), None)
+    chunk = next((int(w[1:]) for w in words[2:] if w.startswith("p") and w[1:].isdigit()), None)
+    return int(words[1]), positions, "padded" in words[2:], chunk
 
 
 def timed(fn, *args):
@@ -196,6 +208,17 @@ def main() -> None:
         default="",
         help="comma-separated bounds on a step's fed positions for drafts, each run beside the engine's own choice",
     )
+    parser.add_argument(
+        "--prefill-chunks",
+        default="",
+        help="comma-separated prompt tokens a step for joining rows (0: prefill passes of their own), each run "
+        "beside the engine's own PREFILL_CHUNK",
+    )
+    parser.add_argument(
+        "--compare-padded",
+        action="store_true",
+        help="also run each batch size with the padding of its passes computed (ragged packing off), alternating",
+    )
     parser.add_argument("--vllm-url", default=None)
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args()
@@ -206,7 +229,7 @@ def main() -> None:
 
     from sgcli import backends
     from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
-    from sgcli.engine import kv_batch
+    from sgcli.engine import batching, kv_batch
     from sgcli.engine.loader import load_model
     from sgcli.engine.sampling import SamplingParams
     from sgcli.engine.session import PromptOptions, Session
@@ -221,7 +244,8 @@ def main() -> None:
     session = Session(lm, tokenizer, compiled, SamplingParams(temperature=0.0), args.max_tokens, (), PromptOptions())
     print(
         f"model {lm.ref.display} {lm.dtype} on {lm.device} ({lm.impl} forward, kernel {lm.kernel or 'torch'}, "
-        f"drafts up to {kv_batch.DRAFT_POSITIONS if lm.device == 'cpu' else 'any'} positions a step), "
+        f"drafts up to {kv_batch.DRAFT_POSITIONS if lm.device == 'cpu' else 'any'} positions a step, "
+        f"prefill chunk {batching.PREFILL_CHUNK} tokens), "
         f"threads {args.threads}, backend {compiled.backend}, {args.layout} JSON, "
         f"{args.requests} requests x <= {args.max_tokens} tokens, {args.rounds} round(s)"
     )
@@ -230,7 +254,9 @@ def main() -> None:
         requests = workload(args.requests, shared)
         prompts = [session.render(r)[1] for r in requests]
         bounds = [int(b) for b in args.draft_positions.split(",") if b]
-        configs = ["sequential", *[f"batch {n}{suffix}" for n in sizes for suffix in ["", *[f" d{b}" for b in bounds]]]]
+        chunks = [f" p{int(c)}" for c in args.prefill_chunks.split(",") if c]
+        suffixes = ["", *[f" d{b}" for b in bounds], *chunks, *([" padded"] if args.compare_padded else [])]
+        configs = ["sequential", *[f"batch {n}{suffix}" for n in sizes for suffix in suffixes]]
         rates = {c: [] for c in configs}
         reference = None
         outputs = {}
@@ -257,7 +283,7 @@ def report(lm, requests, prompts, label, rates, reference, batched, args) -> dic
     seq_wall, seq_cpu = (max(v[k] for v in rates["sequential"]) for k in (0, 1))
     print(f"\n{label}:")
     print(
-        f"  {'config':<12} {'tok/s':>7} {'x seq':>6} {'tok/cpu-s':>9} {'x seq':>6} {'tok/req':>7} {'same as seq':>11}"
+        f"  {'config':<16} {'tok/s':>7} {'x seq':>6} {'tok/cpu-s':>9} {'x seq':>6} {'tok/req':>7} {'same as seq':>11}"
         "  vLLM tok/s (machine cores busy, tok/cpu-s, tok/req)"
     )
     out = {}
@@ -286,7 +312,7 @@ def report(lm, requests, prompts, label, rates, reference, batched, args) -> dic
                 vllm = f"{rate:.1f}{on}, {served:.1f} tok/req)"
         gap_note = f"  (logit gaps at divergence: {', '.join(f'{g:.2e}' for g in gaps)})" if gaps else ""
         print(
-            f"  {c:<12} {wall:7.1f} {wall / seq_wall:6.2f} {cpu:9.1f} {cpu / seq_cpu:6.2f}"
+            f"  {c:<16} {wall:7.1f} {wall / seq_wall:6.2f} {cpu:9.1f} {cpu / seq_cpu:6.2f}"
             f" {per_request:7.1f} {same:>11}  {vllm}{gap_note}"
         )
         out[c] = {

@@ -67,11 +67,14 @@ def random_llama(
     initializer_range: float = 0.02,
     tied: bool = False,
     eos_token_id: int | None = None,
+    impl: str = "transformers",
 ):
     """A 2-layer randomly initialised Llama (seeded) with `vocab_size` logits, as sgcli's LoadedModel.
 
     `initializer_range` sets how sharp its logits are: the default barely reacts to the prompt,
-    0.3 gives rows that really differ (batching tests need outputs of different lengths)."""
+    0.3 gives rows that really differ (batching tests need outputs of different lengths).
+    `impl` "native": the same weights in sgcli's own forward (`sgcli.engine.llama`), whose batches
+    pack out padding and prefill joining rows inside their steps."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -93,6 +96,15 @@ def random_llama(
         **({} if eos_token_id is None else {"eos_token_id": eos_token_id}),  # else LlamaConfig's own
     )
     model = LlamaForCausalLM(config).eval()
+    if impl == "native":
+        from pathlib import Path
+
+        from sgcli.engine import llama
+        from sgcli.engine.runtime import NativeRuntime
+
+        weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        native = llama.load(Path(name), config.to_dict(), torch.float32, weights=weights)
+        return LoadedModel(NativeRuntime(native), ModelRef("dir", name, name), "cpu", "float32", vocab_size, 0.0)
     return LoadedModel(TransformersRuntime(model), ModelRef("dir", name, name), "cpu", "float32", vocab_size, 0.0)
 
 

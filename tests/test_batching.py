@@ -51,6 +51,21 @@ def sharp_lm(smol_tokenizer):
     return random_llama(len(smol_tokenizer.vocab), "sharp-random", initializer_range=0.3)
 
 
+@pytest.fixture(scope="module")
+def sharp_native(smol_tokenizer):
+    """`sharp_lm`'s weights in sgcli's own forward (its batches pack out padding and prefill joining
+    rows inside their steps; transformers' take the other paths)."""
+    from helpers import random_llama
+
+    return random_llama(len(smol_tokenizer.vocab), "sharp-random", initializer_range=0.3, impl="native")
+
+
+@pytest.fixture(params=["transformers", "native"])
+def any_lm(request):
+    """`sharp_lm` on either runtime, for the tests each batching path must pass."""
+    return request.getfixturevalue("sharp_lm" if request.param == "transformers" else "sharp_native")
+
+
 def _spec(compact: bool = True) -> ConstraintSpec:
     options = JsonOptions(whitespace="compact") if compact else JsonOptions(max_whitespace=2)
     return ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(SCHEMA), "test", json_options=options)
@@ -91,8 +106,8 @@ def _json_backends() -> list[str]:
 
 
 @pytest.mark.parametrize("backend", _json_backends())
-def test_batch_equals_sequential_at_temperature_0(sharp_lm, smol_tokenizer, backend):
-    session = _session(sharp_lm, smol_tokenizer, _spec(), backend)
+def test_batch_equals_sequential_at_temperature_0(any_lm, smol_tokenizer, backend):
+    session = _session(any_lm, smol_tokenizer, _spec(), backend)
     requests = _requests()
     expected = _sequential(session, requests)
     stats = BatchStats()
@@ -112,6 +127,34 @@ def test_batch_equals_sequential_on_the_conftest_adversary(tiny_lm, smol_tokeniz
     requests = _requests()
     got = list(session.batch(requests, batch_size=8))
     assert [_comparable(r) for r in got] == [_comparable(r) for r in _sequential(session, requests)]
+
+
+@pytest.mark.parametrize("chunk", [0, 5, 512])
+@pytest.mark.parametrize("system", [SYSTEM, None])
+def test_rows_prefilled_in_chunks_beside_the_batch_give_the_outputs_of_one_at_a_time(
+    sharp_native, smol_tokenizer, monkeypatch, chunk, system
+):
+    """Admitted rows are prefilled inside the batch's steps (`PREFILL_CHUNK` prompt tokens a step,
+    one pass with the running rows) or, at 0, in passes of their own: the records are the
+    single-stream loop's either way, shared head or none."""
+    from sgcli.engine import batching
+
+    monkeypatch.setattr(batching, "PREFILL_CHUNK", chunk)
+    session = _session(sharp_native, smol_tokenizer, _spec(), system=system)
+    requests = _requests()
+    stats = BatchStats()
+    got = list(session.batch(requests, batch_size=3, stats=stats))
+    expected = _sequential(session, requests)
+    passes = [(r["usage"].pop("forward_passes"), e["usage"].pop("forward_passes")) for r, e in zip(got, expected)]
+    assert [_comparable(r) for r in got] == [_comparable(r) for r in expected]
+    if chunk == 5:  # every prompt is longer than a chunk: prefilled over several steps, beside running rows
+        assert stats.prefill_passes > len(requests)
+        assert stats.joint_steps > 0
+        assert all(mine > theirs for mine, theirs in passes)  # each chunk a pass the record counts
+    else:
+        assert all(mine == theirs for mine, theirs in passes)
+    if chunk == 0:
+        assert stats.joint_steps == 0
 
 
 def test_sampled_rows_match_sequential_with_the_same_seed(sharp_lm, smol_tokenizer):
@@ -189,8 +232,8 @@ class _DeadEnd:
         return getattr(self.inner, name)
 
 
-def test_grammar_dead_end_in_one_row_leaves_the_others(sharp_lm, smol_tokenizer):
-    session = _session(sharp_lm, smol_tokenizer, _spec())
+def test_grammar_dead_end_in_one_row_leaves_the_others(any_lm, smol_tokenizer):
+    session = _session(any_lm, smol_tokenizer, _spec())
     requests = _requests(PROMPTS[:6])
     expected = _sequential(session, requests)
     made = []
@@ -343,10 +386,10 @@ def test_the_context_limits_rows_as_it_limits_single_requests(sharp_lm, smol_tok
 
 
 @pytest.mark.parametrize("backend", _json_backends())
-def test_forced_tokens_ride_along_and_outputs_stay_those_of_one_at_a_time(sharp_lm, smol_tokenizer, backend):
+def test_forced_tokens_ride_along_and_outputs_stay_those_of_one_at_a_time(any_lm, smol_tokenizer, backend):
     """With jump-forward, tokens the grammar forces are fed with the token before them: the same
     outputs as the plain batch and as the single-stream loop, in fewer forward passes."""
-    session = _session(sharp_lm, smol_tokenizer, _spec(), backend)
+    session = _session(any_lm, smol_tokenizer, _spec(), backend)
     requests = _requests()
     plain = list(session.batch(requests, batch_size=4))
     session.jump_forward = True
@@ -373,7 +416,7 @@ def test_feed_width_bounds_padding_on_the_cpu_only():
     assert feed_width([1] * 15 + [9], "cuda") == 9
 
 
-def test_rows_fed_different_numbers_of_tokens_keep_their_own_columns(sharp_lm, smol_tokenizer, monkeypatch):
+def test_rows_fed_different_numbers_of_tokens_keep_their_own_columns(any_lm, smol_tokenizer, monkeypatch):
     """A literal the grammar forces after a choice and after a free word: rows take it in one step
     while others take one token, so steps leave masked holes, compacted away (here at every hole);
     every row still equals its lone run."""
@@ -393,12 +436,12 @@ def test_rows_fed_different_numbers_of_tokens_keep_their_own_columns(sharp_lm, s
     from sgcli.engine.sequence import Finished
 
     spec = ConstraintSpec(Kind.REGEX, "(yes|no|maybe), because the answer is [a-z]{1,8} and that is final", "t")
-    compiled = check_supports("llguidance", spec).compile(spec, smol_tokenizer.vocab.padded(sharp_lm.logits_width))
+    compiled = check_supports("llguidance", spec).compile(spec, smol_tokenizer.vocab.padded(any_lm.logits_width))
     prompts = [smol_tokenizer.vocab.encode(p)[:6] for p in PROMPTS]
     params = SamplingParams(temperature=0.0)
-    got = dict(decode_batch(sharp_lm, prompts, compiled, params=params, max_tokens=40, batch_size=5))
+    got = dict(decode_batch(any_lm, prompts, compiled, params=params, max_tokens=40, batch_size=5))
     for i, ids in enumerate(prompts):
-        (alone,) = [e for e in decode(sharp_lm, ids, compiled, params=params, max_tokens=40) if isinstance(e, Finished)]
+        (alone,) = [e for e in decode(any_lm, ids, compiled, params=params, max_tokens=40) if isinstance(e, Finished)]
         assert got[i].token_ids == alone.token_ids and got[i].output == alone.output
         assert got[i].grammar_complete
     assert sum(f.forced_tokens for f in got.values()) > 10
@@ -407,7 +450,7 @@ def test_rows_fed_different_numbers_of_tokens_keep_their_own_columns(sharp_lm, s
 
 @pytest.mark.parametrize("positions", [16, 64])
 def test_drafts_in_batches_keep_what_the_model_confirms_and_hide_the_rest(
-    sharp_lm, smol_tokenizer, monkeypatch, positions
+    any_lm, smol_tokenizer, monkeypatch, positions
 ):
     """The grammar's forced text rides along as a draft where the step has room (at most
     DRAFT_POSITIONS fed positions on a CPU): a random model turns most drafts down (it spells text
@@ -422,15 +465,15 @@ def test_drafts_in_batches_keep_what_the_model_confirms_and_hide_the_rest(
     original = batching.KVBatch.hide_draft
     monkeypatch.setattr(batching.KVBatch, "hide_draft", lambda self, r, n: hidden.append(n) or original(self, r, n))
     spec = ConstraintSpec(Kind.REGEX, "(yes|no|maybe), because the answer is [a-z]{1,8} and that is final", "t")
-    compiled = check_supports("llguidance", spec).compile(spec, smol_tokenizer.vocab.padded(sharp_lm.logits_width))
+    compiled = check_supports("llguidance", spec).compile(spec, smol_tokenizer.vocab.padded(any_lm.logits_width))
     prompts = [smol_tokenizer.vocab.encode(p)[:6] for p in PROMPTS]
     params = SamplingParams(temperature=0.0)
-    got = dict(decode_batch(sharp_lm, prompts, compiled, params=params, max_tokens=40, batch_size=5))
+    got = dict(decode_batch(any_lm, prompts, compiled, params=params, max_tokens=40, batch_size=5))
     assert hidden and any(n > 0 for n in hidden)  # drafts were fed, and some were turned down
     monkeypatch.setattr(batching.Row, "_draft", lambda self, previous: [])
-    undrafted = dict(decode_batch(sharp_lm, prompts, compiled, params=params, max_tokens=40, batch_size=5))
+    undrafted = dict(decode_batch(any_lm, prompts, compiled, params=params, max_tokens=40, batch_size=5))
     for i, ids in enumerate(prompts):
-        (alone,) = [e for e in decode(sharp_lm, ids, compiled, params=params, max_tokens=40) if isinstance(e, Finished)]
+        (alone,) = [e for e in decode(any_lm, ids, compiled, params=params, max_tokens=40) if isinstance(e, Finished)]
         assert got[i].token_ids == alone.token_ids == undrafted[i].token_ids and got[i].output == alone.output
 
 

@@ -42,13 +42,16 @@ from sgcli.backends.base import Compiled
 from sgcli.engine.decode import backend_jumps, why_no_backtrack
 from sgcli.engine.forced import Spellings, draft_tokens
 from sgcli.engine.head import OutputHead, narrow_limit, row_logits
-from sgcli.engine.kv_batch import KVBatch, prefill
+from sgcli.engine.kv_batch import KVBatch, prefill, unprefilled
 from sgcli.engine.loader import LoadedModel
 from sgcli.engine.prefix import PrefixStore, prefill_groups
 from sgcli.engine.sampling import Masker, SamplingParams
 from sgcli.engine.sequence import Allowed, Finished, SequenceState
 
 MAX_FORCED_RUN = 64  # at most this many forced tokens fed to a row in one step
+# Prompt tokens fed to the joining rows in one step, beside the batch's own (0: prefill in passes of
+# their own, as for a runtime without `supports.parts`).
+PREFILL_CHUNK = 512
 
 
 class Row:
@@ -60,6 +63,7 @@ class Row:
     ):
         self.index, self.prompt_ids, self.seq, self.jump_forward = index, prompt_ids, seq, jump_forward
         self.forward_passes = 0  # model calls this row took part in (its prefill, then batched steps)
+        self.prompt_fed = False  # its whole prompt has been through the model (it chooses tokens now)
         self.finished: Finished | None = None
         self.ahead: Allowed | None = None  # the mask of the next position, where already filled
         self.drafting = drafting  # jump-forward drafts of the grammar's forced text, which the model confirms
@@ -173,6 +177,7 @@ class BatchStats:
     prefill_tokens: int = 0  # prompt tokens run through the model (shared heads once, then each prompt's rest)
     prefill_passes: int = 0  # one per group of requests admitted together, and per group of shared heads
     reused_prefix_tokens: int = 0
+    joint_steps: int = 0  # steps that fed joining rows' prompt chunks beside the batch's tokens, in one pass
 
 
 def decode_batch(
@@ -224,42 +229,68 @@ def decode_batch(
         return Row(i, list(prompts[i]), seq, jump_forward, drafting)
 
     batch = KVBatch(lm.device)
+    # rows admitted but not prefilled yet, with a cache of their own: fed their prompts in chunks
+    # in the same passes as the batch's steps, then joined to it (where the runtime runs such passes)
+    joining = KVBatch(lm.device)
+    chunked = runtime.supports.parts and PREFILL_CHUNK > 0
     waiting = iter(range(len(prompts)))
     with torch.inference_mode():
         while True:
-            rows = [new_row(i) for i in _take(waiting, batch_size - len(batch.rows))]
+            room = 0 if joining.rows else batch_size - len(batch.rows)
+            rows = [new_row(i) for i in _take(waiting, room)]
             store.prepare(store.key(row.index, row.prompt_ids) for row in rows)  # the missing heads, side by side
             heads = [store.take(row.index, row.prompt_ids) for row in rows]
-            for group in prefill_groups([len(row.prompt_ids) - n for row, (_, n) in zip(rows, heads)]):
+            tails = [len(row.prompt_ids) - n for row, (_, n) in zip(rows, heads)]
+            if chunked and rows:
+                joining = unprefilled(runtime, lm.device, rows, heads)
+                stats.prefill_tokens += sum(tails)
+            for group in [] if chunked else prefill_groups(tails):
                 grouped = [rows[g] for g in group]
                 prefilled, hidden = prefill(runtime, lm.device, grouped, [heads[g] for g in group])
                 stats.prefill_tokens += sum(len(row.prompt_ids) - heads[g][1] for g, row in zip(group, grouped))
                 stats.prefill_passes += 1
                 yield from _advance(prefilled, choose_tokens(grouped, hidden, head, masker), masker)
                 batch.join(prefilled)
-            if not batch.rows:
+            if not batch.rows and not joining.rows:
                 if not rows:  # nothing running and nothing left to admit
                     break
                 continue  # every admitted row ended at its first token: admit the next ones
-            spans, fed = batch.forward(runtime)
+            cohorts = [c for c in (batch, joining) if c.rows]
+            if len(cohorts) == 1:
+                results = [cohorts[0].forward(runtime, PREFILL_CHUNK if cohorts[0] is joining else None)]
+            else:  # the batch's step and the joining rows' prefill chunk: one pass, the weights read once
+                passes = runtime.hidden_parts([batch.feed(runtime), joining.feed(runtime, PREFILL_CHUNK)])
+                results = [c.took(hidden, cache) for c, (hidden, cache) in zip(cohorts, passes)]
+                stats.joint_steps += 1
             stats.steps += 1
-            stats.row_steps += len(batch.rows)
-            for i, done in enumerate(fed):
-                batch.rows[i].forward_passes += not done  # fed part of its forced tokens: no token to choose yet
-            plain = [i for i, done in enumerate(fed) if done and not batch.drafted[i]]
-            last = torch.stack([spans[i][-1] for i in plain]) if plain else None
-            chosen = (
-                dict(zip(plain, choose_tokens([batch.rows[i] for i in plain], last, head, masker))) if plain else {}
-            )
-            for i, done in enumerate(fed):
-                if done and batch.drafted[i]:
-                    chosen[i], rejected = batch.rows[i].confirm(batch.drafted[i], spans[i], head, masker)
-                    batch.hide_draft(i, rejected)
-            yield from _advance(batch, chosen, masker)
-            batch.compact()
+            stats.row_steps += sum(len(c.rows) for c in cohorts)
+            stats.prefill_passes += joining in cohorts and any(not row.prompt_fed for row in joining.rows)
+            for cohort, (spans, fed) in zip(cohorts, results):
+                yield from _took(cohort, spans, fed, head, masker)
+            if joining.rows and all(row.prompt_fed for row in joining.rows):
+                batch.join(joining)
+                joining = KVBatch(lm.device)
     stats.reused_prefix_tokens = store.reused_tokens
     stats.prefill_tokens += store.computed_tokens
     stats.prefill_passes += store.passes
+
+
+def _took(batch: KVBatch, spans: list[torch.Tensor], fed: list[bool], head: OutputHead, masker: Masker):
+    """After a step: each row fed all its waiting tokens chooses its next (confirming its draft
+    first, where it was fed one); rows that end are yielded and leave the batch."""
+    for i, done in enumerate(fed):
+        row = batch.rows[i]
+        row.forward_passes += not done  # fed part of its forced tokens or prompt: no token to choose yet
+        row.prompt_fed = row.prompt_fed or done
+    plain = [i for i, done in enumerate(fed) if done and not batch.drafted[i]]
+    last = torch.stack([spans[i][-1] for i in plain]) if plain else None
+    chosen = dict(zip(plain, choose_tokens([batch.rows[i] for i in plain], last, head, masker))) if plain else {}
+    for i, done in enumerate(fed):
+        if done and batch.drafted[i]:
+            chosen[i], rejected = batch.rows[i].confirm(batch.drafted[i], spans[i], head, masker)
+            batch.hide_draft(i, rejected)
+    yield from _advance(batch, chosen, masker)
+    batch.compact()
 
 
 def _take(waiting: Iterator[int], n: int) -> Iterable[int]:

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 import torch
 
 from sgcli.engine.kv import replace
-from sgcli.engine.prefix import extend, pad_left
+from sgcli.engine.prefix import extend, pad_left, stacked_heads
+from sgcli.engine.ragged import PassInput
 from sgcli.engine.runtime import Runtime
 
 # On a CPU, drafts widen a step only up to this many fed positions in all (rows x width); beyond,
@@ -66,21 +67,37 @@ class KVBatch:
         self.drafted += [[] for _ in other.rows]
         self.step_columns += [0 for _ in other.rows]
 
-    def forward(self, runtime: Runtime) -> tuple[list[torch.Tensor], list[bool]]:
-        """One decode step for every row, each fed the first of its waiting `last` tokens (several
-        where the grammar forced some), then its draft where all its waiting tokens fit (shorter
-        feeds padded on the right, masked), as many as `feed_width` allows. Returns per row the
+    def forward(self, runtime: Runtime, chunk: int | None = None) -> tuple[list[torch.Tensor], list[bool]]:
+        """One decode step for every row (`feed`, then the pass, then `took`). Returns per row the
         hidden states from its last waiting token on [1 + fed draft tokens, width], and whether it
         was fed all its waiting tokens (needs a new one)."""
+        given = self.feed(runtime, chunk)
+        hidden, cache = runtime.hidden(
+            given.input_ids, given.cache, attention_mask=given.attention_mask, position_ids=given.position_ids
+        )
+        return self.took(hidden, cache)
+
+    def feed(self, runtime: Runtime, chunk: int | None = None) -> PassInput:
+        """What this step feeds: each row the first of its waiting `last` tokens (several where the
+        grammar forced some, or its prompt where it joined unprefilled), then its draft where all its
+        waiting tokens fit (shorter feeds padded on the right, masked). Without `chunk`, as many as
+        `feed_width` allows, drafts filling the padding; with `chunk` (a runtime whose passes pack
+        padding out, so a row costs its own tokens), up to the widest feed that keeps the rows'
+        tokens within `chunk` in all, and on a CPU a draft only up to `DRAFT_POSITIONS` shared out."""
         drafts = [row.draft for row in self.rows]
-        width = feed_width([len(feed) for feed in self.last], self.device)
-        draft_width = feed_width([len(feed) + len(draft) for feed, draft in zip(self.last, drafts)], self.device)
-        if torch.device(self.device).type == "cpu":  # drafts widen a step only while it is cheap
-            draft_width = min(draft_width, max(1, DRAFT_POSITIONS // len(self.rows)))
-        width = max(width, draft_width)
+        cpu = torch.device(self.device).type == "cpu"
+        share = max(1, DRAFT_POSITIONS // len(self.rows)) if cpu else None  # drafts widen a CPU step while cheap
+        if chunk is not None:
+            width = chunk_width([len(feed) for feed in self.last], chunk)
+            room = [width if share is None else max(share, min(len(feed), width)) for feed in self.last]
+        else:
+            width = feed_width([len(feed) for feed in self.last], self.device)
+            draft_width = feed_width([len(feed) + len(draft) for feed, draft in zip(self.last, drafts)], self.device)
+            width = max(width, draft_width if share is None else min(draft_width, share))
+            room = [width] * len(self.rows)
         feeds = [feed[:width] for feed in self.last]
         self.drafted = [
-            draft[: width - len(feed)] if len(feed) <= width else [] for feed, draft in zip(self.last, drafts)
+            draft[: r - len(feed)] if len(feed) <= width else [] for feed, draft, r in zip(self.last, drafts, room)
         ]
         for row, feed in zip(self.rows, self.last):
             if len(feed) <= width:  # its next token comes after this step, and a new draft with it
@@ -89,14 +106,21 @@ class KVBatch:
         start = self.mask.shape[1]
         self.step_columns = [start + len(feed) for feed in feeds]
         fed = [feed + draft for feed, draft in zip(feeds, self.drafted)]
+        width = max(len(f) for f in fed)
         ids = torch.tensor([f + [0] * (width - len(f)) for f in fed], device=self.device)
         fresh = torch.tensor([[1] * len(f) + [0] * (width - len(f)) for f in fed], device=self.device)
         mask = torch.cat([self.mask, fresh.to(self.mask.dtype)], dim=1)
         positions = torch.tensor([list(range(p, p + width)) for p in self.pos], device=self.device)
-        hidden, self.cache = runtime.hidden(ids, self.cache, attention_mask=mask, position_ids=positions)
         self.mask = mask
+        self._feeds, self._fed = feeds, fed
         self.pos = [p + len(f) for p, f in zip(self.pos, fed)]
-        spans = [hidden[r, len(feed) - 1 : len(f)] for r, (feed, f) in enumerate(zip(feeds, fed))]
+        return PassInput(ids, mask, positions, self.cache)
+
+    def took(self, hidden: torch.Tensor, cache) -> tuple[list[torch.Tensor], list[bool]]:
+        """The pass `feed` prepared has run: keep its cache; per row, the hidden states from its last
+        waiting token on, and whether it was fed all its waiting tokens."""
+        self.cache = cache
+        spans = [hidden[r, len(feed) - 1 : len(f)] for r, (feed, f) in enumerate(zip(self._feeds, self._fed))]
         return spans, [not rest for rest in self.last]
 
     def hide_draft(self, r: int, rejected: int) -> None:
@@ -183,11 +207,42 @@ def feed_width(waiting: Sequence[int], device) -> int:
     return width
 
 
+def chunk_width(waiting: Sequence[int], chunk: int) -> int:
+    """The widest feed such that the rows' fed tokens stay within `chunk` in all (at least 1: every
+    row is fed a token). For a runtime whose passes pack out padding, where a row's feed costs
+    its own tokens whatever the others' widths."""
+    low, high = 1, max(waiting)
+    while low < high:  # the fed tokens grow with the width: the widest within the chunk, by bisection
+        mid = (low + high + 1) // 2
+        if sum(min(n, mid) for n in waiting) <= chunk:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def unprefilled(runtime: Runtime, device: str, rows: Sequence, heads) -> KVBatch:
+    """`rows` as a batch of their own that has run nothing yet: its cache holds their shared heads
+    (where they have one), the rest of each prompt waits to be fed, in chunks, by the batch's
+    steps (`KVBatch.feed`), and no row has a token to choose until its whole prompt is fed."""
+    group = KVBatch(device)
+    group.cache, group.mask = stacked_heads(runtime, heads, device)
+    if group.cache is None:
+        group.cache = runtime.new_cache()
+    group.rows = list(rows)
+    group.pos = [n for _, n in heads]
+    group.last = [list(row.prompt_ids[n:]) for row, (_, n) in zip(rows, heads)]
+    group.drafted, group.step_columns = [[] for _ in rows], [0] * len(rows)
+    return group
+
+
 def prefill(runtime: Runtime, device: str, rows: Sequence, heads) -> tuple[KVBatch, torch.Tensor]:
     """Prefill `rows` in one pass (`extend`); returns them as a batch and each row's last hidden state."""
     group = KVBatch(device)
     group.cache, group.mask, last = extend(runtime, device, [row.prompt_ids for row in rows], heads)
     group.rows = list(rows)
     group.pos, group.last = [len(row.prompt_ids) for row in rows], [[0]] * len(rows)
+    for row in rows:
+        row.prompt_fed = True
     group.drafted, group.step_columns = [[] for _ in rows], [0] * len(rows)
     return group, last

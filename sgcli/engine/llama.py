@@ -32,6 +32,8 @@ from sgcli.engine import families
 from sgcli.engine.cpu_kernels import Linear, attend, meta_parameter, pack
 from sgcli.engine.families import Arch
 from sgcli.engine.kv import KVCache
+from sgcli.engine.ragged import PassInput, Ragged
+from sgcli.engine.ragged import plan as ragged_plan
 
 
 def misfit(config: dict) -> str | None:
@@ -80,27 +82,65 @@ class Layer(nn.Module):
         self.scale, self.softcap = a.attn_scale, a.attn_softcap
         self.window, self.rope = a.windows[index], a.layer_rope[index]
 
-    def forward(self, x, cos, sin, mask, cache: KVCache | None, index: int):
-        rows, length, _ = x.shape
-        q_and_k, v = self.qkv(self.attn_norm(x)).split(self.split, dim=-1)
-        heads = self.heads + self.kv_heads  # queries and keys side by side: normalised and rotated in one go
-        q_and_k = q_and_k.view(rows, length, heads, self.head_dim)
-        if self.qk_norm is not None:
-            q_and_k = self.qk_norm(q_and_k)
-        q_and_k = _rotate(q_and_k.transpose(1, 2), cos, sin)
-        q, k = q_and_k[:, : self.heads], q_and_k[:, self.heads :]
-        v = v.view(rows, length, self.kv_heads, self.head_dim).transpose(1, 2)
-        columns = k.shape[-2]
-        if cache is not None:
-            cache.update(k, v, index)
-            k, v = cache.whole(index)
-            columns = cache.get_seq_length(index)
-        attended = attend(q, k, v, mask, columns, self.scale, self.softcap)
-        out = self.o(attended.transpose(1, 2).reshape(rows, length, -1))
+    def forward(self, x: torch.Tensor, parts: list[Part], index: int) -> torch.Tensor:
+        """`x`: the real positions of every part of the pass, one after another [tokens, width].
+        Position-wise work runs on all of them at once; attention runs per part, over its cache."""
+        q_and_k_and_v = self.qkv(self.attn_norm(x))
+        attended = [self._attend(q_and_k_and_v[p.start : p.end], p, index) for p in parts]
+        out = self.o(attended[0] if len(attended) == 1 else torch.cat(attended))
         x = x + (out if self.attn_out_norm is None else self.attn_out_norm(out))
         gate, up = self.gate_up(self.mlp_norm(x)).chunk(2, dim=-1)
         out = self.down((F.gelu(gate, approximate="tanh") if self.gelu else F.silu(gate)) * up)
         return x + (out if self.mlp_out_norm is None else self.mlp_out_norm(out))
+
+    def _attend(self, projected: torch.Tensor, part: Part, index: int) -> torch.Tensor:
+        """One part's attention: its projected queries, keys and values [its tokens, ...] laid out
+        as its [rows, length] block (zeros at padding), rotated, cached, attended; [its tokens, q]."""
+        rows, length, ragged = part.rows, part.length, part.ragged
+        q_and_k, v = projected.split(self.split, dim=-1)
+        if ragged is not None:  # attention reads the padded block
+            q_and_k, v = ragged.unpack(q_and_k), ragged.unpack(v)
+        heads = self.heads + self.kv_heads  # queries and keys side by side: normalised and rotated in one go
+        q_and_k = q_and_k.reshape(rows, length, heads, self.head_dim)
+        if self.qk_norm is not None:
+            q_and_k = self.qk_norm(q_and_k)
+        cos, sin = part.tables[self.rope]
+        q_and_k = _rotate(q_and_k.transpose(1, 2), cos, sin)
+        q, k = q_and_k[:, : self.heads], q_and_k[:, self.heads :]
+        v = v.reshape(rows, length, self.kv_heads, self.head_dim).transpose(1, 2)
+        columns = k.shape[-2]
+        if part.cache is not None:
+            part.cache.update(k, v, index)
+            k, v = part.cache.whole(index)
+            columns = part.cache.get_seq_length(index)
+        mask = part.masks[self.window]
+        if ragged is None:
+            attended = attend(q, k, v, mask, columns, self.scale, self.softcap)
+        else:  # per run of rows, each as wide as its widest row's feed
+            attended = q.new_zeros(q.shape)
+            for first, end, width in ragged.segments:
+                cut = None if mask is None else mask[first:end, :, :width]
+                attended[first:end, :, :width] = attend(
+                    q[first:end, :, :width], k[first:end], v[first:end], cut, columns, self.scale, self.softcap
+                )
+        attended = attended.transpose(1, 2).reshape(rows, length, -1)
+        return attended.reshape(rows * length, -1) if ragged is None else ragged.pack(attended)
+
+
+@dataclass
+class Part:
+    """One part of a pass: rows that share a KV cache, [rows, length] fed positions (`ragged`: where
+    the real ones are, None: all are), their slice [start, end) of the pass's packed positions,
+    rotary tables per rope kind and attention masks per window."""
+
+    rows: int
+    length: int
+    ragged: Ragged | None
+    start: int
+    end: int
+    tables: list
+    masks: dict
+    cache: KVCache | None
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
@@ -161,20 +201,44 @@ class Body(nn.Module):
         past_key_values: KVCache | None = None,
         use_cache: bool = True,
     ) -> BodyOutput:
-        rows, length = input_ids.shape
         cache = past_key_values if past_key_values is not None else (self.new_cache() if use_cache else None)
-        past = cache.get_seq_length() if cache is not None else 0
-        if position_ids is None:
-            position_ids = torch.arange(past, past + length, device=input_ids.device)[None].expand(rows, -1)
-        x = F.embedding(input_ids, self.embed.weight)
+        [(hidden, cache)] = self.passes([PassInput(input_ids, attention_mask, position_ids, cache)])
+        return BodyOutput(hidden, cache if use_cache else None)
+
+    def passes(self, inputs: list[PassInput]) -> list[tuple[torch.Tensor, KVCache | None]]:
+        """One pass over several parts, each with its own rows and cache (a batch's decode step beside
+        the prefill of the rows joining it): the layers' position-wise work (norms, projections,
+        MLP) runs once on every part's real positions, attention per part. Per part: the last
+        hidden states [rows, length, width] (zeros at padding) and its cache."""
+        parts, ids = [], []
+        start = 0
+        for given in inputs:
+            rows, length = given.input_ids.shape
+            past = given.cache.get_seq_length() if given.cache is not None else 0
+            positions = given.position_ids
+            if positions is None:
+                positions = torch.arange(past, past + length, device=given.input_ids.device)[None].expand(rows, -1)
+            padding = given.attention_mask
+            # where enough of a part is padding, its position-wise work runs on the real positions only
+            ragged = ragged_plan(None if padding is None else padding[:, -length:])
+            ids.append(given.input_ids.reshape(-1) if ragged is None else ragged.pack(given.input_ids))
+            end = start + ids[-1].shape[0]
+            dtype = self.embed.weight.dtype
+            tables = [self._tables(k, positions, padding, dtype) for k in range(len(self.arch.ropes))]
+            masks = _attention_masks(padding, positions, past, length, dtype, set(self.arch.windows))
+            parts.append(Part(rows, length, ragged, start, end, tables, masks, given.cache))
+            start = end
+        x = F.embedding(ids[0] if len(ids) == 1 else torch.cat(ids), self.embed.weight)
         if self.embed_scale is not None:
             x = x * self.embed_scale.to(x.dtype)
-        tables = [self._tables(k, position_ids, attention_mask, x.dtype) for k in range(len(self.arch.ropes))]
-        masks = _attention_masks(attention_mask, position_ids, past, length, x.dtype, set(self.arch.windows))
         for i, layer in enumerate(self.layers):
-            cos, sin = tables[layer.rope]
-            x = layer(x, cos, sin, masks[layer.window], cache, i)
-        return BodyOutput(self.norm(x), cache if use_cache else None)
+            x = layer(x, parts, i)
+        x = self.norm(x)
+        out = []
+        for p in parts:
+            mine = x[p.start : p.end]
+            out.append((mine.view(p.rows, p.length, -1) if p.ragged is None else p.ragged.unpack(mine), p.cache))
+        return out
 
     def _tables(self, k: int, position_ids: torch.Tensor, padding: torch.Tensor | None, dtype):
         """The rotary tables of rope `k` for this pass. The per-pass kinds take each row's own

@@ -161,7 +161,7 @@ def prefill_groups(tails: Sequence[int], limit: int = PREFILL_TOKENS) -> list[li
     return groups
 
 
-def _stacked_heads(runtime: Runtime, heads: Sequence[tuple[list | None, int]], device: str):
+def stacked_heads(runtime: Runtime, heads: Sequence[tuple[list | None, int]], device: str):
     """One cache of the kind `runtime` takes, holding every row's shared head, left-padded to the
     longest (None where no row has one), and its mask."""
     width = max(n for _, n in heads)
@@ -182,7 +182,7 @@ def extend(runtime: Runtime, device: str, sequences: Sequence[Sequence[int]], he
     """Run many sequences in one pass, each after its cached head (from `heads`: KV per layer or
     None, and its length), the rest padded on the right (masked). Returns the cache, its mask and
     each sequence's hidden state at its last token."""
-    cache, head_mask = _stacked_heads(runtime, heads, device)
+    cache, head_mask = stacked_heads(runtime, heads, device)
     tails = [list(seq[n:]) for seq, (_, n) in zip(sequences, heads)]
     width = max(len(t) for t in tails)
     ids = torch.tensor([t + [0] * (width - len(t)) for t in tails], device=device)

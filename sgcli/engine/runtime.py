@@ -20,6 +20,7 @@ import torch
 from sgcli.engine.flags import TORCH_KERNEL
 from sgcli.engine.head import OutputHead
 from sgcli.engine.kv import KVCache
+from sgcli.engine.ragged import PassInput
 from sgcli.errors import UserError
 
 
@@ -40,6 +41,7 @@ class Supports:
 
     crop: bool  # its caches drop their last columns: the single-stream loop's jump-forward drafts
     splice: str | None  # None: every cache layer simply grows, so batching splices rows and columns; else why not
+    parts: bool = False  # `hidden_parts`: one pass over several groups of rows with caches of their own
 
 
 class Runtime(Protocol):
@@ -62,6 +64,12 @@ class Runtime(Protocol):
         single step, a draft, a batched step with padding `attention_mask` over every cache column
         and explicit `position_ids`): the last hidden states [rows, positions, width] and the cache
         holding the new keys and values (the model's own new one where `cache` is None)."""
+        ...
+
+    def hidden_parts(self, parts: Sequence[PassInput]) -> list[tuple[torch.Tensor, Cache | None]]:
+        """Where `supports.parts`: `hidden` over several parts in one pass (a batch's decode step
+        beside the prefill of the rows joining it), each part's rows with their own cache, padding
+        mask and positions: the weights are read once for all, and padding costs no matrix work."""
         ...
 
     def logits(self, input_ids: torch.Tensor, cache: Cache | None, keep: int) -> tuple[torch.Tensor, Cache | None]:
@@ -101,7 +109,7 @@ class NativeRuntime:
     crop and splice; its logits are its output head's, by construction."""
 
     impl = "native"
-    supports = Supports(crop=True, splice=None)
+    supports = Supports(crop=True, splice=None, parts=True)
 
     def __init__(self, model):
         self.module = model
@@ -110,6 +118,9 @@ class NativeRuntime:
     def hidden(self, input_ids, cache, *, attention_mask=None, position_ids=None, use_cache=True):
         out = self.module.model(input_ids, attention_mask, position_ids, cache, use_cache)
         return out.last_hidden_state, out.past_key_values
+
+    def hidden_parts(self, parts):
+        return self.module.model.passes(list(parts))
 
     def logits(self, input_ids, cache, keep):
         hidden, cache = self.hidden(input_ids, cache)
@@ -174,6 +185,9 @@ class TransformersRuntime:
             **{self.keyword: cache},
         )
         return out.last_hidden_state, out.get(self.keyword)
+
+    def hidden_parts(self, parts):
+        raise NotImplementedError("transformers' forward runs one group of rows a pass (supports.parts is False)")
 
     def logits(self, input_ids, cache, keep):
         out = self.module(input_ids=input_ids, use_cache=True, logits_to_keep=keep, **{self.keyword: cache})
