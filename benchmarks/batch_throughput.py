@@ -24,7 +24,7 @@ import argparse
 import json
 from pathlib import Path
 
-from common import Clock
+from common import Clock, reset_prefix_cache
 
 SCHEMA = {
     "type": "object",
@@ -148,6 +148,9 @@ def vllm_rate(url: str, requests, concurrency: int, max_tokens: int) -> tuple[fl
 
     with urllib.request.urlopen(url.rstrip("/") + "/v1/models", timeout=30) as resp:
         model = json.load(resp)["data"][0]["id"]
+    why = reset_prefix_cache(url)  # a cold start, as sgcli's own batch has
+    if why:
+        print(f"note: {why}")
 
     def one(req) -> int:
         body = {

@@ -99,3 +99,19 @@ def timed_decode(lm, compiled, ids, *, max_tokens: int, min_tokens: int = 0, jum
         )
         finished = [e for e in events if isinstance(e, Finished)][0]
     return finished, clock
+
+
+def reset_prefix_cache(url: str) -> str | None:
+    """Empty a vLLM server's prefix cache before a run, so each run starts cold as an sgcli process
+    does: otherwise every round after the first finds its prompts' KV cached from the last one and
+    skips their prefill (vLLM caches prefixes across requests by default). Needs the server started
+    with VLLM_SERVER_DEV_MODE=1 (scripts/serve-vllm.sh sets it); returns why it could not, or None."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        request = urllib.request.Request(url.rstrip("/") + "/reset_prefix_cache", data=b"", method="POST")
+        with urllib.request.urlopen(request, timeout=30):
+            return None
+    except (urllib.error.URLError, OSError) as exc:
+        return f"the server's prefix cache could not be reset ({exc}): later rounds may find their prompts cached"

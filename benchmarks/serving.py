@@ -39,6 +39,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python benchmarks/serving.py` from anywhere uses this checkout's sgcli
     sys.path.insert(0, str(ROOT))
+if str(ROOT / "benchmarks") not in sys.path:  # and its common.py, when loaded from elsewhere (tests)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from common import reset_prefix_cache  # noqa: E402 - benchmarks/common.py, beside this script
 
 from sgcli.timing import percentile  # noqa: E402 - after the path above; light (no torch)
 
@@ -391,6 +395,8 @@ def main(argv: list[str] | None = None) -> None:
     for r in range(args.rounds):
         for name, cmd in commands.items():
             out = tmp / f"{name}-{r}.jsonl"
+            if name != "local" and (why := reset_prefix_cache(args.base_url)):  # a cold start, as the local side's
+                print(f"note: {why}", file=log)
             run = run_generate([*cmd, "--output", str(out), "--force"], out)
             sides[name].append(run)
             loads.append({"round": r + 1, "side": name, "load_before": run.load_before, "load_after": run.load_after})

@@ -4,8 +4,9 @@
 functions each step calls are wrapped with wall-clock timers (the wrappers cost ~1 us a call,
 counted in "other"), so the shares are of one real run, not of a profiler's slowed-down one:
 
-- forward: `KVBatch.forward` (the model's pass over every row, its KV cache included) and prefills
-  (`prefill`, `PrefixStore.prepare`);
+- forward: `KVBatch.forward` (the model's pass over every row, its KV cache included), the joint
+  passes of the batch and its joining rows (`feed`, `hidden_parts`, `took`) and prefills (`prefill`,
+  `PrefixStore.prepare`);
 - head: the output projection of rows with a wide mask (`OutputHead.logits`, `row_logits`);
 - mask fill: the grammar's bitmask for each row (`SequenceState.allowed`);
 - choose: masking the logits and sampling (`SequenceState.choose`);
@@ -36,7 +37,7 @@ PARTS = ("forward", "head", "mask fill", "choose", "take", "cache bookkeeping")
 def instrument(spent: dict[str, float]) -> list[tuple[object, str, object]]:
     """Wrap the step's functions so each adds its wall time to `spent[part]`; returns what to restore.
     Nested calls (an accept inside a forced run) count once: the outermost timed part holds the clock."""
-    from sgcli.engine import batching, head, prefix, sequence
+    from sgcli.engine import batching, head, prefix, runtime, sequence
 
     depth = [0]
 
@@ -56,6 +57,9 @@ def instrument(spent: dict[str, float]) -> list[tuple[object, str, object]]:
 
     targets = [
         (batching.KVBatch, "forward", "forward"),
+        (batching.KVBatch, "feed", "forward"),  # a joint pass: the batch's step beside joining rows' prompts
+        (runtime.NativeRuntime, "hidden_parts", "forward"),
+        (batching.KVBatch, "took", "forward"),
         (batching, "prefill", "forward"),
         (prefix.PrefixStore, "prepare", "forward"),  # the prompts' shared heads, prefilled side by side
         (head.OutputHead, "logits", "head"),

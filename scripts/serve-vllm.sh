@@ -42,6 +42,9 @@ serve() {
     echo "serving $model on http://127.0.0.1:$port" >&2
     # VLLM_CPU_KVCACHE_SPACE (GiB) bounds the KV cache; 2 cores, a 135M model: 1 GiB is plenty.
     export VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}"
+    # Dev mode adds POST /reset_prefix_cache: the benchmarks empty the prefix cache before each run,
+    # so a round does not find the last round's prompts cached (sgcli's runs start cold).
+    export VLLM_SERVER_DEV_MODE="${VLLM_SERVER_DEV_MODE:-1}"
     exec "$VLLM_VENV/bin/python" -m vllm.entrypoints.openai.api_server \
         --host 127.0.0.1 --port "$port" --model "$model" --served-model-name "${SERVED_MODEL:-smollm2}" \
         --dtype bfloat16 --max-model-len "${MAX_MODEL_LEN:-2048}" "${@:2}"
