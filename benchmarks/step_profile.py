@@ -14,7 +14,7 @@ counted in "other"), so the shares are of one real run, not of a profiler's slow
 - cache bookkeeping: `KVBatch.join`, `keep`, `compact`;
 - other: the loop itself, drafts, Python between the calls (the step's wall less the above).
 
-    python benchmarks/step_profile.py [--sizes 1,4,16] [--requests 16] [--max-tokens 48] [--threads 2]
+    python benchmarks/step_profile.py [--sizes 1,4,16] [--requests 16] [--max-tokens 48] [--threads 2] [--peak]
 """
 
 from __future__ import annotations
@@ -93,6 +93,9 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--backend", default="auto")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument(
+        "--peak", action="store_true", help="also measure the matrix-product peak and the share a 16-row step reaches"
+    )
     args = parser.parse_args()
 
     from batch_throughput import SCHEMA, batched, workload
@@ -133,9 +136,52 @@ def main() -> None:
         rows.append({"rows": size, "wall_s": wall, "tokens": tokens, "tok_s": tokens / wall, "seconds": shares})
         parts = ", ".join(f"{part} {100 * s / wall:.1f}%" for part, s in shares.items())
         print(f"batch {size:2d}: {tokens} tokens in {wall:.2f} s = {tokens / wall:.1f} tok/s; {parts}")
+    peak = matmul_peak(lm) if args.peak else None
     print(f"load after: {os.getloadavg()[0]:.2f}")
     if args.json:
-        args.json.write_text(json.dumps({"load_before": load, "runs": rows}, indent=1))
+        args.json.write_text(json.dumps({"load_before": load, "runs": rows, "peak": peak}, indent=1))
+
+
+def matmul_peak(lm, rows: int = 16, columns: int = 100, steps: int = 20) -> dict:
+    """The machine's matrix-product peak in the model's dtype (one wide product, [1024, hidden] x
+    [hidden, 4 x hidden], as a prefill's MLP runs it) against what a decode step of `rows` rows over
+    `columns` cache columns reaches: the model's matrix-product FLOPs per token (2 x its weights less
+    the embedding lookup's) x rows / the step's wall time."""
+    import torch
+    import torch.nn.functional as F
+
+    body = lm.model.model
+    hidden = body.embed.weight.shape[1]
+    weights = sum(p.numel() for n, p in lm.model.named_parameters() if "norm" not in n) - body.embed.weight.numel()
+    if lm.model.lm_head.weight is body.embed.weight:  # tied: the head's product still runs once a token
+        weights += body.embed.weight.numel()
+    dtype = lm.model.dtype
+    a, b = torch.randn(1024, hidden, dtype=dtype), torch.randn(4 * hidden, hidden, dtype=dtype)
+    with torch.inference_mode():
+        for _ in range(3):
+            F.linear(a, b)
+        t = time.perf_counter()
+        for _ in range(steps):
+            F.linear(a, b)
+        peak = 2 * a.shape[0] * b.shape[0] * hidden / ((time.perf_counter() - t) / steps)
+        runtime = lm.runtime
+        ids = torch.randint(0, lm.logits_width // 2, (rows, columns))
+        mask = torch.ones(rows, columns, dtype=torch.long)
+        _, cache = runtime.hidden(ids, runtime.new_cache(), attention_mask=mask)
+        t = time.perf_counter()
+        for i in range(steps):
+            mask = torch.cat([mask, torch.ones(rows, 1, dtype=mask.dtype)], 1)
+            position = torch.full((rows, 1), columns + i)
+            hidden_states, cache = runtime.hidden(ids[:, :1], cache, attention_mask=mask, position_ids=position)
+            runtime.head().logits(hidden_states[:, -1])
+        step = (time.perf_counter() - t) / steps
+    reached = 2 * weights * rows / step
+    print(
+        f"matrix-product peak ({dtype}, one [1024, {hidden}] x [{hidden}, {4 * hidden}] product): "
+        f"{peak / 1e9:.0f} GFLOP/s; a decode step of {rows} rows over {columns} columns: {step * 1000:.1f} ms, "
+        f"{reached / 1e9:.0f} GFLOP/s = {100 * reached / peak:.0f}% of it"
+    )
+    return {"peak_gflops": peak / 1e9, "step_ms": step * 1000, "step_gflops": reached / 1e9, "rows": rows}
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ PACK_PADDING_SHARE = 0.125
 # What one more attention call costs, in query positions of attention work: runs of rows are split
 # where the padding they would attend over costs more than this.
 SEGMENT_CALL_POSITIONS = 4
+MAX_LOOKBACK = 32  # groups of like-width rows a run may span, bounding the split's cost on large batches
 
 
 @dataclass
@@ -79,21 +80,29 @@ def plan(fed: torch.Tensor | None, threshold: float | None = None) -> Ragged | N
 def segments(widths: list[int], call: int = SEGMENT_CALL_POSITIONS) -> list[tuple[int, int, int]]:
     """Split rows into runs of neighbours (the cache keeps rows in order, so a run is a view, not a
     copy) minimising the attention work: a run costs its rows x its widest row, plus `call` for
-    the call itself. (first row, end row, width) per run; exact, by dynamic programming."""
-    n = len(widths)
+    the call itself. (first row, end row, width) per run. Exact, by dynamic programming over the
+    groups of neighbours of equal width (some cheapest split never cuts one: its rows can all join
+    whichever side's widest row is narrower), looking back at most MAX_LOOKBACK groups."""
+    groups: list[list[int]] = []  # [first row, end row, width]
+    for row, width in enumerate(widths):
+        if groups and groups[-1][2] == width:
+            groups[-1][1] = row + 1
+        else:
+            groups.append([row, row + 1, width])
+    n = len(groups)
     best = [0] + [float("inf")] * n
     cut = [0] * (n + 1)
     for end in range(1, n + 1):
         width = 0
-        for start in range(end - 1, -1, -1):
-            width = max(width, widths[start])
-            cost = best[start] + (end - start) * width + call
+        for start in range(end - 1, max(-1, end - 1 - MAX_LOOKBACK), -1):
+            width = max(width, groups[start][2])
+            cost = best[start] + (groups[end - 1][1] - groups[start][0]) * width + call
             if cost < best[end]:
                 best[end], cut[end] = cost, start
     runs = []
     end = n
     while end:
         start = cut[end]
-        runs.append((start, end, max(widths[start:end])))
+        runs.append((groups[start][0], groups[end - 1][1], max(g[2] for g in groups[start:end])))
         end = start
     return runs[::-1]
