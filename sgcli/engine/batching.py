@@ -7,8 +7,11 @@ takes its place (continuous batching). Rows of different lengths share one KV ca
 the right and padded on the left with masked zero columns; explicit position ids keep each row's
 positions its own, so greedy outputs match the single-stream loop. Prompts that share a head
 (system prompt, chat-template preamble) prefill it once and reuse its KV cache
-(`sgcli.engine.prefix`); the requests admitted together prefill the rest of their prompts in one
-pass, padded on the right.
+(`sgcli.engine.prefix`). The requests admitted together prefill the rest of their prompts as rows
+joining the batch, with a cache of their own: fed in chunks of PREFILL_CHUNK tokens in the same
+passes as the batch's steps (`Runtime.hidden_parts`: the running rows do not wait, the weights are
+read once), then joined to it once every prompt is fed. Where the runtime cannot run such passes
+(transformers'), they prefill in a pass of their own, padded on the right, before the next step.
 
 The model runs without its output projection (`sgcli.engine.head`): each row's logits are
 computed after its grammar mask, for the whole vocabulary only where the mask allows many
@@ -175,7 +178,7 @@ class BatchStats:
     steps: int = 0
     row_steps: int = 0  # sum over steps of the rows decoded together
     prefill_tokens: int = 0  # prompt tokens run through the model (shared heads once, then each prompt's rest)
-    prefill_passes: int = 0  # one per group of requests admitted together, and per group of shared heads
+    prefill_passes: int = 0  # per group of shared heads, and per prefill pass or step that fed prompt chunks
     reused_prefix_tokens: int = 0
     joint_steps: int = 0  # steps that fed joining rows' prompt chunks beside the batch's tokens, in one pass
 

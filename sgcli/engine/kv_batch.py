@@ -5,7 +5,9 @@ the left with masked zero columns; explicit position ids keep each row's positio
 feeds each row its waiting tokens (several where the grammar forced some) and then its jump-forward
 draft, as wide as `feed_width` allows; draft tokens the model turned down and backtracked tokens
 are masked, not cropped, since the other rows share the cache, and the holes this leaves are
-compacted away once they are most of it. The decode loop around it (rows, masks, sampling,
+compacted away once they are most of it. A step is `feed` (what each row is fed), the pass, then
+`took`; rows joining the batch form a `KVBatch` of their own (`unprefilled`) whose prompts are fed
+in chunks, in the same pass as the batch's step. The decode loop around it (rows, masks, sampling,
 admission of waiting requests) is `sgcli.engine.batching`.
 """
 
