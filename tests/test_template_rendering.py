@@ -162,9 +162,9 @@ def test_a_child_past_its_deadline_is_stopped_and_named(tmp_path, smol_tokenizer
         tok.start_render_prompt(HI_MESSAGES).result()
 
 
-def test_a_child_that_dies_is_rendered_again_here(tmp_path, smol_tokenizer, monkeypatch):
-    """Not the template's doing (a crash, the OOM killer): the parent renders, as it did before children."""
-    from sgcli.tokenizers import load_tokenizer, templates
+def _children_die(monkeypatch) -> None:
+    """Every render in a forked child ends the child at once (a crash, the OOM killer); renders here work."""
+    from sgcli.tokenizers import templates
 
     parent, real = os.getpid(), templates.render
 
@@ -174,8 +174,72 @@ def test_a_child_that_dies_is_rendered_again_here(tmp_path, smol_tokenizer, monk
         return real(*args, **kwargs)
 
     patch_everywhere(monkeypatch, templates, "render", dies_in_the_child)
+
+
+def test_a_child_that_dies_is_rendered_again_here(tmp_path, smol_tokenizer, monkeypatch):
+    """Not the template's doing (a crash, the OOM killer): the parent renders, as it did before children."""
+    from sgcli.tokenizers import load_tokenizer
+
+    _children_die(monkeypatch)
     tok = load_tokenizer(str(_folder(tmp_path, smol_tokenizer, RICH)))
     assert tok.start_render_prompt(HI_MESSAGES).result() == tok.render_prompt(HI_MESSAGES)
+
+
+# -- a batch's prompts render in one forked child while the model loads (`start_render_many`) ------
+
+
+def test_a_batch_rendered_in_one_child_is_what_each_renders_here(tmp_path, smol_tokenizer):
+    from sgcli.tokenizers import load_tokenizer
+
+    tok = load_tokenizer(str(_folder(tmp_path, smol_tokenizer, RICH)))
+    chats = [MESSAGES["string"], HI_MESSAGES, MESSAGES["list"], HI_MESSAGES]
+    parent = os.getpid()
+    there = tok.start_render_many(chats).result()
+    assert there == [tok.render_prompt(m) for m in chats]  # text, ids, template, in order
+    assert os.getpid() == parent
+    assert tok.start_render_many([]).result() is None  # nothing to render: no child
+
+
+def test_one_failing_chat_of_a_batch_fails_alone_as_it_does_here(tmp_path, smol_tokenizer):
+    """A template that refuses some messages: that chat's result is the error a render here raises,
+    the others are rendered."""
+    from sgcli.errors import UserError
+    from sgcli.tokenizers import load_tokenizer
+
+    picky = "{% if messages[0].content == 'no' %}{{ raise_exception('not that one') }}{% endif %}" + RICH
+    tok = load_tokenizer(str(_folder(tmp_path, smol_tokenizer, picky)))
+    chats = [HI_MESSAGES, [{"role": "user", "content": "no"}], HI_MESSAGES]
+    got = tok.start_render_many(chats).result()
+    with pytest.raises(UserError) as here:
+        tok.render_prompt(chats[1])
+    assert isinstance(got[1], UserError) and (got[1].message, got[1].hint) == (here.value.message, here.value.hint)
+    assert got[0] == got[2] == tok.render_prompt(HI_MESSAGES)
+
+
+def test_a_batch_child_that_dies_leaves_the_rendering_to_the_caller(tmp_path, smol_tokenizer, monkeypatch):
+    from sgcli.tokenizers import load_tokenizer
+
+    _children_die(monkeypatch)
+    tok = load_tokenizer(str(_folder(tmp_path, smol_tokenizer, RICH)))
+    assert tok.start_render_many([HI_MESSAGES]).result() is None
+
+
+def test_a_batch_answers_every_line_with_its_template_rendered_in_a_child(run_cli, tmp_path, smol_tokenizer):
+    """`generate --input` on a model folder whose template refuses one request: that line is an error
+    record naming the template, the others are answered, in order (the tiny random model)."""
+    from helpers import random_llama
+
+    picky = "{% if messages[-1].content == 'no' %}{{ raise_exception('not that one') }}{% endif %}" + RICH
+    folder = _folder(tmp_path, smol_tokenizer, picky)
+    random_llama(len(smol_tokenizer.vocab)).model.save_pretrained(folder)
+    batch = tmp_path / "in.jsonl"
+    batch.write_text("\n".join(json.dumps({"id": i, "prompt": p}) for i, p in enumerate(["hi", "no", "yes"])) + "\n")
+    out = tmp_path / "out.jsonl"
+    result = run_cli("generate", "--model", folder, "--regex", "[a-z]{1,5}", "--input", batch, "-o", out)
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in records] == [0, 1, 2], result.output[:500]
+    assert records[1]["valid"] is None and "rejected the messages: not that one" in records[1]["errors"][0]
+    assert records[0]["valid"] is True and records[2]["valid"] is True
 
 
 def test_generate_refuses_a_bad_template_before_the_weights_load(run_cli, tmp_path, smol_tokenizer, monkeypatch):

@@ -1,8 +1,8 @@
 """The in-process model as the runner of a generate request.
 
 Grammar first, model last: the tokenizer loads fast and the grammar compiles against it (its
-warnings said at once), while a single prompt's chat template renders in a forked child; then
-torch and the weights. One `Session` then answers the single prompt or every request of a batch.
+warnings said at once), while the chat template renders the prompt (or a batch's prompts) in a
+forked child; then torch and the weights. One `Session` then answers the single prompt or every request of a batch.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from sgcli.app.report import Reporter
 from sgcli.app.request import GenerateRequest
 from sgcli.backends.keyword_coverage import guarantee
 from sgcli.backends.matching import enforcing_backends
-from sgcli.batch.requests import BadLine, PromptOptions, Request, start_prompt
+from sgcli.batch.requests import BadLine, PromptOptions, Request, read_requests, start_prompt, start_prompts
 from sgcli.batch.sampling import SamplingParams
 from sgcli.errors import UserError
 from sgcli.lint import preflight
@@ -36,11 +36,14 @@ class LocalRunner:
         ref = local.model.ref()
         with reporter.stage(f"loading {ref.display} tokenizer") as progress:
             tokenizer = local.model.tokenizer(progress=lambda text: progress(text, 0, 3))
-        # A single prompt's chat template renders in a forked child while torch loads here (importing
-        # transformers' renderer takes most of a second); batches render in process, one import for all.
-        pending = None
+        # Chat templates render in a forked child while torch and the weights load here (importing
+        # transformers' renderer takes most of a second): a single prompt's, or a whole batch's in one.
+        pending = batch_prompts = None
         if request.batch is None:
             pending = start_prompt(tokenizer, request.prompt_options, Request(None, request.prompt), in_child=True)
+        else:  # a batch's prompts render in one child, importing the renderer there, not here
+            reqs = [item for item in read_requests(*request.batch) if isinstance(item, Request)]
+            batch_prompts = start_prompts(tokenizer, request.prompt_options, reqs)
         try:
             compiled, fallbacks, kept = compile_checked(
                 local.backend, request.spec, tokenizer, request.sampling.max_tokens, reporter, local.allow_unenforced
@@ -50,9 +53,11 @@ class LocalRunner:
             ready = pending.result() if pending else None  # a template error is exit 2 before the weights load
             with reporter.stage(f"loading {ref.display}") as progress:
                 lm = local.model.load(ref, progress)
+            rendered = batch_prompts.result() if batch_prompts else None
         finally:
-            if pending:
-                pending.cancel()  # a compile or load error: the child's render is not wanted
+            for started in (pending, batch_prompts):
+                if started:
+                    started.cancel()  # a compile or load error: the child's render is not wanted
         if lm.logits_width > len(tokenizer.vocab):  # the model has more logits than tokens: mask those too
             compiled = backends.compile_for(compiled.backend, request.spec, tokenizer.vocab.padded(lm.logits_width))[0]
         session = new_session(
@@ -68,6 +73,7 @@ class LocalRunner:
             think_budget=local.think_budget,
             jump_forward=local.jump_forward,
         )
+        session.rendered = rendered
         return cls(session, reporter, batch_size=request.batch_size, ready=ready)
 
     def run_single(self, req: Request, show: Callable[[str], None] | None) -> dict:

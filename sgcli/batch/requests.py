@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 from sgcli.batch.records import error_record, id_key
 from sgcli.constraints.sources import read_lines
 from sgcli.constraints.spec import NotJsonNumber, strict_json_loads
-from sgcli.errors import Location
+from sgcli.errors import Location, UserError
 from sgcli.limits import DEFAULT_MAX_PROMPT_BYTES
 from sgcli.tokenizers.base import Tokenizer
 from sgcli.tokenizers.templates import Pending
@@ -52,8 +52,8 @@ class Prompt(NamedTuple):
 
 
 def start_prompt(tokenizer: Tokenizer, opts: PromptOptions, req: Request, *, in_child: bool = False) -> Pending[Prompt]:
-    """The request's prompt, rendered now (`in_child=False`: batches, where transformers is
-    imported once) or in a forked child while the caller loads the model (a single prompt)."""
+    """The request's prompt, rendered now (`in_child=False`) or in a forked child while the caller
+    loads the model (a single prompt; a batch's go to one child together: `start_prompts`)."""
     if opts.raw and req.messages is None:
         text = req.prompt or ""
         return Pending.done(Prompt(text, tokenizer.prompt_ids(text, templated=False)))
@@ -64,6 +64,30 @@ def start_prompt(tokenizer: Tokenizer, opts: PromptOptions, req: Request, *, in_
         in_child=in_child,
     )
     return pending.then(lambda r: Prompt(r.text, r.ids, r.notices))
+
+
+def prompt_key(req: Request, opts: PromptOptions) -> str:
+    """What a request's prompt depends on besides the options: its chat messages, as one string."""
+    return json.dumps(chat_messages(req, opts.system), sort_keys=True, ensure_ascii=False, default=str)
+
+
+def start_prompts(tokenizer: Tokenizer, opts: PromptOptions, reqs: list[Request]) -> Pending[dict | None]:
+    """A batch's prompts rendered in one forked child while the caller loads the model
+    (`Tokenizer.start_render_many`): `result()` maps `prompt_key` to the Prompt or the UserError of
+    its render; None where the requests are rendered in process instead (raw prompts, no template,
+    a failed child)."""
+    chats = {prompt_key(r, opts): chat_messages(r, opts.system) for r in reqs if not (opts.raw and r.messages is None)}
+    keys = list(chats)
+    pending = tokenizer.start_render_many(
+        [chats[k] for k in keys], template_name=opts.template_name, template_kwargs=opts.template_kwargs
+    )
+
+    def by_key(found: list | None) -> dict | None:
+        if found is None:
+            return None
+        return {k: r if isinstance(r, UserError) else Prompt(r.text, r.ids, r.notices) for k, r in zip(keys, found)}
+
+    return pending.then(by_key)
 
 
 @dataclass

@@ -15,7 +15,7 @@ from sgcli.backends import get_backend
 from sgcli.backends.base import Compiled
 from sgcli.backends.matching import feed
 from sgcli.batch.records import REASONING_ONLY, error_record
-from sgcli.batch.requests import Prompt, PromptOptions, Request, start_prompt
+from sgcli.batch.requests import Prompt, PromptOptions, Request, prompt_key, start_prompt
 from sgcli.constraints.spec import Kind
 from sgcli.engine.decode import decode
 from sgcli.engine.loader import LoadedModel
@@ -52,9 +52,13 @@ class Session:
     weakened: list[dict] = field(default_factory=list)  # [{pointer, keyword, backend}] the backend does not enforce
     repetition_guard: bool = True  # end an output stuck repeating one span (sgcli.engine.sequence.find_repetition)
     unenforced: list[dict] = field(default_factory=list)  # ... of which nothing enforces (--allow-unenforced)
+    rendered: dict | None = None  # a batch's prompts rendered ahead (`start_prompts`), by `prompt_key`
 
     def render(self, req: Request) -> Prompt:
-        return start_prompt(self.tokenizer, self.prompt_options, req).result()
+        found = None if self.rendered is None else self.rendered.get(prompt_key(req, self.prompt_options))
+        if isinstance(found, UserError):
+            raise found
+        return found if found is not None else start_prompt(self.tokenizer, self.prompt_options, req).result()
 
     def placement(self, req: Request | None) -> dict:
         """Where and how the model ran and which chat template the request went through (record keys;

@@ -7,7 +7,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sgcli.errors import UserError
-from sgcli.tokenizers.templates import ChatTemplate, Pending, raw_prompt, render, render_later, select_template
+from sgcli.tokenizers.templates import (
+    ChatTemplate,
+    Pending,
+    raw_prompt,
+    render,
+    render_later,
+    render_many_later,
+    select_template,
+)
 from sgcli.tokenizers.vocab import Vocab
 
 
@@ -106,6 +114,33 @@ class Tokenizer:
         text, tpl = self._start_chat(messages, template_name, in_child=in_child, **options)
         notices = () if tpl is not None else (f"{self.name} has no chat template: the prompt is sent as is",)
         return text.then(lambda t: RenderedPrompt(t, self.prompt_ids(t, templated=tpl is not None), tpl, notices))
+
+    def start_render_many(
+        self, chats: list[list[dict]], *, template_name: str | None = None, template_kwargs: dict | None = None
+    ) -> Pending[list | None]:
+        """`render_prompt` of many chats (a batch's), started now in one forked child where the
+        tokenizer renders with a Jinja template (`render_many_later`). `result()`: per chat its
+        RenderedPrompt or the UserError its render raised; None where there is nothing to gain
+        (no template, mistral-common's encoder) or the child failed: the caller renders each
+        chat itself."""
+        try:
+            tpl = self.template(template_name) if self.chat_encoder is None else None
+        except UserError:  # a template name that is not there: each request says so, rendered in process
+            return Pending.done(None)
+        if tpl is None or not chats:
+            return Pending.done(None)
+        options = {"special_tokens": self.special_tokens, "template_kwargs": template_kwargs}
+        texts = render_many_later(tpl, chats, **options)
+
+        def prompts(found: list | None) -> list | None:
+            if found is None:
+                return None
+            return [
+                t if isinstance(t, UserError) else RenderedPrompt(t, self.prompt_ids(t, templated=True), tpl)
+                for t in found
+            ]
+
+        return texts.then(prompts)
 
     def _encoded_chat(self, messages: list[dict], template_name: str | None, tools: list | None) -> RenderedPrompt:
         if template_name:
