@@ -1,7 +1,8 @@
 """The GPU half of benchmarks/gpu_check.sh: sgcli's native forward checked against transformers on the
 device (logits and greedy outputs; a pass is recorded, and `--model-impl auto` trusts the native
-forward there from then on: sgcli/engine/device_checks.py), a constrained generation on CUDA in bf16,
-then the rows.
+forward there from then on: sgcli/engine/device_checks.py) and its batch paths (joint, ragged passes:
+batched rows against lone ones, reported beside the record), a constrained generation on CUDA in
+bf16, then the rows.
 
 The model is the default model's architecture (`.gpu/config.json`) with random weights (see
 gpu_check.sh for why); the tokenizer is the default model's. Also runs on CPU (`--device cpu`)
@@ -102,7 +103,40 @@ def check_native(bundle: Path, device: str, dtype: str, greedy_tokens: int = 32)
         "greedy_tokens": greedy_tokens,
     }
     device_checks.record(native.device, result)
+    result["batch"] = check_batch(tokenizer, native)  # reported beside the record, not part of its verdict
     return result
+
+
+def check_batch(tokenizer, lm, chunk: int = 5) -> dict:
+    """The native forward's batch paths on the device: 6 prompts of different lengths decoded 3 rows
+    at a time, the joining rows prefilled `chunk` tokens a step beside the running rows (joint,
+    ragged passes), against each prompt decoded alone. Greedy rows must be equal in float32; in
+    bfloat16 they may part at logit ties, so the count is what is reported."""
+    from sgcli import backends
+    from sgcli.constraints.spec import ConstraintSpec, Kind
+    from sgcli.engine import batching
+    from sgcli.engine.decode import decode
+    from sgcli.engine.sampling import SamplingParams
+    from sgcli.engine.sequence import Finished
+
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(FIXED_KEYS), "gpu_check")
+    compiled, _ = backends.compile_for("xgrammar", spec, tokenizer.vocab.padded(lm.logits_width))
+    words = "Describe France as JSON with its capital and population, please, in one object".split()
+    prompts = [tokenizer.encode(" ".join(words[: 2 + 2 * i])) for i in range(6)]
+    params, chosen = SamplingParams(temperature=0.0), batching.PREFILL_CHUNK
+    batching.PREFILL_CHUNK = chunk
+    stats = batching.BatchStats()
+    try:
+        got = dict(
+            batching.decode_batch(lm, prompts, compiled, params=params, max_tokens=40, batch_size=3, stats=stats)
+        )
+    finally:
+        batching.PREFILL_CHUNK = chosen
+    equal = 0
+    for i, ids in enumerate(prompts):
+        (alone,) = [e for e in decode(lm, ids, compiled, params=params, max_tokens=40) if isinstance(e, Finished)]
+        equal += got[i].token_ids == alone.token_ids
+    return {"rows_equal": equal, "rows": len(prompts), "joint_steps": stats.joint_steps, "dtype": lm.dtype}
 
 
 def main() -> None:
