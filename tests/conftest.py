@@ -30,6 +30,30 @@ def tiny_lm(smol_tokenizer):
     return random_llama(len(smol_tokenizer.vocab))
 
 
+@pytest.fixture(scope="session")
+def sharp_lm(smol_tokenizer):
+    """`tiny_lm`'s shape with larger random weights: its outputs depend on the prompt, so rows of one
+    batch differ in length and finish at different steps (the batching tests' adversary)."""
+    from helpers import random_llama
+
+    return random_llama(len(smol_tokenizer.vocab), "sharp-random", initializer_range=0.3)
+
+
+@pytest.fixture(scope="session")
+def sharp_native(smol_tokenizer):
+    """`sharp_lm`'s weights in sgcli's own forward (its batches pack out padding and prefill joining
+    rows inside their steps; transformers' take the other paths)."""
+    from helpers import random_llama
+
+    return random_llama(len(smol_tokenizer.vocab), "sharp-random", initializer_range=0.3, impl="native")
+
+
+@pytest.fixture(params=["transformers", "native"])
+def any_lm(request):
+    """`sharp_lm` on either runtime, for the tests each batching path must pass."""
+    return request.getfixturevalue("sharp_lm" if request.param == "transformers" else "sharp_native")
+
+
 @pytest.fixture
 def run_cli():
     """Run `sgcli ...` in-process with typer's CliRunner; returns the result."""
