@@ -2,7 +2,8 @@
 
 Grammar first, model last: the tokenizer loads fast and the grammar compiles against it (its
 warnings said at once), while the chat template renders the prompt (or a batch's prompts) in a
-forked child; then torch and the weights. One `Session` then answers the single prompt or every request of a batch.
+forked child; then torch and the weights. One `Session` then answers the single prompt or every
+request of a batch.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ a layer (norms, projections, the MLP) on the real positions only, packed one aft
 ([tokens, width]), and unpacks them into the padded block just for attention, which it computes
 per run of neighbouring rows of like width (`Ragged.segments`), so a row taking one token does not
 attend over a long row's padding. Padding positions leave zeros in the KV cache; they are masked
-as before.
+as before. A pass may hold several parts (`PassInput`), each with its own rows and KV cache: a
+batch's decode step beside the prompt chunks of the rows joining it, the weights read once.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class Ragged:
         return out.view(self.rows, self.length, *x.shape[1:])
 
 
-def plan(fed: torch.Tensor | None, threshold: float | None = None) -> Ragged | None:
+def plan(fed: torch.Tensor | None) -> Ragged | None:
     """The packing of a pass whose fed positions are `fed` [rows, length] (1 real, 0 padding; the
     last `length` columns of the attention mask), or None where it is not worth it (no mask, a
     single position per row, too little padding)."""
@@ -67,8 +68,7 @@ def plan(fed: torch.Tensor | None, threshold: float | None = None) -> Ragged | N
     real = fed.bool()
     rows, length = real.shape
     count = int(real.sum())
-    share = PACK_PADDING_SHARE if threshold is None else threshold
-    if count == 0 or rows * length - count < share * rows * length:
+    if count == 0 or rows * length - count < PACK_PADDING_SHARE * rows * length:
         return None
     # each row's width: up to its last real position (a row's feed is its first positions)
     columns = torch.arange(1, length + 1, device=real.device)
