@@ -103,9 +103,10 @@ def timed_decode(lm, compiled, ids, *, max_tokens: int, min_tokens: int = 0, jum
 
 def reset_prefix_cache(url: str) -> str | None:
     """Empty a vLLM server's prefix cache before a run, so each run starts cold as an sgcli process
-    does: otherwise every round after the first finds its prompts' KV cached from the last one and
-    skips their prefill (vLLM caches prefixes across requests by default). Needs the server started
-    with VLLM_SERVER_DEV_MODE=1 (scripts/serve-vllm.sh sets it); returns why it could not, or None."""
+    does: where the server caches prefixes across requests, a round after the first would find its
+    prompts' KV cached from the last one and skip their prefill (vLLM 0.32's CPU server measured here
+    reported 0 prefix-cache hits, so there it changes nothing; docs/performance.md). Needs the server
+    started with VLLM_SERVER_DEV_MODE=1 (scripts/serve-vllm.sh sets it); returns why it could not, or None."""
     import urllib.error
     import urllib.request
 
