@@ -224,10 +224,23 @@ def test_a_batch_child_that_dies_leaves_the_rendering_to_the_caller(tmp_path, sm
     assert tok.start_render_many([HI_MESSAGES]).result() is None
 
 
-def test_a_batch_answers_every_line_with_its_template_rendered_in_a_child(run_cli, tmp_path, smol_tokenizer):
+def test_a_batch_answers_every_line_with_its_template_rendered_in_a_child(
+    run_cli, tmp_path, smol_tokenizer, monkeypatch
+):
     """`generate --input` on a model folder whose template refuses one request: that line is an error
-    record naming the template, the others are answered, in order (the tiny random model)."""
+    record naming the template, the others are answered, in order (the tiny random model). Every
+    render happens in the child: one in this process fails the test."""
     from helpers import random_llama
+
+    from sgcli.tokenizers import templates
+
+    parent, real = os.getpid(), templates.render
+
+    def only_in_the_child(*args, **kwargs):
+        assert os.getpid() != parent, "a batch's prompt was rendered in the process, not in the child"
+        return real(*args, **kwargs)
+
+    patch_everywhere(monkeypatch, templates, "render", only_in_the_child)
 
     picky = "{% if messages[-1].content == 'no' %}{{ raise_exception('not that one') }}{% endif %}" + RICH
     folder = _folder(tmp_path, smol_tokenizer, picky)
