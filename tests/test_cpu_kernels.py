@@ -4,7 +4,7 @@ Where the CPU has bf16 dot-product units, a bfloat16 model loaded by the native 
 weights; its logits must stay those of the same weights through `F.linear`, its constrained
 outputs must validate, and the record must say which kernel ran. Where the CPU lacks them,
 nothing is packed and the record says so (null). A float32 model packs its large products for
-passes of a few rows where oneDNN measures faster than torch's own. A kernel that disagrees
+the passes (one row, a few, wide) where oneDNN measures faster than torch's own. A kernel that disagrees
 with `F.linear` on its probe is not used.
 """
 
@@ -81,41 +81,73 @@ def test_no_packing_where_the_copies_would_not_fit_in_memory(checkpoint, monkeyp
 
 
 def test_float32_is_not_packed_where_onednn_measures_no_faster(checkpoint, monkeypatch):
-    monkeypatch.setattr(cpu_kernels, "packed_float32_wins", lambda: False)
+    _float32_verdicts(monkeypatch, False, False, False)
     lm = load_model(resolve_model(str(checkpoint)), device="cpu", dtype="float32", impl="native")
     assert lm.kernel is None and lm.model.pack_for_cpu() is None
     assert not any(linear.packed is not None for linear in _linears(lm))
 
 
-def _float32_model(checkpoint, monkeypatch, smallest: int):
+def _float32_model(checkpoint, monkeypatch, smallest: int, single: bool = False, wide: bool = False):
     """The random checkpoint in float32, its products of `smallest` weights or more packed (oneDNN
-    said to measure faster)."""
-    monkeypatch.setattr(cpu_kernels, "packed_float32_wins", lambda: True)
+    said to measure faster for a few rows, and for one row with `single`, wide passes with `wide`)."""
+    _float32_verdicts(monkeypatch, single, True, wide)
     monkeypatch.setattr(cpu_kernels, "F32_PACK_MIN", smallest)
     return load_model(resolve_model(str(checkpoint)), device="cpu", dtype="float32", impl="native")
 
 
-def test_float32_packs_its_large_products_for_passes_of_a_few_rows(checkpoint, monkeypatch):
+def _float32_verdicts(monkeypatch, single: bool, few: bool, wide: bool) -> None:
+    monkeypatch.setattr(cpu_kernels, "packed_float32_single_wins", lambda: single)
+    monkeypatch.setattr(cpu_kernels, "packed_float32_wins", lambda: few)
+    monkeypatch.setattr(cpu_kernels, "packed_float32_wide_wins", lambda: wide)
+
+
+@pytest.mark.parametrize(("single", "wide"), [(False, False), (True, True)], ids=["few-rows-only", "every-width"])
+def test_float32_packs_its_large_products_for_the_passes_measured_faster(checkpoint, monkeypatch, single, wide):
     import torch.nn.functional as F
 
     config = json.loads((checkpoint / "config.json").read_text())
     _fake_kernel(monkeypatch, 1.0)
-    lm = _float32_model(checkpoint, monkeypatch, config["vocab_size"] * config["hidden_size"])  # the head only
+    lm = _float32_model(checkpoint, monkeypatch, config["vocab_size"] * config["hidden_size"], single, wide)
     assert lm.kernel == cpu_kernels.F32_KERNEL
     packed = [linear for linear in _linears(lm) if linear.packed is not None]
     assert packed == [lm.model.lm_head] and lm.model.model.embed.packed is None
     calls = []
     fake = torch.ops.mkldnn._linear_pointwise
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda x, *rest: calls.append(x.shape) or fake(x, *rest))
-    ids = (torch.arange(2 * (cpu_kernels.FEW_ROWS + 1)).view(1, -1) * 37) % 5000
+    few = cpu_kernels.FEW_ROWS
+    ids = (torch.arange(3 * few).view(1, -1) * 37) % 5000
     with torch.inference_mode():
-        few = cpu_kernels.FEW_ROWS
-        for rows, packed_kernel in [(1, False), (2, True), (few, True), (few + 1, False)]:
+        for rows, packed_kernel in [(1, single), (2, True), (few, True), (few + 1, wide), (3 * few, wide)]:
             calls.clear()
             logits = lm.model(input_ids=ids[:, :rows]).logits
             assert len(calls) == packed_kernel, rows  # the head's one product, packed or F.linear
             hidden = lm.model.model(input_ids=ids[:, :rows]).last_hidden_state
             assert torch.allclose(logits, F.linear(hidden, lm.model.lm_head.weight), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("single", "few", "wide", "rows"),
+    [
+        (False, False, False, None),
+        (False, True, False, (2, cpu_kernels.FEW_ROWS + 1)),
+        (True, True, False, (1, cpu_kernels.FEW_ROWS + 1)),
+        (True, True, True, (1, float("inf"))),
+        (False, False, True, (cpu_kernels.FEW_ROWS + 1, float("inf"))),
+        (True, False, False, (1, 2)),
+        (True, False, True, (cpu_kernels.FEW_ROWS + 1, float("inf"))),  # not contiguous: the prefills' range
+    ],
+)
+def test_float32_rows_are_the_measured_ranges_as_one_run(monkeypatch, single, few, wide, rows):
+    _float32_verdicts(monkeypatch, single, few, wide)
+    assert cpu_kernels.float32_rows() == rows
+
+
+def test_a_pinned_float32_kernel_takes_every_pass_whatever_was_measured(checkpoint, monkeypatch):
+    _float32_verdicts(monkeypatch, False, False, False)
+    monkeypatch.setattr(cpu_kernels, "F32_PACK_MIN", 0)
+    lm = load_model(resolve_model(str(checkpoint)), device="cpu", dtype="float32", impl="native", kernel="onednn-f32")
+    assert lm.kernel == cpu_kernels.F32_KERNEL
+    assert all(linear.packed_rows == (1, float("inf")) for linear in _linears(lm))
 
 
 def test_float32_packed_logits_are_the_same_weights_through_f_linear(checkpoint, monkeypatch):
@@ -133,9 +165,11 @@ def test_float32_packed_logits_are_the_same_weights_through_f_linear(checkpoint,
     assert torch.allclose(got, want, rtol=1e-4, atol=1e-4 * want.abs().max().item()), (got - want).abs().max()
 
 
+@pytest.mark.parametrize("rows", [1, 4, 64], ids=["single", "few", "wide"])
 @pytest.mark.parametrize("slow", ["torch", "onednn"])
-def test_the_float32_kernel_is_the_one_measured_faster(monkeypatch, slow):
-    """`packed_float32_wins` times both products of a few rows: made 30x dearer, either one loses."""
+def test_the_float32_kernel_is_the_one_measured_faster(monkeypatch, slow, rows):
+    """`packed_float32_wins` (and its single-row and wide twins) times both products of its rows:
+    made 30x dearer, either one loses."""
     import torch.nn.functional as F
 
     linear = F.linear
@@ -152,7 +186,7 @@ def test_the_float32_kernel_is_the_one_measured_faster(monkeypatch, slow):
     monkeypatch.setattr(cpu_kernels.F, "linear", product("torch"))
     monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", lambda w, rows: w.clone())
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", product("onednn"))
-    measured = cpu_kernels.measure_packed_float32(rows=4, inputs=256, outputs=512)  # not the remembered answer
+    measured = cpu_kernels.measure_packed_float32(rows=rows, inputs=256, outputs=512)  # not the remembered answer
     assert measured.wins is (slow == "torch")
     assert (measured.candidate_s > measured.baseline_s) is (slow == "onednn")
 
@@ -184,7 +218,7 @@ def _fake_kernel(monkeypatch, scale: float, amx: bool = False, bf16_faster: bool
     monkeypatch.setattr(cpu_kernels, "bf16_kernel_problem", lambda: None)
     monkeypatch.setattr(cpu_kernels, "amx_tiles", lambda: amx)
     monkeypatch.setattr(cpu_kernels, "bf16_beats_float32", lambda: bf16_faster)
-    monkeypatch.setattr(cpu_kernels, "packed_float32_wins", lambda: True)
+    _float32_verdicts(monkeypatch, False, True, False)
     monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", lambda w, rows: w.clone())
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda x, w, *rest: F.linear(x, w) * scale)
 

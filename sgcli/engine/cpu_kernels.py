@@ -7,8 +7,9 @@ prepacked kernel (`pack`); wide passes (prefills) take torch's bfloat16 products
 whichever this CPU runs faster (`bf16_beats_float32`; always bfloat16 with AMX); attention of a
 few positions a row in bfloat16 runs as two matrix products and a softmax (`attend`; a single
 row takes the fused kernel where `single_row_sdpa_wins` measures it faster). float32
-products of a few rows (drafts, batch steps) take oneDNN's packed float32 kernel where it
-measures faster than torch's own (`packed_float32_wins`; on a CPU without bf16 units).
+products take oneDNN's packed float32 kernel where it measures faster than torch's own (MKL),
+measured apart for a few rows (drafts, batch steps: `packed_float32_wins`), a single row
+(`packed_float32_single_wins`) and wide passes (prefills: `packed_float32_wide_wins`).
 
 Each measured choice is measured once per machine and remembered (`sgcli.engine.kernel_probes`),
 so a near tie cannot flip between runs with the machine's load; `--kernel` (`pack`'s `choice`)
@@ -47,17 +48,21 @@ WIDE_ROWS = 128
 # EPYC (Zen 5, AVX-512 BF16, no AMX) both bfloat16 kernels ran ~400 GFLOP/s from 128 rows on,
 # float32 88, and that prefill took 869 against 2831 ms (docs/performance.md, "AMX", "Zen 5").
 WIDE_ROWS_BF16 = 512
-# F32_KERNEL: float32 products of 2 to FEW_ROWS rows through oneDNN's packed float32 kernel.
-# float32 passes of 2 to this many rows (a draft, a batch step) take the packed float32 kernel where
-# it is the faster. Measured on an AMD EPYC (Zen 3, AVX2, no bf16 units), one thread: SmolLM2's
-# 576 -> 3072 product at 2 / 4 / 16 / 32 / 64 rows took 0.317 / 0.455 / 0.911 / 1.584 / 2.989 ms
-# through torch (MKL) and 0.192 / 0.300 / 0.792 / 1.561 / 3.304 packed; at one row packed lost
-# (0.184 against 0.167 ms), so single-token passes stay torch's (docs/performance.md, "Zen 3").
+# F32_KERNEL: float32 products through oneDNN's packed float32 kernel, in the row ranges where it
+# measured faster. Passes of 2 to FEW_ROWS rows (a draft, a batch step): `packed_float32_wins`;
+# a single row: `packed_float32_single_wins`; more rows (prefills): `packed_float32_wide_wins`.
+# Measured apart because CPUs differ by range. On an AMD EPYC (Zen 3, AVX2, no bf16 units), one
+# thread: SmolLM2's 576 -> 3072 product at 2 / 4 / 16 / 32 / 64 rows took 0.317 / 0.455 / 0.911 /
+# 1.584 / 2.989 ms through torch (MKL) and 0.192 / 0.300 / 0.792 / 1.561 / 3.304 packed, and at
+# one row packed lost (0.184 against 0.167 ms) (docs/performance.md, "Zen 3"). On an AMD EPYC
+# (Zen 5, AVX-512), 2 threads, packed won in every range: 1.7x at one row, 2.4x at 16, 2.2-2.5x
+# from 256 rows on (435 GFLOP/s against MKL's 175-190), 2-4x for the output head.
 FEW_ROWS = 32
+WIDE_PROBE_ROWS = 256  # the wide probe's rows: a prefill's width
 # Only float32 weights this large get a packed copy: oneDNN's call costs ~25 us more than MKL's, which
 # ate the gain below it (576 x 576 at 4 rows: 0.083 against 0.087 ms; 192 x 576: 0.048 against 0.029),
 # while 960 x 576, SmolLM2's query-key-value product, took 0.140 against 0.198.
-F32_PACK_MIN = 512 * 1024
+F32_PACK_MIN = 256 * 1024
 
 
 def amx_tiles() -> bool:
@@ -114,28 +119,44 @@ bf16_beats_float32 = machine_probe("bf16-prefill")(measure_bf16_prefill)
 
 
 def measure_packed_float32(rows: int = 4, inputs: int = 576, outputs: int = 3072, repeats: int = 3) -> Measured:
-    """Whether oneDNN's packed float32 product of a few rows (`rows`, a weight of `outputs` x
-    `inputs`) takes less CPU time on this CPU than torch's own, by a tenth at least (best of
-    `repeats` of 10 calls; measured once a process, ~0.2 s, most of it oneDNN's first call, which
-    the first forward would pay otherwise).
+    """Whether oneDNN's packed float32 product of `rows` rows (a weight of `outputs` x `inputs`)
+    takes less CPU time on this CPU than torch's own, by a tenth at least (best of `repeats` of
+    up to 10 calls; measured once per machine and remembered, ~0.2 s, most of it oneDNN's first
+    call, which the first forward would pay otherwise).
 
     Why measured: torch's float32 products are MKL's, which on an AMD EPYC (Zen 3) ran a few rows
-    1.2-1.7x slower than oneDNN's packed kernel, and on other CPUs need not. The tenth keeps a
-    near tie from flipping with load."""
+    1.2-1.7x slower than oneDNN's packed kernel but one row faster, and on a Zen 5 ran every
+    width 1.7-2.5x slower; other CPUs need not. The tenth keeps a near tie from flipping with load."""
     if onednn_problem() is not None:
         return Measured(False, float("inf"), 0.0)
     weight = torch.linspace(-1, 1, outputs * inputs).view(outputs, inputs)
     x = torch.linspace(1, -1, rows * inputs).view(rows, inputs)
+    calls = max(1, min(10, 40 // rows))
     with torch.inference_mode():
-        packed = torch.ops.mkldnn._reorder_linear_weight(weight, rows)
+        packed = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS_HINT)
         onednn = _best_cpu_time(
-            lambda: torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [None], ""), repeats, 10
+            lambda: torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [None], ""), repeats, calls
         )
-        mkl = _best_cpu_time(lambda: F.linear(x, weight), repeats, 10)
+        mkl = _best_cpu_time(lambda: F.linear(x, weight), repeats, calls)
         return Measured(onednn < 0.9 * mkl, onednn, mkl)
 
 
+def measure_packed_float32_single() -> Measured:
+    """`measure_packed_float32` for a single row (a lone stream's decode step)."""
+    return measure_packed_float32(rows=1)
+
+
+def measure_packed_float32_wide() -> Measured:
+    """`measure_packed_float32` for a wide pass (WIDE_PROBE_ROWS rows: a prefill)."""
+    return measure_packed_float32(rows=WIDE_PROBE_ROWS)
+
+
 packed_float32_wins = machine_probe("packed-float32")(measure_packed_float32)
+packed_float32_single_wins = machine_probe("packed-float32-single")(measure_packed_float32_single)
+packed_float32_wide_wins = machine_probe("packed-float32-wide")(measure_packed_float32_wide)
+# oneDNN's rows hint for a packed float32 weight: one packing serves every width, within 8% of a
+# packing for that width (Zen 5, 256 and 1024 rows)
+PACK_ROWS_HINT = 4
 
 
 def onednn_problem() -> str | None:
@@ -180,10 +201,12 @@ def meta_parameter(*shape: int) -> nn.Parameter:
 
 class Linear(nn.Module):
     """`nn.Linear`, built uninitialised (a bias where `bias`). `packed`: its weight in oneDNN's
-    blocked layout (`pack`), used on the CPU for inputs of its dtype: bfloat16 ones below the wide
-    bounds, float32 ones of 2 to FEW_ROWS rows."""
+    blocked layout (`pack`), used on the CPU for inputs of its dtype whose rows (tokens in the
+    pass) lie in `packed_rows` [first, end): bfloat16 ones below the wide bounds, float32 ones in
+    the ranges where the packed kernel measured faster."""
 
     packed: torch.Tensor | None = None
+    packed_rows: tuple[int, float] = (1, 0)
     wide_bf16 = False  # with `packed`: wide passes take torch's bfloat16 products, not float32 ones
 
     def __init__(self, inputs: int, outputs: int, bias: bool = False):
@@ -194,12 +217,8 @@ class Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         packed = self.packed
         if packed is not None and x.dtype == packed.dtype and x.device.type == "cpu":
-            rows = x.numel() // x.shape[-1]
-            if x.dtype == torch.float32:
-                narrow = 1 < rows <= FEW_ROWS
-            else:
-                narrow = rows < (WIDE_ROWS_BF16 if self.wide_bf16 else WIDE_ROWS)
-            if narrow:
+            first, end = self.packed_rows
+            if first <= x.numel() // x.shape[-1] < end:
                 return torch.ops.mkldnn._linear_pointwise(x, packed, self.bias, "none", [None], "")
             if x.dtype == torch.bfloat16 and not self.wide_bf16:  # a prefill where float32 is faster
                 bias = None if self.bias is None else self.bias.float()
@@ -222,12 +241,12 @@ def pack(linears: list[Linear], probe_with: Linear, choice: str = "auto") -> str
     torch's bfloat16 products from WIDE_ROWS_BF16 rows where those are faster than float32
     (always with AMX; measured elsewhere: `bf16_beats_float32`), float32 ones from WIDE_ROWS
     rows where they are not. float32 weights of F32_PACK_MIN elements or more are packed for
-    passes of 2 to FEW_ROWS rows. The packed copies sit beside the weights (those matrices,
-    twice), which the output head and `state_dict` still read."""
+    the passes `float32_rows` says (every pass where the kernel is pinned). The packed copies
+    sit beside the weights (those matrices, twice), which the output head and `state_dict` still read."""
     weight = probe_with.weight
     if choice == TORCH_KERNEL or (choice == "auto" and weight.device.type != "cpu"):
         return None
-    chosen, name, wide_bf16, rows_hint, tolerance = _plan(linears, weight, choice)
+    chosen, name, rows, wide_bf16, rows_hint, tolerance = _plan(linears, weight, choice)
     if not chosen:
         return None
     size = sum(linear.weight.numel() * linear.weight.element_size() for linear in chosen)
@@ -237,7 +256,7 @@ def pack(linears: list[Linear], probe_with: Linear, choice: str = "auto") -> str
         raise _cannot(choice, f"its packed copies ({size / 2**20:.0f} MB) would take over half the free memory")
     for linear in chosen:
         linear.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), rows_hint)
-        linear.wide_bf16 = wide_bf16
+        linear.packed_rows, linear.wide_bf16 = rows, wide_bf16
     probe_with = probe_with if any(linear is probe_with for linear in chosen) else chosen[0]
     width = probe_with.weight.shape[1]
     probe = torch.stack([torch.linspace(-1, 1, width), torch.linspace(1, -1, width)]).to(weight.dtype)
@@ -254,16 +273,18 @@ def pack(linears: list[Linear], probe_with: Linear, choice: str = "auto") -> str
 
 
 def _plan(linears: list[Linear], weight: torch.Tensor, choice: str):
-    """(the linears to pack, the kernel's name, prefills in bfloat16, oneDNN's rows hint, the probe's
-    tolerance); no linears where "auto" finds nothing to pack. A pinned `choice` that cannot run on
-    this device, dtype, torch or CPU is exit 2."""
+    """(the linears to pack, the kernel's name, the rows [first, end) of the passes that take it,
+    prefills in bfloat16, oneDNN's rows hint, the probe's tolerance); no linears where "auto" finds
+    nothing to pack. A pinned `choice` that cannot run on this device, dtype, torch or CPU is exit 2.
+    A pinned float32 kernel takes a few rows whatever was measured, and one row and wide passes
+    where those measured faster."""
     if weight.device.type != "cpu":
         raise _cannot(choice, f"it is a CPU kernel and the model is on {weight.device.type}")
     bf16_names = (BF16_KERNEL, PREFILL_BF16_KERNEL, AMX_KERNEL)
     if choice in bf16_names or (choice == "auto" and weight.dtype == torch.bfloat16):
         problem = bf16_kernel_problem()
         if choice == "auto" and problem is not None:
-            return [], None, False, 1, 0.0
+            return [], None, (1, 0), False, 1, 0.0
         if weight.dtype != torch.bfloat16:
             raise _cannot(choice, f"it runs bfloat16 weights and these are {str(weight.dtype).removeprefix('torch.')}")
         if problem is not None:
@@ -275,19 +296,33 @@ def _plan(linears: list[Linear], weight: torch.Tensor, choice: str):
             wide = amx or bf16_beats_float32()
             choice = AMX_KERNEL if amx else PREFILL_BF16_KERNEL if wide else BF16_KERNEL
         wide_bf16 = choice in (AMX_KERNEL, PREFILL_BF16_KERNEL)
-        return linears, choice, wide_bf16, 1, 2e-2  # bfloat16 keeps 8 bits of mantissa
+        rows = (1, WIDE_ROWS_BF16 if wide_bf16 else WIDE_ROWS)
+        return linears, choice, rows, wide_bf16, 1, 2e-2  # bfloat16 keeps 8 bits of mantissa
     if weight.dtype != torch.float32:
         if choice == "auto":
-            return [], None, False, 1, 0.0
+            return [], None, (1, 0), False, 1, 0.0
         raise _cannot(choice, f"it runs float32 weights and these are {str(weight.dtype).removeprefix('torch.')}")
-    if choice == "auto" and not packed_float32_wins():
-        return [], None, False, 1, 0.0
+    rows = float32_rows() if choice == "auto" else (1, float("inf"))
+    if rows is None:
+        return [], None, (1, 0), False, 1, 0.0
     if (problem := onednn_problem()) is not None:
         raise _cannot(choice, problem)
     chosen = [linear for linear in linears if linear.weight.numel() >= F32_PACK_MIN]
     if not chosen and choice != "auto":
         raise _cannot(choice, f"no weight of this model has {F32_PACK_MIN:,} elements or more")
-    return chosen, F32_KERNEL, False, 4, 1e-4  # float32 sums differ only in their order
+    return chosen, F32_KERNEL, rows, False, PACK_ROWS_HINT, 1e-4  # float32 sums differ only in their order
+
+
+def float32_rows() -> tuple[int, float] | None:
+    """The rows [first, end) of the float32 passes that take the packed kernel here: the measured
+    ranges (one row, a few, wide) where it won, as one run (a single row and wide passes without the
+    few between: the wide ones, where prefills spend their time); None where it won none."""
+    single, few, wide = packed_float32_single_wins(), packed_float32_wins(), packed_float32_wide_wins()
+    if few:
+        return (1 if single else 2, float("inf") if wide else FEW_ROWS + 1)
+    if wide:
+        return (FEW_ROWS + 1, float("inf"))
+    return (1, 2) if single else None
 
 
 def _cannot(choice: str, why: str) -> UserError:

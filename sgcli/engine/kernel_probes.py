@@ -57,14 +57,24 @@ def machine_id(threads: int, torch_version: str) -> str:
 
 
 def _cpu_model() -> str:
+    """The CPU's model name with its family and model numbers: virtual machines of different CPU
+    generations (Zen 1 to Zen 5, whose kernels' verdicts differ) can all be named "AMD EPYC"."""
+    fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.partition(":")[2].strip()
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key in ("model name", "cpu family", "model") and key not in fields:
+                    fields[key] = value.strip()
+                if not line.strip() and fields:  # the first processor's block is enough
+                    break
     except OSError:
         pass
-    return platform.processor() or platform.machine() or "unknown CPU"
+    name = fields.get("model name") or platform.processor() or platform.machine() or "unknown CPU"
+    if "cpu family" in fields and "model" in fields:
+        return f"{name} (family {fields['cpu family']}, model {fields['model']})"
+    return name
 
 
 def _read(path: Path) -> dict:
