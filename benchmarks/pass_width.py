@@ -46,10 +46,12 @@ def set_kernel(packs: dict, setting) -> None:
     WIDE_ROWS_BF16 rows or float32 ones from WIDE_ROWS: what `cpu_kernels.pack` chooses."""
     if setting is None:
         return
+    from sgcli.engine import cpu_kernels
+
     packed, wide_bf16 = setting
     for linear, kept in packs.items():
         linear.packed = kept if packed else None
-        linear.wide_bf16 = wide_bf16
+        linear.packed_rows, linear.wide_bf16 = cpu_kernels.bf16_rows(wide_bf16), wide_bf16
 
 
 def pass_ms(model, rows: int, width: int, cached: int, passes: int) -> float:
@@ -70,8 +72,8 @@ def pass_ms(model, rows: int, width: int, cached: int, passes: int) -> float:
 
 
 def products(rounds: int) -> None:
-    """CPU ms of one product [rows, 576] x [576, 3072] by rows: float32, torch's bfloat16 and the
-    packed bfloat16 kernel (where this CPU has one)."""
+    """CPU ms of one product [rows, 576] x [576, 3072] by rows: float32 through torch (MKL) and
+    packed for oneDNN, torch's bfloat16 and the packed bfloat16 kernel (where this CPU has one)."""
     import torch
     import torch.nn.functional as F
 
@@ -80,10 +82,15 @@ def products(rounds: int) -> None:
     weight = torch.randn(3072, 576)
     half = weight.bfloat16()
     packed = torch.ops.mkldnn._reorder_linear_weight(half, 1) if cpu_kernels.bf16_kernel_problem() is None else None
+    packed_f32 = None if cpu_kernels.onednn_problem() else torch.ops.mkldnn._reorder_linear_weight(weight, 4)
     kernels = {
         "float32": lambda x: F.linear(x, weight),
         "bfloat16, torch": lambda x: F.linear(x, half),
     }
+    if packed_f32 is not None:
+        kernels["float32 packed"] = lambda x: torch.ops.mkldnn._linear_pointwise(
+            x, packed_f32, None, "none", [None], ""
+        )
     if packed is not None:
         kernels["bfloat16 packed"] = lambda x: torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [None], "")
     print(f"CPU ms per product, median of {rounds} rounds (GFLOP/s)")

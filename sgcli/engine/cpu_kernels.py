@@ -296,8 +296,7 @@ def _plan(linears: list[Linear], weight: torch.Tensor, choice: str):
             wide = amx or bf16_beats_float32()
             choice = AMX_KERNEL if amx else PREFILL_BF16_KERNEL if wide else BF16_KERNEL
         wide_bf16 = choice in (AMX_KERNEL, PREFILL_BF16_KERNEL)
-        rows = (1, WIDE_ROWS_BF16 if wide_bf16 else WIDE_ROWS)
-        return linears, choice, rows, wide_bf16, 1, 2e-2  # bfloat16 keeps 8 bits of mantissa
+        return linears, choice, bf16_rows(wide_bf16), wide_bf16, 1, 2e-2  # bfloat16 keeps 8 bits of mantissa
     if weight.dtype != torch.float32:
         if choice == "auto":
             return [], None, (1, 0), False, 1, 0.0
@@ -311,6 +310,12 @@ def _plan(linears: list[Linear], weight: torch.Tensor, choice: str):
     if not chosen and choice != "auto":
         raise _cannot(choice, f"no weight of this model has {F32_PACK_MIN:,} elements or more")
     return chosen, F32_KERNEL, rows, False, PACK_ROWS_HINT, 1e-4  # float32 sums differ only in their order
+
+
+def bf16_rows(wide_bf16: bool) -> tuple[int, float]:
+    """The rows [first, end) of the bfloat16 passes that take the packed kernel: below the bound where
+    torch's bfloat16 products (`wide_bf16`) or float32 ones take over."""
+    return (1, WIDE_ROWS_BF16 if wide_bf16 else WIDE_ROWS)
 
 
 def float32_rows() -> tuple[int, float] | None:
