@@ -380,3 +380,19 @@ def test_a_probe_is_measured_once_per_machine_and_remembered(tmp_path, monkeypat
     with pytest.warns(UserWarning, match=r"kernel probe file .*cpu-kernels.json is unreadable"):
         assert probe() is True
     assert measured == [1, 1] and json.loads(path.read_text())["format"] == kernel_probes.FORMAT
+
+
+def test_machines_of_one_model_name_but_another_cpu_generation_keep_their_own_verdicts():
+    """Virtual machines name Zen 1 to Zen 5 alike ("AMD EPYC"), and their kernels' verdicts differ:
+    the machine a verdict is remembered for includes the first processor's family and model."""
+    from sgcli.engine.kernel_probes import describe_cpu
+
+    def cpuinfo(family: int, model: int) -> str:
+        block = f"processor\t: {{}}\nvendor_id\t: AuthenticAMD\ncpu family\t: {family}\nmodel\t\t: {model}\n"
+        block += "model name\t: AMD EPYC\nflags\t\t: fpu avx2\n\n"
+        return block.format(0) + block.format(1)
+
+    zen3, zen5 = describe_cpu(cpuinfo(25, 1)), describe_cpu(cpuinfo(26, 2))
+    assert zen3 == "AMD EPYC (family 25, model 1)" and zen5 == "AMD EPYC (family 26, model 2)"
+    assert describe_cpu("model name\t: Some CPU\n") == "Some CPU"  # no numbers given: the name alone
+    assert describe_cpu("processor\t: 0\n") is None

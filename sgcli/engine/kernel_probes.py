@@ -57,22 +57,28 @@ def machine_id(threads: int, torch_version: str) -> str:
 
 
 def _cpu_model() -> str:
-    """The CPU's model name with its family and model numbers: virtual machines of different CPU
-    generations (Zen 1 to Zen 5, whose kernels' verdicts differ) can all be named "AMD EPYC"."""
-    fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                key = key.strip()
-                if key in ("model name", "cpu family", "model") and key not in fields:
-                    fields[key] = value.strip()
-                if not line.strip() and fields:  # the first processor's block is enough
-                    break
+            text = f.read(64 << 10)  # the first processor's block is enough
     except OSError:
-        pass
-    name = fields.get("model name") or platform.processor() or platform.machine() or "unknown CPU"
-    if "cpu family" in fields and "model" in fields:
+        text = ""
+    return describe_cpu(text) or platform.processor() or platform.machine() or "unknown CPU"
+
+
+def describe_cpu(cpuinfo: str) -> str | None:
+    """The first processor's model name in /proc/cpuinfo's text, with its family and model numbers:
+    virtual machines of different CPU generations (Zen 1 to Zen 5, whose kernels' verdicts differ)
+    can all be named "AMD EPYC". None where the text names no model."""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.split("\n"):
+        if not line.strip() and fields:
+            break
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    name = fields.get("model name")
+    if not name:
+        return None
+    if fields.get("cpu family") and fields.get("model"):
         return f"{name} (family {fields['cpu family']}, model {fields['model']})"
     return name
 
