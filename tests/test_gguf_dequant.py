@@ -74,7 +74,7 @@ def test_a_row_that_is_not_whole_blocks_is_refused():
     with pytest.raises(ValueError, match="whole Q4_K blocks"):
         gguf_dequant.nbytes(12, (4, 100))
     with pytest.raises(ValueError, match="not dequantized"):
-        gguf_dequant.nbytes(10, (4, 256))  # Q2_K: transformers' float32 copy is kept instead
+        gguf_dequant.nbytes(16, (4, 256))  # IQ2_XXS: transformers' float32 copy is kept instead
 
 
 def test_the_tensor_directory_matches_gguf_py(tmp_path):

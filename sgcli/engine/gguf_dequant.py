@@ -24,10 +24,16 @@ TYPES = {
     6: ("Q5_0", 32, 22),
     7: ("Q5_1", 32, 24),
     8: ("Q8_0", 32, 34),
+    10: ("Q2_K", 256, 84),
+    11: ("Q3_K", 256, 110),
     12: ("Q4_K", 256, 144),
     13: ("Q5_K", 256, 176),
     14: ("Q6_K", 256, 210),
+    20: ("IQ4_NL", 32, 18),
+    23: ("IQ4_XS", 256, 136),
 }
+# IQ4_NL and IQ4_XS map each 4-bit value through this table (ggml's kvalues_iq4nl)
+IQ4_VALUES = (-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113)
 
 
 def nbytes(ggml_type: int, shape: tuple[int, ...]) -> int:
@@ -171,6 +177,71 @@ def _then(x: torch.Tensor, op: str, other: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def _crumbs(qs: torch.Tensor, n: int) -> torch.Tensor:
+    """Q2_K/Q3_K's 64 bytes of 2-bit values -> uint8 (n, 16, 16): per half of 32 bytes, bits 0-1 of
+    each byte, then 2-3, 4-5, 6-7 (gguf-py's `>> [0, 2, 4, 6]` layout)."""
+    import torch
+
+    shifts = torch.tensor([0, 2, 4, 6], dtype=torch.uint8).reshape(1, 1, 4, 1)
+    return ((qs.reshape(n, 2, 1, 32) >> shifts) & 3).reshape(n, 16, 16)
+
+
+def _q2_k(b, o):
+    """o = (d * scale) * q - dmin * min over 16 sub-blocks of 16, 4-bit scales and mins."""
+    import torch
+
+    n = b.shape[0]
+    scales = b[:, :16]
+    o.view(n, 16, 16).copy_(_crumbs(b[:, 16:80], n))
+    dl = (_half(b, 80) * (scales & 0x0F).to(torch.float32)).reshape(n, 16, 1)
+    ml = (_half(b, 82) * (scales >> 4).to(torch.float32)).reshape(n, 16, 1)
+    _then(o.view(n, 16, 16).mul_(dl), "sub_", ml)
+
+
+def _q3_k(b, o):
+    """o = (d * (scale - 32)) * (q - 4 where the high bit is clear) over 16 sub-blocks of 16, with
+    6-bit scales packed as gguf-py unpacks them (low nibbles from bytes 0-7, high pairs from 8-11)."""
+    import torch
+
+    n = b.shape[0]
+    packed = b[:, 96:108]
+    low = (packed[:, :8].reshape(n, 1, 8) >> torch.tensor([0, 4], dtype=torch.uint8).reshape(1, 2, 1)).reshape(n, 16)
+    high = (packed[:, 8:].reshape(n, 1, 4) >> torch.tensor([0, 2, 4, 6], dtype=torch.uint8).reshape(1, 4, 1)).reshape(
+        n, 16
+    )
+    scales = ((low & 0x0F) | ((high & 0x03) << 4)).to(torch.int16) - 32  # 6 bits, offset by 32
+    dl = (_half(b, 108) * scales.to(torch.float32)).reshape(n, 16, 1)
+    bits = torch.arange(8, dtype=torch.uint8).reshape(1, 1, 8, 1)
+    clear = (((b[:, :32].reshape(n, 1, 1, 32) >> bits) & 1) ^ 1).reshape(n, 16, 16)  # 1: subtract 4
+    o.view(n, 16, 16).copy_(_crumbs(b[:, 32:96], n).to(torch.int8) - (clear << 2).to(torch.int8))
+    o.view(n, 16, 16).mul_(dl)
+
+
+def _iq4(qs: torch.Tensor, groups: int) -> torch.Tensor:
+    """IQ4's 4-bit values (low nibbles, then high, per group) looked up in IQ4_VALUES, as float32."""
+    import torch
+
+    return torch.tensor(IQ4_VALUES, dtype=torch.float32)[_nibbles(qs, groups).long()]
+
+
+def _iq4_nl(b, o):
+    o.copy_(_iq4(b[:, 2:], 1)).mul_(_half(b, 0))
+
+
+def _iq4_xs(b, o):
+    """o = (d * (scale - 32)) * value over 8 sub-blocks of 32, 6-bit scales: low nibbles from bytes
+    4-7, high pairs from the 16-bit word at byte 2."""
+    import torch
+
+    n = b.shape[0]
+    low = (b[:, 4:8].reshape(n, 4, 1) >> torch.tensor([0, 4], dtype=torch.uint8)).reshape(n, 8) & 0x0F
+    word = b[:, 2:4].contiguous().view(torch.int16).to(torch.int32) & 0xFFFF  # (n, 1)
+    high = (word >> torch.arange(0, 16, 2, dtype=torch.int32)) & 0x03
+    scales = (low.to(torch.int32) | (high << 4)) - 32
+    dl = (_half(b, 0) * scales.to(torch.float32)).reshape(n, 8, 1)
+    o.view(n, 8, 32).copy_(_iq4(b[:, 8:], 8).reshape(n, 8, 32)).mul_(dl)
+
+
 def _q4_k(b, o):
     _k_apply(_nibbles_into(b[:, 16:], 4, o), b)
 
@@ -205,7 +276,11 @@ _BLOCKS = {
     "Q5_0": _q5_0,
     "Q5_1": _q5_1,
     "Q8_0": _q8_0,
+    "Q2_K": _q2_k,
+    "Q3_K": _q3_k,
     "Q4_K": _q4_k,
     "Q5_K": _q5_k,
     "Q6_K": _q6_k,
+    "IQ4_NL": _iq4_nl,
+    "IQ4_XS": _iq4_xs,
 }
