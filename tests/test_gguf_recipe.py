@@ -28,15 +28,15 @@ def _blocks(rng, qtype, shape) -> np.ndarray:
     rows, cols = shape
     data = rng.integers(0, 256, size=(rows * cols // block, size), dtype=np.uint8)
     scales = (rng.random((data.shape[0], 2)) * 0.01).astype(np.float16).view(np.uint8)
-    at = {Q.Q4_K: 0, Q.Q6_K: 208, Q.Q2_K: 80}[qtype]  # d (and dmin but for Q6_K), per ggml-common.h
-    width = 2 if qtype == Q.Q6_K else 4
+    at = {Q.Q4_K: 0, Q.Q6_K: 208, Q.Q3_K: 108, Q.IQ2_XXS: 0}[qtype]  # d (and dmin for Q4_K), per ggml-common.h
+    width = 4 if qtype == Q.Q4_K else 2
     data[:, at : at + width] = scales[:, :width]
     return data.reshape(rows, cols // block * size)
 
 
 def write_tiny_gguf(path, seed: int = 0):
-    """A 2-layer Llama GGUF: F32 norms, a Q8_0 embedding, Q4_K / Q6_K / Q4_1 / Q5_0 / F16 / BF16
-    matrices, and one Q2_K matrix (not one sgcli dequantizes: stored as float32)."""
+    """A 2-layer Llama GGUF: F32 norms, a Q8_0 embedding, Q3_K / Q4_K / Q6_K / Q4_1 / Q5_0 / F16 /
+    BF16 matrices, and one IQ2_XXS matrix (not one sgcli dequantizes: stored as float32)."""
     rng = np.random.default_rng(seed)
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_context_length(256)
@@ -55,7 +55,7 @@ def write_tiny_gguf(path, seed: int = 0):
             writer.add_tensor(name, values + 1 if len(shape) == 1 else values)
         elif qtype == Q.F16:
             writer.add_tensor(name, values.astype(np.float16))
-        elif qtype in (Q.Q4_K, Q.Q6_K, Q.Q2_K):
+        elif qtype in (Q.Q4_K, Q.Q6_K, Q.Q3_K, Q.IQ2_XXS):
             writer.add_tensor(name, _blocks(rng, qtype, shape), raw_dtype=qtype)
         else:
             writer.add_tensor(name, gguf.quantize(values, qtype), raw_dtype=qtype)
@@ -68,7 +68,7 @@ def write_tiny_gguf(path, seed: int = 0):
         add(f"blk.{i}.attn_q.weight", (HIDDEN, HIDDEN), k[0])
         add(f"blk.{i}.attn_k.weight", (HIDDEN // HEADS * KV_HEADS, HIDDEN), k[1])
         add(f"blk.{i}.attn_v.weight", (HIDDEN // HEADS * KV_HEADS, HIDDEN), k[2])
-        add(f"blk.{i}.attn_output.weight", (HIDDEN, HIDDEN), Q.Q2_K if i == 1 else k[3])
+        add(f"blk.{i}.attn_output.weight", (HIDDEN, HIDDEN), {0: Q.Q3_K, 1: Q.IQ2_XXS}.get(i, k[3]))
         add(f"blk.{i}.ffn_gate.weight", (FFN, HIDDEN), k[4])
         add(f"blk.{i}.ffn_up.weight", (FFN, HIDDEN), k[5])
         add(f"blk.{i}.ffn_down.weight", (HIDDEN, FFN), k[6])
@@ -111,9 +111,9 @@ def test_the_recipe_rebuilds_transformers_weights_bit_for_bit(tiny):
     assert steps["model.layers.0.self_attn.q_proj.weight"]["transform"] == f"reverse_permute:{HEADS}"
     assert steps["model.layers.1.self_attn.k_proj.weight"]["transform"] == f"reverse_permute:{KV_HEADS}"
     assert steps["model.layers.0.mlp.up_proj.weight"]["transform"] == "identity"
-    assert recipe["stored"] == ["model.layers.1.self_attn.o_proj.weight"]  # Q2_K: float32 in the folder
+    assert recipe["stored"] == ["model.layers.1.self_attn.o_proj.weight"]  # IQ2_XXS: float32 in the folder
     used = {recipe["tensors"][s["tensor"]]["type"] for s in steps.values()}
-    assert used == {int(t) for t in (Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q4_K, Q.Q6_K)}
+    assert used == {int(t) for t in (Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q3_K, Q.Q4_K, Q.Q6_K)}
     state = gguf_recipe.load_state(folder, path)
     expected = reference.state_dict()
     assert list(state) == list(expected)
