@@ -276,8 +276,7 @@ def _plan(linears: list[Linear], weight: torch.Tensor, choice: str):
     """(the linears to pack, the kernel's name, the rows [first, end) of the passes that take it,
     prefills in bfloat16, oneDNN's rows hint, the probe's tolerance); no linears where "auto" finds
     nothing to pack. A pinned `choice` that cannot run on this device, dtype, torch or CPU is exit 2.
-    A pinned float32 kernel takes a few rows whatever was measured, and one row and wide passes
-    where those measured faster."""
+    A pinned float32 kernel takes every pass, whatever was measured (one kernel's arithmetic throughout)."""
     if weight.device.type != "cpu":
         raise _cannot(choice, f"it is a CPU kernel and the model is on {weight.device.type}")
     bf16_names = (BF16_KERNEL, PREFILL_BF16_KERNEL, AMX_KERNEL)

@@ -16,7 +16,7 @@ DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # accelerate
 
 # --kernel: the CPU kernel of the native forward's matrix products (sgcli.engine.cpu_kernels)
 TORCH_KERNEL = "torch"  # torch's own products (MKL in float32): nothing packed
-F32_KERNEL = "onednn-f32"  # float32: oneDNN's packed kernel for passes of a few rows
+F32_KERNEL = "onednn-f32"  # float32: oneDNN's packed kernel, for the pass widths it measured faster at
 BF16_KERNEL = "onednn-bf16"  # bfloat16: packed products, prefills widened to float32
 PREFILL_BF16_KERNEL = "onednn-bf16-prefill"  # bfloat16: packed products, prefills in torch's bfloat16
 AMX_KERNEL = "onednn-bf16-amx"  # bfloat16: packed products, prefills in torch's bfloat16 on AMX tiles

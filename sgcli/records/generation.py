@@ -109,7 +109,8 @@ class GenerationRecord(_Strict):
         description="the matrix-product kernel the native forward packed its weights for: onednn-bf16 "
         "(bfloat16 on a CPU with bf16 dot-product units, prefills widened to float32), onednn-bf16-prefill "
         "(the same, prefills in torch's bfloat16 where it measured faster), onednn-bf16-amx (prefills on AMX "
-        "tiles), onednn-f32 (float32, passes of 2-32 rows packed where oneDNN measured faster), or null (torch's own)",
+        "tiles), onednn-f32 (float32, packed for the pass widths where oneDNN measured faster: one row, "
+        "2-32 rows, wider), or null (torch's own)",
     )
     chat_template: Optional[str] = Field(
         None,
