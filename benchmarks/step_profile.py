@@ -151,14 +151,14 @@ def matmul_peak(lm, rows: int = 16, columns: int = 100, steps: int = 20) -> dict
     import torch
     import torch.nn.functional as F
 
+    from sgcli.engine import cpu_kernels
+
     body = lm.model.model
     hidden = body.embed.weight.shape[1]
     weights = sum(p.numel() for n, p in lm.model.named_parameters() if "norm" not in n) - body.embed.weight.numel()
     if lm.model.lm_head.weight is body.embed.weight:  # tied: the head's product still runs once a token
         weights += body.embed.weight.numel()
     dtype = lm.model.dtype
-    from sgcli.engine import cpu_kernels
-
     a, b = torch.randn(1024, hidden, dtype=dtype), torch.randn(4 * hidden, hidden, dtype=dtype)
     products = [lambda: F.linear(a, b)]
     if cpu_kernels.onednn_problem() is None and (dtype == torch.float32 or cpu_kernels.bf16_kernel_problem() is None):

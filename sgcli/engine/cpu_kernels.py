@@ -272,6 +272,9 @@ def pack(linears: list[Linear], probe_with: Linear, choice: str = "auto") -> str
     return name
 
 
+_NOTHING = ([], None, (1, 0), False, 1, 0.0)  # `_plan`'s answer where "auto" packs nothing
+
+
 def _plan(linears: list[Linear], weight: torch.Tensor, choice: str):
     """(the linears to pack, the kernel's name, the rows [first, end) of the passes that take it,
     prefills in bfloat16, oneDNN's rows hint, the probe's tolerance); no linears where "auto" finds
@@ -283,7 +286,7 @@ def _plan(linears: list[Linear], weight: torch.Tensor, choice: str):
     if choice in bf16_names or (choice == "auto" and weight.dtype == torch.bfloat16):
         problem = bf16_kernel_problem()
         if choice == "auto" and problem is not None:
-            return [], None, (1, 0), False, 1, 0.0
+            return _NOTHING
         if weight.dtype != torch.bfloat16:
             raise _cannot(choice, f"it runs bfloat16 weights and these are {str(weight.dtype).removeprefix('torch.')}")
         if problem is not None:
@@ -298,11 +301,11 @@ def _plan(linears: list[Linear], weight: torch.Tensor, choice: str):
         return linears, choice, bf16_rows(wide_bf16), wide_bf16, 1, 2e-2  # bfloat16 keeps 8 bits of mantissa
     if weight.dtype != torch.float32:
         if choice == "auto":
-            return [], None, (1, 0), False, 1, 0.0
+            return _NOTHING
         raise _cannot(choice, f"it runs float32 weights and these are {str(weight.dtype).removeprefix('torch.')}")
     rows = float32_rows() if choice == "auto" else (1, float("inf"))
     if rows is None:
-        return [], None, (1, 0), False, 1, 0.0
+        return _NOTHING
     if (problem := onednn_problem()) is not None:
         raise _cannot(choice, problem)
     chosen = [linear for linear in linears if linear.weight.numel() >= F32_PACK_MIN]

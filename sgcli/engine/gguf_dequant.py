@@ -178,12 +178,20 @@ def _then(x: torch.Tensor, op: str, other: torch.Tensor) -> torch.Tensor:
 
 
 def _crumbs(qs: torch.Tensor, n: int) -> torch.Tensor:
-    """Q2_K/Q3_K's 64 bytes of 2-bit values -> uint8 (n, 16, 16): per half of 32 bytes, bits 0-1 of
-    each byte, then 2-3, 4-5, 6-7 (gguf-py's `>> [0, 2, 4, 6]` layout)."""
+    """64 bytes of 2-bit values (Q2_K, Q3_K; Q6_K's high bits) -> uint8 (n, 16, 16): per half of 32
+    bytes, bits 0-1 of each byte, then 2-3, 4-5, 6-7 (gguf-py's `>> [0, 2, 4, 6]` layout)."""
     import torch
 
     shifts = torch.tensor([0, 2, 4, 6], dtype=torch.uint8).reshape(1, 1, 4, 1)
     return ((qs.reshape(n, 2, 1, 32) >> shifts) & 3).reshape(n, 16, 16)
+
+
+def _bit_planes(qh: torch.Tensor, n: int) -> torch.Tensor:
+    """32 bytes of 1-bit values (Q3_K's high-bit mask, Q5_K's fifth bits) -> uint8 (n, 8, 32): bit 0 of
+    each byte, then bit 1, ... bit 7 (gguf-py's `>> [0, ..., 7]` layout)."""
+    import torch
+
+    return (qh.reshape(n, 1, 32) >> torch.arange(8, dtype=torch.uint8).reshape(1, 8, 1)) & 1
 
 
 def _q2_k(b, o):
@@ -211,8 +219,7 @@ def _q3_k(b, o):
     )
     scales = ((low & 0x0F) | ((high & 0x03) << 4)).to(torch.int16) - 32  # 6 bits, offset by 32
     dl = (_half(b, 108) * scales.to(torch.float32)).reshape(n, 16, 1)
-    bits = torch.arange(8, dtype=torch.uint8).reshape(1, 1, 8, 1)
-    clear = (((b[:, :32].reshape(n, 1, 1, 32) >> bits) & 1) ^ 1).reshape(n, 16, 16)  # 1: subtract 4
+    clear = (_bit_planes(b[:, :32], n) ^ 1).reshape(n, 16, 16)  # 1: subtract 4
     o.view(n, 16, 16).copy_(_crumbs(b[:, 32:96], n).to(torch.int8) - (clear << 2).to(torch.int8))
     o.view(n, 16, 16).mul_(dl)
 
@@ -247,13 +254,10 @@ def _q4_k(b, o):
 
 
 def _q5_k(b, o):
-    import torch
 
     n = b.shape[0]
     low = _nibbles(b[:, 48:], 4).reshape(n, 8, 32)
-    shifts = torch.arange(8, dtype=torch.uint8).reshape(1, 8, 1)
-    high = (b[:, 16:48].reshape(n, 1, 32) >> shifts) & 1
-    o.view(n, 8, 32).copy_(low | (high << 4))
+    o.view(n, 8, 32).copy_(low | (_bit_planes(b[:, 16:48], n) << 4))
     _k_apply(o, b)
 
 
@@ -262,8 +266,7 @@ def _q6_k(b, o):
 
     n = b.shape[0]
     low = _nibbles(b[:, :128], 2).reshape(n, 8, 32)
-    shifts = torch.tensor([0, 2, 4, 6], dtype=torch.uint8).reshape(1, 1, 4, 1)
-    high = ((b[:, 128:192].reshape(n, 2, 1, 32) >> shifts) & 3).reshape(n, 8, 32)
+    high = _crumbs(b[:, 128:192], n).reshape(n, 8, 32)
     scales = b[:, 192:208].view(torch.int8).to(torch.float32)
     d = (_half(b, 208) * scales).reshape(n, 16, 1)
     o.view(n, 8, 32).copy_(low | (high << 4))
