@@ -351,3 +351,105 @@ def test_a_surrogate_pair_written_as_escapes_counts_as_one_character():
     pair = "\\ud83d\\udca9"  # one character, U+1F4A9, in ASCII escapes
     assert feed(checked, vocab.encode(f'"{pair}{pair}"'), check_mask=True).accepted
     assert not feed(checked, vocab.encode(f'"{pair}{pair}{pair}"'), check_mask=True).accepted
+
+
+# ---- schemas inside a grammar: the checker does not follow them, so each keyword is enforced or refused ----
+
+
+def lark_with_sub(schema, name="s") -> ConstraintSpec:
+    sub = spec_of(schema, f"{name}.schema.json")
+    return ConstraintSpec(Kind.LARK, f'start: "v=" @{name}\n', "wrap.lark", subgrammars=((name, sub),))
+
+
+@pytest.mark.parametrize("backend", ["llguidance", "xgrammar"])
+def test_a_sub_schema_keyword_is_enforced_by_the_grammar_or_refused(backend):
+    """Every corpus case as a Lark grammar's `@s` sub-schema: the backend refuses the grammar, or sgcli refuses
+    a keyword it leaves unenforced (naming it in the sub-schema's file), or its grammar takes no invalid
+    instance. Nothing in between: that was the silent weakening."""
+    vocab = byte_vocab()
+    outcomes = {"compile refused": 0, "keyword refused": 0, "enforced": 0}
+    for case in CASES:
+        if case["keyword"] not in KEYWORDS or case["position"] not in ("root", "property", "$ref"):
+            continue
+        spec = lark_with_sub(case["schema"])
+        try:
+            compiled = compile_for(backend, spec, vocab)[0]
+        except UserError:
+            outcomes["compile refused"] += 1
+            continue
+        try:
+            guarantee(compiled)
+        except UserError as exc:
+            assert "in @s" in exc.message and exc.location.path == "s.schema.json", exc.message
+            assert exc.location.line is not None, exc.message
+            outcomes["keyword refused"] += 1
+            continue
+        outcomes["enforced"] += 1
+        for t in case["tests"]:
+            taken = any(
+                feed(compiled, vocab.encode("v=" + json.dumps(t["data"], separators=seps))).accepted
+                for seps in ((", ", ": "), (",", ":"))
+            )
+            assert t["valid"] or not taken, (case["description"], t)
+    # both ways are taken (llguidance refuses in its compile what it does not implement, xgrammar compiles it)
+    assert outcomes["enforced"] >= 40 and outcomes["compile refused"] + outcomes["keyword refused"] >= 10, outcomes
+
+
+def test_a_keyword_refused_inside_a_grammar_is_named_where_the_user_wrote_it(tmp_path):
+    schema = '{\n  "type": "array",\n  "items": {"type": "string"},\n  "uniqueItems": true\n}'
+    inline = ConstraintSpec(Kind.LARK, 'start: "tags: " obj\nobj: %json ' + schema + "\n", "inline.lark")
+    schema_file = ConstraintSpec(Kind.JSON_SCHEMA, schema, "t.json")
+    sub = ConstraintSpec(Kind.LARK, 'start: "tags: " @t\n', "wrap.lark", subgrammars=(("t", schema_file),))
+    tag_doc = {"structures": [{"begin": "<t>", "schema": json.loads(schema), "end": "</t>"}], "triggers": ["<t"]}
+    tag = ConstraintSpec(Kind.STRUCTURAL_TAG, json.dumps(tag_doc, indent=2), "tag.json")
+    expected = {
+        "inline.lark": ("inline.lark:5:3", "in %json #1"),
+        "wrap.lark": ("t.json:4:3", "in @t"),
+        "tag.json": ("tag.json:10:9", "in /structures/0/schema"),
+    }
+    for spec in (inline, sub, tag):
+        compiled = compile_for("xgrammar", spec, byte_vocab())[0]
+        with pytest.raises(UserError) as info:
+            guarantee(compiled)
+        where, label = expected[spec.origin]
+        assert f"{where}: `uniqueItems` at /uniqueItems {label}: not enforced by xgrammar" in info.value.message
+        kept = guarantee(compiled, allow_unenforced=True)
+        assert kept.unenforced == [
+            {"pointer": "/uniqueItems", "keyword": "uniqueItems", "backend": "xgrammar", "within": label[3:]}
+        ]
+        with pytest.raises(UserError, match="Unimplemented keys"):  # llguidance refuses it in a grammar
+            compile_for("llguidance", spec, byte_vocab())
+
+
+def test_auto_lint_and_generate_agree_on_a_sub_schema_keyword(run_cli, tmp_path):
+    (tmp_path / "t.json").write_text('{"type": "array", "uniqueItems": true}')
+    (tmp_path / "wrap.lark").write_text('start: "tags: " @t\n')
+    sub = f"t={tmp_path / 't.json'}"
+    lint = run_cli("lint", tmp_path / "wrap.lark", "--sub", sub)
+    assert lint.exit_code == 1 and "t.json:1:19: J005 `uniqueItems` at /uniqueItems in @t" in lint.output, lint.output
+    assert "generate would use xgrammar: llguidance refused it" in lint.output
+    compiled = run_cli("compile", tmp_path / "wrap.lark", "--sub", sub)
+    assert compiled.exit_code == 2 and "t.json:1:19: `uniqueItems` at /uniqueItems in @t" in compiled.output
+    # a sub-schema every backend enforces stays clean
+    (tmp_path / "t.json").write_text('{"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 2}')
+    assert run_cli("lint", tmp_path / "wrap.lark", "--sub", sub).exit_code == 0
+
+
+def test_only_real_inline_schemas_count_and_an_unreadable_one_is_refused_whole():
+    from sgcli.dialects.embedded import embedded_schemas
+
+    text = (
+        'start: "%json {\\"uniqueItems\\": true}" a b  // %json {"not": {}}\n'
+        'a: /%json/ %json {"type": "integer", "minimum": NaN}\n'
+        'b: %json {"type": "string"}\n'
+    )
+    spec = ConstraintSpec(Kind.LARK, text, "g.lark")
+    found = embedded_schemas(spec)
+    assert [(e.label, e.spec.text) for e in found] == [
+        ("%json #1", '{"type": "integer", "minimum": NaN}'),
+        ("%json #2", '{"type": "string"}'),
+    ]
+    assert str(found[1].location("/type")) == "g.lark:3:11"
+    (gap,) = schema_gaps(spec, "xgrammar")  # NaN is no JSON: nothing of that schema counts as enforced
+    assert (gap.keyword, gap.embedded.label, gap.checker) == ("$schema", "%json #1", False)
+    assert "could not read the schema" in gap.reason

@@ -197,7 +197,8 @@ def test_backend_none_with_gbnf_never_claims_valid_unchecked(tiny_lm, smol_token
 
 
 def test_cli_subgrammar_breaking_its_schema_exits_1(run_cli, tmp_path, monkeypatch, tiny_lm):
-    """`--lark wrap.lark --sub tags=uniq.json`: a repeated item under uniqueItems is valid false, exit 1."""
+    """`--lark wrap.lark --sub tags=uniq.json`: xgrammar's grammar leaves uniqueItems unenforced there (generate
+    refuses that unless --allow-unenforced); a repeated item is then valid false, exit 1."""
     import sgcli.engine.loader as loader
     import sgcli.engine.session as session
     from sgcli.engine.decode import Finished
@@ -211,11 +212,15 @@ def test_cli_subgrammar_breaking_its_schema_exits_1(run_cli, tmp_path, monkeypat
     patch_everywhere(monkeypatch, loader, "load_model", lambda *a, **k: tiny_lm)
     patch_everywhere(monkeypatch, session, "decode", fake_decode)
     args = ["generate", "--lark", tmp_path / "wrap.lark", "--sub", f"tags={tmp_path / 'uniq.json'}"]
-    result = run_cli(*args, "-b", "xgrammar", "--json", "hi")
+    refused = run_cli(*args, "-b", "xgrammar", "--json", "hi")
+    assert refused.exit_code == 2 and "`uniqueItems` at /uniqueItems in @tags" in refused.output, refused.output
+    result = run_cli(*args, "-b", "xgrammar", "--json", "--allow-unenforced", "hi")
     record = json.loads(result.stdout)
     assert result.exit_code == 1
     assert (record["valid"], record["validated_by"]) == (False, "lark+jsonschema")
     assert "non-unique" in " ".join(record["errors"])
+    gap = {"pointer": "/uniqueItems", "keyword": "uniqueItems", "backend": "xgrammar", "within": "@tags"}
+    assert record["unenforced"] == [gap]
 
 
 def test_terminal_that_may_be_empty_is_still_checked():

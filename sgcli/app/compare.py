@@ -162,7 +162,7 @@ def _compile(backend_name: str, spec: ConstraintSpec, vocab, row: dict):
     row["warnings"] = [str(w) for w in compiled.warnings]
     for gap in compiled_gaps(compiled):
         done = "sgcli's schema checker enforces it" if gap.checker else "nothing enforces it (--allow-unenforced)"
-        row["warnings"].append(f"{gap.pointer}: {backend_name} does not enforce `{gap.keyword}`; {done}")
+        row["warnings"].append(f"{backend_name} does not enforce {gap.describe()}; {done}")
     return compiled
 
 

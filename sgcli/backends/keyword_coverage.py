@@ -18,13 +18,14 @@ read is enforced by nothing.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from sgcli.backends.base import SchemaKeywords
 from sgcli.backends.outlines_coverage import disjoint_types, dropped_keywords
 from sgcli.backends.schema_doc import COMPANIONS, SchemaDoc, escape_pointer, subschemas
 from sgcli.constraints.jsonpos import key_position, pointer_parts
 from sgcli.constraints.spec import Kind
+from sgcli.dialects.embedded import EmbeddedSchema, embedded_schemas
 from sgcli.errors import Location, UserError
 
 # JSON type each type-specific keyword constrains (a backend may apply it only beside that `type`)
@@ -62,12 +63,15 @@ class Gap:
     # pointers of the subschemas the checker validates for it, each reached unconditionally from the root
     anchors: tuple[str, ...] = ("",)
     why_not_checked: str | None = None  # why the checker cannot, where it cannot
+    # the schema inside a grammar that holds it (None: the --schema itself); its pointer is into that schema
+    embedded: EmbeddedSchema | None = field(default=None, compare=False)
 
     def record(self) -> dict:
-        return {"pointer": self.pointer, "keyword": self.keyword, "backend": self.backend}
+        where = {"within": self.embedded.label} if self.embedded else {}
+        return {"pointer": self.pointer, "keyword": self.keyword, "backend": self.backend} | where
 
     def describe(self) -> str:
-        return f"`{self.keyword}` at {self.pointer or '/'}"
+        return f"`{self.keyword}` at {self.pointer or '/'}" + (f" in {self.embedded.label}" if self.embedded else "")
 
 
 def _single_type(node: dict) -> set[str]:
@@ -257,12 +261,23 @@ def _bad_regex(pattern: str) -> bool:
 # ---- for a spec, a backend, a compiled grammar ----
 
 
+# why sgcli's schema checker cannot take a keyword of a schema inside a grammar
+EMBEDDED_UNCHECKED = "the schema checker follows only a --schema output, not a schema inside a grammar"
+
+
 def schema_gaps(spec, backend_name: str) -> list[Gap]:
-    """The gaps of `spec` (a JSON Schema) on `backend_name`, before compiling (declared data only)."""
+    """The gaps of `spec` on `backend_name`, before compiling (declared data only): of a JSON Schema,
+    or of each schema inside a grammar (`dialects.embedded`), which nothing but the grammar enforces."""
+    if spec.kind is not Kind.JSON_SCHEMA:
+        return [
+            replace(gap, checker=False, why_not_checked=EMBEDDED_UNCHECKED, embedded=inner)
+            for inner in embedded_schemas(spec)
+            for gap in _unreadable(inner.spec, backend_name) or schema_gaps(inner.spec, backend_name)
+        ]
     from sgcli.backends import get_backend
 
     backend = get_backend(backend_name)
-    if spec.kind is not Kind.JSON_SCHEMA or not backend.capabilities.enforces:
+    if not backend.capabilities.enforces:
         return []  # the unconstrained backend enforces nothing by design (outputs are still validated)
     try:
         schema = spec.schema()
@@ -278,6 +293,16 @@ def schema_gaps(spec, backend_name: str) -> list[Gap]:
         # conservative: nothing of it counts as enforced by the grammar; the checker validates it whole
         gaps = [Gap("", "$schema", backend.name, f"sgcli could not walk the schema ({type(exc).__name__}: {exc})")]
     return checker_limits(gaps, doc)
+
+
+def _unreadable(spec, backend_name: str) -> list[Gap]:
+    """One gap for a whole schema sgcli cannot read (a --schema is refused before this; one inside a
+    grammar reaches the backend as it is): nothing of it counts as enforced."""
+    try:
+        spec.schema()
+    except UserError as exc:
+        return [Gap("", "$schema", backend_name, f"sgcli could not read the schema ({exc.message})")]
+    return []
 
 
 def _first_branch_gaps(schema, backend: str, doc: SchemaDoc, known: set[str]) -> list[Gap]:
@@ -316,9 +341,9 @@ def _nearest_anchor(doc: SchemaDoc, pointer: str) -> str:
 def compiled_gaps(compiled) -> list[Gap]:
     """The gaps of a compiled JSON Schema: the declared ones, plus every keyword the backend's own
     compile warnings point at."""
-    if compiled.spec.kind is not Kind.JSON_SCHEMA:
-        return []
     gaps = schema_gaps(compiled.spec, compiled.backend)
+    if compiled.spec.kind is not Kind.JSON_SCHEMA:
+        return gaps  # warnings point into the grammar, not into the schemas inside it
     known = {g.pointer for g in gaps}
     try:
         doc = SchemaDoc(compiled.spec.schema())
@@ -377,7 +402,9 @@ def guarantee(compiled, *, allow_unenforced: bool = False) -> Guarantee:
 
 
 def where(spec, gap: Gap) -> Location:
-    """file:line:col of a gap's keyword in the schema text."""
+    """file:line:col of a gap's keyword in the schema text (in the file around it, for a schema inside a grammar)."""
+    if gap.embedded is not None:
+        return gap.embedded.location(gap.pointer)
     return Location(spec.origin, *(key_position(spec.text, gap.pointer) or (None, None)))
 
 

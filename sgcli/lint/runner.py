@@ -130,10 +130,13 @@ class Linter:
                 chosen.append(name)
         return chosen
 
-    def _auto_runs(self, spec: ConstraintSpec, vocab: Vocab, result: FileResult) -> list[bc.BackendCompile]:
+    def _auto_runs(
+        self, spec: ConstraintSpec, vocab: Vocab, result: FileResult, refused: list[str]
+    ) -> list[bc.BackendCompile]:
         """`--backend auto`: the compile `generate` would use, chosen by the same `auto.candidates`. A
-        backend it falls back from is a note, not a finding; when every candidate fails, the first
-        one's error is the finding (the error generate stops with) and the others are a note."""
+        backend it falls back from is a note, not a finding, and its name goes to `refused`; when every
+        candidate fails, the first one's error is the finding (the error generate stops with) and the
+        others are a note."""
         tried: list[dict] = []
         runs = []
         for backend, _, _ in candidates(spec, tried):
@@ -149,6 +152,7 @@ class Linter:
         if not runs:
             return []
         judged, others = (runs[-1], runs[:-1]) if runs[-1].compiled is not None else (runs[0], runs[1:])
+        refused += [run.name for run in runs if run.compiled is None]
         for other in others:
             where = f"generate's --backend auto would use {judged.name}" if judged.compiled else "it fails on"
             result.notes.append(
@@ -199,11 +203,11 @@ class Linter:
             or (features and "R001" in sel)
             or (self.options.max_tokens is not None and "L001" in sel)
         )
-        runs = []
+        runs, refused = [], []
         if wants_backends:
             vocab = self.vocab()
             if self.options.backend == "auto":
-                runs = self._auto_runs(spec, vocab, result)
+                runs = self._auto_runs(spec, vocab, result, refused)
             else:
                 runs = [bc.compile_with(name, spec, vocab) for name in self.backends(spec, skipped, result.missing)]
         if "R001" in sel:
@@ -218,8 +222,9 @@ class Linter:
         compiled = [run.compiled for run in runs if run.compiled is not None]
         if schema is not None and runs and sel.any("J001", "W002", "J003"):
             found += self._bounded_schema_rules(schema, stext, runs, spec)
-        if schema is not None and runs and sel.any("J004", "J005"):
-            found += self._guarantee(stext, runs, spec)
+        holds_schemas = schema is not None or spec.kind in (Kind.LARK, Kind.STRUCTURAL_TAG)
+        if holds_schemas and runs and sel.any("J004", "J005"):
+            found += self._guarantee(stext, runs, spec, refused)
         if schema is not None and "J006" in sel:
             from sgcli.batch.sampling import SamplingParams
             from sgcli.lint.string_budget import string_budget
@@ -284,9 +289,10 @@ class Linter:
                 out += sc.runaway_whitespace(c, layouts[0], base, flags, spec.name)
         return out
 
-    def _guarantee(self, stext, runs, spec) -> list[Diagnostic]:
+    def _guarantee(self, stext, runs, spec, auto_refused: list[str]) -> list[Diagnostic]:
         """J004/J005 for the backend `generate` would choose: the one named, or `auto`'s choice among those
-        that compiled here (a backend lint did not run counts as compiling: its gaps are declared data)."""
+        that compiled here (a backend lint did not run counts as compiling: its gaps are declared data;
+        `auto_refused`: those auto passed over, which failed to compile)."""
         by_name = {run.name: run for run in runs}
         named = self.options.backend not in ("all", "auto")
         refused = []
@@ -294,7 +300,7 @@ class Linter:
             run = by_name.get(name)
             if named and run is None:
                 continue
-            if run is not None and run.compiled is None:
+            if (run is not None and run.compiled is None) or (run is None and name in auto_refused):
                 refused.append(name)
                 continue
             if run is None and (unsupported_reason(get_backend(name), spec) or not _listed_usable(name)):
@@ -305,7 +311,7 @@ class Linter:
                 ""
                 if named
                 else f" (generate would use {name}"
-                + (f": {', '.join(refused)} refused the schema)" if refused else ")")
+                + (f": {', '.join(refused)} refused {'the schema' if stext else 'it'})" if refused else ")")
             )
             return guarantee_findings(gaps, stext, spec.name, name, why)
         return []

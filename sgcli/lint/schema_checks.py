@@ -153,20 +153,27 @@ def _after_dropping(dropped) -> str:
 
 
 def guarantee_findings(
-    gaps: list[Gap], stext: SchemaText, path: str, backend: str, why_chosen: str
+    gaps: list[Gap], stext: SchemaText | None, path: str, backend: str, why_chosen: str
 ) -> list[Diagnostic]:
     """J004 for each keyword the chosen backend leaves to sgcli's schema checker, J005 for each that nothing
-    enforces, each at the keyword's own key in the file."""
+    enforces, each at the keyword's own key in the file (`stext`, the schema's; a schema inside a grammar
+    is positioned in the file that holds it)."""
     out = []
     for gap in gaps:
-        span = stext.key_span(stext.path_of(gap.pointer)) or (0, None)
-        where = _printable(gap.pointer)
+        if gap.embedded is not None:
+            text, path = gap.embedded.text, gap.embedded.spec.origin or path
+            span = gap.embedded.key_span(gap.pointer) or (0, None)
+            where = f"{_printable(gap.pointer or '/')} in {gap.embedded.label}"
+        else:
+            text = stext.text
+            span = stext.key_span(stext.path_of(gap.pointer)) or (0, None)
+            where = _printable(gap.pointer)
         detail = "" if gap.reason == "not enforced" else f" ({gap.reason})"
         if gap.checker:
             out.append(
                 at_offset(
                     "J004",
-                    stext.text,
+                    text,
                     path,
                     span[0],
                     span[1],
@@ -180,7 +187,7 @@ def guarantee_findings(
             out.append(
                 at_offset(
                     "J005",
-                    stext.text,
+                    text,
                     path,
                     span[0],
                     span[1],

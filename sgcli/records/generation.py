@@ -54,6 +54,11 @@ class Weakened(_Strict):
     pointer: str = Field(..., description="JSON pointer of the keyword in the schema")
     keyword: str
     backend: str
+    within: Optional[str] = Field(
+        None,
+        description="for a schema inside a grammar: which one (`@name`, `%json #N`, a structural tag's content "
+        "pointer); absent for --schema",
+    )
 
 
 class GenerationRecord(_Strict):

@@ -1,0 +1,128 @@
+"""The JSON Schemas inside a grammar: a Lark grammar's `@name` sub-schemas (`--sub`) and inline
+`%json {...}`, a structural tag's `json_schema` contents.
+
+Why they are found here: each is compiled by the backend's own JSON Schema support, where sgcli's
+schema checker does not follow (it follows a `--schema` output from its first character), so a
+keyword the backend leaves unenforced in one is enforced by nothing while decoding
+(`backends/keyword_coverage.py` names it, `generate` refuses it). Positions are given in the file
+the user wrote: the sub-schema's own file, or the grammar or tag file around the schema.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from sgcli.constraints.jsonpos import SchemaText, pointer_of
+from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
+from sgcli.errors import Location, UserError, offset_to_line_col
+
+_INLINE = re.compile(r"%json\s*")
+
+
+@dataclass(frozen=True)
+class EmbeddedSchema:
+    """One schema inside a grammar, and where its keywords sit in the user's file."""
+
+    label: str  # how the user wrote it: "@answer", "%json #1", "/structures/0/schema"
+    spec: ConstraintSpec  # the schema alone (kind JSON_SCHEMA)
+    text: str  # the text of the file positions refer to (`spec.origin`)
+    start: int = 0  # where the schema's JSON starts in `text` (an inline %json)
+    prefix: str = ""  # the schema's JSON pointer inside `text` (a structural tag's content)
+
+    def key_span(self, pointer: str) -> tuple[int, int] | None:
+        """Character span in `text` of the key naming the value at `pointer` (of the schema)."""
+        if self.prefix:
+            stext = SchemaText(self.text)
+            return stext.key_span(stext.path_of(self.prefix + pointer))
+        stext = SchemaText(self.spec.text)
+        span = stext.key_span(stext.path_of(pointer))
+        return None if span is None else (span[0] + self.start, span[1] + self.start)
+
+    def location(self, pointer: str) -> Location:
+        span = self.key_span(pointer)
+        line, col = offset_to_line_col(self.text, span[0]) if span else (None, None)
+        return Location(self.spec.origin, line, col)
+
+
+def embedded_schemas(spec: ConstraintSpec) -> list[EmbeddedSchema]:
+    """Every JSON Schema inside `spec` (a Lark grammar with its sub-grammars, or a structural tag), in
+    file order; [] for other kinds and for text that does not parse (its compile says why)."""
+    if spec.kind is Kind.LARK:
+        return _in_lark(spec)
+    if spec.kind is Kind.STRUCTURAL_TAG:
+        return _in_tag(spec)
+    return []
+
+
+@lru_cache(maxsize=16)  # auto ranks three backends, then the guarantee and lint ask again
+def _in_lark(spec: ConstraintSpec, within: str = "") -> list[EmbeddedSchema]:
+    found = []
+    for name, sub in spec.subgrammars:
+        if sub.kind is Kind.JSON_SCHEMA:
+            found.append(EmbeddedSchema(f"{within}@{name}", sub, sub.text))
+        elif sub.kind is Kind.LARK:
+            found += _in_lark(sub, f"{within}@{name}: ")
+    for n, start in enumerate(_inline_starts(spec.text)):
+        try:
+            _, end = json.JSONDecoder().raw_decode(spec.text, start)
+        except (json.JSONDecodeError, RecursionError):
+            continue  # not JSON: the backend's compile reports it, positioned
+        schema = replace(spec, kind=Kind.JSON_SCHEMA, text=spec.text[start:end], subgrammars=())
+        found.append(EmbeddedSchema(f"{within}%json #{n + 1}", schema, spec.text, start=start))
+    return found
+
+
+def _inline_starts(text: str) -> list[int]:
+    """Where each inline `%json` schema's JSON starts: read by the Lark reader, so a `%json` inside a
+    string, regex or comment is not one; by a plain scan where the reader cannot read the grammar (an
+    extra match there only names more keywords, never fewer)."""
+    if "%json" not in text:
+        return []
+    from sgcli.dialects.grammar_model import Opaque, ParseError, walk
+    from sgcli.dialects.lark import parse_lark
+
+    try:
+        grammar = parse_lark(text)
+    except (ParseError, RecursionError):
+        return [m.end() for m in _INLINE.finditer(text)]
+    starts = []
+    for rule in grammar.rules:
+        for node in walk(rule.body):
+            if isinstance(node, Opaque) and node.what == "%json":
+                starts.append(_INLINE.match(text, node.pos).end())
+    return sorted(starts)
+
+
+@lru_cache(maxsize=16)
+def _in_tag(spec: ConstraintSpec) -> list[EmbeddedSchema]:
+    try:
+        doc = parse_json(spec.text, spec.origin)
+    except UserError:
+        return []
+    found = []
+    stack: list[tuple[object, tuple]] = [(doc, ())]
+    while stack:  # iterative: parse_json bounds the depth, nothing here recurses
+        value, path = stack.pop()
+        if isinstance(value, dict):
+            if value.get("type") == "json_schema" and "json_schema" in value:
+                found.append(path + ("json_schema",))
+                continue
+            if len(path) == 2 and path[0] == "structures" and "schema" in value:  # SGLang's old shape
+                found.append(path + ("schema",))
+                continue
+            stack += [(v, path + (k,)) for k, v in value.items()]
+        elif isinstance(value, list):
+            stack += [(v, path + (i,)) for i, v in enumerate(value)]
+    out = []
+    for path in sorted(found, key=lambda p: [str(x) for x in p]):
+        schema = doc
+        for key in path:
+            schema = schema[key]
+        pointer = pointer_of(path)
+        text = json.dumps(schema, ensure_ascii=False)
+        sub = replace(spec, kind=Kind.JSON_SCHEMA, text=text, subgrammars=())
+        out.append(EmbeddedSchema(pointer, sub, spec.text, prefix=pointer))
+    return out
