@@ -396,3 +396,12 @@ def test_machines_of_one_model_name_but_another_cpu_generation_keep_their_own_ve
     assert zen3 == "AMD EPYC (family 25, model 1)" and zen5 == "AMD EPYC (family 26, model 2)"
     assert describe_cpu("model name\t: Some CPU\n") == "Some CPU"  # no numbers given: the name alone
     assert describe_cpu("processor\t: 0\n") is None
+
+
+def test_attention_on_cuda_leaves_cudnn_out():
+    """On an H200 cuDNN's attention failed the ragged batch path's sliced inputs (docs/notes/gpu.md); CUDA
+    SDPA runs under a context that enables every other backend. Checked here by its flags (no GPU)."""
+    with cpu_kernels._without_cudnn_attention():
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
+        assert torch.backends.cuda.math_sdp_enabled()

@@ -393,8 +393,23 @@ def attend(
     fused = q.dtype != torch.bfloat16 or q.device.type != "cpu" or length > SHORT_QUERIES
     if fused or (rows == 1 and single_row_sdpa_wins()):
         k, v = k[..., :columns, :], v[..., :columns, :]
+        if q.device.type == "cuda":
+            with _without_cudnn_attention():
+                return F.scaled_dot_product_attention(
+                    q, k, v, attn_mask=mask, enable_gqa=heads != kv_heads, scale=scale
+                )
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=heads != kv_heads, scale=scale)
     return _two_products(q, k, v, mask, columns, scale)
+
+
+def _without_cudnn_attention():
+    """SDPA on CUDA with every backend but cuDNN's. Measured on an H200 (torch 2.11, cu130, 2026-12-04):
+    cuDNN's attention failed a batch step (`mha_graph.execute(...) is_good()`) on the ragged path's
+    sliced queries, mask and cache views, which the efficient and math kernels take."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backends = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+    return sdpa_kernel(backends)
 
 
 def _capped(q, k, v, mask, scale: float, softcap: float) -> torch.Tensor:
