@@ -83,7 +83,8 @@ class Clock:
 
 
 def timed_decode(lm, compiled, ids, *, max_tokens: int, min_tokens: int = 0, jump_forward: bool = True):
-    """(Finished, Clock) for one greedy decode, prefill included."""
+    """(Finished, Clock) for one greedy decode, prefill included; the repetition guard is off, so a run
+    asked for `min_tokens` gives them (a random model repeats itself, and speed is what is measured)."""
     from sgcli.engine.decode import Finished, decode
     from sgcli.engine.sampling import SamplingParams
 
@@ -96,6 +97,7 @@ def timed_decode(lm, compiled, ids, *, max_tokens: int, min_tokens: int = 0, jum
             max_tokens=max_tokens,
             min_tokens=min_tokens,
             jump_forward=jump_forward,
+            repetition_guard=False,
         )
         finished = [e for e in events if isinstance(e, Finished)][0]
     return finished, clock

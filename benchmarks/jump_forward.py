@@ -57,11 +57,15 @@ def measure(tokenizer, lm, backends_, rounds: int, max_tokens: int) -> list[dict
             first, _ = timed_decode(lm, compiled, ids, max_tokens=max_tokens)  # warms caches
             n = first.completion_tokens
             rates: dict[str, list[float]] = {}
+            same = True
             for _ in range(rounds):
                 jf, c_jf = timed_decode(lm, compiled, ids, max_tokens=n)
                 plain, c_plain = timed_decode(lm, compiled, ids, max_tokens=n, jump_forward=False)
                 free_run, c_free = timed_decode(lm, free, ids, max_tokens=n, min_tokens=n)
-                assert jf.output == plain.output and jf.token_ids == plain.token_ids, (name, label)
+                same &= jf.token_ids == plain.token_ids
+                # float32: a forced token fed with the token before it gives the very logits it gets alone;
+                # in bfloat16 the wider pass may round differently and part at a logit tie (counted instead)
+                assert same or lm.dtype != "float32", (name, label)
                 assert free_run.completion_tokens == n
                 for key, clock in (("jump", c_jf), ("plain", c_plain), ("none", c_free)):
                     rates.setdefault(f"{key}_cpu", []).append(n / clock.cpu)
@@ -80,6 +84,7 @@ def measure(tokenizer, lm, backends_, rounds: int, max_tokens: int) -> list[dict
                     "plain_vs_unconstrained_cpu": round(med["plain_cpu"] / med["none_cpu"], 3),
                     "jump_vs_unconstrained_wall": round(med["jump_wall"] / med["none_wall"], 3),
                     "valid_json": _is_json(first.output),
+                    "same_tokens_as_plain": same,
                 }
             )
             print(json.dumps(rows[-1]), flush=True)

@@ -36,11 +36,20 @@ def test_an_unchecked_gpu_names_the_check_that_would_trust_it(cache):
 
 
 def test_a_passed_check_is_trusted_and_a_failed_one_is_not(cache):
-    device_checks.record("cuda:0", {"passed": False, "max_logit_diff": 0.5})
+    device_checks.record("cuda:0", {"passed": False, "faster": True, "max_logit_diff": 0.5})
     assert not device_checks.passed("cuda:0")
-    device_checks.record("cuda:0", {"passed": True, "max_logit_diff": 0.01})
+    device_checks.record("cuda:0", {"passed": True, "faster": True, "max_logit_diff": 0.01})
     assert device_checks.passed("cuda:0") and device_checks.untrusted_reason("cuda:0") is None
     assert not device_checks.passed("cuda:1")  # another device: its own check
+
+
+def test_a_right_but_slower_native_forward_stays_untrusted_and_says_so(cache):
+    """As measured on an H200: the native forward within its bounds, its decode loop slower there."""
+    speed = "batch 16: native 89.0 vs transformers 715.1 tok/s"
+    device_checks.record("cuda:0", {"passed": True, "faster": False, "speed": speed})
+    reason = device_checks.untrusted_reason("cuda:0")
+    assert not device_checks.passed("cuda:0")
+    assert reason is not None and "measured slower than transformers" in reason and speed in reason
 
 
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"cuda:0 FakeGPU 80GB torch 2.x": "yes"}'])
@@ -58,5 +67,7 @@ def test_auto_runs_transformers_on_an_unchecked_gpu_and_native_after_the_check(c
     assert native is False and "gpu_check.sh" in reason
     assert choose_impl(ref, "native", {}, "cuda:0") == (True, None)  # asked for: runs, the user's call
     assert choose_impl(ref, "transformers", {}, "cuda:0") == (False, None)
-    device_checks.record("cuda:0", {"passed": True})
+    device_checks.record("cuda:0", {"passed": True, "faster": False})  # right, but slower there
+    assert choose_impl(ref, "auto", {}, "cuda:0")[0] is False
+    device_checks.record("cuda:0", {"passed": True, "faster": True})
     assert choose_impl(ref, "auto", {}, "cuda:0") == (True, None)

@@ -1,9 +1,11 @@
 """Which accelerators sgcli's own forward has been checked on, so `--model-impl auto` trusts it there.
 
 On a CPU the native forward is checked against transformers by the test suite. On CUDA or MPS
-it has never run in this project's CI, so `auto` keeps transformers there until
+it never runs in this project's CI, so `auto` keeps transformers there until
 `benchmarks/gpu_check.sh` has compared the two forwards on that very device (logits and greedy
-outputs, in one run) and written the result here. `--model-impl native` still runs it anywhere.
+choices, in one run), found them equal within the stated bounds, and measured the native decode
+loop no slower than transformers' (single stream and batch 16), and written that here (on an H200,
+2026-12-04, it was both: docs/notes/gpu.md). `--model-impl native` still runs it anywhere.
 """
 
 from __future__ import annotations
@@ -37,15 +39,21 @@ def _read() -> dict:
 
 
 def passed(device: str) -> bool:
-    """True when gpu_check passed on this device with this torch."""
+    """True when gpu_check found the native forward right on this device with this torch, and no slower."""
     entry = _read().get(device_key(device))
-    return isinstance(entry, dict) and entry.get("passed") is True
+    return isinstance(entry, dict) and entry.get("passed") is True and entry.get("faster") is True
 
 
 def untrusted_reason(device: str) -> str | None:
     """Why `auto` runs transformers on `device` (None on the CPU or where the check passed)."""
     if device == "cpu" or passed(device):
         return None
+    entry = _read().get(device_key(device))
+    if isinstance(entry, dict) and entry.get("passed") is True:
+        return (
+            f"the native forward was checked on {device_key(device)} and measured slower than transformers "
+            f"there ({entry.get('speed') or 'no speed recorded'}; benchmarks/gpu_check.sh)"
+        )
     return (
         f"the native forward has not been checked against transformers on {device_key(device)} "
         "(benchmarks/gpu_check.sh checks it and records the result)"
