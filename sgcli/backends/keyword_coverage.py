@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from sgcli.backends.base import SchemaKeywords
 from sgcli.backends.outlines_coverage import disjoint_types, dropped_keywords
 from sgcli.backends.schema_doc import COMPANIONS, SchemaDoc, escape_pointer, subschemas
+from sgcli.constraints.formats import format_checker
 from sgcli.constraints.jsonpos import key_position, pointer_parts
 from sgcli.constraints.spec import Kind
 from sgcli.dialects.embedded import EmbeddedSchema, embedded_schemas
@@ -193,7 +194,7 @@ def checker_limits(gaps: list[Gap], doc: SchemaDoc) -> list[Gap]:
     """`gaps` with `checker` set, plus a gap for everything inside the checked subschemas that
     jsonschema cannot check either (a remote `$ref`, an unknown `format`, a `pattern` `re` cannot read)."""
     out: dict[str, Gap] = {}
-    formats = set(doc.cls.FORMAT_CHECKER.checkers)
+    formats = set(format_checker(doc.cls).checkers)
     for gap in gaps:
         why = _uncheckable(doc, gap.pointer, gap.keyword, formats)
         out.setdefault(gap.pointer, replace(gap, checker=why is None, why_not_checked=why))
@@ -439,7 +440,7 @@ def unjudged_gaps(spec, engine: str) -> list[Gap]:
     if spec.kind is not Kind.JSON_SCHEMA:
         return []
     doc = SchemaDoc(spec.schema())
-    return [replace(g, backend=engine) for g in _inside(doc, doc.schema, "", set(doc.cls.FORMAT_CHECKER.checkers))]
+    return [replace(g, backend=engine) for g in _inside(doc, doc.schema, "", set(format_checker(doc.cls).checkers))]
 
 
 def server_guarantee(spec, engine: str, *, allow_unenforced: bool = False) -> Guarantee:

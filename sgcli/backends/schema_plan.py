@@ -9,6 +9,7 @@ import re
 
 from sgcli.backends.json_strings import StringRules, vocab_tables
 from sgcli.backends.schema_doc import SchemaDoc, escape_pointer, fragment
+from sgcli.constraints.formats import format_checker
 from sgcli.tokenizers.vocab import Vocab
 
 # the keywords whose subschemas a container's children are read through
@@ -22,7 +23,7 @@ class CheckPlan:
 
     def __init__(self, schema, anchors: list[str], vocab: Vocab):
         self.doc = SchemaDoc(schema)
-        self.root_validator = self.doc.cls(schema, format_checker=self.doc.cls.FORMAT_CHECKER)
+        self.root_validator = self.doc.cls(schema, format_checker=format_checker(self.doc.cls))
         self.anchors = frozenset(a for a in [*anchors, ""] if isinstance(self.doc.nodes.get(a), (dict, bool)))
         self.tables = vocab_tables(vocab)
         self.stop_ids = frozenset(vocab.stop_ids)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import math
 
+from sgcli.constraints.formats import format_checker
 from sgcli.constraints.jsonpos import resolve_ref
 
 _FORMATS = {
@@ -74,7 +75,7 @@ def validator(schema):
     from jsonschema.validators import validator_for
 
     cls = validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+    return cls(schema, format_checker=format_checker(cls))
 
 
 class InstanceBuilder:

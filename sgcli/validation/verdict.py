@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from sgcli.constraints.formats import format_checker
+
 
 class Unchecked(Exception):
     """No independent check can judge this output; the message says why."""
@@ -38,7 +40,8 @@ def schema_errors(schema, instance) -> list[str]:
     cls = validator_for(schema, default=jsonschema.Draft202012Validator)
     out = []
     try:
-        found = sorted(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(instance), key=lambda e: list(e.path))
+        validator = cls(schema, format_checker=format_checker(cls))
+        found = sorted(validator.iter_errors(instance), key=lambda e: list(e.path))
     except Exception as exc:  # referencing.Unresolvable, RefResolutionError, ...: the schema, not the output
         raise Unchecked(f"jsonschema cannot apply the schema: {type(exc).__name__}: {exc}") from None
     for err in found:
