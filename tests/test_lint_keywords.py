@@ -97,3 +97,20 @@ def test_a_refused_keyword_does_not_hide_the_rest():
     assert set(dropped) == {("properties", "a", "pattern")}
     assert compiled.backend == get_backend("llguidance").name
     assert accepts(compiled, '{"a":"q","b":5}') and not accepts(compiled, '{"a":"q","b":4}')  # minimum still probed
+
+
+def test_a_probe_that_breaks_a_keyword_written_elsewhere_names_that_keyword():
+    """Kubernetes' resource maps: `additionalProperties` -> `$ref` -> a `oneOf` whose branches both take
+    null. Breaking `additionalProperties` with null breaks the `oneOf` (llguidance reads it as anyOf);
+    the finding is the `oneOf`'s, where it is written, and folds into its J004."""
+    schema = {
+        "$defs": {"Quantity": {"oneOf": [{"type": ["string", "null"]}, {"type": ["number", "null"]}]}},
+        "type": "object",
+        "properties": {"limits": {"type": "object", "additionalProperties": {"$ref": "#/$defs/Quantity"}}},
+    }
+    named, found = j001(schema, "llguidance")
+    assert named == {"oneOf"}, found
+    (oneof,) = [d for d in found if d.message.startswith("`oneOf`")]
+    assert oneof.code == "J004" and (oneof.line, oneof.col) == (4, 7)  # the "oneOf" key inside $defs
+    assert any("found by breaking `additionalProperties` at /properties/limits" in n for n in oneof.notes)
+    assert not any(d.code == "J001" for d in found)

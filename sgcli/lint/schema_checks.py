@@ -78,13 +78,24 @@ def unenforced(
     dropped: list[tuple] = (),
 ) -> list[Diagnostic]:
     """J001: keywords whose single-keyword violation the backend's matcher still accepts (in any
-    layout it accepts the valid instance in)."""
+    layout it accepts the valid instance in). A probe's value may break a keyword written elsewhere
+    (an `additionalProperties` value whose `$ref` holds a `oneOf`): the finding then names the keyword
+    jsonschema finds broken, where it is written."""
     out = []
+    failing = _FailingKeyword(stext)
     for probe in probes:
         if not any(accepts(compiled, dumps(probe.instance, layout)) for layout in layouts):
             continue
-        span = stext.key_span(probe.path) or (0, None)
         value = _short(json.dumps(probe.value, ensure_ascii=False))
+        at = _printable(pointer_of(probe.path[:-1])) or "/"
+        keyword, key_path, found_by = probe.keyword, probe.path, ""
+        deeper, own = failing.pointer(probe.instance), pointer_of(probe.path)
+        if deeper is not None and deeper != own and not deeper.startswith(own + "/"):  # written elsewhere
+            key_path = stext.path_of(deeper)
+            keyword = str(key_path[-1])
+            found_by = f"; found by breaking `{probe.keyword}` at {_printable(pointer_of(probe.path))}"
+        span = stext.key_span(key_path) or (0, None)
+        what = "only this keyword" if not found_by else f"`{keyword}` at {_printable(pointer_of(key_path))}"
         out.append(
             at_offset(
                 "J001",
@@ -92,14 +103,44 @@ def unenforced(
                 path,
                 span[0],
                 span[1],
-                f"`{probe.keyword}` is silently ignored by {compiled.backend}: its matcher accepts an instance that "
-                f"breaks only this keyword (value {value} at {_printable(pointer_of(probe.path[:-1])) or '/'})"
-                + _after_dropping(dropped),
+                f"`{keyword}` is silently ignored by {compiled.backend}: its matcher accepts an instance that "
+                f"breaks {what} (value {value} at {at}{found_by})" + _after_dropping(dropped),
                 hint="validate outputs against the schema after generation, or choose a backend that enforces it",
                 backend=compiled.backend,
             )
         )
     return out
+
+
+class _FailingKeyword:
+    """The JSON pointer of the keyword jsonschema reports broken by an instance (the deepest error,
+    followed through `$ref`; a failing anyOf/oneOf is the keyword itself, not one of its branches)."""
+
+    def __init__(self, stext: SchemaText):
+        self._validator = self._where = None
+        try:
+            from sgcli.backends.schema_doc import SchemaDoc, escape_pointer
+            from sgcli.lint.schema_instances import validator
+
+            schema = json.loads(stext.text)
+            self._validator = validator(schema)
+            self._where = {id(node): pointer for pointer, node in SchemaDoc(schema).nodes.items()}
+            self._escape = escape_pointer
+        except Exception:  # a schema the probes ran on parses; stay silent rather than guess
+            self._validator = None
+
+    def pointer(self, instance) -> str | None:
+        if self._validator is None:
+            return None
+        try:
+            errors = list(self._validator.iter_errors(instance))
+        except Exception:  # an unresolvable $ref, ...: no attribution
+            return None
+        if not errors:
+            return None
+        deepest = max(errors, key=lambda e: len(e.absolute_schema_path))
+        node = self._where.get(id(deepest.schema))
+        return None if node is None else f"{node}/{self._escape(deepest.validator)}"
 
 
 def runaway_whitespace(
