@@ -325,3 +325,28 @@ def test_the_table_and_the_plot_say_ms_as_the_json_does(tmp_path, run_cli, monke
     monkeypatch.setattr("matplotlib.axes.Axes.set_title", lambda ax, title, *a, **k: titles.append(title))
     bench.plot([bench.BackendResult("llguidance", mask_ms=[0.01, 0.02])], str(tmp_path / "p.svg"))
     assert "mask ms" in titles and not any("µs" in t for t in titles)
+
+
+def test_a_limit_in_the_cache_measurement_keeps_the_item_and_the_rest(tmp_path, run_cli, monkeypatch):
+    """Found on Kubernetes' schemas: bench compiles each item twice (cold, then its cache entry); the
+    second compile of one item ran past --compile-timeout and ended the whole run with nothing shown.
+    The item keeps its cold figures and says its cache was not measured; the others are measured."""
+    from sgcli.backends.bounded import CompileLimitError
+    from sgcli.grammar_dev import bench
+
+    real = bench.compile_cached
+
+    def second_compile_too_slow(backend, spec, vocab, **kw):
+        if "use_cache" not in kw and "7" in spec.text:
+            raise CompileLimitError("compiling it took longer than the 10 s time limit", "--compile-timeout")
+        return real(backend, spec, vocab, **kw)
+
+    monkeypatch.setattr(bench, "compile_cached", second_compile_too_slow)
+    slow = {"name": "slow", "schema": {"type": "string", "maxLength": 7}, "instances": ["abc"]}
+    fine = {"name": "fine", "schema": {"type": "string", "maxLength": 4}, "instances": ["ab"]}
+    result = run_cli("bench", _jsonl(tmp_path, [slow, fine]), "-b", "xgrammar", "--json")
+    items = {r["item"]: r for r in _records(result.stdout) if r["type"] == "item"}
+    assert result.exit_code == 0, result.output
+    assert items["slow"]["status"] == "compiled" and "compile_cold_ms" in items["slow"]
+    assert items["slow"]["cache"] == "not measured: compile limit (--compile-timeout)"
+    assert items["fine"]["status"] == "compiled" and not items["fine"]["cache"].startswith("not measured")
