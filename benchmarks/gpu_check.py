@@ -43,15 +43,41 @@ def load_bundle(bundle: Path, device: str, dtype: str):
     return load_tokenizer(str(bundle / "tokenizer")), lm
 
 
-def one_generation(tokenizer, lm, max_tokens: int) -> dict:
+def generate_compiled(tokenizer, lm):
+    """FIXED_KEYS compiled (xgrammar) in the layout `generate` compiles by default (compact)."""
     from sgcli import backends
     from sgcli.constraints.spec import GENERATE_WHITESPACE, ConstraintSpec, JsonOptions, Kind
+
+    layout = JsonOptions(whitespace=GENERATE_WHITESPACE, for_generation=True)
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(FIXED_KEYS), "gpu_check", json_options=layout)
+    return backends.compile_for("xgrammar", spec, tokenizer.vocab.padded(lm.logits_width))[0]
+
+
+def _timed_ms(fn, device: str, rounds: int) -> list[float]:
+    """Wall ms of `rounds` calls of `fn` after one warm-up call (kernels chosen, memory allocated), the
+    device's queued work waited for around each, so the clock times it (nothing to wait for on a CPU)."""
+    import torch
+
+    def sync():
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    fn()
+    times = []
+    for _ in range(rounds):
+        sync()
+        t = time.perf_counter()
+        fn()
+        sync()
+        times.append((time.perf_counter() - t) * 1000)
+    return times
+
+
+def one_generation(tokenizer, lm, max_tokens: int) -> dict:
     from sgcli.engine.sampling import SamplingParams
     from sgcli.engine.session import Done, Request, Session
 
-    layout = JsonOptions(whitespace=GENERATE_WHITESPACE, for_generation=True)  # what `generate` compiles
-    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(FIXED_KEYS), "gpu_check", json_options=layout)
-    compiled, _ = backends.compile_for("xgrammar", spec, tokenizer.vocab.padded(lm.logits_width))
+    compiled = generate_compiled(tokenizer, lm)
     session = Session(lm, tokenizer, compiled, SamplingParams(), max_tokens=max_tokens)
     record = next(e.record for e in session.stream(Request("gpu", "Describe France as JSON.")) if isinstance(e, Done))
     return record
@@ -118,19 +144,7 @@ def forward_times(tokenizer, native, peer, rows: int = 16, prompt: int = 512, ro
     import torch
 
     def timed(fn) -> float:
-        fn()  # warm-up: kernels chosen, memory allocated
-        times = []
-        for _ in range(rounds):
-            sync()
-            t = time.perf_counter()
-            fn()
-            sync()
-            times.append((time.perf_counter() - t) * 1000)
-        return round(statistics.median(times), 3)
-
-    def sync():
-        if native.device.startswith("cuda"):
-            torch.cuda.synchronize()
+        return round(statistics.median(_timed_ms(fn, native.device, rounds)), 3)
 
     base = tokenizer.encode("Describe France as JSON with its capital and population. " * 64)[:prompt]
     one = torch.tensor([base], device=native.device)
@@ -180,16 +194,12 @@ def check_batch(tokenizer, lm, chunk: int = 5) -> dict:
 def batch_rates(tokenizer, lm, rows: int = 16, max_tokens: int = 64, sequential: bool = True) -> dict:
     """Aggregate tok/s of `rows` distinct prompts decoded as one batch (greedy, compact JSON, xgrammar),
     against the same prompts one at a time."""
-    from sgcli import backends
-    from sgcli.constraints.spec import GENERATE_WHITESPACE, ConstraintSpec, JsonOptions, Kind
     from sgcli.engine import batching
     from sgcli.engine.decode import decode
     from sgcli.engine.sampling import SamplingParams
     from sgcli.engine.sequence import Finished
 
-    layout = JsonOptions(whitespace=GENERATE_WHITESPACE, for_generation=True)
-    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(FIXED_KEYS), "gpu_check", json_options=layout)
-    compiled, _ = backends.compile_for("xgrammar", spec, tokenizer.vocab.padded(lm.logits_width))
+    compiled = generate_compiled(tokenizer, lm)
     countries = "France Spain Italy Japan Peru Chile Kenya Egypt Norway Chad Mali Laos Iran Cuba Fiji Oman".split()
     prompts = [tokenizer.encode(f"Describe {c} as JSON.") for c in countries[:rows]]
     params = SamplingParams(temperature=0.0)
@@ -220,36 +230,17 @@ def step_profile(tokenizer, lm, steps: int = 20) -> dict:
 
     import torch
     from common import timed_decode
-
-    from sgcli import backends
-    from sgcli.constraints.spec import GENERATE_WHITESPACE, ConstraintSpec, JsonOptions, Kind
+    from torch.profiler import ProfilerActivity, profile
 
     ids = torch.tensor([tokenizer.encode("Describe France as JSON with its capital and population.")], device=lm.device)
-
-    def sync():
-        if lm.device.startswith("cuda"):
-            torch.cuda.synchronize()
-
     with torch.no_grad():
         _, cache = lm.runtime.logits(ids, lm.runtime.new_cache(), 1)
         step = ids[:, -1:]
-        times = []
-        for _ in range(steps):
-            sync()
-            t = time.perf_counter()
-            lm.runtime.logits(step, cache, 1)
-            sync()
-            times.append((time.perf_counter() - t) * 1000)
-        from torch.profiler import ProfilerActivity, profile
-
+        times = _timed_ms(lambda: lm.runtime.logits(step, cache, 1), lm.device, steps)
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if lm.device.startswith("cuda") else [])
         with profile(activities=activities) as prof:
-            for _ in range(5):
-                lm.runtime.logits(step, cache, 1)
-            sync()
-    layout = JsonOptions(whitespace=GENERATE_WHITESPACE, for_generation=True)
-    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(FIXED_KEYS), "gpu_check", json_options=layout)
-    compiled, _ = backends.compile_for("xgrammar", spec, tokenizer.vocab.padded(lm.logits_width))
+            _timed_ms(lambda: lm.runtime.logits(step, cache, 1), lm.device, 4)  # five steps, the last waited for
+    compiled = generate_compiled(tokenizer, lm)
     timed_decode(lm, compiled, ids[0].tolist(), max_tokens=16)  # warm
     done, clock = timed_decode(lm, compiled, ids[0].tolist(), max_tokens=64)
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12), flush=True)

@@ -9,7 +9,8 @@ import json
 import pytest
 
 from sgcli.backends import compile_for
-from sgcli.backends.keyword_coverage import compiled_gaps, guarantee
+from sgcli.backends.guarantee import guarantee
+from sgcli.backends.keyword_coverage import compiled_gaps
 from sgcli.backends.matching import feed
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.lint.runner import byte_vocab

@@ -17,7 +17,8 @@ import pytest
 
 from sgcli.backends import compile_for, get_backend
 from sgcli.backends.auto import ranked
-from sgcli.backends.keyword_coverage import compiled_gaps, guarantee, schema_gaps
+from sgcli.backends.guarantee import guarantee
+from sgcli.backends.keyword_coverage import compiled_gaps, schema_gaps
 from sgcli.backends.matching import feed
 from sgcli.backends.schema_checker import CheckedCompiled, with_checker
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind

@@ -18,7 +18,8 @@ from sgcli.app.report import Reporter
 from sgcli.backends import check_supports, get_backend, unsupported_reason
 from sgcli.backends.auto import AUTO_ORDER
 from sgcli.backends.compile_cache import compile_cached
-from sgcli.backends.keyword_coverage import compiled_gaps, schema_gaps, unchecked, unenforced_error
+from sgcli.backends.guarantee import unenforced_error
+from sgcli.backends.keyword_coverage import compiled_gaps, schema_gaps, unchecked
 from sgcli.backends.matching import walk_masks
 from sgcli.backends.schema_checker import with_checker
 from sgcli.batch.requests import PromptOptions, Request

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 from sgcli import backends
 from sgcli.app.report import Reporter, Tally
 from sgcli.app.request import GenerateRequest
-from sgcli.backends.keyword_coverage import Guarantee, server_guarantee
+from sgcli.backends.guarantee import Guarantee, server_guarantee
 from sgcli.batch.output import OrderedWriter
 from sgcli.batch.records import RecordWriter
 from sgcli.batch.requests import BadLine, Request, duplicate_ids, read_requests

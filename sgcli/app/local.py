@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from sgcli import backends
 from sgcli.app.report import Reporter
 from sgcli.app.request import GenerateRequest
-from sgcli.backends.keyword_coverage import guarantee
+from sgcli.backends.guarantee import guarantee
 from sgcli.backends.matching import enforcing_backends
 from sgcli.batch.requests import BadLine, PromptOptions, Request, read_requests, start_prompt, start_prompts
 from sgcli.batch.sampling import SamplingParams
@@ -136,7 +136,7 @@ def run_checked(session, request: Request) -> dict:
 def compile_checked(backend: str, spec, tokenizer, max_tokens: int, reporter: Reporter, allow_unenforced=False):
     """Compile against the model's tokenizer, say what the backend weakens (and what sgcli's schema checker
     enforces in its place), refuse what nothing enforces unless `allow_unenforced`, and run the lint rules
-    that predict certain failure. Returns (compiled, fallbacks, keyword_coverage.Guarantee)."""
+    that predict certain failure. Returns (compiled, fallbacks, guarantee.Guarantee)."""
     compiled, fallbacks = backends.compile_for(backend, spec, tokenizer.vocab)
     for fb in fallbacks:
         reporter.notice("fallback", f"{fb['backend']} skipped: {fb['reason']}")

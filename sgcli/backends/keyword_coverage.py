@@ -24,10 +24,10 @@ from sgcli.backends.base import SchemaKeywords
 from sgcli.backends.outlines_coverage import disjoint_types, dropped_keywords
 from sgcli.backends.schema_doc import COMPANIONS, SchemaDoc, escape_pointer, subschemas
 from sgcli.constraints.formats import format_checker
-from sgcli.constraints.jsonpos import key_position, pointer_parts
+from sgcli.constraints.jsonpos import pointer_parts
 from sgcli.constraints.spec import Kind
 from sgcli.dialects.embedded import EmbeddedSchema, embedded_schemas
-from sgcli.errors import Location, UserError
+from sgcli.errors import UserError
 
 # JSON type each type-specific keyword constrains (a backend may apply it only beside that `type`)
 _TYPE_OF = {
@@ -371,65 +371,6 @@ def weakened_keywords(compiled) -> list[dict]:
     return [g.record() for g in compiled_gaps(compiled)]
 
 
-@dataclass
-class Guarantee:
-    """What enforces each keyword of a compiled schema, for the record and the user."""
-
-    weakened: list[dict]  # every keyword the grammar does not enforce ({pointer, keyword, backend})
-    unenforced: list[dict]  # those nothing enforces (only with --allow-unenforced: else an error)
-    notes: list[str]  # for humans: what the checker takes over, what nothing enforces
-
-
-def guarantee(compiled, *, allow_unenforced: bool = False) -> Guarantee:
-    """The keywords `compiled` leaves unenforced; a UserError (exit 2, before any model loads) naming
-    each keyword nothing enforces, at file:line:col, unless `allow_unenforced`."""
-    gaps = compiled_gaps(compiled)
-    nothing = unchecked(gaps)
-    if nothing and not allow_unenforced:
-        raise unenforced_error(compiled.spec, compiled.backend, nothing)
-    notes = []
-    checked = [g for g in gaps if g.checker]
-    if checked:
-        notes.append(
-            f"{compiled.backend} does not enforce {len(checked)} keyword(s); sgcli's schema checker enforces "
-            "them while decoding: " + ", ".join(g.describe() for g in checked)
-        )
-    if nothing:
-        notes.append(
-            f"--allow-unenforced: nothing enforces {len(nothing)} keyword(s), listed in the record's "
-            "`unenforced`: " + ", ".join(g.describe() for g in nothing)
-        )
-    return Guarantee([g.record() for g in gaps], [g.record() for g in nothing], notes)
-
-
-def where(spec, gap: Gap) -> Location:
-    """file:line:col of a gap's keyword in the schema text (in the file around it, for a schema inside a grammar)."""
-    if gap.embedded is not None:
-        return gap.embedded.location(gap.pointer)
-    return Location(spec.origin, *(key_position(spec.text, gap.pointer) or (None, None)))
-
-
-def unenforced_error(spec, backend: str, gaps: list[Gap]) -> UserError:
-    return _refusal(
-        spec,
-        gaps,
-        f"would be enforced by nothing, neither {backend}'s grammar nor sgcli's schema checker",
-        lambda g: f"{g.reason} by {backend}, and {g.why_not_checked or 'the checker cannot'}",
-        "choose a backend that enforces it (sgcli lint names them per backend)",
-    )
-
-
-def _refusal(spec, gaps: list[Gap], what: str, why, instead: str) -> UserError:
-    """The exit-2 error naming each keyword of `gaps` at file:line:col, `why(gap)` for each."""
-    lines = [f"{where(spec, g)}: {g.describe()}: {why(g)}" for g in gaps]
-    return UserError(
-        f"{len(gaps)} schema keyword(s) {what}:\n  " + "\n  ".join(lines),
-        location=where(spec, gaps[0]),
-        hint=f"rewrite or drop the keyword, {instead}, or pass --allow-unenforced to generate anyway (the record "
-        "then lists them under `unenforced`)",
-    )
-
-
 # ---- for a serving engine: its grammar is its own, sgcli checks the answer ----
 
 
@@ -441,26 +382,3 @@ def unjudged_gaps(spec, engine: str) -> list[Gap]:
         return []
     doc = SchemaDoc(spec.schema())
     return [replace(g, backend=engine) for g in _inside(doc, doc.schema, "", set(format_checker(doc.cls).checkers))]
-
-
-def server_guarantee(spec, engine: str, *, allow_unenforced: bool = False) -> Guarantee:
-    """What sgcli cannot check in `engine`'s answers to `spec`: a UserError (exit 2, before any request)
-    naming each keyword at file:line:col, unless `allow_unenforced`; then the record's `unenforced`."""
-    nothing = unjudged_gaps(spec, engine)
-    if nothing and not allow_unenforced:
-        raise _refusal(
-            spec,
-            nothing,
-            f"cannot be checked in {engine}'s answers: sgcli's schema checker, which validates each answer, "
-            "cannot judge them, whatever the server's grammar enforces",
-            lambda g: g.why_not_checked or g.reason,
-            "generate locally with a backend whose grammar enforces it (--engine local; sgcli lint names them)",
-        )
-    notes = []
-    if nothing:
-        notes.append(
-            f"--allow-unenforced: sgcli's schema checker cannot judge {len(nothing)} keyword(s) in {engine}'s "
-            "answers (only the server's grammar may enforce them), listed in the record's `unenforced`: "
-            + ", ".join(g.describe() for g in nothing)
-        )
-    return Guarantee([], [g.record() for g in nothing], notes)

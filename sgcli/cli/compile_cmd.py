@@ -10,7 +10,8 @@ import typer
 
 from sgcli.backends import get_backend, unsupported_reason
 from sgcli.backends.compile_cache import compile_cached
-from sgcli.backends.keyword_coverage import compiled_gaps, unchecked, unenforced_error
+from sgcli.backends.guarantee import unenforced_error
+from sgcli.backends.keyword_coverage import compiled_gaps, unchecked
 from sgcli.backends.matching import backends_for, select_backends
 from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co

@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from sgcli.constraints.jsonpos import SchemaText, pointer_of
 from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
+from sgcli.dialects.grammar_model import Opaque, ParseError, walk
+from sgcli.dialects.lark import parse_lark
 from sgcli.errors import Location, UserError, offset_to_line_col
 
 _INLINE = re.compile(r"%json\s*")
@@ -32,13 +34,14 @@ class EmbeddedSchema:
     start: int = 0  # where the schema's JSON starts in `text` (an inline %json)
     prefix: str = ""  # the schema's JSON pointer inside `text` (a structural tag's content)
 
+    @cached_property
+    def _stext(self) -> SchemaText:
+        """The JSON text pointers resolve in: the whole tag file (with `prefix`), else the schema's own."""
+        return SchemaText(self.text if self.prefix else self.spec.text)
+
     def key_span(self, pointer: str) -> tuple[int, int] | None:
         """Character span in `text` of the key naming the value at `pointer` (of the schema)."""
-        if self.prefix:
-            stext = SchemaText(self.text)
-            return stext.key_span(stext.path_of(self.prefix + pointer))
-        stext = SchemaText(self.spec.text)
-        span = stext.key_span(stext.path_of(pointer))
+        span = self._stext.key_span(self._stext.path_of(self.prefix + pointer))
         return None if span is None else (span[0] + self.start, span[1] + self.start)
 
     def location(self, pointer: str) -> Location:
@@ -81,9 +84,6 @@ def _inline_starts(text: str) -> list[int]:
     extra match there only names more keywords, never fewer)."""
     if "%json" not in text:
         return []
-    from sgcli.dialects.grammar_model import Opaque, ParseError, walk
-    from sgcli.dialects.lark import parse_lark
-
     try:
         grammar = parse_lark(text)
     except (ParseError, RecursionError):

@@ -282,7 +282,7 @@ class Linter:
                 )
                 continue
             if "J001" in self.options.selection:
-                out += sc.unenforced(c, layouts, kept, stext, spec.name, dropped)
+                out += sc.unenforced(c, layouts, kept, schema, stext, spec.name, dropped)
             if "W002" in self.options.selection and not dropped:
                 caps = get_backend(c.backend).capabilities.json_options
                 flags = [flag for option, flag in sc.BOUNDED_FLAGS.items() if option in caps]

@@ -13,11 +13,13 @@ import json
 from sgcli.backends.base import Compiled
 from sgcli.backends.keyword_coverage import Gap
 from sgcli.backends.matching import feed
+from sgcli.backends.schema_doc import SchemaDoc, escape_pointer
 from sgcli.backends.schema_warnings import iter_subschemas
 from sgcli.constraints.jsonpos import SchemaText, pointer_of
 from sgcli.dialects.grammar_model import ParseError
 from sgcli.dialects.regex_parse import RegexFeature, parse_regex
 from sgcli.lint.diagnostic import Diagnostic, at_offset
+from sgcli.lint.schema_instances import validator
 from sgcli.lint.schema_probes import Probe
 
 _LAYOUTS = [
@@ -73,6 +75,7 @@ def unenforced(
     compiled: Compiled,
     layouts: list[dict],
     probes: list[Probe],
+    schema,
     stext: SchemaText,
     path: str,
     dropped: list[tuple] = (),
@@ -82,7 +85,7 @@ def unenforced(
     (an `additionalProperties` value whose `$ref` holds a `oneOf`): the finding then names the keyword
     jsonschema finds broken, where it is written."""
     out = []
-    failing = _FailingKeyword(stext)
+    failing = _FailingKeyword(schema)
     for probe in probes:
         if not any(accepts(compiled, dumps(probe.instance, layout)) for layout in layouts):
             continue
@@ -116,17 +119,11 @@ class _FailingKeyword:
     """The JSON pointer of the keyword jsonschema reports broken by an instance (the deepest error,
     followed through `$ref`; a failing anyOf/oneOf is the keyword itself, not one of its branches)."""
 
-    def __init__(self, stext: SchemaText):
-        self._validator = self._where = None
+    def __init__(self, schema):
         try:
-            from sgcli.backends.schema_doc import SchemaDoc, escape_pointer
-            from sgcli.lint.schema_instances import validator
-
-            schema = json.loads(stext.text)
             self._validator = validator(schema)
             self._where = {id(node): pointer for pointer, node in SchemaDoc(schema).nodes.items()}
-            self._escape = escape_pointer
-        except Exception:  # a schema the probes ran on parses; stay silent rather than guess
+        except Exception:  # a schema shape the reader does not know: no attribution rather than a guess
             self._validator = None
 
     def pointer(self, instance) -> str | None:
@@ -140,7 +137,7 @@ class _FailingKeyword:
             return None
         deepest = max(errors, key=lambda e: len(e.absolute_schema_path))
         node = self._where.get(id(deepest.schema))
-        return None if node is None else f"{node}/{self._escape(deepest.validator)}"
+        return None if node is None else f"{node}/{escape_pointer(deepest.validator)}"
 
 
 def runaway_whitespace(
