@@ -15,6 +15,7 @@ import math
 import os
 import select
 import signal
+import struct
 import sys
 import tempfile
 import threading
@@ -155,6 +156,7 @@ class Bounded:
             self._value = fn()  # no fork (Windows): unbounded, as documented in docs/limits.md
             return
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # else HF tokenizers warns at fork
+        _reap_exited()
         self._read_fd, write_fd = os.pipe()
         self._stderr = tempfile.TemporaryFile()
         self._pid = os.fork()
@@ -167,6 +169,7 @@ class Bounded:
         if not self._pid:
             return self._value
         pid, self._pid = self._pid, 0
+        data = None
         try:
             data = _read_until_eof(self._read_fd, self._deadline)
         except BaseException:  # the time limit, or Ctrl-C in the parent: the child goes too
@@ -174,11 +177,17 @@ class Bounded:
             raise
         finally:
             os.close(self._read_fd)
-            _, status = os.waitpid(pid, 0)  # EOF came: the child is exiting (or was just killed)
+            reply = _framed(data)
+            if reply is not None:  # a whole reply: the exit status adds nothing, so the exit is not waited for
+                status = 0
+                if not os.waitpid(pid, os.WNOHANG)[0]:
+                    _exiting.append(pid)
+            else:
+                _, status = os.waitpid(pid, 0)  # EOF came: the child is exiting (or was just killed)
             self._stderr.seek(0)
             log = self._stderr.read()[-4096:].decode("utf-8", "replace")
             self._stderr.close()
-        return _outcome(data, status, log)
+        return _outcome(reply if reply is not None else b"", status, log)
 
     def cancel(self) -> None:
         """Stop the child if it still runs (its work is no longer wanted)."""
@@ -211,8 +220,11 @@ def _child(fn, write_fd: int, stderr_fd: int, memory_mb: int, timeout_s: float) 
         value = reply.get("value")
         # bytes go through the pipe as they are (a compiled grammar: base64 in JSON cost more than the compile)
         payload = b"B" + value if isinstance(value, bytes) else b"J" + json.dumps(reply).encode()
+        payload = struct.pack("<Q", len(payload)) + payload  # framed: the parent knows a whole reply from a cut one
         while payload:
             payload = payload[os.write(write_fd, payload) :]
+        # EOF now, before the exit tears the address space down (10-25 ms after a large compile)
+        os.close(write_fd)
     except BaseException:  # noqa: BLE001
         code = 70
     finally:
@@ -247,6 +259,27 @@ def _read_until_eof(fd: int, deadline: float | None) -> bytes:
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
+
+
+def _framed(data: bytes | None) -> bytes | None:
+    """The reply inside the child's length frame; None when the child died before writing all of it."""
+    if data is None or len(data) < 8 or struct.unpack("<Q", data[:8])[0] != len(data) - 8:
+        return None
+    return data[8:]
+
+
+def _reap_exited() -> None:
+    """Collect children that sent their whole reply and were left to exit on their own."""
+    for pid in list(_exiting):
+        try:
+            done = os.waitpid(pid, os.WNOHANG)[0]
+        except ChildProcessError:
+            done = pid
+        if done:
+            _exiting.remove(pid)
+
+
+_exiting: list[int] = []  # pids of such children not yet collected: reaped at the next fork
 
 
 def _outcome(data: bytes, status: int, log: str) -> object:

@@ -50,6 +50,28 @@ def test_run_bounded_returns_the_childs_value_and_stops_a_slow_child():
     assert hit.value.kind == "time" and time.perf_counter() - t < 5
 
 
+def test_a_whole_reply_is_used_without_waiting_for_the_child_to_exit_and_a_cut_one_is_not():
+    """The child closes its end of the pipe right after its length-framed reply, so the parent goes on
+    while the child's exit tears down what the compile built (10-25 ms after a large one); such children
+    are collected at the next fork. A reply cut short (the child died while writing) is never used."""
+    import struct
+
+    from sgcli import limits
+
+    big = bytes(range(256)) * 8192  # 2 MB: many reads of the pipe
+    assert run_bounded(lambda: big, timeout_s=20, memory_mb=0) == big
+    for _ in range(4):
+        assert run_bounded(lambda: [1, 2], timeout_s=20, memory_mb=0) == [1, 2]
+    deadline = time.monotonic() + 10
+    while limits._exiting and time.monotonic() < deadline:  # they exit on their own; the next fork reaps them
+        time.sleep(0.05)
+        limits._reap_exited()
+    assert not limits._exiting  # none left behind as a zombie
+    whole = struct.pack("<Q", 3) + b"J{}"
+    assert limits._framed(whole) == b"J{}"
+    assert limits._framed(whole[:-1]) is None and limits._framed(b"") is None and limits._framed(None) is None
+
+
 def test_a_started_child_runs_beside_the_caller_and_can_be_cancelled():
     from sgcli.limits import start_bounded
 
