@@ -350,3 +350,30 @@ def test_a_limit_in_the_cache_measurement_keeps_the_item_and_the_rest(tmp_path, 
     assert items["slow"]["status"] == "compiled" and "compile_cold_ms" in items["slow"]
     assert items["slow"]["cache"] == "not measured: compile limit (--compile-timeout)"
     assert items["fine"]["status"] == "compiled" and not items["fine"]["cache"].startswith("not measured")
+
+
+def test_item_records_stream_as_they_finish_and_a_long_run_reports_progress(tmp_path, monkeypatch):
+    """A folder of large schemas ran for many minutes with nothing on stdout or stderr when piped: each
+    item's record is now written as soon as it is measured (a run cut short keeps what finished), and off
+    a terminal a progress line names the item being worked on."""
+    from typer.testing import CliRunner
+
+    from sgcli.cli import progress
+    from sgcli.cli.app import app
+    from sgcli.grammar_dev import bench
+
+    monkeypatch.setattr(progress, "LOG_EVERY_S", 0.0)
+    real, seen = bench._bench_item, []
+
+    def third_item_breaks(result, item, vocab):
+        seen.append(item.name)
+        if len(seen) == 3:
+            raise RuntimeError("cut short")
+        return real(result, item, vocab)
+
+    monkeypatch.setattr(bench, "_bench_item", third_item_breaks)
+    args = ["bench", str(_jsonl(tmp_path, ITEMS)), "-b", "llguidance", "--output-format", "jsonl"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 3 and "cut short" in result.stderr  # the stand-in for a crash or a kill
+    assert [r["item"] for r in _records(result.stdout)] == ["person", "generated"]
+    assert "bench: 2/4 done" in result.stderr and "now llguidance · digits" in result.stderr

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated, Optional
 
 import typer
 
+from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.app.model import ModelOptions
 from sgcli.backends.matching import select_backends
 from sgcli.batch.sampling import SamplingParams
@@ -97,12 +99,14 @@ def bench(
         vocab = tok.vocab.padded(lm.logits_width)
     else:
         vocab = load_tokenizer(tokenizer).vocab
-    results = core.run(items, names, vocab)
+    writer = JsonRows(fmt) if fmt != "text" else None
+    with _progress(names, items, writer) as on_item:
+        results = core.run(items, names, vocab, on_item)
     if lm is not None:
         core.generate(results, items, lm, tok, max_tokens=max_tokens, n_items=generate_items)
     summaries = [core.summary(r) for r in results]
-    if fmt != "text":
-        _write_records(results, summaries, fmt)
+    if writer is not None:
+        _write_summaries(writer, summaries)
     else:
         _show(results, summaries, len(items))
     if plot is not None:
@@ -128,16 +132,28 @@ def _check_generate(generate: bool, model_flags: ModelOptions, max_tokens: int, 
         raise UserError("--generate uses the model's own tokenizer", hint="drop --tokenizer, or pick it with --model")
 
 
-def _write_records(results, summaries: list[dict], fmt: str) -> None:
-    from sgcli import RECORD_SCHEMA_VERSION
+_HEAD = {"schema_version": RECORD_SCHEMA_VERSION}  # sgcli/records/ BenchItem, BenchBackend
 
-    writer = JsonRows(fmt)
-    head = {"schema_version": RECORD_SCHEMA_VERSION}  # sgcli/records/ BenchItem, BenchBackend
-    for r in results:
-        for record in r.items:
-            writer.write(head | {"type": "item"} | record)
+
+@contextlib.contextmanager
+def _progress(names: list[str], items, writer: JsonRows | None):
+    """Per item: the progress bar (or a line now and then off a terminal), and its record written at
+    once (JSON Lines flush each one: a long run's finished items reach the pipe as they finish)."""
+    from sgcli.cli.progress import item_progress
+
+    with item_progress("bench", len(names) * len(items)) as update:
+
+        def on_item(backend: str, name: str, record: dict | None) -> None:
+            update(f"{backend} · {name}", record is not None)
+            if record is not None and writer is not None:
+                writer.write(_HEAD | {"type": "item"} | record)
+
+        yield on_item
+
+
+def _write_summaries(writer: JsonRows, summaries: list[dict]) -> None:
     for s in summaries:
-        writer.write(head | {"type": "backend"} | s)
+        writer.write(_HEAD | {"type": "backend"} | s)
     writer.close()
 
 

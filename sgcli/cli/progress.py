@@ -53,3 +53,30 @@ def count_progress(title: str, total: int) -> Iterator:
     with _progress(transient=True) as bar:
         task = bar.add_task(title, total=total)
         yield lambda: bar.advance(task)
+
+
+LOG_EVERY_S = 10.0  # off a terminal: a progress line at most this often (a short run prints none)
+
+
+@contextlib.contextmanager
+def item_progress(title: str, total: int) -> Iterator:
+    """A callback `(description, finished)` for work over many items: a bar on a terminal; elsewhere
+    (stderr to a file or a CI log) a plain line now and then, so a long run is seen to move."""
+    import time
+
+    started = last = time.monotonic()
+    done = [0]
+    with _progress(transient=True) as bar:
+        task = bar.add_task(title, total=total)
+
+        def update(description: str, finished: bool) -> None:
+            nonlocal last
+            done[0] += finished
+            bar.update(task, description=f"{title}: {description}", completed=done[0])
+            now = time.monotonic()
+            if not err.is_terminal and not finished and now - last >= LOG_EVERY_S:
+                last = now
+                line = f"{title}: {done[0]}/{total} done, {int(now - started)} s; now {description}"
+                err.print(line, highlight=False, markup=False)
+
+        yield update

@@ -12,6 +12,7 @@ No terminal code here: the command in sgcli/cli/bench_cmd.py prints what this re
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -196,15 +197,23 @@ def _jsonl_instances(obj: dict, at: Location) -> list[str]:
     return list(given)
 
 
-def run(items: list[Item], names: list[str], vocab) -> list[BackendResult]:
+def run(
+    items: list[Item], names: list[str], vocab, on_item: Callable[[str, str, dict | None], None] | None = None
+) -> list[BackendResult]:
     """Compile every item with every backend and walk its instances; one result per backend.
-    The cached column follows the process's cache switch (`--no-cache` turns it off)."""
+    The cached column follows the process's cache switch (`--no-cache` turns it off).
+    `on_item(backend, item name, record)` is called as each item starts (record None) and once it is
+    measured (its record): progress on a long run, records streamed as they come."""
     results = []
     for name in names:
         _warm_up(name, vocab)
         result = BackendResult(name)
         for item in items:
+            if on_item is not None:
+                on_item(name, item.name, None)
             result.items.append(_bench_item(result, item, vocab))
+            if on_item is not None:
+                on_item(name, item.name, result.items[-1])
         results.append(result)
     return results
 
