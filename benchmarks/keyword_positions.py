@@ -46,6 +46,11 @@ LEAVES = [
     ("exclusiveMinimum", {"type": "integer", "exclusiveMinimum": 5}, 6, [5]),
     ("exclusiveMaximum", {"type": "integer", "exclusiveMaximum": 5}, 4, [5]),
     ("multipleOf", {"type": "integer", "multipleOf": 3}, 6, [7]),
+    # found on Snowplow's schemas: xgrammar drops these, saying so only in a compile warning
+    ("multipleOf", {"type": "number", "multipleOf": 0.5}, 1.5, [1.25]),
+    ("multipleOf", {"type": "integer", "minimum": 0, "multipleOf": 5}, 10, [7]),
+    ("maxLength", {"type": "string", "format": "email", "maxLength": 8}, "a@b.com", ["abc@example.com"]),
+    ("minLength", {"type": "string", "format": "email", "minLength": 6}, "ab@c.de", ["a@b.c"]),
     ("minItems", {"type": "array", "items": {"type": "integer"}, "minItems": 2}, [1, 2], [[1]]),
     ("maxItems", {"type": "array", "items": {"type": "integer"}, "maxItems": 1}, [1], [[1, 2]]),
     ("uniqueItems", {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, [1, 2], [[1, 1]]),

@@ -68,3 +68,66 @@ def test_keywords_beside_any_of_are_named_for_xgrammar():
     assert accepts(compiled, "4")  # minimum 5 dropped
     llg = get_backend("llguidance").compile(spec, byte_vocab())
     assert weakened_keywords(llg) == [] and not accepts(llg, "4")
+
+
+# Snowplow's event schemas (Iglu Central), as a user pastes them: a self-describing `$schema`, lengths beside
+# `format`, a number's `multipleOf`. llguidance refused every one (it fetches the `$schema` URI), and auto fell
+# back to xgrammar, which drops those three keywords and said so only in a compile warning.
+SNOWPLOW = {
+    "$schema": "http://iglucentral.com/schemas/com.snowplowanalytics.self-desc/schema/jsonschema/1-0-0#",
+    "self": {"vendor": "com.example", "name": "link_click", "format": "jsonschema", "version": "1-0-0"},
+    "type": "object",
+    "properties": {
+        "targetUrl": {"type": "string", "format": "uri", "minLength": 1, "maxLength": 4096},
+        "ratio": {"type": "number", "multipleOf": 0.01},
+        "count": {"type": "integer", "minimum": 0, "multipleOf": 5},
+    },
+    "required": ["targetUrl"],
+    "additionalProperties": False,
+}
+
+
+def test_a_schema_whose_dollar_schema_names_no_draft_compiles_on_llguidance_as_2020_12_with_a_note():
+    compiled, fallbacks = compiled_auto(SNOWPLOW)
+    assert compiled.backend == "llguidance" and fallbacks == []
+    assert any("names no JSON Schema draft" in w.message for w in compiled.warnings)
+    assert weakened_keywords(compiled) == []
+    for uri in ("http://json-schema.org/schema#", "https://example.com/meta"):  # the old "latest" alias, a private one
+        assert compiled_auto({"$schema": uri, "type": "integer"})[0].backend == "llguidance"
+
+
+def test_keywords_xgrammar_drops_with_only_a_warning_are_left_to_the_checker():
+    from sgcli.backends.keyword_coverage import compiled_gaps, schema_gaps
+
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(SNOWPLOW), "s.json")
+    expected = {"/properties/targetUrl/minLength", "/properties/targetUrl/maxLength"} | {
+        "/properties/ratio/multipleOf",
+        "/properties/count/multipleOf",
+    }
+    assert {g.pointer for g in schema_gaps(spec, "xgrammar")} == expected  # declared, before compiling
+    compiled, _ = compile_for("xgrammar", spec, byte_vocab())
+    assert {g.pointer for g in compiled_gaps(compiled)} == expected
+    assert all(g.checker for g in compiled_gaps(compiled))
+    for instance in ({"targetUrl": "https://a.b/" + "x" * 4090}, {"targetUrl": "u:x", "ratio": 0.005}):
+        assert not accepts(compiled, json.dumps(instance))  # the schema checker refuses what the grammar let through
+
+
+def test_a_warning_that_says_a_keyword_is_ignored_points_at_every_place_it_stands():
+    from sgcli.backends.schema_warnings import pointers_for
+
+    schema = {"properties": {"a": {"type": "number", "multipleOf": 0.5}, "b": {"type": "integer", "multipleOf": 2}}}
+    assert pointers_for(schema, "multipleOf is not supported for type:number; ignoring multipleOf") == [
+        "/properties/a/multipleOf"
+    ]
+    assert pointers_for(schema, "something new; ignoring multipleOf") == [
+        "/properties/a/multipleOf",
+        "/properties/b/multipleOf",
+    ]
+    lengths = {"type": "string", "format": "email", "minLength": 3, "maxLength": 9}
+    assert pointers_for(
+        lengths, "format combined with minLength/maxLength is not supported; ignoring minLength/maxLength"
+    ) == [
+        "/minLength",
+        "/maxLength",
+    ]
+    assert pointers_for(lengths, "ignoring the moon") == []

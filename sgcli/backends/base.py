@@ -73,6 +73,10 @@ class SchemaKeywords:
     # beside format, pattern beside minLength/maxLength)
     exclusive_groups: tuple[frozenset[str], ...] = ()
     required_listed: bool = False  # `required` is enforced only for names `properties` lists beside it
+    # (keyword, siblings): it drops the keyword where any of those stands beside it (xgrammar: a length
+    # beside `format`, `multipleOf` beside a bound; its compile warnings say so, found by the Snowplow schemas)
+    dropped_beside: tuple[tuple[str, frozenset[str]], ...] = ()
+    integer_only: frozenset[str] = frozenset()  # enforced only beside "type": "integer", with an integer value
     first_branch: bool = False  # each subschema honours only its first recognised keyword (outlines-core)
 
 

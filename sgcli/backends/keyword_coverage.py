@@ -81,6 +81,11 @@ def _single_type(node: dict) -> set[str]:
     return {"integer", "number"} if t == "integer" else {t} if isinstance(t, str) else set()
 
 
+def _is_int(value) -> bool:
+    """An integer as JSON writes it (5, not 5.0: the library may read that as a number)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _why_unenforced(node: dict, keyword: str, table: SchemaKeywords, keys: list[str]) -> str | None:
     """Why `table`'s backend does not enforce `keyword` of `node` (None when it does); `keys`: the
     node's constraint keywords."""
@@ -109,6 +114,13 @@ def _why_unenforced(node: dict, keyword: str, table: SchemaKeywords, keys: list[
         return "not enforced"
     if keyword in table.typed and _TYPE_OF.get(keyword) not in _single_type(node):
         return f'enforced only beside `"type": "{_TYPE_OF[keyword]}"`'
+    if keyword in table.integer_only and (node.get("type") != "integer" or not _is_int(node.get(keyword))):
+        return 'enforced only beside `"type": "integer"`, with an integer value'
+    for dropped, siblings in table.dropped_beside:  # a `format` the backend does not know is no sibling to it
+        present = [k for k in sorted(siblings) if k in node and (k != "format" or node[k] in table.formats)]
+        beside = present[0] if keyword == dropped and present else None
+        if beside is not None:
+            return f"dropped beside `{beside}`"
     if keyword == "format" and node.get("format") not in table.formats:
         return f"format {node.get('format')!r} not enforced"
     if keyword == "allOf" and table.lone_all_of:

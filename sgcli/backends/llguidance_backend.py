@@ -17,6 +17,7 @@ from sgcli.backends.diagnostics import diagnose_llguidance, native_message, posi
 from sgcli.backends.json_layout import strict_schema, whitespace_regex
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.schema_warnings import compile_warnings
+from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
 from sgcli.errors import Location, UserError, offset_to_line_col
 from sgcli.tokenizers.vocab import Vocab
@@ -128,6 +129,8 @@ def _schema_entry(spec: ConstraintSpec, schema=None, *, lenient: bool = False) -
     if spec.json_options.strict_properties:
         schema = strict_schema(schema)
     schema = dict(schema)
+    if dialect_of(schema).note:  # llguidance would try to fetch the URI and refuse: the draft sgcli reads instead
+        schema["$schema"] = dialect_of(schema).uri
     schema["x-guidance"] = {**(schema.get("x-guidance") or {}), **json_overrides(spec)}
     if lenient:
         schema["x-guidance"]["lenient"] = True
@@ -195,6 +198,9 @@ class LLGuidanceBackend(LibraryBackend):
         elapsed = time.perf_counter() - t
         messages = prototype.get_grammar_warnings() + native_log
         warnings = self._warnings(spec, messages, schema) if messages else []
+        note = dialect_of(schema).note
+        if note:
+            warnings.append(CompileWarning(note))
         return LLGuidanceCompiled(self.name, spec, vocab, elapsed, warnings, grammar, prototype=prototype)
 
     # ---- building the grammar ----

@@ -26,15 +26,15 @@ class SchemaDoc:
     subschemas by identity, so a resolved reference maps back to a pointer in this file."""
 
     def __init__(self, schema):
-        import jsonschema
         import jsonschema_specifications
         import referencing.jsonschema as rj
-        from jsonschema.validators import validator_for
+
+        from sgcli.constraints.dialect import dialect_of
 
         self.schema = schema
-        self.cls = validator_for(schema, default=jsonschema.Draft202012Validator)
-        dialect = schema.get("$schema", "") if isinstance(schema, dict) else ""
-        self.spec = rj.specification_with(dialect if isinstance(dialect, str) else "", default=rj.DRAFT202012)
+        dialect = dialect_of(schema)
+        self.cls = dialect.cls
+        self.spec = rj.specification_with(dialect.uri, default=rj.DRAFT202012)
         resource = self.spec.create_resource(schema)
         base = resource.id() or ""
         self.registry = jsonschema_specifications.REGISTRY.with_resource(base, resource)

@@ -90,10 +90,34 @@ def pattern_paths(schema, regex: str) -> list[tuple]:
     return out
 
 
-def _length_keyword(node: dict) -> str | None:
-    if "pattern" not in node:
-        return None
-    return next((k for k in ("minLength", "maxLength") if k in node), None)
+_LENGTHS = ("minLength", "maxLength")
+_RANGE = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def find_all(schema, predicate: Callable[[dict], tuple[str, ...]]) -> list[tuple]:
+    """`find` for a message about several keywords of one subschema: a path for each it names."""
+    return [path + (key,) for path, node in iter_subschemas(schema) for key in predicate(node)]
+
+
+def _lengths_beside(keyword: str) -> Callable[[dict], tuple[str, ...]]:
+    """The length keywords of subschemas that also hold `keyword` (xgrammar drops them there)."""
+    return lambda n: tuple(k for k in _LENGTHS if k in n) if keyword in n else ()
+
+
+def _ignored_multiple_of(message: str) -> Callable[[dict], str | None]:
+    """xgrammar ignores `multipleOf` of a number, and of an integer with a half-open range; a message it
+    does not explain further counts every `multipleOf` (the checker then takes each: conservative)."""
+    if "type:number" in message:
+        return lambda n: "multipleOf" if "multipleOf" in n and n.get("type") != "integer" else None
+    if "range" in message:
+        return lambda n: "multipleOf" if "multipleOf" in n and any(k in n for k in _RANGE) else None
+    return lambda n: "multipleOf" if "multipleOf" in n else None
+
+
+def _named_keywords(text: str) -> tuple[str, ...]:
+    """ "minLength/maxLength" -> the keywords; anything that is not a keyword name gives none."""
+    names = tuple(part for part in text.split("/") if re.fullmatch(r"\$?[a-zA-Z]+", part))
+    return names if len(names) == len(text.split("/")) else ()
 
 
 # (what the message says, how to find the places it can be about)
@@ -104,7 +128,15 @@ _RULES: list[tuple[re.Pattern, Callable[[object, re.Match], list[tuple]]]] = [
     ),
     (re.compile(r"\boneOf\b"), lambda s, m: find(s, lambda n: "oneOf" if "oneOf" in n else None)),
     (re.compile(r"\banyOf\b"), lambda s, m: find(s, lambda n: "anyOf" if "anyOf" in n else None)),
-    (re.compile(r"pattern combined with minLength/maxLength"), lambda s, m: find(s, _length_keyword)),
+    (
+        re.compile(r"(pattern|format) combined with minLength/maxLength"),
+        lambda s, m: find_all(s, _lengths_beside(m.group(1))),
+    ),
+    (re.compile(r"ignoring multipleOf"), lambda s, m: find(s, _ignored_multiple_of(m.string))),
+    (
+        re.compile(r"Ignoring the length constraints of string", re.I),
+        lambda s, m: find_all(s, lambda n: tuple(k for k in _LENGTHS if k in n)),
+    ),
     (
         re.compile(r"Unknown format: (\S+)"),
         lambda s, m: find(s, lambda n: "format" if n.get("format") == m.group(1) else None),
@@ -116,6 +148,12 @@ _RULES: list[tuple[re.Pattern, Callable[[object, re.Match], list[tuple]]]] = [
     (
         re.compile(r"Unimplemented keys: \[\"([^\"]+)\""),
         lambda s, m: find(s, lambda n: m.group(1) if m.group(1) in n else None),
+    ),
+    # any other "...; ignoring KEYWORD[/KEYWORD]": every place the keyword stands (conservative: the checker
+    # then enforces each of them, where a rule above would have named only the ones really dropped)
+    (
+        re.compile(r"\bignoring (\S+?)\s*$", re.I),
+        lambda s, m: find_all(s, lambda n: tuple(k for k in _named_keywords(m.group(1)) if k in n)),
     ),
 ]
 

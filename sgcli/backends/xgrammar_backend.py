@@ -115,7 +115,8 @@ class XGrammarBackend(LibraryBackend):
         # propertyNames, unevaluated*, $dynamicRef; oneOf as anyOf; siblings of anyOf/oneOf dropped
         # ({"type": "integer", "minimum": 5, "anyOf": [...]} accepts 3); type-specific keywords
         # dropped without their `type`; allOf merged into its siblings; `required` of names `properties` does
-        # not list; pattern beside format or a length
+        # not list; pattern beside format or a length; a length beside format; multipleOf of a number, of a
+        # non-integer, or beside a bound
         schema_keywords=SchemaKeywords(
             enforced=frozenset(
                 {"type", "enum", "const", "pattern", "minLength", "maxLength", "format"}
@@ -142,6 +143,13 @@ class XGrammarBackend(LibraryBackend):
                 frozenset({"pattern", "maxLength"}),
             ),
             required_listed=True,
+            dropped_beside=(
+                ("minLength", frozenset({"format"})),
+                ("maxLength", frozenset({"format"})),
+                # a closed range compiles a multipleOf only while small; any bound counts (conservative)
+                ("multipleOf", frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})),
+            ),
+            integer_only=frozenset({"multipleOf"}),
         ),
     )
 

@@ -158,7 +158,7 @@ def compile_row(spec, name: str, vocab) -> dict:
         "cache": outcome.status,
         "cache_reason": outcome.reason,
         "size": size,
-        "warnings": [w.message for w in compiled.warnings],
+        "warnings": list(dict.fromkeys(w.message for w in compiled.warnings)),  # one per message, not per place
         "normalized": compiled.normalized,
         "checked": [g.describe() for g in gaps if g.checker],
         "unenforced": [g.describe() for g in nothing],

@@ -207,7 +207,8 @@ def check_nesting(spec: ConstraintSpec) -> None:
 def check_schema(spec: ConstraintSpec) -> None:
     """Meta-validate a JSON Schema; the error names the offending keyword's position."""
     import jsonschema
-    from jsonschema.validators import validator_for
+
+    from sgcli.constraints.dialect import dialect_of
 
     schema = spec.schema()
     if not isinstance(schema, (dict, bool)):
@@ -222,7 +223,7 @@ def check_schema(spec: ConstraintSpec) -> None:
             location=Location(spec.origin, *(locate(spec.text, ("$schema",)) or (None, None))),
             hint='name the draft by its URI, e.g. "https://json-schema.org/draft/2020-12/schema"',
         )
-    cls = validator_for(schema, default=jsonschema.Draft202012Validator)  # an unknown draft: 2020-12's rules
+    cls = dialect_of(schema).cls  # a near miss of a draft's URI: that draft; no draft at all: 2020-12
     try:  # jsonschema recurses ~10 frames per schema level; parse_json has bounded the levels
         deep_call(lambda: cls.check_schema(schema), frames=12 * json_depth(schema))
     except jsonschema.SchemaError as exc:

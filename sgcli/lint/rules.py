@@ -302,6 +302,22 @@ _ALL = [
         '{"type": "object", "properties": {"name": {"type": "string", "maxLength": 60}}}',
     ),
     LintRule(
+        "J007",
+        "unknown-dialect",
+        WARNING,
+        "structure",
+        "`$schema` is not the URI of a JSON Schema draft: a near miss of one (`https://` where the draft's "
+        "URI says `http://`, or the other way), or no draft at all (a vendor's own meta-schema, the old "
+        "`http://json-schema.org/schema#`).",
+        "Tools read such a schema differently. jsonschema, and with it most validators, knows only the exact "
+        'URIs and reads anything else as the latest draft: a draft-04 schema\'s `"exclusiveMaximum": true` or '
+        "list-form `items` then means something else. llguidance tries to fetch the URI and refuses the "
+        "schema. sgcli reads a near miss as the draft it resembles and anything else as draft 2020-12, and "
+        "gives llguidance that draft's own URI; other tools in your pipeline may not.",
+        '{"$schema": "https://json-schema.org/draft-07/schema#", "type": "integer"}',
+        '{"$schema": "http://json-schema.org/draft-07/schema#", "type": "integer"}',
+    ),
+    LintRule(
         "R001",
         "regex-feature",
         ERROR,

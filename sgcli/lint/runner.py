@@ -20,6 +20,7 @@ from sgcli.backends import check_supports, get_backend, listed_unavailable_reaso
 from sgcli.backends.auto import NOT_USABLE, candidates, ranked
 from sgcli.backends.keyword_coverage import compiled_gaps
 from sgcli.backends.matching import enforcing_backends
+from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.sources import (
     check_nesting,
     check_schema,
@@ -35,7 +36,7 @@ from sgcli.limits import LimitHit, current_limits, run_bounded
 from sgcli.lint import backend_checks as bc
 from sgcli.lint.diagnostic import Diagnostic, at_offset
 from sgcli.lint.length_check import shortest_sentence, too_long
-from sgcli.lint.schema_checks import guarantee_findings
+from sgcli.lint.schema_checks import dialect_check, guarantee_findings
 from sgcli.lint.schema_instances import Impossible
 from sgcli.lint.schema_probes import keyword_probes
 from sgcli.lint.select import Selection
@@ -213,10 +214,11 @@ class Linter:
         if "R001" in sel:
             verdicts = bc.feature_verdicts(runs, spec, features, self._vocab) if runs else {}
             found += bc.feature_diagnostics(spec, features, verdicts)
+        said_by_j007 = dialect_of(schema).note if schema is not None else None  # not again as a backend's S002
         for run in runs:
             if run.error is not None:
                 found.append(bc.compile_error(run, spec, stext))
-            found += [bc.warning(run, w, spec, stext) for w in run.warnings]
+            found += [bc.warning(run, w, spec, stext) for w in run.warnings if w.message != said_by_j007]
         if unreadable is not None and not any(d.code == "S001" for d in found):
             found.append(unreadable)
         compiled = [run.compiled for run in runs if run.compiled is not None]
@@ -230,6 +232,8 @@ class Linter:
             from sgcli.lint.string_budget import string_budget
 
             found += string_budget(schema, stext, spec.name, self.options.max_tokens or SamplingParams().max_tokens)
+        if schema is not None and "J007" in sel:
+            found += dialect_check(schema, stext, spec.name)
         if self.options.tokenizer is not None and grammar is not None and "T001" in sel:
             found += bc.special_token_literals(spec, grammar, self.vocab(), self._tokenizer_name)
         if self.options.max_tokens is not None and "L001" in sel:

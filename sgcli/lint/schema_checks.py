@@ -237,3 +237,15 @@ def guarantee_findings(
                 )
             )
     return out
+
+
+def dialect_check(schema, stext: SchemaText, path: str) -> list[Diagnostic]:
+    """J007 where `$schema` is not a draft's own URI: how sgcli reads it, which other tools may not."""
+    from sgcli.constraints.dialect import dialect_of
+
+    dialect = dialect_of(schema)
+    if dialect.note is None:
+        return []
+    span = stext.key_span(("$schema",)) or (0, None)
+    hint = f'write "$schema": "{dialect.uri}"' if dialect.near_miss else "name the schema's draft by its own URI"
+    return [at_offset("J007", stext.text, path, span[0], span[1], dialect.note, hint=hint)]

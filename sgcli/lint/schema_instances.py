@@ -71,10 +71,9 @@ class Impossible(Exception):
 
 def validator(schema):
     """A validator for `schema` that also checks `format` (where jsonschema can)."""
-    import jsonschema
-    from jsonschema.validators import validator_for
+    from sgcli.constraints.dialect import dialect_of
 
-    cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+    cls = dialect_of(schema).cls
     return cls(schema, format_checker=format_checker(cls))
 
 

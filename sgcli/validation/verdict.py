@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.formats import format_checker
 
 
@@ -34,10 +35,7 @@ def json_verdict(schema, output: str) -> Verdict:
 def schema_errors(schema, instance) -> list[str]:
     """Every violation of `schema` by `instance`, formats included; Unchecked when the schema
     cannot be applied (a remote $ref, ...)."""
-    import jsonschema
-    from jsonschema.validators import validator_for
-
-    cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+    cls = dialect_of(schema).cls
     out = []
     try:
         validator = cls(schema, format_checker=format_checker(cls))
