@@ -114,3 +114,22 @@ def test_a_probe_that_breaks_a_keyword_written_elsewhere_names_that_keyword():
     assert oneof.code == "J004" and (oneof.line, oneof.col) == (4, 7)  # the "oneOf" key inside $defs
     assert any("found by breaking `additionalProperties` at /properties/limits" in n for n in oneof.notes)
     assert not any(d.code == "J001" for d in found)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string", "format": "email", "maxLength": 10},
+        {"type": "string", "format": "email", "minLength": 30},
+        {"type": "string", "format": "hostname", "maxLength": 4},
+        {"type": "string", "format": "uri", "minLength": 40, "maxLength": 50},
+        {"type": "string", "format": "uri-reference", "maxLength": 1},
+    ],
+)
+def test_an_instance_is_built_for_a_format_beside_a_length(schema):
+    """A short email beside maxLength 10 (a Snowplow-style schema) left lint with no instance to probe
+    (J003, keyword enforcement not checked): the builder now picks or lengthens a sample of the format."""
+    from sgcli.lint.schema_instances import InstanceBuilder, validator
+
+    instance = InstanceBuilder(schema, full=True).build()
+    assert not list(validator(schema).iter_errors(instance)), instance

@@ -32,6 +32,25 @@ _FORMATS = {
     "regex": "a",
     "json-pointer": "/a",
 }
+# shorter forms, for a `format` beside a small `maxLength` (real schemas: an email of at most 10 characters)
+_SHORT_FORMATS = {"email": "a@b.co", "idn-email": "a@b.co", "hostname": "a.co", "idn-hostname": "a.co"}
+_SHORT_FORMATS |= {"uri": "a:b", "iri": "a:b", "uri-reference": "a"}
+# where a longer one stays of its format: the text goes in front (email, host names) or at the end (URIs)
+_GROWS = {"email": 0, "idn-email": 0, "hostname": 0, "idn-hostname": 0, "uri": 1, "iri": 1, "uri-reference": 1}
+
+
+def _format_sample(fmt: str, lo: int, hi: int | None) -> str:
+    """A string of `fmt` with a length in [lo, hi] where one is easy to make (else the usual sample)."""
+    for s in (_SHORT_FORMATS.get(fmt), _FORMATS[fmt]):
+        if s is not None and len(s) >= lo and (hi is None or len(s) <= hi):
+            return s
+    s = _SHORT_FORMATS.get(fmt) or _FORMATS[fmt]
+    if fmt in _GROWS and len(s) < lo:  # lengthened where the format allows it (a host label stays under 64)
+        pad = "a" * min(lo - len(s), 60)
+        return pad + s if _GROWS[fmt] == 0 else s + pad
+    return _FORMATS[fmt]
+
+
 _TYPE_KEYWORDS = [
     (
         "object",
@@ -299,7 +318,7 @@ def string(schema, variant: int = 0) -> str:
         if s is None:
             raise Impossible("cannot build a string for the pattern")
     elif schema.get("format") in _FORMATS:
-        s = _FORMATS[schema["format"]]
+        s = _format_sample(schema["format"], lo, hi)
     else:
         letters = "abcdefghijklmnopqrstuvwxyz"
         s = letters[variant % 26] * max(lo, 1 if variant else lo)
