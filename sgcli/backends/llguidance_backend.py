@@ -129,8 +129,9 @@ def _schema_entry(spec: ConstraintSpec, schema=None, *, lenient: bool = False) -
     if spec.json_options.strict_properties:
         schema = strict_schema(schema)
     schema = dict(schema)
-    if dialect_of(schema).note:  # llguidance would try to fetch the URI and refuse: the draft sgcli reads instead
-        schema["$schema"] = dialect_of(schema).uri
+    dialect = dialect_of(schema)
+    if dialect.note:  # llguidance would try to fetch the URI and refuse: the draft sgcli reads instead
+        schema["$schema"] = dialect.uri
     schema["x-guidance"] = {**(schema.get("x-guidance") or {}), **json_overrides(spec)}
     if lenient:
         schema["x-guidance"]["lenient"] = True

@@ -307,8 +307,9 @@ _ALL = [
         WARNING,
         "structure",
         "`$schema` is not the URI of a JSON Schema draft: a near miss of one (`https://` where the draft's "
-        "URI says `http://`, or the other way), or no draft at all (a vendor's own meta-schema, the old "
-        "`http://json-schema.org/schema#`).",
+        "URI says `http://`, or the other way), or a json-schema.org URI of no draft (the old "
+        "`http://json-schema.org/schema#`). A vendor's own meta-schema (Snowplow's) is not reported: "
+        "`compile` and `generate` note how they read it.",
         "Tools read such a schema differently. jsonschema, and with it most validators, knows only the exact "
         'URIs and reads anything else as the latest draft: a draft-04 schema\'s `"exclusiveMaximum": true` or '
         "list-form `items` then means something else. llguidance tries to fetch the URI and refuses the "

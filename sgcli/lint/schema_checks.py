@@ -244,8 +244,8 @@ def dialect_check(schema, stext: SchemaText, path: str) -> list[Diagnostic]:
     from sgcli.constraints.dialect import dialect_of
 
     dialect = dialect_of(schema)
-    if dialect.note is None:
-        return []
+    if dialect.note is None or not dialect.near_miss and "json-schema.org" not in str(schema.get("$schema")):
+        return []  # a vendor's own meta-schema (Snowplow's) is chosen on purpose: the compile note says the rest
     span = stext.key_span(("$schema",)) or (0, None)
     hint = f'write "$schema": "{dialect.uri}"' if dialect.near_miss else "name the schema's draft by its own URI"
     return [at_offset("J007", stext.text, path, span[0], span[1], dialect.note, hint=hint)]
