@@ -64,3 +64,20 @@ def test_a_schema_invalid_under_the_draft_it_names_is_still_refused():
     bad = dict(DRAFT4_NEAR_MISS, exclusiveMaximum="yes")
     with pytest.raises(UserError, match="exclusiveMaximum"):
         check_schema(ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(bad), "bad.json"))
+
+
+def test_lint_reports_a_mistaken_draft_uri_but_not_a_vendors_own_meta_schema(tmp_path):
+    from sgcli.lint import Linter, LintOptions
+
+    def j007(uri: str) -> list:
+        path = tmp_path / "s.json"
+        path.write_text(json.dumps({"$schema": uri, "type": "integer"}))
+        return [d for d in Linter(LintOptions(backend="llguidance")).lint(str(path)).diagnostics if d.code == "J007"]
+
+    assert (
+        j007("https://json-schema.org/draft-07/schema#")[0].hint
+        == 'write "$schema": "http://json-schema.org/draft-07/schema#"'
+    )
+    assert j007("http://json-schema.org/schema#")  # the old "latest" alias: name the draft
+    assert not j007("http://iglucentral.com/schemas/com.snowplowanalytics.self-desc/schema/jsonschema/1-0-0#")
+    assert not j007("http://json-schema.org/draft-07/schema#")
