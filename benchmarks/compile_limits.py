@@ -236,6 +236,8 @@ def suite(backends: list[str], repeat: int, folder=None) -> None:
         skipped = 0
         for label, keep in (("all", None), ("compiled", False), ("refused", True)):
             picked = {side: [t for t, f in zip(v, failed) if keep is None or f == keep] for side, v in times.items()}
+            if not picked["sgcli"]:
+                continue  # none in this group (real-world folders: often nothing refused by both)
             p = {side: (_quantile(v, 0.5), _quantile(v, 0.9)) for side, v in picked.items()}
             cells = "  ".join(f"{side} {p50:6.3f}/{p90:6.3f} ms" for side, (p50, p90) in p.items())
             ratio = "  ".join(
