@@ -188,3 +188,19 @@ def test_grammar_test_command_exits_2_on_a_limit(run_cli, tmp_path):
     suite.write_text("grammar: huge.regex\ncases:\n  - {input: 'aaa', accept: true}\n")
     result = run_cli("test", suite, "--backend", "outlines_core", "--compile-timeout", "1")
     assert result.exit_code == 2 and "--compile-timeout" in result.output
+
+
+def test_a_schema_that_crashes_llguidance_in_process_is_an_error_naming_it(smol_tokenizer):
+    """A chain of 4,000 `$ref`s (130 KB) segfaults llguidance when compiled in process (measured
+    2026-12-04; 2,000 compile): past the small screen it compiles in a child, and the crash is exit 2
+    naming the backend. A screen raised past this size would take the whole process down."""
+    from sgcli.backends import get_backend
+
+    n = 4000
+    defs = {f"a{i}": ({"$ref": f"#/$defs/a{i + 1}"} if i < n - 1 else {"type": "integer"}) for i in range(n)}
+    text = json.dumps({"$ref": "#/$defs/a0", "$defs": defs}, separators=(",", ":"))
+    set_limits(Limits(timeout_s=60, memory_mb=4096))
+    with pytest.raises(UserError, match="crashed the grammar library"):
+        compile_bounded(
+            get_backend("llguidance"), ConstraintSpec(Kind.JSON_SCHEMA, text, "chain.json"), smol_tokenizer.vocab
+        )
