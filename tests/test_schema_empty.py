@@ -66,6 +66,11 @@ EMPTY = {
     "allOf member's enum": ({"allOf": [{"allOf": [{"enum": []}]}]}, ("allOf", 0, "allOf", 0, "enum"), None),
     "$ref target": ({"$defs": {"x": {"enum": []}}, "$ref": "#/$defs/x"}, ("$defs", "x", "enum"), None),
     "$ref to false": ({"$defs": {"x": False}, "allOf": [{"$ref": "#/$defs/x"}]}, ("allOf", 0, "$ref"), "$ref"),
+    # a checked format fixes the lengths a string of it can have
+    "date under maxLength 5": ({"type": "string", "format": "date", "maxLength": 5}, ("maxLength",), "maxLength"),
+    "uuid over minLength 40": ({"type": "string", "format": "uuid", "minLength": 40}, ("minLength",), "minLength"),
+    "date-time under 19": ({"type": "string", "format": "date-time", "maxLength": 19}, ("maxLength",), None),
+    "ipv4 over 15": ({"type": "string", "format": "ipv4", "minLength": 16}, ("minLength",), None),
 }
 
 ADMITS = {
@@ -105,7 +110,30 @@ ADMITS = {
         "$ref": "#/$defs/n",
     },
     "unknown format": {"type": "string", "format": "hostile-format"},
+    "a date of exactly its length": {"type": "string", "format": "date", "minLength": 10, "maxLength": 10},
+    "date-time of 20": {"type": "string", "format": "date-time", "maxLength": 20},
+    "draft 4 does not check dates": {"$schema": D4, "type": "string", "format": "date", "maxLength": 5},
+    "a date or null": {"type": ["string", "null"], "format": "date", "maxLength": 5},
 }
+
+
+@pytest.mark.parametrize(
+    ("fmt", "shortest", "longest"),
+    [
+        ("date", "2024-01-02", "2024-01-02"),
+        ("uuid", "123e4567-e89b-12d3-a456-426614174000", "123e4567-e89b-12d3-a456-426614174000"),
+    ]
+    + [("date-time", "2024-01-02T03:04:05Z", None), ("ipv4", "1.2.3.4", "255.255.255.255")],
+)
+def test_the_format_lengths_are_those_the_validation_allows(fmt, shortest, longest):
+    """The table's bounds hold for sgcli's own validation: a value exists at each bound, none outside."""
+    from sgcli.constraints.schema_empty import _FORMAT_LENGTHS
+    from sgcli.validation.verdict import schema_errors
+
+    low, high = _FORMAT_LENGTHS[fmt]
+    assert len(shortest) == low and not schema_errors({"type": "string", "format": fmt}, shortest)
+    assert high is None or (len(longest) == high and not schema_errors({"format": fmt}, longest))
+    assert schema_errors({"format": fmt}, shortest[:-1])  # one shorter: invalid
 
 
 @pytest.mark.parametrize(("schema", "path", "keyword"), EMPTY.values(), ids=EMPTY.keys())

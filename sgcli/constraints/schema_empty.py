@@ -24,6 +24,11 @@ from sgcli.constraints.spec import ConstraintSpec
 from sgcli.errors import Location, UserError
 
 _BOUNDED = ("string", "number", "integer", "array", "object")  # the types a bound can leave empty
+# The lengths a string of a checked `format` can have, read off jsonschema's checkers (sgcli validates formats
+# with them): a date is `\d{4}-\d{2}-\d{2}`, a uuid has dashes at 8, 13, 18 and 23, a date-time is RFC 3339's
+# `YYYY-MM-DDTHH:MM:SSZ` at least, an IPv4 address 1.2.3.4 to 255.255.255.255. A date under `maxLength: 5` (a
+# real schema's) admits nothing: the model loaded, backtracked 64 tokens and failed, exit 1.
+_FORMAT_LENGTHS = {"date": (10, 10), "uuid": (36, 36), "date-time": (20, None), "ipv4": (7, 15)}
 
 
 class Empty(NamedTuple):
@@ -51,6 +56,7 @@ class _Walk:
     def __init__(self, schema: dict, *, const: bool):
         self.root = schema
         self.const = const  # draft 4 has no `const`: there it is an unknown keyword, ignored
+        self.formats = _checked_formats(schema)  # those sgcli's validation checks under the schema's draft
         self.ref_only = ref_hides_siblings(schema)
         self._refs: dict[int, list] | None = None  # id(subschema holding a $ref) -> its references
         self._paths: dict[int, tuple] | None = None
@@ -97,7 +103,7 @@ class _Walk:
                 below.append((ref.target, self.path_of(ref.target), _within(f"named by `$ref` {ref.ref!r}", via)))
         if self.ref_only and "$ref" in node:  # up to draft 7 the keywords beside $ref are ignored
             return None, below
-        found = _own(node, path, const=self.const)
+        found = _own(node, path, const=self.const, formats=self.formats)
         if found is not None:
             return found, []
         members = node.get("allOf")
@@ -111,7 +117,14 @@ class _Walk:
         return None, below
 
 
-def _own(node: dict, path: tuple, *, const: bool) -> Empty | None:
+def _checked_formats(schema) -> frozenset[str]:
+    from sgcli.constraints.dialect import dialect_of
+    from sgcli.constraints.formats import format_checker
+
+    return frozenset(format_checker(dialect_of(schema).cls).checkers)
+
+
+def _own(node: dict, path: tuple, *, const: bool, formats: frozenset[str] = frozenset()) -> Empty | None:
     """What `node`'s own keywords leave empty, without looking at any subschema."""
     enum = node.get("enum")
     if isinstance(enum, list) and not enum:
@@ -128,7 +141,7 @@ def _own(node: dict, path: tuple, *, const: bool) -> Empty | None:
         return None  # null, boolean (or any type) always fit the bounds
     reasons = []
     for t in [t for t in _BOUNDED if t in types and not (t == "integer" and "number" in types)]:
-        why = _bounds(node, t)
+        why = _bounds(node, t) or (_format_length(node, formats) if t == "string" else None)
         if why is None:
             return None
         reasons.append(why)
@@ -162,6 +175,20 @@ def _bounds(node: dict, kind: str) -> tuple[str, str] | None:
                 found = ("maxProperties", f"`maxProperties` {most} is less than the {len(names)} required properties")
         return found
     return _numbers(node, integer=kind == "integer")
+
+
+def _format_length(node: dict, formats: frozenset[str]) -> tuple[str, str] | None:
+    """(the length keyword, why) where `format` fixes lengths that `minLength`/`maxLength` rule out."""
+    fmt = node.get("format")
+    if fmt not in _FORMAT_LENGTHS or fmt not in formats:
+        return None
+    shortest, longest = _FORMAT_LENGTHS[fmt]
+    most, least = node.get("maxLength"), node.get("minLength")
+    if _num(most) and most < shortest:
+        return "maxLength", f"`maxLength` {most} is shorter than any {fmt} ({shortest} characters at least)"
+    if longest is not None and _num(least) and least > longest:
+        return "minLength", f"`minLength` {least} is longer than any {fmt} ({longest} characters at most)"
+    return None
 
 
 def _pair(node: dict, low: str, high: str, what: str) -> tuple[str, str] | None:

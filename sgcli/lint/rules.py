@@ -89,9 +89,11 @@ _ALL = [
         "invalid-json-schema",
         ERROR,
         "structure",
-        "The schema file is not valid JSON, or not a valid JSON Schema (meta-schema validation).",
+        "The schema file is not valid JSON, not a valid JSON Schema (meta-schema validation), or a schema "
+        "that admits no value at all (`enum: []`, `minLength` over `maxLength`, a date under `maxLength: 5`).",
         "Backends disagree about malformed schemas: some refuse them, some compile whatever they "
-        "understand. sgcli checks the file itself first and points at the offending value.",
+        "understand. sgcli checks the file itself first and points at the offending value; `generate` "
+        "refuses the same schemas (exit 2) before any model loads.",
         '{"type": "integer", "minimum": "5"}',
         '{"type": "integer", "minimum": 5}',
     ),

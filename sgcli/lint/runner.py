@@ -348,9 +348,9 @@ def _listed_usable(name: str) -> bool:
 
 
 def _input_problem(spec: ConstraintSpec) -> Diagnostic | None:
-    """S003 when a schema is not JSON or not a valid JSON Schema; S004 when a grammar or regex is
-    nested past sgcli's depth limit. The same checks `generate` and `compile` refuse with exit 2."""
-    code, check = ("S003", check_schema) if spec.kind is Kind.JSON_SCHEMA else ("S004", check_nesting)
+    """S003 when a schema is not JSON, not a valid JSON Schema or admits no value at all; S004 when a
+    grammar or regex is nested past sgcli's depth limit. The same checks `generate` refuses with exit 2."""
+    code, check = ("S003", _schema_checks) if spec.kind is Kind.JSON_SCHEMA else ("S004", check_nesting)
     try:
         check(spec)
     except UserError as exc:
@@ -359,6 +359,13 @@ def _input_problem(spec: ConstraintSpec) -> Diagnostic | None:
             code, exc.message, spec.name, loc.line if loc else None, loc.col if loc else None, hint=exc.hint
         )
     return None
+
+
+def _schema_checks(spec: ConstraintSpec) -> None:
+    from sgcli.constraints.schema_empty import check_admits_a_value
+
+    check_schema(spec)
+    check_admits_a_value(spec)
 
 
 def read_grammar(spec: ConstraintSpec):
