@@ -728,6 +728,14 @@ def schema_cases() -> list[Case]:
         "NaN literal": ('{"type": "number", "maximum": NaN}', 2, ["s.json"]),
         "duplicate keys": ('{"type": "string", "type": "integer"}', 1, []),
         "5,000-digit integer": ('{"type": "integer", "maximum": ' + "9" * 5000 + "}", 2, ["s.json:1"]),
+        # a date is 10 characters: nothing fits (the model once loaded, backtracked and failed: exit 1)
+        "date under maxLength 5": (json.dumps({"type": "string", "format": "date", "maxLength": 5}), 2, ["s.json:1"]),
+        # a near miss of draft-04's URI: read as draft-04, where `exclusiveMaximum: true` is valid (it was refused)
+        "draft-04 by https": (
+            json.dumps({"$schema": "https://json-schema.org/draft-04/schema#", "maximum": 9, "exclusiveMaximum": True}),
+            0,  # was exit 2, "True is not of type 'number'" (read as 2020-12); the stub's answer fits
+            [],
+        ),
     }
     cases = []
     for name, (text, code, needles) in bad.items():
