@@ -204,3 +204,118 @@ def test_llguidance_names_xgrammar_for_content_it_cannot_express(smol_tokenizer)
     )
     assert "--backend xgrammar" in info.value.hint
     get_backend("xgrammar").compile(spec_of(doc), smol_tokenizer.vocab)  # xgrammar takes it
+
+
+# ---- every other structural-tag format, checked apart from the backend (validation/tag_formats.py) ----
+
+CITY = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}}, "required": ["city"]}
+SEQUENCE = {
+    "type": "structural_tag",
+    "format": {
+        "type": "sequence",
+        "elements": [
+            {"type": "const_string", "value": "Answer: "},
+            {"type": "json_schema", "json_schema": CITY},
+            {"type": "optional", "content": {"type": "regex", "pattern": " \\(sure: [0-9]{1,2}%\\)"}},
+        ],
+    },
+}
+SEPARATED = {
+    "type": "structural_tag",
+    "format": {
+        "type": "tags_with_separator",
+        "tags": [{"begin": "<call>", "content": {"type": "json_schema", "json_schema": CITY}, "end": "</call>"}],
+        "separator": ",",
+        "at_least_one": True,
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("doc", "output", "ok"),
+    [
+        (SEQUENCE, 'Answer: {"city": "Paris"}', True),
+        (SEQUENCE, 'Answer: {"city": "Paris"} (sure: 90%)', True),
+        (SEQUENCE, 'Answer: {"city": "Paris"} (sure: 900%)', False),
+        (SEQUENCE, 'Answer: {"city": "Paris in the spring"}', False),  # maxLength 12
+        (SEQUENCE, 'Reply: {"city": "Paris"}', False),
+        (SEPARATED, '<call>{"city": "Oslo"}</call>,<call>{"city": "Rome"}</call>', True),
+        (SEPARATED, '<call>{"city": "Oslo"}</call>;<call>{"city": "Rome"}</call>', False),
+        (SEPARATED, "", False),  # at_least_one
+        ({"type": "structural_tag", "format": {"type": "or", "elements": [SEQUENCE["format"], SEPARATED["format"]]}},)
+        + ('<call>{"city": "Oslo"}</call>', True),
+        ({"type": "structural_tag", "format": {"type": "any_text", "excludes": ["</s>"]}}, "free text", True),
+        ({"type": "structural_tag", "format": {"type": "any_text", "excludes": ["</s>"]}}, "a</s>b", False),
+        (
+            {"type": "structural_tag", "format": {"type": "repeat", "min": 2, "max": 3, "content": SEQUENCE["format"]}},
+            'Answer: {"city": "A"}' * 2,
+            True,
+        ),
+        (
+            {"type": "structural_tag", "format": {"type": "repeat", "min": 2, "max": 3, "content": SEQUENCE["format"]}},
+            'Answer: {"city": "A"}' * 4,
+            False,
+        ),
+    ],
+)
+def test_composite_formats_are_read_apart_from_the_backend(doc, output, ok):
+    from sgcli.validation.tag_check import tag_errors
+
+    errors = tag_errors(spec_of(doc), output, "ecma")
+    assert (errors == []) is ok, errors
+    if not ok:
+        assert "offset" in errors[0]
+
+
+def test_a_format_nothing_here_reads_is_unchecked_not_guessed():
+    from sgcli.validation.tag_check import tag_errors
+    from sgcli.validation.verdict import Unchecked
+
+    for fmt in (
+        {"type": "grammar", "grammar": 'root ::= "a"'},
+        {"type": "json_schema", "json_schema": {}, "style": "qwen_xml"},
+    ):
+        with pytest.raises(Unchecked):
+            tag_errors(spec_of({"type": "structural_tag", "format": fmt}), "a", "ecma")
+
+
+@pytest.mark.parametrize("backend", ["xgrammar", "llguidance"])
+def test_json_inside_tags_takes_generates_bounded_layout(smol_tokenizer, backend):
+    """A tag's JSON took any whitespace between tokens, whatever the layout: a small model wrote whitespace
+    until --max-tokens. Under generate's compact layout it is compact (llguidance) or takes at most one
+    whitespace character a gap (xgrammar)."""
+    from sgcli.constraints.spec import GENERATE_WHITESPACE, JsonOptions
+
+    doc = SEQUENCE if backend == "xgrammar" else new_shape()
+    text = 'Answer: {"city":' if backend == "xgrammar" else 'see <function=weather>{"city":'
+    spec = ConstraintSpec(Kind.STRUCTURAL_TAG, json.dumps(doc), "t.json", json_options=JsonOptions(GENERATE_WHITESPACE))
+    compiled = get_backend(backend).compile(spec, smol_tokenizer.vocab)
+    vocab = compiled.vocab
+
+    def refused(prefix: str):
+        return walk(compiled.matcher(), vocab.encode(prefix), new_bitmask(len(vocab)), follow_mask=False).refused
+
+    assert refused(text) is None
+    assert refused(text + "   ") is not None  # three whitespace characters in a row
+    # llguidance writes it compact; xgrammar has no compact form in a tag, so it allows one character
+    assert (refused(text + " ") is None) is (backend == "xgrammar")
+
+
+def test_random_model_sequence_outputs_are_validated_by_the_tag_check(tiny_lm, smol_tokenizer):
+    """A `sequence` structural tag was generated and then reported `unchecked`: now each output is read
+    against it, and every one the grammar let end is valid (the random-logits adversary tries everything)."""
+    from helpers import generate_with
+
+    from sgcli.constraints.spec import GENERATE_WHITESPACE, JsonOptions
+
+    spec = ConstraintSpec(
+        Kind.STRUCTURAL_TAG, json.dumps(SEQUENCE), "seq.json", json_options=JsonOptions(GENERATE_WHITESPACE)
+    )
+    finished = 0
+    for seed in range(3):
+        record = generate_with(tiny_lm, smol_tokenizer, spec, "xgrammar", seed=seed, max_tokens=40)
+        assert record["validated_by"] == "structural_tags", record
+        if record["finish_reason"] == "stop":
+            finished += 1
+            assert record["valid"] is True, (record["output"], record["errors"])
+    assert finished >= 1

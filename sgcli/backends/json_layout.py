@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 
 from sgcli.backends.schema_warnings import iter_subschemas
-from sgcli.constraints.spec import JsonOptions
+from sgcli.constraints.spec import ConstraintSpec, JsonOptions
 
 # The whitespace JSON itself allows (RFC 8259): space, tab, newline, carriage return.
 JSON_WS = r"[ \t\n\r]"
@@ -47,3 +47,17 @@ def strict_schema(schema):
         if "prefixItems" in node and "items" not in node and "unevaluatedItems" not in node:
             node["items"] = False
     return schema
+
+
+def json_overrides(spec: ConstraintSpec) -> dict:
+    """llguidance's JsonCompileOptions for the spec's JSON layout (its `x-guidance` keys)."""
+    o = spec.json_options
+    ws = whitespace_regex(o)
+    if o.whitespace_pattern is None and o.max_whitespace is None:
+        flexible = o.whitespace == "flexible"
+        return (
+            {"whitespace_flexible": flexible}
+            if flexible
+            else {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
+        )
+    return {"whitespace_flexible": True, "whitespace_pattern": ws}

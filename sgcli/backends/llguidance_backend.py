@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from sgcli.backends.base import Capabilities, Compiled, CompileWarning, LibraryBackend, SchemaKeywords
 from sgcli.backends.diagnostics import diagnose_llguidance, native_message, positioned_error, schema_error
-from sgcli.backends.json_layout import strict_schema, whitespace_regex
+from sgcli.backends.json_layout import json_overrides, strict_schema
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.schema_warnings import compile_warnings
 from sgcli.constraints.dialect import dialect_of
@@ -97,20 +97,6 @@ def _greedy_encoder(vocab: Vocab):
         return ids
 
     return encode
-
-
-def json_overrides(spec: ConstraintSpec) -> dict:
-    """llguidance's JsonCompileOptions for the spec's JSON layout (its `x-guidance` keys)."""
-    o = spec.json_options
-    ws = whitespace_regex(o)
-    if o.whitespace_pattern is None and o.max_whitespace is None:
-        flexible = o.whitespace == "flexible"
-        return (
-            {"whitespace_flexible": flexible}
-            if flexible
-            else {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
-        )
-    return {"whitespace_flexible": True, "whitespace_pattern": ws}
 
 
 def _schema_entry(spec: ConstraintSpec, schema=None, *, lenient: bool = False) -> dict:

@@ -10,10 +10,30 @@ from __future__ import annotations
 
 import json
 
+from sgcli.backends.json_layout import json_overrides
 from sgcli.constraints.spec import ConstraintSpec
 from sgcli.constraints.structural_tag import Tag, TriggeredTags, parse, tag_error, to_xgrammar
 
-__all__ = ["parse", "to_lark", "to_xgrammar"]
+__all__ = ["bounded_json_layout", "parse", "to_lark", "to_xgrammar"]
+
+
+def bounded_json_layout(fmt, spec: ConstraintSpec):
+    """xgrammar's format tree with the spec's JSON layout on every JSON content that does not set its own:
+    left alone, a tag's JSON takes any whitespace between tokens, and a small model (the random-logits
+    adversary at once) writes whitespace until --max-tokens. xgrammar has no compact form there, so
+    `compact` (generate's default) becomes at most one whitespace character between tokens."""
+    o = spec.json_options
+    most = o.max_whitespace if o.max_whitespace is not None else 1 if o.whitespace == "compact" else None
+    if most is None:
+        return fmt
+    if isinstance(fmt, list):
+        return [bounded_json_layout(f, spec) for f in fmt]
+    if not isinstance(fmt, dict):
+        return fmt
+    out = {k: bounded_json_layout(v, spec) if isinstance(v, (dict, list)) else v for k, v in fmt.items()}
+    if out.get("type") == "json_schema" and out.get("style", "json") == "json" and "max_whitespace_cnt" not in out:
+        out["max_whitespace_cnt"] = max(1, most)
+    return out
 
 
 def _regex_literal(text: str) -> str:
@@ -36,7 +56,10 @@ def _content_lark(spec: ConstraintSpec, tag: Tag, backend: str) -> str:
     c = tag.content
     kind = c.get("type")
     if kind == "json_schema" and c.get("style", "json") == "json":
-        return "%json " + json.dumps(c.get("json_schema", {}), separators=(",", ":"))
+        schema = c.get("json_schema", {})
+        if isinstance(schema, dict):  # the spec's JSON layout, as for a --schema (compact under generate)
+            schema = dict(schema, **{"x-guidance": {**json_overrides(spec), **(schema.get("x-guidance") or {})}})
+        return "%json " + json.dumps(schema, separators=(",", ":"))
     if kind == "const_string" and isinstance(c.get("value"), str):
         return _lit(c["value"])
     if kind == "regex" and isinstance(c.get("pattern"), str):

@@ -266,7 +266,8 @@ class XGrammarBackend(LibraryBackend):
         if kind is Kind.LARK:
             return compiler.compile_lark(spec.text, named_grammars=self._named_grammars(spec))
         if kind is Kind.STRUCTURAL_TAG:
-            return compiler.compile_structural_tag(structural_tag.parse(spec)[0])
+            native = structural_tag.parse(spec)[0]
+            return compiler.compile_structural_tag(structural_tag.bounded_json_layout(native, spec))
         raise AssertionError(f"xgrammar asked to compile {kind}")
 
     def deserialize(self, data: bytes, spec: ConstraintSpec, vocab: Vocab) -> XGrammarCompiled | None:
