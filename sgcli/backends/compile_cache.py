@@ -43,7 +43,8 @@ from sgcli.constraints.spec import ConstraintSpec, JsonOptions
 from sgcli.limits import Bounded, LimitHit, current_limits, start_bounded
 from sgcli.tokenizers.vocab import Vocab
 
-FORMAT_VERSION = 2  # bump when the entry layout changes
+# bump when the entry layout, or what sgcli hands a library for the same spec, changes (3: the JSON layout inside tags)
+FORMAT_VERSION = 3
 MAX_ENTRY_BYTES = 64 << 20  # a bigger payload is not stored (and is no faster to load than to compile)
 MIN_STORE_BUDGET_S = 0.25  # the least time a store attempt gets, whatever the compile took
 # A compile quicker than this is never stored, nor tried: reading, checking and loading an entry took
