@@ -258,7 +258,10 @@ def test_random_grammars_read_back_and_every_parser_agrees_with_the_model(g, see
                 assert expected or not got, f"{name} reads the {dialect} print so that it accepts {s!r}:\n{gbnf}"
             else:
                 assert got == expected, f"{name} reads the {dialect} print so that {s!r} is {got}:\n{gbnf}\n{lark_text}"
-        assert _lark_accepts(parser, s) in (expected, None), f"the lark library on {s!r}:\n{lark_text}"
+        verdict = None if parser is None else _lark_accepts(parser, s)
+        assert verdict in (expected, None), f"the lark library on {s!r}:\n{lark_text}"
+        if verdict is None:  # an ambiguity lark's Earley parser meets on one string it meets on the next ones:
+            parser = None  # the rest of this grammar's strings are not judged by lark (2 s each added up to 16 min)
     # what one print accepts on a backend, the model accepts, and so does the other print there, but
     # for a greedy lexer's Lark print: llguidance reads a GBNF rule of terminals alone as one lexeme,
     # which it lexes greedily, so its GBNF print may refuse a split its Lark print's rule allows
