@@ -396,7 +396,7 @@ def test_a_sub_schema_keyword_is_enforced_by_the_grammar_or_refused(backend):
     assert outcomes["enforced"] >= 40 and outcomes["compile refused"] + outcomes["keyword refused"] >= 10, outcomes
 
 
-def test_a_keyword_refused_inside_a_grammar_is_named_where_the_user_wrote_it(tmp_path):
+def test_a_keyword_refused_inside_a_grammar_is_named_where_the_user_wrote_it():
     schema = '{\n  "type": "array",\n  "items": {"type": "string"},\n  "uniqueItems": true\n}'
     inline = ConstraintSpec(Kind.LARK, 'start: "tags: " obj\nobj: %json ' + schema + "\n", "inline.lark")
     schema_file = ConstraintSpec(Kind.JSON_SCHEMA, schema, "t.json")
