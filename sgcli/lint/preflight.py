@@ -15,8 +15,8 @@ from sgcli.backends.matching import accepts_nothing
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import Location, UserError
 from sgcli.lint.diagnostic import Diagnostic
+from sgcli.lint.inputs import read_grammar
 from sgcli.lint.length_check import shortest_sentence, too_long
-from sgcli.lint.runner import read_grammar
 from sgcli.lint.structure import Structure
 
 FATAL_STRUCTURE = ("G001", "G007")  # every backend rejects these grammars

@@ -13,7 +13,6 @@ downloads and of torch (xgrammar itself imports torch; llguidance does not).
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass, field
 
 from sgcli.backends import check_supports, get_backend, listed_unavailable_reason, unsupported_reason
@@ -22,20 +21,19 @@ from sgcli.backends.keyword_coverage import compiled_gaps
 from sgcli.backends.matching import enforcing_backends
 from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.sources import (
-    check_nesting,
-    check_schema,
     kind_from_extension,
     read_text,
     resolve_library,
     with_subgrammars,
 )
 from sgcli.constraints.spec import GENERATE_WHITESPACE, ConstraintSpec, JsonOptions, Kind
-from sgcli.dialects.grammar_model import Grammar, ParseError, Rule
 from sgcli.errors import UserError
 from sgcli.limits import LimitHit, current_limits, run_bounded
 from sgcli.lint import backend_checks as bc
-from sgcli.lint.diagnostic import Diagnostic, at_offset
+from sgcli.lint.diagnostic import Diagnostic
+from sgcli.lint.inputs import input_problem, read_grammar
 from sgcli.lint.length_check import shortest_sentence, too_long
+from sgcli.lint.merge import finish
 from sgcli.lint.schema_checks import dialect_check, guarantee_findings
 from sgcli.lint.schema_instances import Impossible
 from sgcli.lint.schema_probes import keyword_probes
@@ -181,18 +179,18 @@ class Linter:
         found: list[Diagnostic] = []
         grammar, features, schema, stext, unreadable = None, [], None, None, None
         if spec.kind is Kind.JSON_SCHEMA:
-            problem = _input_problem(spec)
+            problem = input_problem(spec)
             if problem is not None:
-                return FileResult(spec.name, _finish([problem], sel), notes)
+                return FileResult(spec.name, finish([problem], sel), notes)
             from sgcli.constraints.jsonpos import SchemaText
             from sgcli.lint.schema_checks import pattern_features
 
             schema, stext = spec.schema(), SchemaText(spec.text)
             features = pattern_features(schema, stext)
         elif spec.kind in (Kind.EBNF, Kind.LARK, Kind.REGEX):
-            problem = _input_problem(spec)
+            problem = input_problem(spec)
             if problem is not None:
-                return FileResult(spec.name, _finish([problem], sel), notes)
+                return FileResult(spec.name, finish([problem], sel), notes)
             grammar, features, unreadable = read_grammar(spec)
             if grammar is not None:
                 from sgcli.lint.structure import Structure
@@ -238,7 +236,7 @@ class Linter:
             found += bc.special_token_literals(spec, grammar, self.vocab(), self._tokenizer_name)
         if self.options.max_tokens is not None and "L001" in sel:
             found += self._length(spec, grammar, schema, compiled)
-        result.diagnostics = _finish(found, sel)
+        result.diagnostics = finish(found, sel)
         return result
 
     def _bounded_schema_rules(self, schema, stext, runs, spec) -> list[Diagnostic]:
@@ -345,109 +343,3 @@ def _from_dict(d: dict) -> Diagnostic:
 def _listed_usable(name: str) -> bool:
     """Whether the backend's library is installed, without importing it (xgrammar imports torch)."""
     return listed_unavailable_reason(get_backend(name)) is None
-
-
-def _input_problem(spec: ConstraintSpec) -> Diagnostic | None:
-    """S003 when a schema is not JSON, not a valid JSON Schema or admits no value at all; S004 when a
-    grammar or regex is nested past sgcli's depth limit. The same checks `generate` refuses with exit 2."""
-    code, check = ("S003", _schema_checks) if spec.kind is Kind.JSON_SCHEMA else ("S004", check_nesting)
-    try:
-        check(spec)
-    except UserError as exc:
-        loc = exc.location
-        return Diagnostic(
-            code, exc.message, spec.name, loc.line if loc else None, loc.col if loc else None, hint=exc.hint
-        )
-    return None
-
-
-def _schema_checks(spec: ConstraintSpec) -> None:
-    from sgcli.constraints.schema_empty import check_admits_a_value
-
-    check_schema(spec)
-    check_admits_a_value(spec)
-
-
-def read_grammar(spec: ConstraintSpec):
-    """(grammar, regex features, S004 diagnostic or None) for a GBNF, Lark or regex file."""
-    try:
-        if spec.kind is Kind.EBNF:
-            from sgcli.dialects.gbnf import parse_gbnf
-
-            return parse_gbnf(spec.text), [], None
-        if spec.kind is Kind.LARK:
-            from sgcli.dialects.lark import parse_lark
-
-            grammar = parse_lark(spec.text)
-            return grammar, grammar.regex_features, None
-        from sgcli.dialects.regex_parse import parse_regex
-
-        parsed = parse_regex(spec.text)
-        return Grammar("regex", "regex", [Rule("regex", parsed.node, 0)]), parsed.features, None
-    except ParseError as exc:
-        return (
-            None,
-            [],
-            at_offset(
-                "S004",
-                spec.text,
-                spec.name,
-                exc.pos,
-                None,
-                f"sgcli's reader cannot parse this ({exc.message}); the G, W and R rules did not run",
-                hint="if a backend accepts the file, this is sgcli's limitation: --ignore S004",
-            ),
-        )
-
-
-def _finish(found: list[Diagnostic], sel: Selection) -> list[Diagnostic]:
-    """Keep the enabled rules; fold a backend's error or warning into sgcli's own finding at
-    the same place (one finding, with the backend's agreement as a note); sort."""
-    kept = [d for d in found if d.code in sel]
-    merged: list[Diagnostic] = []
-    # S last, J001 after J004: the findings that absorb others come first
-    for d in sorted(kept, key=lambda d: (d.code[0] == "S", d.code == "J001", d.sort_key())):
-        target = _absorber(merged, d)
-        if target is None:
-            merged.append(d)
-        else:
-            i = merged.index(target)
-            if d.code == "J001":  # the probe's evidence on the backend's own matcher
-                note = "J001: " + d.message.split(": ", 1)[-1]
-            else:
-                note = f"{d.backend} says: {d.message.split(': ', 1)[-1]}"
-            merged[i] = target.with_note(note)
-    return sorted(merged, key=Diagnostic.sort_key)
-
-
-def _absorber(merged: list[Diagnostic], d: Diagnostic) -> Diagnostic | None:
-    """The finding that already says what `d` (a backend's error or warning) says: at the
-    same line:col, or, for an error without a position, about the same rule name."""
-    if d.code not in ("S001", "S002", "J001"):
-        return None
-    for other in merged:
-        if (  # the keyword the checker takes over (J004) or nothing enforces (J005) is what the backend warned about
-            other.code in ("J004", "J005")
-            and d.code in ("S002", "J001")
-            and other.backend == d.backend
-            and d.line is not None
-            and (other.line, other.col) == (d.line, d.col)
-        ):
-            return other
-        if d.code == "S001" and other.code[0] == "G" and other.severity == "error":
-            if d.line is not None and (other.line, other.col) == (d.line, d.col):
-                return other
-            if d.line is None and any(
-                re.search(rf"['\"`]{re.escape(name)}['\"`]", d.message)
-                for name in re.findall(r"`([^`]+)`", other.message)
-            ):
-                return other
-        if (
-            d.code == "S002"
-            and other.code == "J001"
-            and other.backend == d.backend
-            and d.line is not None
-            and (other.line, other.col) == (d.line, d.col)
-        ):
-            return other
-    return None

@@ -1,0 +1,167 @@
+"""`sgcli bench`'s input: the items to measure, read from one file, a folder or JSONL lines, each with the
+texts it must accept (given, a sibling NAME.test.yaml's accepted cases, or built from a JSON Schema). A file
+or line that cannot be read becomes an item carrying its error, so the rest is still measured."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from sgcli.constraints.sources import check_schema, from_file, kind_from_extension, read_text
+from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.errors import Location, UserError
+from sgcli.grammar_dev.grammar_tests import load_suite, parse_kind
+from sgcli.lint.schema_instances import Impossible, InstanceBuilder
+
+
+@dataclass
+class Item:
+    """One grammar to measure, with the texts it must accept."""
+
+    name: str
+    spec: ConstraintSpec | None
+    instances: list[str]
+    source: str  # "given", "test file", "generated" or "none"
+    where: str | None = None  # "file:line" of a JSONL item: error positions inside its re-serialized text mean nothing
+    # why the file or line could not be read (spec is None then): reported per backend as an "input error",
+    # and the other items are still measured
+    error: UserError | None = None
+
+
+def load_items(path: str) -> list[Item]:
+    """A folder of grammar files (kind from extension), one such file, or a JSONL file of items."""
+    p = Path(path)
+    if p.is_dir():
+        return _folder_items(p)
+    if not p.exists():
+        raise UserError(
+            f"bench input not found: {path}", hint="give a schema or grammar file, a folder of them, or a .jsonl file"
+        )
+    if p.suffix.lower() == ".jsonl":
+        return _jsonl_items(p)
+    try:
+        kind_from_extension(path)
+    except UserError as exc:
+        raise UserError(
+            f"bench input {path} is neither a schema or grammar file, a folder, nor a .jsonl file",
+            hint=exc.hint.split(", or the explicit flag")[0] + ", a folder of such files, or a .jsonl file",
+        ) from None
+    return [_file_item(p)]
+
+
+def _folder_items(folder: Path) -> list[Item]:
+    items = []
+    for f in sorted(x for x in folder.iterdir() if x.is_file() and not x.name.endswith((".test.yaml", ".test.yml"))):
+        try:
+            kind_from_extension(str(f))
+        except UserError:
+            continue  # READMEs, notes: not grammars
+        try:
+            items.append(_file_item(f))
+        except UserError as exc:
+            items.append(_unreadable(f.name, exc))
+    if not items:
+        raise UserError(f"no schema or grammar files in {folder}", hint="files are picked by extension, as in compile")
+    return items
+
+
+def _unreadable(name: str, exc: UserError) -> Item:
+    return Item(name, None, [], "none", error=exc)
+
+
+def _file_item(f: Path) -> Item:
+    """One grammar file, with the accepted cases of its NAME.test.yaml or, for a schema, built instances."""
+    spec = from_file(str(f))
+    given = _test_file_instances(f)
+    if given:
+        return Item(f.name, spec, given, "test file")
+    return _with_generated(Item(f.name, spec, [], "none"))
+
+
+def _test_file_instances(grammar: Path) -> list[str]:
+    """The accepted cases of a sibling NAME.test.yaml (as in sgcli/grammars/), if there is one."""
+    stem = grammar.name.split(".")[0]
+    test = grammar.with_name(f"{stem}.test.yaml")
+    if not test.is_file():
+        return []
+    return [c.input for c in load_suite(str(test)).cases if c.accept]
+
+
+def _with_generated(item: Item) -> Item:
+    """For a JSON Schema without instances: the minimal and the full instance the builder proposes."""
+    if item.spec.kind is not Kind.JSON_SCHEMA or item.instances:
+        return item
+
+    schema = json.loads(item.spec.text)
+    texts = []
+    for full in (False, True):
+        try:
+            text = json.dumps(InstanceBuilder(schema, full=full).build(), ensure_ascii=False)
+        except (Impossible, RecursionError):
+            continue
+        if text not in texts:
+            texts.append(text)
+    return Item(item.name, item.spec, texts, "generated" if texts else "none", item.where)
+
+
+def _jsonl_items(path: Path) -> list[Item]:
+    text, origin = read_text(str(path), what="bench file")
+    items = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            items.append(_jsonl_item(path, line, Location(origin, n, 1)))
+        except UserError as exc:  # this line is reported as an input error; the others are measured
+            items.append(_unreadable(f"{path.name}:{n}", exc))
+    if not items:
+        raise UserError(f"{origin} has no items", hint='one JSON object a line: {"schema": {...}, "instances": [...]}')
+    return items
+
+
+def _jsonl_item(path: Path, line: str, at: Location) -> Item:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"malformed JSON: {exc.msg}", location=Location(at.path, at.line, exc.colno)) from None
+    spec = _jsonl_spec(obj, at)
+    if spec.kind is Kind.JSON_SCHEMA:
+        check_schema(spec)
+    instances = _jsonl_instances(obj, at)
+    name = str(obj.get("name") or f"{path.name}:{at.line}")
+    return _with_generated(Item(name, spec, instances, "given" if instances else "none", where=spec.origin))
+
+
+def _jsonl_spec(obj, at: Location) -> ConstraintSpec:
+    if not isinstance(obj, dict) or ("schema" in obj) == ("grammar" in obj):
+        raise UserError(
+            "each line needs exactly one of 'schema' or 'grammar'",
+            location=at,
+            hint='{"schema": {...}, "instances": [...]} or {"grammar": "...", "kind": "lark", "instances": [...]}',
+        )
+    origin = f"{at.path}:{at.line}"
+    if "schema" in obj:
+        if not isinstance(obj["schema"], (dict, bool)):
+            raise UserError("'schema' must be a JSON object", location=at)
+        return ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(obj["schema"]), origin)
+    if not isinstance(obj["grammar"], str) or not isinstance(obj.get("kind"), str):
+        raise UserError(
+            "'grammar' must be a string and 'kind' must name its kind", location=at, hint="kind: ebnf, lark, regex, ..."
+        )
+    kind = parse_kind(obj["kind"], at)
+    if kind is Kind.JSON_SCHEMA:
+        raise UserError("give a JSON Schema as 'schema' (an object), not as 'grammar'", location=at)
+    return ConstraintSpec(kind, obj["grammar"], origin)
+
+
+def _jsonl_instances(obj: dict, at: Location) -> list[str]:
+    """Instances as texts: strings as they are for grammars; JSON values serialized for schemas."""
+    given = obj.get("instances", [])
+    if not isinstance(given, list):
+        raise UserError("'instances' must be a list", location=at)
+    if "schema" in obj:
+        return [json.dumps(v, ensure_ascii=False) for v in given]
+    if not all(isinstance(v, str) for v in given):
+        raise UserError("a grammar's 'instances' must be strings (the texts it accepts)", location=at)
+    return list(given)
