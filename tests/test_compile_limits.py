@@ -190,15 +190,32 @@ def test_grammar_test_command_exits_2_on_a_limit(run_cli, tmp_path):
     assert result.exit_code == 2 and "--compile-timeout" in result.output
 
 
-def test_a_schema_that_crashes_llguidance_in_process_is_an_error_naming_it(smol_tokenizer):
-    """A chain of 4,000 `$ref`s (130 KB) segfaults llguidance when compiled in process (measured
-    2026-12-04; 2,000 compile): past the small screen it compiles in a child, and the crash is exit 2
-    naming the backend. A screen raised past this size would take the whole process down."""
-    from sgcli.backends import get_backend
-
-    n = 4000
+def _chain(n: int) -> str:
     defs = {f"a{i}": ({"$ref": f"#/$defs/a{i + 1}"} if i < n - 1 else {"type": "integer"}) for i in range(n)}
-    text = json.dumps({"$ref": "#/$defs/a0", "$defs": defs}, separators=(",", ":"))
+    return json.dumps({"$ref": "#/$defs/a0", "$defs": defs}, separators=(",", ":"))
+
+
+def test_a_chain_that_overflows_an_8_mib_stack_compiles_on_the_compile_threads_stack(smol_tokenizer):
+    """A chain of 4,000 `$ref`s (130 KB) segfaulted llguidance on the main thread's 8 MiB stack (measured
+    2026-12-04; 2,000 compile). The compile thread's stack is sized for the constraint: it compiles."""
+    from sgcli.backends import get_backend
+    from sgcli.backends.matching import accepts_bytes
+
+    set_limits(Limits(timeout_s=60, memory_mb=4096))
+    compiled = compile_bounded(
+        get_backend("llguidance"), ConstraintSpec(Kind.JSON_SCHEMA, _chain(4000), "chain.json"), smol_tokenizer.vocab
+    )
+    assert accepts_bytes(compiled, b"42").accepted and not accepts_bytes(compiled, b'"x"').accepted
+
+
+def test_a_schema_that_crashes_llguidance_is_an_error_naming_it(smol_tokenizer):
+    """Past what the compile thread's stack holds, the compile runs in a forked child: a chain of
+    12,000 `$ref`s crashes llguidance there, and the crash is exit 2 naming the backend."""
+    from sgcli.backends import get_backend
+    from sgcli.backends.bounded import STACK_PER_BYTE, WORKER_STACK
+
+    text = _chain(12000)
+    assert len(text) * STACK_PER_BYTE > WORKER_STACK
     set_limits(Limits(timeout_s=60, memory_mb=4096))
     with pytest.raises(UserError, match="crashed the grammar library"):
         compile_bounded(

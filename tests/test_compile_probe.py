@@ -1,7 +1,8 @@
-"""One compile, bounded (`sgcli.backends.bounded`): small constraints on backends whose work grows with
-the constraint compile once in this process under the time limit; the rest compile once in a forked
-child (outlines-core's Index comes back from it), and a grammar that passed a child's compile quickly
-under limits no looser than today's (a `.probe` record in the cache) compiles in process next time."""
+"""One compile, bounded (`sgcli.backends.bounded`): constraints that fit (no big count, a stack their
+nesting cannot overflow) on backends whose work grows with the constraint compile once in this process
+under the time limit; the rest compile once in a forked child (outlines-core's Index comes back from
+it), and a grammar that passed a child's compile quickly under limits no looser than today's (a
+`.probe` record in the cache) compiles in process next time."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from helpers import patch_everywhere
 
 from sgcli.backends import get_backend
-from sgcli.backends.bounded import SMALL_BYTES, CompileLimitError, compile_bounded, small
+from sgcli.backends.bounded import STACK_PER_BYTE, WORKER_STACK, CompileLimitError, compile_bounded, fits_in_process
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import UserError
 from sgcli.limits import Limits, current_limits, set_limits
@@ -74,10 +75,15 @@ def _probe_file():
     return list(compiled_dir().rglob("*.probe"))
 
 
+def _schema_of(n: int) -> str:
+    props = {f"p{i}": {"type": "string", "description": "x" * 40} for i in range(n)}
+    return json.dumps({"type": "object", "properties": props})
+
+
 def _big_schema() -> str:
-    props = {f"p{i}": {"type": "string", "description": "x" * 40} for i in range(600)}
-    text = json.dumps({"type": "object", "properties": props})
-    assert len(text) > SMALL_BYTES
+    """Past what the compile thread's stack holds: compiled in a forked child."""
+    text = _schema_of(5000)
+    assert len(text) * STACK_PER_BYTE > WORKER_STACK
     return text
 
 
@@ -91,11 +97,60 @@ def test_a_small_constraint_compiles_once_in_this_process(smol_tokenizer, forks,
     assert not accepts_bytes(outcome.compiled, b'{"a": "x"}').accepted
 
 
-def test_small_means_short_and_no_big_count():
-    assert small(ConstraintSpec(Kind.REGEX, "[a-z]{1,300}"))
-    assert not small(ConstraintSpec(Kind.REGEX, "a{1,1000000}"))
-    assert not small(ConstraintSpec(Kind.JSON_SCHEMA, '{"type": "string", "minLength": 100000}'))
-    assert not small(ConstraintSpec(Kind.JSON_SCHEMA, _big_schema()))
+def test_fits_in_process_means_no_big_count_and_room_on_the_compile_threads_stack():
+    assert fits_in_process(ConstraintSpec(Kind.REGEX, "[a-z]{1,300}"))
+    assert fits_in_process(ConstraintSpec(Kind.JSON_SCHEMA, _schema_of(600)))  # 36 KB: past the old 32 KB screen
+    assert not fits_in_process(ConstraintSpec(Kind.REGEX, "a{1,1000000}"))
+    # a JSON Schema's big numbers that are no count: bounds and descriptions (Kubernetes' are full of them)
+    port = '{"type": "integer", "maximum": 65535, "description": "a port, 1-65535", "enum": [80, 65535]}'
+    assert fits_in_process(ConstraintSpec(Kind.JSON_SCHEMA, port))
+    assert not fits_in_process(ConstraintSpec(Kind.JSON_SCHEMA, '{"type": "string", "pattern": "^a{1,100000}$"}'))
+    assert not fits_in_process(ConstraintSpec(Kind.JSON_SCHEMA, '{"type": "array", "maxItems": 20000}'))
+    assert not fits_in_process(ConstraintSpec(Kind.JSON_SCHEMA, r'{"type": "string", "pattern": "a\u007b100000}"}'))
+    assert not fits_in_process(ConstraintSpec(Kind.JSON_SCHEMA, '{"type": "string", "minLength": 100000}'))
+    assert not fits_in_process(ConstraintSpec(Kind.JSON_SCHEMA, _big_schema()))
+
+
+def test_without_a_big_stack_for_the_compile_thread_less_fits(monkeypatch):
+    """Where no stack size can be asked for (or the address space is capped), the compile thread has
+    the default stack, and only what fits it compiles in process."""
+    import threading
+
+    from sgcli.backends import bounded
+
+    def refuse(size=0):
+        raise ValueError("size not valid")
+
+    monkeypatch.setattr(threading, "stack_size", refuse)
+    monkeypatch.setattr(bounded._Worker, "_current", None)
+    monkeypatch.setattr(bounded._Worker, "_stack", None)
+    bounded._Worker.current()
+    assert bounded._Worker.stack_bytes() == bounded._main_stack_bytes()
+    assert not fits_in_process(ConstraintSpec(Kind.JSON_SCHEMA, _schema_of(600)))
+    assert fits_in_process(ConstraintSpec(Kind.JSON_SCHEMA, SCHEMA))
+
+
+def test_a_constraint_too_big_for_the_main_threads_stack_compiles_once_on_the_compile_thread(
+    smol_tokenizer, forks, compiles, monkeypatch
+):
+    """Was: a forked trial compile, then the real one, for anything past 32 KB (Kubernetes' Pod schema:
+    75-80 ms against the library's 24-27)."""
+    import threading
+
+    from sgcli.backends import bounded, llguidance_backend
+
+    threads = []
+    real = llguidance_backend.LLGuidanceBackend.compile
+    monkeypatch.setattr(
+        llguidance_backend.LLGuidanceBackend,
+        "compile",
+        lambda self, spec, vocab: threads.append(threading.current_thread().name) or real(self, spec, vocab),
+    )
+    monkeypatch.setattr(bounded, "_overrun", lambda error: None)  # as in the sgcli process
+    text = _schema_of(600)
+    assert len(text) * STACK_PER_BYTE > bounded._main_stack_bytes()
+    _compile(smol_tokenizer.vocab, text)
+    assert forks == [] and threads == ["sgcli-compile"] and _probe_file() == []
 
 
 def test_a_big_constraint_compiles_in_a_child_then_in_process_once_it_passed(smol_tokenizer, forks, compiles):

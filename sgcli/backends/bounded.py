@@ -2,13 +2,17 @@
 
 Every compile in every command goes through `compile_bounded`, which compiles once, in one of two places:
 - in this process, where the backend's work grows with the constraint (`Capabilities.compiles_in_process`:
-  llguidance, xgrammar, measured) and the constraint is small (`small`: at most SMALL_BYTES, no count
-  past SMALL_COUNT), or where this very grammar already passed a bounded compile quickly (`trusted`).
-  A fork costs more than such a compile (measured 14-37 ms against 0.2-1.2 ms p50 on the
-  JSON-Schema-Test-Suite). The `sgcli` process compiles on its main thread under a watchdog that
-  ends the run with exit 2 at the timeout (`set_overrun_handler`; timeouts of MAIN_THREAD_MIN_S and
-  more); elsewhere (tests, embedding, short timeouts) a compile thread is waited on and given up
-  at the timeout, and the process goes on;
+  llguidance, xgrammar, measured) and the constraint fits (`fits_in_process`: no count past SMALL_COUNT,
+  and a stack that its deepest nesting cannot overflow), or where this very grammar already passed a
+  bounded compile quickly (`trusted`). A fork costs more than such a compile (measured 14-37 ms
+  against 0.2-1.2 ms p50 on the JSON-Schema-Test-Suite), and a second compile after it doubles the
+  rest. The libraries recurse per level of nesting: chains of `$ref`s or rules overflowed an 8 MiB
+  stack at 35 KB (llguidance, 240 stack bytes per constraint byte at worst, measured per shape), so a
+  constraint gets STACK_PER_BYTE stack bytes per byte of its text. The `sgcli` process compiles a
+  constraint that fits the main thread's stack there, under a watchdog that ends the run with exit 2
+  at the timeout (`set_overrun_handler`; timeouts of MAIN_THREAD_MIN_S and more); a larger one, or
+  any outside the CLI (tests, embedding, short timeouts), on a compile thread with a WORKER_STACK
+  stack that is waited on and given up at the timeout, and the process goes on;
 - otherwise in a forked child under RLIMIT_AS (`sgcli.limits.run_bounded`), killed at the timeout.
   Where the backend serializes cheaply (`Capabilities.ships_compiled`: outlines-core's Index) the
   child sends the compiled grammar back and that is the result; elsewhere (xgrammar's JSON grows as
@@ -22,6 +26,7 @@ from __future__ import annotations
 import os
 import queue
 import re
+import resource
 import struct
 import threading
 import time
@@ -35,11 +40,19 @@ from sgcli.limits import LimitHit, Limits, current_limits, run_bounded
 # stays locked forever in the child. Bounded compiles are therefore one at a time per process.
 _compile_lock = threading.RLock()
 
-SMALL_BYTES = 32 << 10  # every schema of the JSON-Schema-Test-Suite and of tests/ is under 4 KB
+STACK_PER_BYTE = 1024  # 4x the most any shape measured: llguidance, `items` through `$ref` chains (240)
+WORKER_STACK = 256 << 20  # address space only: the pages a compile never reaches are never backed
 SMALL_COUNT = 10_000  # xgrammar: `[a-z]{1,100000}` took 0.74 s, linear in the count
 MAX_SHIPPED_BYTES = 64 << 20  # a bigger compiled grammar is compiled again rather than sent back
 MAIN_THREAD_MIN_S = 5.0  # shorter timeouts are ones a small compile may meet: those keep the compile thread
 _NUMBER = re.compile(r"\d{5,}")
+# In a JSON Schema only a count keyword's value or a quantifier inside a string (`{n`, `,n}`: JSON itself
+# never puts a digit right after `{`, nor `}` right after `,n`) counts; descriptions and bounds are full
+# of big numbers. Read on the text before each big number, which is rare: a scan of every brace and comma
+# measured 0.13 ms a compile on the JSON Schema Store sample.
+_COUNT_BEFORE = re.compile(r'(?:"(?:min|max)(?:Length|Items|Properties|Contains)"\s*:|\{|,)\s*$')
+_CLOSES_AFTER = re.compile(r"\s*\}")
+_DIGITS_AS_9 = str.maketrans("012345678", "999999999")  # "99999" in the result: a run of 5 digits (8x a regex)
 _overrun: Callable[[UserError], None] | None = None
 
 
@@ -63,13 +76,41 @@ class CompileLimitError(UserError):
         self.flag = flag
 
 
-def small(spec: ConstraintSpec) -> bool:
-    """A constraint whose compile is cheap on the backends that compile in process: short, and no
-    repetition count or length bound (every number in the text is read as one) past SMALL_COUNT."""
-    for part in (spec, *(sub for _, sub in spec.subgrammars)):
-        if len(part.text) > SMALL_BYTES or any(int(n) > SMALL_COUNT for n in _NUMBER.findall(part.text)):
-            return False
-    return True
+def fits_in_process(spec: ConstraintSpec) -> bool:
+    """A constraint the backends that compile in process can compile here: no repetition count or
+    length bound past SMALL_COUNT (in a JSON Schema a count keyword's value or a quantifier, elsewhere
+    every number in the text), and short enough for the compile thread's stack whatever its nesting."""
+    if _text_bytes(spec) * STACK_PER_BYTE > _Worker.stack_bytes():
+        return False
+    return not any(n > SMALL_COUNT for part in _parts(spec) for n in _counts(part))
+
+
+def _counts(part: ConstraintSpec):
+    text = part.text
+    if "99999" not in text.translate(_DIGITS_AS_9):
+        return
+    json_schema = part.kind is Kind.JSON_SCHEMA and "\\u00" not in text  # an escaped brace or comma: every number
+    for m in _NUMBER.finditer(text):
+        before = _COUNT_BEFORE.search(text, max(0, m.start() - 40), m.start()) if json_schema else True
+        if before and (not json_schema or before.group().lstrip()[:1] != "," or _CLOSES_AFTER.match(text, m.end())):
+            yield int(m.group())
+
+
+def _parts(spec: ConstraintSpec):
+    return (spec, *(sub for _, sub in spec.subgrammars))
+
+
+def _text_bytes(spec: ConstraintSpec) -> int:
+    return sum(len(part.text) for part in _parts(spec))
+
+
+def _main_stack_bytes() -> int:
+    """The main thread's stack limit (RLIMIT_STACK; 8 MiB where it is unlimited or unknown)."""
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_STACK)
+    except (OSError, ValueError):
+        return 8 << 20
+    return 8 << 20 if soft == resource.RLIM_INFINITY else soft
 
 
 def compile_bounded(backend, spec: ConstraintSpec, vocab, *, trusted: bool = False):
@@ -77,26 +118,29 @@ def compile_bounded(backend, spec: ConstraintSpec, vocab, *, trusted: bool = Fal
     `trusted`: this grammar already passed a bounded compile well within today's limits."""
     limits = current_limits()
     check_size(spec, limits)
-    if spec.kind is Kind.NONE or not (limits.timeout_s or limits.memory_mb):
+    if spec.kind is Kind.NONE:
         return backend.compile(spec, vocab)
-    backend.prepare(vocab)
-    if trusted or (backend.capabilities.compiles_in_process and small(spec)):
+    if not (limits.timeout_s or limits.memory_mb):  # limits off: in this process, still on a stack that holds it
         return _compile_watched(backend, spec, vocab, limits)
+    backend.prepare(vocab)
+    if trusted or (backend.capabilities.compiles_in_process and fits_in_process(spec)):
+        return _compile_watched(backend, spec, vocab, limits, trusted=trusted)
     return _compile_in_child(backend, spec, vocab, limits)
 
 
-def _compile_watched(backend, spec: ConstraintSpec, vocab, limits: Limits):
-    """The compile in this process's compile thread; the caller waits for it up to the time limit.
-    A compile that outlives it is left to finish on its own (these compiles always end: their work
-    grows with the constraint, which is small), its thread is given up, and the limit reported."""
-    if not limits.timeout_s:
-        return backend.compile(spec, vocab)
+def _compile_watched(backend, spec: ConstraintSpec, vocab, limits: Limits, *, trusted: bool = False):
+    """The compile in this process: on the calling thread (the main thread, under the watchdog) where
+    that is allowed and its stack holds the constraint, else on the compile thread, which the caller
+    waits for up to the time limit. A compile that outlives it is left to finish on its own (these
+    compiles always end: their work grows with the constraint), its thread is given up, and the limit
+    reported. A trusted grammar passed a forked child's compile on the stack of the thread that forked."""
     handler = _overrun
-    if (
-        handler is not None
-        and limits.timeout_s >= MAIN_THREAD_MIN_S
-        and threading.current_thread() is threading.main_thread()
-    ):
+    needs = _text_bytes(spec) * STACK_PER_BYTE
+    fits_here = trusted or needs <= _main_stack_bytes()  # a thread's default stack is RLIMIT_STACK too
+    if fits_here and not limits.timeout_s:
+        return backend.compile(spec, vocab)
+    on_main = threading.current_thread() is threading.main_thread()
+    if fits_here and handler is not None and on_main and limits.timeout_s >= MAIN_THREAD_MIN_S:
         with (
             _compile_lock,
             _Watchdog.armed(
@@ -105,7 +149,10 @@ def _compile_watched(backend, spec: ConstraintSpec, vocab, limits: Limits):
         ):
             return backend.compile(spec, vocab)
     with _compile_lock:  # no fork of ours happens while the compile thread is inside a grammar library
-        box = _Worker.current().run(lambda: backend.compile(spec, vocab), limits.timeout_s)
+        worker = _Worker.current()
+        if not trusted and needs > _Worker.stack_bytes() and (limits.timeout_s or limits.memory_mb):
+            return _compile_in_child(backend, spec, vocab, limits)  # its stack could not be had (ulimit -v)
+        box = worker.run(lambda: backend.compile(spec, vocab), limits.timeout_s or None)
     if box is None:
         raise _limit_error(LimitHit("time"), backend.name, spec, limits)
     if "error" in box:
@@ -118,11 +165,36 @@ class _Worker:
     small compile); replaced when a compile outlives its limit, or in a forked child, which has none."""
 
     _current: _Worker | None = None
+    _stack: int | None = None  # the stack its threads get: WORKER_STACK, or the default where that fails
 
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
-        threading.Thread(target=self._loop, name="sgcli-compile", daemon=True).start()
+        thread = threading.Thread(target=self._loop, name="sgcli-compile", daemon=True)
+        try:
+            previous = threading.stack_size(self.stack_bytes())
+        except (ValueError, RuntimeError):  # no stack size can be asked for here: the default, and what fits it
+            previous = None
+            _Worker._stack = _main_stack_bytes()
+        try:
+            thread.start()
+        except RuntimeError:  # the address space is capped (ulimit -v): the default stack, and constraints to fit it
+            if previous is None:
+                raise
+            threading.stack_size(previous)
+            previous = None
+            _Worker._stack = _main_stack_bytes()
+            thread = threading.Thread(target=self._loop, name="sgcli-compile", daemon=True)
+            thread.start()
+        finally:
+            if previous is not None:
+                threading.stack_size(previous)
+
+    @classmethod
+    def stack_bytes(cls) -> int:
+        if cls._stack is None:
+            cls._stack = WORKER_STACK
+        return cls._stack
 
     @classmethod
     def current(cls) -> _Worker:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sgcli.backends.base import Backend, Compiled, CompileWarning
-from sgcli.backends.bounded import compile_bounded, small
+from sgcli.backends.bounded import compile_bounded, fits_in_process
 from sgcli.cache.paths import atomic_write, cache_root, notify
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions
 from sgcli.limits import Bounded, LimitHit, current_limits, start_bounded
@@ -146,7 +146,7 @@ def compile_cached(
     """
     if not (_enabled if use_cache is None else use_cache):
         return CacheOutcome(compile_bounded(backend, spec, vocab), OFF)
-    if not is_cacheable(backend) and backend.capabilities.compiles_in_process and small(spec):
+    if not is_cacheable(backend) and backend.capabilities.compiles_in_process and fits_in_process(spec):
         return CacheOutcome(compile_bounded(backend, spec, vocab), NOT_CACHEABLE)  # no key, no record needed
     key = cache_key(backend, spec, vocab)
     if not is_cacheable(backend):
@@ -178,9 +178,9 @@ def _compile_probed(backend: Backend, spec: ConstraintSpec, vocab: Vocab, key: s
     backend version, tokenizer, text, options) already passed a child's compile under limits no looser than
     the current ones, in under a tenth of the time limit: compiling is deterministic, so it passes again.
     The pass is remembered in a small `.probe` file beside the entries; an unreadable one only means
-    forking again. Constraints that compile in process anyway (`bounded.small`) need no record."""
+    forking again. Constraints that compile in process anyway (`bounded.fits_in_process`) need no record."""
     limits = current_limits()
-    if backend.capabilities.compiles_in_process and small(spec):
+    if backend.capabilities.compiles_in_process and fits_in_process(spec):
         return compile_bounded(backend, spec, vocab)
     path = _path(key).with_suffix(".probe")
     if _probe_passed(path, key, limits):
