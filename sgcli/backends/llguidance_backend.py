@@ -124,6 +124,24 @@ def _schema_entry(spec: ConstraintSpec, schema=None, *, lenient: bool = False) -
     return {"json_schema": schema}
 
 
+def _schema_grammar(spec: ConstraintSpec, schema) -> str:
+    """The top-level grammar JSON of a `--schema` (lenient, see `_schema_entry`). Where only `x-guidance`
+    is added, it goes into the schema's own text instead of encoding the parsed schema again (2 ms of
+    a 240 KB schema's 20 ms compile); the text was parsed strictly, so llguidance reads the same value."""
+    if (
+        isinstance(schema, dict)
+        and schema
+        and "x-guidance" not in schema
+        and not spec.json_options.strict_properties
+        and not dialect_of(schema).note
+    ):
+        body = spec.text.rstrip()
+        if body.endswith("}"):
+            options = json.dumps({**json_overrides(spec), "lenient": True})
+            return '{"grammars":[{"json_schema":' + body[:-1] + ',"x-guidance":' + options + "}}]}"
+    return json.dumps({"grammars": [_schema_entry(spec, schema, lenient=True)]})
+
+
 class LLGuidanceBackend(LibraryBackend):
     module = "llguidance"
     distribution = "llguidance"
@@ -199,7 +217,7 @@ class LLGuidanceBackend(LibraryBackend):
 
         kind = spec.kind
         if kind is Kind.JSON_SCHEMA:
-            return json.dumps({"grammars": [_schema_entry(spec, schema, lenient=True)]})
+            return _schema_grammar(spec, spec.schema() if schema is None else schema)
         if kind is Kind.REGEX:
             return llg.LLMatcher.grammar_from_regex(spec.text)
         if kind is Kind.CHOICE:
