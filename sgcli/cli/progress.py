@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -62,21 +63,19 @@ LOG_EVERY_S = 10.0  # off a terminal: a progress line at most this often (a shor
 def item_progress(title: str, total: int) -> Iterator:
     """A callback `(description, finished)` for work over many items: a bar on a terminal; elsewhere
     (stderr to a file or a CI log) a plain line now and then, so a long run is seen to move."""
-    import time
-
     started = last = time.monotonic()
-    done = [0]
+    done = 0
     with _progress(transient=True) as bar:
         task = bar.add_task(title, total=total)
 
         def update(description: str, finished: bool) -> None:
-            nonlocal last
-            done[0] += finished
-            bar.update(task, description=f"{title}: {description}", completed=done[0])
+            nonlocal last, done
+            done += finished
+            bar.update(task, description=f"{title}: {description}", completed=done)
             now = time.monotonic()
             if not err.is_terminal and not finished and now - last >= LOG_EVERY_S:
                 last = now
-                line = f"{title}: {done[0]}/{total} done, {int(now - started)} s; now {description}"
+                line = f"{title}: {done}/{total} done, {int(now - started)} s; now {description}"
                 err.print(line, highlight=False, markup=False)
 
         yield update
