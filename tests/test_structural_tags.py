@@ -244,6 +244,29 @@ SEPARATED = {
         (SEPARATED, "", False),  # at_least_one
         ({"type": "structural_tag", "format": {"type": "or", "elements": [SEQUENCE["format"], SEPARATED["format"]]}},)
         + ('<call>{"city": "Oslo"}</call>', True),
+        # triggered tags met inside another format (`tag_formats._read_triggered`)
+        (
+            {
+                "type": "structural_tag",
+                "format": {
+                    "type": "sequence",
+                    "elements": [{"type": "const_string", "value": "> "}, new_shape()["format"]],
+                },
+            },
+            '> ok <function=time>"utc"</function>',
+            True,
+        ),
+        (
+            {
+                "type": "structural_tag",
+                "format": {
+                    "type": "sequence",
+                    "elements": [{"type": "const_string", "value": "> "}, new_shape()["format"]],
+                },
+            },
+            '> ok <function=time>"noon"</function>',
+            False,
+        ),
         ({"type": "structural_tag", "format": {"type": "any_text", "excludes": ["</s>"]}}, "free text", True),
         ({"type": "structural_tag", "format": {"type": "any_text", "excludes": ["</s>"]}}, "a</s>b", False),
         (

@@ -165,35 +165,26 @@ class _Worker:
     small compile); replaced when a compile outlives its limit, or in a forked child, which has none."""
 
     _current: _Worker | None = None
-    _stack: int | None = None  # the stack its threads get: WORKER_STACK, or the default where that fails
+    _stack = WORKER_STACK  # the stack its threads get; the default where that cannot be had
 
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
-        thread = threading.Thread(target=self._loop, name="sgcli-compile", daemon=True)
         try:
-            previous = threading.stack_size(self.stack_bytes())
-        except (ValueError, RuntimeError):  # no stack size can be asked for here: the default, and what fits it
-            previous = None
+            self._start(self.stack_bytes())
+        except (ValueError, RuntimeError):  # no such stack here (ulimit -v): the default, and what fits it
             _Worker._stack = _main_stack_bytes()
+            self._start(0)
+
+    def _start(self, stack: int) -> None:
+        previous = threading.stack_size(stack)
         try:
-            thread.start()
-        except RuntimeError:  # the address space is capped (ulimit -v): the default stack, and constraints to fit it
-            if previous is None:
-                raise
-            threading.stack_size(previous)
-            previous = None
-            _Worker._stack = _main_stack_bytes()
-            thread = threading.Thread(target=self._loop, name="sgcli-compile", daemon=True)
-            thread.start()
+            threading.Thread(target=self._loop, name="sgcli-compile", daemon=True).start()
         finally:
-            if previous is not None:
-                threading.stack_size(previous)
+            threading.stack_size(previous)
 
     @classmethod
     def stack_bytes(cls) -> int:
-        if cls._stack is None:
-            cls._stack = WORKER_STACK
         return cls._stack
 
     @classmethod

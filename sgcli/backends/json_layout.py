@@ -52,12 +52,8 @@ def strict_schema(schema):
 def json_overrides(spec: ConstraintSpec) -> dict:
     """llguidance's JsonCompileOptions for the spec's JSON layout (its `x-guidance` keys)."""
     o = spec.json_options
-    ws = whitespace_regex(o)
     if o.whitespace_pattern is None and o.max_whitespace is None:
-        flexible = o.whitespace == "flexible"
-        return (
-            {"whitespace_flexible": flexible}
-            if flexible
-            else {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
-        )
-    return {"whitespace_flexible": True, "whitespace_pattern": ws}
+        if o.whitespace == "flexible":
+            return {"whitespace_flexible": True}
+        return {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
+    return {"whitespace_flexible": True, "whitespace_pattern": whitespace_regex(o)}

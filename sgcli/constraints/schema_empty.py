@@ -124,7 +124,7 @@ def _checked_formats(schema) -> frozenset[str]:
     return frozenset(format_checker(dialect_of(schema).cls).checkers)
 
 
-def _own(node: dict, path: tuple, *, const: bool, formats: frozenset[str] = frozenset()) -> Empty | None:
+def _own(node: dict, path: tuple, *, const: bool, formats: frozenset[str]) -> Empty | None:
     """What `node`'s own keywords leave empty, without looking at any subschema."""
     enum = node.get("enum")
     if isinstance(enum, list) and not enum:

@@ -133,9 +133,10 @@ class _Reader:
             return self.fail(pos, f"expected the tag {begin!r}")
         found = set()
         for inner in self.ends(fmt.get("content", {}), pos + len(begin)):
-            found |= {inner + len(e) for e in ends if self.text.startswith(e, inner)}
-            if not any(self.text.startswith(e, inner) for e in ends):
+            closed = {inner + len(e) for e in ends if self.text.startswith(e, inner)}
+            if not closed:
                 self.fail(inner, f"the tag {begin!r} must end with one of {ends}")
+            found |= closed
         return frozenset(found)
 
     def _tags_with_separator(self, fmt: dict, pos: int) -> frozenset[int]:
@@ -174,25 +175,23 @@ class _Reader:
         return frozenset(out)
 
     def _triggered_tags(self, fmt: dict, pos: int) -> frozenset[int]:
-        return frozenset(
-            e for e in range(pos, len(self.text) + 1) if not triggered_errors(fmt, self.text[pos:e], self.dialect)
-        )
+        tt = _read_triggered(fmt)
+        return frozenset(e for e in range(pos, len(self.text) + 1) if not triggered(tt, self.text[pos:e], self.dialect))
 
 
-def triggered_errors(fmt: dict, output: str, dialect: str) -> list[str]:
-    """`triggered` for a triggered_tags format met inside another format (read leniently: the file was
-    checked as a whole before anything ran)."""
+def _read_triggered(fmt: dict) -> TriggeredTags:
+    """A triggered_tags format met inside another format (read leniently: the file was checked as a
+    whole before anything ran)."""
     try:
         tags = tuple(
             Tag(t["begin"], t["content"], (t["end"],) if isinstance(t["end"], str) else tuple(t["end"]), ())
             for t in fmt["tags"]
         )
-        tt = TriggeredTags(
+        return TriggeredTags(
             tuple(fmt["triggers"]), tags, bool(fmt.get("at_least_one")), bool(fmt.get("stop_after_first"))
         )
     except (KeyError, TypeError) as exc:
         raise Unchecked(f"a triggered_tags format the tag check cannot read ({exc})") from None
-    return triggered(tt, output, dialect)
 
 
 def triggered(tt: TriggeredTags, output: str, dialect: str) -> list[str]:
