@@ -11,6 +11,15 @@ import typer
 from typer.testing import CliRunner
 
 
+def _shout(value: str) -> str:
+    """A parser that words its own usage error, and lets a ValueError through for typer to word."""
+    if value == "bad":
+        raise typer.BadParameter("no bad values")
+    if value == "odd":
+        raise ValueError("odd is not allowed")
+    return value.upper()
+
+
 class Colour(str, Enum):
     red = "red"
     blue = "blue"
@@ -30,8 +39,10 @@ def _app(cls):
         colour: Annotated[Colour, typer.Option()] = Colour.red,
         tags: Annotated[Optional[list[str]], typer.Option()] = None,
         flag: Annotated[bool, typer.Option()] = False,
+        loud: Annotated[str, typer.Option(parser=_shout)] = "quiet",
+        louds: Annotated[Optional[list[str]], typer.Option(parser=_shout)] = None,
     ) -> None:
-        values = [names, word, count, ratio, bounded, maybe, colour, tags, flag]
+        values = [names, word, count, ratio, bounded, maybe, colour, tags, flag, loud, louds]
         typer.echo(repr([(type(v).__name__, v) for v in values]))
 
     @app.command()
@@ -51,6 +62,10 @@ def _app(cls):
         ["--count", "seven"],
         ["--ratio", "nan"],
         ["--bounded", "9"],
+        ["--loud", "hey", "--louds", "a", "--louds", "b"],
+        ["--loud", "bad"],
+        ["--loud", "odd"],
+        ["--louds", "odd"],
     ],
 )
 def test_values_and_errors_are_typers(args):

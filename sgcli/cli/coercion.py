@@ -62,6 +62,16 @@ def _unchanged(descriptor: TypeDescriptor, value: Any) -> bool:
     return False
 
 
+def _parser_alone(descriptor: TypeDescriptor) -> bool:
+    """Whether an option's value is its `parser=`'s answer as it is: a scalar option with a parser
+    and nothing else (typer's adapter is then `Any` after the parser)."""
+    return (
+        descriptor.parameter_info.parser is not None
+        and descriptor.file_annotation is None
+        and get_origin(descriptor.annotation) not in (list, tuple)
+    )
+
+
 def _enum_of(descriptor: TypeDescriptor) -> type[Enum] | None:
     """The Enum an option's value (or each of a list option's values) must be, if it is one."""
     annotation = descriptor.annotation
@@ -103,6 +113,14 @@ if RuntimeParam is not None:
                 return choice(enum, value, param, ctx)
             if _unchanged(self.descriptor, value):
                 return list(value) if isinstance(value, (list, tuple)) else value
+            parser = self.descriptor.parameter_info.parser
+            if _parser_alone(self.descriptor) and not isinstance(value, (list, tuple)):
+                try:  # typer's adapter would return parser(value) as it is (a usage error passes through)
+                    return parser(value)
+                except BadParameter:
+                    raise
+                except Exception:  # noqa: BLE001, S110 - typer's adapter words any other error itself, below
+                    pass
             param._runtime_param = build_runtime_param(self.descriptor)
             return param._runtime_param._coerce_value(value, param=param, ctx=ctx)
 
