@@ -35,17 +35,18 @@ class LocalRunner:
         """Load what `request` needs, in the order that fails fastest."""
         local = request.local
         ref = local.model.ref()
-        with reporter.stage(f"loading {ref.display} tokenizer") as progress:
-            tokenizer = local.model.tokenizer(progress=lambda text: progress(text, 0, 3))
-        # Chat templates render in a forked child while torch and the weights load here (importing
-        # transformers' renderer takes most of a second): a single prompt's, or a whole batch's in one.
+        weights = local.model.start_weights(ref)  # a .gguf's dequantization, in a child, meanwhile
         pending = batch_prompts = None
-        if request.batch is None:
-            pending = start_prompt(tokenizer, request.prompt_options, Request(None, request.prompt), in_child=True)
-        else:  # a batch's prompts render in one child, importing the renderer there, not here
-            reqs = [item for item in read_requests(*request.batch) if isinstance(item, Request)]
-            batch_prompts = start_prompts(tokenizer, request.prompt_options, reqs)
         try:
+            with reporter.stage(f"loading {ref.display} tokenizer") as progress:
+                tokenizer = local.model.tokenizer(progress=lambda text: progress(text, 0, 3))
+            # Chat templates render in a forked child while torch and the weights load here (importing
+            # transformers' renderer takes most of a second): a single prompt's, or a whole batch's in one.
+            if request.batch is None:
+                pending = start_prompt(tokenizer, request.prompt_options, Request(None, request.prompt), in_child=True)
+            else:  # a batch's prompts render in one child, importing the renderer there, not here
+                reqs = [item for item in read_requests(*request.batch) if isinstance(item, Request)]
+                batch_prompts = start_prompts(tokenizer, request.prompt_options, reqs)
             compiled, fallbacks, kept = compile_checked(
                 local.backend, request.spec, tokenizer, request.sampling.max_tokens, reporter, local.allow_unenforced
             )
@@ -53,12 +54,12 @@ class LocalRunner:
 
             ready = pending.result() if pending else None  # a template error is exit 2 before the weights load
             with reporter.stage(f"loading {ref.display}") as progress:
-                lm = local.model.load(ref, progress)
+                lm = local.model.load(ref, progress, pending=weights)
             rendered = batch_prompts.result() if batch_prompts else None
         finally:
-            for started in (pending, batch_prompts):
+            for started in (weights, pending, batch_prompts):
                 if started:
-                    started.cancel()  # a compile or load error: the child's render is not wanted
+                    started.cancel()  # after an error: the children's work is not wanted (else a no-op)
         if lm.logits_width > len(tokenizer.vocab):  # the model has more logits than tokens: mask those too
             compiled = backends.compile_for(compiled.backend, request.spec, tokenizer.vocab.padded(lm.logits_width))[0]
         session = new_session(

@@ -60,7 +60,12 @@ class ModelOptions:
             self.model, progress=progress, revision=self.revision, gguf_file=self.gguf_file, flag="--model"
         )
 
-    def load(self, ref, progress=None):
+    def start_weights(self, ref):
+        """The .gguf's weights, dequantized from now on in a child on another core (`loader.start_weights`),
+        for `load(pending=...)`; None where there is nothing to start."""
+        return loader.start_weights(ref, parse_device_map(self.device_map, self.device))
+
+    def load(self, ref, progress=None, pending=None):
         device_map = parse_device_map(self.device_map, self.device)
         return loader.load_model(
             ref,
@@ -71,4 +76,5 @@ class ModelOptions:
             device_map=device_map,
             impl=self.model_impl,
             kernel=self.kernel,
+            pending=pending,
         )

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -55,6 +54,12 @@ def _tensor_progress(progress: Progress | None, description: str):
 FOLDER = "recipe"  # not "model": sgcli before 2026-12 cached float32 weights there (dropped once a recipe is made)
 
 
+def cached_conversion(gguf: Path) -> Path | None:
+    """The usable cached conversion of `gguf`, or None (none yet; a damaged one is set aside, reported)."""
+    out = converted_dir(gguf) / FOLDER
+    return out if conversions.usable(out, f"conversion of {gguf.name}", gguf) else None
+
+
 def convert_gguf(gguf: Path, progress: Progress | None = None) -> Path:
     """Convert a GGUF file into a cached Hugging Face recipe folder; returns the folder.
 
@@ -62,7 +67,7 @@ def convert_gguf(gguf: Path, progress: Progress | None = None) -> Path:
     on every use and rebuilt when damaged; the conversion is staged in a unique folder and
     published with one rename (`sgcli.cache.conversions`), so concurrent first runs both succeed."""
     out = converted_dir(gguf) / FOLDER
-    if conversions.usable(out, f"conversion of {gguf.name}", gguf):
+    if cached_conversion(gguf) is not None:
         return out
     staged = conversions.staging(out)  # exit 2 now, before 30 s of work, if the cache is read-only
     try:
@@ -102,19 +107,18 @@ def _convert_into(gguf: Path, folder: Path, progress: Progress | None) -> None:
     step("done", 3)
 
 
-def weights_problem(model) -> str | None:
-    """NaN, infinite or implausibly large weights (|w| > 1e6): what damaged bytes in a cached
-    safetensors file become. Random bytes make ~40% of float32 values that large, so any damaged
-    region is caught; trained weights stay far below. One pass over the parameters."""
+def weights_problem(model, checked=lambda param: False) -> str | None:
+    """`gguf_recipe.value_problem` of each floating-point parameter of `model` (what damaged bytes in
+    a cached file become), one pass over each, but those `checked` says were checked already (the
+    weights a `gguf_pending.PendingState` child made and checked)."""
     import torch
+
+    from sgcli.engine.gguf_recipe import value_problem
 
     with torch.no_grad():
         for name, param in model.named_parameters():
-            if param.is_floating_point() and param.numel():
+            if param.is_floating_point() and param.numel() and not checked(param):
                 low, high = (v.item() for v in torch.aminmax(param.detach()))  # one pass, no abs() copy
-                if not (math.isfinite(low) and math.isfinite(high)):
-                    return f"parameter {name} holds NaN or infinite values"
-                peak = max(-low, high)
-                if peak > 1e6:
-                    return f"parameter {name} holds implausible values (|w| up to {peak:.3g})"
+                if found := value_problem(name, low, high):
+                    return found
     return None

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from sgcli.cache import conversions
 from sgcli.engine import device_checks
 from sgcli.engine.flags import KERNELS, TORCH_KERNEL, check_device
-from sgcli.engine.gguf_convert import Progress, convert_gguf, weights_problem
+from sgcli.engine.gguf_convert import Progress, cached_conversion, convert_gguf, weights_problem
 from sgcli.errors import UserError, did_you_mean
 from sgcli.models.hub import hub_options, offline, offline_error
 from sgcli.models.refs import ModelRef
@@ -22,6 +22,7 @@ from sgcli.models.refs import ModelRef
 if TYPE_CHECKING:
     import torch
 
+    from sgcli.engine.gguf_pending import PendingState
     from sgcli.engine.runtime import Runtime
 
 
@@ -95,13 +96,42 @@ def load_model(
     device_map: str | dict | None = None,
     impl: str = "auto",
     kernel: str = "auto",
+    pending: PendingState | None = None,
 ) -> LoadedModel:
     """Load a causal LM. `threads` sets torch's CPU threads; the default is what the machine offers now
     (`sgcli.engine.threads.default_cpu_threads`).
     `device_map` (accelerate's placement, "auto" or {module: device}) replaces `device`. `impl`:
     the native forward (`sgcli.engine.llama`) where the model fits it, else transformers (auto), or
     either one only (a model the native forward cannot run is then exit 2, saying why). `kernel`
-    (--kernel): the CPU matrix-product kernel, measured per machine (auto) or pinned."""
+    (--kernel): the CPU matrix-product kernel, measured per machine (auto) or pinned. `pending`:
+    the .gguf's weights as `start_weights` began them (taken, or stopped, here)."""
+    try:
+        return _load_model(ref, device, dtype, progress, threads, device_map, impl, kernel, pending)
+    finally:
+        if pending is not None:
+            pending.cancel()  # a no-op once taken; else (an error, a fresh conversion) its child stops
+
+
+def start_weights(ref: ModelRef, device_map: str | dict | None = None) -> PendingState | None:
+    """The weights of a .gguf whose conversion is cached, dequantized from now on in a forked child on
+    another core (`gguf_pending.PendingState`) while the caller loads the tokenizer, compiles the
+    grammar and imports torch; for `load_model(pending=...)`. None where nothing is started: another
+    kind of model, no conversion yet, --device-map (transformers then reads the .gguf itself)."""
+    if ref.kind != "gguf" or device_map is not None:
+        return None
+    from sgcli.engine import gguf_recipe
+    from sgcli.engine.gguf_pending import PendingState
+
+    folder = cached_conversion(ref.path)
+    if folder is None or not gguf_recipe.has_recipe(folder):
+        return None
+    try:
+        return PendingState(folder, ref.path)
+    except (OSError, ValueError):
+        return None  # the load meets the same problem and reports it there
+
+
+def _load_model(ref, device, dtype, progress, threads, device_map, impl, kernel, pending) -> LoadedModel:
     import torch
 
     if threads is not None and threads < 1:
@@ -124,7 +154,7 @@ def load_model(
     if ref.kind == "gguf":
         if torch_dtype == "auto":
             torch_dtype = torch.bfloat16  # a dequantized GGUF has no trained dtype of its own
-        runtime = _load_converted(ref.path, torch_dtype, progress, placement, native)
+        runtime = _load_converted(ref.path, torch_dtype, progress, placement, native, pending)
     elif native:
         folder = _native_folder(ref, progress)
         runtime = _load_native(folder, _native_dtype(folder, torch_dtype))
@@ -270,7 +300,12 @@ def _load_native(folder: Path, torch_dtype) -> Runtime:
 
 
 def _load_converted(
-    gguf: Path, torch_dtype, progress: Progress | None, placement: dict | None = None, native: bool = True
+    gguf: Path,
+    torch_dtype,
+    progress: Progress | None,
+    placement: dict | None = None,
+    native: bool = True,
+    pending: PendingState | None = None,
 ) -> Runtime:
     """The cached conversion of `gguf` (its recipe replayed on `gguf`), loaded and checked; a damaged one
     is rebuilt once, with a notice. `native`: by sgcli's forward, else by transformers."""
@@ -281,13 +316,21 @@ def _load_converted(
         folder = convert_gguf(gguf, progress)
         try:
             placed = bool(placement) and not native  # --device-map: transformers reads and places the .gguf
-            weights = None if placed else gguf_recipe.load_state(folder, gguf)
+            if placed:
+                weights = None
+            elif pending is not None and attempt == 1 and pending.folder == folder:
+                weights = pending.result()  # dequantized in a child meanwhile (`start_weights`)
+            else:
+                weights = gguf_recipe.load_state(folder, gguf)
             if native:
                 config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
                 runtime = NativeRuntime(llama.load(folder, config, torch_dtype, weights))
             else:
                 runtime = _transformers_runtime(_transformers_converted(folder, torch_dtype, placement, weights, gguf))
-            found = weights_problem(runtime.module)
+            if pending is not None and pending.checked is not None and attempt == 1:
+                found = pending.problem or weights_problem(runtime.module, pending.holds)  # the rest
+            else:
+                found = weights_problem(runtime.module)
         except UserError:
             raise
         except Exception as exc:  # noqa: BLE001 - whatever the damaged files make the loader raise
