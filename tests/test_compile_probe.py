@@ -259,3 +259,39 @@ def test_the_sgcli_process_compiles_on_its_main_thread_and_ends_at_the_timeout(t
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "took longer than the 5 s time limit" in done.stderr and "--compile-timeout" in done.stderr
     assert time.perf_counter() - t < 50  # not the 60 s compile
+
+
+def _counts_by_regex(spec: ConstraintSpec) -> list[int]:
+    """The counts as a plain regex scan reads them (every run of 5+ digits, then the same context
+    rule): what `bounded._counts` finds with str.find on a translated text instead."""
+    import re
+
+    from sgcli.backends.bounded import _CLOSES_AFTER, _COUNT_BEFORE
+
+    text = spec.text
+    json_schema = spec.kind is Kind.JSON_SCHEMA and "\\u00" not in text
+    found = []
+    for m in re.finditer(r"\d{5,}", text):
+        before = _COUNT_BEFORE.search(text, max(0, m.start() - 40), m.start()) if json_schema else True
+        if before and (not json_schema or before.group().lstrip()[:1] != "," or _CLOSES_AFTER.match(text, m.end())):
+            found.append(int(m.group()) if len(m.group()) < 19 else 10**19)
+    return found
+
+
+def test_counts_are_the_digit_runs_a_regex_scan_finds():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from sgcli.backends.bounded import _counts
+
+    pieces = st.sampled_from(["1", "12345", "999999", "0", " ", ",", "{", "}", '"maxLength": ', '"a"', "\\u007b", "x"])
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(pieces, max_size=30), st.sampled_from([Kind.JSON_SCHEMA, Kind.REGEX]))
+    def check(parts, kind):
+        spec = ConstraintSpec(kind, "".join(parts))
+        assert list(_counts(spec)) == _counts_by_regex(spec)
+
+    check()
+    long_run = ConstraintSpec(Kind.REGEX, "a{1," + "7" * 5000 + "}")  # no int() of 5,000 digits
+    assert list(_counts(long_run)) == [10**19] and not fits_in_process(long_run)

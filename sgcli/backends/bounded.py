@@ -45,14 +45,13 @@ WORKER_STACK = 256 << 20  # address space only: the pages a compile never reache
 SMALL_COUNT = 10_000  # xgrammar: `[a-z]{1,100000}` took 0.74 s, linear in the count
 MAX_SHIPPED_BYTES = 64 << 20  # a bigger compiled grammar is compiled again rather than sent back
 MAIN_THREAD_MIN_S = 5.0  # shorter timeouts are ones a small compile may meet: those keep the compile thread
-_NUMBER = re.compile(r"\d{5,}")
 # In a JSON Schema only a count keyword's value or a quantifier inside a string (`{n`, `,n}`: JSON itself
 # never puts a digit right after `{`, nor `}` right after `,n`) counts; descriptions and bounds are full
 # of big numbers. Read on the text before each big number, which is rare: a scan of every brace and comma
 # measured 0.13 ms a compile on the JSON Schema Store sample.
 _COUNT_BEFORE = re.compile(r'(?:"(?:min|max)(?:Length|Items|Properties|Contains)"\s*:|\{|,)\s*$')
 _CLOSES_AFTER = re.compile(r"\s*\}")
-_DIGITS_AS_9 = str.maketrans("012345678", "999999999")  # "99999" in the result: a run of 5 digits (8x a regex)
+_DIGITS_AS_9 = str.maketrans("012345678", "999999999")  # runs of digits found by str.find: 20x a \d{5,} scan
 _overrun: Callable[[UserError], None] | None = None
 
 
@@ -79,21 +78,35 @@ class CompileLimitError(UserError):
 def fits_in_process(spec: ConstraintSpec) -> bool:
     """A constraint the backends that compile in process can compile here: no repetition count or
     length bound past SMALL_COUNT (in a JSON Schema a count keyword's value or a quantifier, elsewhere
-    every number in the text), and short enough for the compile thread's stack whatever its nesting."""
+    every number in the text), and short enough for the compile thread's stack whatever its nesting.
+    Asked twice a compile (the cache, then the compile): the last answer is kept."""
     if _text_bytes(spec) * STACK_PER_BYTE > _Worker.stack_bytes():
         return False
-    return not any(n > SMALL_COUNT for part in _parts(spec) for n in _counts(part))
+    global _last_fit
+    last_spec, last_fits = _last_fit  # one read: another thread may replace it
+    if last_spec is spec:
+        return last_fits
+    fits = not any(n > SMALL_COUNT for part in _parts(spec) for n in _counts(part))
+    _last_fit = (spec, fits)
+    return fits
+
+
+_last_fit: tuple = (None, False)  # (spec, fits_in_process's answer for it)
 
 
 def _counts(part: ConstraintSpec):
     text = part.text
-    if "99999" not in text.translate(_DIGITS_AS_9):
-        return
-    json_schema = part.kind is Kind.JSON_SCHEMA and "\\u00" not in text  # an escaped brace or comma: every number
-    for m in _NUMBER.finditer(text):
-        before = _COUNT_BEFORE.search(text, max(0, m.start() - 40), m.start()) if json_schema else True
-        if before and (not json_schema or before.group().lstrip()[:1] != "," or _CLOSES_AFTER.match(text, m.end())):
-            yield int(m.group())
+    nines = text.translate(_DIGITS_AS_9)  # every digit a 9: a run of 5 is a "99999", found by str.find
+    at = nines.find("99999")
+    json_schema = at >= 0 and part.kind is Kind.JSON_SCHEMA and "\\u00" not in text  # escaped brace, comma: all
+    while at >= 0:  # `at` starts a run of digits: the first "99999" past the previous run's end
+        end = at + 5
+        while end < len(nines) and nines[end] == "9":
+            end += 1
+        before = _COUNT_BEFORE.search(text, max(0, at - 40), at) if json_schema else True
+        if before and (not json_schema or before.group().lstrip()[:1] != "," or _CLOSES_AFTER.match(text, end)):
+            yield int(text[at:end]) if end - at < 19 else 10**19  # no int() of a 5,000-digit run
+        at = nines.find("99999", end)
 
 
 def _parts(spec: ConstraintSpec):
