@@ -150,3 +150,28 @@ def test_the_loader_skips_only_the_weights_the_child_checked(tiny):
     assert pending.holds(state[name]) and pending.holds(state[name][3:5])
     assert not pending.holds(state[name].clone())
     assert not pending.holds(state["model.layers.1.self_attn.o_proj.weight"])  # stored: read from safetensors
+
+
+def test_a_recipe_of_another_shape_starts_nothing_and_the_load_rebuilds_it(tiny):
+    """A recipe whose JSON parses but lacks what this sgcli reads (an older or damaged one, its
+    manifest in order) is no crash here: nothing starts, and the load converts again with a notice."""
+    import json
+
+    from sgcli.cache import conversions
+    from sgcli.engine import gguf_recipe
+    from sgcli.engine.gguf_convert import convert_gguf
+    from sgcli.engine.loader import load_model, start_weights
+    from sgcli.models.refs import ModelRef
+
+    path, _ = tiny
+    folder = convert_gguf(path)
+    recipe = folder / gguf_recipe.RECIPE
+    data = json.loads(recipe.read_text())
+    del data["steps"]
+    recipe.write_text(json.dumps(data))
+    conversions.write_manifest(folder, path)  # the manifest in order: only the contents are off
+    ref = ModelRef("gguf", str(path), path.name)
+    assert start_weights(ref) is None
+    with pytest.warns(UserWarning):
+        lm = load_model(ref, device="cpu", kernel="torch", pending=None)
+    assert lm.impl == "native"

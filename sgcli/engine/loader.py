@@ -127,8 +127,8 @@ def start_weights(ref: ModelRef, device_map: str | dict | None = None) -> Pendin
         return None
     try:
         return PendingState(folder, ref.path)
-    except (OSError, ValueError):
-        return None  # the load meets the same problem and reports it there
+    except Exception:  # noqa: BLE001 - a damaged recipe, no memory, no fork: the load meets it and says so
+        return None
 
 
 def _load_model(ref, device, dtype, progress, threads, device_map, impl, kernel, pending) -> LoadedModel:
