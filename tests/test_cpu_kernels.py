@@ -15,7 +15,7 @@ import json
 import pytest
 import torch
 
-from sgcli.engine import cpu_kernels
+from sgcli.engine import cpu_attention, cpu_kernels
 from sgcli.engine.loader import load_model
 from sgcli.models.refs import resolve_model
 
@@ -401,7 +401,7 @@ def test_machines_of_one_model_name_but_another_cpu_generation_keep_their_own_ve
 def test_attention_on_cuda_leaves_cudnn_out():
     """On an H200 cuDNN's attention failed the ragged batch path's sliced inputs (docs/notes/gpu.md); CUDA
     SDPA runs under a context that enables every other backend. Checked here by its flags (no GPU)."""
-    with cpu_kernels._without_cudnn_attention():
+    with cpu_attention._without_cudnn_attention():
         assert not torch.backends.cuda.cudnn_sdp_enabled()
         assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
         assert torch.backends.cuda.math_sdp_enabled()

@@ -1,4 +1,4 @@
-"""The native forward's KV cache buffers and its short-query attention (sgcli.engine.kv, .cpu_kernels).
+"""The native forward's KV cache buffers and its short-query attention (sgcli.engine.kv, .cpu_attention).
 
 The cache appends into spare columns of buffers it owns: its views must hold what concatenating
 would, and tensors it was given (a shared prompt head, a spliced batch) must never be written
@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from sgcli.engine import cpu_kernels, llama
+from sgcli.engine import cpu_attention, llama
 from sgcli.engine.kv import GROW_COLUMNS, KVCache, KVLayer, replace
 
 
@@ -77,20 +77,20 @@ def _attention_inputs(rows: int, length: int, columns: int, heads: int = 6, kv_h
     return q, k, v, mask
 
 
-@pytest.mark.parametrize("length", [1, 4, cpu_kernels.SHORT_QUERIES])
+@pytest.mark.parametrize("length", [1, 4, cpu_attention.SHORT_QUERIES])
 def test_short_bfloat16_attention_agrees_with_the_fused_kernel(length, monkeypatch):
     q, k, v, mask = _attention_inputs(3, length, 20)
     want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
     fused = []
     sdpa = F.scaled_dot_product_attention
     monkeypatch.setattr(
-        cpu_kernels.F, "scaled_dot_product_attention", lambda *a, **kw: fused.append(1) or sdpa(*a, **kw)
+        cpu_attention.F, "scaled_dot_product_attention", lambda *a, **kw: fused.append(1) or sdpa(*a, **kw)
     )
     half = [t.bfloat16() for t in (q, k, v, mask)]
-    got = cpu_kernels.attend(*half).float()
+    got = cpu_attention.attend(*half).float()
     assert fused == [] and got.shape == want.shape and torch.isfinite(got).all()
     assert torch.allclose(got, want, atol=0.03, rtol=0.03), (got - want).abs().max()
-    unmasked = cpu_kernels.attend(*half[:3], None).float()
+    unmasked = cpu_attention.attend(*half[:3], None).float()
     assert torch.allclose(unmasked, sdpa(q, k, v, enable_gqa=True), atol=0.03, rtol=0.03)
 
 
@@ -98,12 +98,12 @@ def test_long_queries_and_float32_take_the_fused_kernel(monkeypatch):
     calls = []
     sdpa = F.scaled_dot_product_attention
     monkeypatch.setattr(
-        cpu_kernels.F, "scaled_dot_product_attention", lambda *a, **kw: calls.append(1) or sdpa(*a, **kw)
+        cpu_attention.F, "scaled_dot_product_attention", lambda *a, **kw: calls.append(1) or sdpa(*a, **kw)
     )
-    q, k, v, mask = _attention_inputs(2, cpu_kernels.SHORT_QUERIES + 1, 40)
-    cpu_kernels.attend(*(t.bfloat16() for t in (q, k, v, mask)))
+    q, k, v, mask = _attention_inputs(2, cpu_attention.SHORT_QUERIES + 1, 40)
+    cpu_attention.attend(*(t.bfloat16() for t in (q, k, v, mask)))
     q, k, v, mask = _attention_inputs(2, 1, 40)
-    assert torch.equal(cpu_kernels.attend(q, k, v, mask), sdpa(q, k, v, attn_mask=mask, enable_gqa=True))
+    assert torch.equal(cpu_attention.attend(q, k, v, mask), sdpa(q, k, v, attn_mask=mask, enable_gqa=True))
     assert calls == [1, 1]
 
 
@@ -115,24 +115,60 @@ def test_a_single_bfloat16_row_takes_the_kernel_the_probe_measured_faster(wins, 
     calls = []
     sdpa = F.scaled_dot_product_attention
     monkeypatch.setattr(
-        cpu_kernels.F, "scaled_dot_product_attention", lambda *a, **kw: calls.append(1) or sdpa(*a, **kw)
+        cpu_attention.F, "scaled_dot_product_attention", lambda *a, **kw: calls.append(1) or sdpa(*a, **kw)
     )
-    monkeypatch.setattr(cpu_kernels, "single_row_sdpa_wins", lambda: wins)
+    monkeypatch.setattr(cpu_attention, "single_row_sdpa_wins", lambda: wins)
+    monkeypatch.setattr(cpu_attention, "single_row_widened_wins", lambda: False)
     for length in (1, 4):
         q, k, v, mask = _attention_inputs(1, length, 20)
         want = sdpa(q, k, v, attn_mask=mask, enable_gqa=True)
-        got = cpu_kernels.attend(*(t.bfloat16() for t in (q, k, v, mask))).float()
+        got = cpu_attention.attend(*(t.bfloat16() for t in (q, k, v, mask))).float()
         assert torch.allclose(got, want, atol=0.03, rtol=0.03), (got - want).abs().max()
     assert calls == ([1, 1] if wins else [])
-    cpu_kernels.attend(*(t.bfloat16() for t in _attention_inputs(2, 1, 20)))
+    cpu_attention.attend(*(t.bfloat16() for t in _attention_inputs(2, 1, 20)))
     assert calls == ([1, 1] if wins else [])
+
+
+@pytest.mark.parametrize("length", [1, 4])
+def test_a_single_bfloat16_row_widened_to_float32_is_float32_attention_rounded_once(length, monkeypatch):
+    """Where `single_row_widened_wins` measured it faster, one row's bfloat16 attention over up to
+    WIDENED_COLUMNS columns runs in float32: exactly the fused float32 kernel on the widened inputs,
+    rounded to bfloat16 at the end (masked or not); past the cap, or with several rows, it does not."""
+    monkeypatch.setattr(cpu_attention, "single_row_widened_wins", lambda: True)
+    monkeypatch.setattr(cpu_attention, "single_row_sdpa_wins", lambda: False)
+    for masked in (True, False):
+        q, k, v, mask = (t.bfloat16() for t in _attention_inputs(1, length, 20))
+        mask = mask if masked else None
+        want = F.scaled_dot_product_attention(
+            q.float(), k.float(), v.float(), attn_mask=None if mask is None else mask.float(), enable_gqa=True
+        ).bfloat16()
+        assert torch.equal(cpu_attention.attend(q, k, v, mask), want)
+    calls = []
+    sdpa = F.scaled_dot_product_attention
+    monkeypatch.setattr(
+        cpu_attention.F, "scaled_dot_product_attention", lambda *a, **kw: calls.append(a[0].dtype) or sdpa(*a, **kw)
+    )
+    wide = cpu_attention.WIDENED_COLUMNS + 1
+    cpu_attention.attend(*(t.bfloat16() for t in _attention_inputs(1, length, wide)))  # past the cap
+    cpu_attention.attend(*(t.bfloat16() for t in _attention_inputs(2, length, 20)))  # two rows
+    assert calls == []
+    q, k, v, _ = (t.bfloat16() for t in _attention_inputs(1, length, wide))
+    cpu_attention.attend(q, k, v, _attention_inputs(1, length, 20)[3].bfloat16(), columns=20)  # the columns used count
+    assert calls == [torch.float32]
+
+
+def test_the_widened_probe_answers_once_a_process():
+    cpu_attention.single_row_widened_wins.cache_clear()
+    answer = cpu_attention.single_row_widened_wins()
+    assert isinstance(answer, bool) and cpu_attention.single_row_widened_wins() is answer
+    assert cpu_attention.single_row_widened_wins.cache_info().misses == 1
 
 
 def test_the_single_row_probe_answers_once_a_process():
-    cpu_kernels.single_row_sdpa_wins.cache_clear()
-    answer = cpu_kernels.single_row_sdpa_wins()
-    assert isinstance(answer, bool) and cpu_kernels.single_row_sdpa_wins() is answer
-    assert cpu_kernels.single_row_sdpa_wins.cache_info().misses == 1
+    cpu_attention.single_row_sdpa_wins.cache_clear()
+    answer = cpu_attention.single_row_sdpa_wins()
+    assert isinstance(answer, bool) and cpu_attention.single_row_sdpa_wins() is answer
+    assert cpu_attention.single_row_sdpa_wins.cache_info().misses == 1
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
@@ -145,8 +181,8 @@ def test_spare_buffer_columns_are_never_attended_to(dtype, masked):
     mask = mask if masked else None
     spare_k = torch.cat([k, torch.full_like(k[:, :, :7], 50.0)], dim=-2)  # large: would dominate if read
     spare_v = torch.cat([v, torch.full_like(v[:, :, :7], -50.0)], dim=-2)
-    want = cpu_kernels.attend(q, k, v, mask)
-    got = cpu_kernels.attend(q, spare_k, spare_v, mask, columns=20)
+    want = cpu_attention.attend(q, k, v, mask)
+    got = cpu_attention.attend(q, spare_k, spare_v, mask, columns=20)
     assert torch.allclose(got.float(), want.float(), atol=1e-2 if dtype == torch.bfloat16 else 1e-6)
 
 

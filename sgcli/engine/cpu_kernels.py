@@ -1,12 +1,10 @@
-"""Which kernel runs each matrix product and each attention of the native forward on a CPU.
+"""Which kernel runs each matrix product of the native forward on a CPU (attention: `cpu_attention`).
 
 Why apart from the model (`sgcli.engine.llama`): the arithmetic is the model's, but on a CPU
 the fastest way to run it depends on the machine, and was measured machine by machine
 (docs/performance.md, "bfloat16 on the CPU", "AMX", "Zen 5"). bfloat16 products take oneDNN's
 prepacked kernel (`pack`); wide passes (prefills) take torch's bfloat16 products or float32 ones,
-whichever this CPU runs faster (`bf16_beats_float32`; always bfloat16 with AMX); attention of a
-few positions a row in bfloat16 runs as two matrix products and a softmax (`attend`; a single
-row takes the fused kernel where `single_row_sdpa_wins` measures it faster). float32
+whichever this CPU runs faster (`bf16_beats_float32`; always bfloat16 with AMX). float32
 products take oneDNN's packed float32 kernel where it measures faster than torch's own (MKL),
 measured apart for a few rows (drafts, batch steps: `packed_float32_wins`), a single row
 (`packed_float32_single_wins`) and wide passes (prefills: `packed_float32_wide_wins`).
@@ -337,106 +335,3 @@ def _cannot(choice: str, why: str) -> UserError:
         f"--kernel {choice} cannot run here: {why}",
         hint="use --kernel auto (what this machine measured fastest) or --kernel torch (torch's own products)",
     )
-
-
-# Up to this many new positions a row, bfloat16 attention on a CPU runs as two matrix products
-# and a softmax instead of `scaled_dot_product_attention`, whose CPU kernel is pathological there
-# with several rows: 16 rows x 1 position over 101 columns took 1323 us against 120 (4 positions:
-# 679 against 192; 16: 1524 against 565), while at 64 positions it wins (6704 against 8248).
-# float32 keeps the fused kernel: the two products won only at some shapes there (16 x 1: 151
-# against 179 us; 1 x 1: 29 against 15), and float32 outputs stay as they were
-# (docs/performance.md, "Zen 5").
-SHORT_QUERIES = 16
-
-
-def measure_single_row_sdpa(repeats: int = 3) -> Measured:
-    """Whether `scaled_dot_product_attention` in bfloat16 takes less CPU time here than the two
-    products for one row (a single stream's step: 1 position over 128 columns, SmolLM2's 9 heads
-    sharing 3; best of `repeats` of 20 calls, by a tenth at least; measured once a process, ~20 ms).
-
-    Why measured: the fused kernel's pathology was with several rows (Zen 5, above). With one
-    row, on an Intel Xeon with AMX, it took 20 us against 100 for the two products (1 x 16
-    positions: 120 against 163), whose ~10 calls cost more than their arithmetic; a CPU where
-    it does not win keeps the products (docs/performance.md, "AMX, again")."""
-    q = torch.linspace(-1, 1, 9 * 64).view(1, 9, 1, 64).bfloat16()
-    k = torch.linspace(1, -1, 3 * 128 * 64).view(1, 3, 128, 64).bfloat16()
-    with torch.inference_mode():
-        fused = _best_cpu_time(lambda: F.scaled_dot_product_attention(q, k, k, enable_gqa=True), repeats, 20)
-        products = _best_cpu_time(lambda: _two_products(q, k, k, None, 128), repeats, 20)
-        return Measured(fused < 0.9 * products, fused, products)
-
-
-single_row_sdpa_wins = machine_probe("single-row-sdpa")(measure_single_row_sdpa)
-
-
-def attend(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None,
-    columns: int | None = None,
-    scale: float | None = None,
-    softcap: float | None = None,
-) -> torch.Tensor:
-    """Attention of q [rows, heads, positions, head width] over k and v [rows, kv heads, columns,
-    head width], of which the first `columns` are the cache's (all by default; the rest are spare
-    buffer columns, never attended to), under the additive `mask` over those (None: nothing
-    masked). Heads share kv heads in groups as in transformers (head h reads kv head
-    h // (heads / kv heads)). Scores are scaled by `scale` (None: 1 / sqrt(head width)); with
-    `softcap` (Gemma 2) they are soft-capped before the mask, as transformers' eager attention
-    does: the fused kernel cannot cap them."""
-    rows, heads, length, width = q.shape
-    kv_heads, total = k.shape[1], k.shape[-2]
-    columns = total if columns is None else columns
-    if softcap is not None:
-        return _capped(q, k[..., :columns, :], v[..., :columns, :], mask, scale or width**-0.5, softcap)
-    fused = q.dtype != torch.bfloat16 or q.device.type != "cpu" or length > SHORT_QUERIES
-    if fused or (rows == 1 and single_row_sdpa_wins()):
-        k, v = k[..., :columns, :], v[..., :columns, :]
-        if q.device.type == "cuda":
-            with _without_cudnn_attention():
-                return F.scaled_dot_product_attention(
-                    q, k, v, attn_mask=mask, enable_gqa=heads != kv_heads, scale=scale
-                )
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=heads != kv_heads, scale=scale)
-    return _two_products(q, k, v, mask, columns, scale)
-
-
-def _without_cudnn_attention():
-    """SDPA on CUDA with every backend but cuDNN's. Measured on an H200 (torch 2.11, cu130, 2026-12-04):
-    cuDNN's attention failed a batch step (`mha_graph.execute(...) is_good()`) on the ragged path's
-    sliced queries, mask and cache views, which the efficient and math kernels take."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    backends = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
-    return sdpa_kernel(backends)
-
-
-def _capped(q, k, v, mask, scale: float, softcap: float) -> torch.Tensor:
-    """Soft-capped attention in transformers' eager order: scores in the inputs' dtype, scaled,
-    capped (tanh(s / cap) * cap), masked, a float32 softmax cast back, then the values."""
-    rows, heads, length, width = q.shape
-    kv_heads, columns = k.shape[1], k.shape[-2]
-    group = heads // kv_heads
-    scores = torch.matmul(q.reshape(rows, kv_heads, group * length, width), k.transpose(-1, -2)) * scale
-    scores = torch.tanh(scores / softcap) * softcap
-    scores = scores.view(rows, kv_heads, group, length, columns)
-    if mask is not None:
-        scores = scores + mask[:, :, None]
-    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-    return torch.matmul(weights.view(rows, kv_heads, group * length, columns), v).view(rows, heads, length, width)
-
-
-def _two_products(q, k, v, mask, columns: int, scale: float | None = None) -> torch.Tensor:
-    """bfloat16 attention as two matrix products and a float32 softmax (see `attend`)."""
-    rows, heads, length, width = q.shape
-    kv_heads, total = k.shape[1], k.shape[-2]
-    group = heads // kv_heads
-    scores = torch.matmul(q.reshape(rows, kv_heads, group * length, width), k.transpose(-1, -2))
-    scores = scores.float().view(rows, kv_heads, group, length, total) * (scale or width**-0.5)
-    if mask is not None:
-        scores[..., :columns] += mask[:, :, None].float()
-    if total > columns:
-        scores[..., columns:] = torch.finfo(torch.float32).min
-    weights = torch.softmax(scores, dim=-1).to(q.dtype).view(rows, kv_heads, group * length, total)
-    return torch.matmul(weights, v).view(rows, heads, length, width)

@@ -5,7 +5,7 @@ Why: importing transformers' model code costs about 3 s before the first token (
 torch's compiler and distributed packages), and its per-layer Python costs about a third of a
 single-token pass of a small model on a CPU. This module runs the same arithmetic in a few torch
 calls per layer: query, key and value projected by one matrix product, gate and up by another,
-attention by `cpu_kernels.attend`. The families differ by switches read from their config.json
+attention by `cpu_attention.attend`. The families differ by switches read from their config.json
 (`sgcli.engine.families.Arch`): biases, query/key norms, sliding-window layers (masked by
 position, so padded and spliced batch rows see the windows a lone sequence does), Gemma's
 norms, scaled embeddings and soft-capping, the rotary frequencies (`sgcli.engine.rope`). The
@@ -29,7 +29,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from sgcli.engine import families
-from sgcli.engine.cpu_kernels import Linear, attend, meta_parameter, pack
+from sgcli.engine.cpu_attention import attend
+from sgcli.engine.cpu_kernels import Linear, meta_parameter, pack
 from sgcli.engine.families import Arch
 from sgcli.engine.kv import KVCache
 from sgcli.engine.ragged import PassInput, Ragged
