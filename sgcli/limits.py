@@ -139,17 +139,45 @@ def run_bounded(fn: Callable[[], object], *, timeout_s: float, memory_mb: int) -
     return start_bounded(fn, timeout_s=timeout_s, memory_mb=memory_mb).result()
 
 
-def start_bounded(fn: Callable[[], object], *, timeout_s: float, memory_mb: int) -> Bounded:
+def start_bounded(fn: Callable[[], object], *, timeout_s: float, memory_mb: int, helper: bool = False) -> Bounded:
     """`run_bounded`, started now and collected later: the caller works on while the child runs
-    (on another core), then `result()` waits for it. The time limit counts from now."""
-    return Bounded(fn, timeout_s, memory_mb)
+    (on another core), then `result()` waits for it. The time limit counts from now. `helper`: one
+    of the children a command starts early and collects later (the weights, chat templates), which
+    take turns on a machine of 2 cores or fewer (HELPER_WAIT_S)."""
+    return Bounded(fn, timeout_s, memory_mb, helper)
+
+
+# Helpers take turns on 2 cores: each starts its work once the helper started before it has finished
+# (or after HELPER_WAIT_S), so that two of them never take the main process's core too. Measured on
+# a 2-core Zen 5 (`benchmarks/startup.py --rounds 8 --generate`, against the commit before), warm
+# `generate` to its first byte: 1.645 s median with the chat template's render waiting for the
+# weights' dequantization, 1.838 s with both at once. A
+# waiting helper's time limit counts from the end of its wait; the caller allows for the wait (only
+# where there is one: the helper before is still at work).
+HELPER_WAIT_S = 5.0
+_helper_done: int | None = None  # read end: EOF once the last helper started has finished its work
+
+
+def _helper_running() -> bool:
+    """Whether the last helper started is still at its work (its end of the pipe not yet closed)."""
+    return _helper_done is not None and not select.select([_helper_done], [], [], 0)[0]
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 class Bounded:
     """A forked child's work in progress (`start_bounded`); `result()` once, or `cancel()`."""
 
-    def __init__(self, fn: Callable[[], object], timeout_s: float, memory_mb: int):
-        self._deadline = time.monotonic() + timeout_s if timeout_s else None
+    def __init__(self, fn: Callable[[], object], timeout_s: float, memory_mb: int, helper: bool = False):
+        global _helper_done
+        after = _helper_done if helper and _helper_running() and _usable_cores() <= 2 else None
+        waits = HELPER_WAIT_S if after is not None else 0.0
+        self._deadline = time.monotonic() + waits + timeout_s if timeout_s else None
         self._value: object = None
         self._pid = 0
         if not hasattr(os, "fork"):
@@ -158,12 +186,20 @@ class Bounded:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # else HF tokenizers warns at fork
         _reap_exited()
         self._read_fd, write_fd = os.pipe()
+        done_r, done_w = os.pipe() if helper else (None, None)
         self._stderr = tempfile.TemporaryFile()
         self._pid = os.fork()
         if self._pid == 0:  # the child: never returns
             os.close(self._read_fd)
-            _child(fn, write_fd, self._stderr.fileno(), memory_mb, timeout_s)
+            if done_r is not None:
+                os.close(done_r)
+            _child(fn, write_fd, self._stderr.fileno(), memory_mb, timeout_s, after, done_w)
         os.close(write_fd)
+        if done_r is not None:  # only the child holds the write end: EOF when its work is done, or it died
+            os.close(done_w)
+            if _helper_done is not None:
+                os.close(_helper_done)
+            _helper_done = done_r
 
     def result(self) -> object:
         if not self._pid:
@@ -199,12 +235,14 @@ class Bounded:
             self._stderr.close()
 
 
-def _child(fn, write_fd: int, stderr_fd: int, memory_mb: int, timeout_s: float) -> None:
+def _child(fn, write_fd: int, stderr_fd: int, memory_mb: int, timeout_s: float, after=None, done=None) -> None:
     code = 0
     try:
         os.dup2(stderr_fd, 2)
         faulthandler.disable()  # a native crash is reported by the parent, not dumped on the terminal
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+        if after is not None:  # a helper: the one started before it first (its EOF), or HELPER_WAIT_S
+            select.select([after], [], [], HELPER_WAIT_S)
         if timeout_s:  # the child's own limit, for a parent that collects late or never (it died, or exits)
             signal.signal(signal.SIGALRM, signal.SIG_DFL)
             signal.setitimer(signal.ITIMER_REAL, timeout_s + _CHILD_GRACE_S)
@@ -217,6 +255,8 @@ def _child(fn, write_fd: int, stderr_fd: int, memory_mb: int, timeout_s: float) 
         except BaseException as exc:  # noqa: BLE001 - reported to the parent, which decides
             text = f"{type(exc).__name__}: {exc}"
             reply = {"status": "memory" if any(w in text for w in _MEMORY_WORDS) else "raised", "detail": text[:500]}
+        if done is not None:
+            os.close(done)  # the next helper may start
         value = reply.get("value")
         # bytes go through the pipe as they are (a compiled grammar: base64 in JSON cost more than the compile)
         payload = b"B" + value if isinstance(value, bytes) else b"J" + json.dumps(reply).encode()

@@ -32,9 +32,8 @@ class PendingState:
         self._layout = gguf_recipe.layout(folder, gguf)
         self._memory = mmap.mmap(-1, max(4, self._layout.elements * 4))  # anonymous, shared with the child
         self._buffer = np.frombuffer(self._memory, dtype=np.float32, count=self._layout.elements)
-        self._child = start_bounded(
-            lambda: gguf_recipe.fill_checked(self._layout, self._buffer), timeout_s=0, memory_mb=0
-        )
+        fill = lambda: gguf_recipe.fill_checked(self._layout, self._buffer)  # noqa: E731
+        self._child = start_bounded(fill, timeout_s=0, memory_mb=0, helper=True)
         self.problem: str | None = None  # what the child's check found, once `result()` is in
         self.checked: np.ndarray | None = None  # the memory the child filled and checked, once taken
 

@@ -201,7 +201,7 @@ def render_later(template: ChatTemplate, messages: list[dict], **options: Any) -
         except UserError as exc:
             return {"error": exc.message, "hint": exc.hint}
 
-    child = start_bounded(in_child, timeout_s=CHILD_TIME_S, memory_mb=0)  # render() bounds its own memory
+    child = start_bounded(in_child, timeout_s=CHILD_TIME_S, memory_mb=0, helper=True)  # render() bounds its memory
 
     def wait() -> str:
         try:
@@ -234,7 +234,7 @@ def render_many_later(template: ChatTemplate, chats: list[list[dict]], **options
                 out.append({"error": exc.message, "hint": exc.hint})
         return out
 
-    child = start_bounded(in_child, timeout_s=CHILD_TIME_S + RENDER_TIME_S * len(chats), memory_mb=0)
+    child = start_bounded(in_child, timeout_s=CHILD_TIME_S + RENDER_TIME_S * len(chats), memory_mb=0, helper=True)
 
     def wait() -> list | None:
         try:
