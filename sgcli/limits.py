@@ -151,9 +151,9 @@ def start_bounded(fn: Callable[[], object], *, timeout_s: float, memory_mb: int,
 # (or after HELPER_WAIT_S), so that two of them never take the main process's core too. Measured on
 # a 2-core Zen 5 (`benchmarks/startup.py --rounds 8 --generate`, against the commit before), warm
 # `generate` to its first byte: 1.645 s median with the chat template's render waiting for the
-# weights' dequantization, 1.838 s with both at once. A
-# waiting helper's time limit counts from the end of its wait; the caller allows for the wait (only
-# where there is one: the helper before is still at work).
+# weights' dequantization, 1.838 s with both at once. A waiting helper's time limit counts from the
+# end of its wait; the caller allows for the wait (only where there is one: the helper before is
+# still at work).
 HELPER_WAIT_S = 5.0
 _helper_done: int | None = None  # read end: EOF once the last helper started has finished its work
 
