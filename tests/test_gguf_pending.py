@@ -10,19 +10,10 @@ import pytest
 torch = pytest.importorskip("torch")
 gguf = pytest.importorskip("gguf")
 
-from test_gguf_recipe import _reference, _same_bits, write_tiny_gguf  # noqa: E402
+import test_gguf_recipe  # noqa: E402
+from test_gguf_recipe import _same_bits, write_tiny_gguf  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("SGCLI_CACHE_DIR", str(tmp_path / "cache"))
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tiny")
-    path = write_tiny_gguf(folder / "tiny.gguf")
-    return path, _reference(path)
+_private_cache, tiny = test_gguf_recipe._private_cache, test_gguf_recipe.tiny  # its fixtures, here too
 
 
 def test_the_weights_dequantized_in_a_child_are_the_in_process_ones(tiny):

@@ -66,9 +66,10 @@ def convert_gguf(gguf: Path, progress: Progress | None = None) -> Path:
     The cache entry is checked against its manifest (and the .gguf against what it was made from)
     on every use and rebuilt when damaged; the conversion is staged in a unique folder and
     published with one rename (`sgcli.cache.conversions`), so concurrent first runs both succeed."""
+    cached = cached_conversion(gguf)
+    if cached is not None:
+        return cached
     out = converted_dir(gguf) / FOLDER
-    if cached_conversion(gguf) is not None:
-        return out
     staged = conversions.staging(out)  # exit 2 now, before 30 s of work, if the cache is read-only
     try:
         # the recipe is small; parameters it cannot reproduce are float32 (checked before writing)
