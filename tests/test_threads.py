@@ -69,6 +69,53 @@ def test_busy_elsewhere(tmp_path, monkeypatch, line, online, usable, expected):
     assert th.busy_elsewhere(usable, tmp_path / "missing") == 0.0
 
 
+def _fake_proc(root, children: dict[str, str]):
+    """A /proc with this process's one thread, whose children are `children` (pid -> state)."""
+    (root / "self" / "task" / "7").mkdir(parents=True)
+    (root / "self" / "task" / "7" / "children").write_text(" ".join(children) + " ")
+    for pid, state in children.items():
+        (root / pid).mkdir()
+        (root / pid / "stat").write_text(f"{pid} (python3 (helper)) {state} 7 7 7 0 -1\n")
+
+
+def test_own_children_are_not_load(tmp_path, monkeypatch):
+    """The helpers this process forked (the weights, the prompts' render) end before the first step:
+    one still running when the threads are chosen must not cost the whole run a core."""
+    proc = tmp_path / "proc"
+    _fake_proc(proc, {"101": "R", "102": "S", "103": "R"})
+    assert th.running_children(proc) == 2
+    assert th.running_children(tmp_path / "none") == 0
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("2.50 1.00 0.50 4/93 6079\n")  # this process, its two running helpers, one other task
+    monkeypatch.setattr(th.os, "cpu_count", lambda: 2)
+    assert th.busy_elsewhere(2, loadavg, proc) == pytest.approx(1.0)
+    _fake_proc(tmp_path / "quiet", {"101": "R"})
+    loadavg.write_text("2.50 1.00 0.50 2/93 6079\n")
+    assert th.busy_elsewhere(2, loadavg, tmp_path / "quiet") == 0.0
+    assert th.threads_for(2, 2, th.busy_elsewhere(2, loadavg, tmp_path / "quiet")) == 2
+
+
+def test_a_real_child_at_work_is_counted():
+    import os
+    import time
+
+    pid = os.fork()
+    if pid == 0:
+        end = time.monotonic() + 5
+        while time.monotonic() < end:
+            pass
+        os._exit(0)
+    try:
+        deadline = time.monotonic() + 3
+        while th.running_children() < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert th.running_children() >= 1
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    assert th.running_children() == 0
+
+
 def test_default_follows_omp_num_threads_where_set_and_stays_in_range():
     assert th.default_cpu_threads({"OMP_NUM_THREADS": "3"}) == 3
     n = th.default_cpu_threads({})

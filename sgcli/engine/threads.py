@@ -86,21 +86,45 @@ def physical_cores(cpus: set[int], root: Path = Path("/sys/devices/system/cpu"))
     return max(1, len(cores))
 
 
-def busy_elsewhere(usable: int, loadavg: Path = Path("/proc/loadavg")) -> float:
+def busy_elsewhere(usable: int, loadavg: Path = Path("/proc/loadavg"), proc: Path = Path("/proc")) -> float:
     """CPUs' worth of other work on this process's CPUs, right now: the least of the 1-minute load
-    average and the tasks runnable at this moment (less this one), scaled from all online CPUs to
-    ours. The average lags (a run that just ended still shows for a minute); the count is a snapshot
-    (read LOADAVG_SAMPLES times, the least kept): work that is really there shows in both. 0 where
-    the system does not say."""
+    average and the tasks runnable at this moment (less this one and its own children: the helpers
+    that make the weights and render the prompts end before the first step), scaled from all online
+    CPUs to ours. The average lags (a run that just ended still shows for a minute); the count is a
+    snapshot (read LOADAVG_SAMPLES times, the least kept): work that is really there shows in both.
+    0 where the system does not say."""
     samples = []
     for i in range(LOADAVG_SAMPLES):
         if i:
             time.sleep(0.001)
         try:
             fields = loadavg.read_text().split()
-            samples.append((float(fields[0]), int(fields[3].partition("/")[0]) - 1))
+            running = int(fields[3].partition("/")[0]) - 1 - running_children(proc)
+            samples.append((float(fields[0]), running))
         except (OSError, ValueError, IndexError):
             return 0.0
     average, running = samples[0][0], min(r for _, r in samples)
     online = os.cpu_count() or usable
     return max(0.0, min(average, running)) * usable / max(online, usable)
+
+
+def running_children(proc: Path = Path("/proc")) -> int:
+    """How many of this process's children are runnable now (Linux's per-thread `children` lists and
+    each child's state); 0 where /proc does not say."""
+    count = 0
+    try:
+        tasks = list((proc / "self" / "task").iterdir())
+    except OSError:
+        return 0
+    for task in tasks:
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for pid in children:
+            try:
+                state = (proc / pid / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            count += state == "R"
+    return count
