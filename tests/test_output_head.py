@@ -50,6 +50,28 @@ def test_a_model_whose_logits_differ_from_its_projection_gets_no_head(smol_token
         list(decode_batch(capped, [[1, 2, 3]], None, params=SamplingParams(), max_tokens=4, batch_size=2))
 
 
+def test_capped_logits_are_transformers_in_float32_and_round_once_in_bfloat16():
+    """Gemma's soft-capped logits: in float32 exactly transformers' `tanh(x / cap) * cap`; in bfloat16
+    widened first and capped once (not rounded after each step): within two of bfloat16's roundings
+    of transformers' own, and closer to the float32 values."""
+    from sgcli.engine.head import OutputHead
+
+    torch.manual_seed(0)
+    projection = torch.nn.Linear(64, 4000, bias=False)
+    projection.weight.data.mul_(8)
+    hidden = torch.randn(3, 64)
+    with torch.inference_mode():
+        truth = torch.tanh(projection(hidden) / 30.0) * 30.0
+        assert torch.equal(OutputHead(projection, softcap=30.0).logits(hidden), truth)
+        half = projection.to(torch.bfloat16)
+        raw = half(hidden.bfloat16())
+        theirs = (torch.tanh(raw / 30.0) * 30.0).float()
+        ours = OutputHead(half, softcap=30.0).logits(hidden.bfloat16())
+    assert ours.dtype == torch.float32 and torch.equal(ours, torch.tanh(raw.float() / 30.0) * 30.0)
+    assert (ours - theirs).abs().max() <= 2 * 30.0 * 2**-8  # bfloat16 keeps 8 significant bits
+    assert (ours - truth).abs().mean() < (theirs - truth).abs().mean()
+
+
 def test_one_allowed_token_is_taken_without_logits_or_sampling(smol_tokenizer):
     from sgcli.backends import compile_for
     from sgcli.constraints.spec import ConstraintSpec, Kind
