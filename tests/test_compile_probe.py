@@ -164,6 +164,25 @@ def test_a_big_constraint_compiles_in_a_child_then_in_process_once_it_passed(smo
     assert second.status == first.status == "not cacheable"
 
 
+def test_a_big_constraint_refused_in_the_child_is_not_compiled_again(smol_tokenizer, forks, compiles):
+    """The child's positioned refusal comes back as it is: one compile, where the parent used to
+    compile again only to find the same error."""
+    import sgcli.backends.bounded as bounded
+
+    props = json.loads(_big_schema())
+    props["properties"]["bad"] = {"type": "string", "pattern": "(?<=a)b"}  # look-behind: llguidance refuses
+    text = json.dumps(props)
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, text, "big.json")
+    with pytest.raises(UserError) as in_process:
+        get_backend("llguidance").compile(spec, smol_tokenizer.vocab)
+    compiles.clear()
+    with pytest.raises(UserError) as bounded_error:
+        bounded.compile_bounded(get_backend("llguidance"), spec, smol_tokenizer.vocab)
+    assert len(forks) == 1 and compiles == []  # refused in the child only
+    assert bounded_error.value.render() == in_process.value.render()
+    assert "look-behind" in bounded_error.value.message and bounded_error.value.location.line == 1
+
+
 def test_outlines_core_compiles_once_in_the_child_and_its_index_comes_back(smol_tokenizer, forks, compiles):
     from sgcli.backends.matching import accepts_bytes
 

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 
 from sgcli.constraints.spec import ConstraintSpec, Kind, check_size
-from sgcli.errors import UserError
+from sgcli.errors import Location, UserError
 from sgcli.limits import LimitHit, Limits, current_limits, run_bounded
 
 # A fork copies only the forking thread: a library lock held by another thread at that moment
@@ -269,8 +269,8 @@ def _compile_in_child(backend, spec: ConstraintSpec, vocab, limits: Limits):
         t = time.perf_counter()
         try:
             compiled = backend.compile(spec, vocab)
-        except UserError:
-            return {"compiled": False}  # the parent compiles again and raises the positioned error itself
+        except UserError as exc:  # a refusal comes back as itself; another kind the parent meets again
+            return {"compiled": False, "refusal": _refusal_fields(exc)}
         data = compiled.serialize() if ships else None
         if data is None or len(data) > MAX_SHIPPED_BYTES:
             return {"compiled": True}
@@ -288,7 +288,25 @@ def _compile_in_child(backend, spec: ConstraintSpec, vocab, limits: Limits):
             if compiled is not None:
                 compiled.compile_s = struct.unpack("<d", reply[:8])[0]
                 return compiled
+        refusal = reply.get("refusal") if isinstance(reply, dict) else None
+        if refusal:  # the child's positioned error: not a second compile to find it again
+            path, line, col = refusal["location"] or (None, None, None)
+            where = Location(path, line, col) if refusal["location"] else None
+            raise UserError(refusal["message"], location=where, hint=refusal["hint"])
         return backend.compile(spec, vocab)  # a Python exception in the child happens again here, traceback and all
+
+
+def _refusal_fields(exc: UserError) -> dict | None:
+    """A plain UserError as JSON for the parent to raise again; None for a subclass or one carrying
+    more than its message, location and hint (the parent then compiles again to meet it itself)."""
+    if type(exc) is not UserError or set(vars(exc)) - {"message", "location", "hint"}:
+        return None
+    where = exc.location
+    return {
+        "message": exc.message,
+        "location": [where.path, where.line, where.col] if where else None,
+        "hint": exc.hint,
+    }
 
 
 def _limit_error(hit: LimitHit, backend_name: str, spec: ConstraintSpec, limits: Limits) -> UserError:
