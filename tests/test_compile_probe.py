@@ -193,6 +193,7 @@ def test_outlines_core_compiles_once_in_the_child_and_its_index_comes_back(smol_
     assert accepts_bytes(compiled, b"yes42").accepted and not accepts_bytes(compiled, b"maybe").accepted
 
 
+@pytest.mark.slow  # three forked compiles of a 5,000-property schema: 8-15 s
 def test_stricter_limits_or_a_damaged_record_fork_again(smol_tokenizer, forks):
     big = _big_schema()
     _compile(smol_tokenizer.vocab, big)
