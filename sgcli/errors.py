@@ -60,6 +60,21 @@ class UserError(SgcliError):
         self.location = location
         self.hint = hint
 
+    def as_json(self) -> dict:
+        """Its message, place and hint as JSON: how a forked child hands the error to its parent,
+        which raises it again (`from_json`)."""
+        where = self.location
+        return {
+            "message": self.message,
+            "location": [where.path, where.line, where.col] if where else None,
+            "hint": self.hint,
+        }
+
+    @classmethod
+    def from_json(cls, fields: dict) -> UserError:
+        where = fields.get("location")
+        return cls(fields["message"], location=Location(*where) if where else None, hint=fields.get("hint"))
+
     def render(self) -> str:
         where = f"{self.location}: " if self.location else ""
         text = f"error: {where}{self.message}"

@@ -15,7 +15,7 @@ import pytest
 from sgcli.backends import get_backend
 from sgcli.backends.auto import AUTO_ORDER, compile_auto
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
-from sgcli.errors import UserError
+from sgcli.errors import Location, UserError
 
 
 @pytest.fixture
@@ -262,3 +262,15 @@ def test_llguidance_refuses_the_false_schema_instead_of_dropping_it(smol_tokeniz
     with pytest.raises(UserError) as info:
         get_backend("llguidance").compile(ConstraintSpec(Kind.JSON_SCHEMA, "false", "s.json"), smol_tokenizer.vocab)
     assert "not" in info.value.message
+
+
+def test_an_error_crosses_a_child_pipe_as_json_and_renders_the_same():
+    """A forked child (a bounded compile, a chat template's render) hands its UserError over as JSON:
+    message, file:line:col and hint come back whole, with and without a place."""
+    for error in (
+        UserError("JSON Schema rejected", location=Location("s.json", 3, 14), hint="fix it"),
+        UserError("chat template 't' failed", hint="check the messages"),
+        UserError("no place, no hint"),
+    ):
+        again = UserError.from_json(json.loads(json.dumps(error.as_json())))
+        assert again.render() == error.render() and again.location == error.location

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 
 from sgcli.constraints.spec import ConstraintSpec, Kind, check_size
-from sgcli.errors import Location, UserError
+from sgcli.errors import UserError
 from sgcli.limits import LimitHit, Limits, current_limits, run_bounded
 
 # A fork copies only the forking thread: a library lock held by another thread at that moment
@@ -270,7 +270,7 @@ def _compile_in_child(backend, spec: ConstraintSpec, vocab, limits: Limits):
         try:
             compiled = backend.compile(spec, vocab)
         except UserError as exc:  # a refusal comes back as itself; another kind the parent meets again
-            return {"compiled": False, "refusal": _refusal_fields(exc)}
+            return {"compiled": False, "refusal": exc.as_json() if _plain(exc) else None}
         data = compiled.serialize() if ships else None
         if data is None or len(data) > MAX_SHIPPED_BYTES:
             return {"compiled": True}
@@ -290,23 +290,14 @@ def _compile_in_child(backend, spec: ConstraintSpec, vocab, limits: Limits):
                 return compiled
         refusal = reply.get("refusal") if isinstance(reply, dict) else None
         if refusal:  # the child's positioned error: not a second compile to find it again
-            path, line, col = refusal["location"] or (None, None, None)
-            where = Location(path, line, col) if refusal["location"] else None
-            raise UserError(refusal["message"], location=where, hint=refusal["hint"])
+            raise UserError.from_json(refusal)
         return backend.compile(spec, vocab)  # a Python exception in the child happens again here, traceback and all
 
 
-def _refusal_fields(exc: UserError) -> dict | None:
-    """A plain UserError as JSON for the parent to raise again; None for a subclass or one carrying
-    more than its message, location and hint (the parent then compiles again to meet it itself)."""
-    if type(exc) is not UserError or set(vars(exc)) - {"message", "location", "hint"}:
-        return None
-    where = exc.location
-    return {
-        "message": exc.message,
-        "location": [where.path, where.line, where.col] if where else None,
-        "hint": exc.hint,
-    }
+def _plain(exc: UserError) -> bool:
+    """Whether `as_json` carries `exc` whole: a plain UserError, nothing but its message, place and
+    hint. Any other the parent meets again by compiling, where it surfaces as itself."""
+    return type(exc) is UserError and not set(vars(exc)) - {"message", "location", "hint"}
 
 
 def _limit_error(hit: LimitHit, backend_name: str, spec: ConstraintSpec, limits: Limits) -> UserError:

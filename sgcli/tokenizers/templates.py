@@ -199,7 +199,7 @@ def render_later(template: ChatTemplate, messages: list[dict], **options: Any) -
         try:
             return {"text": render(template, messages, **options)}
         except UserError as exc:
-            return {"error": exc.message, "hint": exc.hint}
+            return {"error": exc.as_json()}
 
     child = start_bounded(in_child, timeout_s=CHILD_TIME_S, memory_mb=0, helper=True)  # render() bounds its memory
 
@@ -211,7 +211,7 @@ def render_later(template: ChatTemplate, messages: list[dict], **options: Any) -
                 raise _template_error(template, _TemplateTimeout()) from None
             return render(template, messages, **options)  # result() has already reaped the child
         if "error" in reply:
-            raise UserError(reply["error"], hint=reply["hint"])
+            raise UserError.from_json(reply["error"])
         return reply["text"]
 
     return Pending(wait, child.cancel)
@@ -231,7 +231,7 @@ def render_many_later(template: ChatTemplate, chats: list[list[dict]], **options
             try:
                 out.append({"text": render(template, messages, **options)})
             except UserError as exc:
-                out.append({"error": exc.message, "hint": exc.hint})
+                out.append({"error": exc.as_json()})
         return out
 
     child = start_bounded(in_child, timeout_s=CHILD_TIME_S + RENDER_TIME_S * len(chats), memory_mb=0, helper=True)
@@ -241,7 +241,7 @@ def render_many_later(template: ChatTemplate, chats: list[list[dict]], **options
             reply = child.result()
         except LimitHit:
             return None
-        return [UserError(r["error"], hint=r["hint"]) if "error" in r else r["text"] for r in reply]
+        return [UserError.from_json(r["error"]) if "error" in r else r["text"] for r in reply]
 
     return Pending(wait, child.cancel)
 
