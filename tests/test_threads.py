@@ -65,8 +65,9 @@ def test_busy_elsewhere(tmp_path, monkeypatch, line, online, usable, expected):
     loadavg = tmp_path / "loadavg"
     loadavg.write_text(line + "\n")
     monkeypatch.setattr(th.os, "cpu_count", lambda: online)
-    assert th.busy_elsewhere(usable, loadavg) == pytest.approx(expected)
-    assert th.busy_elsewhere(usable, tmp_path / "missing") == 0.0
+    no_children = tmp_path / "proc"  # this test process's own children (other tests' forks) are not the case here
+    assert th.busy_elsewhere(usable, loadavg, no_children) == pytest.approx(expected)
+    assert th.busy_elsewhere(usable, tmp_path / "missing", no_children) == 0.0
 
 
 def _fake_proc(root, children: dict[str, str]):
