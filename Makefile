@@ -42,7 +42,8 @@ demo: setup
 # A newcomer's first check (under 5 minutes on 2 cores): everything but the real default model
 # (`model`), the wheel test and the few tests over ~8 s each (`slow`) and the vLLM server (`engine`);
 # a tiny random model with the real tokenizer stands in. One pytest worker per core (pytest-xdist:
-# 186 s against 297 s in one process, 2 idle cores); the slowest tests are listed at the end.
+# 186 s against 297 s in one process, 2 idle cores), one torch thread per worker (tests/conftest.py:
+# 196 s against 313 s with a thread per core in each, 2-core Xeon); the slowest tests are listed at the end.
 test: setup
 	$(PY) -m pytest -q -n auto -m "not engine and not slow and not model" --durations=10
 

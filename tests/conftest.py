@@ -14,6 +14,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# One torch thread per pytest-xdist worker (`make test` starts one worker per core). With torch's
+# default of a thread per core in every worker, the workers' OpenMP threads spin against each other:
+# on 2 cores the random-model and batching tests took 162 s against 34 s with one thread each. Set
+# before any test module imports torch (OpenMP reads it once); a user's own setting is kept, and the
+# CLI's default `--threads` honours it as it would in any process (sgcli.engine.threads).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 @pytest.fixture(scope="session")
 def smol_tokenizer():

@@ -52,12 +52,12 @@ NESTED = {
 
 
 def _schema_cases():
-    """(schema, backend) pairs; outlines-core on PERSON runs in the slow stage: its schema checker
-    walks back the random model's strings and arrays for 22-50 s a layout on a 2-core Xeon."""
+    """(schema, backend) pairs: every schema on every backend that takes one. (outlines-core on PERSON,
+    whose schema checker walks back the random model's strings and arrays, once took 22-50 s a layout:
+    that was pytest-xdist's workers spinning torch's threads against each other, see conftest.py; 3-5 s.)"""
     for schema, name in ((PERSON, "person"), (NESTED, "nested")):
         for backend in backends_taking(Kind.JSON_SCHEMA):
-            slow = name == "person" and backend == "outlines_core"
-            yield pytest.param(schema, backend, id=f"{name}-{backend}", marks=[pytest.mark.slow] if slow else [])
+            yield pytest.param(schema, backend, id=f"{name}-{backend}")
 
 
 @pytest.mark.parametrize("schema, backend", list(_schema_cases()))
