@@ -135,11 +135,51 @@ def test_schema_converts_to_lark_through_xgrammar_and_says_so(run_cli, tmp_path)
     assert result.exit_code == 0, record
     assert record["printed_by"] == "xgrammar" and record["round_trip"]["backends"] == ["xgrammar"]
     parser = _load_lark(record["text"])
-    parser.parse('{"x": -12}')
+    parser.parse('{"x":-12}')
     import lark
 
     with pytest.raises(lark.exceptions.LarkError):
-        parser.parse('{"y": 1}')
+        parser.parse('{"y":1}')
+    with pytest.raises(lark.exceptions.LarkError):  # generate's layout: compact, no whitespace to run away in
+        parser.parse('{"x": -12}')
+
+
+@pytest.mark.parametrize("to", ["gbnf", "lark"])
+def test_a_schema_converts_in_generates_layout_and_lints_clean(run_cli, tmp_path, to):
+    """The grammar a schema converts to is the one generate compiles: compact by default (the layout
+    flags as generate takes them), only the rules its root reaches (xgrammar's translator prints its
+    whole JSON library), so sgcli's own output passes sgcli's lint."""
+    schema = tmp_path / "person.json"
+    schema.write_text(
+        json.dumps(
+            {
+                "type": "object",
+                "properties": {"name": {"type": "string", "maxLength": 20}, "age": {"type": "integer"}},
+                "required": ["name"],
+                "additionalProperties": False,  # xgrammar's `basic_any` and most of its library go unused
+            }
+        )
+    )
+    out = tmp_path / f"person.{to}"
+    result = run_cli("convert", schema, "--to", to, "--samples", "5", "-o", out)
+    assert result.exit_code == 0, result.stderr
+    lint = run_cli("lint", out, "--backend", "all")
+    assert lint.exit_code == 0, lint.stdout + lint.stderr
+    assert "basic_any" not in out.read_text()  # unreached library rules left out
+
+    parser = _load_lark(out.read_text()) if to == "lark" else None
+    if parser is not None:
+        parser.parse('{"name":"Ann","age":3}')
+    flexible = run_cli("convert", schema, "--to", "lark", "--json-whitespace", "flexible", "--no-check", "--json")
+    assert flexible.exit_code == 0, flexible.stderr
+    _load_lark(_record(flexible)["text"]).parse('{ "name" : "Ann" }')
+    bounded = run_cli("convert", schema, "--to", "lark", "--max-whitespace", "1", "--no-check", "--json")
+    assert bounded.exit_code == 0, bounded.stderr
+    _load_lark(_record(bounded)["text"]).parse('{ "name": "Ann"}')
+    import lark
+
+    with pytest.raises(lark.exceptions.LarkError):
+        _load_lark(_record(bounded)["text"]).parse('{  "name": "Ann"}')
 
 
 def test_schema_with_dotted_definition_names_converts(run_cli, tmp_path):
@@ -153,7 +193,7 @@ def test_schema_with_dotted_definition_names_converts(run_cli, tmp_path):
     record = _record(result)
     assert result.exit_code == 0, record
     assert record["round_trip"]["ok"], record["round_trip"]
-    _load_lark(record["text"]).parse('{"name": "ab"}')
+    _load_lark(record["text"]).parse('{"name":"ab"}')
 
 
 def test_a_dot_between_names_joins_them_and_a_lone_dot_is_any_character():

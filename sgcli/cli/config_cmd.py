@@ -31,7 +31,7 @@ Examples:
 WHEN_UNSET: dict[str, Any] = {
     "model": f"{DEFAULT_MODEL_NAME} (embedded)",
     "backend": DEFAULT_BACKEND,
-    "json-whitespace": "compact where sgcli generates (generate, compare-backends, compile, lint); "
+    "json-whitespace": "compact where sgcli generates (generate, compare-backends, compile, lint, convert); "
     "flexible where it judges given texts (masks, test)",
     "lint.select": ["ALL"],
     "lint.ignore": [],

@@ -196,9 +196,9 @@ class ConstraintFlags:
 
 @dataclass
 class GenerationConstraintFlags(ConstraintFlags):
-    """The constraint flags of a command that generates, or compiles what generate would: without a
-    layout flag, JSON is compact (GENERATE_WHITESPACE), so a model cannot emit whitespace until
-    --max-tokens."""
+    """The constraint flags of a command that generates, or compiles, lints or converts what generate
+    would: without a layout flag, JSON is compact (GENERATE_WHITESPACE), so a model cannot emit
+    whitespace until --max-tokens."""
 
     default_whitespace: str = GENERATE_WHITESPACE
 
@@ -235,13 +235,13 @@ _LAYOUT_FLAGS = {
 _GUARANTEE_FLAGS = {"allow_unenforced": (AllowUnenforcedOpt, False)}
 
 
-def takes_constraint(*, kinds: bool = True, generates: bool = True, guarantee: bool = False):
+def takes_constraint(*, kinds: bool = True, generates: bool = True, guarantee: bool = False, subgrammars: bool = True):
     """Give a command the constraint flags without declaring them again, gathered into one
     `flags: ConstraintFlags` (`sgcli.cli.flag_groups.takes`). `kinds=False`: only --sub and the
     JSON-layout flags (for commands whose grammar comes from elsewhere, like a test file).
     `generates=False`: a command that judges given texts, whose JSON is flexible unless a flag says.
-    `guarantee`: also --allow-unenforced (commands that compile for generating)."""
+    `guarantee`: also --allow-unenforced (commands that compile for generating). `subgrammars=False`:
+    no --sub (a command whose grammar cannot hold @name sub-grammars, like a conversion's)."""
     cls = GenerationConstraintFlags if generates else ConstraintFlags
-    return takes(
-        "flags", cls, {**(_KIND_FLAGS if kinds else {}), **_LAYOUT_FLAGS, **(_GUARANTEE_FLAGS if guarantee else {})}
-    )
+    layout = _LAYOUT_FLAGS if subgrammars else {k: v for k, v in _LAYOUT_FLAGS.items() if k != "sub"}
+    return takes("flags", cls, {**(_KIND_FLAGS if kinds else {}), **layout, **(_GUARANTEE_FLAGS if guarantee else {})})

@@ -8,9 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli.backends.conversions import printed_by
+from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, json_line, out, output_format_of
-from sgcli.cli.constraint_options import TokenizerOpt
-from sgcli.constraints.sources import from_file
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 from sgcli.grammar_dev.convert import convert_spec, round_trip, sibling_cases
 from sgcli.grammar_dev.grammar_tests import load_suite
@@ -55,6 +54,7 @@ SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for the random walks.
 NoCheckOpt = Annotated[bool, typer.Option("--no-check", help="Skip the round-trip check.")]
 
 
+@co.takes_constraint(kinds=False, subgrammars=False)
 def convert(
     file: FileArg,
     to: ToOpt,
@@ -62,17 +62,19 @@ def convert(
     cases: CasesOpt = None,
     samples: SamplesOpt = 20,
     seed: SeedOpt = 0,
-    tokenizer: TokenizerOpt = None,  # the vocabulary the random walks step over
+    tokenizer: co.TokenizerOpt = None,  # the vocabulary the random walks step over
     no_check: NoCheckOpt = False,
     output_format: OutputFormatOpt = None,
     json_out: JsonFlagOpt = False,
+    flags: co.ConstraintFlags = None,
 ) -> None:
     """Convert between GBNF and Lark, or a regex or JSON Schema to either, and check the round trip.
 
     The check compiles both grammars on each backend that takes both and feeds each
     one strings the other accepts (random walks, and the cases of a test file). A JSON
-    Schema is printed by xgrammar's translator (the only backend that prints one) and
-    compared on xgrammar. What the target cannot express (a lookahead, %json, @name,
+    Schema is printed by xgrammar's translator (the only backend that prints one), in the
+    JSON layout generate compiles (compact unless a JSON-layout flag says), and compared on
+    xgrammar. What the target cannot express (a lookahead, %json, @name,
     %ignore) is exit 2, naming the construct and its line:col.
 
     Exit codes: 0 converted and the round trip agrees, 1 the round trip found a
@@ -81,7 +83,7 @@ def convert(
 
     if samples < 0:
         raise UserError("--samples must be 0 or more")
-    source = from_file(file)
+    source = flags.file_spec(file)
     target = convert_spec(source, to)
     via = printed_by(source)
     case_file, case_list = (cases, load_suite(cases).cases) if cases else sibling_cases(source.origin)

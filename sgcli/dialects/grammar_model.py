@@ -139,6 +139,20 @@ class Grammar:
             out.setdefault(rule.name, rule)
         return out
 
+    def reached(self) -> set[str]:
+        """The defined names the root reaches (with what %ignore refers to); empty without a root rule."""
+        defs = self.definitions()
+        if self.root not in defs:
+            return set()
+        reached = {self.root}
+        stack = [defs[self.root].body, *self.ignores]
+        while stack:
+            for ref in refs(stack.pop()):
+                if ref.name not in reached and ref.name in defs:
+                    reached.add(ref.name)
+                    stack.append(defs[ref.name].body)
+        return reached
+
 
 def walk(node: Node):
     """Every node under `node`, itself first, in source order; iterative, so no nesting exhausts the stack."""

@@ -35,6 +35,10 @@ def convert_spec(spec: ConstraintSpec, to: str) -> ConstraintSpec:
     grammar, text, origin = read_model(spec, text, origin)
     for rule in grammar.rules:  # its lookaheads only repeat what the JSON grammar makes follow
         rule.body = without_lookaheads(rule.body)
+    # the translator prints its whole JSON library (basic_any, basic_object, ...) whether the schema
+    # uses it or not: the rules the root never reaches are left out, so sgcli's own output lints clean
+    reached = grammar.reached()
+    grammar.rules = [rule for rule in grammar.rules if rule.name in reached]
     return print_model(spec, (grammar, text, origin), target)
 
 

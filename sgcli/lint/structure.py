@@ -205,13 +205,7 @@ class Structure:
     def unused(self) -> list[Diagnostic]:
         if self.g.root not in self.defs:
             return []
-        reached = {self.g.root}
-        stack = [self.defs[self.g.root].body] + list(self.g.ignores)
-        while stack:
-            for ref in refs(stack.pop()):
-                if ref.name not in reached and ref.name in self.defs:
-                    reached.add(ref.name)
-                    stack.append(self.defs[ref.name].body)
+        reached = self.g.reached()
         return [
             self._at_name(
                 "G002",
