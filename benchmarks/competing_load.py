@@ -7,7 +7,12 @@ Python process spinning on a core (`while True: pass`) started before `generate`
 Throughput is the batch's own tok/s from generate's summary line (after the model load), and the
 whole command's (load included). Each run's threads and batch size are read from its summary.
 
-    python benchmarks/competing_load.py [--prompts 32] [--max-tokens 80] [--rounds 2] [-- MORE generate FLAGS]
+`--hog-after S`: the competing process starts S seconds after `generate` instead of before it (work
+that arrives mid-run, which the threads chosen at load cannot have seen: `threads.Governor` follows
+it). `--tree PATH`: run the sgcli of another checkout (its root; an A/B against this one).
+
+    python benchmarks/competing_load.py [--prompts 32] [--max-tokens 80] [--rounds 2] [--hog-after S]
+                                        [--tree PATH] [-- MORE generate FLAGS]
 """
 
 from __future__ import annotations
@@ -42,17 +47,30 @@ def _prompts(n: int) -> list[dict]:
     return [{"id": f"p{i}", "prompt": f"Two facts about {cities[i % len(cities)]}, as JSON."} for i in range(n)]
 
 
-def _run(folder: Path, max_tokens: int, extra: list[str], busy: bool) -> dict:
-    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
+def _hog() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def _run(
+    folder: Path, max_tokens: int, extra: list[str], busy: bool, hog_after: float | None = None, tree: Path = ROOT
+) -> dict:
+    hog = _hog() if busy and hog_after is None else None
     try:
-        time.sleep(0.5 if busy else 0)  # the hog is running (and counted in the load) before sgcli starts
+        time.sleep(0.5 if hog else 0)  # the hog is running (and counted in the load) before sgcli starts
         out = folder / f"out-{time.monotonic_ns()}.jsonl"
         cmd = [sys.executable, "-m", "sgcli", "generate", "--schema", str(folder / "s.json")]
         cmd += ["--input", str(folder / "prompts.jsonl"), "-o", str(out), "--max-tokens", str(max_tokens), *extra]
         env = os.environ | {"NO_COLOR": "1", "COLUMNS": "200"}
         load = os.getloadavg()[0]
         t = time.perf_counter()
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+        run = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tree)
+        if busy and hog_after is not None:
+            try:
+                run.wait(timeout=hog_after)
+            except subprocess.TimeoutExpired:
+                hog = _hog()  # arrives mid-run
+        _, stderr = run.communicate()
+        done = subprocess.CompletedProcess(cmd, run.returncode, "", stderr)
         wall = time.perf_counter() - t
     finally:
         if hog is not None:
@@ -82,17 +100,19 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=80)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--hog-after", type=float, help="start the competing process this many seconds into the run")
+    parser.add_argument("--tree", type=Path, default=ROOT, help="the checkout whose sgcli runs (default: this one)")
     parser.add_argument("extra", nargs="*", help="more generate flags, after --")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sgcli-competing-") as tmp:
         folder = Path(tmp)
         (folder / "s.json").write_text(json.dumps(SCHEMA))
         (folder / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in _prompts(args.prompts)))
-        _run(folder, 4, args.extra, busy=False)  # warm-up: conversions and caches, not measured
+        _run(folder, 4, args.extra, busy=False, tree=args.tree)  # warm-up: conversions and caches, not measured
         runs = []
         for r in range(args.rounds):
             for busy in (False, True) if r % 2 == 0 else (True, False):
-                runs.append(_run(folder, args.max_tokens, args.extra, busy))
+                runs.append(_run(folder, args.max_tokens, args.extra, busy, args.hog_after, args.tree))
                 print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
     idle = statistics.median(r["batch_tok_s"] for r in runs if not r["busy"])
     busy = statistics.median(r["batch_tok_s"] for r in runs if r["busy"])

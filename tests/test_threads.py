@@ -121,3 +121,95 @@ def test_default_follows_omp_num_threads_where_set_and_stays_in_range():
     assert th.default_cpu_threads({"OMP_NUM_THREADS": "3"}) == 3
     n = th.default_cpu_threads({})
     assert 1 <= n <= min(th.MAX_DEFAULT_THREADS, len(th.usable_cpus()))
+
+
+def test_busy_now_leaves_out_this_processs_own_threads(tmp_path, monkeypatch):
+    """Mid-run the load average holds this process's own threads; what counts is the tasks runnable now
+    less its runnable threads (torch's spinning OpenMP thread among them) and children."""
+    proc = tmp_path / "proc"
+    _fake_proc(proc, {"101": "S"})
+    for tid, state in (("8", "R"), ("9", "S")):
+        (proc / "self" / "task" / tid).mkdir()
+        (proc / "self" / "task" / tid / "stat").write_text(f"{tid} (python3) {state} 7 7 7 0 -1\n")
+    (proc / "self" / "task" / "7" / "stat").write_text("7 (python3) R 1 7 7 0 -1\n")
+    assert th.running_threads(proc) == 2
+    monkeypatch.setattr(th.os, "cpu_count", lambda: 2)
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("2.00 2.00 2.00 2/93 6079\n")  # our two threads, nothing else
+    assert th.busy_now(2, loadavg, proc) == 0.0
+    loadavg.write_text("3.00 2.00 2.00 3/93 6079\n")  # and one other task
+    assert th.busy_now(2, loadavg, proc) == pytest.approx(1.0)
+    assert th.busy_now(2, tmp_path / "missing", proc) == 0.0
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_the_governor_follows_load_that_comes_and_goes():
+    """Two threads chosen idle; a CPU-bound task starts: after two readings that agree, one thread; it ends:
+    two again. Readings come at most every INTERVAL_S, and a single passing task changes nothing."""
+    clock, load, applied = _Clock(), [0.0], []
+    gov = th.Governor(2, 2, 2, applied.append, clock=clock, busy=lambda: load[0])
+
+    def at(t):
+        clock.now = t
+        gov.tick()
+
+    at(0.5)  # before the first interval: not read
+    load[0] = 1.0
+    at(0.9)
+    assert applied == [] and gov.current == 2
+    at(1.0)  # first reading of the new load: proposed only
+    assert applied == []
+    load[0] = 0.0
+    at(2.0)  # it was passing: nothing changes
+    load[0] = 1.0
+    at(3.0)
+    at(3.5)  # within the interval: not read
+    assert applied == []
+    at(4.0)  # second reading in a row: one thread
+    assert applied == [1] and gov.current == 1 and th.threads_for(2, 2, 1.0) == 1
+    load[0] = 0.0
+    at(5.0)
+    at(6.0)
+    assert applied == [1, 2] and gov.changes == [1, 2] and gov.current == 2
+
+
+def test_a_pinned_count_gets_no_governor_and_records_say_what_ran(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert th.governor_for(2, lambda n: None) is None
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.setattr(th, "usable_cpus", lambda: {0})
+    assert th.governor_for(1, lambda n: None) is None  # one core: nothing to follow
+    monkeypatch.setattr(th, "usable_cpus", lambda: {0, 1})
+    monkeypatch.setattr(th, "physical_cores", lambda cpus: 2)
+    gov = th.governor_for(2, lambda n: None)
+    assert isinstance(gov, th.Governor)
+    try:
+        th.govern(gov)
+        gov.current, gov.changes = 1, [1]
+        assert th.current(2) == 1 and th.changes() == [1]
+    finally:
+        th.govern(None)
+    assert th.current(2) == 2
+
+
+def test_the_decode_loops_tick_between_steps(sharp_native, smol_tokenizer, monkeypatch):
+    """Both loops (one request, a batch) let the governor read the load between their steps, and the
+    records say how many threads ran last."""
+    import batch_cases as cases
+
+    ticks = []
+    monkeypatch.setattr(th, "_governor", type("Counting", (), {"tick": lambda self: ticks.append(1), "current": 1})())
+    session = cases.session_for(sharp_native, smol_tokenizer, cases.json_spec())
+    requests = cases.make_requests()[:4]
+    single = cases.sequential(session, requests[:1])
+    assert len(ticks) >= 2 and single[0]["timings"]["threads"] == 1
+    ticks.clear()
+    records = list(session.batch(requests, batch_size=4))
+    assert len(ticks) >= 2 and all(r["timings"]["threads"] == 1 for r in records)

@@ -115,7 +115,7 @@ def run_batch(runner: Runner, batch: tuple[list[bytes], str], writer: RecordWrit
     items = list(read_requests(*batch))
     _warn_duplicates(items, writer.resume, reporter)
     todo = [item for item in items if not writer.skip(item.id)]  # --resume: ids already answered
-    tally = Tally(runner.how())
+    tally = Tally(runner.how)
     ordered = OrderedWriter(None, lambda record, _: writer.write(record))
     with _sigterm_interrupts(), reporter.counter(runner.title, len(todo)) as advance:
 

@@ -17,6 +17,7 @@ from sgcli.backends.guarantee import guarantee
 from sgcli.backends.matching import enforcing_backends
 from sgcli.batch.requests import BadLine, PromptOptions, Request, read_requests, start_prompt, start_prompts
 from sgcli.batch.sampling import SamplingParams
+from sgcli.engine import threads as cpu_threads
 from sgcli.errors import UserError
 from sgcli.lint import preflight
 
@@ -114,7 +115,11 @@ class LocalRunner:
         size = self.batch_size if self.batch_size > 1 and not self.session.batch_unsupported() else 1
         threads = self.session.lm.threads
         rows = f"batch {size}" if size > 1 else "one request at a time"
-        return rows + (f", {threads} thread{'s' if threads != 1 else ''}" if threads else "")
+        if not threads:
+            return rows
+        said = f"{rows}, {threads} thread{'s' if threads != 1 else ''}"
+        changes = cpu_threads.changes()  # the governor's: other work came or went during the run
+        return said + (f" (then {', then '.join(map(str, changes))}, as other work came and went)" if changes else "")
 
     def _bad_line_record(self, item: BadLine) -> dict:
         return self.session.error_record(None, [f"{item.location}: {item.message}"], rid=item.id)

@@ -54,8 +54,9 @@ class Tally:
     """How a batch's records fared and how fast: the line a batch ends with, its first errors (each at
     its --input file:line), and its exit code."""
 
-    def __init__(self, how: str = "") -> None:
-        self.how = how  # how the batch ran ("batch 32, 2 threads"; "vllm, 4 concurrent"), said at the end
+    def __init__(self, how: str | Callable[[], str] = "") -> None:
+        # how the batch ran ("batch 32, 2 threads"; "vllm, 4 concurrent"), asked at the end: threads may change
+        self.how = how
         self.start = time.perf_counter()
         self.n = self.valid = self.invalid = self.unchecked = self.errors = self.tokens = 0
         self.failed = 0  # records that are invalid or errors: exit 1
@@ -80,7 +81,8 @@ class Tally:
         elapsed = time.perf_counter() - self.start
         rate = f"{self.tokens / elapsed:.1f} tok/s" if elapsed > 0 and self.tokens else "- tok/s"
         unchecked = f", {self.unchecked} unchecked" if self.unchecked else ""
+        how = self.how() if callable(self.how) else self.how
         return (
             f"{self.n} records: {self.valid} valid, {self.invalid} invalid{unchecked}, {self.errors} errors · "
-            f"{self.tokens} tokens in {elapsed:.1f} s ({rate})" + (f" · {self.how}" if self.how else "")
+            f"{self.tokens} tokens in {elapsed:.1f} s ({rate})" + (f" · {how}" if how else "")
         )

@@ -90,7 +90,8 @@ ThreadsOpt = Annotated[
         "--threads",
         envvar="SGCLI_THREADS",
         help="torch CPU threads for the model. Default: the usable physical cores less those other work keeps "
-        "busy now, at most 8 (OMP_NUM_THREADS where set); the record's timings.threads says how many ran.",
+        "busy, at most 8, followed through the run as other work comes and goes (OMP_NUM_THREADS where set "
+        "pins it, as this flag does); the record's timings.threads says how many ran last.",
         rich_help_panel=_MODEL,
     ),
 ]

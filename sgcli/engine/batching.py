@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import torch
 
 from sgcli.backends.base import Compiled
+from sgcli.engine import threads
 from sgcli.engine.decode import backend_jumps, why_no_backtrack
 from sgcli.engine.forced import Spellings, draft_tokens
 from sgcli.engine.head import OutputHead, narrow_limit, row_logits
@@ -259,6 +260,7 @@ def decode_batch(
                     break
                 continue  # every admitted row ended at its first token: admit the next ones
             cohorts = [c for c in (batch, joining) if c.rows]
+            threads.tick()  # between two steps: torch's threads follow other work that started meanwhile
             if len(cohorts) == 1:
                 results = [cohorts[0].forward(runtime, PREFILL_CHUNK if cohorts[0] is joining else None)]
             else:  # the batch's step and the joining rows' prefill chunk: one pass, the weights read once

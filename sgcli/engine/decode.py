@@ -27,6 +27,7 @@ import torch
 from sgcli.backends import get_backend
 from sgcli.backends.base import Compiled, bitmask_words
 from sgcli.backends.schema_checker import CheckedCompiled
+from sgcli.engine import threads
 from sgcli.engine.forced import Spellings, draft_tokens
 from sgcli.engine.head import narrow_limit, row_logits
 from sgcli.engine.loader import LoadedModel
@@ -159,6 +160,7 @@ class _Run:
     def _forward(self, feed: torch.Tensor, past, keep: int):
         """One forward pass over `feed`; (the cache, a function giving the logits position i of the
         last `keep` needs under its mask). With an `OutputHead`, only those logits are projected."""
+        threads.tick()  # between two steps: torch's threads follow other work that started meanwhile
         if self.head is None:
             logits, past = self.runtime.logits(feed, past, keep)
             return past, lambda i, allowed: logits[0, i]

@@ -140,10 +140,12 @@ def _load_model(ref, device, dtype, progress, threads, device_map, impl, kernel,
         raise UserError(f"unknown kernel '{kernel}'" + did_you_mean(kernel, KERNELS), hint="use " + ", ".join(KERNELS))
     if impl not in IMPLS:
         raise UserError(f"unknown model implementation '{impl}'", hint="use " + ", ".join(IMPLS))
-    if threads is None:
-        from sgcli.engine.threads import default_cpu_threads
+    from sgcli.engine import threads as cpu_threads
 
-        threads = default_cpu_threads()
+    governor = None
+    if threads is None:
+        threads = cpu_threads.default_cpu_threads()
+        governor = cpu_threads.governor_for(threads, torch.set_num_threads)  # follows later load; --threads pins
     torch.set_num_threads(threads)
     t = time.perf_counter()
     dev = pick_device(device)
@@ -172,6 +174,7 @@ def _load_model(ref, device, dtype, progress, threads, device_map, impl, kernel,
     kernel = runtime.pack_for_cpu(kernel) if dev == "cpu" else None
     elapsed = time.perf_counter() - t
     width = runtime.logits_width()
+    cpu_threads.govern(governor if dev == "cpu" and not gpu else None)
     return LoadedModel(runtime, ref, dev, dtype_name, width, elapsed, torch.get_num_threads(), kernel, impl_reason)
 
 

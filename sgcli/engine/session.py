@@ -17,6 +17,7 @@ from sgcli.backends.matching import feed
 from sgcli.batch.records import REASONING_ONLY, error_record
 from sgcli.batch.requests import Prompt, PromptOptions, Request, prompt_key, start_prompt
 from sgcli.constraints.spec import Kind
+from sgcli.engine import threads
 from sgcli.engine.decode import decode
 from sgcli.engine.loader import LoadedModel
 from sgcli.engine.sampling import SamplingParams
@@ -225,7 +226,7 @@ class Session:
             },
             "timings": {
                 "load_ms": _ms(self.lm.load_s),
-                "threads": self.lm.threads,
+                "threads": threads.current(self.lm.threads),  # as many as ran last (threads.Governor)
                 "compile_ms": _ms(self.compiled.compile_s),
                 "first_token_ms": _ms(f.first_token_s),
                 "start_to_first_token_ms": start_to_first_token_ms(f.first_token_at),

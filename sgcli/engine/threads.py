@@ -5,7 +5,8 @@ decode step of the default model 1.2-1.6x faster than one; with the other core b
 ran 3.2x slower in float32 and 10x slower in bfloat16 (torch's intra-op threads wait on each other
 at every small op, and OpenMP's waiting threads spin). Too few threads costs a fraction; too many
 costs a multiple. So the default is the physical cores this process may use, less the cores other
-work keeps busy right now, rounded down, capped at MAX_DEFAULT_THREADS, and at least 1.
+work keeps busy right now, rounded down, capped at MAX_DEFAULT_THREADS, and at least 1; and since
+work may start or end after the model loads, a `Governor` follows it between decode steps.
 
 Only torch's intra-op threads are set (`torch.set_num_threads`: its OpenMP pool, MKL and oneDNN
 follow it). The inter-op pool serves `torch.jit.fork`-style parallel ops, which eager decoding
@@ -106,6 +107,112 @@ def busy_elsewhere(usable: int, loadavg: Path = Path("/proc/loadavg"), proc: Pat
     average, running = samples[0][0], min(r for _, r in samples)
     online = os.cpu_count() or usable
     return max(0.0, min(average, running)) * usable / max(online, usable)
+
+
+def running_threads(proc: Path = Path("/proc")) -> int:
+    """How many of this process's own threads are runnable now (torch's spinning OpenMP threads
+    among them); 0 where /proc does not say."""
+    count = 0
+    try:
+        tasks = list((proc / "self" / "task").iterdir())
+    except OSError:
+        return 0
+    for task in tasks:
+        try:
+            count += (task / "stat").read_text().rsplit(")", 1)[1].split()[0] == "R"
+        except (OSError, IndexError):
+            continue
+    return count
+
+
+def busy_now(usable: int, loadavg: Path = Path("/proc/loadavg"), proc: Path = Path("/proc")) -> float:
+    """CPUs' worth of other work on this process's CPUs while this process runs its own threads: the
+    tasks runnable at this moment less this process's runnable threads and children (the least of
+    LOADAVG_SAMPLES readings), scaled as in `busy_elsewhere`. The load average is no use here: this
+    process's own threads are in it. 0 where the system does not say."""
+    least = None
+    for i in range(LOADAVG_SAMPLES):
+        if i:
+            time.sleep(0.001)
+        try:
+            runnable = int(loadavg.read_text().split()[3].partition("/")[0])
+        except (OSError, ValueError, IndexError):
+            return 0.0
+        others = runnable - max(1, running_threads(proc)) - running_children(proc)  # the reader itself runs
+        least = others if least is None else min(least, others)
+    online = os.cpu_count() or usable
+    return max(0, least or 0) * usable / max(online, usable)
+
+
+class Governor:
+    """torch's CPU threads, followed through a run: the default is chosen when the model loads, and
+    work that starts later would share a core with one of its threads, which OpenMP keeps spinning
+    between the step's small parallel regions (docs/performance.md, "Threads and dtype": beside one
+    CPU-bound process, 2 threads kept 32% of their idle throughput where 1 kept 71%). The decode loops
+    call `tick` between steps; every INTERVAL_S it reads what other work keeps busy now and sets the
+    threads `threads_for` gives, once two readings in a row agree, between 1 and `ceiling` (what the
+    machine offers idle). A pinned count (--threads, OMP_NUM_THREADS) installs no governor."""
+
+    INTERVAL_S = 1.0
+
+    def __init__(self, current: int, usable: int, physical: int, apply, *, clock=time.monotonic, busy=None):
+        self.current, self.usable, self.physical, self.apply, self.clock = current, usable, physical, apply, clock
+        self.busy = busy or (lambda: busy_now(usable))
+        self.next_check = clock() + self.INTERVAL_S
+        self.proposed: int | None = None
+        self.changes: list[int] = []  # the counts set, in order (records, tests)
+
+    def tick(self) -> None:
+        now = self.clock()
+        if now < self.next_check:
+            return
+        self.next_check = now + self.INTERVAL_S
+        wanted = threads_for(self.usable, self.physical, self.busy())
+        if wanted == self.current:
+            self.proposed = None
+        elif wanted != self.proposed:
+            self.proposed = wanted  # a passing task is not load: the next reading must say it too
+        else:
+            self.apply(wanted)
+            self.current, self.proposed = wanted, None
+            self.changes.append(wanted)
+
+
+_governor: Governor | None = None
+
+
+def govern(governor: Governor | None) -> None:
+    """Install the governor the decode loops tick (None: threads stay as set)."""
+    global _governor
+    _governor = governor
+
+
+def tick() -> None:
+    """Between two decode steps: let the installed governor follow the machine's load (see `Governor`)."""
+    if _governor is not None:
+        _governor.tick()
+
+
+def changes() -> list[int]:
+    """The thread counts the installed governor set, in order (empty: none, or no governor)."""
+    return [] if _governor is None else list(_governor.changes)
+
+
+def current(given: int | None) -> int | None:
+    """The threads running now: the governor's count where one is installed, else `given`."""
+    return given if _governor is None else _governor.current
+
+
+def governor_for(threads: int, apply) -> Governor | None:
+    """The governor of a default thread count (None where OMP_NUM_THREADS pins it, or one core is all)."""
+    given = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if given.isdigit() and int(given) > 0:
+        return None
+    cpus = usable_cpus()
+    physical = physical_cores(cpus)
+    if min(physical, len(cpus)) < 2:
+        return None
+    return Governor(threads, len(cpus), physical, apply)
 
 
 def running_children(proc: Path = Path("/proc")) -> int:
