@@ -109,20 +109,26 @@ def busy_elsewhere(usable: int, loadavg: Path = Path("/proc/loadavg"), proc: Pat
     return max(0.0, min(average, running)) * usable / max(online, usable)
 
 
+def _own_tasks(proc: Path) -> list[Path]:
+    """This process's threads' /proc folders (none where /proc does not say)."""
+    try:
+        return list((proc / "self" / "task").iterdir())
+    except OSError:
+        return []
+
+
+def _runnable(stat: Path) -> bool:
+    """Whether the task whose `stat` file this is is runnable now (False where it cannot be read)."""
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] == "R"
+    except (OSError, IndexError):
+        return False
+
+
 def running_threads(proc: Path = Path("/proc")) -> int:
     """How many of this process's own threads are runnable now (torch's spinning OpenMP threads
     among them); 0 where /proc does not say."""
-    count = 0
-    try:
-        tasks = list((proc / "self" / "task").iterdir())
-    except OSError:
-        return 0
-    for task in tasks:
-        try:
-            count += (task / "stat").read_text().rsplit(")", 1)[1].split()[0] == "R"
-        except (OSError, IndexError):
-            continue
-    return count
+    return sum(_runnable(task / "stat") for task in _own_tasks(proc))
 
 
 def busy_now(usable: int, loadavg: Path = Path("/proc/loadavg"), proc: Path = Path("/proc")) -> float:
@@ -219,19 +225,10 @@ def running_children(proc: Path = Path("/proc")) -> int:
     """How many of this process's children are runnable now (Linux's per-thread `children` lists and
     each child's state); 0 where /proc does not say."""
     count = 0
-    try:
-        tasks = list((proc / "self" / "task").iterdir())
-    except OSError:
-        return 0
-    for task in tasks:
+    for task in _own_tasks(proc):
         try:
             children = (task / "children").read_text().split()
         except OSError:
             continue
-        for pid in children:
-            try:
-                state = (proc / pid / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            count += state == "R"
+        count += sum(_runnable(proc / pid / "stat") for pid in children)
     return count
