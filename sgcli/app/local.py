@@ -119,6 +119,8 @@ class LocalRunner:
             return rows
         said = f"{rows}, {threads} thread{'s' if threads != 1 else ''}"
         changes = cpu_threads.changes()  # the governor's: other work came or went during the run
+        if len(changes) > 3:
+            return said + f" (changed {len(changes)} times as other work came and went, {changes[-1]} at the end)"
         return said + (f" (then {', then '.join(map(str, changes))}, as other work came and went)" if changes else "")
 
     def _bad_line_record(self, item: BadLine) -> dict:

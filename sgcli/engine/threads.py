@@ -156,8 +156,8 @@ class Governor:
     between the step's small parallel regions (docs/performance.md, "Threads and dtype": beside one
     CPU-bound process, 2 threads kept 32% of their idle throughput where 1 kept 71%). The decode loops
     call `tick` between steps; every INTERVAL_S it reads what other work keeps busy now and sets the
-    threads `threads_for` gives, once two readings in a row agree, between 1 and `ceiling` (what the
-    machine offers idle). A pinned count (--threads, OMP_NUM_THREADS) installs no governor."""
+    threads `threads_for` gives (1 up to what the machine offers idle), once two readings in a row
+    agree. A pinned count (--threads, OMP_NUM_THREADS) installs no governor."""
 
     INTERVAL_S = 1.0
 
