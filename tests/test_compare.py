@@ -135,3 +135,21 @@ def test_generation_rows_with_the_default_model(run_cli):
         assert r["output"] in ("yes", "no") and r["valid"] is True and r["finish_reason"] == "stop"
         assert r["tokens"] >= 1 and r["tokens_per_s"] is not None and r["mask_ms_p50"] <= r["mask_ms_p99"]
         assert r["agree"] is (r["output"] == out[0]["output"])
+
+
+def test_generation_rows_compile_what_generate_compiles(run_cli, schema_file, monkeypatch):
+    """A generating comparison compiles as `generate` does (JsonOptions.for_generation: xgrammar's
+    strict_mode), in every layout variant; --no-generate judges a given text, as masks and test do."""
+    from sgcli.cli import compare
+
+    seen = []
+    monkeypatch.setattr(compare, "run_compare", lambda request, reporter: seen.append(request) or [])
+    monkeypatch.setattr(compare, "_report", lambda *a, **k: None)
+    result = run_cli("compare-backends", "--schema", schema_file, "--whitespace", "compact,flexible", "Capital?")
+    assert result.exit_code == 0, result.output
+    assert seen[-1].spec.json_options.for_generation
+    assert [opts.for_generation for _, opts in seen[-1].variants] == [True, True]
+    text = '{"city":"Paris","rank":1}'
+    result = run_cli("compare-backends", "--no-generate", "--schema", schema_file, "--text", text)
+    assert result.exit_code == 0, result.output
+    assert not seen[-1].spec.json_options.for_generation

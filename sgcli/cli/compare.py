@@ -102,6 +102,8 @@ def compare_backends(
     if not engine_flags.local:
         flags.for_server()
     spec = flags.spec()
+    if not no_generate:  # generated as `generate` compiles it; --no-generate judges a given text
+        spec = spec.for_generation()
     _check_flags(spec, prompt, whitespace=whitespace, no_generate=no_generate, text=text)
     for group in (sampling, prompt_flags, model_flags):
         group.check()

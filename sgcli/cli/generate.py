@@ -7,7 +7,6 @@ before anything slow.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -228,7 +227,7 @@ def generate(
     spec = flags.spec(required=backends.enforces(backend))
     if not engine_flags.local:
         _regex_readable(spec)
-    spec = dataclasses.replace(spec, json_options=dataclasses.replace(spec.json_options, for_generation=True))
+    spec = spec.for_generation()
     preflight.structure_errors(spec)  # an undefined rule fails here, before any library loads
     for group in (decoding, sampling, prompt_flags, model_flags, batch_flags):
         group.check()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sgcli.errors import Location, UserError, did_you_mean, offset_to_line_col
 from sgcli.limits import Limits, current_limits
@@ -136,6 +136,10 @@ class ConstraintSpec:
     @property
     def name(self) -> str:
         return self.origin or f"<{self.kind.value}>"
+
+    def for_generation(self) -> ConstraintSpec:
+        """This constraint as a command that generates compiles it (`JsonOptions.for_generation`)."""
+        return replace(self, json_options=replace(self.json_options, for_generation=True))
 
     def schema(self) -> dict | bool:
         """The parsed JSON Schema (kind JSON_SCHEMA only); raises a positioned UserError."""
