@@ -181,15 +181,15 @@ def test_the_governor_follows_load_that_comes_and_goes():
 
 
 def test_a_pinned_count_gets_no_governor_and_records_say_what_ran(monkeypatch):
-    monkeypatch.setenv("OMP_NUM_THREADS", "2")
-    assert th.governor_for(2, lambda n: None) is None
-    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.setattr(th, "busy_elsewhere", lambda usable: 0.0)
+    assert th.default_threads(lambda n: None, {"OMP_NUM_THREADS": "2"}) == (2, None)
     monkeypatch.setattr(th, "usable_cpus", lambda: {0})
-    assert th.governor_for(1, lambda n: None) is None  # one core: nothing to follow
+    assert th.default_threads(lambda n: None, {}) == (1, None)  # one core: nothing to follow
     monkeypatch.setattr(th, "usable_cpus", lambda: {0, 1})
     monkeypatch.setattr(th, "physical_cores", lambda cpus: 2)
-    gov = th.governor_for(2, lambda n: None)
-    assert isinstance(gov, th.Governor)
+    assert th.default_threads(None, {}) == (2, None)  # asked for the count alone (sgcli config)
+    threads, gov = th.default_threads(lambda n: None, {})
+    assert threads == 2 and isinstance(gov, th.Governor) and gov.current == 2
     try:
         th.govern(gov)
         gov.current, gov.changes = 1, [1]

@@ -143,9 +143,8 @@ def _load_model(ref, device, dtype, progress, threads, device_map, impl, kernel,
     from sgcli.engine import threads as cpu_threads
 
     governor = None
-    if threads is None:
-        threads = cpu_threads.default_cpu_threads()
-        governor = cpu_threads.governor_for(threads, torch.set_num_threads)  # follows later load; --threads pins
+    if threads is None:  # the machine's offer now, followed through the run; --threads pins it
+        threads, governor = cpu_threads.default_threads(torch.set_num_threads)
     torch.set_num_threads(threads)
     t = time.perf_counter()
     dev = pick_device(device)

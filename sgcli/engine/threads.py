@@ -34,12 +34,22 @@ LOADAVG_SAMPLES = 3  # runnable-task counts read a moment apart; the least, so a
 
 def default_cpu_threads(environ=None) -> int:
     """The default for `--threads` (see the module's docstring)."""
+    return default_threads(environ=environ)[0]
+
+
+def default_threads(apply=None, environ=None) -> tuple[int, Governor | None]:
+    """The default for `--threads`, and, given `apply` (what sets torch's threads), the `Governor` that
+    follows it through the run: none where OMP_NUM_THREADS pins the count or one core is all there is."""
     environ = os.environ if environ is None else environ
     given = environ.get("OMP_NUM_THREADS", "").strip()
     if given.isdigit() and int(given) > 0:
-        return int(given)
+        return int(given), None
     cpus = usable_cpus()
-    return threads_for(len(cpus), physical_cores(cpus), busy_elsewhere(len(cpus)))
+    physical = physical_cores(cpus)
+    threads = threads_for(len(cpus), physical, busy_elsewhere(len(cpus)))
+    if apply is None or min(physical, len(cpus)) < 2:
+        return threads, None
+    return threads, Governor(threads, len(cpus), physical, apply)
 
 
 def threads_for(usable: int, physical: int, busy: float) -> int:
@@ -94,19 +104,34 @@ def busy_elsewhere(usable: int, loadavg: Path = Path("/proc/loadavg"), proc: Pat
     CPUs to ours. The average lags (a run that just ended still shows for a minute); the count is a
     snapshot (read LOADAVG_SAMPLES times, the least kept): work that is really there shows in both.
     0 where the system does not say."""
-    samples = []
+    sampled = _others_runnable(loadavg, proc, lambda: 1)  # this process: its main thread, choosing
+    if sampled is None:
+        return 0.0
+    average, running = sampled
+    return _ours(min(average, running), usable)
+
+
+def _others_runnable(loadavg: Path, proc: Path, own) -> tuple[float, int] | None:
+    """(the 1-minute load average, the least of LOADAVG_SAMPLES counts of the tasks runnable now less
+    `own()` of this process's and its runnable children); None where the system does not say."""
+    least = None
     for i in range(LOADAVG_SAMPLES):
         if i:
             time.sleep(0.001)
         try:
             fields = loadavg.read_text().split()
-            running = int(fields[3].partition("/")[0]) - 1 - running_children(proc)
-            samples.append((float(fields[0]), running))
+            average, runnable = float(fields[0]), int(fields[3].partition("/")[0])
         except (OSError, ValueError, IndexError):
-            return 0.0
-    average, running = samples[0][0], min(r for _, r in samples)
+            return None
+        others = runnable - own() - running_children(proc)
+        least = others if least is None else min(least, others)
+    return average, least
+
+
+def _ours(busy: float, usable: int) -> float:
+    """`busy` CPUs' worth of work over all online CPUs, as a share of this process's `usable` ones."""
     online = os.cpu_count() or usable
-    return max(0.0, min(average, running)) * usable / max(online, usable)
+    return max(0.0, busy) * usable / max(online, usable)
 
 
 def _own_tasks(proc: Path) -> list[Path]:
@@ -136,18 +161,8 @@ def busy_now(usable: int, loadavg: Path = Path("/proc/loadavg"), proc: Path = Pa
     tasks runnable at this moment less this process's runnable threads and children (the least of
     LOADAVG_SAMPLES readings), scaled as in `busy_elsewhere`. The load average is no use here: this
     process's own threads are in it. 0 where the system does not say."""
-    least = None
-    for i in range(LOADAVG_SAMPLES):
-        if i:
-            time.sleep(0.001)
-        try:
-            runnable = int(loadavg.read_text().split()[3].partition("/")[0])
-        except (OSError, ValueError, IndexError):
-            return 0.0
-        others = runnable - max(1, running_threads(proc)) - running_children(proc)  # the reader itself runs
-        least = others if least is None else min(least, others)
-    online = os.cpu_count() or usable
-    return max(0, least or 0) * usable / max(online, usable)
+    sampled = _others_runnable(loadavg, proc, lambda: max(1, running_threads(proc)))  # the reader itself runs
+    return 0.0 if sampled is None else _ours(sampled[1], usable)
 
 
 class Governor:
@@ -207,18 +222,6 @@ def changes() -> list[int]:
 def current(given: int | None) -> int | None:
     """The threads running now: the governor's count where one is installed, else `given`."""
     return given if _governor is None else _governor.current
-
-
-def governor_for(threads: int, apply) -> Governor | None:
-    """The governor of a default thread count (None where OMP_NUM_THREADS pins it, or one core is all)."""
-    given = os.environ.get("OMP_NUM_THREADS", "").strip()
-    if given.isdigit() and int(given) > 0:
-        return None
-    cpus = usable_cpus()
-    physical = physical_cores(cpus)
-    if min(physical, len(cpus)) < 2:
-        return None
-    return Governor(threads, len(cpus), physical, apply)
 
 
 def running_children(proc: Path = Path("/proc")) -> int:
