@@ -169,3 +169,41 @@ def test_bad_inline_schema_is_exit_2_at_its_column(run_cli, inline, expected):
 def test_a_schema_file_name_is_still_a_file(run_cli, tmp_path):
     result = run_cli("compile", "--schema", tmp_path / "missing.json")
     assert result.exit_code == 2 and "not found" in result.stderr
+
+
+@pytest.mark.parametrize("layout", [["--indent", "2"], ["--max-whitespace", "1"], ["--strict-properties"]])
+def test_a_layout_flag_on_a_grammar_without_json_is_refused_by_every_command(run_cli, tmp_path, monkeypatch, layout):
+    """A JSON layout flag given with a GBNF grammar would change nothing: exit 2, never ignored."""
+    import sgcli.tokenizers
+
+    def no_tokenizer(*_a, **_k):
+        raise AssertionError("the tokenizer loaded before the flags were checked")
+
+    patch_everywhere(monkeypatch, sgcli.tokenizers, "load_tokenizer", no_tokenizer)
+    grammar = tmp_path / "g.gbnf"
+    grammar.write_text('root ::= "yes" | "no"\n')
+    suite = tmp_path / "g.test.yaml"
+    suite.write_text("grammar: g.gbnf\ncases:\n  - {input: 'yes', accept: true}\n")
+    commands = {
+        "generate": ["generate", "--grammar", grammar, "x"],
+        "compare-backends": ["compare-backends", "--grammar", grammar, "x"],
+        "lint --grammar": ["lint", "--grammar", grammar],
+        "compile": ["compile", grammar],
+        "masks": ["masks", "--grammar", grammar],
+        "test": ["test", suite],
+        "convert": ["convert", grammar, "--to", "lark"],
+    }
+    for name, args in commands.items():
+        result = run_cli(*args, *layout)
+        assert result.exit_code == 2, (name, result.stdout, result.stderr)
+        assert f"{layout[0]}: {grammar} (EBNF/GBNF) has no JSON to lay out" in result.stderr, (name, result.stderr)
+
+
+def test_a_layout_flag_applies_to_a_lark_grammars_json_sub_schemas(run_cli, tmp_path):
+    lark = tmp_path / "g.lark"
+    lark.write_text("start: @answer\n")
+    schema = tmp_path / "a.json"
+    schema.write_text('{"type": "object", "properties": {"a": {"type": "integer"}}}')
+    result = run_cli("compile", lark, "--sub", f"answer={schema}", "--strict-properties", "-b", "llguidance")
+    assert result.exit_code == 0, result.stderr
+    assert "has no JSON to lay out" not in result.stderr

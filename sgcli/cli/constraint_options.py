@@ -160,6 +160,9 @@ class ConstraintFlags:
 
     def spec(self, *, required: bool = True) -> ConstraintSpec:
         """The one constraint the kind flags name, with the layout and `--sub` sub-grammars."""
+        return self.layout_used([self._flag_spec(required)])[0]
+
+    def _flag_spec(self, required: bool) -> ConstraintSpec:
         spec = from_flags(
             schema=self.schema,
             pydantic=self.pydantic,
@@ -176,21 +179,49 @@ class ConstraintFlags:
 
     def file_spec(self, path: str, kind: Kind | None = None) -> ConstraintSpec:
         """A grammar FILE argument (or @name) read as the kind flags would read it."""
+        return self.layout_used([self._file_spec(path, kind)])[0]
+
+    def _file_spec(self, path: str, kind: Kind | None) -> ConstraintSpec:
         return with_subgrammars(from_file(path, kind, self.layout()), self.sub or [])
 
     def apply(self, spec: ConstraintSpec) -> ConstraintSpec:
         """A spec read elsewhere (a test file's grammar) with these flags' layout and sub-grammars."""
         import dataclasses
 
-        return with_subgrammars(dataclasses.replace(spec, json_options=self.layout()), self.sub or [])
+        spec = with_subgrammars(dataclasses.replace(spec, json_options=self.layout()), self.sub or [])
+        return self.layout_used([spec])[0]
 
     def specs(self, files: list[str] | None, kind: Kind | None = None) -> list[ConstraintSpec]:
         """FILE arguments and/or one constraint flag -> specs; neither is exit 2."""
-        specs = [self.file_spec(f, kind) for f in files or []]
+        specs = [self._file_spec(f, kind) for f in files or []]
         if self.given():
-            specs.append(self.spec())
+            specs.append(self._flag_spec(required=True))
         if not specs:
             raise no_grammar()
+        return self.layout_used(specs)
+
+    def layout_used(self, specs: list[ConstraintSpec]) -> list[ConstraintSpec]:
+        """`specs`, unless a layout flag was given and none of them has JSON for it to shape: a flag that
+        would change nothing is exit 2, never ignored. (--json-whitespace is left out: sgcli.toml and
+        SGCLI_JSON_WHITESPACE set it for every command, whatever the grammar.)"""
+        given = [
+            flag
+            for flag, on in (
+                ("--whitespace-pattern", self.whitespace_pattern is not None),
+                ("--indent", self.indent is not None),
+                ("--max-whitespace", self.max_whitespace is not None),
+                ("--strict-properties", self.strict_properties),
+            )
+            if on
+        ]
+        if given and specs and not any(s.takes_json_layout() for s in specs):
+            first = specs[0]
+            raise UserError(
+                f"{', '.join(given)}: {first.name} ({first.kind.label}) has no JSON to lay out; its own text "
+                "decides its whitespace",
+                hint="drop the flag, or write the layout into the grammar (a JSON Schema, a structural tag or a "
+                "Lark grammar's --sub schemas take it)",
+            )
         return specs
 
 

@@ -141,6 +141,13 @@ class ConstraintSpec:
         """This constraint as a command that generates compiles it (`JsonOptions.for_generation`)."""
         return replace(self, json_options=replace(self.json_options, for_generation=True))
 
+    def takes_json_layout(self) -> bool:
+        """Whether the JSON layout options shape this constraint: a JSON Schema, a structural tag's JSON,
+        a Lark grammar's JSON Schema sub-grammars. A regex, GBNF or Lark grammar writes its own whitespace."""
+        if self.kind in (Kind.JSON_SCHEMA, Kind.STRUCTURAL_TAG):
+            return True
+        return any(sub.kind is Kind.JSON_SCHEMA for _, sub in self.subgrammars)
+
     def schema(self) -> dict | bool:
         """The parsed JSON Schema (kind JSON_SCHEMA only); raises a positioned UserError."""
         return parse_json(self.text, self.origin)
