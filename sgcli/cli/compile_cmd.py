@@ -81,7 +81,9 @@ def compile_files(
 
     chosen_kind = parse_kind(kind) if kind else None
     names = select_backends(backend)
-    specs = flags.specs(files, chosen_kind)  # bad input: exit 2 before any compile
+    # bad input: exit 2 before any compile. Compiled as generate compiles (xgrammar's strict_mode), so
+    # --print shows generate's grammar and the cache entry is the one generate reads.
+    specs = [spec.for_generation() for spec in flags.specs(files, chosen_kind)]
     vocab = load_tokenizer(tokenizer).vocab
     rows = [compile_row(spec, name, vocab) for spec in specs for name in names]
     fmt = output_format_of(output_format, json_out, stream=True)

@@ -83,7 +83,7 @@ def convert(
 
     if samples < 0:
         raise UserError("--samples must be 0 or more")
-    source = flags.file_spec(file)
+    source = flags.file_spec(file).for_generation()  # a schema prints as generate compiles it (strict_mode)
     target = convert_spec(source, to)
     via = printed_by(source)
     case_file, case_list = (cases, load_suite(cases).cases) if cases else sibling_cases(source.origin)
