@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -284,3 +285,24 @@ def test_a_terminal_shows_json_output_again_pretty_printed_and_pipes_keep_the_ex
     for text in ('"Paris"', "42", "yes"):  # scalars and non-JSON read the same either way
         scalar = {"output": text, "parsed": None if text == "yes" else json.loads(text), "valid": True}
         assert _end(scalar, monkeypatch, terminal=True) == "\n"
+
+
+def test_help_reflows_docstrings_and_keeps_brackets():
+    """Help is read on 80-column terminals: a docstring's source line breaks must not survive as ragged
+    lines, list items and sentence ends keep theirs, and `[tool.sgcli]` is not eaten as rich markup."""
+    from sgcli.cli.coercion import reflowed
+
+    doc = "Summary.\n\nOne sentence wrapped\nacross lines (see\n--flag) ends.\nExit codes: 0 ok.\n- an item\n- another"
+    assert reflowed(doc) == (
+        "Summary.\n\nOne sentence wrapped across lines (see --flag) ends.\nExit codes: 0 ok.\n- an item\n- another"
+    )
+    env = {**os.environ, "COLUMNS": "80", "TERM": "dumb"}
+    shown = {}
+    for args in (["--help"], ["config", "--help"], ["generate", "--help"]):
+        result = subprocess.run([sys.executable, "-m", "sgcli", *args], capture_output=True, text=True, env=env)
+        assert result.returncode == 0, result.stderr
+        shown[args[0]] = result.stdout
+    assert "Exit codes: 0 ok" in shown["--help"] and "[tool.sgcli]" in shown["--help"]
+    assert "[tool.sgcli] table" in shown["config"]
+    # the source wraps after "regex,"; reflowed, rich wraps the paragraph at the terminal's width instead
+    assert "regex,\n ...);" not in shown["generate"] and "...); the record's validated_by" in shown["generate"]

@@ -26,7 +26,7 @@ def root(
     """Structured generation and grammar development for language models.
 
     Settings come from flags, then SGCLI_* environment variables, then the nearest
-    sgcli.toml or pyproject.toml [tool.sgcli] (see `sgcli config`).
+    sgcli.toml or pyproject.toml \\[tool.sgcli] (see `sgcli config`).
 
     Exit codes: 0 ok, 1 findings (invalid output, lint findings, failing cases),
     2 bad input or usage, 3 internal error.
@@ -91,7 +91,6 @@ def build(names: list[str] | None = None) -> typer.Typer:
     new = typer.Typer(
         name="sgcli",
         cls=Group,
-        help="Structured generation and grammar development for language models.",
         no_args_is_help=True,
         pretty_exceptions_enable=False,
         context_settings={"help_option_names": ["-h", "--help"]},

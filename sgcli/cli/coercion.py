@@ -145,14 +145,45 @@ def check_value(param, value: Any, ctx) -> None:
 
 
 class Command(TyperCommand):
-    """A typer command whose option values are checked as above."""
+    """A typer command whose option values are checked as above, and whose help is reflowed."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.help = reflowed(self.help)
 
     def get_params(self, ctx):
         return _defer(super().get_params(ctx))
 
 
+_BREAK_AFTER = (".", ":", "!", "?")
+_BREAK_BEFORE = ("- ", "* ", " ", "\t")
+
+
+def reflowed(text: str | None) -> str | None:
+    """A docstring's paragraphs as one line each where the source wrapped them (rich keeps a source
+    line break, so a 110-column docstring came out ragged on an 80-column terminal). A break stays after
+    a sentence's end and before a list item or an indented line."""
+    if not text:
+        return text
+    lines = text.splitlines()
+    out = [lines[0]]
+    for line in lines[1:]:
+        prev = out[-1]
+        joins = prev.strip() and line.strip() and not prev.rstrip().endswith(_BREAK_AFTER)
+        if joins and not line.startswith(_BREAK_BEFORE):
+            out[-1] = prev.rstrip() + " " + line.strip()
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
 class Group(TyperGroup):
-    """A typer group (the `sgcli` command itself) whose option values are checked as above."""
+    """A typer group (the `sgcli` command itself) whose option values are checked as above, and whose
+    help is reflowed."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.help = reflowed(self.help)
 
     def get_params(self, ctx):
         return _defer(super().get_params(ctx))

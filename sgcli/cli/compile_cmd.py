@@ -41,7 +41,7 @@ _RULE_LINE = re.compile(r"^\s*[A-Za-z_][\w.-]*\s*(::=|:)", re.M)
 FilesArg = Annotated[
     Optional[list[str]],
     typer.Argument(
-        metavar="[FILE]...", help="Grammar files (kind from extension) or @name from sgcli/grammars/; or a flag."
+        metavar="FILE", help="Grammar files (kind from extension) or @name from sgcli/grammars/; or a flag."
     ),
 ]
 BackendsOpt = Annotated[

@@ -48,7 +48,7 @@ def show_config(
     configuration file, or the built-in default (its value shown, as the commands apply it).
 
     The file is the nearest sgcli.toml (or .sgcli.toml) upward from the working directory, or
-    a pyproject.toml with a [tool.sgcli] table. A flag on the command line beats both.
+    a pyproject.toml with a \\[tool.sgcli] table. A flag on the command line beats both.
     """
     cfg = config.current()
     fmt = output_format_of(output_format, json_flag)

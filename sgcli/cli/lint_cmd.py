@@ -81,7 +81,7 @@ IgnoreOpt = _codes_opt("--ignore", "Rule codes or prefixes to skip (the more spe
 FilesArg = Annotated[
     Optional[list[str]],
     typer.Argument(
-        metavar="[PATH]...",
+        metavar="PATH",
         help="Files or folders to lint; kind from the extension (.gbnf .ebnf .lark .regex .json) or --kind. "
         "In folders: *.gbnf *.ebnf *.lark *.regex and *.json JSON Schemas that git does not ignore (other JSON "
         "is named and left out). Or a constraint flag.",

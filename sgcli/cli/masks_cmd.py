@@ -34,7 +34,7 @@ def masks(
     grammar_file: Annotated[
         Optional[str],
         typer.Argument(
-            metavar="[GRAMMAR]", help="Grammar file (kind from extension) or @name; or use a constraint flag."
+            metavar="GRAMMAR", help="Grammar file (kind from extension) or @name; or use a constraint flag."
         ),
     ] = None,
     text: Annotated[

@@ -29,7 +29,7 @@ Examples:
 
 @co.takes_constraint(kinds=False, generates=False)
 def test(
-    files: Annotated[list[str], typer.Argument(metavar="CASES.yaml...", help="Grammar test files.")],
+    files: Annotated[list[str], typer.Argument(metavar="CASES.yaml", help="Grammar test files.")],
     backend: Annotated[
         Optional[list[bo.SeveralBackends]],
         bo.backends_option(

@@ -34,7 +34,7 @@ def _ids_with_text(ids: list[int], texts: list[str]) -> str:
 @handles_errors
 def inspect(
     positional: Annotated[
-        Optional[str], typer.Argument(metavar="[TOKENIZER]", help="The same as --tokenizer (the older spelling).")
+        Optional[str], typer.Argument(metavar="TOKENIZER", help="The same as --tokenizer (the older spelling).")
     ] = None,
     tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help=TOKENIZER_HELP)] = None,
     text: TextOpt = None,
