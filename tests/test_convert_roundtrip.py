@@ -314,6 +314,14 @@ def test_lark_reads_its_printers_repetition_ranges_with_blanks():
     assert _convert('start: "a" * "b" ~ 2 "c"~1..2 "d" +\n', "lark") == 'root ::= "a"* "b"{2} "c"{1,2} "d"+\n'
 
 
+def test_lark_reads_every_rule_prefix_the_lark_library_takes():
+    """`!?rule` (keep tokens, then inline: Lark's RULE is `!?[_?]?name`), as syncode's python.lark writes
+    it; sgcli's reader refused the `!` before the `?`, and lint's G, W and R rules then never ran."""
+    text = 'start: a b c\n!?a: "x"\n!b: "y"\n?c: "z"\n'
+    assert _convert(text, "lark") == 'root ::= a b c\na ::= "x"\nb ::= "y"\nc ::= "z"\n'
+    assert _lark_accepts(_lark_parser(text), "xyz") is True
+
+
 def test_lint_reads_sgclis_own_lark(tmp_path):
     from sgcli.lint import Linter, LintOptions
 

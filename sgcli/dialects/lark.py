@@ -35,7 +35,7 @@ from sgcli.dialects.reader import Reader
 from sgcli.dialects.regex_parse import parse_regex
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
-_HEADER = re.compile(r"[?!]?([A-Za-z_][A-Za-z0-9_-]*)(::\S+?)?(\{[^}\n]*\})?(\[[^\]\n]*\])?(\.-?\d+)?[ \t]*:(?!:)")
+_HEADER = re.compile(r"!?\??([A-Za-z_][A-Za-z0-9_-]*)(::\S+?)?(\{[^}\n]*\})?(\[[^\]\n]*\])?(\.-?\d+)?[ \t]*:(?!:)")
 _BRACES = re.compile(r"\{\s*(\d*)\s*(,?)\s*(\d*)\s*\}")
 _TILDE = re.compile(r"~\s*(\d+)(?:\s*\.\.\s*(\d+))?")
 _BLANKS = re.compile(r"[ \t]*")
