@@ -187,6 +187,20 @@ def test_schema_errors_point_at_the_keyword(smol_tokenizer, backend, schema, mes
     assert (info.value.location.line, info.value.location.col) == pointer_line_col
 
 
+def test_a_large_subschema_outlines_quotes_is_clipped_and_pointed_at(smol_tokenizer):
+    """outlines-core quotes the subschema it cannot read whole: a CloudFormation region table (cfn-lint's
+    data) put 8 KB of JSON into one error line. The quote is cut; the pointer says where it is."""
+    regions = {f"region-{i}": {"enum": [f"type.{j}.xlarge" for j in range(12)]} for i in range(40)}
+    schema = {"properties": {"InstanceType": regions}}
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema, indent=2), "s.json")
+    with pytest.raises(UserError) as info:
+        get_backend("outlines_core").compile(spec, smol_tokenizer.vocab)
+    message = info.value.message
+    assert message.startswith("JSON Schema rejected by outlines_core: Unsupported JSON Schema structure {")
+    assert len(message) < 300 and message.endswith(" chars) (at /properties/InstanceType)"), message
+    assert (info.value.location.line, info.value.location.col) == (3, 21)
+
+
 def test_auto_falls_back_with_the_reason(smol_tokenizer):
     schema = '{"type": "object", "properties": {"a": {"type": "string", "pattern": "(?=x)xy"}}}'
     compiled, fallbacks = compile_auto(ConstraintSpec(Kind.JSON_SCHEMA, schema, "s.json"), smol_tokenizer.vocab)

@@ -251,6 +251,9 @@ class OutlinesCoreBackend(LibraryBackend):
             from sgcli.backends.schema_warnings import iter_subschemas
 
             paths = [p for p, node in iter_subschemas(schema) if node == fragment][:1]
+            quoted = m.group(1)
+            if len(quoted) > _FRAGMENT_CHARS:  # outlines-core quotes the whole subschema: a root's is the file
+                first = f"Unsupported JSON Schema structure {quoted[:_FRAGMENT_CHARS]}... ({len(quoted):,} chars)"
         return schema_error(self.name, spec, first, paths)
 
     def _regex_error(self, spec: ConstraintSpec, regex: str, message: str) -> UserError:
@@ -275,6 +278,9 @@ class OutlinesCoreBackend(LibraryBackend):
         return positioned_error(
             self.name, spec, message, hint="outlines-core builds a DFA: no lookaround, backreferences or \\b"
         )
+
+
+_FRAGMENT_CHARS = 160  # of a subschema quoted in an error; the pointer says where the rest is
 
 
 # A marker outlines-core places wherever JSON whitespace may go (no schema text contains \x01).
