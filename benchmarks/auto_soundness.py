@@ -48,11 +48,11 @@ def suite_dir() -> Path:
 
 def cases(own: bool, suite: bool, real: bool = False, folder: Path | None = None):
     """(source, description, schema, tests) for every schema."""
-    folders = ([OWN] if own else []) + ([suite_dir()] if suite else [])
-    for folder in folders:
-        if not folder.is_dir():
-            raise SystemExit(f"not found: {folder} (set SGCLI_CORPORA for the suite)")
-        for path in sorted(folder.glob("*.json")):
+    case_folders = ([OWN] if own else []) + ([suite_dir()] if suite else [])
+    for cases_in in case_folders:  # not `folder`: that is the --folder argument, read below
+        if not cases_in.is_dir():
+            raise SystemExit(f"not found: {cases_in} (set SGCLI_CORPORA for the suite)")
+        for path in sorted(cases_in.glob("*.json")):
             for case in json.loads(path.read_text(encoding="utf-8")):
                 yield path.stem, case["description"], case["schema"], case["tests"]
     if real:
