@@ -1,0 +1,81 @@
+"""Real-world JSON Schemas that other tools ship inside their PyPI wheels: a third corpus beside the
+JSON Schema Store (`schema_store.py`) and Kubernetes (`kubernetes_schemas.py`), written by people who
+never had sgcli in mind.
+
+    pip download --no-deps -d WHEELS check-jsonschema==0.39.0 cfn-lint==1.58.0 nbformat==5.11.1 altair==6.3.0
+    python benchmarks/wheel_schemas.py WHEELS OUT_DIR [--cfn 60] [--cfn-other 25] [--seed 5]
+
+What it takes from each wheel (every other file is left alone):
+  check-jsonschema  the vendored CI and config schemas (`builtin_schemas/vendor/*.json`: GitHub
+                    workflows, GitLab CI, Azure Pipelines, Renovate, compose, ...), 26 files
+  cfn-lint          CloudFormation: `--cfn` of its resource schemas (~1,900 under a resources/
+                    folder) and `--cfn-other` of the rest (extensions, providers, functions), a
+                    seeded sample of each
+  nbformat          the Jupyter notebook format schemas (v3, v4.0 to v4.5)
+  altair            the Vega-Lite and Vega themes schemas (Vega-Lite's is 1.9 MB: over the default
+                    constraint limit, so an exit 2 that names the limit)
+Each goes to OUT_DIR/<wheel>_<path>.json, unchanged. Then:
+    python benchmarks/schema_crashes.py --folder OUT_DIR
+    python benchmarks/auto_soundness.py --suite-only --own-only --folder OUT_DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import zipfile
+from pathlib import Path
+
+# wheel project -> which of its files are taken (cfn-lint's are sampled in `write`)
+_TAKE = {
+    "check_jsonschema": lambda n: "/builtin_schemas/vendor/" in n,
+    "nbformat": lambda n: n.startswith("nbformat/") and n.endswith(".json") and "nbformat.v" in n,
+    "altair": lambda n: n.startswith("altair/vegalite/") and n.endswith(".json"),
+}
+
+
+def _members(wheel: zipfile.ZipFile) -> list[str]:
+    return sorted(n for n in wheel.namelist() if n.endswith(".json"))
+
+
+def write(wheels: Path, out: Path, cfn: int, cfn_other: int, seed: int) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    written = 0
+    for path in sorted(wheels.glob("*.whl")):
+        project = path.name.split("-")[0]
+        with zipfile.ZipFile(path) as wheel:
+            names = _members(wheel)
+            if project == "cfn_lint":
+                schemas = [n for n in names if n.startswith("cfnlint/data/schemas/")]
+                resources = [n for n in schemas if "/resources/" in n]  # schemas/resources/, other/resources/
+                others = [n for n in schemas if "/resources/" not in n]
+                chosen = rng.sample(resources, min(cfn, len(resources))) + rng.sample(
+                    others, min(cfn_other, len(others))
+                )
+            elif project in _TAKE:
+                chosen = [n for n in names if _TAKE[project](n)]
+            else:
+                continue
+            for name in chosen:
+                target = out / (project + "_" + name.replace("/", "_"))
+                target.write_bytes(wheel.read(name))
+                written += 1
+    return written
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("wheels", type=Path, help="folder holding the downloaded wheels")
+    parser.add_argument("out", type=Path, help="folder to write the schemas to")
+    parser.add_argument("--cfn", type=int, default=60, help="CloudFormation resource schemas to sample")
+    parser.add_argument("--cfn-other", type=int, default=25, help="other cfn-lint schemas to sample")
+    parser.add_argument("--seed", type=int, default=5)
+    args = parser.parse_args()
+    count = write(args.wheels, args.out, args.cfn, args.cfn_other, args.seed)
+    print(f"{count} schemas written to {args.out}")
+    return 0 if count else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
