@@ -115,6 +115,37 @@ def test_llguidance_leaves_the_checker_exactly_what_it_drops():
     assert bare_only >= 40 and checked >= 10
 
 
+def test_a_pattern_llguidance_cannot_match_is_left_to_the_checker_not_a_refusal():
+    """AWS's tag keys (`^(?!aws:).*`, cfn-lint's CloudFormation schemas): llguidance refused the whole
+    schema for one look-around. Now that pattern alone is left out of its grammar, named, and enforced
+    by sgcli's checker; every other keyword stays llguidance's."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "Key": {"type": "string", "pattern": "^(?!aws:)[a-z:]{1,8}$"},
+            "Word": {"type": "string", "pattern": "^\\bcat\\b$"},
+            "Id": {"type": "string", "pattern": "^[0-9]{2}$"},
+        },
+        "required": ["Key", "Word", "Id"],
+        "additionalProperties": False,
+    }
+    compiled = compile_for("llguidance", spec_of(schema), byte_vocab())[0]
+    gaps = compiled_gaps(compiled)
+    assert {(g.pointer, g.checker) for g in gaps} == {
+        ("/properties/Key/pattern", True),
+        ("/properties/Word/pattern", True),
+    }
+    assert isinstance(compiled, CheckedCompiled)
+    assert takes(compiled, {"Key": "ab:c", "Word": "cat", "Id": "12"})
+    assert not takes(compiled, {"Key": "aws:c", "Word": "cat", "Id": "12"})  # the look-ahead, by the checker
+    assert not takes(compiled, {"Key": "ab", "Word": "cat", "Id": "1x"})  # the grammar's own pattern
+    assert not takes(compiled, {"Key": "ab", "Word": "cat", "Id": "12", "x": 1})
+    # inside a Lark grammar's sub-schema there is no checker: still llguidance's refusal, never a drop
+    lark = ConstraintSpec(Kind.LARK, "start: @a\n", "g.lark", subgrammars=(("a", spec_of(schema)),))
+    with pytest.raises(UserError, match="look-around"):
+        get_backend("llguidance").compile(lark, byte_vocab())
+
+
 def test_gaps_are_named_at_their_pointers_through_refs_and_conditionals():
     schema = {
         "$defs": {"tags": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}},

@@ -8,6 +8,7 @@ state, not exceptions; this adapter turns them into positioned `UserError`s.
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -124,12 +125,14 @@ def _schema_entry(spec: ConstraintSpec, schema=None, *, lenient: bool = False) -
     return {"json_schema": schema}
 
 
-def _schema_grammar(spec: ConstraintSpec, schema) -> str:
+def _schema_grammar(spec: ConstraintSpec, schema, *, as_written: bool = True) -> str:
     """The top-level grammar JSON of a `--schema` (lenient, see `_schema_entry`). Where only `x-guidance`
     is added, it goes into the schema's own text instead of encoding the parsed schema again (2 ms of
-    a 240 KB schema's 20 ms compile); the text was parsed strictly, so llguidance reads the same value."""
+    a 240 KB schema's 20 ms compile); the text was parsed strictly, so llguidance reads the same value.
+    `as_written`: `schema` is the spec's own (False: a rewritten copy, which must be encoded)."""
     if (
-        isinstance(schema, dict)
+        as_written
+        and isinstance(schema, dict)
         and schema
         and "x-guidance" not in schema
         and not spec.json_options.strict_properties
@@ -140,6 +143,57 @@ def _schema_grammar(spec: ConstraintSpec, schema) -> str:
             options = json.dumps({**json_overrides(spec), "lenient": True})
             return '{"grammars":[{"json_schema":' + body[:-1] + ',"x-guidance":' + options + "}}]}"
     return json.dumps({"grammars": [_schema_entry(spec, schema, lenient=True)]})
+
+
+# What llguidance's regex engine (a DFA over bytes) cannot match: its "look-around ... not supported"
+# refusals. A cheap look at the schema's text first: most schemas hold none, and pay no walk.
+_UNMATCHABLE = {"lookahead", "negative lookahead", "lookbehind", "negative lookbehind", "backreference"}
+_UNMATCHABLE |= {"word boundary", "non-word-boundary"}
+# (two searches, each with a literal prefix re scans for: 4x quicker than one alternation, 0.14 ms on 233 KB)
+_UNMATCHABLE_HINTS = (re.compile(r"\(\?<?[=!]"), re.compile(r"\\\\[bBk1-9]"))
+
+
+def _unmatchable_patterns(text: str, schema) -> list[tuple[str, str]]:
+    """(pointer, why) of each `pattern` llguidance cannot match: look-around, a backreference, `\\b`.
+    Left out of its grammar, each is a gap sgcli's schema checker enforces with Python's `re` (which has
+    them all), where llguidance would refuse the whole schema: AWS's `^(?!aws:).*` tag keys did, in a
+    quarter of cfn-lint's CloudFormation schemas. A `patternProperties` key is left to llguidance: it
+    decides which properties a subschema covers, so it cannot be dropped."""
+    if not any(hint.search(text) for hint in _UNMATCHABLE_HINTS):
+        return []
+    from sgcli.backends.schema_warnings import iter_subschemas
+    from sgcli.constraints.jsonpos import pointer_of
+    from sgcli.dialects.regex_parse import ParseError, parse_regex
+
+    found = []
+    for path, node in iter_subschemas(schema):
+        pattern = node.get("pattern")
+        if not isinstance(pattern, str):
+            continue
+        try:
+            features = [f.what for f in parse_regex(pattern).features if f.what in _UNMATCHABLE]
+        except ParseError:
+            continue  # llguidance says what is wrong with it
+        if features:
+            why = f"`pattern` has a {features[0]}, which llguidance cannot match: sgcli's schema checker enforces it"
+            found.append((pointer_of(path + ("pattern",)), why))
+    return found
+
+
+def _without_patterns(schema: dict, unmatchable: list[tuple[str, str]]) -> dict:
+    """A copy of `schema` without the `pattern`s at those pointers."""
+    import copy
+
+    from sgcli.constraints.jsonpos import pointer_parts
+
+    out = copy.deepcopy(schema)
+    for pointer, _ in unmatchable:
+        *parents, last = pointer_parts(pointer)
+        node = out
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        node.pop(last, None)
+    return out
 
 
 class LLGuidanceBackend(LibraryBackend):
@@ -193,7 +247,8 @@ class LLGuidanceBackend(LibraryBackend):
         tok = self.tokenizer(vocab)
         t = time.perf_counter()
         schema = spec.schema() if spec.kind is Kind.JSON_SCHEMA else None  # once: grammar, error, warnings
-        grammar = self.grammar(spec, tok, schema=schema)
+        unmatchable = _unmatchable_patterns(spec.text, schema) if schema is not None else []
+        grammar = self.grammar(spec, tok, schema=_without_patterns(schema, unmatchable) if unmatchable else schema)
         with capture_fd2() as native_log:
             # errors are state; no stderr noise while decoding. Its error and warnings are those of
             # validate_grammar_with_warnings (the same on all 383 suite schemas), which would compile twice.
@@ -203,6 +258,7 @@ class LLGuidanceBackend(LibraryBackend):
         elapsed = time.perf_counter() - t
         messages = prototype.get_grammar_warnings() + native_log
         warnings = self._warnings(spec, messages, schema) if messages else []
+        warnings += [CompileWarning(why, pointer) for pointer, why in unmatchable]  # the checker's gaps
         note = dialect_of(schema).note
         if note:
             warnings.append(CompileWarning(note))
@@ -217,7 +273,7 @@ class LLGuidanceBackend(LibraryBackend):
 
         kind = spec.kind
         if kind is Kind.JSON_SCHEMA:
-            return _schema_grammar(spec, spec.schema() if schema is None else schema)
+            return _schema_grammar(spec, spec.schema() if schema is None else schema, as_written=schema is None)
         if kind is Kind.REGEX:
             return llg.LLMatcher.grammar_from_regex(spec.text)
         if kind is Kind.CHOICE:
