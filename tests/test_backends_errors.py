@@ -287,3 +287,14 @@ def test_an_error_crosses_a_child_pipe_as_json_and_renders_the_same():
     ):
         again = UserError.from_json(json.loads(json.dumps(error.as_json())))
         assert again.render() == error.render() and again.location == error.location
+
+
+def test_llguidance_names_the_subschema_it_was_building():
+    """ "Unable to determine if regex is empty: ... while processing json-schema:///#/definitions/X" (a
+    CloudFormation schema's pattern beside maxLength): placed at that subschema, URI-decoded."""
+    from sgcli.backends.schema_warnings import paths_for
+
+    schema = {"definitions": {"A B": {"items": [{"type": "string"}, {"type": "string", "pattern": "x"}]}}}
+    message = "Unable to determine if regex is empty: (And ...) while processing json-schema:///#/definitions/"
+    assert paths_for(schema, message + "A%20B/items/1") == [("definitions", "A B", "items", 1)]
+    assert paths_for(schema, message + "Nowhere") == []
