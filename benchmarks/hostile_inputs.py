@@ -518,6 +518,8 @@ def flag_cases() -> list[Case]:
             ["--resume", "--force"],
         ),
         ("--compact and --indent", gen(*SCHEMA, "--json-whitespace", "compact", "--indent", "2", "x"), ["--indent"]),
+        ("--indent with a regex", gen("--regex", "[a-z]+", "--indent", "2", "x"), ["--indent", "no JSON"]),
+        ("--strict-properties with GBNF", ["compile", "@sql", "--strict-properties"], ["--strict-properties"]),
         ("--engine openai without --base-url", ["generate", "--engine", "openai", *SCHEMA, "x"], ["--base-url"]),
         (
             "--base-url not a url",
