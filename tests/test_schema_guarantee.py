@@ -138,8 +138,18 @@ def test_a_pattern_llguidance_cannot_match_is_left_to_the_checker_not_a_refusal(
     assert isinstance(compiled, CheckedCompiled)
     assert takes(compiled, {"Key": "ab:c", "Word": "cat", "Id": "12"})
     assert not takes(compiled, {"Key": "aws:c", "Word": "cat", "Id": "12"})  # the look-ahead, by the checker
+    bare = compiled.inner  # the grammar keeps the rest of the pattern: its class and its bound {1,8}
+    assert takes(bare, {"Key": "aws:c", "Word": "cat", "Id": "12"})
+    assert not takes(bare, {"Key": "abcdefghi", "Word": "cat", "Id": "12"})
+    assert not takes(bare, {"Key": "AB", "Word": "cat", "Id": "12"})
     assert not takes(compiled, {"Key": "ab", "Word": "cat", "Id": "1x"})  # the grammar's own pattern
     assert not takes(compiled, {"Key": "ab", "Word": "cat", "Id": "12", "x": 1})
+    # relaxed, DocumentDB's collection-name pattern still has `^` mid-pattern, which llguidance refuses:
+    # then the pattern is left out of its grammar altogether, and the checker still enforces it
+    mid_anchors = {"type": "string", "pattern": "^(^(?!(system\\x2e)))(^[_a-zA-Z0-9])([^$]*)$"}
+    compiled = compile_for("llguidance", spec_of(mid_anchors), byte_vocab())[0]
+    assert [(g.pointer, g.checker) for g in compiled_gaps(compiled)] == [("/pattern", True)]
+    assert takes(compiled, "users") and not takes(compiled, "system.users") and not takes(compiled, "-x")
     # inside a Lark grammar's sub-schema there is no checker: still llguidance's refusal, never a drop
     lark = ConstraintSpec(Kind.LARK, "start: @a\n", "g.lark", subgrammars=(("a", spec_of(schema)),))
     with pytest.raises(UserError, match="look-around"):

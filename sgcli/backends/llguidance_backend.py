@@ -153,12 +153,13 @@ _UNMATCHABLE |= {"word boundary", "non-word-boundary"}
 _UNMATCHABLE_HINTS = (re.compile(r"\(\?<?[=!]"), re.compile(r"\\\\[bBk1-9]"))
 
 
-def _unmatchable_patterns(text: str, schema) -> list[tuple[str, str]]:
-    """(pointer, why) of each `pattern` llguidance cannot match: look-around, a backreference, `\\b`.
-    Left out of its grammar, each is a gap sgcli's schema checker enforces with Python's `re` (which has
-    them all), where llguidance would refuse the whole schema: AWS's `^(?!aws:).*` tag keys did, in a
-    quarter of cfn-lint's CloudFormation schemas. A `patternProperties` key is left to llguidance: it
-    decides which properties a subschema covers, so it cannot be dropped."""
+def _unmatchable_patterns(text: str, schema) -> list[tuple[str, str, str]]:
+    """(pointer, relaxed pattern, why) of each `pattern` llguidance cannot match: look-around, a
+    backreference, `\\b`. llguidance would refuse the whole schema (AWS's `^(?!aws:).*` tag keys did, in
+    a quarter of cfn-lint's CloudFormation schemas); instead its grammar takes the pattern relaxed
+    (`_relaxed`: a superset that keeps the pattern's classes and bounds), and sgcli's schema checker
+    enforces the whole pattern with Python's `re`, which has all of these. A `patternProperties` key
+    is left to llguidance: it decides which properties a subschema covers."""
     if not any(hint.search(text) for hint in _UNMATCHABLE_HINTS):
         return []
     from sgcli.backends.schema_warnings import iter_subschemas
@@ -171,28 +172,46 @@ def _unmatchable_patterns(text: str, schema) -> list[tuple[str, str]]:
         if not isinstance(pattern, str):
             continue
         try:
-            features = [f.what for f in parse_regex(pattern).features if f.what in _UNMATCHABLE]
+            features = [f for f in parse_regex(pattern).features if f.what in _UNMATCHABLE]
         except ParseError:
             continue  # llguidance says what is wrong with it
         if features:
-            why = f"`pattern` has a {features[0]}, which llguidance cannot match: sgcli's schema checker enforces it"
-            found.append((pointer_of(path + ("pattern",)), why))
+            why = (
+                f"`pattern` has a {features[0].what}, which llguidance cannot match: its grammar takes the "
+                "pattern without it, and sgcli's schema checker enforces the whole pattern"
+            )
+            found.append((pointer_of(path + ("pattern",)), _relaxed(pattern, features), why))
     return found
 
 
-def _without_patterns(schema: dict, unmatchable: list[tuple[str, str]]) -> dict:
-    """A copy of `schema` without the `pattern`s at those pointers."""
+def _relaxed(pattern: str, features) -> str:
+    """`pattern` with each assertion made empty and each backreference any text: every string the
+    pattern matches, the relaxed one matches too (so the checker, not the grammar, narrows it)."""
+    out, at = [], 0
+    for f in sorted(features, key=lambda f: (f.pos, -f.end)):
+        if f.pos < at:
+            continue  # inside one already replaced
+        out += [pattern[at : f.pos], "(?:[\\s\\S]*)" if f.what == "backreference" else "(?:)"]
+        at = f.end
+    return "".join(out) + pattern[at:]
+
+
+def _with_patterns(schema: dict, patterns: list[tuple[str, str | None]]) -> dict:
+    """A copy of `schema` with the `pattern` at each pointer replaced (None: removed)."""
     import copy
 
     from sgcli.constraints.jsonpos import pointer_parts
 
     out = copy.deepcopy(schema)
-    for pointer, _ in unmatchable:
+    for pointer, pattern in patterns:
         *parents, last = pointer_parts(pointer)
         node = out
         for part in parents:
             node = node[int(part)] if isinstance(node, list) else node[part]
-        node.pop(last, None)
+        if pattern is None:
+            node.pop(last, None)
+        else:
+            node[last] = pattern
     return out
 
 
@@ -248,17 +267,22 @@ class LLGuidanceBackend(LibraryBackend):
         t = time.perf_counter()
         schema = spec.schema() if spec.kind is Kind.JSON_SCHEMA else None  # once: grammar, error, warnings
         unmatchable = _unmatchable_patterns(spec.text, schema) if schema is not None else []
-        grammar = self.grammar(spec, tok, schema=_without_patterns(schema, unmatchable) if unmatchable else schema)
+        relaxed = [(pointer, pattern) for pointer, pattern, _ in unmatchable]
+        grammar = self.grammar(spec, tok, schema=_with_patterns(schema, relaxed) if unmatchable else schema)
         with capture_fd2() as native_log:
             # errors are state; no stderr noise while decoding. Its error and warnings are those of
             # validate_grammar_with_warnings (the same on all 383 suite schemas), which would compile twice.
             prototype = llg.LLMatcher(tok, grammar, log_level=0)
+            if unmatchable and prototype.is_error():  # a relaxed pattern it still cannot read: none, then
+                dropped = [(pointer, None) for pointer, _ in relaxed]
+                grammar = self.grammar(spec, tok, schema=_with_patterns(schema, dropped))
+                prototype = llg.LLMatcher(tok, grammar, log_level=0)
         if prototype.is_error():
             raise self._error(spec, prototype.get_error(), schema)
         elapsed = time.perf_counter() - t
         messages = prototype.get_grammar_warnings() + native_log
         warnings = self._warnings(spec, messages, schema) if messages else []
-        warnings += [CompileWarning(why, pointer) for pointer, why in unmatchable]  # the checker's gaps
+        warnings += [CompileWarning(why, pointer) for pointer, _, why in unmatchable]  # the checker's gaps
         note = dialect_of(schema).note
         if note:
             warnings.append(CompileWarning(note))
