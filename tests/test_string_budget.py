@@ -23,6 +23,7 @@ def _flagged(schema, budget: int = 256) -> list[str]:
         {"type": "string", "const": "x"},
         {"type": "string", "format": "date-time"},
         {"type": "string", "pattern": "^[a-z]{1,8}(-[0-9]{2})?$"},
+        {"type": "string", "pattern": "^(?!aws:).{1,128}$"},  # a look-ahead is zero width (CloudFormation's tags)
         {"type": "integer"},
     ],
 )
@@ -39,6 +40,7 @@ def test_bounded_strings_and_other_types_pass(node):
         {"type": "string", "pattern": "[a-z]{1,8}"},  # a search: more text may surround it
         {"type": "string", "pattern": "^[a-z]+$"},
         {"type": "string", "pattern": "^(a{1,3}$"},  # unreadable: not counted as a bound
+        {"type": "string", "pattern": "^(a{1,3})\\1$"},  # a backreference: not counted either
     ],
 )
 def test_unbounded_strings_are_named_at_their_pointer(node):

@@ -115,6 +115,9 @@ def _max_length(node: Node) -> int | None:
     if isinstance(node, Rep):
         body = _max_length(node.body)
         return None if node.max is None or body is None else node.max * body
-    if isinstance(node, Opaque) and node.sample == "" and not node.children:
-        return 0  # an anchor: zero width
-    return None  # a backreference, a lookaround: not counted as a bound
+    if isinstance(node, Opaque) and node.sample == "" and (not node.children or node.what in _ASSERTIONS):
+        return 0  # an anchor, a look-around: zero width (`^(?!aws:).{1,128}$` ends by 128)
+    return None  # a backreference: not counted as a bound
+
+
+_ASSERTIONS = frozenset({"lookahead", "negative lookahead", "lookbehind", "negative lookbehind"})
