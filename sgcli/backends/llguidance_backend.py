@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from sgcli.backends.base import Capabilities, Compiled, CompileWarning, LibraryBackend, SchemaKeywords
@@ -19,7 +19,9 @@ from sgcli.backends.json_layout import json_overrides, strict_schema
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.schema_warnings import compile_warnings
 from sgcli.constraints.dialect import dialect_of
+from sgcli.constraints.jsonpos import pointer_of
 from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
+from sgcli.dialects.regex_parse import LOOKAROUNDS
 from sgcli.errors import Location, UserError, offset_to_line_col
 from sgcli.tokenizers.vocab import Vocab
 
@@ -125,14 +127,15 @@ def _schema_entry(spec: ConstraintSpec, schema=None, *, lenient: bool = False) -
     return {"json_schema": schema}
 
 
-def _schema_grammar(spec: ConstraintSpec, schema, *, as_written: bool = True) -> str:
-    """The top-level grammar JSON of a `--schema` (lenient, see `_schema_entry`). Where only `x-guidance`
-    is added, it goes into the schema's own text instead of encoding the parsed schema again (2 ms of
-    a 240 KB schema's 20 ms compile); the text was parsed strictly, so llguidance reads the same value.
-    `as_written`: `schema` is the spec's own (False: a rewritten copy, which must be encoded)."""
+def _schema_grammar(spec: ConstraintSpec, schema, unmatchable: list[Unmatchable] | tuple = ()) -> str:
+    """The top-level grammar JSON of a `--schema` (lenient, see `_schema_entry`), with each pattern of
+    `unmatchable` replaced as it says. Where only `x-guidance` is added, it goes into the schema's own
+    text instead of encoding the parsed schema again (2 ms of a 240 KB schema's 20 ms compile); the
+    text was parsed strictly, so llguidance reads the same value."""
+    if unmatchable:  # a rewritten copy: encoded
+        return json.dumps({"grammars": [_schema_entry(spec, _with_patterns(schema, unmatchable), lenient=True)]})
     if (
-        as_written
-        and isinstance(schema, dict)
+        isinstance(schema, dict)
         and schema
         and "x-guidance" not in schema
         and not spec.json_options.strict_properties
@@ -147,23 +150,39 @@ def _schema_grammar(spec: ConstraintSpec, schema, *, as_written: bool = True) ->
 
 # What llguidance's regex engine (a DFA over bytes) cannot match: its "look-around ... not supported"
 # refusals. A cheap look at the schema's text first: most schemas hold none, and pay no walk.
-_UNMATCHABLE = {"lookahead", "negative lookahead", "lookbehind", "negative lookbehind", "backreference"}
-_UNMATCHABLE |= {"word boundary", "non-word-boundary"}
+_UNMATCHABLE = LOOKAROUNDS | {"backreference", "word boundary", "non-word-boundary"}
 # (two searches, each with a literal prefix re scans for: 4x quicker than one alternation, 0.14 ms on 233 KB)
 _UNMATCHABLE_HINTS = (re.compile(r"\(\?<?[=!]"), re.compile(r"\\\\[bBk1-9]"))
 
 
-def _unmatchable_patterns(text: str, schema) -> list[tuple[str, str, str]]:
-    """(pointer, relaxed pattern, why) of each `pattern` llguidance cannot match: look-around, a
-    backreference, `\\b`. llguidance would refuse the whole schema (AWS's `^(?!aws:).*` tag keys did, in
-    a quarter of cfn-lint's CloudFormation schemas); instead its grammar takes the pattern relaxed
-    (`_relaxed`: a superset that keeps the pattern's classes and bounds), and sgcli's schema checker
-    enforces the whole pattern with Python's `re`, which has all of these. A `patternProperties` key
-    is left to llguidance: it decides which properties a subschema covers."""
-    if not any(hint.search(text) for hint in _UNMATCHABLE_HINTS):
+@dataclass(frozen=True)
+class Unmatchable:
+    """A `pattern` llguidance cannot match (for its `feature`), in the subschema at `path`, and what its
+    grammar gets instead: `relaxed`, or None (left out)."""
+
+    path: tuple
+    feature: str
+    relaxed: str | None
+
+    def warning(self) -> CompileWarning:
+        instead = "its grammar takes the pattern without it" if self.relaxed is not None else "it is left out"
+        message = (
+            f"`pattern` has a {self.feature}, which llguidance cannot match: {instead}, and sgcli's schema "
+            "checker enforces the whole pattern"
+        )
+        return CompileWarning(message, pointer_of(self.path + ("pattern",)))
+
+
+def _unmatchable_patterns(text: str, schema) -> list[Unmatchable]:
+    """Each `pattern` llguidance cannot match: look-around, a backreference, `\\b`. llguidance would
+    refuse the whole schema (AWS's `^(?!aws:).*` tag keys did, in a quarter of cfn-lint's CloudFormation
+    schemas); instead its grammar takes the pattern relaxed (`_relaxed`: a superset that keeps the
+    pattern's classes and bounds), and sgcli's schema checker enforces the whole pattern with Python's
+    `re`, which has all of these. A `patternProperties` key is left to llguidance: it decides which
+    properties a subschema covers."""
+    if not isinstance(schema, dict) or not any(hint.search(text) for hint in _UNMATCHABLE_HINTS):
         return []
     from sgcli.backends.schema_warnings import iter_subschemas
-    from sgcli.constraints.jsonpos import pointer_of
     from sgcli.dialects.regex_parse import ParseError, parse_regex
 
     found = []
@@ -176,11 +195,7 @@ def _unmatchable_patterns(text: str, schema) -> list[tuple[str, str, str]]:
         except ParseError:
             continue  # llguidance says what is wrong with it
         if features:
-            why = (
-                f"`pattern` has a {features[0].what}, which llguidance cannot match: its grammar takes the "
-                "pattern without it, and sgcli's schema checker enforces the whole pattern"
-            )
-            found.append((pointer_of(path + ("pattern",)), _relaxed(pattern, features), why))
+            found.append(Unmatchable(path, features[0].what, _relaxed(pattern, features)))
     return found
 
 
@@ -196,22 +211,19 @@ def _relaxed(pattern: str, features) -> str:
     return "".join(out) + pattern[at:]
 
 
-def _with_patterns(schema: dict, patterns: list[tuple[str, str | None]]) -> dict:
-    """A copy of `schema` with the `pattern` at each pointer replaced (None: removed)."""
+def _with_patterns(schema: dict, unmatchable: list[Unmatchable]) -> dict:
+    """A copy of `schema` with each of those patterns relaxed (or removed)."""
     import copy
 
-    from sgcli.constraints.jsonpos import pointer_parts
-
     out = copy.deepcopy(schema)
-    for pointer, pattern in patterns:
-        *parents, last = pointer_parts(pointer)
+    for u in unmatchable:
         node = out
-        for part in parents:
-            node = node[int(part)] if isinstance(node, list) else node[part]
-        if pattern is None:
-            node.pop(last, None)
+        for part in u.path:
+            node = node[part]
+        if u.relaxed is None:
+            node.pop("pattern", None)
         else:
-            node[last] = pattern
+            node["pattern"] = u.relaxed
     return out
 
 
@@ -267,22 +279,21 @@ class LLGuidanceBackend(LibraryBackend):
         t = time.perf_counter()
         schema = spec.schema() if spec.kind is Kind.JSON_SCHEMA else None  # once: grammar, error, warnings
         unmatchable = _unmatchable_patterns(spec.text, schema) if schema is not None else []
-        relaxed = [(pointer, pattern) for pointer, pattern, _ in unmatchable]
-        grammar = self.grammar(spec, tok, schema=_with_patterns(schema, relaxed) if unmatchable else schema)
+        grammar = self.grammar(spec, tok, schema=schema, unmatchable=unmatchable)
         with capture_fd2() as native_log:
             # errors are state; no stderr noise while decoding. Its error and warnings are those of
             # validate_grammar_with_warnings (the same on all 383 suite schemas), which would compile twice.
             prototype = llg.LLMatcher(tok, grammar, log_level=0)
             if unmatchable and prototype.is_error():  # a relaxed pattern it still cannot read: none, then
-                dropped = [(pointer, None) for pointer, _ in relaxed]
-                grammar = self.grammar(spec, tok, schema=_with_patterns(schema, dropped))
+                unmatchable = [replace(u, relaxed=None) for u in unmatchable]
+                grammar = self.grammar(spec, tok, schema=schema, unmatchable=unmatchable)
                 prototype = llg.LLMatcher(tok, grammar, log_level=0)
         if prototype.is_error():
             raise self._error(spec, prototype.get_error(), schema)
         elapsed = time.perf_counter() - t
         messages = prototype.get_grammar_warnings() + native_log
         warnings = self._warnings(spec, messages, schema) if messages else []
-        warnings += [CompileWarning(why, pointer) for pointer, _, why in unmatchable]  # the checker's gaps
+        warnings += [u.warning() for u in unmatchable]  # gaps sgcli's schema checker takes
         note = dialect_of(schema).note
         if note:
             warnings.append(CompileWarning(note))
@@ -290,14 +301,18 @@ class LLGuidanceBackend(LibraryBackend):
 
     # ---- building the grammar ----
 
-    def grammar(self, spec: ConstraintSpec, tok=None, *, schema=None) -> str:
+    def grammar(self, spec: ConstraintSpec, tok=None, *, schema=None, unmatchable=None) -> str:
         """The llguidance grammar (Lark text or top-level grammar JSON) for `spec` (`schema`: its
-        parsed JSON Schema, when the caller has it)."""
+        parsed JSON Schema, and `unmatchable`: its patterns llguidance cannot match, when the caller
+        has them)."""
         import llguidance as llg
 
         kind = spec.kind
         if kind is Kind.JSON_SCHEMA:
-            return _schema_grammar(spec, spec.schema() if schema is None else schema, as_written=schema is None)
+            schema = spec.schema() if schema is None else schema
+            if unmatchable is None:
+                unmatchable = _unmatchable_patterns(spec.text, schema)
+            return _schema_grammar(spec, schema, unmatchable)
         if kind is Kind.REGEX:
             return llg.LLMatcher.grammar_from_regex(spec.text)
         if kind is Kind.CHOICE:

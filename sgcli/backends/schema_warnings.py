@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 from sgcli.backends.base import CompileWarning
 from sgcli.backends.diagnostics import native_message
-from sgcli.constraints.jsonpos import pointer_of
+from sgcli.constraints.jsonpos import pointer_of, resolve_ref
 from sgcli.constraints.spec import Kind
 
 # Keywords whose value is one subschema / a map of subschemas / a list of subschemas.
@@ -128,28 +128,17 @@ def _named_keywords(text: str) -> tuple[str, ...]:
     return names if len(names) == len(text.split("/")) else ()
 
 
-def _at_pointer(schema, pointer: str) -> list[tuple]:
-    """The path of the subschema at `pointer` (URI-encoded, as llguidance writes it), if it is there."""
-    from urllib.parse import unquote
-
-    from sgcli.constraints.jsonpos import pointer_parts
-
-    node, path = schema, ()
-    for part in pointer_parts(unquote(pointer)):
-        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node, path = node[int(part)], path + (int(part),)
-        elif isinstance(node, dict) and part in node:
-            node, path = node[part], path + (part,)
-        else:
-            return []
-    return [path]
+def _subschema_at(schema, ref: str) -> list[tuple]:
+    """The path of the subschema a local reference names (URI-encoded, as llguidance writes it)."""
+    found = resolve_ref(schema, ref)
+    return [found[1]] if found else []
 
 
 # (what the message says, how to find the places it can be about)
 _RULES: list[tuple[re.Pattern, Callable[[object, re.Match], list[tuple]]]] = [
     # llguidance names the subschema it was building ("Unable to determine if regex is empty: ...
     # while processing json-schema:///#/definitions/X"): the most precise place there is
-    (re.compile(r"while processing json-schema:///#(/[^\s)]*)"), lambda s, m: _at_pointer(s, m.group(1))),
+    (re.compile(r"while processing json-schema:///(#/[^\s)]*)"), lambda s, m: _subschema_at(s, m.group(1))),
     (
         re.compile(r"allOf with multiple", re.I),
         lambda s, m: find(s, lambda n: "allOf" if isinstance(n.get("allOf"), list) and len(n["allOf"]) > 1 else None),

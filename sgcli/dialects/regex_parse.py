@@ -53,6 +53,15 @@ _CHAR_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0
 _QUANT = re.compile(r"\{(\d*)(,?)(\d*)\}")
 
 
+_LOOKAROUND_PREFIXES = (
+    ("?<=", "lookbehind"),
+    ("?<!", "negative lookbehind"),
+    ("?=", "lookahead"),
+    ("?!", "negative lookahead"),
+)
+LOOKAROUNDS = frozenset(what for _, what in _LOOKAROUND_PREFIXES)  # zero-width assertions, by `what`
+
+
 @dataclass(frozen=True)
 class RegexFeature:
     """Something in a regex that a finite automaton over tokens cannot express."""
@@ -166,13 +175,7 @@ class _Parser:
 
     def _group(self, start: int) -> Node:
         self.i += 1
-        kinds = [
-            ("?<=", "lookbehind"),
-            ("?<!", "negative lookbehind"),
-            ("?=", "lookahead"),
-            ("?!", "negative lookahead"),
-        ]
-        for prefix, what in kinds:
+        for prefix, what in _LOOKAROUND_PREFIXES:
             if self.src.startswith(prefix, self.i):
                 self.i += len(prefix)
                 inner = self.alternatives()

@@ -14,7 +14,7 @@ from __future__ import annotations
 from sgcli.backends.schema_warnings import iter_subschemas
 from sgcli.constraints.jsonpos import SchemaText, pointer_of
 from sgcli.dialects.grammar_model import Alt, Chars, Lit, Node, Opaque, ParseError, Rep, Seq
-from sgcli.dialects.regex_parse import parse_regex
+from sgcli.dialects.regex_parse import LOOKAROUNDS, parse_regex
 from sgcli.lint.diagnostic import Diagnostic, at_offset
 
 CHARS_PER_TOKEN = 3
@@ -115,9 +115,6 @@ def _max_length(node: Node) -> int | None:
     if isinstance(node, Rep):
         body = _max_length(node.body)
         return None if node.max is None or body is None else node.max * body
-    if isinstance(node, Opaque) and node.sample == "" and (not node.children or node.what in _ASSERTIONS):
-        return 0  # an anchor, a look-around: zero width (`^(?!aws:).{1,128}$` ends by 128)
+    if isinstance(node, Opaque) and (node.what in LOOKAROUNDS or (node.sample == "" and not node.children)):
+        return 0  # a look-around, an anchor: zero width (`^(?!aws:).{1,128}$` ends by 128)
     return None  # a backreference: not counted as a bound
-
-
-_ASSERTIONS = frozenset({"lookahead", "negative lookahead", "lookbehind", "negative lookbehind"})
