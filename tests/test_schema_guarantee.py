@@ -156,6 +156,33 @@ def test_a_pattern_llguidance_cannot_match_is_left_to_the_checker_not_a_refusal(
         get_backend("llguidance").compile(lark, byte_vocab())
 
 
+def test_a_pattern_llguidance_cannot_decide_beside_a_length_is_left_to_the_checker():
+    """cfn-lint's IAM policy path: an unanchored search under `maxLength: 512` made llguidance say
+    "Unable to determine if regex is empty" and refuse the whole schema. Now that pattern is left out of
+    its grammar, which keeps the length (the string stays bounded), and the checker enforces it."""
+    path = {"type": "string", "minLength": 1, "maxLength": 512, "pattern": "((/[A-Za-z0-9\\.,\\+@=_-]+)*)/"}
+    schema = {
+        "type": "object",
+        "properties": {"Path": path, "Id": {"type": "string", "pattern": "^[0-9]{2}$"}},
+        "required": ["Path", "Id"],
+        "additionalProperties": False,
+    }
+    import llguidance as llg  # the library alone refuses it
+
+    alone = json.dumps({"grammars": [{"json_schema": path}]})
+    assert "Unable to determine if regex is empty" in llg.LLMatcher.validate_grammar_with_warnings(alone)[1][0]
+    compiled = compile_for("llguidance", spec_of(schema), byte_vocab())[0]
+    assert [(g.pointer, g.checker) for g in compiled_gaps(compiled)] == [("/properties/Path/pattern", True)]
+    assert any("cannot decide" in w.message for w in compiled.warnings)
+    assert takes(compiled, {"Path": "/a/b/", "Id": "12"})
+    assert not takes(compiled, {"Path": "no slash", "Id": "12"})  # the pattern, by the checker
+    bare = compiled.inner
+    assert takes(bare, {"Path": "no slash", "Id": "12"})
+    assert not takes(bare, {"Path": "/" * 513, "Id": "12"})  # the grammar keeps the length
+    assert not takes(bare, {"Path": "", "Id": "12"})
+    assert not takes(compiled, {"Path": "/", "Id": "1x"})  # the grammar's own pattern
+
+
 def test_gaps_are_named_at_their_pointers_through_refs_and_conditionals():
     schema = {
         "$defs": {"tags": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}},

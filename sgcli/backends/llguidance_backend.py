@@ -157,19 +157,16 @@ _UNMATCHABLE_HINTS = (re.compile(r"\(\?<?[=!]"), re.compile(r"\\\\[bBk1-9]"))
 
 @dataclass(frozen=True)
 class Unmatchable:
-    """A `pattern` llguidance cannot match (for its `feature`), in the subschema at `path`, and what its
-    grammar gets instead: `relaxed`, or None (left out)."""
+    """A `pattern` llguidance cannot take, in the subschema at `path`: `why` (it has a look-around, ...),
+    and what its grammar gets instead: `relaxed`, or None (left out)."""
 
     path: tuple
-    feature: str
+    why: str
     relaxed: str | None
 
     def warning(self) -> CompileWarning:
-        instead = "its grammar takes the pattern without it" if self.relaxed is not None else "it is left out"
-        message = (
-            f"`pattern` has a {self.feature}, which llguidance cannot match: {instead}, and sgcli's schema "
-            "checker enforces the whole pattern"
-        )
+        instead = "its grammar takes the pattern without it" if self.relaxed is not None else "its grammar omits it"
+        message = f"`pattern` {self.why}: {instead}, and sgcli's schema checker enforces the whole pattern"
         return CompileWarning(message, pointer_of(self.path + ("pattern",)))
 
 
@@ -195,7 +192,8 @@ def _unmatchable_patterns(text: str, schema) -> list[Unmatchable]:
         except ParseError:
             continue  # llguidance says what is wrong with it
         if features:
-            found.append(Unmatchable(path, features[0].what, _relaxed(pattern, features)))
+            why = f"has a {features[0].what}, which llguidance cannot match"
+            found.append(Unmatchable(path, why, _relaxed(pattern, features)))
     return found
 
 
@@ -211,20 +209,54 @@ def _relaxed(pattern: str, features) -> str:
     return "".join(out) + pattern[at:]
 
 
+def _at(schema, path: tuple):
+    for part in path:
+        schema = schema[part]
+    return schema
+
+
 def _with_patterns(schema: dict, unmatchable: list[Unmatchable]) -> dict:
     """A copy of `schema` with each of those patterns relaxed (or removed)."""
     import copy
 
     out = copy.deepcopy(schema)
     for u in unmatchable:
-        node = out
-        for part in u.path:
-            node = node[part]
+        node = _at(out, u.path)
         if u.relaxed is None:
             node.pop("pattern", None)
         else:
             node["pattern"] = u.relaxed
     return out
+
+
+# llguidance's emptiness check gives up on some patterns beside a length ("Unable to determine if regex
+# is empty: (And (SearchRegex /P/) (Regex /(?s:.{1,512})/))": an unanchored search under a long
+# `maxLength`, a cfn-lint IAM path) and refuses the whole schema. Its regexes are written `/.../`.
+_UNDECIDED = "Unable to determine if regex is empty"
+_SLASHED = re.compile(r"/((?:\\.|[^/\\])*)/")
+_RETRIES = 8  # compiles after the first, each leaving out what the last one's error named
+
+
+def _undecided_patterns(message: str, schema, known: list[Unmatchable]) -> list[Unmatchable]:
+    """The patterns llguidance's error `message` says it cannot decide beside a length, those not in
+    `known`: each is left out of its grammar, which keeps the length (so the string stays bounded),
+    and sgcli's schema checker enforces the pattern."""
+    if _UNDECIDED not in message or not isinstance(schema, dict):
+        return []
+    from sgcli.backends.schema_warnings import pattern_paths
+
+    done = {u.path for u in known}
+    found = []
+    for body in _SLASHED.findall(message):
+        for regex in {body, body.replace("\\/", "/")}:
+            for path in pattern_paths(schema, regex):
+                node = _at(schema, path[:-1])
+                if path[-1] != "pattern" or path[:-1] in done or not ({"minLength", "maxLength"} & set(node)):
+                    continue  # a patternProperties key, or one already out, or no length beside it
+                done.add(path[:-1])
+                why = f'beside a length is one llguidance cannot decide ("{_UNDECIDED}")'
+                found.append(Unmatchable(path[:-1], why, None))
+    return found
 
 
 class LLGuidanceBackend(LibraryBackend):
@@ -284,8 +316,16 @@ class LLGuidanceBackend(LibraryBackend):
             # errors are state; no stderr noise while decoding. Its error and warnings are those of
             # validate_grammar_with_warnings (the same on all 383 suite schemas), which would compile twice.
             prototype = llg.LLMatcher(tok, grammar, log_level=0)
-            if unmatchable and prototype.is_error():  # a relaxed pattern it still cannot read: none, then
-                unmatchable = [replace(u, relaxed=None) for u in unmatchable]
+            for _ in range(_RETRIES if schema is not None else 0):
+                if not prototype.is_error():
+                    break
+                more = _undecided_patterns(prototype.get_error(), schema, unmatchable)
+                if more:
+                    unmatchable = unmatchable + more
+                elif any(u.relaxed is not None for u in unmatchable):  # a relaxed one it still cannot read
+                    unmatchable = [replace(u, relaxed=None) for u in unmatchable]
+                else:
+                    break
                 grammar = self.grammar(spec, tok, schema=schema, unmatchable=unmatchable)
                 prototype = llg.LLMatcher(tok, grammar, log_level=0)
         if prototype.is_error():
