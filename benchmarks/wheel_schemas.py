@@ -5,6 +5,11 @@ never had sgcli in mind.
     pip download --no-deps -d WHEELS check-jsonschema==0.39.0 cfn-lint==1.58.0 nbformat==5.11.1 altair==6.3.0
     python benchmarks/wheel_schemas.py WHEELS OUT_DIR [--cfn 60] [--cfn-other 25] [--seed 5]
 
+A second set, read first on 2026-12-05 (so it was not tuned on):
+
+    pip download --no-deps -d WHEELS2 ansible-lint==26.10.1 cyclonedx-python-lib==11.12.0 openapi-spec-validator==0.9.0
+    python benchmarks/wheel_schemas.py WHEELS2 OUT_DIR2
+
 What it takes from each wheel (every other file is left alone):
   check-jsonschema  the vendored CI and config schemas (`builtin_schemas/vendor/*.json`: GitHub
                     workflows, GitLab CI, Azure Pipelines, Renovate, compose, ...), 26 files
@@ -14,6 +19,11 @@ What it takes from each wheel (every other file is left alone):
   nbformat          the Jupyter notebook format schemas (v3, v4.0 to v4.5)
   altair            the Vega-Lite and Vega themes schemas (Vega-Lite's is 1.9 MB: over the default
                     constraint limit, so an exit 2 that names the limit)
+  ansible-lint      its schemas for playbooks, tasks, galaxy.yml, molecule, ... (18; they `$ref`
+                    each other by file name)
+  cyclonedx-python-lib  the CycloneDX SBOM schemas 1.2 to 1.7, SPDX's license list, JSF (11; the
+                    BOM schemas `$ref` the other two by file name)
+  openapi-spec-validator  the OpenAPI 2.0 to 3.2 schemas (5; 3.1 and 3.2 use `$dynamicRef`)
 Each goes to OUT_DIR/<wheel>_<path>.json, unchanged. Then:
     python benchmarks/schema_crashes.py --folder OUT_DIR
     python benchmarks/auto_soundness.py --suite-only --own-only --folder OUT_DIR
@@ -31,6 +41,9 @@ _TAKE = {
     "check_jsonschema": lambda n: "/builtin_schemas/vendor/" in n,
     "nbformat": lambda n: n.startswith("nbformat/") and n.endswith(".json") and "nbformat.v" in n,
     "altair": lambda n: n.startswith("altair/vegalite/") and n.endswith(".json"),
+    "ansible_lint": lambda n: n.startswith("ansiblelint/schemas/") and not n.endswith("__store__.json"),
+    "cyclonedx_python_lib": lambda n: n.startswith("cyclonedx/schema/_res/"),
+    "openapi_spec_validator": lambda n: n.startswith("openapi_spec_validator/resources/schemas/"),
 }
 
 

@@ -29,6 +29,18 @@ CASES = {
     "binary": (["", "\u0000\u00ff anything"], []),
     "password": (["hunter2"], []),
     "int-or-string": ([3, "3", "50%", 2.0], [1.5, None, [], {}, True]),
+    "media-range": (
+        ["application/json", "*/*", "text/*", "text/plain; charset=utf-8", 'a/b;q="x \\"y"', 3],
+        ["json", "text/", "a/b c", "a b/c"],
+    ),
+    "iri": (
+        ["https://例え.jp/パス?q=値#節", "urn:isbn:0451450523", "http://[::ffff:1.2.3.4]:80/", "http://[v1.fe]/", 4],
+        ["/relative", "http://exa mple.com", "http://[1::2::3]/", "http://x/%zz", "", "http://x/\ue000"],
+    ),
+    "iri-reference": (
+        ["", "../x", "#節", "//host/p?\ue000", "https://例え.jp/"],
+        ["a b", "http://[::zz]/", "%4", "x/\ue000"],
+    ),
 }
 
 
@@ -45,6 +57,18 @@ def test_jsonschema_keeps_its_own_formats():
     assert schema_errors({"format": "date"}, "2026-12-04") == []
     assert schema_errors({"format": "date"}, "2026-13-04")
     assert schema_errors({"format": "x-made-up"}, "anything") == []  # unknown: an annotation, as before
+
+
+def test_a_format_a_later_draft_defines_is_checked_in_an_older_drafts_schema():
+    """OpenAPI 3.0's own schema is draft-04 and says `format: uri-reference`, a draft-06 format: it was
+    unknown there, so nothing enforced it and the schema was refused; it means the same in any draft."""
+    draft4 = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "string", "format": "uri-reference"}
+    assert schema_errors(draft4, "../a#b") == []
+    assert schema_errors(draft4, "a b")
+    vocab = byte_vocab()
+    compiled = compile_for("auto", ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(draft4), "o.json"), vocab)[0]
+    assert guarantee(compiled).unenforced == []
+    assert feed(compiled, vocab.encode('"../a#b"')).accepted and not feed(compiled, vocab.encode('"a b"')).accepted
 
 
 def test_an_openapi_schema_is_generated_from_not_refused_and_the_checker_holds_its_formats():
@@ -72,3 +96,23 @@ def test_an_openapi_schema_is_generated_from_not_refused_and_the_checker_holds_i
         ):
             assert feed(compiled, vocab.encode(text)).accepted == valid, (backend, text)
             assert (schema_errors(schema, json.loads(text)) == []) == valid, text
+
+
+def test_iri_agrees_with_jsonschemas_uri_checker_on_ascii():
+    """An IRI is a URI with non-ASCII characters allowed: on ASCII text sgcli's RFC 3987 regex must agree
+    with the RFC 3986 checker jsonschema uses for `uri` and `uri-reference` (rfc3986-validator)."""
+    import random
+
+    from rfc3986_validator import validate_rfc3986
+
+    from sgcli.constraints.formats import EXTRA
+
+    rng = random.Random(7)
+    alphabet = "ab:/?#[]@!$&'()*+,;=%-._~1 AF"
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        assert EXTRA["iri"](text) == bool(validate_rfc3986(text, rule="URI")), text
+        assert EXTRA["iri-reference"](text) == bool(validate_rfc3986(text, rule="URI_reference")), text
+    for literal in ("[::1]", "[1:2:3:4:5:6:7:8]", "[::ffff:1.2.3.4]", "[1::2::3]", "[::zz]", "[v7.a:b]"):
+        text = f"http://{literal}/p"
+        assert EXTRA["iri"](text) == bool(validate_rfc3986(text, rule="URI")), text

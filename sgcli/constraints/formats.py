@@ -1,5 +1,7 @@
 """The `format` values sgcli checks: jsonschema's, plus the OpenAPI Format Registry's numeric and
-encoding formats and Kubernetes' `int-or-string`.
+encoding formats and `media-range`, Kubernetes' `int-or-string`, and RFC 3987's `iri` and
+`iri-reference` (jsonschema checks those only with `rfc3987`, a GPL package, or `rfc3987-syntax`,
+whose import builds a grammar for 0.8 s: CycloneDX's SBOM schemas use them throughout).
 
 Why: schemas written from OpenAPI descriptions (tool calls, Kubernetes resources, cloud APIs) say
 `"type": "integer", "format": "int32"` or `"format": "byte"`. jsonschema has no checker for these,
@@ -9,11 +11,14 @@ refused every such schema: a Kubernetes Pod schema had 40 of them. Each has a fi
 the after-the-fact validation judges it too: one checker for both (`format_checker`).
 
 A format applies to the JSON type it describes and passes every other type, as JSON Schema's own
-formats do.
+formats do. A format a later draft defines (`uri-reference`, `iri`, `duration`, ...) means the same
+in an older draft's schema, where it would be unknown (OpenAPI 3.0's draft-04 schema uses
+`uri-reference`): it is checked there too.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from functools import cache
@@ -65,6 +70,50 @@ def _anything(instance) -> bool:
     return True
 
 
+def _ranges(*pairs: tuple[int, int]) -> str:
+    return "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in pairs)
+
+
+# RFC 3987 section 2.2: RFC 3986's grammar with `ucschar` among the unreserved characters and `iprivate`
+# in the query. Every repetition is separated by a character the one inside cannot take: no backtracking blowup.
+_UCSCHAR = _ranges((0xA0, 0xD7FF), (0xF900, 0xFDCF), (0xFDF0, 0xFFEF), (0xE1000, 0xEFFFD)) + _ranges(
+    *((plane << 16, plane << 16 | 0xFFFD) for plane in range(1, 14))
+)
+_IPRIVATE = _ranges((0xE000, 0xF8FF), (0xF0000, 0xFFFFD), (0x100000, 0x10FFFD))
+_PLAIN = rf"A-Za-z0-9\-._~{_UCSCHAR}!$&'()*+,;="  # iunreserved and sub-delims
+_PCT = "%[0-9A-Fa-f]{2}"
+_PCHAR = rf"(?:[{_PLAIN}:@]|{_PCT})"
+_LITERAL = r"\[(?:(?P<v6>[0-9A-Fa-f:.]+)|v[0-9A-Fa-f]+\.[A-Za-z0-9\-._~!$&'()*+,;=:]+)\]"
+_AUTHORITY = rf"(?:(?:[{_PLAIN}:]|{_PCT})*@)?(?:{_LITERAL}|(?:[{_PLAIN}]|{_PCT})*)(?::[0-9]*)?"
+_PATHS = rf"//{_AUTHORITY}(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?"
+_TAIL = rf"(?:\?(?:{_PCHAR}|[{_IPRIVATE}/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
+_IRI = re.compile(rf"[A-Za-z][A-Za-z0-9+\-.]*:(?:{_PATHS}|{_PCHAR}+(?:/{_PCHAR}*)*)?{_TAIL}")
+_IRELATIVE = re.compile(rf"(?:{_PATHS}|(?:[{_PLAIN}@]|{_PCT})+(?:/{_PCHAR}*)*)?{_TAIL}")
+
+
+def _iri_matching(*patterns: re.Pattern):
+    def check(instance) -> bool:
+        if not isinstance(instance, str):
+            return True
+        for pattern in patterns:
+            m = pattern.fullmatch(instance)
+            if m:
+                v6 = m.group("v6")
+                try:
+                    return v6 is None or bool(ipaddress.IPv6Address(v6))
+                except ValueError:
+                    return False
+        return False
+
+    return check
+
+
+# RFC 9110 section 12.5.1: type "/" subtype, then `;` parameters (a token or a quoted string each)
+_TOKEN = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+_QUOTED = r'"(?:[\t \x21\x23-\x5b\x5d-\x7e\x80-\xff]|\\[\t \x21-\x7e\x80-\xff])*"'
+_MEDIA_RANGE = re.compile(rf"{_TOKEN}/{_TOKEN}(?:[ \t]*;[ \t]*(?:{_TOKEN}=(?:{_TOKEN}|{_QUOTED}))?)*")
+
+
 EXTRA = {
     **{f"int{bits}": _integer_in(-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) for bits in (8, 16, 32, 64)},
     **{f"uint{bits}": _integer_in(0, 2**bits - 1) for bits in (8, 16, 32, 64)},
@@ -75,17 +124,20 @@ EXTRA = {
     "binary": _anything,  # any octets: as a JSON string, any string
     "password": _anything,  # a hint to hide the input; no constraint on the value
     "int-or-string": _int_or_string,
+    "media-range": _string_matching(_MEDIA_RANGE),
+    "iri": _iri_matching(_IRI),
+    "iri-reference": _iri_matching(_IRI, _IRELATIVE),
 }
 
 
 @cache
 def format_checker(cls):
-    """jsonschema's format checker of validator class `cls`, with the formats of `EXTRA` added where
-    jsonschema has none of that name."""
-    from jsonschema import FormatChecker
+    """jsonschema's format checker of validator class `cls`, with the formats the newest draft defines
+    and those of `EXTRA` added where it has none of that name."""
+    from jsonschema import Draft202012Validator, FormatChecker
 
     checker = FormatChecker(formats=())
-    checker.checkers = dict(cls.FORMAT_CHECKER.checkers)
+    checker.checkers = {**Draft202012Validator.FORMAT_CHECKER.checkers, **cls.FORMAT_CHECKER.checkers}
     for name, function in EXTRA.items():
         checker.checkers.setdefault(name, (function, ()))
     return checker
