@@ -209,6 +209,19 @@ def test_gaps_are_named_at_their_pointers_through_refs_and_conditionals():
     assert schema_gaps(spec_of(schema), "none") == []  # the unconstrained backend is validated, not checked
 
 
+def test_a_key_no_draft_validates_by_is_no_gap():
+    """Snowplow's schemas carry a `self` object (vendor, name, version) beside `type`; outlines-core's walk
+    called it an ignored keyword, so it was listed as a gap the checker "enforced". It constrains nothing."""
+    schema = {
+        "self": {"vendor": "com.acme", "name": "click", "format": "jsonschema", "version": "1-0-0"},
+        "x-note": {"minimum": 3},
+        "type": "object",
+        "properties": {"self": {"type": "integer", "minimum": 0}},
+    }
+    gaps = {g.pointer for g in schema_gaps(spec_of(schema), "outlines_core")}
+    assert gaps == {"/properties/self/minimum"}  # a property named `self` is a schema like any other
+
+
 def test_id_relative_refs_resolve_to_their_pointer():
     schema = {
         "$id": "https://example.com/root.json",

@@ -36,6 +36,7 @@ import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sgcli import __version__ as sgcli_version
 from sgcli.backends.base import Backend, Compiled, CompileWarning
 from sgcli.backends.bounded import compile_bounded, fits_in_process
 from sgcli.cache.paths import atomic_write, cache_root, notify
@@ -43,8 +44,10 @@ from sgcli.constraints.spec import ConstraintSpec, JsonOptions
 from sgcli.limits import Bounded, LimitHit, current_limits, start_bounded
 from sgcli.tokenizers.vocab import Vocab
 
-# bump when the entry layout, or what sgcli hands a library for the same spec, changes (3: the JSON layout inside tags)
-FORMAT_VERSION = 3
+# bump when the entry layout, what sgcli hands a library for the same spec, or the warnings sgcli adds to
+# an entry change (3: the JSON layout inside tags; 4: outlines_core's warnings name only keywords that
+# validate). A release changes the key anyway: sgcli's version is part of it.
+FORMAT_VERSION = 4
 MAX_ENTRY_BYTES = 64 << 20  # a bigger payload is not stored (and is no faster to load than to compile)
 MIN_STORE_BUDGET_S = 0.25  # the least time a store attempt gets, whatever the compile took
 # A compile quicker than this is never stored, nor tried: reading, checking and loading an entry took
@@ -124,6 +127,7 @@ def _spec_fingerprint(spec: ConstraintSpec) -> dict:
 def cache_key(backend: Backend, spec: ConstraintSpec, vocab: Vocab) -> str:
     material = {
         "format": FORMAT_VERSION,
+        "sgcli": sgcli_version,
         "backend": backend.name,
         "version": backend.version(),
         "tokenizer": tokenizer_identity(vocab),

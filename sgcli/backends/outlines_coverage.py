@@ -11,7 +11,9 @@ its JSON pointer, so sgcli can warn instead of weakening the schema in silence.
 
 from __future__ import annotations
 
+from sgcli.backends.schema_doc import COMPANIONS
 from sgcli.backends.schema_warnings import iter_subschemas
+from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.jsonpos import pointer_of, resolve_ref
 
 _BRANCHES = ("properties", "allOf", "anyOf", "oneOf", "prefixItems", "enum", "const", "$ref")
@@ -107,6 +109,8 @@ def dropped_keywords(schema) -> list[tuple[str, str]]:
     """[(JSON pointer, explanation)] for every keyword outlines-core ignores or weakens."""
     found: list[tuple[str, str]] = []
     seen: set[tuple] = set()
+    # only keys the draft validates by count: Snowplow's `self` or an `x-` extension constrains nothing
+    validating = (set(dialect_of(schema).cls.VALIDATORS) | set(COMPANIONS)) - _HARMLESS
 
     def visit(node, path: tuple) -> None:
         if not isinstance(node, dict) or not node or path in seen:
@@ -115,10 +119,10 @@ def dropped_keywords(schema) -> list[tuple[str, str]]:
         branch = next((k for k in _BRANCHES if k in node), "type" if "type" in node else None)
         if branch is None:
             found.extend(
-                (pointer_of(path + (k,)), f"'{k}' is ignored by outlines_core") for k in node if k not in _HARMLESS
+                (pointer_of(path + (k,)), f"'{k}' is ignored by outlines_core") for k in node if k in validating
             )
             return
-        for key in sorted(set(node) - _honoured(node, branch) - _HARMLESS):
+        for key in sorted((set(node) & validating) - _honoured(node, branch)):
             found.append((pointer_of(path + (key,)), f"'{key}' is ignored by outlines_core"))
         if branch == "oneOf" and not disjoint_types(node["oneOf"]):
             found.append((pointer_of(path + ("oneOf",)), "oneOf is enforced as anyOf by outlines_core"))
