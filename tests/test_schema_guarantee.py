@@ -24,6 +24,7 @@ from sgcli.backends.schema_checker import CheckedCompiled, with_checker
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.errors import UserError
 from sgcli.lint.runner import byte_vocab
+from sgcli.validation.verdict import schema_errors
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from keyword_positions import CORPUS  # noqa: E402
@@ -207,6 +208,32 @@ def test_gaps_are_named_at_their_pointers_through_refs_and_conditionals():
     assert gaps[("/properties/n/anyOf/0/not", "not")].anchors == ("/properties/n",)
     assert gaps[("/if", "if")].anchors == ("",)
     assert schema_gaps(spec_of(schema), "none") == []  # the unconstrained backend is validated, not checked
+
+
+@pytest.mark.parametrize("backend", ["xgrammar", "outlines_core"])
+@pytest.mark.parametrize("pattern", ['^a"b$', "^a\\\\b$", "^a\\nb$", "^a\\u0022b$", "^a.b$", "^\\{(.|[\r\n])*\\}$"])
+def test_a_pattern_the_backend_would_write_raw_is_left_to_the_checker(backend, pattern):
+    """xgrammar and outlines-core match a pattern against the string's raw JSON text: `^a"b$` let xgrammar
+    write `"a"b"`, and `.` let outlines-core write a raw quote, neither of them JSON. Such a pattern is
+    left out of their grammar (which then writes an ordinary, escaped JSON string) and the checker
+    enforces it on the decoded value. (ansible-lint's `[\r\n]`, raw in the pattern, made xgrammar
+    refuse the schema, placed at line:col of its own EBNF as if in the file.)"""
+    schema = {"type": "object", "properties": {"k": {"type": "string", "pattern": pattern}}, "required": ["k"]}
+    vocab = byte_vocab()
+    compiled = compile_for(backend, spec_of(schema), vocab)[0]
+    gaps = [(g.pointer, g.checker) for g in compiled_gaps(compiled) if g.keyword == "pattern"]
+    if backend == "xgrammar" and pattern == "^a.b$":
+        assert gaps == []  # xgrammar excludes what JSON escapes from `.`: its grammar keeps the pattern
+    else:
+        assert gaps == [("/properties/k/pattern", True)]
+    for raw in ('{"k":"a"b"}', '{"k":"a\\qb"}', '{"k":"a\nb"}', '{"k":"{\r}"}', '{"k":"a\x01b"}'):
+        assert not feed(compiled, vocab.encode(raw)).accepted, raw  # never text that is not JSON
+    for value in ('a"b', "a\\b", "a\nb", "axb", "{\n}"):
+        text = json.dumps({"k": value})
+        valid = not schema_errors(schema, {"k": value})
+        accepted = feed(compiled, vocab.encode(text)).accepted
+        # where its grammar keeps the pattern, xgrammar refuses what JSON escapes: sound, not complete
+        assert accepted == valid if gaps else (valid or not accepted), (text, valid)
 
 
 def test_a_key_no_draft_validates_by_is_no_gap():

@@ -17,9 +17,9 @@ from sgcli.backends.base import Capabilities, Compiled, CompileWarning, LibraryB
 from sgcli.backends.diagnostics import diagnose_llguidance, native_message, positioned_error, schema_error
 from sgcli.backends.json_layout import json_overrides, strict_schema
 from sgcli.backends.native_stderr import capture_fd2
+from sgcli.backends.pattern_gaps import PatternGap, at, with_patterns
 from sgcli.backends.schema_warnings import compile_warnings
 from sgcli.constraints.dialect import dialect_of
-from sgcli.constraints.jsonpos import pointer_of
 from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
 from sgcli.dialects.regex_parse import LOOKAROUNDS
 from sgcli.errors import Location, UserError, offset_to_line_col
@@ -127,13 +127,13 @@ def _schema_entry(spec: ConstraintSpec, schema=None, *, lenient: bool = False) -
     return {"json_schema": schema}
 
 
-def _schema_grammar(spec: ConstraintSpec, schema, unmatchable: list[Unmatchable] | tuple = ()) -> str:
+def _schema_grammar(spec: ConstraintSpec, schema, unmatchable: list[PatternGap] | tuple = ()) -> str:
     """The top-level grammar JSON of a `--schema` (lenient, see `_schema_entry`), with each pattern of
     `unmatchable` replaced as it says. Where only `x-guidance` is added, it goes into the schema's own
     text instead of encoding the parsed schema again (2 ms of a 240 KB schema's 20 ms compile); the
     text was parsed strictly, so llguidance reads the same value."""
     if unmatchable:  # a rewritten copy: encoded
-        return json.dumps({"grammars": [_schema_entry(spec, _with_patterns(schema, unmatchable), lenient=True)]})
+        return json.dumps({"grammars": [_schema_entry(spec, with_patterns(schema, unmatchable), lenient=True)]})
     if (
         isinstance(schema, dict)
         and schema
@@ -155,22 +155,7 @@ _UNMATCHABLE = LOOKAROUNDS | {"backreference", "word boundary", "non-word-bounda
 _UNMATCHABLE_HINTS = (re.compile(r"\(\?<?[=!]"), re.compile(r"\\\\[bBk1-9]"))
 
 
-@dataclass(frozen=True)
-class Unmatchable:
-    """A `pattern` llguidance cannot take, in the subschema at `path`: `why` (it has a look-around, ...),
-    and what its grammar gets instead: `relaxed`, or None (left out)."""
-
-    path: tuple
-    why: str
-    relaxed: str | None
-
-    def warning(self) -> CompileWarning:
-        instead = "its grammar takes the pattern without it" if self.relaxed is not None else "its grammar omits it"
-        message = f"`pattern` {self.why}: {instead}, and sgcli's schema checker enforces the whole pattern"
-        return CompileWarning(message, pointer_of(self.path + ("pattern",)))
-
-
-def _unmatchable_patterns(text: str, schema) -> list[Unmatchable]:
+def _unmatchable_patterns(text: str, schema) -> list[PatternGap]:
     """Each `pattern` llguidance cannot match: look-around, a backreference, `\\b`. llguidance would
     refuse the whole schema (AWS's `^(?!aws:).*` tag keys did, in a quarter of cfn-lint's CloudFormation
     schemas); instead its grammar takes the pattern relaxed (`_relaxed`: a superset that keeps the
@@ -193,7 +178,7 @@ def _unmatchable_patterns(text: str, schema) -> list[Unmatchable]:
             continue  # llguidance says what is wrong with it
         if features:
             why = f"has a {features[0].what}, which llguidance cannot match"
-            found.append(Unmatchable(path, why, _relaxed(pattern, features)))
+            found.append(PatternGap(path, why, _relaxed(pattern, features)))
     return found
 
 
@@ -209,26 +194,6 @@ def _relaxed(pattern: str, features) -> str:
     return "".join(out) + pattern[at:]
 
 
-def _at(schema, path: tuple):
-    for part in path:
-        schema = schema[part]
-    return schema
-
-
-def _with_patterns(schema: dict, unmatchable: list[Unmatchable]) -> dict:
-    """A copy of `schema` with each of those patterns relaxed (or removed)."""
-    import copy
-
-    out = copy.deepcopy(schema)
-    for u in unmatchable:
-        node = _at(out, u.path)
-        if u.relaxed is None:
-            node.pop("pattern", None)
-        else:
-            node["pattern"] = u.relaxed
-    return out
-
-
 # llguidance's emptiness check gives up on some patterns beside a length ("Unable to determine if regex
 # is empty: (And (SearchRegex /P/) (Regex /(?s:.{1,512})/))": an unanchored search under a long
 # `maxLength`, a cfn-lint IAM path) and refuses the whole schema. Its regexes are written `/.../`.
@@ -237,7 +202,7 @@ _SLASHED = re.compile(r"/((?:\\.|[^/\\])*)/")
 _RETRIES = 8  # compiles after the first, each leaving out what the last one's error named
 
 
-def _undecided_patterns(message: str, schema, known: list[Unmatchable]) -> list[Unmatchable]:
+def _undecided_patterns(message: str, schema, known: list[PatternGap]) -> list[PatternGap]:
     """The patterns llguidance's error `message` says it cannot decide beside a length, those not in
     `known`: each is left out of its grammar, which keeps the length (so the string stays bounded),
     and sgcli's schema checker enforces the pattern."""
@@ -250,12 +215,12 @@ def _undecided_patterns(message: str, schema, known: list[Unmatchable]) -> list[
     for body in _SLASHED.findall(message):
         for regex in {body, body.replace("\\/", "/")}:
             for path in pattern_paths(schema, regex):
-                node = _at(schema, path[:-1])
+                node = at(schema, path[:-1])
                 if path[-1] != "pattern" or path[:-1] in done or not ({"minLength", "maxLength"} & set(node)):
                     continue  # a patternProperties key, or one already out, or no length beside it
                 done.add(path[:-1])
                 why = f'beside a length is one llguidance cannot decide ("{_UNDECIDED}")'
-                found.append(Unmatchable(path[:-1], why, None))
+                found.append(PatternGap(path[:-1], why, None))
     return found
 
 

@@ -21,6 +21,7 @@ from sgcli.backends.diagnostics import positioned_error, schema_error
 from sgcli.backends.json_layout import strict_schema, whitespace_regex
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.outlines_coverage import concatenated_all_of, dropped_keywords, ungrouped_empty_schema
+from sgcli.backends.pattern_gaps import escape_gaps, with_patterns
 from sgcli.backends.schema_warnings import find
 from sgcli.constraints.jsonpos import locate, pointer_parts
 from sgcli.constraints.spec import ConstraintSpec, Kind
@@ -166,6 +167,7 @@ class OutlinesCoreBackend(LibraryBackend):
         if spec.json_options.strict_properties:
             schema = strict_schema(schema)
         self._refuse_broken(spec, schema)
+        schema = with_patterns(schema, escape_gaps(schema, self.name, anywhere=True))  # see _warnings
         try:
             built = build_regex_from_schema(json.dumps(schema), _WS_MARK)
         except ValueError as exc:
@@ -233,7 +235,10 @@ class OutlinesCoreBackend(LibraryBackend):
         if spec.kind is not Kind.JSON_SCHEMA:
             return []
 
-        return [CompileWarning(message, pointer) for pointer, message in dropped_keywords(spec.schema())]
+        schema = spec.schema()
+        # a pattern admitting `"`, `\` or a control character is written raw: left out, the checker takes it
+        escaped = [gap.warning() for gap in escape_gaps(schema, "outlines_core", anywhere=True)]
+        return [CompileWarning(message, pointer) for pointer, message in dropped_keywords(schema)] + escaped
 
     def _schema_error(self, spec: ConstraintSpec, message: str) -> UserError:
         first = message.split("\n")[0].strip()

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sgcli.backends import structural_tag
 from sgcli.backends.base import Capabilities, Compiled, LibraryBackend, SchemaKeywords, bitmask_words
-from sgcli.backends.diagnostics import grammar_error
+from sgcli.backends.diagnostics import grammar_error, native_message, schema_error
 from sgcli.backends.native_stderr import capture_fd2
+from sgcli.backends.pattern_gaps import PatternGap, escape_gaps, with_patterns
 from sgcli.backends.schema_warnings import compile_warnings
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
+from sgcli.errors import UserError
 from sgcli.tokenizers.vocab import Vocab
 
 if TYPE_CHECKING:
@@ -217,35 +220,61 @@ class XGrammarBackend(LibraryBackend):
         t = time.perf_counter()
         # parsed once, before xgrammar sees it (a positioned error for malformed JSON), and kept for the warnings
         schema = spec.schema() if spec.kind is Kind.JSON_SCHEMA else None
+        gaps = self._pattern_gaps(spec, schema)
         with capture_fd2() as native_log:
             try:
-                handle = self._compile(compiler, spec)
+                handle = self._compile(compiler, spec, self._schema_text(spec, schema, gaps))
             except RuntimeError as exc:
-                raise grammar_error(self.name, spec, str(exc)) from None
+                raise self._error(spec, schema, str(exc)) from None
         elapsed = time.perf_counter() - t
-        warnings = compile_warnings(spec, native_log, schema=schema)
+        warnings = compile_warnings(spec, native_log, schema=schema) + [g.warning() for g in gaps]
         return XGrammarCompiled(self.name, spec, vocab, elapsed, warnings, handle=handle)
 
     def schema_grammar(self, spec: ConstraintSpec) -> str:
-        """xgrammar's EBNF for a JSON Schema (`str(Grammar.from_json_schema(...))`), honouring its layout options."""
+        """xgrammar's EBNF for a JSON Schema (`str(Grammar.from_json_schema(...))`), honouring its layout
+        options, as `compile` hands it over (patterns it would write raw left out)."""
         import xgrammar as xgr
 
-        spec.schema()  # positioned error for malformed JSON first
+        schema = spec.schema()  # positioned error for malformed JSON first
+        text = self._schema_text(spec, schema, self._pattern_gaps(spec, schema))
         with capture_fd2():
             try:
-                grammar = xgr.Grammar.from_json_schema(spec.text, **json_format_kwargs(spec.json_options))
+                grammar = xgr.Grammar.from_json_schema(text, **json_format_kwargs(spec.json_options))
             except RuntimeError as exc:
-                raise grammar_error(self.name, spec, str(exc)) from None
+                raise self._error(spec, schema, str(exc)) from None
         return str(grammar)
 
+    def _pattern_gaps(self, spec: ConstraintSpec, schema) -> list[PatternGap]:
+        """Patterns xgrammar would write raw (pattern_gaps): left out where sgcli's checker takes them."""
+        if schema is None or '"pattern"' not in spec.text:
+            return []
+        return escape_gaps(schema, self.name, anywhere=False)
+
     @staticmethod
-    def _named_grammars(spec: ConstraintSpec) -> dict:
-        """`@name` sub-grammars of a Lark grammar: JSON Schemas as xgrammar Grammars, Lark as text."""
+    def _schema_text(spec: ConstraintSpec, schema, gaps: list[PatternGap]) -> str:
+        return json.dumps(with_patterns(schema, gaps)) if gaps else spec.text
+
+    def _error(self, spec: ConstraintSpec, schema, message: str) -> UserError:
+        """xgrammar's error; for a JSON Schema, its "line, column" are in the EBNF it generated, not the file."""
+        if schema is None:
+            return grammar_error(self.name, spec, message)
+        from sgcli.backends.schema_warnings import paths_for
+
+        text = native_message(message)
+        return schema_error(self.name, spec, text, paths_for(schema, text))
+
+    def _named_grammars(self, spec: ConstraintSpec) -> dict:
+        """`@name` sub-grammars of a Lark grammar: JSON Schemas as xgrammar Grammars, Lark as text. No
+        checker follows a sub-grammar, so a pattern xgrammar would write raw is refused there."""
         import xgrammar as xgr
 
         named = {}
         for name, sub in spec.subgrammars:
             if sub.kind is Kind.JSON_SCHEMA:
+                gap = next(iter(escape_gaps(sub.schema(), self.name, anywhere=False)), None)
+                if gap is not None:
+                    hint = "llguidance escapes such characters (--backend llguidance)"
+                    raise schema_error(self.name, sub, f"`pattern` {gap.why}", [gap.path + ("pattern",)], hint=hint)
                 named[name] = xgr.Grammar.from_json_schema(sub.text, **json_format_kwargs(sub.json_options))
             elif sub.kind is Kind.LARK:
                 named[name] = sub.text
@@ -255,10 +284,10 @@ class XGrammarBackend(LibraryBackend):
                 raise UnsupportedError("xgrammar", f"{sub.kind.label} sub-grammars (@{name})", ["llguidance"])
         return named
 
-    def _compile(self, compiler, spec: ConstraintSpec):
+    def _compile(self, compiler, spec: ConstraintSpec, schema_text: str):
         kind = spec.kind
         if kind is Kind.JSON_SCHEMA:  # parsed by `compile` first
-            return compiler.compile_json_schema(spec.text, **json_format_kwargs(spec.json_options))
+            return compiler.compile_json_schema(schema_text, **json_format_kwargs(spec.json_options))
         if kind in (Kind.REGEX, Kind.CHOICE):
             return compiler.compile_regex(spec.as_regex())
         if kind is Kind.EBNF:
