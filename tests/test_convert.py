@@ -12,6 +12,7 @@ import corpora
 import pytest
 
 from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.dialects.grammar_model import Chars, walk
 
 
 @pytest.fixture(autouse=True)
@@ -300,6 +301,25 @@ def test_cli_reports_the_check_and_exits_1_when_the_round_trip_fails(run_cli, tm
     bad = run_cli("convert", tmp_path / "digits.regex", "--to", "ebnf", "--cases", cases, "--samples", "3")
     assert bad.exit_code == 1
     assert "round trip FAILED" in bad.stderr and "case 1 is accepted by the source but rejected" in bad.stderr
+    # Nothing compared (no sample ended, no cases): not verified, which is not a failure of the conversion
+    monkeypatch.setattr("sgcli.grammar_dev.convert.sample_strings", lambda *args, **kwargs: [])
+    unknown = run_cli("convert", tmp_path / "digits.regex", "--to", "ebnf", "--samples", "3")
+    assert unknown.exit_code == 1 and "round trip NOT VERIFIED" in unknown.stderr and "FAILED" not in unknown.stderr
+
+
+def test_a_schema_pattern_converts_as_xgrammar_matches_it(run_cli, tmp_path):
+    """xgrammar prints a pattern as `Regex("...", json_string=true)`, whose `.` never takes what JSON
+    escapes; read as a plain regex, ansible-lint's changelog schema (`\\d+.\\d+.\\d+.*`) converted to a
+    GBNF whose `.` took a raw quote, so the round trip failed on sgcli's own output."""
+    from sgcli.dialects.gbnf import parse_gbnf
+
+    grammar = parse_gbnf('root ::= "\\"" Regex("a.b", json_string=true) "\\""\n')
+    (dot,) = [n for n in walk(grammar.definitions()["root"].body) if isinstance(n, Chars)]
+    assert not any(dot.contains(cp) for cp in (0x22, 0x5C, 0x0A, 0x00)) and dot.contains(ord("é"))
+    schema = tmp_path / "semver.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"v": {"type": "string", "pattern": "\\d+.\\d+"}}}))
+    result = run_cli("convert", schema, "--to", "gbnf", "--samples", "20")
+    assert result.exit_code == 0 and "round trip ok" in result.stderr, result.stderr
 
 
 def test_unsupported_conversions_exit_2(run_cli):

@@ -236,6 +236,30 @@ def test_a_pattern_the_backend_would_write_raw_is_left_to_the_checker(backend, p
         assert accepted == valid if gaps else (valid or not accepted), (text, valid)
 
 
+def test_draft4s_boolean_exclusive_bounds_reach_xgrammar_in_their_later_form():
+    """OpenAPI 3.0's own schema is draft 4: `"minimum": 0, "exclusiveMinimum": true`. xgrammar read only
+    the later, numeric form and refused the whole schema ("Value must be a number", no position)."""
+    schema = {
+        "$schema": "http://json-schema.org/draft-04/schema#",
+        "type": "object",
+        "properties": {
+            "a": {"type": "number", "minimum": 0, "exclusiveMinimum": True},
+            "b": {"type": "number", "maximum": 5, "exclusiveMaximum": False},
+            "c": {"type": "number", "exclusiveMaximum": True},  # no bound: nothing to exclude
+        },
+        "required": ["a", "b", "c"],
+    }
+    vocab = byte_vocab()
+    compiled = compile_for("xgrammar", spec_of(schema), vocab)[0]
+    for value, valid in (
+        ({"a": 0.5, "b": 5, "c": 9}, True),
+        ({"a": 0, "b": 5, "c": 9}, False),
+        ({"a": 1, "b": 5.5, "c": 9}, False),
+    ):
+        assert (schema_errors(schema, value) == []) == valid
+        assert feed(compiled, vocab.encode(json.dumps(value, separators=(",", ":")))).accepted == valid, value
+
+
 def test_a_key_no_draft_validates_by_is_no_gap():
     """Snowplow's schemas carry a `self` object (vendor, name, version) beside `type`; outlines-core's walk
     called it an ignored keyword, so it was listed as a gap the checker "enforced". It constrains nothing."""

@@ -13,6 +13,7 @@ from sgcli.backends.diagnostics import grammar_error, native_message, schema_err
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.pattern_gaps import PatternGap, escape_gaps, with_patterns
 from sgcli.backends.schema_warnings import compile_warnings
+from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.errors import UserError
 from sgcli.tokenizers.vocab import Vocab
@@ -252,7 +253,23 @@ class XGrammarBackend(LibraryBackend):
 
     @staticmethod
     def _schema_text(spec: ConstraintSpec, schema, gaps: list[PatternGap]) -> str:
-        return json.dumps(with_patterns(schema, gaps)) if gaps else spec.text
+        """The schema text xgrammar gets: the file's, or a copy without `gaps` and with draft 4's
+        boolean `exclusiveMinimum`/`exclusiveMaximum` in their later form, which xgrammar reads only
+        ("Value must be a number": OpenAPI 3.0's own schema)."""
+        draft = dialect_of(schema).cls.__name__
+        bounds = '"exclusiveM' in spec.text and draft in ("Draft3Validator", "Draft4Validator")
+        if not (gaps or bounds):
+            return spec.text
+        schema = with_patterns(schema, gaps)
+        if bounds:
+            from sgcli.backends.schema_warnings import iter_subschemas
+
+            for _, node in iter_subschemas(schema):
+                for exclusive, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+                    if isinstance(node.get(exclusive), bool):
+                        if node.pop(exclusive) and isinstance(node.get(bound), (int, float)):
+                            node[exclusive] = node.pop(bound)
+        return json.dumps(schema)
 
     def _error(self, spec: ConstraintSpec, schema, message: str) -> UserError:
         """xgrammar's error; for a JSON Schema, its "line, column" are in the EBNF it generated, not the file."""

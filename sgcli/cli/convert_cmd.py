@@ -149,5 +149,10 @@ def _show(report, case_file: str | None) -> None:
         err.print(f"[red]✗[/] {escape(failure)}")
     if len(report.failures) > 20:
         err.print(f"  … and {len(report.failures) - 20} more")
-    verdict = "[green]round trip ok[/]" if report.ok else "[red]round trip FAILED[/]"
+    if report.ok:
+        verdict = "[green]round trip ok[/]"
+    elif report.failures:
+        verdict = "[red]round trip FAILED[/]"
+    else:  # nothing compared: not a failure of the conversion, and not a pass either
+        verdict = "[red]round trip NOT VERIFIED[/]"
     err.print(f"{verdict}: {counts} ({where})")

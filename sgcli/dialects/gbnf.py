@@ -25,6 +25,7 @@ from sgcli.dialects.grammar_model import (
     Seq,
     repetition,
     stacked_error,
+    walk,
 )
 from sgcli.dialects.reader import Reader
 from sgcli.dialects.regex_parse import parse_regex
@@ -141,11 +142,37 @@ def _regex_macro(r: Reader) -> Node:
     end = r.text.find(")", r.pos)
     if end < 0:
         raise r.error("')' missing after Regex(...)", at)
+    options = r.text[r.pos : end]
     r.pos = end + 1
     try:
-        return parse_regex(pattern, lambda i: at).node
+        node = parse_regex(pattern, lambda i: at).node
     except ParseError as exc:
         raise r.error(f"in Regex(...): {exc.message}", at) from None
+    if "json_string=true" in options.replace(" ", ""):
+        _json_safe(node)
+    return node
+
+
+_JSON_ESCAPED = [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]
+
+
+def _json_safe(node: Node) -> None:
+    """xgrammar's `json_string=true`: the pattern matches a JSON string's raw text, and its classes
+    (`.`, `[^x]`, `\\s`) never take what JSON escapes (`"`, `\\`, control characters), measured; the same
+    classes here, so a conversion accepts what xgrammar does."""
+    for n in walk(node):
+        if isinstance(n, Chars):
+            if n.negated:
+                n.ranges = n.ranges + _JSON_ESCAPED
+            else:
+                n.ranges = [part for lo, hi in n.ranges for part in _minus_escaped(lo, hi)]
+
+
+def _minus_escaped(lo: int, hi: int) -> list[tuple[int, int]]:
+    parts = [(lo, hi)]
+    for elo, ehi in _JSON_ESCAPED:
+        parts = [p for a, b in parts for p in ((a, min(b, elo - 1)), (max(a, ehi + 1), b)) if p[0] <= p[1]]
+    return parts
 
 
 def _postfix(r: Reader, node: Node, start: int) -> Node:
