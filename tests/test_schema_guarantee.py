@@ -236,6 +236,21 @@ def test_a_pattern_the_backend_would_write_raw_is_left_to_the_checker(backend, p
         assert accepted == valid if gaps else (valid or not accepted), (text, valid)
 
 
+def test_xgrammars_length_bounded_strings_take_no_raw_control_character():
+    """xgrammar writes a string under minLength/maxLength as `[^"\\\r\n]{2,3}`: a raw tab or U+0001 went
+    in, and the output was not JSON. Its class is narrowed to what its plain strings take."""
+    schema = {"type": "object", "properties": {"s": {"type": "string", "minLength": 2, "maxLength": 3}}}
+    vocab = byte_vocab()
+    compiled = compile_for("xgrammar", spec_of(schema), vocab)[0]
+    for text, accepted in (
+        ('{"s":"\x01\x02"}', False),
+        ('{"s":"\tx"}', False),
+        ('{"s":"ab"}', True),
+        ('{"s":"abcd"}', False),
+    ):
+        assert feed(compiled, vocab.encode(text)).accepted == accepted, text
+
+
 def test_draft4s_boolean_exclusive_bounds_reach_xgrammar_in_their_later_form():
     """OpenAPI 3.0's own schema is draft 4: `"minimum": 0, "exclusiveMinimum": true`. xgrammar read only
     the later, numeric form and refused the whole schema ("Value must be a number", no position)."""

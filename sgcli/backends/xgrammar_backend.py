@@ -23,6 +23,24 @@ if TYPE_CHECKING:
     import xgrammar as xgr
 
 
+# How xgrammar prints the characters of a length-bounded string (`"maxLength": 3`); it takes raw control
+# characters (`"\x01\x02"` was accepted: not JSON), where its plain strings exclude them, as here.
+_RAW_CHARACTERS = '[^\\"\\\\\\r\\n]'
+_JSON_CHARACTERS = '[^\\0-\\x1f\\"\\\\\\r\\n]'
+
+
+def json_schema_grammar(text: str, options: JsonOptions):
+    """xgrammar's Grammar for a JSON Schema text, with its length-bounded strings' characters narrowed to
+    what JSON takes unescaped (printed and read back only where that class occurs: same compile time)."""
+    import xgrammar as xgr
+
+    grammar = xgr.Grammar.from_json_schema(text, **json_format_kwargs(options))
+    printed = str(grammar)
+    if _RAW_CHARACTERS not in printed:
+        return grammar
+    return xgr.Grammar.from_ebnf(printed.replace(_RAW_CHARACTERS, _JSON_CHARACTERS), root_rule_name="root")
+
+
 def json_format_kwargs(o: JsonOptions) -> dict:
     """sgcli's JSON layout options as xgrammar keyword arguments."""
     return {
@@ -234,13 +252,12 @@ class XGrammarBackend(LibraryBackend):
     def schema_grammar(self, spec: ConstraintSpec) -> str:
         """xgrammar's EBNF for a JSON Schema (`str(Grammar.from_json_schema(...))`), honouring its layout
         options, as `compile` hands it over (patterns it would write raw left out)."""
-        import xgrammar as xgr
 
         schema = spec.schema()  # positioned error for malformed JSON first
         text = self._schema_text(spec, schema, self._pattern_gaps(spec, schema))
         with capture_fd2():
             try:
-                grammar = xgr.Grammar.from_json_schema(text, **json_format_kwargs(spec.json_options))
+                grammar = json_schema_grammar(text, spec.json_options)
             except RuntimeError as exc:
                 raise self._error(spec, schema, str(exc)) from None
         return str(grammar)
@@ -283,7 +300,6 @@ class XGrammarBackend(LibraryBackend):
     def _named_grammars(self, spec: ConstraintSpec) -> dict:
         """`@name` sub-grammars of a Lark grammar: JSON Schemas as xgrammar Grammars, Lark as text. No
         checker follows a sub-grammar, so a pattern xgrammar would write raw is refused there."""
-        import xgrammar as xgr
 
         named = {}
         for name, sub in spec.subgrammars:
@@ -292,7 +308,7 @@ class XGrammarBackend(LibraryBackend):
                 if gap is not None:
                     hint = "llguidance escapes such characters (--backend llguidance)"
                     raise schema_error(self.name, sub, f"`pattern` {gap.why}", [gap.path + ("pattern",)], hint=hint)
-                named[name] = xgr.Grammar.from_json_schema(sub.text, **json_format_kwargs(sub.json_options))
+                named[name] = json_schema_grammar(sub.text, sub.json_options)
             elif sub.kind is Kind.LARK:
                 named[name] = sub.text
             else:
@@ -304,7 +320,7 @@ class XGrammarBackend(LibraryBackend):
     def _compile(self, compiler, spec: ConstraintSpec, schema_text: str):
         kind = spec.kind
         if kind is Kind.JSON_SCHEMA:  # parsed by `compile` first
-            return compiler.compile_json_schema(schema_text, **json_format_kwargs(spec.json_options))
+            return compiler.compile_grammar(json_schema_grammar(schema_text, spec.json_options))
         if kind in (Kind.REGEX, Kind.CHOICE):
             return compiler.compile_regex(spec.as_regex())
         if kind is Kind.EBNF:
