@@ -157,13 +157,6 @@ def test_gbnf_conversion_error_points_into_the_gbnf(smol_tokenizer):
         ),
         (
             "outlines_core",
-            {"type": "object", "properties": {"a": {"type": "string", "format": "bogus"}}},
-            "JSON Schema rejected by outlines_core: Format bogus is not supported by Outlines "
-            "(at /properties/a/format)",
-            (6, 17),
-        ),
-        (
-            "outlines_core",
             {"prefixItems": [{}], "items": False},
             "JSON Schema rejected by outlines_core: the empty schema {} would be compiled as an ungrouped alternation "
             "that breaks the structure around it (at /prefixItems/0)",

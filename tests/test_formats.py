@@ -116,3 +116,29 @@ def test_iri_agrees_with_jsonschemas_uri_checker_on_ascii():
     for literal in ("[::1]", "[1:2:3:4:5:6:7:8]", "[::ffff:1.2.3.4]", "[1::2::3]", "[::zz]", "[v7.a:b]"):
         text = f"http://{literal}/p"
         assert EXTRA["iri"](text) == bool(validate_rfc3986(text, rule="URI")), text
+
+
+def test_every_format_a_backend_calls_exact_is_exact():
+    """A backend's grammar that takes `2023-02-30` as a date (xgrammar), second 60 in a time (xgrammar and
+    llguidance) or writes non-JSON for an email (outlines-core) must leave that format to sgcli's checker:
+    random walks of each bare grammar and edge values, judged by jsonschema (benchmarks/format_edges.py)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from format_edges import format_edges, undeclared
+
+    for backend in ("llguidance", "xgrammar", "outlines_core"):
+        rows = format_edges(backend, walks=40)
+        assert rows and not [row for row in rows if "error" in row or undeclared(row)], backend
+
+
+def test_an_approximated_format_is_enforced_by_the_checker():
+    schema = {"type": "object", "properties": {"d": {"type": "string", "format": "date"}}, "required": ["d"]}
+    vocab = byte_vocab()
+    for backend in ("llguidance", "xgrammar", "outlines_core"):
+        compiled = compile_for(backend, ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema), "d.json"), vocab)[0]
+        assert [(g.pointer, g.checker) for g in compiled_gaps(compiled)] == [("/properties/d/format", True)], backend
+        assert feed(compiled, vocab.encode('{"d":"2024-02-29"}')).accepted, backend
+        for bad in ('{"d":"2023-02-30"}', '{"d":"2023-02-29"}'):
+            assert not feed(compiled, vocab.encode(bad)).accepted, (backend, bad)

@@ -123,6 +123,8 @@ def _why_unenforced(node: dict, keyword: str, table: SchemaKeywords, keys: list[
             return f"dropped beside `{beside}`"
     if keyword == "format" and node.get("format") not in table.formats:
         return f"format {node.get('format')!r} not enforced"
+    if keyword == "format" and node.get("format") in table.approximate_formats:
+        return f"format {node.get('format')!r} only approximated (its grammar takes some invalid values)"
     if keyword == "allOf" and table.lone_all_of:
         if not isinstance(node.get("allOf"), list) or len(node["allOf"]) > 1:
             return "allOf with several subschemas is not enforced"

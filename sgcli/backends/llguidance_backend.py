@@ -252,6 +252,7 @@ class LLGuidanceBackend(LibraryBackend):
             through=frozenset({"properties", "patternProperties", "additionalProperties", "items", "prefixItems"})
             | {"anyOf", "oneOf", "allOf", "$ref"},
             formats=LLGUIDANCE_FORMATS,
+            approximate_formats=frozenset({"date", "date-time", "time"}),  # 2023-02-29, second 60
         ),
     )
 

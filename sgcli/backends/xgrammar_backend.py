@@ -150,6 +150,8 @@ class XGrammarBackend(LibraryBackend):
             through=frozenset({"properties", "additionalProperties", "items", "prefixItems", "anyOf", "oneOf"})
             | {"allOf", "$ref"},
             formats=XGRAMMAR_FORMATS,
+            # 2023-02-30, second 60, 01.1.1.1, ::4.01.76.5, a 64-character label
+            approximate_formats=frozenset({"date", "date-time", "time", "ipv4", "ipv6", "hostname"}),
             typed=frozenset(
                 {"pattern", "minLength", "maxLength", "format", "minimum", "maximum", "exclusiveMinimum"}
                 | {"exclusiveMaximum", "multipleOf", "minItems", "maxItems", "required", "minProperties"}
