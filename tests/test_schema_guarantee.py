@@ -236,6 +236,19 @@ def test_a_pattern_the_backend_would_write_raw_is_left_to_the_checker(backend, p
         assert accepted == valid if gaps else (valid or not accepted), (text, valid)
 
 
+def test_inside_a_grammar_xgrammar_refuses_a_pattern_it_would_write_raw():
+    """No checker follows a schema inside a grammar: there such a pattern is refused at its line:col."""
+    inner = {"type": "object", "properties": {"s": {"type": "string", "pattern": '^a"b$'}}}
+    fmt = {"type": "tag", "begin": "<a>", "content": {"type": "json_schema", "json_schema": inner}, "end": "</a>"}
+    tag = ConstraintSpec(Kind.STRUCTURAL_TAG, json.dumps({"type": "structural_tag", "format": fmt}, indent=1), "t.json")
+    lark = ConstraintSpec(Kind.LARK, "start: @a\n", "g.lark", subgrammars=(("a", spec_of(inner)),))
+    for spec in (tag, lark):
+        with pytest.raises(UserError, match="no checker follows a schema inside a grammar") as info:
+            get_backend("xgrammar").compile(spec, byte_vocab())
+        assert info.value.location.line is not None
+    get_backend("llguidance").compile(lark, byte_vocab())  # which escapes them
+
+
 def test_xgrammars_length_bounded_strings_take_no_raw_control_character():
     """xgrammar writes a string under minLength/maxLength as `[^"\\\r\n]{2,3}`: a raw tab or U+0001 went
     in, and the output was not JSON. Its class is narrowed to what its plain strings take."""
@@ -249,6 +262,13 @@ def test_xgrammars_length_bounded_strings_take_no_raw_control_character():
         ('{"s":"abcd"}', False),
     ):
         assert feed(compiled, vocab.encode(text)).accepted == accepted, text
+    # the same strings inside a structural tag's JSON
+    inner = {"type": "object", "properties": {"s": {"type": "string", "maxLength": 3}}, "required": ["s"]}
+    fmt = {"type": "tag", "begin": "<a>", "content": {"type": "json_schema", "json_schema": inner}, "end": "</a>"}
+    tag = ConstraintSpec(Kind.STRUCTURAL_TAG, json.dumps({"type": "structural_tag", "format": fmt}), "t.json")
+    compiled = get_backend("xgrammar").compile(tag, vocab)
+    assert feed(compiled, vocab.encode('<a>{"s":"ab"}</a>')).accepted
+    assert not feed(compiled, vocab.encode('<a>{"s":"\x01"}</a>')).accepted
 
 
 def test_draft4s_boolean_exclusive_bounds_reach_xgrammar_in_their_later_form():

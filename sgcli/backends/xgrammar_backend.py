@@ -14,6 +14,7 @@ from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.pattern_gaps import PatternGap, escape_gaps, with_patterns
 from sgcli.backends.schema_warnings import compile_warnings
 from sgcli.constraints.dialect import dialect_of
+from sgcli.constraints.jsonpos import pointer_of
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.errors import UserError
 from sgcli.tokenizers.vocab import Vocab
@@ -30,11 +31,17 @@ _JSON_CHARACTERS = '[^\\0-\\x1f\\"\\\\\\r\\n]'
 
 
 def json_schema_grammar(text: str, options: JsonOptions):
-    """xgrammar's Grammar for a JSON Schema text, with its length-bounded strings' characters narrowed to
-    what JSON takes unescaped (printed and read back only where that class occurs: same compile time)."""
+    """xgrammar's Grammar for a JSON Schema text, its strings JSON (`json_safe`)."""
     import xgrammar as xgr
 
-    grammar = xgr.Grammar.from_json_schema(text, **json_format_kwargs(options))
+    return json_safe(xgr.Grammar.from_json_schema(text, **json_format_kwargs(options)))
+
+
+def json_safe(grammar):
+    """`grammar` with its length-bounded strings' characters narrowed to what JSON takes unescaped
+    (printed and read back only where that class occurs: the same compile time)."""
+    import xgrammar as xgr
+
     printed = str(grammar)
     if _RAW_CHARACTERS not in printed:
         return grammar
@@ -300,16 +307,11 @@ class XGrammarBackend(LibraryBackend):
         return schema_error(self.name, spec, text, paths_for(schema, text))
 
     def _named_grammars(self, spec: ConstraintSpec) -> dict:
-        """`@name` sub-grammars of a Lark grammar: JSON Schemas as xgrammar Grammars, Lark as text. No
-        checker follows a sub-grammar, so a pattern xgrammar would write raw is refused there."""
+        """`@name` sub-grammars of a Lark grammar: JSON Schemas as xgrammar Grammars, Lark as text."""
 
         named = {}
         for name, sub in spec.subgrammars:
             if sub.kind is Kind.JSON_SCHEMA:
-                gap = next(iter(escape_gaps(sub.schema(), self.name, anywhere=False)), None)
-                if gap is not None:
-                    hint = "llguidance escapes such characters (--backend llguidance)"
-                    raise schema_error(self.name, sub, f"`pattern` {gap.why}", [gap.path + ("pattern",)], hint=hint)
                 named[name] = json_schema_grammar(sub.text, sub.json_options)
             elif sub.kind is Kind.LARK:
                 named[name] = sub.text
@@ -320,7 +322,11 @@ class XGrammarBackend(LibraryBackend):
         return named
 
     def _compile(self, compiler, spec: ConstraintSpec, schema_text: str):
+        import xgrammar as xgr
+
         kind = spec.kind
+        if kind in (Kind.LARK, Kind.STRUCTURAL_TAG):
+            self._refuse_raw_patterns(spec)
         if kind is Kind.JSON_SCHEMA:  # parsed by `compile` first
             return compiler.compile_grammar(json_schema_grammar(schema_text, spec.json_options))
         if kind in (Kind.REGEX, Kind.CHOICE):
@@ -331,8 +337,23 @@ class XGrammarBackend(LibraryBackend):
             return compiler.compile_lark(spec.text, named_grammars=self._named_grammars(spec))
         if kind is Kind.STRUCTURAL_TAG:
             native = structural_tag.parse(spec)[0]
-            return compiler.compile_structural_tag(structural_tag.bounded_json_layout(native, spec))
+            tag = xgr.Grammar.from_structural_tag(structural_tag.bounded_json_layout(native, spec))
+            return compiler.compile_grammar(json_safe(tag))  # a tag's JSON strings too
         raise AssertionError(f"xgrammar asked to compile {kind}")
+
+    def _refuse_raw_patterns(self, spec: ConstraintSpec) -> None:
+        """A schema inside a grammar (`@name`, a structural tag's content) has no checker after it, so a
+        pattern xgrammar would write raw (pattern_gaps) is refused there rather than left out."""
+        from sgcli.dialects.embedded import embedded_schemas
+
+        for inner in embedded_schemas(spec):
+            for gap in escape_gaps(inner.spec.schema(), self.name, anywhere=False)[:1]:
+                pointer = pointer_of(gap.path + ("pattern",))
+                raise UserError(
+                    f"{inner.label}: `pattern` at {pointer} {gap.why}; no checker follows a schema inside a grammar",
+                    location=inner.location(pointer),
+                    hint="llguidance escapes such characters (--backend llguidance)",
+                )
 
     def deserialize(self, data: bytes, spec: ConstraintSpec, vocab: Vocab) -> XGrammarCompiled | None:
         import xgrammar as xgr
