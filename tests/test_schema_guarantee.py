@@ -621,3 +621,22 @@ def test_only_real_inline_schemas_count_and_an_unreadable_one_is_refused_whole()
     (gap,) = schema_gaps(spec, "xgrammar")  # NaN is no JSON: nothing of that schema counts as enforced
     assert (gap.keyword, gap.embedded.label, gap.checker) == ("$schema", "%json #1", False)
     assert "could not read the schema" in gap.reason
+
+
+def test_the_stop_ids_a_string_screen_looks_at_are_those_allowed():
+    """`_allowed_stops` replaced `np.intersect1d` (5.6 ms a step in a free string, sorting ~49k allowed
+    ids): the same answer, on random sorted id sets."""
+    import random
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from sgcli.backends.token_screen import _allowed_stops
+
+    rng = random.Random(5)
+    for _ in range(200):
+        ids = np.array(sorted(rng.sample(range(300), rng.randint(0, 60))), dtype=np.int64)
+        stops = frozenset(rng.sample(range(300), rng.randint(0, 4)))
+        plan = SimpleNamespace(stop_ids=stops)
+        expected = np.intersect1d(ids, np.array(sorted(stops), dtype=np.int64))
+        assert _allowed_stops(plan, ids).tolist() == expected.tolist()

@@ -36,11 +36,22 @@ def to_look_at(plan: CheckPlan, top: tuple, ids, rules: StringRules | None, curr
             if current is not None:
                 return ids[tables.plain_len[ids] < 0]  # the plain ones: `refused_by_table`
             return ids  # a character or escape is unfinished: the grammar allows only what finishes it
-        stops = np.fromiter(plan.stop_ids, dtype=np.int64) if plan.stop_ids else np.zeros(0, dtype=np.int64)
-        return np.union1d(ids[tables.has_quote[ids]], np.intersect1d(ids, stops))
+        return np.union1d(ids[tables.has_quote[ids]], _allowed_stops(plan, ids))
     if top[0] == "num":
         return ids if plan.signed(plan.checks(top[2])) else ids[tables.ends_number[ids]]
     return ids
+
+
+def _allowed_stops(plan: CheckPlan, ids):
+    """The stop ids among `ids` (sorted, as a bitmask gives them): a binary search each, where
+    `np.intersect1d` sorted all ~49k allowed ids of a free string again (5.6 ms a step)."""
+    import numpy as np
+
+    stops = np.fromiter(sorted(plan.stop_ids), dtype=np.int64, count=len(plan.stop_ids))
+    if not len(stops) or not len(ids):
+        return stops[:0]
+    at = np.minimum(np.searchsorted(ids, stops), len(ids) - 1)
+    return stops[ids[at] == stops]
 
 
 def refused_by_table(tables, ids, rules: StringRules | None, current: str | None):

@@ -282,6 +282,8 @@ class XGrammarBackend(LibraryBackend):
         """The schema text xgrammar gets: the file's, or a copy without `gaps` and with draft 4's
         boolean `exclusiveMinimum`/`exclusiveMaximum` in their later form, which xgrammar reads only
         ("Value must be a number": OpenAPI 3.0's own schema)."""
+        if schema is None:  # not a JSON Schema: unused
+            return spec.text
         draft = dialect_of(schema).cls.__name__
         bounds = '"exclusiveM' in spec.text and draft in ("Draft3Validator", "Draft4Validator")
         if not (gaps or bounds):
