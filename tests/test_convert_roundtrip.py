@@ -435,3 +435,12 @@ def test_a_split_a_greedy_lexer_refuses_is_still_every_exact_parsers():
                 assert accepts_bytes(c, member.encode()).accepted, (name, dialect, text)
     parser = _lark_parser(printed["lark"])
     assert _lark_accepts(parser, member) is True and _lark_accepts(parser, outsider) is False
+
+
+def test_a_class_is_printed_without_surrogates_which_no_text_holds():
+    """xgrammar's JSON strings exclude U+D800-U+DFFF (their UTF-8 form is no text); printed as `\\uD800`,
+    llguidance refused the converted grammar. A class means the same without them."""
+    source = 'root ::= "\\"" [^\\0-\\x1f\\"\\\\\\ud800-\\udfff]* "\\""\n'
+    lark = _convert(source, "gbnf")
+    for text in (lark, _convert(lark, "lark")):
+        assert "D800" not in text.upper() and "DFFF" not in text.upper(), text

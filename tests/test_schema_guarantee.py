@@ -262,6 +262,11 @@ def test_xgrammars_length_bounded_strings_take_no_raw_control_character():
         ('{"s":"abcd"}', False),
     ):
         assert feed(compiled, vocab.encode(text)).accepted == accepted, text
+    # no string of its grammars takes the UTF-8 form of a surrogate, which no decoder reads
+    for shape in ({"type": "string"}, {"type": "string", "maxLength": 5}):
+        plain = compile_for("xgrammar", spec_of(shape), vocab)[0]
+        assert feed(plain, list('"a\u00e9b"'.encode())).accepted
+        assert not feed(plain, list(b'"a\xed\xb8\xbab"')).accepted, shape
     # the same strings inside a structural tag's JSON
     inner = {"type": "object", "properties": {"s": {"type": "string", "maxLength": 3}}, "required": ["s"]}
     fmt = {"type": "tag", "begin": "<a>", "content": {"type": "json_schema", "json_schema": inner}, "end": "</a>"}
@@ -640,3 +645,25 @@ def test_the_stop_ids_a_string_screen_looks_at_are_those_allowed():
         plan = SimpleNamespace(stop_ids=stops)
         expected = np.intersect1d(ids, np.array(sorted(stops), dtype=np.int64))
         assert _allowed_stops(plan, ids).tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize(("backend", "step"), [("llguidance", 9), ("xgrammar", 9), ("outlines_core", 60)])
+def test_random_walks_through_sgclis_matcher_are_json_and_valid(backend, step):
+    """Random walks over the 256 byte tokens through grammar + checker, on a sample of the keyword-position
+    corpus: every text that ends is JSON (UTF-8 included) and valid. Denser walks of the same kind
+    (every 2nd case, 6 each) found xgrammar's strings taking the bytes of a surrogate (ED B8 BA: its own
+    test above) and its date format taking 4519-11-31 (tests/test_formats.py)."""
+    from sgcli.backends.matching import sample_strings
+
+    vocab = byte_vocab()
+    walked = 0
+    for case in CASES[::step]:
+        try:
+            compiled = compile_for(backend, spec_of(case["schema"]), vocab)[0]
+        except UserError:
+            continue
+        for text in sample_strings(compiled, 4, seed=1):
+            walked += 1
+            value = json.loads(text.decode("utf-8"))  # raises on what is not JSON
+            assert schema_errors(case["schema"], value) == [], (case["description"], text)
+    assert walked >= 20

