@@ -17,7 +17,7 @@ from sgcli.backends.base import Capabilities, Compiled, CompileWarning, LibraryB
 from sgcli.backends.diagnostics import diagnose_llguidance, native_message, positioned_error, schema_error
 from sgcli.backends.json_layout import json_overrides, strict_schema
 from sgcli.backends.native_stderr import capture_fd2
-from sgcli.backends.pattern_gaps import PatternGap, at, with_patterns
+from sgcli.backends.pattern_gaps import PatternGap, at, patterns, with_patterns
 from sgcli.backends.schema_warnings import compile_warnings
 from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
@@ -164,14 +164,10 @@ def _unmatchable_patterns(text: str, schema) -> list[PatternGap]:
     properties a subschema covers."""
     if not isinstance(schema, dict) or not any(hint.search(text) for hint in _UNMATCHABLE_HINTS):
         return []
-    from sgcli.backends.schema_warnings import iter_subschemas
     from sgcli.dialects.regex_parse import ParseError, parse_regex
 
     found = []
-    for path, node in iter_subschemas(schema):
-        pattern = node.get("pattern")
-        if not isinstance(pattern, str):
-            continue
+    for path, pattern in patterns(schema):
         try:
             features = [f for f in parse_regex(pattern).features if f.what in _UNMATCHABLE]
         except ParseError:
@@ -215,9 +211,10 @@ def _undecided_patterns(message: str, schema, known: list[PatternGap]) -> list[P
     for body in _SLASHED.findall(message):
         for regex in {body, body.replace("\\/", "/")}:
             for path in pattern_paths(schema, regex):
-                node = at(schema, path[:-1])
-                if path[-1] != "pattern" or path[:-1] in done or not ({"minLength", "maxLength"} & set(node)):
-                    continue  # a patternProperties key, or one already out, or no length beside it
+                if path[-1] != "pattern" or path[:-1] in done:
+                    continue  # a patternProperties key, or one already out
+                if not {"minLength", "maxLength"} & set(at(schema, path[:-1])):
+                    continue  # no length beside it: not what llguidance gave up on
                 done.add(path[:-1])
                 why = f'beside a length is one llguidance cannot decide ("{_UNDECIDED}")'
                 found.append(PatternGap(path[:-1], why, None))

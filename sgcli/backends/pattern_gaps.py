@@ -46,6 +46,16 @@ def at(schema, path: tuple):
     return schema
 
 
+def patterns(schema):
+    """(path of the subschema, its `pattern`) for each string `pattern` in `schema`."""
+    from sgcli.backends.schema_warnings import iter_subschemas
+
+    for path, node in iter_subschemas(schema):
+        pattern = node.get("pattern")
+        if isinstance(pattern, str):
+            yield path, pattern
+
+
 def with_patterns(schema: dict, gaps: list[PatternGap]) -> dict:
     """A copy of `schema` with each of those patterns relaxed (or removed)."""
     out = copy.deepcopy(schema)
@@ -113,11 +123,5 @@ def escape_gaps(schema, backend: str, *, anywhere: bool) -> list[PatternGap]:
     """Each `pattern` of `schema` that `backend` would write unescaped (`admits_escaped`), left out."""
     if not isinstance(schema, dict):
         return []
-    from sgcli.backends.schema_warnings import iter_subschemas
-
     why = f"admits a character JSON escapes, which {backend} would write raw (the output would not be JSON)"
-    return [
-        PatternGap(path, why, None)
-        for path, node in iter_subschemas(schema)
-        if isinstance(node.get("pattern"), str) and admits_escaped(node["pattern"], anywhere=anywhere)
-    ]
+    return [PatternGap(path, why, None) for path, p in patterns(schema) if admits_escaped(p, anywhere=anywhere)]
