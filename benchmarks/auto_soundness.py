@@ -58,7 +58,7 @@ def cases(own: bool, suite: bool, real: bool = False, folder: Path | None = None
     if real:
         yield from real_world_cases(real_world_files())
     if folder is not None:  # any folder of schemas, e.g. the JSON Schema Store catalogue (schema_store.py)
-        yield from real_world_cases([(path, None) for path in sorted(folder.glob("*.json"))])
+        yield from real_world_cases([(path, None) for path in sorted(folder.rglob("*.json"))])
 
 
 # Real-world schemas on this machine, where present (nothing is fetched): (glob, data file beside it or None)
@@ -107,6 +107,7 @@ def real_world_cases(files: list[tuple[Path, Path | None]]):
             schema = json.loads(path.read_text(encoding="utf-8"))
         except ValueError:
             continue
+        schema = _bundled(path, schema)
         if not isinstance(schema, (dict, bool)):
             continue
         check = validator(schema)
@@ -123,6 +124,20 @@ def real_world_cases(files: list[tuple[Path, Path | None]]):
         if not tests:
             tests = _derived(schema, keyword_probes)
         yield f"real:{path.parent.name}", path.name, schema, tests
+
+
+def _bundled(path: Path, schema):
+    """The schema with the files its `$ref`s name inlined, as `--schema FILE` reads it
+    (sgcli/constraints/schema_bundle.py); as written where there are none, or where sgcli refuses
+    the file (the compile then refuses it as `generate` would)."""
+    from sgcli.constraints.sources import from_file
+    from sgcli.errors import UserError
+
+    try:
+        spec = from_file(str(path))
+    except UserError:
+        return schema
+    return json.loads(spec.text) if spec.source_map is not None else schema
 
 
 def _derived(schema, keyword_probes) -> list[dict]:

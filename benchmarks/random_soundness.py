@@ -43,7 +43,7 @@ def run(folder: Path, seeds: int, max_tokens: int) -> dict:
     counts: Counter = Counter()
     bad: list[str] = []
     started = time.perf_counter()
-    for path in sorted(folder.glob("*.json")):
+    for path in sorted(folder.rglob("*.json")):
         try:
             spec = from_file(str(path), Kind.JSON_SCHEMA)
             compiled = compile_for("auto", spec, vocab)[0]

@@ -210,7 +210,7 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="sgcli-crash-"))
     if args.folder:
-        schemas = [(p, []) for p in sorted(args.folder.glob("*.json"))][: args.limit]
+        schemas = [(p, []) for p in sorted(args.folder.rglob("*.json"))][: args.limit]
     else:
         schemas = catalogue(work, args.limit)
     wanted = [c for c in args.commands.split(",") if c]

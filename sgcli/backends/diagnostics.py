@@ -35,7 +35,7 @@ def grammar_error(backend: str, spec: ConstraintSpec, message: str, *, hint: str
             line, col = 1, int(m.group(1))
     return UserError(
         f"{spec.kind.label} rejected by {backend}: {text}",
-        location=Location(spec.origin, line, col),
+        location=spec.where(line, col),
         hint=hint or "fix the grammar at that position",
     )
 
@@ -90,7 +90,7 @@ def positioned_error(
     """A compile error at a position the adapter worked out itself."""
     return UserError(
         f"{spec.kind.label} rejected by {backend}: {message}",
-        location=Location(origin or spec.origin, line, col),
+        location=Location(origin, line, col) if origin else spec.where(line, col),
         hint=hint or ("fix the grammar at that position" if line else "fix the constraint"),
     )
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sgcli.backends.keyword_coverage import Gap, compiled_gaps, unchecked, unjudged_gaps
-from sgcli.constraints.jsonpos import key_position
 from sgcli.errors import Location, UserError
 
 
@@ -51,7 +50,7 @@ def where(spec, gap: Gap) -> Location:
     """file:line:col of a gap's keyword in the schema text (in the file around it, for a schema inside a grammar)."""
     if gap.embedded is not None:
         return gap.embedded.location(gap.pointer)
-    return Location(spec.origin, *(key_position(spec.text, gap.pointer) or (None, None)))
+    return spec.place_key(gap.pointer)
 
 
 def unenforced_error(spec, backend: str, gaps: list[Gap]) -> UserError:

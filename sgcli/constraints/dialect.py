@@ -75,3 +75,10 @@ def _plain(uri: str) -> str:
     for prefix in ("https://", "http://"):
         text = text.removeprefix(prefix)
     return text.removeprefix("www.")
+
+
+def meta_schema(uri: str) -> tuple[str, dict] | None:
+    """(the draft's own URI, its meta-schema as jsonschema ships it) for a draft's meta-schema URI
+    (near misses too, as `dialect_of` reads them); None for any other URI."""
+    found = _drafts().get(_plain(uri))
+    return None if found is None else (found[1], found[0].META_SCHEMA)

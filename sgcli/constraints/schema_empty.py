@@ -18,10 +18,10 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from sgcli.constraints.jsonpos import key_position, pointer_of
+from sgcli.constraints.jsonpos import pointer_of
 from sgcli.constraints.schema_refs import container_paths, ref_hides_siblings, references
 from sgcli.constraints.spec import ConstraintSpec
-from sgcli.errors import Location, UserError
+from sgcli.errors import UserError
 
 _BOUNDED = ("string", "number", "integer", "array", "object")  # the types a bound can leave empty
 # The lengths a string of a checked `format` can have, read off jsonschema's checkers (sgcli validates formats
@@ -284,10 +284,9 @@ def check_admits_a_value(spec: ConstraintSpec) -> None:
     found = empty_reason(spec.schema())
     if found is None:
         return
-    where = key_position(spec.text, pointer_of(found.path)) or (None, None)
     raise UserError(
         f"the JSON Schema admits no value: {found.reason}; every generation would fail",
-        location=Location(spec.origin, *where),
+        location=spec.place_key(pointer_of(found.path)),
         hint="change that keyword so that some value fits (a subschema that admits nothing is only of use as one "
         "branch of anyOf or oneOf)",
     )

@@ -48,6 +48,9 @@ class Reference:
     source: dict  # the subschema holding it
     target: object  # the subschema it names; None when it names nothing in this document
     remote: bool  # it names another document (nothing here can resolve it)
+    uri: str = ""  # the reference resolved against its base: "other.json#/$defs/a", "http://x/y.json#a"
+    base: str = ""  # the base URI where it stands (the root's, or an embedded `$id`'s)
+    target_path: tuple | None = None  # where `target` sits in the document (None: remote or nowhere)
 
 
 def references(schema) -> list[Reference]:
@@ -55,6 +58,24 @@ def references(schema) -> list[Reference]:
     walk = _Walk(schema)
     walk.run()
     return walk.refs
+
+
+class Document:
+    """One schema document's references, and what a fragment (`#/$defs/a`, `#name`) names in it:
+    for a reference from another document into this one (`schema_bundle`)."""
+
+    def __init__(self, schema):
+        self._walk = _Walk(schema)
+        self._walk.run()
+        self.refs = self._walk.refs
+        root_id = schema.get(self._walk.id_key) if isinstance(schema, dict) else None
+        own = _strip_fragment(_join("", root_id)) if isinstance(root_id, str) and not root_id.startswith("#") else ""
+        self.base = own if self._walk.resources.get(own) is schema else ""
+
+    def fragment(self, fragment: str) -> tuple[object, tuple | None]:
+        """(node, its path) that `#fragment` (as written, percent-encoded) names at the root; path None: nothing."""
+        node, _, _, path = self._walk.resolve("#" + fragment, self.base)
+        return node, path
 
 
 def first_cycle(schema, refs: list[Reference]) -> list[Reference] | None:
@@ -145,9 +166,10 @@ class _Walk:
                 self.visit(*stack.pop(), stack)
             pending, self.pending = self.pending, []
             for keyword, ref, source, base in pending:
-                target, remote, resource_base = self.resolve(ref, base)
+                target, remote, resource_base, target_path = self.resolve(ref, base)
                 path = (*self.paths.get(id(source), ()), keyword)
-                self.refs.append(Reference(keyword, ref, path, source, target, remote))
+                uri = _join(base, ref)
+                self.refs.append(Reference(keyword, ref, path, source, target, remote, uri, base, target_path))
                 if isinstance(target, dict) and id(target) not in self.visited:
                     stack.append((target, resource_base))  # named by a pointer outside the keywords walked
 
@@ -177,26 +199,31 @@ class _Walk:
                 self.pending.append((keyword, ref, node, base))
         stack.extend((sub, base) for _, sub in subschemas(node))
 
-    def resolve(self, ref: str, base: str) -> tuple[object, bool, str]:
-        """(target or None, whether it is in another document, the target document's base URI)."""
+    def resolve(self, ref: str, base: str) -> tuple[object, bool, str, tuple | None]:
+        """(target or None, whether it is in another document, the target document's base URI,
+        the target's path in this document or None)."""
         uri, _, fragment = _join(base, ref).partition("#")
         resource = self.resources.get(uri)
         if resource is None:
-            return None, True, uri
+            return None, True, uri, None
         fragment = unquote(fragment)
+        path = self.paths.get(id(resource))
         if not fragment:
-            return resource, False, uri
+            return resource, False, uri, path
         if not fragment.startswith("/"):
-            return self.anchors.get((uri, fragment)), False, uri
-        node = resource
+            node = self.anchors.get((uri, fragment))
+            return node, False, uri, None if node is None else self.paths.get(id(node))
+        node, path = resource, list(path or ())
         for part in pointer_parts(fragment):
             if isinstance(node, dict) and part in node:
                 node = node[part]
+                path.append(part)
             elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
                 node = node[int(part)]
+                path.append(int(part))
             else:
-                return None, False, uri
-        return node, False, uri
+                return None, False, uri, None
+        return node, False, uri, tuple(path)
 
 
 def container_paths(value) -> dict[int, tuple]:

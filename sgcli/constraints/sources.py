@@ -204,13 +204,21 @@ def check_nesting(spec: ConstraintSpec) -> None:
             depth -= 1
 
 
-def check_schema(spec: ConstraintSpec) -> None:
-    """Meta-validate a JSON Schema; the error names the offending keyword's position."""
+def check_schema(spec: ConstraintSpec) -> ConstraintSpec:
+    """Meta-validate a JSON Schema (the error names the offending keyword's position) and its
+    references; the spec to use from here on: bundled where its `$ref`s name other files."""
+    schema = spec.schema()
+    meta_validate(spec, schema)
+    return check_refs(spec, schema)
+
+
+def meta_validate(spec: ConstraintSpec, schema, cls: type | None = None) -> None:
+    """The schema (`spec`'s parsed text) is valid under its draft's meta-schema (or `cls`'s: a file
+    bundled into a schema of that draft), or exit 2 at the keyword."""
     import jsonschema
 
     from sgcli.constraints.dialect import dialect_of
 
-    schema = spec.schema()
     if not isinstance(schema, (dict, bool)):
         raise UserError(
             f"a JSON Schema must be an object or a boolean, not {type(schema).__name__}",
@@ -223,7 +231,7 @@ def check_schema(spec: ConstraintSpec) -> None:
             location=Location(spec.origin, *(locate(spec.text, ("$schema",)) or (None, None))),
             hint='name the draft by its URI, e.g. "https://json-schema.org/draft/2020-12/schema"',
         )
-    cls = dialect_of(schema).cls  # a near miss of a draft's URI: that draft; no draft at all: 2020-12
+    cls = cls or dialect_of(schema).cls  # a near miss of a draft's URI: that draft; no draft at all: 2020-12
     try:  # jsonschema recurses ~10 frames per schema level; parse_json has bounded the levels
         deep_call(lambda: cls.check_schema(schema), frames=12 * json_depth(schema))
     except jsonschema.SchemaError as exc:
@@ -234,17 +242,23 @@ def check_schema(spec: ConstraintSpec) -> None:
             location=Location(spec.origin, *pos),
             hint=f"the schema must be valid under {cls.__name__.removesuffix('Validator')}",
         ) from None
-    check_refs(spec, schema)
 
 
-def check_refs(spec: ConstraintSpec, schema) -> None:
-    """Every `$ref` resolves inside the file, or exit 2 at its line:col before anything compiles: a local
-    one that names nothing, a remote one (sgcli fetches nothing, so no backend could enforce it and no
-    check could judge it), and a reference cycle that never reaches a value (schema_refs.first_cycle)."""
+def check_refs(spec: ConstraintSpec, schema) -> ConstraintSpec:
+    """Every `$ref` resolves, or exit 2 at its line:col before anything compiles: one that names another
+    file is bundled (`schema_bundle`: a file beside the schema, a draft's meta-schema; sgcli fetches
+    nothing), a local one must name something, and no reference cycle may apply a schema to itself
+    before reaching a value (schema_refs.first_cycle). Returns the spec to use (bundled or as given)."""
     refs = references(schema)
+    if any(ref.remote for ref in refs):
+        from sgcli.constraints.schema_bundle import bundle
+
+        spec = bundle(spec, schema, refs, _SchemaFiles())
+        schema = spec.schema()
+        refs = references(schema)
 
     def at(ref: Reference) -> Location:
-        return Location(spec.origin, *(locate(spec.text, ref.path) or (None, None)))
+        return spec.place(ref.path)
 
     for ref in refs:
         if ref.remote:
@@ -269,6 +283,17 @@ def check_refs(spec: ConstraintSpec, schema) -> None:
             location=at(cycle[0]),
             hint="let the recursion pass through a property or an array item, or drop the reference",
         )
+    return spec
+
+
+class _SchemaFiles:
+    """The files a schema's `$ref`s name, read as `--schema FILE` is (`schema_bundle.Reader`)."""
+
+    def read(self, path: str) -> tuple[str, str]:
+        return read_text(path, what="JSON Schema file")
+
+    def meta_validate(self, spec: ConstraintSpec, schema, cls: type) -> None:
+        meta_validate(spec, schema, cls)
 
 
 def from_file(path: str, kind: Kind | None = None, json_options: JsonOptions | None = None) -> ConstraintSpec:
@@ -295,7 +320,7 @@ def _checked(spec: ConstraintSpec) -> ConstraintSpec:
     check_size(spec)
     check_nesting(spec)
     if spec.kind is Kind.JSON_SCHEMA:
-        check_schema(spec)
+        spec = check_schema(spec)
     if spec.kind is Kind.STRUCTURAL_TAG:
         parse_json(spec.text, spec.origin)
     return spec
@@ -332,8 +357,7 @@ def from_pydantic(target: str, json_options: JsonOptions | None = None) -> Const
         raise UserError(f"{target} is not a pydantic model class", hint="it must have model_json_schema()")
     text = json.dumps(cls.model_json_schema(), indent=2)
     spec = ConstraintSpec(Kind.JSON_SCHEMA, text, target, json_options=json_options or JsonOptions())
-    check_schema(spec)
-    return spec
+    return check_schema(spec)
 
 
 def from_flags(

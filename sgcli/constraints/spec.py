@@ -12,6 +12,8 @@ import json
 import math
 from dataclasses import dataclass, field, replace
 
+from sgcli.constraints.jsonpos import key_position, locate
+from sgcli.constraints.source_map import SourceMap
 from sgcli.errors import Location, UserError, did_you_mean, offset_to_line_col
 from sgcli.limits import Limits, current_limits
 
@@ -132,10 +134,26 @@ class ConstraintSpec:
     # Named sub-grammars a Lark grammar refers to as `@name` (e.g. a JSON Schema).
     subgrammars: tuple[tuple[str, ConstraintSpec], ...] = ()
     json_options: JsonOptions = field(default_factory=JsonOptions)
+    # A schema bundled from several files (`schema_bundle`): where each part of `text` came from.
+    source_map: SourceMap | None = field(default=None, compare=False, repr=False)
 
     @property
     def name(self) -> str:
         return self.origin or f"<{self.kind.value}>"
+
+    def where(self, line: int | None, col: int | None) -> Location:
+        """The file position of `line`:`col` of `text`: the file the user wrote that part in."""
+        if self.source_map is None:
+            return Location(self.origin, line, col)
+        return self.source_map.location(line, col, self.origin)
+
+    def place(self, path) -> Location:
+        """Where the value at `path` (keys and indexes) of this JSON text was written."""
+        return self.where(*(locate(self.text, path) or (None, None)))
+
+    def place_key(self, pointer: str) -> Location:
+        """Where the key naming the value at `pointer` was written (`jsonpos.key_position`)."""
+        return self.where(*(key_position(self.text, pointer) or (None, None)))
 
     def for_generation(self) -> ConstraintSpec:
         """This constraint as a command that generates compiles it (`JsonOptions.for_generation`)."""

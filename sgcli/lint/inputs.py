@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sgcli.constraints.sources import check_nesting, check_schema
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.dialects.grammar_model import Grammar, ParseError, Rule
@@ -10,25 +12,58 @@ from sgcli.errors import UserError
 from sgcli.lint.diagnostic import Diagnostic, at_offset
 
 
-def input_problem(spec: ConstraintSpec) -> Diagnostic | None:
-    """S003 when a schema is not JSON, not a valid JSON Schema or admits no value at all; S004 when a
-    grammar or regex is nested past sgcli's depth limit. The same checks `generate` refuses with exit 2."""
-    code, check = ("S003", _schema_checks) if spec.kind is Kind.JSON_SCHEMA else ("S004", check_nesting)
+def input_problem(spec: ConstraintSpec) -> tuple[ConstraintSpec, Diagnostic | None]:
+    """(the spec to lint, S003 when a schema is not JSON, not a valid JSON Schema or admits no value
+    at all; S004 when a grammar or regex is nested past sgcli's depth limit). The same checks
+    `generate` refuses with exit 2; a schema whose `$ref`s name other files comes back bundled."""
+    code, check = ("S003", _schema_checks) if spec.kind is Kind.JSON_SCHEMA else ("S004", _nesting)
     try:
-        check(spec)
+        return check(spec), None
     except UserError as exc:
         loc = exc.location
-        return Diagnostic(
-            code, exc.message, spec.name, loc.line if loc else None, loc.col if loc else None, hint=exc.hint
+        path = (loc.path if loc else None) or spec.name
+        line, col = (loc.line, loc.col) if loc else (None, None)
+        return spec, Diagnostic(code, exc.message, path, line, col, hint=exc.hint)
+
+
+def in_their_files(found: list[Diagnostic], spec: ConstraintSpec) -> list[Diagnostic]:
+    """Findings placed in a bundled schema's text (`schema_bundle`), moved to the file each part came
+    from: a keyword of a referenced file is reported at that file's line:col."""
+    smap = spec.source_map
+    if smap is None:
+        return found
+    out = []
+    for d in found:
+        if d.path != spec.name or d.line is None or smap.origin_at(d.line) in (spec.origin, None):
+            out.append(d)
+            continue
+        loc = spec.where(d.line, d.col)
+        end = spec.where(d.end_line, d.end_col) if d.end_line is not None else None
+        same = end is not None and end.path == loc.path
+        out.append(
+            replace(
+                d,
+                path=loc.path or d.path,
+                line=loc.line,
+                col=loc.col,
+                end_line=end.line if same else None,
+                end_col=end.col if same else None,
+            )
         )
-    return None
+    return out
 
 
-def _schema_checks(spec: ConstraintSpec) -> None:
+def _nesting(spec: ConstraintSpec) -> ConstraintSpec:
+    check_nesting(spec)
+    return spec
+
+
+def _schema_checks(spec: ConstraintSpec) -> ConstraintSpec:
     from sgcli.constraints.schema_empty import check_admits_a_value
 
-    check_schema(spec)
+    spec = check_schema(spec)
     check_admits_a_value(spec)
+    return spec
 
 
 def read_grammar(spec: ConstraintSpec):

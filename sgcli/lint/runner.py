@@ -31,7 +31,7 @@ from sgcli.errors import UserError
 from sgcli.limits import LimitHit, current_limits, run_bounded
 from sgcli.lint import backend_checks as bc
 from sgcli.lint.diagnostic import Diagnostic
-from sgcli.lint.inputs import input_problem, read_grammar
+from sgcli.lint.inputs import in_their_files, input_problem, read_grammar
 from sgcli.lint.length_check import shortest_sentence, too_long
 from sgcli.lint.merge import finish
 from sgcli.lint.schema_checks import dialect_check, guarantee_findings
@@ -179,7 +179,7 @@ class Linter:
         found: list[Diagnostic] = []
         grammar, features, schema, stext, unreadable = None, [], None, None, None
         if spec.kind is Kind.JSON_SCHEMA:
-            problem = input_problem(spec)
+            spec, problem = input_problem(spec)
             if problem is not None:
                 return FileResult(spec.name, finish([problem], sel), notes)
             from sgcli.constraints.jsonpos import SchemaText
@@ -188,7 +188,7 @@ class Linter:
             schema, stext = spec.schema(), SchemaText(spec.text)
             features = pattern_features(schema, stext)
         elif spec.kind in (Kind.EBNF, Kind.LARK, Kind.REGEX):
-            problem = input_problem(spec)
+            spec, problem = input_problem(spec)
             if problem is not None:
                 return FileResult(spec.name, finish([problem], sel), notes)
             grammar, features, unreadable = read_grammar(spec)
@@ -236,7 +236,7 @@ class Linter:
             found += bc.special_token_literals(spec, grammar, self.vocab(), self._tokenizer_name)
         if self.options.max_tokens is not None and "L001" in sel:
             found += self._length(spec, grammar, schema, compiled)
-        result.diagnostics = finish(found, sel)
+        result.diagnostics = finish(in_their_files(found, spec), sel)
         return result
 
     def _bounded_schema_rules(self, schema, stext, runs, spec) -> list[Diagnostic]:
