@@ -122,9 +122,7 @@ class Printer:
     def chars(self, node: Chars) -> str:
         ranges = _merged(node.ranges)
         negated = node.negated
-        # no text holds a surrogate, so a class means the same without them, and llguidance refuses a
-        # `\uD800` (xgrammar's JSON strings exclude them: backends/xgrammar_backend.json_safe)
-        scalar = [r for lo, hi in ranges for r in ((lo, min(hi, 0xD7FF)), (max(lo, 0xE000), hi)) if r[0] <= r[1]]
+        scalar = _without_surrogates(ranges)
         if scalar or negated:
             ranges = scalar
         if negated and not ranges:  # any character
@@ -142,6 +140,24 @@ class Printer:
             _lark_char(lo, _LARK_CLASS) + ("" if lo == hi else "-" + _lark_char(hi, _LARK_CLASS)) for lo, hi in ranges
         ]
         return f"/[{'^' if negated else ''}{''.join(items)}]/"
+
+
+def _without_surrogates(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The class's ranges with no surrogate for an end: no text holds a surrogate, so the class means
+    the same, and llguidance refuses a `\uD800`. A range across the surrogates stays one range, and
+    two that meet across them become one: llguidance reads `[^\x01-\uD7FF\uE000-\U0001F600]` as
+    taking U+D7FF and U+E000 (xgrammar's JSON strings exclude surrogates: xgrammar_backend.json_safe)."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in ranges:
+        lo = 0xE000 if 0xD800 <= lo <= 0xDFFF else lo
+        hi = 0xD7FF if 0xD800 <= hi <= 0xDFFF else hi
+        if lo > hi:
+            continue
+        if out and out[-1][1] == 0xD7FF and lo == 0xE000:
+            out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return out
 
 
 def _names(names: list[str], root: str, dialect: str) -> dict[str, str]:
