@@ -196,3 +196,18 @@ def test_a_file_that_refers_back_to_the_schema_gets_the_schema_itself(tmp_path):
     validator = jsonschema.Draft202012Validator(json.loads(spec.text))
     assert validator.is_valid({"kids": [{"kids": []}, {}]})
     assert not validator.is_valid({"kids": [{"kids": [{"x": 1}]}]})
+
+
+def test_a_sub_grammar_error_inside_a_referenced_file_names_that_file(tmp_path, run_cli):
+    """A Lark grammar's `--sub` schema is bundled too; where no checker follows it, xgrammar refuses a
+    pattern it would write raw, at the pattern's line:col in the file that holds it."""
+    defs = DEFS.replace('"^[a-z]{3}[0-9]{2}$"', '"^a\\\\nb$"')
+    folder = write(
+        tmp_path, {"main.json": MAIN, "common/defs.json": defs, "tag.json": TAG, "g.lark": 'start: "A: " @answer\n'}
+    )
+    sub = f"answer={folder / 'main.json'}"
+    compiled = run_cli("compile", "--lark", str(folder / "g.lark"), "--sub", sub, "--backend", "xgrammar")
+    linted = run_cli("lint", str(folder / "g.lark"), "--sub", sub, "--backend", "xgrammar")
+    where = f"{folder / 'common' / 'defs.json'}:4:30:"
+    assert compiled.exit_code == 1 and where in compiled.output, compiled.output  # 1: a backend refuses it
+    assert linted.exit_code == 1 and where + " S001" in linted.output, linted.output

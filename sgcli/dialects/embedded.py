@@ -47,6 +47,8 @@ class EmbeddedSchema:
     def location(self, pointer: str) -> Location:
         span = self.key_span(pointer)
         line, col = offset_to_line_col(self.text, span[0]) if span else (None, None)
+        if self.text is self.spec.text:  # a sub-grammar file: bundled, its parts are in their own files
+            return self.spec.where(line, col)
         return Location(self.spec.origin, line, col)
 
 

@@ -64,6 +64,10 @@ def compile_error(run: BackendCompile, spec: ConstraintSpec, stext) -> Diagnosti
     loc = run.error.location
     line, col = (loc.line, loc.col) if loc else (None, None)
     detail = clean_message(run.error.message)
+    if loc is not None and loc.path and loc.path != spec.origin:  # in a file the schema refers to (bundled)
+        return Diagnostic(
+            "S001", f"{run.name} rejects it: {detail}", loc.path, line, col, hint=run.error.hint, backend=run.name
+        )
     if line is None:
         line, col = _quoted_position(detail, spec.text)
     if spec.kind is Kind.JSON_SCHEMA and stext is not None and line is not None:
