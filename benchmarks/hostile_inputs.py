@@ -767,6 +767,37 @@ def schema_cases() -> list[Case]:
             check=says("s.json:1", where="stdout"),
         )
     )
+    # a schema split over files (sgcli/constraints/schema_bundle.py): what a `$ref` names is read, bounded
+    split = {
+        "$ref to /dev/zero": ({"s.json": json.dumps({"$ref": "/dev/zero"})}, ["s.json:1", "not a file"]),
+        "$ref to a folder": ({"s.json": json.dumps({"$ref": "."})}, ["s.json:1", "not a file"]),
+        "$ref to a missing file": ({"s.json": json.dumps({"$ref": "gone.json"})}, ["s.json:1", "does not exist"]),
+        "$ref to a file that is not JSON": (
+            {"s.json": json.dumps({"$ref": "n.json"}), "n.json": "hello"},
+            ["n.json:1:1", "s.json:1"],
+        ),
+        "$ref cycle across files": (
+            {
+                "s.json": json.dumps({"allOf": [{"$ref": "b.json"}]}),
+                "b.json": json.dumps({"anyOf": [{"$ref": "s.json"}]}),
+            },
+            ["cycle"],
+        ),
+        "$ref to a file of another draft": (
+            {
+                "s.json": json.dumps({"$schema": "https://json-schema.org/draft/2020-12/schema", "$ref": "d.json"}),
+                "d.json": json.dumps({"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"}),
+            },
+            ["s.json:1", "draft 4"],
+        ),
+        "$ref to a referenced file's bad keyword": (
+            {"s.json": json.dumps({"$ref": "k.json"}), "k.json": '{\n  "minimum": "one"\n}'},
+            ["k.json:2", "s.json:1"],
+        ),
+    }
+    for name, (files, needles) in split.items():
+        cases.append(Case(c, f"generate: {name}", gen("--schema", "{d}/s.json", "x"), 2, files=files, server={}))
+        cases.append(Case(c, f"compile: {name}", ["compile", "{d}/s.json"], 2, files=files, check=says(*needles)))
     cases.append(Case(c, "inline schema not JSON", gen("--schema", "{not json", "x"), 2, server={}))
     cases.append(Case(c, "schema on stdin, empty", gen("--schema", "-", "x"), 2, stdin=b"", server={}))
     return cases

@@ -211,3 +211,33 @@ def test_a_sub_grammar_error_inside_a_referenced_file_names_that_file(tmp_path, 
     where = f"{folder / 'common' / 'defs.json'}:4:30:"
     assert compiled.exit_code == 1 and where in compiled.output, compiled.output  # 1: a backend refuses it
     assert linted.exit_code == 1 and where + " S001" in linted.output, linted.output
+
+
+@pytest.mark.parametrize(
+    "files, says",
+    [
+        ({"s.json": '{"$ref": "/dev/zero"}'}, ["s.json:1:10", "/dev/zero, which is not a file"]),
+        ({"s.json": '{"$ref": "."}'}, ["s.json:1:10", "which is not a file"]),
+        ({"s.json": '{"$ref": "n.json"}', "n.json": "hello"}, ["n.json:1:1: invalid JSON", "$ref 'n.json' at"]),
+        (
+            {"s.json": '{"$ref": "big.json"}', "big.json": '{"enum": ["' + "x" * 3000 + '"]}'},
+            ["big.json: JSON Schema file is over the limit of 2,000 bytes", "--max-constraint-bytes"],
+        ),
+    ],
+    ids=["dev-zero", "folder", "not-json", "over-the-limit"],
+)
+def test_what_a_ref_names_is_read_bounded_and_refused_clearly(tmp_path, run_cli, files, says):
+    main = write(tmp_path, files) / "s.json"
+    result = run_cli("compile", "--schema", str(main), "--max-constraint-bytes", "2000")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    for needle in says:
+        assert needle in result.output, (needle, result.output)
+
+
+def test_a_chain_of_files_past_the_limit_is_refused(tmp_path):
+    from sgcli.constraints.schema_bundle import MAX_DOCUMENTS
+
+    files = {f"c{i}.json": json.dumps({"items": {"$ref": f"c{i + 1}.json"}}) for i in range(MAX_DOCUMENTS + 2)}
+    files[f"c{MAX_DOCUMENTS + 2}.json"] = '{"type": "integer"}'
+    with pytest.raises(UserError, match=f"more than {MAX_DOCUMENTS} files"):
+        from_file(str(write(tmp_path, files) / "c0.json"))

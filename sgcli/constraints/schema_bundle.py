@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
@@ -153,17 +154,18 @@ class _Bundler:
                 location=at,
                 hint="check the path: it is read relative to the folder of the file that holds the $ref",
             )
-        text, origin = self.reader.read(str(path))
-        schema = parse_json(text, origin)
-        if not isinstance(schema, (dict, bool)):
-            raise UserError(
-                f"a JSON Schema must be an object or a boolean, not {type(schema).__name__}",
-                location=Location(origin, 1, 1),
-                hint=f"fix the file that {ref.ref!r} names",
-            )
+        with _named_by(ref, at):
+            text, origin = self.reader.read(str(path))
+            schema = parse_json(text, origin)
+            if not isinstance(schema, (dict, bool)):
+                raise UserError(
+                    f"a JSON Schema must be an object or a boolean, not {type(schema).__name__}",
+                    location=Location(origin, 1, 1),
+                )
         found = _Doc(identity, origin, text, schema, path.parent, _id_folder(schema), Document(schema))
         self._same_draft(found, ref, at)
-        self.reader.meta_validate(ConstraintSpec(Kind.JSON_SCHEMA, text, origin), schema, self.dialect)
+        with _named_by(ref, at):
+            self.reader.meta_validate(ConstraintSpec(Kind.JSON_SCHEMA, text, origin), schema, self.dialect)
         return self._add(found, ref, at)
 
     def _add(self, doc: _Doc, ref: Reference, at: Location) -> _Doc:
@@ -208,7 +210,7 @@ class _Bundler:
             if not doc.id_folder or (own.scheme, own.netloc) != (parts.scheme, parts.netloc):
                 return None
             relative = posixpath.relpath(unquote(parts.path) or "/", unquote(own.path) or "/")
-        return doc.folder / relative if relative and relative != "." else None
+        return doc.folder / relative if relative else None
 
     def _name(self, doc: _Doc) -> None:
         base = self.docs[0].folder
@@ -333,6 +335,17 @@ class _Bundler:
         from sgcli.constraints.jsonpos import locate
 
         return Location(doc.origin, *(locate(doc.text, ref.path) or (None, None)))
+
+
+@contextmanager
+def _named_by(ref: Reference, at: Location):
+    """An error inside a referenced file also says which `$ref` read that file."""
+    try:
+        yield
+    except UserError as exc:
+        exc.message += f" (in the file that $ref {ref.ref!r} at {at} names)"
+        exc.args = (exc.message,)
+        raise
 
 
 def _file_folder(origin: str | None) -> Path | None:
