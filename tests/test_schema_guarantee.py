@@ -236,6 +236,28 @@ def test_a_pattern_the_backend_would_write_raw_is_left_to_the_checker(backend, p
         assert accepted == valid if gaps else (valid or not accepted), (text, valid)
 
 
+def test_patterns_a_backend_cannot_take_are_declared_before_compiling_and_rank_auto():
+    """The patterns a backend's grammar relaxes or leaves out are known from its table before any
+    compile (`SchemaKeywords.raw_patterns`, `unmatchable`): `auto` ranks by them, and the compile's own
+    warnings add no second gap for them."""
+    from sgcli.backends.auto import ranked
+
+    quote = {"type": "object", "properties": {"k": {"type": "string", "pattern": '^a"b$'}}, "required": ["k"]}
+    look = {"type": "object", "properties": {"k": {"type": "string", "pattern": "^(?!x)[a-z]+$"}}}
+    declared = {
+        (name, label): [(g.pointer, g.checker) for g in schema_gaps(spec_of(schema), name) if g.keyword == "pattern"]
+        for label, schema in (("quote", quote), ("look", look))
+        for name in ("llguidance", "xgrammar", "outlines_core")
+    }
+    assert declared[("xgrammar", "quote")] == declared[("outlines_core", "quote")] == [("/properties/k/pattern", True)]
+    assert declared[("llguidance", "quote")] == [] == declared[("xgrammar", "look")]
+    assert declared[("llguidance", "look")] == [("/properties/k/pattern", True)]  # relaxed, then checked
+    # a tie on what nothing enforces: the backend whose grammar keeps the pattern goes first
+    assert [name for name, _ in ranked(spec_of(look))][0] == "xgrammar"
+    compiled = compile_for("xgrammar", spec_of(quote), byte_vocab())[0]
+    assert [g.pointer for g in compiled_gaps(compiled) if g.keyword == "pattern"] == ["/properties/k/pattern"]
+
+
 def test_inside_a_grammar_xgrammar_refuses_a_pattern_it_would_write_raw():
     """No checker follows a schema inside a grammar: there such a pattern is refused at its line:col."""
     inner = {"type": "object", "properties": {"s": {"type": "string", "pattern": '^a"b$'}}}

@@ -81,6 +81,11 @@ class SchemaKeywords:
     dropped_beside: tuple[tuple[str, frozenset[str]], ...] = ()
     integer_only: frozenset[str] = frozenset()  # enforced only beside "type": "integer", with an integer value
     first_branch: bool = False  # each subschema honours only its first recognised keyword (outlines-core)
+    # `pattern`s its grammar cannot take as written (pattern_gaps.py), each left to sgcli's checker:
+    # "literal": one that spells a character JSON escapes, matched against the raw JSON text (xgrammar);
+    # "any": one with any part that admits such a character (outlines-core); "": it escapes them itself
+    raw_patterns: str = ""
+    unmatchable: frozenset[str] = frozenset()  # regex features its grammar cannot match: relaxed (llguidance)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from sgcli.backends.base import SchemaKeywords
 from sgcli.backends.outlines_coverage import disjoint_types, dropped_keywords
+from sgcli.backends.pattern_gaps import declared_pattern_gaps
 from sgcli.backends.schema_doc import COMPANIONS, SchemaDoc, escape_pointer, subschemas
 from sgcli.constraints.formats import format_checker
 from sgcli.constraints.jsonpos import pointer_parts
@@ -304,6 +305,7 @@ def schema_gaps(spec, backend_name: str) -> list[Gap]:
         gaps = grammar_gaps(schema, backend.name, table, doc)
         if table is not None and table.first_branch:
             gaps += _first_branch_gaps(schema, backend.name, doc, {g.pointer for g in gaps})
+        gaps += _pattern_gaps(spec, schema, backend.name, table, doc, {g.pointer for g in gaps})
     except (RecursionError, TypeError, ValueError, KeyError) as exc:  # a schema shape the walk does not know
         # conservative: nothing of it counts as enforced by the grammar; the checker validates it whole
         gaps = [Gap("", "$schema", backend.name, f"sgcli could not walk the schema ({type(exc).__name__}: {exc})")]
@@ -318,6 +320,21 @@ def _unreadable(spec, backend_name: str) -> list[Gap]:
     except UserError as exc:
         return [Gap("", "$schema", backend_name, f"sgcli could not read the schema ({exc.message})")]
     return []
+
+
+def _pattern_gaps(spec, schema, backend: str, table, doc: SchemaDoc, known: set[str]) -> list[Gap]:
+    """The `pattern`s its grammar relaxes or leaves out (pattern_gaps.declared_pattern_gaps), each a gap
+    the checker takes: declared, so `auto` ranks by them before compiling (they were compile warnings)."""
+    out = []
+    for gap in declared_pattern_gaps(spec, schema, backend, table):
+        warning = gap.warning()
+        if warning.pointer not in known:
+            known.add(warning.pointer)
+            parent = "/".join(warning.pointer.split("/")[:-1])
+            out.append(
+                Gap(warning.pointer, "pattern", backend, warning.message, anchors=(_nearest_anchor(doc, parent),))
+            )
+    return out
 
 
 def _first_branch_gaps(schema, backend: str, doc: SchemaDoc, known: set[str]) -> list[Gap]:

@@ -17,7 +17,7 @@ from sgcli.backends.base import Capabilities, Compiled, CompileWarning, LibraryB
 from sgcli.backends.diagnostics import diagnose_llguidance, native_message, positioned_error, schema_error
 from sgcli.backends.json_layout import json_overrides, strict_schema
 from sgcli.backends.native_stderr import capture_fd2
-from sgcli.backends.pattern_gaps import PatternGap, at, patterns, with_patterns
+from sgcli.backends.pattern_gaps import PatternGap, at, declared_pattern_gaps, with_patterns
 from sgcli.backends.schema_warnings import compile_warnings
 from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
@@ -148,48 +148,6 @@ def _schema_grammar(spec: ConstraintSpec, schema, unmatchable: list[PatternGap] 
     return json.dumps({"grammars": [_schema_entry(spec, schema, lenient=True)]})
 
 
-# What llguidance's regex engine (a DFA over bytes) cannot match: its "look-around ... not supported"
-# refusals. A cheap look at the schema's text first: most schemas hold none, and pay no walk.
-_UNMATCHABLE = LOOKAROUNDS | {"backreference", "word boundary", "non-word-boundary"}
-# (two searches, each with a literal prefix re scans for: 4x quicker than one alternation, 0.14 ms on 233 KB)
-_UNMATCHABLE_HINTS = (re.compile(r"\(\?<?[=!]"), re.compile(r"\\\\[bBk1-9]"))
-
-
-def _unmatchable_patterns(text: str, schema) -> list[PatternGap]:
-    """Each `pattern` llguidance cannot match: look-around, a backreference, `\\b`. llguidance would
-    refuse the whole schema (AWS's `^(?!aws:).*` tag keys did, in a quarter of cfn-lint's CloudFormation
-    schemas); instead its grammar takes the pattern relaxed (`_relaxed`: a superset that keeps the
-    pattern's classes and bounds), and sgcli's schema checker enforces the whole pattern with Python's
-    `re`, which has all of these. A `patternProperties` key is left to llguidance: it decides which
-    properties a subschema covers."""
-    if not isinstance(schema, dict) or not any(hint.search(text) for hint in _UNMATCHABLE_HINTS):
-        return []
-    from sgcli.dialects.regex_parse import ParseError, parse_regex
-
-    found = []
-    for path, pattern in patterns(schema):
-        try:
-            features = [f for f in parse_regex(pattern).features if f.what in _UNMATCHABLE]
-        except ParseError:
-            continue  # llguidance says what is wrong with it
-        if features:
-            why = f"has a {features[0].what}, which llguidance cannot match"
-            found.append(PatternGap(path, why, _relaxed(pattern, features)))
-    return found
-
-
-def _relaxed(pattern: str, features) -> str:
-    """`pattern` with each assertion made empty and each backreference any text: every string the
-    pattern matches, the relaxed one matches too (so the checker, not the grammar, narrows it)."""
-    out, at = [], 0
-    for f in sorted(features, key=lambda f: (f.pos, -f.end)):
-        if f.pos < at:
-            continue  # inside one already replaced
-        out += [pattern[at : f.pos], "(?:[\\s\\S]*)" if f.what == "backreference" else "(?:)"]
-        at = f.end
-    return "".join(out) + pattern[at:]
-
-
 # llguidance's emptiness check gives up on some patterns beside a length ("Unable to determine if regex
 # is empty: (And (SearchRegex /P/) (Regex /(?s:.{1,512})/))": an unanchored search under a long
 # `maxLength`, a cfn-lint IAM path) and refuses the whole schema. Its regexes are written `/.../`.
@@ -250,6 +208,8 @@ class LLGuidanceBackend(LibraryBackend):
             | {"anyOf", "oneOf", "allOf", "$ref"},
             formats=LLGUIDANCE_FORMATS,
             approximate_formats=frozenset({"date", "date-time", "time"}),  # 2023-02-29, second 60
+            # its regexes are DFAs over bytes: look-around, backreferences and `\b` relaxed (pattern_gaps)
+            unmatchable=LOOKAROUNDS | {"backreference", "word boundary", "non-word-boundary"},
         ),
     )
 
@@ -273,7 +233,7 @@ class LLGuidanceBackend(LibraryBackend):
         tok = self.tokenizer(vocab)
         t = time.perf_counter()
         schema = spec.schema() if spec.kind is Kind.JSON_SCHEMA else None  # once: grammar, error, warnings
-        unmatchable = _unmatchable_patterns(spec.text, schema) if schema is not None else []
+        unmatchable = declared_pattern_gaps(spec, schema, self.name, self.capabilities.schema_keywords)
         grammar = self.grammar(spec, tok, schema=schema, unmatchable=unmatchable)
         with capture_fd2() as native_log:
             # errors are state; no stderr noise while decoding. Its error and warnings are those of
@@ -314,7 +274,7 @@ class LLGuidanceBackend(LibraryBackend):
         if kind is Kind.JSON_SCHEMA:
             schema = spec.schema() if schema is None else schema
             if unmatchable is None:
-                unmatchable = _unmatchable_patterns(spec.text, schema)
+                unmatchable = declared_pattern_gaps(spec, schema, self.name, self.capabilities.schema_keywords)
             return _schema_grammar(spec, schema, unmatchable)
         if kind is Kind.REGEX:
             return llg.LLMatcher.grammar_from_regex(spec.text)

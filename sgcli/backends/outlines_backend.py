@@ -22,7 +22,7 @@ from sgcli.backends.diagnostics import positioned_error, schema_error
 from sgcli.backends.json_layout import strict_schema, whitespace_regex
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.outlines_coverage import concatenated_all_of, dropped_keywords, ungrouped_empty_schema
-from sgcli.backends.pattern_gaps import at, escape_gaps, with_patterns
+from sgcli.backends.pattern_gaps import at, declared_pattern_gaps, with_patterns
 from sgcli.backends.schema_warnings import find
 from sgcli.constraints.jsonpos import locate, pointer_parts
 from sgcli.constraints.spec import ConstraintSpec, Kind
@@ -133,6 +133,7 @@ class OutlinesCoreBackend(LibraryBackend):
             disjoint_one_of=True,
             escaped_names=False,
             first_branch=True,
+            raw_patterns="any",  # `.` wrote a raw quote
         ),
     )
 
@@ -170,7 +171,8 @@ class OutlinesCoreBackend(LibraryBackend):
         schema = spec.schema()
         if spec.json_options.strict_properties:
             schema = strict_schema(schema)
-        schema = with_patterns(schema, escape_gaps(schema, self.name, anywhere=True))  # see _warnings
+        gaps = declared_pattern_gaps(spec, schema, self.name, self.capabilities.schema_keywords)
+        schema = with_patterns(schema, gaps)  # see _warnings
         schema = _exact_formats_only(schema)
         self._refuse_broken(spec, schema)
         try:
@@ -234,15 +236,15 @@ class OutlinesCoreBackend(LibraryBackend):
         elapsed = time.perf_counter() - t
         return OutlinesCompiled(self.name, spec, vocab, elapsed, self._warnings(spec), regex, index=index)
 
-    @staticmethod
-    def _warnings(spec: ConstraintSpec) -> list[CompileWarning]:
+    def _warnings(self, spec: ConstraintSpec) -> list[CompileWarning]:
         """Keywords outlines-core compiles away without enforcing them, each at its pointer."""
         if spec.kind is not Kind.JSON_SCHEMA:
             return []
 
         schema = spec.schema()
         # a pattern admitting `"`, `\` or a control character is written raw: left out, the checker takes it
-        escaped = [gap.warning() for gap in escape_gaps(schema, "outlines_core", anywhere=True)]
+        gaps = declared_pattern_gaps(spec, schema, self.name, self.capabilities.schema_keywords)
+        escaped = [gap.warning() for gap in gaps]
         return [CompileWarning(message, pointer) for pointer, message in dropped_keywords(schema)] + escaped
 
     def _schema_error(self, spec: ConstraintSpec, message: str) -> UserError:

@@ -11,7 +11,7 @@ from sgcli.backends import structural_tag
 from sgcli.backends.base import Capabilities, Compiled, LibraryBackend, SchemaKeywords, bitmask_words
 from sgcli.backends.diagnostics import grammar_error, native_message, schema_error
 from sgcli.backends.native_stderr import capture_fd2
-from sgcli.backends.pattern_gaps import PatternGap, escape_gaps, with_patterns
+from sgcli.backends.pattern_gaps import PatternGap, declared_pattern_gaps, escape_gaps, with_patterns
 from sgcli.backends.schema_warnings import compile_warnings
 from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.jsonpos import pointer_of
@@ -169,6 +169,7 @@ class XGrammarBackend(LibraryBackend):
                 | {"maxProperties"}
             ),
             lone_all_of=True,
+            raw_patterns="literal",  # `^a"b$` wrote `"a"b"`
             drops_beside=frozenset({"anyOf", "oneOf"}),
             disjoint_one_of=True,
             escaped_names=False,
@@ -277,9 +278,7 @@ class XGrammarBackend(LibraryBackend):
 
     def _pattern_gaps(self, spec: ConstraintSpec, schema) -> list[PatternGap]:
         """Patterns xgrammar would write raw (pattern_gaps): left out where sgcli's checker takes them."""
-        if schema is None or '"pattern"' not in spec.text:
-            return []
-        return escape_gaps(schema, self.name, anywhere=False)
+        return declared_pattern_gaps(spec, schema, self.name, self.capabilities.schema_keywords)
 
     @staticmethod
     def _schema_text(spec: ConstraintSpec, schema, gaps: list[PatternGap]) -> str:
