@@ -12,8 +12,9 @@ llguidance, compiled lenient, drops what it does not implement (uniqueItems, not
 with a warning and enforces the rest; xgrammar leaves more keywords unenforced (and drops some
 silently, each named by sgcli's tables); outlines-core drops every keyword but the
 first of each subschema and compiles slowly. Each backend declares which keywords it enforces
-(`Capabilities.schema_keywords`, keyword_coverage.py), so before compiling anything `auto` ranks the
-backends that can run the spec: fewest keywords enforced by nothing, then fewest left to sgcli's
+(`Capabilities.schema_keywords`, keyword_coverage.py; the `pattern`s its grammar relaxes or leaves out
+too, pattern_gaps.declared_pattern_gaps), so before compiling anything `auto` ranks the backends that
+can run the spec: fewest keywords enforced by nothing, then fewest left to sgcli's
 schema checker, then the fixed order below. It compiles them in that order and takes the first that
 compiles; every backend passed over is reported as {backend, reason}.
 A compile that runs into --compile-timeout or --compile-memory is not a refusal: it ends the run
