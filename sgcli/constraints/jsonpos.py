@@ -128,6 +128,11 @@ def _scan(text: str, i: int) -> tuple[object, int]:
         raise ValueError(f"no JSON value at {i}") from None
 
 
+def value_end(text: str, i: int) -> int:
+    """The offset just past the JSON value that starts at `i` (a valid document's value offset)."""
+    return _scan(text, i)[1]
+
+
 def _member(text: str, i: int, token: str) -> int | None:
     """Offset of the value of the last member named `token` of the object at `i`."""
     hit = None

@@ -21,6 +21,7 @@ own text first, so `SourceMap` places every position of the bundle back in the f
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from contextlib import contextmanager
@@ -30,10 +31,11 @@ from typing import Protocol
 from urllib.parse import unquote, urlsplit
 from urllib.request import url2pathname
 
-from sgcli.constraints.jsonpos import SchemaText, _scan, pointer_of, value_offsets
+from sgcli.constraints.dialect import dialect_of, meta_schema
+from sgcli.constraints.jsonpos import SchemaText, locate, pointer_of, value_end, value_offsets
 from sgcli.constraints.schema_refs import Document, Reference, ref_hides_siblings, subschemas
 from sgcli.constraints.source_map import SourceMap
-from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
+from sgcli.constraints.spec import ConstraintSpec, Kind, check_size, parse_json
 from sgcli.errors import Location, UserError
 
 MAX_DOCUMENTS = 100  # files bundled into one schema; each is also bounded by --max-constraint-bytes
@@ -117,15 +119,11 @@ class _Bundler:
                 location=at,
                 hint="move the subschema holding it out of the embedded resource, or copy the file into $defs",
             )
-        from sgcli.constraints.dialect import meta_schema
-
         meta = meta_schema(uri)
         if meta is not None:
             own_uri, contents = meta
             found = self.by_identity.get(own_uri)
             if found is None:
-                import json
-
                 text = json.dumps(contents, indent=2, ensure_ascii=False)
                 found = self._add(_Doc(own_uri, own_uri, text, contents, None, None, Document(contents)), ref, at)
             return found
@@ -267,14 +265,13 @@ class _Bundler:
     def _edits(self, doc: _Doc) -> list[tuple[int, int, str]]:
         """(start, end, new text) in the document's text: its references rewritten and, in an inlined
         document, the keywords that give it identities renamed."""
-        import json
-
         offsets = value_offsets(doc.text)
         edits = []
         for ref in doc.document.refs:
             if ref.remote or doc.key is not None:
                 start = offsets[pointer_of(ref.path)]
-                edits.append((start, _scan(doc.text, start)[1], json.dumps(self._target(doc, ref), ensure_ascii=False)))
+                target = json.dumps(self._target(doc, ref), ensure_ascii=False)
+                edits.append((start, value_end(doc.text, start), target))
         if doc.key is not None and isinstance(doc.schema, dict):
             stext = SchemaText(doc.text)
             for path, node in _subschema_nodes(doc.schema):
@@ -290,19 +287,17 @@ class _Bundler:
         return sorted(edits)
 
     def _assemble(self) -> ConstraintSpec:
-        import json
-
         root = self.docs[0]
         text, smap = root.text, SourceMap()
         offsets = value_offsets(text)
         container = self._container()
         existing = self._container_value() if container in root.schema else None
         if existing is not None:  # both members written: into the draft's own, before its closing brace
-            close = _scan(text, offsets["/" + container.replace("~", "~0")])[1] - 1
+            close = value_end(text, offsets["/" + container.replace("~", "~0")]) - 1
             opening = "\n" if not existing else ",\n"
             closing = "\n"
         else:
-            close = _scan(text, offsets[""])[1] - 1
+            close = value_end(text, offsets[""]) - 1
             opening = (",\n" if root.schema else "\n") + f'"{container}": {{\n'
             closing = "\n}\n"
         self._copy_edited(smap, root, 0, close)
@@ -313,8 +308,6 @@ class _Bundler:
         smap.write(closing, root.origin, text, close)
         self._copy_edited(smap, root, close, len(text))
         bundled = replace(self.spec, text=smap.text, source_map=smap)
-        from sgcli.constraints.spec import check_size
-
         check_size(bundled)
         return bundled
 
@@ -332,8 +325,6 @@ class _Bundler:
         smap.copy(doc.origin, doc.text, at, end)
 
     def _at(self, doc: _Doc, ref: Reference) -> Location:
-        from sgcli.constraints.jsonpos import locate
-
         return Location(doc.origin, *(locate(doc.text, ref.path) or (None, None)))
 
 
@@ -367,8 +358,6 @@ def _id_folder(schema) -> str | None:
 
 
 def _dialect(schema):
-    from sgcli.constraints.dialect import dialect_of
-
     return dialect_of(schema).cls
 
 
