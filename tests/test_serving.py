@@ -703,3 +703,47 @@ def test_s_is_the_system_prompt_and_schema_takes_inline_json(run_cli):
     assert bodies[0] == bodies[1]
     assert bodies[0]["messages"][0] == {"role": "system", "content": "Answer with a digit."}
     assert bodies[0]["structured_outputs"] == {"json": {"type": "integer"}}
+
+
+def test_a_record_that_cannot_be_written_stops_the_other_requests_before_the_client_closes(monkeypatch):
+    """`put` raising (a full disk) mid-batch: the requests still in flight are cancelled before the HTTP
+    client closes, so none fails on a closed client and is logged as an unretrieved task exception."""
+    import asyncio
+
+    from sgcli.batch.requests import Request
+    from sgcli.errors import UserError
+    from sgcli.serving import runner
+    from sgcli.serving.client import ClientOptions
+
+    finished, cancelled = [], []
+
+    async def post(job, http, req):
+        try:
+            await asyncio.sleep(0.01 * int(req.id))
+        except asyncio.CancelledError:
+            cancelled.append((req.id, http.is_closed))
+            raise
+        assert not http.is_closed, "a request ran on a closed client"
+        finished.append(req.id)
+        return {"id": req.id}
+
+    async def resolve(job, http):
+        return None
+
+    def put(index, record):
+        if index == 2:
+            raise UserError("cannot write the output file: No space left on device")
+
+    monkeypatch.setattr(runner, "_post", post)
+    monkeypatch.setattr(runner, "_resolve_model", resolve)
+    job = runner.EngineJob(
+        "openai",
+        get_dialect("openai"),
+        ConstraintSpec(Kind.REGEX, "a"),
+        SamplingParams(),
+        ClientOptions("http://127.0.0.1:9", concurrency=8),
+    )
+    with pytest.raises(UserError, match="No space left"):
+        runner.run_batch(job, [Request(i, "x") for i in range(8)], put)
+    assert cancelled and set(finished) | {i for i, _ in cancelled} == set(range(8)), (finished, cancelled)
+    assert not any(closed for _, closed in cancelled), cancelled  # stopped while the client was open

@@ -267,6 +267,13 @@ def run_batch(job: EngineJob, items: list, put: Callable[[int, dict], None]) -> 
                 return
             put(first, answer)
             gate = asyncio.Semaphore(job.client.concurrency)
-            await asyncio.gather(*(one(i, items[i], http, gate) for i in range(first + 1, len(items))))
+            tasks = [asyncio.ensure_future(one(i, items[i], http, gate)) for i in range(first + 1, len(items))]
+            try:
+                await asyncio.gather(*tasks)
+            except BaseException:  # a record that cannot be written (a full disk): the rest stop before the
+                for task in tasks:  # client closes, instead of each failing on a closed client, unretrieved
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
 
     asyncio.run(main())
