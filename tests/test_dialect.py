@@ -14,7 +14,7 @@ import pytest
 
 from sgcli.backends import compile_for
 from sgcli.constraints.dialect import dialect_of
-from sgcli.constraints.sources import check_schema
+from sgcli.constraints.schema_input import check_schema
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import UserError
 from sgcli.lint.runner import byte_vocab

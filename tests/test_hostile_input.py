@@ -327,7 +327,7 @@ def test_pointer_into_a_boolean_subschema_is_exit_2(run_cli, no_model, tmp_path,
     ],
 )
 def test_real_world_reference_shapes_are_read(schema):
-    from sgcli.constraints.sources import check_schema
+    from sgcli.constraints.schema_input import check_schema
     from sgcli.constraints.spec import ConstraintSpec, Kind
 
     check_schema(ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema), "s.json"))  # no exception

@@ -11,7 +11,7 @@ from sgcli.backends import structural_tag
 from sgcli.backends.base import Capabilities, Compiled, LibraryBackend, SchemaKeywords, bitmask_words
 from sgcli.backends.diagnostics import grammar_error, native_message, schema_error
 from sgcli.backends.native_stderr import capture_fd2
-from sgcli.backends.pattern_gaps import PatternGap, declared_pattern_gaps, escape_gaps, with_patterns
+from sgcli.backends.pattern_gaps import PatternGap, declared_pattern_gaps, with_patterns
 from sgcli.backends.schema_warnings import compile_warnings
 from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.jsonpos import pointer_of
@@ -351,8 +351,9 @@ class XGrammarBackend(LibraryBackend):
         pattern xgrammar would write raw (pattern_gaps) is refused there rather than left out."""
         from sgcli.dialects.embedded import embedded_schemas
 
+        table = self.capabilities.schema_keywords
         for inner in embedded_schemas(spec):
-            for gap in escape_gaps(inner.spec.schema(), self.name, anywhere=False)[:1]:
+            for gap in declared_pattern_gaps(inner.spec, inner.spec.schema(), self.name, table)[:1]:
                 pointer = pointer_of(gap.path + ("pattern",))
                 raise UserError(
                     f"{inner.label}: `pattern` at {pointer} {gap.why}; no checker follows a schema inside a grammar",

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from sgcli.batch.records import error_record, id_key
-from sgcli.constraints.sources import read_lines
+from sgcli.constraints.reading import read_lines
 from sgcli.constraints.spec import NotJsonNumber, strict_json_loads
 from sgcli.errors import Location, UserError
 from sgcli.limits import DEFAULT_MAX_PROMPT_BYTES

@@ -29,7 +29,7 @@ from sgcli.cli import model_options as mo
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, output_format_of
 from sgcli.cli.flag_groups import takes
 from sgcli.cli.report import Terminal
-from sgcli.constraints.sources import read_text
+from sgcli.constraints.reading import read_text
 from sgcli.errors import UserError
 from sgcli.limits import DEFAULT_MAX_PROMPT_BYTES
 from sgcli.lint import preflight

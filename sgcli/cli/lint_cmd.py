@@ -12,7 +12,7 @@ import typer
 from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, canonical_format, fail, plain_err
-from sgcli.constraints.sources import read_text
+from sgcli.constraints.reading import read_text
 from sgcli.constraints.spec import Kind
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
 from sgcli.grammar_dev.grammar_tests import parse_kind

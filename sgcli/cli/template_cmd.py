@@ -11,7 +11,7 @@ from sgcli.app.model import ModelOptions
 from sgcli.cli import model_options as mo
 from sgcli.cli.coercion import Command, Group
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, handles_errors, json_line, output_format_of
-from sgcli.constraints.sources import read_text
+from sgcli.constraints.reading import read_text
 from sgcli.constraints.spec import parse_json
 from sgcli.errors import EXIT_OK, Location, UserError
 from sgcli.tokenizers import load_tokenizer

@@ -59,7 +59,7 @@ class _Doc:
 
 
 class Reader(Protocol):
-    """How a referenced file is read and judged: `sources` passes its bounded reader (the size
+    """How a referenced file is read and judged: `schema_input` passes its bounded reader (the size
     limit, UTF-8, positioned JSON errors) and its meta-validation."""
 
     def read(self, path: str) -> tuple[str, str]:

@@ -8,7 +8,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from sgcli.constraints.sources import check_schema, from_file, kind_from_extension, read_text
+from sgcli.constraints.reading import read_text
+from sgcli.constraints.schema_input import check_schema
+from sgcli.constraints.sources import from_file, kind_from_extension
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import Location, UserError
 from sgcli.grammar_dev.grammar_tests import load_suite, parse_kind

@@ -25,7 +25,9 @@ from sgcli.backends.bounded import CompileLimitError
 from sgcli.backends.compile_cache import compile_cached
 from sgcli.backends.matching import feed, tokenizations
 from sgcli.backends.schema_checker import with_checker
-from sgcli.constraints.sources import check_schema, from_file, read_text
+from sgcli.constraints.reading import read_text
+from sgcli.constraints.schema_input import check_schema
+from sgcli.constraints.sources import from_file
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import Location, UserError
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sgcli.constraints.sources import check_nesting, check_schema
+from sgcli.constraints.schema_input import check_schema
+from sgcli.constraints.sources import check_nesting
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.dialects.grammar_model import Grammar, ParseError, Rule
 from sgcli.errors import UserError

@@ -20,9 +20,9 @@ from sgcli.backends.auto import NOT_USABLE, candidates, ranked
 from sgcli.backends.keyword_coverage import compiled_gaps
 from sgcli.backends.matching import enforcing_backends
 from sgcli.constraints.dialect import dialect_of
+from sgcli.constraints.reading import read_text
 from sgcli.constraints.sources import (
     kind_from_extension,
-    read_text,
     resolve_library,
     with_subgrammars,
 )

@@ -1,0 +1,126 @@
+"""Reading what the user gives, bounded: files, stdin and JSONL lines, each read no further than its
+size limit (so `/dev/zero` or a 10 GB file fails in milliseconds), every failure an exit 2 naming the
+path, the line and the flag that raises the limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import stat
+import sys
+from pathlib import Path
+
+from sgcli.errors import Location, UserError
+from sgcli.limits import current_limits
+
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def read_text(
+    path: str, *, what: str = "file", limit: int | None = None, flag: str = "--max-constraint-bytes"
+) -> tuple[str, str]:
+    """(text, origin) of a path, or of stdin for '-', bounded as `read_bytes` is. A UTF-8 byte order
+    mark (Windows editors write one; RFC 8259 lets a reader ignore it) is dropped."""
+    data, origin = read_bytes(path, what=what, limit=limit, flag=flag)
+    try:
+        return data.removeprefix(UTF8_BOM).decode("utf-8"), origin
+    except UnicodeDecodeError as exc:
+        line, col = _byte_line_col(data, exc.start)
+        raise UserError(
+            f"{what} is not UTF-8 text", location=Location(origin, line, col), hint="save the file as UTF-8"
+        ) from None
+
+
+def read_bytes(
+    path: str, *, what: str = "file", limit: int | None = None, flag: str = "--max-constraint-bytes"
+) -> tuple[bytes, str]:
+    """(bytes, origin) of a path, or of stdin for '-'; unreadable paths are the user's to fix.
+
+    At most `limit` bytes are read (default: --max-constraint-bytes; 0 = no limit): one byte
+    more is exit 2 naming `flag`, so /dev/zero or a 10 GB file fails in milliseconds."""
+    limit = current_limits().max_bytes if limit is None else limit
+    with open_input(path, what=what) as (stream, origin):
+        data = _read(stream, limit + 1 if limit else -1)
+    if limit and len(data) > limit:
+        raise over_limit(what, origin, limit, flag, size=_size(path))
+    return data, origin
+
+
+def read_lines(path: str, *, what: str, limit: int, flag: str) -> tuple[list[bytes], str]:
+    """(lines without their newline, origin) of a path or stdin, read line by line; a line longer than
+    `limit` bytes (0 = no limit) is exit 2 at its line number, naming `flag`, and nothing after it
+    is read (a file without newlines, like /dev/zero, stops after `limit` + 1 bytes)."""
+    lines: list[bytes] = []
+    with open_input(path, what=what) as (stream, origin):
+        while True:
+            line = _readline(stream, limit + 1 if limit else -1)
+            if not line:
+                return lines, origin
+            if line.endswith(b"\n"):
+                line = line[:-1]
+            elif limit and len(line) > limit:
+                raise over_limit(f"this line of the {what}", origin, limit, flag, line=len(lines) + 1)
+            lines.append(line)
+
+
+def over_limit(what: str, origin: str, limit: int, flag: str, *, size: int | None = None, line: int | None = None):
+    """The one exit-2 error for input past a size limit: what, where, the limit and the flag that raises it."""
+    env = "SGCLI_" + flag.removeprefix("--").replace("-", "_").upper()  # every limit flag reads SGCLI_<FLAG>
+    total = f" ({size:,} bytes)" if size else ""
+    return UserError(
+        f"{what} is over the limit of {limit:,} bytes{total}",
+        location=Location(origin, line),
+        hint=f"raise the limit with {flag} or {env} (0 turns it off)",
+    )
+
+
+@contextlib.contextmanager
+def open_input(path: str, *, what: str = "file"):
+    """(binary stream, origin) of a path, or of stdin for '-'; open errors become exit 2 naming the path."""
+    if path == "-":
+        yield getattr(sys.stdin, "buffer", sys.stdin), "<stdin>"
+        return
+    p = Path(path).expanduser()
+    try:
+        stream = p.open("rb")
+    except FileNotFoundError:
+        raise UserError(f"{what} not found: {path}", hint="check the path") from None
+    except IsADirectoryError:
+        raise UserError(f"{what} is a directory, not a file: {path}") from None
+    except OSError as exc:
+        raise UserError(f"cannot read {what} {path}: {exc.strerror}") from None
+    with stream:
+        try:
+            yield stream, str(path)
+        except OSError as exc:  # EISDIR on read, EIO...
+            if exc.errno == errno.EISDIR:
+                raise UserError(f"{what} is a directory, not a file: {path}") from None
+            raise UserError(f"cannot read {what} {path}: {exc.strerror}") from None
+
+
+def _read(stream, n: int) -> bytes:
+    data = stream.read(n)
+    return data.encode("utf-8") if isinstance(data, str) else data  # a text-only stdin (embedding, tests)
+
+
+def _readline(stream, n: int) -> bytes:
+    data = stream.readline(n)
+    return data.encode("utf-8") if isinstance(data, str) else data
+
+
+def _size(path: str) -> int | None:
+    """The size of a regular file (to say by how much it is over), else None."""
+    if path == "-":
+        return None
+    try:
+        st = Path(path).expanduser().stat()
+    except OSError:
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
+def _byte_line_col(data: bytes, offset: int) -> tuple[int, int]:
+    """1-based line and byte column of a byte offset."""
+    line = data.count(b"\n", 0, offset) + 1
+    return line, offset - (data.rfind(b"\n", 0, offset) + 1) + 1

@@ -1,0 +1,107 @@
+"""A JSON Schema's own checks before anything compiles: valid under its draft's meta-schema, every
+`$ref` resolved (files beside it bundled: `schema_bundle`), no reference cycle that never reaches a
+value. Each failure is an exit 2 at the keyword's file:line:col.
+"""
+
+from __future__ import annotations
+
+import json
+
+from sgcli.constraints.jsonpos import locate
+from sgcli.constraints.reading import read_text
+from sgcli.constraints.schema_refs import Reference, first_cycle, references
+from sgcli.constraints.spec import ConstraintSpec, json_depth
+from sgcli.errors import Location, UserError
+from sgcli.limits import deep_call
+
+
+def check_schema(spec: ConstraintSpec) -> ConstraintSpec:
+    """Meta-validate a JSON Schema (the error names the offending keyword's position) and its
+    references; the spec to use from here on: bundled where its `$ref`s name other files."""
+    schema = spec.schema()
+    meta_validate(spec, schema)
+    return check_refs(spec, schema)
+
+
+def meta_validate(spec: ConstraintSpec, schema, cls: type | None = None) -> None:
+    """The schema (`spec`'s parsed text) is valid under its draft's meta-schema (or `cls`'s: a file
+    bundled into a schema of that draft), or exit 2 at the keyword."""
+    import jsonschema
+
+    from sgcli.constraints.dialect import dialect_of
+
+    if not isinstance(schema, (dict, bool)):
+        raise UserError(
+            f"a JSON Schema must be an object or a boolean, not {type(schema).__name__}",
+            location=Location(spec.origin, 1, 1),
+        )
+    dialect = schema.get("$schema") if isinstance(schema, dict) else None
+    if dialect is not None and not isinstance(dialect, str):
+        raise UserError(
+            f"invalid JSON Schema at $schema: {json.dumps(dialect)[:60]} is not a string",
+            location=Location(spec.origin, *(locate(spec.text, ("$schema",)) or (None, None))),
+            hint='name the draft by its URI, e.g. "https://json-schema.org/draft/2020-12/schema"',
+        )
+    cls = cls or dialect_of(schema).cls  # a near miss of a draft's URI: that draft; no draft at all: 2020-12
+    try:  # jsonschema recurses ~10 frames per schema level; parse_json has bounded the levels
+        deep_call(lambda: cls.check_schema(schema), frames=12 * json_depth(schema))
+    except jsonschema.SchemaError as exc:
+        pos = locate(spec.text, exc.path) or (None, None)
+        where = "/".join(str(p) for p in exc.path) or "(root)"
+        raise UserError(
+            f"invalid JSON Schema at {where}: {exc.message}",
+            location=Location(spec.origin, *pos),
+            hint=f"the schema must be valid under {cls.__name__.removesuffix('Validator')}",
+        ) from None
+
+
+def check_refs(spec: ConstraintSpec, schema) -> ConstraintSpec:
+    """Every `$ref` resolves, or exit 2 at its line:col before anything compiles: one that names another
+    file is bundled (`schema_bundle`: a file beside the schema, a draft's meta-schema; sgcli fetches
+    nothing), a local one must name something, and no reference cycle may apply a schema to itself
+    before reaching a value (schema_refs.first_cycle). Returns the spec to use (bundled or as given)."""
+    refs = references(schema)
+    if any(ref.remote for ref in refs):
+        from sgcli.constraints.schema_bundle import bundle
+
+        spec = bundle(spec, schema, refs, _SchemaFiles())
+        schema = spec.schema()
+        refs = references(schema)
+
+    def at(ref: Reference) -> Location:
+        return spec.place(ref.path)
+
+    for ref in refs:
+        if ref.remote:
+            raise UserError(
+                f"{ref.keyword} {ref.ref!r} points outside this file; sgcli does not fetch schemas, so no "
+                "backend could enforce it and no check could judge the output",
+                location=at(ref),
+                hint="copy the schema it names into $defs and refer to it as '#/$defs/NAME'",
+            )
+        if ref.target is None:
+            raise UserError(
+                f"{ref.keyword} {ref.ref!r} does not resolve inside the schema",
+                location=at(ref),
+                hint="check the JSON pointer or anchor after '#'",
+            )
+    cycle = first_cycle(schema, refs)
+    if cycle:
+        chain = " -> ".join(repr(r.ref) for r in [*cycle, cycle[0]])
+        raise UserError(
+            f"$ref cycle {chain} applies a schema to itself before reaching any value: validation never ends "
+            "(the JSON Schema specification leaves such schemas undefined)",
+            location=at(cycle[0]),
+            hint="let the recursion pass through a property or an array item, or drop the reference",
+        )
+    return spec
+
+
+class _SchemaFiles:
+    """The files a schema's `$ref`s name, read as `--schema FILE` is (`schema_bundle.Reader`)."""
+
+    def read(self, path: str) -> tuple[str, str]:
+        return read_text(path, what="JSON Schema file")
+
+    def meta_validate(self, spec: ConstraintSpec, schema, cls: type) -> None:
+        meta_validate(spec, schema, cls)
