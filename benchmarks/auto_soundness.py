@@ -333,8 +333,10 @@ def check(
             else:
                 report["rejected_valid_bare"] += not took_bare
                 report["rejected_valid"] += not took
-                if took_bare and not took:
-                    report["rejected_valid_cases"].append({"schema": spec.name, "test": t["description"]})
+                if not took:  # by the grammar itself, or by the checker after it
+                    by = "checker" if took_bare else "grammar"
+                    case = {"schema": spec.name, "backend": compiled.backend, "by": by, "test": t["description"]}
+                    report["rejected_valid_cases"].append(case)
         if bare_leaks:
             named = named_keywords(bare, spec)
             for t in bare_leaks:
@@ -360,7 +362,17 @@ def main() -> int:
     parser.add_argument("--folder", type=Path, help="also every *.json schema in this folder (instances derived)")
     parser.add_argument("--backend", default="auto")
     parser.add_argument("--progress", action="store_true")
+    parser.add_argument(
+        "--ref-base",
+        action="append",
+        default=[],
+        metavar="URL=DIR",
+        help="as sgcli's --ref-base: URL refs read from DIR",
+    )
     args = parser.parse_args()
+    from sgcli.constraints.ref_bases import parse_ref_base, set_ref_bases
+
+    set_ref_bases(tuple(parse_ref_base(value) for value in args.ref_base))
     progress = (lambda line: print(line, file=sys.stderr, flush=True)) if args.progress else None
     report = check(
         own=not args.suite_only,

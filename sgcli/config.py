@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ class Key:
     param: str | None  # the command parameter it defaults (None: applied by sgcli itself)
     help: str
     sequence: bool = False  # a list of strings (env: comma-separated)
+    from_file: Callable[[Any, Path], Any] | None = None  # a file's value read against the file's folder
 
 
 KEYS: dict[str, Key] = {
@@ -80,6 +82,15 @@ KEYS: dict[str, Key] = {
         Key("compile-memory", int, "SGCLI_COMPILE_MEMORY", "compile_memory", "MB a compile may add (0: no limit)"),
         Key("max-constraint-bytes", int, "SGCLI_MAX_CONSTRAINT_BYTES", "max_constraint_bytes", "largest grammar"),
         Key("max-prompt-bytes", int, "SGCLI_MAX_PROMPT_BYTES", "max_prompt_bytes", "longest --input line or prompt"),
+        Key(
+            "ref-base",
+            str,
+            None,
+            "ref_base",
+            "URL=DIR: a schema's $refs under URL read from DIR (relative to this file)",
+            True,
+            from_file=lambda items, folder: [_folder_relative(item, folder) for item in items],
+        ),
         Key("lint.per-file-ignores", dict, None, None, "glob -> rule codes to skip in matching files"),
         Key("lint.output-format", str, "SGCLI_LINT_OUTPUT_FORMAT", "output_format", "how lint prints its findings"),
     ]
@@ -143,8 +154,18 @@ class Config:
                 continue
             for command, params in commands.items():
                 if _reaches(name, command) and key.param in params:
+                    if key.from_file is not None and self.path is not None:
+                        value = key.from_file(value, self.path.parent)
                     out.setdefault(command, {})[key.param] = list(value) if key.sequence else value
         return out
+
+
+def _folder_relative(item: str, folder: Path) -> str:
+    """`URL=DIR` with a relative DIR made relative to `folder` (the config file's)."""
+    url, sep, path = item.partition("=")
+    if not sep or not path.strip() or Path(os.path.expanduser(path.strip())).is_absolute():
+        return item
+    return f"{url}={folder / path.strip()}"
 
 
 def _reaches(name: str, command: str) -> bool:

@@ -241,3 +241,136 @@ def test_a_chain_of_files_past_the_limit_is_refused(tmp_path):
     files[f"c{MAX_DOCUMENTS + 2}.json"] = '{"type": "integer"}'
     with pytest.raises(UserError, match=f"more than {MAX_DOCUMENTS} files"):
         from_file(str(write(tmp_path, files) / "c0.json"))
+
+
+# -- --ref-base URL=DIR: URLs the schema names, read from a folder the user gives -----------------
+POINT = '{"type": "object", "properties": {"x": {"type": "integer", "minimum": 0}}, "required": ["x"]}\n'
+BY_URL = """{
+  "type": "object",
+  "properties": {"p": {"$ref": "https://example.com/schemas/point#/properties/x"}},
+  "required": ["p"],
+  "additionalProperties": false
+}
+"""
+
+
+@pytest.fixture
+def store(tmp_path):
+    """A copy of what https://example.com/schemas/ serves, with the `.json` the URL leaves out."""
+    return write(tmp_path, {"store/point.json": POINT, "main.json": BY_URL})
+
+
+def test_a_url_ref_is_read_from_the_ref_base_folder_on_every_backend(store, run_cli):
+    main, base = store / "main.json", f"https://example.com/schemas/={store / 'store'}"
+    for backend in enforcing_backends():
+        result = run_cli(
+            "compile", "--schema", main, "--backend", backend, "--ref-base", base, "--output-format", "json"
+        )
+        assert result.exit_code == 0, result.output
+    from sgcli.constraints.ref_bases import parse_ref_base, set_ref_bases
+
+    set_ref_bases((parse_ref_base(base),))
+    try:
+        validator = jsonschema.Draft202012Validator(json.loads(from_file(str(main)).text))
+    finally:
+        set_ref_bases(())
+    assert validator.is_valid({"p": 3}) and not validator.is_valid({"p": -1}) and not validator.is_valid({"p": "3"})
+
+
+def test_without_a_ref_base_the_url_is_refused_naming_the_flag(store, run_cli):
+    result = run_cli("compile", "--schema", store / "main.json")
+    assert result.exit_code == 2 and f"{store / 'main.json'}:3:" in result.output
+    assert "--ref-base https://example.com/schemas/=DIR" in result.output
+
+
+def test_an_inline_schema_reads_a_url_from_the_ref_base(store, run_cli):
+    inline = '{"$ref": "https://example.com/schemas/point.json"}'
+    result = run_cli("compile", "--schema", inline, "--ref-base", f"https://example.com/schemas/={store / 'store'}")
+    assert result.exit_code == 0, result.output
+
+
+def test_the_config_file_gives_ref_bases_relative_to_itself(store, run_cli, monkeypatch):
+    from sgcli import config
+
+    (store / "sgcli.toml").write_text('ref-base = ["https://example.com/schemas/=store"]\n')
+    (store / "elsewhere").mkdir()
+    monkeypatch.chdir(store / "elsewhere")
+    config.reset()
+    try:
+        result = run_cli("compile", "--schema", store / "main.json")
+    finally:
+        config.reset()
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    "value, says",
+    [
+        ("https://example.com/", "expected URL=DIR"),
+        ("example.com=store", "is not an absolute URI"),
+        ("https://example.com/=main.json", "is not a folder"),
+        ("https://example.com/?v=1=store", "has a query or fragment"),
+    ],
+)
+def test_a_bad_ref_base_is_exit_2_naming_it_before_anything_reads(store, run_cli, monkeypatch, value, says):
+    monkeypatch.chdir(store)
+    result = run_cli("compile", "--schema", "main.json", "--ref-base", value)
+    said = " ".join(result.output.replace("│", " ").split())  # click's usage box wraps the message
+    assert result.exit_code == 2 and says in said and "Invalid value for '--ref-base'" in said, result.output
+
+
+@pytest.mark.parametrize(
+    "ref, says",
+    [
+        ("https://example.com/schemas/../../etc/passwd", "climbs out of the folder"),
+        ("https://example.com/schemas/", "climbs out of the folder, names the folder itself"),
+        ("https://example.com/schemas/nothing", "which does not exist (nor does nothing.json)"),
+    ],
+)
+def test_a_url_that_maps_to_no_file_is_exit_2_at_the_ref(store, run_cli, ref, says):
+    (store / "m.json").write_text(json.dumps({"$ref": ref}))
+    result = run_cli("compile", "--schema", store / "m.json", "--ref-base", f"https://example.com/schemas/={store}")
+    assert result.exit_code == 2 and f"{store / 'm.json'}:1:10:" in result.output and says in result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_ref_base_folder_that_does_not_exist_fails_where_a_ref_needs_it(store, run_cli):
+    """A config file may name a folder before it is made: only a schema that needs it fails."""
+    missing = store / "not-yet"
+    unrelated = run_cli("compile", "--regex", "[0-9]+", "--ref-base", f"https://example.com/schemas/={missing}")
+    assert unrelated.exit_code == 0, unrelated.output
+    result = run_cli(
+        "compile", "--schema", store / "main.json", "--ref-base", f"https://example.com/schemas/={missing}"
+    )
+    assert result.exit_code == 2 and f"{store / 'main.json'}:3:" in result.output
+    assert f"the folder {missing} does not exist" in result.output
+
+
+def test_the_longest_ref_base_wins(store, run_cli):
+    write(store, {"other/point.json": '{"type": "string"}'})
+    bases = [f"https://example.com/={store / 'other'}", f"https://example.com/schemas/={store / 'store'}"]
+    from sgcli.constraints.ref_bases import mapped, parse_ref_base, set_ref_bases
+
+    set_ref_bases(tuple(parse_ref_base(b) for b in bases))
+    try:
+        assert mapped("https://example.com/schemas/point")[1] == store / "store" / "point"
+        assert mapped("https://example.com/point")[1] == store / "other" / "point"
+        assert mapped("https://example.org/point") is None
+    finally:
+        set_ref_bases(())
+
+
+def test_a_relative_ref_finds_its_sibling_before_the_ref_base(tmp_path):
+    """The file's `$id` says it lives elsewhere (a mirror), and --ref-base maps that host to an empty
+    folder: the relative reference still finds the file its author put beside it."""
+    main = '{"$id": "https://mirror.example/s/main.json", "$ref": "point.json"}'
+    folder = write(tmp_path, {"s/main.json": main, "s/point.json": POINT, "empty/.keep": ""})
+    from sgcli.constraints.ref_bases import parse_ref_base, set_ref_bases
+
+    set_ref_bases((parse_ref_base(f"https://mirror.example/={folder / 'empty'}"),))
+    try:
+        bundled = json.loads(from_file(str(folder / "s" / "main.json")).text)
+    finally:
+        set_ref_bases(())
+    assert not jsonschema.Draft202012Validator(bundled).is_valid({"x": -1})
+    assert jsonschema.Draft202012Validator(bundled).is_valid({"x": 1})

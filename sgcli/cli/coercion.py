@@ -62,13 +62,15 @@ def _unchanged(descriptor: TypeDescriptor, value: Any) -> bool:
     return False
 
 
-def _parser_alone(descriptor: TypeDescriptor) -> bool:
+def _parser_alone(descriptor: TypeDescriptor, many: bool = False) -> bool:
     """Whether an option's value is its `parser=`'s answer as it is: a scalar option with a parser
-    and nothing else (typer's adapter is then `Any` after the parser)."""
+    and nothing else (typer's adapter is then `Any` after the parser), or with `many`, a `list[str]`
+    one whose each value is the parser's answer."""
+    shape = get_origin(descriptor.annotation)
     return (
         descriptor.parameter_info.parser is not None
         and descriptor.file_annotation is None
-        and get_origin(descriptor.annotation) not in (list, tuple)
+        and (shape is list and get_args(descriptor.annotation) == (str,) if many else shape not in (list, tuple))
     )
 
 
@@ -114,9 +116,10 @@ if RuntimeParam is not None:
             if _unchanged(self.descriptor, value):
                 return list(value) if isinstance(value, (list, tuple)) else value
             parser = self.descriptor.parameter_info.parser
-            if _parser_alone(self.descriptor) and not isinstance(value, (list, tuple)):
+            many = isinstance(value, (list, tuple))
+            if _parser_alone(self.descriptor, many) and (not many or all(type(v) is str for v in value)):
                 try:  # typer's adapter would return parser(value) as it is (a usage error passes through)
-                    return parser(value)
+                    return [parser(v) for v in value] if many else parser(value)
                 except BadParameter:
                     raise
                 except Exception:  # noqa: BLE001, S110 - typer's adapter words any other error itself, below

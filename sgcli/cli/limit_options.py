@@ -1,8 +1,10 @@
-"""The compile-limit and cache flags, added in one place to every command that compiles.
+"""The flags every command that compiles shares, added in one place: the compile limits, the cache,
+and where a schema's `$ref`s to URLs are read from.
 
 `with_compile_limits(command)` appends `--compile-timeout`, `--compile-memory`,
-`--max-constraint-bytes` and `--no-cache` to the command's signature (typer reads it), and sets
-them for the process before the command runs, so every compile below it is bounded the same way.
+`--max-constraint-bytes`, `--no-cache` and `--ref-base` to the command's signature (typer reads
+it), and sets them for the process before the command runs, so every compile below it is bounded
+the same way and every schema bundles its files the same way.
 """
 
 from __future__ import annotations
@@ -15,9 +17,23 @@ from typing import Annotated
 import typer
 
 from sgcli.backends.compile_cache import cache_enabled, set_cache_enabled
+from sgcli.constraints.ref_bases import current_ref_bases, parse_ref_base, set_ref_bases
+from sgcli.errors import UserError
 from sgcli.limits import DEFAULT_MAX_BYTES, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, Limits, current_limits, set_limits
 
 _PANEL = "Limits and cache"
+
+
+def ref_base_option(value: str) -> str:
+    """--ref-base, checked as click reads it: a flag's mistake and a config file's (at its line) are
+    exit 2 before the command runs."""
+    try:
+        parse_ref_base(value)
+    except UserError as exc:
+        hint = f" ({exc.hint})" if exc.hint else ""
+        raise typer.BadParameter(exc.message.removeprefix(f"--ref-base {value!r}: ") + hint) from None
+    return value
+
 
 _OPTIONS = {
     "compile_timeout": (
@@ -67,6 +83,20 @@ _OPTIONS = {
         ],
         False,
     ),
+    "ref_base": (
+        Annotated[
+            list[str],
+            typer.Option(
+                "--ref-base",
+                metavar="URL=DIR",
+                parser=ref_base_option,
+                help="Read a schema's $refs to URLs under URL from the folder DIR (sgcli fetches nothing); "
+                "repeatable, the longest URL wins. E.g. --ref-base https://json.schemastore.org/=schemas/",
+                rich_help_panel="Schema files",
+            ),
+        ],
+        [],
+    ),
 }
 
 
@@ -77,14 +107,17 @@ def with_compile_limits(command: Callable) -> Callable:
     def wrapper(*args, **kwargs):
         timeout, memory = kwargs.pop("compile_timeout"), kwargs.pop("compile_memory")
         max_bytes, no_cache = kwargs.pop("max_constraint_bytes"), kwargs.pop("no_cache")
-        before = (current_limits(), cache_enabled())
+        bases = tuple(parse_ref_base(value) for value in kwargs.pop("ref_base") or ())
+        before = (current_limits(), cache_enabled(), current_ref_bases())
         try:
             set_limits(Limits(timeout_s=timeout, memory_mb=memory, max_bytes=max_bytes))
             set_cache_enabled(not no_cache)
+            set_ref_bases(bases)
             return command(*args, **kwargs)
         finally:  # in-process callers (tests, embedding) get their settings back
             set_limits(before[0])
             set_cache_enabled(before[1])
+            set_ref_bases(before[2])
 
     signature = inspect.signature(command, eval_str=True)  # typer reads real annotations, not strings
     extra = [

@@ -13,7 +13,11 @@ Where a document is looked for, by the reference resolved against its base URI:
   - a file, relative to the folder of the file that refers to it: a relative reference, a `file:`
     URI, or a URI under the folder of that file's own `$id` (CycloneDX's
     `$id: http://cyclonedx.org/schema/bom-1.5.schema.json` names `spdx.schema.json` beside it).
-Anything else, or a schema given inline or on stdin (no folder), is exit 2 at the `$ref`.
+  - a URL under a prefix the user mapped to a folder (`--ref-base URL=DIR`: `ref_bases`), also
+    from a schema given inline or on stdin.
+A URL's file may also be `NAME.json` where the URL ends in `NAME` (as the JSON Schema Store serves
+both). Anything else, or a relative reference from a schema given inline or on stdin (no folder),
+is exit 2 at the `$ref`.
 
 The bundle keeps the text of every file as written (rewritten `$ref` values aside), the schema's
 own text first, so `SourceMap` places every position of the bundle back in the file it came from.
@@ -33,6 +37,7 @@ from urllib.request import url2pathname
 
 from sgcli.constraints.dialect import dialect_of, meta_schema
 from sgcli.constraints.jsonpos import SchemaText, locate, pointer_of, value_end, value_offsets
+from sgcli.constraints.ref_bases import RefBase, mapped, missing_folder
 from sgcli.constraints.schema_refs import Document, Reference, ref_hides_siblings, subschemas
 from sgcli.constraints.source_map import SourceMap
 from sgcli.constraints.spec import ConstraintSpec, Kind, check_size, parse_json
@@ -112,7 +117,7 @@ class _Bundler:
                 location=at,
                 hint="copy the schema it names into $defs",
             )
-        if doc is self.docs[0] and ref.base != doc.document.base:
+        if doc is self.docs[0] and ref.base != doc.document.base and mapped(uri) is None:
             raise UserError(
                 f"$ref {ref.ref!r} names another file from inside a subschema with an $id of its own; "
                 "sgcli bundles files named from the schema's own base only",
@@ -127,30 +132,38 @@ class _Bundler:
                 text = json.dumps(contents, indent=2, ensure_ascii=False)
                 found = self._add(_Doc(own_uri, own_uri, text, contents, None, None, Document(contents)), ref, at)
             return found
-        path = self._file_for(doc, uri)
+        path, base = self._file_for(doc, uri, ref, at)
         if path is None:
             where = (
                 "a schema given inline or on stdin has no folder to look in"
-                if doc.folder is None
-                else ("sgcli reads files beside the schema and the drafts' meta-schemas, and fetches nothing")
+                if doc.folder is None and not urlsplit(uri).scheme
+                else "sgcli reads files beside the schema, the folders --ref-base names and the drafts' "
+                "meta-schemas, and fetches nothing"
             )
             raise UserError(
                 f"$ref {ref.ref!r} points outside this file: {where}, so no backend could enforce it "
                 "and no check could judge the output",
                 location=at,
-                hint="save the schema it names beside this one and refer to it by a relative path, "
-                "or copy it into $defs and refer to it as '#/$defs/NAME'",
+                hint=_unmapped_hint(uri),
             )
         identity = str(path.resolve()) if path.exists() else str(path)
         found = self.by_identity.get(identity)
         if found is not None:
             return found
         if not path.is_file():
+            if base is not None and (error := missing_folder(base)) is not None:
+                error.message = f"$ref {ref.ref!r}: {error.message}"
+                error.args, error.location = (error.message,), at
+                raise error
             state = "is not a file" if path.exists() else "does not exist"
+            if base is not None and not path.exists() and not path.name.endswith(".json"):
+                state += f" (nor does {path.name}.json)"
             raise UserError(
                 f"$ref {ref.ref!r} names the file {path}, which {state}",
                 location=at,
-                hint="check the path: it is read relative to the folder of the file that holds the $ref",
+                hint=f"--ref-base {base} maps that URL to the file"
+                if base is not None
+                else "check the path: it is read relative to the folder of the file that holds the $ref",
             )
         with _named_by(ref, at):
             text, origin = self.reader.read(str(path))
@@ -195,20 +208,48 @@ class _Bundler:
                 hint="write both in one draft",
             )
 
-    def _file_for(self, doc: _Doc, uri: str) -> Path | None:
+    def _file_for(self, doc: _Doc, uri: str, ref: Reference, at: Location) -> tuple[Path | None, RefBase | None]:
+        """The file `uri` names, and the `--ref-base` that mapped it (None: the document's folder did);
+        (None, None) where sgcli has no file for it. A reference written relative to its file is looked
+        for beside that file first (where its author put it), a URL through `--ref-base` first; the
+        other place is tried where the first holds no such file."""
         parts = urlsplit(uri)
         if parts.scheme == "file":
-            return Path(url2pathname(parts.path))
+            return Path(url2pathname(parts.path)), None
+        beside = self._beside(doc, parts)
+        through = self._through_ref_base(uri, ref, at) if parts.scheme else None
+        places = [(beside, None), through] if not urlsplit(ref.ref).scheme else [through, (beside, None)]
+        places = [(path, base) for path, base in filter(None, places) if path is not None]
+        return next((p for p in places if p[0].exists()), places[0] if places else (None, None))
+
+    def _through_ref_base(self, uri: str, ref: Reference, at: Location) -> tuple[Path, RefBase] | None:
+        found = mapped(uri)
+        if found is None:
+            return None
+        base, path = found
+        if path is None:
+            raise UserError(
+                f"$ref {ref.ref!r} names no file under --ref-base {base}: the rest of the URL climbs out "
+                "of the folder, names the folder itself, or holds a query",
+                location=at,
+                hint="refer to a file under the URL prefix",
+            )
+        return _served_as(path), base
+
+    @staticmethod
+    def _beside(doc: _Doc, parts) -> Path | None:
+        """Where a reference finds its file in the folder of the document that holds it: by a relative
+        path, or by a URL under the folder of the document's own `$id`."""
         if doc.folder is None:
             return None
         if not parts.scheme and not parts.netloc:
             relative = unquote(parts.path)
-        else:  # under the host of the document's own `$id`: the same place relative to its folder
-            own = urlsplit(doc.id_folder or "")
-            if not doc.id_folder or (own.scheme, own.netloc) != (parts.scheme, parts.netloc):
-                return None
-            relative = posixpath.relpath(unquote(parts.path) or "/", unquote(own.path) or "/")
-        return doc.folder / relative if relative else None
+            return doc.folder / relative if relative else None
+        own = urlsplit(doc.id_folder or "")
+        if not doc.id_folder or (own.scheme, own.netloc) != (parts.scheme, parts.netloc):
+            return None
+        relative = posixpath.relpath(unquote(parts.path) or "/", unquote(own.path) or "/")
+        return _served_as(doc.folder / relative) if relative else None
 
     def _name(self, doc: _Doc) -> None:
         base = self.docs[0].folder
@@ -337,6 +378,25 @@ def _named_by(ref: Reference, at: Location):
         exc.message += f" (in the file that $ref {ref.ref!r} at {at} names)"
         exc.args = (exc.message,)
         raise
+
+
+def _unmapped_hint(uri: str) -> str:
+    parts = urlsplit(uri)
+    if parts.scheme and parts.netloc:
+        prefix = uri[: uri.rfind("/") + 1]
+        first = f"pass --ref-base {prefix}=DIR with a folder that holds a copy of what that URL serves"
+    else:
+        first = "save the schema it names beside this one and refer to it by a relative path"
+    return first + ", or copy it into $defs and refer to it as '#/$defs/NAME'"
+
+
+def _served_as(path: Path) -> Path:
+    """A URL's file: `NAME` as named, else `NAME.json` beside it (the JSON Schema Store serves
+    `https://json.schemastore.org/tsconfig` and `tsconfig.json` alike)."""
+    if path.exists() or path.name.endswith(".json"):
+        return path
+    with_suffix = path.with_name(path.name + ".json")
+    return with_suffix if with_suffix.is_file() else path
 
 
 def _file_folder(origin: str | None) -> Path | None:
