@@ -798,6 +798,27 @@ def schema_cases() -> list[Case]:
     for name, (files, needles) in split.items():
         cases.append(Case(c, f"generate: {name}", gen("--schema", "{d}/s.json", "x"), 2, files=files, server={}))
         cases.append(Case(c, f"compile: {name}", ["compile", "{d}/s.json"], 2, files=files, check=says(*needles)))
+    # URLs read from a folder the user names (--ref-base URL=DIR, sgcli/constraints/ref_bases.py)
+    by_url = {
+        "--ref-base without =": ("https://x.org/zero", "https://x.org/", ["expected URL=DIR"]),
+        "--ref-base not a URL": ("https://x.org/zero", "x.org={d}", ["not an absolute URI"]),
+        "--ref-base onto /dev": (
+            "https://x.org/zero",
+            "https://x.org/=/dev",
+            ["s.json:1", "/dev/zero, which is not a file"],
+        ),
+        "--ref-base climbed out of": (
+            "https://x.org/%2e%2e/etc/passwd",
+            "https://x.org/={d}",
+            ["s.json:1", "climbs out"],
+        ),
+        "--ref-base folder missing": ("https://x.org/a", "https://x.org/={d}/gone", ["s.json:1", "does not exist"]),
+    }
+    for name, (ref, base, needles) in by_url.items():
+        files = {"s.json": json.dumps({"$ref": ref})}
+        args = ["--schema", "{d}/s.json", "--ref-base", base]
+        cases.append(Case(c, f"generate: {name}", gen(*args, "x"), 2, files=files, server={}))
+        cases.append(Case(c, f"compile: {name}", ["compile", *args], 2, files=files, check=says(*needles)))
     cases.append(Case(c, "inline schema not JSON", gen("--schema", "{not json", "x"), 2, server={}))
     cases.append(Case(c, "schema on stdin, empty", gen("--schema", "-", "x"), 2, stdin=b"", server={}))
     return cases

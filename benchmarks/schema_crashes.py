@@ -200,7 +200,9 @@ def main() -> int:
     parser.add_argument("--compile-timeout", default="10", help="passed to every command (default 10 s)")
     parser.add_argument("--hang-s", type=float, default=300.0, help="stop a run still going after this long")
     parser.add_argument("--json", action="store_true", help="print the counts as JSON")
+    parser.add_argument("--ref-base", action="append", default=[], metavar="URL=DIR", help="passed to every command")
     args = parser.parse_args()
+    shared = [flag for value in args.ref_base for flag in ("--ref-base", value)]
 
     os.environ.setdefault("SGCLI_CACHE_DIR", tempfile.mkdtemp(prefix="sgcli-crash-cache-"))
     os.environ["SGCLI_COMPILE_TIMEOUT"] = args.compile_timeout
@@ -226,7 +228,7 @@ def main() -> int:
         for name, argv in commands_for(path, instances, work).items():
             if name not in wanted:
                 continue
-            outcome = run_one(runner, app, argv, args.hang_s)
+            outcome = run_one(runner, app, [*argv, *shared], args.hang_s)
             counts[name][f"exit {outcome['exit']}" if not outcome["hung"] else "hung"] += 1
             counts[name]["crash"] += outcome["crash"]
             if outcome["s"] > SLOW_S or outcome["hung"]:
@@ -241,7 +243,7 @@ def main() -> int:
     for path, _ in schemas:
         if path.stat().st_size < 64 << 10:  # bench compiles each file cold and cached on every backend
             (bench_dir / path.name).write_bytes(path.read_bytes())
-    outcome = run_one(runner, app, ["bench", str(bench_dir), "--json"], args.hang_s * 10)
+    outcome = run_one(runner, app, ["bench", str(bench_dir), "--json", *shared], args.hang_s * 10)
     counts["bench"][f"exit {outcome['exit']}" if not outcome["hung"] else "hung"] += 1
     counts["bench"]["crash"] += outcome["crash"]
     if outcome["crash"]:
