@@ -97,6 +97,16 @@ class UnsupportedError(UserError):
         self.alternatives = alternatives
 
 
+def line_col_to_offset(text: str, line: int, col: int) -> int:
+    """The character offset of 1-based `line`:`col` in `text` (its end past the last line)."""
+    at = 0
+    for _ in range(line - 1):
+        at = text.find("\n", at) + 1
+        if at == 0:
+            return len(text)
+    return at + col - 1
+
+
 def offset_to_line_col(text: str, offset: int) -> tuple[int, int]:
     """1-based (line, column) of a character offset in `text`."""
     offset = max(0, min(offset, len(text)))

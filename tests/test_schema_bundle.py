@@ -374,3 +374,40 @@ def test_a_relative_ref_finds_its_sibling_before_the_ref_base(tmp_path):
         set_ref_bases(())
     assert not jsonschema.Draft202012Validator(bundled).is_valid({"x": -1})
     assert jsonschema.Draft202012Validator(bundled).is_valid({"x": 1})
+
+
+# -- positions: the bundle's text and the files it came from --------------------------------------
+def test_a_finding_after_a_rewritten_ref_on_its_line_keeps_its_column(tmp_path, run_cli):
+    """The bundle rewrites `"other.json"` to a longer pointer; a finding later on that line is
+    reported at the file's own column, not the bundle's."""
+    main = '{"properties": {"a": {"$ref": "other.json"}, "b": {"type": "integer", "minimum": 3}}}\n'
+    folder = write(tmp_path, {"m.json": main, "other.json": '{"type": "string", "maxLength": 4}'})
+    result = run_cli("lint", folder / "m.json", "--backend", "outlines-core", "--output-format", "json")
+    found = [d for d in json.loads(result.stdout) if "`minimum`" in d["message"]]
+    assert found and (found[0]["line"], found[0]["col"]) == (1, main.index('"minimum"') + 1), found
+
+
+def test_the_source_map_finds_a_files_position_in_the_bundle(split_schema):
+    from sgcli.errors import Location
+
+    spec = from_file(str(split_schema))
+    defs = str(split_schema.parent / "common" / "defs.json")
+    line, col = spec.source_map.in_text(Location(defs, 5, 53))  # "minimum" in common/defs.json
+    back = spec.where(line, col)
+    assert (back.path, back.line, back.col) == (defs, 5, 53)
+    assert spec.text.splitlines()[line - 1][col - 1 :].startswith('"minimum"')
+
+
+def test_a_refusal_at_a_keyword_of_a_referenced_file_is_j002_there(split_schema):
+    """lint's J002 (which keyword a backend refuses) works in the files a schema names, too."""
+    from sgcli.constraints.jsonpos import SchemaText
+    from sgcli.lint.backend_checks import BackendCompile, compile_error
+    from sgcli.lint.inputs import in_their_files
+
+    spec = from_file(str(split_schema))
+    defs = str(split_schema.parent / "common" / "defs.json")
+    from sgcli.errors import Location
+
+    error = UserError("JSON Schema rejected by x: no minimum here", location=Location(defs, 5, 64))
+    found = in_their_files([compile_error(BackendCompile("x", error=error), spec, SchemaText(spec.text))], spec)
+    assert [(d.code, d.path, d.line, d.col) for d in found] == [("J002", defs, 5, 53)]

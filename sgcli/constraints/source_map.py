@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-from sgcli.errors import Location, offset_to_line_col
+from sgcli.errors import Location, line_col_to_offset, offset_to_line_col
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,24 @@ class SourceMap:
         source_offset = piece.source_start + (offset - piece.start if piece.copied else 0)
         line2, col2 = offset_to_line_col(piece.source, min(source_offset, len(piece.source)))
         return Location(piece.origin, line2, col2 if col is not None else None)
+
+    def in_text(self, location: Location) -> tuple[int, int] | None:
+        """The inverse of `location`: where a position of a file that was copied into the assembled
+        text stands in it (1-based line and column); None where that character was not copied."""
+        if location.line is None:
+            return None
+        for piece in self.pieces:
+            if not piece.copied or piece.origin != location.path:
+                continue
+            offset = line_col_to_offset(piece.source, location.line, location.col or 1)
+            end = piece.source_start + (self._end(piece) - piece.start)
+            if piece.source_start <= offset < end:
+                return offset_to_line_col(self.text, piece.start + offset - piece.source_start)
+        return None
+
+    def _end(self, piece: Piece) -> int:
+        i = self.pieces.index(piece)
+        return self.pieces[i + 1].start if i + 1 < len(self.pieces) else len(self.text)
 
     def _piece(self, offset: int) -> Piece | None:
         i = bisect.bisect_right(self._starts, offset) - 1

@@ -21,7 +21,7 @@ from sgcli.constraints.jsonpos import SchemaText
 from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
 from sgcli.dialects.grammar_model import Lit, walk
 from sgcli.dialects.regex_parse import RegexFeature
-from sgcli.errors import UserError, offset_to_line_col
+from sgcli.errors import UserError, line_col_to_offset, offset_to_line_col
 from sgcli.lint.diagnostic import Diagnostic, at_offset
 
 _REGEX_POSITION = re.compile(r"at position (\d+)")
@@ -62,12 +62,11 @@ def clean_message(message: str) -> str:
 def compile_error(run: BackendCompile, spec: ConstraintSpec, stext) -> Diagnostic:
     """S001, or J002 when a schema error sits on a keyword of the schema."""
     loc = run.error.location
-    line, col = (loc.line, loc.col) if loc else (None, None)
+    line, col = in_bundle(spec, loc)
     detail = clean_message(run.error.message)
-    if loc is not None and loc.path and loc.path != spec.origin:  # in a file the schema refers to (bundled)
-        return Diagnostic(
-            "S001", f"{run.name} rejects it: {detail}", loc.path, line, col, hint=run.error.hint, backend=run.name
-        )
+    if loc is not None and loc.path and loc.path != spec.origin and line is None:  # not copied into the bundle
+        message, hint = f"{run.name} rejects it: {detail}", run.error.hint
+        return Diagnostic("S001", message, loc.path, loc.line, loc.col, hint=hint, backend=run.name)
     if line is None:
         line, col = _quoted_position(detail, spec.text)
     if spec.kind is Kind.JSON_SCHEMA and stext is not None and line is not None:
@@ -92,6 +91,19 @@ def compile_error(run: BackendCompile, spec: ConstraintSpec, stext) -> Diagnosti
 _QUOTED = re.compile(r'"([^"\n]{3,})"')
 
 
+def in_bundle(spec: ConstraintSpec, loc) -> tuple[int | None, int | None]:
+    """A backend error's line:col in `spec.text`, where lint's findings are placed until
+    `inputs.in_their_files` moves them back: the error is placed in the file the user wrote, and a
+    schema bundled from several files (`schema_bundle`) holds that place elsewhere, or a rewritten
+    `$ref` earlier on its line moved its column."""
+    if loc is None or loc.line is None:
+        return None, None
+    placed = spec.source_map.in_text(loc) if spec.source_map is not None else None
+    if placed is not None:
+        return placed
+    return (loc.line, loc.col) if loc.path in (spec.origin, None) else (None, None)  # None: another file's
+
+
 def _quoted_position(detail: str, text: str) -> tuple[int | None, int | None]:
     """Where a backend's message without a position quotes a piece of the file found there once
     (llguidance: 'invalid regex "[z-a]"'): that piece's line:col, else none."""
@@ -111,8 +123,8 @@ def without_refused(run: BackendCompile, spec: ConstraintSpec, stext, vocab) -> 
 
     error, schema, dropped = run.error, json.loads(spec.text), []
     while error is not None and len(dropped) < MAX_DROPPED:
-        loc = error.location
-        path = _keyword_at(stext, loc.line, loc.col) if loc and loc.line else None
+        line, col = in_bundle(spec, error.location)
+        path = _keyword_at(stext, line, col) if line else None
         if path is None or path in dropped:
             return None, dropped
         node = schema
@@ -122,7 +134,8 @@ def without_refused(run: BackendCompile, spec: ConstraintSpec, stext, vocab) -> 
         dropped.append(path)
         text = json.dumps(schema, indent=2, ensure_ascii=False)
         stext = SchemaText(text)
-        again = compile_with(run.name, replace(spec, text=text), vocab)
+        spec = replace(spec, text=text, source_map=None)  # the text compiled now, whose positions are its own
+        again = compile_with(run.name, spec, vocab)
         if again.compiled is not None:
             return again.compiled, dropped
         error = again.error
@@ -132,19 +145,12 @@ def without_refused(run: BackendCompile, spec: ConstraintSpec, stext, vocab) -> 
 def _keyword_at(stext, line: int, col: int | None) -> tuple | None:
     """The schema path of a keyword whose value starts at line:col, if that is one."""
 
-    pointer = stext.pointer_at(_offset_of(stext.text, line, col or 1))
+    pointer = stext.pointer_at(line_col_to_offset(stext.text, line, col or 1))
     if not pointer:
         return None
     subschema_paths = {path for path, _ in iter_subschemas(parse_json(stext.text, None))}
     path = stext.path_of(pointer)
     return path if path[:-1] in subschema_paths else None
-
-
-def _offset_of(text: str, line: int, col: int) -> int:
-    start = 0
-    for _ in range(line - 1):
-        start = text.index("\n", start) + 1
-    return start + col - 1
 
 
 def warning(run: BackendCompile, w: CompileWarning, spec: ConstraintSpec, stext) -> Diagnostic:

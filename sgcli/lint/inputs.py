@@ -29,13 +29,14 @@ def input_problem(spec: ConstraintSpec) -> tuple[ConstraintSpec, Diagnostic | No
 
 def in_their_files(found: list[Diagnostic], spec: ConstraintSpec) -> list[Diagnostic]:
     """Findings placed in a bundled schema's text (`schema_bundle`), moved to the file each part came
-    from: a keyword of a referenced file is reported at that file's line:col."""
+    from: a keyword of a referenced file is reported at that file's line:col, and one of the schema's
+    own file at its column as written (a rewritten `$ref` before it on its line is longer or shorter)."""
     smap = spec.source_map
     if smap is None:
         return found
     out = []
     for d in found:
-        if d.path != spec.name or d.line is None or smap.origin_at(d.line) in (spec.origin, None):
+        if d.path != spec.name or d.line is None:
             out.append(d)
             continue
         loc = spec.where(d.line, d.col)
