@@ -221,3 +221,59 @@ def test_a_schema_that_crashes_llguidance_is_an_error_naming_it(smol_tokenizer):
         compile_bounded(
             get_backend("llguidance"), ConstraintSpec(Kind.JSON_SCHEMA, text, "chain.json"), smol_tokenizer.vocab
         )
+
+
+# -- several inputs: a limit ends one, the rest go on --------------------------------------------
+@pytest.fixture
+def slow_llguidance(monkeypatch):
+    """llguidance's compile of any file named slow.json sleeps past the limit; the main-thread
+    watchdog's handler only records (the `sgcli` process's ends the run), and it answers at 0.1 s."""
+    from sgcli.backends import bounded, llguidance_backend
+
+    real = llguidance_backend.LLGuidanceBackend.compile
+
+    def compile(self, spec, vocab):
+        if (spec.origin or "").endswith("slow.json"):
+            time.sleep(1.2)
+        return real(self, spec, vocab)
+
+    ended = []
+    monkeypatch.setattr(llguidance_backend.LLGuidanceBackend, "compile", compile)
+    monkeypatch.setattr(bounded, "MAIN_THREAD_MIN_S", 0.1)
+    monkeypatch.setattr(bounded, "_overrun", ended.append)
+    return ended
+
+
+def test_one_input_at_its_limit_ends_the_run_from_the_main_thread(slow_llguidance, smol_tokenizer, tmp_path):
+    (tmp_path / "slow.json").write_text('{"type": "integer"}')
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, '{"type": "integer"}', str(tmp_path / "slow.json"))
+    set_limits(Limits(timeout_s=0.4))
+    compile_bounded(get_backend("llguidance"), spec, smol_tokenizer.vocab)
+    assert [e.flag for e in slow_llguidance] == ["--compile-timeout"]  # the CLI's handler ends the process here
+
+
+def test_with_several_inputs_a_limit_ends_that_input_only(slow_llguidance, smol_tokenizer, tmp_path):
+    from sgcli.backends.bounded import each_on_its_own
+
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, '{"type": "integer"}', str(tmp_path / "slow.json"))
+    other = ConstraintSpec(Kind.JSON_SCHEMA, '{"type": "string"}', str(tmp_path / "other.json"))
+    set_limits(Limits(timeout_s=0.4))
+    with each_on_its_own():
+        with pytest.raises(CompileLimitError, match="0.4 s"):
+            compile_bounded(get_backend("llguidance"), spec, smol_tokenizer.vocab)
+        assert compile_bounded(get_backend("llguidance"), other, smol_tokenizer.vocab).backend == "llguidance"
+    assert slow_llguidance == []
+
+
+@pytest.mark.parametrize("command", ["lint", "compile", "test"])
+def test_lint_compile_and_test_go_on_past_a_file_at_its_limit(slow_llguidance, run_cli, tmp_path, command):
+    for name in ("slow", "fine"):
+        # a string without a length bound: lint has a finding (J006) to report for the file that ran
+        (tmp_path / f"{name}.json").write_text('{"type": "object", "properties": {"a": {"type": "string"}}}')
+        case = {"grammar": str(tmp_path / f"{name}.json"), "cases": [{"input": '{"a": "x"}', "accept": True}]}
+        (tmp_path / f"{name}.test.json").write_text(json.dumps(case))
+    files = [tmp_path / f"{n}.{'test.json' if command == 'test' else 'json'}" for n in ("slow", "fine")]
+    backend = [] if command == "lint" else ["--backend", "llguidance"]
+    result = run_cli(command, *files, *backend, "--compile-timeout", "0.4", "--output-format", "json")
+    assert slow_llguidance == [] and result.exit_code == 2, result.output
+    assert "--compile-timeout" in result.output and f"{tmp_path / 'fine'}." in result.stdout, result.output

@@ -31,6 +31,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 
 from sgcli.constraints.spec import ConstraintSpec, Kind, check_size
 from sgcli.errors import UserError
@@ -62,6 +63,22 @@ def set_overrun_handler(handler: Callable[[UserError], None] | None) -> None:
     measured more than the compile itself (llguidance p50 3.2 ms through the thread, 0.4 ms without)."""
     global _overrun
     _overrun = handler
+
+
+@contextmanager
+def each_on_its_own(many: bool = True):
+    """While a command works through several inputs (files, backends), a compile past its limit is
+    given up on the compile thread and reported for its own input, and the others go on: the main
+    thread's watchdog (`set_overrun_handler`) would end the whole run at the first. `many` False:
+    one input, whose limit may end the run (no hand-off to the compile thread to pay)."""
+    global _overrun
+    before = _overrun
+    if many:
+        _overrun = None
+    try:
+        yield
+    finally:
+        _overrun = before
 
 
 class CompileLimitError(UserError):

@@ -9,6 +9,7 @@ import typer
 
 from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.app.model import ModelOptions
+from sgcli.backends.bounded import each_on_its_own
 from sgcli.backends.matching import select_backends
 from sgcli.batch.sampling import SamplingParams
 from sgcli.cli import backend_options as bo
@@ -100,7 +101,7 @@ def bench(
     else:
         vocab = load_tokenizer(tokenizer).vocab
     writer = JsonRows(fmt) if fmt != "text" else None
-    with _progress(names, items, writer) as on_item:
+    with _progress(names, items, writer) as on_item, each_on_its_own(len(items) * len(names) > 1):
         results = core.run(items, names, vocab, on_item)
     if lm is not None:
         core.generate(results, items, lm, tok, max_tokens=max_tokens, n_items=generate_items)

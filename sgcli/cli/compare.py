@@ -13,6 +13,7 @@ import typer
 
 from sgcli.app.compare import CompareRequest, parse_variants, pick_backends, refuse_server_side, run_compare
 from sgcli.app.model import ModelOptions
+from sgcli.backends.bounded import each_on_its_own
 from sgcli.batch.sampling import SamplingParams
 from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
@@ -127,7 +128,8 @@ def compare_backends(
         prompt_options=prompt_flags.options(),
         allow_unenforced=flags.allow_unenforced,
     )
-    rows = run_compare(request, Terminal())
+    with each_on_its_own(len(names) > 1 or len(variants) > 1):  # a limit ends one row, not the run
+        rows = run_compare(request, Terminal())
     _report(rows, output_format_of(output_format, json_out, stream=True), no_generate=no_generate)
 
 

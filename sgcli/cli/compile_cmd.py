@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli.backends import get_backend, unsupported_reason
+from sgcli.backends.bounded import each_on_its_own
 from sgcli.backends.compile_cache import compile_cached
 from sgcli.backends.guarantee import unenforced_error
 from sgcli.backends.keyword_coverage import compiled_gaps, unchecked
@@ -85,7 +86,8 @@ def compile_files(
     # --print shows generate's grammar and the cache entry is the one generate reads.
     specs = [spec.for_generation() for spec in flags.specs(files, chosen_kind)]
     vocab = load_tokenizer(tokenizer).vocab
-    rows = [compile_row(spec, name, vocab) for spec in specs for name in names]
+    with each_on_its_own(len(specs) * len(names) > 1):  # a limit ends one row, not the run
+        rows = [compile_row(spec, name, vocab) for spec in specs for name in names]
     fmt = output_format_of(output_format, json_out, stream=True)
     if fmt != "text":
         writer = JsonRows(fmt)

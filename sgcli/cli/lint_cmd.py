@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.backends.bounded import each_on_its_own
 from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, canonical_format, fail, plain_err
@@ -173,7 +174,8 @@ def lint(
         plain_err(f"note: {path}: not linted, not taken for a JSON Schema ({why}); name the file to lint it")
     if not targets:
         raise UserError("no grammar files to lint", hint="name files, or folders holding " + _SUFFIXES)
-    diagnostics, sources, failed = _lint_files(Linter(options), targets)
+    with each_on_its_own(len(targets) > 1 or options.backend == "all" or len(names) > 1):  # a limit ends one file
+        diagnostics, sources, failed = _lint_files(Linter(options), targets)
     diagnostics = _without_silenced(diagnostics, sources)
     if statistics:
         sys.stdout.write(render_statistics(diagnostics))

@@ -7,12 +7,13 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli.backends import check_supports
+from sgcli.backends.bounded import each_on_its_own
 from sgcli.backends.matching import select_backends
 from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, out, output_format_of
 from sgcli.cli.tables import print_table
-from sgcli.errors import EXIT_FINDINGS, EXIT_OK
+from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
 from sgcli.grammar_dev.grammar_tests import load_suite, run_suite
 from sgcli.tokenizers import load_tokenizer
 
@@ -48,7 +49,8 @@ def test(
     by token against the mask).
 
     Exit codes: 0 every case passed, 1 some case failed or the grammar did not compile,
-    2 malformed test file or bad flags.
+    2 malformed test file, bad flags, or a compile past --compile-timeout or --compile-memory
+    (every other file and backend still runs).
     """
 
     suites = [load_suite(f) for f in files]  # a malformed file fails (exit 2) before any compile
@@ -62,17 +64,19 @@ def test(
     vocab = load_tokenizer(tokenizer).vocab
     fmt = output_format_of(output_format, json_out, stream=True)
     writer = JsonRows(fmt)
-    all_ok = True
+    all_ok, limited = True, False
     for suite in suites:
-        report = run_suite(suite, names, vocab)
+        with each_on_its_own(len(suites) * len(names) > 1):  # a limit ends one file's backend, not the run
+            report = run_suite(suite, names, vocab)
         all_ok &= report.ok
+        limited |= any(b.status == "limit" for b in report.backends)
         if fmt != "text":  # one record per case and backend, then one per file
             _json(report, writer)
         else:
             _show(report)
     if fmt != "text":
         writer.close()
-    raise typer.Exit(EXIT_OK if all_ok else EXIT_FINDINGS)
+    raise typer.Exit(EXIT_USAGE if limited else EXIT_OK if all_ok else EXIT_FINDINGS)  # a limit: exit 2, as compile
 
 
 def _json(report, writer) -> None:
@@ -131,7 +135,7 @@ def _show(report) -> None:
         table.add_row(str(case.index + 1), escape(label), "accept" if case.accept else "reject", *cells)
     print_table(table)
     for b in report.backends:
-        if b.status == "error":
+        if b.status in ("error", "limit"):
             out.print(f"[red]error[/]: {b.name}: {escape(b.message or '')}")
         elif b.status != "ran":
             out.print(f"[dim]skipped {b.name}: {b.status}: {escape(b.message or '')}[/]")
