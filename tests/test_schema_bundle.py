@@ -9,6 +9,8 @@ import json
 import jsonschema
 import pytest
 from helpers import generate_with
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from sgcli.backends import get_backend
 from sgcli.backends.matching import accepts_bytes, enforcing_backends
@@ -411,3 +413,55 @@ def test_a_refusal_at_a_keyword_of_a_referenced_file_is_j002_there(split_schema)
     error = UserError("JSON Schema rejected by x: no minimum here", location=Location(defs, 5, 64))
     found = in_their_files([compile_error(BackendCompile("x", error=error), spec, SchemaText(spec.text))], spec)
     assert [(d.code, d.path, d.line, d.col) for d in found] == [("J002", defs, 5, 53)]
+
+
+@pytest.fixture(scope="module")
+def bundle_folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("bundles")
+
+
+_REFERENCED = {  # a file a schema may name, and its text as written (several lines, or one)
+    "int.json": '{"type": "integer",\n "minimum": 0, "maximum": 9}',
+    "str.json": '{\n  "type": "string", "maxLength": 4,\n  "pattern": "^[a-z]+$"\n}',
+    "obj.json": '{"type": "object", "properties": {"k": {"$ref": "int.json"}, "s": {"$ref": "str.json"}}}',
+}
+
+
+@given(
+    props=st.lists(
+        st.one_of(
+            st.sampled_from([{"$ref": name} for name in _REFERENCED]),
+            st.builds(lambda n: {"type": "integer", "minimum": n}, st.integers(-5, 5)),
+            st.just({"type": "boolean"}),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    indent=st.sampled_from([None, 1, 2]),
+)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_every_written_value_maps_into_the_bundle_and_back(bundle_folder, props, indent):
+    """SourceMap both ways, on schemas whose `$ref`s the bundle rewrites anywhere on a line: each value
+    of each file (a rewritten `$ref` value aside) stands in the bundle where `in_text` says, and
+    `where` names the file, line and column it was written at."""
+    from sgcli.constraints.jsonpos import value_offsets
+    from sgcli.errors import Location, offset_to_line_col
+
+    assume(any("$ref" in p for p in props))
+    main = json.dumps({"type": "object", "properties": {f"p{i}": p for i, p in enumerate(props)}}, indent=indent)
+    folder = write(bundle_folder / f"case{abs(hash((main, indent))) % 10**8}", {"m.json": main, **_REFERENCED})
+    spec = from_file(str(folder / "m.json"))
+    assert spec.source_map is not None
+    for name, text in {"m.json": main, **_REFERENCED}.items():
+        path = str(folder / name)
+        for pointer, offset in value_offsets(text).items():
+            if pointer.endswith("/$ref"):
+                continue  # rewritten into a pointer from the bundle's root
+            line, col = offset_to_line_col(text, offset)
+            placed = spec.source_map.in_text(Location(path, line, col))
+            if placed is None:
+                continue  # a file the schema does not name is not in the bundle
+            back = spec.where(*placed)
+            assert (back.path, back.line, back.col) == (path, line, col), (name, pointer)
+            b_line, b_col = placed
+            assert spec.text.splitlines()[b_line - 1][b_col - 1 :].startswith(text[offset : offset + 1])
