@@ -19,7 +19,7 @@ from sgcli.backends import compile_for, get_backend
 from sgcli.backends.auto import ranked
 from sgcli.backends.guarantee import guarantee
 from sgcli.backends.keyword_coverage import compiled_gaps, schema_gaps
-from sgcli.backends.matching import feed
+from sgcli.backends.matching import accepts_bytes, feed
 from sgcli.backends.schema_checker import CheckedCompiled, with_checker
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.errors import UserError
@@ -689,3 +689,25 @@ def test_random_walks_through_sgclis_matcher_are_json_and_valid(backend, step):
             value = json.loads(text.decode("utf-8"))  # raises on what is not JSON
             assert schema_errors(case["schema"], value) == [], (case["description"], text)
     assert walked >= 20
+
+
+@pytest.mark.parametrize("required", [[], ["x"]])
+def test_llguidances_property_counts_beside_optional_properties_are_left_to_the_checker(smol_tokenizer, required):
+    """llguidance counts only the properties `properties` does not list where some it lists are
+    optional: `maxProperties: 1` took {"x": "a", "y": 1}, and nothing said so. Declared before compiling
+    (auto ranks by it), placed by its compile warning, and enforced by the checker; where every listed
+    property is required it counts them all, and nothing is left."""
+    schema = {"type": "object", "properties": {"x": {"type": "string"}}, "required": required, "maxProperties": 1}
+    spec = spec_of(schema)
+    declared = [g.pointer for g in schema_gaps(spec, "llguidance")]
+    compiled = get_backend("llguidance").compile(spec, smol_tokenizer.vocab)
+    checked = with_checker(compiled)
+    too_many = b'{"x": "a", "y": 1}'
+    assert accepts_bytes(checked, b'{"x": "a"}').accepted
+    assert not accepts_bytes(checked, too_many).accepted and not schema_errors(schema, {"x": "a"})
+    if required:
+        assert declared == [] and compiled_gaps(compiled) == [] and not accepts_bytes(compiled, too_many).accepted
+    else:
+        assert declared == ["/maxProperties"] and [g.pointer for g in compiled_gaps(compiled)] == ["/maxProperties"]
+        assert accepts_bytes(compiled, too_many).accepted  # the bare grammar's leak, which the checker closes
+        assert [name for name, _ in ranked(spec)][0] == "xgrammar"  # whose grammar counts every property

@@ -76,6 +76,9 @@ class SchemaKeywords:
     # beside format, pattern beside minLength/maxLength)
     exclusive_groups: tuple[frozenset[str], ...] = ()
     required_listed: bool = False  # `required` is enforced only for names `properties` lists beside it
+    # min/maxProperties are enforced only where every name `properties` lists is also required: elsewhere
+    # llguidance counts only the properties it does not list (`maxProperties: 1` took {"x": "a", "y": 1})
+    counts_all_required: bool = False
     # (keyword, siblings): it drops the keyword where any of those stands beside it (xgrammar: a length
     # beside `format`, `multipleOf` beside a bound; its compile warnings say so, found by the Snowplow schemas)
     dropped_beside: tuple[tuple[str, frozenset[str]], ...] = ()

@@ -208,6 +208,7 @@ class LLGuidanceBackend(LibraryBackend):
             | {"anyOf", "oneOf", "allOf", "$ref"},
             formats=LLGUIDANCE_FORMATS,
             approximate_formats=frozenset({"date", "date-time", "time"}),  # 2023-02-29, second 60
+            counts_all_required=True,  # its compile warns: "min/maxProperties only supported when all keys..."
             # its regexes are DFAs over bytes: look-around, backreferences and `\b` relaxed (pattern_gaps)
             unmatchable=LOOKAROUNDS | {"backreference", "word boundary", "non-word-boundary"},
         ),

@@ -122,6 +122,20 @@ def _ignored_multiple_of(message: str) -> Callable[[dict], str | None]:
     return lambda n: "multipleOf" if "multipleOf" in n else None
 
 
+def _property_counts(node: dict) -> tuple[str, ...]:
+    return tuple(k for k in ("minProperties", "maxProperties") if k in node)
+
+
+def _counts_beside_optional_properties(node: dict) -> tuple[str, ...]:
+    """The property counts of a subschema where some property `properties` lists is optional (where the
+    listed ones arrive merged from elsewhere, every count is taken: conservative)."""
+    props, required = node.get("properties"), node.get("required")
+    required = set(required) if isinstance(required, list) else set()
+    if not isinstance(props, dict) or set(props) <= required:
+        return ()
+    return _property_counts(node)
+
+
 def _named_keywords(text: str) -> tuple[str, ...]:
     """ "minLength/maxLength" -> the keywords; anything that is not a keyword name gives none."""
     names = tuple(part for part in text.split("/") if re.fullmatch(r"\$?[a-zA-Z]+", part))
@@ -161,6 +175,12 @@ _RULES: list[tuple[re.Pattern, Callable[[object, re.Match], list[tuple]]]] = [
     (
         re.compile(r"URI should either be '#' or start with '#/' but got (\S+)"),
         lambda s, m: find(s, lambda n: "$ref" if n.get("$ref") == m.group(1) else None),
+    ),
+    # llguidance keeps a property count only where every listed property is required (elsewhere its
+    # grammar is stricter than the schema: it warns, and the warning belongs at the count)
+    (
+        re.compile(r"min/maxProperties only supported when all keys"),
+        lambda s, m: find_all(s, _counts_beside_optional_properties) or find_all(s, _property_counts),
     ),
     (
         re.compile(r"Unimplemented keys: \[\"([^\"]+)\""),
