@@ -58,7 +58,9 @@ def cases(own: bool, suite: bool, real: bool = False, folder: Path | None = None
     if real:
         yield from real_world_cases(real_world_files())
     if folder is not None:  # any folder of schemas, e.g. the JSON Schema Store catalogue (schema_store.py)
-        yield from real_world_cases([(path, None) for path in sorted(folder.rglob("*.json"))])
+        from corpus_paths import json_files
+
+        yield from real_world_cases([(path, None) for path in json_files(folder)])
 
 
 # Real-world schemas on this machine, where present (nothing is fetched): (glob, data file beside it or None)

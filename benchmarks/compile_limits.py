@@ -191,7 +191,9 @@ def suite(backends: list[str], repeat: int, folder=None) -> None:
     if folder is None:
         texts = [json.dumps(case["schema"]) for path in suite_files() for case in json.loads(path.read_text())]
     else:  # real-world schemas as their files hold them (Schema Store, Kubernetes: up to 240 KB each)
-        texts = [p.read_text(encoding="utf-8-sig").strip() for p in sorted(Path(folder).rglob("*.json"))]
+        from corpus_paths import json_files
+
+        texts = [p.read_text(encoding="utf-8-sig").strip() for p in json_files(Path(folder))]
     skipped = 0
     runs = [(name, mode) for name in backends for mode in (("cold", "warm") if name == "xgrammar" else ("",))]
     for name, mode in runs:

@@ -36,3 +36,9 @@ def require(name: str) -> Path:
     if reason:
         raise SystemExit(reason)
     return corpus(name)
+
+
+def json_files(folder: Path) -> list[Path]:
+    """Every `*.json` file at any depth of a schema folder, sorted: a folder whose name ends in `.json`
+    (the Schema Store tree has `mozilla/contribute.json/`) is no schema."""
+    return sorted(p for p in Path(folder).rglob("*.json") if p.is_file())

@@ -43,7 +43,9 @@ def run(folder: Path, seeds: int, max_tokens: int) -> dict:
     counts: Counter = Counter()
     bad: list[str] = []
     started = time.perf_counter()
-    for path in sorted(folder.rglob("*.json")):
+    from corpus_paths import json_files
+
+    for path in json_files(folder):
         try:
             spec = from_file(str(path), Kind.JSON_SCHEMA)
             compiled = compile_for("auto", spec, vocab)[0]

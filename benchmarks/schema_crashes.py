@@ -212,7 +212,9 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="sgcli-crash-"))
     if args.folder:
-        schemas = [(p, []) for p in sorted(args.folder.rglob("*.json"))][: args.limit]
+        from corpus_paths import json_files
+
+        schemas = [(p, []) for p in json_files(args.folder)][: args.limit]
     else:
         schemas = catalogue(work, args.limit)
     wanted = [c for c in args.commands.split(",") if c]
