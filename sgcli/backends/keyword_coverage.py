@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from sgcli.backends.base import SchemaKeywords
 from sgcli.backends.outlines_coverage import disjoint_types, dropped_keywords
 from sgcli.backends.pattern_gaps import declared_pattern_gaps
-from sgcli.backends.schema_doc import COMPANIONS, SchemaDoc, escape_pointer, subschemas
+from sgcli.backends.schema_doc import COMPANIONS, SchemaDoc, escape_pointer, lists_optional_properties, subschemas
 from sgcli.constraints.formats import format_checker
 from sgcli.constraints.jsonpos import pointer_parts
 from sgcli.constraints.spec import Kind
@@ -105,11 +105,8 @@ def _why_unenforced(node: dict, keyword: str, table: SchemaKeywords, keys: list[
         listed = node.get("properties") if isinstance(node.get("properties"), dict) else {}
         if not isinstance(node.get("required"), list) or any(name not in listed for name in node["required"]):
             return "enforced only for names `properties` lists"
-    if keyword in ("minProperties", "maxProperties") and table.counts_all_required:
-        listed = node.get("properties") if isinstance(node.get("properties"), dict) else {}
-        required = node.get("required") if isinstance(node.get("required"), list) else []
-        if set(listed) - set(required):
-            return "counted over the properties `properties` does not list, where some it lists are optional"
+    if keyword in ("minProperties", "maxProperties") and table.counts_all_required and lists_optional_properties(node):
+        return "counted over the properties `properties` does not list, where some it lists are optional"
     if keyword in COMPANIONS and keyword not in table.enforced:
         return f"part of `{COMPANIONS[keyword]}`, not enforced"
     if keyword == "oneOf" and keyword not in table.enforced:

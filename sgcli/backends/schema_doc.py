@@ -93,6 +93,14 @@ class SchemaDoc:
         return keys
 
 
+def lists_optional_properties(node: dict) -> bool:
+    """Whether some property that `properties` lists is not `required` (llguidance then counts only
+    the others for min/maxProperties: `SchemaKeywords.counts_all_required`)."""
+    listed = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+    required = node.get("required") if isinstance(node.get("required"), list) else []
+    return bool(set(listed) - set(required))
+
+
 def fragment(pointer: str) -> str:
     """A JSON pointer as a URI fragment (what `$ref` takes)."""
     return quote(pointer, safe="/~!$&'()*+,;=:@")

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 
 from sgcli.backends.base import CompileWarning
 from sgcli.backends.diagnostics import native_message
+from sgcli.backends.schema_doc import lists_optional_properties
 from sgcli.constraints.jsonpos import pointer_of, resolve_ref
 from sgcli.constraints.spec import Kind
 
@@ -128,12 +129,8 @@ def _property_counts(node: dict) -> tuple[str, ...]:
 
 def _counts_beside_optional_properties(node: dict) -> tuple[str, ...]:
     """The property counts of a subschema where some property `properties` lists is optional (where the
-    listed ones arrive merged from elsewhere, every count is taken: conservative)."""
-    props, required = node.get("properties"), node.get("required")
-    required = set(required) if isinstance(required, list) else set()
-    if not isinstance(props, dict) or set(props) <= required:
-        return ()
-    return _property_counts(node)
+    listed ones arrive merged from elsewhere, the rule below takes every count: conservative)."""
+    return _property_counts(node) if lists_optional_properties(node) else ()
 
 
 def _named_keywords(text: str) -> tuple[str, ...]:

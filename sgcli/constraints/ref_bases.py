@@ -56,17 +56,6 @@ def parse_ref_base(value: str) -> RefBase:
     return RefBase(url, path)  # a folder that does not exist yet is named where a `$ref` needs it
 
 
-def missing_folder(base: RefBase) -> UserError | None:
-    """The error for a `$ref` mapped into a folder that does not exist (a config file may name a
-    folder before it is made: only a schema that needs it fails)."""
-    if base.folder.is_dir():
-        return None
-    return UserError(
-        f"--ref-base {base}: the folder {base.folder} does not exist",
-        hint="DIR is the folder that holds the copies of the URL's files",
-    )
-
-
 def set_ref_bases(bases: tuple[RefBase, ...]) -> None:
     global _current
     _current = tuple(sorted(bases, key=lambda b: -len(b.prefix)))  # the longest prefix first
@@ -86,6 +75,6 @@ def mapped(uri: str) -> tuple[RefBase, Path | None] | None:
     if urlsplit(rest).query:
         return base, None
     relative = posixpath.normpath(unquote(rest)) if rest else ""
-    if not relative or relative == "." or relative.startswith(("../", "/")) or relative == "..":
+    if relative in ("", ".", "..") or relative.startswith(("../", "/")):
         return base, None
     return base, base.folder / relative

@@ -37,7 +37,7 @@ from urllib.request import url2pathname
 
 from sgcli.constraints.dialect import dialect_of, meta_schema
 from sgcli.constraints.jsonpos import SchemaText, locate, pointer_of, value_end, value_offsets
-from sgcli.constraints.ref_bases import RefBase, mapped, missing_folder
+from sgcli.constraints.ref_bases import RefBase, mapped
 from sgcli.constraints.schema_refs import Document, Reference, ref_hides_siblings, subschemas
 from sgcli.constraints.source_map import SourceMap
 from sgcli.constraints.spec import ConstraintSpec, Kind, check_size, parse_json
@@ -151,10 +151,12 @@ class _Bundler:
         if found is not None:
             return found
         if not path.is_file():
-            if base is not None and (error := missing_folder(base)) is not None:
-                error.message = f"$ref {ref.ref!r}: {error.message}"
-                error.args, error.location = (error.message,), at
-                raise error
+            if base is not None and not base.folder.is_dir():  # a config file may name it before it is made
+                raise UserError(
+                    f"$ref {ref.ref!r}: --ref-base {base}: the folder {base.folder} does not exist",
+                    location=at,
+                    hint="DIR is the folder that holds the copies of the URL's files",
+                )
             state = "is not a file" if path.exists() else "does not exist"
             if base is not None and not path.exists() and not path.name.endswith(".json"):
                 state += f" (nor does {path.name}.json)"

@@ -47,11 +47,6 @@ class SourceMap:
         self.text += text
         self._line_starts = None
 
-    def origin_at(self, line: int) -> str | None:
-        """The file that line `line` (1-based) of the assembled text starts in."""
-        piece = self._piece(self._offset(line, 1))
-        return None if piece is None else piece.origin
-
     def location(self, line: int | None, col: int | None, default_origin: str | None) -> Location:
         """The position (1-based line and column of the assembled text) in the file it came from."""
         if line is None:
@@ -69,18 +64,14 @@ class SourceMap:
         text stands in it (1-based line and column); None where that character was not copied."""
         if location.line is None:
             return None
-        for piece in self.pieces:
+        ends = [*self._starts[1:], len(self.text)]
+        for piece, end in zip(self.pieces, ends):
             if not piece.copied or piece.origin != location.path:
                 continue
             offset = line_col_to_offset(piece.source, location.line, location.col or 1)
-            end = piece.source_start + (self._end(piece) - piece.start)
-            if piece.source_start <= offset < end:
+            if piece.source_start <= offset < piece.source_start + end - piece.start:
                 return offset_to_line_col(self.text, piece.start + offset - piece.source_start)
         return None
-
-    def _end(self, piece: Piece) -> int:
-        i = self.pieces.index(piece)
-        return self.pieces[i + 1].start if i + 1 < len(self.pieces) else len(self.text)
 
     def _piece(self, offset: int) -> Piece | None:
         i = bisect.bisect_right(self._starts, offset) - 1
