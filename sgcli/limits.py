@@ -225,6 +225,13 @@ class Bounded:
             self._stderr.close()
         return _outcome(reply if reply is not None else b"", status, log)
 
+    def ready(self) -> bool:
+        """Whether `result()` would answer without waiting for the child's work (its reply or its
+        end has reached the pipe)."""
+        if not self._pid:
+            return True
+        return bool(select.select([self._read_fd], [], [], 0)[0])
+
     def cancel(self) -> None:
         """Stop the child if it still runs (its work is no longer wanted)."""
         if self._pid:

@@ -126,6 +126,44 @@ def test_the_store_runs_beside_the_caller_and_the_next_compile_waits_for_it(smol
     assert first.settled().status == "miss" and first.store is None
 
 
+class _Reported:
+    """The cacheable backend, its compiles reported as `compile_s` long (no sleep) and its loads made
+    `load_s` slow: a store attempt worth making that runs for a while."""
+
+    def __init__(self, real, compile_s: float, load_s: float = 0.0):
+        self._real, self._compile_s, self._load_s = real, compile_s, load_s
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def compile(self, spec, vocab):
+        compiled = self._real.compile(spec, vocab)
+        compiled.compile_s += self._compile_s
+        return compiled
+
+    def deserialize(self, data, spec, vocab):
+        time.sleep(self._load_s)
+        return self._real.deserialize(data, spec, vocab)
+
+
+def test_a_compile_never_waits_behind_another_grammars_store(smol_tokenizer):
+    """One store at a time, and a compile of another grammar meanwhile is not stored rather than wait
+    for it (a loop of compiles used to pay each previous store); its next compile stores it."""
+    from sgcli.backends.compile_cache import compile_cached
+
+    real, vocab = get_backend(_cacheable_backend()), smol_tokenizer.vocab
+    first = compile_cached(_Reported(real, compile_s=5.0, load_s=1.5), _spec("@iso8601"), vocab)
+    assert first.status == "miss" and first.store is not None
+    digits = ConstraintSpec(Kind.REGEX, "[0-9]{1,6}", "digits")
+    other = compile_cached(_Reported(real, compile_s=0.2), digits, vocab)
+    assert not first.store.ready()  # it returned while the first store still ran
+    assert other.status == "not stored" and "another grammar's store" in other.reason
+    assert first.settled().status == "miss"
+    again = compile_cached(_Reported(real, compile_s=0.2), digits, vocab)
+    assert again.status == "miss"  # no skip entry was left: tried again, and stored
+    assert again.settled().status == "miss"
+
+
 def test_a_forked_child_compiles_and_stores_while_its_parent_has_a_store_running(smol_tokenizer):
     """A lint probe child compiles too: the parent's running store is not the child's to wait for."""
     from sgcli.backends.compile_cache import compile_cached

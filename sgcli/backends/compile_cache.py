@@ -20,7 +20,8 @@ The cache must never hurt (docs/limits.md has the measurements):
 - the store attempt runs beside the caller, not before it returns: a generation starts decoding while
   the child serializes (it cost 100-330 ms a store on a loaded machine, a third of xgrammar's cold
   compile p90). `CacheOutcome.settled()` waits for the verdict where it is shown (`sgcli compile`); a
-  later compile of the same grammar, and the process's exit, wait for it too.
+  later compile of the same grammar, and the process's exit, wait for it too. One runs at a time, and a
+  compile of another grammar meanwhile is not stored rather than wait (its next compile tries again).
 """
 
 from __future__ import annotations
@@ -171,6 +172,9 @@ def compile_cached(
     if compiled.compile_s < MIN_STORE_COMPILE_S:
         reason = f"compiled in under {MIN_STORE_COMPILE_S * 1000:.0f} ms, quicker than any load"
         return CacheOutcome(compiled, NOT_STORED, key, reason, notes)
+    if _store_running():  # never wait behind another grammar's store: that wait would be the caller's
+        reason = "another grammar's store attempt was still running; the next compile of this one tries again"
+        return CacheOutcome(compiled, NOT_STORED, key, reason, notes)
     return CacheOutcome(compiled, MISS, key, None, notes, store=_start_store(backend, key, compiled))
 
 
@@ -289,6 +293,10 @@ class _PendingStore:
         self._verdict: tuple[bool, str | None] | None = None
         self._owner = os.getpid()
 
+    def ready(self) -> bool:
+        """Whether `finish()` would answer without waiting."""
+        return self._verdict is not None or self._owner != os.getpid() or self._child.ready()
+
     def finish(self) -> tuple[bool, str | None]:
         if self._verdict is None and self._owner != os.getpid():  # a forked child: not its store to collect
             return False, "the store attempt is the parent process's"
@@ -318,9 +326,14 @@ def _own_pending() -> dict[str, _PendingStore]:
     return _pending
 
 
-# At most this many at once: each is a forked child on a core of its own (a loop of compiles, as in a
-# benchmark or `sgcli bench`, would otherwise fork one per grammar); the oldest is waited for first.
-MAX_PENDING_STORES = 1
+def _store_running() -> bool:
+    """Whether a store attempt still runs (one at a time: each is a forked child on a core of its own, and
+    a loop of compiles, as in a benchmark or `sgcli bench`, would otherwise fork one per grammar); those
+    that have finished are collected on the way."""
+    for pending in list(_own_pending().values()):
+        if pending.ready():
+            pending.finish()
+    return bool(_own_pending())
 
 
 def _settle_pending(key: str | None = None) -> None:
@@ -357,8 +370,6 @@ def _start_store(backend, key: str, compiled: Compiled) -> _PendingStore:
         _write_entry(key, _stored_header(key, data, compiled), data)
         return {"stored": True}
 
-    while len(_own_pending()) >= MAX_PENDING_STORES:
-        next(iter(_pending.values())).finish()
     pending = _PendingStore(key, start_bounded(attempt, timeout_s=budget, memory_mb=current_limits().memory_mb), budget)
     _pending[key] = pending
     return pending
