@@ -91,6 +91,7 @@ KEYS: dict[str, Key] = {
             True,
             from_file=lambda items, folder: [_folder_relative(item, folder) for item in items],
         ),
+        Key("format", str, None, "format", "NAME=REGEX: a schema format sgcli does not know, defined", True),
         Key("lint.per-file-ignores", dict, None, None, "glob -> rule codes to skip in matching files"),
         Key("lint.output-format", str, "SGCLI_LINT_OUTPUT_FORMAT", "output_format", "how lint prints its findings"),
     ]

@@ -5,14 +5,17 @@ them generated from instead of refused."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
+from sgcli import config
 from sgcli.backends import compile_for
 from sgcli.backends.guarantee import guarantee
 from sgcli.backends.keyword_coverage import compiled_gaps
 from sgcli.backends.matching import feed
-from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
+from sgcli.errors import UserError
 from sgcli.lint.runner import byte_vocab
 from sgcli.validation.verdict import schema_errors
 
@@ -142,3 +145,112 @@ def test_an_approximated_format_is_enforced_by_the_checker():
         assert feed(compiled, vocab.encode('{"d":"2024-02-29"}')).accepted, backend
         for bad in ('{"d":"2023-02-30"}', '{"d":"2023-02-29"}'):
             assert not feed(compiled, vocab.encode(bad)).accepted, (backend, bad)
+
+
+PATHS = {
+    "type": "object",
+    "properties": {"path": {"type": "string", "format": "path", "maxLength": 12}},
+    "required": ["path"],
+    "additionalProperties": False,
+}
+
+
+@pytest.fixture
+def path_format():
+    """`--format path=^[a-z]+(/[a-z]+)*$` for the test, then no user formats again."""
+    from sgcli.constraints.formats import current_user_formats, parse_user_format, set_user_formats
+
+    before = current_user_formats()
+    set_user_formats((parse_user_format("path=^[a-z]+(/[a-z]+)*$"),))
+    yield
+    set_user_formats(before)
+
+
+def test_a_format_no_one_defines_is_refused_and_names_the_flag_that_defines_it():
+    """Angular's and Nest's schematics say `"format": "path"`: no checker knows it, so nothing would
+    enforce it; the refusal says how to define it."""
+    vocab = byte_vocab()
+    compiled = compile_for("auto", ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(PATHS), "p.json"), vocab)[0]
+    with pytest.raises(UserError) as refused:
+        guarantee(compiled)
+    assert "`format` at /properties/path/format" in str(refused.value)
+    assert "no checker knows format 'path' (define it: --format path=REGEX)" in str(refused.value)
+
+
+@pytest.mark.parametrize("backend", ["auto", "llguidance", "xgrammar"])
+def test_a_user_defined_format_is_enforced_by_the_checker_and_judged_by_validation(path_format, backend):
+    vocab = byte_vocab()
+    compiled = compile_for(backend, ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(PATHS), "p.json"), vocab)[0]
+    assert guarantee(compiled).unenforced == []
+    for text, valid in (('{"path":"a/bc"}', True), ('{"path":"a//b"}', False), ('{"path":"A"}', False)):
+        assert feed(compiled, vocab.encode(text)).accepted == valid, (backend, text)
+        assert (schema_errors(PATHS, json.loads(text)) == []) == valid, text
+
+
+def test_generation_under_a_user_format_gives_only_valid_outputs(path_format, tiny_lm, smol_tokenizer):
+    """The random model tries every string the grammar allows; the checker keeps those of the format."""
+    from helpers import generate_with
+
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(PATHS), "p.json", json_options=JsonOptions(whitespace="compact"))
+    finished = 0
+    for seed in range(6):
+        record = generate_with(tiny_lm, smol_tokenizer, spec, seed=seed, max_tokens=60)
+        if record["finish_reason"] == "stop":
+            finished += 1
+            value = json.loads(record["output"])["path"]  # `$` is Python's: before a final "\n" too, as in `pattern`
+            assert record["valid"] and re.search(r"^[a-z]+(/[a-z]+)*$", value) and len(value) <= 12
+        else:  # a dead end of the checker is never called valid
+            assert record["valid"] is False
+    assert finished
+
+
+@pytest.mark.parametrize(
+    "value, says",
+    [
+        ("path", "expected NAME=REGEX"),
+        ("email=.", "already has its standard meaning"),
+        ("path=(a", "does not compile at column 1"),
+    ],
+)
+def test_a_bad_format_definition_is_exit_2_before_anything_compiles(run_cli, tmp_path, value, says):
+    schema = tmp_path / "p.json"
+    schema.write_text(json.dumps(PATHS))
+    result = run_cli("compile", str(schema), "--format", value)
+    assert result.exit_code == 2 and says in " ".join(result.output.replace("│", " ").split()), result.output
+
+
+@pytest.fixture
+def fresh_config():
+    config.reset()
+    yield
+    config.reset()  # the next test reads its own
+
+
+def test_the_flag_and_the_config_file_define_a_format_for_compile(run_cli, tmp_path, monkeypatch, fresh_config):
+    schema = tmp_path / "p.json"
+    schema.write_text(json.dumps(PATHS))
+    monkeypatch.chdir(tmp_path)
+    refused = run_cli("compile", str(schema), "--backend", "llguidance")
+    assert refused.exit_code == 2 and "--format path=REGEX" in refused.output
+    assert run_cli("compile", str(schema), "--backend", "llguidance", "--format", "path=^[a-z/]+$").exit_code == 0
+    (tmp_path / "sgcli.toml").write_text('format = ["path=^[a-z/]+$"]\n')
+    config.reset()  # read once a process: read again
+    from_file = run_cli("compile", str(schema), "--backend", "llguidance")
+    assert from_file.exit_code == 0, from_file.output
+    (tmp_path / "sgcli.toml").write_text('format = ["path=a", "path=b"]\n')
+    config.reset()
+    twice = run_cli("compile", str(schema), "--backend", "llguidance")
+    assert twice.exit_code == 2 and "more than once" in twice.output
+
+
+def test_a_keyword_inside_a_warned_subschema_is_one_gap_not_two():
+    """llguidance warns about a `oneOf` (the checker takes it whole), and the unknown format inside a
+    branch was a declared gap too: lint printed two J005 at one position, the refusal listed it twice."""
+    schema = {
+        "properties": {"p": {"oneOf": [{"type": "string", "maxLength": 3}, {"type": "string", "format": "x-no"}]}}
+    }
+    compiled = compile_for("llguidance", ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema), "o.json"), byte_vocab())[
+        0
+    ]
+    pointers = [g.pointer for g in compiled_gaps(compiled)]
+    assert "/properties/p/oneOf/1/format" in pointers and len(pointers) == len(set(pointers)), pointers

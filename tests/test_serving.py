@@ -357,7 +357,8 @@ def test_a_format_sgcli_cannot_check_is_exit_2_unless_allow_unenforced(run_cli, 
     with Stub(answer=lambda b: '"hello"') as stub:
         refused = gen(run_cli, stub, "--schema", schema, "x")
         assert refused.exit_code == 2, refused.output
-        assert f"{schema}:3:3: `format` at /format: jsonschema has no checker for format 'x-made-up'" in refused.stderr
+        said = f"{schema}:3:3: `format` at /format: no checker knows format 'x-made-up'"
+        assert f"{said} (define it: --format x-made-up=REGEX)" in refused.stderr
         assert "--allow-unenforced" in refused.stderr and not stub.requests and not stub.listings
         args = ("--schema", schema, "--allow-unenforced", "--json", "x")
         allowed = run_cli("generate", "--engine", "vllm", "--base-url", stub.url, *args)  # not --quiet: the note

@@ -235,7 +235,7 @@ def _uncheckable(doc: SchemaDoc, pointer: str, keyword: str, formats: set[str]) 
         if unresolvable is not None:
             return "jsonschema cannot resolve it either (sgcli fetches nothing)"
     if keyword == "format" and value not in formats:
-        return f"jsonschema has no checker for format {value!r}"
+        return f"no checker knows format {value!r} (define it: --format {value}=REGEX)"
     if keyword == "pattern" and isinstance(value, str) and _bad_regex(value):
         return "Python's re cannot read the pattern, so jsonschema cannot check it"
     return None
@@ -378,19 +378,20 @@ def compiled_gaps(compiled) -> list[Gap]:
     gaps = schema_gaps(compiled.spec, compiled.backend)
     if compiled.spec.kind is not Kind.JSON_SCHEMA:
         return gaps  # warnings point into the grammar, not into the schemas inside it
-    known = {g.pointer for g in gaps}
+    declared = {g.pointer for g in gaps}
     try:
         doc = SchemaDoc(compiled.spec.schema())
     except Exception:
         return gaps
-    extra = []
+    extra, known = [], set(declared)
     for w in compiled.warnings:
         if w.pointer and w.pointer not in known:
             known.add(w.pointer)
             keyword = pointer_parts(w.pointer)[-1]
             parent = "/".join(w.pointer.split("/")[:-1])
             extra.append(Gap(w.pointer, keyword, compiled.backend, w.message, anchors=(_nearest_anchor(doc, parent),)))
-    return gaps + checker_limits(extra, doc) if extra else gaps
+    # what the checker cannot take inside a warned subschema may be declared already: one gap per keyword
+    return gaps + [g for g in checker_limits(extra, doc) if g.pointer not in declared] if extra else gaps
 
 
 def unchecked(gaps: list[Gap]) -> list[Gap]:

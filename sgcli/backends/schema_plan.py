@@ -9,7 +9,7 @@ import re
 
 from sgcli.backends.json_strings import StringRules, vocab_tables
 from sgcli.backends.schema_doc import SchemaDoc, escape_pointer, fragment
-from sgcli.constraints.formats import format_checker
+from sgcli.constraints.formats import format_checker, user_format_regex
 from sgcli.tokenizers.vocab import Vocab
 
 # the keywords whose subschemas a container's children are read through
@@ -198,12 +198,12 @@ class CheckPlan:
                 rules.choices.append(frozenset(v for v in node["enum"] if isinstance(v, str)))
             if isinstance(node.get("const"), str):
                 rules.choices.append(frozenset({node["const"]}))
-            pattern = node.get("pattern")
-            if isinstance(pattern, str) and pattern.startswith("^"):
-                compiled = _prefix_regex(pattern)
-                if compiled is not None:
-                    rules.patterns.append(compiled)
-                    rules.ascii_closed.append(_ascii_closed(pattern))
+            for pattern in (node.get("pattern"), user_format_regex(node.get("format"))):
+                if isinstance(pattern, str) and pattern.startswith("^"):
+                    compiled = _prefix_regex(pattern)
+                    if compiled is not None:
+                        rules.patterns.append(compiled)
+                        rules.ascii_closed.append(_ascii_closed(pattern))
         found = rules if (rules.max_length is not None or rules.choices or rules.patterns) else None
         self._strings[pointers] = found
         return found

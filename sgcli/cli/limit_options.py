@@ -2,9 +2,9 @@
 and where a schema's `$ref`s to URLs are read from.
 
 `with_compile_limits(command)` appends `--compile-timeout`, `--compile-memory`,
-`--max-constraint-bytes`, `--no-cache` and `--ref-base` to the command's signature (typer reads
-it), and sets them for the process before the command runs, so every compile below it is bounded
-the same way and every schema bundles its files the same way.
+`--max-constraint-bytes`, `--no-cache`, `--ref-base` and `--format` to the command's signature (typer
+reads it), and sets them for the process before the command runs, so every compile below it is bounded
+the same way, every schema bundles its files the same way and every checker knows the same formats.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Annotated
 import typer
 
 from sgcli.backends.compile_cache import cache_enabled, set_cache_enabled
+from sgcli.constraints.formats import current_user_formats, parse_user_format, set_user_formats
 from sgcli.constraints.ref_bases import current_ref_bases, parse_ref_base, set_ref_bases
 from sgcli.errors import UserError
 from sgcli.limits import DEFAULT_MAX_BYTES, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, Limits, current_limits, set_limits
@@ -32,6 +33,16 @@ def ref_base_option(value: str) -> str:
     except UserError as exc:
         hint = f" ({exc.hint})" if exc.hint else ""
         raise typer.BadParameter(exc.message.removeprefix(f"--ref-base {value!r}: ") + hint) from None
+    return value
+
+
+def format_option(value: str) -> str:
+    """--format, checked as click reads it, like --ref-base."""
+    try:
+        parse_user_format(value)
+    except UserError as exc:
+        hint = f" ({exc.hint})" if exc.hint else ""
+        raise typer.BadParameter(exc.message.removeprefix(f"--format {value!r}: ") + hint) from None
     return value
 
 
@@ -97,6 +108,21 @@ _OPTIONS = {
         ],
         [],
     ),
+    "format": (
+        Annotated[
+            list[str],
+            typer.Option(
+                "--format",
+                metavar="NAME=REGEX",
+                parser=format_option,
+                help="Define a schema `format` sgcli does not know (a schema using an unknown one is refused): "
+                "a string of format NAME is one REGEX is found in, as `pattern` reads it; sgcli's checker "
+                "enforces it. Repeatable. E.g. --format 'path=^[A-Za-z0-9_./-]+$'",
+                rich_help_panel="Schema files",
+            ),
+        ],
+        [],
+    ),
 }
 
 
@@ -108,16 +134,19 @@ def with_compile_limits(command: Callable) -> Callable:
         timeout, memory = kwargs.pop("compile_timeout"), kwargs.pop("compile_memory")
         max_bytes, no_cache = kwargs.pop("max_constraint_bytes"), kwargs.pop("no_cache")
         bases = tuple(parse_ref_base(value) for value in kwargs.pop("ref_base") or ())
-        before = (current_limits(), cache_enabled(), current_ref_bases())
+        formats = tuple(parse_user_format(value) for value in kwargs.pop("format") or ())
+        before = (current_limits(), cache_enabled(), current_ref_bases(), current_user_formats())
         try:
             set_limits(Limits(timeout_s=timeout, memory_mb=memory, max_bytes=max_bytes))
             set_cache_enabled(not no_cache)
             set_ref_bases(bases)
+            set_user_formats(formats)
             return command(*args, **kwargs)
         finally:  # in-process callers (tests, embedding) get their settings back
             set_limits(before[0])
             set_cache_enabled(before[1])
             set_ref_bases(before[2])
+            set_user_formats(before[3])
 
     signature = inspect.signature(command, eval_str=True)  # typer reads real annotations, not strings
     extra = [

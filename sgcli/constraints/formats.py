@@ -14,6 +14,11 @@ A format applies to the JSON type it describes and passes every other type, as J
 formats do. A format a later draft defines (`uri-reference`, `iri`, `duration`, ...) means the same
 in an older draft's schema, where it would be unknown (OpenAPI 3.0's draft-04 schema uses
 `uri-reference`): it is checked there too.
+
+A format no one defines (Angular's schematics say `"format": "path"`) is enforced by nothing, so a
+schema that uses it is refused unless the user defines it: `--format NAME=REGEX` (ajv's `addFormat`),
+a string that `re.search` finds REGEX in, as `pattern` reads its regex. The checker and the
+after-the-fact validation both use that definition.
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
+from dataclasses import dataclass
 from functools import cache
+
+from sgcli.errors import UserError
 
 _BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
 _BASE64URL = re.compile(r"(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2}(?:==)?|[A-Za-z0-9_-]{3}=?)?")
@@ -130,14 +138,94 @@ EXTRA = {
 }
 
 
-@cache
 def format_checker(cls):
-    """jsonschema's format checker of validator class `cls`, with the formats the newest draft defines
-    and those of `EXTRA` added where it has none of that name."""
+    """jsonschema's format checker of validator class `cls`, with the formats the newest draft defines,
+    those of `EXTRA` where it has none of that name, and the user's (`--format`)."""
+    return _format_checker(cls, _user_formats)
+
+
+@cache
+def _format_checker(cls, user: tuple[UserFormat, ...]):
     from jsonschema import Draft202012Validator, FormatChecker
 
     checker = FormatChecker(formats=())
     checker.checkers = {**Draft202012Validator.FORMAT_CHECKER.checkers, **cls.FORMAT_CHECKER.checkers}
     for name, function in EXTRA.items():
         checker.checkers.setdefault(name, (function, ()))
+    for defined in user:
+        checker.checkers.setdefault(defined.name, (_string_searching(re.compile(defined.regex)), ()))
     return checker
+
+
+def _string_searching(pattern: re.Pattern):
+    def check(instance) -> bool:
+        return not isinstance(instance, str) or pattern.search(instance) is not None
+
+    return check
+
+
+@dataclass(frozen=True)
+class UserFormat:
+    name: str
+    regex: str
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.regex}"
+
+
+_user_formats: tuple[UserFormat, ...] = ()
+
+
+def parse_user_format(value: str) -> UserFormat:
+    """`NAME=REGEX` as `--format` and the config file give it; exit 2 naming the value where it is not
+    that, REGEX does not compile (at its column), or NAME already means something sgcli checks."""
+    name, sep, regex = value.partition("=")
+    name = name.strip()
+    where = f"--format {value!r}"
+    if not sep or not name or not regex:
+        raise UserError(
+            f"{where}: expected NAME=REGEX",
+            hint="e.g. --format 'path=^[A-Za-z0-9_./-]+$': a string of that format is one REGEX is found in",
+        )
+    if name in _known_names():
+        raise UserError(
+            f"{where}: format {name!r} already has its standard meaning, which sgcli checks",
+            hint="--format defines formats sgcli does not know (`sgcli lint` names them)",
+        )
+    try:
+        re.compile(regex)
+    except re.error as exc:
+        at = "" if exc.pos is None else f" at column {exc.pos + 1}"
+        raise UserError(f"{where}: REGEX {regex!r} does not compile{at}: {exc.msg}") from None
+    except (RecursionError, OverflowError, ValueError) as exc:
+        raise UserError(f"{where}: REGEX {regex!r} does not compile: {exc}") from None
+    return UserFormat(name, regex)
+
+
+@cache
+def _known_names() -> frozenset[str]:
+    from jsonschema import validators
+
+    drafts = (v for v in vars(validators).values() if isinstance(v, type) and hasattr(v, "FORMAT_CHECKER"))
+    return frozenset(EXTRA).union(*(d.FORMAT_CHECKER.checkers for d in drafts))
+
+
+def set_user_formats(formats: tuple[UserFormat, ...]) -> None:
+    """The user's formats for this process (the command line or the config file); a name defined twice
+    is exit 2, not one definition silently kept."""
+    global _user_formats
+    names = [defined.name for defined in formats]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise UserError(f"--format defines {', '.join(map(repr, twice))} more than once", hint="keep one definition")
+    _user_formats = tuple(formats)
+
+
+def current_user_formats() -> tuple[UserFormat, ...]:
+    return _user_formats
+
+
+def user_format_regex(name) -> str | None:
+    """The REGEX the user defined format `name` by (None: not one of theirs); the checker reads an
+    anchored one as it reads an anchored `pattern`, refusing a string that can no longer match."""
+    return next((defined.regex for defined in _user_formats if defined.name == name), None)
