@@ -371,10 +371,15 @@ def main() -> int:
         metavar="URL=DIR",
         help="as sgcli's --ref-base: URL refs read from DIR",
     )
+    parser.add_argument(
+        "--format", action="append", default=[], metavar="NAME=REGEX", help="as sgcli's --format: a format defined"
+    )
     args = parser.parse_args()
+    from sgcli.constraints.formats import parse_user_format, set_user_formats
     from sgcli.constraints.ref_bases import parse_ref_base, set_ref_bases
 
     set_ref_bases(tuple(parse_ref_base(value) for value in args.ref_base))
+    set_user_formats(tuple(parse_user_format(value) for value in args.format))
     progress = (lambda line: print(line, file=sys.stderr, flush=True)) if args.progress else None
     report = check(
         own=not args.suite_only,

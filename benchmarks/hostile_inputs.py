@@ -819,6 +819,19 @@ def schema_cases() -> list[Case]:
         args = ["--schema", "{d}/s.json", "--ref-base", base]
         cases.append(Case(c, f"generate: {name}", gen(*args, "x"), 2, files=files, server={}))
         cases.append(Case(c, f"compile: {name}", ["compile", *args], 2, files=files, check=says(*needles)))
+    # formats the user defines (--format NAME=REGEX, sgcli/constraints/formats.py)
+    pathy = {"s.json": json.dumps({"type": "string", "format": "path"})}
+    by_format = {
+        "--format without =": (["--format", "path"], ["expected NAME=REGEX"]),
+        "--format bad regex": (["--format", "path=[a-"], ["does not compile at column"]),
+        "--format redefines email": (["--format", "email=."], ["already has its standard meaning"]),
+        "--format twice": (["--format", "path=a", "--format", "path=b"], ["more than once"]),
+        "format no one defines": ([], ["s.json:1", "--format path=REGEX"]),
+    }
+    for name, (flags, needles) in by_format.items():
+        args = ["--schema", "{d}/s.json", *flags]
+        cases.append(Case(c, f"generate: {name}", gen(*args, "x"), 2, files=pathy, server={}))
+        cases.append(Case(c, f"compile: {name}", ["compile", *args], 2, files=pathy, check=says(*needles)))
     cases.append(Case(c, "inline schema not JSON", gen("--schema", "{not json", "x"), 2, server={}))
     cases.append(Case(c, "schema on stdin, empty", gen("--schema", "-", "x"), 2, stdin=b"", server={}))
     return cases

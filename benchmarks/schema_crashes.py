@@ -201,8 +201,10 @@ def main() -> int:
     parser.add_argument("--hang-s", type=float, default=300.0, help="stop a run still going after this long")
     parser.add_argument("--json", action="store_true", help="print the counts as JSON")
     parser.add_argument("--ref-base", action="append", default=[], metavar="URL=DIR", help="passed to every command")
+    parser.add_argument("--format", action="append", default=[], metavar="NAME=REGEX", help="passed to every command")
     args = parser.parse_args()
     shared = [flag for value in args.ref_base for flag in ("--ref-base", value)]
+    shared += [flag for value in args.format for flag in ("--format", value)]
 
     os.environ.setdefault("SGCLI_CACHE_DIR", tempfile.mkdtemp(prefix="sgcli-crash-cache-"))
     os.environ["SGCLI_COMPILE_TIMEOUT"] = args.compile_timeout
