@@ -220,7 +220,10 @@ def checker_limits(gaps: list[Gap], doc: SchemaDoc) -> list[Gap]:
         if isinstance(node, dict):
             for sub, sub_pointer in subschemas(node, gap.keyword, parent):
                 for inner in _inside(doc, sub, sub_pointer, formats):
-                    out.setdefault(inner.pointer, replace(inner, backend=gap.backend, anchors=gap.anchors))
+                    around = f"it sits inside `{gap.keyword}` at {gap.pointer}, which the grammar leaves to the checker"
+                    out.setdefault(
+                        inner.pointer, replace(inner, backend=gap.backend, anchors=gap.anchors, reason=around)
+                    )
     return list(out.values())
 
 

@@ -37,7 +37,9 @@ class SchemaDoc:
         self.spec = rj.specification_with(dialect.uri, default=rj.DRAFT202012)
         resource = self.spec.create_resource(schema)
         base = resource.id() or ""
-        self.registry = jsonschema_specifications.REGISTRY.with_resource(base, resource)
+        # crawled once: an uncrawled registry crawls the whole schema again at every lookup (AsyncAPI 3.0,
+        # 400 KB with 100 embedded `$id`s: 10,000 lookups took 57 s; sgcli compile took 71 s)
+        self.registry = jsonschema_specifications.REGISTRY.with_resource(base, resource).crawl()
         self.resolver = self.registry.resolver(base_uri=base)
         self.keywords = frozenset(self.cls.VALIDATORS) | frozenset(COMPANIONS)
         self.ref_overrides = self.cls.__name__ in (
