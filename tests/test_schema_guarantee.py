@@ -730,7 +730,28 @@ def test_a_schema_with_embedded_ids_is_crawled_once_not_at_every_lookup(monkeypa
     }
     definitions[f"d{n}"] = {"$id": f"https://x.org/d{n}.json", "type": "string"}
     doc = SchemaDoc({"$id": "https://x.org/root.json", "$ref": "https://x.org/d0.json", "definitions": definitions})
+    crawls.clear()  # building it crawls (once); a lookup must not
     for i in range(n):
         target, why = doc.resolve(f"/definitions/d{i}/properties/next", f"https://x.org/d{i + 1}.json")
         assert (target, why) == (f"/definitions/d{i + 1}", None)
-    assert len(crawls) <= 1, len(crawls)
+    assert crawls == [], len(crawls)
+
+
+def test_a_meta_schema_copy_embedded_under_its_id_does_not_take_over_the_drafts_uri():
+    """AsyncAPI 2.0.0-rc1 (draft 7) embeds draft 4's meta-schema under `definitions`, with its `id` and
+    `$schema`. jsonschema reads `http://json-schema.org/draft-04/schema#/...` as the real meta-schema;
+    so does the walk: the copy, crawled under that URI, had sent `#/definitions/simpleTypes` inside it
+    to the root, where nothing is, and the schema was refused."""
+    from sgcli.backends.schema_doc import SchemaDoc
+
+    copy = {"id": "http://json-schema.org/draft-04/schema", "$schema": "http://json-schema.org/draft-04/schema"}
+    copy["definitions"] = {"simpleTypes": {"enum": ["string", "integer"]}}
+    copy["properties"] = {"type": {"items": {"$ref": "#/definitions/simpleTypes"}}}
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema",
+        "$id": "https://x.org/root.json",
+        "properties": {"type": {"$ref": "http://json-schema.org/draft-04/schema#/properties/type"}},
+        "definitions": {"http://json-schema.org/draft-04/schema": copy},
+    }
+    doc = SchemaDoc(schema)
+    assert doc.resolve("/properties/type", "http://json-schema.org/draft-04/schema#/properties/type") == (None, None)

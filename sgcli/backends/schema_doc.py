@@ -5,6 +5,7 @@ by pointer, and the subschemas each applicator holds. Shared by the keyword cove
 
 from __future__ import annotations
 
+from functools import cache
 from urllib.parse import quote
 
 # Keywords that take part in another keyword's constraint (jsonschema validates them under it).
@@ -26,7 +27,7 @@ class SchemaDoc:
     subschemas by identity, so a resolved reference maps back to a pointer in this file."""
 
     def __init__(self, schema):
-        import jsonschema_specifications
+        import referencing
         import referencing.jsonschema as rj
 
         from sgcli.constraints.dialect import dialect_of
@@ -38,8 +39,11 @@ class SchemaDoc:
         resource = self.spec.create_resource(schema)
         base = resource.id() or ""
         # crawled once: an uncrawled registry crawls the whole schema again at every lookup (AsyncAPI 3.0,
-        # 400 KB with 100 embedded `$id`s: 10,000 lookups took 57 s; sgcli compile took 71 s)
-        self.registry = jsonschema_specifications.REGISTRY.with_resource(base, resource).crawl()
+        # 400 KB with 100 embedded `$id`s: 10,000 lookups took 57 s; sgcli compile took 71 s). The drafts'
+        # meta-schemas then keep their URIs, as jsonschema's validators find them: a copy a schema embeds
+        # under its draft-04 `id` (AsyncAPI 2.0.0-rc1) would otherwise take them over.
+        own = referencing.Registry().with_resource(base, resource).crawl()
+        self.registry = own.combine(_crawled_specifications())  # the later registry wins a URI both hold
         self.resolver = self.registry.resolver(base_uri=base)
         self.keywords = frozenset(self.cls.VALIDATORS) | frozenset(COMPANIONS)
         self.ref_overrides = self.cls.__name__ in (
@@ -93,6 +97,14 @@ class SchemaDoc:
         if self.ref_overrides and "$ref" in node:  # up to draft 7, $ref's siblings are ignored
             return ["$ref"]
         return keys
+
+
+@cache
+def _crawled_specifications():
+    """The drafts' meta-schemas as jsonschema finds them, crawled once a process (1.3 ms a schema)."""
+    import jsonschema_specifications
+
+    return jsonschema_specifications.REGISTRY.crawl()
 
 
 def lists_optional_properties(node: dict) -> bool:
