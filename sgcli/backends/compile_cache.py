@@ -294,8 +294,8 @@ class _PendingStore:
         self._owner = os.getpid()
 
     def ready(self) -> bool:
-        """Whether `finish()` would answer without waiting."""
-        return self._verdict is not None or self._owner != os.getpid() or self._child.ready()
+        """Whether `finish()` would answer without waiting (asked of this process's own stores only)."""
+        return self._verdict is not None or self._child.ready()
 
     def finish(self) -> tuple[bool, str | None]:
         if self._verdict is None and self._owner != os.getpid():  # a forked child: not its store to collect

@@ -218,9 +218,9 @@ def checker_limits(gaps: list[Gap], doc: SchemaDoc) -> list[Gap]:
         parent = "/".join(gap.pointer.split("/")[:-1])
         node = doc.nodes.get(parent)
         if isinstance(node, dict):
+            around = f"it sits inside `{gap.keyword}` at {gap.pointer}, which the grammar leaves to the checker"
             for sub, sub_pointer in subschemas(node, gap.keyword, parent):
                 for inner in _inside(doc, sub, sub_pointer, formats):
-                    around = f"it sits inside `{gap.keyword}` at {gap.pointer}, which the grammar leaves to the checker"
                     out.setdefault(
                         inner.pointer, replace(inner, backend=gap.backend, anchors=gap.anchors, reason=around)
                     )

@@ -25,25 +25,19 @@ from sgcli.limits import DEFAULT_MAX_BYTES, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 _PANEL = "Limits and cache"
 
 
-def ref_base_option(value: str) -> str:
-    """--ref-base, checked as click reads it: a flag's mistake and a config file's (at its line) are
-    exit 2 before the command runs."""
-    try:
-        parse_ref_base(value)
-    except UserError as exc:
-        hint = f" ({exc.hint})" if exc.hint else ""
-        raise typer.BadParameter(exc.message.removeprefix(f"--ref-base {value!r}: ") + hint) from None
-    return value
+def checked_value(flag: str, parse: Callable[[str], object]) -> Callable[[str], str]:
+    """A click parser for `flag` that checks each value with `parse` as click reads it: a flag's
+    mistake and a config file's (at its line) are exit 2 before the command runs."""
 
+    def parser(value: str) -> str:
+        try:
+            parse(value)
+        except UserError as exc:
+            hint = f" ({exc.hint})" if exc.hint else ""
+            raise typer.BadParameter(exc.message.removeprefix(f"{flag} {value!r}: ") + hint) from None
+        return value
 
-def format_option(value: str) -> str:
-    """--format, checked as click reads it, like --ref-base."""
-    try:
-        parse_user_format(value)
-    except UserError as exc:
-        hint = f" ({exc.hint})" if exc.hint else ""
-        raise typer.BadParameter(exc.message.removeprefix(f"--format {value!r}: ") + hint) from None
-    return value
+    return parser
 
 
 _OPTIONS = {
@@ -100,7 +94,7 @@ _OPTIONS = {
             typer.Option(
                 "--ref-base",
                 metavar="URL=DIR",
-                parser=ref_base_option,
+                parser=checked_value("--ref-base", parse_ref_base),
                 help="Read a schema's $refs to URLs under URL from the folder DIR (sgcli fetches nothing); "
                 "repeatable, the longest URL wins. E.g. --ref-base https://json.schemastore.org/=schemas/",
                 rich_help_panel="Schema files",
@@ -114,7 +108,7 @@ _OPTIONS = {
             typer.Option(
                 "--format",
                 metavar="NAME=REGEX",
-                parser=format_option,
+                parser=checked_value("--format", parse_user_format),
                 help="Define a schema `format` sgcli does not know (a schema using an unknown one is refused): "
                 "a string of format NAME is one REGEX is found in, as `pattern` reads it; sgcli's checker "
                 "enforces it. Repeatable. E.g. --format 'path=^[A-Za-z0-9_./-]+$'",

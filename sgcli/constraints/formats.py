@@ -169,9 +169,6 @@ class UserFormat:
     name: str
     regex: str
 
-    def __str__(self) -> str:
-        return f"{self.name}={self.regex}"
-
 
 _user_formats: tuple[UserFormat, ...] = ()
 
