@@ -142,7 +142,10 @@ def test_gbnf_conversion_error_points_into_the_gbnf(smol_tokenizer):
         get_backend("llguidance").compile(
             ConstraintSpec(Kind.EBNF, 'root ::= "a"\nx ::= "b" (\n', "g.gbnf"), smol_tokenizer.vocab
         )
-    assert info.value.message == "EBNF/GBNF rejected by llguidance: Expected ')'"
+    assert info.value.message == (
+        "EBNF/GBNF rejected by llguidance: cannot read this EBNF/GBNF: "
+        "expected ')' closing the group, found the end of the file"
+    )
     assert (info.value.location.path, info.value.location.line) == ("g.gbnf", 3)  # the text ended unclosed
 
 

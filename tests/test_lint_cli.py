@@ -299,11 +299,21 @@ def test_the_projects_own_grammars_lint_clean(run_cli):
     assert "did not run" not in result.stderr
 
 
-def test_a_backend_error_without_a_position_is_placed_at_the_piece_it_quotes(run_cli, tmp_path):
-    """llguidance says 'invalid regex "[z-a]"' with no line:col (hostile_inputs.py: "lint: GBNF bad char
-    class" named the file only); the quoted piece occurs once in the file, so that is where it is."""
+def test_a_gbnf_error_is_placed_where_it_is_for_llguidance(run_cli, tmp_path):
+    """llguidance said 'invalid regex "[z-a]"' with no line:col of a GBNF file (hostile_inputs.py: "lint:
+    GBNF bad char class" named the file only); sgcli's own reader now prints GBNF for it, so the
+    backwards range is named at its place."""
     path = tmp_path / "g.gbnf"
     path.write_text('# chars\nroot ::= "x" [z-a]\n')
     result = run_cli("lint", path, "--backend", "llguidance")
     assert result.exit_code == 1
-    assert f"{path}:2:14: S001 llguidance rejects it: invalid regex" in result.output
+    assert f"{path}:2:14: S001 llguidance rejects it: cannot read this EBNF/GBNF: character range" in result.output
+
+
+def test_a_backend_message_without_a_position_is_placed_at_the_piece_it_quotes():
+    """The fallback for a message that quotes a piece found once in the file, and only then."""
+    from sgcli.lint.backend_checks import _quoted_position
+
+    text = '# chars\nroot ::= "x" [z-a]\n'
+    assert _quoted_position('invalid regex "[z-a]" (in regex)', text) == (2, 14)
+    assert _quoted_position('invalid regex "x"', text + 'y ::= "x"\n') == (None, None)  # twice: nowhere

@@ -21,6 +21,7 @@ from sgcli.backends.pattern_gaps import PatternGap, at, declared_pattern_gaps, w
 from sgcli.backends.schema_warnings import compile_warnings
 from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
+from sgcli.dialects.convert import one_char_lexemes
 from sgcli.dialects.regex_parse import LOOKAROUNDS
 from sgcli.errors import Location, UserError, offset_to_line_col
 from sgcli.tokenizers.vocab import Vocab
@@ -310,15 +311,13 @@ class LLGuidanceBackend(LibraryBackend):
         raise AssertionError(f"llguidance asked to compile {kind}")
 
     def _gbnf(self, spec: ConstraintSpec) -> str:
-        from llguidance.gbnf_to_lark import GbnfToLarkError, gbnf_to_lark
-
+        """GBNF as Lark of one-character lexemes (`dialects.convert.one_char_lexemes`), not through
+        llguidance's own converter, whose lexemes change the language under its greedy lexer."""
         try:
-            return gbnf_to_lark(spec.text)
-        except GbnfToLarkError as exc:
-            line, col = offset_to_line_col(spec.text, exc.pos.pos)
-            raise positioned_error(self.name, spec, str(exc).split(" at line ")[0], line=line, col=col) from None
-        except Exception as exc:  # the converter raises bare Exceptions for unknown or missing rules
-            raise positioned_error(self.name, spec, f"cannot convert GBNF to Lark: {exc}") from None
+            return one_char_lexemes(spec)[0]
+        except UserError as exc:  # a name that does not resolve, or xgrammar's lookahead: at its place
+            message = f"{spec.kind.label} rejected by {self.name}: {exc.message}"
+            raise UserError(message, location=exc.location, hint=exc.hint) from None
 
     def _composite(self, spec: ConstraintSpec, tok) -> str:
         """A Lark grammar plus named sub-grammars it refers to as `@name`: llguidance's top-level JSON."""
@@ -365,7 +364,11 @@ class LLGuidanceBackend(LibraryBackend):
         line, col = d.line, d.col
         if spec.kind is Kind.REGEX and d.regex_offset is not None and "\n" not in spec.text:
             line, col = 1, d.regex_offset + 1
-        elif spec.kind in (Kind.EBNF, Kind.STRUCTURAL_TAG):
+        elif spec.kind is Kind.EBNF and line is not None:  # a line of the printed Lark is one rule
+            positions = one_char_lexemes(spec)[1]
+            at = positions[line - 1] if 0 < line <= len(positions) else None
+            line, col = offset_to_line_col(spec.text, at) if at is not None else (None, None)
+        elif spec.kind is Kind.STRUCTURAL_TAG:
             line = col = None  # positions refer to the generated Lark, not the user's file
         elif spec.kind is Kind.LARK and line is None:
             ref = d.message.removeprefix("unknown grammar ")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.dialects.gbnf import parse_gbnf
-from sgcli.dialects.grammar_model import Alt, Grammar, Lit, Opaque, ParseError, Rep, Rule, Seq
+from sgcli.dialects.grammar_model import Alt, Grammar, Lit, Opaque, ParseError, Rep, Rule, Seq, walk
 from sgcli.dialects.lark import parse_lark
 from sgcli.dialects.printers import Printer
 from sgcli.dialects.regex_parse import parse_regex
@@ -121,6 +121,38 @@ def _refuse_lark_only(grammar, text: str, origin: str | None) -> None:
             location=_at(text, where, origin),
             hint=f"define `{name}` in the grammar itself",
         )
+
+
+def one_char_lexemes(spec: ConstraintSpec) -> tuple[str, list[int]]:
+    """GBNF printed as Lark whose every lexeme is one character, with each printed line's rule offset.
+
+    GBNF has no lexer: its language is the context-free one over characters (llama.cpp, xgrammar).
+    llguidance lexes greedily, so a lexeme that could go on swallows what must follow it, and its
+    own GBNF converter makes a lexeme of every literal and terminal-only rule: transformers-CFG's
+    `ident ::= [a-z] [a-z0-9_]* ws` ending in `ws ::= [ \t\n]*` before a required `"\n"` became
+    one that took the newline, and `a=b\n` could never end (0 of 30 xgrammar samples accepted);
+    literals `"a" | "ab"` before `"bc"` refused `abc`. A one-character lexeme cannot go on, so here
+    the language is GBNF's. The printed rules are the model's, one a line, in order: an error at
+    line N of the Lark is about the rule at offset `positions[N - 1]` of the source."""
+    grammar, text, origin = read_model(spec)
+    refuse_unresolved(grammar, text, origin)
+    for rule in grammar.rules:
+        rule.body = _split_literal(rule.body)
+        for node in walk(rule.body):
+            if isinstance(node, Seq):
+                node.items = [_split_literal(i) for i in node.items]
+            elif isinstance(node, Alt):
+                node.alts = [_split_literal(a) for a in node.alts]
+            elif isinstance(node, Rep):
+                node.body = _split_literal(node.body)
+    printed = Printer(grammar, "lark", text, origin).grammar()
+    return printed, [rule.pos for rule in grammar.rules]
+
+
+def _split_literal(node):
+    if isinstance(node, Lit) and len(node.text) > 1:
+        return Seq(node.pos, [Lit(node.pos, ch) for ch in node.text])
+    return node
 
 
 def without_lookaheads(node):
