@@ -406,6 +406,25 @@ def test_random_walks_end_in_a_json_string_of_an_email_format(smol_tokenizer):
         assert "@" in record["email"] and isinstance(record["name"], str)
 
 
+def test_the_round_trips_walks_stop_at_their_time_budget(smol_tokenizer, monkeypatch):
+    """transformers-CFG's SMILES grammars are ambiguous enough that xgrammar's masks took 30-70 ms:
+    `convert`'s check walked for minutes (past 120 s). Walks now stop at a budget, and the note says so."""
+    import time
+
+    from sgcli.backends import get_backend
+    from sgcli.backends.matching import sample_strings
+    from sgcli.grammar_dev import convert
+
+    spec = ConstraintSpec(Kind.EBNF, 'root ::= [a-z]+ "."\n', "g.gbnf")
+    compiled = get_backend("llguidance").compile(spec, smol_tokenizer.vocab)
+    started = time.monotonic()
+    assert sample_strings(compiled, 50, seconds=0.0) == []
+    assert time.monotonic() - started < 1.0
+    monkeypatch.setattr(convert, "SAMPLE_SECONDS", 0.0)
+    report = convert.round_trip(spec, spec, smol_tokenizer.vocab, samples=5, only="llguidance")
+    assert any("0 of 5 within 0 s" in note for note in report.notes), report.notes
+
+
 def test_schema_conversions_keep_xgrammars_masks_as_cheap_as_the_sources(smol_tokenizer):
     """Issue 29: `x ::= (y x)?` wrapped the right recursion of an email's quoted local part in a rule
     of its own, and xgrammar's masks grew with the string: 2.4 s a mask after 100 characters

@@ -24,6 +24,8 @@ ws   ::= [ \t\n]*
 PREFIX = 'root ::= x y\nx ::= "a" | "ab"\ny ::= "bc" | "c"\n'
 # a terminal-only rule whose repetition can run into the character that must follow it
 DIGITS = 'root ::= "[" item ("," item)* "]"\nitem ::= [0-9]+ | [0-9]+ "," "5"\n'
+# a keyword that an identifier also spells, each path needing what the other cannot take
+KEYWORD = 'root ::= "if" "(" ")" "{" "}" | ident "(" ")" ";"\nident ::= [a-z] [a-z0-9]*\n'
 
 
 def _compile(backend: str, text: str, vocab):
@@ -36,8 +38,9 @@ def _compile(backend: str, text: str, vocab):
         (LINES, ["a=1\n", "a = 1\n", "ab=12 \n", "a=1\nb=2\n", "a=1\n\n", "a\n=\n1\n\n"]),
         (PREFIX, ["abc", "abbc", "ac"]),
         (DIGITS, ["[1]", "[1,2]", "[12,5]", "[1,5,5]"]),
+        (KEYWORD, ["if(){}", "if();", "ifx();", "i();"]),
     ],
-    ids=["whitespace-before-newline", "literal-prefix", "digits-then-comma"],
+    ids=["whitespace-before-newline", "literal-prefix", "digits-then-comma", "keyword-or-identifier"],
 )
 def test_llguidance_accepts_every_string_of_the_gbnf_language(smol_tokenizer, text, accepted):
     compiled = _compile("llguidance", text, smol_tokenizer.vocab)
@@ -46,7 +49,7 @@ def test_llguidance_accepts_every_string_of_the_gbnf_language(smol_tokenizer, te
         assert fed.accepted, f"{data!r}: {fed.reason}"
 
 
-@pytest.mark.parametrize("text", [LINES, PREFIX, DIGITS], ids=["lines", "prefix", "digits"])
+@pytest.mark.parametrize("text", [LINES, PREFIX, DIGITS, KEYWORD], ids=["lines", "prefix", "digits", "keyword"])
 def test_llguidance_and_xgrammar_read_one_gbnf_alike(smol_tokenizer, text):
     """Random walks of each backend's matcher are accepted by the other's (as `convert`'s round trip
     compares two grammars): xgrammar reads GBNF as llama.cpp does."""

@@ -190,8 +190,8 @@ class LLGuidanceBackend(LibraryBackend):
             {Kind.JSON_SCHEMA, Kind.REGEX, Kind.EBNF, Kind.LARK, Kind.CHOICE, Kind.STRUCTURAL_TAG, Kind.LLGUIDANCE}
         ),
         json_options=frozenset({"compact", "whitespace_pattern", "max_whitespace", "strict_properties"}),
-        notes="Lark in its dialect (%json, @name sub-grammars, %llguidance); GBNF via its converter; "
-        "--max-whitespace as a whitespace regex; no --indent",
+        notes="Lark in its dialect (%json, @name sub-grammars, %llguidance); GBNF as sgcli prints it "
+        "(one-character lexemes); --max-whitespace as a whitespace regex; no --indent",
         jump_forward=True,
         compiles_in_process=True,
         # measured: benchmarks/keyword_positions.py and JSON-Schema-Test-Suite draft2020-12 (no invalid

@@ -209,9 +209,17 @@ def accepts_bytes(compiled: Compiled, data: bytes) -> Feed:
     return feed(compiled, ids)
 
 
-def random_walk(compiled: Compiled, rng: random.Random, *, max_tokens: int = 64, stop_after: int = 8) -> bytes | None:
+def random_walk(
+    compiled: Compiled,
+    rng: random.Random,
+    *,
+    max_tokens: int = 64,
+    stop_after: int = 8,
+    deadline: float | None = None,
+) -> bytes | None:
     """Bytes of one random path through the grammar that ends where it can stop; None when
-    the walk runs past `max_tokens` without reaching a stopping point.
+    the walk runs past `max_tokens` without reaching a stopping point, or past `deadline`
+    (a `time.monotonic()` value: a grammar whose masks take tens of milliseconds).
 
     Picks are biased to end walks: half the time a short punctuation token, and after
     `stop_after` tokens: a closing token (quotes, brackets) after which the grammar can stop,
@@ -225,6 +233,8 @@ def random_walk(compiled: Compiled, rng: random.Random, *, max_tokens: int = 64,
     mask = new_bitmask(len(vocab))
     out = bytearray()
     for step in range(max_tokens):
+        if deadline is not None and time.monotonic() > deadline:
+            return None
         ending_phase = step >= stop_after
         if matcher.can_stop() and (ending_phase or rng.random() < 0.25):
             return bytes(out)
@@ -279,15 +289,19 @@ def sample_strings(
     seed: int = 0,
     attempts_per_sample: int = 5,
     on_walk: Callable[[int, int], None] | None = None,
+    seconds: float | None = None,
 ) -> list[bytes]:
-    """Up to `count` distinct accepted strings from random walks (fewer when walks rarely end).
-    `on_walk(walks, found)` runs after each walk, for progress."""
+    """Up to `count` distinct accepted strings from random walks (fewer when walks rarely end, or
+    when `seconds` run out: transformers-CFG's SMILES grammars, ambiguous enough that xgrammar's
+    masks took 30-70 ms, kept `convert`'s check walking for minutes). `on_walk(walks, found)` runs
+    after each walk, for progress."""
     rng = random.Random(seed)
+    deadline = None if seconds is None else time.monotonic() + seconds
     found: dict[bytes, None] = {}
     for walks in range(1, count * attempts_per_sample + 1):
-        if len(found) >= count:
+        if len(found) >= count or (deadline is not None and time.monotonic() > deadline):
             break
-        s = random_walk(compiled, rng)
+        s = random_walk(compiled, rng, deadline=deadline)
         if s is not None:
             found.setdefault(s)
         if on_walk is not None:

@@ -12,6 +12,7 @@ tells the two apart.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -40,6 +41,9 @@ def convert_spec(spec: ConstraintSpec, to: str) -> ConstraintSpec:
     reached = grammar.reached()
     grammar.rules = [rule for rule in grammar.rules if rule.name in reached]
     return print_model(spec, (grammar, text, origin), target)
+
+
+SAMPLE_SECONDS = 15.0  # per backend and direction: the walks stop there, and the note says so
 
 
 @dataclass
@@ -119,7 +123,15 @@ def round_trip(
             ("converted", tgt, src, "source"),
         ):
             stage = f"{name}: {origin} samples"
-            found = sample_strings(walker, samples, seed=seed, on_walk=lambda w, n, s=stage: step(s, n, samples))
+            started = time.monotonic()
+            found = sample_strings(
+                walker, samples, seed=seed, seconds=SAMPLE_SECONDS, on_walk=lambda w, n, s=stage: step(s, n, samples)
+            )
+            if len(found) < samples and time.monotonic() - started >= SAMPLE_SECONDS:
+                report.notes.append(
+                    f"{name}: {origin} samples: {len(found)} of {samples} within {SAMPLE_SECONDS:g} s "
+                    "(each walk of this grammar is slow: `sgcli bench` times its masks)"
+                )
             for data in found:
                 if not _is_text(data):  # a grammar's bytes that no decoder reads (xgrammar's surrogates): not text
                     continue

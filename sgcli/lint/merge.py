@@ -25,7 +25,9 @@ def finish(found: list[Diagnostic], sel: Selection) -> list[Diagnostic]:
                 note = "J001: " + d.message.split(": ", 1)[-1]
             else:
                 note = f"{d.backend} says: {d.message.split(': ', 1)[-1]}"
-            merged[i] = target.with_note(note)
+            if target.message not in note:  # a backend that reads the file through sgcli's reader says nothing new
+                target = target.with_note(note)
+            merged[i] = target
     return sorted(merged, key=Diagnostic.sort_key)
 
 
