@@ -287,6 +287,22 @@ def test_the_round_trip_catches_a_wrong_conversion(smol_tokenizer):
     assert round_trip(source, same, smol_tokenizer.vocab, samples=10).ok
 
 
+def test_a_difference_only_llguidances_greedy_lexer_makes_is_explained(smol_tokenizer):
+    """GBNF -> Lark keeps the literals `"a"` and `"ab"`: llguidance, which lexes Lark greedily, refuses
+    `abc` there while it accepts it from the GBNF (read through one-character lexemes); xgrammar
+    sees no difference. The failure stands, and a note says why."""
+    pytest.importorskip("xgrammar")
+    from sgcli.grammar_dev.convert import convert_spec, round_trip
+    from sgcli.grammar_dev.grammar_tests import Case
+
+    source = ConstraintSpec(Kind.EBNF, 'root ::= x y\nx ::= "a" | "ab"\ny ::= "bc"\n', "p.gbnf")
+    report = round_trip(
+        source, convert_spec(source, "lark"), smol_tokenizer.vocab, samples=5, cases=[Case(0, "abc", True, "")]
+    )
+    assert not report.ok and all(f.startswith("llguidance:") for f in report.failures)
+    assert any("lexes Lark greedily" in n and "xgrammar found no difference" in n for n in report.notes)
+
+
 def test_cli_reports_the_check_and_exits_1_when_the_round_trip_fails(run_cli, tmp_path, monkeypatch):
     import sgcli.cli.convert_cmd as convert_cmd
 
