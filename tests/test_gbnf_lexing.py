@@ -79,3 +79,21 @@ def test_an_error_in_the_printed_lark_is_placed_at_its_gbnf_rule(smol_tokenizer)
         _compile("llguidance", text, smol_tokenizer.vocab)
     assert "range end must be >= start" in info.value.message
     assert (info.value.location.path, info.value.location.line, info.value.location.col) == ("g.gbnf", 4, 1)
+
+
+def test_past_its_item_limit_llguidance_says_why_in_gbnfs_terms(smol_tokenizer, monkeypatch):
+    """One-character lexemes make more Earley items a step; GBNF gets a higher limit, and where even that
+    runs out the error names the ambiguity and the backend that reads GBNF as written, not llguidance's
+    advice to avoid short lexemes (which the user did not write)."""
+    from sgcli.backends import llguidance_backend
+    from sgcli.backends.base import new_bitmask
+
+    monkeypatch.setattr(llguidance_backend, "GBNF_STEP_ITEMS", 30)
+    compiled = _compile("llguidance", LINES, smol_tokenizer.vocab)
+    matcher, mask = compiled.matcher(), new_bitmask(len(smol_tokenizer.vocab))
+    for token in smol_tokenizer.vocab.encode("abc = 12\nxyz = 3\n"):
+        matcher.fill_mask(mask)
+        if matcher.error or not matcher.accept(token):
+            break
+    assert matcher.error is not None and "Too many items (limit 30" in matcher.error
+    assert "--backend xgrammar" in matcher.error and "avoiding" not in matcher.error

@@ -95,3 +95,46 @@ def test_the_thinking_budget_forces_the_marker(free, smol_tokenizer):
     assert [e.phase for e in events] == ["reasoning"] * len(marker)
     assert (seq.thinking, seq.think_forced, seq.done) == (False, True, False)
     assert seq.reasoning == text_of(vocab, vocab.encode("a long thought")[:2]) and seq.ids[-len(marker) :] == marker
+
+
+class _Failed:
+    """A matcher as llguidance leaves one past its parser limits ("Too many items (limit 50000; mask)",
+    met on transformers-CFG's SMILES grammars): in an error state it allows only the end of text, and
+    takes it."""
+
+    def __init__(self, vocab):
+        self.vocab, self.error = vocab, "parser error: Too many items (limit 50000; mask)"
+
+    def fill_mask(self, bitmask) -> None:
+        bitmask.fill(0)
+        for stop in self.vocab.stop_ids:
+            bitmask[stop // 32] |= 1 << (stop % 32)
+
+    def accept(self, token_id: int) -> bool:
+        return True
+
+    def can_stop(self) -> bool:
+        return False
+
+    def is_terminated(self) -> bool:
+        return True
+
+
+def test_a_matcher_in_an_error_state_ends_in_error_not_stop(free, smol_tokenizer):
+    """It allowed only the end of text, so the sequence took it and finished "stop" with the error
+    nowhere in the record; the output then failed the grammar's independent check as if the model
+    had stopped early."""
+
+    class Compiled:
+        vocab = smol_tokenizer.vocab
+
+        def matcher(self):
+            return _Failed(self.vocab)
+
+    seq = SequenceState(Compiled(), SamplingParams(), max_tokens=10)
+    allowed = seq.allowed()
+    assert allowed.count == 1
+    token = seq.choose(allowed, None, masker=None)
+    seq.take(token)
+    assert (seq.done, seq.reason) == (True, "error")
+    assert "Too many items" in seq.error

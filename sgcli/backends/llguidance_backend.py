@@ -38,14 +38,21 @@ LLGUIDANCE_FORMATS = frozenset(
 
 
 class LLGuidanceMatcher:
-    def __init__(self, prototype):
+    def __init__(self, prototype, gbnf: bool = False):
         self._m = prototype.deep_copy()
+        self._gbnf = gbnf
 
     @property
     def error(self) -> str | None:
         if not self._m.is_error():
             return None
-        return diagnose_llguidance(self._m.get_error()).message
+        message = diagnose_llguidance(self._m.get_error()).message
+        if self._gbnf and "Too many items" in message:  # its hint is about lexemes the user did not choose
+            message = message.split("; try avoiding")[0] + (
+                f" (GBNF is read one character a lexeme here, {GBNF_STEP_ITEMS:,} items a step: the grammar is "
+                "ambiguous, see `sgcli lint` G006; --backend xgrammar reads GBNF as written)"
+            )
+        return message
 
     def fill_mask(self, bitmask: np.ndarray) -> None:
         assert bitmask.dtype == "int32" and bitmask.flags.c_contiguous
@@ -72,7 +79,19 @@ class LLGuidanceCompiled(Compiled):
     prototype: llg.LLMatcher = field(kw_only=True)  # each matcher is a deep copy of it
 
     def matcher(self) -> LLGuidanceMatcher:
-        return LLGuidanceMatcher(self.prototype)
+        return LLGuidanceMatcher(self.prototype, gbnf=self.spec.kind is Kind.EBNF)
+
+
+# GBNF reaches llguidance as one-character lexemes (`_gbnf`), which multiply the Earley items a mask
+# step makes: on transformers-CFG's SMILES grammar (G006) 50,000, its default, ran out after 26 tokens;
+# 200,000 took the 129 tokens tried, the slowest mask 30 ms (xgrammar's were 30-70 ms there).
+GBNF_STEP_ITEMS = 200_000
+
+
+def _limits(spec: ConstraintSpec):
+    import llguidance as llg
+
+    return llg.LLParserLimits(step_max_items=GBNF_STEP_ITEMS) if spec.kind is Kind.EBNF else None
 
 
 class _VocabTokenizer:
@@ -240,7 +259,7 @@ class LLGuidanceBackend(LibraryBackend):
         with capture_fd2() as native_log:
             # errors are state; no stderr noise while decoding. Its error and warnings are those of
             # validate_grammar_with_warnings (the same on all 383 suite schemas), which would compile twice.
-            prototype = llg.LLMatcher(tok, grammar, log_level=0)
+            prototype = llg.LLMatcher(tok, grammar, log_level=0, limits=_limits(spec))
             for _ in range(_RETRIES if schema is not None else 0):
                 if not prototype.is_error():
                     break

@@ -317,6 +317,9 @@ class SequenceState:
         return event
 
     def _take_output(self, token: int) -> TokenEvent | None:
+        if token in self.stop_ids and self.matcher.error:  # llguidance in an error state allows only the end
+            self.end("error", self.matcher.error)
+            return None
         if not self.matcher.accept(token):
             self.end("error", self.matcher.error or f"backend rejected token {token} that its own mask allowed")
             return None
