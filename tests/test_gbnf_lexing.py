@@ -97,3 +97,13 @@ def test_past_its_item_limit_llguidance_says_why_in_gbnfs_terms(smol_tokenizer, 
             break
     assert matcher.error is not None and "Too many items (limit 30" in matcher.error
     assert "--backend xgrammar" in matcher.error and "avoiding" not in matcher.error
+
+
+def test_bounded_repetitions_are_printed_as_llguidance_spells_them():
+    """`x ~ 0..3` is the lark library's spelling; llguidance 1.8 (pyproject's floor) refused it with
+    "error parsing signed integer" (CI's floors stage), so llguidance's print uses `x{0,3}`."""
+    from sgcli.dialects.convert import one_char_lexemes
+
+    printed, positions = one_char_lexemes(ConstraintSpec(Kind.EBNF, 'root ::= a ("," a){0,3} a{2,}\na ::= "ab"\n', "g"))
+    assert printed == 'start: a ("," a){0,3} a{2,}\na: "a" "b"\n'
+    assert positions == [0, 30]  # each rule where its name is

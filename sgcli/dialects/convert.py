@@ -132,8 +132,9 @@ def one_char_lexemes(spec: ConstraintSpec) -> tuple[str, list[int]]:
     `ident ::= [a-z] [a-z0-9_]* ws` ending in `ws ::= [ \t\n]*` before a required `"\n"` became
     one that took the newline, and `a=b\n` could never end (0 of 30 xgrammar samples accepted);
     literals `"a" | "ab"` before `"bc"` refused `abc`. A one-character lexeme cannot go on, so here
-    the language is GBNF's. The printed rules are the model's, one a line, in order: an error at
-    line N of the Lark is about the rule at offset `positions[N - 1]` of the source."""
+    the language is GBNF's. Bounds are llguidance's `x{m,n}` (1.8 refuses `x ~ m..n`). The printed
+    rules are the model's, one a line, in order: an error at line N of the Lark is about the rule at
+    offset `positions[N - 1]` of the source."""
     grammar, text, origin = read_model(spec)
     refuse_unresolved(grammar, text, origin)
     for rule in grammar.rules:
@@ -145,7 +146,7 @@ def one_char_lexemes(spec: ConstraintSpec) -> tuple[str, list[int]]:
                 node.alts = [_split_literal(a) for a in node.alts]
             elif isinstance(node, Rep):
                 node.body = _split_literal(node.body)
-    printed = Printer(grammar, "lark", text, origin).grammar()
+    printed = Printer(grammar, "lark", text, origin, braces=True).grammar()
     return printed, [rule.pos for rule in grammar.rules]
 
 

@@ -30,9 +30,12 @@ _MAX_CP = 0x10FFFF
 
 
 class Printer:
-    def __init__(self, grammar: Grammar, dialect: str, text: str, origin: str | None):
+    def __init__(self, grammar: Grammar, dialect: str, text: str, origin: str | None, braces: bool = False):
+        """`braces`: bounded repetitions as `x{m,n}` in Lark too (llguidance's spelling; the lark
+        library reads only `x ~ m..n`, which llguidance 1.8 refuses)."""
         self.g, self.dialect, self.text, self.origin = grammar, dialect, text, origin
         self.names = _names([r.name for r in grammar.rules], grammar.root, dialect)
+        self.braces = braces or dialect == "gbnf"
 
     def fail(self, what: str, pos: int, hint: str | None = None) -> UserError:
         where = Location(self.origin, *offset_to_line_col(self.text, pos))
@@ -108,7 +111,7 @@ class Printer:
             inner = f"({inner})"
         if (lo, hi) in ((0, None), (1, None), (0, 1)):
             return inner + {(0, None): "*", (1, None): "+", (0, 1): "?"}[(lo, hi)]
-        if self.dialect == "gbnf":
+        if self.braces:
             return f"{inner}{{{lo},}}" if hi is None else f"{inner}{{{lo},{hi}}}" if lo != hi else f"{inner}{{{lo}}}"
         if hi is None:
             return f"({inner} ~ {lo} {inner}*)"
