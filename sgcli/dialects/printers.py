@@ -142,6 +142,10 @@ class Printer:
         items = [
             _lark_char(lo, _LARK_CLASS) + ("" if lo == hi else "-" + _lark_char(hi, _LARK_CLASS)) for lo, hi in ranges
         ]
+        # xgrammar reads every hex digit after an escape, even one written as an escape itself
+        # (`[\\u0001\\u0030]` took neither): items that start with a hex digit go first
+        if any(_ESCAPED_END.search(a) and b[:1] in _HEX_DIGITS for a, b in zip(items, items[1:])):
+            items = sorted(items, key=lambda item: item[:1] not in _HEX_DIGITS)
         return f"/[{'^' if negated else ''}{''.join(items)}]/"
 
 
@@ -212,6 +216,7 @@ def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
 _OPERATORS = ((0, None), (1, None), (0, 1))  # *, +, ?
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_ESCAPED_END = re.compile(r"\\(u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})$")
 _GBNF_CLASS = "\\]["
 _LARK_CLASS = "\\][^-/"
 _DASH, _CARET = 0x2D, 0x5E
