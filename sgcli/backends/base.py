@@ -114,6 +114,9 @@ class Capabilities:
     jump_forward: bool = False
     # It prints a JSON Schema as grammar text (`Backend.schema_grammar`), which `sgcli convert` reads.
     prints_schema: bool = False
+    # Its lexer is greedy over Lark's multi-character literals and terminals (`x: "a" | "ab"` before
+    # `"bc"` refuses `abc`), so a Lark print may mean less there than its GBNF source.
+    lexes_lark_greedily: bool = False
     # Importing the library imports torch (seconds): `sgcli lint` by default skips such a backend
     # unless no other one supports the file.
     imports_torch: bool = False

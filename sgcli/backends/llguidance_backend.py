@@ -213,6 +213,7 @@ class LLGuidanceBackend(LibraryBackend):
         "(one-character lexemes); --max-whitespace as a whitespace regex; no --indent",
         jump_forward=True,
         compiles_in_process=True,
+        lexes_lark_greedily=True,
         # measured: benchmarks/keyword_positions.py and JSON-Schema-Test-Suite draft2020-12 (no invalid
         # instance accepted). Compiled lenient (`_schema_entry`): a keyword it does not implement is
         # dropped with a warning, and, unlisted here, is a gap sgcli's schema checker enforces
