@@ -137,6 +137,23 @@ def test_grammar_errors_are_positioned(smol_tokenizer, backend, kind, text, mess
     assert (info.value.location.line, info.value.location.col) == line_col
 
 
+@pytest.mark.parametrize(
+    "backend,text,line_col",
+    [
+        ("llguidance", "a/b\n\tx(c", (2, 3)),  # its caret counts in a print that spells newline, tab, / with two
+        ("llguidance", "a\\/b\n[z-a]", (2, 2)),
+        ("xgrammar", "ab\n)", (2, 1)),  # "position 4", counted from 1 in the regex
+        ("xgrammar", "abc\n(d", (2, 3)),  # one past the end: the end
+        ("xgrammar", "abc\n[z-a]", (None, None)),  # its line:col is of the EBNF it made from the regex
+    ],
+)
+def test_errors_in_a_regex_of_several_lines_are_placed_in_it(smol_tokenizer, backend, text, line_col):
+    with pytest.raises(UserError) as info:
+        get_backend(backend).compile(ConstraintSpec(Kind.REGEX, text, "r.regex"), smol_tokenizer.vocab)
+    where = info.value.location
+    assert (where.line, where.col) == line_col
+
+
 def test_gbnf_conversion_error_points_into_the_gbnf(smol_tokenizer):
     with pytest.raises(UserError) as info:
         get_backend("llguidance").compile(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from sgcli.constraints.jsonpos import locate, pointer_of
 from sgcli.constraints.spec import ConstraintSpec, Kind
-from sgcli.errors import Location, UserError
+from sgcli.errors import Location, UserError, offset_to_line_col
 
 _LINE_COL = re.compile(r"line (\d+),? col(?:umn)? (\d+)", re.I)
 _POSITION = re.compile(r"at position (\d+)", re.I)
@@ -30,14 +30,32 @@ def grammar_error(backend: str, spec: ConstraintSpec, message: str, *, hint: str
         line, col = int(m.group(1)), int(m.group(2))
     else:
         m = _POSITION.search(text)
-        # "position N" counts inside the regex itself: a file position only when the file is that regex
-        if m and spec.kind is Kind.REGEX and "\n" not in spec.text:
-            line, col = 1, int(m.group(1))
+        # "position N" counts (from 1) inside the regex itself: a file position when the file is that regex
+        if m and spec.kind is Kind.REGEX:
+            line, col = regex_place(spec.text, int(m.group(1)) - 1)
+    if spec.kind is Kind.REGEX and _POSITION.search(text) is None:
+        line = col = None  # a line:col of the grammar the backend made from the regex, not of the file
     return UserError(
         f"{spec.kind.label} rejected by {backend}: {text}",
         location=spec.where(line, col),
         hint=hint or "fix the grammar at that position",
     )
+
+
+def regex_place(text: str, offset: int) -> tuple[int, int]:
+    """line:col in a regex file of a 0-based offset inside the regex (one past its end: its end)."""
+    return offset_to_line_col(text, max(0, min(offset, len(text))))
+
+
+def escaped_regex_offset(text: str, shown: int) -> int:
+    """The offset in `text` of offset `shown` in llguidance's print of the regex, which spells a
+    newline, return, tab or `/` outside an escape with two characters (`regex_to_lark`)."""
+    at = i = 0
+    while i < len(text) and at < shown:
+        width = 2 if text[i] == "\\" and i + 1 < len(text) else 1
+        at += 2 if width == 2 or text[i] in "\n\r\t/" else 1
+        i += width
+    return i
 
 
 # llguidance: "at 2(9): message" or "2(9): message", then a code excerpt "   2 | ...\n      ^".

@@ -14,7 +14,14 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from sgcli.backends.base import Capabilities, Compiled, CompileWarning, LibraryBackend, SchemaKeywords
-from sgcli.backends.diagnostics import diagnose_llguidance, native_message, positioned_error, schema_error
+from sgcli.backends.diagnostics import (
+    diagnose_llguidance,
+    escaped_regex_offset,
+    native_message,
+    positioned_error,
+    regex_place,
+    schema_error,
+)
 from sgcli.backends.json_layout import json_overrides, strict_schema
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.pattern_gaps import PatternGap, at, declared_pattern_gaps, with_patterns
@@ -382,8 +389,9 @@ class LLGuidanceBackend(LibraryBackend):
             paths = pattern_paths(schema, d.regex) if d.regex is not None else paths_for(schema, d.message)
             return schema_error(self.name, spec, d.message, paths)
         line, col = d.line, d.col
-        if spec.kind is Kind.REGEX and d.regex_offset is not None and "\n" not in spec.text:
-            line, col = 1, d.regex_offset + 1
+        if spec.kind is Kind.REGEX:  # llguidance's line:col is of the Lark it made from the regex
+            shown = None if d.regex_offset is None else escaped_regex_offset(spec.text, d.regex_offset)
+            line, col = (None, None) if shown is None else regex_place(spec.text, shown)
         elif spec.kind is Kind.EBNF and line is not None:  # a line of the printed Lark is one rule
             positions = one_char_lexemes(spec)[1]
             at = positions[line - 1] if 0 < line <= len(positions) else None
