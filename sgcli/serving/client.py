@@ -100,6 +100,8 @@ async def with_retries(opts: ClientOptions, attempt_fn: Callable, on_retry: Call
             response, last = exc.response, f"HTTP {exc.response.status_code}: {server_reason(exc.response)}"
         except _NETWORK_ERRORS as exc:
             last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            if isinstance(exc, httpx.TimeoutException) and "--request-timeout" not in last:
+                last += f" (within --request-timeout {opts.request_timeout:g} s)"  # a connect under load, too
         if attempt < opts.retries:
             if on_retry:
                 on_retry(last)
