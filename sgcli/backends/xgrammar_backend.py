@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -13,11 +14,23 @@ from sgcli.backends.diagnostics import grammar_error, native_message, schema_err
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.pattern_gaps import PatternGap, declared_pattern_gaps, with_patterns
 from sgcli.backends.schema_warnings import compile_warnings
+from sgcli.backends.xgrammar_regex import (
+    escapes_for_xgrammar,
+    for_xgrammar,
+    lark_for_xgrammar,
+    lark_regex_spans,
+    misread,
+    original_offset,
+    tag_for_xgrammar,
+    tag_regexes,
+)
 from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.jsonpos import pointer_of
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
-from sgcli.errors import UserError
+from sgcli.errors import UserError, offset_to_line_col
 from sgcli.tokenizers.vocab import Vocab
+
+_POSITION = re.compile(r"(?<=at )position (\d+)")
 
 if TYPE_CHECKING:
     import numpy as np
@@ -320,6 +333,8 @@ class XGrammarBackend(LibraryBackend):
     def _error(self, spec: ConstraintSpec, schema, message: str) -> UserError:
         """xgrammar's error; for a JSON Schema, its "line, column" are in the EBNF it generated, not the file."""
         if schema is None:
+            if spec.kind is Kind.REGEX:  # its "position N" counts in the rewritten regex
+                message = _POSITION.sub(lambda m: f"position {original_offset(spec.text, int(m[1]) - 1) + 1}", message)
             return grammar_error(self.name, spec, message)
         from sgcli.backends.schema_warnings import paths_for
 
@@ -334,7 +349,7 @@ class XGrammarBackend(LibraryBackend):
             if sub.kind is Kind.JSON_SCHEMA:
                 named[name] = json_schema_grammar(sub.text, sub.json_options)
             elif sub.kind is Kind.LARK:
-                named[name] = sub.text
+                named[name] = lark_for_xgrammar(sub.text)
             else:
                 from sgcli.errors import UnsupportedError
 
@@ -347,21 +362,42 @@ class XGrammarBackend(LibraryBackend):
         kind = spec.kind
         if kind in (Kind.LARK, Kind.STRUCTURAL_TAG):
             self._refuse_raw_patterns(spec)
+        if kind in (Kind.REGEX, Kind.LARK, Kind.STRUCTURAL_TAG):
+            self._refuse_misread(spec)
         if kind is Kind.JSON_SCHEMA:  # parsed by `compile` first
             return compile_json_safe(
                 compiler, xgr.Grammar.from_json_schema(schema_text, **json_format_kwargs(spec.json_options))
             )
         if kind in (Kind.REGEX, Kind.CHOICE):
-            return compiler.compile_regex(spec.as_regex())
+            return compiler.compile_regex(for_xgrammar(spec.as_regex()))
         if kind is Kind.EBNF:
-            return compiler.compile_grammar(spec.text, root_rule_name="root")
+            return compiler.compile_grammar(escapes_for_xgrammar(spec.text), root_rule_name="root")
         if kind is Kind.LARK:
-            return compiler.compile_lark(spec.text, named_grammars=self._named_grammars(spec))
+            return compiler.compile_lark(lark_for_xgrammar(spec.text), named_grammars=self._named_grammars(spec))
         if kind is Kind.STRUCTURAL_TAG:
             native = structural_tag.parse(spec)[0]
-            tag = xgr.Grammar.from_structural_tag(structural_tag.bounded_json_layout(native, spec))
+            tag = xgr.Grammar.from_structural_tag(tag_for_xgrammar(structural_tag.bounded_json_layout(native, spec)))
             return compile_json_safe(compiler, tag)  # a tag's JSON strings too
         raise AssertionError(f"xgrammar asked to compile {kind}")
+
+    def _refuse_misread(self, spec: ConstraintSpec) -> None:
+        """A regex piece xgrammar would read as something else and no spelling fixes (`misread`)."""
+        if spec.kind is Kind.REGEX:
+            pieces = [(0, spec.text)]
+        elif spec.kind is Kind.LARK:
+            pieces = [(start, spec.text[start:end]) for start, end in lark_regex_spans(spec.text)]
+        else:
+            pieces = [(None, p) for p in tag_regexes(structural_tag.parse(spec)[0])]
+        for start, pattern in pieces:
+            hit = misread(pattern)
+            if hit is not None:
+                at = None if start is None else offset_to_line_col(spec.text, start + hit[0])
+                raise UserError(
+                    f"{spec.kind.label} rejected by xgrammar: {hit[1]}"
+                    + ("" if at is not None else f" (in the regex {pattern[:60]!r})"),
+                    location=spec.where(*(at or (None, None))),
+                    hint=hit[2],
+                )
 
     def _refuse_raw_patterns(self, spec: ConstraintSpec) -> None:
         """A schema inside a grammar (`@name`, a structural tag's content) has no checker after it, so a

@@ -130,6 +130,7 @@ class Grammar:
     ignores: list[Node] = field(default_factory=list)  # Lark %ignore
     external: set[str] = field(default_factory=set)  # names defined elsewhere (%import, %declare)
     regex_features: list = field(default_factory=list)  # RegexFeature found in regex literals
+    regex_spans: list[tuple[int, int]] = field(default_factory=list)  # where each regex literal's body is
     options: dict = field(default_factory=dict)  # llguidance's `%llguidance {...}` options, merged
 
     def definitions(self) -> dict[str, Rule]:

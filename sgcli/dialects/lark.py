@@ -298,6 +298,7 @@ class _LarkReader(Reader):
         if i >= len(self.text):
             raise self.error("unterminated regex /.../", start)
         body_start = start + 1
+        self.grammar.regex_spans.append((body_start, i))
         self.pos = i + 1
         while not self.eof() and self.peek() in "imslux":
             self.pos += 1

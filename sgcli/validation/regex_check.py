@@ -5,7 +5,7 @@ syntax (`\\d`, `\\w` are Unicode, `\\z` ends the text), xgrammar reads ECMAScrip
 Schema `pattern`: `\\d` is [0-9], `\\w` is [A-Za-z0-9_]). Python's `re` is neither, so the
 check uses the `regex` package (Unicode classes, `\\p{..}`, possessive quantifiers) after a
 small translation of the few escapes whose meaning differs. `.` never matches a newline in
-either dialect, so neither does it here.
+either dialect, so neither does it here (nor, in ECMAScript's, a return or U+2028/U+2029).
 """
 
 from __future__ import annotations
@@ -14,9 +14,19 @@ from functools import lru_cache
 
 RUST, ECMA = "rust", "ecma"
 
+# ECMAScript's `\s`: WhiteSpace and LineTerminator (U+FEFF in, U+0085 out: not Unicode's White_Space)
+_ECMA_SPACE = r"\t\n\x0b\x0c\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 # Escapes whose meaning differs from the `regex` package's, per dialect: outside / inside [...]
-_ECMA_OUTSIDE = {"d": "[0-9]", "D": "[^0-9]", "w": "[A-Za-z0-9_]", "W": "[^A-Za-z0-9_]"}
-_ECMA_INSIDE = {"d": "0-9", "w": "A-Za-z0-9_"}
+_ECMA_OUTSIDE = {
+    "d": "[0-9]",
+    "D": "[^0-9]",
+    "w": "[A-Za-z0-9_]",
+    "W": "[^A-Za-z0-9_]",
+    "s": f"[{_ECMA_SPACE}]",
+    "S": f"[^{_ECMA_SPACE}]",
+}
+_ECMA_INSIDE = {"d": "0-9", "w": "A-Za-z0-9_", "s": _ECMA_SPACE}
+_ECMA_DOT = r"[^\n\r\u2028\u2029]"  # ECMAScript's `.` stops at every line terminator, Rust's at \n only
 _RUST_OUTSIDE = {"z": r"\Z"}
 
 
@@ -40,7 +50,7 @@ def translate(pattern: str, dialect: str) -> str:
             table = inside if in_class else outside
             if nxt in table:
                 out.append(table[nxt])
-            elif in_class and dialect == ECMA and nxt in "DW":
+            elif in_class and dialect == ECMA and nxt in "DWS":
                 raise DialectError(f"\\{nxt} inside a character class has no ASCII translation")
             else:
                 out.append(pattern[i : i + 2])
@@ -61,7 +71,7 @@ def translate(pattern: str, dialect: str) -> str:
             continue
         if ch == "]" and in_class:
             in_class = False
-        out.append(ch)
+        out.append(_ECMA_DOT if ch == "." and not in_class and dialect == ECMA else ch)
         i += 1
     return "".join(out)
 

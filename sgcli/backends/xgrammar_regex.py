@@ -1,0 +1,244 @@
+"""Constraints spelled so that xgrammar's readers give them the meaning they have for everyone else.
+
+xgrammar reads `--regex` and Lark's `/.../` terminals with its own converter, which differs from
+ECMAScript (the dialect sgcli checks xgrammar's outputs in) in three ways, measured on xgrammar 0.2
+with real-world `pattern`s from the JSON Schema Store (its JSON Schema path reads them correctly):
+- `\\xHH` takes every hex digit that follows: `\\x41B` is U+041B (`Л`), not `AB` (in GBNF too);
+- a class that begins with an escaped caret is negated: `[\\^~]` is `[^~]` (and `[\\^]` anything);
+- `.` also matches a newline, a return and U+2028/U+2029 (in a `--regex` only; Lark's `.` is right).
+The rewrite spells the same language in forms its reader takes as meant: `\\u00HH`, the caret moved
+off the front of its class, `.` as the class ECMAScript means. Nothing else in the text changes, so
+xgrammar's error positions still point into what the user wrote, give or take the rewritten pieces.
+"""
+
+from __future__ import annotations
+
+import re
+
+ECMA_DOT = r"[^\n\r\u2028\u2029]"
+# one member of a class: an escape (\u{...}, \uHHHH, \xHH, \cX, \ and one character) or one character
+_ATOM = re.compile(r"\\u\{[0-9A-Fa-f]+\}|\\u[0-9A-Fa-f]{4}|\\x[0-9A-Fa-f]{2}|\\c[A-Za-z]|\\.|[^\\]", re.S)
+_CARET = re.compile(r"\\\^|\\x5[eE]|\\u005[eE]|\\u\{0*5[eE]\}")
+_HEX2 = re.compile(r"\\x([0-9A-Fa-f]{2})")
+# a backslash and what it escapes, left to right; `\xHH` caught where a hex digit follows it
+_ESCAPE = re.compile(r"\\(?:x([0-9A-Fa-f]{2})(?=[0-9A-Fa-f])|[\s\S])")
+_ANY_ESCAPE = re.compile(r"\\(?:x([0-9A-Fa-f]{2})|[\s\S])")
+
+
+def needs_rewrite(pattern: str, *, dot: bool) -> bool:
+    """A cheap look before the rewrite: most regexes hold none of the three."""
+    return "\\x" in pattern or "[\\" in pattern or (dot and "." in pattern)
+
+
+def for_xgrammar(pattern: str, *, dot: bool = True) -> str:
+    """`pattern` (ECMAScript) in a spelling xgrammar reads with the same meaning; `dot`: rewrite `.`
+    (a `--regex`; Lark terminals keep theirs). Unbalanced text is left for xgrammar to report."""
+    if not needs_rewrite(pattern, dot=dot):
+        return pattern
+    return "".join(piece for _, piece in _pieces(pattern, dot))
+
+
+def original_offset(pattern: str, offset: int, *, dot: bool = True) -> int:
+    """Where offset `offset` of `for_xgrammar(pattern)` comes from in `pattern` (a rewritten piece:
+    its start), for xgrammar's "position N" in an error."""
+    if not needs_rewrite(pattern, dot=dot):
+        return offset
+    at = 0
+    for start, piece in _pieces(pattern, dot):
+        if offset < at + len(piece):
+            return start + (offset - at if piece == pattern[start : start + len(piece)] else 0)
+        at += len(piece)
+    return len(pattern) + offset - at
+
+
+def _pieces(pattern: str, dot: bool):
+    """(offset in `pattern`, its rewritten text), piece by piece."""
+    i, n = 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\":
+            m = _ESCAPE.match(pattern, i)
+            piece = pattern[i:] if m is None else "\\u00" + m[1] if m[1] else m[0]
+            yield i, piece
+            i += len(piece) if m is None or not m[1] else 4
+            continue
+        if ch == "[":
+            end = _class_end(pattern, i)
+            if end is None:
+                yield i, pattern[i:]
+                return
+            yield i, _class(pattern[i + 1 : end])
+            i = end + 1
+            continue
+        yield i, (ECMA_DOT if ch == "." and dot else ch)
+        i += 1
+
+
+def _class_end(pattern: str, start: int) -> int | None:
+    """Index of the `]` closing the class opened at `start` (ECMAScript: the first unescaped one)."""
+    k = start + 1
+    while k < len(pattern):
+        if pattern[k] == "\\":
+            k += 2
+        elif pattern[k] == "]":
+            return k
+        else:
+            k += 1
+    return None
+
+
+def _members(body: str) -> list[str]:
+    """The class body as members, a range (`a-z`) one member."""
+    atoms = [_HEX2.sub(r"\\u00\1", m.group()) for m in _ATOM.finditer(body)]
+    members: list[str] = []
+    k = 0
+    while k < len(atoms):
+        if k + 2 < len(atoms) and atoms[k + 1] == "-":
+            members.append("".join(atoms[k : k + 3]))
+            k += 3
+        else:
+            members.append(atoms[k])
+            k += 1
+    return members
+
+
+def _class(body: str) -> str:
+    if body.startswith("^"):
+        return "[^" + "".join(_members(body[1:])) + "]"
+    members = _members(body)
+    if members and _CARET.match(members[0]):
+        plain = next((k for k, m in enumerate(members) if not _CARET.match(m)), None)
+        if plain is not None:
+            members.insert(0, members.pop(plain))
+        else:  # only carets and ranges from one: a range's end is in the class, and not a caret
+            ends = [m[m.index("-", 2) + 1 :] for m in members if len(m) > 2 and "-" in m[2:]]
+            if not ends:
+                return r"\^"
+            members.insert(0, ends[0])
+    return "[" + "".join(members) + "]"
+
+
+def escapes_for_xgrammar(text: str, *, every: bool = False) -> str:
+    """A GBNF or Lark grammar with each `\\xHH` that a hex digit follows spelled `\\u00HH` (in strings,
+    classes and regexes alike: llama.cpp, Python and ECMAScript all read two digits after `\\x`);
+    `every` `\\xHH` (Lark: xgrammar refuses `\\x` in a string literal, and reads `\\u` there)."""
+    if "\\x" not in text:
+        return text
+    return (_ANY_ESCAPE if every else _ESCAPE).sub(lambda m: "\\u00" + m[1] if m[1] else m[0], text)
+
+
+def lark_for_xgrammar(text: str) -> str:
+    """A Lark grammar with each `/.../` terminal rewritten (`for_xgrammar`, `.` kept); as it was where
+    sgcli's reader cannot read it (xgrammar then says what is wrong)."""
+    text = escapes_for_xgrammar(text, every=True)
+    if "[\\" not in text:
+        return text
+    out, at = [], 0
+    for start, end in lark_regex_spans(text):
+        out += [text[at:start], for_xgrammar(text[start:end], dot=False)]
+        at = end
+    return "".join(out) + text[at:]
+
+
+def lark_regex_spans(text: str) -> list[tuple[int, int]]:
+    """Where the body of each `/.../` terminal of a Lark grammar is; none where sgcli cannot read it."""
+    from sgcli.dialects.grammar_model import ParseError
+    from sgcli.dialects.lark import parse_lark
+
+    try:
+        return parse_lark(text).regex_spans
+    except ParseError:
+        return []
+
+
+def tag_regexes(fmt) -> list[str]:
+    """The pattern of each `regex` content in a structural tag's format tree."""
+    if isinstance(fmt, list):
+        return [p for f in fmt for p in tag_regexes(f)]
+    if not isinstance(fmt, dict):
+        return []
+    own = [fmt["pattern"]] if fmt.get("type") == "regex" and isinstance(fmt.get("pattern"), str) else []
+    return own + [p for v in fmt.values() if isinstance(v, (dict, list)) for p in tag_regexes(v)]
+
+
+def tag_for_xgrammar(fmt):
+    """A structural tag's format tree with each `regex` content rewritten (`for_xgrammar`: its
+    structural tags read regexes as `--regex` does) and each `grammar` content's escapes."""
+    if isinstance(fmt, list):
+        return [tag_for_xgrammar(f) for f in fmt]
+    if not isinstance(fmt, dict):
+        return fmt
+    out = {k: tag_for_xgrammar(v) if isinstance(v, (dict, list)) else v for k, v in fmt.items()}
+    if out.get("type") == "regex" and isinstance(out.get("pattern"), str):
+        out["pattern"] = for_xgrammar(out["pattern"])
+    if out.get("type") == "grammar" and isinstance(out.get("grammar"), str):
+        out["grammar"] = escapes_for_xgrammar(out["grammar"])
+    return out
+
+
+def misread(pattern: str) -> tuple[int, str, str] | None:
+    """(offset, what, hint) of the first piece of `pattern` that xgrammar reads as something else and no
+    spelling fixes, so it must refuse it: `\\p{..}` inside a class (read as the letters; outside one
+    xgrammar refuses it itself), or an anchor that text can precede (`^`) or follow (`$`), which
+    ECMAScript (and llguidance) reads as matching nothing there and xgrammar skips (`a\\s*^b` took `ab`)."""
+    for m in re.finditer(r"\\.|\[", pattern, re.S):
+        if m.group() == "[":
+            end = _class_end(pattern, m.start())
+            body = pattern[m.start() + 1 : end] if end is not None else ""
+            for atom in _ATOM.finditer(body):
+                if atom.group() in ("\\p", "\\P"):
+                    at = m.start() + 1 + atom.start()
+                    what = f"`{atom.group()}{{..}}` in a character class, which xgrammar reads as letters"
+                    return at, what, "llguidance reads Unicode property classes (--backend llguidance)"
+    if "^" in pattern or "$" in pattern:
+        from sgcli.dialects.grammar_model import ParseError
+        from sgcli.dialects.regex_parse import parse_regex
+
+        try:
+            node = parse_regex(pattern).node
+        except ParseError:
+            return None
+        found: list[int] = []
+        _stray(node, "^", False, found)
+        _stray(node, "$", False, found)
+        if found:
+            at = min(found)
+            where = "before" if pattern[at] == "^" else "after"
+            what = f"`{pattern[at]}` where text can come {where} it: nothing matches through it, but xgrammar skips it"
+            return at, what, f"drop the anchor, or escape it (\\{pattern[at]}) for the character itself"
+    return None
+
+
+def _consumes(node) -> bool:
+    """Whether `node` can match a non-empty string (anchors and lookarounds cannot)."""
+    from sgcli.dialects.grammar_model import Alt, Lit, Opaque, Rep, Seq
+
+    if isinstance(node, Lit):
+        return node.text != ""
+    if isinstance(node, (Seq, Alt)):
+        return any(_consumes(n) for n in (node.items if isinstance(node, Seq) else node.alts))
+    if isinstance(node, Rep):
+        return node.max != 0 and _consumes(node.body)
+    if isinstance(node, Opaque):
+        return not (node.what.startswith("anchor") or "look" in node.what)
+    return True
+
+
+def _stray(node, anchor: str, beside: bool, found: list[int]) -> None:
+    """Offsets of `anchor`s that text can precede (`^`) or follow (`$`); `beside`: text can already."""
+    from sgcli.dialects.grammar_model import Alt, Opaque, Rep, Seq
+
+    if isinstance(node, Opaque) and node.what == f"anchor {anchor}":
+        if beside:
+            found.append(node.pos)
+    elif isinstance(node, Seq):
+        items = node.items if anchor == "^" else node.items[::-1]
+        for item in items:
+            _stray(item, anchor, beside, found)
+            beside = beside or _consumes(item)
+    elif isinstance(node, Alt):
+        for alt in node.alts:
+            _stray(alt, anchor, beside, found)
+    elif isinstance(node, Rep):
+        again = (node.max is None or node.max > 1) and _consumes(node.body)
+        _stray(node.body, anchor, beside or again, found)
