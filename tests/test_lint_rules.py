@@ -197,3 +197,25 @@ def test_llguidance_dialect_has_no_false_positives(tmp_path):
     g.write_text(without_option)  # now the bounded %ignore may repeat: a true W001
     found = Linter(LintOptions(selection=Selection.parse(["G", "W", "R"], None))).lint(str(g)).diagnostics
     assert [(d.code, d.line, d.col) for d in found] == [("W001", 9, 1)]
+
+
+@pytest.mark.parametrize(
+    "pattern,inside,outside",
+    [
+        ("[\\s\\S]{1,8}x", "\n a\u00e9", ""),  # any character
+        ("^[\\S]+@[\\S]+\\.[\\S]{2,}$", "a@\u00e9", " \n\t"),
+        ("^[^\\W\\.\\-][\\w\\.\\-]*$", "aZ0_", ".- \n"),
+    ],
+)
+def test_negated_class_escapes_inside_a_class_are_read(tmp_path, pattern, inside, outside):
+    """`[\\s\\S]` (any character) and `[^\\W]` stood in 6 of the JSON Schema Store's 942 patterns, and
+    sgcli's reader refused them (S004: no G, W or R rule ran)."""
+    from sgcli.dialects.grammar_model import Chars, walk
+    from sgcli.dialects.regex_parse import parse_regex
+
+    f = tmp_path / "p.regex"
+    f.write_text(pattern)
+    assert [d.code for d in Linter(LintOptions()).lint(str(f)).diagnostics if d.code == "S004"] == []
+    first = next(n for n in walk(parse_regex(pattern).node) if isinstance(n, Chars))
+    assert all(first.contains(ord(c)) for c in inside)
+    assert not any(first.contains(ord(c)) for c in outside)

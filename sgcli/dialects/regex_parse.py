@@ -50,6 +50,19 @@ _CLASS_ESCAPES = {
     "S": (WHITESPACE, True),
 }
 _CHAR_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0", "a": "\a", "e": "\x1b"}
+_MAX_CP = 0x10FFFF
+
+
+def _complement(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Every code point outside `ranges` (sorted, disjoint), as ranges: `\\S` inside a class."""
+    out, at = [], 0
+    for lo, hi in ranges:
+        if lo > at:
+            out.append((at, lo - 1))
+        at = max(at, hi + 1)
+    return out + ([(at, _MAX_CP)] if at <= _MAX_CP else [])
+
+
 _QUANT = re.compile(r"\{(\d*)(,?)(\d*)\}")
 
 
@@ -289,9 +302,7 @@ class _Parser:
             if ch == "\\" and self.i + 1 < len(self.src) and self.src[self.i + 1] in _CLASS_ESCAPES:
                 sub, sub_neg = _CLASS_ESCAPES[self.src[self.i + 1]]
                 self.i += 2
-                if sub_neg:
-                    raise self.error("negated class escapes inside [...] are not read by sgcli")
-                ranges.extend(sub)
+                ranges.extend(_complement(sub) if sub_neg else sub)  # [\s\S] is any character
                 continue
             lo = self.class_char()
             if self.src.startswith("-", self.i) and self.i + 1 < len(self.src) and self.src[self.i + 1] != "]":
