@@ -48,6 +48,11 @@ def composite() -> ConstraintSpec:
         (r"\p{Lu}+", "ÀB", "rust", True),  # Unicode classes, unknown to Python's re
         (r"\p{Lu}+", "Àb", "rust", False),
         (r"[]a]+", "]a", "ecma", True),
+        (r"a.b", "a\rb", "ecma", False),  # ECMAScript's `.` stops at every line terminator
+        (r"a.b", "a\rb", "rust", True),
+        (r"\s", "\ufeff", "ecma", True),  # ECMAScript's \s is its WhiteSpace: U+FEFF in
+        (r"\s", "\x85", "ecma", False),  # and U+0085 out
+        (r"[\s]", "\x85", "rust", True),
     ],
 )
 def test_regex_dialects(pattern, text, dialect, expected):
@@ -81,6 +86,14 @@ def test_lark_reparse_both_ways():
     spec = ConstraintSpec(Kind.LARK, 'start: WORD "b"\nWORD: /[a-z]+/\n', "x.lark")
     assert (verdict(spec, "aab").valid, verdict(spec, "aa1").valid) == (True, False)
     assert verdict(spec, "aab").validated_by == "lark"
+
+
+def test_a_start_that_inlines_to_one_terminal_is_checked():
+    """`?start: value` with `?value: ... | ESCAPED_STRING` (outlines' json.lark) parses `"abc"` to a
+    bare token: the sub-grammar walk crashed on it (AttributeError, found running outlines' grammars)."""
+    text = '?start: value\n?value: "[" value "]" | STRING\nSTRING: /"[a-z]*"/\n'
+    spec = ConstraintSpec(Kind.LARK, text, "j.lark")
+    assert [verdict(spec, s).valid for s in ('"abc"', '["abc"]', '"abc')] == [True, True, False]
 
 
 def test_gbnf_goes_through_the_converter():

@@ -333,8 +333,11 @@ def checked(spec: ConstraintSpec, output: str) -> tuple[list[str], str]:
 
 
 def _sub_errors(tree, output: str, schemas: dict) -> list[str]:
-    """Validate every sub-grammar JSON in the parse tree against its schema."""
+    """Validate every sub-grammar JSON in the parse tree against its schema. A `?start` that inlines
+    down to one terminal parses to a bare Token (outlines' json.lark on `"abc"`): no sub-grammar there."""
     errors = []
+    if not hasattr(tree, "iter_subtrees_topdown"):
+        return errors
     for node in tree.iter_subtrees_topdown():
         schema = schemas.get(str(node.data))
         if schema is None or node.meta.empty:
