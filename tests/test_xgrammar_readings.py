@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from sgcli.backends import get_backend
 from sgcli.backends.matching import accepts_bytes, sample_strings
-from sgcli.backends.xgrammar_regex import escapes_for_xgrammar, for_xgrammar, lark_for_xgrammar
+from sgcli.backends.xgrammar_regex import escapes_for_xgrammar, for_xgrammar, gbnf_for_xgrammar, lark_for_xgrammar
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import UserError
 from sgcli.validation.regex_check import ECMA, fullmatch
@@ -40,6 +40,9 @@ CASES = [
     (Kind.LARK, "start: /a.b/", ["axb"], ["a\nb"]),  # Lark's `.` was right
     (Kind.EBNF, 'root ::= "\\x41B"', ["AB"], ["\u041b"]),  # GBNF: llama.cpp reads two digits too
     (Kind.EBNF, "root ::= [\\x41B]+", ["AB"], ["\u041b"]),
+    # empty alternatives, which llama.cpp reads (its json.gbnf: `ws ::= | " " | ...`) and xgrammar refused
+    (Kind.EBNF, 'root ::= "a" ws "b"\nws ::= | " " | "\\n"', ["ab", "a b", "a\nb"], ["a  b"]),
+    (Kind.EBNF, 'root ::= "b" ( "a" | ) x\nx ::= "c" |  # a comment | with a bar\n', ["b", "bac", "bc"], ["ba b"]),
     (Kind.STRUCTURAL_TAG, _tag("[\\^~]x."), ["^xa", "~x~"], ["axa", "^x\n"]),  # its tags read regexes alike
     (Kind.STRUCTURAL_TAG, _tag("\\x41B"), ["AB"], ["\u041b"]),
 ]
@@ -65,6 +68,9 @@ def test_the_rewrite_changes_only_what_xgrammar_misreads():
     assert for_xgrammar("a.b", dot=False) == "a.b"
     assert escapes_for_xgrammar('root ::= "\\x41B" # c:\\\nx ::= "\\\\x41B"') == (
         'root ::= "\\u0041B" # c:\\\nx ::= "\\\\x41B"'
+    )
+    assert gbnf_for_xgrammar('x ::= | "a" ( "b" | )\ny ::= "c" |\nz ::= "d" |\n  "e"') == (
+        'x ::= "" | "a" ( "b" | "" )\ny ::= "c" | ""\nz ::= "d" |\n  "e"'
     )
     assert lark_for_xgrammar('start: /[\\^~]./ "[\\^" // [\\^') == 'start: /[~\\^]./ "[\\^" // [\\^'
 

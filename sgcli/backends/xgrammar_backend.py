@@ -15,8 +15,8 @@ from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.pattern_gaps import PatternGap, declared_pattern_gaps, with_patterns
 from sgcli.backends.schema_warnings import compile_warnings
 from sgcli.backends.xgrammar_regex import (
-    escapes_for_xgrammar,
     for_xgrammar,
+    gbnf_for_xgrammar,
     lark_for_xgrammar,
     lark_regex_spans,
     misread,
@@ -371,7 +371,7 @@ class XGrammarBackend(LibraryBackend):
         if kind in (Kind.REGEX, Kind.CHOICE):
             return compiler.compile_regex(for_xgrammar(spec.as_regex()))
         if kind is Kind.EBNF:
-            return compiler.compile_grammar(escapes_for_xgrammar(spec.text), root_rule_name="root")
+            return compiler.compile_grammar(gbnf_for_xgrammar(spec.text), root_rule_name="root")
         if kind is Kind.LARK:
             return compiler.compile_lark(lark_for_xgrammar(spec.text), named_grammars=self._named_grammars(spec))
         if kind is Kind.STRUCTURAL_TAG:

@@ -127,6 +127,30 @@ def escapes_for_xgrammar(text: str, *, every: bool = False) -> str:
     return (_ANY_ESCAPE if every else _ESCAPE).sub(lambda m: "\\u00" + m[1] if m[1] else m[0], text)
 
 
+# a cheap look for an empty GBNF alternative before reading the grammar: a separator (`::=`, `|`, `(`)
+# followed, past blanks and comments, by another (`|`, `)`), the end, or the next rule's name
+_MAYBE_EMPTY = re.compile(r"(?:::=|[|(])(?:\s|#[^\n]*)*(?:[|)]|$|[A-Za-z0-9_.-]+\s*::=)")
+
+
+def gbnf_for_xgrammar(text: str) -> str:
+    """A GBNF grammar as xgrammar reads it: `escapes_for_xgrammar`, and `""` written into each empty
+    alternative, which llama.cpp reads (its own json.gbnf: `ws ::= | " " | ...`) and xgrammar refuses
+    ("Expect element"). Left as it was where sgcli cannot read it (xgrammar then says what is wrong)."""
+    text = escapes_for_xgrammar(text)
+    if not _MAYBE_EMPTY.search(text):
+        return text
+    from sgcli.dialects.gbnf import parse_gbnf
+    from sgcli.dialects.grammar_model import ParseError
+
+    try:
+        at = parse_gbnf(text).empty_alternatives
+    except ParseError:
+        return text
+    for offset in sorted(at, reverse=True):
+        text = text[:offset] + ' ""' + text[offset:]
+    return text
+
+
 def lark_for_xgrammar(text: str) -> str:
     """A Lark grammar with each `/.../` terminal rewritten (`for_xgrammar`, `.` kept); as it was where
     sgcli's reader cannot read it (xgrammar then says what is wrong)."""

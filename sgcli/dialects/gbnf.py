@@ -39,7 +39,7 @@ _BRACES = re.compile(r"\{\s*(\d*)\s*(,?)\s*(-1|\d*)\s*\}")  # xgrammar prints {n
 def parse_gbnf(text: str, root: str = "root") -> Grammar:
     """The grammar in `text`; raises ParseError at the first thing it cannot read."""
     r = Reader(text, ("#",))
-    grammar = Grammar("gbnf", root)
+    grammar = r.grammar = Grammar("gbnf", root)
     r.skip_space()
     while not r.eof():
         m = _NAME.match(text, r.pos)
@@ -78,6 +78,7 @@ def _alternatives(r: Reader, *, nested: bool) -> Node:
 
 
 def _sequence(r: Reader, *, nested: bool) -> Node:
+    after_separator = r.pos
     r.skip_space()
     start = r.pos
     items: list[Node] = []
@@ -91,6 +92,7 @@ def _sequence(r: Reader, *, nested: bool) -> Node:
         element_start = r.pos
         items.append(_postfix(r, _element(r), element_start))
     if not items:
+        r.grammar.empty_alternatives.append(after_separator)
         return Lit(start, "")
     return items[0] if len(items) == 1 else Seq(start, items)
 

@@ -131,6 +131,7 @@ class Grammar:
     external: set[str] = field(default_factory=set)  # names defined elsewhere (%import, %declare)
     regex_features: list = field(default_factory=list)  # RegexFeature found in regex literals
     regex_spans: list[tuple[int, int]] = field(default_factory=list)  # where each regex literal's body is
+    empty_alternatives: list[int] = field(default_factory=list)  # GBNF: just past the `::=`, `|` or `(` before one
     options: dict = field(default_factory=dict)  # llguidance's `%llguidance {...}` options, merged
 
     def definitions(self) -> dict[str, Rule]:

@@ -15,6 +15,7 @@ class Reader:
         self.pos = 0
         self._comments = comment_starts
         self.depth = 0  # open groups: every walk of the model recurses per group, so it is bounded
+        self.grammar = None  # the Grammar being read, for what a reader records beside the rules
 
     def open_group(self, pos: int) -> None:
         self.depth += 1

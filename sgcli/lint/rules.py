@@ -65,11 +65,12 @@ _ALL = [
         ERROR,
         "backend",
         "A backend rejects the file; reported where the backend says, one diagnostic per backend.",
-        'Each backend has its own dialect: xgrammar\'s EBNF wants `""` for an empty alternative, llguidance '
+        "Each backend has its own dialect: xgrammar has no Unicode property classes (`\\p{L}`), llguidance "
         "refuses lookaround in regexes, outlines-core has no grammars at all. A file only one backend "
-        "accepts pins you to that backend in production.",
-        'ws ::= | " "        # xgrammar: Expect element, but got |',
-        'ws ::= "" | " "',
+        "accepts pins you to that backend in production. (Where a spelling fixes it, sgcli respells for the "
+        'backend instead: xgrammar gets `""` for an empty GBNF alternative.)',
+        "word ::= [z-a]+        # a backwards range: every backend rejects it",
+        "word ::= [a-z]+",
     ),
     LintRule(
         "S002",
