@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 
 from sgcli.dialects.grammar_model import (
     MAX_STACKED,
@@ -47,6 +48,34 @@ def is_terminal_name(name: str) -> bool:
     return bool(stripped) and stripped[0].isupper()
 
 
+_PRIORITY = re.compile(r"\.-?\d+[ \t]*:(?!:)")
+
+
+def priorities_note(count: int) -> str:
+    """What a backend says when it compiled a Lark grammar without its priorities."""
+    return (
+        f"{count} rule and terminal priorities (`NAME.N:`) left out: they choose among the parses of a text "
+        "and change no text the grammar accepts"
+    )
+
+
+@lru_cache(maxsize=16)
+def without_priorities(text: str) -> tuple[str, int]:
+    """(the Lark grammar without its rule and terminal priorities (`NAME.2:`), how many there were).
+    Neither llguidance nor xgrammar takes them, and they change no text the grammar accepts: they choose
+    among parses and tokenizations of one text (the lark check, Earley, reads the same language).
+    Syncode's Go and SQL grammars have them. As it was where sgcli's reader cannot read it."""
+    if not _PRIORITY.search(text):
+        return text, 0
+    try:
+        spans = parse_lark(text).priority_spans
+    except ParseError:
+        return text, 0
+    for start, end in sorted(spans, reverse=True):
+        text = text[:start] + text[end:]
+    return text, len(spans)
+
+
 def parse_lark(text: str, root: str = "start") -> Grammar:
     """The grammar in `text`; raises ParseError at the first thing it cannot read."""
     return _LarkReader(text).read(root)
@@ -75,6 +104,8 @@ class _LarkReader(Reader):
             raise self.error("expected a rule or terminal definition like `name: ...`")
         name = m.group(1)
         name_pos = m.start(1)
+        if m.group(5):
+            grammar.priority_spans.append(m.span(5))
         self.pos = m.end()
         if m.group(3):  # template parameters are names local to the body
             grammar.external.update(p.strip() for p in m.group(3)[1:-1].split(",") if p.strip())
