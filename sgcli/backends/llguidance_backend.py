@@ -29,7 +29,7 @@ from sgcli.backends.schema_warnings import compile_warnings
 from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
 from sgcli.dialects.convert import one_char_lexemes
-from sgcli.dialects.lark import priorities_note, without_priorities
+from sgcli.dialects.lark import for_backends, priorities_note
 from sgcli.dialects.regex_parse import LOOKAROUNDS
 from sgcli.errors import Location, UserError, offset_to_line_col
 from sgcli.tokenizers.vocab import Vocab
@@ -290,8 +290,8 @@ class LLGuidanceBackend(LibraryBackend):
         note = dialect_of(schema).note
         if note:
             warnings.append(CompileWarning(note))
-        if spec.kind is Kind.LARK and without_priorities(spec.text)[1]:
-            warnings.append(CompileWarning(priorities_note(without_priorities(spec.text)[1])))
+        if spec.kind is Kind.LARK and for_backends(spec.text)[1]:
+            warnings.append(CompileWarning(priorities_note(for_backends(spec.text)[1])))
         return LLGuidanceCompiled(self.name, spec, vocab, elapsed, warnings, grammar, prototype=prototype)
 
     # ---- building the grammar ----
@@ -317,7 +317,7 @@ class LLGuidanceBackend(LibraryBackend):
         if kind is Kind.LARK:
             if spec.subgrammars:
                 return self._composite(spec, tok)
-            return without_priorities(spec.text)[0]
+            return for_backends(spec.text)[0]
         if kind is Kind.LLGUIDANCE:
             doc = parse_json(spec.text, spec.origin)
             if not isinstance(doc, dict) or not isinstance(doc.get("grammars"), list):
@@ -353,7 +353,7 @@ class LLGuidanceBackend(LibraryBackend):
         """A Lark grammar plus named sub-grammars it refers to as `@name`: llguidance's top-level JSON."""
         import llguidance as llg
 
-        grammars = [{"name": "start", "lark_grammar": without_priorities(spec.text)[0]}]
+        grammars = [{"name": "start", "lark_grammar": for_backends(spec.text)[0]}]
         for name, sub in spec.subgrammars:
             if sub.kind not in (Kind.JSON_SCHEMA, Kind.LARK, Kind.REGEX, Kind.CHOICE, Kind.EBNF):
                 raise UserError(

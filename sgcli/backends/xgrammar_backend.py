@@ -27,7 +27,7 @@ from sgcli.backends.xgrammar_regex import (
 from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.jsonpos import pointer_of
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
-from sgcli.dialects.lark import priorities_note, without_priorities
+from sgcli.dialects.lark import for_backends, priorities_note
 from sgcli.errors import UserError, offset_to_line_col
 from sgcli.tokenizers.vocab import Vocab
 
@@ -290,8 +290,8 @@ class XGrammarBackend(LibraryBackend):
                 raise self._error(spec, schema, str(exc)) from None
         elapsed = time.perf_counter() - t
         warnings = compile_warnings(spec, native_log, schema=schema) + [g.warning() for g in gaps]
-        if spec.kind is Kind.LARK and without_priorities(spec.text)[1]:
-            warnings.append(CompileWarning(priorities_note(without_priorities(spec.text)[1])))
+        if spec.kind is Kind.LARK and for_backends(spec.text)[1]:
+            warnings.append(CompileWarning(priorities_note(for_backends(spec.text)[1])))
         return XGrammarCompiled(self.name, spec, vocab, elapsed, warnings, handle=handle)
 
     def schema_grammar(self, spec: ConstraintSpec) -> str:
@@ -352,7 +352,7 @@ class XGrammarBackend(LibraryBackend):
             if sub.kind is Kind.JSON_SCHEMA:
                 named[name] = json_schema_grammar(sub.text, sub.json_options)
             elif sub.kind is Kind.LARK:
-                named[name] = lark_for_xgrammar(without_priorities(sub.text)[0])
+                named[name] = lark_for_xgrammar(for_backends(sub.text)[0])
             else:
                 from sgcli.errors import UnsupportedError
 
@@ -376,7 +376,7 @@ class XGrammarBackend(LibraryBackend):
         if kind is Kind.EBNF:
             return compiler.compile_grammar(gbnf_for_xgrammar(spec.text), root_rule_name="root")
         if kind is Kind.LARK:
-            text = lark_for_xgrammar(without_priorities(spec.text)[0])
+            text = lark_for_xgrammar(for_backends(spec.text)[0])
             return compiler.compile_lark(text, named_grammars=self._named_grammars(spec))
         if kind is Kind.STRUCTURAL_TAG:
             native = structural_tag.parse(spec)[0]

@@ -59,12 +59,22 @@ def priorities_note(count: int) -> str:
     )
 
 
+# lark's own common.ESCAPED_STRING (`".*?(?<!\\)(\\\\)*?"`) as one regex: no newline inside; both
+# backends' built-in one takes a raw newline, which the lark check then refuses
+EXACT_ESCAPED_STRING = r'/"(?:[^"\\\n]|\\[^\n])*"/'
+_IMPORT_ONE = re.compile(r"^([ \t]*)%import[ \t]+common\.ESCAPED_STRING(?:[ \t]*->[ \t]*(\w+))?[ \t]*$", re.M)
+_IMPORT_MANY = re.compile(r"^([ \t]*)%import[ \t]+common[ \t]*\(([^)]*)\)", re.M)
+
+
 @lru_cache(maxsize=16)
-def without_priorities(text: str) -> tuple[str, int]:
-    """(the Lark grammar without its rule and terminal priorities (`NAME.2:`), how many there were).
-    Neither llguidance nor xgrammar takes them, and they change no text the grammar accepts: they choose
-    among parses and tokenizations of one text (the lark check, Earley, reads the same language).
-    Syncode's Go and SQL grammars have them. As it was where sgcli's reader cannot read it."""
+def for_backends(text: str) -> tuple[str, int]:
+    """(a Lark grammar as llguidance and xgrammar should read it, how many priorities it left out).
+    - Rule and terminal priorities (`NAME.2:`) are left out: neither backend takes them, and they change
+      no text the grammar accepts (they choose among parses and tokenizations of one text; the lark check,
+      Earley, reads the same language). Syncode's Go and SQL grammars have them.
+    - `%import common.ESCAPED_STRING` becomes lark's own definition (`EXACT_ESCAPED_STRING`).
+    As it was where sgcli's reader cannot read it."""
+    text = _exact_common(text)
     if not _PRIORITY.search(text):
         return text, 0
     try:
@@ -74,6 +84,22 @@ def without_priorities(text: str) -> tuple[str, int]:
     for start, end in sorted(spans, reverse=True):
         text = text[:start] + text[end:]
     return text, len(spans)
+
+
+def _exact_common(text: str) -> str:
+    if "ESCAPED_STRING" not in text:
+        return text
+    text = _IMPORT_ONE.sub(lambda m: f"{m[2] or 'ESCAPED_STRING'}: {EXACT_ESCAPED_STRING}", text)
+
+    def many(m: re.Match) -> str:
+        names = [n.strip() for n in m[2].split(",") if n.strip()]
+        if "ESCAPED_STRING" not in names:
+            return m[0]
+        rest = [n for n in names if n != "ESCAPED_STRING"]
+        kept = f"{m[1]}%import common ({', '.join(rest)})\n" if rest else ""
+        return f"{kept}ESCAPED_STRING: {EXACT_ESCAPED_STRING}"
+
+    return _IMPORT_MANY.sub(many, text)
 
 
 def parse_lark(text: str, root: str = "start") -> Grammar:

@@ -1,0 +1,67 @@
+"""A Lark grammar as llguidance and xgrammar should read it (`dialects/lark.py: for_backends`).
+
+- Priorities (`NAME.2:`): neither backend takes them, and they change no text a grammar accepts, so
+  both compile the grammar without them and say so (syncode's Go, SQL, Prover9 and invariants grammars
+  were refused by both for this alone).
+- `%import common.ESCAPED_STRING`: both backends' own took a raw newline inside the string, which
+  lark's (and so the lark check) refuses: a random walk of outlines' json.lark on llguidance found it.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from sgcli.backends import get_backend
+from sgcli.backends.matching import accepts_bytes, sample_strings
+from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.dialects.lark import for_backends
+from sgcli.validation import lark_check
+
+GRAMMAR = """start: stmt (";" stmt)*
+stmt.2: KEYWORD " " NAME | NAME "=" NUMBER
+KEYWORD.3: "let" | "var"
+NAME.-1 : /[a-z]+/
+NUMBER: /[0-9]+/
+NOTE: "x.2: y"
+"""
+
+
+def test_priorities_are_cut_out_and_counted():
+    text, count = for_backends(GRAMMAR)
+    assert count == 3
+    assert "stmt:" in text and "KEYWORD:" in text and "NAME :" in text
+    assert 'NOTE: "x.2: y"' in text  # the same spelling inside a string stays
+    assert for_backends("start: /a/\n") == ("start: /a/\n", 0)
+
+
+@pytest.mark.parametrize("backend", ["llguidance", "xgrammar"])
+def test_a_grammar_with_priorities_compiles_and_says_what_it_left_out(smol_tokenizer, backend):
+    spec = ConstraintSpec(Kind.LARK, GRAMMAR, "p.lark")
+    compiled = get_backend(backend).compile(spec, smol_tokenizer.vocab)
+    assert any("3 rule and terminal priorities" in w.message for w in compiled.warnings)
+    assert accepts_bytes(compiled, b"let x;a=1").accepted
+    assert not accepts_bytes(compiled, b"let 1").accepted
+    for s in sample_strings(compiled, 6, seconds=3.0):
+        assert lark_check.check(spec, s.decode()) == [], s  # the lark check reads the grammar with them
+
+
+@pytest.mark.parametrize(
+    "grammar",
+    [
+        "%import common.ESCAPED_STRING\nstart: ESCAPED_STRING\n",
+        "%import common (WS, ESCAPED_STRING)\nstart: ESCAPED_STRING\n",
+        "%import common.ESCAPED_STRING -> STR\nstart: STR\n",
+    ],
+)
+def test_escaped_string_means_what_it_means_to_lark(smol_tokenizer, grammar):
+    """Every string of `a`, `"`, `\\` and a newline up to four characters inside quotes: each backend
+    takes exactly what the lark check takes."""
+    spec = ConstraintSpec(Kind.LARK, grammar, "s.lark")
+    compiled = [get_backend(b).compile(spec, smol_tokenizer.vocab) for b in ("llguidance", "xgrammar")]
+    for k in range(5):
+        for body in itertools.product('a"\\\n', repeat=k):
+            text = '"' + "".join(body) + '"'
+            wanted = lark_check.check(spec, text) == []
+            assert [accepts_bytes(c, text.encode()).accepted for c in compiled] == [wanted, wanted], text
