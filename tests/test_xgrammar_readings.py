@@ -43,6 +43,11 @@ CASES = [
     # empty alternatives, which llama.cpp reads (its json.gbnf: `ws ::= | " " | ...`) and xgrammar refused
     (Kind.EBNF, 'root ::= "a" ws "b"\nws ::= | " " | "\\n"', ["ab", "a b", "a\nb"], ["a  b"]),
     (Kind.EBNF, 'root ::= "b" ( "a" | ) x\nx ::= "c" |  # a comment | with a bar\n', ["b", "bac", "bc"], ["ba b"]),
+    # more llama.cpp GBNF that xgrammar refused: `.`, `{,n}`, a repetition repeated
+    (Kind.EBNF, 'root ::= . "x"', ["ax", "\nx", "\u00e9x"], ["x", "abx"]),
+    (Kind.EBNF, 'root ::= "a"{,2} "b"', ["b", "aab"], ["aaab"]),
+    (Kind.EBNF, 'root ::= [a-z]{2,3}? "!"', ["!", "ab!", "abc!"], ["a!", "abcd!"]),
+    (Kind.EBNF, 'root ::= "x" [0-9]{1,2}{2}', ["x12", "x1234", "x123"], ["x1", "x12345"]),
     (Kind.STRUCTURAL_TAG, _tag("[\\^~]x."), ["^xa", "~x~"], ["axa", "^x\n"]),  # its tags read regexes alike
     (Kind.STRUCTURAL_TAG, _tag("\\x41B"), ["AB"], ["\u041b"]),
 ]
@@ -72,6 +77,7 @@ def test_the_rewrite_changes_only_what_xgrammar_misreads():
     assert gbnf_for_xgrammar('x ::= | "a" ( "b" | )\ny ::= "c" |\nz ::= "d" |\n  "e"') == (
         'x ::= "" | "a" ( "b" | "" )\ny ::= "c" | ""\nz ::= "d" |\n  "e"'
     )
+    assert gbnf_for_xgrammar('r ::= "." [.] .{,2}?  # a . here') == 'r ::= "." [.] ([^]{0,2})?  # a . here'
     assert lark_for_xgrammar('start: /[\\^~]./ "[\\^" // [\\^') == 'start: /[~\\^]./ "[\\^" // [\\^'
 
 

@@ -127,27 +127,43 @@ def escapes_for_xgrammar(text: str, *, every: bool = False) -> str:
     return (_ANY_ESCAPE if every else _ESCAPE).sub(lambda m: "\\u00" + m[1] if m[1] else m[0], text)
 
 
-# a cheap look for an empty GBNF alternative before reading the grammar: a separator (`::=`, `|`, `(`)
-# followed, past blanks and comments, by another (`|`, `)`), the end, or the next rule's name
+# cheap looks before reading a GBNF grammar (most need no respelling): an empty alternative (a separator
+# `::=`, `|`, `(` followed, past blanks and comments, by another, the end, or the next rule's name); and,
+# with strings, classes and comments blanked, a `.`, a `{,n}`, or a repetition operator after another
 _MAYBE_EMPTY = re.compile(r"(?:::=|[|(])(?:\s|#[^\n]*)*(?:[|)]|$|[A-Za-z0-9_.-]+\s*::=)")
+_LEXEMES = re.compile(r'"(?:[^"\\\n]|\\.)*"|\[(?:[^\]\\\n]|\\.)*\]|#[^\n]*')
+_MAYBE_RESPELT = re.compile(r"\.|\{\s*,|(?:[*+?]|\})\s*[*+?{]")
 
 
 def gbnf_for_xgrammar(text: str) -> str:
-    """A GBNF grammar as xgrammar reads it: `escapes_for_xgrammar`, and `""` written into each empty
-    alternative, which llama.cpp reads (its own json.gbnf: `ws ::= | " " | ...`) and xgrammar refuses
-    ("Expect element"). Left as it was where sgcli cannot read it (xgrammar then says what is wrong)."""
+    """A GBNF grammar as xgrammar reads it with llama.cpp's meaning: `escapes_for_xgrammar`, and what
+    llama.cpp reads and xgrammar refuses, respelled: `""` in each empty alternative (llama.cpp's own
+    json.gbnf: `ws ::= | " " | ...`; "Expect element"), `[^]` for `.` (any character; "Rule . is not
+    defined"), `{0,n}` for `{,n}`, and parentheses around a repetition that another repeats
+    (`[a-z]{2,3}?`). Placed by sgcli's GBNF reader; left as it was where that cannot read it."""
     text = escapes_for_xgrammar(text)
-    if not _MAYBE_EMPTY.search(text):
+    if not (_MAYBE_EMPTY.search(text) or _MAYBE_RESPELT.search(_LEXEMES.sub(" ", text))):
         return text
     from sgcli.dialects.gbnf import parse_gbnf
-    from sgcli.dialects.grammar_model import ParseError
+    from sgcli.dialects.grammar_model import Chars, ParseError, Rep, walk
 
     try:
-        at = parse_gbnf(text).empty_alternatives
+        grammar = parse_gbnf(text)
     except ParseError:
         return text
-    for offset in sorted(at, reverse=True):
-        text = text[:offset] + ' ""' + text[offset:]
+    edits = [(at, 0, ' ""') for at in grammar.empty_alternatives]  # (offset, characters replaced, text)
+    for rule in grammar.rules:
+        for node in walk(rule.body):
+            if isinstance(node, Chars) and text[node.pos] == ".":
+                edits.append((node.pos, 1, "[^]"))
+            elif isinstance(node, Rep):
+                brace = re.match(r"\{\s*,", text[node.op_pos :])
+                if brace:
+                    edits.append((node.op_pos + 1, brace.end() - 2, "0"))
+                if isinstance(node.body, Rep):
+                    edits += [(node.body.end, 0, ")"), (node.body.pos, 0, "(")]
+    for at, replaced, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):  # at one place: replace first
+        text = text[:at] + new + text[at + replaced :]
     return text
 
 
