@@ -38,6 +38,8 @@ CASES = [
     (Kind.LARK, "start: /[\\^~]+/", ["^~"], ["a"]),
     (Kind.LARK, 'start: /\\x41B/ "\\x43"', ["ABC"], ["\u041bC"]),
     (Kind.LARK, "start: /a.b/", ["axb"], ["a\nb"]),  # Lark's `.` was right
+    # the lark check's \\s (Unicode's White_Space), not ECMAScript's
+    (Kind.LARK, 'start: /\\s/ "x" /[\\s,]/', [" x,", "\u0085x\u2028"], ["\ufeffx ", " x\ufeff", "\u001cx "]),
     (Kind.EBNF, 'root ::= "\\x41B"', ["AB"], ["\u041b"]),  # GBNF: llama.cpp reads two digits too
     (Kind.EBNF, "root ::= [\\x41B]+", ["AB"], ["\u041b"]),
     # empty alternatives, which llama.cpp reads (its json.gbnf: `ws ::= | " " | ...`) and xgrammar refused
@@ -70,7 +72,7 @@ def test_the_rewrite_changes_only_what_xgrammar_misreads():
     assert for_xgrammar("[\\^\\^]") == "\\^"
     assert for_xgrammar("\\x41") == "\\x41"  # no hex digit follows: read right
     assert for_xgrammar("\\\\x41B") == "\\\\x41B"  # an escaped backslash, then letters
-    assert for_xgrammar("a.b", dot=False) == "a.b"
+    assert for_xgrammar("a.b", lark=True) == "a.b"
     assert escapes_for_xgrammar('root ::= "\\x41B" # c:\\\nx ::= "\\\\x41B"') == (
         'root ::= "\\u0041B" # c:\\\nx ::= "\\\\x41B"'
     )

@@ -5,7 +5,8 @@ ECMAScript (the dialect sgcli checks xgrammar's outputs in) in three ways, measu
 with real-world `pattern`s from the JSON Schema Store (its JSON Schema path reads them correctly):
 - `\\xHH` takes every hex digit that follows: `\\x41B` is U+041B (`Л`), not `AB` (in GBNF too);
 - a class that begins with an escaped caret is negated: `[\\^~]` is `[^~]` (and `[\\^]` anything);
-- `.` also matches a newline, a return and U+2028/U+2029 (in a `--regex` only; Lark's `.` is right).
+- `.` also matches a newline, a return and U+2028/U+2029 (in a `--regex` only; Lark's `.` is right);
+- in Lark terminals, `\\s` is ECMAScript's (U+FEFF in, U+0085 out), not the lark check's (Unicode's).
 The rewrite spells the same language in forms its reader takes as meant: `\\u00HH`, the caret moved
 off the front of its class, `.` as the class ECMAScript means. Nothing else in the text changes, so
 xgrammar's error positions still point into what the user wrote, give or take the rewritten pieces.
@@ -16,6 +17,9 @@ from __future__ import annotations
 import re
 
 ECMA_DOT = r"[^\n\r\u2028\u2029]"
+# `\s` as the lark check reads it (the `regex` package: Unicode's White_Space, as Rust's and so llguidance's),
+# the members of a class; xgrammar's is ECMAScript's (U+FEFF in, U+0085 out)
+LARK_SPACE = r"\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 # one member of a class: an escape (\u{...}, \uHHHH, \xHH, \cX, \ and one character) or one character
 _ATOM = re.compile(r"\\u\{[0-9A-Fa-f]+\}|\\u[0-9A-Fa-f]{4}|\\x[0-9A-Fa-f]{2}|\\c[A-Za-z]|\\.|[^\\]", re.S)
 _CARET = re.compile(r"\\\^|\\x5[eE]|\\u005[eE]|\\u\{0*5[eE]\}")
@@ -25,33 +29,34 @@ _ESCAPE = re.compile(r"\\(?:x([0-9A-Fa-f]{2})(?=[0-9A-Fa-f])|[\s\S])")
 _ANY_ESCAPE = re.compile(r"\\(?:x([0-9A-Fa-f]{2})|[\s\S])")
 
 
-def needs_rewrite(pattern: str, *, dot: bool) -> bool:
-    """A cheap look before the rewrite: most regexes hold none of the three."""
-    return "\\x" in pattern or "[\\" in pattern or (dot and "." in pattern)
+def needs_rewrite(pattern: str, *, lark: bool) -> bool:
+    """A cheap look before the rewrite: most regexes hold none of these."""
+    return "\\x" in pattern or "[\\" in pattern or ("\\s" in pattern or "\\S" in pattern if lark else "." in pattern)
 
 
-def for_xgrammar(pattern: str, *, dot: bool = True) -> str:
-    """`pattern` (ECMAScript) in a spelling xgrammar reads with the same meaning; `dot`: rewrite `.`
-    (a `--regex`; Lark terminals keep theirs). Unbalanced text is left for xgrammar to report."""
-    if not needs_rewrite(pattern, dot=dot):
+def for_xgrammar(pattern: str, *, lark: bool = False) -> str:
+    """`pattern` in a spelling xgrammar reads with the meaning it has for its dialect: ECMAScript's (a
+    `--regex`), or the lark check's (`lark`: a Lark terminal, which keeps its `.`, and whose `\\s` is
+    Unicode's: xgrammar's took U+FEFF, which the lark check refuses). Unbalanced text is left for xgrammar to report."""
+    if not needs_rewrite(pattern, lark=lark):
         return pattern
-    return "".join(piece for _, piece in _pieces(pattern, dot))
+    return "".join(piece for _, piece in _pieces(pattern, lark))
 
 
-def original_offset(pattern: str, offset: int, *, dot: bool = True) -> int:
+def original_offset(pattern: str, offset: int, *, lark: bool = False) -> int:
     """Where offset `offset` of `for_xgrammar(pattern)` comes from in `pattern` (a rewritten piece:
     its start), for xgrammar's "position N" in an error."""
-    if not needs_rewrite(pattern, dot=dot):
+    if not needs_rewrite(pattern, lark=lark):
         return offset
     at = 0
-    for start, piece in _pieces(pattern, dot):
+    for start, piece in _pieces(pattern, lark):
         if offset < at + len(piece):
             return start + (offset - at if piece == pattern[start : start + len(piece)] else 0)
         at += len(piece)
     return len(pattern) + offset - at
 
 
-def _pieces(pattern: str, dot: bool):
+def _pieces(pattern: str, lark: bool):
     """(offset in `pattern`, its rewritten text), piece by piece."""
     i, n = 0, len(pattern)
     while i < n:
@@ -59,6 +64,10 @@ def _pieces(pattern: str, dot: bool):
         if ch == "\\":
             m = _ESCAPE.match(pattern, i)
             piece = pattern[i:] if m is None else "\\u00" + m[1] if m[1] else m[0]
+            if lark and piece in ("\\s", "\\S"):
+                yield i, ("[" if piece == "\\s" else "[^") + LARK_SPACE + "]"
+                i += 2
+                continue
             yield i, piece
             i += len(piece) if m is None or not m[1] else 4
             continue
@@ -67,10 +76,10 @@ def _pieces(pattern: str, dot: bool):
             if end is None:
                 yield i, pattern[i:]
                 return
-            yield i, _class(pattern[i + 1 : end])
+            yield i, _class(pattern[i + 1 : end], lark)
             i = end + 1
             continue
-        yield i, (ECMA_DOT if ch == "." and dot else ch)
+        yield i, (ECMA_DOT if ch == "." and not lark else ch)
         i += 1
 
 
@@ -87,9 +96,10 @@ def _class_end(pattern: str, start: int) -> int | None:
     return None
 
 
-def _members(body: str) -> list[str]:
-    """The class body as members, a range (`a-z`) one member."""
+def _members(body: str, lark: bool = False) -> list[str]:
+    """The class body as members, a range (`a-z`) one member; `lark`: `\\s` as the lark check's."""
     atoms = [_HEX2.sub(r"\\u00\1", m.group()) for m in _ATOM.finditer(body)]
+    atoms = [LARK_SPACE if lark and a == "\\s" else a for a in atoms]
     members: list[str] = []
     k = 0
     while k < len(atoms):
@@ -102,10 +112,10 @@ def _members(body: str) -> list[str]:
     return members
 
 
-def _class(body: str) -> str:
+def _class(body: str, lark: bool = False) -> str:
     if body.startswith("^"):
-        return "[^" + "".join(_members(body[1:])) + "]"
-    members = _members(body)
+        return "[^" + "".join(_members(body[1:], lark)) + "]"
+    members = _members(body, lark)
     if members and _CARET.match(members[0]):
         plain = next((k for k, m in enumerate(members) if not _CARET.match(m)), None)
         if plain is not None:
@@ -171,11 +181,11 @@ def lark_for_xgrammar(text: str) -> str:
     """A Lark grammar with each `/.../` terminal rewritten (`for_xgrammar`, `.` kept); as it was where
     sgcli's reader cannot read it (xgrammar then says what is wrong)."""
     text = escapes_for_xgrammar(text, every=True)
-    if "[\\" not in text:
+    if "[\\" not in text and "\\s" not in text and "\\S" not in text:
         return text
     out, at = [], 0
     for start, end in lark_regex_spans(text):
-        out += [text[at:start], for_xgrammar(text[start:end], dot=False)]
+        out += [text[at:start], for_xgrammar(text[start:end], lark=True)]
         at = end
     return "".join(out) + text[at:]
 
