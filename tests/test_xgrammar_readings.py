@@ -90,6 +90,10 @@ def test_the_rewrite_changes_only_what_xgrammar_misreads():
         (Kind.REGEX, "x$y", (1, 2), "`$` where text can come after it"),
         (Kind.REGEX, "(^a)+", (1, 2), "`^` where text can come before it"),  # a second round comes after the first
         (Kind.REGEX, "x[\\p{L}]", (1, 3), "in a character class, which xgrammar reads as letters"),  # took "p"
+        # cfn-lint's `^(vpc-)([a-z0-9]+)\\Z` took `vpc-exchangeZ`: a letter to ECMAScript, an anchor to Python
+        (Kind.REGEX, "^(vpc-)([a-z0-9]+)\\Z", (1, 19), "`\\Z`, which xgrammar reads as the letter Z"),
+        (Kind.LARK, "start: /\\A[0-9]+/", (1, 9), "`\\A`, which xgrammar reads as the letter A"),
+        (Kind.REGEX, "a^+", (1, 3), "'+' has nothing to repeat"),  # xgrammar took "aaaa" (found by the property test)
         (Kind.LARK, 'start: "x"\nY: /a$b/', (2, 6), "`$` where text can come after it"),
         (Kind.STRUCTURAL_TAG, _tag("a$b"), (None, None), "(in the regex 'a$b')"),
     ],

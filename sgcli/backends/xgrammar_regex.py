@@ -228,10 +228,16 @@ def tag_for_xgrammar(fmt):
 
 def misread(pattern: str) -> tuple[int, str, str] | None:
     """(offset, what, hint) of the first piece of `pattern` that xgrammar reads as something else and no
-    spelling fixes, so it must refuse it: `\\p{..}` inside a class (read as the letters; outside one
-    xgrammar refuses it itself), or an anchor that text can precede (`^`) or follow (`$`), which
-    ECMAScript (and llguidance) reads as matching nothing there and xgrammar skips (`a\\s*^b` took `ab`)."""
+    spelling fixes, so it must refuse it: `\\A`, `\\Z`, `\\z` (letters to it, anchors to the lark check
+    and llguidance: cfn-lint's `^(vpc-)([a-z0-9]+)\\Z` took `vpc-exchangeZ`), `\\p{..}` inside a class
+    (read as the letters; outside one xgrammar refuses it itself), or an anchor that text can precede
+    (`^`) or follow (`$`), which ECMAScript (and llguidance) reads as matching nothing there and xgrammar
+    skips (`a\\s*^b` took `ab`)."""
     for m in re.finditer(r"\\.|\[", pattern, re.S):
+        if m.group() in ("\\A", "\\Z", "\\z"):
+            letter = m.group()[1]
+            what = f"`{m.group()}`, which xgrammar reads as the letter {letter} (as ECMAScript does); Python anchors"
+            return m.start(), what, "write `^` or `$` for an anchor, or the letter alone"
         if m.group() == "[":
             end = _class_end(pattern, m.start())
             body = pattern[m.start() + 1 : end] if end is not None else ""
@@ -246,8 +252,14 @@ def misread(pattern: str) -> tuple[int, str, str] | None:
 
         try:
             node = parse_regex(pattern).node
-        except ParseError:
-            return None
+        except ParseError as exc:  # `a^+`: ECMAScript refuses it, xgrammar took `aaaa`
+            if "nothing to repeat" in exc.message:
+                return exc.pos, f"{exc.message} (ECMAScript refuses it; xgrammar reads something else)", "remove it"
+            inner = _inner_anchor(pattern)  # unread, so judged by where it stands
+            if inner is None:
+                return None
+            what = f"`{pattern[inner]}` inside a regex sgcli cannot read to check it ({exc.message}); xgrammar skips it"
+            return inner, what, "drop the anchor, or escape it for the character itself"
         found: list[int] = []
         _stray(node, "^", False, found)
         _stray(node, "$", False, found)
@@ -256,6 +268,24 @@ def misread(pattern: str) -> tuple[int, str, str] | None:
             where = "before" if pattern[at] == "^" else "after"
             what = f"`{pattern[at]}` where text can come {where} it: nothing matches through it, but xgrammar skips it"
             return at, what, f"drop the anchor, or escape it (\\{pattern[at]}) for the character itself"
+    return None
+
+
+def _inner_anchor(pattern: str) -> int | None:
+    """Offset of the first `^` past the very start or `$` before the very end, outside escapes and classes."""
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "[":
+            end = _class_end(pattern, i)
+            i = len(pattern) if end is None else end + 1
+            continue
+        if (ch == "^" and i > 0) or (ch == "$" and i < len(pattern) - 1):
+            return i
+        i += 1
     return None
 
 
