@@ -236,6 +236,22 @@ def test_a_pattern_the_backend_would_write_raw_is_left_to_the_checker(backend, p
         assert accepted == valid if gaps else (valid or not accepted), (text, valid)
 
 
+@pytest.mark.parametrize("pattern", ["^(vpc-)([a-z0-9]+)\\Z", "\\A[0-9a-f]+\\Z"])
+def test_a_pattern_xgrammar_reads_with_letters_for_anchors_is_left_to_the_checker(pattern):
+    """cfn-lint's CloudFormation schemas end patterns with `\\Z`: xgrammar read it as the letter Z (and
+    warned), so its grammar demanded `vpc-abZ`, which jsonschema (Python's re: an anchor) then refused.
+    The pattern is left to the checker, which reads it as the check does."""
+    schema = {"type": "object", "properties": {"k": {"type": "string", "pattern": pattern}}, "required": ["k"]}
+    vocab = byte_vocab()
+    compiled = compile_for("xgrammar", spec_of(schema), vocab)[0]
+    assert [(g.pointer, g.checker) for g in compiled_gaps(compiled) if g.keyword == "pattern"] == [
+        ("/properties/k/pattern", True)
+    ]
+    for value in ("vpc-ab", "vpc-abZ", "0af", "0afZ", "Z"):
+        text = json.dumps({"k": value})
+        assert feed(compiled, vocab.encode(text)).accepted == (not schema_errors(schema, {"k": value})), text
+
+
 def test_patterns_a_backend_cannot_take_are_declared_before_compiling_and_rank_auto():
     """The patterns a backend's grammar relaxes or leaves out are known from its table before any
     compile (`SchemaKeywords.raw_patterns`, `unmatchable`): `auto` ranks by them, and the compile's own

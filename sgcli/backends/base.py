@@ -89,6 +89,9 @@ class SchemaKeywords:
     # "any": one with any part that admits such a character (outlines-core); "": it escapes them itself
     raw_patterns: str = ""
     unmatchable: frozenset[str] = frozenset()  # regex features its grammar cannot match: relaxed (llguidance)
+    # it reads `\A`, `\Z`, `\z` in a `pattern` as letters (xgrammar warns "matching the character literally"),
+    # where jsonschema and sgcli's checker (Python's re) anchor: such a pattern is left to the checker
+    letter_anchors: bool = False
 
 
 @dataclass(frozen=True)

@@ -143,7 +143,21 @@ def declared_pattern_gaps(spec, schema, backend: str, table: SchemaKeywords | No
         found += escape_gaps(schema, backend, anywhere=table.raw_patterns == "any")
     if table.unmatchable:
         found += unmatchable_patterns(spec.text, schema, backend, table.unmatchable)
+    if table.letter_anchors and _LETTER_ANCHOR_HINT.search(spec.text):
+        found += letter_anchor_gaps(schema, backend)
     return found
+
+
+_LETTER_ANCHOR_HINT = re.compile(r"\\\\[AZz]")  # in the JSON text: `\\Z`
+_LETTER_ANCHOR = re.compile(r"(?<!\\)(?:\\\\)*\\[AZz]")  # `\Z` after an even run of backslashes
+
+
+def letter_anchor_gaps(schema, backend: str) -> list[PatternGap]:
+    """Each `pattern` with `\\A`, `\\Z` or `\\z`, which `backend` reads as a letter (ECMAScript's reading)
+    and jsonschema and sgcli's checker (Python's re) as an anchor: left out of its grammar, so the checker
+    enforces it (kept, the grammar demanded a final `Z` that the check then refused)."""
+    why = f"has `\\A`, `\\Z` or `\\z`, which {backend} reads as a letter where the check (Python's re) anchors"
+    return [PatternGap(path, why, None) for path, p in patterns(schema) if _LETTER_ANCHOR.search(p)]
 
 
 def unmatchable_patterns(text: str, schema, backend: str, unmatchable: frozenset[str]) -> list[PatternGap]:

@@ -199,6 +199,7 @@ class XGrammarBackend(LibraryBackend):
             ),
             lone_all_of=True,
             raw_patterns="literal",  # `^a"b$` wrote `"a"b"`
+            letter_anchors=True,  # cfn-lint's `^(vpc-)([a-z0-9]+)\Z` demanded a final Z
             drops_beside=frozenset({"anyOf", "oneOf"}),
             disjoint_one_of=True,
             escaped_names=False,
