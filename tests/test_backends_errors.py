@@ -214,8 +214,9 @@ def test_a_large_subschema_outlines_quotes_is_clipped_and_pointed_at(smol_tokeni
 
 
 def test_auto_falls_back_with_the_reason(smol_tokenizer):
-    """llguidance refuses `\\Z`; xgrammar, next in the ranked order, compiles it. (`\\cJ` was the example
-    once: since xgrammar declares that it would write that newline raw, outlines-core ranks before it.)"""
+    """llguidance refuses `\\Z`, and so does outlines-core, which ranks before xgrammar: xgrammar declares
+    that it leaves such a pattern to the checker (it reads `\\Z` as a letter). xgrammar compiles it.
+    (`\\cJ` was the example once; xgrammar declares that it would write that newline raw.)"""
     schema = '{"type": "object", "properties": {"a": {"type": "string", "pattern": "\\\\Z"}}}'
     compiled, fallbacks = compile_auto(ConstraintSpec(Kind.JSON_SCHEMA, schema, "s.json"), smol_tokenizer.vocab)
     assert compiled.backend == "xgrammar"
@@ -224,7 +225,11 @@ def test_auto_falls_back_with_the_reason(smol_tokenizer):
             "backend": "llguidance",
             "reason": "s.json:1:70: JSON Schema rejected by llguidance: unrecognized escape sequence "
             "(at /properties/a/pattern)",
-        }
+        },
+        {
+            "backend": "outlines_core",
+            "reason": "s.json: JSON Schema rejected by outlines_core: Failed to build DFA error building NFA",
+        },
     ]
 
 
