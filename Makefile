@@ -70,7 +70,8 @@ test-floors:
 	$(FLOORS)/bin/python -m pytest -q -p no:cacheprovider -m "not engine and not slow and not model" \
 		tests/test_native_llama.py tests/test_batching.py tests/test_batch_steps.py tests/test_ragged.py \
 		tests/test_constraints_random_model.py \
-		tests/test_backends_conformance.py tests/test_structural_tags.py tests/test_gbnf_lexing.py
+		tests/test_backends_conformance.py tests/test_structural_tags.py tests/test_gbnf_lexing.py \
+		tests/test_xgrammar_readings.py tests/test_lark_for_backends.py
 
 # Against a real vLLM CPU server (scripts/serve-vllm.sh installs it into .venv-vllm and starts it):
 # minutes, not seconds. SGCLI_REQUIRE_ENGINE=1 turns "vLLM is not set up" from a skip into a failure.
