@@ -145,6 +145,7 @@ def test_grammar_errors_are_positioned(smol_tokenizer, backend, kind, text, mess
         ("xgrammar", "ab\n)", (2, 1)),  # "position 4", counted from 1 in the regex
         ("xgrammar", "abc\n(d", (2, 3)),  # one past the end: the end
         ("xgrammar", "abc\n[z-a]", (None, None)),  # its line:col is of the EBNF it made from the regex
+        ("outlines_core", "ab\n(c", (2, 1)),  # placed by Python's re, which says where
     ],
 )
 def test_errors_in_a_regex_of_several_lines_are_placed_in_it(smol_tokenizer, backend, text, line_col):
@@ -152,6 +153,29 @@ def test_errors_in_a_regex_of_several_lines_are_placed_in_it(smol_tokenizer, bac
         get_backend(backend).compile(ConstraintSpec(Kind.REGEX, text, "r.regex"), smol_tokenizer.vocab)
     where = info.value.location
     assert (where.line, where.col) == line_col
+
+
+@pytest.mark.parametrize(
+    "pattern,taken,refused",
+    [
+        ("^[0-9]+$", ["12"], ["a", "1\n"]),
+        ("^a$|^b$", ["a", "b"], ["ab"]),
+        ("^(a|b)c$", ["ac"], ["c"]),
+        ("^a\\$", ["a$"], ["a"]),
+    ],
+)
+def test_outlines_core_takes_a_whole_text_regex_with_its_edge_anchors(smol_tokenizer, pattern, taken, refused):
+    """outlines-core refused every `^...$` ("anchored universal start state doesn't exist"): 219 of 239
+    Schema Store patterns it refused as `--regex` compile without their edge anchors, which a whole-text
+    regex means anyway."""
+    from sgcli.backends.matching import accepts_bytes, sample_strings
+    from sgcli.validation.regex_check import fullmatch
+
+    compiled = get_backend("outlines_core").compile(ConstraintSpec(Kind.REGEX, pattern, "r"), smol_tokenizer.vocab)
+    assert [accepts_bytes(compiled, s.encode()).accepted for s in taken + refused] == [True] * len(taken) + [
+        False
+    ] * len(refused)
+    assert all(fullmatch(pattern, s.decode()) for s in sample_strings(compiled, 5, seconds=2.0))
 
 
 def test_gbnf_conversion_error_points_into_the_gbnf(smol_tokenizer):
