@@ -1,15 +1,17 @@
 """Constraints spelled so that xgrammar's readers give them the meaning they have for everyone else.
 
-xgrammar reads `--regex` and Lark's `/.../` terminals with its own converter, which differs from
-ECMAScript (the dialect sgcli checks xgrammar's outputs in) in three ways, measured on xgrammar 0.2
-with real-world `pattern`s from the JSON Schema Store (its JSON Schema path reads them correctly):
-- `\\xHH` takes every hex digit that follows: `\\x41B` is U+041B (`Л`), not `AB` (in GBNF too);
-- a class that begins with an escaped caret is negated: `[\\^~]` is `[^~]` (and `[\\^]` anything);
-- `.` also matches a newline, a return and U+2028/U+2029 (in a `--regex` only; Lark's `.` is right);
-- in Lark terminals, `\\s` is ECMAScript's (U+FEFF in, U+0085 out), not the lark check's (Unicode's).
-The rewrite spells the same language in forms its reader takes as meant: `\\u00HH`, the caret moved
-off the front of its class, `.` as the class ECMAScript means. Nothing else in the text changes, so
-xgrammar's error positions still point into what the user wrote, give or take the rewritten pieces.
+Found by running real-world regexes (2,136 JSON Schema `pattern`s as `--regex`), GBNF and Lark shapes
+through xgrammar 0.2 and checking its random walks independently (benchmarks/regex_readings.py):
+- regexes (`--regex`, Lark's `/.../` terminals, structural tags' `regex`): `\\xHH` took every hex
+  digit after it (`\\x41B` was U+041B); a class opening with an escaped caret was negated (`[\\^~]`
+  was `[^~]`); `.` took line terminators (`--regex` only); a Lark terminal's `\\s` was ECMAScript's,
+  not the lark check's. Respelled: `\\u00HH`, the caret moved, `.` and `\\s` as the sets meant.
+- GBNF: empty alternatives, `.`, `{,n}` and a repeated repetition, all of which llama.cpp reads, were
+  refused. Respelled: `""`, `[^]`, `{0,n}`, parentheses (`gbnf_for_xgrammar`).
+- What no spelling fixes is refused at its place (`misread`): `\\A`/`\\Z`/`\\z` (letters to it, anchors
+  to the check), `\\p{..}` in a class, an anchor text can pass, a quantified anchor.
+Only the rewritten pieces change, so xgrammar's error positions still point into what the user wrote.
+(Its JSON Schema path reads patterns right; `pattern_gaps` handles what it does not.)
 """
 
 from __future__ import annotations
