@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.dialects.lark import for_backends
 
 if TYPE_CHECKING:  # imported where used, so the registry (and DEFAULT_BACKEND) load fast
     import numpy as np
@@ -92,6 +93,15 @@ class SchemaKeywords:
     # it reads `\A`, `\Z`, `\z` in a `pattern` as letters (xgrammar warns "matching the character literally"),
     # where jsonschema and sgcli's checker (Python's re) anchor: such a pattern is left to the checker
     letter_anchors: bool = False
+
+
+def lark_priority_warnings(spec: ConstraintSpec) -> list[CompileWarning]:
+    """The warning of a backend that compiled a Lark grammar without its priorities (`dialects.lark.for_backends`)."""
+    dropped = for_backends(spec.text)[1] if spec.kind is Kind.LARK else 0
+    if not dropped:
+        return []
+    message = f"{dropped} rule and terminal priorities (`NAME.N:`) left out: they choose among the parses of a text"
+    return [CompileWarning(message + " and change no text the grammar accepts")]
 
 
 @dataclass(frozen=True)

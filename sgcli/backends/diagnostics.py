@@ -25,16 +25,15 @@ def grammar_error(backend: str, spec: ConstraintSpec, message: str, *, hint: str
     """A compile error with file:line:col pulled out of the backend's own message."""
     text = native_message(message)
     line = col = None
-    m = _LINE_COL.search(text)
-    if m:
-        line, col = int(m.group(1)), int(m.group(2))
-    else:
+    if spec.kind is Kind.REGEX:
+        # "position N" counts (from 1) inside the regex; a "line, column" is of the grammar made from it
         m = _POSITION.search(text)
-        # "position N" counts (from 1) inside the regex itself: a file position when the file is that regex
-        if m and spec.kind is Kind.REGEX:
+        if m:
             line, col = regex_place(spec.text, int(m.group(1)) - 1)
-    if spec.kind is Kind.REGEX and _POSITION.search(text) is None:
-        line = col = None  # a line:col of the grammar the backend made from the regex, not of the file
+    else:
+        m = _LINE_COL.search(text)
+        if m:
+            line, col = int(m.group(1)), int(m.group(2))
     return UserError(
         f"{spec.kind.label} rejected by {backend}: {text}",
         location=spec.where(line, col),

@@ -13,7 +13,14 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from sgcli.backends.base import Capabilities, Compiled, CompileWarning, LibraryBackend, SchemaKeywords
+from sgcli.backends.base import (
+    Capabilities,
+    Compiled,
+    CompileWarning,
+    LibraryBackend,
+    SchemaKeywords,
+    lark_priority_warnings,
+)
 from sgcli.backends.diagnostics import (
     diagnose_llguidance,
     escaped_regex_offset,
@@ -29,7 +36,7 @@ from sgcli.backends.schema_warnings import compile_warnings
 from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
 from sgcli.dialects.convert import one_char_lexemes
-from sgcli.dialects.lark import for_backends, priorities_note
+from sgcli.dialects.lark import for_backends
 from sgcli.dialects.regex_parse import LOOKAROUNDS
 from sgcli.errors import Location, UserError, offset_to_line_col
 from sgcli.tokenizers.vocab import Vocab
@@ -290,8 +297,7 @@ class LLGuidanceBackend(LibraryBackend):
         note = dialect_of(schema).note
         if note:
             warnings.append(CompileWarning(note))
-        if spec.kind is Kind.LARK and for_backends(spec.text)[1]:
-            warnings.append(CompileWarning(priorities_note(for_backends(spec.text)[1])))
+        warnings += lark_priority_warnings(spec)
         return LLGuidanceCompiled(self.name, spec, vocab, elapsed, warnings, grammar, prototype=prototype)
 
     # ---- building the grammar ----

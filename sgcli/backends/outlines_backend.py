@@ -26,6 +26,8 @@ from sgcli.backends.pattern_gaps import at, declared_pattern_gaps, with_patterns
 from sgcli.backends.schema_warnings import find
 from sgcli.constraints.jsonpos import locate, pointer_parts
 from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.dialects.grammar_model import Alt, Opaque, ParseError, Seq
+from sgcli.dialects.regex_parse import parse_regex
 from sgcli.errors import UserError
 from sgcli.tokenizers.vocab import Vocab
 
@@ -328,9 +330,6 @@ def without_edge_anchors(pattern: str) -> str:
     exist"): 219 of 239 JSON Schema Store patterns it refused as `--regex` compiled without them."""
     if "^" not in pattern and "$" not in pattern:
         return pattern
-    from sgcli.dialects.grammar_model import Alt, Opaque, ParseError, Seq
-    from sgcli.dialects.regex_parse import parse_regex
-
     try:
         node = parse_regex(pattern).node
     except ParseError:

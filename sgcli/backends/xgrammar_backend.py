@@ -9,7 +9,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sgcli.backends import structural_tag
-from sgcli.backends.base import Capabilities, Compiled, CompileWarning, LibraryBackend, SchemaKeywords, bitmask_words
+from sgcli.backends.base import (
+    Capabilities,
+    Compiled,
+    LibraryBackend,
+    SchemaKeywords,
+    bitmask_words,
+    lark_priority_warnings,
+)
 from sgcli.backends.diagnostics import grammar_error, native_message, schema_error
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.pattern_gaps import PatternGap, declared_pattern_gaps, with_patterns
@@ -27,7 +34,7 @@ from sgcli.backends.xgrammar_regex import (
 from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.jsonpos import pointer_of
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
-from sgcli.dialects.lark import for_backends, priorities_note
+from sgcli.dialects.lark import for_backends
 from sgcli.errors import UserError, offset_to_line_col
 from sgcli.tokenizers.vocab import Vocab
 
@@ -291,8 +298,7 @@ class XGrammarBackend(LibraryBackend):
                 raise self._error(spec, schema, str(exc)) from None
         elapsed = time.perf_counter() - t
         warnings = compile_warnings(spec, native_log, schema=schema) + [g.warning() for g in gaps]
-        if spec.kind is Kind.LARK and for_backends(spec.text)[1]:
-            warnings.append(CompileWarning(priorities_note(for_backends(spec.text)[1])))
+        warnings += lark_priority_warnings(spec)
         return XGrammarCompiled(self.name, spec, vocab, elapsed, warnings, handle=handle)
 
     def schema_grammar(self, spec: ConstraintSpec) -> str:

@@ -17,11 +17,16 @@ Only the rewritten pieces change, so xgrammar's error positions still point into
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
-ECMA_DOT = r"[^\n\r\u2028\u2029]"
+from sgcli.dialects.gbnf import parse_gbnf
+from sgcli.dialects.grammar_model import Alt, Chars, Lit, Opaque, ParseError, Rep, Seq, walk
+from sgcli.dialects.lark import parse_lark
+from sgcli.dialects.regex_parse import ECMA_DOT, WHITESPACE, parse_regex
+
 # `\s` as the lark check reads it (the `regex` package: Unicode's White_Space, as Rust's and so llguidance's),
 # the members of a class; xgrammar's is ECMAScript's (U+FEFF in, U+0085 out)
-LARK_SPACE = r"\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+LARK_SPACE = "".join(f"\\u{lo:04x}" + (f"-\\u{hi:04x}" if hi > lo else "") for lo, hi in WHITESPACE)
 # one member of a class: an escape (\u{...}, \uHHHH, \xHH, \cX, \ and one character) or one character
 _ATOM = re.compile(r"\\u\{[0-9A-Fa-f]+\}|\\u[0-9A-Fa-f]{4}|\\x[0-9A-Fa-f]{2}|\\c[A-Za-z]|\\.|[^\\]", re.S)
 _CARET = re.compile(r"\\\^|\\x5[eE]|\\u005[eE]|\\u\{0*5[eE]\}")
@@ -31,7 +36,7 @@ _ESCAPE = re.compile(r"\\(?:x([0-9A-Fa-f]{2})(?=[0-9A-Fa-f])|[\s\S])")
 _ANY_ESCAPE = re.compile(r"\\(?:x([0-9A-Fa-f]{2})|[\s\S])")
 
 
-def needs_rewrite(pattern: str, *, lark: bool) -> bool:
+def _needs_rewrite(pattern: str, *, lark: bool) -> bool:
     """A cheap look before the rewrite: most regexes hold none of these."""
     return "\\x" in pattern or "[\\" in pattern or ("\\s" in pattern or "\\S" in pattern if lark else "." in pattern)
 
@@ -40,7 +45,7 @@ def for_xgrammar(pattern: str, *, lark: bool = False) -> str:
     """`pattern` in a spelling xgrammar reads with the meaning it has for its dialect: ECMAScript's (a
     `--regex`), or the lark check's (`lark`: a Lark terminal, which keeps its `.`, and whose `\\s` is
     Unicode's: xgrammar's took U+FEFF, which the lark check refuses). Unbalanced text is left for xgrammar to report."""
-    if not needs_rewrite(pattern, lark=lark):
+    if not _needs_rewrite(pattern, lark=lark):
         return pattern
     return "".join(piece for _, piece in _pieces(pattern, lark))
 
@@ -48,7 +53,7 @@ def for_xgrammar(pattern: str, *, lark: bool = False) -> str:
 def original_offset(pattern: str, offset: int, *, lark: bool = False) -> int:
     """Where offset `offset` of `for_xgrammar(pattern)` comes from in `pattern` (a rewritten piece:
     its start), for xgrammar's "position N" in an error."""
-    if not needs_rewrite(pattern, lark=lark):
+    if not _needs_rewrite(pattern, lark=lark):
         return offset
     at = 0
     for start, piece in _pieces(pattern, lark):
@@ -64,14 +69,12 @@ def _pieces(pattern: str, lark: bool):
     while i < n:
         ch = pattern[i]
         if ch == "\\":
-            m = _ESCAPE.match(pattern, i)
+            m = _ESCAPE.match(pattern, i)  # None: a backslash that ends the pattern
             piece = pattern[i:] if m is None else "\\u00" + m[1] if m[1] else m[0]
             if lark and piece in ("\\s", "\\S"):
-                yield i, ("[" if piece == "\\s" else "[^") + LARK_SPACE + "]"
-                i += 2
-                continue
+                piece = ("[" if piece == "\\s" else "[^") + LARK_SPACE + "]"
             yield i, piece
-            i += len(piece) if m is None or not m[1] else 4
+            i = m.end() if m is not None else n
             continue
         if ch == "[":
             end = _class_end(pattern, i)
@@ -156,9 +159,6 @@ def gbnf_for_xgrammar(text: str) -> str:
     text = escapes_for_xgrammar(text)
     if not (_MAYBE_EMPTY.search(text) or _MAYBE_RESPELT.search(_LEXEMES.sub(" ", text))):
         return text
-    from sgcli.dialects.gbnf import parse_gbnf
-    from sgcli.dialects.grammar_model import Chars, ParseError, Rep, walk
-
     try:
         grammar = parse_gbnf(text)
     except ParseError:
@@ -192,15 +192,14 @@ def lark_for_xgrammar(text: str) -> str:
     return "".join(out) + text[at:]
 
 
-def lark_regex_spans(text: str) -> list[tuple[int, int]]:
-    """Where the body of each `/.../` terminal of a Lark grammar is; none where sgcli cannot read it."""
-    from sgcli.dialects.grammar_model import ParseError
-    from sgcli.dialects.lark import parse_lark
-
+@lru_cache(maxsize=16)
+def lark_regex_spans(text: str) -> tuple[tuple[int, int], ...]:
+    """Where the body of each `/.../` terminal of a Lark grammar is; none where sgcli cannot read it.
+    (Cached: the compile both checks these regexes and respells them.)"""
     try:
-        return parse_lark(text).regex_spans
+        return tuple(parse_lark(text).regex_spans)
     except ParseError:
-        return []
+        return ()
 
 
 def tag_regexes(fmt) -> list[str]:
@@ -249,9 +248,6 @@ def misread(pattern: str) -> tuple[int, str, str] | None:
                     what = f"`{atom.group()}{{..}}` in a character class, which xgrammar reads as letters"
                     return at, what, "llguidance reads Unicode property classes (--backend llguidance)"
     if "^" in pattern or "$" in pattern:
-        from sgcli.dialects.grammar_model import ParseError
-        from sgcli.dialects.regex_parse import parse_regex
-
         try:
             node = parse_regex(pattern).node
         except ParseError as exc:  # `a^+`: ECMAScript refuses it, xgrammar took `aaaa`
@@ -293,8 +289,6 @@ def _inner_anchor(pattern: str) -> int | None:
 
 def _consumes(node) -> bool:
     """Whether `node` can match a non-empty string (anchors and lookarounds cannot)."""
-    from sgcli.dialects.grammar_model import Alt, Lit, Opaque, Rep, Seq
-
     if isinstance(node, Lit):
         return node.text != ""
     if isinstance(node, (Seq, Alt)):
@@ -308,8 +302,6 @@ def _consumes(node) -> bool:
 
 def _stray(node, anchor: str, beside: bool, found: list[int]) -> None:
     """Offsets of `anchor`s that text can precede (`^`) or follow (`$`); `beside`: text can already."""
-    from sgcli.dialects.grammar_model import Alt, Opaque, Rep, Seq
-
     if isinstance(node, Opaque) and node.what == f"anchor {anchor}":
         if beside:
             found.append(node.pos)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+MAX_CODE_POINT = 0x10FFFF
+
 
 @dataclass
 class Node:

@@ -51,14 +51,6 @@ def is_terminal_name(name: str) -> bool:
 _PRIORITY = re.compile(r"\.-?\d+[ \t]*:(?!:)")
 
 
-def priorities_note(count: int) -> str:
-    """What a backend says when it compiled a Lark grammar without its priorities."""
-    return (
-        f"{count} rule and terminal priorities (`NAME.N:`) left out: they choose among the parses of a text "
-        "and change no text the grammar accepts"
-    )
-
-
 # lark's own common.ESCAPED_STRING (`".*?(?<!\\)(\\\\)*?"`) as one regex: no newline inside; both
 # backends' built-in one takes a raw newline, which the lark check then refuses
 EXACT_ESCAPED_STRING = r'/"(?:[^"\\\n]|\\[^\n])*"/'

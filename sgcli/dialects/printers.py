@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import re
 
-from sgcli.dialects.grammar_model import Alt, Chars, Grammar, Lit, Node, Opaque, Ref, Rep, Seq
+from sgcli.dialects.grammar_model import MAX_CODE_POINT, Alt, Chars, Grammar, Lit, Node, Opaque, Ref, Rep, Seq
 from sgcli.errors import Location, UserError, offset_to_line_col
 
 DIALECTS = {"lark": "Lark", "gbnf": "GBNF"}
 ROOTS = {"lark": "start", "gbnf": "root"}
-_MAX_CP = 0x10FFFF
 
 
 class Printer:
@@ -131,7 +130,7 @@ class Printer:
         if negated and not ranges:  # any character
             if self.dialect == "gbnf":
                 return "."
-            negated, ranges = False, [(0, _MAX_CP)]
+            negated, ranges = False, [(0, MAX_CODE_POINT)]
         if not negated and ranges and ranges[0][0] == _CARET:  # first, `^` would negate: it goes last
             if ranges == [(_CARET, _CARET)]:  # alone: xgrammar's Lark regexes read `[\^` and `[\x5E` as `[^`
                 return self.string("^")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from sgcli.constraints.spec import MAX_DEPTH
 from sgcli.dialects.grammar_model import (
+    MAX_CODE_POINT,
     MAX_STACKED,
     Alt,
     Chars,
@@ -27,6 +28,7 @@ from sgcli.dialects.grammar_model import (
     stacked_error,
 )
 
+ECMA_DOT = r"[^\n\r\u2028\u2029]"  # ECMAScript's `.`: every line terminator out (Rust's: \n only)
 WHITESPACE = [
     (9, 13),
     (32, 32),
@@ -50,7 +52,6 @@ _CLASS_ESCAPES = {
     "S": (WHITESPACE, True),
 }
 _CHAR_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0", "a": "\a", "e": "\x1b"}
-_MAX_CP = 0x10FFFF
 
 
 def _complement(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -60,7 +61,7 @@ def _complement(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
         if lo > at:
             out.append((at, lo - 1))
         at = max(at, hi + 1)
-    return out + ([(at, _MAX_CP)] if at <= _MAX_CP else [])
+    return out + ([(at, MAX_CODE_POINT)] if at <= MAX_CODE_POINT else [])
 
 
 _QUANT = re.compile(r"\{(\d*)(,?)(\d*)\}")

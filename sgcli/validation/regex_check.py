@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from sgcli.dialects.regex_parse import ECMA_DOT
+
 RUST, ECMA = "rust", "ecma"
 
 # ECMAScript's `\s`: WhiteSpace and LineTerminator (U+FEFF in, U+0085 out: not Unicode's White_Space)
@@ -26,7 +28,6 @@ _ECMA_OUTSIDE = {
     "S": f"[^{_ECMA_SPACE}]",
 }
 _ECMA_INSIDE = {"d": "0-9", "w": "A-Za-z0-9_", "s": _ECMA_SPACE}
-_ECMA_DOT = r"[^\n\r\u2028\u2029]"  # ECMAScript's `.` stops at every line terminator, Rust's at \n only
 _RUST_OUTSIDE = {"z": r"\Z"}
 
 
@@ -71,7 +72,7 @@ def translate(pattern: str, dialect: str) -> str:
             continue
         if ch == "]" and in_class:
             in_class = False
-        out.append(_ECMA_DOT if ch == "." and not in_class and dialect == ECMA else ch)
+        out.append(ECMA_DOT if ch == "." and not in_class and dialect == ECMA else ch)
         i += 1
     return "".join(out)
 
