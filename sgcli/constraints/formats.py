@@ -78,6 +78,11 @@ def _anything(instance) -> bool:
     return True
 
 
+@cache
+def _compiled(regex: str) -> re.Pattern:
+    return re.compile(regex)
+
+
 def _ranges(*pairs: tuple[int, int]) -> str:
     return "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in pairs)
 
@@ -95,16 +100,19 @@ _LITERAL = r"\[(?:(?P<v6>[0-9A-Fa-f:.]+)|v[0-9A-Fa-f]+\.[A-Za-z0-9\-._~!$&'()*+,
 _AUTHORITY = rf"(?:(?:[{_PLAIN}:]|{_PCT})*@)?(?:{_LITERAL}|(?:[{_PLAIN}]|{_PCT})*)(?::[0-9]*)?"
 _PATHS = rf"//{_AUTHORITY}(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?"
 _TAIL = rf"(?:\?(?:{_PCHAR}|[{_IPRIVATE}/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
-_IRI = re.compile(rf"[A-Za-z][A-Za-z0-9+\-.]*:(?:{_PATHS}|{_PCHAR}+(?:/{_PCHAR}*)*)?{_TAIL}")
-_IRELATIVE = re.compile(rf"(?:{_PATHS}|(?:[{_PLAIN}@]|{_PCT})+(?:/{_PCHAR}*)*)?{_TAIL}")
+_IRI = rf"[A-Za-z][A-Za-z0-9+\-.]*:(?:{_PATHS}|{_PCHAR}+(?:/{_PCHAR}*)*)?{_TAIL}"
+_IRELATIVE = rf"(?:{_PATHS}|(?:[{_PLAIN}@]|{_PCT})+(?:/{_PCHAR}*)*)?{_TAIL}"
 
 
-def _iri_matching(*patterns: re.Pattern):
+def _iri_matching(*regexes: str):
+    """Compiled at the first check, not at import: the two IRI regexes (their Unicode ranges) cost
+    ~40 ms to compile, which every `lint` and `generate` would pay at start-up."""
+
     def check(instance) -> bool:
         if not isinstance(instance, str):
             return True
-        for pattern in patterns:
-            m = pattern.fullmatch(instance)
+        for regex in regexes:
+            m = _compiled(regex).fullmatch(instance)
             if m:
                 v6 = m.group("v6")
                 try:
