@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sgcli.bounds import MAXIMA, check_setting
 from sgcli.errors import Location, UserError, did_you_mean
 
 CONFIG_NAMES = ("sgcli.toml", ".sgcli.toml")
@@ -200,9 +201,18 @@ def find_config(start: Path | None = None) -> tuple[Path, str] | None:
             if (folder / name).is_file():
                 return folder / name, ""
         pyproject = folder / "pyproject.toml"
-        if pyproject.is_file() and "[tool.sgcli" in pyproject.read_text(encoding="utf-8", errors="replace"):
+        if pyproject.is_file() and "[tool.sgcli" in _peek(pyproject):
             return pyproject, "[tool.sgcli]"
     return None
+
+
+def _peek(pyproject: Path) -> str:
+    """A pyproject.toml's text, to see whether it mentions sgcli's table; one that cannot be read is
+    exit 2 naming it (it may hold sgcli's settings: running without them would be a silent change)."""
+    try:
+        return pyproject.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise UserError(f"cannot read the configuration: {exc.strerror}", location=Location(str(pyproject))) from None
 
 
 def load_config(start: Path | None = None) -> Config:
@@ -212,7 +222,7 @@ def load_config(start: Path | None = None) -> Config:
     path, table = found
     text, data = _read_toml(path)
     if table:
-        data = data.get("tool", {}).get("sgcli", {})
+        data = _sgcli_table(data, path, text)
     elif isinstance(data.get("tool"), dict):
         raise UserError(
             f"{path.name} holds the settings themselves, not a [tool.sgcli] table (that table is pyproject.toml's)",
@@ -220,6 +230,21 @@ def load_config(start: Path | None = None) -> Config:
             hint="delete the [tool.sgcli] line, and write [tool.sgcli.lint] as [lint]",
         )
     return Config(path, table, _flatten(data, _Where(path, table, text)), text=text)
+
+
+def _sgcli_table(data: dict, path: Path, text: str) -> dict:
+    """pyproject.toml's `[tool.sgcli]` table ({} where the file only mentions it); `tool` or
+    `tool.sgcli` set to something that is not a table is exit 2 at its line."""
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise UserError(
+            f"'tool' must be a table, not {tool!r}", location=Location(str(path), _line_of(text, r"tool\s*="))
+        )
+    table = tool.get("sgcli", {})
+    if not isinstance(table, dict):
+        where = Location(str(path), _line_of(text, r"sgcli\s*=") or _line_of(text, r"\[\s*tool\s*\]"))
+        raise UserError(f"'tool.sgcli' must be a table of sgcli's settings, not {table!r}", location=where)
+    return table
 
 
 def _read_toml(path: Path) -> tuple[str, dict]:
@@ -279,6 +304,8 @@ def _flatten(data: dict, where: _Where) -> dict[str, Any]:
 def _check(raw_key: str, value: Any, where: _Where) -> str:
     name = raw_key.replace("_", "-")
     key = KEYS.get(name)
+    if key is None and name in COMMANDS_OF_TABLE:  # `lint = 5`: a table's name given a value
+        raise UserError(f"'{raw_key}' must be a table ([{raw_key}]), not {value!r}", location=where.at(raw_key))
     if key is None:
         table = name.rpartition(".")[0]  # `[lint] selct`: compared with the keys of that table
         names = [k for k in KEYS if k.startswith(table + ".")] if table else [*KEYS, *COMMANDS_OF_TABLE]
@@ -298,6 +325,13 @@ def _check(raw_key: str, value: Any, where: _Where) -> str:
         ok = isinstance(value, dict) and all(
             isinstance(v, list) and all(isinstance(c, str) for c in v) for v in value.values()
         )
+    if ok and name in MAXIMA:  # a number the flag's own check would refuse: refused here, at its line
+        try:
+            check_setting(name, value, least=1 if name == "threads" else 0)
+        except UserError as exc:
+            raise UserError(
+                f"'{raw_key}' = {value!r} is out of range", location=where.at(raw_key), hint=exc.hint
+            ) from None
     if not ok:
         expected = "a list of strings" if key.sequence else key.type.__name__
         if key.name == "lint.per-file-ignores":

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import faulthandler
 import json
-import math
 import os
 import select
 import signal
@@ -23,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sgcli.errors import UserError
+from sgcli.bounds import check_setting
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MEMORY_MB = 4096
@@ -62,13 +61,9 @@ _limits = _env_limits()
 def set_limits(limits: Limits) -> None:
     """Set the limits for every later compile in this process (the CLI does, from its flags)."""
     global _limits
-    if limits.timeout_s < 0 or limits.memory_mb < 0 or limits.max_bytes < 0:
-        raise UserError("--compile-timeout, --compile-memory and --max-constraint-bytes must not be negative")
-    if not math.isfinite(limits.timeout_s):  # NaN passes every comparison; inf overflows the watchdog's clock
-        raise UserError(
-            f"--compile-timeout {limits.timeout_s} is not a number of seconds (also SGCLI_COMPILE_TIMEOUT)",
-            hint="give seconds, e.g. --compile-timeout 30; 0 = no time limit",
-        )
+    check_setting("compile-timeout", limits.timeout_s)
+    check_setting("compile-memory", limits.memory_mb)
+    check_setting("max-constraint-bytes", limits.max_bytes)
     _limits = limits
 
 

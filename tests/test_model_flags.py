@@ -178,7 +178,7 @@ def test_help_lists_the_choices(run_cli):
         (["--gguf-file", "m.gguf"], "--model must be that repository's id"),
         (["--model", "org/name", "--gguf-file", "m.bin"], "not the name of a .gguf file"),
         (["--revision", "main"], "--revision main is for a Hugging Face hub id"),
-        (["--threads", "0"], "--threads must be at least 1"),
+        (["--threads", "0"], "--threads 0 must be at least 1"),
     ],
 )
 def test_bad_model_flags_exit_2_before_loading(run_cli, no_load, monkeypatch, flags, needle):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sgcli import tokenizers
+from sgcli.bounds import check_setting
 from sgcli.engine import loader
 from sgcli.engine.flags import check_device, parse_device_map
-from sgcli.errors import UserError
 from sgcli.extras import require
 from sgcli.models.refs import resolve_model
 
@@ -32,8 +32,8 @@ class ModelOptions:
         only --device cuda/mps imports torch."""
         check_device(self.device)
         parse_device_map(self.device_map, self.device)
-        if self.threads is not None and self.threads < 1:
-            raise UserError("--threads must be at least 1")
+        if self.threads is not None:
+            check_setting("threads", self.threads, least=1)
 
     def local_only(self) -> dict[str, object]:
         """The flags that only the in-process model reads, as given (a server has its own model)."""

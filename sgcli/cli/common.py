@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from sgcli.cache.paths import set_notifier
+from sgcli.constraints.reading import forget_stdin
 from sgcli.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, SgcliError, UserError
 from sgcli.extras import from_import_error
 
@@ -64,12 +65,28 @@ def escape(text: str) -> str:
     return rich_escape(text)
 
 
+def utf8_text(value):
+    """Typer callback of the options that carry text (a prompt, a system message, a sample): bytes that
+    are not UTF-8 on the command line reach Python as lone surrogates, which no tokenizer or server
+    takes; exit 2 at the first one instead."""
+    for text in value if isinstance(value, list) else [value]:
+        if isinstance(text, str):
+            at = next((i for i, ch in enumerate(text) if "\ud800" <= ch <= "\udfff"), None)
+            if at is not None:
+                byte = f"0x{ord(text[at]) - 0xDC00:02X}" if ord(text[at]) >= 0xDC80 else "a surrogate"
+                raise typer.BadParameter(
+                    f"not UTF-8 text ({byte} at character {at + 1}); set a UTF-8 locale or convert it (iconv)"
+                )
+    return value
+
+
 def handles_errors(fn: Callable) -> Callable:
     """User errors -> one message and exit 2; anything else -> 'this is a bug' and exit 3."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         previous = set_notifier(_notice)  # cache notices go to stderr while the command runs
+        forget_stdin()
         try:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):

@@ -19,7 +19,7 @@ from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
 from sgcli.cli import engine_options as eo
 from sgcli.cli import model_options as mo
-from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
+from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of, utf8_text
 from sgcli.cli.report import Terminal
 from sgcli.constraints.spec import Kind
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
@@ -36,7 +36,9 @@ Examples:
   sgcli compare-backends -b llguidance -b outlines_core --regex '[0-9]{3}' "Pick a number"
 """
 
-PromptArg = Annotated[Optional[str], typer.Argument(help="The prompt (not needed with --no-generate).")]
+PromptArg = Annotated[
+    Optional[str], typer.Argument(help="The prompt (not needed with --no-generate).", callback=utf8_text)
+]
 BackendsOpt = Annotated[
     Optional[list[bo.SeveralBackends]],
     bo.backends_option(
@@ -63,7 +65,8 @@ WhitespaceOpt = Annotated[
 ]
 NoGenerateOpt = Annotated[bool, typer.Option("--no-generate", help="Compile and time masks only; no model is loaded.")]
 TextOpt = Annotated[
-    Optional[str], typer.Option("--text", help="With --no-generate: walk the masks along this sample output.")
+    Optional[str],
+    typer.Option("--text", help="With --no-generate: walk the masks along this sample output.", callback=utf8_text),
 ]
 TokenizerRefOpt = Annotated[
     Optional[str],

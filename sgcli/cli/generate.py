@@ -23,10 +23,11 @@ from sgcli.batch.requests import (
     read_input,
 )
 from sgcli.batch.sampling import SamplingParams
+from sgcli.bounds import check_setting
 from sgcli.cli import constraint_options as co
 from sgcli.cli import engine_options as eo
 from sgcli.cli import model_options as mo
-from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, output_format_of
+from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, output_format_of, utf8_text
 from sgcli.cli.flag_groups import takes
 from sgcli.cli.report import Terminal
 from sgcli.constraints.reading import read_text
@@ -50,7 +51,9 @@ Examples:
   echo '{"type":"integer"}' | sgcli generate --schema - "Pick a number"
 """
 
-PromptArg = Annotated[Optional[str], typer.Argument(help="The prompt ('-' reads stdin). Omit with --input.")]
+PromptArg = Annotated[
+    Optional[str], typer.Argument(help="The prompt ('-' reads stdin). Omit with --input.", callback=utf8_text)
+]
 ReasoningOpt = Annotated[
     bool,
     typer.Option(
@@ -221,6 +224,7 @@ def generate(
     # A single prompt prints its record (json or jsonl: one object either way) or its text.
     json_out = output_format_of(output_format, json_out, stream=True) != "text"
     backend = backend or backends.DEFAULT_BACKEND
+    _one_stdin(flags, prompt, batch_flags.input_file)
     engine_flags.check()
     if not engine_flags.local:
         flags.for_server()
@@ -257,16 +261,26 @@ def _inputs(prompt: str | None, io: BatchFlags, flags: co.ConstraintFlags) -> tu
             "give a prompt or --input FILE (not both)" if prompt is not None else "no prompt given",
             hint='sgcli generate --schema s.json "your prompt", or --input prompts.jsonl',
         )
-    if io.max_prompt_bytes < 0:
-        raise UserError(f"{PROMPT_LIMIT_FLAG} must not be negative", hint="0 turns the limit off")
+    check_setting("max-prompt-bytes", io.max_prompt_bytes)
     if prompt == "-":
         prompt = read_text("-", what="prompt", limit=io.max_prompt_bytes, flag=PROMPT_LIMIT_FLAG)[0]
-    if flags.schema == "-" and io.input_file == "-":
-        raise UserError("--schema - and --input - both read stdin; put one in a file")
     batch = read_input(io.input_file, io.max_prompt_bytes) if io.input_file is not None else None
     if io.resume and batch is None:
         raise UserError("--resume is for batches", hint="use --resume with --input FILE --output FILE")
     return prompt, batch
+
+
+def _one_stdin(flags: co.ConstraintFlags, prompt: str | None, input_file: str | None) -> None:
+    """Stdin can be read once: two inputs given as '-' is exit 2 before either is read (the second
+    would see nothing, or the first would swallow the other's text)."""
+    files = ("schema", "ebnf", "lark", "grammar", "structural_tag")  # the constraint flags that name a file
+    given = {"--input": input_file, "the prompt": prompt}
+    given.update({f"--{name.replace('_', '-')}": getattr(flags, name) for name in files})
+    readers = [name for name, value in given.items() if value == "-"]
+    if len(readers) > 1:
+        raise UserError(
+            f"{' and '.join(readers)} are '-': only one input can come from stdin", hint="put the others in files"
+        )
 
 
 def _regex_readable(spec) -> None:

@@ -8,7 +8,7 @@ import typer
 
 from sgcli.backends.compile_cache import compile_cached
 from sgcli.cli import constraint_options as co
-from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
+from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of, utf8_text
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 from sgcli.grammar_dev.dryrun import dry_run, piece_text
@@ -38,7 +38,10 @@ def masks(
         ),
     ] = None,
     text: Annotated[
-        Optional[str], typer.Option("--text", help="Text to tokenize and step through. Omit to see the first step.")
+        Optional[str],
+        typer.Option(
+            "--text", help="Text to tokenize and step through. Omit to see the first step.", callback=utf8_text
+        ),
     ] = None,
     tokenizer: co.TokenizerOpt = None,
     backend: co.BackendOpt = None,

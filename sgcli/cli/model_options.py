@@ -19,6 +19,7 @@ import typer
 from sgcli.app.model import ModelOptions
 from sgcli.batch.requests import PromptOptions
 from sgcli.batch.sampling import SamplingParams
+from sgcli.cli.common import utf8_text
 from sgcli.cli.flag_groups import takes
 from sgcli.engine.flags import DEVICES, KERNELS, json_object, parse_device
 from sgcli.errors import UserError
@@ -192,7 +193,12 @@ SAMPLING_FLAGS = {
     "stop": (
         Annotated[
             Optional[list[str]],
-            typer.Option("--stop", help="Stop when this string appears; repeatable.", rich_help_panel=_SAMPLING),
+            typer.Option(
+                "--stop",
+                help="Stop when this string appears; repeatable.",
+                rich_help_panel=_SAMPLING,
+                callback=utf8_text,
+            ),
         ],
         None,
     ),
@@ -241,7 +247,13 @@ PROMPT_FLAGS = {
     "system": (
         Annotated[
             Optional[str],
-            typer.Option("--system", "-s", help="System message for the chat template.", rich_help_panel=_PROMPT),
+            typer.Option(
+                "--system",
+                "-s",
+                help="System message for the chat template.",
+                rich_help_panel=_PROMPT,
+                callback=utf8_text,
+            ),
         ],
         None,
     ),

@@ -8,7 +8,16 @@ import typer
 
 from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.cli.coercion import Command, Group
-from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, escape, handles_errors, json_line, out, output_format_of
+from sgcli.cli.common import (
+    JsonFlagOpt,
+    OutputFormatOpt,
+    escape,
+    handles_errors,
+    json_line,
+    out,
+    output_format_of,
+    utf8_text,
+)
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 from sgcli.tokenizers import load_tokenizer
 from sgcli.tokenizers.inspect import diff_tokenizers, inspect_tokenizer
@@ -20,7 +29,9 @@ TOKENIZER_HELP = (
 
 app = typer.Typer(help="Inspect and compare tokenizer vocabularies.", no_args_is_help=True, cls=Group)
 
-TextOpt = Annotated[Optional[str], typer.Option("--text", help="Also show how this text is split into tokens.")]
+TextOpt = Annotated[
+    Optional[str], typer.Option("--text", help="Also show how this text is split into tokens.", callback=utf8_text)
+]
 
 
 def _load(ref: str):

@@ -16,6 +16,13 @@ from sgcli.limits import current_limits
 
 UTF8_BOM = b"\xef\xbb\xbf"
 
+_stdin_read_as: list[str] = []  # what '-' was read as by the running command: stdin can be read once
+
+
+def forget_stdin() -> None:
+    """A new command starts (`cli.common.handles_errors`): nothing of stdin has been read yet."""
+    _stdin_read_as.clear()
+
 
 def read_text(
     path: str, *, what: str = "file", limit: int | None = None, flag: str = "--max-constraint-bytes"
@@ -79,7 +86,7 @@ def over_limit(what: str, origin: str, limit: int, flag: str, *, size: int | Non
 def open_input(path: str, *, what: str = "file"):
     """(binary stream, origin) of a path, or of stdin for '-'; open errors become exit 2 naming the path."""
     if path == "-":
-        yield getattr(sys.stdin, "buffer", sys.stdin), "<stdin>"
+        yield _stdin(what), "<stdin>"
         return
     p = Path(path).expanduser()
     try:
@@ -97,6 +104,21 @@ def open_input(path: str, *, what: str = "file"):
             if exc.errno == errno.EISDIR:
                 raise UserError(f"{what} is a directory, not a file: {path}") from None
             raise UserError(f"cannot read {what} {path}: {exc.strerror}") from None
+
+
+def _stdin(what: str):
+    """The binary stdin for '-', read at most once per command: a second '-' would see only what the
+    first left (nothing), and a closed stdin (`<&-`, a daemon) has nothing to read. Both are exit 2."""
+    stream = getattr(sys.stdin, "buffer", sys.stdin)
+    if stream is None:
+        raise UserError(f"the {what} is '-' (stdin), but stdin is closed", hint="pipe it in, or give a file")
+    if _stdin_read_as:
+        raise UserError(
+            f"the {what} is '-' (stdin), but stdin is already read as the {_stdin_read_as[0]}",
+            hint="only one input can come from stdin: put the other in a file",
+        )
+    _stdin_read_as.append(what)
+    return stream
 
 
 def _read(stream, n: int) -> bytes:

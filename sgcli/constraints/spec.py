@@ -62,6 +62,8 @@ EXTENSION_KINDS = {
 # compact answered the same prompt in 9 tokens. `JsonOptions()` itself stays flexible: the schema's
 # whole language, for the commands that judge texts a person wrote (masks, test).
 GENERATE_WHITESPACE = "compact"
+MAX_INDENT = 64  # --indent: more is no layout anyone reads, and xgrammar's grammar grows with it
+MAX_WHITESPACE = 1024  # --max-whitespace: xgrammar's compile grows with it (1024: ~0.2 s, 16 MB)
 
 
 @dataclass(frozen=True)
@@ -88,10 +90,10 @@ class JsonOptions:
                 f"--json-whitespace must be flexible or compact, not '{self.whitespace}'."
                 + did_you_mean(self.whitespace, ("flexible", "compact"))
             )
-        if self.indent is not None and self.indent < 0:
-            raise UserError("--indent must be 0 or more")
-        if self.max_whitespace is not None and self.max_whitespace < 1:
-            raise UserError("--max-whitespace must be 1 or more")
+        if self.indent is not None and not 0 <= self.indent <= MAX_INDENT:
+            raise UserError(f"--indent must be from 0 to {MAX_INDENT}")
+        if self.max_whitespace is not None and not 1 <= self.max_whitespace <= MAX_WHITESPACE:
+            raise UserError(f"--max-whitespace must be from 1 to {MAX_WHITESPACE}")
         given = [
             flag
             for flag, on in (
