@@ -3,7 +3,7 @@
 Each POST takes the next scripted behaviour ("ok" once the script is used up): an HTTP
 status (429, 503, 400...), a connection reset, a slow answer, one dripped a byte at a time or a
 stream that never ends (each read quick, the whole answer never in time), or ("raw", status, content
-type, bytes) sent as is. `models` is what GET /v1/models answers (a raw triple, or JSON; `listings` counts
+type, bytes[, headers]) sent as is. `models` is what GET /v1/models answers (a raw triple, or JSON; `listings` counts
 them). An "ok" answer's text comes from `answer(body)`. Every request body is kept, in arrival order. Everything else
 about serving is tested against a real vLLM (tests/test_serving_engine.py).
 """
@@ -98,10 +98,12 @@ class Stub:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def _raw(self, status, content_type, data):
+            def _raw(self, status, content_type, data, headers=None):
                 self.send_response(status)
                 self.send_header("content-type", content_type)
                 self.send_header("content-length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
                 self.end_headers()
                 self.wfile.write(data)
 

@@ -599,6 +599,11 @@ BAD_REPLIES = {
     "choices-not-a-list": ("raw", 200, "application/json", b'{"choices": "x"}'),
     "content-not-a-string": ("raw", 200, "application/json", b'{"choices": [{"message": {"content": 5}}]}'),
     "error-with-200": ("raw", 200, "application/json", b'{"error": {"message": "overloaded"}}'),
+    # JSON's escape of half a surrogate pair parses, but is no text: writing the record raised (exit 3)
+    "lone-surrogate": ("raw", 200, "application/json", b'{"choices": [{"message": {"content": "\\ud800"}}]}'),
+    # a body its Content-Encoding does not describe: httpx's DecodingError was exit 3
+    "gzip-lie": ("raw", 200, "application/json", b'{"choices": []}', {"content-encoding": "gzip"}),
+    "redirect": ("raw", 307, "text/plain", b"", {"location": "/v2/elsewhere"}),
 }
 
 
@@ -748,3 +753,44 @@ def test_a_record_that_cannot_be_written_stops_the_other_requests_before_the_cli
         runner.run_batch(job, [Request(i, "x") for i in range(8)], put)
     assert cancelled and set(finished) | {i for i, _ in cancelled} == set(range(8)), (finished, cancelled)
     assert not any(closed for _, closed in cancelled), cancelled  # stopped while the client was open
+
+
+def test_a_refusal_for_want_of_a_key_names_the_api_key_flag(run_cli):
+    with Stub() as stub:
+        stub.script = [("status", 401)]
+        result = gen(run_cli, stub, "--regex", "a", "--json", "x")
+    assert result.exit_code == 2 and "refused the request (HTTP 401)" in result.stderr, result.output
+    assert "--api-key-env" in result.stderr
+
+
+def test_a_redirect_names_where_it_points(run_cli):
+    with Stub() as stub:
+        stub.script = [BAD_REPLIES["redirect"]]
+        result = gen(run_cli, stub, "--regex", "a", "--json", "x")
+    assert result.exit_code == 2 and "HTTP 307, a redirect to /v2/elsewhere" in result.stderr, result.output
+
+
+def test_an_event_whose_data_spans_several_lines_is_read_whole(run_cli):
+    """The SSE standard joins an event's `data:` lines with newlines: a JSON object may be split over them."""
+    event = json.dumps({"choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": "stop"}]}, indent=1)
+    body = "".join(f"data: {line}\n" for line in event.splitlines()) + "\ndata: [DONE]\n\n"
+    with Stub() as stub:
+        stub.script = [("raw", 200, "text/event-stream", body.encode())]
+        result = gen(run_cli, stub, "--regex", "a", "x")  # a single prompt without --json streams
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "a"
+
+
+def test_a_prompt_line_with_a_lone_surrogate_is_that_lines_error_record(run_cli, tmp_path):
+    """JSON's "\\ud800" parses into no text a server or tokenizer takes: httpx's encoder raised (exit 3)
+    and the lines after it were never answered."""
+    batch = tmp_path / "in.jsonl"
+    batch.write_text('{"id": 1, "prompt": "a"}\n{"id": 2, "prompt": "b \\ud800"}\n{"id": 3, "prompt": "c"}\n')
+    out = tmp_path / "out.jsonl"
+    with Stub(answer=lambda b: "a") as stub:
+        result = gen(run_cli, stub, "--regex", "a", "--input", batch, "--output", out, "--concurrency", "1")
+    assert result.exit_code == 1, result.output
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in records] == [1, "line-2", 3] and [r["valid"] for r in records] == [True, None, True]
+    assert "in.jsonl:2" in records[1]["errors"][0] and "lone surrogate" in records[1]["errors"][0]
+    assert len(stub.requests) == 2

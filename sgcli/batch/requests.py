@@ -138,6 +138,9 @@ def _parse_line(line: str, loc: Location, n: int) -> Request | BadLine:
         return BadLine(f"line-{n}", loc, "JSON nested too deeply")
     if not isinstance(obj, dict):
         return BadLine(f"line-{n}", loc, "each line must be a JSON object with 'prompt' or 'messages'")
+    surrogate = _lone_surrogate(obj)
+    if surrogate is not None:  # JSON's "\ud800" (half a pair) parses, but no tokenizer, server or output file takes it
+        return BadLine(f"line-{n}", loc, f"the line holds a lone surrogate ({surrogate!r}), which is not text")
     rid = obj.get("id", f"line-{n}")
     prompt, messages = obj.get("prompt"), obj.get("messages")
     if (prompt is None) == (messages is None):
@@ -150,6 +153,23 @@ def _parse_line(line: str, loc: Location, n: int) -> Request | BadLine:
     ):
         return BadLine(rid, loc, "'messages' must be a list of {role, content} objects")
     return Request(rid, prompt, messages, Location(loc.path, n))
+
+
+def _lone_surrogate(value) -> str | None:
+    """The first lone surrogate in any string (or key) of a parsed JSON value, else None."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and not item.isascii():
+            found = next((ch for ch in item if "\ud800" <= ch <= "\udfff"), None)
+            if found is not None:
+                return found
+    return None
 
 
 def duplicate_ids(items: list[Request | BadLine]) -> list[object]:

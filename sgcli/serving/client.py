@@ -89,6 +89,11 @@ def _wait_s(opts: ClientOptions, attempt: int, response: httpx.Response | None) 
 _NETWORK_ERRORS = (httpx.TransportError,)  # connect/read/write errors, resets, timeouts, protocol errors
 
 
+def undecodable(exc: httpx.DecodingError) -> BadReply:
+    """A body its Content-Encoding does not describe (gzip that is not gzip): no answer to read."""
+    return BadReply(f"the server's answer cannot be decoded as its Content-Encoding says: {exc}")
+
+
 async def with_retries(opts: ClientOptions, attempt_fn: Callable, on_retry: Callable[[str], None] | None = None):
     """Run `attempt_fn()` (an async call that raises `_Retry` or a network error to ask again)."""
     last = ""
@@ -119,6 +124,13 @@ def _check(response: httpx.Response) -> None:
         raise _Retry(response)
     if response.status_code >= 400:
         raise Rejected(response.status_code, server_reason(response))
+    if 300 <= response.status_code < 400:  # not followed: a POST redirected elsewhere is not the API asked
+        where = response.headers.get("location", "")
+        raise BadReply(
+            f"the server answered HTTP {response.status_code}, a redirect"
+            + (f" to {where[:200]}" if where else "")
+            + ", which sgcli does not follow: give the address it names as --base-url"
+        )
 
 
 def _content_type(response: httpx.Response) -> str:
@@ -152,6 +164,8 @@ async def post_json(client: httpx.AsyncClient, opts: ClientOptions, path: str, b
             response = await asyncio.wait_for(client.post(path, json=body), opts.request_timeout)
         except asyncio.TimeoutError:
             raise deadline_passed(opts.request_timeout) from None
+        except httpx.DecodingError as exc:
+            raise undecodable(exc) from None
         _check(response)
         return reply_object(json_body(response, f"the answer to POST {path}")), time.perf_counter() - t
 
@@ -161,26 +175,57 @@ async def post_json(client: httpx.AsyncClient, opts: ClientOptions, path: str, b
 async def stream_json(client: httpx.AsyncClient, path: str, body: dict) -> AsyncIterator[dict]:
     """POST and yield each server-sent event's JSON. No retries: text already shown can't be unsaid;
     the caller retries only when nothing came back yet."""
-    async with client.stream("POST", path, json=body) as response:
-        if response.status_code >= 400:
-            await response.aread()
-            _check(response)
-        kind = _content_type(response)
-        if kind and kind != "text/event-stream":
-            await response.aread()
-            raise BadReply(f"the streamed answer to POST {path} came back as {kind}, not an event stream")
-        async for line in response.aiter_lines():
-            if not line.startswith("data:"):
-                continue
-            data = line[5:].strip()
-            if data == "[DONE]":
-                return
-            try:
-                event = json.loads(data)
-            except ValueError:
-                raise BadReply(f"the server sent a stream event that is not JSON: {data[:200]!r}") from None
-            _raise_stream_error(event)
-            yield event
+    try:
+        async with client.stream("POST", path, json=body) as response:
+            if response.status_code >= 300:
+                await response.aread()
+                _check(response)
+            kind = _content_type(response)
+            if kind and kind != "text/event-stream":
+                await response.aread()
+                raise BadReply(f"the streamed answer to POST {path} came back as {kind}, not an event stream")
+            async for data in _events(response.aiter_lines()):
+                if data.strip() == "[DONE]":
+                    return
+                try:
+                    event = json.loads(data)
+                except ValueError:
+                    raise BadReply(f"the server sent a stream event that is not JSON: {data[:200]!r}") from None
+                _raise_stream_error(event)
+                yield event
+    except httpx.DecodingError as exc:
+        raise undecodable(exc) from None
+
+
+async def _events(lines: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The data of each server-sent event. The SSE standard joins an event's `data:` lines with newlines
+    and ends the event at a blank line, so one JSON object may come split over several lines; some
+    servers leave the blank lines out. So the data is given on as soon as it is one whole JSON value
+    (or `[DONE]`), else at the blank line (or the stream's end), where a non-JSON one is reported."""
+    data: list[str] = []
+    async for line in lines:
+        if line.startswith("data:"):
+            value = line[5:]
+            data.append(value[1:] if value.startswith(" ") else value)
+            text = "\n".join(data)
+            if _whole(text):
+                yield text
+                data = []
+        elif not line and data:
+            yield "\n".join(data)
+            data = []
+    if data:
+        yield "\n".join(data)
+
+
+def _whole(text: str) -> bool:
+    if text.strip() == "[DONE]":
+        return True
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _raise_stream_error(event) -> None:
@@ -199,7 +244,10 @@ async def served_models(client: httpx.AsyncClient, opts: ClientOptions) -> list[
     """Model ids from GET /v1/models (vLLM, SGLang and OpenAI all list them there)."""
 
     async def attempt():
-        response = await client.get("/v1/models")
+        try:
+            response = await client.get("/v1/models")
+        except httpx.DecodingError as exc:
+            raise undecodable(exc) from None
         _check(response)
         listing = json_body(response, "the answer to GET /v1/models")
         data = listing.get("data") if isinstance(listing, dict) else None

@@ -211,6 +211,11 @@ def _fail_fast(job: EngineJob, exc: Exception) -> UserError:
             f"{job.engine} at {job.client.base_url} sent a reply sgcli cannot use: {exc}",
             hint="check that --base-url is the server's own address (an OpenAI-compatible API answering JSON)",
         )
+    if isinstance(exc, Rejected) and exc.status in (401, 403):
+        return UserError(
+            f"{job.engine} at {job.client.base_url} refused the request (HTTP {exc.status}): {exc.reason}",
+            hint="the server wants an API key it accepts: name the variable holding it with --api-key-env",
+        )
     if isinstance(exc, Rejected):
         return UserError(
             f"{job.engine} at {job.client.base_url} rejected the request: {exc.reason}",
