@@ -277,3 +277,26 @@ def test_lint_compile_and_test_go_on_past_a_file_at_its_limit(slow_llguidance, r
     result = run_cli(command, *files, *backend, "--compile-timeout", "0.4", "--output-format", "json")
     assert slow_llguidance == [] and result.exit_code == 2, result.output
     assert "--compile-timeout" in result.output and f"{tmp_path / 'fine'}." in result.stdout, result.output
+
+
+def test_the_limits_message_reaches_the_terminal_while_a_compile_captures_its_stderr(tmp_path):
+    """The backends capture fd 2 while their library compiles (its C++/Rust warnings): the watchdog that
+    ends a compile past --compile-timeout printed its message into that capture, and the run ended
+    with exit 2 and not a word."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "slow.py"
+    script.write_text(
+        "import sys, time\n"
+        "import sgcli.backends.bounded as bounded\n"
+        "import sgcli.backends.xgrammar_backend as xb\n"
+        "bounded.MAIN_THREAD_MIN_S = 0.5\n"  # the main-thread watchdog at a short limit
+        "xb.XGrammarBackend._compile = lambda self, *a, **k: time.sleep(60)\n"
+        "from sgcli.cli.app import main\n"
+        "sys.argv = ['sgcli', 'compile', '--regex', 'a', '-b', 'xgrammar', '--compile-timeout', '1', '--no-cache']\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "took longer than the 1 s time limit" in done.stderr, done.stderr

@@ -18,6 +18,14 @@ from collections.abc import Iterator
 
 _spare: list[int] = []  # descriptors of emptied capture files of this process, ready for the next capture
 _spare_pid = 0  # a forked child shares its parent's files (and their offsets): it makes its own
+_saved: list[int] = []  # fd 2 as it was before each capture in progress, outermost first
+
+
+def give_back_fd2() -> None:
+    """fd 2 as it was before any capture in progress: for a process about to end itself in the middle
+    of one (a compile past --compile-timeout), whose last message would otherwise go to a capture file."""
+    if _saved:
+        os.dup2(_saved[0], 2)
 
 
 @contextlib.contextmanager
@@ -36,11 +44,13 @@ def capture_fd2() -> Iterator[list[str]]:
         fd, path = tempfile.mkstemp(prefix="sgcli-fd2-")
         os.unlink(path)  # open, nameless: gone with the process
     saved = os.dup(2)
+    _saved.append(saved)
     os.dup2(fd, 2)
     try:
         yield lines
     finally:
         os.dup2(saved, 2)
+        _saved.remove(saved)
         os.close(saved)
         size = os.lseek(fd, 0, os.SEEK_CUR)  # fd 2 wrote through the same file offset
         if size:

@@ -143,7 +143,10 @@ def _end_at_the_limit(error) -> None:
     import os
     import sys
 
+    from sgcli.backends.native_stderr import give_back_fd2
+
     sys.stdout.flush()
+    give_back_fd2()  # the compile may be capturing its library's fd 2: the message goes to the terminal
     fail(error)
     sys.stderr.flush()
     os._exit(2)
