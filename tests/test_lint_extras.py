@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -108,12 +110,45 @@ def test_a_folder_lints_json_schemas_by_content_and_counts_what_it_leaves_out(ru
     assert result.exit_code == 0, result.stdout + result.stderr
     notes = [line for line in result.stderr.splitlines() if "not linted" in line]
     assert notes == [
-        f"note: {tmp_path / 'data.json'}: not linted, not taken for a JSON Schema (no schema keyword at its top "
-        "level); name the file to lint it",
-        f"note: {tmp_path / 'rows.json'}: not linted, not taken for a JSON Schema (its JSON is not an object); "
+        f"note: {tmp_path / 'data.json'}: not linted, not taken for a JSON Schema: no schema keyword at its top "
+        "level; name the file to lint it",
+        f"note: {tmp_path / 'rows.json'}: not linted, not taken for a JSON Schema: its JSON is not an object; "
         "name the file to lint it",
     ]
     concise = run_cli("lint", tmp_path, "--json-whitespace", "compact")
     assert concise.stderr.strip().splitlines()[-1] == "All checks passed (3 files, 2 skipped)."
     named = run_cli("lint", tmp_path / "rows.json")  # named on the command line: always linted
     assert named.exit_code == 1 and "S003" in named.stdout
+
+
+def test_a_fifo_in_a_linted_folder_is_skipped_and_said_not_waited_on(run_cli, tmp_path):
+    """A named pipe blocks the first read until someone writes to it: `lint DIR` hung forever."""
+    (tmp_path / "capital.schema.json").write_text('{"type": "string", "maxLength": 5}')
+    os.mkfifo(tmp_path / "pipe.json")
+    os.mkfifo(tmp_path / "g.gbnf")
+    result = run_cli("lint", tmp_path)
+    assert result.exit_code == 0, result.output
+    assert f"note: {tmp_path / 'g.gbnf'}: not linted, not a regular file" in result.stderr
+    assert f"note: {tmp_path / 'pipe.json'}: not linted, not a regular file" in result.stderr
+    assert "(1 file, 2 skipped)" in result.stderr
+
+
+def test_an_unreadable_json_in_a_linted_folder_is_an_error_not_a_pass(run_cli, tmp_path, monkeypatch):
+    """It was skipped as 'not readable as JSON' and the run said 'All checks passed', exit 0."""
+    (tmp_path / "a.schema.json").write_text('{"type": "string", "maxLength": 5}')
+    locked = tmp_path / "locked.json"
+    locked.write_text('{"type": "string"}')
+    for name in ("read_bytes", "open"):  # as chmod 000 does for anyone but root
+        monkeypatch.setattr(Path, name, _refusing(getattr(Path, name), "locked.json"))
+    result = run_cli("lint", tmp_path)
+    assert result.exit_code == 2, result.output
+    assert "locked.json: Permission denied" in result.stderr and "All checks passed" not in result.stderr
+
+
+def _refusing(method, name):
+    def refusing(self, *args, **kwargs):
+        if self.name == name:
+            raise PermissionError(13, "Permission denied", str(self))
+        return method(self, *args, **kwargs)
+
+    return refusing

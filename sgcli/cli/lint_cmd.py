@@ -171,7 +171,7 @@ def lint(
     not_schemas: list[tuple[str, str]] = []  # JSON data in the folders: said, and counted in the summary
     targets = [*expand(files or [], not_schemas), *([flags.spec()] if flags.given() else [])]  # a flag's: as generate's
     for path, why in not_schemas:
-        plain_err(f"note: {path}: not linted, not taken for a JSON Schema ({why}); name the file to lint it")
+        plain_err(f"note: {path}: not linted, {why}; name the file to lint it")
     if not targets:
         raise UserError("no grammar files to lint", hint="name files, or folders holding " + _SUFFIXES)
     with each_on_its_own(len(targets) > 1 or options.backend == "all" or len(names) > 1):  # a limit ends one file

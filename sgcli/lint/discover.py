@@ -33,19 +33,23 @@ def is_grammar_file(name: str) -> bool:
 
 def expand(paths: list[str], skipped: list[tuple[str, str]] | None = None) -> list[str]:
     """Files as given, folders replaced by the grammar files inside them (sorted, no repeats).
-    JSON files of a folder that are not schemas go to `skipped` as (path, why)."""
+    JSON files of a folder that are not schemas, and grammar or JSON names that are no regular file,
+    go to `skipped` as (path, why)."""
     out: list[str] = []
     for path in paths:
         if path != "-" and os.path.isdir(path):
             for p in sorted(_files_under(path)):
-                if is_grammar_file(p):
+                if not os.path.isfile(p) and os.path.exists(p):  # a FIFO or device would block or never end
+                    if skipped is not None and (is_grammar_file(p) or p.lower().endswith(".json")):
+                        skipped.append((p, "not a regular file: a FIFO or device could block the run"))
+                elif is_grammar_file(p):
                     out.append(p)
                 elif p.lower().endswith(".json"):
                     why = not_a_schema(p)
                     if why is None:
                         out.append(p)
                     elif skipped is not None:
-                        skipped.append((p, why))
+                        skipped.append((p, f"not taken for a JSON Schema: {why}"))
         else:
             out.append(path)
     return list(dict.fromkeys(out))
@@ -57,7 +61,9 @@ def not_a_schema(path: str) -> str | None:
         if os.path.getsize(path) > DEFAULT_MAX_BYTES:
             return f"larger than {DEFAULT_MAX_BYTES >> 20} MiB"
         doc = json.loads(Path(path).read_bytes())
-    except (OSError, ValueError, RecursionError):
+    except OSError:  # unreadable (permissions): linted, so that the error is reported, not passed over
+        return None
+    except (ValueError, RecursionError):
         return "not readable as JSON"
     if isinstance(doc, bool):
         return None
