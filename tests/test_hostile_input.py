@@ -831,3 +831,15 @@ def test_two_inputs_from_stdin_are_exit_2_before_either_is_read(run_cli, no_mode
     """The first reader swallowed stdin: the schema was read from the prompts (an 'invalid JSON' error
     about the wrong thing), or the prompt was empty and the run went on."""
     _refused(run_cli("generate", *args, input=CAPITAL.read_text()), needle, "only one input can come from stdin")
+
+
+def test_an_output_onto_a_file_the_schemas_ref_reads_is_refused_even_with_force(run_cli, no_model, tmp_path):
+    """The schema itself was protected, the files its `$ref`s bundle were not: --force replaced one."""
+    defs = tmp_path / "defs.json"
+    defs.write_text('{"$defs": {"c": {"type": "string"}}}')
+    schema = tmp_path / "s.json"
+    schema.write_text('{"type": "object", "properties": {"c": {"$ref": "defs.json#/$defs/c"}}}')
+    server = ["--engine", "openai", "--base-url", "http://127.0.0.1:9"]
+    result = run_cli("generate", "--schema", schema, "-o", defs, "--force", *server, "hi")
+    _refused(result, "is a file the schema's $ref reads", "choose another --output file")
+    assert defs.read_text() == '{"$defs": {"c": {"type": "string"}}}'

@@ -236,7 +236,9 @@ def generate(
     for group in (decoding, sampling, prompt_flags, model_flags, batch_flags):
         group.check()
     prompt, batch = _inputs(prompt, batch_flags, flags)
-    _output_is_not_an_input(batch_flags.output, {"--input": batch_flags.input_file, "the constraint": spec.origin})
+    bundled = spec.source_map.origins() if spec.source_map else []  # the schema's own file, then its $refs'
+    inputs = [("--input", batch_flags.input_file), ("the constraint", spec.origin)]
+    _output_is_not_an_input(batch_flags.output, inputs + [("a file the schema's $ref reads", p) for p in bundled])
     request = GenerateRequest(
         spec,
         prompt,
@@ -317,11 +319,11 @@ def _regex_readable(spec) -> None:
     )
 
 
-def _output_is_not_an_input(output: Path | None, inputs: dict[str, str | None]) -> None:
+def _output_is_not_an_input(output: Path | None, inputs: list[tuple[str, str | None]]) -> None:
     """--output naming a file the run reads: --force (or the first record) would replace it."""
     if output is None:
         return
-    for flag, path in inputs.items():
+    for flag, path in inputs:
         if path and path != "-" and _same_file(output, path):
             raise UserError(
                 f"--output {output} is {flag} ({path}): writing records there would overwrite what this run reads",

@@ -41,6 +41,10 @@ class SourceMap:
         if text:
             self._add(Piece(len(self.text), origin, source, at, False), text)
 
+    def origins(self) -> list[str]:
+        """The files the text came from, in order, each once."""
+        return list(dict.fromkeys(p.origin for p in self.pieces if p.origin))
+
     def _add(self, piece: Piece, text: str) -> None:
         self.pieces.append(piece)
         self._starts.append(piece.start)
