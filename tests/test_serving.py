@@ -794,3 +794,27 @@ def test_a_prompt_line_with_a_lone_surrogate_is_that_lines_error_record(run_cli,
     assert [r["id"] for r in records] == [1, "line-2", 3] and [r["valid"] for r in records] == [True, None, True]
     assert "in.jsonl:2" in records[1]["errors"][0] and "lone surrogate" in records[1]["errors"][0]
     assert len(stub.requests) == 2
+
+
+def test_sigterm_ends_a_single_prompt_like_ctrl_c_and_gives_back_the_lock(tmp_path):
+    """A default SIGTERM killed the process (exit 143, no word) and left `OUT.lock` behind, so the next
+    run on that output was refused as a concurrent writer."""
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "single.jsonl"
+    with Stub(delay=lambda body: 5.0) as stub:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "sgcli", "generate", "--engine", "vllm", "--base-url", stub.url, "--regex", "a",
+             "--json", "-o", str(out), "hi"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not stub.requests and time.monotonic() < deadline:  # the request is out: the run has started
+            time.sleep(0.05)
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate(timeout=60)
+    assert child.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    assert not Path(f"{out}.lock").exists()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
@@ -58,15 +59,16 @@ def run_generate(request: GenerateRequest, reporter: Reporter) -> int:
     # A bad or locked --output fails here, before anything loads; nothing is written until the run starts.
     writer = RecordWriter(request.output, resume=request.resume, force=request.force)
     try:
-        dialect, kept = check_request(request)
-        for note in kept.notes if kept is not None else ():
-            reporter.notice("note", note)
-        runner = _runner(request, reporter, dialect, kept)
-        if runner.open_at_start:
-            writer.open()  # created, emptied (--force) or repaired (--resume) only now
-        if request.batch is not None:
-            return run_batch(runner, request.batch, writer, reporter)
-        return run_single(runner, request, writer, reporter)
+        with _sigterm_interrupts():  # SIGTERM ends any run as Ctrl-C does: exit 130, the lock given back
+            dialect, kept = check_request(request)
+            for note in kept.notes if kept is not None else ():
+                reporter.notice("note", note)
+            runner = _runner(request, reporter, dialect, kept)
+            if runner.open_at_start:
+                writer.open()  # created, emptied (--force) or repaired (--resume) only now
+            if request.batch is not None:
+                return run_batch(runner, request.batch, writer, reporter)
+            return run_single(runner, request, writer, reporter)
     finally:
         writer.close()  # the lock goes however the run ends; a never-opened output is left as it was
 
@@ -117,7 +119,7 @@ def run_batch(runner: Runner, batch: tuple[list[bytes], str], writer: RecordWrit
     todo = [item for item in items if not writer.skip(item.id)]  # --resume: ids already answered
     tally = Tally(runner.how)
     ordered = OrderedWriter(None, lambda record, _: writer.write(record))
-    with _sigterm_interrupts(), reporter.counter(runner.title, len(todo)) as advance:
+    with reporter.counter(runner.title, len(todo)) as advance:
 
         def put(index: int, record: dict) -> None:
             ordered.put(index, record)
@@ -147,7 +149,11 @@ def _warn_duplicates(items: list[Request | BadLine], resume: bool, reporter: Rep
 
 @contextlib.contextmanager
 def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM ends a batch like Ctrl-C: the lines written so far are complete records."""
+    """SIGTERM ends a run like Ctrl-C: a batch's lines written so far are complete records, and the
+    output's lock is given back (a default SIGTERM left it behind). Only the main thread can set it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         yield
