@@ -843,3 +843,8 @@ def test_an_output_onto_a_file_the_schemas_ref_reads_is_refused_even_with_force(
     result = run_cli("generate", "--schema", schema, "-o", defs, "--force", *server, "hi")
     _refused(result, "is a file the schema's $ref reads", "choose another --output file")
     assert defs.read_text() == '{"$defs": {"c": {"type": "string"}}}'
+
+
+def test_an_empty_prompt_from_stdin_is_exit_2(run_cli, no_model):
+    """An upstream step that wrote nothing: the run generated from an empty prompt, exit 0."""
+    _refused(run_cli("generate", "--schema", CAPITAL, "-", input=""), "the prompt read from stdin is empty")

@@ -266,6 +266,8 @@ def _inputs(prompt: str | None, io: BatchFlags, flags: co.ConstraintFlags) -> tu
     check_setting("max-prompt-bytes", io.max_prompt_bytes)
     if prompt == "-":
         prompt = read_text("-", what="prompt", limit=io.max_prompt_bytes, flag=PROMPT_LIMIT_FLAG)[0]
+        if not prompt.strip():  # an upstream step of a pipeline that wrote nothing: not a prompt to answer
+            raise UserError("the prompt read from stdin is empty", hint="pipe the prompt in, or give it as an argument")
     batch = read_input(io.input_file, io.max_prompt_bytes) if io.input_file is not None else None
     if io.resume and batch is None:
         raise UserError("--resume is for batches", hint="use --resume with --input FILE --output FILE")
