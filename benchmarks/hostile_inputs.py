@@ -136,6 +136,28 @@ class Server:
                     return self._raw(200, "application/json", b'{"choices": "\xff\xfe\xfa"}')
                 if mode == "endless-stream":
                     return self._endless()
+                if mode == "surrogate" and body.get("stream"):  # JSON's escape of half a surrogate pair
+                    event = b'data: {"choices": [{"index": 0, "delta": {"content": "\\ud800"}}]}\n\n'
+                    return self._raw(200, "text/event-stream", event)
+                if mode == "surrogate":
+                    reply = '{"choices": [{"index": 0, "message": {"content": "\\ud800"}, "text": "\\ud800"}]}'
+                    return self._raw(200, "application/json", reply.encode())
+                if mode == "gzip-lie":  # Content-Encoding: gzip on a body that is not gzip
+                    return self._raw(200, "application/json", b'{"choices": []}', {"content-encoding": "gzip"})
+                if mode == "redirect":
+                    return self._raw(307, "text/plain", b"", {"location": "/v2/elsewhere"})
+                if mode == "401":
+                    return self._raw(401, "application/json", b'{"error": {"message": "invalid api key"}}')
+                if mode == "sse-multiline":  # the standard's event: one JSON object over several data: lines
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.send_header("connection", "close")
+                    self.end_headers()
+                    delta = {"choices": [{"index": 0, "delta": {"content": server.answer}, "finish_reason": "stop"}]}
+                    lines = json.dumps(delta, indent=1).splitlines()
+                    self.wfile.write("".join(f"data: {line}\n" for line in lines).encode() + b"\ndata: [DONE]\n\n")
+                    self.close_connection = True
+                    return
                 if mode == "drip":  # a whole reply, one byte every 0.2 s: each read is quick, the answer never
                     reply = json.dumps({"choices": [{"index": 0, "message": {"content": ANSWER}}]}).encode()
                     self.send_response(200)
@@ -174,10 +196,12 @@ class Server:
                 reply = {"object": "chat.completion", "choices": [choice], "usage": {"prompt_tokens": 3}}
                 self._raw(200, "application/json", json.dumps(reply).encode())
 
-            def _raw(self, status, content_type, data):
+            def _raw(self, status, content_type, data, headers=None):
                 self.send_response(status)
                 self.send_header("content-type", content_type)
                 self.send_header("content-length", str(len(data)))
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -562,6 +586,21 @@ def flag_cases() -> list[Case]:
         ("tokenizer missing dir", ["tokenizer", "inspect", "--tokenizer", "{d}/nope"], ["nope"]),
         ("bench --rounds -1", ["bench", str(CAPITAL), "--rounds", "-1"], ["--rounds"]),
         ("convert --to cobol", ["convert", str(CAPITAL), "--to", "cobol"], ["cobol"]),
+        # numbers past any use: each overflowed what it reached (a read, the watchdog's clock, torch's pool)
+        ("--threads 100000", gen(*SCHEMA, "--threads", "100000", "x"), ["--threads"]),
+        ("--threads 10**20", gen(*SCHEMA, "--threads", str(10**20), "x"), ["--threads"]),
+        ("--max-constraint-bytes 10**20", ["compile", str(CAPITAL), "--max-constraint-bytes", str(10**20)], ["--max"]),
+        ("--max-prompt-bytes 10**20", gen(*SCHEMA, "--max-prompt-bytes", str(10**20), "x"), ["--max-prompt"]),
+        ("--compile-timeout 1e10", ["compile", str(CAPITAL), "--compile-timeout", "1e10"], ["--compile-timeout"]),
+        ("--compile-memory 2**62", ["compile", str(CAPITAL), "--compile-memory", str(2**62)], ["--compile-memory"]),
+        ("--indent 10**20", ["compile", str(CAPITAL), "-b", "xgrammar", "--indent", str(10**20)], ["--indent"]),
+        ("--max-whitespace 10**20", ["compile", str(CAPITAL), "--max-whitespace", str(10**20)], ["--max-whitespace"]),
+        # bytes that are not UTF-8 on the command line (surrogateescape): the encoder or tokenizer raised
+        ("prompt not UTF-8", gen(*SCHEMA, "caf\udce9"), ["not UTF-8"]),
+        ("--system not UTF-8", gen(*SCHEMA, "--system", "caf\udce9", "x"), ["not UTF-8"]),
+        ("masks --text not UTF-8", ["masks", *SCHEMA, "--text", "caf\udce9"], ["not UTF-8"]),
+        ("--schema - and the prompt -", gen("--schema", "-", "-"), ["only one input can come from stdin"]),
+        ("--schema - and --input -", gen("--schema", "-", "--input", "-"), ["only one input can come from stdin"]),
     ]
     files = {"p.jsonl": prompts(2)}
     cases = [Case(c, name, args, 2, files=dict(files), server={}, check=says(*needles)) for name, args, needles in bad]
@@ -578,7 +617,42 @@ def flag_cases() -> list[Case]:
 def file_cases() -> list[Case]:
     c = "files"
     huge_line = "{" + '"type":"object",' * 200_000 + '"title":"x"}'  # 3.4 MB on one line
-    cases = []
+    cases = [
+        Case(c, "lint DIR holding a FIFO", ["lint", "{d}/fo"], 0, setup=_fifo_folder, check=says("not a regular file")),
+        Case(c, "empty prompt from stdin", gen(*SCHEMA, "-"), 2, stdin=b"", server={}, check=says("empty")),
+        Case(
+            c,
+            "pyproject.toml: tool.sgcli not a table",
+            ["lint", str(CAPITAL)],
+            2,
+            files={"pyproject.toml": "# [tool.sgcli] below\n[tool]\nsgcli = 5\n"},
+            check=says("pyproject.toml:3"),
+        ),
+        Case(
+            c,
+            "pyproject.toml: tool not a table",
+            ["lint", str(CAPITAL)],
+            2,
+            files={"pyproject.toml": 'description = "see [tool.sgcli]"\ntool = 5\n'},
+            check=says("pyproject.toml:2"),
+        ),
+        Case(
+            c,
+            "sgcli.toml: lint = 5",
+            ["lint", str(CAPITAL)],
+            2,
+            files={"sgcli.toml": "lint = 5\n"},
+            check=says("table"),
+        ),
+        Case(
+            c,
+            "sgcli.toml: threads out of range",
+            ["lint", str(CAPITAL)],
+            2,
+            files={"sgcli.toml": "threads = 100000\n"},
+            check=says("sgcli.toml:1"),
+        ),
+    ]
     for cmd in ("lint", "compile", "generate"):
 
         def args(target, cmd=cmd):
@@ -1019,6 +1093,11 @@ def template_cases() -> list[Case]:
     return cases
 
 
+def _fifo_folder(ctx: Ctx) -> None:
+    ctx.write("fo/capital.schema.json", CAPITAL.read_text())
+    os.mkfifo(ctx.path("fo/pipe.json"))
+
+
 def batch_cases() -> list[Case]:
     c = "batches"
     run = gen(*SCHEMA, "--input", "{d}/p.jsonl", "-o", "{d}/o.jsonl", "--concurrency", "2")
@@ -1038,6 +1117,11 @@ def batch_cases() -> list[Case]:
         "blank lines": (good[:2] + ["", "   "] + good[2:3], [0, 1, 2], 0),
         "messages instead of prompt": ([{"id": "m", "messages": [{"role": "user", "content": "hi"}]}], ["m"], 0),
         "messages of the wrong shape": ([{"id": "m", "messages": "hi"}] + good[:1], ["m", 0], 1),
+        "a prompt with a lone surrogate": (
+            good[:2] + ['{"id": "s", "prompt": "b \\ud800"}'] + good[2:3],
+            [0, 1, "line-3", 2],
+            1,
+        ),
     }
     cases = []
     for name, (rows, ids, code) in mixes.items():
@@ -1096,7 +1180,17 @@ def output_cases() -> list[Case]:
     old = '{"id": 0, "text": "kept"}\n'
     batch = gen(*SCHEMA, "--input", "{d}/p.jsonl", "-o", "{d}/o.jsonl")
     p3 = {"p.jsonl": prompts(3)}
+    defs = '{"$defs": {"c": {"type": "string"}}}'
     cases = [
+        Case(
+            c,
+            "--output --force onto a file the schema's $ref reads",
+            gen("--schema", "{d}/s.json", "-o", "{d}/defs.json", "--force", "x"),
+            2,
+            files={"defs.json": defs, "s.json": '{"properties": {"c": {"$ref": "defs.json#/$defs/c"}}}'},
+            server={},
+            check=both(untouched("defs.json", defs), says("$ref")),
+        ),
         Case(
             c,
             "existing output without --resume/--force",
@@ -1305,6 +1399,7 @@ def signal_cases() -> list[Case]:
             records=("o.jsonl", list(range(40))),
         )
     )
+    cases.append(Case(c, "SIGTERM on a single prompt", run=_single_term, server={"delay": 5.0}))
     cases.append(
         Case(
             c,
@@ -1335,6 +1430,18 @@ def _interrupted(sig: str, twice: bool = False):
         return [first, sgcli(ctx, [*args, "--resume"], 0)]
 
     return run
+
+
+def _single_term(ctx: Ctx) -> list[Run]:
+    """A single prompt ended by SIGTERM: exit 130 as Ctrl-C, and the output's lock given back."""
+    args = gen(*SCHEMA, "-o", "{d}/one.jsonl", "x")
+    p = start(ctx, args)
+    _wait_for(lambda: ctx.server is not None and ctx.server.posts > 0, 20)
+    p.send_signal(signal.SIGTERM)
+    run = finish(ctx, p, args, 130)
+    if ctx.path("one.jsonl.lock").exists():
+        ctx.problems.append("the output's lock was left behind")
+    return [run]
 
 
 def _hung_server_term(ctx: Ctx) -> list[Run]:
@@ -1374,6 +1481,11 @@ def server_cases() -> list[Case]:
         "stream-cut": (1, []),  # the text so far, finish unknown: not valid (exit 1)
         "invalid": (1, []),
         "endless-stream": (2, ["--request-timeout"]),
+        "surrogate": (2, ["{url}", "lone surrogate"]),
+        "gzip-lie": (2, ["{url}", "cannot be decoded"]),
+        "redirect": (2, ["{url}", "HTTP 307, a redirect to /v2/elsewhere"]),
+        "401": (2, ["{url}", "--api-key-env"]),
+        "sse-multiline": (0, []),
     }
     cases = []
     for mode, (code, needles) in modes.items():
@@ -1388,7 +1500,7 @@ def server_cases() -> list[Case]:
                 check=says(*needles) if needles else None,
             )
         )
-        if mode in ("invalid", "endless-stream", "bad-event", "stream-cut"):  # stream-only misbehaviour
+        if mode in ("invalid", "endless-stream", "bad-event", "stream-cut", "sse-multiline"):  # stream-only
             continue
         # every 2nd request misbehaves (the first answers, so the run starts): error records, exit 1
         cases.append(
