@@ -771,3 +771,15 @@ def test_a_meta_schema_copy_embedded_under_its_id_does_not_take_over_the_drafts_
     }
     doc = SchemaDoc(schema)
     assert doc.resolve("/properties/type", "http://json-schema.org/draft-04/schema#/properties/type") == (None, None)
+
+
+def test_a_value_jsonschema_cannot_judge_is_refused_not_passed():
+    """`1E999` is infinity to Python's JSON reader; jsonschema's float `multipleOf` raised OverflowError
+    on it, the checker took the exception for "valid", and the `not` beside it went unchecked: random
+    models stopped at `{"price":26903240E531369896}` with `valid: null` and exit 0."""
+    schema = {"properties": {"price": {"type": "number", "multipleOf": 0.5, "not": {"minimum": 1000}}}}
+    compiled = compile_for("xgrammar", spec_of(schema), byte_vocab())[0]
+    assert isinstance(compiled, CheckedCompiled)
+    text = b'{"price":1E999}'
+    assert not feed(compiled, compiled.vocab.encode(text.decode()), check_mask=True).accepted
+    assert feed(compiled, compiled.vocab.encode('{"price":2.5}'), check_mask=True).accepted

@@ -56,10 +56,15 @@ class CheckPlan:
         return found
 
     def valid(self, pointer: str, value, projected: bool = False) -> bool:
-        """jsonschema's verdict; True where it cannot judge (a schema it cannot apply was listed as
-        enforced by nothing before generation started)."""
+        """jsonschema's verdict. Where the *value* makes it fail (a number whose quotient by a float
+        `multipleOf` overflows, nesting past Python's stack), the value is refused: jsonschema cannot
+        call it valid, and the other keywords it would have judged (a `not` beside) went unchecked.
+        Where the *schema* cannot be applied (an unresolvable `$ref`, a pattern Python cannot compile),
+        True: that was listed as enforced by nothing before generation started."""
         try:
             return self.validator(pointer, projected).is_valid(value)
+        except (ArithmeticError, ValueError, RecursionError):  # OverflowError on 1E999 with multipleOf 0.5
+            return False
         except Exception:  # referencing.Unresolvable, re.error in a pattern, ...
             return True
 
