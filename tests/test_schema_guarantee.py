@@ -783,3 +783,25 @@ def test_a_value_jsonschema_cannot_judge_is_refused_not_passed():
     text = b'{"price":1E999}'
     assert not feed(compiled, compiled.vocab.encode(text.decode()), check_mask=True).accepted
     assert feed(compiled, compiled.vocab.encode('{"price":2.5}'), check_mask=True).accepted
+
+
+DRAFT3_EXTENDS = {"$schema": "http://json-schema.org/draft-03/schema#", "type": "integer", "extends": {"maximum": 3}}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["compile", "--backend", "llguidance"],
+        ["generate", "--engine", "openai", "--base-url", "http://127.0.0.1:9", "x"],
+    ],
+    ids=["compile", "generate-on-a-server"],
+)
+def test_a_schema_sgcli_cannot_walk_is_refused_not_taken_as_enforced(run_cli, tmp_path, args):
+    """Draft 3's `extends` given one schema breaks `referencing`'s crawl: the keyword coverage caught
+    the error and declared no gap (the grammar took `9` under `maximum: 3`), and the server path crashed."""
+    schema = tmp_path / "d3.json"
+    schema.write_text(json.dumps(DRAFT3_EXTENDS))
+    command, *rest = args
+    result = run_cli(command, "--schema", schema, *rest)
+    assert result.exit_code == 2, result.output
+    assert "cannot read the schema's structure" in result.output and "internal error" not in result.output

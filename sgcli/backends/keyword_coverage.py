@@ -302,9 +302,14 @@ def schema_gaps(spec, backend_name: str) -> list[Gap]:
         return []  # the unconstrained backend enforces nothing by design (outputs are still validated)
     try:
         schema = spec.schema()
-        doc = SchemaDoc(schema)
     except Exception:  # malformed schemas were rejected before compiling; stay robust
         return []
+    try:
+        doc = SchemaDoc(schema)
+    except Exception as exc:  # a shape referencing's crawl cannot read (draft 3's `extends` object): fail closed
+        why = exc.message if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+        reason = "sgcli cannot walk the schema to know what the grammar enforces"
+        return [Gap("", "$schema", backend.name, reason, checker=False, why_not_checked=why)]
     table = backend.capabilities.schema_keywords
     try:
         gaps = grammar_gaps(schema, backend.name, table, doc)

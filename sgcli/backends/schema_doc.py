@@ -8,6 +8,8 @@ from __future__ import annotations
 from functools import cache
 from urllib.parse import quote
 
+from sgcli.errors import UserError
+
 # Keywords that take part in another keyword's constraint (jsonschema validates them under it).
 COMPANIONS = {
     "then": "if",
@@ -36,13 +38,21 @@ class SchemaDoc:
         dialect = dialect_of(schema)
         self.cls = dialect.cls
         self.spec = rj.specification_with(dialect.uri, default=rj.DRAFT202012)
-        resource = self.spec.create_resource(schema)
-        base = resource.id() or ""
-        # crawled once: an uncrawled registry crawls the whole schema again at every lookup (AsyncAPI 3.0,
-        # 400 KB with 100 embedded `$id`s: 10,000 lookups took 57 s; sgcli compile took 71 s). The drafts'
-        # meta-schemas then keep their URIs, as jsonschema's validators find them: a copy a schema embeds
-        # under its draft-04 `id` (AsyncAPI 2.0.0-rc1) would otherwise take them over.
-        own = referencing.Registry().with_resource(base, resource).crawl()
+        try:
+            resource = self.spec.create_resource(schema)
+            base = resource.id() or ""
+            # crawled once: an uncrawled registry crawls the whole schema again at every lookup (AsyncAPI
+            # 3.0, 400 KB with 100 embedded `$id`s: 10,000 lookups took 57 s; sgcli compile took 71 s). The
+            # drafts' meta-schemas then keep their URIs, as jsonschema's validators find them: a copy a
+            # schema embeds under its draft-04 `id` (AsyncAPI 2.0.0-rc1) would otherwise take them over.
+            own = referencing.Registry().with_resource(base, resource).crawl()
+        except (AttributeError, TypeError, ValueError, KeyError, RecursionError) as exc:
+            # a shape `referencing` cannot walk (draft 3's `extends` given one schema): nothing that walks
+            # the schema (the checker, the keyword coverage, jsonschema itself) could read it
+            raise UserError(
+                f"sgcli cannot read the schema's structure: `referencing` fails on it ({type(exc).__name__}: {exc})",
+                hint="check the keywords of its draft; draft 3's `extends` and `disallow` are read by few tools",
+            ) from None
         self.registry = own.combine(_crawled_specifications())  # the later registry wins a URI both hold
         self.resolver = self.registry.resolver(base_uri=base)
         self.keywords = frozenset(self.cls.VALIDATORS) | frozenset(COMPANIONS)
