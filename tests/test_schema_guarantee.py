@@ -805,3 +805,33 @@ def test_a_schema_sgcli_cannot_walk_is_refused_not_taken_as_enforced(run_cli, tm
     result = run_cli(command, "--schema", schema, *rest)
     assert result.exit_code == 2, result.output
     assert "cannot read the schema's structure" in result.output and "internal error" not in result.output
+
+
+_O = {"o": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}
+BESIDE_CASES = [  # (schema, an instance only the keyword beside $ref / enum / const refuses)
+    ({"$defs": _O, "properties": {"x": {"$ref": "#/$defs/o", "required": ["b"]}}}, {"x": {"a": 1}}),
+    ({"$defs": _O, "$ref": "#/$defs/o", "additionalProperties": False, "properties": {"a": {}}}, {"a": 1, "z": 2}),
+    ({"$defs": {"n": {"type": "integer"}}, "$ref": "#/$defs/n", "maximum": 3}, 9),
+    ({"type": "string", "enum": ["red", None]}, None),
+    ({"type": "string", "enum": ["red", "greenish"], "maxLength": 4}, "greenish"),
+    ({"type": "integer", "enum": [1, 50], "maximum": 10}, 50),
+    ({"type": "integer", "const": "x"}, "x"),
+    ({"type": "string", "enum": ["ab", "cd"], "pattern": "^a"}, "cd"),
+]
+
+
+@pytest.mark.parametrize("backend", ["xgrammar", "outlines_core"])
+@pytest.mark.parametrize(("schema", "invalid"), BESIDE_CASES)
+def test_keywords_a_backend_drops_beside_ref_enum_or_const_are_left_to_the_checker(backend, schema, invalid):
+    """xgrammar compiles a `$ref`, an `enum` or a `const` alone and drops the keywords beside it (outlines-core
+    the ones beside `enum`/`const`): `{"type": "string", "enum": ["red", null]}` took null, with no gap named,
+    and random models stopped on such outputs under `--backend auto`. Where every listed value meets the
+    keywords beside, nothing is dropped and nothing is left to the checker."""
+    assert not jsonschema.Draft202012Validator(schema).is_valid(invalid)
+    try:
+        compiled = compile_for(backend, spec_of(schema), byte_vocab())[0]
+    except UserError:
+        return  # refused: nothing generated
+    assert not takes(compiled, invalid), compiled_gaps(compiled)
+    plain = {"type": "string", "enum": ["red", "green"]}  # the common shape: every value of the type
+    assert not schema_gaps(spec_of(plain), backend)

@@ -71,6 +71,9 @@ class SchemaKeywords:
     typed: frozenset[str] = frozenset()  # enforced only beside a `type` naming the JSON type they constrain
     lone_all_of: bool = False  # allOf is enforced only with one subschema and no sibling constraint
     drops_beside: frozenset[str] = frozenset()  # beside these it drops every sibling keyword (xgrammar: anyOf)
+    # beside these it compiles the listed values alone (xgrammar: `{"type": "string", "enum": ["a", null]}`
+    # took null): a sibling is a gap only where some value breaks it (`type` beside an enum of its type is not)
+    drops_beside_values: frozenset[str] = frozenset()
     disjoint_one_of: bool = False  # oneOf whose branches each admit one distinct JSON type is enforced (as anyOf)
     escaped_names: bool = True  # property names that need JSON escapes (quotes, control characters) work
     # groups of keywords of which it enforces none where several stand in one subschema (xgrammar: pattern

@@ -18,6 +18,7 @@ read is enforced by nothing.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from sgcli.backends.base import SchemaKeywords
@@ -87,12 +88,18 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _why_unenforced(node: dict, keyword: str, table: SchemaKeywords, keys: list[str]) -> str | None:
+def _why_unenforced(
+    node: dict, keyword: str, table: SchemaKeywords, keys: list[str], values_meet: Callable[[dict], bool]
+) -> str | None:
     """Why `table`'s backend does not enforce `keyword` of `node` (None when it does); `keys`: the
-    node's constraint keywords."""
+    node's constraint keywords; `values_meet(node)`: whether every value its `enum`/`const` lists meets
+    the node's other keywords."""
     beside = next((k for k in table.drops_beside if k in node and k != keyword), None)
     if beside is not None and keyword not in table.drops_beside:
         return f"dropped beside `{beside}`"
+    held = next((k for k in table.drops_beside_values if k in node and k != keyword), None)
+    if held is not None and keyword not in table.drops_beside_values and not values_meet(node):
+        return f"dropped beside `{held}`, which lists a value that breaks it"
     if table.lone_all_of and keyword != "allOf" and "allOf" in node:
         return "merged with the `allOf` beside it, which is not what allOf means"
     for group in table.exclusive_groups:
@@ -161,7 +168,7 @@ def grammar_gaps(schema, backend: str, table: SchemaKeywords | None, doc: Schema
         keys = doc.constraint_keys(node)
         for key in keys:
             here = f"{pointer}/{escape_pointer(key)}"
-            why = _why_unenforced(node, key, table, keys)
+            why = _why_unenforced(node, key, table, keys, lambda n: _values_meet(doc, n))
             if why is None and key in ("$ref", *_DYNAMIC):
                 why, target = _ref_gap(doc, pointer, node, key, table)
                 if why is None:
@@ -177,6 +184,21 @@ def grammar_gaps(schema, backend: str, table: SchemaKeywords | None, doc: Schema
                     stack.append((sub, sub_pointer, sub_pointer if unconditional else anchor))
     found = [replace(g, anchors=tuple(anchors[g.pointer])) for g in gaps.values()]
     return _anchor_gaps(found, doc)
+
+
+def _values_meet(doc: SchemaDoc, node: dict) -> bool:
+    """Whether every value `node`'s `enum` (or its `const`) lists is valid against the rest of `node`, as
+    jsonschema reads it: then a backend that compiles the values alone drops nothing. Where that cannot
+    be judged, False (the siblings are left to the checker)."""
+    values = node["enum"] if "enum" in node else [node["const"]] if "const" in node else []
+    rest = {k: v for k, v in node.items() if k not in ("enum", "const")}
+    if not isinstance(values, list):
+        return False
+    try:  # a `$ref` beside the values resolves from the root: as it would through the whole schema
+        validator = doc.cls(rest, registry=doc.registry, format_checker=format_checker(doc.cls))
+        return all(validator.is_valid(value) for value in values)
+    except Exception:  # a `$ref` relative to an inner `$id`, a pattern re cannot read: not judged
+        return False
 
 
 def _ref_gap(doc: SchemaDoc, pointer: str, node: dict, key: str, table: SchemaKeywords) -> tuple[str | None, str]:

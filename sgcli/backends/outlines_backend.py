@@ -135,6 +135,7 @@ class OutlinesCoreBackend(LibraryBackend):
             disjoint_one_of=True,
             escaped_names=False,
             first_branch=True,
+            drops_beside_values=frozenset({"enum", "const"}),  # `{"type": "integer", "const": "x"}` took "x"
             raw_patterns="any",  # `.` wrote a raw quote
         ),
     )

@@ -207,7 +207,10 @@ class XGrammarBackend(LibraryBackend):
             lone_all_of=True,
             raw_patterns="literal",  # `^a"b$` wrote `"a"b"`
             letter_anchors=True,  # cfn-lint's `^(vpc-)([a-z0-9]+)\Z` demanded a final Z
-            drops_beside=frozenset({"anyOf", "oneOf"}),
+            # measured 2026-12-06: `maximum`, `minLength`, `required`, `additionalProperties` beside `$ref` took
+            # values that break them (draft 2019-09 on; earlier drafts ignore a `$ref`'s siblings anyway)
+            drops_beside=frozenset({"anyOf", "oneOf", "$ref"}),
+            drops_beside_values=frozenset({"enum", "const"}),  # `type`, `maxLength`, `pattern`, `maximum`: dropped
             disjoint_one_of=True,
             escaped_names=False,
             exclusive_groups=(
