@@ -848,3 +848,27 @@ def test_an_output_onto_a_file_the_schemas_ref_reads_is_refused_even_with_force(
 def test_an_empty_prompt_from_stdin_is_exit_2(run_cli, no_model):
     """An upstream step that wrote nothing: the run generated from an empty prompt, exit 0."""
     _refused(run_cli("generate", "--schema", CAPITAL, "-", input=""), "the prompt read from stdin is empty")
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "where", "needle"),
+    [
+        ("wrap.regex", "a{4294967296}", "wrap.regex:1:2", "repetition count 4,294,967,296"),
+        ("wrap.gbnf", 'root ::= "a"{4294967297}\n', "wrap.gbnf:1:13", "xgrammar wraps it around"),
+        ("wrap.lark", "start: /a{4294967297}/\n", "wrap.lark:1:10", "repetition count"),
+        ("big.gbnf", 'root ::= "a" "\\U0011FFFF"\n', "big.gbnf:1:15", "past U+10FFFF"),
+        ("big.lark", 'start: "\\U0011FFFF"\n', "big.lark:1:9", "past U+10FFFF"),
+    ],
+)
+@pytest.mark.parametrize("backend", ["xgrammar", "llguidance"])
+def test_a_spelling_no_backend_reads_as_written_is_exit_2_at_its_place(
+    run_cli, tmp_path, name, text, where, needle, backend
+):
+    """A count past 2**32 was wrapped around by xgrammar (`"a"{4294967297}` took "a", lint clean, and auto
+    chose xgrammar) and made Python's re raise (exit 3); `\\U0011FFFF` made chr() raise (exit 3)."""
+    path = tmp_path / name
+    path.write_text(text)
+    result = run_cli("compile", path, "--backend", backend)  # a grammar a backend refuses: exit 1, at its place
+    assert result.exit_code == 1 and "internal error" not in result.output, result.output
+    assert needle in result.output and where in result.output.replace(str(tmp_path) + "/", ""), result.output
+    _refused(run_cli("masks", path, "--text", "a", "--backend", backend), needle)

@@ -23,6 +23,8 @@ Measurements and the trade-off: docs/limits.md.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import os
 import queue
 import re
@@ -148,6 +150,7 @@ def compile_bounded(backend, spec: ConstraintSpec, vocab, *, trusted: bool = Fal
     `trusted`: this grammar already passed a bounded compile well within today's limits."""
     limits = current_limits()
     check_size(spec, limits)
+    check_read_as_written(spec)
     if spec.kind is Kind.NONE:
         return backend.compile(spec, vocab)
     if not (limits.timeout_s or limits.memory_mb):  # limits off: in this process, still on a stack that holds it
@@ -156,6 +159,39 @@ def compile_bounded(backend, spec: ConstraintSpec, vocab, *, trusted: bool = Fal
     if trusted or (backend.capabilities.compiles_in_process and fits_in_process(spec)):
         return _compile_watched(backend, spec, vocab, limits, trusted=trusted)
     return _compile_in_child(backend, spec, vocab, limits)
+
+
+def check_read_as_written(spec: ConstraintSpec) -> None:
+    """A spelling no backend reads as written (`NotReadAsWritten`: a count past 2**32, an escape past
+    U+10FFFF) is exit 2 at its place, before any backend sees it: xgrammar wrapped such a count around
+    silently, and Python's re raised (exit 3)."""
+    for _, part in ((None, spec), *spec.subgrammars):
+        found = _not_read_as_written(part.kind, part.text)
+        if found is not None:
+            message, pos = found
+            line = part.text.count("\n", 0, pos) + 1
+            col = pos - (part.text.rfind("\n", 0, pos) + 1) + 1
+            raise UserError(message, location=part.where(line, col), hint="fix it at that position")
+
+
+@functools.lru_cache(maxsize=64)
+def _not_read_as_written(kind: Kind, text: str) -> tuple[str, int] | None:
+    """(message, offset) of the first spelling sgcli's reader refuses as read by no backend as written, else
+    None (a text it cannot follow for another reason is the backend's to judge)."""
+    from sgcli.dialects.grammar_model import NotReadAsWritten, ParseError
+
+    readers = {Kind.EBNF: "sgcli.dialects.gbnf:parse_gbnf", Kind.LARK: "sgcli.dialects.lark:parse_lark"}
+    readers[Kind.REGEX] = "sgcli.dialects.regex_parse:parse_regex"
+    if kind not in readers:
+        return None
+    module, _, name = readers[kind].partition(":")
+    try:
+        getattr(importlib.import_module(module), name)(text)
+    except NotReadAsWritten as exc:
+        return exc.message, exc.pos
+    except (ParseError, RecursionError):
+        return None
+    return None
 
 
 def _compile_watched(backend, spec: ConstraintSpec, vocab, limits: Limits, *, trusted: bool = False):

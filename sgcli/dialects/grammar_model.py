@@ -79,6 +79,7 @@ class Rep(Node):
 _OPERATORS = {"*": (0, None), "+": (1, None), "?": (0, 1)}
 
 
+MAX_COUNT = 1_000_000  # the largest repetition count read: more than any grammar needs, far below 2**32
 MAX_STACKED = 100  # repetition operators on one element (`x???...`): each one nests the model a level
 
 
@@ -98,6 +99,12 @@ def repetition(text: str, pos: int, braces) -> tuple[int, int | None, int] | Non
         return None
     lo = int(m.group(1) or 0)
     hi = None if (m.group(2) and m.group(3) in ("", "-1")) else int(m.group(3) or m.group(1))
+    if max(lo, hi or 0) > MAX_COUNT:
+        raise NotReadAsWritten(
+            f"repetition count {max(lo, hi or 0):,} is more than {MAX_COUNT:,}: past 2**32 xgrammar wraps it "
+            "around (a{4294967297} meant a{1}) and Python's re, llguidance and outlines-core refuse it",
+            pos,
+        )
     return lo, hi, m.end()
 
 
@@ -262,3 +269,8 @@ class ParseError(Exception):
         super().__init__(message)
         self.message = message
         self.pos = pos
+
+
+class NotReadAsWritten(ParseError):
+    """A spelling no backend reads as written (a repetition count past MAX_COUNT, an escape past U+10FFFF):
+    refused at its place, not guessed at (xgrammar wrapped such a count around; Python's re raised)."""

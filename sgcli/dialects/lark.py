@@ -23,6 +23,7 @@ from sgcli.dialects.grammar_model import (
     Grammar,
     Lit,
     Node,
+    NotReadAsWritten,
     Opaque,
     ParseError,
     Ref,
@@ -353,6 +354,8 @@ class _LarkReader(Reader):
             self.pos += 1
         try:
             parsed = parse_regex(self.text[body_start:i], lambda k: body_start + k)
+        except NotReadAsWritten:  # read, and refused: no backend reads it as written
+            raise
         except ParseError:
             return Opaque(start, "regex", nullable=None)
         self.grammar.regex_features.extend(parsed.features)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sgcli.constraints.spec import MAX_DEPTH
-from sgcli.dialects.grammar_model import ParseError
+from sgcli.dialects.grammar_model import NotReadAsWritten, ParseError
 
 _SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "0": "\0", "f": "\f", "v": "\v", "a": "\a", "b": "\b"}
 _HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
@@ -100,6 +100,9 @@ class Reader:
                 value = int(digits, 16)
             except ValueError:
                 raise self.error(f"bad \\{ch} escape", start) from None
+            if value > 0x10FFFF:  # chr() raises past Unicode's last code point; backends read it otherwise
+                message = f"\\{ch}{digits} is past U+10FFFF, the last Unicode code point"
+                raise NotReadAsWritten(message, start)
             self.pos = after
             return chr(value)
         return ch

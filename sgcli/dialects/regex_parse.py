@@ -20,6 +20,7 @@ from sgcli.dialects.grammar_model import (
     Chars,
     Lit,
     Node,
+    NotReadAsWritten,
     Opaque,
     ParseError,
     Rep,
@@ -151,7 +152,10 @@ class _Parser:
             if self.i >= len(self.src):
                 return node
             op = self.i
-            found = repetition(self.src, self.i, _QUANT)
+            try:
+                found = repetition(self.src, self.i, _QUANT)
+            except NotReadAsWritten as exc:  # placed in the file, as the parser's own errors are
+                raise NotReadAsWritten(exc.message, self.to_file(exc.pos)) from None
             if found is None:
                 return node
             lo, hi, self.i = found
