@@ -835,3 +835,23 @@ def test_keywords_a_backend_drops_beside_ref_enum_or_const_are_left_to_the_check
     assert not takes(compiled, invalid), compiled_gaps(compiled)
     plain = {"type": "string", "enum": ["red", "green"]}  # the common shape: every value of the type
     assert not schema_gaps(spec_of(plain), backend)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "rust_only", "python_reading"),
+    [
+        ("^[a-z&&[^aeiou]]+$", "wlkkq", "a]"),  # Rust: a set difference; Python: `[a-z&&[^aeiou]` then `]+`
+        ("^[[:upper:]]{2,3}$", "CCC", None),  # Rust: a POSIX class; Python: `[[:upper:]` then `]{2,3}`
+    ],
+)
+def test_a_pattern_rust_reads_as_set_syntax_is_left_to_the_checker_on_llguidance(pattern, rust_only, python_reading):
+    """llguidance reads a `pattern` with Rust's regex crate, whose classes have set operations and nesting;
+    jsonschema reads the same characters literally. Random models stopped on `"wlkkq"` under auto."""
+    schema = {"type": "string", "pattern": pattern, "maxLength": 8}
+    assert not jsonschema.Draft202012Validator(schema).is_valid(rust_only)
+    compiled = compile_for("llguidance", spec_of(schema), byte_vocab())[0]
+    assert isinstance(compiled, CheckedCompiled)
+    assert not takes(compiled, rust_only)
+    if python_reading is not None:  # (sgcli's reader cannot read `[[:upper:]`: the checker's strings refuse more)
+        assert jsonschema.Draft202012Validator(schema).is_valid(python_reading)
+        assert takes(compiled, python_reading)

@@ -96,6 +96,9 @@ class SchemaKeywords:
     # it reads `\A`, `\Z`, `\z` in a `pattern` as letters (xgrammar warns "matching the character literally"),
     # where jsonschema and sgcli's checker (Python's re) anchor: such a pattern is left to the checker
     letter_anchors: bool = False
+    # it reads a `pattern`'s classes as Rust's regex crate does: `[[:upper:]]`, `[a-z&&[^aeiou]]`, nested
+    # `[`, `--` and `~~` are set syntax there and literal characters to jsonschema (Python's re, ECMAScript)
+    rust_classes: bool = False
 
 
 def lark_priority_warnings(spec: ConstraintSpec) -> list[CompileWarning]:

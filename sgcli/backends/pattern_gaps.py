@@ -145,7 +145,42 @@ def declared_pattern_gaps(spec, schema, backend: str, table: SchemaKeywords | No
         found += unmatchable_patterns(spec.text, schema, backend, table.unmatchable)
     if table.letter_anchors and _LETTER_ANCHOR_HINT.search(spec.text):
         found += letter_anchor_gaps(schema, backend)
+    if table.rust_classes and "[" in spec.text:
+        known = {g.path for g in found}
+        found += [g for g in rust_class_gaps(schema, backend) if g.path not in known]
     return found
+
+
+def rust_class_gaps(schema, backend: str) -> list[PatternGap]:
+    """Each `pattern` with a character class that Rust's regex crate reads as set syntax (a nested `[`,
+    `[:alpha:]`, `&&`, `--`, `~~`, or a `]` first in the class) where jsonschema reads literal characters:
+    left out of `backend`'s grammar, so the checker enforces it as jsonschema reads it."""
+    why = f"has a character class that {backend} (Rust's regex syntax) reads as set syntax, jsonschema as characters"
+    return [PatternGap(path, why, None) for path, p in patterns(schema) if rust_reads_class_otherwise(p)]
+
+
+def rust_reads_class_otherwise(pattern: str) -> bool:
+    """Whether some character class of `pattern` means one thing to Rust's regex crate and another to
+    Python's re / ECMAScript: set operations and nested classes are Rust's alone."""
+    i, n, in_class = 0, len(pattern), False
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if not in_class:
+            if ch == "[":
+                in_class = True
+                i += 2 if pattern.startswith("[^", i) else 1
+                if i < n and pattern[i] == "]":  # `[]a]`: a `]` to Rust, an empty class to ECMAScript
+                    return True
+                continue
+        elif ch == "[" or pattern.startswith(("&&", "--", "~~"), i):
+            return True
+        elif ch == "]":
+            in_class = False
+        i += 1
+    return False
 
 
 _LETTER_ANCHOR_HINT = re.compile(r"\\\\[AZz]")  # in the JSON text: `\\Z`
