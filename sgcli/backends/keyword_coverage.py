@@ -83,6 +83,13 @@ def _single_type(node: dict) -> set[str]:
     return {"integer", "number"} if t == "integer" else {t} if isinstance(t, str) else set()
 
 
+_BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _is_int(value) -> bool:
     """An integer as JSON writes it (5, not 5.0: the library may read that as a number)."""
     return isinstance(value, int) and not isinstance(value, bool)
@@ -122,6 +129,12 @@ def _why_unenforced(
         return "enforced as anyOf (an instance may match several branches)"
     if keyword not in table.enforced:
         return "not enforced"
+    value = node.get(keyword)
+    if keyword == "multipleOf" and isinstance(value, float) and not value.is_integer():
+        # the grammar divides in decimal, jsonschema in floats: 0.07 is a multiple of 0.01 only to the first
+        return "a fractional divisor: the grammar's decimal arithmetic and jsonschema's float arithmetic disagree"
+    if keyword in _BOUNDS and _is_number(value) and abs(value) > 2**53:
+        return "a bound past 2**53, which the grammar rounds to a float (9007199254740993 read as ...992)"
     if keyword in table.typed and _TYPE_OF.get(keyword) not in _single_type(node):
         return f'enforced only beside `"type": "{_TYPE_OF[keyword]}"`'
     if keyword in table.integer_only and (node.get("type") != "integer" or not _is_int(node.get(keyword))):
