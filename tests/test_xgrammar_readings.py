@@ -40,6 +40,10 @@ CASES = [
     (Kind.LARK, "start: /a.b/", ["axb"], ["a\nb"]),  # Lark's `.` was right
     # the lark check's \\s (Unicode's White_Space), not ECMAScript's
     (Kind.LARK, 'start: /\\s/ "x" /[\\s,]/', [" x,", "\u0085x\u2028"], ["\ufeffx ", " x\ufeff", "\u001cx "]),
+    # and its \\d, \\w (Unicode's), where xgrammar read ASCII's: `٣` is a digit, `é` a word character
+    (Kind.LARK, "start: /\\d+/ /\\w+/", ["\u0663\U0001d7d7\u00e9_a", "1a"], ["\u00e9"]),
+    (Kind.LARK, "start: /[^\\d]/ /\\W/", ["a!"], ["\u0663\u00e9", "a\u00e9"]),
+    (Kind.LARK, "start: /[\\w-]+/", ["\u00e9-\u4e2d"], ["!"]),
     (Kind.EBNF, 'root ::= "\\x41B"', ["AB"], ["\u041b"]),  # GBNF: llama.cpp reads two digits too
     (Kind.EBNF, "root ::= [\\x41B]+", ["AB"], ["\u041b"]),
     # empty alternatives, which llama.cpp reads (its json.gbnf: `ws ::= | " " | ...`) and xgrammar refused

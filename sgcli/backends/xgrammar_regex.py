@@ -17,16 +17,15 @@ Only the rewritten pieces change, so xgrammar's error positions still point into
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from sgcli.dialects.gbnf import parse_gbnf
-from sgcli.dialects.grammar_model import Alt, Chars, Lit, Opaque, ParseError, Rep, Seq, walk
+from sgcli.dialects.grammar_model import MAX_CODE_POINT, Alt, Chars, Lit, Opaque, ParseError, Rep, Seq, walk
 from sgcli.dialects.lark import parse_lark
 from sgcli.dialects.regex_parse import ECMA_DOT, WHITESPACE, parse_regex
 
-# `\s` as the lark check reads it (the `regex` package: Unicode's White_Space, as Rust's and so llguidance's),
-# the members of a class; xgrammar's is ECMAScript's (U+FEFF in, U+0085 out)
-LARK_SPACE = "".join(f"\\u{lo:04x}" + (f"-\\u{hi:04x}" if hi > lo else "") for lo, hi in WHITESPACE)
+# the class escapes a Lark terminal means otherwise than xgrammar reads them (`lark_class`)
+_LARK_ESCAPES = ("\\s", "\\S", "\\d", "\\D", "\\w", "\\W")
 # one member of a class: an escape (\u{...}, \uHHHH, \xHH, \cX, \ and one character) or one character
 _ATOM = re.compile(r"\\u\{[0-9A-Fa-f]+\}|\\u[0-9A-Fa-f]{4}|\\x[0-9A-Fa-f]{2}|\\c[A-Za-z]|\\.|[^\\]", re.S)
 _CARET = re.compile(r"\\\^|\\x5[eE]|\\u005[eE]|\\u\{0*5[eE]\}")
@@ -38,7 +37,52 @@ _ANY_ESCAPE = re.compile(r"\\(?:x([0-9A-Fa-f]{2})|[\s\S])")
 
 def _needs_rewrite(pattern: str, *, lark: bool) -> bool:
     """A cheap look before the rewrite: most regexes hold none of these."""
-    return "\\x" in pattern or "[\\" in pattern or ("\\s" in pattern or "\\S" in pattern if lark else "." in pattern)
+    if "\\x" in pattern or "[\\" in pattern:
+        return True
+    return any(e in pattern for e in _LARK_ESCAPES) if lark else "." in pattern
+
+
+@cache
+def lark_class(escape: str) -> str:
+    """The members of a class for `\\s`, `\\d`, `\\w` as the lark check reads them (the `regex` package:
+    Unicode's, as Rust's and so llguidance's; `\\w` 817 ranges), `\\S`, `\\D`, `\\W` their complements.
+    xgrammar's are ECMAScript's: ASCII digits and word characters, where `٣` and `é` are a Lark `\\d`, `\\w`."""
+    letter = escape[1].lower()
+    if letter == "s":
+        ranges = list(WHITESPACE)
+    else:
+        import regex
+
+        every = "".join(map(chr, range(0x110000)))  # one pass in C: a match's span is its code points
+        ranges = [(m.start(), m.end() - 1) for m in regex.finditer("\\" + letter + "+", every)]
+    if escape[1].isupper():
+        ranges = _complement(ranges)
+    return "".join(_code(lo) + ("-" + _code(hi) if hi > lo else "") for lo, hi in ranges)
+
+
+def _complement(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The code points outside `ranges`, less the surrogates (no UTF-8 text holds one)."""
+    out, at = [], 0
+    for lo, hi in sorted(ranges):
+        if lo > at:
+            out.append((at, lo - 1))
+        at = max(at, hi + 1)
+    if at <= MAX_CODE_POINT:
+        out.append((at, MAX_CODE_POINT))
+    split = []
+    for lo, hi in out:  # cut U+D800-U+DFFF out
+        if hi < 0xD800 or lo > 0xDFFF:
+            split.append((lo, hi))
+            continue
+        if lo < 0xD800:
+            split.append((lo, 0xD7FF))
+        if hi > 0xDFFF:
+            split.append((0xE000, hi))
+    return split
+
+
+def _code(cp: int) -> str:
+    return f"\\u{cp:04x}" if cp <= 0xFFFF else f"\\u{{{cp:x}}}"
 
 
 def for_xgrammar(pattern: str, *, lark: bool = False) -> str:
@@ -71,8 +115,8 @@ def _pieces(pattern: str, lark: bool):
         if ch == "\\":
             m = _ESCAPE.match(pattern, i)  # None: a backslash that ends the pattern
             piece = pattern[i:] if m is None else "\\u00" + m[1] if m[1] else m[0]
-            if lark and piece in ("\\s", "\\S"):
-                piece = ("[" if piece == "\\s" else "[^") + LARK_SPACE + "]"
+            if lark and piece in _LARK_ESCAPES:
+                piece = "[" + lark_class(piece) + "]"
             yield i, piece
             i = m.end() if m is not None else n
             continue
@@ -104,7 +148,7 @@ def _class_end(pattern: str, start: int) -> int | None:
 def _members(body: str, lark: bool = False) -> list[str]:
     """The class body as members, a range (`a-z`) one member; `lark`: `\\s` as the lark check's."""
     atoms = [_HEX2.sub(r"\\u00\1", m.group()) for m in _ATOM.finditer(body)]
-    atoms = [LARK_SPACE if lark and a == "\\s" else a for a in atoms]
+    atoms = [lark_class(a) if lark and a in _LARK_ESCAPES else a for a in atoms]
     members: list[str] = []
     k = 0
     while k < len(atoms):
@@ -183,7 +227,7 @@ def lark_for_xgrammar(text: str) -> str:
     """A Lark grammar with each `/.../` terminal rewritten (`for_xgrammar`, `.` kept); as it was where
     sgcli's reader cannot read it (xgrammar then says what is wrong)."""
     text = escapes_for_xgrammar(text, every=True)
-    if "[\\" not in text and "\\s" not in text and "\\S" not in text:
+    if "[\\" not in text and not any(e in text for e in _LARK_ESCAPES):
         return text
     out, at = [], 0
     for start, end in lark_regex_spans(text):
