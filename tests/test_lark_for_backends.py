@@ -65,3 +65,12 @@ def test_escaped_string_means_what_it_means_to_lark(smol_tokenizer, grammar):
             text = '"' + "".join(body) + '"'
             wanted = lark_check.check(spec, text) == []
             assert [accepts_bytes(c, text.encode()).accepted for c in compiled] == [wanted, wanted], text
+
+
+@pytest.mark.parametrize("backend", ["llguidance", "xgrammar"])
+def test_a_control_character_written_raw_in_a_literal_is_read_as_itself(smol_tokenizer, backend):
+    """lark reads `"a<TAB>b"`; both backends refused it ("lexer error", "invalid string literal")."""
+    spec = ConstraintSpec(Kind.LARK, 'start: "a\tb" "c"\n', "tab.lark")
+    compiled = get_backend(backend).compile(spec, smol_tokenizer.vocab)
+    assert accepts_bytes(compiled, b"a\tbc").accepted
+    assert not accepts_bytes(compiled, b"a bc").accepted

@@ -142,6 +142,7 @@ class Grammar:
     regex_spans: list[tuple[int, int]] = field(default_factory=list)  # where each regex literal's body is
     empty_alternatives: list[int] = field(default_factory=list)  # GBNF: just past the `::=`, `|` or `(` before one
     priority_spans: list[tuple[int, int]] = field(default_factory=list)  # Lark: each `.N` after a name
+    string_spans: list[tuple[int, int]] = field(default_factory=list)  # Lark: each "..." literal, quotes included
     options: dict = field(default_factory=dict)  # llguidance's `%llguidance {...}` options, merged
 
     def definitions(self) -> dict[str, Rule]:

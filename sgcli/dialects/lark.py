@@ -67,7 +67,7 @@ def for_backends(text: str) -> tuple[str, int]:
       Earley, reads the same language). Syncode's Go and SQL grammars have them.
     - `%import common.ESCAPED_STRING` becomes lark's own definition (`EXACT_ESCAPED_STRING`).
     As it was where sgcli's reader cannot read it."""
-    text = _exact_common(text)
+    text = _escaped_controls(_exact_common(text))
     if not _PRIORITY.search(text):
         return text, 0
     try:
@@ -77,6 +77,24 @@ def for_backends(text: str) -> tuple[str, int]:
     for start, end in sorted(spans, reverse=True):
         text = text[:start] + text[end:]
     return text, len(spans)
+
+
+_RAW_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")  # a tab, CR, ... written as itself (not a newline)
+
+
+def _escaped_controls(text: str) -> str:
+    """Control characters written raw inside "..." literals, as escapes: lark reads `"a<TAB>b"`, and both
+    backends refused it ("lexer error", "invalid string literal")."""
+    if not _RAW_CONTROL.search(text):
+        return text
+    try:
+        spans = parse_lark(text).string_spans
+    except ParseError:
+        return text
+    for start, end in sorted(spans, reverse=True):
+        literal = _RAW_CONTROL.sub(lambda m: f"\\u{ord(m[0]):04x}", text[start:end])
+        text = text[:start] + literal + text[end:]
+    return text
 
 
 def _exact_common(text: str) -> str:
@@ -333,7 +351,9 @@ class _LarkReader(Reader):
         raise self.error(f"unexpected {ch!r}")
 
     def string(self) -> str:
+        start = self.pos
         text = super().string()
+        self.grammar.string_spans.append((start, self.pos))
         if self.peek() == "i":  # case-insensitive flag
             self.pos += 1
         return text
