@@ -472,3 +472,21 @@ def test_schema_conversions_keep_xgrammars_masks_as_cheap_as_the_sources(smol_to
     for to in ("lark", "gbnf"):
         converted = convert_spec(source, to)
         assert mask_seconds(converted) < 10 * reference + 0.05, converted.text
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "what"),
+    [
+        ('start: "select"i " " WORD\nWORD: /[a-z]+/\n', ":1:8:", 'literal "select"i'),
+        ('start: "select " WORD\nWORD: /[a-z]+/i\n', ":2:7:", "regex with flags i"),
+        ("start: /a.b/s\n", ":1:8:", "regex with flags s"),
+    ],
+)
+def test_a_lark_flag_gbnf_cannot_say_is_refused_not_dropped(run_cli, tmp_path, text, where, what):
+    """`"select"i` and `/[a-z]+/i` were converted as case-sensitive (the flag dropped without a word), and
+    the round trip then failed on the converter's own output."""
+    src = tmp_path / "g.lark"
+    src.write_text(text)
+    result = run_cli("convert", src, "--to", "gbnf")
+    assert result.exit_code == 2, result.output
+    assert where in result.output and f"{what} has no equivalent in GBNF" in result.output

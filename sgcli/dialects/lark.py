@@ -122,6 +122,7 @@ class _LarkReader(Reader):
     def __init__(self, text: str):
         super().__init__(text, ("//", "#"))
         self.grammar = Grammar("lark", "start")
+        self.insensitive = False  # the last string literal had the `i` flag
 
     def read(self, root: str) -> Grammar:
         grammar = self.grammar
@@ -306,6 +307,8 @@ class _LarkReader(Reader):
             return Rep(start, inner, 0, 1, start, self.pos)
         if ch == '"':
             lit = Lit(start, self.string())
+            if self.insensitive:  # `"select"i`: which characters match which differs by engine (ſ for s): opaque
+                return Opaque(start, f"literal {json.dumps(lit.text)}i", nullable=not lit.text, sample=lit.text)
             self.skip_space(newlines=False)
             if self.startswith(".."):
                 self.pos += 2
@@ -354,7 +357,8 @@ class _LarkReader(Reader):
         start = self.pos
         text = super().string()
         self.grammar.string_spans.append((start, self.pos))
-        if self.peek() == "i":  # case-insensitive flag
+        self.insensitive = self.peek() == "i"  # the case-insensitive flag: `"select"i`
+        if self.insensitive:
             self.pos += 1
         return text
 
@@ -370,7 +374,9 @@ class _LarkReader(Reader):
         body_start = start + 1
         self.grammar.regex_spans.append((body_start, i))
         self.pos = i + 1
+        flags = ""
         while not self.eof() and self.peek() in "imslux":
+            flags += self.peek()
             self.pos += 1
         try:
             parsed = parse_regex(self.text[body_start:i], lambda k: body_start + k)
@@ -378,6 +384,9 @@ class _LarkReader(Reader):
             raise
         except ParseError:
             return Opaque(start, "regex", nullable=None)
+        if flags.replace("u", ""):  # `/[a-z]+/i`, `/./s`, `/^x/m`: a language the reader does not model
+            self.grammar.regex_features.extend(parsed.features)
+            return Opaque(start, f"regex with flags {flags}", nullable=None)
         self.grammar.regex_features.extend(parsed.features)
         return parsed.node
 
