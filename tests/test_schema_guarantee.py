@@ -874,3 +874,20 @@ def test_numbers_a_grammar_reads_otherwise_than_jsonschema_are_left_to_the_check
     compiled = compile_for(backend, spec_of(schema), byte_vocab())[0]
     assert not takes(compiled, invalid), compiled_gaps(compiled)
     assert takes(compiled, valid)
+
+
+@pytest.mark.parametrize(
+    ("schema", "text"),
+    [
+        ({"type": "object", "properties": {"x": {"enum": []}}}, b'{"x":}'),  # not JSON, and taken
+        ({"required": ["zz", "y"], "properties": {"y": {"type": "integer"}}}, b'{"y":-6}'),
+        ({"const": {"k\u0001": 'a"b\t'}}, b'{"k\x01":"a"b\t"}'),  # a raw control character and quote
+    ],
+    ids=["empty-enum", "required-unlisted", "const-needing-escapes"],
+)
+def test_what_outlines_core_writes_wrong_is_left_to_the_checker(schema, text):
+    """outlines-core's grammar took each of these, with no keyword named (random walks of the const wrote
+    raw control characters 40 times in 40)."""
+    compiled = compile_for("outlines_core", spec_of(schema), byte_vocab())[0]
+    assert isinstance(compiled, CheckedCompiled)
+    assert not feed(compiled, compiled.vocab.encode(text.decode()), check_mask=True).accepted

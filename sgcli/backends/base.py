@@ -76,6 +76,9 @@ class SchemaKeywords:
     drops_beside_values: frozenset[str] = frozenset()
     disjoint_one_of: bool = False  # oneOf whose branches each admit one distinct JSON type is enforced (as anyOf)
     escaped_names: bool = True  # property names that need JSON escapes (quotes, control characters) work
+    # `enum`/`const` values are written as JSON (False, outlines-core: a value's control characters and
+    # quotes written raw, and an empty `enum` written as no value at all, `{"x":}`; found 2026-12-06)
+    escaped_values: bool = True
     # groups of keywords of which it enforces none where several stand in one subschema (xgrammar: pattern
     # beside format, pattern beside minLength/maxLength)
     exclusive_groups: tuple[frozenset[str], ...] = ()

@@ -153,10 +153,25 @@ def _why_unenforced(
             return "allOf with several subschemas is not enforced"
         if len(keys) > 1:
             return "allOf beside other keywords is merged into them, which is not what allOf means"
+    if keyword in ("enum", "const") and not table.escaped_values:
+        values = node.get("enum") if keyword == "enum" else [node.get("const")]
+        if values == []:
+            return "an empty enum is written as no value at all"
+        if any(_holds_escape(v) for v in (values if isinstance(values, list) else [])):
+            return "values that need JSON escapes (quotes, control characters) are written raw"
     if keyword == "properties" and not table.escaped_names and isinstance(node.get("properties"), dict):
         if any(_needs_escape(name) for name in node["properties"]):
             return "property names that need JSON escapes are not matched correctly"
     return None
+
+
+def _holds_escape(value) -> bool:
+    """Whether a JSON value holds a string (or key) that JSON writes with an escape."""
+    if isinstance(value, str):
+        return _needs_escape(value)
+    if isinstance(value, dict):
+        return any(_needs_escape(k) or _holds_escape(v) for k, v in value.items())
+    return isinstance(value, list) and any(_holds_escape(v) for v in value)
 
 
 def _needs_escape(name: str) -> bool:

@@ -136,6 +136,8 @@ class OutlinesCoreBackend(LibraryBackend):
             escaped_names=False,
             first_branch=True,
             drops_beside_values=frozenset({"enum", "const"}),  # `{"type": "integer", "const": "x"}` took "x"
+            escaped_values=False,
+            required_listed=True,  # `{"required": ["zz", "y"], "properties": {"y": ...}}` took {"y": -6}
             raw_patterns="any",  # `.` wrote a raw quote
         ),
     )
