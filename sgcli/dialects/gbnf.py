@@ -83,9 +83,13 @@ def _sequence(r: Reader, *, nested: bool) -> Node:
     start = r.pos
     items: list[Node] = []
     while True:
+        before = r.pos
         r.skip_space()
         ch = r.peek()
-        if r.eof() or ch in "|)" or (not nested and _rule_starts_here(r)):
+        rule_ends = r.eof() or ch == ")" or (not nested and _rule_starts_here(r))
+        if not nested and not rule_ends and (items or ch == "|") and "\n" in r.text[before : r.pos]:
+            r.grammar.continuations.append(r.pos)  # an element or `|` opening a line: llama.cpp's rule ended above
+        if rule_ends or ch == "|":
             break
         if nested and _rule_starts_here(r):
             raise r.error("a new rule starts before this group is closed; a ')' is missing")

@@ -141,6 +141,8 @@ class Grammar:
     regex_features: list = field(default_factory=list)  # RegexFeature found in regex literals
     regex_spans: list[tuple[int, int]] = field(default_factory=list)  # where each regex literal's body is
     empty_alternatives: list[int] = field(default_factory=list)  # GBNF: just past the `::=`, `|` or `(` before one
+    # GBNF: where a rule's body goes on after a newline outside parentheses (llama.cpp ends the rule there)
+    continuations: list[int] = field(default_factory=list)
     priority_spans: list[tuple[int, int]] = field(default_factory=list)  # Lark: each `.N` after a name
     string_spans: list[tuple[int, int]] = field(default_factory=list)  # Lark: each "..." literal, quotes included
     options: dict = field(default_factory=dict)  # llguidance's `%llguidance {...}` options, merged

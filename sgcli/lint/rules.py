@@ -186,6 +186,19 @@ _ALL = [
         'root ::= "a"',
     ),
     LintRule(
+        "G009",
+        "continued-rule",
+        WARNING,
+        "structure",
+        "A GBNF rule's body goes on past a newline outside parentheses.",
+        "llama.cpp's GBNF parser ends a rule at a newline that is not inside ( ... ) or right after `::=` "
+        "or `|`, and then refuses the grammar (`expecting name`); xgrammar, llguidance and sgcli read the "
+        "next line as more of the rule. A grammar meant for llama.cpp (or for servers that use its parser) "
+        "should keep each top-level sequence on one line.",
+        'root ::= "a"\n  "b"',
+        'root ::= "a" "b"   (or: root ::= ( "a"\n  "b" ))',
+    ),
+    LintRule(
         "G008",
         "unbounded-free-text",
         WARNING,

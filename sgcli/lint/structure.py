@@ -233,6 +233,20 @@ class Structure:
             return self._left_edges(node.body)
         return []
 
+    def continued_rules(self) -> list[Diagnostic]:
+        """G009: each line that continues a rule's body outside parentheses (llama.cpp ends the rule above)."""
+        return [
+            self._diag(
+                "G009",
+                pos,
+                pos + 1,
+                "llama.cpp ends the rule at the newline before this and refuses the grammar; xgrammar, "
+                "llguidance and sgcli read this line as more of the rule",
+                "join the lines, end the line above with `|`, or wrap the rule's body in ( ... )",
+            )
+            for pos in self.g.continuations
+        ]
+
     def left_recursion(self) -> list[Diagnostic]:
         edges = {
             name: [r for r in self._left_edges(rule.body) if r.name in self.defs] for name, rule in self.defs.items()
@@ -402,7 +416,7 @@ class Structure:
     def run(self) -> list[Diagnostic]:
         out = self.undefined() + self.duplicates() + self.missing_root() + self.unused()
         if self.g.syntax == "gbnf":
-            out += self.left_recursion()
+            out += self.left_recursion() + self.continued_rules()
         return out + self.nullable_root() + self.repetitions() + self.free_text()
 
 
