@@ -891,3 +891,19 @@ def test_what_outlines_core_writes_wrong_is_left_to_the_checker(schema, text):
     compiled = compile_for("outlines_core", spec_of(schema), byte_vocab())[0]
     assert isinstance(compiled, CheckedCompiled)
     assert not feed(compiled, compiled.vocab.encode(text.decode()), check_mask=True).accepted
+
+
+@pytest.mark.parametrize(
+    ("schema", "valid", "invalid"),
+    [
+        ({"type": "array", "minItems": 2}, [1, "a"], [1]),
+        ({"type": "array", "contains": {"type": "integer"}, "minContains": 2}, ["a", 1, 2], ["a", 1]),
+        ({"type": ["object", "array"], "minItems": 2}, [None, None], [None]),
+    ],
+)
+def test_xgrammar_strict_mode_does_not_close_an_array_that_must_hold_items(schema, valid, invalid):
+    """For generation sgcli compiles in xgrammar's strict mode, which reads a missing `items` as none
+    allowed: these schemas were refused ("minItems is greater than the number of prefixItems, but
+    additional items are not allowed: 2 > 0"), a message about keywords they do not have."""
+    compiled = compile_for("xgrammar", spec_of(schema).for_generation(), byte_vocab())[0]
+    assert takes(compiled, valid) and not takes(compiled, invalid)

@@ -102,6 +102,26 @@ def json_format_kwargs(o: JsonOptions) -> dict:
     }
 
 
+def _needs_items(node) -> bool:
+    """An array subschema without `items` that must hold more than its `prefixItems` (`minItems`, `contains`):
+    xgrammar's strict mode allows it no more items, and refused `{"type": "array", "minItems": 2}` with
+    "minItems is greater than the number of prefixItems, but additional items are not allowed"."""
+    if not isinstance(node, dict) or "items" in node:
+        return False
+    kind = node.get("type")
+    if not (kind is None or kind == "array" or (isinstance(kind, list) and "array" in kind)):
+        return False
+    prefix = node.get("prefixItems") if isinstance(node.get("prefixItems"), list) else []
+    least = node.get("minItems")
+    return "contains" in node or (isinstance(least, int) and not isinstance(least, bool) and least > len(prefix))
+
+
+def _closed_arrays(schema) -> bool:
+    from sgcli.backends.schema_warnings import iter_subschemas
+
+    return any(_needs_items(node) for _, node in iter_subschemas(schema))
+
+
 # `format` values its grammar enforces (benchmarks/keyword_positions.py)
 XGRAMMAR_FORMATS = frozenset(
     {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid", "uri", "uri-reference"}
@@ -330,9 +350,17 @@ class XGrammarBackend(LibraryBackend):
             return spec.text
         draft = dialect_of(schema).cls.__name__
         bounds = '"exclusiveM' in spec.text and draft in ("Draft3Validator", "Draft4Validator")
-        if not (gaps or bounds):
+        strict = json_format_kwargs(spec.json_options)["strict_mode"]
+        closed = strict and ('"minItems"' in spec.text or '"contains"' in spec.text) and _closed_arrays(schema)
+        if not (gaps or bounds or closed):
             return spec.text
         schema = with_patterns(schema, gaps)
+        if closed:  # strict mode reads a missing `items` as none allowed: an array that must hold some refused
+            from sgcli.backends.schema_warnings import iter_subschemas
+
+            for _, node in iter_subschemas(schema):
+                if _needs_items(node):
+                    node["items"] = True
         if bounds:
             from sgcli.backends.schema_warnings import iter_subschemas
 
