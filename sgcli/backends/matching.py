@@ -279,7 +279,7 @@ def _is_punctuation(piece: bytes) -> bool:
 
 
 def _is_closing(piece: bytes) -> bool:
-    return 0 < len(piece) <= 4 and all(b in b"\"')]}>" for b in piece)
+    return 0 < len(piece) <= 4 and all(b in b"\"')]}>\n" for b in piece)  # a newline ends lines and list items
 
 
 def sample_strings(
