@@ -187,6 +187,13 @@ def grammar_gaps(schema, backend: str, table: SchemaKeywords | None, doc: Schema
     gaps: dict[str, Gap] = {}
     anchors: dict[str, dict[str, None]] = {}
     seen: set[tuple[str, str]] = set()
+    met: dict[int, bool] = {}  # by node: whether its enum/const values meet its other keywords (judged once)
+
+    def values_meet(node: dict) -> bool:
+        if id(node) not in met:
+            met[id(node)] = _values_meet(doc, node)
+        return met[id(node)]
+
     stack = [(schema, "", "")]  # (subschema, its pointer, the anchor: the nearest unconditional subschema)
     while stack:
         node, pointer, anchor = stack.pop()
@@ -196,7 +203,7 @@ def grammar_gaps(schema, backend: str, table: SchemaKeywords | None, doc: Schema
         keys = doc.constraint_keys(node)
         for key in keys:
             here = f"{pointer}/{escape_pointer(key)}"
-            why = _why_unenforced(node, key, table, keys, lambda n: _values_meet(doc, n))
+            why = _why_unenforced(node, key, table, keys, values_meet)
             if why is None and key in ("$ref", *_DYNAMIC):
                 why, target = _ref_gap(doc, pointer, node, key, table)
                 if why is None:
