@@ -31,7 +31,7 @@ def check_setting(name: str, value: float, *, least: float = 0) -> None:
     shown = [f"{int(x):,}" if float(x).is_integer() else f"{x:g}" for x in (least, high)]
     if value < least:
         why = "must not be negative" if least == 0 else f"must be at least {shown[0]}"
-    elif value <= high:  # NaN
+    elif math.isnan(value):  # NaN passes no comparison
         why = "is not a number"
     else:
         why = f"is more than the largest allowed, {shown[1]}"
