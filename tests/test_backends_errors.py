@@ -342,3 +342,16 @@ def test_llguidance_names_the_subschema_it_was_building():
     message = "Unable to determine if regex is empty: (And ...) while processing json-schema:///#/definitions/"
     assert paths_for(schema, message + "A%20B/items/1") == [("definitions", "A B", "items", 1)]
     assert paths_for(schema, message + "Nowhere") == []
+
+
+@pytest.mark.parametrize("prefix", ["aaaa", "éééé", "\U0001f600" * 4])
+def test_xgrammars_byte_column_is_given_in_characters(smol_tokenizer, prefix):
+    """xgrammar counts UTF-8 bytes: four emoji before `[b-a]` put the error at 1:30 of a 21-character line."""
+    from sgcli.backends import get_backend
+    from sgcli.constraints.spec import ConstraintSpec, Kind
+    from sgcli.errors import UserError
+
+    spec = ConstraintSpec(Kind.EBNF, f'root ::= "{prefix}" [b-a]\n', "g.gbnf")
+    with pytest.raises(UserError) as caught:
+        get_backend("xgrammar").compile(spec, smol_tokenizer.vocab)
+    assert (caught.value.location.line, caught.value.location.col) == (1, 18)

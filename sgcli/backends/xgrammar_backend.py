@@ -17,7 +17,7 @@ from sgcli.backends.base import (
     bitmask_words,
     lark_priority_warnings,
 )
-from sgcli.backends.diagnostics import grammar_error, native_message, schema_error
+from sgcli.backends.diagnostics import _LINE_COL, grammar_error, native_message, schema_error
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.pattern_gaps import PatternGap, declared_pattern_gaps, with_patterns
 from sgcli.backends.schema_warnings import compile_warnings
@@ -100,6 +100,16 @@ def json_format_kwargs(o: JsonOptions) -> dict:
         "strict_mode": o.strict_properties or o.for_generation,
         "max_whitespace_cnt": o.max_whitespace,
     }
+
+
+def _char_column(text: str, m) -> str:
+    """xgrammar's "line L, column C" with C in characters of line L of `text` (xgrammar counts bytes)."""
+    line, col = int(m.group(1)), int(m.group(2))
+    lines = text.split("\n")
+    if 1 <= line <= len(lines):
+        col = len(lines[line - 1].encode("utf-8")[: col - 1].decode("utf-8", errors="ignore")) + 1
+    whole, start, end = m.group(0), m.start(2) - m.start(0), m.end(2) - m.start(0)
+    return whole[:start] + str(col) + whole[end:]
 
 
 def _needs_items(node) -> bool:
@@ -376,6 +386,8 @@ class XGrammarBackend(LibraryBackend):
         if schema is None:
             if spec.kind is Kind.REGEX:  # its "position N" counts in the rewritten regex
                 message = _POSITION.sub(lambda m: f"position {original_offset(spec.text, int(m[1]) - 1) + 1}", message)
+            elif spec.kind in (Kind.EBNF, Kind.LARK):  # its column counts UTF-8 bytes: `"😀😀" [b-a]` said 1:22
+                message = _LINE_COL.sub(lambda m: _char_column(spec.text, m), message)
             return grammar_error(self.name, spec, message)
         from sgcli.backends.schema_warnings import paths_for
 
