@@ -907,3 +907,41 @@ def test_xgrammar_strict_mode_does_not_close_an_array_that_must_hold_items(schem
     additional items are not allowed: 2 > 0"), a message about keywords they do not have."""
     compiled = compile_for("xgrammar", spec_of(schema).for_generation(), byte_vocab())[0]
     assert takes(compiled, valid) and not takes(compiled, invalid)
+
+
+@pytest.mark.parametrize(
+    ("backend", "schema", "text"),
+    [
+        # a negated class leaving out a quote or backslash still took it escaped
+        ("llguidance", {"type": "string", "pattern": '^[^"]*$'}, b'"\\""'),
+        ("llguidance", {"type": "string", "pattern": "^[^\\\\]*$"}, b'"\\\\"'),
+        ("llguidance", {"type": "string", "pattern": "^[^!-~]$"}, b'"\\""'),
+        # a key written twice: two properties to the grammar, one to jsonschema
+        ("llguidance", {"type": "object", "minProperties": 2}, b'{"b":1,"b":2}'),
+        ("outlines_core", {"type": "object", "minProperties": 2}, b'{"b":1,"b":2}'),
+        (
+            "xgrammar",
+            {"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 2},
+            b'{"b":1,"b":2}',
+        ),
+        # a property name beyond ASCII was matched as an additional property
+        (
+            "xgrammar",
+            {"properties": {"é": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+            '{"é":"x"}'.encode(),
+        ),
+        # bytes that are no UTF-8 text, where the checker runs: a crash (UnicodeDecodeError), or '\ud800' judged
+        ("xgrammar", {"type": "object", "propertyNames": {"pattern": "^.$"}}, b'{"\xed\xa0\x80":1}'),
+        ("xgrammar", {"type": "object", "propertyNames": {"pattern": "^.$"}}, b'{"\xf0\x81\x8b\xb3":1}'),
+    ],
+)
+def test_leaks_found_by_walking_the_mask_are_left_to_the_checker(backend, schema, text):
+    """Found 2026-12-06 by walking bytes through each backend's mask as decoding does: each text breaks the
+    schema, and the bare grammar took it with no keyword named."""
+    from sgcli.backends.matching import new_bitmask, walk
+
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema, ensure_ascii=False), "s.json").for_generation()
+    compiled = compile_for(backend, spec, byte_vocab())[0]
+    assert isinstance(compiled, CheckedCompiled)
+    w = walk(compiled.matcher(), list(text), new_bitmask(len(compiled.vocab)), follow_mask=True)
+    assert w.refused is not None or not w.can_stop

@@ -76,6 +76,9 @@ class SchemaKeywords:
     drops_beside_values: frozenset[str] = frozenset()
     disjoint_one_of: bool = False  # oneOf whose branches each admit one distinct JSON type is enforced (as anyOf)
     escaped_names: bool = True  # property names that need JSON escapes (quotes, control characters) work
+    # property names beyond ASCII are matched (False, xgrammar: `{"é": "x"}` under `properties: {"é":
+    # integer}` and `additionalProperties: string` was read as an additional property; 2026-12-06)
+    ascii_names: bool = True
     # `enum`/`const` values are written as JSON (False, outlines-core: a value's control characters and
     # quotes written raw, and an empty `enum` written as no value at all, `{"x":}`; found 2026-12-06)
     escaped_values: bool = True
@@ -102,6 +105,9 @@ class SchemaKeywords:
     # it reads a `pattern`'s classes as Rust's regex crate does: `[[:upper:]]`, `[a-z&&[^aeiou]]`, nested
     # `[`, `--` and `~~` are set syntax there and literal characters to jsonschema (Python's re, ECMAScript)
     rust_classes: bool = False
+    # a negated class that leaves out `"` or `\` still takes it written as an escape (llguidance 1.9:
+    # `^[^"]*$` took `"\""`, which jsonschema refuses; 2026-12-06)
+    negated_escapes: bool = False
 
 
 def lark_priority_warnings(spec: ConstraintSpec) -> list[CompileWarning]:

@@ -162,6 +162,12 @@ def _why_unenforced(
     if keyword == "properties" and not table.escaped_names and isinstance(node.get("properties"), dict):
         if any(_needs_escape(name) for name in node["properties"]):
             return "property names that need JSON escapes are not matched correctly"
+    if keyword == "properties" and not table.ascii_names and isinstance(node.get("properties"), dict):
+        if not all(name.isascii() for name in node["properties"]):
+            return "property names beyond ASCII are matched as additional properties"
+    if keyword == "minProperties" and not (_is_number(value) and value <= 1):
+        # JSON lets a key repeat: the grammar counts `{"b":1,"b":2}` as two properties, jsonschema as one
+        return "a repeated key counts twice in the grammar and once to jsonschema"
     return None
 
 

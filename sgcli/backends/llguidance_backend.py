@@ -247,6 +247,7 @@ class LLGuidanceBackend(LibraryBackend):
             counts_all_required=True,  # its compile warns: "min/maxProperties only supported when all keys..."
             # its regexes are DFAs over bytes: look-around, backreferences and `\b` relaxed (pattern_gaps)
             unmatchable=LOOKAROUNDS | {"backreference", "word boundary", "non-word-boundary"},
+            negated_escapes=True,
             rust_classes=True,  # `^[a-z&&[^aeiou]]+$` took "wlkkq", `^[[:upper:]]{2,3}$` took "CCC" (2026-12-06)
         ),
     )

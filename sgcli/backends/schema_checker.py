@@ -47,6 +47,18 @@ _HEX = frozenset(b"0123456789abcdefABCDEF")
 _LITERALS = {ord("t"): b"rue", ord("f"): b"alse", ord("n"): b"ull"}
 
 
+def _loads(raw: bytes):
+    """The JSON value of `raw`, read as strict UTF-8, as the output is finally read: an overlong sequence
+    or an encoded surrogate (ED A0 80), which a backend's mask may let through, is refused here. Python's
+    json reads bytes with `surrogatepass`, so the checker judged '\\ud800' where the output held U+FFFD,
+    and an overlong sequence raised UnicodeDecodeError mid-generation."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Refused("bytes that are not UTF-8 text") from None
+    return json.loads(text)
+
+
 class Refused(Exception):
     """A token would break the schema; the message says where and why."""
 
@@ -351,7 +363,7 @@ class CheckedMatcher:
     def _end_string(self, stack: tuple, top: tuple, end: int, view: _View) -> tuple:
         if not top[4]:
             return self._end_value(stack[:-1], top, end, view)
-        key = json.loads(view.slice(top[1], end))
+        key = _loads(view.slice(top[1], end))
         parent = stack[-2]
         nodes = parent[2]
         if nodes:
@@ -369,7 +381,7 @@ class CheckedMatcher:
             key = (p, frame[1], end, view.part(end))
             ok = self._memo.get(key)
             if ok is None:
-                value = json.loads(raw)
+                value = _loads(raw)
                 ok = plan.valid(p, value)
                 self._memo[key] = ok
                 if not ok:
@@ -398,7 +410,7 @@ class CheckedMatcher:
             ok = self._memo.get(key)
             if ok is None:
                 raw = view.slice(container[1], end) + (b"}" if container[0] == "obj" else b"]")
-                ok = plan.valid(p, json.loads(raw), projected=True)
+                ok = plan.valid(p, _loads(raw), projected=True)
                 self._memo[key] = ok
             if not ok:
                 what = "object" if container[0] == "obj" else "array"

@@ -243,6 +243,7 @@ class XGrammarBackend(LibraryBackend):
             drops_beside_values=frozenset({"enum", "const"}),  # `type`, `maxLength`, `pattern`, `maximum`: dropped
             disjoint_one_of=True,
             escaped_names=False,
+            ascii_names=False,
             exclusive_groups=(
                 frozenset({"pattern", "format"}),
                 frozenset({"pattern", "minLength"}),
