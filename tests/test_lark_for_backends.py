@@ -74,3 +74,36 @@ def test_a_control_character_written_raw_in_a_literal_is_read_as_itself(smol_tok
     compiled = get_backend(backend).compile(spec, smol_tokenizer.vocab)
     assert accepts_bytes(compiled, b"a\tbc").accepted
     assert not accepts_bytes(compiled, b"a bc").accepted
+
+
+@pytest.mark.parametrize(
+    ("text", "taken", "refused"),
+    [
+        ("start: /a\\x2b/", ["a", "aaa"], ["a+"]),  # lark evaluates \x2b before compiling: `a+`
+        ("start: /\\x5cd/", ["5"], ["\\d"]),  # a backslash, then d: `\d`
+        ("start: /a\\x7cb/", ["a", "b"], ["a|b"]),
+        ("start: /[a\\x5d]b/", ["a]b"], ["ab"]),  # `[a]` then `]b`
+        ("start: /a\\\\x2b/", ["a\\x2b"], ["a+"]),  # an escaped backslash: nothing to evaluate
+    ],
+)
+@pytest.mark.parametrize("backend", ["llguidance", "xgrammar"])
+def test_a_numeric_escape_that_spells_regex_syntax_means_what_lark_makes_of_it(
+    smol_tokenizer, backend, text, taken, refused
+):
+    """Both backends read `/a\\x2b/` as `a` then a plus sign; lark (and so the check) reads `a+`."""
+    spec = ConstraintSpec(Kind.LARK, text, "g.lark")
+    compiled = get_backend(backend).compile(spec, smol_tokenizer.vocab)
+    for s in taken:
+        assert accepts_bytes(compiled, s.encode()).accepted, s
+        assert lark_check.checked(spec, s)[0] == [], s
+    for s in refused:
+        assert not accepts_bytes(compiled, s.encode()).accepted, s
+
+
+@pytest.mark.parametrize("text", ['root ::= règle\nrègle ::= "a"\n'])
+def test_a_message_xgrammar_cuts_in_two_is_an_error_not_a_crash(smol_tokenizer, text):
+    """xgrammar's error for a rule name beyond ASCII cut a character in two: UnicodeDecodeError, exit 3."""
+    from sgcli.errors import UserError
+
+    with pytest.raises(UserError, match="beyond ASCII"):
+        get_backend("xgrammar").compile(ConstraintSpec(Kind.EBNF, text, "g.gbnf"), smol_tokenizer.vocab)

@@ -102,6 +102,12 @@ def json_format_kwargs(o: JsonOptions) -> dict:
     }
 
 
+_UNREADABLE_MESSAGE = (
+    "rejected near a character beyond ASCII (xgrammar's own message cut it in two and cannot be read); "
+    "its rule names take ASCII letters, digits and _ only, and the text must not start with a byte order mark"
+)
+
+
 def _char_column(text: str, m) -> str:
     """xgrammar's "line L, column C" with C in characters of line L of `text` (xgrammar counts bytes)."""
     line, col = int(m.group(1)), int(m.group(2))
@@ -330,6 +336,8 @@ class XGrammarBackend(LibraryBackend):
                 handle = self._compile(compiler, spec, self._schema_text(spec, schema, gaps))
             except RuntimeError as exc:
                 raise self._error(spec, schema, str(exc)) from None
+            except UnicodeDecodeError:  # its message cut a character in two (`root ::= règle`): unreadable
+                raise self._error(spec, schema, _UNREADABLE_MESSAGE) from None
         elapsed = time.perf_counter() - t
         warnings = compile_warnings(spec, native_log, schema=schema) + [g.warning() for g in gaps]
         warnings += lark_priority_warnings(spec)

@@ -67,7 +67,7 @@ def for_backends(text: str) -> tuple[str, int]:
       Earley, reads the same language). Syncode's Go and SQL grammars have them.
     - `%import common.ESCAPED_STRING` becomes lark's own definition (`EXACT_ESCAPED_STRING`).
     As it was where sgcli's reader cannot read it."""
-    text = _escaped_controls(_exact_common(text))
+    text = _evaluated_escapes(_escaped_controls(_exact_common(text)))
     if not _PRIORITY.search(text):
         return text, 0
     try:
@@ -77,6 +77,32 @@ def for_backends(text: str) -> tuple[str, int]:
     for start, end in sorted(spans, reverse=True):
         text = text[:start] + text[end:]
     return text, len(spans)
+
+
+_NUMERIC_ESCAPE = re.compile(r"\\\\|\\x[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8}")
+_REGEX_SYNTAX = set("\\^$.|?*+()[]{}-")
+
+
+def _evaluated_escapes(text: str) -> str:
+    """Inside /regex/ terminals, a `\\xHH`, `\\uHHHH` or `\\UHHHHHHHH` that spells regex syntax, written as
+    that syntax: lark evaluates these escapes before it compiles the regex (`/a\\x2b/` is `a+`, `/\\x5cd/`
+    is `\\d`), where both backends read the character itself. Other escapes mean the same either way."""
+    if "\\x" not in text and "\\u" not in text and "\\U" not in text:
+        return text
+    try:
+        spans = parse_lark(text).regex_spans
+    except ParseError:
+        return text
+
+    def evaluated(m: re.Match) -> str:
+        if m[0] == "\\\\":
+            return m[0]
+        ch = chr(int(m[0][2:], 16))
+        return ch if ch in _REGEX_SYNTAX else m[0]
+
+    for start, end in sorted(spans, reverse=True):
+        text = text[:start] + _NUMERIC_ESCAPE.sub(evaluated, text[start:end]) + text[end:]
+    return text
 
 
 _RAW_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")  # a tab, CR, ... written as itself (not a newline)
