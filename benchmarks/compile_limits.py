@@ -107,7 +107,7 @@ def _library_call(name: str, backend, vocab):
             lambda result: result is None or result[1].is_error(),
             lambda result, compiled: compiled.normalized == result[0],
         )
-    from sgcli.backends.xgrammar_backend import json_format_kwargs, json_safe
+    from sgcli.backends.xgrammar_json import json_format_kwargs, json_safe
 
     compiler = backend._compiler(vocab)
 
@@ -137,7 +137,7 @@ def _cache_reset(backend, vocab, mode: str):
     cache warmed by the library's grammar would not hold the adapter's parts)."""
     if not mode:
         return lambda text, side: None
-    from sgcli.backends.xgrammar_backend import json_format_kwargs
+    from sgcli.backends.xgrammar_json import json_format_kwargs
     from sgcli.errors import UserError
 
     compiler = backend._compiler(vocab)

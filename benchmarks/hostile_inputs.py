@@ -620,37 +620,24 @@ def file_cases() -> list[Case]:
     cases = [
         Case(c, "lint DIR holding a FIFO", ["lint", "{d}/fo"], 0, setup=_fifo_folder, check=says("not a regular file")),
         Case(c, "empty prompt from stdin", gen(*SCHEMA, "-"), 2, stdin=b"", server={}, check=says("empty")),
-        Case(
-            c,
-            "pyproject.toml: tool.sgcli not a table",
-            ["lint", str(CAPITAL)],
-            2,
-            files={"pyproject.toml": "# [tool.sgcli] below\n[tool]\nsgcli = 5\n"},
-            check=says("pyproject.toml:3"),
-        ),
-        Case(
-            c,
-            "pyproject.toml: tool not a table",
-            ["lint", str(CAPITAL)],
-            2,
-            files={"pyproject.toml": 'description = "see [tool.sgcli]"\ntool = 5\n'},
-            check=says("pyproject.toml:2"),
-        ),
-        Case(
-            c,
-            "sgcli.toml: lint = 5",
-            ["lint", str(CAPITAL)],
-            2,
-            files={"sgcli.toml": "lint = 5\n"},
-            check=says("table"),
-        ),
-        Case(
-            c,
-            "sgcli.toml: threads out of range",
-            ["lint", str(CAPITAL)],
-            2,
-            files={"sgcli.toml": "threads = 100000\n"},
-            check=says("sgcli.toml:1"),
+        *(
+            Case(c, name, ["lint", str(CAPITAL)], 2, files={file: text}, check=says(at))
+            for name, file, text, at in (
+                (
+                    "pyproject.toml: tool.sgcli not a table",
+                    "pyproject.toml",
+                    "# [tool.sgcli]\n[tool]\nsgcli = 5\n",
+                    "pyproject.toml:3",
+                ),
+                (
+                    "pyproject.toml: tool not a table",
+                    "pyproject.toml",
+                    'x = "[tool.sgcli]"\ntool = 5\n',
+                    "pyproject.toml:2",
+                ),
+                ("sgcli.toml: lint = 5", "sgcli.toml", "lint = 5\n", "table"),
+                ("sgcli.toml: threads out of range", "sgcli.toml", "threads = 100000\n", "sgcli.toml:1"),
+            )
         ),
     ]
     for cmd in ("lint", "compile", "generate"):

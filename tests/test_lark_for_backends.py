@@ -16,7 +16,7 @@ import pytest
 from sgcli.backends import get_backend
 from sgcli.backends.matching import accepts_bytes, sample_strings
 from sgcli.constraints.spec import ConstraintSpec, Kind
-from sgcli.dialects.lark import for_backends
+from sgcli.dialects.lark_backends import for_backends
 from sgcli.validation import lark_check
 
 GRAMMAR = """start: stmt (";" stmt)*

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from sgcli.constraints.spec import ConstraintSpec, Kind
-from sgcli.dialects.lark import for_backends
+from sgcli.dialects.lark_backends import for_backends
 
 if TYPE_CHECKING:  # imported where used, so the registry (and DEFAULT_BACKEND) load fast
     import numpy as np

@@ -36,7 +36,7 @@ from sgcli.backends.schema_warnings import compile_warnings
 from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
 from sgcli.dialects.convert import one_char_lexemes
-from sgcli.dialects.lark import for_backends
+from sgcli.dialects.lark_backends import for_backends
 from sgcli.dialects.regex_parse import LOOKAROUNDS
 from sgcli.errors import Location, UserError, offset_to_line_col
 from sgcli.tokenizers.vocab import Vocab

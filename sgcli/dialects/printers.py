@@ -152,7 +152,7 @@ def _without_surrogates(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """The class's ranges with no surrogate for an end: no text holds a surrogate, so the class means
     the same, and llguidance refuses a `\ud800`. A range across the surrogates stays one range, and
     two that meet across them become one: llguidance reads `[^\x01-\ud7ff\ue000-\U0001f600]` as
-    taking U+D7FF and U+E000 (xgrammar's JSON strings exclude surrogates: xgrammar_backend.json_safe)."""
+    taking U+D7FF and U+E000 (xgrammar's JSON strings exclude surrogates: xgrammar_json.json_safe)."""
     out: list[tuple[int, int]] = []
     for lo, hi in ranges:
         lo = 0xE000 if 0xD800 <= lo <= 0xDFFF else lo
