@@ -145,12 +145,11 @@ def declared_pattern_gaps(spec, schema, backend: str, table: SchemaKeywords | No
         found += unmatchable_patterns(spec.text, schema, backend, table.unmatchable)
     if table.letter_anchors and _LETTER_ANCHOR_HINT.search(spec.text):
         found += letter_anchor_gaps(schema, backend)
-    if table.rust_classes and "[" in spec.text:
-        known = {g.path for g in found}
-        found += [g for g in rust_class_gaps(schema, backend) if g.path not in known]
-    if table.negated_escapes and "[^" in spec.text:
-        known = {g.path for g in found}
-        found += [g for g in negated_escape_gaps(schema, backend) if g.path not in known]
+    more = rust_class_gaps(schema, backend) if table.rust_classes and "[" in spec.text else []
+    more += negated_escape_gaps(schema, backend) if table.negated_escapes and "[^" in spec.text else []
+    for gap in more:  # a pattern left out once: the first reason names it
+        if all(g.path != gap.path for g in found):
+            found.append(gap)
     return found
 
 

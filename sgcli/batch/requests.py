@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from sgcli.batch.records import error_record, id_key
-from sgcli.constraints.reading import read_lines
+from sgcli.constraints.reading import lone_surrogate, read_lines
 from sgcli.constraints.spec import NotJsonNumber, strict_json_loads
 from sgcli.errors import Location, UserError
 from sgcli.limits import DEFAULT_MAX_PROMPT_BYTES
@@ -165,10 +165,8 @@ def _lone_surrogate(value) -> str | None:
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
-        elif isinstance(item, str) and not item.isascii():
-            found = next((ch for ch in item if "\ud800" <= ch <= "\udfff"), None)
-            if found is not None:
-                return found
+        elif isinstance(item, str) and (at := lone_surrogate(item)) is not None:
+            return item[at]
     return None
 
 

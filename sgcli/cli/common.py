@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from sgcli.cache.paths import set_notifier
-from sgcli.constraints.reading import forget_stdin
+from sgcli.constraints.reading import forget_stdin, lone_surrogate
 from sgcli.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, SgcliError, UserError
 from sgcli.extras import from_import_error
 
@@ -71,7 +71,7 @@ def utf8_text(value):
     takes; exit 2 at the first one instead."""
     for text in value if isinstance(value, list) else [value]:
         if isinstance(text, str):
-            at = next((i for i, ch in enumerate(text) if "\ud800" <= ch <= "\udfff"), None)
+            at = lone_surrogate(text)
             if at is not None:
                 byte = f"0x{ord(text[at]) - 0xDC00:02X}" if ord(text[at]) >= 0xDC80 else "a surrogate"
                 raise typer.BadParameter(

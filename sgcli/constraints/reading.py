@@ -106,6 +106,15 @@ def open_input(path: str, *, what: str = "file"):
             raise UserError(f"cannot read {what} {path}: {exc.strerror}") from None
 
 
+def lone_surrogate(text: str) -> int | None:
+    """Index of the first lone surrogate in `text`, else None. Python holds one where bytes that are not
+    UTF-8 came in by `surrogateescape` (argv) or JSON escaped half a pair (`"\\ud800"`): no tokenizer,
+    server or output file takes it."""
+    if text.isascii():
+        return None
+    return next((i for i, ch in enumerate(text) if "\ud800" <= ch <= "\udfff"), None)
+
+
 def _stdin(what: str):
     """The binary stdin for '-', read at most once per command: a second '-' would see only what the
     first left (nothing), and a closed stdin (`<&-`, a daemon) has nothing to read. Both are exit 2."""

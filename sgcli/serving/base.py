@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from sgcli.batch.sampling import SamplingParams
+from sgcli.constraints.reading import lone_surrogate
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import SgcliError, UserError
 
@@ -49,10 +50,9 @@ def reply_field(obj: dict, key: str, kind: type | tuple, where: str):
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
         names = " or ".join(k.__name__ for k in kinds)
         raise BadReply(f"`{where}{key}` in the reply is a JSON {_json_type(value)}, not {names}")
-    if isinstance(value, str) and not value.isascii():
-        at = next((i for i, ch in enumerate(value) if "\ud800" <= ch <= "\udfff"), None)
-        if at is not None:  # JSON's "\ud800" (half a pair) parses, but is not text: nothing could write it out
-            raise BadReply(f"`{where}{key}` in the reply holds a lone surrogate ({value[at]!r}), which is not text")
+    at = lone_surrogate(value) if isinstance(value, str) else None
+    if at is not None:
+        raise BadReply(f"`{where}{key}` in the reply holds a lone surrogate ({value[at]!r}), which is not text")
     return value
 
 
