@@ -945,3 +945,59 @@ def test_leaks_found_by_walking_the_mask_are_left_to_the_checker(backend, schema
     assert isinstance(compiled, CheckedCompiled)
     w = walk(compiled.matcher(), list(text), new_bitmask(len(compiled.vocab)), follow_mask=True)
     assert w.refused is not None or not w.can_stop
+
+
+ESCAPED_KEYS = [
+    ({"properties": {"a": {"type": "integer"}}}, b'{"\\u0061":"x"}'),
+    ({"properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "string"}}, b'{"\\u0061":"x"}'),
+    (
+        {"properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": True},
+        b'{"a":1,"\\u0061":"x"}',
+    ),
+    ({"properties": {"a/b": {"type": "integer"}}, "additionalProperties": True}, b'{"a\\/b":"x"}'),
+    ({"patternProperties": {"^b": {"type": "integer"}}}, b'{"b\\u0063":"x"}'),
+]
+
+
+@pytest.mark.parametrize("backend", ["llguidance", "xgrammar"])
+@pytest.mark.parametrize(("schema", "text"), ESCAPED_KEYS)
+def test_a_key_spelled_with_escapes_cannot_pass_its_propertys_rule_when_generating(backend, schema, text):
+    """Both grammars match property names as written: `"\\u0061"` was an additional key to them and `a` to
+    jsonschema, so `{"\\u0061": "x"}` passed `properties: {a: integer}` with no gap named (2026-12-06).
+    Generating, strings get one spelling per character (json_layout.UNIQUE_ESCAPES); a dry run judges a
+    given text with every escape JSON has."""
+    assert schema_errors(schema, json.loads(text))  # invalid to jsonschema
+    spec = spec_of(schema).for_generation()
+    compiled = compile_for(backend, spec, byte_vocab())[0]
+    if backend == "xgrammar" and "patternProperties" in schema:
+        assert isinstance(compiled, CheckedCompiled)  # not its grammar's to enforce: the checker's
+    assert not accepts_bytes(compiled, text).accepted
+    kept = [b'{"a\\"b":1}', b'{"c":"x\\ny\\t\\"\\\\"}', '{"é":"ü"}'.encode()]  # the one spelling of each stays
+    for valid in kept if "additionalProperties" in schema else ():  # (else closed in xgrammar's strict mode)
+        if not schema_errors(schema, json.loads(valid)):
+            assert accepts_bytes(compiled, valid).accepted, valid
+
+
+@pytest.mark.parametrize("backend", ["llguidance", "xgrammar"])
+def test_generated_strings_hold_no_escape_a_character_has_another_spelling_for(backend):
+    """Random walks of free strings and keys under generation never write `\\u` or `\\/`."""
+    from sgcli.backends.matching import sample_strings
+
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": {"type": "string"}}
+    compiled = compile_for(backend, spec_of(schema).for_generation(), byte_vocab())[0]
+    texts = sample_strings(compiled, 40, seed=3)
+    assert len(texts) >= 20
+    for text in texts:
+        assert b"\\u" not in text and b"\\/" not in text, text
+        assert not schema_errors(schema, json.loads(text))
+
+
+@pytest.mark.parametrize("generating", [False, True])
+def test_xgrammars_first_character_of_an_additional_name_is_utf8(generating):
+    """The class of an additional property's first character (`[^\\0-\\x1f\\"\\\\\\r\\na]`, beside a
+    property `a`) took the bytes of a surrogate, which no UTF-8 decoder reads: narrowed like every other."""
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": {"type": "string"}}
+    spec = spec_of(schema).for_generation() if generating else spec_of(schema)
+    compiled = get_backend("xgrammar").compile(spec, byte_vocab())
+    assert not accepts_bytes(compiled, b'{"\xed\xa0\x80":"x"}').accepted
+    assert accepts_bytes(compiled, '{"é":"x"}'.encode()).accepted

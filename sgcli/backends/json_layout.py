@@ -49,11 +49,20 @@ def strict_schema(schema):
     return schema
 
 
+# The escapes a string may use when generating: one spelling per character. `\uXXXX` (and `\/`) spell
+# characters that have another spelling, and a backend matches property names as written: llguidance
+# and xgrammar took `{"\u0061": "x"}` under `properties: {"a": integer}` (an additional key to them,
+# `a` to jsonschema; 2026-12-06). Lost: the control characters other than these five in free strings.
+UNIQUE_ESCAPES = 'nrbtf\\"'
+
+
 def json_overrides(spec: ConstraintSpec) -> dict:
-    """llguidance's JsonCompileOptions for the spec's JSON layout (its `x-guidance` keys)."""
+    """llguidance's JsonCompileOptions for the spec's JSON layout (its `x-guidance` keys), and, when
+    compiled to generate from, its strings' escapes narrowed to `UNIQUE_ESCAPES`."""
     o = spec.json_options
+    escapes = {"json_allowed_escapes": UNIQUE_ESCAPES} if o.for_generation else {}
     if o.whitespace_pattern is None and o.max_whitespace is None:
         if o.whitespace == "flexible":
-            return {"whitespace_flexible": True}
-        return {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
-    return {"whitespace_flexible": True, "whitespace_pattern": whitespace_regex(o)}
+            return {"whitespace_flexible": True} | escapes
+        return {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"} | escapes
+    return {"whitespace_flexible": True, "whitespace_pattern": whitespace_regex(o)} | escapes

@@ -319,9 +319,9 @@ class XGrammarBackend(LibraryBackend):
         if kind in (Kind.REGEX, Kind.LARK, Kind.STRUCTURAL_TAG):
             self._refuse_misread(spec)
         if kind is Kind.JSON_SCHEMA:  # parsed by `compile` first
-            return compile_json_safe(
-                compiler, xgr.Grammar.from_json_schema(schema_text, **json_format_kwargs(spec.json_options))
-            )
+            options = spec.json_options
+            grammar = xgr.Grammar.from_json_schema(schema_text, **json_format_kwargs(options))
+            return compile_json_safe(compiler, grammar, options.for_generation)
         if kind in (Kind.REGEX, Kind.CHOICE):
             return compiler.compile_regex(for_xgrammar(spec.as_regex()))
         if kind is Kind.EBNF:
@@ -332,7 +332,7 @@ class XGrammarBackend(LibraryBackend):
         if kind is Kind.STRUCTURAL_TAG:
             native = structural_tag.parse(spec)[0]
             tag = xgr.Grammar.from_structural_tag(tag_for_xgrammar(structural_tag.bounded_json_layout(native, spec)))
-            return compile_json_safe(compiler, tag)  # a tag's JSON strings too
+            return compile_json_safe(compiler, tag, spec.json_options.for_generation)  # a tag's JSON strings too
         raise AssertionError(f"xgrammar asked to compile {kind}")
 
     def _refuse_misread(self, spec: ConstraintSpec) -> None:
