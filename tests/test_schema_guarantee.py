@@ -1001,3 +1001,20 @@ def test_xgrammars_first_character_of_an_additional_name_is_utf8(generating):
     compiled = get_backend("xgrammar").compile(spec, byte_vocab())
     assert not accepts_bytes(compiled, b'{"\xed\xa0\x80":"x"}').accepted
     assert accepts_bytes(compiled, '{"é":"x"}'.encode()).accepted
+
+
+def test_a_schema_inside_a_lark_grammar_is_generated_with_one_spelling_per_character_too():
+    """An inline `%json` and a `--sub` schema reach llguidance as schemas of their own: generating, their
+    strings are narrowed as a `--schema`'s (`x{"\\u0061": "x"}` passed `properties: {a: integer}`)."""
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    inline = ConstraintSpec(Kind.LARK, f'start: "x" %json{json.dumps(schema)} | "y" %json {{"type": "string"}}\n', "g")
+    sub = ConstraintSpec(Kind.LARK, 'start: "x" @s\n', "h.lark", subgrammars=(("s", spec_of(schema)),))
+    for spec in (inline, sub):
+        dry = compile_for("llguidance", spec, byte_vocab())[0]
+        generating = compile_for("llguidance", spec.for_generation(), byte_vocab())[0]
+        assert accepts_bytes(dry, b'x{"\\u0061":"x"}').accepted  # a dry run judges with every JSON escape
+        assert not accepts_bytes(generating, b'x{"\\u0061":"x"}').accepted
+        assert accepts_bytes(generating, b'x{"a":1}').accepted
+    control = b'y"\\u0001"'  # the other inline schema: narrowed too
+    assert accepts_bytes(compile_for("llguidance", inline, byte_vocab())[0], control).accepted
+    assert not accepts_bytes(compile_for("llguidance", inline.for_generation(), byte_vocab())[0], control).accepted

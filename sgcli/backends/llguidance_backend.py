@@ -29,13 +29,14 @@ from sgcli.backends.diagnostics import (
     regex_place,
     schema_error,
 )
-from sgcli.backends.json_layout import json_overrides, strict_schema
+from sgcli.backends.json_layout import UNIQUE_ESCAPES, json_overrides, strict_schema
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.pattern_gaps import PatternGap, at, declared_pattern_gaps, with_patterns
 from sgcli.backends.schema_warnings import compile_warnings
 from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
 from sgcli.dialects.convert import one_char_lexemes
+from sgcli.dialects.embedded import embedded_schemas
 from sgcli.dialects.lark_backends import for_backends
 from sgcli.dialects.regex_parse import LOOKAROUNDS
 from sgcli.errors import Location, UserError, offset_to_line_col
@@ -160,6 +161,25 @@ def _schema_entry(spec: ConstraintSpec, schema=None, *, lenient: bool = False) -
     if lenient:
         schema["x-guidance"]["lenient"] = True
     return {"json_schema": schema}
+
+
+def _inline_json_options(spec: ConstraintSpec) -> str:
+    """A Lark grammar's text with each inline `%json` schema's strings narrowed as a `--schema`'s are when
+    generating (`json_layout.UNIQUE_ESCAPES`: `x{"\\u0061": "x"}` passed `%json{"properties": {"a":
+    {"type": "integer"}}}`)."""
+    if not spec.json_options.for_generation or "%json" not in spec.text:
+        return spec.text
+    text = spec.text
+    inline = [e for e in embedded_schemas(spec) if e.text is spec.text and e.label.startswith("%json")]
+    for found in sorted(inline, key=lambda e: e.start, reverse=True):
+        schema = json.loads(found.spec.text)
+        options = schema.get("x-guidance") if isinstance(schema, dict) else None
+        if not isinstance(schema, dict) or not isinstance(options, (dict, type(None))):
+            continue  # a boolean schema has no strings; a malformed x-guidance is llguidance's to report
+        schema["x-guidance"] = {"json_allowed_escapes": UNIQUE_ESCAPES} | (options or {})
+        end = found.start + len(found.spec.text)
+        text = text[: found.start] + json.dumps(schema, ensure_ascii=False) + text[end:]
+    return text
 
 
 def _schema_grammar(spec: ConstraintSpec, schema, unmatchable: list[PatternGap] | tuple = ()) -> str:
@@ -325,7 +345,7 @@ class LLGuidanceBackend(LibraryBackend):
         if kind is Kind.LARK:
             if spec.subgrammars:
                 return self._composite(spec, tok)
-            return for_backends(spec.text)[0]
+            return for_backends(_inline_json_options(spec))[0]
         if kind is Kind.LLGUIDANCE:
             doc = parse_json(spec.text, spec.origin)
             if not isinstance(doc, dict) or not isinstance(doc.get("grammars"), list):
@@ -361,7 +381,7 @@ class LLGuidanceBackend(LibraryBackend):
         """A Lark grammar plus named sub-grammars it refers to as `@name`: llguidance's top-level JSON."""
         import llguidance as llg
 
-        grammars = [{"name": "start", "lark_grammar": for_backends(spec.text)[0]}]
+        grammars = [{"name": "start", "lark_grammar": for_backends(_inline_json_options(spec))[0]}]
         for name, sub in spec.subgrammars:
             if sub.kind not in (Kind.JSON_SCHEMA, Kind.LARK, Kind.REGEX, Kind.CHOICE, Kind.EBNF):
                 raise UserError(

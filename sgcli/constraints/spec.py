@@ -158,8 +158,10 @@ class ConstraintSpec:
         return self.where(*(key_position(self.text, pointer) or (None, None)))
 
     def for_generation(self) -> ConstraintSpec:
-        """This constraint as a command that generates compiles it (`JsonOptions.for_generation`)."""
-        return replace(self, json_options=replace(self.json_options, for_generation=True))
+        """This constraint as a command that generates compiles it (`JsonOptions.for_generation`), its
+        sub-grammars too (a `--sub` schema is generated from as a `--schema` is)."""
+        subs = tuple((name, sub.for_generation()) for name, sub in self.subgrammars)
+        return replace(self, json_options=replace(self.json_options, for_generation=True), subgrammars=subs)
 
     def takes_json_layout(self) -> bool:
         """Whether the JSON layout options shape this constraint: a JSON Schema, a structural tag's JSON,
