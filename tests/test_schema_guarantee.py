@@ -1018,3 +1018,18 @@ def test_a_schema_inside_a_lark_grammar_is_generated_with_one_spelling_per_chara
     control = b'y"\\u0001"'  # the other inline schema: narrowed too
     assert accepts_bytes(compile_for("llguidance", inline, byte_vocab())[0], control).accepted
     assert not accepts_bytes(compile_for("llguidance", inline.for_generation(), byte_vocab())[0], control).accepted
+
+
+@pytest.mark.parametrize("backend", ["llguidance", "xgrammar", "outlines_core"])
+def test_draft3s_required_on_the_property_itself_is_left_to_the_checker(backend):
+    """Draft 3 writes `required: true` inside the property's own subschema; every grammar took `{}` with no
+    keyword named (2026-12-06). The gap is the object's `properties`, checked where the object closes."""
+    draft3 = "http://json-schema.org/draft-03/schema#"
+    inner = {"type": "object", "properties": {"a": {"type": "string", "required": True}, "b": {"type": "integer"}}}
+    schema = {"$schema": draft3, "type": "object", "properties": {"o": inner}}
+    compiled = compile_for(backend, spec_of(schema).for_generation(), byte_vocab())[0]
+    assert [(g.pointer, g.anchors) for g in compiled_gaps(compiled)] == [
+        ("/properties/o/properties", ("/properties/o",))
+    ]
+    assert not accepts_bytes(compiled, b'{"o":{}}').accepted and not accepts_bytes(compiled, b'{"o":{"b":1}}').accepted
+    assert accepts_bytes(compiled, b'{"o":{"a":"x"}}').accepted and accepts_bytes(compiled, b"{}").accepted

@@ -165,10 +165,17 @@ def _why_unenforced(
     if keyword == "properties" and not table.ascii_names and isinstance(node.get("properties"), dict):
         if not all(name.isascii() for name in node["properties"]):
             return "property names beyond ASCII are matched as additional properties"
+    if keyword == "properties" and isinstance(value, dict) and any(_draft3_required(sub) for sub in value.values()):
+        return "draft 3's `required: true` on a property it lists: no grammar reads it"
     if keyword == "minProperties" and not (_is_number(value) and value <= 1):
         # JSON lets a key repeat: the grammar counts `{"b":1,"b":2}` as two properties, jsonschema as one
         return "a repeated key counts twice in the grammar and once to jsonschema"
     return None
+
+
+def _draft3_required(sub) -> bool:
+    """A property's subschema saying `required: true` (draft 3; a later draft refuses the schema)."""
+    return isinstance(sub, dict) and sub.get("required") is True
 
 
 def _holds_escape(value) -> bool:
