@@ -1033,3 +1033,23 @@ def test_draft3s_required_on_the_property_itself_is_left_to_the_checker(backend)
     ]
     assert not accepts_bytes(compiled, b'{"o":{}}').accepted and not accepts_bytes(compiled, b'{"o":{"b":1}}').accepted
     assert accepts_bytes(compiled, b'{"o":{"a":"x"}}').accepted and accepts_bytes(compiled, b"{}").accepted
+
+
+@pytest.mark.parametrize(
+    ("schema", "exact", "dropped"),
+    [
+        ({"const": "hello\u0000there"}, b'"hello\\u0000there"', b'"hellothere"'),
+        ({"enum": ["a\u0001b", "c"]}, b'"a\\u0001b"', b'"ab"'),
+        ({"const": "a\u007fb"}, b'"a\\u007fb"', b'"ab"'),
+        ({"type": "string", "pattern": "^a\\x01b$"}, b'"a\\u0001b"', b'"ab"'),
+    ],
+)
+def test_a_schema_that_asks_for_a_character_only_an_escape_writes_keeps_every_escape(schema, exact, dropped):
+    """Narrowed to one spelling per character, llguidance wrote such a character as nothing: `"ab"` for
+    `const: "a\\u0001b"` (2026-12-06). Such a schema keeps JSON's escapes when generating."""
+    from sgcli.backends.json_layout import one_spelling_fits
+
+    assert not one_spelling_fits(schema)
+    assert one_spelling_fits({"type": "string", "pattern": "^[a-z]+\\d$", "description": "tab\there"})
+    compiled = compile_for("llguidance", spec_of(schema).for_generation(), byte_vocab())[0]
+    assert accepts_bytes(compiled, exact).accepted and not accepts_bytes(compiled, dropped).accepted

@@ -9,6 +9,7 @@ here. `--strict-properties` (xgrammar's strict mode) becomes a schema rewrite:
 from __future__ import annotations
 
 import copy
+import re
 
 from sgcli.backends.schema_warnings import iter_subschemas
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions
@@ -52,15 +53,44 @@ def strict_schema(schema):
 # The escapes a string may use when generating: one spelling per character. `\uXXXX` (and `\/`) spell
 # characters that have another spelling, and a backend matches property names as written: llguidance
 # and xgrammar took `{"\u0061": "x"}` under `properties: {"a": integer}` (an additional key to them,
-# `a` to jsonschema; 2026-12-06). Lost: the control characters other than these five in free strings.
+# `a` to jsonschema; 2026-12-06). Lost: the characters only `\uXXXX` writes (the control characters
+# other than these five, and DEL in llguidance's spelling), so a schema that can ask for one keeps
+# every escape: llguidance wrote `{"const": "a\u0001b"}` as "ab" without them (`one_spelling_fits`).
 UNIQUE_ESCAPES = 'nrbtf\\"'
+_ONLY_ESCAPED = frozenset(chr(c) for c in range(0x20) if chr(c) not in "\b\f\n\r\t") | {"\x7f"}
+# a regex escape that can name such a character: \x01, \x7f, \x{..}, \u0001, \U00000001, \cA, \0
+_ESCAPED_CONTROL = re.compile(r"\\(?:x[01]|x7[fF]|x\{|u00[01]|u007[fF]|U0000|c[A-Za-z]|0)")
 
 
-def json_overrides(spec: ConstraintSpec) -> dict:
+def one_spelling_fits(schema) -> bool:
+    """Whether no string `schema` names (a value, a key, a `pattern`) holds or matches a character that
+    only a `\\uXXXX` escape writes: then `UNIQUE_ESCAPES` loses nothing it asks for."""
+    stack = [schema]
+    while stack:  # iterative: the schema was parsed with a bounded depth, nothing here recurses
+        value = stack.pop()
+        if isinstance(value, dict):
+            if not all(_fits(key) for key in value):
+                return False
+            stack += value.values()
+        elif isinstance(value, list):
+            stack += value
+        elif isinstance(value, str) and not _fits(value):
+            return False
+    return True
+
+
+def _fits(text: str) -> bool:
+    """No such character in `text`, nor an escape that names one if `text` is a regex (any string is
+    read as one: a description that spells `\\0` only keeps every escape)."""
+    return not (_ONLY_ESCAPED & set(text)) and not _ESCAPED_CONTROL.search(text)
+
+
+def json_overrides(spec: ConstraintSpec, schema) -> dict:
     """llguidance's JsonCompileOptions for the spec's JSON layout (its `x-guidance` keys), and, when
-    compiled to generate from, its strings' escapes narrowed to `UNIQUE_ESCAPES`."""
+    compiled to generate from, its strings' escapes narrowed to `UNIQUE_ESCAPES` where `schema` (the
+    JSON Schema they are for) loses nothing by it."""
     o = spec.json_options
-    escapes = {"json_allowed_escapes": UNIQUE_ESCAPES} if o.for_generation else {}
+    escapes = {"json_allowed_escapes": UNIQUE_ESCAPES} if o.for_generation and one_spelling_fits(schema) else {}
     if o.whitespace_pattern is None and o.max_whitespace is None:
         if o.whitespace == "flexible":
             return {"whitespace_flexible": True} | escapes

@@ -29,7 +29,7 @@ from sgcli.backends.diagnostics import (
     regex_place,
     schema_error,
 )
-from sgcli.backends.json_layout import UNIQUE_ESCAPES, json_overrides, strict_schema
+from sgcli.backends.json_layout import UNIQUE_ESCAPES, json_overrides, one_spelling_fits, strict_schema
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.pattern_gaps import PatternGap, at, declared_pattern_gaps, with_patterns
 from sgcli.backends.schema_warnings import compile_warnings
@@ -157,7 +157,7 @@ def _schema_entry(spec: ConstraintSpec, schema=None, *, lenient: bool = False) -
     dialect = dialect_of(schema)
     if dialect.note:  # llguidance would try to fetch the URI and refuse: the draft sgcli reads instead
         schema["$schema"] = dialect.uri
-    schema["x-guidance"] = {**(schema.get("x-guidance") or {}), **json_overrides(spec)}
+    schema["x-guidance"] = {**(schema.get("x-guidance") or {}), **json_overrides(spec, schema)}
     if lenient:
         schema["x-guidance"]["lenient"] = True
     return {"json_schema": schema}
@@ -176,9 +176,11 @@ def _inline_json_options(spec: ConstraintSpec) -> str:
         options = schema.get("x-guidance") if isinstance(schema, dict) else None
         if not isinstance(schema, dict) or not isinstance(options, (dict, type(None))):
             continue  # a boolean schema has no strings; a malformed x-guidance is llguidance's to report
+        if not one_spelling_fits(schema):
+            continue
         schema["x-guidance"] = {"json_allowed_escapes": UNIQUE_ESCAPES} | (options or {})
         end = found.start + len(found.spec.text)
-        text = text[: found.start] + json.dumps(schema, ensure_ascii=False) + text[end:]
+        text = text[: found.start] + json.dumps(schema) + text[end:]
     return text
 
 
@@ -198,7 +200,7 @@ def _schema_grammar(spec: ConstraintSpec, schema, unmatchable: list[PatternGap] 
     ):
         body = spec.text.rstrip()
         if body.endswith("}"):
-            options = json.dumps({**json_overrides(spec), "lenient": True})
+            options = json.dumps({**json_overrides(spec, schema), "lenient": True})
             return '{"grammars":[{"json_schema":' + body[:-1] + ',"x-guidance":' + options + "}}]}"
     return json.dumps({"grammars": [_schema_entry(spec, schema, lenient=True)]})
 

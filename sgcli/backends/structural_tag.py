@@ -58,7 +58,9 @@ def _content_lark(spec: ConstraintSpec, tag: Tag, backend: str) -> str:
     if kind == "json_schema" and c.get("style", "json") == "json":
         schema = c.get("json_schema", {})
         if isinstance(schema, dict):  # the spec's JSON layout, as for a --schema (compact under generate)
-            schema = dict(schema, **{"x-guidance": {**json_overrides(spec), **(schema.get("x-guidance") or {})}})
+            schema = dict(
+                schema, **{"x-guidance": {**json_overrides(spec, schema), **(schema.get("x-guidance") or {})}}
+            )
         return "%json " + json.dumps(schema, separators=(",", ":"))
     if kind == "const_string" and isinstance(c.get("value"), str):
         return _lit(c["value"])
