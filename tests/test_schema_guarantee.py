@@ -1053,3 +1053,13 @@ def test_a_schema_that_asks_for_a_character_only_an_escape_writes_keeps_every_es
     assert one_spelling_fits({"type": "string", "pattern": "^[a-z]+\\d$", "description": "tab\there"})
     compiled = compile_for("llguidance", spec_of(schema).for_generation(), byte_vocab())[0]
     assert accepts_bytes(compiled, exact).accepted and not accepts_bytes(compiled, dropped).accepted
+
+
+@pytest.mark.parametrize("text", [b"[-]", b"[" + b"1" * 4301 + b"]"])
+def test_a_value_json_does_not_read_is_refused_not_a_crash(text):
+    """The checker's reader raised JSONDecodeError on `-` alone (where a grammar reads on) and ValueError past
+    Python's 4,300-digit integer limit: `sgcli masks` exited 3 (2026-12-06)."""
+    schema = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
+    compiled = compile_for("llguidance", spec_of(schema), byte_vocab())[0]
+    assert isinstance(compiled, CheckedCompiled)
+    assert not accepts_bytes(compiled, text).accepted

@@ -56,7 +56,10 @@ def _loads(raw: bytes):
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise Refused("bytes that are not UTF-8 text") from None
-    return json.loads(text)
+    try:
+        return json.loads(text)
+    except ValueError as exc:  # `-` alone, where a grammar reads on, or past Python's 4,300-digit int limit
+        raise Refused(f"a value JSON does not read ({exc})") from None
 
 
 class Refused(Exception):
