@@ -1063,3 +1063,17 @@ def test_a_value_json_does_not_read_is_refused_not_a_crash(text):
     compiled = compile_for("llguidance", spec_of(schema), byte_vocab())[0]
     assert isinstance(compiled, CheckedCompiled)
     assert not accepts_bytes(compiled, text).accepted
+
+
+@pytest.mark.parametrize("pattern", ["^cat|dog$", "numerical|categorical|text", "^a\\$", "^a$|^b$"])
+def test_outlines_core_gets_each_pattern_as_one_group(pattern):
+    """outlines-core puts a pattern between quotes as it is: `^cat|dog$` became `"cat` or `dog"` (e2e:
+    `{"kind":"cat}`, not JSON), and `^a\\$` lost its escaped `$` (2026-12-06)."""
+    from sgcli.backends.matching import sample_strings
+
+    schema = {"type": "object", "properties": {"kind": {"type": "string", "pattern": pattern}}, "required": ["kind"]}
+    compiled = compile_for("outlines_core", spec_of(schema).for_generation(), byte_vocab())[0]
+    texts = sample_strings(compiled, 8, seed=1)
+    assert texts
+    for text in texts:
+        assert not schema_errors(schema, json.loads(text)), text

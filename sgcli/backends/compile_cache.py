@@ -47,9 +47,9 @@ from sgcli.tokenizers.vocab import Vocab
 
 # bump when the entry layout, what sgcli hands a library for the same spec, or the warnings sgcli adds to
 # an entry change (3: the JSON layout inside tags; 4: outlines_core's warnings name only keywords that
-# validate; 5: strings generated with one spelling per character, json_layout.UNIQUE_ESCAPES). A release
-# changes the key anyway: sgcli's version is part of it.
-FORMAT_VERSION = 5
+# validate; 5: strings generated with one spelling per character, json_layout.UNIQUE_ESCAPES; 6: outlines-core's
+# patterns grouped). A release changes the key anyway: sgcli's version is part of it.
+FORMAT_VERSION = 6
 MAX_ENTRY_BYTES = 64 << 20  # a bigger payload is not stored (and is no faster to load than to compile)
 MIN_STORE_BUDGET_S = 0.25  # the least time a store attempt gets, whatever the compile took
 # A compile quicker than this is never stored, nor tried: reading, checking and loading an entry took

@@ -178,7 +178,7 @@ class OutlinesCoreBackend(LibraryBackend):
             schema = strict_schema(schema)
         gaps = declared_pattern_gaps(spec, schema, self.name, self.capabilities.schema_keywords)
         schema = with_patterns(schema, gaps)  # see _warnings
-        schema = _exact_formats_only(schema)
+        schema = _grouped_patterns(_exact_formats_only(schema))
         self._refuse_broken(spec, schema)
         try:
             built = build_regex_from_schema(json.dumps(schema), _WS_MARK)
@@ -318,6 +318,22 @@ def _exact_formats_only(schema):
     schema = copy.deepcopy(schema)
     for path in inexact:
         at(schema, path).pop("format")
+    return schema
+
+
+def _grouped_patterns(schema):
+    """`schema` with each `pattern` as one group without its edge anchors, which outlines-core puts between
+    quotes as it is: `^cat|dog$` became `"cat|dog"`, which is `"cat` or `dog"` (not JSON), and `^a\\$`
+    became `"a\\"` (its `$` cut as an anchor). A whole-value match of the group is what it enforces then:
+    no wider than the pattern, which jsonschema searches for."""
+    from sgcli.backends.schema_warnings import iter_subschemas
+
+    found = [(path, node["pattern"]) for path, node in iter_subschemas(schema) if isinstance(node.get("pattern"), str)]
+    if not found:
+        return schema
+    schema = copy.deepcopy(schema)
+    for path, pattern in found:
+        at(schema, path)["pattern"] = f"(?:{without_edge_anchors(pattern)})"
     return schema
 
 
