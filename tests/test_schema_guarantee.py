@@ -1077,3 +1077,79 @@ def test_outlines_core_gets_each_pattern_as_one_group(pattern):
     assert texts
     for text in texts:
         assert not schema_errors(schema, json.loads(text)), text
+
+
+PATTERN_READINGS = [
+    # shorthand classes read wider than Python's re (llguidance and xgrammar: \w and \d are ASCII to them)
+    ("llguidance", {"type": "string", "pattern": "^\\W$"}, "ۿ"),
+    ("llguidance", {"type": "string", "pattern": "^[^\\d]$"}, "٠"),
+    ("xgrammar", {"type": "string", "pattern": "^\\D$"}, "٠"),
+    ("xgrammar", {"type": "string", "pattern": "^\\s$"}, "\ufeff"),
+    ("xgrammar", {"type": "string", "pattern": "^\\S$"}, "\x85"),
+    ("outlines_core", {"type": "string", "pattern": "^\\w+$"}, "\u0301"),
+    # xgrammar: an optional group holding an unbounded repetition took that repetition alone
+    ("xgrammar", {"type": "string", "pattern": "^(a+b)?$"}, "a"),
+    ("xgrammar", {"type": "string", "pattern": "^[0-9]+(-[a-z]+)?$"}, "1a"),
+    # name patterns read as a `pattern` is (llguidance), and jsonschema's reading of an empty one
+    ("llguidance", {"patternProperties": {'^[^"]+$': {"type": "integer"}}, "additionalProperties": False}, {'a"b': 1}),
+    ("llguidance", {"patternProperties": {"^[a-z&&[^aeiou]]+$": {}}, "additionalProperties": False}, {"wlkkq": 1}),
+    ("llguidance", {"patternProperties": {"^\\W+$": {}}, "additionalProperties": False}, {"ۿ": 1}),
+    ("llguidance", {"patternProperties": {"": {"type": "integer"}}, "additionalProperties": False}, {"x": 1}),
+]
+
+
+@pytest.mark.parametrize(("backend", "schema", "value"), PATTERN_READINGS)
+def test_a_pattern_a_grammar_reads_otherwise_than_jsonschema_is_left_to_the_checker(backend, schema, value):
+    """Found 2026-12-06 by random walks checked with jsonschema: each value breaks the schema, and the bare
+    grammar took it with no keyword named."""
+    assert schema_errors(schema, value)
+    text = json.dumps(value, ensure_ascii=False).encode()
+    spec = spec_of(schema).for_generation()
+    assert accepts_bytes(get_backend(backend).compile(spec, byte_vocab()), text).accepted  # the bare grammar
+    compiled = compile_for(backend, spec, byte_vocab())[0]
+    assert isinstance(compiled, CheckedCompiled)
+    assert not accepts_bytes(compiled, text).accepted
+
+
+DRAFT4 = "http://json-schema.org/draft-04/schema#"
+ID_REF = {
+    "$id": "http://x.test/r",
+    "$defs": {"B": {"type": "string"}},
+    "properties": {
+        "c": {"$id": "http://x.test/c", "$defs": {"B": {"type": "integer"}}, "properties": {"p": {"$ref": "#/$defs/B"}}}
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("backend", "schema", "text"),
+    [
+        # numbers an enum/const lists that a grammar writes as another number
+        ("llguidance", {"const": 9007199254740993}, b"9007199254740992"),
+        ("llguidance", {"const": 1e23}, b"100000000000000000000000"),
+        ("llguidance", {"enum": [123456789.12345679, 1]}, b"123456789.1234568"),
+        # exclusive bounds compared in decimal (0.99999999999999999 is 1.0 to jsonschema)
+        ("llguidance", {"type": "number", "exclusiveMaximum": 1}, b"0.99999999999999999"),
+        (
+            "llguidance",
+            {"$schema": DRAFT4, "type": "number", "maximum": 1, "exclusiveMaximum": True},
+            b"0.99999999999999999",
+        ),
+        # a hostname past 253 characters
+        (
+            "llguidance",
+            {"type": "string", "format": "hostname"},
+            json.dumps(".".join(["a" * 63] * 3 + ["a" * 62])).encode(),
+        ),
+        # `#/...` inside a subschema with its own $id, resolved against the root
+        ("xgrammar", ID_REF, b'{"c":{"p":"s"}}'),
+        ("outlines_core", ID_REF, b'{"c":{"p":"s"}}'),
+    ],
+)
+def test_values_a_grammar_reads_otherwise_than_jsonschema_are_left_to_the_checker(backend, schema, text):
+    """Found 2026-12-06 by random walks checked with jsonschema: the bare grammar took each text, which breaks
+    the schema, with no keyword named."""
+    assert schema_errors(schema, json.loads(text))
+    compiled = compile_for(backend, spec_of(schema).for_generation(), byte_vocab())[0]
+    assert isinstance(compiled, CheckedCompiled)
+    assert not accepts_bytes(compiled, text).accepted

@@ -20,10 +20,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from urllib.parse import unquote
 
 from sgcli.backends.base import SchemaKeywords
 from sgcli.backends.outlines_coverage import disjoint_types, dropped_keywords
-from sgcli.backends.pattern_gaps import declared_pattern_gaps
+from sgcli.backends.pattern_gaps import declared_pattern_gaps, name_pattern_misread
 from sgcli.backends.schema_doc import COMPANIONS, SchemaDoc, escape_pointer, lists_optional_properties, subschemas
 from sgcli.constraints.formats import format_checker
 from sgcli.constraints.jsonpos import pointer_parts
@@ -135,6 +136,10 @@ def _why_unenforced(
         return "a fractional divisor: the grammar's decimal arithmetic and jsonschema's float arithmetic disagree"
     if keyword in _BOUNDS and _is_number(value) and abs(value) > 2**53:
         return "a bound past 2**53, which the grammar rounds to a float (9007199254740993 read as ...992)"
+    if table.decimal_bounds and _exclusive(node, keyword) and node.get("type") != "integer":
+        return "an exclusive bound the grammar compares in decimal: a value that rounds onto it in floats passes"
+    if keyword in ("enum", "const") and any(_inexact(v) for v in (value if keyword == "enum" else [value]) or ()):
+        return "a number no grammar is known to write exactly (past 2**53, or more than 15 significant digits)"
     if keyword in table.typed and _TYPE_OF.get(keyword) not in _single_type(node):
         return f'enforced only beside `"type": "{_TYPE_OF[keyword]}"`'
     if keyword in table.integer_only and (node.get("type") != "integer" or not _is_int(node.get(keyword))):
@@ -167,10 +172,38 @@ def _why_unenforced(
             return "property names beyond ASCII are matched as additional properties"
     if keyword == "properties" and isinstance(value, dict) and any(_draft3_required(sub) for sub in value.values()):
         return "draft 3's `required: true` on a property it lists: no grammar reads it"
+    if keyword == "patternProperties" and isinstance(value, dict):
+        if "" in value and node.get("additionalProperties") is False:  # jsonschema joins the patterns: "" is falsy
+            return "an empty name pattern beside `additionalProperties: false`: jsonschema then refuses every name"
+        misread = next(filter(None, (name_pattern_misread(p, table) for p in value)), None)
+        if misread:
+            return f"a name pattern with {misread}, which the grammar reads otherwise than jsonschema"
     if keyword == "minProperties" and not (_is_number(value) and value <= 1):
         # JSON lets a key repeat: the grammar counts `{"b":1,"b":2}` as two properties, jsonschema as one
         return "a repeated key counts twice in the grammar and once to jsonschema"
     return None
+
+
+def _exclusive(node: dict, keyword: str) -> bool:
+    """Whether `keyword` is an exclusive numeric bound of `node` (draft 4's boolean form: on its bound)."""
+    if keyword in ("exclusiveMinimum", "exclusiveMaximum"):
+        return _is_number(node.get(keyword))
+    flag = {"minimum": "exclusiveMinimum", "maximum": "exclusiveMaximum"}.get(keyword)
+    return flag is not None and node.get(flag) is True
+
+
+def _inexact(value) -> bool:
+    """A number (anywhere in an enum/const value) a grammar may write as another: llguidance wrote
+    9007199254740993 as ...992, 1e23 as 100000000000000000000000 and 123456789.12345679 as ...568."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return abs(value) > 2**53
+    if isinstance(value, float):
+        return abs(value) >= 2**53 or float(f"{value:.15g}") != value
+    if isinstance(value, dict):
+        return any(_inexact(v) for v in value.values())
+    return isinstance(value, list) and any(_inexact(v) for v in value)
 
 
 def _draft3_required(sub) -> bool:
@@ -260,6 +293,8 @@ def _ref_gap(doc: SchemaDoc, pointer: str, node: dict, key: str, table: SchemaKe
         return "refers outside this file (no backend fetches it: compiled as any value)", ""
     if not isinstance(doc.nodes.get(target), dict):
         return "refers to a boolean schema", ""
+    if table.root_fragments and ref[1:2] in ("", "/") and unquote(ref[1:]) != target:
+        return "resolved against the document's root, not the `$id` around it", ""
     return None, target
 
 

@@ -265,11 +265,14 @@ class LLGuidanceBackend(LibraryBackend):
             through=frozenset({"properties", "patternProperties", "additionalProperties", "items", "prefixItems"})
             | {"anyOf", "oneOf", "allOf", "$ref"},
             formats=LLGUIDANCE_FORMATS,
-            approximate_formats=frozenset({"date", "date-time", "time"}),  # 2023-02-29, second 60
+            # 2023-02-29, second 60; a hostname past 253 characters (2026-12-06)
+            approximate_formats=frozenset({"date", "date-time", "time", "hostname"}),
             counts_all_required=True,  # its compile warns: "min/maxProperties only supported when all keys..."
             # its regexes are DFAs over bytes: look-around, backreferences and `\b` relaxed (pattern_gaps)
             unmatchable=LOOKAROUNDS | {"backreference", "word boundary", "non-word-boundary"},
             negated_escapes=True,
+            decimal_bounds=True,
+            wide_shorthands=frozenset("DW"),  # `\\W` took "ۿ" (U+06FF), `\\D` took "٠" (U+0660)
             rust_classes=True,  # `^[a-z&&[^aeiou]]+$` took "wlkkq", `^[[:upper:]]{2,3}$` took "CCC" (2026-12-06)
         ),
     )

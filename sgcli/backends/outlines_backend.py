@@ -139,6 +139,8 @@ class OutlinesCoreBackend(LibraryBackend):
             escaped_values=False,
             required_listed=True,  # `{"required": ["zz", "y"], "properties": {"y": ...}}` took {"y": -6}
             raw_patterns="any",  # `.` wrote a raw quote
+            root_fragments=True,
+            wide_shorthands=frozenset("dDwWsS"),  # `\\w` took combining marks, `\\d` U+1E5F5 (2026-12-06)
         ),
     )
 

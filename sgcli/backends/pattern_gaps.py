@@ -147,10 +147,76 @@ def declared_pattern_gaps(spec, schema, backend: str, table: SchemaKeywords | No
         found += letter_anchor_gaps(schema, backend)
     more = rust_class_gaps(schema, backend) if table.rust_classes and "[" in spec.text else []
     more += negated_escape_gaps(schema, backend) if table.negated_escapes and "[^" in spec.text else []
+    if table.wide_shorthands and "\\\\" in spec.text:
+        more += _gaps_where(schema, lambda p: reads_shorthand_wider(p, table.wide_shorthands), SHORTHAND_WHY, backend)
+    if table.optional_repeats and ("?" in spec.text or "{0" in spec.text):
+        more += _gaps_where(schema, optional_repeat, OPTIONAL_REPEAT_WHY, backend)
     for gap in more:  # a pattern left out once: the first reason names it
         if all(g.path != gap.path for g in found):
             found.append(gap)
     return found
+
+
+SHORTHAND_WHY = "has a shorthand class (`\\W`, `\\D`, ...) that {backend} reads wider than jsonschema (Python's re)"
+OPTIONAL_REPEAT_WHY = "has an optional group holding an unbounded repetition, which {backend} takes alone"
+
+
+def _gaps_where(schema, misread, why: str, backend: str) -> list[PatternGap]:
+    """Each `pattern` that `misread(pattern)` says `backend` reads otherwise: left out of its grammar."""
+    return [PatternGap(path, why.format(backend=backend), None) for path, p in patterns(schema) if misread(p)]
+
+
+_SHORTHAND = re.compile(r"\\.|\[\^?|\]")
+
+
+def reads_shorthand_wider(pattern: str, wide: frozenset[str]) -> bool:
+    """Whether `pattern` holds a shorthand class in `wide` (one inside a negated class counts as its
+    complement: `[^\\w]` as `\\W`)."""
+    negated = None  # None outside a class, else whether the class is [^...]
+    for m in _SHORTHAND.finditer(pattern):
+        token = m.group()
+        if token.startswith("\\"):
+            letter = token[1]
+            if letter in "dDwWsS" and (letter.swapcase() if negated else letter) in wide:
+                return True
+        elif token.startswith("[") and negated is None:
+            negated = token == "[^"
+        elif token == "]":
+            negated = None
+    return False
+
+
+def optional_repeat(pattern: str) -> bool:
+    """Whether some optional part of `pattern` (`?`, `{0,1}`) holds an unbounded repetition."""
+    from sgcli.dialects.grammar_model import ParseError, Rep, walk
+    from sgcli.dialects.regex_parse import parse_regex
+
+    try:
+        node = parse_regex(pattern).node
+    except (ParseError, RecursionError):
+        return False  # the backend says what is wrong with it
+    return any(
+        isinstance(n, Rep)
+        and n.min == 0
+        and n.max == 1
+        and any(isinstance(inner, Rep) and inner.max is None for inner in walk(n.body))
+        for n in walk(node)
+    )
+
+
+def name_pattern_misread(pattern: str, table: SchemaKeywords) -> str | None:
+    """Why a `patternProperties` name pattern means otherwise to the backend of `table` than to
+    jsonschema (the readings of `declared_pattern_gaps` that apply to property names), or None."""
+    for on, misread, why in (
+        (table.rust_classes, rust_reads_class_otherwise, "a class Rust's regex syntax reads as set syntax"),
+        (table.negated_escapes, _negates_escaped, "a negated class that leaves out a quote or backslash"),
+        (table.optional_repeats, optional_repeat, "an optional group holding an unbounded repetition"),
+        (table.letter_anchors, _LETTER_ANCHOR.search, "`\\A`, `\\Z` or `\\z`, read as a letter"),
+        (bool(table.wide_shorthands), lambda p: reads_shorthand_wider(p, table.wide_shorthands), "a wide shorthand"),
+    ):
+        if on and misread(pattern):
+            return why
+    return None
 
 
 def negated_escape_gaps(schema, backend: str) -> list[PatternGap]:

@@ -6,6 +6,7 @@ conditions it can test earlier (types, keys, item counts, string rules).
 from __future__ import annotations
 
 import re
+import warnings
 
 from sgcli.backends.json_strings import StringRules, vocab_tables
 from sgcli.backends.schema_doc import SchemaDoc, escape_pointer, fragment
@@ -289,7 +290,9 @@ def _search(pattern: str, text: str) -> bool:
     compiled = _regex_cache.get(pattern)
     if compiled is None:
         try:
-            compiled = re.compile(pattern)
+            with warnings.catch_warnings():  # `&&`, a nested `[`: read as jsonschema reads them, without a word
+                warnings.simplefilter("ignore", FutureWarning)
+                compiled = re.compile(pattern)
         except (re.error, RecursionError, OverflowError):
             compiled = False
         _regex_cache[pattern] = compiled

@@ -164,6 +164,9 @@ class XGrammarBackend(LibraryBackend):
             ),
             lone_all_of=True,
             raw_patterns="literal",  # `^a"b$` wrote `"a"b"`
+            wide_shorthands=frozenset("DWsS"),  # as llguidance's, and `\\s` took U+FEFF, `\\S` U+0085
+            optional_repeats=True,
+            root_fragments=True,
             letter_anchors=True,  # cfn-lint's `^(vpc-)([a-z0-9]+)\Z` demanded a final Z
             # measured 2026-12-06: `maximum`, `minLength`, `required`, `additionalProperties` beside `$ref` took
             # values that break them (draft 2019-09 on; earlier drafts ignore a `$ref`'s siblings anyway)
