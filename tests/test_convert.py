@@ -117,6 +117,11 @@ def test_lark_converts_to_gbnf_and_round_trips(run_cli, tmp_path):
         ("ign.lark", 'start: "a" "b"\n%ignore " "\n', "gbnf", "2:1", "%ignore"),
         ("imp.lark", "%import common.NUMBER\nstart: NUMBER\n", "gbnf", "1:1", "NUMBER"),
         ("la.regex", "a(?=b)b\n", "lark", "1:2", "lookahead"),
+        # dropped without a word until 2026-12-06
+        ("flag.regex", "(?s)a.b", "gbnf", "1:1", "(?s)"),
+        ("flag.lark", "start: /(?i)abc/\n", "gbnf", "1:8", "(?i)"),
+        ("stop.lark", 'start: "say:" text "!"\ntext[stop="END"]: /[a-z ]*/\n', "gbnf", "2:1", 'stop="END"'),
+        ("opt.lark", '%llguidance {"allow_invalid_utf8": true}\nstart: "a"\n', "gbnf", "1:1", "%llguidance"),
     ],
 )
 def test_constructs_without_an_equivalent_exit_2_at_their_position(run_cli, tmp_path, name, text, to, where, what):
@@ -143,6 +148,33 @@ def test_schema_converts_to_lark_through_xgrammar_and_says_so(run_cli, tmp_path)
         parser.parse('{"y":1}')
     with pytest.raises(lark.exceptions.LarkError):  # generate's layout: compact, no whitespace to run away in
         parser.parse('{"x": -12}')
+
+
+@pytest.mark.parametrize(
+    ("schema", "keyword"),
+    [
+        ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "`uniqueItems` at /uniqueItems"),
+        ({"type": "string", "format": "foo"}, "`format` at /format"),
+    ],
+)
+def test_a_keyword_the_printed_grammar_drops_is_exit_2_unless_allowed(run_cli, tmp_path, schema, keyword):
+    """The translator's grammar left `uniqueItems` out, and convert said "round trip ok" (both sides equally
+    weak): a grammar file carries no schema checker, so that loss is named (2026-12-06)."""
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(schema))
+    refused = run_cli("convert", path, "--to", "gbnf", "--no-check")
+    assert refused.exit_code == 2 and keyword in refused.output and "--allow-unenforced" in refused.output
+    allowed = run_cli("convert", path, "--to", "gbnf", "--no-check", "--allow-unenforced", "--json")
+    assert allowed.exit_code == 0
+    assert _record(allowed)["unenforced"][0]["keyword"] == keyword.split("`")[1]
+
+
+def test_a_layout_flag_the_translator_lacks_is_exit_2_not_dropped(run_cli, tmp_path):
+    """`--whitespace-pattern` was dropped: the printed grammar had unbounded whitespace at every token."""
+    path = tmp_path / "s.json"
+    path.write_text('{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}')
+    result = run_cli("convert", path, "--to", "gbnf", "--no-check", "--whitespace-pattern", " ?")
+    assert result.exit_code == 2 and "--whitespace-pattern" in result.output
 
 
 @pytest.mark.parametrize("to", ["gbnf", "lark"])
@@ -501,3 +533,52 @@ def test_a_grammar_that_ends_at_a_newline_is_verified_not_left_unchecked(run_cli
     result = run_cli("convert", src, "--to", "lark")
     assert result.exit_code == 0, result.output
     assert "round trip ok" in result.output
+
+
+@pytest.mark.parametrize(
+    "name, text, where, what",
+    [
+        ("range.regex", "[a-\\d]", "1:4", "a class escape cannot end a character range"),
+        ("quote.regex", "\\Qa\\E", "1:1", "unknown escape \\Q"),
+        ("rep.regex", "a{3,1}", "1:2", "maximum below its minimum"),
+        ("rep.lark", 'start: "a" ~ 3..1\n', "1:12", "maximum below its minimum"),
+        ("range.lark", 'start: "b".."a"\n', "1:8", "backwards"),
+    ],
+)
+def test_input_no_engine_reads_as_written_is_exit_2_at_its_position(run_cli, tmp_path, name, text, where, what):
+    """Read as something else and printed (`[a-\\d]` as `[a-d]`, `\\Q` as `Q`, `{3,1}` kept): outputs that
+    compiled nowhere or meant another language (2026-12-06)."""
+    path = tmp_path / name
+    path.write_text(text)
+    result = run_cli("convert", path, "--to", "gbnf" if name.endswith(".lark") else "lark", "--no-check")
+    assert result.exit_code == 2, result.stderr
+    assert f"{path}:{where}:" in result.stderr and what in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    "text, printed",
+    [("a[\\b]", '"a" [\\x08]'), ("a\\cA", '"a" "\\x01"')],
+)
+def test_escapes_read_as_the_engines_read_them(run_cli, tmp_path, text, printed):
+    """`[\\b]` is a backspace and `\\cA` U+0001 to xgrammar (and ECMAScript); both were printed as letters."""
+    path = tmp_path / "e.regex"
+    path.write_text(text)
+    result = run_cli("convert", path, "--to", "gbnf", "--no-check")
+    assert result.exit_code == 0 and printed in result.stdout, result.output
+
+
+def test_blanks_may_stand_before_a_gbnf_repetition(run_cli, tmp_path):
+    """llama.cpp and xgrammar read `"a" *` and `"b" {2}`; sgcli's reader refused them at the operator."""
+    path = tmp_path / "sp.gbnf"
+    path.write_text('root ::= "a" * "b" {2}\n')
+    result = run_cli("convert", path, "--to", "lark", "--no-check")
+    assert result.exit_code == 0 and 'start: "a"* "b" ~ 2' in result.stdout, result.output
+
+
+def test_a_failing_string_is_shown_as_it_reads():
+    """A multi-byte character was split at the byte the grammars disagreed on, its escape doubled:
+    `⟨\\\\xdf⟩\\\\x86` for `߆`."""
+    from sgcli.grammar_dev.convert import _clip
+
+    assert _clip("ab߆cd".encode(), 3) == "ab⟨߆⟩cd"
+    assert _clip(b"a\x08\xffb", 2) == "a\\x08⟨\\xff⟩b"

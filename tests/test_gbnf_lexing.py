@@ -69,16 +69,17 @@ def test_strings_outside_the_language_stay_rejected_by_the_gbnf_stay_rejected(sm
         assert not accepts_bytes(compiled, data.encode()).accepted, data
 
 
-def test_an_error_in_the_printed_lark_is_placed_at_its_gbnf_rule(smol_tokenizer):
-    """llguidance reads sgcli's print of the GBNF; where it refuses one, the error names the rule's line
-    in the user's file, not a line of text the user never saw."""
+def test_an_error_in_the_gbnf_is_placed_in_the_users_file(smol_tokenizer):
+    """llguidance reads sgcli's print of the GBNF; an error names a place in the user's file, not a line of
+    text the user never saw. A reversed count is sgcli's reader's to refuse, at its braces (llguidance's
+    own "range end must be >= start" named only the rule, before 2026-12-06)."""
     from sgcli.errors import UserError
 
     text = 'root ::= a\n\na ::= "x" b\nb ::= [a-z]{3,1}\n'
     with pytest.raises(UserError) as info:
         _compile("llguidance", text, smol_tokenizer.vocab)
-    assert "range end must be >= start" in info.value.message
-    assert (info.value.location.path, info.value.location.line, info.value.location.col) == ("g.gbnf", 4, 1)
+    assert "maximum below its minimum" in info.value.message
+    assert (info.value.location.path, info.value.location.line, info.value.location.col) == ("g.gbnf", 4, 12)
 
 
 def test_past_its_item_limit_llguidance_says_why_in_gbnfs_terms(smol_tokenizer, monkeypatch):

@@ -26,7 +26,7 @@ def printed_by(spec: ConstraintSpec) -> str | None:
 
 def json_schema_to_ebnf(spec: ConstraintSpec) -> str:
     """The EBNF the translating backend compiles for `spec`, honouring its JSON layout options."""
-    from sgcli.backends import get_backend
+    from sgcli.backends import get_backend, unsupported_reason
 
     assert spec.kind is Kind.JSON_SCHEMA
     name = translator()
@@ -34,4 +34,18 @@ def json_schema_to_ebnf(spec: ConstraintSpec) -> str:
     reason = backend.unavailable_reason()
     if reason:
         raise UserError(f"converting a JSON Schema to a grammar needs {name}, which is unavailable: {reason}")
+    lacks = unsupported_reason(backend, spec)
+    if lacks:  # a layout flag it would drop: exit 2, as compile says, never a looser grammar
+        raise UserError(
+            f"{name}'s translator, which prints a JSON Schema as grammar text, does not support {lacks}",
+            hint="drop that flag (--json-whitespace, --indent and --max-whitespace it takes)",
+        )
     return backend.schema_grammar(spec)
+
+
+def printed_gaps(spec: ConstraintSpec) -> list:
+    """The keywords of the JSON Schema `spec` that the translator's printed grammar does not enforce
+    (`keyword_coverage` Gaps): a grammar file carries no schema checker, so all of them are lost."""
+    from sgcli.backends.keyword_coverage import schema_gaps
+
+    return schema_gaps(spec, translator()) if spec.kind is Kind.JSON_SCHEMA else []

@@ -63,14 +63,28 @@ def unenforced_error(spec, backend: str, gaps: list[Gap]) -> UserError:
     )
 
 
-def _refusal(spec, gaps: list[Gap], what: str, why, instead: str) -> UserError:
+def printed_weaker_error(spec, backend: str, gaps: list[Gap]) -> UserError:
+    """A JSON Schema printed as grammar text keeps only what the translator's grammar enforces: a grammar
+    file carries no schema checker, so each of `gaps` would be lost without a word."""
+    return _refusal(
+        spec,
+        gaps,
+        f"would not be enforced by the grammar {backend}'s translator prints (a grammar file carries no "
+        "schema checker)",
+        lambda g: f"{g.reason} by {backend}",
+        "keep the schema itself (generate --schema enforces it with sgcli's checker)",
+        anyway="to convert anyway",
+    )
+
+
+def _refusal(spec, gaps: list[Gap], what: str, why, instead: str, anyway: str = "") -> UserError:
     """The exit-2 error naming each keyword of `gaps` at file:line:col, `why(gap)` for each."""
     lines = [f"{where(spec, g)}: {g.describe()}: {why(g)}" for g in gaps]
+    anyway = anyway or "to generate anyway (the record then lists them under `unenforced`)"
     return UserError(
         f"{len(gaps)} schema keyword(s) {what}:\n  " + "\n  ".join(lines),
         location=where(spec, gaps[0]),
-        hint=f"rewrite or drop the keyword, {instead}, or pass --allow-unenforced to generate anyway (the record "
-        "then lists them under `unenforced`)",
+        hint=f"rewrite or drop the keyword, {instead}, or pass --allow-unenforced {anyway}",
     )
 
 

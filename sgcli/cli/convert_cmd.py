@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from sgcli.backends.conversions import printed_by
+from sgcli.backends.conversions import printed_by, printed_gaps
+from sgcli.backends.guarantee import printed_weaker_error
 from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, json_line, out, output_format_of
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
@@ -54,7 +55,7 @@ SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for the random walks.
 NoCheckOpt = Annotated[bool, typer.Option("--no-check", help="Skip the round-trip check.")]
 
 
-@co.takes_constraint(kinds=False, subgrammars=False)
+@co.takes_constraint(kinds=False, subgrammars=False, guarantee=True)
 def convert(
     file: FileArg,
     to: ToOpt,
@@ -74,8 +75,10 @@ def convert(
     one strings the other accepts (random walks, and the cases of a test file). A JSON
     Schema is printed by xgrammar's translator (the only backend that prints one), in the
     JSON layout generate compiles (compact unless a JSON-layout flag says), and compared on
-    xgrammar. What the target cannot express (a lookahead, %json, @name,
-    %ignore) is exit 2, naming the construct and its line:col.
+    xgrammar; a keyword its grammar does not enforce (sgcli's schema checker does, while
+    generating, but a grammar file carries none) is exit 2 naming it, unless --allow-unenforced.
+    What the target cannot express (a lookahead, %json, @name, %ignore) is exit 2, naming
+    the construct and its line:col.
 
     Exit codes: 0 converted and the round trip agrees, 1 the round trip found a
     difference (or could not check anything), 2 bad input or flags.
@@ -83,9 +86,12 @@ def convert(
 
     if samples < 0:
         raise UserError("--samples must be 0 or more")
-    source = flags.file_spec(file).for_generation()  # a schema prints as generate compiles it (strict_mode)
+    source = _source(flags, file).for_generation()  # a schema prints as generate compiles it (strict_mode)
     target = convert_spec(source, to)
     via = printed_by(source)
+    lost = printed_gaps(source)
+    if lost and not flags.allow_unenforced:
+        raise printed_weaker_error(source, via, lost)
     case_file, case_list = (cases, load_suite(cases).cases) if cases else sibling_cases(source.origin)
     report = None
     if not no_check:
@@ -104,18 +110,31 @@ def convert(
         except OSError as exc:
             raise UserError(f"cannot write {output}: {exc.strerror}") from None
     if output_format_of(output_format, json_out) != "text":
-        json_line(_record(source, target, via, case_file, report))
+        json_line(_record(source, target, via, case_file, report, lost))
     else:
         if output is None:
             out.print(target.text.rstrip("\n"), markup=False, highlight=False)
         if via:
             err.print(f"[dim]grammar text printed by {via}'s JSON Schema translator[/]")
+        for gap in lost:
+            err.print(f"[yellow]warning[/]: --allow-unenforced: the printed grammar does not enforce {gap.describe()}")
         if report is not None:
             _show(report, case_file)
     raise typer.Exit(EXIT_OK if report is None or report.ok else EXIT_FINDINGS)
 
 
-def _record(source, target, via: str | None, case_file: str | None, report) -> dict:
+def _source(flags, file: str):
+    """The FILE to convert; its dialect comes from its extension alone (convert has no kind flags)."""
+    try:
+        return flags.file_spec(file)
+    except UserError as exc:
+        if not exc.message.startswith("cannot tell the grammar kind"):
+            raise
+        hint = "convert reads the dialect from the extension: name the file .gbnf/.ebnf, .lark, .regex or .json"
+        raise UserError(exc.message, location=exc.location, hint=hint) from None
+
+
+def _record(source, target, via: str | None, case_file: str | None, report, lost: list) -> dict:
     """The conversion as one JSON record (and its round trip, when checked)."""
     record = {
         "source": source.name,
@@ -123,6 +142,7 @@ def _record(source, target, via: str | None, case_file: str | None, report) -> d
         "to": target.kind.value,
         "text": target.text,
         "printed_by": via or "sgcli",
+        "unenforced": [g.record() for g in lost],
         "cases_file": case_file,
     }
     if report is not None:

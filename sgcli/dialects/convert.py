@@ -71,6 +71,7 @@ def read_model(spec: ConstraintSpec, text: str | None = None, origin: str | None
             text = spec.as_regex()
             parsed = parse_regex(text)
             _refuse_features(parsed.features, text, origin)
+            _refuse_flags(parsed.flags, text, origin)
             grammar = Grammar("regex", "root", [Rule("root", parsed.node, 0)])
         else:
             raise UserError(f"no conversion from {spec.kind.label}", hint="convert GBNF, Lark, regex or JSON Schema")
@@ -104,9 +105,35 @@ def _refuse_features(features, text: str, origin: str | None) -> None:
         )
 
 
+def _refuse_flags(flags, text: str, origin: str | None) -> None:
+    """Inline flags change the language (case, `.`, anchors, verbose syntax) in ways a grammar spells out
+    character by character: `(?s)a.b` was printed `"a" [^\\n] "b"`, without a word (2026-12-06)."""
+    if flags:
+        f = flags[0]
+        raise UserError(
+            f"the regex's inline flags {f.source} have no equivalent in a grammar",
+            location=_at(text, f.pos, origin),
+            hint="spell out what the flag means: [aA] for (?i)a, [\\s\\S] for (?s)., ...",
+        )
+
+
 def _refuse_lark_only(grammar, text: str, origin: str | None) -> None:
     """Lark's lexer directives have no GBNF equivalent: say so at the directive."""
     _refuse_features(grammar.regex_features, text, origin)
+    attributed = next((rule for rule in grammar.rules if rule.attributes), None)
+    if attributed is not None:  # `text[stop="END"]:` printed as `text ::= ...` took `x END!` (2026-12-06)
+        raise UserError(
+            f"llguidance's rule attributes [{attributed.attributes}] (on `{attributed.name}`) have no equivalent "
+            "in GBNF",
+            location=_at(text, attributed.pos, origin),
+            hint="keep the Lark grammar for llguidance, or write the rule without them",
+        )
+    if grammar.options:
+        raise UserError(
+            "%llguidance options have no equivalent in GBNF",
+            location=_at(text, max(text.find("%llguidance"), 0), origin),
+            hint="keep the Lark grammar for llguidance, or drop the options",
+        )
     if grammar.ignores:
         raise UserError(
             "%ignore (tokens skipped between all others) has no equivalent in GBNF",

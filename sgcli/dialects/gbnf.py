@@ -185,6 +185,11 @@ def _postfix(r: Reader, node: Node, start: int) -> Node:
     """Repetition operators after an element; a repetition is located where the element's
     source starts (its '(' for a group)."""
     for _ in range(MAX_STACKED + 1):
+        blanks = r.pos
+        while r.text[blanks : blanks + 1] in (" ", "\t"):
+            blanks += 1
+        if r.text[blanks : blanks + 1] in ("*", "+", "?", "{"):  # `"a" *`: llama.cpp and xgrammar read it
+            r.pos = blanks
         op_pos = r.pos
         found = repetition(r.text, r.pos, _BRACES)
         if found is None:

@@ -99,6 +99,8 @@ def repetition(text: str, pos: int, braces) -> tuple[int, int | None, int] | Non
         return None
     lo = int(m.group(1) or 0)
     hi = None if (m.group(2) and m.group(3) in ("", "-1")) else int(m.group(3) or m.group(1))
+    if hi is not None and hi < lo:
+        raise ParseError(f"repetition {{{lo},{hi}}} has its maximum below its minimum", pos)
     if max(lo, hi or 0) > MAX_COUNT:
         raise NotReadAsWritten(
             f"repetition count {max(lo, hi or 0):,} is more than {MAX_COUNT:,}: past 2**32 xgrammar wraps it "

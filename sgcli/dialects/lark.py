@@ -216,6 +216,8 @@ class _LarkReader(Reader):
                 self.pos = m.end()
                 lo = int(m.group(1))
                 hi = int(m.group(2) or m.group(1))
+                if hi < lo:  # Lark refuses it; printed as `{3,1}` it reads back nowhere
+                    raise self.error(f"repetition ~ {lo}..{hi} has its maximum below its minimum", op)
             else:
                 return node
             node = Rep(start, node, lo, hi, op, self.pos, lark=True)
@@ -251,6 +253,8 @@ class _LarkReader(Reader):
                 hi = self.string()
                 if len(lit.text) != 1 or len(hi) != 1:
                     raise self.error('a range needs one-character strings: "a".."z"', start)
+                if ord(hi) < ord(lit.text):
+                    raise self.error(f"character range {lit.text!r}..{hi!r} is backwards", start)
                 return Chars(start, [(ord(lit.text), ord(hi))])
             return lit
         if ch == "/":
@@ -322,6 +326,9 @@ class _LarkReader(Reader):
         if flags.replace("u", ""):  # `/[a-z]+/i`, `/./s`, `/^x/m`: a language the reader does not model
             self.grammar.regex_features.extend(parsed.features)
             return Opaque(start, f"regex with flags {flags}", nullable=None)
+        if parsed.flags:  # `/(?i)abc/`: the same, written inside
+            self.grammar.regex_features.extend(parsed.features)
+            return Opaque(start, f"regex with inline flags {parsed.flags[0].source}", nullable=None)
         self.grammar.regex_features.extend(parsed.features)
         return parsed.node
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sgcli.constraints.spec import MAX_DEPTH
 from sgcli.dialects.grammar_model import (
@@ -91,6 +91,9 @@ class RegexFeature:
 class ParsedRegex:
     node: Node
     features: list[RegexFeature]
+    # inline flags, `(?i)`, `(?s:...)`: they change the language (case, `.`, `^`/`$`, verbose syntax), which
+    # the model of the node does not carry: a conversion refuses them (`dialects/convert.py`)
+    flags: list[RegexFeature] = field(default_factory=list)
 
 
 def parse_regex(pattern: str, to_file: Callable[[int], int] = lambda i: i) -> ParsedRegex:
@@ -100,7 +103,7 @@ def parse_regex(pattern: str, to_file: Callable[[int], int] = lambda i: i) -> Pa
     node = p.alternatives(top=True)
     if p.i < len(pattern):
         raise ParseError("unbalanced ')' in regex", to_file(p.i))
-    return ParsedRegex(node, p.features)
+    return ParsedRegex(node, p.features, p.flags)
 
 
 class _Parser:
@@ -109,6 +112,7 @@ class _Parser:
         self.i = 0
         self.to_file = to_file
         self.features: list[RegexFeature] = []
+        self.flags: list[RegexFeature] = []
         self.depth = 0  # open groups: the parser and every walk of its model recurse per group
 
     def error(self, message: str) -> ParseError:
@@ -212,6 +216,10 @@ class _Parser:
             if not m:
                 raise self.error("unknown group syntax")
             self.i = m.end()
+            if m.group() != "?:" and not m.group().startswith(("?<", "?P<")):  # (?i), (?s:...)
+                self.flags.append(
+                    RegexFeature("inline flags", self.to_file(start), self.to_file(self.i), self.src[start : self.i])
+                )
             if m.group().endswith(")"):  # (?i) applies flags; matches nothing itself
                 return Lit(self.to_file(start), "")
         inner = self.alternatives()
@@ -254,6 +262,12 @@ class _Parser:
         self.i = start
         return Lit(pos, self.escaped_char())
 
+    def _unknown_letter(self, ch: str) -> ParseError:
+        """`\\Q`, `\\N`, `\\R`, `\\h`: an error to Python's re (so to jsonschema), another thing to each
+        engine that reads it (a quoted run, a newline class): never the letter it was read as."""
+        self.i -= 2
+        return self.error(f"unknown escape \\{ch}: Python's re refuses it and the regex engines read it apart")
+
     def after_backslash(self) -> str:
         """The character after the backslash the cursor is on; the cursor moves past both."""
         self.i += 1
@@ -279,8 +293,13 @@ class _Parser:
                 self.i += width
             try:
                 return chr(int(digits, 16))
-            except ValueError:
+            except (ValueError, OverflowError):
                 raise self.error(f"bad \\{ch} escape") from None
+        if ch == "c" and self.i < len(self.src) and self.src[self.i].isascii() and self.src[self.i].isalpha():
+            self.i += 1  # ECMAScript's control escape, as xgrammar reads it: \cA is U+0001
+            return chr(ord(self.src[self.i - 1]) % 32)
+        if ch.isascii() and ch.isalpha():
+            raise self._unknown_letter(ch)
         return ch  # \. \/ \\ \( ...
 
     def char_class(self) -> Node:
@@ -290,7 +309,7 @@ class _Parser:
         if negated:
             self.i += 1
         ranges: list[tuple[int, int]] = []
-        first = True
+        first, unicode = True, False
         while True:
             if self.i >= len(self.src):
                 self.i = start
@@ -298,8 +317,16 @@ class _Parser:
             ch = self.src[self.i]
             if ch == "]" and not first:
                 self.i += 1
+                if unicode:  # `[\p{L} ]`: a class the ranges here do not spell out
+                    return Opaque(self.to_file(start), "unicode class", nullable=False)
                 return Chars(self.to_file(start), ranges, negated)
             first = False
+            if self.src.startswith(("\\p", "\\P"), self.i):
+                self.i += 2
+                end = self.src.find("}", self.i) if self.src.startswith("{", self.i) else self.i
+                self.i = (end if end >= 0 else self.i) + 1
+                unicode = True
+                continue
             if ch == "[" and self.src.startswith("[:", self.i):
                 raise self.error("POSIX classes like [:alpha:] are not read by sgcli")
             if ch == "[" or self.src.startswith(("&&", "--", "~~"), self.i):
@@ -312,6 +339,8 @@ class _Parser:
             lo = self.class_char()
             if self.src.startswith("-", self.i) and self.i + 1 < len(self.src) and self.src[self.i + 1] != "]":
                 self.i += 1
+                if self.src.startswith("\\", self.i) and self.src[self.i + 1 : self.i + 2] in _CLASS_ESCAPES:
+                    raise self.error("a class escape cannot end a character range")
                 hi = self.class_char()
                 if ord(hi) < ord(lo):
                     raise self.error(f"character range {lo!r}-{hi!r} is backwards")
@@ -320,6 +349,9 @@ class _Parser:
                 ranges.append((ord(lo), ord(lo)))
 
     def class_char(self) -> str:
+        if self.src.startswith("\\b", self.i):  # backspace inside a class, in every regex dialect
+            self.i += 2
+            return "\b"
         if self.src[self.i] == "\\":
             return self.escaped_char()
         ch = self.src[self.i]

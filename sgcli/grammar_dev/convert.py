@@ -174,15 +174,29 @@ def _is_text(data: bytes) -> bool:
 
 
 def _clip(data: bytes, at: int, width: int = 30) -> str:
-    """The bytes around offset `at`, with the offending byte marked by '⟨…⟩'."""
-
-    def show(b: bytes) -> str:
-        return repr(b.decode("utf-8", errors="backslashreplace"))[1:-1]
-
+    """The bytes around offset `at`, with the character holding the offending byte marked by '⟨…⟩'
+    (a multi-byte character whole: `⟨߆⟩`, not `⟨\\xdf⟩\\x86`)."""
+    while 0 < at < len(data) and data[at] & 0xC0 == 0x80:  # back to the character's first byte
+        at -= 1
+    end = at + 1
+    while end < len(data) and end - at < 4 and data[end] & 0xC0 == 0x80:
+        end += 1
     start = max(0, at - width)
-    head = ("…" if start else "") + show(data[start:at])
-    tail = show(data[at + 1 : at + 1 + width // 2]) + ("…" if at + 1 + width // 2 < len(data) else "")
-    return head + (f"⟨{show(data[at : at + 1])}⟩" if at < len(data) else "⟨end⟩") + tail
+    head = ("…" if start else "") + _shown(data[start:at])
+    tail = _shown(data[end : end + width // 2]) + ("…" if end + width // 2 < len(data) else "")
+    return head + (f"⟨{_shown(data[at:end])}⟩" if at < len(data) else "⟨end⟩") + tail
+
+
+def _shown(data: bytes) -> str:
+    """Text as it reads: printable characters as they are, others escaped once (`\\n`, `\\x08`), and a
+    byte that is no UTF-8 as `\\xNN`."""
+    out = []
+    for ch in data.decode("utf-8", errors="surrogateescape"):
+        if 0xDC80 <= ord(ch) <= 0xDCFF:
+            out.append(f"\\x{ord(ch) - 0xDC00:02x}")
+        else:
+            out.append(ch if ch.isprintable() else repr(ch)[1:-1])
+    return "".join(out)
 
 
 def sibling_cases(path: str | None) -> tuple[str | None, list]:
