@@ -70,8 +70,7 @@ def read_model(spec: ConstraintSpec, text: str | None = None, origin: str | None
         elif spec.kind in (Kind.REGEX, Kind.CHOICE):
             text = spec.as_regex()
             parsed = parse_regex(text)
-            _refuse_features(parsed.features, text, origin)
-            _refuse_flags(parsed.flags, text, origin)
+            _refuse_features(parsed.features + parsed.flags, text, origin)
             grammar = Grammar("regex", "root", [Rule("root", parsed.node, 0)])
         else:
             raise UserError(f"no conversion from {spec.kind.label}", hint="convert GBNF, Lark, regex or JSON Schema")
@@ -96,25 +95,17 @@ def refuse_unresolved(grammar, text: str, origin: str | None) -> None:
 
 
 def _refuse_features(features, text: str, origin: str | None) -> None:
-    if features:
-        f = features[0]
-        raise UserError(
-            f"a regex {f.what} ({f.source}) has no equivalent in a grammar",
-            location=_at(text, f.pos, origin),
-            hint="spell the alternatives out without it",
-        )
-
-
-def _refuse_flags(flags, text: str, origin: str | None) -> None:
-    """Inline flags change the language (case, `.`, anchors, verbose syntax) in ways a grammar spells out
-    character by character: `(?s)a.b` was printed `"a" [^\\n] "b"`, without a word (2026-12-06)."""
-    if flags:
-        f = flags[0]
-        raise UserError(
-            f"the regex's inline flags {f.source} have no equivalent in a grammar",
-            location=_at(text, f.pos, origin),
-            hint="spell out what the flag means: [aA] for (?i)a, [\\s\\S] for (?s)., ...",
-        )
+    """Exit 2 at the first regex feature (lookaround, backreference, ...) or inline flag: inline flags
+    change the language (case, `.`, anchors, verbose syntax) in ways a grammar spells out character by
+    character (`(?s)a.b` was printed `"a" [^\\n] "b"` without a word, 2026-12-06)."""
+    if not features:
+        return
+    f = features[0]
+    if f.what == "inline flags":
+        what, hint = f"the regex's inline flags {f.source}", "spell out what the flag means: [aA] for (?i)a, ..."
+    else:
+        what, hint = f"a regex {f.what} ({f.source})", "spell the alternatives out without it"
+    raise UserError(f"{what} has no equivalent in a grammar", location=_at(text, f.pos, origin), hint=hint)
 
 
 def _refuse_lark_only(grammar, text: str, origin: str | None) -> None:
