@@ -1120,13 +1120,14 @@ def batch_cases() -> list[Case]:
         rec = ("o.jsonl", ids) if ids is not None else None
         cases.append(Case(c, name, run, code, files={"p.jsonl": data}, server={}, records=rec))
     cases += [
-        Case(
+        Case(  # its own error record, the others answered (until 2026-12-06: exit 2 for the whole batch)
             c,
             "a line over --max-prompt-bytes",
             [*run, "--max-prompt-bytes", "1000"],
-            2,
+            1,
             files={"p.jsonl": prompts(2) + json.dumps({"id": "big", "prompt": "x" * 5000}) + "\n" + prompts(1, 2)},
             server={},
+            records=("o.jsonl", [0, 1, "line-3", 2]),
             check=says("p.jsonl:3", "--max-prompt-bytes"),
         ),
         Case(

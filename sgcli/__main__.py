@@ -1,3 +1,3 @@
-from sgcli.cli.app import main
+from sgcli.cli.launch import main
 
 main()

@@ -31,7 +31,7 @@ def test_resume_cuts_a_partial_last_line(tmp_path):
     out.write_text(before)
     writer = RecordWriter(out, resume=True)
     assert out.read_text() == before  # read, not touched: the run may not start
-    assert [writer.skip(i) for i in (1, 2, 3, 3)] == [True, True, False, True]
+    assert [writer.skip(i) for i in (1, 2, 3, 3)] == [True, True, False, False]  # each line of id 3 runs
     writer.open()  # the run starts: the partial line goes
     writer.close()
     assert out.read_text() == '{"id": 1, "valid": true}\n{"id": 2, "valid": true}\n'
@@ -303,7 +303,8 @@ def test_a_validation_that_raises_is_an_invalid_record_not_a_crash(session, monk
     assert "could not be validated: RuntimeError: remote reference" in record["errors"][0]
 
 
-def test_resume_answers_every_id_exactly_once(session, tmp_path):
+def test_resume_answers_every_line_exactly_once(session, tmp_path):
+    """As an uninterrupted run does: the second line of id 2 gets its own record (it was dropped, exit 0)."""
     lines = [json.dumps({"id": i, "prompt": "Answer:"}) for i in range(6)] + ['{"id": 2, "prompt": "again"}']
     out = tmp_path / "o.jsonl"
     _batch(session, lines[:3], out, resume=False)
@@ -311,7 +312,7 @@ def test_resume_answers_every_id_exactly_once(session, tmp_path):
         f.write('{"id": 3, "prompt": "Ans')  # a process killed mid-line
     _batch(session, lines, out, resume=True)
     ids = [r["id"] for r in _lines(out)]
-    assert sorted(ids) == list(range(6)), ids
+    assert sorted(ids) == [0, 1, 2, 2, 3, 4, 5], ids
     assert out.read_text().endswith("\n")
 
 
@@ -353,3 +354,71 @@ def test_a_prompt_longer_than_the_context_is_exit_2_with_the_real_model(run_cli)
     result = run_cli("generate", "-b", "none", "--raw", "-n", "4", "hello " * 9000)
     assert result.exit_code == 2, result.output
     assert "longer than the model's context of 8192 tokens" in result.output and "shorten the prompt" in result.output
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_command_line_imports_is_exit_130_without_a_traceback(sig):
+    """Ctrl-C in the first half second (typer, rich and the backends still importing) printed a
+    KeyboardInterrupt traceback, and SIGTERM there ended the process with 143 and no word (2026-12-06).
+    The launcher's handler is in place before the import it guards: the signal is sent once Python runs it."""
+    code = (
+        "import os, signal, sys; sys.argv = ['sgcli', 'lint', '--help']; "
+        "signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "import sgcli.cli.launch as launch; "
+        "real = launch.signal.signal; "
+        "launch.signal.signal = lambda s, h: (real(s, h), os.kill(os.getpid(), " + str(int(sig)) + "))[0]; "
+        "launch.main()"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 130 and "Traceback" not in proc.stderr and "interrupted" in proc.stderr, proc.stderr
+
+
+def test_resume_answers_every_line_of_a_repeated_id_once(tmp_path):
+    """Lines that share an id: the output's k records of it are its first k lines, so a resumed run answers
+    the rest. Only the first line of each id was answered, and the others dropped with exit 0 (2026-12-06)."""
+    out = tmp_path / "o.jsonl"
+    out.write_text('{"id": "a", "output": "x"}\n{"id": "b", "output": "y"}\n')
+    writer = RecordWriter(out, resume=True)
+    assert [writer.skip(i) for i in ("a", "b", "a", "a")] == [True, True, False, False]
+    writer.close()
+
+
+def test_resume_writes_a_bad_lines_error_record_again_beside_a_users_line_id(session, tmp_path):
+    """A malformed line's error record (id `line-1`) is dropped on resume, and a user's line whose id is
+    "line-1" used up its place: the error record was lost (2026-12-06)."""
+    lines = ['{"id": "x", "prompt": "p"', '{"id": "line-1", "prompt": "user id"}']
+    out = tmp_path / "o.jsonl"
+    _batch(session, lines, out, resume=False)
+    first = [(r["id"], r["finish_reason"]) for r in _lines(out)]
+    assert sorted(first) == [("line-1", "error"), ("line-1", "stop")]
+    _batch(session, lines, out, resume=True)
+    assert sorted((r["id"], r["finish_reason"]) for r in _lines(out)) == sorted(first)
+
+
+def test_an_input_line_over_the_limit_gets_an_error_record_and_the_batch_goes_on(session, tmp_path):
+    """One line past --max-prompt-bytes was exit 2 for the whole batch: the other lines went unanswered."""
+    from sgcli.batch.requests import read_input
+
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": 1, "prompt": "a"}\n{"id": 2, "prompt": "' + "x" * 100 + '"}\n{"id": 3, "prompt": "c"}\n')
+    lines, origin = read_input(str(prompts), 64)
+    from sgcli.app.generate import run_batch
+    from sgcli.app.local import LocalRunner
+    from sgcli.cli.report import Terminal
+
+    out = tmp_path / "o.jsonl"
+    writer, reporter = RecordWriter(out), Terminal()
+    try:
+        run_batch(LocalRunner(session, reporter), (lines, origin), writer, reporter)
+    finally:
+        writer.close()
+    records = _lines(out)
+    assert [r["id"] for r in records] == [1, "line-2", 3]
+    assert records[1]["valid"] is None and "over the limit of 64 bytes" in records[1]["errors"][0]
+    assert all(r["finish_reason"] != "error" for r in (records[0], records[2]))

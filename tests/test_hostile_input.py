@@ -168,9 +168,14 @@ def test_stdin_is_bounded_too(run_cli, no_model):
     )
 
 
-def test_an_input_line_over_the_limit_is_exit_2_at_its_line(run_cli, no_model, tmp_path, monkeypatch):
+def test_an_input_without_a_newline_in_reach_is_exit_2_at_its_line(run_cli, no_model, tmp_path, monkeypatch):
+    """A line over the limit gets an error record (tests/test_batch_records.py); one whose newline is not
+    within 64 MiB past it (a file that is one line, /dev/zero) is exit 2 before the model loads."""
+    import sgcli.constraints.reading
+
+    monkeypatch.setattr(sgcli.constraints.reading, "SKIP_BYTES", 200)
     prompts = tmp_path / "p.jsonl"
-    prompts.write_text('{"id": 1, "prompt": "short"}\n{"id": 2, "prompt": "' + "x" * 100 + '"}\n')
+    prompts.write_text('{"id": 1, "prompt": "short"}\n{"id": 2, "prompt": "' + "x" * 1000 + '"}\n')
     args = ("generate", "--regex", "a", "--input", prompts, "-o", tmp_path / "o.jsonl")
     _refused(run_cli(*args, "--max-prompt-bytes", "64"), f"{prompts}:2: this line", "64 bytes", "--max-prompt-bytes")
     monkeypatch.setenv("SGCLI_MAX_PROMPT_BYTES", "50")

@@ -115,8 +115,10 @@ def run_batch(runner: Runner, batch: tuple[list[bytes], str], writer: RecordWrit
     """Every input line answered by one record, in input order; a failing request becomes an error
     record and the batch goes on. With resume, ids already in the output are skipped."""
     items = list(read_requests(*batch))
-    _warn_duplicates(items, writer.resume, reporter)
-    todo = [item for item in items if not writer.skip(item.id)]  # --resume: ids already answered
+    _warn_duplicates(items, reporter)
+    # --resume: lines already answered; a bad line's error record was dropped from the output, and is
+    # cheap: always written again (its `line-N` id must not use up the record of a user's id "line-N")
+    todo = [item for item in items if isinstance(item, BadLine) or not writer.skip(item.id)]
     tally = Tally(runner.how)
     ordered = OrderedWriter(None, lambda record, _: writer.write(record))
     with reporter.counter(runner.title, len(todo)) as advance:
@@ -130,18 +132,18 @@ def run_batch(runner: Runner, batch: tuple[list[bytes], str], writer: RecordWrit
     writer.open()  # the run answered (or there was nothing to ask): an empty batch still leaves its file
     if len(todo) < len(items):
         reporter.notice(
-            "note", f"--resume: {len(items) - len(todo)} of {len(items)} ids were already answered in {writer.path}"
+            "note", f"--resume: {len(items) - len(todo)} of {len(items)} lines were already answered in {writer.path}"
         )
     reporter.tally(tally)
     return EXIT_FINDINGS if tally.failed else EXIT_OK  # unchecked (null) is not a finding; an error is
 
 
-def _warn_duplicates(items: list[Request | BadLine], resume: bool, reporter: Reporter) -> None:
+def _warn_duplicates(items: list[Request | BadLine], reporter: Reporter) -> None:
     dups = duplicate_ids(items)
     if not dups:
         return
     shown = ", ".join(json.dumps(d, ensure_ascii=False) for d in dups[:5]) + (" ..." if len(dups) > 5 else "")
-    what = "only the first of each is answered" if resume else "each line still gets its own record"
+    what = "each line still gets its own record, in input order"  # --resume too: a record per line of the id
     reporter.notice(
         "warning", f"{len(dups)} id{'s' if len(dups) > 1 else ''} used on several input lines: {shown} ({what})"
     )

@@ -18,6 +18,7 @@ import os
 import stat
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -63,7 +64,7 @@ class RecordWriter:
     def __init__(self, path: Path | None, *, resume: bool = False, force: bool = False):
         self.path = path
         self.resume = resume
-        self.answered: set[str] = set()
+        self.answered: Counter[str] = Counter()  # records per id already in the output (resume)
         self.stream: IO[str] | None = sys.stdout if path is None else None
         self._lock: _Lock | None = None
         self._repair: _Repair | None = None
@@ -100,13 +101,16 @@ class RecordWriter:
             raise
 
     def skip(self, rid: Any) -> bool:
-        """With resume: True when this id is already answered, else claims it (each id exactly once)."""
+        """With resume: True when a record of this id is already in the output, one per call. Lines that
+        share an id are answered in input order, so the output's k records of an id are its first k lines:
+        a resumed run answers the same lines an uninterrupted one would (before 2026-12-06 only the first
+        line of each id was, and the rest were dropped with exit 0)."""
         if not self.resume:
             return False
         key = id_key(rid)
-        if key in self.answered:
+        if self.answered[key] > 0:
+            self.answered[key] -= 1
             return True
-        self.answered.add(key)
         return False
 
     def open(self) -> None:
@@ -288,7 +292,7 @@ class _Repair:
     `keep` is where the complete lines end (bytes after it are a killed process's partial line);
     `dropped` are the (start, end) offsets of error records, whose ids are answered again."""
 
-    answered: set[str] = field(default_factory=set)
+    answered: Counter[str] = field(default_factory=Counter)
     size: int = 0
     keep: int = 0
     newline: bool = False  # the last complete record lacks its newline
@@ -333,7 +337,7 @@ def _scan_for_resume(path: Path) -> _Repair:
                     repair.dropped.append((start, offset))
                     repair.newline = False
                 else:
-                    repair.answered.add(id_key(record["id"]))
+                    repair.answered[id_key(record["id"])] += 1
                     repair.newline = not complete
     except OSError as exc:
         raise UserError(f"--resume: cannot read the output file {path}: {exc.strerror}") from None

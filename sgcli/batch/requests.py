@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from sgcli.batch.records import error_record, id_key
-from sgcli.constraints.reading import lone_surrogate, read_lines
+from sgcli.constraints.reading import LongLine, lone_surrogate, read_lines
 from sgcli.constraints.spec import NotJsonNumber, strict_json_loads
 from sgcli.errors import Location, UserError
 from sgcli.limits import DEFAULT_MAX_PROMPT_BYTES
@@ -102,8 +102,8 @@ class BadLine:
 
 def read_input(path: str, max_line_bytes: int = DEFAULT_MAX_PROMPT_BYTES) -> tuple[list[bytes], str]:
     """The lines of an --input file (or stdin), read line by line, each at most `max_line_bytes`
-    (--max-prompt-bytes; 0 = no limit): a longer line is exit 2 at its line number, before the
-    model loads, and /dev/zero stops after that many bytes."""
+    (--max-prompt-bytes; 0 = no limit): a longer line is answered alone with an error record (the others
+    go on), and /dev/zero is exit 2 after that many bytes and 64 MiB more without a newline."""
     return read_lines(path, what="input file", limit=max_line_bytes, flag=PROMPT_LIMIT_FLAG)
 
 
@@ -115,6 +115,9 @@ def read_requests(data: bytes | str | list[bytes], origin: str) -> Iterator[Requ
     else:
         lines = (data.encode("utf-8") if isinstance(data, str) else data).split(b"\n")
     for n, chunk in enumerate(lines, start=1):
+        if isinstance(chunk, LongLine):
+            yield BadLine(f"line-{n}", Location(origin, n, 1), chunk.message())
+            continue
         if n == 1:
             chunk = chunk.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark (Windows editors) is not JSON
         try:

@@ -80,6 +80,14 @@ def utf8_text(value):
     return value
 
 
+def stop_strings(value):
+    """Typer callback of --stop: UTF-8 text (`utf8_text`), and never empty: an empty stop string is found
+    before the first token, so every output came back `""` (2026-12-06)."""
+    if value and any(text == "" for text in value):
+        raise typer.BadParameter("must not be empty: an empty stop string ends every output before it starts")
+    return utf8_text(value)
+
+
 def handles_errors(fn: Callable) -> Callable:
     """User errors -> one message and exit 2; anything else -> 'this is a bug' and exit 3."""
 

@@ -100,7 +100,13 @@ BatchSizeOpt = Annotated[
 ]
 OutputOpt = Annotated[
     Optional[Path],
-    typer.Option("--output", "-o", help="Write records here instead of stdout.", rich_help_panel="Output"),
+    typer.Option(
+        "--output",
+        "-o",
+        help="Write records here instead of stdout ('-': stdout).",
+        rich_help_panel="Output",
+        callback=lambda value: None if value is not None and str(value) == "-" else value,  # not a file named '-'
+    ),
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No summary line on stderr.", rich_help_panel="Output")]
 ResumeOpt = Annotated[
@@ -124,7 +130,8 @@ MaxPromptBytesOpt = Annotated[
     typer.Option(
         PROMPT_LIMIT_FLAG,
         envvar="SGCLI_MAX_PROMPT_BYTES",
-        help="Longest --input line (or prompt on stdin) accepted, in bytes (exit 2 above it); 0 = no limit.",
+        help="Longest --input line (or prompt on stdin) accepted, in bytes: a longer line gets an error record "
+        "(a prompt, exit 2); 0 = no limit.",
         rich_help_panel="Limits and cache",
     ),
 ]

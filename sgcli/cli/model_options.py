@@ -19,7 +19,7 @@ import typer
 from sgcli.app.model import ModelOptions
 from sgcli.batch.requests import PromptOptions
 from sgcli.batch.sampling import SamplingParams
-from sgcli.cli.common import utf8_text
+from sgcli.cli.common import stop_strings, utf8_text
 from sgcli.cli.flag_groups import takes
 from sgcli.engine.flags import DEVICES, KERNELS, json_object, parse_device
 from sgcli.errors import UserError
@@ -197,7 +197,7 @@ SAMPLING_FLAGS = {
                 "--stop",
                 help="Stop when this string appears; repeatable.",
                 rich_help_panel=_SAMPLING,
-                callback=utf8_text,
+                callback=stop_strings,
             ),
         ],
         None,

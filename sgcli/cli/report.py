@@ -79,6 +79,7 @@ def record_summary(record: dict) -> None:
     if t.get("start_to_first_token_ms") is not None:  # the wait a user sees: process start to that token
         ttft += f" (ready {t['start_to_first_token_ms'] / 1000:.2f} s from start)"
     forced = f" ({usage['forced_tokens']} forced)" if usage.get("forced_tokens") else ""
+    tokens = "-" if usage.get("completion_tokens") is None else usage["completion_tokens"]  # a server sent none
     threads = f"{t['threads']} thread{'s' if t['threads'] != 1 else ''} · " if t.get("threads") else ""
     valid = {True: "[green]valid[/]", False: "[red]invalid[/]"}.get(record["valid"], "[yellow]unchecked[/]")
     if record.get("validated_by"):
@@ -90,10 +91,10 @@ def record_summary(record: dict) -> None:
         else ""
     )
     err.print(
-        f"[dim]{record['backend']} · {record['model']}{placed} · {usage['completion_tokens']} tokens{forced} · "
+        f"[dim]{record['backend']} · {record['model']}{placed} · {tokens} tokens{forced} · "
         f"{tps} · {ttft} · {threads}finish: {record['finish_reason']} ·[/] {valid}"
     )
     for e in record["errors"]:
-        err.print(f"  [red]✗[/] {e}")
+        err.print(f"  [red]✗[/] {escape(e)}")  # a regex's `[a-z]` is text, not markup
     if record.get("unchecked"):
-        err.print(f"  [yellow]?[/] not checked: {record['unchecked']}")
+        err.print(f"  [yellow]?[/] not checked: {escape(record['unchecked'])}")

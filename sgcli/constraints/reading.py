@@ -9,6 +9,7 @@ import contextlib
 import errno
 import stat
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from sgcli.errors import Location, UserError
@@ -54,11 +55,27 @@ def read_bytes(
     return data, origin
 
 
-def read_lines(path: str, *, what: str, limit: int, flag: str) -> tuple[list[bytes], str]:
-    """(lines without their newline, origin) of a path or stdin, read line by line; a line longer than
-    `limit` bytes (0 = no limit) is exit 2 at its line number, naming `flag`, and nothing after it
-    is read (a file without newlines, like /dev/zero, stops after `limit` + 1 bytes)."""
-    lines: list[bytes] = []
+@dataclass(frozen=True)
+class LongLine:
+    """A line over the limit, in `read_lines`'s list in its place: its reader answers it alone (a batch's
+    error record) while the other lines go on."""
+
+    limit: int
+    flag: str
+
+    def message(self) -> str:
+        return f"the line is over the limit of {self.limit:,} bytes (raise it with {self.flag}; 0 turns it off)"
+
+
+SKIP_BYTES = 64 << 20  # past a long line, how far its newline is looked for before the file counts as one line
+
+
+def read_lines(path: str, *, what: str, limit: int, flag: str) -> tuple[list[bytes | LongLine], str]:
+    """(lines without their newline, origin) of a path or stdin, read line by line. A line longer than
+    `limit` bytes (0 = no limit) is a `LongLine` in its place, its rest skipped; where no newline follows
+    within `SKIP_BYTES` (a file without newlines, like /dev/zero), exit 2 at its line number, naming `flag`,
+    and nothing after it is read."""
+    lines: list[bytes | LongLine] = []
     with open_input(path, what=what) as (stream, origin):
         while True:
             line = _readline(stream, limit + 1 if limit else -1)
@@ -67,8 +84,21 @@ def read_lines(path: str, *, what: str, limit: int, flag: str) -> tuple[list[byt
             if line.endswith(b"\n"):
                 line = line[:-1]
             elif limit and len(line) > limit:
-                raise over_limit(f"this line of the {what}", origin, limit, flag, line=len(lines) + 1)
+                if not _skip_line(stream):
+                    raise over_limit(f"this line of the {what}", origin, limit, flag, line=len(lines) + 1)
+                line = LongLine(limit, flag)
             lines.append(line)
+
+
+def _skip_line(stream) -> bool:
+    """Read past the rest of the current line: whether its newline (or the end) came within SKIP_BYTES."""
+    left = SKIP_BYTES
+    while left > 0:
+        chunk = _readline(stream, min(left, 1 << 20))
+        if not chunk or chunk.endswith(b"\n"):
+            return True
+        left -= len(chunk)
+    return False
 
 
 def over_limit(what: str, origin: str, limit: int, flag: str, *, size: int | None = None, line: int | None = None):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 from sgcli.backends.matching import feed
+from sgcli.constraints.reading import lone_surrogate
 from sgcli.dialects.shortest import ShortestStrings, fewest_tokens
 from sgcli.lint.diagnostic import Diagnostic, at_offset
 
@@ -36,6 +37,8 @@ def shortest_sentence(grammar=None, schema=None, has_schema: bool = False) -> st
 def too_long(
     spec, sentence: str, vocab, compiled_runs, max_tokens: int, tokenizer_name: str, root_span: tuple[int, int] | None
 ) -> list[Diagnostic]:
+    if lone_surrogate(sentence) is not None:  # a pattern naming half a UTF-16 pair: no output holds it
+        return []
     ids = fewest_tokens(vocab, sentence.encode("utf-8"))
     if ids is None or len(ids) <= max_tokens:
         return []

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from sgcli.constraints.spec import ConstraintSpec, Kind
-from sgcli.validation.verdict import Unchecked, schema_errors
+from sgcli.validation.verdict import Unchecked, json_verdict
 
 COMPLETE_LEXER_MAX_CHARS = 4000  # lark's exhaustive lexer is quadratic or worse; past this, no verdict
 MAX_RULES = 500  # measured: 500 rules 2.7 s to build lark's parser, 3.4 s to parse; past this, no verdict
@@ -344,12 +344,7 @@ def _sub_errors(tree, output: str, schemas: dict) -> list[str]:
             continue
         piece = output[node.meta.start_pos : node.meta.end_pos]
         name = _label(str(node.data))
-        try:
-            value = json.loads(piece)
-        except json.JSONDecodeError as exc:
-            errors.append(f"{name}: not JSON: {exc.msg}")
-            continue
-        errors += [f"{name}: {e}" for e in schema_errors(schema, value)]
+        errors += [f"{name}: {e}" for e in json_verdict(schema, piece).errors]  # NaN and the like too
     return errors
 
 

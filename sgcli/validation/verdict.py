@@ -8,6 +8,7 @@ from typing import Any
 
 from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.formats import format_checker
+from sgcli.constraints.reading import lone_surrogate
 
 
 class Unchecked(Exception):
@@ -25,11 +26,46 @@ class Verdict:
 
 def json_verdict(schema, output: str) -> Verdict:
     try:
-        parsed = json.loads(output)
+        parsed = json.loads(output, parse_constant=_not_json)
     except json.JSONDecodeError as exc:
         msg = f"output is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         return Verdict(None, errors=[msg], validated_by="jsonschema")
+    except _NotJson as exc:
+        return Verdict(None, errors=[f"output is not JSON: {exc} is Python's, not JSON's"], validated_by="jsonschema")
+    unreadable = _unjudgeable(parsed)
+    if unreadable:  # kept out of `parsed`: a record must stay strict JSON, and UTF-8
+        return Verdict(None, errors=[f"output cannot be judged: it holds {unreadable}"], validated_by="jsonschema")
     return Verdict(None, parsed=parsed, errors=schema_errors(schema, parsed), validated_by="jsonschema")
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _not_json(name: str):
+    """`NaN`, `Infinity`, `-Infinity`: Python's json reads them, JSON has none (a server answered `NaN`
+    and sgcli reported it valid against `{"type": "number"}`, 2026-12-06)."""
+    raise _NotJson(name)
+
+
+def _unjudgeable(value) -> str | None:
+    """What in a parsed value no check can judge as written: a number past a double's range (Python reads
+    `548e+28668683` as infinity, which jsonschema then judges), or a lone surrogate (`"\\ud800"`: no
+    UTF-8 text holds one, so no record could either)."""
+    stack = [value]
+    while stack:  # iterative: the JSON reader bounds the depth
+        item = stack.pop()
+        if isinstance(item, float) and (item != item or item in (float("inf"), float("-inf"))):
+            return "a number past a double's range"
+        if isinstance(item, str) and lone_surrogate(item) is not None:
+            return "a lone surrogate escape (half of a UTF-16 pair), which no UTF-8 text holds"
+        if isinstance(item, dict):
+            if any(lone_surrogate(k) is not None for k in item):
+                return "a lone surrogate escape in a key, which no UTF-8 text holds"
+            stack += item.values()
+        elif isinstance(item, list):
+            stack += item
+    return None
 
 
 def schema_errors(schema, instance) -> list[str]:
