@@ -877,3 +877,8 @@ def test_a_spelling_no_backend_reads_as_written_is_exit_2_at_its_place(
     assert result.exit_code == 1 and "internal error" not in result.output, result.output
     assert needle in result.output and where in result.output.replace(str(tmp_path) + "/", ""), result.output
     _refused(run_cli("masks", path, "--text", "a", "--backend", backend), needle)
+
+
+def test_an_empty_stop_string_is_exit_2(run_cli, no_model):
+    """`--stop ''` is found before the first token: every output came back empty (2026-12-06)."""
+    _refused(run_cli("generate", "--regex", "a", "--stop", "", "hi"), "--stop", "must not be empty")

@@ -304,3 +304,23 @@ def test_grammar_past_the_rule_limit_is_unchecked_at_once():
     t = time.perf_counter()
     v = verdict(ConstraintSpec(Kind.LARK, "\n".join(rules) + "\n", "chain.lark"), "baa")
     assert v.valid is None and f"past {MAX_RULES}" in v.unchecked and time.perf_counter() - t < 10
+
+
+@pytest.mark.parametrize(
+    ("output", "why"),
+    [
+        ("NaN", "not JSON"),
+        ("-Infinity", "not JSON"),
+        ("548e+28668683", "past a double's range"),
+        ('"\\ud800"', "lone surrogate"),
+        ('{"\\udc00": 1}', "lone surrogate"),
+    ],
+)
+def test_an_output_json_does_not_hold_or_no_check_can_judge_is_never_valid(output, why):
+    """A server answered `NaN` and sgcli said valid against `{"type": "number"}`; `"\\ud800"` crashed the
+    record writer (exit 3, a whole batch lost); 548e+28668683 reached jsonschema as infinity (2026-12-06)."""
+    from sgcli.validation.verdict import json_verdict
+
+    verdict = json_verdict({"type": ["number", "string", "object"]}, output)
+    assert verdict.parsed is None and any(why in e for e in verdict.errors), verdict
+    assert json_verdict({"type": "string"}, '"\\ud83d\\ude00"').parsed == "😀"  # a whole pair is a character
