@@ -818,3 +818,11 @@ def test_sigterm_ends_a_single_prompt_like_ctrl_c_and_gives_back_the_lock(tmp_pa
     assert child.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
     assert not Path(f"{out}.lock").exists()
+
+
+def test_a_servers_answer_past_a_stop_string_is_cut_there():
+    """A server that ignored `stop` gave `Paris` past `--stop Par`, reported valid (2026-12-06)."""
+    from sgcli.serving.runner import _stopped_at
+
+    assert _stopped_at('{"capital": "Paris"}', ("Par", "cap")) == 2
+    assert _stopped_at("Paris", ("xyz",)) is None and _stopped_at("Paris", ()) is None

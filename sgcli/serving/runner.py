@@ -103,20 +103,31 @@ def bad_line_record(job: EngineJob, bad) -> dict:
     return {**_base(job, Request(bad.id)), **bad.record()}
 
 
+def _stopped_at(output: str, stops) -> int | None:
+    """Where the earliest --stop string starts in a server's answer (None: none there). A server that
+    ignores `stop` (or a proxy that drops it) gave `Paris` past `--stop Par`, reported valid (2026-12-06)."""
+    found = [i for i in (output.find(s) for s in stops or () if s) if i >= 0]
+    return min(found) if found else None
+
+
 def reply_record(job: EngineJob, req: Request, reply: Reply, elapsed: float, first_token_s: float | None) -> dict:
     """The server's answer, validated as a local output would be ("length" is never valid)."""
-    finish = reply.finish_reason
+    finish, output, cut = reply.finish_reason, reply.output, _stopped_at(reply.output, job.sampling.stop)
+    if cut is not None:  # a server that ignored --stop: its answer read as a local run's would end
+        output, finish = output[:cut], "stop"
     ended = [] if finish in ("stop", "length") else [f"the server ended with finish_reason {finish!r}"]
     if ended:  # abort, tool_calls, content_filter...: not a finished output
         finish = "error"
     # The server's grammar engine never vouches for its own output: the same independent checkers as
     # a local run (jsonschema, lark, regex, tag scanner); where none reads the constraint, valid is null.
-    verdict = validate(job.spec, reply.output, finish_reason=finish, grammar_complete=finish == "stop")
+    verdict = validate(job.spec, output, finish_reason=finish, grammar_complete=finish == "stop")
     errors = ended + [e for e in verdict.errors if not (ended and e.startswith("generation stopped"))]
     record = _base(job, req)
     tokens = reply.completion_tokens
+    if cut is not None:
+        record["warnings"].append(f"the server went on past a --stop string: its answer is cut at character {cut}")
     record.update(
-        output=reply.output,
+        output=output,
         parsed=verdict.parsed,
         valid=False if errors else verdict.valid,
         validated_by=verdict.validated_by,
