@@ -882,3 +882,13 @@ def test_a_spelling_no_backend_reads_as_written_is_exit_2_at_its_place(
 def test_an_empty_stop_string_is_exit_2(run_cli, no_model):
     """`--stop ''` is found before the first token: every output came back empty (2026-12-06)."""
     _refused(run_cli("generate", "--regex", "a", "--stop", "", "hi"), "--stop", "must not be empty")
+
+
+def test_a_pattern_nested_past_pythons_re_is_exit_2_at_the_pattern(run_cli, no_model, tmp_path):
+    """Python's re (jsonschema's `format: regex` check of the meta-schema) ran out of stack on 500 nested
+    groups: lint and compile exited 3 (2026-12-06)."""
+    schema = tmp_path / "deep.json"
+    schema.write_text('{"type": "string", "pattern": "' + "(" * 500 + "a" + ")" * 500 + '"}')
+    _refused(run_cli("compile", schema, "-b", "llguidance"), f"{schema}:1:", "nests 500 groups deep")
+    linted = run_cli("lint", schema)
+    assert linted.exit_code == 1 and "S003" in linted.output and "nests 500 groups deep" in linted.output

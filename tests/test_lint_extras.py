@@ -152,3 +152,20 @@ def _refusing(method, name):
         return method(self, *args, **kwargs)
 
     return refusing
+
+
+def test_a_folder_takes_a_schema_whose_top_level_is_if_then_else():
+    """`{"if": ..., "then": ...}` was passed over as "no schema keyword at its top level" (2026-12-06)."""
+    import json
+
+    from sgcli.lint.discover import not_a_schema
+
+    def why(doc, tmp=__import__("tempfile").mkdtemp()):
+        path = f"{tmp}/s.json"
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        return not_a_schema(path)
+
+    assert why({"if": {"const": 1}, "then": {"type": "integer"}}) is None
+    assert why({"propertyNames": {"maxLength": 3}}) is None
+    assert why({"name": "config", "version": 2}) is not None

@@ -133,3 +133,17 @@ def test_an_instance_is_built_for_a_format_beside_a_length(schema):
 
     instance = InstanceBuilder(schema, full=True).build()
     assert not list(validator(schema).iter_errors(instance)), instance
+
+
+def test_no_j001_below_a_subschema_sgclis_checker_validates_whole():
+    """xgrammar leaves an `allOf` of two subschemas to the checker (J004 at the root): four J001 errors
+    stood under it ("`minimum` is silently ignored by xgrammar"), where generation refuses what breaks
+    them (2026-12-06)."""
+    schema = {
+        "allOf": [
+            {"properties": {"a": {"type": "integer", "minimum": 5}}, "required": ["a"]},
+            {"properties": {"b": {"type": "string", "maxLength": 3}}, "required": ["b"]},
+        ]
+    }
+    _, found = j001(schema, "xgrammar")
+    assert [d.code for d in found if d.code.startswith("J00")] == ["J004"], found

@@ -53,6 +53,52 @@ def meta_validate(spec: ConstraintSpec, schema, cls: type | None = None) -> None
             location=Location(spec.origin, *pos),
             hint=f"the schema must be valid under {cls.__name__.removesuffix('Validator')}",
         ) from None
+    except RecursionError:  # Python's re reads a `pattern` (format "regex") a few frames per nested group
+        path, depth = _deepest_pattern(schema)
+        raise UserError(
+            f"a pattern nests {depth} groups deep, more than Python's re (which jsonschema uses) can read",
+            location=Location(spec.origin, *(locate(spec.text, path) or (None, None))),
+            hint="flatten the groups (no backend reads more than a few hundred levels either)",
+        ) from None
+
+
+def _deepest_pattern(schema) -> tuple[tuple, int]:
+    """(path, nesting) of the regex in `schema` (a `pattern` or a `patternProperties` name) whose groups
+    nest deepest, counted on its unescaped parentheses."""
+    best: tuple[tuple, int] = ((), 0)
+    stack: list[tuple[object, tuple]] = [(schema, ())]
+    while stack:  # iterative: parse_json bounded the levels, nothing here recurses
+        node, path = stack.pop()
+        if isinstance(node, list):
+            stack += [(v, path + (i,)) for i, v in enumerate(node)]
+            continue
+        if not isinstance(node, dict):
+            continue
+        regexes = [(("pattern",), node["pattern"])] if isinstance(node.get("pattern"), str) else []
+        if isinstance(node.get("patternProperties"), dict):
+            regexes += [(("patternProperties", k), k) for k in node["patternProperties"]]
+        for at, regex in regexes:
+            depth = _nesting(regex)
+            if depth > best[1]:
+                best = (path + at, depth)
+        stack += [(v, path + (k,)) for k, v in node.items()]
+    return best
+
+
+def _nesting(regex: str) -> int:
+    depth = deepest = 0
+    escaped = False
+    for ch in regex:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch == ")":
+            depth = max(depth - 1, 0)
+    return deepest
 
 
 def check_refs(spec: ConstraintSpec, schema) -> ConstraintSpec:

@@ -20,9 +20,12 @@ from sgcli.limits import DEFAULT_MAX_BYTES
 GRAMMAR_SUFFIXES = (".gbnf", ".ebnf", ".lark", ".regex", ".re", ".schema.json", ".llg.json")
 SKIPPED_DIRS = {"node_modules", "__pycache__", "venv", "build", "dist", "site-packages"}
 # Top-level keys that only a JSON Schema has (data files rarely do), and the `type` values it takes.
+# keywords only a schema has at its top level (a config file or data rarely does); `if`/`then`/`else`
+# and the other applicators count too (a folder's `{"if": ..., "then": ...}` schema was passed over)
 SCHEMA_KEYS = frozenset(
-    "$schema $id $ref $defs definitions properties patternProperties additionalProperties prefixItems items "
-    "anyOf oneOf allOf not const enum".split()
+    "$schema $id $ref $dynamicRef $anchor $defs definitions properties patternProperties additionalProperties "
+    "unevaluatedProperties propertyNames dependentSchemas dependentRequired prefixItems items contains "
+    "unevaluatedItems anyOf oneOf allOf not if then else const enum".split()
 )
 JSON_TYPES = frozenset("object array string number integer boolean null".split())
 

@@ -220,11 +220,12 @@ class Linter:
         if unreadable is not None and not any(d.code == "S001" for d in found):
             found.append(unreadable)
         compiled = [run.compiled for run in runs if run.compiled is not None]
-        if schema is not None and runs and sel.any("J001", "W002", "J003"):
-            found += self._bounded_schema_rules(schema, stext, runs, spec)
         holds_schemas = schema is not None or spec.kind in (Kind.LARK, Kind.STRUCTURAL_TAG)
-        if holds_schemas and runs and sel.any("J004", "J005"):
-            found += self._guarantee(stext, runs, spec, refused)
+        chosen = self._chosen(stext, runs, spec, refused) if holds_schemas and runs else None
+        if schema is not None and runs and sel.any("J001", "W002", "J003"):
+            found += self._bounded_schema_rules(schema, stext, runs, spec, chosen[3] if chosen else None)
+        if chosen is not None and sel.any("J004", "J005"):
+            found += guarantee_findings(*chosen)
         if schema is not None and "J006" in sel:
             from sgcli.batch.sampling import SamplingParams
             from sgcli.lint.string_budget import string_budget
@@ -239,7 +240,7 @@ class Linter:
         result.diagnostics = finish(in_their_files(found, spec), sel)
         return result
 
-    def _bounded_schema_rules(self, schema, stext, runs, spec) -> list[Diagnostic]:
+    def _bounded_schema_rules(self, schema, stext, runs, spec, checked: str | None) -> list[Diagnostic]:
         """The keyword probes under the compile limits, in a forked child (`run_bounded`): they build an
         instance per keyword and walk it through every matcher, which for an 88 KB schema of 2,000
         properties ran past 90 s and 4.1 GB. A limit, or a probe that fails, is a J003 finding."""
@@ -247,8 +248,8 @@ class Linter:
 
         limits = current_limits()
         if not (limits.timeout_s or limits.memory_mb):
-            return self._schema_rules(schema, stext, runs, spec)
-        probe = lambda: [d.as_dict() for d in self._schema_rules(schema, stext, runs, spec)]  # noqa: E731
+            return self._schema_rules(schema, stext, runs, spec, checked)
+        probe = lambda: [d.as_dict() for d in self._schema_rules(schema, stext, runs, spec, checked)]  # noqa: E731
         try:
             found = run_bounded(probe, timeout_s=limits.timeout_s, memory_mb=limits.memory_mb)
         except LimitHit as hit:
@@ -259,9 +260,10 @@ class Linter:
             return [sc.unprobed(spec.name, why)]
         return [_from_dict(d) for d in found]
 
-    def _schema_rules(self, schema, stext, runs, spec) -> list[Diagnostic]:
+    def _schema_rules(self, schema, stext, runs, spec, checked: str | None) -> list[Diagnostic]:
         """J001/W002 on every compile, J003 where they cannot run. A backend that refused a keyword
-        (J002) is compiled again without it, so that one refusal does not hide the rest."""
+        (J002) is compiled again without it, so that one refusal does not hide the rest. On `checked`
+        (the backend whose J004s lint reports), no J001 below a subschema sgcli's checker validates whole."""
         from sgcli.lint import schema_checks as sc
 
         try:
@@ -284,17 +286,18 @@ class Linter:
                 )
                 continue
             if "J001" in self.options.selection:
-                out += sc.unenforced(c, layouts, kept, schema, stext, spec.name, dropped)
+                under = _under_the_checker(c) if c.backend == checked else None
+                out += sc.unenforced(c, layouts, kept, schema, stext, spec.name, dropped, under)
             if "W002" in self.options.selection and not dropped:
                 caps = get_backend(c.backend).capabilities.json_options
                 flags = [flag for option, flag in sc.BOUNDED_FLAGS.items() if option in caps]
                 out += sc.runaway_whitespace(c, layouts[0], base, flags, spec.name)
         return out
 
-    def _guarantee(self, stext, runs, spec, auto_refused: list[str]) -> list[Diagnostic]:
-        """J004/J005 for the backend `generate` would choose: the one named, or `auto`'s choice among those
-        that compiled here (a backend lint did not run counts as compiling: its gaps are declared data;
-        `auto_refused`: those auto passed over, which failed to compile)."""
+    def _chosen(self, stext, runs, spec, auto_refused: list[str]) -> tuple | None:
+        """`guarantee_findings`' arguments (J004/J005) for the backend `generate` would choose: the one named,
+        or `auto`'s choice among those that compiled here (a backend lint did not run counts as compiling: its
+        gaps are declared data; `auto_refused`: those auto passed over, which failed to compile)."""
         by_name = {run.name: run for run in runs}
         named = self.options.backend not in ("all", "auto")
         refused = []
@@ -315,8 +318,8 @@ class Linter:
                 else f" (generate would use {name}"
                 + (f": {', '.join(refused)} refused {'the schema' if stext else 'it'})" if refused else ")")
             )
-            return guarantee_findings(gaps, stext, spec.name, name, why)
-        return []
+            return gaps, stext, spec.name, name, why
+        return None
 
     def _length(self, spec, grammar, schema, compiled) -> list[Diagnostic]:
         sentence = shortest_sentence(grammar, schema, spec.kind is Kind.JSON_SCHEMA)
@@ -343,3 +346,17 @@ def _from_dict(d: dict) -> Diagnostic:
 def _listed_usable(name: str) -> bool:
     """Whether the backend's library is installed, without importing it (xgrammar imports torch)."""
     return listed_unavailable_reason(get_backend(name)) is None
+
+
+def _under_the_checker(compiled):
+    """Whether a keyword (by schema path) lies in a subschema sgcli's checker validates whole for `compiled`
+    (a J004 gap's anchor), and is not a gap's keyword itself (whose J001 folds into its J004 as the
+    evidence): its matcher refuses what breaks it there, so a J001 ("silently ignored") was false: four
+    stood under the J004 of an `allOf` on xgrammar (2026-12-06)."""
+    from sgcli.backends.keyword_coverage import compiled_gaps
+    from sgcli.constraints.jsonpos import pointer_parts
+
+    gaps = [g for g in compiled_gaps(compiled) if g.checker]
+    keywords = {tuple(pointer_parts(g.pointer)) for g in gaps}
+    anchors = {tuple(pointer_parts(a)) for g in gaps for a in g.anchors}
+    return lambda path: path not in keywords and any(path[: len(a)] == a for a in anchors)

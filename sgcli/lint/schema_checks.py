@@ -79,11 +79,13 @@ def unenforced(
     stext: SchemaText,
     path: str,
     dropped: list[tuple] = (),
+    checked=None,
 ) -> list[Diagnostic]:
     """J001: keywords whose single-keyword violation the backend's matcher still accepts (in any
     layout it accepts the valid instance in). A probe's value may break a keyword written elsewhere
     (an `additionalProperties` value whose `$ref` holds a `oneOf`): the finding then names the keyword
-    jsonschema finds broken, where it is written."""
+    jsonschema finds broken, where it is written. `checked(path)`: whether sgcli's schema checker
+    enforces the keyword at that schema path anyway (then no finding)."""
     out = []
     failing = _FailingKeyword(schema)
     for probe in probes:
@@ -97,6 +99,8 @@ def unenforced(
             key_path = stext.path_of(deeper)
             keyword = str(key_path[-1])
             found_by = f"; found by breaking `{probe.keyword}` at {_printable(pointer_of(probe.path))}"
+        if checked is not None and checked(tuple(map(str, key_path))):
+            continue
         span = stext.key_span(key_path) or (0, None)
         what = "only this keyword" if not found_by else f"`{keyword}` at {_printable(pointer_of(key_path))}"
         out.append(
