@@ -892,3 +892,11 @@ def test_a_pattern_nested_past_pythons_re_is_exit_2_at_the_pattern(run_cli, no_m
     _refused(run_cli("compile", schema, "-b", "llguidance"), f"{schema}:1:", "nests 500 groups deep")
     linted = run_cli("lint", schema)
     assert linted.exit_code == 1 and "S003" in linted.output and "nests 500 groups deep" in linted.output
+
+
+def test_a_refusal_inside_a_drafts_meta_schema_is_placed_at_the_users_ref(run_cli, no_model, tmp_path):
+    """`$ref` to the 2020-12 meta-schema: the refusal was placed at `https://json-schema.org/...:59:28`,
+    a file the user never sees (and github/sarif output named it as the file)."""
+    schema = tmp_path / "meta.json"
+    schema.write_text('{"$ref": "https://json-schema.org/draft/2020-12/schema"}')
+    _refused(run_cli("compile", schema, "-b", "llguidance"), f"{schema}:1:10:", "$dynamicRef")

@@ -190,10 +190,10 @@ class _Bundler:
             )
         self._same_draft(doc, ref, at)
         dynamic = next((r for r in doc.document.refs if r.keyword in _DYNAMIC), None)
-        if dynamic is not None:
+        if dynamic is not None:  # placed in a file the user has; a draft's meta-schema is sgcli's copy: at the $ref
             raise UserError(
                 f"{doc.origin} uses {dynamic.keyword}, which sgcli does not bundle from another file",
-                location=self._at(doc, dynamic),
+                location=self._at(doc, dynamic) if doc.folder is not None else at,
                 hint="copy the schema into $defs of the schema that refers to it",
             )
         self.docs.append(doc)
