@@ -900,3 +900,22 @@ def test_a_refusal_inside_a_drafts_meta_schema_is_placed_at_the_users_ref(run_cl
     schema = tmp_path / "meta.json"
     schema.write_text('{"$ref": "https://json-schema.org/draft/2020-12/schema"}')
     _refused(run_cli("compile", schema, "-b", "llguidance"), f"{schema}:1:10:", "$dynamicRef")
+
+
+def test_a_named_pipe_nothing_writes_to_is_read_as_empty_not_waited_on(run_cli, no_model, tmp_path):
+    """`sgcli compile p.gbnf` on a FIFO with no writer blocked in open() until killed (2026-12-06)."""
+    import signal
+
+    fifo = tmp_path / "p.gbnf"
+    os.mkfifo(fifo)
+
+    def hung(signum, frame):
+        raise AssertionError("the read waited for a writer")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(30)
+    try:
+        _refused(run_cli("compile", fifo, "-b", "llguidance"), f"{fifo}:1:1:", "is empty")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

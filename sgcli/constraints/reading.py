@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import stat
 import sys
 from dataclasses import dataclass
@@ -120,7 +121,7 @@ def open_input(path: str, *, what: str = "file"):
         return
     p = Path(path).expanduser()
     try:
-        stream = p.open("rb")
+        stream = _open_fifo(p) if _is_fifo(p) else p.open("rb")
     except FileNotFoundError:
         raise UserError(f"{what} not found: {path}", hint="check the path") from None
     except IsADirectoryError:
@@ -163,6 +164,22 @@ def _stdin(what: str):
 def _read(stream, n: int) -> bytes:
     data = stream.read(n)
     return data.encode("utf-8") if isinstance(data, str) else data  # a text-only stdin (embedding, tests)
+
+
+def _is_fifo(path: Path) -> bool:
+    try:
+        return stat.S_ISFIFO(path.stat().st_mode)
+    except OSError:
+        return False  # the open says what is wrong
+
+
+def _open_fifo(path: Path):
+    """A named pipe, opened without waiting for a writer (a plain open blocked until one came: `sgcli lint
+    p.gbnf` on a pipe nothing writes to hung, 2026-12-06), then read blocking: with a writer, as it writes
+    (`<(cmd)`); with none, empty at once."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
 
 
 def _readline(stream, n: int) -> bytes:
