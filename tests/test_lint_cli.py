@@ -321,3 +321,13 @@ def test_a_backend_message_without_a_position_is_placed_at_the_piece_it_quotes()
     text = '# chars\nroot ::= "x" [z-a]\n'
     assert _quoted_position('invalid regex "[z-a]" (in regex)', text) == (2, 14)
     assert _quoted_position('invalid regex "x"', text + 'y ::= "x"\n') == (None, None)  # twice: nowhere
+
+
+def test_an_undefined_lark_name_is_one_finding_at_the_name(run_cli, tmp_path):
+    """llguidance places its "unknown name" error at the rule's body (or its first line), so it stood as
+    a second error beside G001 (2026-12-06): folded into G001 by the name it quotes."""
+    grammar = tmp_path / "a.lark"
+    grammar.write_text('start: foo\nfoo: "a" undefined7\n')
+    result = run_cli("lint", grammar, "--backend", "llguidance", "--output-format", "json")
+    records = json.loads(result.stdout)
+    assert [(r["code"], r["line"], r["col"]) for r in records] == [("G001", 2, 10)], records

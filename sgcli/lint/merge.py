@@ -48,7 +48,7 @@ def _absorber(merged: list[Diagnostic], d: Diagnostic) -> Diagnostic | None:
         if d.code == "S001" and other.code[0] == "G" and other.severity == "error":
             if d.line is not None and (other.line, other.col) == (d.line, d.col):
                 return other
-            if d.line is None and any(
+            if any(  # about the same name, wherever the backend placed it (llguidance: the rule's body)
                 re.search(rf"['\"`]{re.escape(name)}['\"`]", d.message)
                 for name in re.findall(r"`([^`]+)`", other.message)
             ):
