@@ -89,7 +89,7 @@ def test_resume_asks_only_for_the_ids_not_yet_answered_and_says_how_many(tmp_pat
     run_batch(runner, _lines({"id": 1, "prompt": "a"}, {"id": 2, "prompt": "b"}), writer, reporter)
     writer.close()
     assert runner.asked == ["b"] and [r["id"] for r in _records(out)] == [1, 2]
-    assert ("note", f"--resume: 1 of 2 ids were already answered in {out}") in reporter.notices
+    assert ("note", f"--resume: 1 of 2 lines were already answered in {out}") in reporter.notices
 
 
 def test_duplicate_ids_are_named_once(tmp_path):
@@ -98,7 +98,7 @@ def test_duplicate_ids_are_named_once(tmp_path):
     run_batch(TableRunner({"a": True}), lines, writer, reporter)
     writer.close()
     warnings = [m for label, m in reporter.notices if label == "warning"]
-    assert warnings == ['1 id used on several input lines: "x" (each line still gets its own record)']
+    assert warnings == ['1 id used on several input lines: "x" (each line still gets its own record, in input order)']
 
 
 def _request(tmp_path, **kw) -> GenerateRequest:

@@ -76,7 +76,17 @@ def test_every_schema_output_parses_and_validates(tiny_lm, smol_tokenizer, schem
         parsed = json.loads(record["output"])
         # Whatever the backend's grammar leaves unenforced, sgcli's schema checker enforces while decoding
         assert not _violated_keywords(schema, parsed), (record["weakened"], record["output"])
-        assert record["valid"] and record["parsed"] == parsed and record["errors"] == []
+        # a number past a double's range (random logits write 548e+28668683) is judged, and kept out of
+        # `parsed`: the record stays strict JSON
+        assert record["valid"] and record["parsed"] == (parsed if _finite(parsed) else None) and not record["errors"]
+
+
+def _finite(value) -> bool:
+    if isinstance(value, float):
+        return value not in (float("inf"), float("-inf"))
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    return all(_finite(v) for v in value) if isinstance(value, list) else True
 
 
 def _violated_keywords(schema, instance) -> set[str]:

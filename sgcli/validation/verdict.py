@@ -32,10 +32,13 @@ def json_verdict(schema, output: str) -> Verdict:
         return Verdict(None, errors=[msg], validated_by="jsonschema")
     except _NotJson as exc:
         return Verdict(None, errors=[f"output is not JSON: {exc} is Python's, not JSON's"], validated_by="jsonschema")
-    unreadable = _unjudgeable(parsed)
-    if unreadable:  # kept out of `parsed`: a record must stay strict JSON, and UTF-8
-        return Verdict(None, errors=[f"output cannot be judged: it holds {unreadable}"], validated_by="jsonschema")
-    return Verdict(None, parsed=parsed, errors=schema_errors(schema, parsed), validated_by="jsonschema")
+    surrogate, infinite = _odd_parts(parsed)
+    if surrogate:  # no UTF-8 text holds one: neither a record nor a reader of the output could
+        return Verdict(None, errors=[f"output cannot be judged: it holds {surrogate}"], validated_by="jsonschema")
+    errors = schema_errors(schema, parsed)
+    # `548e+28668683` is JSON, read as infinity, which jsonschema judges; the record keeps the output text
+    # alone, since its `parsed` must stay strict JSON (`Infinity` broke every reader of the JSONL)
+    return Verdict(None, parsed=None if infinite else parsed, errors=errors, validated_by="jsonschema")
 
 
 class _NotJson(ValueError):
@@ -48,24 +51,25 @@ def _not_json(name: str):
     raise _NotJson(name)
 
 
-def _unjudgeable(value) -> str | None:
-    """What in a parsed value no check can judge as written: a number past a double's range (Python reads
-    `548e+28668683` as infinity, which jsonschema then judges), or a lone surrogate (`"\\ud800"`: no
-    UTF-8 text holds one, so no record could either)."""
+def _odd_parts(value) -> tuple[str | None, bool]:
+    """(a lone surrogate's description, whether a number is past a double's range) in a parsed value:
+    `"\\ud800"` (half a UTF-16 pair) crashed the record writer and lost a whole batch, and a number
+    read as infinity was written into the record as `Infinity`, which is no JSON."""
+    infinite = False
     stack = [value]
     while stack:  # iterative: the JSON reader bounds the depth
         item = stack.pop()
-        if isinstance(item, float) and (item != item or item in (float("inf"), float("-inf"))):
-            return "a number past a double's range"
-        if isinstance(item, str) and lone_surrogate(item) is not None:
-            return "a lone surrogate escape (half of a UTF-16 pair), which no UTF-8 text holds"
-        if isinstance(item, dict):
+        if isinstance(item, float) and item in (float("inf"), float("-inf")):
+            infinite = True
+        elif isinstance(item, str) and lone_surrogate(item) is not None:
+            return "a lone surrogate escape (half of a UTF-16 pair), which no UTF-8 text holds", infinite
+        elif isinstance(item, dict):
             if any(lone_surrogate(k) is not None for k in item):
-                return "a lone surrogate escape in a key, which no UTF-8 text holds"
+                return "a lone surrogate escape in a key, which no UTF-8 text holds", infinite
             stack += item.values()
         elif isinstance(item, list):
             stack += item
-    return None
+    return None, infinite
 
 
 def schema_errors(schema, instance) -> list[str]:
