@@ -18,35 +18,20 @@ read is enforced by nothing.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from urllib.parse import unquote
 
 from sgcli.backends.base import SchemaKeywords
-from sgcli.backends.outlines_coverage import disjoint_types, dropped_keywords
-from sgcli.backends.pattern_gaps import declared_pattern_gaps, name_pattern_misread
-from sgcli.backends.schema_doc import COMPANIONS, SchemaDoc, escape_pointer, lists_optional_properties, subschemas
+from sgcli.backends.keyword_readings import why_unenforced
+from sgcli.backends.outlines_coverage import dropped_keywords
+from sgcli.backends.pattern_gaps import declared_pattern_gaps
+from sgcli.backends.schema_doc import SchemaDoc, escape_pointer, subschemas
 from sgcli.constraints.formats import format_checker
 from sgcli.constraints.jsonpos import pointer_parts
 from sgcli.constraints.spec import Kind
 from sgcli.dialects.embedded import EmbeddedSchema, embedded_schemas
 from sgcli.errors import UserError
 
-# JSON type each type-specific keyword constrains (a backend may apply it only beside that `type`)
-_TYPE_OF = {
-    **dict.fromkeys(("minLength", "maxLength", "pattern", "format", "contentEncoding"), "string"),
-    **dict.fromkeys(("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"), "number"),
-    **dict.fromkeys(
-        ("items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains")
-        + ("minContains", "maxContains", "unevaluatedItems"),
-        "array",
-    ),
-    **dict.fromkeys(
-        ("properties", "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties")
-        + ("propertyNames", "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedProperties"),
-        "object",
-    ),
-}
 # Applicators whose subschemas apply to the same value or to children of it, unconditionally.
 UNCONDITIONAL = frozenset(
     {"properties", "patternProperties", "additionalProperties", "items", "prefixItems", "additionalItems"}
@@ -78,152 +63,6 @@ class Gap:
         return f"`{self.keyword}` at {self.pointer or '/'}" + (f" in {self.embedded.label}" if self.embedded else "")
 
 
-def _single_type(node: dict) -> set[str]:
-    """The one JSON type `type` names (a list of types was not measured, so it counts as none)."""
-    t = node.get("type")
-    return {"integer", "number"} if t == "integer" else {t} if isinstance(t, str) else set()
-
-
-_BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _is_int(value) -> bool:
-    """An integer as JSON writes it (5, not 5.0: the library may read that as a number)."""
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _why_unenforced(
-    node: dict, keyword: str, table: SchemaKeywords, keys: list[str], values_meet: Callable[[dict], bool]
-) -> str | None:
-    """Why `table`'s backend does not enforce `keyword` of `node` (None when it does); `keys`: the
-    node's constraint keywords; `values_meet(node)`: whether every value its `enum`/`const` lists meets
-    the node's other keywords."""
-    beside = next((k for k in table.drops_beside if k in node and k != keyword), None)
-    if beside is not None and keyword not in table.drops_beside:
-        return f"dropped beside `{beside}`"
-    held = next((k for k in table.drops_beside_values if k in node and k != keyword), None)
-    if held is not None and keyword not in table.drops_beside_values and not values_meet(node):
-        return f"dropped beside `{held}`, which lists a value that breaks it"
-    if table.lone_all_of and keyword != "allOf" and "allOf" in node:
-        return "merged with the `allOf` beside it, which is not what allOf means"
-    for group in table.exclusive_groups:
-        if keyword in group and sum(k in node for k in group) > 1:
-            return "not enforced beside " + " and ".join(f"`{k}`" for k in sorted(group - {keyword}) if k in node)
-    if keyword in ("properties", "additionalProperties") and "patternProperties" in node:
-        if "patternProperties" not in table.enforced or "patternProperties" not in table.through:
-            return "which properties it covers depends on `patternProperties`, which is not enforced"
-    if keyword == "required" and table.required_listed:
-        listed = node.get("properties") if isinstance(node.get("properties"), dict) else {}
-        if not isinstance(node.get("required"), list) or any(name not in listed for name in node["required"]):
-            return "enforced only for names `properties` lists"
-    if keyword in ("minProperties", "maxProperties") and table.counts_all_required and lists_optional_properties(node):
-        return "counted over the properties `properties` does not list, where some it lists are optional"
-    if keyword in COMPANIONS and keyword not in table.enforced:
-        return f"part of `{COMPANIONS[keyword]}`, not enforced"
-    if keyword == "oneOf" and keyword not in table.enforced:
-        if table.disjoint_one_of and disjoint_types(node.get("oneOf")):
-            return None
-        return "enforced as anyOf (an instance may match several branches)"
-    if keyword not in table.enforced:
-        return "not enforced"
-    value = node.get(keyword)
-    if keyword == "multipleOf" and isinstance(value, float) and not value.is_integer():
-        # the grammar divides in decimal, jsonschema in floats: 0.07 is a multiple of 0.01 only to the first
-        return "a fractional divisor: the grammar's decimal arithmetic and jsonschema's float arithmetic disagree"
-    if keyword in _BOUNDS and _is_number(value) and abs(value) > 2**53:
-        return "a bound past 2**53, which the grammar rounds to a float (9007199254740993 read as ...992)"
-    if table.decimal_bounds and _exclusive(node, keyword) and node.get("type") != "integer":
-        return "an exclusive bound the grammar compares in decimal: a value that rounds onto it in floats passes"
-    if keyword in ("enum", "const") and any(_inexact(v) for v in (value if keyword == "enum" else [value]) or ()):
-        return "a number no grammar is known to write exactly (past 2**53, or more than 15 significant digits)"
-    if keyword in table.typed and _TYPE_OF.get(keyword) not in _single_type(node):
-        return f'enforced only beside `"type": "{_TYPE_OF[keyword]}"`'
-    if keyword in table.integer_only and (node.get("type") != "integer" or not _is_int(node.get(keyword))):
-        return 'enforced only beside `"type": "integer"`, with an integer value'
-    for dropped, siblings in table.dropped_beside:  # a `format` the backend does not know is no sibling to it
-        present = [k for k in sorted(siblings) if k in node and (k != "format" or node[k] in table.formats)]
-        beside = present[0] if keyword == dropped and present else None
-        if beside is not None:
-            return f"dropped beside `{beside}`"
-    if keyword == "format" and node.get("format") not in table.formats:
-        return f"format {node.get('format')!r} not enforced"
-    if keyword == "format" and node.get("format") in table.approximate_formats:
-        return f"format {node.get('format')!r} only approximated (its grammar takes some invalid values)"
-    if keyword == "allOf" and table.lone_all_of:
-        if not isinstance(node.get("allOf"), list) or len(node["allOf"]) > 1:
-            return "allOf with several subschemas is not enforced"
-        if len(keys) > 1:
-            return "allOf beside other keywords is merged into them, which is not what allOf means"
-    if keyword in ("enum", "const") and not table.escaped_values:
-        values = node.get("enum") if keyword == "enum" else [node.get("const")]
-        if values == []:
-            return "an empty enum is written as no value at all"
-        if any(_holds_escape(v) for v in (values if isinstance(values, list) else [])):
-            return "values that need JSON escapes (quotes, control characters) are written raw"
-    if keyword == "properties" and not table.escaped_names and isinstance(node.get("properties"), dict):
-        if any(_needs_escape(name) for name in node["properties"]):
-            return "property names that need JSON escapes are not matched correctly"
-    if keyword == "properties" and not table.ascii_names and isinstance(node.get("properties"), dict):
-        if not all(name.isascii() for name in node["properties"]):
-            return "property names beyond ASCII are matched as additional properties"
-    if keyword == "properties" and isinstance(value, dict) and any(_draft3_required(sub) for sub in value.values()):
-        return "draft 3's `required: true` on a property it lists: no grammar reads it"
-    if keyword == "patternProperties" and isinstance(value, dict):
-        if "" in value and node.get("additionalProperties") is False:  # jsonschema joins the patterns: "" is falsy
-            return "an empty name pattern beside `additionalProperties: false`: jsonschema then refuses every name"
-        misread = next(filter(None, (name_pattern_misread(p, table) for p in value)), None)
-        if misread:
-            return f"a name pattern with {misread}, which the grammar reads otherwise than jsonschema"
-    if keyword == "minProperties" and not (_is_number(value) and value <= 1):
-        # JSON lets a key repeat: the grammar counts `{"b":1,"b":2}` as two properties, jsonschema as one
-        return "a repeated key counts twice in the grammar and once to jsonschema"
-    return None
-
-
-def _exclusive(node: dict, keyword: str) -> bool:
-    """Whether `keyword` is an exclusive numeric bound of `node` (draft 4's boolean form: on its bound)."""
-    if keyword in ("exclusiveMinimum", "exclusiveMaximum"):
-        return _is_number(node.get(keyword))
-    flag = {"minimum": "exclusiveMinimum", "maximum": "exclusiveMaximum"}.get(keyword)
-    return flag is not None and node.get(flag) is True
-
-
-def _inexact(value) -> bool:
-    """A number (anywhere in an enum/const value) a grammar may write as another: llguidance wrote
-    9007199254740993 as ...992, 1e23 as 100000000000000000000000 and 123456789.12345679 as ...568."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return abs(value) > 2**53
-    if isinstance(value, float):
-        return abs(value) >= 2**53 or float(f"{value:.15g}") != value
-    if isinstance(value, dict):
-        return any(_inexact(v) for v in value.values())
-    return isinstance(value, list) and any(_inexact(v) for v in value)
-
-
-def _draft3_required(sub) -> bool:
-    """A property's subschema saying `required: true` (draft 3; a later draft refuses the schema)."""
-    return isinstance(sub, dict) and sub.get("required") is True
-
-
-def _holds_escape(value) -> bool:
-    """Whether a JSON value holds a string (or key) that JSON writes with an escape."""
-    if isinstance(value, str):
-        return _needs_escape(value)
-    if isinstance(value, dict):
-        return any(_needs_escape(k) or _holds_escape(v) for k, v in value.items())
-    return isinstance(value, list) and any(_holds_escape(v) for v in value)
-
-
-def _needs_escape(name: str) -> bool:
-    return any(ch in '"\\' or ord(ch) < 0x20 for ch in name)
-
-
 def grammar_gaps(schema, backend: str, table: SchemaKeywords | None, doc: SchemaDoc | None = None) -> list[Gap]:
     """Every (pointer, keyword) of `schema` that `backend`'s grammar does not enforce, by its declared table
     (None: it enforces nothing, as for the `none` backend)."""
@@ -249,7 +88,7 @@ def grammar_gaps(schema, backend: str, table: SchemaKeywords | None, doc: Schema
         keys = doc.constraint_keys(node)
         for key in keys:
             here = f"{pointer}/{escape_pointer(key)}"
-            why = _why_unenforced(node, key, table, keys, values_meet)
+            why = why_unenforced(node, key, table, keys, values_meet)
             if why is None and key in ("$ref", *_DYNAMIC):
                 why, target = _ref_gap(doc, pointer, node, key, table)
                 if why is None:
