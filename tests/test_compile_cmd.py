@@ -181,7 +181,8 @@ def test_a_forked_child_compiles_and_stores_while_its_parent_has_a_store_running
 
 
 def _entry(backend, spec, vocab):
-    from sgcli.backends.compile_cache import cache_key, compiled_dir
+    from sgcli.backends.cache_entries import compiled_dir
+    from sgcli.backends.compile_cache import cache_key
 
     (path,) = compiled_dir().rglob(f"{cache_key(backend, spec, vocab)}.entry")
     return path

@@ -70,7 +70,7 @@ def _compile(vocab, text=SCHEMA, backend="llguidance", kind=Kind.JSON_SCHEMA):
 
 
 def _probe_file():
-    from sgcli.backends.compile_cache import compiled_dir
+    from sgcli.backends.cache_entries import compiled_dir
 
     return list(compiled_dir().rglob("*.probe"))
 
