@@ -1153,3 +1153,52 @@ def test_values_a_grammar_reads_otherwise_than_jsonschema_are_left_to_the_checke
     compiled = compile_for(backend, spec_of(schema).for_generation(), byte_vocab())[0]
     assert isinstance(compiled, CheckedCompiled)
     assert not accepts_bytes(compiled, text).accepted
+
+
+D7 = "http://json-schema.org/draft-07/schema#"
+D4 = "http://json-schema.org/draft-04/schema#"
+
+
+@pytest.mark.parametrize(
+    ("schema", "valid", "invalid"),
+    [
+        # draft 7 knows no prefixItems: `items` applies to every element ([1] is invalid there)
+        (
+            {"$schema": D7, "type": "array", "prefixItems": [{"type": "integer"}], "items": {"type": "string"}},
+            ["a"],
+            [1],
+        ),
+        # 2020-12 knows no additionalItems: prefixItems applies (llguidance dropped it beside additionalItems)
+        ({"type": "array", "prefixItems": [{"type": "integer"}], "additionalItems": False}, [1], ["x"]),
+        # up to draft 7 a $ref's siblings are ignored (refused as unsatisfiable; outlines-core took the sibling)
+        (
+            {"$schema": D7, "$ref": "#/definitions/a", "type": "string", "definitions": {"a": {"type": "integer"}}},
+            3,
+            "x",
+        ),
+        (
+            {
+                "$schema": D4,
+                "properties": {"p": {"$ref": "#/definitions/a", "enum": [7]}},
+                "definitions": {"a": {"type": "integer", "maximum": 5}},
+            },
+            {"p": 3},
+            {"p": 7},
+        ),
+        # a companion without its keyword, and draft 4 knows no const
+        ({"$schema": D7, "type": "string", "then": {"type": "integer"}}, "x", None),
+        ({"$schema": D4, "type": "integer", "const": 1}, 2, None),
+    ],
+    ids=["d7-prefixItems", "2020-additionalItems", "d7-ref-sibling", "d4-ref-enum", "then-alone", "d4-const"],
+)
+@pytest.mark.parametrize("backend", ["llguidance", "xgrammar", "outlines_core"])
+def test_each_backend_reads_a_schema_as_its_draft_does(backend, schema, valid, invalid):
+    """The libraries read every draft's keywords wherever they meet them; jsonschema reads the schema's
+    own draft. Each gets the schema without what its draft ignores (`draft_reading`), so a valid value
+    is taken and an invalid one refused, by grammar and checker together, as generation compiles it."""
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    assert validator.is_valid(valid) and (invalid is None or not validator.is_valid(invalid))
+    compiled = compile_for(backend, spec_of(schema).for_generation(), byte_vocab())[0]
+    assert takes(compiled, valid)
+    if invalid is not None:
+        assert not takes(compiled, invalid), compiled_gaps(compiled)

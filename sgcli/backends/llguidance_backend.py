@@ -29,6 +29,7 @@ from sgcli.backends.diagnostics import (
     regex_place,
     schema_error,
 )
+from sgcli.backends.draft_reading import as_its_draft_reads
 from sgcli.backends.json_layout import UNIQUE_ESCAPES, json_overrides, one_spelling_fits, strict_schema
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.pattern_gaps import PatternGap, at, declared_pattern_gaps, with_patterns
@@ -151,6 +152,7 @@ def _schema_entry(spec: ConstraintSpec, schema=None, *, lenient: bool = False) -
     if isinstance(schema, bool):
         # `false` (nothing is valid) as the one keyword llguidance does not implement: refused, never dropped
         schema, lenient = ({}, lenient) if schema else ({"not": {}}, False)
+    schema = as_its_draft_reads(schema)  # the keywords its draft ignores, left out: llguidance reads them all
     if spec.json_options.strict_properties:
         schema = strict_schema(schema)
     schema = dict(schema)
@@ -197,6 +199,7 @@ def _schema_grammar(spec: ConstraintSpec, schema, unmatchable: list[PatternGap] 
         and "x-guidance" not in schema
         and not spec.json_options.strict_properties
         and not dialect_of(schema).note
+        and as_its_draft_reads(schema, spec.text) is schema
     ):
         body = spec.text.rstrip()
         if body.endswith("}"):

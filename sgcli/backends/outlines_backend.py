@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from sgcli.backends.base import BITS_PER_WORD, Capabilities, Compiled, CompileWarning, LibraryBackend, SchemaKeywords
 from sgcli.backends.diagnostics import positioned_error, regex_place, schema_error
+from sgcli.backends.draft_reading import as_its_draft_reads
 from sgcli.backends.json_layout import strict_schema, whitespace_regex
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.outlines_coverage import concatenated_all_of, dropped_keywords, ungrouped_empty_schema
@@ -175,7 +176,7 @@ class OutlinesCoreBackend(LibraryBackend):
             return without_edge_anchors(spec.as_regex())
         from outlines_core.json_schema import build_regex_from_schema
 
-        schema = spec.schema()
+        schema = as_its_draft_reads(spec.schema(), spec.text)  # outlines-core reads every draft's keywords
         if spec.json_options.strict_properties:
             schema = strict_schema(schema)
         gaps = declared_pattern_gaps(spec, schema, self.name, self.capabilities.schema_keywords)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 
+from sgcli.backends.draft_reading import as_its_draft_reads
 from sgcli.backends.pattern_gaps import PatternGap, with_patterns
 from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions
@@ -103,7 +104,8 @@ def schema_text(spec: ConstraintSpec, schema, gaps: list[PatternGap]) -> str:
     bounds = '"exclusiveM' in spec.text and draft in ("Draft3Validator", "Draft4Validator")
     strict = json_format_kwargs(spec.json_options)["strict_mode"]
     closed = strict and ('"minItems"' in spec.text or '"contains"' in spec.text) and _closed_arrays(schema)
-    if not (gaps or bounds or closed):
+    ignored = as_its_draft_reads(schema, spec.text) is not schema  # keywords its draft ignores: xgrammar reads them
+    if not (gaps or bounds or closed or ignored):
         return spec.text
     schema = with_patterns(schema, gaps)
     if closed:  # strict mode reads a missing `items` as none allowed: an array that must hold some refused
@@ -120,4 +122,4 @@ def schema_text(spec: ConstraintSpec, schema, gaps: list[PatternGap]) -> str:
                 if isinstance(node.get(exclusive), bool):
                     if node.pop(exclusive) and isinstance(node.get(bound), (int, float)):
                         node[exclusive] = node.pop(bound)
-    return json.dumps(schema)
+    return json.dumps(as_its_draft_reads(schema) if ignored else schema)

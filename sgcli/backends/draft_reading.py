@@ -1,0 +1,116 @@
+"""A schema as its own draft reads it, for a grammar library that reads every draft's keywords at once.
+
+jsonschema validates a schema under the draft it names: a draft-7 schema's `prefixItems` is an unknown
+keyword there (its `items` applies to every element), a 2020-12 schema's `additionalItems` means
+nothing, and up to draft 7 a `$ref` overrides its siblings. The libraries read a keyword wherever they
+meet it: xgrammar and outlines-core applied a draft-7 `prefixItems` and wrote `[1]` where `items` asks
+for strings; llguidance, given `additionalItems` beside `prefixItems`, dropped `prefixItems`; and a
+draft-7 `$ref` beside `type` was refused as unsatisfiable. So each library gets the schema without the
+keywords its draft ignores, and reads it as jsonschema does. The keyword coverage (`SchemaDoc`) reads
+only the draft's keywords too, so what it declares enforced is what the library was given.
+"""
+
+from __future__ import annotations
+
+import copy
+from functools import cache
+from urllib.parse import unquote
+
+from sgcli.backends.schema_doc import COMPANIONS
+from sgcli.backends.schema_warnings import iter_subschemas
+
+# Keywords a draft reads inside another keyword's validator (not in its VALIDATORS table): draft 3/4's
+# boolean `exclusiveMaximum` belongs to `maximum`; draft 3's `required: true` to `properties`.
+_READ_BY_ANOTHER = {
+    "Draft3Validator": frozenset({"exclusiveMaximum", "exclusiveMinimum", "required"}),
+    "Draft4Validator": frozenset({"exclusiveMaximum", "exclusiveMinimum"}),
+}
+# Companions read only from these drafts on (`then`/`else` wherever `if` is; `additionalItems` where
+# it is a keyword of the draft).
+_COMPANION_FROM = {"minContains": ("Draft201909Validator", "Draft202012Validator")}
+_COMPANION_FROM["maxContains"] = _COMPANION_FROM["minContains"]
+
+
+@cache
+def _every_draft_keyword() -> frozenset[str]:
+    import jsonschema
+
+    drafts = (jsonschema.Draft3Validator, jsonschema.Draft4Validator, jsonschema.Draft6Validator)
+    drafts += (jsonschema.Draft7Validator, jsonschema.Draft201909Validator, jsonschema.Draft202012Validator)
+    return frozenset().union(*(d.VALIDATORS for d in drafts)) | frozenset(COMPANIONS)
+
+
+def as_its_draft_reads(schema, text: str | None = None):
+    """`schema`, or a copy without the keywords its draft ignores: those of other drafts, a companion
+    (`then`, `additionalItems`, `minContains`, ...) without its keyword, and up to draft 7 every
+    sibling of a `$ref` that validates. Annotations, `$defs`/`definitions` and unknown keys stay.
+    `text`, the schema's JSON where the caller has it, spares the walk when no such keyword is named."""
+    if not isinstance(schema, dict):
+        return schema
+    from sgcli.constraints.dialect import dialect_of
+
+    cls = dialect_of(schema).cls
+    known = frozenset(cls.VALIDATORS) | _READ_BY_ANOTHER.get(cls.__name__, frozenset())
+    ref_overrides = cls.__name__ in ("Draft3Validator", "Draft4Validator", "Draft6Validator", "Draft7Validator")
+    every = _every_draft_keyword()
+    if text is not None:
+        suspects = (every - known) | frozenset(COMPANIONS) | ({"$ref"} if ref_overrides else frozenset())
+        if not any(f'"{key}"' in text for key in suspects):
+            return schema
+
+    def read(key: str, node: dict) -> bool:
+        owner = COMPANIONS.get(key)
+        if owner is None:
+            return key in known
+        if owner not in node or owner not in known:
+            return False
+        drafts = _COMPANION_FROM.get(key)
+        return cls.__name__ in drafts if drafts else key in known or owner == "if"
+
+    def ignored(node: dict) -> list[str]:
+        if ref_overrides and "$ref" in node:
+            return [k for k in node if k in every and k != "$ref"]
+        return [k for k in node if k in every and not read(k, node)]
+
+    if not any(ignored(node) for _, node in iter_subschemas(schema)):
+        return schema
+    targets = _ref_segments(schema)
+    schema = copy.deepcopy(schema)
+    for _, node in list(iter_subschemas(schema)):
+        for key in ignored(node):
+            if key not in targets and not _holds_an_identifier(node[key]):
+                node.pop(key)
+    return schema
+
+
+_IDENTIFIERS = frozenset({"$id", "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor"})
+
+
+def _walk(value):
+    stack = [value]
+    while stack:  # iterative: the schema was parsed with a bounded depth
+        value = stack.pop()
+        if isinstance(value, dict):
+            yield value
+            stack += value.values()
+        elif isinstance(value, list):
+            stack += value
+
+
+def _ref_segments(schema) -> set[str]:
+    """Every segment of every reference's JSON pointer: a keyword named there may be a reference's
+    target (`"$ref": "#/then"` in a draft that ignores a lone `then`), so it stays, whatever it means."""
+    segments: set[str] = set()
+    for node in _walk(schema):
+        for key in ("$ref", "$dynamicRef", "$recursiveRef"):
+            ref = node.get(key)
+            if isinstance(ref, str) and "#" in ref:
+                segments.update(
+                    unquote(part).replace("~1", "/").replace("~0", "~") for part in ref.split("#", 1)[1].split("/")
+                )
+    return segments
+
+
+def _holds_an_identifier(value) -> bool:
+    """Whether `value` embeds a resource or an anchor that a reference may name."""
+    return any(_IDENTIFIERS & node.keys() for node in _walk(value))
