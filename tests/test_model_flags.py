@@ -513,3 +513,25 @@ def test_generate_without_the_generate_extra_names_it_before_the_model(run_cli, 
     result = run_cli("generate", "--choice", "yes", "--choice", "no", "Is water wet?")
     assert result.exit_code == 2, result.output
     assert "torch" in result.output and "sgcli[generate]" in _flat(result.output)
+
+
+def test_a_tokenizer_bigger_than_the_models_vocabulary_is_exit_2_naming_both(run_cli, smol_tokenizer, tmp_path):
+    """Ids past the embedding table crashed the forward pass (IndexError, exit 3): refused before the
+    weights load from config.json, and after loading where no config says it (a hub id, a .gguf)."""
+    from helpers import random_llama
+
+    from sgcli.engine.loader import check_logits_fit
+
+    small = random_llama(64)
+    small.model.save_pretrained(tmp_path)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(Path(smol_tokenizer.vocab.source).parent / name, tmp_path / name)
+    tokens = len(smol_tokenizer.vocab)
+    for impl in ("native", "transformers"):
+        result = run_cli("generate", "--model", tmp_path, "--model-impl", impl, "--raw", "--regex", "[a-z]{2}", "hi")
+        assert result.exit_code == 2, result.output
+        assert f"vocab_size 64, fewer than the {tokens} tokens" in result.stderr
+        assert "config.json" in result.stderr and "Traceback" not in result.output
+    with pytest.raises(UserError, match=f"has 64 logits, fewer than the {tokens} tokens"):
+        check_logits_fit(small, tokens)
+    check_logits_fit(small, 64)  # equal (or more logits than tokens, masked as special) is fine

@@ -265,6 +265,33 @@ def _native_misfit(ref: ModelRef, placement: dict, progress: Progress | None = N
 _VALID_CONFIG = "the folder needs a valid config.json"
 
 
+def check_tokenizer_fits(ref: ModelRef, tokens: int) -> None:
+    """Before the weights load: a model folder's config.json declaring fewer embedding rows than the
+    tokenizer has tokens is exit 2 (ids past the table would fail inside the forward pass). Cheap; a
+    hub id or .gguf is checked once loaded (`check_logits_fit`)."""
+    if ref.kind != "dir" or not (ref.path / "config.json").is_file():
+        return
+    config = _read_config(ref.path / "config.json")
+    text = config.get("text_config")
+    rows = config.get("vocab_size") or (text.get("vocab_size") if isinstance(text, dict) else None)
+    if isinstance(rows, int) and not isinstance(rows, bool) and 0 < rows < tokens:
+        raise _tokenizer_too_big(f"{ref.path / 'config.json'} declares vocab_size {rows}", tokens)
+
+
+def check_logits_fit(lm: LoadedModel, tokens: int) -> None:
+    """The loaded model's logits width against the tokenizer's size: fewer logits is exit 2."""
+    if lm.logits_width < tokens:
+        raise _tokenizer_too_big(f"the model {lm.ref.display} has {lm.logits_width} logits", tokens)
+
+
+def _tokenizer_too_big(model_side: str, tokens: int) -> UserError:
+    # Ids past the model's embedding table have no embedding and no logit: a tokenizer of another model.
+    return UserError(
+        f"{model_side}, fewer than the {tokens} tokens of its tokenizer: the tokenizer is another model's",
+        hint="use the tokenizer files the model was trained with (or fix config.json's vocab_size)",
+    )
+
+
 def _read_config(path: Path) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
