@@ -535,3 +535,29 @@ def test_a_tokenizer_bigger_than_the_models_vocabulary_is_exit_2_naming_both(run
     with pytest.raises(UserError, match=f"has 64 logits, fewer than the {tokens} tokens"):
         check_logits_fit(small, tokens)
     check_logits_fit(small, 64)  # equal (or more logits than tokens, masked as special) is fine
+
+
+def _tiny_folder(folder: Path, smol_tokenizer) -> Path:
+    """A 64-token random Llama with SmolLM2's tokenizer files (the damage tests fail before the vocab check)."""
+    from helpers import random_llama
+
+    random_llama(64).model.save_pretrained(folder)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(Path(smol_tokenizer.vocab.source).parent / name, folder / name)
+    return folder
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage-header"])
+def test_a_damaged_safetensors_file_is_exit_2_naming_it_on_both_forwards(run_cli, smol_tokenizer, tmp_path, damage):
+    from sgcli.engine.loader import load_model
+    from sgcli.models.refs import resolve_model
+
+    file = _tiny_folder(tmp_path, smol_tokenizer) / "model.safetensors"
+    data = file.read_bytes()
+    file.write_bytes(data[: len(data) // 2] if damage == "truncated" else data[:8] + b"garbagegarba" + data[20:])
+    for impl in ("native", "transformers"):
+        with pytest.raises(UserError, match=r"model\.safetensors is damaged \(.*\): re-download it"):
+            load_model(resolve_model(str(tmp_path)), device="cpu", impl=impl)
+    result = run_cli("generate", "--model", tmp_path, "--raw", "--regex", "[a-z]{2}", "hi")
+    assert result.exit_code == 2, result.output
+    assert f"{file} is damaged" in result.stderr and "Traceback" not in result.output

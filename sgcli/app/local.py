@@ -37,6 +37,7 @@ class LocalRunner:
         """Load what `request` needs, in the order that fails fastest."""
         local = request.local
         ref = local.model.ref()
+        loader.check_weights(ref)  # a damaged or missing safetensors file: exit 2 before anything slow
         weights = local.model.start_weights(ref)  # a .gguf's dequantization, in a child, meanwhile
         pending = batch_prompts = None
         try:

@@ -19,7 +19,6 @@ transformers. The tests check this forward against transformers' own classes on 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -29,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from sgcli.engine import families
+from sgcli.engine.checkpoint import weight_files
 from sgcli.engine.cpu_attention import attend
 from sgcli.engine.cpu_kernels import Linear, meta_parameter, pack
 from sgcli.engine.families import Arch
@@ -351,16 +351,6 @@ _FUSED = {
     "qkv": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
     "gate_up": ("mlp.gate_proj", "mlp.up_proj"),
 }
-
-
-def weight_files(folder: Path) -> list[Path]:
-    """The safetensors files of a Hugging Face folder (one file, or the shards its index names)."""
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        names = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
-        return [folder / name for name in names]
-    single = folder / "model.safetensors"
-    return [single] if single.is_file() else []
 
 
 def load(folder: Path, config: dict, dtype: torch.dtype, weights: dict[str, torch.Tensor] | None = None) -> NativeLlama:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sgcli.cache import conversions
-from sgcli.engine import device_checks
+from sgcli.engine import checkpoint, device_checks
 from sgcli.engine.flags import KERNELS, TORCH_KERNEL, check_device
 from sgcli.engine.gguf_convert import Progress, cached_conversion, convert_gguf, weights_problem
 from sgcli.errors import UserError, did_you_mean
@@ -151,6 +151,7 @@ def _load_model(ref, device, dtype, progress, threads, device_map, impl, kernel,
     gpu = dev != "cpu" or (device_map is not None and torch.cuda.is_available())
     torch_dtype = pick_dtype(dtype, "cuda" if gpu else "cpu", from_checkpoint=True)
     placement = {"device_map": device_map} if device_map is not None else {}
+    check_weights(ref)  # a damaged file is exit 2 on either forward, before either reads it
     native, impl_reason = choose_impl(ref, impl, placement, dev, progress)
     if ref.kind == "gguf":
         if torch_dtype == "auto":
@@ -232,13 +233,11 @@ def _hub_snapshot(ref: ModelRef) -> Path | None:
     safetensors file it names are there (a snapshot folder is a model folder); else None."""
     from huggingface_hub import snapshot_download
 
-    from sgcli.engine import llama
-
     try:
         folder = Path(snapshot_download(ref.location, revision=ref.revision, local_files_only=True))
     except (OSError, ValueError):  # not in the cache (LocalEntryNotFoundError), or not a valid id
         return None
-    files = llama.weight_files(folder)
+    files = checkpoint.weight_files(folder)
     complete = (folder / "config.json").is_file() and files and all(f.is_file() for f in files)
     return folder if complete else None
 
@@ -257,12 +256,19 @@ def _native_misfit(ref: ModelRef, placement: dict, progress: Progress | None = N
         )
     if ref.trust_remote_code or _needs_remote_code(folder / "config.json"):
         return "the model brings its own code"
-    if not llama.weight_files(folder) and not (ref.kind == "gguf" and gguf_recipe.has_recipe(folder)):
+    if not checkpoint.weight_files(folder) and not (ref.kind == "gguf" and gguf_recipe.has_recipe(folder)):
         return "the folder has no safetensors weights"
     return llama.misfit(_read_config(folder / "config.json"))
 
 
 _VALID_CONFIG = "the folder needs a valid config.json"
+
+
+def check_weights(ref: ModelRef) -> None:
+    """A model folder's safetensors files all there and whole (`checkpoint.check_weights`), or exit 2
+    naming the file: cheap, so before anything slow."""
+    if ref.kind == "dir":
+        checkpoint.check_weights(ref.path)
 
 
 def check_tokenizer_fits(ref: ModelRef, tokens: int) -> None:
