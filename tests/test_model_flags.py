@@ -561,3 +561,23 @@ def test_a_damaged_safetensors_file_is_exit_2_naming_it_on_both_forwards(run_cli
     result = run_cli("generate", "--model", tmp_path, "--raw", "--regex", "[a-z]{2}", "hi")
     assert result.exit_code == 2, result.output
     assert f"{file} is damaged" in result.stderr and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("index", "said"),
+    [
+        ({"weight_map": {"model.embed_tokens.weight": "model-00001-of-00002.safetensors"}}, "names the shard model-0"),
+        ({"metadata": {}}, "has no weight_map"),
+        ('{"weight_map":', "cannot read the shard index"),
+    ],
+    ids=["missing-shard", "no-weight-map", "bad-json"],
+)
+def test_a_shard_index_naming_a_missing_file_or_unreadable_is_exit_2(run_cli, smol_tokenizer, tmp_path, index, said):
+    folder = _tiny_folder(tmp_path, smol_tokenizer)
+    (folder / "model.safetensors").unlink()
+    text = index if isinstance(index, str) else json.dumps(index)
+    (folder / "model.safetensors.index.json").write_text(text)
+    for impl in ("native", "transformers"):
+        result = run_cli("generate", "--model", folder, "--model-impl", impl, "--raw", "--regex", "[a-z]{2}", "hi")
+        assert result.exit_code == 2, result.output
+        assert said in result.stderr and "model.safetensors.index.json" in result.stderr

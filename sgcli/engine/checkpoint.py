@@ -1,6 +1,7 @@
 """A model folder's safetensors files, found and checked before anything loads (standard library only).
 
-A file cut short or with a garbled header made the loaders fail deep inside (SafetensorError: exit 3). Reading each
+A shard index naming a file that is not there, or a file cut short or with a garbled header, made
+the loaders fail deep inside (FileNotFoundError, KeyError, SafetensorError: exit 3). Reading each
 file's header and size is cheap, so `check_weights` says which file is wrong, and what to do, first.
 """
 
@@ -18,19 +19,37 @@ _MAX_HEADER = 100_000_000  # the safetensors library's own limit on a header's s
 
 
 def weight_files(folder: Path) -> list[Path]:
-    """The safetensors files of a Hugging Face folder (one file, or the shards its index names)."""
+    """The safetensors files of a Hugging Face folder (one file, or the shards its index names); exit 2
+    where the index cannot be read or has no weight_map of file names."""
     index = folder / INDEX
     if index.is_file():
-        names = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
-        return [folder / name for name in names]
+        return [folder / name for name in _shard_names(index)]
     single = folder / SINGLE
     return [single] if single.is_file() else []
 
 
+def _shard_names(index: Path) -> list[str]:
+    hint = f"re-download {INDEX} (or remove it where the folder holds one {SINGLE})"
+    try:
+        data = json.loads(index.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read the shard index {index}: {exc}", hint=hint) from None
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise UserError(f"the shard index {index} has no weight_map of tensor names to files", hint=hint)
+    return sorted(set(weight_map.values()))
+
+
 def check_weights(folder: Path) -> None:
-    """Every safetensors file `folder` names is whole (its header readable, its data as long as
+    """Every safetensors file `folder` names is there and whole (its header readable, its data as long as
     the header says), or exit 2 naming the file."""
+    index = folder / INDEX
     for file in weight_files(folder):
+        if not file.is_file():
+            raise UserError(
+                f"{index} names the shard {file.name}, which is not in {folder}",
+                hint="download the missing shard (or the whole model) again",
+            )
         problem = safetensors_problem(file)
         if problem is not None:
             raise damaged(file, problem)
