@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -297,3 +298,36 @@ def test_mistral_encoding_errors_exit_2(run_cli, tmp_path):
         "template", "render", "--tokenizer", "mistral:tekken", "--messages", messages, "--template-name", "x"
     )
     assert named.exit_code == 2 and "drop --template-name" in named.stderr
+
+
+def test_a_prompt_empty_once_rendered_starts_from_bos_or_is_refused_alone(run_cli, tmp_path, smol_tokenizer):
+    """An empty prompt fed no ids to the model (exit 3 in the embedding). With a BOS token it starts from
+    BOS, as transformers' generate does; without, a single prompt is exit 2 and a batch line an error
+    record, the other lines answered."""
+    from helpers import random_llama
+
+    some = "{% if messages[-1].content != 'no' %}{{ messages[-1].content }}{% endif %}"  # 'no' renders to nothing
+    folder = _folder(tmp_path, smol_tokenizer, some)
+    random_llama(len(smol_tokenizer.vocab)).model.save_pretrained(folder)
+    flags = ("--model", folder, "--regex", "[a-z]{1,5}", "--max-tokens", "6")
+    result = run_cli("generate", *flags, "--raw", "")
+    assert result.exit_code == 0, result.output[:500]  # from BOS
+
+    folder = shutil.copytree(folder, tmp_path / "no-bos")  # another folder: tokenizers load once per process
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    del config["bos_token"]
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    flags = ("--model", folder, *flags[2:])
+    for prompt in (("--raw", ""), ("no",)):
+        result = run_cli("generate", *flags, *prompt)
+        assert result.exit_code == 2, result.output[:500]
+        assert "the prompt is empty once rendered and tokenized" in result.stderr and "no BOS token" in result.stderr
+    for raw, prompts in ((("--raw",), ["hi", "", "yes"]), ((), ["hi", "no", "yes"])):  # in process; in the child
+        batch = tmp_path / "in.jsonl"
+        batch.write_text("\n".join(json.dumps({"id": i, "prompt": p}) for i, p in enumerate(prompts)) + "\n")
+        out = tmp_path / "out.jsonl"
+        result = run_cli("generate", *flags, *raw, "--input", batch, "-o", out, "--force")
+        records = [json.loads(line) for line in out.read_text().splitlines()]
+        assert [r["id"] for r in records] == [0, 1, 2], result.output[:500]
+        assert records[1]["valid"] is None and "the prompt is empty" in records[1]["errors"][0]
+        assert records[0]["valid"] is True and records[2]["valid"] is True

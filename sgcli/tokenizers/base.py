@@ -91,6 +91,13 @@ class Tokenizer:
         ids = self.encode(text)
         if not templated and self.add_bos and self.vocab.bos_id is not None and ids[:1] != [self.vocab.bos_id]:
             ids = [self.vocab.bos_id] + ids
+        if not ids:  # nothing to condition on: start from BOS, as transformers' generate does
+            if self.vocab.bos_id is None:
+                raise UserError(
+                    f"the prompt is empty once rendered and tokenized, and {self.name} has no BOS token to start from",
+                    hint="give a non-empty prompt (or a chat template that renders the messages)",
+                )
+            ids = [self.vocab.bos_id]
         return ids
 
     def render_prompt(self, messages: list[dict], *, template_name: str | None = None, **options) -> RenderedPrompt:
@@ -135,12 +142,17 @@ class Tokenizer:
         def prompts(found: list | None) -> list | None:
             if found is None:
                 return None
-            return [
-                t if isinstance(t, UserError) else RenderedPrompt(t, self.prompt_ids(t, templated=True), tpl)
-                for t in found
-            ]
+            return [t if isinstance(t, UserError) else self._rendered(t, tpl) for t in found]
 
         return texts.then(prompts)
+
+    def _rendered(self, text: str, tpl: ChatTemplate) -> RenderedPrompt | UserError:
+        """One chat of a batch as `start_render_many` gives it: the prompt, or the error of its ids
+        alone (an empty one), so the other chats are still answered."""
+        try:
+            return RenderedPrompt(text, self.prompt_ids(text, templated=True), tpl)
+        except UserError as exc:
+            return exc
 
     def _encoded_chat(self, messages: list[dict], template_name: str | None, tools: list | None) -> RenderedPrompt:
         if template_name:
