@@ -16,8 +16,9 @@ output is checked by an independent implementation, and the verdict says which o
 
 Where no independent check exists (llguidance's own grammar JSON, a grammar the lark library
 cannot read, a regex the `regex` package cannot read) `valid` is None, with the reason in
-`unchecked`: never True. A regex may fall back to the backend's matcher as a last resort, and
-then `validated_by` says so. Output cut off before the constraint completed is never valid.
+`unchecked`: never True. A regex may fall back to the backend's matcher as a last resort: its
+refusal makes the output invalid (`validated_by` says so), its acceptance is only noted in
+`unchecked` (valid stays None). Output cut off before the constraint completed is never valid.
 
 Exit codes follow: a run fails (exit 1) only on `valid: false`; `valid: null` is not a
 success claim, and the CLI says "unchecked" with the reason.
@@ -55,10 +56,13 @@ def validate(
     except Unchecked as exc:
         verdict.unchecked = str(exc)
         if spec.kind is Kind.REGEX and matcher_check is not None:
-            verdict.validated_by = f"{backend} matcher (last resort: {exc})"
-            if not matcher_check(output):
+            # the backend agreeing with itself is no check: its yes stays information in `unchecked`
+            # (valid null), its no still fails the output
+            if matcher_check(output):
+                verdict.unchecked = f"{exc}; {backend}'s own matcher accepts the output (not an independent check)"
+            else:
+                verdict.validated_by = f"{backend} matcher (last resort: {exc})"
                 verdict.errors.append(f"output does not match the regex {spec.text!r} ({backend}'s matcher)")
-            verdict.unchecked = None
         elif not grammar_complete and finish_reason not in ("length", "repetition", "error"):
             errors.append("output is not a complete sentence of the grammar (the backend's matcher says so)")
     verdict.errors = errors + verdict.errors
