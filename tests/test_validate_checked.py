@@ -53,6 +53,12 @@ def composite() -> ConstraintSpec:
         (r"\s", "\ufeff", "ecma", True),  # ECMAScript's \s is its WhiteSpace: U+FEFF in
         (r"\s", "\x85", "ecma", False),  # and U+0085 out
         (r"[\s]", "\x85", "rust", True),
+        # braced hex escapes, unknown to the regex package, once fell back to the backend's matcher
+        (r"[\u{3b1}-\u{3c9}]{2}x", "αβx", "rust", True),
+        (r"[\u{3b1}-\u{3c9}]{2}x", "abx", "rust", False),
+        (r"\x{1F600}\U{41}\x41\u0041\U00000041", "😀AAAA", "rust", True),
+        (r"\u{3b1}", "α", "ecma", True),
+        (r"\\x{2}", "\\xx", "rust", True),  # an escaped backslash, then x{2}
     ],
 )
 def test_regex_dialects(pattern, text, dialect, expected):
@@ -63,6 +69,11 @@ def test_regex_dialects(pattern, text, dialect, expected):
 def test_unreadable_regex_is_unchecked_not_valid():
     v = verdict(ConstraintSpec(Kind.REGEX, "(?<=a", "--regex"), "x")
     assert v.valid is None and v.validated_by is None and "cannot read" in v.unchecked
+
+
+def test_braced_escape_that_rust_refuses_is_unchecked():
+    v = verdict(ConstraintSpec(Kind.REGEX, r"\x{110000}", "--regex"), "x")
+    assert v.valid is None and "cannot read" in v.unchecked
 
 
 def test_backend_matcher_is_a_last_resort_and_says_so():

@@ -29,6 +29,7 @@ _ECMA_OUTSIDE = {
 }
 _ECMA_INSIDE = {"d": "0-9", "w": "A-Za-z0-9_", "s": _ECMA_SPACE}
 _RUST_OUTSIDE = {"z": r"\Z"}
+_HEX = frozenset("0123456789abcdefABCDEF")
 
 
 MATCH_TIMEOUT_S = 5.0
@@ -48,6 +49,11 @@ def translate(pattern: str, dialect: str) -> str:
         ch = pattern[i]
         if ch == "\\" and i + 1 < len(pattern):
             nxt = pattern[i + 1]
+            braced = _braced_codepoint(pattern, i, dialect)
+            if braced is not None:  # `\u{3b1}`: unknown to the regex package, which reads `\U000003b1`
+                out.append(f"\\U{braced[0]:08x}")
+                i = braced[1]
+                continue
             table = inside if in_class else outside
             if nxt in table:
                 out.append(table[nxt])
@@ -75,6 +81,20 @@ def translate(pattern: str, dialect: str) -> str:
         out.append(ECMA_DOT if ch == "." and not in_class and dialect == ECMA else ch)
         i += 1
     return "".join(out)
+
+
+def _braced_codepoint(pattern: str, i: int, dialect: str) -> tuple[int, int] | None:
+    """(code point, index past it) for the escape at `i` when it is braced hex: Rust's `\\x{..}`,
+    `\\u{..}`, `\\U{..}`, ECMAScript's `\\u{..}`; None for any other escape."""
+    letters = "u" if dialect == ECMA else "xuU"
+    if pattern[i + 1] not in letters or pattern[i + 2 : i + 3] != "{":
+        return None
+    end = pattern.find("}", i + 3)
+    digits = pattern[i + 3 : end] if end > 0 else ""
+    code = int(digits, 16) if 0 < len(digits) <= 8 and all(c in _HEX for c in digits) else -1
+    if not 0 <= code <= 0x10FFFF:
+        raise DialectError(f"invalid escape {pattern[i : end + 1 if end > 0 else len(pattern)]!r} at position {i}")
+    return code, end + 1
 
 
 @lru_cache(maxsize=64)
