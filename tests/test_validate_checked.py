@@ -256,6 +256,30 @@ def test_terminal_that_may_be_empty_is_still_checked():
     assert [verdict(spec, o).valid for o in ("<>", "<ab>", "<abcd>", "<A>")] == [True, True, False, False]
 
 
+@pytest.mark.parametrize(
+    ("grammar", "good", "bad"),
+    [
+        ('start: A "." B\nA: /[a-z]{2,6}?/\nB: /[0-9]+?/ "!"\n', ["abcd.12!", "ab.1!"], ["a.1!", "abcdefg.1!"]),
+        ("start: A\nA: /[?]+?/\n", ["??"], ["?a"]),  # a `?` in a class, and one escaped, stay
+        ("start: A\nA: /\\?+?x??/\n", ["??x", "?"], ["x"]),
+        ("start: A\nA: /\\/\\*(.|\\n)*?\\*\\//\n", ["/*a*/b*/", "/*a*/"], ["/*a"]),
+        # lark's own C_COMMENT stays shortest: both backends' built-in one ends at the first `*/` too
+        ("start: C_COMMENT\n%import common.C_COMMENT\n", ["/*a*/"], ["/*a*/b*/"]),
+    ],
+)
+def test_lazy_terminal_is_read_as_the_backends_read_it(grammar, good, bad):
+    """Both backends read a terminal as a whole-token language, lazy or not; the lark library's lexer
+    took a lazy terminal's shortest match only, and called `abcd.12!` invalid."""
+    spec = ConstraintSpec(Kind.LARK, grammar, "lazy.lark")
+    assert [verdict(spec, o).valid for o in good + bad] == [True] * len(good) + [False] * len(bad)
+
+
+def test_lazy_regex_subgrammar_is_read_greedy():
+    sub = ConstraintSpec(Kind.REGEX, "[a-z]+?", "--sub")
+    spec = ConstraintSpec(Kind.LARK, 'start: "x=" @w "!"\n', "top.lark", subgrammars=(("w", sub),))
+    assert (verdict(spec, "x=abc!").valid, verdict(spec, "x=!").valid) == (True, False)
+
+
 # ---- llguidance's extensions of Lark, read by the independent check ----
 
 

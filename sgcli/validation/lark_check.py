@@ -91,7 +91,7 @@ def prepare(spec: ConstraintSpec) -> Prepared:
         if end > i:
             if not text.startswith("//", i):
                 last = len(out)
-            out.append(text[i:end])
+            out.append(_greedy(text[i:end]) if text[i] == "/" and not text.startswith("//", i) else text[i:end])
             i = end
             continue
         m = re.compile(r"@([A-Za-z_][A-Za-z0-9_]*)").match(text, i)
@@ -247,6 +247,54 @@ def _skip_literal(text: str, i: int) -> int:
     return min(j + 1, len(text))
 
 
+_COUNTED = re.compile(r"\{(?:\d+(?:,\d*)?|,\d+)\}")
+
+
+def _greedy(regex_literal: str) -> str:
+    """A /regex/ terminal with its lazy quantifiers (`*?`, `+?`, `??`, `{m,n}?`) made greedy. Both
+    backends read a terminal as a language, where lazy and greedy are one; the lark library's lexer
+    takes a lazy terminal's shortest match only, and refused honest outputs (`A: /[a-z]+?/` then
+    `.`). Lark's own `%import common.C_COMMENT` is not written here, so it keeps its shortest match,
+    which is how both backends' built-in C_COMMENT reads too (it ends at the first `*/`)."""
+    if "?" not in regex_literal:
+        return regex_literal
+    out: list[str] = []
+    i, in_class, quantified = 0, False, False
+    while i < len(regex_literal):
+        ch = regex_literal[i]
+        if ch == "\\":
+            out.append(regex_literal[i : i + 2])
+            i, quantified = i + 2, False
+            continue
+        if in_class:
+            in_class = ch != "]"
+            quantified = False
+        elif ch == "[":
+            in_class = True
+            if regex_literal[i + 1 : i + 2] == "^":  # a leading ']' (or '^]') is a literal, not the end
+                out.append(ch)
+                i += 1
+                ch = "^"
+            if regex_literal[i + 1 : i + 2] == "]":
+                out.append(ch)
+                i += 1
+                ch = "]"
+        elif ch == "?" and quantified:  # the lazy mark after a quantifier: dropped
+            i, quantified = i + 1, False
+            continue
+        elif ch in "*+?":
+            quantified = True
+        elif ch == "{" and (m := _COUNTED.match(regex_literal, i)):
+            out.append(m.group(0))
+            i, quantified = m.end(), True
+            continue
+        else:
+            quantified = False
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
 def _sub_rule(name: str, subs: dict, prepared: Prepared) -> str:
     """The rule that stands for `@name`, registering what it needs."""
     sub = subs.get(name)
@@ -266,7 +314,7 @@ def _sub_rule(name: str, subs: dict, prepared: Prepared) -> str:
         from sgcli.validation.regex_check import RUST, translate
 
         body = translate(sub.as_regex(), RUST).replace("/", "\\/")
-        prepared.extra.append(f"{rule}: /{body}/")
+        prepared.extra.append(f"{rule}: {_greedy(f'/{body}/')}")
     else:
         raise Unchecked(f"sub-grammar @{name} is a {sub.kind.label}, which the lark library cannot check")
     return rule
