@@ -59,6 +59,16 @@ def composite() -> ConstraintSpec:
         (r"\x{1F600}\U{41}\x41\u0041\U00000041", "😀AAAA", "rust", True),
         (r"\u{3b1}", "α", "ecma", True),
         (r"\\x{2}", "\\xx", "rust", True),  # an escaped backslash, then x{2}
+        # Rust nests classes (llguidance, outlines-core took `axxxx`); ECMAScript (xgrammar) does not
+        (r"[[a-c]x]{1,5}", "axxxx", "rust", True),
+        (r"[[a-c]x]{1,5}", "ax]", "rust", False),
+        (r"[[a-c]x]{1,5}", "ax]", "ecma", True),
+        (r"[a-z&&[^aeiou]]+", "bcd", "rust", True),  # Rust's class set operations
+        (r"[a-z&&[^aeiou]]+", "bad", "rust", False),
+        (r"[a||b]", "|", "rust", True),  # `|` is a literal in a Rust class, never a union
+        (r"[[:alpha:]x]+", "ax", "rust", True),
+        (r"(?i)ß", "SS", "rust", False),  # Rust folds case simply
+        (r"a(?i)b", "Ab", "rust", False),  # an inline flag holds from where it stands
     ],
 )
 def test_regex_dialects(pattern, text, dialect, expected):
@@ -272,6 +282,12 @@ def test_lazy_terminal_is_read_as_the_backends_read_it(grammar, good, bad):
     took a lazy terminal's shortest match only, and called `abcd.12!` invalid."""
     spec = ConstraintSpec(Kind.LARK, grammar, "lazy.lark")
     assert [verdict(spec, o).valid for o in good + bad] == [True] * len(good) + [False] * len(bad)
+
+
+def test_regex_subgrammar_nests_classes_as_rust_does():
+    sub = ConstraintSpec(Kind.REGEX, "[[a-c]x]{1,5}", "--sub")
+    spec = ConstraintSpec(Kind.LARK, 'start: "x=" @w "!"\n', "top.lark", subgrammars=(("w", sub),))
+    assert (verdict(spec, "x=axx!").valid, verdict(spec, "x=ax]!").valid) == (True, False)
 
 
 def test_lazy_regex_subgrammar_is_read_greedy():

@@ -29,6 +29,9 @@ _ECMA_OUTSIDE = {
 }
 _ECMA_INSIDE = {"d": "0-9", "w": "A-Za-z0-9_", "s": _ECMA_SPACE}
 _RUST_OUTSIDE = {"z": r"\Z"}
+# Rust nests classes, has set operations (`&&`, `--`, `~~`) and scoped inline flags, as the regex
+# package's VERSION1; its case folding is simple, so VERSION1's full folding (`ß` = `SS`) is off
+RUST_FLAGS = "(?V1)(?-f)"
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 
@@ -44,7 +47,7 @@ def translate(pattern: str, dialect: str) -> str:
     outside = _ECMA_OUTSIDE if dialect == ECMA else _RUST_OUTSIDE
     inside = _ECMA_INSIDE if dialect == ECMA else {}
     out: list[str] = []
-    i, in_class = 0, False
+    i, in_class, depth = 0, False, 0  # depth: Rust's classes nested inside the outermost
     while i < len(pattern):
         ch = pattern[i]
         if ch == "\\" and i + 1 < len(pattern):
@@ -62,6 +65,24 @@ def translate(pattern: str, dialect: str) -> str:
             else:
                 out.append(pattern[i : i + 2])
             i += 2
+            continue
+        if ch == "[" and in_class and dialect == RUST:
+            if pattern.startswith("[:", i) and (end := pattern.find(":]", i + 2)) > 0:  # [[:alpha:]]
+                out.append(pattern[i : end + 2])
+                i = end + 2
+                continue
+            depth += 1  # Rust nests classes (`[[a-c]x]`), as the regex package's VERSION1 does
+            out.append(ch)
+            i += 1
+            continue
+        if ch == "]" and depth:
+            depth -= 1
+            out.append(ch)
+            i += 1
+            continue
+        if ch == "|" and in_class and dialect == RUST:  # a literal in Rust; VERSION1 reads `||` as union
+            out.append("\\|")
+            i += 1
             continue
         if ch == "[" and not in_class:
             in_class = True
@@ -102,7 +123,9 @@ def compiled(pattern: str, dialect: str):
     import regex
 
     try:
-        return regex.compile(translate(pattern, dialect), flags=regex.VERSION0)
+        if dialect == ECMA:  # `[[a-c]x]` is `[[a-c]` then `x]`, as ECMAScript (xgrammar) reads it
+            return regex.compile(translate(pattern, dialect), flags=regex.VERSION0)
+        return regex.compile(RUST_FLAGS + translate(pattern, dialect))
     except regex.error as exc:
         raise DialectError(str(exc)) from None
 
