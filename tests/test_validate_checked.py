@@ -166,6 +166,16 @@ def test_lark_subgrammar_is_imported_under_its_own_names():
     assert (verdict(spec, "x=ab,cd!").valid, verdict(spec, "x=ab,!").valid) == (True, False)
 
 
+def test_subgrammar_ignore_is_never_a_false_invalid():
+    """llguidance applies a sub-grammar's %ignore after each of its lexemes (`x:ab, cd.`, `x:ab,cd .` taken,
+    `x: ab,cd.` refused); lark's %import drops it, and the check called honest outputs invalid."""
+    sub = ConstraintSpec(Kind.LARK, 'start: WORD ("," WORD)*\nWORD: /[a-z]{1,6}/\n%ignore " "\n', "inw.lark")
+    spec = ConstraintSpec(Kind.LARK, 'start: "x:" @inw "."\n', "top.lark", subgrammars=(("inw", sub),))
+    assert verdict(spec, "x:ab,cd.").valid is True
+    spaced = verdict(spec, "x:ab, cd.")
+    assert spaced.valid is None and "%ignore" in spaced.unchecked
+
+
 def test_remote_ref_is_unchecked_not_a_crash():
     spec = ConstraintSpec(Kind.JSON_SCHEMA, '{"$ref": "https://example.com/s.json"}', "s.json")
     v = verdict(spec, "1")

@@ -9,7 +9,8 @@ llguidance's extensions of Lark are read here, so its grammars get a verdict too
   sub-grammar is parsed as any JSON value, its text cut out of the parse tree and validated
   against its schema with `jsonschema` (the verdict's `validated_by` then says
   `lark+jsonschema`); Lark, GBNF, regex and choice sub-grammars are imported under their own
-  namespace;
+  namespace (a Lark sub-grammar's `%ignore`, which llguidance applies after each of its lexemes,
+  is dropped by the import: an output that does not parse without it is `Unchecked`);
 - rule attributes `name[max_tokens=N, lazy, temperature=T, capture]` are dropped: a token budget
   and a sampling temperature do not change the text a rule stands for, and `lazy` only chooses
   where a lexeme ends while generating (the check reads the language without it, a superset);
@@ -56,6 +57,7 @@ class Prepared:
     modules: dict[str, str] = field(default_factory=dict)  # module name -> Lark text
     schemas: dict[str, object] = field(default_factory=dict)  # rule name -> JSON Schema
     extra: list[str] = field(default_factory=list)  # rules and imports for the sub-grammars
+    ignoring: list[str] = field(default_factory=list)  # sub-grammars with an %ignore the import drops
 
 
 def lark_text(spec: ConstraintSpec) -> str:
@@ -308,6 +310,8 @@ def _sub_rule(name: str, subs: dict, prepared: Prepared) -> str:
         if inner.schemas or inner.modules:
             raise Unchecked(f"sub-grammar @{name} has sub-grammars of its own")
         prepared.modules[rule] = inner.text
+        if re.search(r"^[ \t]*%ignore\b", inner.text, flags=re.M):
+            prepared.ignoring.append(f"@{name}")
         prepared.extra.append(f"%import {rule}.start -> {rule}")
         return rule
     elif sub.kind in (Kind.REGEX, Kind.CHOICE):
@@ -375,6 +379,12 @@ def checked(spec: ConstraintSpec, output: str) -> tuple[list[str], str]:
         return _sub_errors(tree, output, prepared.schemas), by
     if len(lexers) == 1:
         raise Unchecked(f"the output is longer than {COMPLETE_LEXER_MAX_CHARS} characters for lark's complete lexer")
+    if prepared.ignoring:  # parsing without the ignore reads a subset of the backends' language: a pass is
+        # a pass, a failure may be only the ignored text
+        raise Unchecked(
+            f"sub-grammar {', '.join(prepared.ignoring)} has %ignore, which llguidance applies after each of "
+            "its lexemes and lark's %import drops; the output does not parse without it"
+        )
     line, col = getattr(error, "line", -1), getattr(error, "column", -1)
     if line is None or line < 0:
         return ["output is not a sentence of the grammar: it ends before the grammar is complete (lark parser)"], "lark"
