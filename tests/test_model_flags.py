@@ -5,6 +5,7 @@ loads, and the model options a transformers user reaches for (--revision, --trus
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from dataclasses import dataclass
 from enum import Enum
@@ -520,13 +521,14 @@ def test_a_tokenizer_bigger_than_the_models_vocabulary_is_exit_2_naming_both(run
     weights load from config.json, and after loading where no config says it (a hub id, a .gguf)."""
     from helpers import random_llama
 
-    from sgcli.engine.loader import check_logits_fit
+    from sgcli.engine.loader import check_logits_fit, text_tokens
 
     small = random_llama(64)
     small.model.save_pretrained(tmp_path)
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(Path(smol_tokenizer.vocab.source).parent / name, tmp_path / name)
-    tokens = len(smol_tokenizer.vocab)
+    tokens = text_tokens(smol_tokenizer.vocab)
+    assert tokens == len(smol_tokenizer.vocab)  # SmolLM2's special tokens come first
     for impl in ("native", "transformers"):
         result = run_cli("generate", "--model", tmp_path, "--model-impl", impl, "--raw", "--regex", "[a-z]{2}", "hi")
         assert result.exit_code == 2, result.output
@@ -581,3 +583,26 @@ def test_a_shard_index_naming_a_missing_file_or_unreadable_is_exit_2(run_cli, sm
         result = run_cli("generate", "--model", folder, "--model-impl", impl, "--raw", "--regex", "[a-z]{2}", "hi")
         assert result.exit_code == 2, result.output
         assert said in result.stderr and "model.safetensors.index.json" in result.stderr
+
+
+def test_special_tokens_past_the_models_rows_are_never_generated_and_refused_in_a_prompt(
+    run_cli, smol_tokenizer, tmp_path
+):
+    """Gemma 3's tokenizer adds `<image_soft_token>` as id 262144 to text models of 262,144 rows: such a
+    model runs (the grammar is compiled on its rows), and a prompt holding that token is exit 2."""
+    from helpers import random_llama
+
+    rows = len(smol_tokenizer.vocab)
+    random_llama(rows).model.save_pretrained(tmp_path)
+    shutil.copy(Path(smol_tokenizer.vocab.source).parent / "tokenizer_config.json", tmp_path)
+    spec = json.loads((Path(smol_tokenizer.vocab.source).parent / "tokenizer.json").read_text())
+    token = {"id": rows, "content": "<image_soft_token>", "special": True, "normalized": False}
+    spec["added_tokens"].append(token | {"single_word": False, "lstrip": False, "rstrip": False})
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
+    args = ("generate", "--model", tmp_path, "--raw", "--regex", "[a-z]{2}", "--json")
+    ran = run_cli(*args, "hi")
+    assert ran.exit_code == 0, ran.output
+    assert re.fullmatch("[a-z]{2}", json.loads(ran.stdout.splitlines()[-1])["output"])
+    refused = run_cli(*args, "hi<image_soft_token>")
+    assert refused.exit_code == 2, refused.output
+    assert f"token {rows} ('<image_soft_token>'), past the model's {rows} embedding rows" in refused.stderr

@@ -224,7 +224,7 @@ def _compare_generations(request: CompareRequest, reporter: Reporter) -> list[di
     with reporter.stage(f"loading {ref.display}") as progress:
         tokenizer = model.tokenizer(progress=lambda t: progress(t, 0, 3))
         lm = model.load(ref, progress)
-    loader.check_logits_fit(lm, len(tokenizer.vocab))
+    loader.check_logits_fit(lm, loader.text_tokens(tokenizer.vocab))
     vocab = tokenizer.vocab.padded(lm.logits_width)
     rows: list[dict] = []
     for row, compiled in _each_compiled(request, vocab, rows):

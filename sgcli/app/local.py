@@ -43,7 +43,7 @@ class LocalRunner:
         try:
             with reporter.stage(f"loading {ref.display} tokenizer") as progress:
                 tokenizer = local.model.tokenizer(progress=lambda text: progress(text, 0, 3))
-            loader.check_tokenizer_fits(ref, len(tokenizer.vocab))  # before anything slow
+            loader.check_tokenizer_fits(ref, loader.text_tokens(tokenizer.vocab))  # before anything slow
             # Chat templates render in a forked child while torch and the weights load here (importing
             # transformers' renderer takes most of a second): a single prompt's, or a whole batch's in one.
             if request.batch is None:
@@ -64,7 +64,7 @@ class LocalRunner:
             for started in (weights, pending, batch_prompts):
                 if started:
                     started.cancel()  # after an error: the children's work is not wanted (else a no-op)
-        loader.check_logits_fit(lm, len(tokenizer.vocab))
+        loader.check_logits_fit(lm, loader.text_tokens(tokenizer.vocab))
         if lm.logits_width > len(tokenizer.vocab):  # the model has more logits than tokens: mask those too
             compiled = backends.compile_for(compiled.backend, request.spec, tokenizer.vocab.padded(lm.logits_width))[0]
         session = new_session(

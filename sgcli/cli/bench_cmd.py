@@ -98,7 +98,7 @@ def bench(
     lm = None
     if generate:
         lm, tok = _load_model(model_flags)
-        loader.check_logits_fit(lm, len(tok.vocab))
+        loader.check_logits_fit(lm, loader.text_tokens(tok.vocab))
         vocab = tok.vocab.padded(lm.logits_width)
     else:
         vocab = load_tokenizer(tokenizer).vocab

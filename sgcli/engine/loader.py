@@ -271,10 +271,19 @@ def check_weights(ref: ModelRef) -> None:
         checkpoint.check_weights(ref.path)
 
 
+def text_tokens(vocab) -> int:
+    """How many embedding rows the tokenizer's text needs: one past its highest id that is not a special
+    token. Special tokens may lie past the table: Gemma 3's tokenizer adds `<image_soft_token>` as id
+    262144 to text models of 262,144 rows. The grammar is compiled on the model's rows, so they are
+    never generated."""
+    special = vocab.special_ids
+    return next((i + 1 for i in range(len(vocab.tokens) - 1, -1, -1) if i not in special), 0)
+
+
 def check_tokenizer_fits(ref: ModelRef, tokens: int) -> None:
     """Before the weights load: a model folder's config.json declaring fewer embedding rows than the
-    tokenizer has tokens is exit 2 (ids past the table would fail inside the forward pass). Cheap; a
-    hub id or .gguf is checked once loaded (`check_logits_fit`)."""
+    tokenizer's text needs (`text_tokens`) is exit 2 (ids past the table would fail inside the forward
+    pass). Cheap; a hub id or .gguf is checked once loaded (`check_logits_fit`)."""
     if ref.kind != "dir" or not (ref.path / "config.json").is_file():
         return
     config = _read_config(ref.path / "config.json")
@@ -293,7 +302,7 @@ def check_logits_fit(lm: LoadedModel, tokens: int) -> None:
 def _tokenizer_too_big(model_side: str, tokens: int) -> UserError:
     # Ids past the model's embedding table have no embedding and no logit: a tokenizer of another model.
     return UserError(
-        f"{model_side}, fewer than the {tokens} tokens of its tokenizer: the tokenizer is another model's",
+        f"{model_side}, fewer than the {tokens} tokens its tokenizer writes text with: it is another model's tokenizer",
         hint="use the tokenizer files the model was trained with (or fix config.json's vocab_size)",
     )
 

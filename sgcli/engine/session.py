@@ -84,7 +84,7 @@ class Session:
         """Decode one request (`prompt`: its prompt, when rendered ahead by `start_prompt`)."""
         prompt = prompt if prompt is not None else self.render(req)
         ids, notices = prompt.ids, list(prompt.notices)
-        max_tokens, limit_note = self.fit_context(len(ids))
+        max_tokens, limit_note = self.fit_context(ids)
         if limit_note:
             notices.append(limit_note)
         finished: Finished | None = None
@@ -107,8 +107,19 @@ class Session:
         assert finished is not None
         yield Done(self.record(req, finished, limit_note), notices)
 
-    def fit_context(self, prompt_tokens: int) -> tuple[int, str | None]:
-        """(max new tokens, warning): a prompt that fills the context is refused, a long one gets fewer tokens."""
+    def fit_context(self, ids: list[int]) -> tuple[int, str | None]:
+        """(max new tokens, warning): a prompt that fills the context is refused, a long one gets fewer
+        tokens; one holding a token past the model's rows (a special token only the tokenizer has, as
+        Gemma 3's `<image_soft_token>` in a text model) is refused, not an IndexError in the forward."""
+        beyond = next((i for i in ids if i >= self.lm.logits_width), None)
+        if beyond is not None:
+            name = self.tokenizer.vocab.tokens[beyond].decode(errors="replace")
+            raise UserError(
+                f"the prompt holds token {beyond} ({name!r}), past the model's "
+                f"{self.lm.logits_width} embedding rows: the model has no such token",
+                hint="leave that special token out of the prompt",
+            )
+        prompt_tokens = len(ids)
         limit = context_length(self.lm)
         if limit is None:
             return self.max_tokens, None
@@ -165,7 +176,7 @@ class Session:
         for i, req in enumerate(requests):
             try:
                 ids = self.render(req).ids
-                budget, notes[i] = self.fit_context(len(ids))
+                budget, notes[i] = self.fit_context(ids)
             except UserError as exc:
                 done[i] = self.error_record(req, [exc.render().removeprefix("error: ")])
                 continue
