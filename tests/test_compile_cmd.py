@@ -368,3 +368,24 @@ def test_a_150_property_schema_compiles_with_the_cache_on_in_bounded_memory(tmp_
     assert row["status"] == "ok" and row["cache"] in ("miss", "not stored")
     peak_kb = int(result.stderr.rsplit("PEAK_KB", 1)[1].split()[0])
     assert peak_kb < 2 * 1024 * 1024, f"peak {peak_kb / 1024:.0f} MB"
+
+
+def test_a_compile_given_up_at_its_limit_does_not_abort_the_process_at_exit():
+    """xgrammar's compile, left running on its thread past --compile-timeout, was torn down beneath it
+    at Python's exit: exit 134 (SIGABRT) after the limit's message, three runs in three (2026-12-06)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    args = ["compile", "@json", "--compile-timeout", "0.001", "--no-cache", "--json", "-b", "xgrammar"]
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, "-m", "sgcli", *args],
+            env=dict(os.environ, PYTHONPATH=str(root)),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 2, (proc.returncode, proc.stderr[-500:])
+        assert json.loads(proc.stdout.splitlines()[0])["limit"] == "--compile-timeout"

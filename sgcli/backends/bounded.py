@@ -276,7 +276,18 @@ class _Worker:
         if done.wait(timeout_s):
             return box
         _Worker._current = None  # this thread is busy until its compile ends: the next one gets a new thread
+        _given_up.append(done)
         return None
+
+
+_given_up: list[threading.Event] = []  # the `done` of each compile left running past its limit
+
+
+def compiles_left_running() -> bool:
+    """Whether a compile given up at its limit still runs on its thread. Python's exit must not wait for
+    it nor finalize under it: xgrammar, torn down beneath its own compile, aborted the process (exit
+    134 after the limit's exit-2 message; `cli.launch` ends such a process at once)."""
+    return any(not done.is_set() for done in _given_up)
 
 
 class _Watchdog:

@@ -17,9 +17,31 @@ def main() -> None:
         signal.signal(signal.SIGTERM, _interrupt)  # for every command: a forked compile child exits on its own
         from sgcli.cli.app import main as run
 
-        run()
+        try:
+            run()
+        except SystemExit as exc:
+            _end_past_given_up_compiles(exc.code)
+            raise
+        _end_past_given_up_compiles(0)
     except KeyboardInterrupt:
         from sgcli.errors import EXIT_INTERRUPTED
 
         sys.stderr.write("interrupted\n")
         sys.exit(EXIT_INTERRUPTED)
+
+
+def _end_past_given_up_compiles(code) -> None:
+    """A compile given up at --compile-timeout may still run on its thread: the exit handlers run (a cache
+    store is settled), then the process ends without the interpreter's teardown, which aborted it."""
+    bounded = sys.modules.get("sgcli.backends.bounded")
+    if bounded is None or not bounded.compiles_left_running():
+        return
+    import atexit
+    import os
+
+    atexit._run_exitfuncs()
+    if isinstance(code, str):  # sys.exit("message"): Python would print it
+        sys.stderr.write(code + "\n")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code if isinstance(code, int) else (0 if code is None else 1))
