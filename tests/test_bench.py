@@ -160,6 +160,7 @@ def test_plot_file(tmp_path, run_cli, suffix, magic):
         ('{"schema": {"type": 5}}\n', "invalid JSON Schema"),
         ('{"grammar": "[0-9]", "kind": "regex", "instances": [1]}\n', "must be strings"),
         ("\n", "has no items"),
+        ('{"grammar": "x", "kind": "regex", "instances": ["\\ud800"]}\n', "items.jsonl:1:50: lone surrogate"),
     ],
 )
 def test_bad_jsonl_exits_2(tmp_path, run_cli, content, expected):

@@ -147,3 +147,20 @@ def test_a_grammar_that_does_not_compile_fails_the_file(run_cli, tmp_path):
     result = run_cli("test", path, "--backend", "xgrammar")
     assert result.exit_code == 1
     assert "error: xgrammar" in result.stdout and "missing" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "content,where",
+    [
+        ('grammar: {kind: regex, text: "[^a]"}\ncases:\n  - {input: "\\udc80", accept: true}\n', ":3:13"),
+        ('grammar: {kind: regex, text: "\\ud800"}\ncases:\n  - {input: "a", accept: true}\n', ":1:30"),
+        ('description: "\\ud800"\ngrammar: {kind: regex, text: "a"}\ncases:\n  - {input: a, accept: true}\n', ":1:14"),
+    ],
+)
+def test_a_lone_surrogate_escape_is_exit_2_at_its_place(run_cli, tmp_path, content, where):
+    """YAML's "\\ud800" escapes half a UTF-16 pair, which no tokenizer or grammar library takes: exit 3 before."""
+    cases = tmp_path / "u.test.yaml"
+    cases.write_text(content)
+    result = run_cli("test", cases, "--json")
+    assert result.exit_code == 2, result.output
+    assert f"u.test.yaml{where}: lone surrogate: not UTF-8 text" in result.output

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from sgcli.batch.records import error_record, id_key
-from sgcli.constraints.reading import LongLine, lone_surrogate, read_lines
+from sgcli.constraints.reading import LongLine, lone_surrogate_in, read_lines
 from sgcli.constraints.spec import NotJsonNumber, strict_json_loads
 from sgcli.errors import Location, UserError
 from sgcli.limits import DEFAULT_MAX_PROMPT_BYTES
@@ -141,7 +141,7 @@ def _parse_line(line: str, loc: Location, n: int) -> Request | BadLine:
         return BadLine(f"line-{n}", loc, "JSON nested too deeply")
     if not isinstance(obj, dict):
         return BadLine(f"line-{n}", loc, "each line must be a JSON object with 'prompt' or 'messages'")
-    surrogate = _lone_surrogate(obj)
+    surrogate = lone_surrogate_in(obj)
     if surrogate is not None:  # JSON's "\ud800" (half a pair) parses, but no tokenizer, server or output file takes it
         return BadLine(f"line-{n}", loc, f"the line holds a lone surrogate ({surrogate!r}), which is not text")
     rid = obj.get("id", f"line-{n}")
@@ -156,21 +156,6 @@ def _parse_line(line: str, loc: Location, n: int) -> Request | BadLine:
     ):
         return BadLine(rid, loc, "'messages' must be a list of {role, content} objects")
     return Request(rid, prompt, messages, Location(loc.path, n))
-
-
-def _lone_surrogate(value) -> str | None:
-    """The first lone surrogate in any string (or key) of a parsed JSON value, else None."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, str) and (at := lone_surrogate(item)) is not None:
-            return item[at]
-    return None
 
 
 def duplicate_ids(items: list[Request | BadLine]) -> list[object]:

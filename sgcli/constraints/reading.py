@@ -146,6 +146,48 @@ def lone_surrogate(text: str) -> int | None:
     return next((i for i, ch in enumerate(text) if "\ud800" <= ch <= "\udfff"), None)
 
 
+LONE_SURROGATE = "lone surrogate: not UTF-8 text"
+LONE_SURROGATE_HINT = "escape the whole character (a surrogate pair, e.g. \\ud83d\\ude00) or write it as it is"
+
+
+def lone_surrogate_in(value) -> str | None:
+    """The first lone surrogate in any string (or key) of a parsed JSON or YAML value, else None: an escape
+    such as `"\\ud800"` parses, but no tokenizer, grammar library, server or output file takes it."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and (at := lone_surrogate(item)) is not None:
+            return item[at]
+    return None
+
+
+def json_surrogate_col(line: str) -> int | None:
+    """1-based column of the first `\\uXXXX` escape in a JSON text that decodes to a lone surrogate."""
+    i = 0
+    while (i := line.find("\\", i)) >= 0:
+        code = line[i + 1 : i + 6]
+        if code[:1] == "u" and len(code) == 5 and _hex(code[1:]) is not None:
+            high, low = _hex(code[1:]), _hex(line[i + 8 : i + 12]) if line[i + 6 : i + 8] == "\\u" else None
+            if 0xDC00 <= high <= 0xDFFF or (0xD800 <= high < 0xDC00 and not (low and 0xDC00 <= low <= 0xDFFF)):
+                return i + 1
+            i += 12 if 0xD800 <= high < 0xDC00 else 6
+        else:
+            i += 2  # an escaped character, "\\\\" included
+    return None
+
+
+def _hex(digits: str) -> int | None:
+    try:
+        return int(digits, 16) if len(digits) == 4 else None
+    except ValueError:
+        return None
+
+
 def _stdin(what: str):
     """The binary stdin for '-', read at most once per command: a second '-' would see only what the
     first left (nothing), and a closed stdin (`<&-`, a daemon) has nothing to read. Both are exit 2."""

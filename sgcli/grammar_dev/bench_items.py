@@ -8,7 +8,13 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from sgcli.constraints.reading import read_text
+from sgcli.constraints.reading import (
+    LONE_SURROGATE,
+    LONE_SURROGATE_HINT,
+    json_surrogate_col,
+    lone_surrogate_in,
+    read_text,
+)
 from sgcli.constraints.schema_input import check_schema
 from sgcli.constraints.sources import from_file, kind_from_extension
 from sgcli.constraints.spec import ConstraintSpec, Kind
@@ -127,6 +133,9 @@ def _jsonl_item(path: Path, line: str, at: Location) -> Item:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
         raise UserError(f"malformed JSON: {exc.msg}", location=Location(at.path, at.line, exc.colno)) from None
+    if lone_surrogate_in(obj) is not None:
+        col = json_surrogate_col(line) or 1
+        raise UserError(LONE_SURROGATE, location=Location(at.path, at.line, col), hint=LONE_SURROGATE_HINT)
     spec = _jsonl_spec(obj, at)
     if spec.kind is Kind.JSON_SCHEMA:
         check_schema(spec)

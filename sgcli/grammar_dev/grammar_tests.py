@@ -25,7 +25,7 @@ from sgcli.backends.bounded import CompileLimitError
 from sgcli.backends.compile_cache import compile_cached
 from sgcli.backends.matching import feed, tokenizations
 from sgcli.backends.schema_checker import with_checker
-from sgcli.constraints.reading import read_text
+from sgcli.constraints.reading import LONE_SURROGATE, LONE_SURROGATE_HINT, lone_surrogate, read_text
 from sgcli.constraints.schema_input import check_schema
 from sgcli.constraints.sources import from_file
 from sgcli.constraints.spec import ConstraintSpec, Kind
@@ -119,6 +119,12 @@ def load_suite(path: str) -> Suite:
     def at(*keys, at_key: bool = False) -> Location:
         return Location(origin, *_position(node, keys, at_key=at_key))
 
+    surrogate = _surrogate_node(node)
+    if surrogate is not None:  # YAML's "\\ud800" escapes half a pair: no tokenizer or grammar library takes it
+        mark = surrogate.start_mark
+        raise UserError(
+            LONE_SURROGATE, location=Location(origin, mark.line + 1, mark.column + 1), hint=LONE_SURROGATE_HINT
+        )
     if not isinstance(data, dict):
         raise UserError("a test file is a mapping with 'grammar' and 'cases'", location=at())
     unknown = set(data) - {"grammar", "cases", "description"}
@@ -135,6 +141,20 @@ def load_suite(path: str) -> Suite:
     if not isinstance(cases, list) or not cases:
         raise UserError("'cases' must be a non-empty list", location=at("cases") if "cases" in data else at())
     return Suite(origin, spec, [_case(i, c, at) for i, c in enumerate(cases)])
+
+
+def _surrogate_node(node):
+    """The first scalar node (key or value) whose text holds a lone surrogate, else None."""
+    stack = [node] if node is not None else []
+    while stack:
+        item = stack.pop()
+        if isinstance(item.value, str):
+            if lone_surrogate(item.value) is not None:
+                return item
+        elif isinstance(item.value, list):
+            for part in reversed(item.value):
+                stack.extend(reversed(part) if isinstance(part, tuple) else [part])
+    return None
 
 
 def _position(node, keys, *, at_key: bool = False) -> tuple[int | None, int | None]:
