@@ -126,6 +126,21 @@ def test_a_damaged_gguf_tokenizer_is_exit_2(tmp_path, run_cli, monkeypatch):
     assert "bad.gguf" in result.output and "truncated" in result.output
 
 
+def test_a_truncated_gguf_is_exit_2_where_transformers_converts(tmp_path, run_cli, monkeypatch):
+    """transformers' own GGUF reader fails on it with a bare struct.error (exit 3 before): sgcli's reader
+    looks first."""
+    import sgcli.tokenizers as tokenizers_pkg
+
+    monkeypatch.setenv("SGCLI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(tokenizers_pkg, "_loaded", {})
+    monkeypatch.setattr("sgcli.tokenizers.gguf._transformers_converts", lambda: True)
+    path = tmp_path / "junk2.gguf"
+    path.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 16)
+    result = run_cli("masks", "--regex", "a", "--text", "a", "--tokenizer", path)
+    assert result.exit_code == 2, result.output
+    assert "junk2.gguf is truncated or not a GGUF file: ends inside its metadata" in result.output
+
+
 # --- the light tokenizer against transformers' conversion -----------------------------------------
 
 

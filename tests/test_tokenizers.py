@@ -173,6 +173,25 @@ def test_bad_tokenizer_sources_exit_2(tmp_path, run_cli, make):
     assert "error" in result.output and "Traceback" not in result.output
 
 
+ADDED_FLAGS = {"single_word": False, "lstrip": False, "rstrip": False, "normalized": False}
+
+
+@pytest.mark.parametrize(
+    "added,expected",
+    [
+        ([], "has an empty vocabulary"),
+        ([{"id": 0, "content": "<s>", "special": True, **ADDED_FLAGS}], "has only special tokens"),
+    ],
+)
+def test_a_tokenizer_without_ordinary_tokens_is_exit_2(tmp_path, run_cli, added, expected):
+    """llguidance failed inside on an empty vocabulary ("Invalid buffer size", exit 3)."""
+    path = tmp_path / "t2.json"
+    path.write_text(json.dumps({"model": {"type": "BPE", "vocab": {}, "merges": []}, "added_tokens": added}))
+    result = run_cli("masks", "--regex", "a", "--text", "a", "--tokenizer", path, "--backend", "llguidance")
+    assert result.exit_code == 2, result.output
+    assert f"tokenizer {path} {expected}" in result.output
+
+
 def test_inspect_human_and_json_for_the_default(run_cli):
     human = run_cli("tokenizer", "inspect", "default", "--text", "Hi!")
     assert human.exit_code == 0

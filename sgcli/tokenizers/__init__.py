@@ -44,8 +44,21 @@ def load_tokenizer(
     command takes `ref` from (`--model`; None for an argument), for hints."""
     key = f"{ref or 'default'}@{revision or ''}:{gguf_file or ''}"
     if key not in _loaded:
-        _loaded[key] = _load(ref, progress, revision, gguf_file, flag)
+        _loaded[key] = _with_tokens(_load(ref, progress, revision, gguf_file, flag), ref)
     return _loaded[key]
+
+
+def _with_tokens(tokenizer: Tokenizer, ref: str | None) -> Tokenizer:
+    """`tokenizer`, if it has an ordinary token: a grammar library given none fails inside (llguidance:
+    "Invalid buffer size"), and no text can be spelled with special tokens alone."""
+    vocab = tokenizer.vocab
+    if not any(i not in vocab.special_ids for i in range(len(vocab.tokens))):
+        what = "an empty vocabulary" if not vocab.tokens else "only special tokens"
+        raise UserError(
+            f"tokenizer {ref or 'default'} has {what}",
+            hint="pass the tokenizer.json (or folder, .gguf, mistral:NAME) of a trained model",
+        )
+    return tokenizer
 
 
 def _load(

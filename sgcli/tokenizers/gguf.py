@@ -29,6 +29,8 @@ def cached_tokenizer_dir(gguf: Path, progress: ProgressFn | None = None) -> Path
     out = converted_dir(gguf) / (f"tokenizer-light{LIGHT_FORMAT}" if light else "tokenizer")
     if conversions.usable(out, f"tokenizer of {gguf.name}"):
         return out
+    if not light:
+        read_gguf_metadata(gguf)  # transformers' own reader fails on a truncated file with a bare struct.error
     staged = conversions.staging(out)  # exit 2 now if the cache is read-only
     try:
         if progress:
@@ -67,13 +69,26 @@ def convert_light(gguf: Path, folder: Path) -> None:
     naming the extra that brings it."""
     from sgcli.extras import MissingExtra
     from sgcli.tokenizers.gguf_light import Unsupported, write_folder
-    from sgcli.tokenizers.gguf_meta import read_metadata
 
     try:
-        write_folder(read_metadata(gguf), folder)
+        write_folder(read_gguf_metadata(gguf), folder)
     except Unsupported as exc:
         missing = (_missing_for_transformers() or ["transformers"])[0]
         raise MissingExtra(missing, "generate", f"the tokenizer of {gguf.name} ({exc})") from None
+
+
+def read_gguf_metadata(gguf: Path) -> dict[str, object]:
+    """The metadata of `gguf` by sgcli's own reader; a file it cannot read is exit 2 naming the file."""
+    from sgcli.tokenizers.gguf_meta import GGUFError, read_metadata
+
+    try:
+        return read_metadata(gguf)
+    except GGUFError as exc:
+        reason = str(exc).removeprefix(f"{gguf}").removeprefix(":").strip()
+        raise UserError(
+            f"{gguf} is truncated or not a GGUF file: {reason}",
+            hint="download the .gguf again, or pass another tokenizer",
+        ) from None
 
 
 def load_converted(gguf: Path, load_folder: Callable[[Path], object], progress: ProgressFn | None = None):
