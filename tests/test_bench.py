@@ -127,6 +127,15 @@ def test_rejected_instance_is_a_finding(tmp_path, run_cli):
     assert row["instances_walked"] == 2 and row["instances_rejected"] == 1
 
 
+def test_a_choice_item_lists_one_choice_a_line(tmp_path, run_cli):
+    """It was the empty-string grammar, and the instances "a" and "b" were rejected."""
+    path = _jsonl(tmp_path, [{"grammar": "a\nb", "kind": "choice", "instances": ["a", "b"]}])
+    result = run_cli("bench", path, "--backend", "llguidance", "--json")
+    assert result.exit_code == 0, result.output
+    row = _backend_rows(result)["llguidance"]
+    assert row["instances_walked"] == 2 and row["instances_rejected"] == 0
+
+
 def test_folder_input_with_test_files_and_table(tmp_path, run_cli):
     for name in ("json.gbnf", "json.test.yaml", "tool_call.json"):
         shutil.copy(ROOT / "sgcli" / "grammars" / name, tmp_path / name)

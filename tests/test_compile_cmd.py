@@ -323,6 +323,18 @@ def test_kind_flag_overrides_the_extension(run_cli, tmp_path):
     assert records[0]["status"] == "ok" and records[0]["kind"] == "regex"
 
 
+def test_a_choice_file_lists_one_choice_a_line(run_cli, tmp_path):
+    """It became the empty-string grammar (`start: `): the spec was built without its choices."""
+    grammar = tmp_path / "c.txt"
+    grammar.write_text("a\nb\n")
+    result = run_cli("compile", grammar, "--kind", "choice", "--print", "--backend", "llguidance")
+    assert result.exit_code == 0, result.output
+    assert 'start: "a" | "b"' in result.stdout
+    grammar.write_text("a\n\nb\n")
+    result = run_cli("compile", grammar, "--kind", "choice", "--backend", "llguidance")
+    assert result.exit_code == 2 and "c.txt:2:1: choice 2 is an empty line" in result.output
+
+
 @pytest.mark.slow  # a fresh process compiling 150 properties with xgrammar, its memory peak measured: 8-13 s
 def test_a_150_property_schema_compiles_with_the_cache_on_in_bounded_memory(tmp_path):
     """The issue's case: storing this xgrammar compile reached 23 GB; now it finishes under 2 GB."""

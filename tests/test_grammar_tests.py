@@ -164,3 +164,17 @@ def test_a_lone_surrogate_escape_is_exit_2_at_its_place(run_cli, tmp_path, conte
     result = run_cli("test", cases, "--json")
     assert result.exit_code == 2, result.output
     assert f"u.test.yaml{where}: lone surrogate: not UTF-8 text" in result.output
+
+
+def test_an_inline_choice_grammar_lists_one_choice_a_line(run_cli, tmp_path):
+    """It was the empty-string grammar: "" accepted, "a" rejected."""
+    cases = tmp_path / "ch.test.yaml"
+    cases.write_text(
+        'grammar: {kind: choice, text: "a\\nb"}\ncases:\n'
+        '  - {input: "a", accept: true}\n  - {input: "b", accept: true}\n  - {input: "", accept: false}\n'
+    )
+    result = run_cli("test", cases, "--backend", "llguidance", "--json")
+    assert result.exit_code == 0, result.output
+    cases.write_text('grammar: {kind: choice, text: ""}\ncases:\n  - {input: "a", accept: true}\n')
+    result = run_cli("test", cases, "--backend", "llguidance")
+    assert result.exit_code == 2 and "ch.test.yaml:1:31: the choice grammar lists no choices" in result.output

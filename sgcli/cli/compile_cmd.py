@@ -51,7 +51,10 @@ BackendsOpt = Annotated[
 ]
 KindOpt = Annotated[
     Optional[str],
-    typer.Option("--kind", help="Grammar kind instead of the extension's: json_schema, regex, ebnf, lark, ..."),
+    typer.Option(
+        "--kind",
+        help="Grammar kind instead of the extension's: json_schema, regex, ebnf, lark, choice (one a line), ...",
+    ),
 ]
 PrintOpt = Annotated[bool, typer.Option("--print", help="Print the normalized grammar each backend compiled.")]
 

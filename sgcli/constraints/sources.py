@@ -104,7 +104,34 @@ def from_file(path: str, kind: Kind | None = None, json_options: JsonOptions | N
         )
     if kind is Kind.REGEX:
         text = text.rstrip("\n")
-    return _checked(ConstraintSpec(kind, text, origin, json_options=json_options or JsonOptions()))
+    return _checked(spec_from_text(kind, text, origin, json_options, at=Location(origin, 1, 1)))
+
+
+def spec_from_text(
+    kind: Kind, text: str, origin: str | None, json_options: JsonOptions | None = None, *, at: Location | None = None
+) -> ConstraintSpec:
+    """A spec of `kind` from the text a file, a test file or a bench line gives: a choice's text lists its
+    choices one a line (`choice_spec`); `at` is where the text starts, for a choice's errors."""
+    if kind is Kind.CHOICE:
+        return choice_spec(text, origin, at=at)
+    return ConstraintSpec(kind, text, origin, json_options=json_options or JsonOptions())
+
+
+def choice_spec(text: str, origin: str | None, *, at: Location | None = None) -> ConstraintSpec:
+    """A choice constraint from text: one choice a line, as `--choice` takes one a flag (a final newline
+    ends the last choice; "\\r\\n" counts as one). No choice, or an empty line, is exit 2: the spec
+    without its `choices` meant the empty string."""
+    at = at or Location(origin)
+    choices = [line.removesuffix("\r") for line in text.removesuffix("\n").split("\n")] if text else []
+    if not choices or choices == [""]:
+        raise UserError("the choice grammar lists no choices", location=at, hint="write one choice a line")
+    for n, choice in enumerate(choices):
+        if choice == "":
+            where = Location(at.path, at.line + n, 1) if at.line is not None and at.col == 1 else at
+            raise UserError(
+                f"choice {n + 1} is an empty line", location=where, hint="write one non-empty choice a line"
+            )
+    return ConstraintSpec(Kind.CHOICE, "\n".join(choices), origin, choices=tuple(choices))
 
 
 def _checked(spec: ConstraintSpec) -> ConstraintSpec:

@@ -16,7 +16,7 @@ from sgcli.constraints.reading import (
     read_text,
 )
 from sgcli.constraints.schema_input import check_schema
-from sgcli.constraints.sources import from_file, kind_from_extension
+from sgcli.constraints.sources import from_file, kind_from_extension, spec_from_text
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import Location, UserError
 from sgcli.grammar_dev.grammar_tests import load_suite, parse_kind
@@ -163,7 +163,7 @@ def _jsonl_spec(obj, at: Location) -> ConstraintSpec:
     kind = parse_kind(obj["kind"], at)
     if kind is Kind.JSON_SCHEMA:
         raise UserError("give a JSON Schema as 'schema' (an object), not as 'grammar'", location=at)
-    return ConstraintSpec(kind, obj["grammar"], origin)
+    return spec_from_text(kind, obj["grammar"], origin, at=at)
 
 
 def _jsonl_instances(obj: dict, at: Location) -> list[str]:

@@ -27,7 +27,7 @@ from sgcli.backends.matching import feed, tokenizations
 from sgcli.backends.schema_checker import with_checker
 from sgcli.constraints.reading import LONE_SURROGATE, LONE_SURROGATE_HINT, lone_surrogate, read_text
 from sgcli.constraints.schema_input import check_schema
-from sgcli.constraints.sources import from_file
+from sgcli.constraints.sources import from_file, spec_from_text
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import Location, UserError
 
@@ -191,8 +191,8 @@ def _grammar(value, base: Path, origin: str, at) -> ConstraintSpec:
         text = json.dumps(text, indent=2)  # a schema may be written as YAML
     if not isinstance(text, str):
         raise UserError("grammar 'text' must be a string", location=at("grammar", "text"))
-    line = at("grammar", "text").line
-    spec = ConstraintSpec(kind, text, f"{origin} (grammar text from line {line})")
+    where = at("grammar", "text")
+    spec = spec_from_text(kind, text, f"{origin} (grammar text from line {where.line})", at=where)
     if kind is Kind.JSON_SCHEMA:
         check_schema(spec)
     return spec

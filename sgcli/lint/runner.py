@@ -24,10 +24,11 @@ from sgcli.constraints.reading import read_text
 from sgcli.constraints.sources import (
     kind_from_extension,
     resolve_library,
+    spec_from_text,
     with_subgrammars,
 )
 from sgcli.constraints.spec import GENERATE_WHITESPACE, ConstraintSpec, JsonOptions, Kind
-from sgcli.errors import UserError
+from sgcli.errors import Location, UserError
 from sgcli.limits import LimitHit, current_limits, run_bounded
 from sgcli.lint import backend_checks as bc
 from sgcli.lint.diagnostic import Diagnostic
@@ -166,7 +167,7 @@ class Linter:
         text, origin = read_text(path, what=f"{kind.label} file")
         if kind is Kind.REGEX:
             text = text.rstrip("\n")
-        spec = ConstraintSpec(kind, text, origin, json_options=self.options.json_options)
+        spec = spec_from_text(kind, text, origin, self.options.json_options, at=Location(origin, 1, 1))
         from sgcli.constraints.spec import check_size  # --max-constraint-bytes, before any rule runs
 
         check_size(spec)
