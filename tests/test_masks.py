@@ -108,6 +108,28 @@ def test_bad_usage_exits_2(run_cli, schema_file, tmp_path):
     assert run_cli("masks", tmp_path / "missing.json").exit_code == 2
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["masks", "--ebnf", "{g}", "--text", "zzz"],
+        ["compile", "{g}"],
+        ["compile", "{g}", "--backend", "all", "--backend", "none"],
+        ["test", "{t}", "--backend", "none"],
+        ["bench", "{g}", "--backend", "none"],
+    ],
+)
+def test_backend_none_has_no_matcher_to_dry_run(run_cli, tmp_path, monkeypatch, command):
+    """It said "accepted: the text is a complete match" for `root ::= ""` and "zzz", and compile "ok"."""
+    grammar = tmp_path / "emp.gbnf"
+    grammar.write_text('root ::= ""\n')
+    suite = tmp_path / "emp.test.yaml"
+    suite.write_text('grammar: emp.gbnf\ncases:\n  - {input: "a", accept: false}\n')
+    monkeypatch.setenv("SGCLI_BACKEND", "none")
+    result = run_cli(*[part.format(g=grammar, t=suite) for part in command])
+    assert result.exit_code == 2, result.output
+    assert "backend 'none' constrains nothing" in result.output and "llguidance" in result.output
+
+
 def test_char_class_is_compact_and_escaped():
     from sgcli.grammar_dev.dryrun import char_class
 

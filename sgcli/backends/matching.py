@@ -48,9 +48,26 @@ def select_backends(choices: list[str] | None) -> list[str]:
     """`--backend NAME... | all | auto` (none given, 'all', 'auto': all) -> names; an unknown name is a usage error."""
     from sgcli.backends import get_backend
 
+    named = [
+        get_backend(c).name for c in choices or [] if c not in ("all", "auto")
+    ]  # a UserError naming the known ones
+    for name in named:
+        check_enforces(name)  # also beside 'all': dropping it silently would hide the mistake
     if not choices or "all" in choices or "auto" in choices:
         return enforcing_backends()
-    return list(dict.fromkeys(get_backend(c).name for c in choices))  # raises a UserError naming the known ones
+    return list(dict.fromkeys(named))
+
+
+def check_enforces(name: str) -> None:
+    """Exit 2 for a backend that constrains nothing (`none`): a dry run, compile check, test or bench on it
+    has no matcher to ask, and would pass any grammar on any text."""
+    from sgcli.backends import get_backend
+
+    if not get_backend(name).capabilities.enforces:
+        raise UserError(
+            f"backend '{name}' constrains nothing: it has no matcher to check a grammar or text against",
+            hint=f"backends that constrain: {', '.join(enforcing_backends())} (choose with --backend)",
+        )
 
 
 def _tables(vocab: Vocab) -> dict:

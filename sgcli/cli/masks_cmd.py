@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli.backends.compile_cache import compile_cached
+from sgcli.backends.matching import check_enforces
 from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of, utf8_text
 from sgcli.cli.tables import print_table
@@ -68,6 +69,7 @@ def masks(
     spec = flags.file_spec(grammar_file) if grammar_file is not None else flags.spec()
     backend = backend or backends.DEFAULT_BACKEND
     if backend != "auto":
+        check_enforces(backend)
         backends.check_supports(backend, spec)  # fail fast, before the tokenizer loads
     vocab = load_tokenizer(tokenizer).vocab
     compiled, fallbacks = backends.compile_for(
