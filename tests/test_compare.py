@@ -153,3 +153,20 @@ def test_generation_rows_compile_what_generate_compiles(run_cli, schema_file, mo
     result = run_cli("compare-backends", "--no-generate", "--schema", schema_file, "--text", text)
     assert result.exit_code == 0, result.output
     assert not seen[-1].spec.json_options.for_generation
+
+
+@pytest.mark.parametrize(
+    "names,expected",
+    [
+        (["all", "none"], ["llguidance", "xgrammar", "outlines_core", "none"]),
+        (["none", "auto", "xgrammar"], ["none", "llguidance", "xgrammar", "outlines_core"]),
+        (["outlines", "none", "outlines_core"], ["outlines_core", "none"]),
+        (None, ["llguidance", "xgrammar", "outlines_core"]),
+    ],
+)
+def test_all_beside_named_backends_is_their_union_in_order(names, expected):
+    """`-b all -b none` dropped none: 'all' discarded every name beside it."""
+    from sgcli.app.compare import pick_backends
+    from sgcli.constraints.spec import ConstraintSpec, Kind
+
+    assert pick_backends(names, ConstraintSpec(Kind.REGEX, "[0-9]{2}", "--regex")) == expected

@@ -82,23 +82,30 @@ def parse_variants(text: str | None, base: JsonOptions) -> list[tuple[str, JsonO
 
 
 def pick_backends(names: list[str] | None, spec: ConstraintSpec) -> list[str]:
-    """The backends to compare: those named, or every grammar backend that takes this kind ('all', or none named)."""
+    """The backends to compare, in the order given without repeats: those named, and where 'all' (or 'auto')
+    stands every installed grammar backend that takes this kind ('all' when none is named). `-b all -b none`
+    is the union: 'all' once dropped the others."""
+    chosen: list[str] = []
+    for n in names or ["all"]:
+        if n in ("all", "auto"):
+            chosen += _every_grammar_backend(spec)
+            continue
+        backend = get_backend(n)
+        if spec.kind not in backend.capabilities.kinds:
+            check_supports(n, dataclasses.replace(spec, json_options=JsonOptions()))  # exit 2, naming who can
+        chosen.append(backend.name)
+    return list(dict.fromkeys(chosen))
 
-    chosen = list(names or [])
-    if chosen and not {"all", "auto"} & set(chosen):
-        for n in chosen:
-            backend = get_backend(n)
-            if spec.kind not in backend.capabilities.kinds:
-                check_supports(n, dataclasses.replace(spec, json_options=JsonOptions()))  # exit 2, naming who can
-        return [get_backend(n).name for n in chosen]
-    chosen = [
+
+def _every_grammar_backend(spec: ConstraintSpec) -> list[str]:
+    found = [
         n
         for n in AUTO_ORDER
         if spec.kind in get_backend(n).capabilities.kinds and get_backend(n).unavailable_reason() is None
     ]
-    if not chosen:
+    if not found:
         raise UserError(f"no installed backend supports {spec.kind.label}", hint="see `sgcli backends`")
-    return chosen
+    return found
 
 
 def refuse_server_side(engine: str, spec: ConstraintSpec, raw: bool) -> None:
