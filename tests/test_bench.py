@@ -119,12 +119,38 @@ def test_items_record_instance_sources(jsonl_run):
             assert 0 < r["mask_ms_p50"] <= r["mask_ms_max"], r
 
 
-def test_rejected_instance_is_a_finding(tmp_path, run_cli):
-    path = _jsonl(tmp_path, [{"grammar": "[0-9]+", "kind": "regex", "instances": ["12", "x1"]}])
+def test_an_instance_the_independent_check_rejects_is_an_input_error(tmp_path, run_cli):
+    """It was walked and reported as "valid instance 1 rejected", blaming the backend: sgcli.validation
+    judges given instances first, as it judges generate's outputs."""
+    path = _jsonl(
+        tmp_path,
+        [
+            {"grammar": "[0-9]+", "kind": "regex", "instances": ["12", "x1"]},
+            {"schema": {"type": "integer"}, "instances": ["str"]},
+            {"name": "good", "grammar": "[0-9]+", "kind": "regex", "instances": ["12"]},
+        ],
+    )
     result = run_cli("bench", path, "--backend", "llguidance", "--json")
-    assert result.exit_code == 1
-    row = _backend_rows(result)["llguidance"]
-    assert row["instances_walked"] == 2 and row["instances_rejected"] == 1
+    assert result.exit_code == 2, result.output
+    items = {r["item"]: r for r in _records(result.stdout) if r["type"] == "item"}
+    assert items["items.jsonl:1"]["reason"] == "input error"
+    assert (
+        "items.jsonl:1:1: instance 1 is not valid: output does not match the regex" in items["items.jsonl:1"]["message"]
+    )
+    assert "items.jsonl:2:1: instance 0 is not valid: " in items["items.jsonl:2"]["message"]
+    assert "'str' is not of type 'integer'" in items["items.jsonl:2"]["message"]
+    assert items["good"]["status"] == "compiled"
+    assert _backend_rows(result)["llguidance"]["instances_rejected"] == 0
+
+
+def test_a_test_file_case_the_independent_check_rejects_is_an_input_error_at_its_line(tmp_path, run_cli):
+    (tmp_path / "d.regex").write_text("[0-9]+\n")
+    (tmp_path / "d.test.yaml").write_text(
+        "grammar: d.regex\ncases:\n  - {input: '1', accept: true}\n  - {input: 'x', accept: true}\n"
+    )
+    result = run_cli("bench", tmp_path / "d.regex", "--backend", "llguidance")
+    assert result.exit_code == 2, result.output
+    assert "d.test.yaml:4: instance 1 is not valid" in result.output
 
 
 def test_a_choice_item_lists_one_choice_a_line(tmp_path, run_cli):

@@ -84,7 +84,8 @@ def bench(
 
     Exit codes: 0 measured, 1 an item failed to compile or a valid instance was
     rejected, 2 bad input or usage (a file of a folder or a JSONL line that cannot be read is
-    reported as an input error and the rest is measured), or a compile limit was hit (see
+    reported as an input error and the rest is measured; so is an instance that sgcli's own
+    check, the one generate's outputs get, finds invalid), or a compile limit was hit (see
     --compile-timeout).
     """
 

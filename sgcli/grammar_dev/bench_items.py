@@ -81,19 +81,38 @@ def _unreadable(name: str, exc: UserError) -> Item:
 def _file_item(f: Path) -> Item:
     """One grammar file, with the accepted cases of its NAME.test.yaml or, for a schema, built instances."""
     spec = from_file(str(f))
-    given = _test_file_instances(f)
+    given = _test_file_instances(f, spec)
     if given:
         return Item(f.name, spec, given, "test file")
     return _with_generated(Item(f.name, spec, [], "none"))
 
 
-def _test_file_instances(grammar: Path) -> list[str]:
-    """The accepted cases of a sibling NAME.test.yaml (as in sgcli/grammars/), if there is one."""
+def _test_file_instances(grammar: Path, spec: ConstraintSpec) -> list[str]:
+    """The accepted cases of a sibling NAME.test.yaml (as in sgcli/grammars/), if there is one, each judged
+    (`_judged`) at its case's line."""
     stem = grammar.name.split(".")[0]
     test = grammar.with_name(f"{stem}.test.yaml")
     if not test.is_file():
         return []
-    return [c.input for c in load_suite(str(test)).cases if c.accept]
+    cases = [c for c in load_suite(str(test)).cases if c.accept]
+    _judged(spec, [c.input for c in cases], [Location(str(test), c.line) for c in cases])
+    return [c.input for c in cases]
+
+
+def _judged(spec: ConstraintSpec, instances: list[str], places: list[Location]) -> None:
+    """Each given instance judged by the check generate's outputs get (`sgcli.validation`, independent of
+    every backend) before a backend walks it: one it rejects is the user's to fix, an input error (exit 2)
+    at its place, never "valid instance rejected" blamed on a backend. One it cannot judge is walked."""
+    from sgcli.validation.validate import validate
+
+    for i, (text, at) in enumerate(zip(instances, places)):
+        verdict = validate(spec, text, finish_reason="stop", grammar_complete=True)
+        if verdict.valid is False:
+            raise UserError(
+                f"instance {i} is not valid: {verdict.errors[0]}",
+                location=at,
+                hint="fix or drop it: bench times the masks along texts the grammar accepts",
+            )
 
 
 def _with_generated(item: Item) -> Item:
@@ -140,6 +159,7 @@ def _jsonl_item(path: Path, line: str, at: Location) -> Item:
     if spec.kind is Kind.JSON_SCHEMA:
         check_schema(spec)
     instances = _jsonl_instances(obj, at)
+    _judged(spec, instances, [at] * len(instances))
     name = str(obj.get("name") or f"{path.name}:{at.line}")
     return _with_generated(Item(name, spec, instances, "given" if instances else "none", where=spec.origin))
 
