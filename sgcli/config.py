@@ -201,9 +201,27 @@ def find_config(start: Path | None = None) -> tuple[Path, str] | None:
             if (folder / name).is_file():
                 return folder / name, ""
         pyproject = folder / "pyproject.toml"
-        if pyproject.is_file() and "[tool.sgcli" in _peek(pyproject):
+        if pyproject.is_file() and _has_sgcli_table(_peek(pyproject)):
             return pyproject, "[tool.sgcli]"
     return None
+
+
+def _has_sgcli_table(text: str) -> bool:
+    """Whether a pyproject.toml sets `tool.sgcli`, in any TOML spelling (`[tool]` then `sgcli = 5` was
+    passed over, silently: `_sgcli_table` then refuses what is not a table). One that is not TOML counts
+    where it names `[tool.sgcli`, so reading it reports the syntax error."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10, as `_read_toml`
+        import tomli as tomllib
+
+    if "sgcli" not in text:
+        return False
+    try:
+        tool = tomllib.loads(text).get("tool")
+    except tomllib.TOMLDecodeError:
+        return "[tool.sgcli" in text
+    return isinstance(tool, dict) and "sgcli" in tool
 
 
 def _peek(pyproject: Path) -> str:

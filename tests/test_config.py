@@ -217,6 +217,35 @@ def test_a_misspelt_setting_or_value_is_exit_2_at_its_line_with_a_did_you_mean(
         assert ("Did you mean 'github'?" if "githb" in body else "Did you mean 'llguidance'?") in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("name", "body", "expected"),
+    [
+        ("sgcli.toml", 'backend = "nope"\n', "sgcli.toml:1: backend = 'nope': 'nope' is not one of"),
+        ("pyproject.toml", "[tool]\nsgcli = 5\n", "pyproject.toml:2: 'tool.sgcli' must be a table"),
+    ],
+)
+def test_config_refuses_what_every_other_command_refuses(run_cli, tmp_path, monkeypatch, name, body, expected):
+    """`config` showed backend "nope" with exit 0, and `[tool]` then `sgcli = 5` was passed over silently.
+    The console script builds only the command it runs (`build([name])`), so `config` alone is built here."""
+    from typer.testing import CliRunner
+
+    from sgcli.cli.app import build
+
+    (tmp_path / name).write_text(body)
+    monkeypatch.chdir(tmp_path)
+    for command in (["config", "--json"], ["lint", "x.gbnf"]):
+        result = CliRunner().invoke(build([command[0]]), command)
+        assert result.exit_code == 2, result.output
+        assert str(tmp_path / name) + expected.removeprefix(name) in result.stderr, result.stderr
+
+
+def test_a_pyproject_naming_sgcli_elsewhere_is_not_a_configuration(run_cli, tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text('[project.scripts]\nsgcli = "sgcli.cli.launch:main"\n')
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("config", "--path")
+    assert result.exit_code == 0 and str(tmp_path) not in result.stdout
+
+
 def test_config_shows_the_value_that_applies_for_every_default(run_cli, tmp_path, monkeypatch):
     from sgcli.cache.paths import cache_root
     from sgcli.constraints.spec import GENERATE_WHITESPACE

@@ -46,9 +46,15 @@ def _apply_config(ctx: typer.Context) -> None:
     if cache_dir and not os.environ.get("SGCLI_CACHE_DIR") and cfg.path is not None:
         resolved = str((cfg.path.parent / os.path.expanduser(cache_dir)).resolve())
         os.environ["SGCLI_CACHE_DIR"] = cfg.exported["SGCLI_CACHE_DIR"] = resolved
-    commands = getattr(ctx.command, "commands", {})
-    ctx.default_map = cfg.default_map({name: {p.name for p in cmd.params} for name, cmd in commands.items()})
-    for name, values in ctx.default_map.items():
+    ctx.default_map = checked_file_values(cfg, getattr(ctx.command, "commands", {}), ctx)
+
+
+def checked_file_values(cfg, commands: dict, ctx: typer.Context) -> dict[str, dict]:
+    """click's default_map of `commands` from the file's values, each checked by the option it defaults
+    (exit 2 at its line). `sgcli config` checks them against every command, though it has none of those
+    options: it showed a value every other command refuses, exit 0."""
+    default_map = cfg.default_map({name: {p.name for p in cmd.params} for name, cmd in commands.items()})
+    for name, values in default_map.items():
         for param in commands[name].params:
             if param.name not in values:
                 continue
@@ -61,6 +67,7 @@ def _apply_config(ctx: typer.Context) -> None:
                 raise UserError(
                     f"{key} = {cfg.file_values[key]!r}{cfg.inside()}: {exc.message}", location=cfg.location_of(key)
                 ) from None
+    return default_map
 
 
 # name -> (module in sgcli.cli, its command function or typer app, wrapped in the compile limits?)

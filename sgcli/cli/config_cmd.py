@@ -11,7 +11,7 @@ from typer.main import get_command
 from sgcli import config
 from sgcli.backends import DEFAULT_BACKEND, canonical_name
 from sgcli.cache.paths import cache_root
-from sgcli.cli.app import build
+from sgcli.cli.app import build, checked_file_values
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, json_line, out, output_format_of
 from sgcli.cli.tables import print_table
 from sgcli.engine.threads import default_cpu_threads
@@ -52,6 +52,8 @@ def show_config(
     """
     cfg = config.current()
     fmt = output_format_of(output_format, json_flag)
+    everything = get_command(build())
+    checked_file_values(cfg, everything.commands, typer.Context(everything))  # exit 2 where any command would
     if path_only:
         out.print(str(cfg.path) if cfg.path else "", markup=False)
         return
