@@ -196,6 +196,7 @@ def test_plot_file(tmp_path, run_cli, suffix, magic):
         ('{"grammar": "[0-9]", "kind": "regex", "instances": [1]}\n', "must be strings"),
         ("\n", "has no items"),
         ('{"grammar": "x", "kind": "regex", "instances": ["\\ud800"]}\n', "items.jsonl:1:50: lone surrogate"),
+        ('{"grammar": "x", "kind": "regex", "instnces": ["x"]}\n', "unknown key 'instnces'. Did you mean 'instances'?"),
     ],
 )
 def test_bad_jsonl_exits_2(tmp_path, run_cli, content, expected):

@@ -18,7 +18,7 @@ from sgcli.constraints.reading import (
 from sgcli.constraints.schema_input import check_schema
 from sgcli.constraints.sources import from_file, kind_from_extension, spec_from_text
 from sgcli.constraints.spec import ConstraintSpec, Kind
-from sgcli.errors import Location, UserError
+from sgcli.errors import Location, UserError, did_you_mean
 from sgcli.grammar_dev.grammar_tests import load_suite, parse_kind
 from sgcli.lint.schema_instances import Impossible, InstanceBuilder
 
@@ -164,7 +164,17 @@ def _jsonl_item(path: Path, line: str, at: Location) -> Item:
     return _with_generated(Item(name, spec, instances, "given" if instances else "none", where=spec.origin))
 
 
+LINE_KEYS = ("name", "schema", "grammar", "kind", "instances")
+
+
 def _jsonl_spec(obj, at: Location) -> ConstraintSpec:
+    unknown = [k for k in obj if k not in LINE_KEYS] if isinstance(obj, dict) else []
+    if unknown:  # "instnces" was ignored: the item ran with no instances, silently
+        raise UserError(
+            f"unknown key '{unknown[0]}'." + did_you_mean(unknown[0], LINE_KEYS),
+            location=at,
+            hint="a line has: " + ", ".join(LINE_KEYS),
+        )
     if not isinstance(obj, dict) or ("schema" in obj) == ("grammar" in obj):
         raise UserError(
             "each line needs exactly one of 'schema' or 'grammar'",
