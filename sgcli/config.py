@@ -221,7 +221,9 @@ def _has_sgcli_table(text: str) -> bool:
         tool = tomllib.loads(text).get("tool")
     except tomllib.TOMLDecodeError:
         return "[tool.sgcli" in text
-    return isinstance(tool, dict) and "sgcli" in tool
+    if isinstance(tool, dict):
+        return "sgcli" in tool
+    return "[tool.sgcli" in text  # `tool` is no table: reading it says so (`tool = 5` beside a mention)
 
 
 def _peek(pyproject: Path) -> str:

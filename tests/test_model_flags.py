@@ -281,9 +281,13 @@ def test_gguf_file_from_the_hub_goes_through_the_content_keyed_conversion_cache(
     assert converted_dir(Path(ref.location)) == converted_dir(default_gguf())
 
     converted = []
-    patch_everywhere(
-        monkeypatch, gguf_tokenizers, "load_converted", lambda path, load, progress=None: converted.append(path)
-    )
+    real = load_tokenizer(None)
+
+    def fake(path, load, progress=None):
+        converted.append(path)
+        return real
+
+    patch_everywhere(monkeypatch, gguf_tokenizers, "load_converted", fake)
     load_tokenizer("org/m-GGUF", gguf_file=name, revision="abc123")
     assert converted == [Path(ref.location)]  # the tokenizer follows the same file
 
