@@ -153,3 +153,19 @@ def test_every_string_xgrammar_takes_matches_the_regex(smol_tokenizer, pattern):
     for s in sample_strings(compiled, 6, seconds=2.0):
         text = s.decode("utf-8", "replace")
         assert fullmatch(pattern, text, ECMA), (pattern, text)
+
+
+@pytest.mark.parametrize("kind,text", [(Kind.REGEX, "\\w+\\s\\d+"), (Kind.LARK, "start: /[a-z_]+/ /\\s/ /[0-9]+/")])
+def test_xgrammar_mask_agrees_with_its_matcher_on_whitespace(smol_tokenizer, kind, text):
+    # xgrammar 0.2.9 with U+2028/U+2029 in a class beside ASCII: after `ab` its mask allowed `_(`, `_)`
+    # (the separators' last UTF-8 bytes less 0x80), which accept() refused: generation ended in an error
+    from sgcli.backends.matching import feed
+
+    vocab = smol_tokenizer.vocab
+    compiled = get_backend("xgrammar").compile(ConstraintSpec(kind, text, "c"), vocab)
+    for piece in ("_(", "_)"):
+        result = feed(compiled, vocab.encode("ab") + [vocab.tokens.index(piece.encode())], check_mask=True)
+        assert not result.accepted and not result.inconsistent, result
+    for s in ("ab 1", "ab\u20281", "ab\u20291", "a_\t12"):
+        assert accepts_bytes(compiled, s.encode()).accepted, s
+    assert not accepts_bytes(compiled, b"ab_(1").accepted

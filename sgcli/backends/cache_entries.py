@@ -22,9 +22,10 @@ from sgcli.cache.paths import atomic_write, cache_root, notify
 # bump when the entry layout, what sgcli hands a library for the same spec, or the warnings sgcli adds to
 # an entry change (3: the JSON layout inside tags; 4: outlines_core's warnings name only keywords that
 # validate; 5: strings generated with one spelling per character, json_layout.UNIQUE_ESCAPES; 6: outlines-core's
-# patterns grouped; 7: keywords the schema's draft ignores left out, draft_reading). A release changes
+# patterns grouped; 7: keywords the schema's draft ignores left out, draft_reading; 8: `\s` for xgrammar with
+# U+2028/U+2029 outside its class, xgrammar_regex._space). A release changes
 # the key anyway: sgcli's version is part of it.
-FORMAT_VERSION = 7
+FORMAT_VERSION = 8
 
 _unwritable_noticed: set[Path] = set()
 

@@ -37,7 +37,7 @@ _ANY_ESCAPE = re.compile(r"\\(?:x([0-9A-Fa-f]{2})|[\s\S])")
 
 def _needs_rewrite(pattern: str, *, lark: bool) -> bool:
     """A cheap look before the rewrite: most regexes hold none of these."""
-    if "\\x" in pattern or "[\\" in pattern:
+    if "\\x" in pattern or "[\\" in pattern or "\\s" in pattern:
         return True
     return any(e in pattern for e in _LARK_ESCAPES) if lark else "." in pattern
 
@@ -115,7 +115,9 @@ def _pieces(pattern: str, lark: bool):
         if ch == "\\":
             m = _ESCAPE.match(pattern, i)  # None: a backslash that ends the pattern
             piece = pattern[i:] if m is None else "\\u00" + m[1] if m[1] else m[0]
-            if lark and piece in _LARK_ESCAPES:
+            if piece == "\\s":
+                piece = _space(lark)
+            elif lark and piece in _LARK_ESCAPES:
                 piece = "[" + lark_class(piece) + "]"
             yield i, piece
             i = m.end() if m is not None else n
@@ -130,6 +132,19 @@ def _pieces(pattern: str, lark: bool):
             continue
         yield i, (ECMA_DOT if ch == "." and not lark else ch)
         i += 1
+
+
+# ECMAScript's `\\s` less U+2028/U+2029, which `_space` adds as alternatives
+_ECMA_SPACE = "\\t-\\r \\u00a0\\u1680\\u2000-\\u200a\\u202f\\u205f\\u3000\\ufeff"
+_SEPARATORS = "\\u2028-\\u2029"  # as `lark_class` spells them
+
+
+def _space(lark: bool) -> str:
+    """`\\s` (ECMAScript's, or `lark`: the lark check's) with U+2028/U+2029 outside the class: in a
+    class beside ASCII, xgrammar 0.2.9's mask let `(`/`)` through after a word (`_(` in `\\w+\\s\\d+`),
+    which its matcher then refused, ending generation in an error."""
+    members = lark_class("\\s").replace(_SEPARATORS, "") if lark else _ECMA_SPACE
+    return "(?:[" + members + "]|\\u2028|\\u2029)"
 
 
 def _class_end(pattern: str, start: int) -> int | None:
