@@ -36,6 +36,7 @@ EXPECTED = {
     "g007_missing_root.gbnf": ({}, [("G007", 1, 1, None)]),
     "g008_unbounded_free_text.lark": ({}, [("G008", 2, 23, None)]),
     "g009_continued_rule.gbnf": ({}, [("G009", 3, 3, None)]),
+    "g010_cut_token_budget.lark": ({}, [("G010", 2, 1, None)]),
     "w001_unbounded_whitespace.gbnf": ({}, [("W001", 2, 8, None)]),
     "w001_ignore_whitespace.lark": ({}, [("W001", 2, 1, None)]),
     "w001_recursive_whitespace.gbnf": ({}, [("W001", 2, 1, None)]),  # llama.cpp's old `ws ::= ([ \t\n] ws)?`

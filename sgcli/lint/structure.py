@@ -413,11 +413,36 @@ class Structure:
             )
         return out
 
+    def token_budgets(self) -> list[Diagnostic]:
+        """G010: `name[max_tokens=N]` on a rule that a cut can leave unfinished."""
+        out = []
+        for rule in self.g.rules:
+            if "max_tokens" not in rule.attributes or _cut_anywhere(rule.body):
+                continue
+            out.append(
+                self._at_name(
+                    "G010",
+                    rule,
+                    f"`{rule.name}[{rule.attributes}]` ends `{rule.name}` after that many tokens wherever it stands "
+                    f"(llguidance), so the output can end in text `{rule.name}` does not match; xgrammar ignores "
+                    "the attribute",
+                    "use it only on a repetition of one character set (`/[^\\n]+/`), or bound the text itself "
+                    "with `{m,n}`",
+                )
+            )
+        return out
+
     def run(self) -> list[Diagnostic]:
         out = self.undefined() + self.duplicates() + self.missing_root() + self.unused()
         if self.g.syntax == "gbnf":
             out += self.left_recursion() + self.continued_rules()
-        return out + self.nullable_root() + self.repetitions() + self.free_text()
+        return out + self.nullable_root() + self.repetitions() + self.free_text() + self.token_budgets()
+
+
+def _cut_anywhere(body) -> bool:
+    """Whether every non-empty prefix of what `body` matches is matched too: a repetition of one
+    character set from at most one (`/[^\\n]+/`). A cut token budget leaves some prefix."""
+    return isinstance(body, Rep) and isinstance(body.body, Chars) and body.min <= 1
 
 
 def _short(src: str, limit: int = 60) -> str:
