@@ -218,10 +218,10 @@ _ALL = [
         WARNING,
         "structure",
         "A Lark rule with a token budget `name[max_tokens=N]` that a cut can leave unfinished.",
-        "llguidance ends the rule after N tokens wherever its text stands, so `body[max_tokens=3]: "
+        "llguidance and xgrammar end the rule after N tokens wherever its text stands, so `body[max_tokens=3]: "
         "/[a-z]{3,40}[0-9]/` can stop before the digit, and the output is a text the grammar rejects "
-        "(`valid: false`). xgrammar ignores the attribute. Only a repetition of one character set from at "
-        "most one (`/[^\\n]+/`) survives every cut.",
+        "(`valid: false`). Only a repetition of one character set from at most one (`/[^\\n]+/`) survives "
+        "every cut.",
         "start: body\nbody[max_tokens=3]: /[a-z]{3,40}[0-9]/",
         "start: body\nbody: /[a-z]{3,10}[0-9]/",
     ),

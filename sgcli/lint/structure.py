@@ -424,8 +424,7 @@ class Structure:
                     "G010",
                     rule,
                     f"`{rule.name}[{rule.attributes}]` ends `{rule.name}` after that many tokens wherever it stands "
-                    f"(llguidance), so the output can end in text `{rule.name}` does not match; xgrammar ignores "
-                    "the attribute",
+                    f"(llguidance and xgrammar), so the output can end in text `{rule.name}` does not match",
                     "use it only on a repetition of one character set (`/[^\\n]+/`), or bound the text itself "
                     "with `{m,n}`",
                 )
