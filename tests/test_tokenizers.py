@@ -233,3 +233,42 @@ def test_inspect_takes_tokenizer_as_every_command_does(run_cli):
     )  # neither: the embedded model's, the default of every --tokenizer
     both = run_cli("tokenizer", "inspect", "default", "--tokenizer", "mistral:tekken")
     assert both.exit_code == 2 and "two tokenizers given" in both.stderr
+
+
+def _mistral_data() -> Path:
+    mistral_common = pytest.importorskip("mistral_common")
+    return Path(mistral_common.__file__).parent / "data"
+
+
+@pytest.mark.parametrize(
+    "source,name",
+    [
+        ("mistral_instruct_tokenizer_240323.model.v3", "mistral_instruct_tokenizer_240323.model.v3"),
+        ("tokenizer.model.v1", "tokenizer.model.v1"),
+        ("mistral_instruct_tokenizer_241114.model.v7m1", "tok.model.v7m1"),
+        ("mistral_instruct_tokenizer_240323.model.v3", "renamed.bin"),  # known by its bytes
+        ("tekken_240911.json", "mytok.json"),  # known by its keys (was read as a HF tokenizer.json)
+    ],
+)
+def test_tokenizer_files_are_known_by_content_not_name(tmp_path, run_cli, source, name):
+    """A .model.v3 was "not a tokenizer file sgcli reads"; a Tekken file not named tekken* failed to parse."""
+    path = tmp_path / name
+    path.write_bytes((_mistral_data() / source).read_bytes())
+    result = run_cli("masks", "--regex", "a", "--text", "a", "--tokenizer", path, "--backend", "llguidance")
+    assert result.exit_code == 0, result.output
+    assert "accepted" in result.output
+
+
+@pytest.mark.parametrize(
+    "content,expected",
+    [
+        ('{"a": 1, "b": 2}', "is JSON but not a tokenizer: its top-level keys are a, b"),
+        ("\n\n\nhello", "is not a tokenizer file sgcli reads"),  # opens with 0x0a, as a protobuf does
+    ],
+)
+def test_files_that_are_no_tokenizer_say_what_was_expected(tmp_path, run_cli, content, expected):
+    path = tmp_path / ("x.json" if content.startswith("{") else "x.txt")
+    path.write_text(content)
+    result = run_cli("masks", "--regex", "a", "--text", "a", "--tokenizer", path)
+    assert result.exit_code == 2, result.output
+    assert expected in result.output and "Traceback" not in result.output

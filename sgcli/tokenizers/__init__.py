@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -103,23 +104,42 @@ def _load(
         ) from None
 
 
+# A SentencePiece model as mistral-common names one: tokenizer.model, tokenizer.model.v3, ....model.v7m1
+_SPM_NAME = re.compile(r"\.model(\.v\d+(m\d+)?)?$")
+_FILE_KINDS = "tokenizer.json, tekken.json, a SentencePiece .model, a .gguf, or a folder holding one"
+
+
 def _load_file(path: Path) -> Tokenizer:
-    """tokenizer.json, tokenizer_config.json (its folder), tekken.json, or a SentencePiece .model."""
+    """tokenizer.json, tokenizer_config.json (its folder), tekken.json, or a SentencePiece .model,
+    told apart by content, not name: a Tekken or HF file may be saved under any name, and
+    mistral-common's SentencePiece files end in .model.v3, .model.v7m1, ..."""
+    from sgcli.tokenizers.spm import load_spm_tokenizer, looks_like_spm
+
     if path.name == "tokenizer_config.json":
         return _load_folder(path.parent, name=str(path.parent))
-    if path.name.startswith("tekken") and path.suffix == ".json":
+    if _SPM_NAME.search(path.name) or (path.suffix != ".json" and looks_like_spm(path)):
+        return load_spm_tokenizer(path, name=str(path))
+    if path.suffix == ".json":
+        return _load_json_file(path)
+    raise UserError(f"{path} is not a tokenizer file sgcli reads", hint=_FILE_KINDS)
+
+
+def _load_json_file(path: Path) -> Tokenizer:
+    """A Tekken file (top-level `config` and `vocab`, as mistral-common's Tekkenizer reads it) or a
+    Hugging Face tokenizer.json (a `model`); any other JSON is refused naming both."""
+    from sgcli.tokenizers.hf import read_json
+
+    data = read_json(path)
+    if "config" in data and "vocab" in data:
         from sgcli.tokenizers.mistral import load_tekken
 
         return load_tekken(path, str(path))
-    if path.suffix == ".model":
-        from sgcli.tokenizers.spm import load_spm_tokenizer
-
-        return load_spm_tokenizer(path, name=str(path))
-    if path.suffix == ".json":
+    if "model" in data or not path.is_file():
         return load_tokenizer_json(path)
+    keys = ", ".join(list(data)[:5]) or "none"
     raise UserError(
-        f"{path} is not a tokenizer file sgcli reads",
-        hint="tokenizer.json, tekken.json, a SentencePiece .model, a .gguf, or a folder holding one",
+        f"{path} is JSON but not a tokenizer: its top-level keys are {keys}",
+        hint="a Hugging Face tokenizer.json has a 'model' key; a Tekken file has 'config' and 'vocab'",
     )
 
 

@@ -73,6 +73,26 @@ def _int32(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
+def looks_like_spm(path: Path) -> bool:
+    """Whether `path` opens as a SentencePiece ModelProto: field 1 (a piece) whose first field is its
+    UTF-8 text, followed by a score (field 2), a type (field 3) or the piece's end. Strict on purpose:
+    a text file opening with newlines (0x0a) must not pass for one."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(256)
+        key, i = _varint(head, 0)
+        size, i = _varint(head, i)
+        key2, j = _varint(head, i)
+        text_size, j = _varint(head, j)
+        if key != 0x0A or key2 != 0x0A or not 0 < text_size < size or j + text_size > len(head):
+            return False
+        head[j : j + text_size].decode("utf-8")
+        end = j + text_size
+        return end == i + size or (end < len(head) and head[end] in (0x15, 0x18))
+    except (OSError, IndexError, UnicodeDecodeError):
+        return False
+
+
 def read_spm(path: Path) -> SpmModel:
     """Parse a SentencePiece model file; a malformed file is the user's error."""
     try:
