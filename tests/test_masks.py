@@ -62,6 +62,30 @@ def test_human_output_names_the_rejected_token_and_what_was_allowed(run_cli, sch
     assert "allowed there:" in out and '"0"' in out and "next byte must be one of" in out
 
 
+def _regex_backends(pattern: str):
+    from sgcli.constraints.spec import ConstraintSpec, Kind
+
+    return backends_for(ConstraintSpec(Kind.REGEX, pattern))
+
+
+@pytest.mark.parametrize("backend", _regex_backends("é+"))
+def test_first_bad_byte_inside_a_character_is_the_same_on_every_backend(run_cli, backend):
+    """outlines-core refuses the lone \\xc3 after an accepting state: sgcli blamed byte 2 (\\xc3)
+    while saying the next byte must be \\xc3; the bad byte is 3 (\\xa8 of è), where é has \\xa9."""
+    result = run_cli("masks", "--regex", "é+", "--text", "éèé", "--backend", backend, "--json")
+    assert result.exit_code == 1, result.output
+    rejected = _trace(result)[-1]["rejected"]
+    assert (rejected["byte_offset"], rejected["next_bytes"]) == (3, "[\\xa9]")
+
+
+@pytest.mark.parametrize("regex,text,shown", [("é+", "éèé", "3 (\\xa8)"), ("a+", "a文", "1 (\\xe6)")])
+def test_a_non_ascii_bad_byte_is_shown_as_an_escape(run_cli, regex, text, shown):
+    """It was printed as a Latin-1 character: 3 (¨), 1 (æ)."""
+    result = run_cli("masks", "--regex", regex, "--text", text)
+    assert result.exit_code == 1, result.output
+    assert f"first bad byte: {shown}" in result.stdout
+
+
 def test_accepted_text_walks_to_acceptance(run_cli, schema_file, smol_tokenizer):
     text = '{"a": 12}'
     result = run_cli("masks", "--schema", schema_file, "--text", text, "--json")

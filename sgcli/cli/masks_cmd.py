@@ -108,7 +108,9 @@ def _byte_at(text: str, offset: int) -> str:
     data = text.encode("utf-8")
     if offset >= len(data):
         return ""
-    return " (" + repr(data[offset : offset + 1].decode("latin-1"))[1:-1] + ")"
+    byte = data[offset]
+    # a non-ASCII byte is part of a character: as Latin-1 it would read as another character (\xa8 as ¨)
+    return " (" + (repr(chr(byte))[1:-1] if byte < 0x80 else f"\\x{byte:02x}") + ")"
 
 
 def _show(run, vocab, name: str) -> None:

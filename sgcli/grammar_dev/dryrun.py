@@ -123,6 +123,11 @@ def dry_run(compiled: Compiled, text: str | None, *, top: int = 10) -> DryRun:
     return run
 
 
+_SPLIT_DIFFERENTLY = (
+    "every byte of this token is allowed, but not this token: the grammar wants the text split differently"
+)
+
+
 def _locate(compiled: Compiled, ids: list[int], index: int, offset: int, before: State) -> Rejection:
     """Replay up to the rejected token, then feed its bytes one by one to find the failing byte."""
     vocab = compiled.vocab
@@ -134,11 +139,31 @@ def _locate(compiled: Compiled, ids: list[int], index: int, offset: int, before:
     good = walk(matcher, singles, mask).taken
     note = None
     if singles and good == len(singles):
-        note = "every byte of this token is allowed, but not this token: the grammar wants the text split differently"
-    firsts = {
-        vocab.tokens[i][0] for i in allowed_ids(mask, len(vocab)) if vocab.tokens[i] and i not in vocab.special_ids
-    }
+        note = _SPLIT_DIFFERENTLY
+    pieces = [vocab.tokens[i] for i in allowed_ids(mask, len(vocab)) if vocab.tokens[i] and i not in vocab.special_ids]
+    firsts = {p[0] for p in pieces}
+    if good < len(piece) and piece[good] in firsts:
+        # The backend refused the lone byte yet allows tokens starting with it (outlines-core after an
+        # accepting state refuses "\xc3", a byte-level split of "é"): blaming that byte would contradict
+        # `next_bytes`, so the first bad byte is where the allowed tokens part from this token's bytes.
+        rest = piece[good:]
+        shared = max(_common_prefix(rest, p) for p in pieces)
+        firsts = {p[shared] for p in pieces if len(p) > shared and p[:shared] == rest[:shared]}
+        note = (
+            f"{compiled.backend} refuses the lone byte {_byte_char(piece[good])} here (a split of one character "
+            "into bytes) though it allows whole tokens starting with it; the first bad byte is read from those"
+        )
+        good += shared
+        if good >= len(piece):
+            note = _SPLIT_DIFFERENTLY
     return Rejection(index, ids[index], piece, offset, offset + good, char_class(firsts), before, note)
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    n = 0
+    while n < len(a) and n < len(b) and a[n] == b[n]:
+        n += 1
+    return n
 
 
 def char_class(byte_values: set[int]) -> str:
