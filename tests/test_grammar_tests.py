@@ -129,6 +129,17 @@ def test_grammar_paths_are_relative_to_the_test_file_and_library_names_work(run_
             "'input' must be a string",
         ),
         ("grammar: {kind: cobol, text: a}\ncases:\n  - {input: 'a', accept: true}\n", ":1:17:", "unknown grammar kind"),
+        (  # a duplicate was last-wins: this case silently tested "b"
+            'grammar: {kind: regex, text: a}\ncases:\n  - {input: "a", accept: true, input: "b"}\n',
+            ":3:32:",
+            "duplicate key 'input' (first at 3:6)",
+        ),
+        (  # a JSON test file goes through the same reader
+            '{"grammar": {"kind": "regex", "text": "a"},\n "cases": [{"input": "a", "accept": true}],\n'
+            ' "grammar": "x"}',
+            ":3:2:",
+            "duplicate key 'grammar' (first at 1:2)",
+        ),
         ("cases:\n  - {input: 'a', accept: true}\n", ":1:1:", "no 'grammar' given"),
         ("grammar: missing.gbnf\ncases:\n  - {input: 'a', accept: true}\n", "missing.gbnf", "not found"),
     ],

@@ -125,6 +125,15 @@ def load_suite(path: str) -> Suite:
         raise UserError(
             LONE_SURROGATE, location=Location(origin, mark.line + 1, mark.column + 1), hint=LONE_SURROGATE_HINT
         )
+    duplicate = _duplicate_key(node)
+    if duplicate is not None:  # YAML (and json) keep the last silently: a case would test another input
+        key, first = duplicate
+        mark = key.start_mark
+        raise UserError(
+            f"duplicate key '{key.value}' (first at {first.start_mark.line + 1}:{first.start_mark.column + 1})",
+            location=Location(origin, mark.line + 1, mark.column + 1),
+            hint="a mapping takes each key once: remove one, or make a case of each",
+        )
     if not isinstance(data, dict):
         raise UserError("a test file is a mapping with 'grammar' and 'cases'", location=at())
     unknown = set(data) - {"grammar", "cases", "description"}
@@ -154,6 +163,30 @@ def _surrogate_node(node):
         elif isinstance(item.value, list):
             for part in reversed(item.value):
                 stack.extend(reversed(part) if isinstance(part, tuple) else [part])
+    return None
+
+
+def _duplicate_key(node):
+    """(the repeated key node, its first occurrence) of the first mapping that repeats a key, else None."""
+    stack, seen_nodes = ([node] if node is not None else []), set()
+    while stack:
+        item = stack.pop()
+        if id(item) in seen_nodes:  # an alias is the same node again
+            continue
+        seen_nodes.add(id(item))
+        if not isinstance(item.value, list):
+            continue
+        keys: dict = {}
+        for part in item.value:
+            if not isinstance(part, tuple):
+                stack.append(part)
+                continue
+            key, value = part
+            stack.append(value)
+            if isinstance(key.value, str) and key.tag != "tag:yaml.org,2002:merge":
+                if (key.tag, key.value) in keys:
+                    return key, keys[key.tag, key.value]
+                keys[key.tag, key.value] = key
     return None
 
 
