@@ -98,12 +98,10 @@ def pick_backends(names: list[str] | None, spec: ConstraintSpec) -> list[str]:
 
 
 def _every_grammar_backend(spec: ConstraintSpec) -> list[str]:
-    found = [
-        n
-        for n in AUTO_ORDER
-        if spec.kind in get_backend(n).capabilities.kinds and get_backend(n).unavailable_reason() is None
-    ]
-    if not found:
+    """Every backend that reads `spec`'s kind, installed or not: one not installed gets its skip row,
+    naming the extra (left out, the table said `agree yes` over one backend without a word)."""
+    found = [n for n in AUTO_ORDER if spec.kind in get_backend(n).capabilities.kinds]
+    if not any(get_backend(n).unavailable_reason() is None for n in found):
         raise UserError(f"no installed backend supports {spec.kind.label}", hint="see `sgcli backends`")
     return found
 

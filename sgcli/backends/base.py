@@ -279,7 +279,9 @@ class LibraryBackend:
         except ImportError as exc:
             from sgcli.extras import install_hint
 
-            return f"cannot import {self.module} ({exc}); {install_hint(self.module)}"
+            # the module that failed: xgrammar installed without torch (README's CPU recipe) needs torch
+            missing = getattr(exc, "name", None) or self.module
+            return f"cannot import {self.module} ({exc}); {install_hint(missing)}"
         return None
 
     def version(self) -> str:

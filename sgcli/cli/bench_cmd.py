@@ -116,6 +116,12 @@ def bench(
     if plot is not None:
         core.plot(results, plot)
         err.print(f"plot written to {plot}")
+    measured = [r for res in results for r in res.items]
+    if measured and all(r.get("reason") == "unavailable" for r in measured):  # nothing ran: not a success
+        raise UserError(
+            "no chosen backend is installed: nothing was measured",
+            hint=next(r["message"] for r in measured).rpartition("; ")[2],
+        )
     if any(r.get("limit") or r.get("reason") == "input error" for res in results for r in res.items):
         raise typer.Exit(EXIT_USAGE)  # a compile limit is the user's to raise, as in `sgcli compile`; bad input
     failed = any(r.get("reason") == "compile error" for res in results for r in res.items)
