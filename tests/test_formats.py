@@ -40,6 +40,13 @@ CASES = {
         ["https://例え.jp/パス?q=値#節", "urn:isbn:0451450523", "http://[::ffff:1.2.3.4]:80/", "http://[v1.fe]/", 4],
         ["/relative", "http://exa mple.com", "http://[1::2::3]/", "http://x/%zz", "", "http://x/\ue000"],
     ),
+    # stricter than jsonschema's own checks, which took `" b @"` (any "@") and `"٣"` (str.isdigit)
+    "email": (
+        ["a@b.c", "a@b", '"a b"@c.d', "x+y@[192.0.2.1]", "a@[IPv6:2001:db8::1]", 5],
+        [" b @", "@.", "cca@", "a..b@c", ".a@b", "a@b.", "a@[1.2.3]", "é@é.com"],
+    ),
+    "idn-email": (["é@é.com", "a@b.c", "用户@例子.广告"], [" b @", "@", "a@b..c"]),
+    "relative-json-pointer": (["0", "100", "5504", "104#", "1/a~0/b"], ["٣", "²", "01", "1#x", "-1", "/a"]),
     "iri-reference": (
         ["", "../x", "#節", "//host/p?\ue000", "https://例え.jp/"],
         ["a b", "http://[::zz]/", "%4", "x/\ue000"],

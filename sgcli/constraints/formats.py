@@ -130,6 +130,55 @@ _QUOTED = r'"(?:[\t \x21\x23-\x5b\x5d-\x7e\x80-\xff]|\\[\t \x21-\x7e\x80-\xff])*
 _MEDIA_RANGE = re.compile(rf"{_TOKEN}/{_TOKEN}(?:[ \t]*;[ \t]*(?:{_TOKEN}=(?:{_TOKEN}|{_QUOTED}))?)*")
 
 
+# RFC 5321 section 4.1.2 (and RFC 5322's obsolete quoted characters, which grammars take): a dot-atom or
+# a quoted local part, `@`, a domain name or an address literal. jsonschema's `email` is `"@" in value`,
+# so `" b @"` was `valid: true` from outlines-core, which enforces no email (2026-12-06).
+_ATEXT = r"A-Za-z0-9!#$%&'*+/=?^_`{|}~\-"
+_QUOTED_LOCAL = r'"(?:[\x01-\x08\x0b\x0c\x0e-\x21\x23-\x5b\x5d-\x7f]|\\[\x01-\x7f])*"'
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_EMAIL = re.compile(
+    rf"(?:[{_ATEXT}]+(?:\.[{_ATEXT}]+)*|{_QUOTED_LOCAL})@(?:{_LABEL}(?:\.{_LABEL})*|\[(?P<literal>[^\]]*)\])"
+)
+# RFC 6531: the same with any non-ASCII character among atext and a domain's labels (U-labels)
+_U = "\u0080-\U0010ffff"
+_IDN_LABEL = rf"[A-Za-z0-9{_U}](?:[A-Za-z0-9{_U}-]*[A-Za-z0-9{_U}])?"
+_IDN_EMAIL = re.compile(
+    rf"(?:[{_ATEXT}{_U}]+(?:\.[{_ATEXT}{_U}]+)*|{_QUOTED_LOCAL})@"
+    rf"(?:{_IDN_LABEL}(?:\.{_IDN_LABEL})*|\[(?P<literal>[^\]]*)\])"
+)
+# draft-handrews-relative-json-pointer: a non-negative integer (ASCII digits, no leading zero), then
+# `#` or a JSON pointer. jsonschema's check took `"٣"` (str.isdigit) and refused `"100"`.
+_RELATIVE_POINTER = re.compile(r"(?:0|[1-9][0-9]*)(?:#|(?:/(?:[^~/]|~[01])*)*)")
+
+
+def _email_matching(pattern: re.Pattern):
+    def check(instance) -> bool:
+        if not isinstance(instance, str):
+            return True
+        m = pattern.fullmatch(instance)
+        if m is None:
+            return False
+        literal = m.group("literal")
+        if literal is None:
+            return True
+        try:  # `[192.0.2.1]` or `[IPv6:2001:db8::1]`
+            if literal.startswith("IPv6:"):
+                return bool(ipaddress.IPv6Address(literal[5:]))
+            return bool(ipaddress.IPv4Address(literal))
+        except ValueError:
+            return False
+
+    return check
+
+
+# Where jsonschema's own check is looser than the format's definition, sgcli's replaces it.
+STRICTER = {
+    "email": _email_matching(_EMAIL),
+    "idn-email": _email_matching(_IDN_EMAIL),
+    "relative-json-pointer": _string_matching(_RELATIVE_POINTER),
+}
+
+
 EXTRA = {
     **{f"int{bits}": _integer_in(-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) for bits in (8, 16, 32, 64)},
     **{f"uint{bits}": _integer_in(0, 2**bits - 1) for bits in (8, 16, 32, 64)},
@@ -160,6 +209,8 @@ def _format_checker(cls, user: tuple[UserFormat, ...]):
     checker.checkers = {**Draft202012Validator.FORMAT_CHECKER.checkers, **cls.FORMAT_CHECKER.checkers}
     for name, function in EXTRA.items():
         checker.checkers.setdefault(name, (function, ()))
+    for name, function in STRICTER.items():
+        checker.checkers[name] = (function, ())
     for defined in user:
         checker.checkers.setdefault(defined.name, (_string_searching(re.compile(defined.regex)), ()))
     return checker
