@@ -1202,3 +1202,17 @@ def test_each_backend_reads_a_schema_as_its_draft_does(backend, schema, valid, i
     assert takes(compiled, valid)
     if invalid is not None:
         assert not takes(compiled, invalid), compiled_gaps(compiled)
+
+
+def test_the_first_byte_of_a_character_no_pattern_can_take_is_refused():
+    """`^\\d$` after "3": the checker took a token ending in the first byte of a character (0xD9 leads
+    Arabic-Indic digits, which `re` reads as digits) and outlines-core's generation backtracked out of
+    that dead end until it gave up, 15 outputs in 16. A lead byte whose characters are few is tried."""
+    import regex
+
+    from sgcli.backends.json_strings import StringRules, string_dead
+
+    rules = StringRules(patterns=[regex.compile(r"^\d$")], ascii_closed=[False])
+    assert string_dead(rules, "3", b"\xd9")  # U+0640..U+067F: none fits after a whole match
+    assert string_dead(rules, "", b"\xd9") is None  # U+0660 is a digit: still possible
+    assert string_dead(rules, "", b"\xe4") is None  # 4,096 candidates: not tried, never refused

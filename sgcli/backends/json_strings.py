@@ -8,6 +8,7 @@ so most tokens are judged as numpy arrays rather than one by one.
 
 from __future__ import annotations
 
+import functools
 import json
 import weakref
 from dataclasses import dataclass, field
@@ -127,12 +128,45 @@ def string_dead(rules: StringRules, content: str, tail: bytes = b"") -> str | No
 def pattern_blocked(p, closed: bool, content: str, tail: bytes, escaped) -> bool:
     """Whether no character the unfinished `tail` can still become lets `p` match on."""
     if tail[:1] != b"\\":
-        return closed  # a non-ASCII character, which a pattern of ASCII classes and literals never takes
+        if closed:  # a non-ASCII character, which a pattern of ASCII classes and literals never takes
+            return True
+        return _no_character_fits(p, content, tail)
     if isinstance(escaped, list):
         return all(p.search(content + ch, partial=True) is None for ch in escaped)
     if isinstance(escaped, tuple):
         return closed and escaped[0] >= 0x80
     return False
+
+
+_FEW = 64  # the characters an unfinished UTF-8 sequence is tried with, one by one, at most
+
+
+@functools.lru_cache(maxsize=4096)
+def _no_character_fits(p, content: str, tail: bytes) -> bool:
+    """Whether none of the characters the unfinished UTF-8 `tail` can become lets `p` match on, where
+    they are few (a 2-byte lead, or all but the last byte of a longer one): `^\\d$` after "3" took the
+    first byte of a digit only `re` reads as one, and outlines-core's generation backtracked out of
+    that dead end until it gave up (15 outputs in 16). Many tokens share a tail: cached."""
+    low, high = _utf8_range(tail)
+    if high < low or high - low >= _FEW:
+        return False  # not a UTF-8 start, or too many to try: the character may still fit
+    return all(p.search(content + chr(c), partial=True) is None for c in range(low, high + 1))
+
+
+def _utf8_range(tail: bytes) -> tuple[int, int]:
+    """(lowest, highest) code point an unfinished UTF-8 sequence `tail` can still complete to."""
+    lead = tail[0]
+    size = 2 if 0xC2 <= lead <= 0xDF else 3 if 0xE0 <= lead <= 0xEF else 4 if 0xF0 <= lead <= 0xF4 else 0
+    if not size or len(tail) >= size:
+        return 1, 0
+    bits = lead & (0x7F >> size)
+    for b in tail[1:]:
+        bits = bits << 6 | (b & 0x3F)
+    missing = size - len(tail)
+    low, high = bits << 6 * missing, (bits << 6 * missing) | ((1 << 6 * missing) - 1)
+    low = max(low, (0x80, 0x800, 0x10000)[size - 2])  # no overlong forms
+    high = min(high, 0x10FFFF)
+    return low, high
 
 
 def _escaped(tail: bytes):
