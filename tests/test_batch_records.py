@@ -422,3 +422,21 @@ def test_an_input_line_over_the_limit_gets_an_error_record_and_the_batch_goes_on
     assert [r["id"] for r in records] == [1, "line-2", 3]
     assert records[1]["valid"] is None and "over the limit of 64 bytes" in records[1]["errors"][0]
     assert all(r["finish_reason"] != "error" for r in (records[0], records[2]))
+
+
+def test_resume_tells_lines_of_one_id_apart_by_their_prompt(tmp_path):
+    """Keyed by id alone, the error record dropped for the first of three lines with id "a" gave its place
+    to the third line's record: the first line went unanswered and the third was answered twice; a line
+    without an id (made-up `line-3`) likewise took the record of a user's line whose id was "line-3"."""
+    out = tmp_path / "o.jsonl"
+    records = [
+        {"id": "a", "prompt": "long", "output": "", "finish_reason": "error"},
+        {"id": "a", "prompt": "Hi", "output": "x", "finish_reason": "stop"},
+        {"id": "a", "prompt": "x", "output": "y", "finish_reason": "stop"},
+        {"id": "line-3", "prompt": "user's", "output": "z", "finish_reason": "stop"},
+    ]
+    out.write_text("".join(json.dumps(r) + "\n" for r in records))
+    writer = RecordWriter(out, resume=True)
+    asked = [("a", "long"), ("a", "Hi"), ("a", "x"), ("line-3", "made-up id"), ("line-3", "user's")]
+    assert [writer.skip(rid, prompt) for rid, prompt in asked] == [False, True, True, False, True]
+    writer.close()

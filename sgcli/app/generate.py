@@ -111,6 +111,11 @@ def run_single(runner: Runner, request: GenerateRequest, writer: RecordWriter, r
     return EXIT_OK if record["valid"] is not False else EXIT_FINDINGS
 
 
+def _record_prompt(item) -> object:
+    """The prompt a record of this request holds (`session.record`, `serving.runner`)."""
+    return item.prompt if item.messages is None else item.messages
+
+
 def run_batch(runner: Runner, batch: tuple[list[bytes], str], writer: RecordWriter, reporter: Reporter) -> int:
     """Every input line answered by one record, in input order; a failing request becomes an error
     record and the batch goes on. With resume, ids already in the output are skipped."""
@@ -118,7 +123,7 @@ def run_batch(runner: Runner, batch: tuple[list[bytes], str], writer: RecordWrit
     _warn_duplicates(items, reporter)
     # --resume: lines already answered; a bad line's error record was dropped from the output, and is
     # cheap: always written again (its `line-N` id must not use up the record of a user's id "line-N")
-    todo = [item for item in items if isinstance(item, BadLine) or not writer.skip(item.id)]
+    todo = [item for item in items if isinstance(item, BadLine) or not writer.skip(item.id, _record_prompt(item))]
     tally = Tally(runner.how)
     ordered = OrderedWriter(None, lambda record, _: writer.write(record))
     with reporter.counter(runner.title, len(todo)) as advance:

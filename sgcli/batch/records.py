@@ -52,6 +52,14 @@ def id_key(rid: Any) -> str:
     return json.dumps(rid, sort_keys=True, ensure_ascii=False)
 
 
+ANY_PROMPT = object()  # `skip` without a prompt: any record of the id
+
+
+def prompt_key(prompt: Any) -> str:
+    """A line's prompt (text, or its messages) as its record keeps it, compared by canonical JSON text."""
+    return json.dumps(prompt, sort_keys=True, ensure_ascii=False)
+
+
 class RecordWriter:
     """JSONL records to a file (or stdout), one flushed line each.
 
@@ -64,7 +72,7 @@ class RecordWriter:
     def __init__(self, path: Path | None, *, resume: bool = False, force: bool = False):
         self.path = path
         self.resume = resume
-        self.answered: Counter[str] = Counter()  # records per id already in the output (resume)
+        self.answered: dict[str, Counter] = {}  # id -> its records' prompts already in the output (resume)
         self.stream: IO[str] | None = sys.stdout if path is None else None
         self._lock: _Lock | None = None
         self._repair: _Repair | None = None
@@ -100,17 +108,22 @@ class RecordWriter:
             self._release()
             raise
 
-    def skip(self, rid: Any) -> bool:
-        """With resume: True when a record of this id is already in the output, one per call. Lines that
-        share an id are answered in input order, so the output's k records of an id are its first k lines:
-        a resumed run answers the same lines an uninterrupted one would (before 2026-12-06 only the first
-        line of each id was, and the rest were dropped with exit 0)."""
+    def skip(self, rid: Any, prompt: Any = ANY_PROMPT) -> bool:
+        """With resume: True when a record of this line is already in the output, one per call. A record
+        answers the line with its id and its prompt (a record without a prompt: any line of its id), so
+        lines that share an id are told apart: keyed by id alone, an error record dropped for the first
+        of them, or a line whose made-up `line-N` id a user's line also had, gave one line's record to
+        another and answered that one twice (2026-12-06). Lines alike in both are answered in input order."""
         if not self.resume:
             return False
-        key = id_key(rid)
-        if self.answered[key] > 0:
-            self.answered[key] -= 1
-            return True
+        by_prompt = self.answered.get(id_key(rid))
+        if not by_prompt:
+            return False
+        keys = list(by_prompt) if prompt is ANY_PROMPT else [prompt_key(prompt), None]
+        for key in keys:
+            if by_prompt.get(key, 0) > 0:
+                by_prompt[key] -= 1
+                return True
         return False
 
     def open(self) -> None:
@@ -292,7 +305,7 @@ class _Repair:
     `keep` is where the complete lines end (bytes after it are a killed process's partial line);
     `dropped` are the (start, end) offsets of error records, whose ids are answered again."""
 
-    answered: Counter[str] = field(default_factory=Counter)
+    answered: dict[str, Counter] = field(default_factory=dict)
     size: int = 0
     keep: int = 0
     newline: bool = False  # the last complete record lacks its newline
@@ -337,7 +350,8 @@ def _scan_for_resume(path: Path) -> _Repair:
                     repair.dropped.append((start, offset))
                     repair.newline = False
                 else:
-                    repair.answered[id_key(record["id"])] += 1
+                    prompt = prompt_key(record["prompt"]) if "prompt" in record else None
+                    repair.answered.setdefault(id_key(record["id"]), Counter())[prompt] += 1
                     repair.newline = not complete
     except OSError as exc:
         raise UserError(f"--resume: cannot read the output file {path}: {exc.strerror}") from None
