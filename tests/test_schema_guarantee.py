@@ -1216,3 +1216,26 @@ def test_the_first_byte_of_a_character_no_pattern_can_take_is_refused():
     assert string_dead(rules, "3", b"\xd9")  # U+0640..U+067F: none fits after a whole match
     assert string_dead(rules, "", b"\xd9") is None  # U+0660 is a digit: still possible
     assert string_dead(rules, "", b"\xe4") is None  # 4,096 candidates: not tried, never refused
+
+
+@pytest.mark.parametrize("backend", ["outlines_core", "llguidance", "xgrammar"])
+def test_an_integer_past_its_bound_that_can_only_grow_is_a_dead_end_at_once(backend):
+    """outlines-core leaves `maximum` to the checker, which refused every token that ends `404` and none
+    that adds a digit: the integer grew to --max-tokens (15 of 32 outputs). Where the grammar offers no
+    fraction or exponent, a number past its bound allows nothing, and decoding backtracks."""
+    from sgcli.backends.base import allowed_ids
+    from sgcli.backends.matching import new_bitmask
+
+    schema = {"type": "object", "properties": {"age": {"type": "integer", "minimum": 0, "maximum": 99}}}
+    compiled = compile_for(backend, spec_of(schema).for_generation(), byte_vocab())[0]
+    matcher, vocab = compiled.matcher(), compiled.vocab
+    assert all(matcher.accept(t) for t in vocab.encode('{"age":40'))
+    bitmask = new_bitmask(len(vocab))
+    matcher.fill_mask(bitmask)
+    assert allowed_ids(bitmask, len(vocab)).size  # `40` is within bounds: it may end or take a digit
+    if isinstance(compiled, CheckedCompiled):
+        assert matcher.accept(vocab.encode("4")[0])
+        matcher.fill_mask(bitmask)
+        assert not allowed_ids(bitmask, len(vocab)).size and "past `maximum` 99" in matcher.error
+    else:  # the grammar enforces the bound itself
+        assert not matcher.accept(vocab.encode("4")[0])

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from sgcli.backends.base import Compiled, Matcher, allowed_ids
 from sgcli.backends.json_reader import JsonReader, Refused, View
+from sgcli.backends.json_strings import NUMBER_BYTES
 from sgcli.backends.keyword_coverage import compiled_gaps
 from sgcli.backends.schema_plan import CheckPlan
 from sgcli.backends.token_screen import prefix_rules, refused_by_table, to_look_at
@@ -109,6 +110,12 @@ class CheckedMatcher:
         if not len(ids):
             return
         plan, top = self._plan, self._stack[-1]
+        if top[0] == "num" and self._number_only_grows(ids):
+            why = plan.past_bound(plan.checks(top[2]), bytes(self._text[top[1] :]))
+            if why:  # the grammar takes only more digits here (an integer): a dead end, said now
+                bitmask.view(np.uint8)[:] = 0
+                self._error = f"the schema allows no continuation here: a number {why}"
+                return
         rules = prefix_rules(plan, top)
         whole = top[1] + 1 <= len(self._text)  # the open string's content starts in the accepted text
         current = self._reader.current(self._text, top[1]) if rules is not None and whole else None
@@ -125,6 +132,21 @@ class CheckedMatcher:
             last = checked[-1] if checked else None
             reason = self._outcomes[last][1] if last is not None else "every allowed token breaks it"
             self._error = f"the schema allows no continuation here: {reason}"
+
+    def _number_only_grows(self, ids) -> bool:
+        """Whether no allowed token goes on with a fraction or an exponent (which can bring a number back
+        within its bounds): outlines-core's integer grew `4044444...` past `maximum` 99 until --max-tokens,
+        every token that ends it refused and none that adds a digit (2026-12-06)."""
+        tokens, special = self._plan.tokens, self._plan.special_ids
+        for t in ids:
+            if int(t) in special:  # the end of the text: refused where the number breaks its bounds
+                continue
+            for b in tokens[int(t)]:
+                if b in b".eE":
+                    return False
+                if b not in NUMBER_BYTES:
+                    break
+        return True
 
     def accept(self, token_id: int) -> bool:
         ok, why, stack, added = self._outcome(token_id)

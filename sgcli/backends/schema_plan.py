@@ -248,6 +248,29 @@ class CheckPlan:
                 return f"{'below' if negative else 'above'} the bounds at {p or '/'}"
         return None
 
+    def past_bound(self, pointers: tuple[str, ...], raw: bytes) -> str | None:
+        """Why a number whose integer digits so far are `raw` (no fraction, no exponent) is already past
+        an anchor's bound, were it only to take more digits: each digit moves it further away."""
+        negative = raw[:1] == b"-"
+        digits = raw[1:] if negative else raw
+        if not digits.isdigit() or digits[:1] == b"0":
+            return None
+        value = -int(digits) if negative else int(digits)
+        for p in pointers:
+            node = self._applies(p)
+            if node is None:
+                continue
+            for key, past in (
+                ("maximum", lambda bound: not negative and value > bound),
+                ("exclusiveMaximum", lambda bound: not negative and value >= bound),
+                ("minimum", lambda bound: negative and value < bound),
+                ("exclusiveMinimum", lambda bound: negative and value <= bound),
+            ):
+                bound = node.get(key)
+                if _number(bound) and past(bound):
+                    return f"past `{key}` {bound} at {p or '/'}"
+        return None
+
     def key_refused(self, nodes: frozenset, key: str, count: int) -> str | None:
         """Why an object under these anchors cannot take `key` as its property number `count + 1`."""
         for p in self.checks(nodes):
