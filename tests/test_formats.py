@@ -40,6 +40,11 @@ CASES = {
         ["https://例え.jp/パス?q=値#節", "urn:isbn:0451450523", "http://[::ffff:1.2.3.4]:80/", "http://[v1.fe]/", 4],
         ["/relative", "http://exa mple.com", "http://[1::2::3]/", "http://x/%zz", "", "http://x/\ue000"],
     ),
+    # pydantic's names: Base64Bytes, IPvAnyAddress, IPvAnyInterface, IPvAnyNetwork
+    "base64": (["", "YQ==", "YWJj"], ["YQ", "a b"]),
+    "ipvanyaddress": (["192.0.2.1", "2001:db8::1", 7], ["192.0.2.300", "x", "10.0.0.0/8"]),
+    "ipvanyinterface": (["192.0.2.1/24", "2001:db8::1/64", "10.0.0.1"], ["192.0.2.1/33", "x"]),
+    "ipvanynetwork": (["10.0.0.0/8", "2001:db8::/32"], ["10.0.0.1/8", "x"]),
     # stricter than jsonschema's own checks, which took `" b @"` (any "@") and `"٣"` (str.isdigit)
     "email": (
         ["a@b.c", "a@b", '"a b"@c.d', "x+y@[192.0.2.1]", "a@[IPv6:2001:db8::1]", 5],

@@ -1,5 +1,6 @@
 """The `format` values sgcli checks: jsonschema's, plus the OpenAPI Format Registry's numeric and
-encoding formats and `media-range`, Kubernetes' `int-or-string`, and RFC 3987's `iri` and
+encoding formats and `media-range`, Kubernetes' `int-or-string`, pydantic's `base64` and
+`ipvany{address,interface,network}`, and RFC 3987's `iri` and
 `iri-reference` (jsonschema checks those only with `rfc3987`, a GPL package, or `rfc3987-syntax`,
 whose import builds a grammar for 0.8 s: CycloneDX's SBOM schemas use them throughout).
 
@@ -72,6 +73,21 @@ def _int_or_string(instance) -> bool:
     if isinstance(instance, float):
         return math.isfinite(instance) and instance.is_integer()
     return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+def _ip_parsing(reader: str):
+    """A string `ipaddress.<reader>` reads (IPv4 or IPv6), as pydantic's IPvAny* types validate it."""
+
+    def check(instance) -> bool:
+        if not isinstance(instance, str):
+            return True
+        try:
+            getattr(ipaddress, reader)(instance)
+        except ValueError:
+            return False
+        return True
+
+    return check
 
 
 def _anything(instance) -> bool:
@@ -190,6 +206,11 @@ EXTRA = {
     "password": _anything,  # a hint to hide the input; no constraint on the value
     "int-or-string": _int_or_string,
     "media-range": _string_matching(_MEDIA_RANGE),
+    # pydantic's own names (`Base64Bytes`, `IPvAnyAddress`, ...): schemas written by `model_json_schema()`
+    "base64": _string_matching(_BASE64),
+    "ipvanyaddress": _ip_parsing("ip_address"),
+    "ipvanyinterface": _ip_parsing("ip_interface"),
+    "ipvanynetwork": _ip_parsing("ip_network"),
     "iri": _iri_matching(_IRI),
     "iri-reference": _iri_matching(_IRI, _IRELATIVE),
 }
