@@ -189,3 +189,19 @@ def test_an_inline_choice_grammar_lists_one_choice_a_line(run_cli, tmp_path):
     cases.write_text('grammar: {kind: choice, text: ""}\ncases:\n  - {input: "a", accept: true}\n')
     result = run_cli("test", cases, "--backend", "llguidance")
     assert result.exit_code == 2 and "ch.test.yaml:1:31: the choice grammar lists no choices" in result.output
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "grammar: &a [*a]\ncases: []\n",
+        "a: &a [x, x]\nb: &b [*a, *a]\nc: &c [*b, *b]\nd: &d [*c, *c]\ngrammar: [*d, *d]\n",
+    ],
+    ids=["self-alias", "nested-aliases"],
+)
+def test_a_test_file_whose_aliases_loop_or_nest_is_read_at_once(run_cli, tmp_path, text):
+    """The lone-surrogate walk followed every alias again: `&a [*a]` never ended (exit 2 in 13 ms before)."""
+    path = tmp_path / "t.test.yaml"
+    path.write_text(text)
+    result = run_cli("test", path)
+    assert result.exit_code == 2, result.output

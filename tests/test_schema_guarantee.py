@@ -1239,3 +1239,27 @@ def test_an_integer_past_its_bound_that_can_only_grow_is_a_dead_end_at_once(back
         assert not allowed_ids(bitmask, len(vocab)).size and "past `maximum` 99" in matcher.error
     else:  # the grammar enforces the bound itself
         assert not matcher.accept(vocab.encode("4")[0])
+
+
+def test_past_bound_reads_an_integer_of_any_length_and_only_where_a_bound_applies():
+    """int() of 4,301 digits raised ValueError inside fill_mask (exit 3) while a runaway integer grew."""
+    from sgcli.backends.schema_plan import CheckPlan
+
+    schema = {"type": "object", "properties": {"a": {"type": "integer", "maximum": 99}, "b": {"type": "integer"}}}
+    plan = CheckPlan(schema, ["/properties/a", "/properties/b"], byte_vocab())
+    assert "past `maximum` 99" in plan.past_bound(("/properties/a",), b"1" * 5000)
+    assert plan.past_bound(("/properties/b",), b"1" * 5000) is None
+    assert plan.past_bound(("/properties/b", "/properties/a"), b"100") == "past `maximum` 99 at /properties/a"
+
+
+def test_draft_reading_keeps_draft_3s_required_beside_a_ref_and_sees_escaped_keys():
+    from sgcli.backends.draft_reading import as_its_draft_reads
+
+    d3 = {
+        "$schema": "http://json-schema.org/draft-03/schema#",
+        "properties": {"a": {"$ref": "#/definitions/x", "required": True}},
+        "definitions": {"x": {"type": "integer"}},
+    }
+    assert as_its_draft_reads(d3) is d3  # `required: true` is the parent's properties', not the $ref's sibling
+    text = '{"$schema": "' + D7 + '", "type": "array", "pr\\u0065fixItems": [{}], "items": {"type": "string"}}'
+    assert "prefixItems" not in as_its_draft_reads(json.loads(text), text)

@@ -396,3 +396,25 @@ def test_a_number_past_a_doubles_range_is_judged_but_kept_out_of_parsed():
     verdict = json_verdict({"type": "number"}, "548e+28668683")
     assert verdict.errors == [] and verdict.parsed is None
     assert json_verdict({"type": "number", "maximum": 5}, "548e+28668683").errors
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text", "verdict"),
+    [
+        ("a*+a", "aaa", True),  # Rust's `(a*)+a`; possessive to the regex package, which refused "aaa"
+        ("a?+b", "aab", True),  # `(a?)+b`
+        ("a++", "aa", True),
+        ("a*?+b", "b", True),
+        ("a+b", "b", False),
+        ("(?R)a", "a", None),  # Rust's CRLF flag: recursion to the regex package (MemoryError, exit 3)
+        ("a{2}*", "aaaa", None),
+    ],
+)
+def test_the_rust_checks_reading_of_stacked_quantifiers_and_flags(pattern, text, verdict):
+    from sgcli.validation.regex_check import RUST, DialectError, fullmatch
+
+    if verdict is None:
+        with pytest.raises(DialectError):
+            fullmatch(pattern, text, RUST)
+    else:
+        assert fullmatch(pattern, text, RUST) is verdict

@@ -62,8 +62,9 @@ def as_its_draft_reads(schema, text: str | None = None):
 
     cls = dialect_of(schema).cls
     known, ref_overrides, suspects = _draft(cls)
+    beside_ref = {"required"} if cls.__name__ == "Draft3Validator" else set()
     every = _every_draft_keyword()
-    if text is not None and not suspects.search(text):
+    if text is not None and "\\u" not in text and not suspects.search(text):  # a key may be spelled `\u0065`
         return schema
 
     def read(key: str, node: dict) -> bool:
@@ -76,8 +77,8 @@ def as_its_draft_reads(schema, text: str | None = None):
         return cls.__name__ in drafts if drafts else key in known or owner == "if"
 
     def ignored(node: dict) -> list[str]:
-        if ref_overrides and "$ref" in node:
-            return [k for k in node if k in every and k != "$ref"]
+        if ref_overrides and "$ref" in node:  # draft 3's `required: true` is its parent's `properties`'
+            return [k for k in node if k in every and k != "$ref" and k not in beside_ref]
         return [k for k in node if k in every and not read(k, node)]
 
     if not any(ignored(node) for _, node in iter_subschemas(schema)):

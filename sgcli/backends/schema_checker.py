@@ -110,9 +110,9 @@ class CheckedMatcher:
         if not len(ids):
             return
         plan, top = self._plan, self._stack[-1]
-        if top[0] == "num" and self._number_only_grows(ids):
+        if top[0] == "num":
             why = plan.past_bound(plan.checks(top[2]), bytes(self._text[top[1] :]))
-            if why:  # the grammar takes only more digits here (an integer): a dead end, said now
+            if why and self._number_only_grows(ids):  # the grammar takes only more digits (an integer): dead
                 bitmask.view(np.uint8)[:] = 0
                 self._error = f"the schema allows no continuation here: a number {why}"
                 return

@@ -255,11 +255,13 @@ class CheckPlan:
         digits = raw[1:] if negative else raw
         if not digits.isdigit() or digits[:1] == b"0":
             return None
+        nodes = [(p, node) for p, node in zip(pointers, map(self._applies, pointers)) if node and _BOUNDS & node.keys()]
+        if not nodes:
+            return None
+        if len(digits) > 400:  # past any bound a double holds (and Python's 4,300-digit int() limit)
+            digits = b"9" * 400
         value = -int(digits) if negative else int(digits)
-        for p in pointers:
-            node = self._applies(p)
-            if node is None:
-                continue
+        for p, node in nodes:
             for key, past in (
                 ("maximum", lambda bound: not negative and value > bound),
                 ("exclusiveMaximum", lambda bound: not negative and value >= bound),
@@ -288,6 +290,9 @@ class CheckPlan:
             if "propertyNames" in node and not self.valid(f"{p}/propertyNames", key):
                 return f"`propertyNames` at {p or '/'}"
         return None
+
+
+_BOUNDS = frozenset({"maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum"})
 
 
 def _number(value) -> bool:

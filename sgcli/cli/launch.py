@@ -27,6 +27,7 @@ def main() -> None:
         from sgcli.errors import EXIT_INTERRUPTED
 
         sys.stderr.write("interrupted\n")
+        _end_past_given_up_compiles(EXIT_INTERRUPTED)
         sys.exit(EXIT_INTERRUPTED)
 
 
@@ -42,6 +43,9 @@ def _end_past_given_up_compiles(code) -> None:
     atexit._run_exitfuncs()
     if isinstance(code, str):  # sys.exit("message"): Python would print it
         sys.stderr.write(code + "\n")
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`| head`): nothing more can be said there
+            pass
     os._exit(code if isinstance(code, int) else (0 if code is None else 1))

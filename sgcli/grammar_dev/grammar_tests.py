@@ -154,9 +154,12 @@ def load_suite(path: str) -> Suite:
 
 def _surrogate_node(node):
     """The first scalar node (key or value) whose text holds a lone surrogate, else None."""
-    stack = [node] if node is not None else []
+    stack, seen = ([node] if node is not None else []), set()
     while stack:
         item = stack.pop()
+        if id(item) in seen:  # an alias is the same node again: `&a [*a]` looped, nested ones blew up
+            continue
+        seen.add(id(item))
         if isinstance(item.value, str):
             if lone_surrogate(item.value) is not None:
                 return item

@@ -10,6 +10,7 @@ either dialect, so neither does it here (nor, in ECMAScript's, a return or U+202
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from sgcli.dialects.regex_parse import ECMA_DOT
@@ -48,8 +49,16 @@ def translate(pattern: str, dialect: str) -> str:
     inside = _ECMA_INSIDE if dialect == ECMA else {}
     out: list[str] = []
     i, in_class, depth = 0, False, 0  # depth: Rust's classes nested inside the outermost
+    last = None  # outside a class: "quant" after a quantifier, "lazy" after its `?`, "count" after `{m,n}`
+    if dialect == RUST and _CRLF_FLAG.search(pattern):
+        raise DialectError("the CRLF flag `R`, which the regex package reads as recursion")
     while i < len(pattern):
         ch = pattern[i]
+        if dialect == RUST and not in_class and ch in "*+?" and last is not None:
+            last = _stacked(out, ch, last)
+            i += 1
+            continue
+        last = "quant" if ch in "*+?" and not in_class else "count" if ch == "}" and not in_class else None
         if ch == "\\" and i + 1 < len(pattern):
             nxt = pattern[i + 1]
             braced = _braced_codepoint(pattern, i, dialect)
@@ -62,6 +71,10 @@ def translate(pattern: str, dialect: str) -> str:
                 out.append(table[nxt])
             elif in_class and dialect == ECMA and nxt in "DWS":
                 raise DialectError(f"\\{nxt} inside a character class has no ASCII translation")
+            elif nxt in "pP" and pattern[i + 2 : i + 3] == "{" and (end := pattern.find("}", i + 3)) > 0:
+                out.append(pattern[i : end + 1])  # `\p{Lu}` whole: its `}` closes no count
+                i = end + 1
+                continue
             else:
                 out.append(pattern[i : i + 2])
             i += 2
@@ -104,6 +117,30 @@ def translate(pattern: str, dialect: str) -> str:
     return "".join(out)
 
 
+_CRLF_FLAG = re.compile(r"\(\?[a-zA-Z-]*R[a-zA-Z-]*[:)]")
+
+
+def _stacked(out: list[str], ch: str, last: str) -> str:
+    """Rust reads a quantifier after a quantifier as the repetition of the repeated (`a*+` is `(a*)+`), the
+    regex package as possessive: `a*+a` refused "a", which llguidance wrote. As languages, `(X*)+`,
+    `(X?)+`, `(X+)*`, ... are `X*`, and `(X+)+` is `X+`: the pair becomes one. A `?` after a quantifier
+    is its laziness, which changes no language. Returns the new state."""
+    if last == "count":
+        if ch == "?":
+            out.append(ch)
+            return "lazy"
+        raise DialectError("a repetition of a counted repetition (`{m,n}*`), which the regex package reads otherwise")
+    if ch == "?":
+        if last == "lazy":
+            raise DialectError("a quantifier after a lazy one, which the regex package reads otherwise")
+        out.append(ch)
+        return "lazy"
+    if last == "lazy":
+        out.pop()  # laziness changes no language
+    out[-1] = "*" if ch == "*" or out[-1] in "*?" else "+"
+    return "quant"
+
+
 def _braced_codepoint(pattern: str, i: int, dialect: str) -> tuple[int, int] | None:
     """(code point, index past it) for the escape at `i` when it is braced hex: Rust's `\\x{..}`,
     `\\u{..}`, `\\U{..}`, ECMAScript's `\\u{..}`; None for any other escape."""
@@ -128,6 +165,8 @@ def compiled(pattern: str, dialect: str):
         return regex.compile(RUST_FLAGS + translate(pattern, dialect))
     except regex.error as exc:
         raise DialectError(str(exc)) from None
+    except (RecursionError, OverflowError, MemoryError) as exc:  # no verdict from a pattern it cannot hold
+        raise DialectError(f"the regex package cannot compile it ({type(exc).__name__})") from None
 
 
 def fullmatch(pattern: str, text: str, dialect: str = RUST) -> bool:
@@ -137,3 +176,5 @@ def fullmatch(pattern: str, text: str, dialect: str = RUST) -> bool:
         return compiled(pattern, dialect).fullmatch(text, timeout=MATCH_TIMEOUT_S) is not None
     except TimeoutError:
         raise DialectError(f"matching took longer than {MATCH_TIMEOUT_S} s") from None
+    except (RecursionError, MemoryError) as exc:
+        raise DialectError(f"the regex package cannot match it ({type(exc).__name__})") from None
