@@ -525,7 +525,7 @@ def test_a_tokenizer_bigger_than_the_models_vocabulary_is_exit_2_naming_both(run
     weights load from config.json, and after loading where no config says it (a hub id, a .gguf)."""
     from helpers import random_llama
 
-    from sgcli.engine.loader import check_logits_fit, text_tokens
+    from sgcli.engine.checkpoint import check_logits_fit, text_tokens
 
     small = random_llama(64)
     small.model.save_pretrained(tmp_path)

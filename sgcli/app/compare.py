@@ -25,7 +25,7 @@ from sgcli.backends.schema_checker import with_checker
 from sgcli.batch.requests import PromptOptions, Request
 from sgcli.batch.sampling import SamplingParams
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
-from sgcli.engine import loader
+from sgcli.engine import checkpoint
 from sgcli.errors import UserError
 from sgcli.serving import check_engine_supports
 from sgcli.timing import percentile
@@ -229,7 +229,7 @@ def _compare_generations(request: CompareRequest, reporter: Reporter) -> list[di
     with reporter.stage(f"loading {ref.display}") as progress:
         tokenizer = model.tokenizer(progress=lambda t: progress(t, 0, 3))
         lm = model.load(ref, progress)
-    loader.check_logits_fit(lm, loader.text_tokens(tokenizer.vocab))
+    checkpoint.check_logits_fit(lm, checkpoint.text_tokens(tokenizer.vocab))
     vocab = tokenizer.vocab.padded(lm.logits_width)
     rows: list[dict] = []
     for row, compiled in _each_compiled(request, vocab, rows):

@@ -17,7 +17,7 @@ from sgcli.backends.guarantee import guarantee
 from sgcli.backends.matching import enforcing_backends
 from sgcli.batch.requests import BadLine, PromptOptions, Request, read_requests, start_prompt, start_prompts
 from sgcli.batch.sampling import SamplingParams
-from sgcli.engine import loader
+from sgcli.engine import checkpoint, loader
 from sgcli.engine import threads as cpu_threads
 from sgcli.errors import UserError
 from sgcli.lint import preflight
@@ -43,7 +43,7 @@ class LocalRunner:
         try:
             with reporter.stage(f"loading {ref.display} tokenizer") as progress:
                 tokenizer = local.model.tokenizer(progress=lambda text: progress(text, 0, 3))
-            loader.check_tokenizer_fits(ref, loader.text_tokens(tokenizer.vocab))  # before anything slow
+            checkpoint.check_tokenizer_fits(ref, checkpoint.text_tokens(tokenizer.vocab))  # before anything slow
             # Chat templates render in a forked child while torch and the weights load here (importing
             # transformers' renderer takes most of a second): a single prompt's, or a whole batch's in one.
             if request.batch is None:
@@ -64,7 +64,7 @@ class LocalRunner:
             for started in (weights, pending, batch_prompts):
                 if started:
                     started.cancel()  # after an error: the children's work is not wanted (else a no-op)
-        loader.check_logits_fit(lm, loader.text_tokens(tokenizer.vocab))
+        checkpoint.check_logits_fit(lm, checkpoint.text_tokens(tokenizer.vocab))
         if lm.logits_width > len(tokenizer.vocab):  # the model has more logits than tokens: mask those too
             compiled = backends.compile_for(compiled.backend, request.spec, tokenizer.vocab.padded(lm.logits_width))[0]
         session = new_session(

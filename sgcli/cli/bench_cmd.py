@@ -17,7 +17,7 @@ from sgcli.cli import constraint_options as co
 from sgcli.cli import model_options as mo
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
 from sgcli.cli.tables import print_table
-from sgcli.engine import loader
+from sgcli.engine import checkpoint
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
 from sgcli.extras import require
 from sgcli.grammar_dev import bench as core
@@ -99,7 +99,7 @@ def bench(
     lm = None
     if generate:
         lm, tok = _load_model(model_flags)
-        loader.check_logits_fit(lm, loader.text_tokens(tok.vocab))
+        checkpoint.check_logits_fit(lm, checkpoint.text_tokens(tok.vocab))
         vocab = tok.vocab.padded(lm.logits_width)
     else:
         vocab = load_tokenizer(tokenizer).vocab

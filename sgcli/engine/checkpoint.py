@@ -1,4 +1,5 @@
-"""A model folder's safetensors files, found and checked before anything loads (standard library only).
+"""A model's files checked before anything loads (standard library only): its safetensors files, its
+config.json, and its embedding table against the tokenizer's text.
 
 A shard index naming a file that is not there, or a file cut short or with a garbled header, made
 the loaders fail deep inside (FileNotFoundError, KeyError, SafetensorError: exit 3). Reading each
@@ -98,3 +99,52 @@ def _offsets(value) -> bool:
         and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
         and value[0] <= value[1]
     )
+
+
+def text_tokens(vocab) -> int:
+    """How many embedding rows the tokenizer's text needs: one past its highest id that is not a special
+    token. Special tokens may lie past the table: Gemma 3's tokenizer adds `<image_soft_token>` as id
+    262144 to text models of 262,144 rows. The grammar is compiled on the model's rows, so they are
+    never generated."""
+    special = vocab.special_ids
+    return next((i + 1 for i in range(len(vocab.tokens) - 1, -1, -1) if i not in special), 0)
+
+
+def check_tokenizer_fits(ref, tokens: int) -> None:
+    """Before the weights load: a model folder's config.json declaring fewer embedding rows than the
+    tokenizer's text needs (`text_tokens`) is exit 2 (ids past the table would fail inside the forward
+    pass). Cheap; a hub id or .gguf is checked once loaded (`check_logits_fit`)."""
+    if ref.kind != "dir" or not (ref.path / "config.json").is_file():
+        return
+    config = read_config(ref.path / "config.json")
+    text = config.get("text_config")
+    rows = config.get("vocab_size") or (text.get("vocab_size") if isinstance(text, dict) else None)
+    if isinstance(rows, int) and not isinstance(rows, bool) and 0 < rows < tokens:
+        raise _tokenizer_too_big(f"{ref.path / 'config.json'} declares vocab_size {rows}", tokens)
+
+
+def check_logits_fit(lm, tokens: int) -> None:
+    """The loaded model's logits width against the tokenizer's size: fewer logits is exit 2."""
+    if lm.logits_width < tokens:
+        raise _tokenizer_too_big(f"the model {lm.ref.display} has {lm.logits_width} logits", tokens)
+
+
+def _tokenizer_too_big(model_side: str, tokens: int) -> UserError:
+    # Ids past the model's embedding table have no embedding and no logit: a tokenizer of another model.
+    return UserError(
+        f"{model_side}, fewer than the {tokens} tokens its tokenizer writes text with: it is another model's tokenizer",
+        hint="use the tokenizer files the model was trained with (or fix config.json's vocab_size)",
+    )
+
+
+def read_config(path: Path) -> dict:
+    """A model folder's config.json as a dict, or exit 2 naming it."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(
+            f"cannot read the model config {path}: {exc}", hint="the folder needs a valid config.json"
+        ) from None
+    if not isinstance(data, dict):
+        raise UserError(f"the model config {path} is not a JSON object", hint="the folder needs a valid config.json")
+    return data

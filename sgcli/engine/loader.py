@@ -258,10 +258,7 @@ def _native_misfit(ref: ModelRef, placement: dict, progress: Progress | None = N
         return "the model brings its own code"
     if not checkpoint.weight_files(folder) and not (ref.kind == "gguf" and gguf_recipe.has_recipe(folder)):
         return "the folder has no safetensors weights"
-    return llama.misfit(_read_config(folder / "config.json"))
-
-
-_VALID_CONFIG = "the folder needs a valid config.json"
+    return llama.misfit(checkpoint.read_config(folder / "config.json"))
 
 
 def check_weights(ref: ModelRef) -> None:
@@ -271,61 +268,13 @@ def check_weights(ref: ModelRef) -> None:
         checkpoint.check_weights(ref.path)
 
 
-def text_tokens(vocab) -> int:
-    """How many embedding rows the tokenizer's text needs: one past its highest id that is not a special
-    token. Special tokens may lie past the table: Gemma 3's tokenizer adds `<image_soft_token>` as id
-    262144 to text models of 262,144 rows. The grammar is compiled on the model's rows, so they are
-    never generated."""
-    special = vocab.special_ids
-    return next((i + 1 for i in range(len(vocab.tokens) - 1, -1, -1) if i not in special), 0)
-
-
-def check_tokenizer_fits(ref: ModelRef, tokens: int) -> None:
-    """Before the weights load: a model folder's config.json declaring fewer embedding rows than the
-    tokenizer's text needs (`text_tokens`) is exit 2 (ids past the table would fail inside the forward
-    pass). Cheap; a hub id or .gguf is checked once loaded (`check_logits_fit`)."""
-    if ref.kind != "dir" or not (ref.path / "config.json").is_file():
-        return
-    config = _read_config(ref.path / "config.json")
-    text = config.get("text_config")
-    rows = config.get("vocab_size") or (text.get("vocab_size") if isinstance(text, dict) else None)
-    if isinstance(rows, int) and not isinstance(rows, bool) and 0 < rows < tokens:
-        raise _tokenizer_too_big(f"{ref.path / 'config.json'} declares vocab_size {rows}", tokens)
-
-
-def check_logits_fit(lm: LoadedModel, tokens: int) -> None:
-    """The loaded model's logits width against the tokenizer's size: fewer logits is exit 2."""
-    if lm.logits_width < tokens:
-        raise _tokenizer_too_big(f"the model {lm.ref.display} has {lm.logits_width} logits", tokens)
-
-
-def _tokenizer_too_big(model_side: str, tokens: int) -> UserError:
-    # Ids past the model's embedding table have no embedding and no logit: a tokenizer of another model.
-    return UserError(
-        f"{model_side}, fewer than the {tokens} tokens its tokenizer writes text with: it is another model's tokenizer",
-        hint="use the tokenizer files the model was trained with (or fix config.json's vocab_size)",
-    )
-
-
-def _read_config(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UserError(
-            f"cannot read the model config {path}: {exc}", hint="the folder needs a valid config.json"
-        ) from None
-    if not isinstance(data, dict):
-        raise UserError(f"the model config {path} is not a JSON object", hint="the folder needs a valid config.json")
-    return data
-
-
 def _native_dtype(folder: Path, torch_dtype):
     """`--dtype auto` on a GPU ("auto": the checkpoint's own, as transformers reads it)."""
     import torch
 
     if torch_dtype != "auto":
         return torch_dtype
-    config = _read_config(folder / "config.json")
+    config = checkpoint.read_config(folder / "config.json")
     name = config.get("dtype") or config.get("torch_dtype")
     return {"float16": torch.float16, "float32": torch.float32}.get(name, torch.bfloat16)
 
@@ -335,7 +284,7 @@ def _load_native(folder: Path, torch_dtype) -> Runtime:
     from sgcli.engine.runtime import NativeRuntime
 
     try:
-        return NativeRuntime(llama.load(folder, _read_config(folder / "config.json"), torch_dtype))
+        return NativeRuntime(llama.load(folder, checkpoint.read_config(folder / "config.json"), torch_dtype))
     except ValueError as exc:
         raise UserError(
             f"cannot load the weights in {folder}: {exc}",

@@ -1,4 +1,5 @@
-"""G008: free text without a bound, followed by grammar the output still needs.
+"""G008: free text without a bound, followed by grammar the output still needs (and G010's test of a
+token budget's rule).
 
 `/.+/`, `/[^\n]+/` or `.*` match any text, so only the model decides when the free part
 ends; a small model often never writes the delimiter, and the run ends at --max-tokens
@@ -16,6 +17,12 @@ from sgcli.dialects.grammar_model import Alt, Chars, Node, Ref, Rep, Seq, rule_f
 _LINE_CHARS = {0, 9, 10, 13}
 # A positive class holding all of these reads as "any text" too (`[\s\S]`, `[ -~]`).
 _TEXT_SAMPLE = [ord(c) for c in "aZ0 .,'"]
+
+
+def cut_anywhere(body: Node) -> bool:
+    """G010: whether every non-empty prefix of what `body` matches is matched too: a repetition of one
+    character set from at most one (`/[^\\n]+/`). A token budget cut anywhere else leaves a prefix."""
+    return isinstance(body, Rep) and isinstance(body.body, Chars) and body.min <= 1
 
 
 def is_free_text(node: Node) -> bool:

@@ -22,7 +22,7 @@ from sgcli.dialects.grammar_model import (
     walk,
 )
 from sgcli.lint.diagnostic import Diagnostic, at_offset
-from sgcli.lint.free_text import FreeText
+from sgcli.lint.free_text import FreeText, cut_anywhere
 
 _RANK = {False: 0, None: 1, True: 2}  # nullable: no < unknown < yes
 
@@ -417,7 +417,7 @@ class Structure:
         """G010: `name[max_tokens=N]` on a rule that a cut can leave unfinished."""
         out = []
         for rule in self.g.rules:
-            if "max_tokens" not in rule.attributes or _cut_anywhere(rule.body):
+            if "max_tokens" not in rule.attributes or cut_anywhere(rule.body):
                 continue
             out.append(
                 self._at_name(
@@ -436,12 +436,6 @@ class Structure:
         if self.g.syntax == "gbnf":
             out += self.left_recursion() + self.continued_rules()
         return out + self.nullable_root() + self.repetitions() + self.free_text() + self.token_budgets()
-
-
-def _cut_anywhere(body) -> bool:
-    """Whether every non-empty prefix of what `body` matches is matched too: a repetition of one
-    character set from at most one (`/[^\\n]+/`). A cut token budget leaves some prefix."""
-    return isinstance(body, Rep) and isinstance(body.body, Chars) and body.min <= 1
 
 
 def _short(src: str, limit: int = 60) -> str:
