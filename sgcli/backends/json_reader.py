@@ -47,7 +47,8 @@ class Refused(Exception):
 #   ("obj", start, nodes, phase, count, child) phase "k0" after `{`, "k" after `,`, ":" after a key,
 #                                              "v" before a value, "," after one; child: the next value's nodes
 #   ("arr", start, nodes, phase, count)        phase "v0" after `[`, "v" after `,`, "," after a value
-#   ("str", start, nodes, escape, is_key)      escape 0, 1 after `\`, 2-5 inside `\uXXXX`
+#   ("str", start, nodes, escape, is_key)      escape 0, 1 after `\`, 2-5 inside `\uXXXX`; a key's nodes
+#                                              are its object's
 #   ("num", start, nodes)
 #   ("lit", start, nodes, rest)                rest: the bytes of true/false/null still to come
 
@@ -83,11 +84,12 @@ class JsonReader:
             why = self.plan.sign_refused(self.plan.checks(top[2]), view.slice(top[1], len(view)))
             if why:
                 raise Refused(f"a number {why} at {self.pointer(stack[:-1]) or '/'}")
-        if top[0] == "str" and not top[4]:
-            rules = self.plan.strings(self.plan.checks(top[2]))
+        if top[0] == "str":
+            rules = self.plan.open_string_rules(top)
             why = string_dead(rules, *self._content(top, view)) if rules is not None else None
             if why:
-                raise Refused(f"a string {why} at {self.pointer(stack[:-1]) or '/'}")
+                what = "a property name" if top[4] else "a string"
+                raise Refused(f"{what} {why} at {self.pointer(stack[:-1]) or '/'}")
         return stack
 
     def _content(self, top: tuple, view: View) -> tuple[str, bytes]:
@@ -152,7 +154,7 @@ class JsonReader:
             phase = top[3]
             if phase in ("k0", "k"):
                 if b == 34:
-                    return stack + (("str", pos, None, 0, True),)
+                    return stack + (("str", pos, top[2], 0, True),)  # a key: its object's nodes
                 if b == 125 and phase == "k0":
                     return self._end_value(stack[:-1], top, pos + 1, view)
             elif phase == ":":

@@ -39,7 +39,7 @@ from sgcli.backends.json_reader import JsonReader, Refused, View
 from sgcli.backends.json_strings import NUMBER_BYTES
 from sgcli.backends.keyword_coverage import compiled_gaps
 from sgcli.backends.schema_plan import CheckPlan
-from sgcli.backends.token_screen import prefix_rules, refused_by_table, to_look_at
+from sgcli.backends.token_screen import refused_by_table, to_look_at
 
 
 def with_checker(compiled: Compiled) -> Compiled:
@@ -116,7 +116,7 @@ class CheckedMatcher:
                 bitmask.view(np.uint8)[:] = 0
                 self._error = f"the schema allows no continuation here: a number {why}"
                 return
-        rules = prefix_rules(plan, top)
+        rules = plan.open_string_rules(top)
         whole = top[1] + 1 <= len(self._text)  # the open string's content starts in the accepted text
         current = self._reader.current(self._text, top[1]) if rules is not None and whole else None
         refused = refused_by_table(plan.tables, ids, rules, current)

@@ -196,23 +196,89 @@ class CheckPlan:
         rules = StringRules()
         for p in pointers:
             node = self._applies(p)
-            if node is None:
-                continue
-            if isinstance(node.get("maxLength"), int) and not isinstance(node["maxLength"], bool):
-                rules.max_length = min(node["maxLength"], rules.max_length if rules.max_length is not None else 1 << 62)
-            if isinstance(node.get("enum"), list):
-                rules.choices.append(frozenset(v for v in node["enum"] if isinstance(v, str)))
-            if isinstance(node.get("const"), str):
-                rules.choices.append(frozenset({node["const"]}))
-            for pattern in (node.get("pattern"), user_format_regex(node.get("format"))):
-                if isinstance(pattern, str) and pattern.startswith("^"):
-                    compiled = _prefix_regex(pattern)
-                    if compiled is not None:
-                        rules.patterns.append(compiled)
-                        rules.ascii_closed.append(_ascii_closed(pattern))
+            if node is not None:
+                _add_string_rules(rules, node)
         found = rules if (rules.max_length is not None or rules.choices or rules.patterns) else None
         self._strings[pointers] = found
         return found
+
+    def open_string_rules(self, frame: tuple) -> StringRules | None:
+        """The rules an open string's content (`frame`: the reader's "str" frame) is checked against as a
+        prefix: a value's, or a property name's; None outside a string or where nothing checks it."""
+        if frame[0] != "str":
+            return None
+        anchors = self.checks(frame[2])
+        return self.key_rules(anchors) if frame[4] else self.strings(anchors)
+
+    def key_rules(self, pointers: tuple[str, ...]) -> StringRules | None:
+        """The prefix-checkable rules on a property name of an object under these anchors: the names
+        `additionalProperties: false` or `unevaluatedProperties: false` leave, and `propertyNames`'
+        own string keywords. A key is checked as it is written, so no key runs on past every name
+        the schema allows (a random model wrote 60 tokens of one key under `unevaluatedProperties`)."""
+        cache_key = ("key", pointers)
+        if cache_key in self._strings:
+            return self._strings[cache_key]
+        rules = StringRules()
+        for p in pointers:
+            node = self._applies(p)
+            if node is None:
+                continue
+            names = self._listed_names(p, node)
+            if names is not None:
+                rules.choices.append(names[0])
+            if isinstance(node.get("propertyNames"), dict):
+                _add_string_rules(rules, node["propertyNames"])
+        found = rules if (rules.max_length is not None or rules.choices or rules.patterns) else None
+        self._strings[cache_key] = found
+        return found
+
+    def _listed_names(self, pointer: str, node: dict) -> tuple[frozenset[str], str] | None:
+        """(every property name the object may have, the keyword that says so), where a keyword closes
+        the object to a finite set of names; None where any name may still be valid."""
+        patterns = node.get("patternProperties")
+        if node.get("additionalProperties") is False and not (isinstance(patterns, dict) and patterns):
+            props = node.get("properties")
+            return frozenset(props if isinstance(props, dict) else ()), "additionalProperties: false"
+        if node.get("unevaluatedProperties") is False and "unevaluatedProperties" in self.doc.cls.VALIDATORS:
+            names = self._evaluable_names(pointer)
+            return None if names is None else (names, "unevaluatedProperties: false")
+        return None
+
+    def _evaluable_names(self, pointer: str) -> frozenset[str] | None:
+        """The property names any subschema applied in place at `pointer` may evaluate (its `properties`
+        through $ref, allOf/anyOf/oneOf, if/then/else and dependentSchemas: a superset of what one
+        instance's passing branches evaluate); None where a pattern, an additionalProperties schema, a
+        dynamic reference or a reference outside the file may evaluate any name."""
+        names: set[str] = set()
+        seen: set[str] = set()
+        stack = [pointer]
+        while stack:
+            p = stack.pop()
+            node = self.doc.nodes.get(p)
+            if p in seen or not isinstance(node, dict):
+                continue  # `true` evaluates nothing; `false` fails anyway
+            seen.add(p)
+            if p != pointer and node.get("unevaluatedProperties", False) is not False:
+                return None
+            patterns = node.get("patternProperties")
+            if node.get("additionalProperties", False) is not False or (isinstance(patterns, dict) and patterns):
+                return None
+            if "$dynamicRef" in node or "$recursiveRef" in node:
+                return None
+            if isinstance(node.get("properties"), dict):
+                names.update(node["properties"])
+            if isinstance(node.get("$ref"), str):
+                target, _ = self.doc.resolve(p, node["$ref"])
+                if target is None:
+                    return None
+                stack.append(target)
+            for key in ("allOf", "anyOf", "oneOf"):
+                if isinstance(node.get(key), list):
+                    stack += [f"{p}/{key}/{i}" for i in range(len(node[key]))]
+            stack += [f"{p}/{key}" for key in ("if", "then", "else") if key in node]
+            if isinstance(node.get("dependentSchemas"), dict):
+                stack += [f"{p}/dependentSchemas/{escape_pointer(k)}" for k in node["dependentSchemas"]]
+        return frozenset(names)
 
     def signed(self, pointers: tuple[str, ...]) -> list[tuple[str, str]]:
         """(anchor, the sign its bounds rule out) for the anchors whose bounds exclude every positive or
@@ -287,12 +353,31 @@ class CheckPlan:
                 patterns = node.get("patternProperties") if isinstance(node.get("patternProperties"), dict) else {}
                 if key not in props and not any(_search(r, key) for r in patterns):
                     return f"`additionalProperties: false` at {p or '/'}"
+            names = self._listed_names(p, node)
+            if names is not None and key not in names[0]:
+                return f"`{names[1]}` at {p or '/'}"
             if "propertyNames" in node and not self.valid(f"{p}/propertyNames", key):
                 return f"`propertyNames` at {p or '/'}"
         return None
 
 
 _BOUNDS = frozenset({"maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum"})
+
+
+def _add_string_rules(rules: StringRules, node: dict) -> None:
+    """Add `node`'s prefix-checkable string keywords to `rules`."""
+    if isinstance(node.get("maxLength"), int) and not isinstance(node["maxLength"], bool):
+        rules.max_length = min(node["maxLength"], rules.max_length if rules.max_length is not None else 1 << 62)
+    if isinstance(node.get("enum"), list):
+        rules.choices.append(frozenset(v for v in node["enum"] if isinstance(v, str)))
+    if isinstance(node.get("const"), str):
+        rules.choices.append(frozenset({node["const"]}))
+    for pattern in (node.get("pattern"), user_format_regex(node.get("format"))):
+        if isinstance(pattern, str) and pattern.startswith("^"):
+            compiled = _prefix_regex(pattern)
+            if compiled is not None:
+                rules.patterns.append(compiled)
+                rules.ascii_closed.append(_ascii_closed(pattern))
 
 
 def _number(value) -> bool:

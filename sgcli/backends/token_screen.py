@@ -8,7 +8,7 @@ anchored `pattern`) are judged by the per-vocabulary tables of `json_strings` in
 operation over every allowed id, by the same rules `string_dead` applies to one token.
 
 `top` is the reader's innermost frame (a tuple: its kind, the offset where it starts, its schema
-nodes, then kind-specific fields; for a string, whether its content is unchecked at index 4).
+nodes, then kind-specific fields; for a string, whether it is a property name at index 4).
 """
 
 from __future__ import annotations
@@ -17,16 +17,8 @@ from sgcli.backends.json_strings import StringRules, goes_on, pattern_blocked
 from sgcli.backends.schema_plan import CheckPlan
 
 
-def prefix_rules(plan: CheckPlan, top: tuple) -> StringRules | None:
-    """The rules the open string's content is checked against as a prefix; None outside a string or
-    where nothing checks it."""
-    if top[0] != "str" or top[4]:
-        return None
-    return plan.strings(plan.checks(top[2]))
-
-
 def to_look_at(plan: CheckPlan, top: tuple, ids, rules: StringRules | None, current: str | None):
-    """The allowed ids whose outcome can differ from plain acceptance here. `rules`: `prefix_rules`;
+    """The allowed ids whose outcome can differ from plain acceptance here. `rules`: `CheckPlan.open_string_rules`;
     `current`: the open string's whole content so far (None where a character or escape is unfinished)."""
     import numpy as np
 

@@ -1,0 +1,84 @@
+"""The schema checker reads a property name as it is written: a key no name the schema allows can
+start is masked at its first wrong character, not after the model has written it whole (a tiny random
+model wrote 60 tokens of one key under `unevaluatedProperties: false`, then ran out of tokens)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sgcli.backends import compile_for
+from sgcli.backends.matching import feed
+from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.lint.runner import byte_vocab
+
+UNEVALUATED = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {"base": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}},
+    "$ref": "#/$defs/base",
+    "anyOf": [{"properties": {"b": {"type": "boolean"}}}, {"properties": {"cc": {"type": "string"}}}],
+    "if": {"properties": {"a": {"const": 1}}},
+    "then": {"properties": {"when": {"type": "null"}}},
+    "dependentSchemas": {"b": {"properties": {"dep": {"type": "integer"}}}},
+    "unevaluatedProperties": False,
+}
+
+
+def compiled(schema, backend):
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema), "s.json")
+    return compile_for(backend, spec, byte_vocab())[0]
+
+
+def refused_at(checked, text: str) -> int | None:
+    """The byte offset where the matcher (mask and accept agreeing) refuses `text`; None if it takes it."""
+    result = feed(checked, byte_vocab().encode(text), check_mask=True)
+    assert not result.inconsistent, result.problem
+    return None if result.accepted else result.taken
+
+
+@pytest.mark.parametrize("backend", ["llguidance", "xgrammar"])
+def test_a_key_unevaluated_properties_rules_out_is_masked_at_its_first_wrong_character(backend):
+    checked = compiled(UNEVALUATED, backend)
+    assert refused_at(checked, '{"a": 1, "zzz": 1}') == 10  # the `z`, not the closing quote
+    assert refused_at(checked, '{"a": 1, "ccx": "x"}') == 12
+    assert refused_at(checked, '{"a": 1, "c": "x"}') == 11  # a prefix of "cc" is no name either
+    for valid in ({"a": 1, "b": True, "cc": "x"}, {"a": 1, "when": None}, {"a": 2, "b": False, "dep": 3}):
+        assert refused_at(checked, json.dumps(valid)) is None, valid
+
+
+@pytest.mark.parametrize(
+    "opener",
+    [
+        {"patternProperties": {"^x": {}}},
+        {"additionalProperties": {"type": "integer"}},
+        {"unevaluatedProperties": {"type": "integer"}},
+        {"$ref": "https://example.com/elsewhere.json"},
+    ],
+    ids=["patternProperties", "additionalProperties", "nested unevaluatedProperties", "outside ref"],
+)
+def test_a_branch_that_may_evaluate_any_name_leaves_keys_to_the_whole_check(opener):
+    from sgcli.backends.schema_plan import CheckPlan
+
+    schema = {**UNEVALUATED, "anyOf": [*UNEVALUATED["anyOf"], opener]}
+    plan = CheckPlan(schema, [""], byte_vocab())
+    assert plan.key_rules(("",)) is None
+
+
+def test_property_names_and_closed_objects_check_keys_as_prefixes():
+    schema = {
+        "type": "object",
+        "properties": {
+            "tags": {"type": "object", "propertyNames": {"pattern": "^[a-z]+$", "maxLength": 4}},
+            "fixed": {
+                "type": "object",
+                "properties": {"north": {"type": "integer"}, "south": {"type": "integer"}},
+                "additionalProperties": False,
+            },
+        },
+    }
+    checked = compiled(schema, "outlines_core")  # leaves propertyNames to the checker
+    assert refused_at(checked, '{"tags": {"ab1": 1}}') == 13
+    assert refused_at(checked, '{"tags": {"abcde": 1}}') == 15
+    assert refused_at(checked, '{"tags": {"abcd": 1}, "fixed": {"north": 1}}') is None
