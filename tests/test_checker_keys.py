@@ -82,3 +82,16 @@ def test_property_names_and_closed_objects_check_keys_as_prefixes():
     assert refused_at(checked, '{"tags": {"ab1": 1}}') == 13
     assert refused_at(checked, '{"tags": {"abcde": 1}}') == 15
     assert refused_at(checked, '{"tags": {"abcd": 1}, "fixed": {"north": 1}}') is None
+
+
+def test_a_repeated_key_is_refused_by_the_checker_and_never_judged_valid():
+    """`{"b": 1, "b": "x"}` was judged valid on its last value; readers that keep the first see 1."""
+    from sgcli.validation.verdict import json_verdict
+
+    schema = {"type": "object", "properties": {"l": {"type": "array", "uniqueItems": True}}}
+    checked = compiled(schema, "llguidance")  # leaves uniqueItems to the checker, which reads every key
+    assert refused_at(checked, '{"b": 1, "b": "x"}') == 11  # the closing quote of the second "b"
+    assert refused_at(checked, '{"b": 1, "c": "x"}') is None
+    verdict = json_verdict({"type": "object"}, '{"b": 1, "c": {"d": 1, "d": 2}}')
+    assert verdict.errors and "'d' appears twice" in verdict.errors[0]
+    assert json_verdict({"type": "object"}, '{"b": 1, "c": {"d": 1}}').errors == []

@@ -44,8 +44,10 @@ class Refused(Exception):
 
 # Frames (tuples, so a state is a cheap snapshot):
 #   ("top", phase, nodes)                      phase 0: before the value, 1: after it
-#   ("obj", start, nodes, phase, count, child) phase "k0" after `{`, "k" after `,`, ":" after a key,
-#                                              "v" before a value, "," after one; child: the next value's nodes
+#   ("obj", start, nodes, phase, count, child, key, keys)
+#                                              phase "k0" after `{`, "k" after `,`, ":" after a key,
+#                                              "v" before a value, "," after one; child: the next value's
+#                                              nodes, key: its name; keys: the names so far
 #   ("arr", start, nodes, phase, count)        phase "v0" after `[`, "v" after `,`, "," after a value
 #   ("str", start, nodes, escape, is_key)      escape 0, 1 after `\`, 2-5 inside `\uXXXX`; a key's nodes
 #                                              are its object's
@@ -159,12 +161,12 @@ class JsonReader:
                     return self._end_value(stack[:-1], top, pos + 1, view)
             elif phase == ":":
                 if b == 58:
-                    return stack[:-1] + (("obj", top[1], top[2], "v", top[4], top[5], top[6]),)
+                    return stack[:-1] + (("obj", top[1], top[2], "v", *top[4:]),)
             elif phase == "v":
                 return self._start_value(stack, b, pos, top[5])
             elif phase == ",":
                 if b == 44:
-                    return stack[:-1] + (("obj", top[1], top[2], "k", top[4], None, None),)
+                    return stack[:-1] + (("obj", top[1], top[2], "k", top[4], None, None, top[7]),)
                 if b == 125:
                     return self._end_value(stack[:-1], top, pos + 1, view)
             raise Refused("not JSON")
@@ -182,7 +184,7 @@ class JsonReader:
 
     def _start_value(self, stack: tuple, b: int, pos: int, nodes) -> tuple:
         if b == 123:
-            kind, frame = "object", ("obj", pos, nodes, "k0", 0, None, None)
+            kind, frame = "object", ("obj", pos, nodes, "k0", 0, None, None, frozenset())
         elif b == 91:
             kind, frame = "array", ("arr", pos, nodes, "v0", 0)
         elif b == 34:
@@ -206,13 +208,15 @@ class JsonReader:
             return self._end_value(stack[:-1], top, end, view)
         key = _loads(view.slice(top[1], end))
         parent = stack[-2]
+        if key in parent[7]:  # JSON Schema leaves a repeated key undefined; readers keep either value
+            raise Refused(f"property {key!r} is already in the object at {self.pointer(stack[:-1]) or '/'}")
         nodes = parent[2]
         if nodes:
             why = self.plan.key_refused(nodes, key, parent[4])
             if why:
                 raise Refused(f"property {key!r} is ruled out by {why}")
         child = self.plan.member(nodes, key) if nodes else None
-        return stack[:-2] + (("obj", parent[1], nodes, ":", parent[4], child, key),)
+        return stack[:-2] + (("obj", parent[1], nodes, ":", parent[4], child, key, parent[7] | {key}),)
 
     def _end_value(self, stack: tuple, frame: tuple, end: int, view: View) -> tuple:
         """`frame`'s value is complete at `end`: validate it, then update its container."""
@@ -233,7 +237,7 @@ class JsonReader:
         if parent[0] == "top":
             return (("top", 1, parent[2]),)
         if parent[0] == "obj":
-            updated = ("obj", parent[1], parent[2], ",", parent[4] + 1, None, None)
+            updated = ("obj", parent[1], parent[2], ",", parent[4] + 1, None, None, parent[7])
         else:
             updated = ("arr", parent[1], parent[2], ",", parent[4] + 1)
         self._check_so_far(updated, end, view, stack)

@@ -25,8 +25,9 @@ class Verdict:
 
 
 def json_verdict(schema, output: str) -> Verdict:
+    repeated: list[str] = []
     try:
-        parsed = json.loads(output, parse_constant=_not_json)
+        parsed = json.loads(output, parse_constant=_not_json, object_pairs_hook=_noting_repeats(repeated))
     except json.JSONDecodeError as exc:
         msg = f"output is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         return Verdict(None, errors=[msg], validated_by="jsonschema")
@@ -35,7 +36,12 @@ def json_verdict(schema, output: str) -> Verdict:
     surrogate, infinite = _odd_parts(parsed)
     if surrogate:  # no UTF-8 text holds one: neither a record nor a reader of the output could
         return Verdict(None, errors=[f"output cannot be judged: it holds {surrogate}"], validated_by="jsonschema")
-    errors = schema_errors(schema, parsed)
+    errors = [
+        f"the key {key!r} appears twice in one object: JSON Schema leaves such a document undefined (JSON "
+        "readers disagree on which value counts)"
+        for key in dict.fromkeys(repeated)
+    ]
+    errors += schema_errors(schema, parsed)
     # `548e+28668683` is JSON, read as infinity, which jsonschema judges; the record keeps the output text
     # alone, since its `parsed` must stay strict JSON (`Infinity` broke every reader of the JSONL)
     return Verdict(None, parsed=None if infinite else parsed, errors=errors, validated_by="jsonschema")
@@ -43,6 +49,20 @@ def json_verdict(schema, output: str) -> Verdict:
 
 class _NotJson(ValueError):
     pass
+
+
+def _noting_repeats(repeated: list):
+    """json's object hook that keeps the last value of a repeated key, as `json.loads` does, and notes
+    the key: `{"b": 1, "b": "x"}` was judged valid on its last value alone."""
+
+    def pairs(items: list) -> dict:
+        out = dict(items)
+        if len(out) != len(items):
+            seen: set = set()
+            repeated.extend(k for k, _ in items if k in seen or seen.add(k))
+        return out
+
+    return pairs
 
 
 def _not_json(name: str):
