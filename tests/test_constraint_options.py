@@ -77,6 +77,25 @@ def test_generation_commands_default_to_compact_json_and_text_checks_to_flexible
     assert on_server.layout() == JsonOptions("flexible")  # a server's layout is its own: nothing asked for
 
 
+@pytest.mark.parametrize("flag", ["schema", "lark", "structural_tag", "grammar"])
+def test_every_kind_flag_keeps_the_layout(tmp_path, flag):
+    """`--structural-tag` dropped the layout: a tag's JSON took any whitespace under generate's compact
+    default, and a random model wrote whitespace until --max-tokens (2026-12-06)."""
+    from sgcli.cli.constraint_options import GenerationConstraintFlags
+    from sgcli.constraints.spec import JsonOptions
+
+    files = {
+        "schema": ("s.json", '{"type": "object"}'),
+        "lark": ("g.lark", 'start: "a"\n'),
+        "structural_tag": ("t.json", json.dumps(WEATHER_TAGS)),
+        "grammar": ("s.json", '{"type": "object"}'),
+    }
+    name, text = files[flag]
+    (tmp_path / name).write_text(text)
+    spec = GenerationConstraintFlags(**{flag: str(tmp_path / name)}).spec()
+    assert spec.json_options == JsonOptions("compact"), spec.json_options
+
+
 def test_compare_backends_judges_generates_layout_and_masks_the_schemas_language(run_cli, tmp_path):
     schema = tmp_path / "a.json"
     schema.write_text('{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}')

@@ -238,7 +238,7 @@ def from_flags(
     if flag == "--lark":
         return from_file(lark, Kind.LARK, opts)
     if flag == "--structural-tag":
-        return from_file(structural_tag, Kind.STRUCTURAL_TAG)
+        return from_file(structural_tag, Kind.STRUCTURAL_TAG, opts)
     if flag == "--choice":
         if any(c == "" for c in choice):
             raise UserError("--choice values must not be empty")
