@@ -215,6 +215,8 @@ def _compare_masks(request: CompareRequest, vocab) -> list[dict]:
             rejected_at_token=walk["rejected_at_token"],
             mask_digests=walk["digests"],
         )
+        if walk["error"] is not None:
+            row["error"] = f"the {compiled.backend} matcher failed at token {walk['steps'] - 1}: {walk['error']}"
     _mark_agreement(rows, "mask_digests")
     for r in rows:
         r.pop("mask_digests", None)

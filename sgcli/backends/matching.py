@@ -117,10 +117,11 @@ class Walk:
     """How a matcher took a token sequence (see `walk`)."""
 
     taken: int = 0  # tokens accepted before the walk stopped
-    refused: str | None = None  # None (all taken), "mask" (only with follow_mask) or "accept"
+    refused: str | None = None  # None (all taken), "mask" (only with follow_mask), "accept" or "error"
     in_mask: list[bool] = field(default_factory=list)  # per token tried: did the mask allow it (with a mask)
     mask_s: list[float] = field(default_factory=list)  # seconds per fill_mask, in order
     can_stop: bool = False  # after the last token (False when one was refused)
+    error: str | None = None  # the matcher's own error, where a mask left it failed ("error")
 
     @property
     def accepted(self) -> bool:
@@ -150,7 +151,8 @@ def walk(
     result = Walk()
     for index, token in enumerate(token_ids):
         if mask is not None:
-            _fill(matcher, mask, result, on_state, index, token)
+            if not _fill(matcher, mask, result, on_state, index, token):
+                return result
             result.in_mask.append(allowed(mask, token))
             if follow_mask and not result.in_mask[-1]:
                 result.refused = "mask"
@@ -159,18 +161,33 @@ def walk(
             result.refused = "accept"
             return result
         result.taken += 1
-    if mask is not None:
-        _fill(matcher, mask, result, on_state, len(token_ids), None)
+    if mask is not None and not _fill(matcher, mask, result, on_state, len(token_ids), None):
+        return result
     result.can_stop = matcher.can_stop()
     return result
 
 
-def _fill(matcher: Matcher, mask, result: Walk, on_state, index: int, token: int | None) -> None:
+def _fill(matcher: Matcher, mask, result: Walk, on_state, index: int, token: int | None) -> bool:
+    """Fill the mask; False (the walk refused with "error") where that left the matcher failed: its
+    mask then means nothing (llguidance's "Too many items" left one end token and no stop, which
+    `masks` and `test` reported as the text rejected)."""
     t = time.perf_counter()
     matcher.fill_mask(mask)
     result.mask_s.append(time.perf_counter() - t)
     if on_state is not None:
         on_state(index, token)
+    if matcher.error is not None:
+        result.refused, result.error = "error", matcher.error
+        return False
+    return True
+
+
+def first_mask_error(compiled: Compiled) -> str | None:
+    """The matcher's own error after its first mask (llguidance's "Too many items" on a grammar of
+    short, overlapping lexemes), or None: such a grammar compiles, then fails at the first step."""
+    matcher = compiled.matcher()
+    matcher.fill_mask(new_bitmask(len(compiled.vocab)))
+    return matcher.error
 
 
 def accepts_nothing(compiled: Compiled) -> bool:
@@ -191,6 +208,7 @@ class Feed:
     problem: str | None = None  # why not accepted, for humans
     inconsistent: bool = False  # the mask allowed a token that accept() then refused: a backend bug
     notes: list[str] = field(default_factory=list)
+    error: str | None = None  # the matcher failed (not the text): its message
 
 
 def feed(compiled: Compiled, ids: list[int], *, check_mask: bool = False) -> Feed:
@@ -205,6 +223,9 @@ def feed(compiled: Compiled, ids: list[int], *, check_mask: bool = False) -> Fee
         for i in range(w.taken)
         if w.in_mask and not w.in_mask[i]
     ]
+    if w.refused == "error":
+        why = f"the {compiled.backend} matcher failed at token {w.taken}: {w.error}"
+        return Feed(False, w.taken, False, why, notes=notes, error=w.error)
     if w.refused is not None:
         i = w.taken
         if w.inconsistent:
@@ -349,4 +370,5 @@ def walk_masks(compiled, text: str | None) -> dict:
         "allowed_first": allowed_first,
         "accepted": None if text is None else w.accepted,
         "rejected_at_token": None if w.refused is None else w.taken,
+        "error": w.error,  # the matcher failed (the masks say nothing about the text)
     }

@@ -57,8 +57,8 @@ def masks(
     them and the forced continuation. Where TEXT leaves the grammar: the token, the
     byte, and what was allowed there.
 
-    Exit codes: 0 TEXT accepted or a valid prefix (or no TEXT), 1 TEXT rejected,
-    2 bad input or flags.
+    Exit codes: 0 TEXT accepted or a valid prefix (or no TEXT), 1 TEXT rejected or the
+    backend's matcher failed on the grammar, 2 bad input or flags.
     """
     from sgcli import backends
 
@@ -91,7 +91,7 @@ def masks(
         writer.close()
     else:
         _show(run, vocab, spec.name)
-    raise typer.Exit(EXIT_FINDINGS if run.verdict == "rejected" else EXIT_OK)
+    raise typer.Exit(EXIT_FINDINGS if run.verdict in ("rejected", "error") else EXIT_OK)
 
 
 def _sample(state, vocab, limit_note: bool = True) -> str:
@@ -117,6 +117,9 @@ def _show(run, vocab, name: str) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    if run.text is None and run.error is not None:
+        out.print(f"[red]error[/]: the {run.backend} matcher failed at the first step: {escape(run.error)}")
+        return
     if run.text is None:
         s = run.end
         out.print(f"first step of {escape(name)} on {run.backend}: {_count(s.n_allowed)} allowed")
@@ -147,10 +150,16 @@ def _show(run, vocab, name: str) -> None:
             escape(piece_text(b.forced)) if b.forced else "",
             escape(_sample(b, vocab)),
         )
-    print_table(table)
+    if run.steps:
+        print_table(table)
     if run.note:
         out.print(f"note: {escape(run.note)}")
-    if run.rejection is not None:
+    if run.error is not None:
+        out.print(
+            f"[red]error[/]: the {run.backend} matcher failed before token {len(run.steps)}: {escape(run.error)}; "
+            "its mask says nothing about TEXT"
+        )
+    elif run.rejection is not None:
         r = run.rejection
         out.print(
             f"[red]rejected[/] at token {r.token_index} {escape(piece_text(r.piece))} (id {r.token}, "

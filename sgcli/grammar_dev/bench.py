@@ -104,7 +104,11 @@ def _bench_item(result: BackendResult, item: Item, vocab) -> dict:
             if outcome.status == HIT:  # not for an entry the cache chose not to keep (a load slower than a compile)
                 record["compile_cached_ms"] = round(outcome.compiled.compile_s * 1000, 3)
                 result.compile_cached_ms.append(record["compile_cached_ms"])
-    record |= _walk_all(result, compiled, item, walk_masks)
+    walked = _walk_all(result, compiled, item, walk_masks)
+    error = walked.pop("matcher_error", None)
+    record |= walked
+    if error is not None:  # its masks mean nothing: neither timed nor used for --generate
+        return _failed(result, record, "matcher error", error)
     result.compiled_items[item.name] = compiled
     return record
 
@@ -127,6 +131,9 @@ def _walk_all(result: BackendResult, compiled, item: Item, walk_masks) -> dict:
     mask_ms: list[float] = []
     for index, text in enumerate(texts):
         walk = walk_masks(compiled, text)
+        if walk["error"] is not None:
+            at = walk["steps"] - 1
+            return {"matcher_error": f"the {compiled.backend} matcher failed at token {at}: {walk['error']}"}
         mask_ms += walk["mask_ms"]
         if text is not None:
             result.instances_walked += 1

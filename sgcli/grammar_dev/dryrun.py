@@ -16,7 +16,7 @@ from sgcli.backends.base import Compiled, allowed_ids, new_bitmask
 from sgcli.backends.matching import byte_ids, canonical_ids, walk
 from sgcli.tokenizers.vocab import Vocab
 
-ACCEPTED, PREFIX, REJECTED, START = "accepted", "prefix", "rejected", "start"
+ACCEPTED, PREFIX, REJECTED, START, ERROR = "accepted", "prefix", "rejected", "start", "error"
 
 
 @dataclass
@@ -60,9 +60,13 @@ class DryRun:
     end: State | None = None  # the state after the last accepted token
     rejection: Rejection | None = None
     note: str | None = None
+    error: str | None = None  # the matcher failed at step len(steps): no verdict on the text
+    error_state: State | None = None  # what the failed matcher's mask showed there
 
     @property
     def verdict(self) -> str:
+        if self.error is not None:
+            return ERROR
         if self.rejection is not None:
             return REJECTED
         if self.text is None:
@@ -103,7 +107,9 @@ def dry_run(compiled: Compiled, text: str | None, *, top: int = 10) -> DryRun:
         states.append(_state(compiled, matcher, mask, top))
 
     if text is None:
-        walk(matcher, [], mask, on_state=record)
+        w = walk(matcher, [], mask, on_state=record)
+        if w.error is not None:
+            return DryRun(compiled.backend, None, [], error=w.error, error_state=states[-1])
         return DryRun(compiled.backend, None, [], end=states[-1])
     ids = canonical_ids(vocab, text)
     run = DryRun(compiled.backend, text, ids)
@@ -114,6 +120,9 @@ def dry_run(compiled: Compiled, text: str | None, *, top: int = 10) -> DryRun:
     for index in range(len(w.in_mask)):
         token = ids[index]
         run.steps.append(Step(index, token, vocab.tokens[token], offsets[index], index < w.taken, states[index]))
+    if w.refused == "error":
+        run.error, run.error_state = w.error, states[-1]
+        return run
     if w.refused is None:
         run.end = states[-1]
         return run
@@ -227,6 +236,8 @@ def to_records(run: DryRun, vocab: Vocab) -> list[dict]:
     summary: dict = {"type": "summary", "backend": run.backend, "verdict": run.verdict, "tokens": len(run.tokens)}
     if run.end is not None:
         summary["end"] = state(run.end)
+    if run.error is not None:
+        summary["error"] = {"token_index": len(run.steps), "message": run.error, "mask": state(run.error_state)}
     if run.rejection is not None:
         r = run.rejection
         summary["rejected"] = {

@@ -274,6 +274,9 @@ def check_case(compiled, case: Case) -> Outcome:
         if result.inconsistent:
             outcome.passed = False
             outcome.problems.append(f"{how}: {result.problem} (a backend bug: mask and matcher disagree)")
+        elif result.error is not None:  # no verdict on the text: the backend failed on the grammar
+            outcome.passed = False
+            outcome.problems.append(f"{how}: {result.problem}")
         elif result.accepted != case.accept:
             outcome.passed = False
             what = result.problem if not result.accepted else "accepted"

@@ -16,6 +16,7 @@ from sgcli.backends.base import Compiled, CompileWarning
 from sgcli.backends.bounded import CompileLimitError
 from sgcli.backends.compile_cache import compile_cached
 from sgcli.backends.diagnostics import native_message
+from sgcli.backends.matching import first_mask_error
 from sgcli.backends.schema_warnings import iter_subschemas
 from sgcli.constraints.jsonpos import SchemaText
 from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
@@ -48,6 +49,9 @@ def compile_with(name: str, spec: ConstraintSpec, vocab) -> BackendCompile:
         raise  # a limit is not a finding about the file: the file fails with exit 2
     except UserError as exc:
         return BackendCompile(name, error=exc)
+    failed = first_mask_error(compiled)
+    if failed is not None:  # it compiled, but its matcher fails before the first token: a rejection in effect
+        return BackendCompile(name, error=UserError(f"its matcher fails at the first step: {failed}"))
     return BackendCompile(name, compiled, warnings=list(compiled.warnings))
 
 

@@ -4,14 +4,14 @@ Two stages, so a mistake costs as little as possible:
 - `structure_errors(spec)` needs only the text (no grammar library, no tokenizer): a
   reference to an undefined rule or a missing root rule fails every backend;
 - `certain_failures(...)` needs the compiled grammar and the model's own tokenizer (both
-  load in a moment; the model is the slow part): a grammar that accepts no text at all
-  (an error), and L001, a `--max-tokens` too small for the shortest output (a warning:
+  load in a moment; the model is the slow part): a grammar whose matcher fails at its first
+  step or that accepts no text at all (errors), and L001, a `--max-tokens` too small for the shortest output (a warning:
   the run would only produce a cut-off, invalid output).
 """
 
 from __future__ import annotations
 
-from sgcli.backends.matching import accepts_nothing
+from sgcli.backends.matching import accepts_nothing, first_mask_error
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import Location, UserError
 from sgcli.lint.diagnostic import Diagnostic
@@ -39,6 +39,13 @@ def structure_errors(spec: ConstraintSpec) -> None:
 def certain_failures(spec: ConstraintSpec, compiled, max_tokens: int, tokenizer_name: str) -> list[Diagnostic]:
     """L001 findings for `compiled` (against its own vocabulary); exit 2 if it accepts no text at all."""
 
+    failed = first_mask_error(compiled)
+    if failed is not None:
+        raise UserError(
+            f"the {compiled.backend} matcher fails at the first step on this {spec.kind.label}: {failed}",
+            location=Location(spec.origin) if spec.origin else None,
+            hint="see `sgcli lint --tokenizer` and `sgcli masks`; another --backend may read it",
+        )
     if accepts_nothing(compiled):
         raise UserError(
             f"the {spec.kind.label} accepts no text at all; every generation would fail",

@@ -221,15 +221,24 @@ class MaskRejection(_Strict):
     allowed: MaskState
 
 
+class MaskError(_Strict):
+    token_index: int = Field(..., description="the step whose mask left the matcher failed")
+    message: str = Field(..., description="the backend's own error")
+    mask: MaskState = Field(..., description="what the failed matcher's mask showed (no verdict on the text)")
+
+
 class MaskSummary(_Versioned):
     """The last record of `sgcli masks --output-format json|jsonl` (type: summary)."""
 
     type: Literal["summary"]
     backend: str
-    verdict: str = Field(..., description="accepted, prefix, rejected, or start (no --text)")
+    verdict: str = Field(
+        ..., description="accepted, prefix, rejected, start (no --text), or error (the backend's matcher failed)"
+    )
     tokens: int
     end: Optional[MaskState] = Field(None, description="the state after the text (absent when rejected)")
     rejected: Optional[MaskRejection] = None
+    error: Optional[MaskError] = None
     note: Optional[str] = None
 
 
