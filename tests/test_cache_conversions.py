@@ -15,6 +15,7 @@ from helpers import patch_everywhere
 from sgcli.cache import conversions
 from sgcli.cache.paths import converted_dir
 from sgcli.errors import UserError
+from sgcli.tokenizers.gguf import FOLDER_FORMAT
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -169,7 +170,7 @@ def test_concurrent_first_runs_both_convert_and_damaged_weights_are_rebuilt(tmp_
     assert all(code == 0 for _, _, code in results), results
     models = Path(env["SGCLI_CACHE_DIR"]) / "models"
     (entry,) = models.iterdir()
-    assert sorted(p.name for p in entry.iterdir()) == ["recipe", "tokenizer"]  # no partial folders left
+    assert sorted(p.name for p in entry.iterdir()) == ["recipe", f"tokenizer{FOLDER_FORMAT}"]  # nothing partial left
     recipe = entry / "recipe" / "recipe.json"
     data = bytearray(recipe.read_bytes())
     data[len(data) // 2] ^= 0x01  # the recipe damaged: its manifest sees it

@@ -368,9 +368,9 @@ def test_grammar_commands_run_on_the_light_core(tmp_path):
     assert (summary["type"], summary["verdict"], summary["tokens"]) == ("summary", "prefix", 6)
     assert "17/17 case runs passed on llguidance" in results["test"].stdout + results["test"].stderr
     assert "value:" in results["convert"].stdout and "round trip ok" in results["convert"].stderr
-    from sgcli.tokenizers.gguf import LIGHT_FORMAT
+    from sgcli.tokenizers.gguf import FOLDER_FORMAT
 
-    assert list((tmp_path / "cache" / "models").glob(f"*/tokenizer-light{LIGHT_FORMAT}/tokenizer.json"))
+    assert list((tmp_path / "cache" / "models").glob(f"*/tokenizer-light{FOLDER_FORMAT}/tokenizer.json"))
 
 
 @pytest.mark.parametrize(

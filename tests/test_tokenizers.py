@@ -86,7 +86,9 @@ def test_default_vocab_is_byte_level_without_collisions(smol_tokenizer):
     vocab = smol_tokenizer.vocab
     assert vocab.vocab_type == "byte_level" and len(vocab) == 49152
     assert vocab.byte_collisions() == {}
-    assert vocab.stop_ids == (vocab.eos_id,) and vocab.tokens[vocab.eos_id] == b"<|im_end|>"
+    # eos, and the control token llama.cpp also ends generation on (the .gguf has no generation_config.json)
+    assert vocab.stop_ids == (vocab.eos_id, 0) and vocab.tokens[vocab.eos_id] == b"<|im_end|>"
+    assert vocab.tokens[0] == b"<|endoftext|>"
     ids = vocab.encode(" héllo\n")
     assert b"".join(vocab.tokens[i] for i in ids) == " héllo\n".encode()
 
@@ -197,7 +199,7 @@ def test_inspect_human_and_json_for_the_default(run_cli):
     assert human.exit_code == 0
     assert "49152 ids" in human.stdout and "none: every ordinary id has distinct bytes" in human.stdout
     report = json.loads(run_cli("tokenizer", "inspect", "default", "--json", "--text", "Hi!").stdout)
-    assert report["stop_tokens"] == ["<|im_end|>"] and report["type"] == "byte_level"
+    assert report["stop_tokens"] == ["<|im_end|>", "<|endoftext|>"] and report["type"] == "byte_level"
     assert report["tokenization"]["round_trip"] and report["tokenization"]["ids"]
     assert report["reachable_bytes"]["count"] < 256 and "0x04" in report["reachable_bytes"]["unwritable"]
 
@@ -213,6 +215,8 @@ def test_diff_same_and_different(tmp_path, run_cli, smol_tokenizer):
             "unk_token": "<|endoftext|>",
         },
     )
+    converted = Path(smol_tokenizer.vocab.source).parent / "generation_config.json"  # the .gguf's stop tokens
+    (folder / "generation_config.json").symlink_to(converted)
     same = run_cli("tokenizer", "diff", "default", folder, "--json")
     assert same.exit_code == 0 and json.loads(same.stdout)["same"] is True
     other = run_cli("tokenizer", "diff", "mistral:v2", "mistral:v3", "--json")
@@ -272,3 +276,24 @@ def test_files_that_are_no_tokenizer_say_what_was_expected(tmp_path, run_cli, co
     result = run_cli("masks", "--regex", "a", "--text", "a", "--tokenizer", path)
     assert result.exit_code == 2, result.output
     assert expected in result.output and "Traceback" not in result.output
+
+
+def test_a_gguf_ends_generation_where_llama_cpp_does():
+    """A .gguf has no generation_config.json: a Llama 3 file naming `<|end_of_text|>` its eos ended chat
+    turns only there, though its template closes each with `<|eot_id|>` (the file's eot)."""
+    from sgcli.tokenizers.gguf import end_ids
+
+    llama3 = {
+        "tokenizer.ggml.tokens": ["a", "<|end_of_text|>", "<|eot_id|>", "<|start_header_id|>"],
+        "tokenizer.ggml.token_type": [1, 3, 3, 3],
+        "tokenizer.ggml.eos_token_id": 1,
+        "tokenizer.ggml.eot_token_id": 2,
+    }
+    assert end_ids(llama3) == [1, 2]
+    gemma = {
+        "tokenizer.ggml.tokens": ["<pad>", "<eos>", "<end_of_turn>", "<end_of_turn>x", "<|im_end|>"],
+        "tokenizer.ggml.token_type": [3, 3, 3, 3, 1],  # an ordinary token spelled like one is text
+        "tokenizer.ggml.eos_token_id": 1,
+    }
+    assert end_ids(gemma) == [1, 2]
+    assert end_ids({"tokenizer.ggml.tokens": ["a"], "tokenizer.ggml.eos_token_id": 7}) == []  # past the vocabulary

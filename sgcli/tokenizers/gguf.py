@@ -17,7 +17,15 @@ from sgcli.cache.paths import converted_dir
 from sgcli.errors import UserError
 
 ProgressFn = Callable[[str], None]
-LIGHT_FORMAT = 1  # raise when gguf_light builds a different folder: earlier caches are then left unread
+# Raise when a converter writes a different folder: earlier caches are then left unread. 2: the file's
+# end-of-generation tokens in generation_config.json.
+FOLDER_FORMAT = 2
+# Control tokens that end a turn in the chat templates of the families llama.cpp knows (its EOG set
+# beyond eos/eot/eom): a .gguf carries no generation_config.json to list them.
+END_OF_TURN_TEXTS = frozenset(
+    {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "<|return|>"}
+)
+_CONTROL = 3  # tokenizer.ggml.token_type of a control token
 
 
 def cached_tokenizer_dir(gguf: Path, progress: ProgressFn | None = None) -> Path:
@@ -26,7 +34,7 @@ def cached_tokenizer_dir(gguf: Path, progress: ProgressFn | None = None) -> Path
     `converted_dir`) and the light converter's folder by its format, so a folder is only ever read by
     the converter that wrote it."""
     light = not _transformers_converts()
-    out = converted_dir(gguf) / (f"tokenizer-light{LIGHT_FORMAT}" if light else "tokenizer")
+    out = converted_dir(gguf) / (f"tokenizer-light{FOLDER_FORMAT}" if light else f"tokenizer{FOLDER_FORMAT}")
     if conversions.usable(out, f"tokenizer of {gguf.name}"):
         return out
     if not light:
@@ -62,6 +70,7 @@ def _convert_with_transformers(gguf: Path, folder: Path) -> None:
     hf_logging.disable_progress_bar()
     tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     tok.save_pretrained(str(folder))
+    write_end_ids(read_gguf_metadata(gguf), folder)
 
 
 def convert_light(gguf: Path, folder: Path) -> None:
@@ -71,10 +80,33 @@ def convert_light(gguf: Path, folder: Path) -> None:
     from sgcli.tokenizers.gguf_light import Unsupported, write_folder
 
     try:
-        write_folder(read_gguf_metadata(gguf), folder)
+        metadata = read_gguf_metadata(gguf)
+        write_folder(metadata, folder)
+        write_end_ids(metadata, folder)
     except Unsupported as exc:
         missing = (_missing_for_transformers() or ["transformers"])[0]
         raise MissingExtra(missing, "generate", f"the tokenizer of {gguf.name} ({exc})") from None
+
+
+def end_ids(metadata: dict) -> list[int]:
+    """The ids that end generation: eos, the file's eot and eom tokens, and its control tokens that end a
+    turn (`END_OF_TURN_TEXTS`). A Qwen2.5 .gguf names `<|im_end|>` its eos; its base text ends with
+    `<|endoftext|>`, and a Llama 3 file may name `<|end_of_text|>` while its chat turns end `<|eot_id|>`."""
+    found = [metadata.get(f"tokenizer.ggml.{k}_token_id") for k in ("eos", "eot", "eom")]
+    tokens, types = metadata.get("tokenizer.ggml.tokens"), metadata.get("tokenizer.ggml.token_type")
+    if isinstance(tokens, list) and isinstance(types, list) and len(types) == len(tokens):
+        found += [i for i, (t, kind) in enumerate(zip(tokens, types)) if kind == _CONTROL and t in END_OF_TURN_TEXTS]
+    size = len(tokens) if isinstance(tokens, list) else 0
+    return [i for i in dict.fromkeys(found) if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < size]
+
+
+def write_end_ids(metadata: dict, folder: Path) -> None:
+    """generation_config.json's `eos_token_id` list, which the tokenizer folder's reader takes as stop ids."""
+    import json
+
+    ids = end_ids(metadata)
+    if ids:
+        (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": ids}) + "\n", encoding="utf-8")
 
 
 def read_gguf_metadata(gguf: Path) -> dict[str, object]:
