@@ -646,6 +646,16 @@ def test_compare_backends_on_an_engine_says_a_request_cannot_choose(run_cli, eng
     assert "a request cannot choose one" in result.stderr
 
 
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "openai"])
+def test_generate_on_an_engine_refuses_a_chosen_backend(run_cli, engine):
+    """The request carries no backend: a chosen one was ignored, exit 0, the record saying "server"."""
+    args = ("generate", "--engine", engine, "--base-url", "http://127.0.0.1:9", "--schema", '{"type": "integer"}')
+    result = run_cli(*args, "--backend", "xgrammar", "x")
+    assert result.exit_code == 2, result.output
+    assert "a request cannot choose one, so --backend xgrammar would be ignored" in result.stderr
+    assert "choose the backend where the server starts" in result.stderr
+
+
 def test_compare_backends_engine_still_checks_the_constraint(run_cli):
     result = run_cli("compare-backends", "--engine", "openai", "--base-url", "http://127.0.0.1:9", "--regex", "a", "x")
     assert result.exit_code == 2

@@ -27,7 +27,7 @@ from sgcli.batch.sampling import SamplingParams
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 from sgcli.engine import checkpoint
 from sgcli.errors import UserError
-from sgcli.serving import check_engine_supports
+from sgcli.serving import check_engine_supports, refuse_backend_choice
 from sgcli.timing import percentile
 
 
@@ -108,14 +108,14 @@ def _every_grammar_backend(spec: ConstraintSpec) -> list[str]:
 
 def refuse_server_side(engine: str, spec: ConstraintSpec, raw: bool) -> None:
     """A row per server-side backend needs an engine whose requests can choose one; say so when not."""
-    caps = check_engine_supports(engine, spec, raw=raw).capabilities
-    if not caps.server_backends:
-        raise UserError(
-            f"engine '{engine}' picks its grammar backend when the server starts; a request cannot choose one, "
-            "so there is no row per backend to compare on one server",
-            hint=f"compare local backends (drop --engine), or start one {engine} server per backend and run "
-            f"`sgcli generate --engine {engine} --base-url URL` against each ({caps.notes})",
-        )
+    check_engine_supports(engine, spec, raw=raw)
+    refuse_backend_choice(
+        engine,
+        None,
+        why="so there is no row per backend to compare on one server",
+        hint=f"compare local backends (drop --engine), or start one {engine} server per backend and run "
+        f"`sgcli generate --engine {engine} --base-url URL` against each",
+    )
     raise AssertionError(f"{engine} declares per-request backends but compare-backends has no rows for them")
 
 

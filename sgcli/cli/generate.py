@@ -235,6 +235,15 @@ def generate(
     engine_flags.check()
     if not engine_flags.local:
         flags.for_server()
+        if backend != backends.DEFAULT_BACKEND:  # the request would carry no backend: refused, not ignored
+            from sgcli.serving import refuse_backend_choice
+
+            refuse_backend_choice(
+                engine_flags.engine,
+                backend,
+                why=f"so --backend {backend} would be ignored",
+                hint="drop --backend (or give auto) and choose the backend where the server starts",
+            )
     spec = flags.spec(required=backends.enforces(backend))
     if not engine_flags.local:
         _regex_readable(spec)

@@ -70,3 +70,18 @@ def check_engine_supports(name: str, spec: ConstraintSpec, *, raw: bool = False)
         f"engine '{name}' does not support {reason}",
         hint=("; ".join(who) + " can") if who else "no engine or local backend can",
     )
+
+
+def refuse_backend_choice(name: str, backend: str | None, *, why: str, hint: str) -> None:
+    """A request to engine `name` that needs a grammar backend of its own choosing (`backend`, or one
+    per row where None) is exit 2 where the engine picks its backend when the server starts: the name
+    would be sent nowhere (generate once ran on, recording backend "server")."""
+    caps = get_dialect(name).capabilities
+    if caps.server_backends and (backend is None or backend in caps.server_backends):
+        return
+    if caps.server_backends:
+        why = f"its requests choose only {', '.join(caps.server_backends)}"
+    raise UserError(
+        f"engine '{name}' picks its grammar backend when the server starts; a request cannot choose one, {why}",
+        hint=f"{hint} ({caps.notes})" if caps.notes else hint,
+    )
