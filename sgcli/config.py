@@ -59,6 +59,7 @@ KEYS: dict[str, Key] = {
         Key("device", str, "SGCLI_DEVICE", "device", "auto, cpu, cuda, cuda:N or mps"),
         Key("dtype", str, "SGCLI_DTYPE", "dtype", "auto, float32, bfloat16 or float16"),
         Key("threads", int, "SGCLI_THREADS", "threads", "torch CPU threads"),
+        Key("model-impl", str, "SGCLI_MODEL_IMPL", "model_impl", "whose forward pass: auto, native or transformers"),
         Key("kernel", str, "SGCLI_KERNEL", "kernel", "CPU matrix-product kernel: auto, torch, onednn-f32, ..."),
         Key(
             "repetition-guard",

@@ -253,6 +253,7 @@ def test_config_shows_the_value_that_applies_for_every_default(run_cli, tmp_path
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("SGCLI_CACHE_DIR", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     result = run_cli("config", "--output-format", "json")
     settings = {s["key"]: s for s in json.loads(result.stdout)["settings"]}
     assert all(s["source"] == "default" and s["value"] is not None for s in settings.values()), settings
@@ -265,6 +266,32 @@ def test_config_shows_the_value_that_applies_for_every_default(run_cli, tmp_path
     assert values["lint.select"] == ["ALL"] and "SmolLM2" in values["model"]
     table = run_cli("config").stdout
     assert "│ -" not in table and "None" not in table
+
+
+def test_model_impl_is_a_setting_shown_with_its_source(run_cli, tmp_path, monkeypatch):
+    """README documents SGCLI_MODEL_IMPL, but `model-impl` in the file was an unknown setting."""
+    (tmp_path / "sgcli.toml").write_text('model-impl = "native"\n')
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("config", "--output-format", "json")
+    assert result.exit_code == 0, result.output
+    settings = {s["key"]: s for s in json.loads(result.stdout)["settings"]}
+    assert settings["model-impl"]["value"] == "native" and settings["model-impl"]["source"].endswith("sgcli.toml")
+    (tmp_path / "sgcli.toml").write_text('model-impl = "nativ"\n')
+    config.reset()
+    result = run_cli("config")
+    assert result.exit_code == 2 and "sgcli.toml:1: model-impl = 'nativ'" in result.stderr
+    assert "Did you mean 'native'?" in result.stderr
+
+
+def test_config_shows_threads_pinned_by_omp_num_threads(run_cli, tmp_path, monkeypatch):
+    """OMP_NUM_THREADS pins the threads, but `config` showed the machine's default, source default."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    settings = {s["key"]: s for s in json.loads(run_cli("config", "--json").stdout)["settings"]}
+    assert settings["threads"]["value"] == 2 and settings["threads"]["source"] == "env OMP_NUM_THREADS"
+    monkeypatch.setenv("SGCLI_THREADS", "3")  # the setting beats OMP_NUM_THREADS, as --threads does
+    settings = {s["key"]: s for s in json.loads(run_cli("config", "--json").stdout)["settings"]}
+    assert settings["threads"]["value"] == 3 and settings["threads"]["source"] == "env SGCLI_THREADS"
 
 
 def test_config_names_the_file_for_its_cache_dir_and_resolves_aliases(run_cli, tmp_path, monkeypatch):

@@ -14,7 +14,7 @@ from sgcli.cache.paths import cache_root
 from sgcli.cli.app import build, checked_file_values
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, json_line, out, output_format_of
 from sgcli.cli.tables import print_table
-from sgcli.engine.threads import default_cpu_threads
+from sgcli.engine.threads import default_cpu_threads, pinned_threads
 from sgcli.models.refs import DEFAULT_MODEL_NAME
 
 EXAMPLES = """
@@ -65,7 +65,7 @@ def show_config(
             "schema_version": VERSION,
             "key": s.key,
             "value": _effective(s, defaults),
-            "source": s.source,
+            "source": "env OMP_NUM_THREADS" if _pinned_by_omp(s) else s.source,
             "help": config.KEYS[s.key].help,
         }
         for s in cfg.settings()
@@ -95,7 +95,14 @@ def show_config(
     print_table(table)
 
 
+def _pinned_by_omp(setting: config.Setting) -> bool:
+    """Whether OMP_NUM_THREADS decides the threads (they were shown as the machine's default)."""
+    return setting.key == "threads" and setting.source == "default" and pinned_threads() is not None
+
+
 def _effective(setting: config.Setting, defaults: dict[str, Any]) -> Any:
+    if _pinned_by_omp(setting):
+        return pinned_threads()
     if setting.key == "cache-dir":  # relative to its file, ~ expanded: the folder the caches use
         return str(cache_root())
     if setting.source == "default":

@@ -40,16 +40,21 @@ def default_cpu_threads(environ=None) -> int:
 def default_threads(apply=None, environ=None) -> tuple[int, Governor | None]:
     """The default for `--threads`, and, given `apply` (what sets torch's threads), the `Governor` that
     follows it through the run: none where OMP_NUM_THREADS pins the count or one core is all there is."""
-    environ = os.environ if environ is None else environ
-    given = environ.get("OMP_NUM_THREADS", "").strip()
-    if given.isdigit() and int(given) > 0:
-        return int(given), None
+    pinned = pinned_threads(environ)
+    if pinned is not None:
+        return pinned, None
     cpus = usable_cpus()
     physical = physical_cores(cpus)
     threads = threads_for(len(cpus), physical, busy_elsewhere(len(cpus)))
     if apply is None or min(physical, len(cpus)) < 2:
         return threads, None
     return threads, Governor(threads, len(cpus), physical, apply)
+
+
+def pinned_threads(environ=None) -> int | None:
+    """The thread count OMP_NUM_THREADS pins (a whole number above 0), or None where it pins none."""
+    given = (os.environ if environ is None else environ).get("OMP_NUM_THREADS", "").strip()
+    return int(given) if given.isdigit() and int(given) > 0 else None
 
 
 def threads_for(usable: int, physical: int, busy: float) -> int:
