@@ -177,7 +177,24 @@ def _reaches(name: str, command: str) -> bool:
     return table is None or command in COMMANDS_OF_TABLE.get(table, ())
 
 
+def _in_range(name: str, value: Any, what: str, location: Location | None = None) -> None:
+    """A number setting within the range its flag accepts (`bounds.check_setting`), else exit 2 naming
+    `what` (the file's line, or the environment variable) instead of a flag the user never gave."""
+    if name not in MAXIMA:
+        return
+    try:
+        check_setting(name, value, least=1 if name == "threads" else 0)
+    except UserError as exc:
+        raise UserError(f"{what} is out of range", location=location, hint=exc.hint) from None
+
+
 def _from_env(key: Key, raw: str) -> Any:
+    value = _env_value(key, raw)
+    _in_range(key.name, value, f"{key.env}={raw!r}")
+    return value
+
+
+def _env_value(key: Key, raw: str) -> Any:
     if key.sequence:
         return [v.strip() for v in raw.split(",") if v.strip()]
     if key.type is bool:  # the words click reads for a boolean flag's envvar
@@ -346,13 +363,8 @@ def _check(raw_key: str, value: Any, where: _Where) -> str:
         ok = isinstance(value, dict) and all(
             isinstance(v, list) and all(isinstance(c, str) for c in v) for v in value.values()
         )
-    if ok and name in MAXIMA:  # a number the flag's own check would refuse: refused here, at its line
-        try:
-            check_setting(name, value, least=1 if name == "threads" else 0)
-        except UserError as exc:
-            raise UserError(
-                f"'{raw_key}' = {value!r} is out of range", location=where.at(raw_key), hint=exc.hint
-            ) from None
+    if ok:  # a number the flag's own check would refuse: refused here, at its line
+        _in_range(name, value, f"'{raw_key}' = {value!r}", where.at(raw_key))
     if not ok:
         expected = "a list of strings" if key.sequence else key.type.__name__
         if key.name == "lint.per-file-ignores":

@@ -117,6 +117,42 @@ def test_bad_env_value_is_exit_2(run_cli, tmp_path, monkeypatch):
     assert result.exit_code == 2 and "SGCLI_THREADS" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        ("SGCLI_THREADS", "0", "SGCLI_THREADS='0' is out of range"),
+        ("SGCLI_MAX_PROMPT_BYTES", "-1", "SGCLI_MAX_PROMPT_BYTES='-1' is out of range"),
+        ("SGCLI_KERNEL", "tourch", "SGCLI_KERNEL='tourch': 'tourch' is not one of"),
+        ("SGCLI_DTYPE", "fp32", "SGCLI_DTYPE='fp32': 'fp32' is not one of"),
+        ("SGCLI_MODEL_IMPL", "nativ", "Did you mean 'native'?"),
+        ("SGCLI_LINT_OUTPUT_FORMAT", "gihub", "Did you mean 'github'?"),
+        ("SGCLI_JSON_WHITESPACE", "compat", "SGCLI_JSON_WHITESPACE='compat': 'compat' is not one of"),
+        ("SGCLI_LINT_SELECT", "J,ZZZ", "SGCLI_LINT_SELECT='J,ZZZ': no rule code starts with 'ZZZ'"),
+        ("SGCLI_BACKEND", "xgrammr", "Did you mean 'xgrammar'?"),
+    ],
+)
+def test_config_checks_each_env_value_as_its_option_does(run_cli, tmp_path, monkeypatch, variable, value, expected):
+    """`sgcli config` showed these in force, exit 0, while every command that read them refused them."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(variable, value)
+    result = run_cli("config")
+    assert result.exit_code == 2, result.output
+    assert expected in result.stderr and "Traceback" not in result.stderr
+
+
+def test_env_values_a_command_takes_are_checked_naming_the_variable(run_cli, tmp_path, monkeypatch):
+    (tmp_path / "s.json").write_text(SCHEMA)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SGCLI_THREADS", "0")
+    result = run_cli("lint", "s.json")
+    assert result.exit_code == 2 and "SGCLI_THREADS='0' is out of range" in result.stderr, result.output
+    monkeypatch.setenv("SGCLI_THREADS", "2")
+    monkeypatch.setenv("SGCLI_LINT_SELECT", "J,G")
+    assert run_cli("lint", "s.json").exit_code == 0
+    monkeypatch.setenv("SGCLI_BACKEND", "xgrammar")
+    assert run_cli("config").exit_code == 0
+
+
 def test_cache_info_and_clear(run_cli, tmp_path, monkeypatch):
     monkeypatch.setenv("SGCLI_CACHE_DIR", str(tmp_path / "cache"))
     (tmp_path / "cache" / "compiled" / "k1").mkdir(parents=True)
@@ -202,6 +238,8 @@ def test_a_tool_table_in_sgcli_toml_is_exit_2_with_the_fix(run_cli, tmp_path, mo
         ("zzzz = 1\n", ":1: unknown setting 'zzzz'.\n"),  # nothing close: no guess
         ('backend = "llguidence"\n', ":1: backend = 'llguidence': 'llguidence' is not one of 'llguidance',"),
         ('[lint]\noutput-format = "githb"\n', ":2: lint.output-format = 'githb': 'githb' is not one of"),
+        ('json-whitespace = "compat"\n', ":1: json-whitespace = 'compat': 'compat' is not one of"),
+        ('[lint]\nselect = ["J", "ZZZ"]\n', ":2: lint.select = ['J', 'ZZZ']: no rule code starts with 'ZZZ'"),
     ],
 )
 def test_a_misspelt_setting_or_value_is_exit_2_at_its_line_with_a_did_you_mean(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -120,8 +121,11 @@ def test_selecting_only_structure_rules_runs_no_backend(run_cli, monkeypatch):
     "args, message",
     [
         (["missing.gbnf"], "GBNF file not found: missing.gbnf"),
-        ([str(CASES / "g001_undefined_rule.gbnf"), "--select", "X9"], "--select X9: no rule code starts with 'X9'"),
-        ([str(CASES / "g001_undefined_rule.gbnf"), "--ignore", "Q"], "--ignore Q: no rule code starts with 'Q'"),
+        ([str(CASES / "g001_undefined_rule.gbnf"), "--select", "X9"], "no rule code starts with 'X9'"),
+        (
+            [str(CASES / "g001_undefined_rule.gbnf"), "--ignore", "Q"],
+            "Invalid value for '--ignore' (env var: 'SGCLI_LINT_IGNORE'): no rule code starts with 'Q'",
+        ),
         ([str(CASES / "g001_undefined_rule.gbnf"), "--backend", "nope"], "'nope'"),
         (
             [str(CASES / "g001_undefined_rule.gbnf"), "--backend", "outlines_core"],
@@ -138,7 +142,7 @@ def test_selecting_only_structure_rules_runs_no_backend(run_cli, monkeypatch):
 def test_bad_usage_and_unreadable_input_exit_2(run_cli, args, message):
     result = run_cli("lint", *args)
     assert result.exit_code == 2
-    assert message in result.stderr
+    assert message in " ".join(re.sub("[\u2500-\u257f]", " ", result.stderr).split())  # rich's box unwrapped
 
 
 def test_unreadable_file_among_good_ones_still_lints_the_rest_and_exits_2(run_cli, two_findings):

@@ -54,6 +54,7 @@ def checked_file_values(cfg, commands: dict, ctx: typer.Context) -> dict[str, di
     (exit 2 at its line). `sgcli config` checks them against every command, though it has none of those
     options: it showed a value every other command refuses, exit 0."""
     default_map = cfg.default_map({name: {p.name for p in cmd.params} for name, cmd in commands.items()})
+    _check_env(cfg, commands, ctx)
     for name, values in default_map.items():
         for param in commands[name].params:
             if param.name not in values:
@@ -68,6 +69,30 @@ def checked_file_values(cfg, commands: dict, ctx: typer.Context) -> dict[str, di
                     f"{key} = {cfg.file_values[key]!r}{cfg.inside()}: {exc.message}", location=cfg.location_of(key)
                 ) from None
     return default_map
+
+
+def _check_env(cfg, commands: dict, ctx: typer.Context) -> None:
+    """Each SGCLI_* setting's value checked by the option it defaults, as the file's are: exit 2 naming the
+    variable (`sgcli config` showed SGCLI_DTYPE=fp32 in force, exit 0; a command named its flag)."""
+    import os
+
+    from sgcli.config import KEYS
+
+    for setting in cfg.settings():  # the type and range of each, exit 2 naming its variable
+        key = KEYS[setting.key]
+        if not setting.source.startswith("env "):
+            continue
+        for param in (p for cmd in commands.values() for p in cmd.params):
+            envvar = getattr(param, "envvar", None)
+            if param.name != key.param or key.env not in ([envvar] if isinstance(envvar, str) else envvar or ()):
+                continue
+            value = setting.value
+            if getattr(param, "multiple", False) and isinstance(value, str):
+                value = value.split()  # as click splits a repeatable option's variable
+            try:
+                check_value(param, value, ctx)
+            except typer.BadParameter as exc:
+                raise UserError(f"{key.env}={os.environ[key.env]!r}: {exc.message}") from None
 
 
 # name -> (module in sgcli.cli, its command function or typer app, wrapped in the compile limits?)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Annotated, Optional
 
 import typer
@@ -69,11 +70,14 @@ StructuralTagOpt = Annotated[
     typer.Option("--structural-tag", help="Structural tag JSON file (tool calls).", rich_help_panel="Constraint"),
 ]
 
+JsonWhitespace = Enum("JsonWhitespace", {n: n for n in ("compact", "flexible")}, type=str)  # help, completion
+
 JsonWhitespaceOpt = Annotated[
-    Optional[str],
+    Optional[JsonWhitespace],
     typer.Option(
         "--json-whitespace",
         envvar="SGCLI_JSON_WHITESPACE",
+        callback=lambda value: value.value if isinstance(value, Enum) else value,  # commands see plain strings
         help="compact (no whitespace between JSON tokens) or flexible (any, without bound). Default: compact where "
         "the command generates or compiles for generate; flexible in masks and test, which check given texts.",
         rich_help_panel="JSON layout",

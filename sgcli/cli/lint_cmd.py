@@ -21,7 +21,7 @@ from sgcli.lint import FORMATS, RENDERERS, Linter, LintOptions, Selection
 from sgcli.lint.discover import expand
 from sgcli.lint.render import statistics as render_statistics
 from sgcli.lint.render import summary
-from sgcli.lint.select import PerFileIgnores, silenced_by_noqa
+from sgcli.lint.select import PerFileIgnores, silenced_by_noqa, unknown_selector
 
 EXAMPLES = """
 Examples:
@@ -72,7 +72,15 @@ def _kind(value: str | None):
 def _codes_opt(flag: str, help: str):
     """--select / --ignore: rule codes or prefixes, comma-separated and repeatable, or from SGCLI_LINT_<FLAG>."""
     envvar = "SGCLI_LINT_" + flag.removeprefix("--").upper()
-    return Annotated[Optional[list[str]], typer.Option(flag, envvar=envvar, help=help)]
+    return Annotated[Optional[list[str]], typer.Option(flag, envvar=envvar, help=help, parser=_known_codes)]
+
+
+def _known_codes(value: str) -> str:
+    """One --select/--ignore value, refused where it selects no rule (a file's or SGCLI_LINT_*'s too)."""
+    why = unknown_selector(value)
+    if why is not None:
+        raise typer.BadParameter(why + " See `sgcli rule --all` for the codes.")
+    return value
 
 
 SelectOpt = _codes_opt("--select", "Rule codes or prefixes to run (comma-separated, repeatable; ALL for every rule).")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sgcli.errors import UserError
+from sgcli.errors import UserError, did_you_mean
 from sgcli.lint.rules import RULES, SCHEMA_ONLY
 
 
@@ -23,10 +23,20 @@ def _split(values: list[str] | None) -> list[str]:
     return out
 
 
+def unknown_selector(value: str) -> str | None:
+    """Why one --select/--ignore value (comma-separated selectors) selects nothing, or None: shared by the
+    flags, the configuration file and SGCLI_LINT_SELECT/IGNORE (each checked where it is read)."""
+    for s in _split([value]):
+        if s != "ALL" and not any(code.startswith(s) for code in RULES):
+            return f"no rule code starts with '{s}'." + did_you_mean(s, [*RULES, *{c[0] for c in RULES}])
+    return None
+
+
 def _check(selectors: list[str], flag: str) -> None:
     for s in selectors:
-        if s != "ALL" and not any(code.startswith(s) for code in RULES):
-            raise UserError(f"{flag} {s}: no rule code starts with '{s}'", hint="see `sgcli rule --all` for the codes")
+        why = unknown_selector(s)
+        if why is not None:
+            raise UserError(f"{flag} {s}: {why}", hint="see `sgcli rule --all` for the codes")
 
 
 def _specificity(selectors: list[str], code: str) -> int:
