@@ -8,6 +8,7 @@ bug in sgcli: the CLI says so and exits 3.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -39,8 +40,18 @@ def did_you_mean(value: str, choices: Iterable[str]) -> str:
     """The sentence " Did you mean 'x'?" naming the closest of `choices` to a mistyped `value`, or ""."""
     choices = list(choices)
     folded = {c.lower(): c for c in choices}
-    close = difflib.get_close_matches(value.lower(), list(folded), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(value.lower(), list(folded), n=1, cutoff=0.6) or _abbreviated(value, folded)
     return f" Did you mean '{folded[close[0]]}'?" if close else ""
+
+
+def _abbreviated(value: str, folded: dict[str, str]) -> list[str]:
+    """The one choice `value` abbreviates as its first letter and its number (fp16: float16), else []."""
+    number = re.search(r"\d+$", value)
+    if not value or number is None:
+        return []
+    ends = re.compile(rf"\D{number.group()}$")
+    found = [c for c in folded if c[:1] == value[:1].lower() and ends.search(c) and c != value.lower()]
+    return found if len(found) == 1 else []
 
 
 class SgcliError(Exception):

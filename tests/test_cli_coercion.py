@@ -89,3 +89,39 @@ def test_a_choice_typo_is_one_plain_message_with_the_closest_choice(value, close
     assert ("Did you mean" in flat) is (closest is not None)
     if closest:
         assert f"Did you mean '{closest}'?" in flat
+
+
+def _flat(text: str) -> str:
+    return " ".join(re.sub("[\u2500-\u257f]", " ", text).split())
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["generate", "--dtype", "fp16", "--regex", "a", "x"], "Did you mean 'float16'?"),
+        (["convert", "g.gbnf", "--to", "larkk"], "'larkk' is not one of 'lark', 'gbnf', 'ebnf'. Did you mean 'lark'?"),
+        (["cache", "clear", "kernal"], "no cache section named kernal in"),
+        (["generate", "--grammar", "@jsn", "x"], "no grammar named @jsn in the library. Did you mean '@json'?"),
+        (["rule", "J0001"], "no rule J0001. Did you mean 'J001'?"),
+        (["lint", "g.gbnf", "--json-whitespace", "compat"], "'compat' is not one of 'compact', 'flexible'."),
+    ],
+)
+def test_a_misspelt_value_gets_a_did_you_mean(run_cli, tmp_path, monkeypatch, args, expected):
+    (tmp_path / "g.gbnf").write_text('root ::= "a"\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SGCLI_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "cache" / "models").mkdir(parents=True)
+    result = run_cli(*args)
+    assert result.exit_code == 2, result.output
+    assert expected in _flat(result.stderr)
+    if args[0] == "cache":
+        assert "Did you mean 'kernels'?" in result.stderr
+
+
+def test_choice_flags_show_their_choices_and_to_takes_any_case(run_cli, tmp_path, monkeypatch):
+    for command, flag, shown in (("lint", "--json-whitespace", "<compact|flexible>"), ("convert", "--to", "lark|gbnf")):
+        assert shown in _flat(run_cli(command, "--help").stdout), flag
+    (tmp_path / "g.gbnf").write_text('root ::= "a"\n')
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("convert", "g.gbnf", "--to", "LARK", "--no-check")
+    assert result.exit_code == 0 and result.stdout.startswith("start:"), result.output

@@ -14,6 +14,9 @@ from pathlib import Path
 _notifier: Callable[[str], None] | None = None
 
 
+SECTIONS = ("checks", "compiled", "kernels", "models")  # the folders sgcli keeps under cache_root()
+
+
 def cache_root() -> Path:
     """$SGCLI_CACHE_DIR, else $XDG_CACHE_HOME/sgcli, else ~/.cache/sgcli (read on every call, so a
     changed environment counts; the Path is built once per setting: every compile asks, twice)."""

@@ -9,11 +9,11 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli import RECORD_SCHEMA_VERSION as VERSION
-from sgcli.cache.paths import cache_root
+from sgcli.cache.paths import SECTIONS, cache_root
 from sgcli.cli.coercion import Command, Group
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, handles_errors, json_line, output_format_of
 from sgcli.cli.tables import print_table
-from sgcli.errors import UserError
+from sgcli.errors import UserError, did_you_mean
 
 app = typer.Typer(
     help="Inspect or clear sgcli's cache (converted models, compiled grammars).", no_args_is_help=True, cls=Group
@@ -102,7 +102,8 @@ def clear(
     unknown = [s for s in chosen if s not in known]
     if unknown:
         raise UserError(
-            f"no cache section named {', '.join(unknown)} in {root}",
+            f"no cache section named {', '.join(unknown)} in {root}."
+            + did_you_mean(unknown[0], sorted({*known, *SECTIONS} - {unknown[0]})),
             hint="sections: " + (", ".join(sorted(known)) or "none (the cache is empty)"),
         )
     cleared = []

@@ -84,12 +84,18 @@ def _enum_of(descriptor: TypeDescriptor) -> type[Enum] | None:
     return None
 
 
-def choice(enum: type[Enum], value: Any, param=None, ctx=None) -> Enum:
-    """`value` as a member of `enum` (by its value), or a usage error naming the choices and the closest."""
+def plain(value: Any) -> Any:
+    """An option's callback: an Enum choice as its plain string, so commands (and JSON) never see the Enum."""
+    return value.value if isinstance(value, Enum) else value
+
+
+def choice(enum: type[Enum], value: Any, param=None, ctx=None, *, folds: bool = False) -> Enum:
+    """`value` as a member of `enum` (by its value; in any case where `folds`: an option's case_sensitive=False),
+    or a usage error naming the choices and the closest."""
     if isinstance(value, enum):
         return value
     for member in enum:
-        if member.value == value:
+        if member.value == value or (folds and str(member.value).lower() == str(value).lower()):
             return member
     values = [str(m.value) for m in enum]
     raise BadParameter(
@@ -110,9 +116,10 @@ if RuntimeParam is not None:
         def _coerce_value(self, value: Any, param, ctx) -> Any:
             enum = _enum_of(self.descriptor)
             if enum is not None:
+                folds = not self.descriptor.parameter_info.case_sensitive
                 if isinstance(value, (list, tuple)):
-                    return [choice(enum, v, param, ctx) for v in value]
-                return choice(enum, value, param, ctx)
+                    return [choice(enum, v, param, ctx, folds=folds) for v in value]
+                return choice(enum, value, param, ctx, folds=folds)
             if _unchanged(self.descriptor, value):
                 return list(value) if isinstance(value, (list, tuple)) else value
             parser = self.descriptor.parameter_info.parser

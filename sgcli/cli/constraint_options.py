@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli.cli.backend_options import BackendOpt  # noqa: F401  (one --backend: commands use co.BackendOpt)
+from sgcli.cli.coercion import plain
 from sgcli.cli.flag_groups import takes
 from sgcli.constraints.sources import from_file, from_flags, with_subgrammars
 from sgcli.constraints.spec import GENERATE_WHITESPACE, ConstraintSpec, JsonOptions, Kind
@@ -77,7 +78,7 @@ JsonWhitespaceOpt = Annotated[
     typer.Option(
         "--json-whitespace",
         envvar="SGCLI_JSON_WHITESPACE",
-        callback=lambda value: value.value if isinstance(value, Enum) else value,  # commands see plain strings
+        callback=plain,
         help="compact (no whitespace between JSON tokens) or flexible (any, without bound). Default: compact where "
         "the command generates or compiles for generate; flexible in masks and test, which check given texts.",
         rich_help_panel="JSON layout",

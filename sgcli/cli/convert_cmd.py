@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -10,7 +11,9 @@ import typer
 from sgcli.backends.conversions import printed_by, printed_gaps
 from sgcli.backends.guarantee import printed_weaker_error
 from sgcli.cli import constraint_options as co
+from sgcli.cli.coercion import plain
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, json_line, out, output_format_of
+from sgcli.dialects.convert import TARGETS
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 from sgcli.grammar_dev.convert import convert_spec, round_trip, sibling_cases
 from sgcli.grammar_dev.grammar_tests import load_suite
@@ -35,7 +38,13 @@ FileArg = Annotated[
         help="GBNF or xgrammar EBNF (.gbnf/.ebnf), Lark (.lark), regex (.regex) or JSON Schema (.json), or @name.",
     ),
 ]
-ToOpt = Annotated[str, typer.Option("--to", help="Target notation: lark or gbnf (ebnf is the same).")]
+Target = Enum("Target", {n: n for n in TARGETS}, type=str)  # --to's choices: --help, completion, did-you-mean
+ToOpt = Annotated[
+    Target,
+    typer.Option(
+        "--to", case_sensitive=False, callback=plain, help="Target notation: lark or gbnf (ebnf is the same)."
+    ),
+]
 OutputOpt = Annotated[
     Optional[Path], typer.Option("--output", "-o", help="Write the converted grammar here instead of stdout.")
 ]

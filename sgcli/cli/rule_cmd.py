@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, json_line, out, output_format_of
-from sgcli.errors import UserError
+from sgcli.errors import UserError, did_you_mean
 from sgcli.lint.rules import FAMILIES, RULES
 from sgcli.lint.rules import all_rules as every_rule
 
@@ -57,7 +57,7 @@ def rule(
     if r is None:
         family = FAMILIES.get(code.strip()[:1].upper())
         known = ", ".join(c for c in RULES if family is None or c.startswith(code.strip()[:1].upper()))
-        raise UserError(f"no rule {code}", hint=f"known codes: {known}")
+        raise UserError(f"no rule {code}." + did_you_mean(code.strip().upper(), RULES), hint=f"known codes: {known}")
     if fmt != "text":
         json_line(r.as_dict())
         return

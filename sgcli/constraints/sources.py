@@ -23,7 +23,7 @@ from sgcli.constraints.spec import (
     Kind,
     parse_json,
 )
-from sgcli.errors import Location, UserError, offset_to_line_col
+from sgcli.errors import Location, UserError, did_you_mean, offset_to_line_col
 
 LIBRARY_DIR = Path(__file__).resolve().parent.parent / "grammars"
 
@@ -50,7 +50,9 @@ def resolve_library(name: str) -> str:
         raise UserError(f"{name} is not a library grammar name (letters, digits, '-' and '_' only)", hint=hint)
     matches = sorted(p for p in LIBRARY_DIR.iterdir() if p.name.split(".")[0] == stem and _library_kind(p))
     if not matches:
-        raise UserError(f"no grammar named {name} in the library", hint=hint)
+        raise UserError(
+            f"no grammar named {name} in the library." + did_you_mean(name, ["@" + k for k in known]), hint=hint
+        )
     return str(matches[0])
 
 

@@ -16,7 +16,7 @@ from sgcli.dialects.lark import parse_lark
 from sgcli.dialects.printers import Printer
 from sgcli.dialects.regex_parse import parse_regex
 from sgcli.dialects.resolve import unresolved
-from sgcli.errors import Location, UserError, offset_to_line_col
+from sgcli.errors import Location, UserError, did_you_mean, offset_to_line_col
 
 TARGETS = {"lark": "lark", "gbnf": "gbnf", "ebnf": "gbnf"}
 _KINDS = {"lark": Kind.LARK, "gbnf": Kind.EBNF}
@@ -37,7 +37,7 @@ def target_of(spec: ConstraintSpec, to: str) -> str:
     """The printer's dialect for `--to`; exit 2 for an unknown target or a conversion to itself."""
     target = TARGETS.get(to.lower())
     if target is None:
-        raise UserError(f"cannot convert to '{to}'", hint="--to lark or --to gbnf")
+        raise UserError(f"cannot convert to '{to}'." + did_you_mean(to, TARGETS), hint="--to lark or --to gbnf")
     if spec.kind is Kind.LARK and target == "lark":
         raise UserError(f"{spec.name} is Lark already", hint="--to gbnf")
     return target
