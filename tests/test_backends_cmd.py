@@ -49,3 +49,11 @@ def test_table_names_every_backend(run_cli):
     versions = [importlib.metadata.version(d) for d in DISTRIBUTIONS.values()]
     for text in ["llguidance", "xgrammar", "default: --backend auto", "outlines_core", "none", *versions]:
         assert text in result.stdout, text
+
+
+def test_kinds_column_says_which_commands_take_kind(run_cli):
+    """Only compile and lint take --kind: the table must not head the column as if every command did."""
+    for args in (["backends"], ["backends", "--engines"]):
+        text = " ".join(run_cli(*args).stdout.split())
+        assert "(--kind)" not in text
+        assert "compile's and lint's --kind" in text

@@ -24,6 +24,11 @@ Examples:
   sgcli backends --engines            # what each serving engine (--engine) accepts
 """
 
+KINDS_NOTE = (
+    "kinds: the constraint kinds each one takes, as compile's and lint's --kind name them; generate, masks "
+    "and test take each by its own flag (--schema, --regex, --ebnf, --lark, --choice, --structural-tag)"
+)
+
 
 def capability_rows() -> list[dict]:
     """One record per registered backend, in the registry's (and `auto`'s) order."""
@@ -106,13 +111,14 @@ def _engine_table(rows: list[dict]) -> None:
     from rich.table import Table
 
     table = Table(title="serving engines (--engine)", title_justify="left", show_lines=True)
-    for column in ("engine", "kinds (--kind)", "JSON options", "routes", "--raw route"):
+    for column in ("engine", "kinds", "JSON options", "routes", "--raw route"):
         table.add_column(column, no_wrap=True)
     for r in rows:
         kinds = "\n".join(r["kinds"])
         options = "\n".join(_OPTION_FLAGS[o] for o in r["json_options"]) or "-"
         table.add_row(r["engine"], kinds, options, "\n".join(r["routes"]), r["raw_route"] or "-")
     print_table(table)
+    out.print(KINDS_NOTE)
     for r in rows:
         out.print(f"[bold]{r['engine']}[/]: {escape(r['notes'])}")
 
@@ -125,7 +131,7 @@ def _table(rows: list[dict]) -> None:
     # the notes (long prose) go below the table, where they wrap at word boundaries. Fits 80 columns.
     default = "" if any(r["default"] for r in rows) else f" (default: --backend {DEFAULT_BACKEND}, in the 'auto' order)"
     table = Table(title="grammar backends" + default, title_justify="left", show_lines=True)
-    for column in ("backend", "version", "auto", "kinds (--kind)", "JSON options"):
+    for column in ("backend", "version", "auto", "kinds", "JSON options"):
         table.add_column(column, no_wrap=True, justify="right" if column == "auto" else "left")
     missing = []
     for r in rows:
@@ -137,6 +143,7 @@ def _table(rows: list[dict]) -> None:
         options = "\n".join(_OPTION_FLAGS[o] for o in r["json_options"]) or "-"
         table.add_row(name, version, str(r["auto_rank"] or "-"), kinds, options)
     print_table(table)
+    out.print(KINDS_NOTE)
     for r in rows:
         if r["notes"]:
             out.print(f"[bold]{r['backend']}[/]: {escape(r['notes'])}")
