@@ -125,3 +125,17 @@ def test_a_broken_whitespace_pattern_is_refused_before_any_backend():
     with pytest.raises(UserError) as info:
         JsonOptions(whitespace_pattern="[ \t")
     assert "--whitespace-pattern is not a valid regex" in info.value.message
+
+
+def test_readme_and_config_name_the_same_compact_commands():
+    """`sgcli config` and the README named different commands (bench --generate, convert) as the
+    compact-by-default ones: both now name the commands whose constraint flags generate's layout."""
+    from pathlib import Path
+
+    from sgcli.cli.config_cmd import WHEN_UNSET
+
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    listed = re.search(r"compiles for `generate` \(([^;)]*)", readme).group(1)
+    in_readme = set(re.findall(r"`([a-z-]+)`", listed))
+    in_config = set(re.search(r"\(([^)]*)\)", WHEN_UNSET["json-whitespace"]).group(1).split(", "))
+    assert in_readme == in_config == {"generate", "compare-backends", "compile", "lint", "convert"}
