@@ -335,3 +335,13 @@ def test_an_undefined_lark_name_is_one_finding_at_the_name(run_cli, tmp_path):
     result = run_cli("lint", grammar, "--backend", "llguidance", "--output-format", "json")
     records = json.loads(result.stdout)
     assert [(r["code"], r["line"], r["col"]) for r in records] == [("G001", 2, 10)], records
+
+
+def test_readme_says_what_lint_compiles_against_without_a_tokenizer(run_cli):
+    """The README said lint's --tokenizer defaulted to the embedded model's; lint compiles against
+    a 256-byte vocabulary without one, as its help says."""
+    help_text = " ".join(run_cli("lint", "--help").stdout.split())
+    assert "256-byte vocabulary" in help_text
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    paragraph = readme[readme.index("Grammar development, no model needed") :][:600]
+    assert "`lint` compiles against a 256-byte vocabulary" in paragraph
