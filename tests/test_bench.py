@@ -195,7 +195,10 @@ def test_plot_file(tmp_path, run_cli, suffix, magic):
         ('{"schema": {"type": 5}}\n', "invalid JSON Schema"),
         ('{"grammar": "[0-9]", "kind": "regex", "instances": [1]}\n', "must be strings"),
         ("\n", "has no items"),
-        ('{"grammar": "x", "kind": "regex", "instances": ["\\ud800"]}\n', "items.jsonl:1:50: lone surrogate"),
+        (
+            '{"grammar": "x", "kind": "regex", "instances": ["\\ud800"]}\n',
+            "items.jsonl:1:50: llguidance: input error: lone surrogate",
+        ),
         ('{"grammar": "x", "kind": "regex", "instnces": ["x"]}\n', "unknown key 'instnces'. Did you mean 'instances'?"),
     ],
 )
@@ -414,3 +417,12 @@ def test_item_records_stream_as_they_finish_and_a_long_run_reports_progress(tmp_
     assert result.exit_code == 3 and "cut short" in result.stderr  # the stand-in for a crash or a kill
     assert [r["item"] for r in _records(result.stdout)] == ["person", "generated"]
     assert "bench: 2/4 done" in result.stderr and "now llguidance · digits" in result.stderr
+
+
+def test_an_input_error_says_its_location_once(tmp_path, run_cli):
+    """It printed `items.jsonl:1: llguidance: input error: items.jsonl:1:1: instance 0 ...`."""
+    path = _jsonl(tmp_path, [{"schema": {"type": "integer"}, "instances": ["str"]}])
+    result = run_cli("bench", path, "--backend", "llguidance")
+    assert result.exit_code == 2, result.output
+    assert "items.jsonl:1:1: llguidance: input error: instance 0 is not valid" in " ".join(result.output.split())
+    assert result.output.count("items.jsonl:1") == 1

@@ -214,7 +214,8 @@ def _show(results, summaries: list[dict], n_items: int) -> None:
     for res in results:  # details as plain lines: greppable, never wrapped inside a cell
         for r in res.items:
             if r["status"] == "failed":
-                out.print(f"{escape(r['item'])}: {r['backend']}: {r['reason']}: {escape(r['message'])}")
+                where, message = _located(r["item"], r["message"])
+                out.print(f"{escape(where)}: {r['backend']}: {r['reason']}: {escape(message)}")
             for rej in r.get("rejected", []):
                 out.print(
                     f"{escape(r['item'])}: {r['backend']}: valid instance {rej['instance']} rejected at token "
@@ -231,3 +232,16 @@ def _show(results, summaries: list[dict], n_items: int) -> None:
             )
     if any(s["compile_cached_ms"]["n"] == 0 and s["compiled"] for s in summaries):
         out.print("cached: '-' where the backend has no on-disk cache (or --no-cache)")
+
+
+def _located(item: str, message: str) -> tuple[str, str]:
+    """Where a failure is and what it says, its location said once: a message that starts at the
+    item's own place (`dir/items.jsonl:1:1: ...` for the item `items.jsonl:1`) gives the place."""
+    import re
+
+    place = re.match(r"(.+?)((?::\d+)+): ", message)
+    name, line = re.fullmatch(r"(.+?)((?::\d+)*)", item).groups()
+    same_file = place and (place[1] == name or place[1].endswith(("/" + name, "\\" + name)))
+    if same_file and (place[2] + ":").startswith(line + ":"):
+        return message[: place.end() - 2], message[place.end() :]
+    return item, message
