@@ -266,3 +266,14 @@ def test_a_keyword_inside_a_warned_subschema_is_one_gap_not_two():
     ]
     pointers = [g.pointer for g in compiled_gaps(compiled)]
     assert "/properties/p/oneOf/1/format" in pointers and len(pointers) == len(set(pointers)), pointers
+
+
+def test_a_user_defined_format_gets_no_unknown_format_warning(run_cli, tmp_path, fresh_config):
+    """llguidance's `Unknown format: path` was printed though --format defined it: only the note stays."""
+    schema = tmp_path / "p.json"
+    schema.write_text(json.dumps(PATHS))
+    result = run_cli("compile", str(schema), "--backend", "llguidance", "--format", "path=^[a-z/]+$")
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "Unknown format" not in text
+    assert "sgcli's schema checker enforces `format`" in text

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from sgcli.backends.base import CompileWarning
 from sgcli.backends.diagnostics import native_message
 from sgcli.backends.schema_doc import lists_optional_properties
+from sgcli.constraints.formats import user_format_regex
 from sgcli.constraints.jsonpos import pointer_of, resolve_ref
 from sgcli.constraints.spec import Kind
 
@@ -209,6 +210,13 @@ def pointers_for(schema, message: str) -> list[str]:
     return [pointer_of(p) for p in paths_for(schema, message)]
 
 
+def _defined_by_the_user(message: str) -> bool:
+    """An unknown-format warning about a format `--format NAME=REGEX` defined is noise: sgcli's
+    checker enforces that format (its note says so)."""
+    unknown = re.search(r"Unknown format: (\S+)", message)
+    return unknown is not None and user_format_regex(unknown.group(1)) is not None
+
+
 def compile_warnings(spec, lines: list[str], clean=None, schema=None) -> list:
     """Native warning lines (captured log, or the library's own list) -> deduplicated
     `CompileWarning`s, each at its schema pointer (one per location it can be about) when the
@@ -225,7 +233,7 @@ def compile_warnings(spec, lines: list[str], clean=None, schema=None) -> list:
     out: dict = {}
     for line in lines:
         message = (clean or native_message)(line)
-        if not message:
+        if not message or _defined_by_the_user(message):
             continue
         pointers = pointers_for(schema, message) if schema is not None else []
         for pointer in pointers or [None]:
