@@ -191,6 +191,9 @@ def test_unknown_model_path(run_cli):
     _user_error(
         run_cli("generate", "--model", "missing.gguf", "--regex", "a", "x"), "model file not found: missing.gguf"
     )
+    _user_error(  # a file, not a hub id: the hub is not asked
+        run_cli("generate", "--model", "missing.json", "--regex", "a", "x"), "model file not found: missing.json"
+    )
 
 
 def test_unreadable_input_files(run_cli, tmp_path):

@@ -297,3 +297,22 @@ def test_a_gguf_ends_generation_where_llama_cpp_does():
     }
     assert end_ids(gemma) == [1, 2]
     assert end_ids({"tokenizer.ggml.tokens": ["a"], "tokenizer.ggml.eos_token_id": 7}) == []  # past the vocabulary
+
+
+@pytest.mark.parametrize(
+    "ref,says",
+    [
+        ("nonexist.json", "tokenizer file not found: nonexist.json"),
+        ("./nonexist.json", "tokenizer file not found: ./nonexist.json"),
+        ("spm.model", "tokenizer file not found: spm.model"),
+        ("no/such/folder", "tokenizer path not found: no/such/folder"),
+    ],
+)
+def test_a_missing_tokenizer_file_is_not_a_hub_or_model_problem(tmp_path, run_cli, monkeypatch, ref, says):
+    """`--tokenizer nonexist.json` blamed an unreachable hub, `./nonexist.json` a missing model path."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.json").write_text('{"type": "integer"}')
+    result = run_cli("lint", "s.json", "--tokenizer", ref)
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert says in text and "hub" not in text.split("hint")[0] and "model path" not in text

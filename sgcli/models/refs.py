@@ -102,9 +102,10 @@ def _resolve(ref: str | None, flag: str | None = "--model") -> ModelRef:
     if ref in (None, "", "default", DEFAULT_MODEL_NAME):
         return ModelRef("gguf", str(default_gguf(flag)), DEFAULT_MODEL_NAME)
     p = Path(ref).expanduser()
+    noun = "model" if flag == "--model" else "tokenizer"  # what the user meant the path to be
     if p.suffix == ".gguf":
         if not p.is_file():
-            raise UserError(f"model file not found: {ref}", hint="check the path to the .gguf file")
+            raise UserError(f"{noun} file not found: {ref}", hint="check the path to the .gguf file")
         return ModelRef("gguf", str(p), p.name)
     if p.exists():
         if p.is_dir() and (p / "config.json").is_file():
@@ -113,6 +114,17 @@ def _resolve(ref: str | None, flag: str | None = "--model") -> ModelRef:
             f"{ref} is not a model directory (no config.json)",
             hint="pass a Hugging Face model directory, a .gguf file, or a hub id",
         )
-    if ref.startswith((".", "/", "~")) or ref.count("/") > 1:
-        raise UserError(f"model path not found: {ref}", hint="check the path, or pass a hub id like org/name")
+    if p.suffix in FILE_SUFFIXES:  # a file, not a hub id: no hub to ask
+        raise UserError(f"{noun} file not found: {ref}", hint=_PATH_HINT[noun])
+    if ref.startswith((".", "/", "~")) or ref.count("/") > 1 or "\\" in ref:
+        raise UserError(f"{noun} path not found: {ref}", hint=_PATH_HINT[noun])
     return ModelRef("hub", ref, ref)
+
+
+# What a path to a file ends with, never a hub id (org/name): tokenizer.json, SentencePiece's .model, .gguf.
+FILE_SUFFIXES = (".json", ".model", ".gguf", ".safetensors")
+_PATH_HINT = {
+    "model": "check the path, or pass a hub id like org/name",
+    "tokenizer": "check the path; a tokenizer is a tokenizer.json, .model or .gguf file, a model folder, "
+    "a hub id like org/name, or mistral:NAME",
+}
