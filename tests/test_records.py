@@ -231,3 +231,23 @@ def test_schema_without_a_name_lists_every_output(run_cli):
         assert row["description"]
     typo = run_cli("schema", "recrod")
     assert typo.exit_code == 2 and "Did you mean 'record'?" in typo.stderr
+
+
+def test_convert_and_template_render_json_match_their_schemas(run_cli, tmp_path):
+    """Both printed JSON without `schema_version`, and `sgcli schema` listed neither."""
+    (tmp_path / "g.gbnf").write_text('root ::= "a" [0-9]+\n')
+    (tmp_path / "chat.json").write_text('[{"role": "user", "content": "Hi"}]')
+    outputs = {
+        "convert": [("convert", tmp_path / "g.gbnf", "--to", "lark", "--json"), ("--no-check",)],
+        "template-render": [("template", "render", "--messages", tmp_path / "chat.json", "--json"), ("--tokens",)],
+    }
+    for name, (args, more) in outputs.items():
+        printed = json.loads(run_cli("schema", name).stdout)
+        for extra in ((), more):
+            result = run_cli(*args, *extra)
+            assert result.exit_code == 0, result.output
+            document = json.loads(result.stdout)
+            jsonschema.validate(document, printed)
+            _valid(MODELS[name], document)
+    checked = json.loads(run_cli("convert", tmp_path / "g.gbnf", "--to", "lark", "--json").stdout)
+    assert checked["from"] == "ebnf" and checked["round_trip"]["ok"] is True

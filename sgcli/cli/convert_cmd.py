@@ -145,7 +145,10 @@ def _source(flags, file: str):
 
 def _record(source, target, via: str | None, case_file: str | None, report, lost: list) -> dict:
     """The conversion as one JSON record (and its round trip, when checked)."""
-    record = {
+    from sgcli import RECORD_SCHEMA_VERSION
+
+    record = {  # sgcli/records/ Conversion
+        "schema_version": RECORD_SCHEMA_VERSION,
         "source": source.name,
         "from": source.kind.value,
         "to": target.kind.value,

@@ -26,8 +26,8 @@ Examples:
 # The names of sgcli/records/ MODELS, spelled here so `--help` needs no pydantic (tests check they match).
 NAMES = (
     "record, diagnostic, backend, engine, compare, compile, test-case, test-file, bench-item, bench-backend, "
-    "mask-step, mask-summary, rule, config, config-setting, cache-info, cache-section, cache-cleared, "
-    "cache-cleared-section, tokenizer, tokenizer-diff, schema-name"
+    "mask-step, mask-summary, rule, convert, template-render, config, config-setting, cache-info, cache-section, "
+    "cache-cleared, cache-cleared-section, tokenizer, tokenizer-diff, schema-name"
 )
 
 

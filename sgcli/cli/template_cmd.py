@@ -100,7 +100,10 @@ def render(
     for notice in rendered.notices:
         err.print(f"[cyan]note[/]: {notice}", highlight=False)
     if output_format_of(output_format, json_out) != "text":
-        record = {
+        from sgcli import RECORD_SCHEMA_VERSION
+
+        record = {  # sgcli/records/ RenderedPrompt
+            "schema_version": RECORD_SCHEMA_VERSION,
             "tokenizer": tok.name,
             "template": tpl.name if tpl else None,
             "how_chosen": tpl.how_chosen if tpl else None,

@@ -5,7 +5,8 @@ document them, give `sgcli schema NAME` its JSON Schema, and let the tests check
 every real record matches (`extra="forbid"`: a new key must be added here first).
 Bump `SCHEMA_VERSION` when a key is renamed or removed; adding one is a minor change.
 One module per family: `generation` (the generate record), `grammar_dev` (lint, compile,
-compare, test, bench, masks, rule), `environment` (backends, engines, config, cache, tokenizer).
+compare, test, bench, masks, rule, convert), `environment` (backends, engines, config, cache, tokenizer,
+template render).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from sgcli.records.environment import (
     ConfigDocument,
     ConfigSetting,
     EngineRow,
+    RenderedPrompt,
     SchemaName,
     TokenizerDiff,
     TokenizerReport,
@@ -35,6 +37,7 @@ from sgcli.records.grammar_dev import (
     BenchItem,
     CompareRow,
     CompileRow,
+    Conversion,
     Diagnostic,
     MaskStep,
     MaskSummary,
@@ -57,6 +60,8 @@ MODELS: dict[str, type[BaseModel]] = {
     "mask-step": MaskStep,
     "mask-summary": MaskSummary,
     "rule": Rule,
+    "convert": Conversion,
+    "template-render": RenderedPrompt,
     "config": ConfigDocument,
     "config-setting": ConfigSetting,
     "cache-info": CacheInfo,
@@ -79,7 +84,7 @@ def field_table(model: type[BaseModel] = GenerationRecord) -> str:
     for name, info in model.model_fields.items():
         nested = _nested(info.annotation)
         keys = "{" + ", ".join(nested.model_fields) + "}" if nested else ""
-        lines.append(f"- `{name}{keys}`: {info.description or ''}".rstrip(": ").rstrip())
+        lines.append(f"- `{info.alias or name}{keys}`: {info.description or ''}".rstrip(": ").rstrip())
     return "\n".join(lines)
 
 

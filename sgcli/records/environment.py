@@ -191,3 +191,14 @@ class TokenizerDiff(_Versioned):
     only_in_b: list[TokenPiece]
     tokenization: Optional[TokenizationDiff] = None
     same: bool
+
+
+class RenderedPrompt(_Versioned):
+    """`sgcli template render --output-format json|jsonl`."""
+
+    tokenizer: str
+    template: Optional[str] = Field(..., description="the chat template's name, or null (none applied)")
+    how_chosen: Optional[str] = Field(..., description="why that template")
+    prompt: str = Field(..., description="the prompt exactly as generate renders it")
+    num_tokens: int
+    ids: Optional[list[int]] = Field(None, description="its token ids (--tokens)")

@@ -7,6 +7,7 @@ from typing import Literal, Optional
 from pydantic import Field
 
 from sgcli.records.base import _Strict, _Versioned
+from sgcli.records.generation import Weakened
 
 
 class Diagnostic(_Versioned):
@@ -254,3 +255,24 @@ class Rule(_Versioned):
     explanation: str
     example: Optional[str] = None
     fix: Optional[str] = None
+
+
+class RoundTrip(_Strict):
+    ok: bool = Field(..., description="both grammars agreed on every string compared, and something was")
+    checked: dict[str, int] = Field(..., description="how many strings were compared, by where they came from")
+    backends: list[str] = Field(..., description="the backends both grammars were compared on")
+    failures: list[str] = Field(..., description="each string one grammar accepts and the other refuses")
+    notes: list[str]
+
+
+class Conversion(_Versioned):
+    """`sgcli convert FILE --to X --output-format json|jsonl`."""
+
+    source: str = Field(..., description="the file converted")
+    from_: str = Field(..., alias="from", description="its kind: ebnf, lark, regex, json_schema")
+    to: str = Field(..., description="the kind printed: ebnf or lark")
+    text: str = Field(..., description="the converted grammar")
+    printed_by: str = Field(..., description="sgcli, or the backend whose translator printed a JSON Schema")
+    unenforced: list[Weakened] = Field(..., description="keywords the printed grammar does not enforce")
+    cases_file: Optional[str] = Field(..., description="the test file whose cases the round trip fed, or null")
+    round_trip: Optional[RoundTrip] = Field(None, description="the round-trip check (absent with --no-check)")
