@@ -401,3 +401,21 @@ def test_a_compile_given_up_at_its_limit_does_not_abort_the_process_at_exit():
         )
         assert proc.returncode == 2, (proc.returncode, proc.stderr[-500:])
         assert json.loads(proc.stdout.splitlines()[0])["limit"] == "--compile-timeout"
+
+
+def test_the_cache_docs_name_every_status_and_the_cacheable_backends():
+    """docs/grammar-development.md called xgrammar the cacheable backend and listed hit/miss/off/not
+    cacheable; outlines-core is cached too, and a compile not worth storing is `not stored`."""
+    import re
+    from pathlib import Path
+
+    from sgcli.backends import backend_names, get_backend
+    from sgcli.backends.compile_cache import HIT, MISS, NOT_CACHEABLE, NOT_STORED, OFF
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "grammar-development.md").read_text()
+    section = doc[doc.index("### The compiled-grammar cache") : doc.index("## `sgcli bench`")]
+    assert set(re.findall(r"^\| `([a-z ]+)` \|", section, re.M)) == {HIT, MISS, NOT_STORED, NOT_CACHEABLE, OFF}
+    cacheable = {"xgrammar": "xgrammar", "outlines_core": "outlines-core"}
+    for name in backend_names():
+        said = re.search(r"`cacheable`.*?: (.*?)\.", " ".join(section.split())).group(1)
+        assert get_backend(name).capabilities.cacheable == (name in cacheable and cacheable[name] in said), name
