@@ -563,6 +563,12 @@ def test_bad_lines_are_listed_by_file_line_and_the_rest_answered(run_cli, tmp_pa
     assert len(records) == 10 and [r["parsed"] for r in records if r["valid"]] == [{"n": i} for i in range(3)]
     errors = [r for r in records if r["finish_reason"] == "error"]
     assert len(errors) == 7 and all(r["valid"] is None and r["unchecked"] for r in errors)
+    # one key set, answered or not: a server's records leave out the in-process model's keys
+    from sgcli.batch.records import LOCAL_ONLY
+
+    assert {frozenset(r) for r in records} == {frozenset(records[0])}
+    assert "engine" in records[0] and not set(LOCAL_ONLY) & set(records[0])
+    assert set(LOCAL_ONLY) == {"device", "dtype", "model_impl", "model_impl_reason", "kernel", "chat_template"}
     assert "10 records: 3 valid, 0 invalid, 7 errors" in result.stderr
     assert "tok/s) · 4 concurrent requests" in result.stderr  # the client's default concurrency, said
     listed = [line.strip() for line in result.stderr.splitlines() if line.strip().startswith("✗")]

@@ -27,7 +27,8 @@ from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.errors import Location, UserError
 
 REASONING_ONLY = ("reasoning", "think_budget")  # keys a record has only in --reasoning mode
-LOCAL_ONLY = ("device", "dtype", "chat_template")  # keys of records the in-process model answered
+# keys of records the in-process model answered (Session.placement): a server's records leave them out
+LOCAL_ONLY = ("device", "dtype", "model_impl", "model_impl_reason", "kernel", "chat_template")
 # "engine": only records answered by a server (--engine)
 _ONLY_WHERE_GIVEN = (*REASONING_ONLY, *LOCAL_ONLY, "engine")
 NOT_RUN = "nothing was generated, so nothing could be checked: see errors"  # an error record's `unchecked`

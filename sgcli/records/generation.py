@@ -99,7 +99,9 @@ class GenerationRecord(_Strict):
     warnings: list[str] = Field(default_factory=list, description="what the backend weakened or ignored")
     model: Optional[str] = Field(None, description="the model that generated, as the user named it")
     engine: Optional[str] = Field(None, description="the serving engine (--engine) that generated; absent: in-process")
-    device: Optional[str] = Field(None, description="where the in-process model ran: cpu, cuda:0, mps")
+    device: Optional[str] = Field(
+        None, description="where the in-process model ran: cpu, cuda:0, mps (absent with --engine, like the next five)"
+    )
     dtype: Optional[str] = Field(None, description="the model's weights dtype: float32, bfloat16, float16")
     model_impl: Optional[str] = Field(
         None, description="whose forward pass ran the in-process model: native (sgcli's) or transformers"
