@@ -320,19 +320,38 @@ def test_the_round_trip_catches_a_wrong_conversion(smol_tokenizer):
 
 
 def test_a_difference_only_llguidances_greedy_lexer_makes_is_explained(smol_tokenizer):
-    """GBNF -> Lark keeps the literals `"a"` and `"ab"`: llguidance, which lexes Lark greedily, refuses
-    `abc` there while it accepts it from the GBNF (read through one-character lexemes); xgrammar
-    sees no difference. The failure stands, and a note says why."""
+    """A Lark grammar with the literals `"a"` and `"ab"` (convert splits `"ab"`; this one is written by
+    hand): llguidance, which lexes Lark greedily, refuses `abc` there while it accepts it from the
+    GBNF (read through one-character lexemes); xgrammar sees no difference. The failure stands, and a
+    note says why."""
     pytest.importorskip("xgrammar")
-    from sgcli.grammar_dev.convert import convert_spec, round_trip
+    from sgcli.grammar_dev.convert import round_trip
     from sgcli.grammar_dev.grammar_tests import Case
 
     source = ConstraintSpec(Kind.EBNF, 'root ::= x y\nx ::= "a" | "ab"\ny ::= "bc"\n', "p.gbnf")
-    report = round_trip(
-        source, convert_spec(source, "lark"), smol_tokenizer.vocab, samples=5, cases=[Case(0, "abc", True, "")]
-    )
+    by_hand = ConstraintSpec(Kind.LARK, 'start: x y\nx: "a" | "ab"\ny: "bc"\n', "p.lark")
+    report = round_trip(source, by_hand, smol_tokenizer.vocab, samples=5, cases=[Case(0, "abc", True, "")])
     assert not report.ok and all(f.startswith("llguidance:") for f in report.failures)
     assert any("lexes Lark greedily" in n and "xgrammar found no difference" in n for n in report.notes)
+
+
+def test_a_grammar_that_fails_at_its_first_mask_fails_the_round_trip(smol_tokenizer, monkeypatch):
+    """llguidance's item limit stopped a converted grammar at its first mask: its walks ended at once,
+    it gave no sample, and the round trip said ok on the other side's samples alone (found by a hunt)."""
+    import sgcli.grammar_dev.convert as gc
+
+    source = ConstraintSpec(Kind.REGEX, "[0-9]{2,4}", "--regex")
+    target = ConstraintSpec(Kind.EBNF, "root ::= [0-9] [0-9] ([0-9] [0-9]?)?", "same.ebnf")
+    stuck = lambda compiled: "Too many items" if compiled.spec.name == target.name else None  # noqa: E731
+    monkeypatch.setattr(gc, "first_mask_error", stuck)
+    report = gc.round_trip(source, target, smol_tokenizer.vocab, samples=3)
+    assert not report.ok
+    assert report.failures and all(
+        "the converted grammar fails at its first mask: Too many items" in f for f in report.failures
+    )
+    monkeypatch.setattr(gc, "first_mask_error", lambda compiled: "Too many items")
+    both = gc.round_trip(source, target, smol_tokenizer.vocab, samples=3)
+    assert not both.ok and not both.failures and any("both grammars fail at their first mask" in n for n in both.notes)
 
 
 def test_cli_reports_the_check_and_exits_1_when_the_round_trip_fails(run_cli, tmp_path, monkeypatch):

@@ -13,6 +13,7 @@ what the source accepts.
 
 from __future__ import annotations
 
+import copy
 import random
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from sgcli.backends.conversions import printed_by
 from sgcli.backends.matching import accepts_bytes, sample_strings
 from sgcli.constraints.sources import from_file
 from sgcli.constraints.spec import ConstraintSpec, Kind
-from sgcli.dialects.convert import convert_grammar
+from sgcli.dialects.convert import convert_grammar, split_prefixed_literals
 from sgcli.dialects.grammar_model import Alt, Chars, Grammar, Lit, Node, Ref, Rep, Rule, Seq
 from sgcli.dialects.printers import Printer
 from sgcli.errors import UserError
@@ -258,10 +259,13 @@ def _convert(text: str, dialect: str) -> str:
 @given(g=grammars(), seed=st.integers(0, 2**16))
 def test_random_grammars_read_back_and_every_parser_agrees_with_the_model(g, seed):
     gbnf, lark_text = Printer(g, "gbnf", "", None).grammar(), Printer(g, "lark", "", None).grammar()
-    # sgcli's readers get the model back from each print, so A -> B -> A closes both ways
-    assert _convert(gbnf, "gbnf") == lark_text
+    # sgcli's readers get the model back from each print, so A -> B -> A closes both ways (GBNF -> Lark
+    # prints a literal that another lexeme could end inside a character at a time: split_prefixed_literals)
+    split = copy.deepcopy(g)
+    split_prefixed_literals(split)
+    assert _convert(gbnf, "gbnf") == Printer(split, "lark", "", None).grammar()
     assert _convert(lark_text, "lark") == gbnf
-    assert _convert(_convert(gbnf, "gbnf"), "lark") == gbnf
+    assert _convert(_convert(gbnf, "gbnf"), "lark") == Printer(split, "gbnf", "", None).grammar()
 
     rng = random.Random(seed)
     members = [s for s in (draw_string(g, rng) for _ in range(6)) if s is not None]
@@ -334,7 +338,7 @@ def test_awkward_characters_mean_the_same_to_every_parser(gbnf, member, outsider
 
 def test_lark_reads_its_printers_repetition_ranges_with_blanks():
     """`x ~ 1..40` is what the printer writes (issue 29: `3:19: unexpected ' '`)."""
-    gbnf = 'root ::= answer " " reason\nanswer ::= "yes" | "no"\nreason ::= [ a-z]{1,40}\n'
+    gbnf = 'root ::= answer " " reason\nanswer ::= "YES" | "NO"\nreason ::= [ a-z]{1,40}\n'
     lark_text = _convert(gbnf, "gbnf")
     assert "reason: /[ a-z]/ ~ 1..40" in lark_text
     assert _convert(lark_text, "lark") == gbnf
@@ -471,3 +475,27 @@ def test_a_class_is_printed_without_surrogates_which_no_text_holds():
     lark = _convert(source, "gbnf")
     for text in (lark, _convert(lark, "lark")):
         assert "D800" not in text.upper() and "DFFF" not in text.upper(), text
+
+
+def test_a_literal_another_lexeme_ends_inside_is_split_so_greedy_lexers_keep_the_language():
+    """GBNF reads characters, a Lark literal is a lexeme: `"f" | "false" | [a-z]+ ";"` printed whole,
+    llguidance refused `fa;` (its lexer went on from `f` into `false`; found by a hunt on llama.cpp's
+    grammars). A literal whose proper prefix another lexeme matches is printed a character at a time,
+    on every parser the same language; one no lexeme can end inside stays whole, readable."""
+    lark_text = _convert('root ::= ("f" | "false" | [a-z]+ ";") " " kw\nkw ::= "WHILE" | "FOR"\n', "gbnf")
+    assert '"f" "a" "l" "s" "e"' in lark_text and '"WHILE"' in lark_text and '"FOR"' in lark_text, lark_text
+    vocab = byte_vocab()
+    members, outsiders = (
+        ["fa; FOR", "fal; WHILE", "false FOR", "f WHILE", "x; FOR"],
+        ["fa FOR", "fals FOR", "false;FOR"],
+    )
+    for name in _backends():
+        c = get_backend(name).compile(ConstraintSpec(Kind.LARK, lark_text, "<lark>"), vocab)
+        assert all(accepts_bytes(c, s.encode()).accepted for s in members), (name, lark_text)
+        assert not any(accepts_bytes(c, s.encode()).accepted for s in outsiders), (name, lark_text)
+    parser = _lark_parser(lark_text)
+    assert all(_lark_accepts(parser, s) for s in members) and not any(_lark_accepts(parser, s) for s in outsiders)
+    # a literal that a split one's characters now end inside is split too: "ab" after "a" | "ab"
+    assert _convert('root ::= x y\nx ::= "a" | "ab"\ny ::= "bc"\n', "gbnf") == (
+        'start: x y\nx: "a" | "a" "b"\ny: "b" "c"\n'
+    )

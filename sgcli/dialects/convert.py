@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.dialects.gbnf import parse_gbnf
-from sgcli.dialects.grammar_model import Alt, Grammar, Lit, Opaque, ParseError, Rep, Rule, Seq, walk
+from sgcli.dialects.grammar_model import Alt, Chars, Grammar, Lit, Opaque, ParseError, Rep, Rule, Seq, walk
 from sgcli.dialects.lark import parse_lark
 from sgcli.dialects.printers import Printer
 from sgcli.dialects.regex_parse import parse_regex
@@ -53,6 +53,8 @@ def print_model(spec: ConstraintSpec, model: tuple, target: str) -> ConstraintSp
     """Print a `read_model` result in `target`, after refusing names that do not resolve."""
     grammar, text, origin = model
     refuse_unresolved(grammar, text, origin)
+    if target == "lark":  # from characters (GBNF, regex) to lexemes
+        split_prefixed_literals(grammar)
     printed = Printer(grammar, target, text, origin).grammar()
     return ConstraintSpec(_KINDS[target], printed, f"{spec.name} (as {_KINDS[target].label})")
 
@@ -155,23 +157,54 @@ def one_char_lexemes(spec: ConstraintSpec) -> tuple[str, list[int]]:
     offset `positions[N - 1]` of the source."""
     grammar, text, origin = read_model(spec)
     refuse_unresolved(grammar, text, origin)
-    for rule in grammar.rules:
-        rule.body = _split_literal(rule.body)
-        for node in walk(rule.body):
-            if isinstance(node, Seq):
-                node.items = [_split_literal(i) for i in node.items]
-            elif isinstance(node, Alt):
-                node.alts = [_split_literal(a) for a in node.alts]
-            elif isinstance(node, Rep):
-                node.body = _split_literal(node.body)
+    _split_literals(grammar, lambda lit: True)
     printed = Printer(grammar, "lark", text, origin, braces=True).grammar()
     return printed, [rule.pos for rule in grammar.rules]
 
 
-def _split_literal(node):
-    if isinstance(node, Lit) and len(node.text) > 1:
-        return Seq(node.pos, [Lit(node.pos, ch) for ch in node.text])
-    return node
+def split_prefixed_literals(grammar: Grammar) -> None:
+    """Each multi-character literal that another lexeme could end inside, as one-character literals.
+
+    GBNF and regexes read characters; a Lark literal is a lexeme, and llguidance lexes greedily: in
+    `"f" | "false" | [a-z]+ ";"` printed as Lark, `fa;` was refused, its lexer having gone on from `f`
+    into `false` (2026-12-06). Where no other lexeme (a literal, or a one-character class) matches a
+    proper prefix of a literal, no lexer can stop inside it, and it is printed whole: readable. Split
+    literals make new one-character lexemes, so this runs until nothing changes."""
+    while True:
+        nodes = [n for rule in grammar.rules for n in walk(rule.body)]
+        texts = {n.text for n in nodes if isinstance(n, Lit) and n.text}
+        classes = [n for n in nodes if isinstance(n, Chars)]
+        if not _split_literals(grammar, lambda lit, texts=texts, classes=classes: _prefixed(lit, texts, classes)):
+            return
+
+
+def _prefixed(lit: Lit, texts: set[str], classes: list[Chars]) -> bool:
+    """Whether one of the literals `texts` or one-character `classes` matches a proper prefix of `lit`."""
+    first = ord(lit.text[0])
+    return any(lit.text[:k] in texts for k in range(1, len(lit.text))) or any(c.contains(first) for c in classes)
+
+
+def _split_literals(grammar: Grammar, which) -> bool:
+    """Every multi-character literal that `which` picks, as a sequence of one-character ones; whether any was."""
+    split = False
+
+    def one(node):
+        nonlocal split
+        if isinstance(node, Lit) and len(node.text) > 1 and which(node):
+            split = True
+            return Seq(node.pos, [Lit(node.pos, ch) for ch in node.text])
+        return node
+
+    for rule in grammar.rules:
+        rule.body = one(rule.body)
+        for node in walk(rule.body):
+            if isinstance(node, Seq):
+                node.items = [one(i) for i in node.items]
+            elif isinstance(node, Alt):
+                node.alts = [one(a) for a in node.alts]
+            elif isinstance(node, Rep):
+                node.body = one(node.body)
+    return split
 
 
 def without_lookaheads(node):
