@@ -39,6 +39,7 @@ EXPECTED = {
     "g010_cut_token_budget.lark": ({}, [("G010", 2, 1, None)]),
     "w001_unbounded_whitespace.gbnf": ({}, [("W001", 2, 8, None)]),
     "w001_ignore_whitespace.lark": ({}, [("W001", 2, 1, None)]),
+    "w001_imported_whitespace.lark": ({}, [("W001", 3, 1, None)]),  # `%ignore WS` of lark's common.WS
     "w001_recursive_whitespace.gbnf": ({}, [("W001", 2, 1, None)]),  # llama.cpp's old `ws ::= ([ \t\n] ws)?`
     "j001_minimum.json": ({"json_options": COMPACT}, [("J001", 3, 3, "outlines_core")]),
     "j002_rejected_keyword.json": (

@@ -140,6 +140,7 @@ class Grammar:
     rules: list[Rule] = field(default_factory=list)
     ignores: list[Node] = field(default_factory=list)  # Lark %ignore
     external: set[str] = field(default_factory=set)  # names defined elsewhere (%import, %declare)
+    imports: dict[str, str] = field(default_factory=dict)  # Lark: local name -> what it imports ("common.WS")
     regex_features: list = field(default_factory=list)  # RegexFeature found in regex literals
     regex_spans: list[tuple[int, int]] = field(default_factory=list)  # where each regex literal's body is
     empty_alternatives: list[int] = field(default_factory=list)  # GBNF: just past the `::=`, `|` or `(` before one

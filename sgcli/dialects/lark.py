@@ -104,7 +104,9 @@ class _LarkReader(Reader):
         if word == "ignore":
             grammar.ignores.append(self.expansions())
         elif word == "import":
-            grammar.external.update(self.import_names())
+            imported = self.import_names()
+            grammar.external.update(imported)
+            grammar.imports.update(imported)
         elif word == "declare":
             while (n := _NAME.match(self.text, self.pos)) and not self.at_new_definition():
                 grammar.external.add(n.group())
@@ -124,18 +126,21 @@ class _LarkReader(Reader):
         else:
             raise self.error(f"unknown directive %{word}", start)
 
-    def import_names(self) -> set[str]:
-        """`%import common.WS`, `%import common.WS -> SPACE`, `%import common (WS, NUMBER)`."""
+    def import_names(self) -> dict[str, str]:
+        """Local name -> imported name: `%import common.WS` ({"WS": "common.WS"}), `%import common.WS ->
+        SPACE` ({"SPACE": "common.WS"}), `%import common (WS, NUMBER)`."""
         line_end = self.text.find("\n", self.pos)
         line_end = len(self.text) if line_end < 0 else line_end
         spec = self.text[self.pos : line_end].split("//")[0].split("#")[0].strip()
         self.pos = line_end
         if "->" in spec:
-            return {spec.split("->")[1].strip()}
+            source, local = (part.strip() for part in spec.split("->", 1))
+            return {local: source}
         if "(" in spec:
+            module = spec[: spec.index("(")].strip()
             inside = spec[spec.index("(") + 1 : spec.rindex(")")] if ")" in spec else ""
-            return {n.strip() for n in inside.split(",") if n.strip()}
-        return {spec.rsplit(".", 1)[-1]} if spec else set()
+            return {n.strip(): f"{module}.{n.strip()}" for n in inside.split(",") if n.strip()}
+        return {spec.rsplit(".", 1)[-1]: spec} if spec else {}
 
     def at_new_definition(self) -> bool:
         """A definition or directive starts here (only at the start of a line)."""

@@ -21,6 +21,7 @@ from sgcli.dialects.grammar_model import (
     rule_fixpoint,
     walk,
 )
+from sgcli.dialects.lark_common import imported_definitions
 from sgcli.lint.diagnostic import Diagnostic, at_offset
 from sgcli.lint.free_text import FreeText, cut_anywhere
 
@@ -69,8 +70,11 @@ class Structure:
         self.text = text
         self.path = path
         self.defs = grammar.definitions()
-        names = list(self.defs)
-        body = {name: rule.body for name, rule in self.defs.items()}
+        # the facts look into what `%import common.X` brings too (lark's own definitions): the
+        # diagnostics stay on the file's definitions
+        self.known = {**imported_definitions(grammar.imports), **self.defs}
+        names = list(self.known)
+        body = {name: rule.body for name, rule in self.known.items()}
         self._nullable_rules = rule_fixpoint(
             names, lambda n, read: self._nullable(body[n], read), False, _higher_nullable
         )
@@ -97,7 +101,7 @@ class Structure:
         if isinstance(node, Chars):
             return False
         if isinstance(node, Ref):
-            if node.name in self.defs:
+            if node.name in self.known:
                 return read(node.name)
             return None if node.name in self.g.external else False
         if isinstance(node, Seq):
@@ -113,7 +117,7 @@ class Structure:
     def _follows(self, ref: Ref, terminal_ctx: bool) -> Rule | None:
         """The rule a reference leads to, for analyses that look through references. In Lark a
         parser rule sees a terminal as one lexeme, so analyses stop there."""
-        rule = self.defs.get(ref.name)
+        rule = self.known.get(ref.name)
         if rule is None or (self.g.syntax == "lark" and rule.terminal and not terminal_ctx):
             return None
         return rule
@@ -155,7 +159,7 @@ class Structure:
         if isinstance(node, Rep):
             return "empty" if node.max == 0 else self._whitespace(node.body, read)
         if isinstance(node, Ref):
-            return read(node.name) if node.name in self.defs else "other"
+            return read(node.name) if node.name in self.known else "other"
         if isinstance(node, Opaque) and node.nullable is True and node.sample == "":
             return "empty"
         return "other"
@@ -167,7 +171,7 @@ class Structure:
         for n in walk(node):
             if isinstance(n, Rep) and n.max is None:
                 return True
-            if isinstance(n, Ref) and n.name in self.defs and read(n.name):
+            if isinstance(n, Ref) and n.name in self.known and read(n.name):
                 return True
         return False
 
@@ -345,14 +349,24 @@ class Structure:
         out += self.recursive_whitespace()
         skipped_once = self.g.options.get("skip_repetition") == "once"  # llguidance: no repeats
         for node in [] if skipped_once else self.g.ignores:
-            if self.whitespace_kind(node) == "ws" and not self.has_unbounded(node):
+            if self.whitespace_kind(node) != "ws":
+                continue
+            # an imported terminal's own repetition is in lark's common.lark, where no finding can stand
+            imported = [r.name for r in refs(node) if r.name not in self.defs and self._unbounded.get(r.name)]
+            if imported or not self.has_unbounded(node):
                 start = self.text.rfind("%ignore", 0, node.pos)
+                what = (
+                    f"`{imported[0]}` (imported: {self.g.imports[imported[0]]}) repeats whitespace without bound, "
+                    "and `%ignore` lets it stand between any two lexemes"
+                    if imported
+                    else "`%ignore` lets this whitespace repeat any number of times between lexemes"
+                )
                 out.append(
                     self._diag(
                         "W001",
                         start,
                         _line_end(self.text, node.pos),
-                        "`%ignore` lets this whitespace repeat any number of times between lexemes",
+                        what,
                         'make the ignored span bounded and skipped once: %llguidance {"skip_repetition": '
                         '"once"} with %ignore /[ \\t]{1,8}/',
                     )
