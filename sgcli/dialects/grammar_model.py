@@ -222,6 +222,26 @@ def rule_fixpoint(keys, evaluate, start, merge=None) -> dict:
     return values
 
 
+def shortest_cycle(start: str, edges: dict[str, list[Ref]], members: set[str]) -> list[str] | None:
+    """The shortest path along `edges` from `start` back to itself, as rule names (within `members`)."""
+    parents: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for name in frontier:
+            for ref in edges[name]:
+                if ref.name == start:
+                    path = [name]
+                    while path[-1] != start:
+                        path.append(parents[path[-1]])
+                    return list(reversed(path))
+                if ref.name not in parents and ref.name in members:
+                    parents[ref.name] = name
+                    nxt.append(ref.name)
+        frontier = nxt
+    return None
+
+
 def components(names, edges) -> list[list[str]]:
     """Strongly connected components of the graph `name -> edges(name)` (Tarjan's, iterative), each
     in the order of `names`; a rule is recursive when its component has two rules or it reaches itself."""

@@ -19,6 +19,7 @@ from sgcli.dialects.grammar_model import (
     components,
     refs,
     rule_fixpoint,
+    shortest_cycle,
     walk,
 )
 from sgcli.dialects.lark_common import imported_definitions
@@ -263,7 +264,7 @@ class Structure:
         for name in self.defs:  # file order: the first rule of a cycle carries the finding
             if name in reported or name not in component:
                 continue
-            path = self._cycle(name, edges, component[name])
+            path = shortest_cycle(name, edges, component[name])
             if path is None:
                 continue
             reported.update(path)
@@ -279,26 +280,6 @@ class Structure:
                 )
             )
         return out
-
-    @staticmethod
-    def _cycle(start: str, edges: dict[str, list[Ref]], members: set[str]) -> list[str] | None:
-        """The shortest left-edge path from `start` back to itself, as rule names (within its component)."""
-        parents: dict[str, str] = {}
-        frontier = [start]
-        while frontier:
-            nxt = []
-            for name in frontier:
-                for ref in edges[name]:
-                    if ref.name == start:
-                        path = [name]
-                        while path[-1] != start:
-                            path.append(parents[path[-1]])
-                        return list(reversed(path))
-                    if ref.name not in parents and ref.name in members:
-                        parents[ref.name] = name
-                        nxt.append(ref.name)
-            frontier = nxt
-        return None
 
     def nullable_root(self) -> list[Diagnostic]:
         rule = self.defs.get(self.g.root)
