@@ -171,7 +171,8 @@ _ALL = [
         "An unbounded repetition whose body is itself an unbounded repetition, as in `(x+)*`.",
         "The same text splits into iterations in exponentially many ways: regex engines backtrack "
         "catastrophically, and Earley parsers carry every split. Followed through rule references "
-        "(in Lark, not into terminals from a parser rule: the lexer matches a terminal as a whole).",
+        "(in Lark, into terminals from a parser rule only where a backend judged has no lexer, xgrammar: "
+        "llguidance's lexer matches a terminal as a whole).",
         "root ::= ([a-z]+)*",
         "root ::= [a-z]*",
     ),

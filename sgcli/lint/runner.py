@@ -13,6 +13,7 @@ downloads and of torch (xgrammar itself imports torch; llguidance does not).
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass, field
 
 from sgcli.backends import check_supports, get_backend, listed_unavailable_reason, unsupported_reason
@@ -160,6 +161,17 @@ class Linter:
             )
         return [judged]
 
+    def _lexerless(self, spec: ConstraintSpec, runs: list) -> list[str]:
+        """The backends judging this file that read Lark without a lexer (G006 through terminals): those
+        that compiled it, or, where no backend rule ran, the ones `--backend` chooses."""
+        if runs:
+            names = [run.name for run in runs]
+        elif self.options.backend == "auto":
+            names = [backend.name for backend, _, _ in itertools.islice(candidates(spec, []), 1)]
+        else:
+            names = self.backends(spec, [], {})
+        return [name for name in names if not get_backend(name).capabilities.lexes_lark_greedily]
+
     def lint(self, path: str) -> FileResult:
         if path.startswith("@"):  # a grammar of the library in sgcli/grammars/
             path = resolve_library(path)
@@ -178,7 +190,7 @@ class Linter:
         result = FileResult(spec.name, [])
         notes, skipped = result.notes, result.skipped
         found: list[Diagnostic] = []
-        grammar, features, schema, stext, unreadable = None, [], None, None, None
+        grammar, features, schema, stext, unreadable, structure = None, [], None, None, None, None
         if spec.kind is Kind.JSON_SCHEMA:
             spec, problem = input_problem(spec)
             if problem is not None:
@@ -196,7 +208,8 @@ class Linter:
             if grammar is not None:
                 from sgcli.lint.structure import Structure
 
-                found += Structure(grammar, spec.text, spec.name).run()
+                structure = Structure(grammar, spec.text, spec.name)
+                found += structure.run()
 
         wants_backends = (
             sel.needs("backend", schema=schema is not None)
@@ -210,6 +223,10 @@ class Linter:
                 runs = self._auto_runs(spec, vocab, result, refused)
             else:
                 runs = [bc.compile_with(name, spec, vocab) for name in self.backends(spec, skipped, result.missing)]
+        if structure is not None and grammar.syntax == "lark" and "G006" in sel:
+            from sgcli.lint.lexerless import lexerless_repetitions
+
+            found += lexerless_repetitions(structure, self._lexerless(spec, runs))
         if "R001" in sel:
             verdicts = bc.feature_verdicts(runs, spec, features, self._vocab) if runs else {}
             found += bc.feature_diagnostics(spec, features, verdicts)

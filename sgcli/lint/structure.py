@@ -311,7 +311,7 @@ class Structure:
                             "W001",
                             node.pos,
                             node.end,
-                            f"`{_short(src)}` repeats whitespace without bound: a model can emit "
+                            f"`{short(src)}` repeats whitespace without bound: a model can emit "
                             f"whitespace until it runs out of tokens",
                             self._bounded_hint(node),
                         )
@@ -322,7 +322,7 @@ class Structure:
                             "G006",
                             node.pos,
                             node.end,
-                            f"`{_short(src)}` repeats something that is itself an unbounded "
+                            f"`{short(src)}` repeats something that is itself an unbounded "
                             f"repetition: the same text splits into iterations in exponentially many ways",
                             "repeat once: write `x*` instead of `(x+)*`",
                         )
@@ -386,7 +386,7 @@ class Structure:
         body = self.text[rep.pos : rep.op_pos].strip()
         hi = rep.min + 20 if rep.min >= 20 else 20
         bounded = f"{body} ~ {rep.min}..{hi}" if rep.lark else f"{body}{{{rep.min},{hi}}}"
-        return f"bound it, e.g. `{_short(bounded)}`"
+        return f"bound it, e.g. `{short(bounded)}`"
 
     def free_text(self) -> list[Diagnostic]:
         """G008: unbounded free text with required grammar after it (sgcli/lint/free_text.py)."""
@@ -395,13 +395,13 @@ class Structure:
             src, then = self.text[rep.pos : rep.end], self.text[after.pos : _line_end(self.text, after.pos)]
             hint = self._bounded_hint(rep)
             if self.g.syntax == "lark":
-                hint = f"give it a rule with a token budget, `reason[max_tokens=64]: /{_short(src)}/`, or {hint}"
+                hint = f"give it a rule with a token budget, `reason[max_tokens=64]: /{short(src)}/`, or {hint}"
             out.append(
                 self._diag(
                     "G008",
                     rep.pos,
                     rep.end,
-                    f"`{_short(src)}` is free text without a bound, and `{_short(then, 30)}` must follow: a model "
+                    f"`{short(src)}` is free text without a bound, and `{short(then, 30)}` must follow: a model "
                     f"that never ends the free text runs to --max-tokens and the rest is never written",
                     hint,
                 )
@@ -433,7 +433,7 @@ class Structure:
         return out + self.nullable_root() + self.repetitions() + self.free_text() + self.token_budgets()
 
 
-def _short(src: str, limit: int = 60) -> str:
+def short(src: str, limit: int = 60) -> str:
     src = " ".join(src.split())
     return src if len(src) <= limit else src[: limit - 1] + "…"
 
