@@ -95,3 +95,27 @@ def test_a_repeated_key_is_refused_by_the_checker_and_never_judged_valid():
     verdict = json_verdict({"type": "object"}, '{"b": 1, "c": {"d": 1, "d": 2}}')
     assert verdict.errors and "'d' appears twice" in verdict.errors[0]
     assert json_verdict({"type": "object"}, '{"b": 1, "c": {"d": 1}}').errors == []
+
+
+def test_contains_counts_are_judged_as_items_complete():
+    """`[8,9,8,4,8,5` under minContains 2 and maxItems 6 took every place, then had no way to end:
+    the random model's outputs all ended in a dead end after backtracking gave up."""
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "array",
+        "items": {"type": "integer", "minimum": 0, "maximum": 9},
+        "contains": {"const": 3},
+        "minContains": 2,
+        "maxContains": 3,
+        "maxItems": 6,
+    }
+    for backend in ("llguidance", "xgrammar"):
+        checked = compiled(schema, backend)
+        assert refused_at(checked, "[8,9,8,4,8,5]") == 10  # the fifth item leaves one place for two matches
+        assert refused_at(checked, "[3,3,3,3]") == 8  # a fourth match
+        for valid in ([3, 9, 8, 4, 8, 3], [3, 3], [1, 3, 3, 3, 0, 0]):
+            assert refused_at(checked, json.dumps(valid, separators=(",", ":"))) is None, valid
+    draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", **{k: schema[k] for k in ("type", "items")}}
+    draft7.update(contains={"const": 3}, maxItems=2, minContains=5)  # minContains is no draft-7 keyword
+    assert refused_at(compiled(draft7, "xgrammar"), "[3,1]") is None
+    assert refused_at(compiled(draft7, "xgrammar"), "[1,1]") == 4

@@ -38,6 +38,9 @@ def _loads(raw: bytes):
         raise Refused(f"a value JSON does not read ({exc})") from None
 
 
+_UNSEEN = object()  # a memo entry not computed yet (None is a verdict: nothing refused)
+
+
 class Refused(Exception):
     """A token would break the schema; the message says where and why."""
 
@@ -245,23 +248,30 @@ class JsonReader:
 
     def _check_so_far(self, container: tuple, end: int, view: View, stack: tuple) -> None:
         """A child just completed: the container so far (closed here) must not already break a rule
-        that more children cannot repair."""
+        that more children cannot repair (`contains`' counts included: past `maxContains`, or too few
+        places left under `maxItems` to reach `minContains`)."""
         plan = self.plan
         for p in plan.checks(container[2]):
             node = plan._applies(p)
-            if node is None or not any(k in node for k in PROJECTED[1:]):
+            if node is None:
+                continue
+            projected = any(k in node for k in PROJECTED[1:])
+            counted = container[0] == "arr" and "contains" in node
+            if not (projected or counted):
                 continue
             key = ("so far", p, container[1], end, view.part(end))
-            ok = self.memo.get(key)
-            if ok is None:
-                raw = view.slice(container[1], end) + (b"}" if container[0] == "obj" else b"]")
-                ok = plan.valid(p, _loads(raw), projected=True)
-                self.memo[key] = ok
-            if not ok:
+            why = self.memo.get(key, _UNSEEN)
+            if why is _UNSEEN:
+                value = _loads(view.slice(container[1], end) + (b"}" if container[0] == "obj" else b"]"))
+                why = None
+                if projected and not plan.valid(p, value, projected=True):
+                    why = f"already breaks the schema at {p or '/'}"
+                elif counted:
+                    why = plan.contains_refused(p, node, value)
+                self.memo[key] = why
+            if why:
                 what = "object" if container[0] == "obj" else "array"
-                raise Refused(
-                    f"the {what} at {self.pointer(stack[:-1]) or '/'} already breaks the schema at {p or '/'}"
-                )
+                raise Refused(f"the {what} at {self.pointer(stack[:-1]) or '/'} {why}")
 
     def pointer(self, stack: tuple) -> str:
         """The JSON pointer of the value the innermost frame of `stack` is writing."""

@@ -339,6 +339,26 @@ class CheckPlan:
                     return f"past `{key}` {bound} at {p or '/'}"
         return None
 
+    def contains_refused(self, pointer: str, node: dict, items: list) -> str | None:
+        """Why an array that starts with `items` can no longer meet the anchor's `contains` counts: more
+        matches than `maxContains`, or fewer places left under `maxItems` than `minContains` still needs
+        (`[8,9,8,4,8,5` under minContains 2 and maxItems 6 took every place, then found no way to end)."""
+        counts = (
+            "dependentRequired" in self.doc.cls.VALIDATORS
+        )  # 2019-09 on (jsonschema reads the counts in `contains`)
+        low = node.get("minContains", 1) if counts else 1
+        high = node.get("maxContains") if counts else None
+        matched = sum(1 for item in items if self.valid(f"{pointer}/contains", item))
+        if _number(high) and matched > high:
+            return f"has {matched} items that `contains` matches, past `maxContains` {high} at {pointer or '/'}"
+        most = node.get("maxItems")
+        if _number(most) and _number(low) and matched + max(0, most - len(items)) < low:
+            return (
+                f"has {matched} items that `contains` matches and room for {max(0, most - len(items))} more "
+                f"under `maxItems` {most}: fewer than `minContains` {low} at {pointer or '/'}"
+            )
+        return None
+
     def key_refused(self, nodes: frozenset, key: str, count: int) -> str | None:
         """Why an object under these anchors cannot take `key` as its property number `count + 1`."""
         for p in self.checks(nodes):
