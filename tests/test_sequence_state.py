@@ -107,8 +107,8 @@ class _Failed:
 
     def fill_mask(self, bitmask) -> None:
         bitmask.fill(0)
-        for stop in self.vocab.stop_ids:
-            bitmask[stop // 32] |= 1 << (stop % 32)
+        stop = self.vocab.eos_id  # llguidance's tokenizer knows one end token
+        bitmask[stop // 32] |= 1 << (stop % 32)
 
     def accept(self, token_id: int) -> bool:
         return True

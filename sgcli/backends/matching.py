@@ -176,18 +176,30 @@ def _fill(matcher: Matcher, mask, result: Walk, on_state, index: int, token: int
     result.mask_s.append(time.perf_counter() - t)
     if on_state is not None:
         on_state(index, token)
-    if matcher.error is not None:
-        result.refused, result.error = "error", matcher.error
+    failed = _failed(matcher, mask)
+    if failed is not None:
+        result.refused, result.error = "error", failed
         return False
     return True
+
+
+def _failed(matcher: Matcher, mask) -> str | None:
+    """The matcher's error where its mask still allows tokens: it failed, and the mask means nothing. An
+    error beside an empty mask is a dead end (sgcli's schema checker found no continuation): the text
+    so far cannot be completed, which the next token's refusal reports."""
+    error = matcher.error
+    if error is None or not allowed_ids(mask, len(mask) * 32).size:
+        return None
+    return error
 
 
 def first_mask_error(compiled: Compiled) -> str | None:
     """The matcher's own error after its first mask (llguidance's "Too many items" on a grammar of
     short, overlapping lexemes), or None: such a grammar compiles, then fails at the first step."""
     matcher = compiled.matcher()
-    matcher.fill_mask(new_bitmask(len(compiled.vocab)))
-    return matcher.error
+    mask = new_bitmask(len(compiled.vocab))
+    matcher.fill_mask(mask)
+    return _failed(matcher, mask)
 
 
 def accepts_nothing(compiled: Compiled) -> bool:

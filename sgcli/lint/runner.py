@@ -141,7 +141,7 @@ class Linter:
         tried: list[dict] = []
         runs = []
         for backend, _, _ in candidates(spec, tried):
-            run = bc.compile_with(backend.name, spec, vocab)
+            run = bc.compile_with(backend.name, spec, vocab, first_mask=self.options.tokenizer is not None)
             runs.append(run)
             if run.compiled is not None:
                 break
@@ -222,7 +222,10 @@ class Linter:
             if self.options.backend == "auto":
                 runs = self._auto_runs(spec, vocab, result, refused)
             else:
-                runs = [bc.compile_with(name, spec, vocab) for name in self.backends(spec, skipped, result.missing)]
+                runs = [
+                    bc.compile_with(name, spec, vocab, first_mask=self.options.tokenizer is not None)
+                    for name in self.backends(spec, skipped, result.missing)
+                ]
         if structure is not None and grammar.syntax == "lark" and "G006" in sel:
             from sgcli.lint.lexerless import lexerless_repetitions
 
