@@ -147,3 +147,36 @@ def test_no_j001_below_a_subschema_sgclis_checker_validates_whole():
     }
     _, found = j001(schema, "xgrammar")
     assert [d.code for d in found if d.code.startswith("J00")] == ["J004"], found
+
+
+ANCHORED = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://example.com/root.json",
+    "type": "object",
+    "properties": {"p": {"$ref": "#pt"}, "q": {"$ref": "other.json#/$defs/x"}, "u": {"$ref": "user"}},
+    "required": ["p", "q", "u"],
+    "$defs": {
+        "pt": {"$anchor": "pt", "enum": ["a", "b"]},
+        "o": {"$id": "other.json", "$defs": {"x": {"type": "integer", "minimum": 10, "maximum": 12}}},
+        "user": {
+            "$id": "user",
+            "type": "object",
+            "properties": {"id": {"$ref": "#/$defs/id"}},  # this resource's $defs, not the root's
+            "required": ["id"],
+            "$defs": {"id": {"type": "string", "pattern": "^u[0-9]{2}$"}},
+        },
+        "id": {"type": "boolean"},
+    },
+}
+
+
+def test_an_instance_is_built_through_anchors_and_embedded_ids():
+    """`$ref: "#pt"` (an $anchor), `other.json#/...` and `user` (embedded `$id`s) were "remote" refs to the
+    builder, so lint checked no keyword of such a schema (J003) though generate resolves them."""
+    from sgcli.lint.schema_instances import InstanceBuilder, validator
+
+    instance = InstanceBuilder(ANCHORED, full=True).build()
+    assert not list(validator(ANCHORED).iter_errors(instance)), instance
+    assert isinstance(instance["u"]["id"], str)
+    found = Linter(LintOptions()).lint_spec(ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(ANCHORED), "a.json"))
+    assert "J003" not in {d.code for d in found.diagnostics}, found.diagnostics

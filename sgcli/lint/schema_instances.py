@@ -108,6 +108,7 @@ class InstanceBuilder:
         self._refs: list[int] = []  # the $ref targets being built, outermost first
         self._recursing = 0  # > 0 inside a $ref to a target already being built: required parts only
         self._steps = 0
+        self._schema_doc = None  # built on the first reference a plain pointer does not name
 
     @property
     def _full(self) -> bool:
@@ -124,13 +125,35 @@ class InstanceBuilder:
             raise Impossible("the instance built does not validate")
         return value
 
-    def resolve(self, ref: str):
-        if not ref.startswith("#"):
-            raise Impossible(f"remote $ref {ref}")
-        found = resolve_ref(self.root, ref)
-        if found is None:
-            raise Impossible(f"unresolvable $ref {ref}")
-        return found[0]
+    def resolve(self, ref: str, at=None):
+        """The subschema `ref` names, read from `at` (the subschema holding it): a plain pointer into the
+        root at once, else through `referencing` with the base URIs of embedded `$id`s (an `$anchor`, a
+        `$ref: "user"` beside `$id: "user"` were "remote" refs here, so lint checked no keyword of them)."""
+        if ref.startswith("#") and not self._embedded_ids():
+            found = resolve_ref(self.root, ref)
+            if found is not None:
+                return found[0]
+        doc = self._doc()
+        target, why = doc.resolve(doc.by_id.get(id(at), ""), ref)
+        if target is None:
+            raise Impossible(f"unresolvable $ref {ref}" if why is None else f"remote or unresolvable $ref {ref}")
+        return doc.nodes[target]
+
+    def _embedded_ids(self) -> bool:
+        """Whether a subschema below the root sets its own base URI (`$id`, draft 4's `id`)."""
+        doc = self._doc()
+        return any(isinstance(n, dict) and ("$id" in n or "id" in n) and p for p, n in doc.nodes.items())
+
+    def _doc(self):
+        if self._schema_doc is None:
+            from sgcli.backends.schema_doc import SchemaDoc
+            from sgcli.errors import UserError
+
+            try:
+                self._schema_doc = SchemaDoc(self.root)
+            except UserError as exc:
+                raise Impossible(exc.message) from None
+        return self._schema_doc
 
     def value(self, schema, depth: int, variant: int = 0):
         if depth == 0:
@@ -147,7 +170,7 @@ class InstanceBuilder:
         if schema is False or not isinstance(schema, dict):
             raise Impossible("false schema")
         if "$ref" in schema:
-            target = self.resolve(schema["$ref"])
+            target = self.resolve(schema["$ref"], schema)
             rest = {k: v for k, v in schema.items() if k not in ("$ref", "$defs", "definitions")}
             recursive = id(target) in self._refs or target is self.root
             self._refs.append(id(target))
@@ -170,7 +193,9 @@ class InstanceBuilder:
                 return self.override[1](variant)  # a probe of a keyword inside one allOf branch
             merged = {k: v for k, v in schema.items() if k != "allOf"}
             for sub in schema["allOf"]:
-                merged = _merge(merged, self.resolve(sub["$ref"]) if isinstance(sub, dict) and "$ref" in sub else sub)
+                merged = _merge(
+                    merged, self.resolve(sub["$ref"], sub) if isinstance(sub, dict) and "$ref" in sub else sub
+                )
             return self.value(merged, depth + 1, variant)
         if "if" in schema:
             return self.conditional(schema, depth, variant)
