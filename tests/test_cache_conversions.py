@@ -326,3 +326,20 @@ def test_a_conversion_is_stale_once_its_gguf_changes(tmp_path, monkeypatch):
     source.unlink()
     assert "cannot be read" in conversions.problem(out, source)
     assert not conversions.usable(out, "conversion of big.gguf", source) and not out.exists()  # set aside
+
+
+def test_a_tensor_type_gguf_py_cannot_read_is_named_not_blamed_on_the_tokenizer(tmp_path, monkeypatch):
+    """gguf-py reads every tensor's header, so an unknown ggml type failed the tokenizer's conversion as
+    "cannot build a vocabulary ... pass a tokenizer.json" (a hunt's .gguf with a removed type, 4)."""
+    pytest.importorskip("transformers")
+    import transformers
+
+    from sgcli.tokenizers import gguf
+
+    def refuse(*args, **kwargs):
+        raise ValueError("np.uint32(4) is not a valid GGMLQuantizationType")
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", refuse)
+    with pytest.raises(UserError, match="a tensor of a type the installed gguf package cannot read") as caught:
+        gguf._convert_with_transformers(tmp_path / "m.gguf", tmp_path / "out")
+    assert "upgrade gguf" in caught.value.hint

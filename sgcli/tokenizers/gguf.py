@@ -68,7 +68,16 @@ def _convert_with_transformers(gguf: Path, folder: Path) -> None:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    try:
+        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    except ValueError as exc:
+        if "GGMLQuantizationType" not in str(exc):
+            raise
+        # gguf-py reads every tensor's header: a type it does not know fails the tokenizer too
+        raise UserError(
+            f"{gguf} holds a tensor of a type the installed gguf package cannot read ({exc})",
+            hint="upgrade gguf (pip install -U gguf), or use a .gguf converted with a current llama.cpp",
+        ) from None
     tok.save_pretrained(str(folder))
     write_end_ids(read_gguf_metadata(gguf), folder)
 
