@@ -39,22 +39,37 @@ DERIVE_TIMEOUT_S = 60.0
 DERIVE_MEMORY_MB = 4096
 
 
-def suite_dir() -> Path:
+# The suite's folders and the `$schema` each schema is read under: the suite's schemas leave their draft
+# to the harness, and sgcli reads a schema without `$schema` as 2020-12.
+DRAFTS = {
+    "draft2020-12": "https://json-schema.org/draft/2020-12/schema",
+    "draft2019-09": "https://json-schema.org/draft/2019-09/schema",
+    "draft7": "http://json-schema.org/draft-07/schema#",
+    "draft6": "http://json-schema.org/draft-06/schema#",
+    "draft4": "http://json-schema.org/draft-04/schema#",
+}
+
+
+def suite_dir(draft: str = "draft2020-12") -> Path:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from corpus_paths import require
 
-    return require("json-schema-test-suite") / "tests" / "draft2020-12"
+    return require("json-schema-test-suite") / "tests" / draft
 
 
-def cases(own: bool, suite: bool, real: bool = False, folder: Path | None = None):
+def cases(own: bool, suite: bool, real: bool = False, folder: Path | None = None, draft: str = "draft2020-12"):
     """(source, description, schema, tests) for every schema."""
-    case_folders = ([OWN] if own else []) + ([suite_dir()] if suite else [])
+    case_folders = ([OWN] if own else []) + ([suite_dir(draft)] if suite else [])
     for cases_in in case_folders:  # not `folder`: that is the --folder argument, read below
         if not cases_in.is_dir():
             raise SystemExit(f"not found: {cases_in} (set SGCLI_CORPORA for the suite)")
+        declared = DRAFTS[draft] if cases_in != OWN else None
         for path in sorted(cases_in.glob("*.json")):
             for case in json.loads(path.read_text(encoding="utf-8")):
-                yield path.stem, case["description"], case["schema"], case["tests"]
+                schema = case["schema"]
+                if declared and isinstance(schema, dict) and "$schema" not in schema:
+                    schema = {"$schema": declared, **schema}
+                yield path.stem, case["description"], schema, case["tests"]
     if real:
         yield from real_world_cases(real_world_files())
     if folder is not None:  # any folder of schemas, e.g. the JSON Schema Store catalogue (schema_store.py)
@@ -273,6 +288,7 @@ def check(
     backend: str = "auto",
     progress=None,
     folder: Path | None = None,
+    draft: str = "draft2020-12",
 ) -> dict:
     from sgcli.backends import compile_for
     from sgcli.backends.bounded import CompileLimitError
@@ -290,7 +306,7 @@ def check(
     report.update(
         backend=backend, by_backend={}, leaks=[], unnamed=[], not_compiled=[], rejected_valid_cases=[], not_derived=[]
     )
-    for source, description, schema, tests in cases(own, suite, real, folder):
+    for source, description, schema, tests in cases(own, suite, real, folder, draft):
         report["schemas"] += 1
         spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema), f"{source}: {description}")
         started = time.perf_counter()
@@ -363,6 +379,7 @@ def main() -> int:
     parser.add_argument("--real", action="store_true", help="also the real-world schemas installed packages ship")
     parser.add_argument("--folder", type=Path, help="also every *.json schema in this folder (instances derived)")
     parser.add_argument("--backend", default="auto")
+    parser.add_argument("--draft", choices=sorted(DRAFTS), default="draft2020-12", help="the suite's folder to read")
     parser.add_argument("--progress", action="store_true")
     parser.add_argument(
         "--ref-base",
@@ -388,6 +405,7 @@ def main() -> int:
         backend=args.backend,
         progress=progress,
         folder=args.folder,
+        draft=args.draft,
     )
     print(json.dumps(report, indent=1))
     ok = report["accepted_invalid"] == 0 and report["unnamed_schemas"] == 0 and report["answered_in_time_pct"] >= 99

@@ -662,6 +662,16 @@ def test_generate_on_an_engine_refuses_a_chosen_backend(run_cli, engine):
     assert "choose the backend where the server starts" in result.stderr
 
 
+def test_a_configured_backend_is_noted_not_sent_to_an_engine(run_cli, monkeypatch):
+    """SGCLI_BACKEND (or sgcli.toml's backend) is set for local runs: it made every --engine run exit 2
+    with a message about a --backend flag the user never gave."""
+    monkeypatch.setenv("SGCLI_BACKEND", "xgrammar")
+    with Stub(answer=lambda b: "7") as stub:
+        result = gen(run_cli, stub, "--schema", '{"type": "integer"}', "--json", "x")
+    assert result.exit_code == 0, result.output
+    assert "note: SGCLI_BACKEND (xgrammar) is not sent to engine" in result.stderr
+
+
 def test_compare_backends_engine_still_checks_the_constraint(run_cli):
     result = run_cli("compare-backends", "--engine", "openai", "--base-url", "http://127.0.0.1:9", "--regex", "a", "x")
     assert result.exit_code == 2

@@ -43,9 +43,28 @@ _ONE_HELP = (
     "SGLang's names work too: guidance = llguidance, outlines = outlines-core = outlines_core."
 )
 
+
+class Configured(str):
+    """A backend name that came from sgcli.toml or SGCLI_BACKEND, not the command line: set for local
+    runs, it does not apply where a server picks its own backend (`generate --engine`)."""
+
+    source: str = ""
+
+
+def _one(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+    """`_plain`, marking a value the command line did not give (`Configured`, saying where it came from)."""
+    name = _plain(value)
+    source = getattr(ctx.get_parameter_source(param.name), "name", None)  # typer may bring its own click
+    if name is None or source in ("COMMANDLINE", "DEFAULT", None):
+        return name
+    marked = Configured(name)
+    marked.source = "SGCLI_BACKEND" if source == "ENVIRONMENT" else "the config file's backend"
+    return marked
+
+
 BackendOpt = Annotated[
     Optional[OneBackend],
-    typer.Option("--backend", "-b", envvar="SGCLI_BACKEND", callback=_plain, help=_ONE_HELP, show_default=False),
+    typer.Option("--backend", "-b", envvar="SGCLI_BACKEND", callback=_one, help=_ONE_HELP, show_default=False),
 ]
 
 

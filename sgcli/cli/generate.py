@@ -199,6 +199,29 @@ BATCH_FLAGS = {
 }
 
 
+def _server_backend(engine: str, backend: str) -> str:
+    """The backend a server run asks for. One given on the command line that the engine cannot take is
+    exit 2; one from sgcli.toml or SGCLI_BACKEND (set for local runs) does not apply to a server that
+    picks its own: a note says so and the run goes on with auto."""
+    from sgcli.cli.backend_options import Configured
+    from sgcli.cli.common import err
+    from sgcli.serving import refuse_backend_choice
+
+    try:
+        refuse_backend_choice(
+            engine,
+            backend,
+            why=f"so --backend {backend} would be ignored",
+            hint="drop --backend (or give auto) and choose the backend where the server starts",
+        )
+    except UserError:
+        if not isinstance(backend, Configured):
+            raise
+        err.print(f"note: {backend.source} ({backend}) is not sent to engine '{engine}', which picks its backend")
+        return backends.DEFAULT_BACKEND
+    return backend
+
+
 @co.takes_constraint(guarantee=True)
 @eo.takes_engine()
 @takes("batch_flags", BatchFlags, BATCH_FLAGS)
@@ -236,14 +259,7 @@ def generate(
     if not engine_flags.local:
         flags.for_server()
         if backend != backends.DEFAULT_BACKEND:  # the request would carry no backend: refused, not ignored
-            from sgcli.serving import refuse_backend_choice
-
-            refuse_backend_choice(
-                engine_flags.engine,
-                backend,
-                why=f"so --backend {backend} would be ignored",
-                hint="drop --backend (or give auto) and choose the backend where the server starts",
-            )
+            backend = _server_backend(engine_flags.engine, backend)
     spec = flags.spec(required=backends.enforces(backend))
     if not engine_flags.local:
         _regex_readable(spec)
