@@ -119,3 +119,51 @@ def test_contains_counts_are_judged_as_items_complete():
     draft7.update(contains={"const": 3}, maxItems=2, minContains=5)  # minContains is no draft-7 keyword
     assert refused_at(compiled(draft7, "xgrammar"), "[3,1]") is None
     assert refused_at(compiled(draft7, "xgrammar"), "[1,1]") == 4
+
+
+def test_keywords_a_draft_does_not_read_are_not_checked():
+    """Up to draft 7 a `$ref` overrides its siblings, so `enum` beside it in `propertyNames` names no key;
+    draft 4 has no `contains`: both were refused as prefixes or counts (review, 2026-12-06)."""
+    draft7 = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "definitions": {"n": {"type": "string"}},
+        "propertyNames": {"$ref": "#/definitions/n", "enum": ["x"]},
+        "properties": {"l": {"type": "array", "uniqueItems": True}},
+    }
+    assert refused_at(compiled(draft7, "llguidance"), '{"y": 1}') is None
+    draft4 = {
+        "$schema": "http://json-schema.org/draft-04/schema#",
+        "type": "array",
+        "contains": {"enum": [5]},
+        "maxItems": 2,
+        "uniqueItems": True,
+    }
+    assert refused_at(compiled(draft4, "xgrammar"), "[1,2]") is None
+
+
+def test_a_failed_backend_matcher_stays_failed_under_the_checker():
+    """The checker filtered a failed llguidance matcher's one end token away: the empty mask then read as
+    the checker's dead end, and masks/test called the text rejected (review, 2026-12-06)."""
+    import numpy as np
+
+    from sgcli.backends.base import new_bitmask
+    from sgcli.backends.matching import first_mask_error
+
+    schema = {"type": "object", "properties": {"l": {"type": "array", "uniqueItems": True}}}
+    checked = compiled(schema, "llguidance")
+
+    class Failed:
+        error = "parser error: Too many items (limit 50000; mask)"
+
+        def fill_mask(self, bitmask):
+            bitmask[:] = 0
+            bitmask[0] = 1 << 2  # the end token
+
+    matcher = checked.matcher()
+    matcher._inner = Failed()
+    mask = new_bitmask(len(checked.vocab))
+    matcher.fill_mask(mask)
+    assert np.count_nonzero(mask) and matcher.error == Failed.error
+    checked.matcher = lambda: matcher
+    assert first_mask_error(checked) == Failed.error

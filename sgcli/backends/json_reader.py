@@ -256,7 +256,7 @@ class JsonReader:
             if node is None:
                 continue
             projected = any(k in node for k in PROJECTED[1:])
-            counted = container[0] == "arr" and "contains" in node
+            counted = container[0] == "arr" and "contains" in node and plan.has_contains
             if not (projected or counted):
                 continue
             key = ("so far", p, container[1], end, view.part(end))

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import weakref
 from dataclasses import dataclass, field
 
+from sgcli.constraints.formats import user_format_regex
 from sgcli.tokenizers.vocab import Vocab
 
 NUMBER_BYTES = frozenset(b"0123456789+-.eE")
@@ -26,6 +28,40 @@ class StringRules:
     choices: list[frozenset[str]] = field(default_factory=list)  # enum/const strings, one set per subschema
     patterns: list = field(default_factory=list)  # compiled `regex` patterns, anchored at the start
     ascii_closed: list[bool] = field(default_factory=list)  # per pattern: no non-ASCII character can match
+
+
+def add_string_rules(rules: StringRules, node: dict) -> None:
+    """Add `node`'s prefix-checkable string keywords to `rules`."""
+    if isinstance(node.get("maxLength"), int) and not isinstance(node["maxLength"], bool):
+        rules.max_length = min(node["maxLength"], rules.max_length if rules.max_length is not None else 1 << 62)
+    if isinstance(node.get("enum"), list):
+        rules.choices.append(frozenset(v for v in node["enum"] if isinstance(v, str)))
+    if isinstance(node.get("const"), str):
+        rules.choices.append(frozenset({node["const"]}))
+    for pattern in (node.get("pattern"), user_format_regex(node.get("format"))):
+        if isinstance(pattern, str) and pattern.startswith("^"):
+            compiled = _prefix_regex(pattern)
+            if compiled is not None:
+                rules.patterns.append(compiled)
+                rules.ascii_closed.append(_ascii_closed(pattern))
+
+
+_OPEN = re.compile(r"\.|\[\^|\\[wWsSdDpPXN]|\(\?[a-zA-Z]*[isux]")
+
+
+def _ascii_closed(pattern: str) -> bool:
+    """Whether no non-ASCII character can match anywhere in `pattern` (only ASCII literals and classes:
+    no `.`, negated class, `\\w`-style class or flag that reaches beyond ASCII)."""
+    return pattern.isascii() and _OPEN.search(pattern) is None
+
+
+def _prefix_regex(pattern: str):
+    import regex
+
+    try:
+        return regex.compile(pattern)
+    except Exception:  # regex.error, or a pattern only `re` reads: no prefix check, the completion check stays
+        return None
 
 
 _tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -105,6 +105,8 @@ class CheckedMatcher:
         import numpy as np
 
         self._inner.fill_mask(bitmask)
+        if self._inner.error is not None:  # the backend failed (llguidance's item limit): its mask means nothing,
+            return  # and filtering it would turn that failure into an empty mask, read as a dead end
         vocab_size = len(self._plan.tokens)
         ids = allowed_ids(bitmask, vocab_size)
         if not len(ids):

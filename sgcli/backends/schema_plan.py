@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 import warnings
 
-from sgcli.backends.json_strings import StringRules, vocab_tables
+from sgcli.backends.json_strings import StringRules, add_string_rules, vocab_tables
 from sgcli.backends.schema_doc import SchemaDoc, escape_pointer, fragment
-from sgcli.constraints.formats import format_checker, user_format_regex
+from sgcli.constraints.formats import format_checker
 from sgcli.tokenizers.vocab import Vocab
 
 # the keywords whose subschemas a container's children are read through
@@ -38,6 +38,7 @@ class CheckPlan:
         self._strings: dict = {}
         self._signs: dict = {}
         self.items_are_prefix = "prefixItems" in self.doc.cls.VALIDATORS
+        self.has_contains = "contains" in self.doc.cls.VALIDATORS  # draft 6 on
         self.root_nodes = self.closure(frozenset({""}))
 
     # -- validators --
@@ -197,7 +198,7 @@ class CheckPlan:
         for p in pointers:
             node = self._applies(p)
             if node is not None:
-                _add_string_rules(rules, node)
+                add_string_rules(rules, node)
         found = rules if (rules.max_length is not None or rules.choices or rules.patterns) else None
         self._strings[pointers] = found
         return found
@@ -226,8 +227,9 @@ class CheckPlan:
             names = self._listed_names(p, node)
             if names is not None:
                 rules.choices.append(names[0])
-            if isinstance(node.get("propertyNames"), dict):
-                _add_string_rules(rules, node["propertyNames"])
+            names_node = self._applies(f"{p}/propertyNames")  # None beside a draft-7 $ref, which overrides it
+            if names_node is not None:
+                add_string_rules(rules, names_node)
         found = rules if (rules.max_length is not None or rules.choices or rules.patterns) else None
         self._strings[cache_key] = found
         return found
@@ -384,22 +386,6 @@ class CheckPlan:
 _BOUNDS = frozenset({"maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum"})
 
 
-def _add_string_rules(rules: StringRules, node: dict) -> None:
-    """Add `node`'s prefix-checkable string keywords to `rules`."""
-    if isinstance(node.get("maxLength"), int) and not isinstance(node["maxLength"], bool):
-        rules.max_length = min(node["maxLength"], rules.max_length if rules.max_length is not None else 1 << 62)
-    if isinstance(node.get("enum"), list):
-        rules.choices.append(frozenset(v for v in node["enum"] if isinstance(v, str)))
-    if isinstance(node.get("const"), str):
-        rules.choices.append(frozenset({node["const"]}))
-    for pattern in (node.get("pattern"), user_format_regex(node.get("format"))):
-        if isinstance(pattern, str) and pattern.startswith("^"):
-            compiled = _prefix_regex(pattern)
-            if compiled is not None:
-                rules.patterns.append(compiled)
-                rules.ascii_closed.append(_ascii_closed(pattern))
-
-
 def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -430,21 +416,3 @@ def _search(pattern: str, text: str) -> bool:
             compiled = False
         _regex_cache[pattern] = compiled
     return bool(compiled and compiled.search(text))
-
-
-_OPEN = re.compile(r"\.|\[\^|\\[wWsSdDpPXN]|\(\?[a-zA-Z]*[isux]")
-
-
-def _ascii_closed(pattern: str) -> bool:
-    """Whether no non-ASCII character can match anywhere in `pattern` (only ASCII literals and classes:
-    no `.`, negated class, `\\w`-style class or flag that reaches beyond ASCII)."""
-    return pattern.isascii() and _OPEN.search(pattern) is None
-
-
-def _prefix_regex(pattern: str):
-    import regex
-
-    try:
-        return regex.compile(pattern)
-    except Exception:  # regex.error, or a pattern only `re` reads: no prefix check, the completion check stays
-        return None

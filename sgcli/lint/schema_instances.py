@@ -84,6 +84,19 @@ def count(schema, key: str, default: int = 0) -> int:
     return int(v)
 
 
+def _is_name_map(pointer: str) -> bool:
+    """Whether the object at `pointer` maps names to subschemas (`properties`, `$defs`, ...): its keys
+    are names, so a property called `id` there is no base URI."""
+    parts = pointer.rsplit("/", 1)
+    return len(parts) == 2 and parts[1] in (
+        "properties",
+        "patternProperties",
+        "$defs",
+        "definitions",
+        "dependentSchemas",
+    )
+
+
 class Impossible(Exception):
     """No instance could be built for this (sub)schema."""
 
@@ -109,6 +122,7 @@ class InstanceBuilder:
         self._recursing = 0  # > 0 inside a $ref to a target already being built: required parts only
         self._steps = 0
         self._schema_doc = None  # built on the first reference a plain pointer does not name
+        self._has_embedded_ids: bool | None = None
 
     @property
     def _full(self) -> bool:
@@ -140,9 +154,16 @@ class InstanceBuilder:
         return doc.nodes[target]
 
     def _embedded_ids(self) -> bool:
-        """Whether a subschema below the root sets its own base URI (`$id`, draft 4's `id`)."""
-        doc = self._doc()
-        return any(isinstance(n, dict) and ("$id" in n or "id" in n) and p for p, n in doc.nodes.items())
+        """Whether a subschema below the root sets its own base URI (`$id`; `id` up to draft 4), found
+        once: a property named `id` is no base URI."""
+        if self._has_embedded_ids is None:
+            doc = self._doc()
+            keys = ("$id", "id") if doc.cls.__name__ in ("Draft3Validator", "Draft4Validator") else ("$id",)
+            self._has_embedded_ids = any(
+                p and isinstance(n, dict) and any(isinstance(n.get(k), str) for k in keys) and not _is_name_map(p)
+                for p, n in doc.nodes.items()
+            )
+        return self._has_embedded_ids
 
     def _doc(self):
         if self._schema_doc is None:
