@@ -316,3 +316,18 @@ def test_a_missing_tokenizer_file_is_not_a_hub_or_model_problem(tmp_path, run_cl
     assert result.exit_code == 2, result.output
     text = " ".join(result.output.split())
     assert says in text and "hub" not in text.split("hint")[0] and "model path" not in text
+
+
+def test_a_harmony_gguf_goes_on_past_end_of_a_channel():
+    """gpt-oss closes each channel message with `<|end|>` and the answer with `<|return|>` (or `<|call|>`):
+    as llama.cpp does, `<|end|>` ends nothing there."""
+    from sgcli.tokenizers.gguf import end_ids
+
+    harmony = {
+        "tokenizer.ggml.tokens": ["a", "<|end|>", "<|return|>", "<|call|>", "<|endoftext|>"],
+        "tokenizer.ggml.token_type": [1, 3, 3, 3, 3],
+        "tokenizer.ggml.eos_token_id": 2,
+    }
+    assert end_ids(harmony) == [2, 3, 4]
+    phi = {"tokenizer.ggml.tokens": ["a", "<|end|>"], "tokenizer.ggml.token_type": [1, 3]}
+    assert end_ids(phi) == [1]

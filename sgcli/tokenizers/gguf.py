@@ -23,7 +23,17 @@ FOLDER_FORMAT = 2
 # Control tokens that end a turn in the chat templates of the families llama.cpp knows (its EOG set
 # beyond eos/eot/eom): a .gguf carries no generation_config.json to list them.
 END_OF_TURN_TEXTS = frozenset(
-    {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "<|return|>"}
+    {
+        "<|eot_id|>",
+        "<|im_end|>",
+        "<|end|>",
+        "<end_of_turn>",
+        "<|endoftext|>",
+        "<|eom_id|>",
+        "<EOT>",
+        "<|return|>",
+        "<|call|>",
+    }
 )
 _CONTROL = 3  # tokenizer.ggml.token_type of a control token
 
@@ -104,7 +114,10 @@ def end_ids(metadata: dict) -> list[int]:
     found = [metadata.get(f"tokenizer.ggml.{k}_token_id") for k in ("eos", "eot", "eom")]
     tokens, types = metadata.get("tokenizer.ggml.tokens"), metadata.get("tokenizer.ggml.token_type")
     if isinstance(tokens, list) and isinstance(types, list) and len(types) == len(tokens):
-        found += [i for i, (t, kind) in enumerate(zip(tokens, types)) if kind == _CONTROL and t in END_OF_TURN_TEXTS]
+        ends = END_OF_TURN_TEXTS
+        if {"<|return|>", "<|call|>"} <= set(tokens):  # harmony (gpt-oss): `<|end|>` only closes one channel
+            ends = ends - {"<|end|>"}
+        found += [i for i, (t, kind) in enumerate(zip(tokens, types)) if kind == _CONTROL and t in ends]
     size = len(tokens) if isinstance(tokens, list) else 0
     return [i for i in dict.fromkeys(found) if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < size]
 
