@@ -161,3 +161,15 @@ def test_char_class_is_compact_and_escaped():
     assert char_class({9, 10, 32, ord("]")}) == "[\\t\\n \\]]"
     assert char_class({ord("a"), ord("b")}) == "[ab]"
     assert char_class(set()) == "[]"
+
+
+def test_a_choice_reaches_an_alternative_an_earlier_one_is_a_prefix_of(run_cli, tmp_path):
+    """outlines-core never reached `yesterday` after `yes` (its regex stopped at the first alternative):
+    the choices are written longest first."""
+    result = run_cli("masks", "--choice", "yes", "--choice", "yesterday", "-b", "outlines_core", "--text", "yesterday")
+    assert result.exit_code == 0 and "accepted" in result.stdout, result.output
+
+
+def test_a_text_no_token_writes_is_said_so(run_cli):
+    result = run_cli("masks", "--regex", "a.b", "--text", "a\x04b")
+    assert "no token writes 0x04" in " ".join(result.stdout.split())

@@ -331,3 +331,23 @@ def test_a_harmony_gguf_goes_on_past_end_of_a_channel():
     assert end_ids(harmony) == [2, 3, 4]
     phi = {"tokenizer.ggml.tokens": ["a", "<|end|>"], "tokenizer.ggml.token_type": [1, 3]}
     assert end_ids(phi) == [1]
+
+
+def test_the_encoder_spells_the_texts_own_bytes_with_ordinary_tokens(smol_tokenizer):
+    """llguidance tokenizes the text its grammar forces with `Vocab.encode`: the tokenizer turned
+    `<|im_end|>` written as text into the special id, which llguidance put in the mask and then refused
+    ("Parser Error: token ... doesn't satisfy the grammar")."""
+    vocab = smol_tokenizer.vocab
+    ids = vocab.encode("a<|im_end|>b")
+    assert b"".join(vocab.tokens[i] for i in ids) == b"a<|im_end|>b"
+    assert not set(ids) & vocab.special_ids
+
+
+def test_a_normalizing_tokenizer_still_gets_the_texts_bytes(tmp_path, smol_tokenizer):
+    """An NFKC normalizer writes `ﬁ` as `fi`: the ids for forced text must still spell `ﬁ`."""
+    raw = json.loads(Path(smol_tokenizer.vocab.source).read_text(encoding="utf-8"))
+    raw["normalizer"] = {"type": "NFKC"}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(raw), encoding="utf-8")
+    vocab = load_tokenizer(str(tmp_path / "tokenizer.json")).vocab
+    ids = vocab.encode("xﬁ１")
+    assert b"".join(vocab.tokens[i] for i in ids) == "xﬁ１".encode()

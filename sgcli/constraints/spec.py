@@ -178,8 +178,8 @@ class ConstraintSpec:
         """A regex equivalent, for kinds that have one (choice -> alternation)."""
         if self.kind is Kind.REGEX:
             return self.text
-        if self.kind is Kind.CHOICE:
-            return "|".join(_regex_escape(c) for c in self.choices)
+        if self.kind is Kind.CHOICE:  # longest first: outlines-core never reached `yesterday` after `yes`
+            return "|".join(_regex_escape(c) for c in sorted(self.choices, key=len, reverse=True))
         raise ValueError(f"{self.kind.label} has no regex form")
 
 

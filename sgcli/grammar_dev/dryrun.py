@@ -114,7 +114,14 @@ def dry_run(compiled: Compiled, text: str | None, *, top: int = 10) -> DryRun:
     ids = canonical_ids(vocab, text)
     run = DryRun(compiled.backend, text, ids)
     if b"".join(vocab.tokens[i] for i in ids) != text.encode("utf-8"):
-        run.note = "the tokens do not spell TEXT byte for byte (the tokenizer normalizes it); offsets follow the tokens"
+        data = text.encode("utf-8")
+        unwritable = sorted({f"0x{b:02x}" for b in data if vocab.longest_match(bytes([b])) is None})
+        missing = f" (no token writes {', '.join(unwritable[:4])})" if unwritable else ""
+        run.note = (
+            f"no tokens of this vocabulary spell TEXT{missing}: no model using it writes it; offsets follow the tokens"
+            if vocab.longest_match(data) is None
+            else "the tokens do not spell TEXT byte for byte; offsets follow the tokens"
+        )
     w = walk(matcher, ids, mask, follow_mask=True, on_state=record)
     offsets = list(itertools.accumulate((len(vocab.tokens[t]) for t in ids), initial=0))
     for index in range(len(w.in_mask)):

@@ -40,6 +40,10 @@ class Vocab:
     # was built (e.g. an EOS guessed from a token's name).
     notes: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        if self.encode is not None and not getattr(self.encode, "spells_text", False):
+            self.encode = _spelling_exactly(self, self.encode)
+
     def __len__(self) -> int:
         return len(self.tokens)
 
@@ -139,3 +143,23 @@ class IncrementalDetokenizer:
 
     def restore(self, state: tuple) -> None:
         self._decoder.setstate(state)
+
+
+def _spelling_exactly(vocab: Vocab, encode: Callable[[str], list[int]]) -> Callable[[str], list[int]]:
+    """`encode`, where its ids spell the text's own bytes with ordinary tokens; else the longest-match
+    tokenization that does (where every byte has a token). A tokenizer turns `<|im_end|>` written as
+    text into the special id, and a normalizer writes `ﬁ` as `fi` or SentencePiece's `▁` as a space:
+    llguidance, handed those ids for text its grammar forces, put them in the mask and then refused
+    them ("Parser Error: token ... doesn't satisfy the grammar")."""
+
+    def exact(text: str) -> list[int]:
+        ids = encode(text)
+        data = text.encode("utf-8")
+        tokens, special = vocab.tokens, vocab.special_ids
+        if not any(i in special for i in ids) and b"".join(tokens[i] for i in ids) == data:
+            return ids
+        spelled = vocab.longest_match(data)
+        return ids if spelled is None else spelled
+
+    exact.spells_text = True  # type: ignore[attr-defined]
+    return exact
