@@ -240,8 +240,10 @@ def main() -> int:
                 slow.append((name, path.name, round(outcome["s"], 1)))
             if outcome["crash"]:
                 crashes.append((name, path.name, outcome["detail"]))
-        if n % 25 == 0:
-            print(f"... {n}/{len(schemas)} schemas, {time.perf_counter() - started:.0f} s", file=sys.stderr)
+                print(f"CRASH {name} {path.name}: {outcome['detail']}", file=sys.stderr, flush=True)
+        if n % 25 == 0:  # a run stopped early still says how far it got, and what it found
+            done = {name: dict(sorted(c.items())) for name, c in counts.items() if c}
+            print(f"... {n}/{len(schemas)} schemas, {time.perf_counter() - started:.0f} s: {done}", file=sys.stderr)
     bench_dir = work / "bench"
     bench_dir.mkdir()
     for path, _ in schemas:
