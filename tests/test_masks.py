@@ -173,3 +173,9 @@ def test_a_choice_reaches_an_alternative_an_earlier_one_is_a_prefix_of(run_cli, 
 def test_a_text_no_token_writes_is_said_so(run_cli):
     result = run_cli("masks", "--regex", "a.b", "--text", "a\x04b")
     assert "no token writes 0x04" in " ".join(result.stdout.split())
+
+
+def test_an_empty_tokenizer_is_refused_not_read_as_the_default(run_cli):
+    """`--tokenizer "$TOK"` with TOK unset ran on the embedded model's tokenizer without a word."""
+    result = run_cli("masks", "--regex", "a", "--text", "a", "--tokenizer", "")
+    assert result.exit_code == 2 and "--tokenizer is empty" in result.stderr

@@ -43,6 +43,11 @@ def load_tokenizer(
     Loaded once per process; a source that cannot be read is a UserError, and one that needs a
     package the light core lacks is a `MissingExtra` naming the extra. `flag` is the option the
     command takes `ref` from (`--model`; None for an argument), for hints."""
+    if ref is not None and not ref.strip():  # `--tokenizer ''` (an unset shell variable) read as the default
+        raise UserError(
+            f"{flag or 'the tokenizer'} is empty",
+            hint="give a tokenizer.json, a folder, a .gguf, mistral:NAME, or default for the embedded model's",
+        )
     key = f"{ref or 'default'}@{revision or ''}:{gguf_file or ''}"
     if key not in _loaded:
         _loaded[key] = _with_tokens(_load(ref, progress, revision, gguf_file, flag), ref)
