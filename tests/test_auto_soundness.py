@@ -16,7 +16,9 @@ def test_own_cases_compile_and_no_invalid_instance_gets_through_the_checker(monk
     import auto_soundness
 
     # the hand-written cases only (keyword_positions.json is the benchmark's: minutes here)
-    monkeypatch.setattr(auto_soundness, "cases", lambda own, suite, real=False, folder=None: _hand_written())
+    monkeypatch.setattr(
+        auto_soundness, "cases", lambda own, suite, real=False, folder=None, draft=None: _hand_written()
+    )
     report = check(own=True, suite=False)
     assert report["schemas"] == report["compiled"] >= 30
     assert report["accepted_invalid_bare"] >= 4  # xgrammar fallbacks do let invalid instances through...
