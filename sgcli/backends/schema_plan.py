@@ -39,6 +39,8 @@ class CheckPlan:
         self._signs: dict = {}
         self.items_are_prefix = "prefixItems" in self.doc.cls.VALIDATORS
         self.has_contains = "contains" in self.doc.cls.VALIDATORS  # draft 6 on
+        # minContains/maxContains: 2019-09 on (jsonschema reads them inside `contains`, so no key of their own)
+        self.counts_contains = "dependentRequired" in self.doc.cls.VALIDATORS
         self.root_nodes = self.closure(frozenset({""}))
 
     # -- validators --
@@ -241,9 +243,13 @@ class CheckPlan:
         if node.get("additionalProperties") is False and not (isinstance(patterns, dict) and patterns):
             props = node.get("properties")
             return frozenset(props if isinstance(props, dict) else ()), "additionalProperties: false"
+        names = self._unevaluated_names(pointer, node)
+        return None if names is None else (names, "unevaluatedProperties: false")
+
+    def _unevaluated_names(self, pointer: str, node: dict) -> frozenset[str] | None:
+        """The names `unevaluatedProperties: false` at `pointer` leaves, where they are a finite set."""
         if node.get("unevaluatedProperties") is False and "unevaluatedProperties" in self.doc.cls.VALIDATORS:
-            names = self._evaluable_names(pointer)
-            return None if names is None else (names, "unevaluatedProperties: false")
+            return self._evaluable_names(pointer)
         return None
 
     def _evaluable_names(self, pointer: str) -> frozenset[str] | None:
@@ -345,11 +351,8 @@ class CheckPlan:
         """Why an array that starts with `items` can no longer meet the anchor's `contains` counts: more
         matches than `maxContains`, or fewer places left under `maxItems` than `minContains` still needs
         (`[8,9,8,4,8,5` under minContains 2 and maxItems 6 took every place, then found no way to end)."""
-        counts = (
-            "dependentRequired" in self.doc.cls.VALIDATORS
-        )  # 2019-09 on (jsonschema reads the counts in `contains`)
-        low = node.get("minContains", 1) if counts else 1
-        high = node.get("maxContains") if counts else None
+        low = node.get("minContains", 1) if self.counts_contains else 1
+        high = node.get("maxContains") if self.counts_contains else None
         matched = sum(1 for item in items if self.valid(f"{pointer}/contains", item))
         if _number(high) and matched > high:
             return f"has {matched} items that `contains` matches, past `maxContains` {high} at {pointer or '/'}"
@@ -375,9 +378,9 @@ class CheckPlan:
                 patterns = node.get("patternProperties") if isinstance(node.get("patternProperties"), dict) else {}
                 if key not in props and not any(_search(r, key) for r in patterns):
                     return f"`additionalProperties: false` at {p or '/'}"
-            names = self._listed_names(p, node)
-            if names is not None and key not in names[0]:
-                return f"`{names[1]}` at {p or '/'}"
+            names = self._unevaluated_names(p, node)  # additionalProperties: false, patterns too, just above
+            if names is not None and key not in names:
+                return f"`unevaluatedProperties: false` at {p or '/'}"
             if "propertyNames" in node and not self.valid(f"{p}/propertyNames", key):
                 return f"`propertyNames` at {p or '/'}"
         return None
