@@ -129,3 +129,10 @@ def test_inspect_tekken_json(run_cli):
     assert report["stop_ids"] == [2] and report["special"]["count"] == 1000
     tokens = report["tokenization"]
     assert tokens["round_trip"] and "".join(p["text"] for p in tokens["pieces"]) == '{"a": 1}'
+
+
+@pytest.mark.parametrize("args", [[""], ["--tokenizer", ""]])
+def test_inspect_of_an_empty_tokenizer_is_refused_not_read_as_the_default(run_cli, args):
+    """`sgcli tokenizer inspect "$TOK"` with TOK unset showed the embedded model's tokenizer."""
+    result = run_cli("tokenizer", "inspect", *args)
+    assert result.exit_code == 2 and "the tokenizer is empty" in result.stderr

@@ -61,7 +61,8 @@ def inspect(
         raise UserError(
             f"two tokenizers given: {positional} and --tokenizer {tokenizer}", hint="give one of them (--tokenizer)"
         )
-    report = inspect_tokenizer(_load(tokenizer or positional or "default"), text)
+    given = tokenizer if tokenizer is not None else positional
+    report = inspect_tokenizer(_load("default" if given is None else given), text)
     if output_format_of(output_format, json_out) != "text":
         json_line({"schema_version": RECORD_SCHEMA_VERSION} | report)  # sgcli/records/
     else:
