@@ -62,3 +62,24 @@ def test_min_tokens_holds_back_stop_tokens(tiny_lm, smol_tokenizer):
     )
     f = events[-1]
     assert f.completion_tokens == 17 and not set(f.token_ids) & set(smol_tokenizer.vocab.stop_ids)
+
+
+def test_a_prompt_that_already_closed_thinking_is_constrained_from_the_first_token(tiny_lm, smol_tokenizer):
+    """Qwen3's template with enable_thinking=false ends the prompt `<think>\\n\\n</think>\\n\\n`: the whole
+    output had been taken for reasoning, never constrained (valid: false, empty output)."""
+    from sgcli.engine.batching import decode_batch
+
+    spec = ConstraintSpec(Kind.REGEX, "(yes|no)", "--regex")
+    compiled = get_backend("xgrammar").compile(spec, smol_tokenizer.vocab.padded(tiny_lm.logits_width))
+    closed = smol_tokenizer.encode("Q:<think>\n\n</think>\n\n")
+    params = SamplingParams(temperature=1.0, seed=3)
+    single = list(decode(tiny_lm, closed, compiled, params=params, max_tokens=20, think_end="</think>"))[-1]
+    [(_, batched)] = list(
+        decode_batch(tiny_lm, [closed], compiled, params=params, max_tokens=20, batch_size=2, think_end="</think>")
+    )
+    for f in (single, batched):
+        assert f.prompt_ended_thinking and f.reasoning == "" and f.output in ("yes", "no"), f
+    still_open = list(
+        decode(tiny_lm, smol_tokenizer.encode("Q:<think>"), compiled, params=params, max_tokens=5, think_end="</think>")
+    )[-1]
+    assert not still_open.prompt_ended_thinking and still_open.reasoning

@@ -138,3 +138,13 @@ def test_a_matcher_in_an_error_state_ends_in_error_not_stop(free, smol_tokenizer
     seq.take(token)
     assert (seq.done, seq.reason) == (True, "error")
     assert "Too many items" in seq.error
+
+
+def test_a_prompt_ending_in_the_marker_starts_the_output_not_the_thinking(free, smol_tokenizer):
+    vocab = smol_tokenizer.vocab
+    prompt = vocab.encode("<think>\n\n</think>\n\n")
+    seq = SequenceState(free, SamplingParams(), max_tokens=50, think_end="</think>", prompt_ids=prompt)
+    feed(seq, vocab.encode("42"))
+    assert (seq.thinking, seq.prompt_ended_thinking, seq.text, seq.reasoning) == (False, True, "42", "")
+    opened = SequenceState(free, SamplingParams(), max_tokens=50, think_end="</think>", prompt_ids=prompt[:-3])
+    assert opened.thinking and not opened.prompt_ended_thinking

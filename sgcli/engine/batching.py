@@ -225,6 +225,7 @@ def decode_batch(
             max_tokens=budget,
             stop=stop,
             think_end=think_end,
+            prompt_ids=prompts[i],
             device=lm.device,
             repetition_guard=repetition_guard,
             backtrack=no_backtrack is None,

@@ -71,6 +71,7 @@ def decode(
         stop=stop,
         think_end=think_end,
         think_budget=think_budget,
+        prompt_ids=prompt_ids,
         device=lm.device,
         bitmask=masker.buffer,
         repetition_guard=repetition_guard,

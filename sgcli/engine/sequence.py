@@ -73,6 +73,7 @@ class Finished:
     forced_tokens: int = 0  # tokens appended by jump-forward that needed no forward pass of their own
     forward_passes: int = 0  # model calls, the prefill included
     think_forced: bool = False  # the thinking budget ran out and the end-of-thinking marker was forced
+    prompt_ended_thinking: bool = False  # the prompt already ended with the end-of-thinking marker
     first_token_at: float | None = None  # time.perf_counter() at the first token (start-to-first-token)
     backtracks: int = 0  # tokens undone at dead ends (see the module docstring)
 
@@ -168,6 +169,14 @@ def seeded_generator(params: SamplingParams, device) -> torch.Generator | None:
     return generator
 
 
+def ends_thinking(vocab, prompt_ids: Sequence[int], think_end: str) -> bool:
+    """Whether the prompt already ends with the end-of-thinking marker (then whitespace at most): a
+    template that closes the thinking block itself (`<think>\n\n</think>\n\n`) leaves the answer to the
+    model, which a reasoning run must constrain from its first token (as vLLM's `is_reasoning_end`)."""
+    tail = b"".join(vocab.tokens[i] for i in prompt_ids[-64:] if i < len(vocab.tokens))
+    return tail.decode("utf-8", errors="replace").rstrip().endswith(think_end)
+
+
 class SequenceState:
     """One sequence's decoding state; `allowed`, `choose` and `take` per position, `finished` at the end.
 
@@ -184,6 +193,7 @@ class SequenceState:
         stop: Sequence[str] = (),
         think_end: str | None = None,
         think_budget: int | None = None,
+        prompt_ids: Sequence[int] = (),
         device="cpu",
         bitmask: np.ndarray | None = None,
         repetition_guard: bool = True,
@@ -199,6 +209,9 @@ class SequenceState:
         self.generator = seeded_generator(params, device)
         self.think_end, self.think_budget = think_end, think_budget
         self.thinking, self.reasoning, self.think_tokens, self.think_forced = think_end is not None, "", 0, False
+        # a template that closed the thinking block itself (Qwen3's enable_thinking=false): constrain from the start
+        self.prompt_ended_thinking = self.thinking and ends_thinking(self.vocab, prompt_ids, think_end)
+        self.thinking = self.thinking and not self.prompt_ended_thinking
         self.text, self.emitted, self.ids, self.mask_s = "", 0, [], []
         self.first_token_s, self.reason, self.error, self.done = None, "length", None, False
         self.dropped = False  # the last sampled token is not fed to the model (a stop token while thinking)
@@ -407,6 +420,7 @@ class SequenceState:
             forced_tokens=self.forced,
             forward_passes=forward_passes,
             think_forced=self.think_forced,
+            prompt_ended_thinking=self.prompt_ended_thinking,
             first_token_at=None if self.first_token_s is None else self.start + self.first_token_s,
             backtracks=self.backtracks,
         )

@@ -251,6 +251,11 @@ class Session:
         if self.think_end is not None:
             record["reasoning"] = f.reasoning
             record["think_budget"] = {"tokens": self.think_budget, "forced_end": f.think_forced}
+            if f.prompt_ended_thinking:
+                record["warnings"].append(
+                    f"the prompt already ends with the end-of-thinking marker {self.think_end!r} (the chat "
+                    "template closed the thinking block): the constraint applied from the first token"
+                )
         return record
 
 
