@@ -56,13 +56,29 @@ def _build_wheel(out: Path) -> Path:
     return wheel
 
 
+def _oldest_python() -> list[str]:
+    """An interpreter of the oldest Python that pyproject.toml declares (3.10) where this machine has one
+    that runs (pyenv's, or on PATH): its typing reads annotations otherwise, which once broke every
+    positional argument."""
+    import glob
+
+    pyenv = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.10.*/bin/python3.10")))
+    for found in [*pyenv, shutil.which("python3.10")]:
+        if found and subprocess.run([found, "-c", "pass"], capture_output=True).returncode == 0:
+            return [found]
+    return []
+
+
 @pytest.fixture(scope="module")
 def light(tmp_path_factory):
     """(the light venv's `sgcli`, the environment to run it in, the work folder)."""
     root = tmp_path_factory.mktemp("light-install")
-    wheel = _build_wheel(root)
+    return _light_venv(sys.executable, _build_wheel(root), root)
+
+
+def _light_venv(python: str, wheel: Path, root: Path) -> tuple:
     venv = root / "venv"
-    _checked([sys.executable, "-m", "venv", venv])
+    _checked([python, "-m", "venv", venv])
     python = venv / "bin" / "python"
     pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     _checked([*pip, wheel])
@@ -137,3 +153,14 @@ def test_commands_beyond_the_light_core_name_their_extra(light, args, extra):
     result = _run([sgcli, *args], env=env, cwd=root)
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert f"pip install 'sgcli[{extra}]'" in " ".join(result.stderr.split())
+
+
+@pytest.mark.parametrize("python", _oldest_python())
+def test_the_oldest_declared_python_takes_positional_arguments(python, tmp_path):
+    """On 3.10, `typing.get_type_hints` wrapped `Annotated[...] = None` in Optional, hiding typer's
+    Argument: `sgcli lint FILE` said "unexpected extra argument", `-b` was unknown."""
+    sgcli, env, root = _light_venv(python, _build_wheel(tmp_path), tmp_path)
+    lint = _run([sgcli, "lint", EXAMPLES / "capital.json", "-b", "llguidance"], env=env, cwd=root)
+    assert lint.returncode == 0 and "All checks passed" in lint.stdout + lint.stderr, (lint.stdout, lint.stderr)
+    usage = _checked([sgcli, "generate", "--help"], env=env, cwd=root).stdout
+    assert "[OPTIONS] [PROMPT]" in usage.upper(), usage[:400]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import typing
 from enum import Enum
 from typing import Any
 
@@ -41,11 +40,9 @@ def takes(
     }
 
     def decorate(command):
-        hints = typing.get_type_hints(command, include_extras=True)
-        own = [
-            p.replace(annotation=hints.get(p.name, p.annotation))
-            for p in inspect.signature(command).parameters.values()
-        ]
+        # eval_str, not typing.get_type_hints: on Python 3.10 that wraps an `Annotated[...] = None` in
+        # another Optional, hiding typer's Argument/Option (positional arguments became unknown)
+        own = list(inspect.signature(command, eval_str=True).parameters.values())
         clash = {p.name for p in own} & set(added)
         if clash:
             raise ValueError(f"{command.__name__} declares {sorted(clash)} itself and takes them from {cls.__name__}")
