@@ -103,13 +103,24 @@ def test_xgrammar_hides_empty_and_special_ids_and_replaces_nul_pieces():
     assert sorted(holders) == [0, 1]
     assert holders[0] != tokens[7] and holders[0].startswith(b"\xff")  # would have collided: lengthened
     assert len(set(holders.values()) | set(tokens)) == len(holders) + len(set(tokens))
-    assert encoded[3] == b"" and encoded[4] == b"" and encoded[5] == b"</s>"
+    assert encoded[3] == b"" and encoded[4] == b"" and encoded[5] == b""
     info = be.tokenizer_info(vocab)
     assert sorted(info.special_token_ids) == [3, 4] and list(info.stop_token_ids) == [5]
     compiled = be.compile(ConstraintSpec(Kind.REGEX, "a*"), vocab)
     mask = new_bitmask(len(vocab))
     compiled.matcher().fill_mask(mask)
     assert [i for i in range(len(vocab)) if allowed(mask, i)] == [2, 5]
+
+
+@pytest.mark.parametrize("regex", [r"<\|im_end\|>", ".+", "[^,]{10}", "[^,]{13}"])
+def test_xgrammar_never_reads_a_stop_token_as_its_text(smol_tokenizer, regex):
+    """The stop ids had been given their bytes: `<|im_end|>` (10 bytes) and `<|endoftext|>` (13) were
+    matched as text, so the stop token was allowed before the grammar could end (an empty output)."""
+    vocab = smol_tokenizer.vocab
+    matcher = get_backend("xgrammar").compile(ConstraintSpec(Kind.REGEX, regex), vocab).matcher()
+    mask = new_bitmask(len(vocab))
+    matcher.fill_mask(mask)
+    assert not matcher.can_stop() and not [i for i in vocab.stop_ids if allowed(mask, i)]
 
 
 def test_prefix_space_tokenizer_json_has_exact_continuation(tmp_path):

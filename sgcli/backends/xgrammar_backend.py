@@ -195,9 +195,11 @@ class XGrammarBackend(LibraryBackend):
     def pieces_for_xgrammar(vocab: Vocab) -> tuple[list[bytes], dict[int, bytes]]:
         """(the byte pieces xgrammar is given, {id: placeholder} for pieces starting with NUL).
 
-        Stop ids keep their bytes (xgrammar matches them by id). Other special ids and
-        ids without bytes are given as b"", which xgrammar treats as special: never
-        allowed by a grammar. Pieces starting with b"\\x00" are reserved by xgrammar
+        Special ids (stop ids included: xgrammar allows those by id where the grammar can
+        end) and ids without bytes are given as b"", which xgrammar treats as special:
+        never matched as text. A stop id given its bytes was also matched as text, so
+        `<|im_end|>` or any 10 bytes of `.+` let the stop token through before the grammar
+        could end (an empty output under `--regex '.+'`). Pieces starting with b"\\x00" are reserved by xgrammar
         (as in SGLang's Tekken fix): each becomes a placeholder that starts with 0xFF,
         a byte no UTF-8 text contains, so no grammar can accept it, holds its id, so
         placeholders are pairwise distinct, and is checked against every real piece,
@@ -208,9 +210,7 @@ class XGrammarBackend(LibraryBackend):
         encoded: list[bytes] = []
         placeholders: dict[int, bytes] = {}
         for i, piece in enumerate(vocab.tokens):
-            if i in stops:
-                encoded.append(piece)
-            elif i in vocab.special_ids or not piece:
+            if i in stops or i in vocab.special_ids or not piece:
                 encoded.append(b"")
             elif piece[0] == 0:
                 holder = b"\xff\xfe<sgcli:nul-piece:%d>" % i
