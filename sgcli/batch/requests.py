@@ -11,12 +11,13 @@ from typing import Any, NamedTuple
 from sgcli.batch.records import error_record, id_key
 from sgcli.constraints.reading import LongLine, lone_surrogate_in, read_lines
 from sgcli.constraints.spec import NotJsonNumber, strict_json_loads
-from sgcli.errors import Location, UserError
+from sgcli.errors import Location, UserError, did_you_mean
 from sgcli.limits import DEFAULT_MAX_PROMPT_BYTES
 from sgcli.tokenizers.base import Tokenizer
-from sgcli.tokenizers.templates import Pending
+from sgcli.tokenizers.templates import Pending, check_messages, check_tools
 
 PROMPT_LIMIT_FLAG = "--max-prompt-bytes"  # one --input line, or a prompt read from stdin (SGCLI_MAX_PROMPT_BYTES)
+INPUT_KEYS = ("id", "prompt", "messages", "tools")  # what an --input line may hold; any other key is its error
 
 
 @dataclass
@@ -25,11 +26,12 @@ class Request:
     prompt: str | None = None
     messages: list[dict] | None = None
     location: Location | None = None  # the --input line it came from, for the batch summary
+    tools: list[dict] | None = None  # the line's tools, for the chat template (as `template render` takes them)
 
 
 def chat_messages(req: Request, system: str | None) -> list[dict]:
     """The request as chat messages, with `system` first unless the request has its own."""
-    messages = list(req.messages or [{"role": "user", "content": req.prompt or ""}])
+    messages = list(req.messages) if req.messages is not None else [{"role": "user", "content": req.prompt or ""}]
     if system is not None and not any(m.get("role") == "system" for m in messages):
         messages.insert(0, {"role": "system", "content": system})
     return messages
@@ -61,22 +63,27 @@ def start_prompt(tokenizer: Tokenizer, opts: PromptOptions, req: Request, *, in_
         chat_messages(req, opts.system),
         template_name=opts.template_name,
         template_kwargs=opts.template_kwargs,
+        tools=req.tools,
         in_child=in_child,
     )
     return pending.then(lambda r: Prompt(r.text, r.ids, r.notices))
 
 
 def prompt_key(req: Request, opts: PromptOptions) -> str:
-    """What a request's prompt depends on besides the options: its chat messages, as one string."""
-    return json.dumps(chat_messages(req, opts.system), sort_keys=True, ensure_ascii=False, default=str)
+    """What a request's prompt depends on besides the options: its chat messages and tools, as one string."""
+    return json.dumps([chat_messages(req, opts.system), req.tools], sort_keys=True, ensure_ascii=False, default=str)
 
 
 def start_prompts(tokenizer: Tokenizer, opts: PromptOptions, reqs: list[Request]) -> Pending[dict | None]:
     """A batch's prompts rendered in one forked child while the caller loads the model
     (`Tokenizer.start_render_many`): `result()` maps `prompt_key` to the Prompt or the UserError of
     its render; None where the requests are rendered in process instead (raw prompts, no template,
-    a failed child)."""
-    chats = {prompt_key(r, opts): chat_messages(r, opts.system) for r in reqs if not (opts.raw and r.messages is None)}
+    a failed child). Requests with tools are rendered in process, each with its own."""
+    chats = {
+        prompt_key(r, opts): chat_messages(r, opts.system)
+        for r in reqs
+        if not (opts.raw and r.messages is None or r.tools is not None)
+    }
     keys = list(chats)
     pending = tokenizer.start_render_many(
         [chats[k] for k in keys], template_name=opts.template_name, template_kwargs=opts.template_kwargs
@@ -145,17 +152,23 @@ def _parse_line(line: str, loc: Location, n: int) -> Request | BadLine:
     if surrogate is not None:  # JSON's "\ud800" (half a pair) parses, but no tokenizer, server or output file takes it
         return BadLine(f"line-{n}", loc, f"the line holds a lone surrogate ({surrogate!r}), which is not text")
     rid = obj.get("id", f"line-{n}")
-    prompt, messages = obj.get("prompt"), obj.get("messages")
+    unknown = next((key for key in obj if key not in INPUT_KEYS), None)
+    if unknown is not None:
+        known = ", ".join(f"'{key}'" for key in INPUT_KEYS)
+        return BadLine(rid, loc, f"unknown key '{unknown}'.{did_you_mean(unknown, INPUT_KEYS)} A line takes {known}")
+    prompt, messages, tools = obj.get("prompt"), obj.get("messages"), obj.get("tools")
     if (prompt is None) == (messages is None):
         return BadLine(rid, loc, "give exactly one of 'prompt' (a string) or 'messages' (a list)")
     if prompt is not None and not isinstance(prompt, str):
         return BadLine(rid, loc, "'prompt' must be a string")
-    if messages is not None and not (
-        isinstance(messages, list)
-        and all(isinstance(m, dict) and isinstance(m.get("role"), str) and "content" in m for m in messages)
-    ):
-        return BadLine(rid, loc, "'messages' must be a list of {role, content} objects")
-    return Request(rid, prompt, messages, Location(loc.path, n))
+    try:  # the reader `template render --messages` uses: the same chats pass, the same fail
+        if messages is not None:
+            check_messages(messages, where="'messages'")
+        if tools is not None:
+            check_tools(tools, where="'tools'")
+    except UserError as exc:
+        return BadLine(rid, loc, exc.message)
+    return Request(rid, prompt, messages, Location(loc.path, n), tools)
 
 
 def duplicate_ids(items: list[Request | BadLine]) -> list[object]:

@@ -85,7 +85,10 @@ JumpForwardOpt = Annotated[
 InputOpt = Annotated[
     Optional[str],
     typer.Option(
-        "--input", "-i", help="JSONL of {id, prompt} or {id, messages} ('-' = stdin).", rich_help_panel="Output"
+        "--input",
+        "-i",
+        help="JSONL of {id, prompt} or {id, messages}, each with optional tools ('-' = stdin).",
+        rich_help_panel="Output",
     ),
 ]
 BatchSizeOpt = Annotated[

@@ -15,7 +15,7 @@ from sgcli.constraints.reading import read_text
 from sgcli.constraints.spec import parse_json
 from sgcli.errors import EXIT_OK, Location, UserError
 from sgcli.tokenizers import load_tokenizer
-from sgcli.tokenizers.templates import check_messages
+from sgcli.tokenizers.templates import check_messages, check_tools
 
 app = typer.Typer(help="Render chat templates.", no_args_is_help=True, cls=Group)
 
@@ -51,7 +51,7 @@ def read_messages(path: str) -> tuple[list[dict], list | None]:
         tools = data.get("tools")
         data = data["messages"]
     try:
-        return check_messages(data), tools
+        return check_messages(data), None if tools is None else check_tools(tools)
     except UserError as exc:
         raise UserError(exc.message, location=Location(origin), hint=exc.hint) from None
 

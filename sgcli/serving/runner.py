@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.batch.records import NOT_RUN
@@ -42,7 +42,7 @@ class EngineJob:
     def call(self, req: Request, *, stream: bool = False) -> Call:
         raw = self.raw and req.messages is None
         messages = None if raw else chat_messages(req, self.system)
-        return self.dialect.request(
+        call = self.dialect.request(
             self.spec,
             messages,
             req.prompt if raw else None,
@@ -50,6 +50,9 @@ class EngineJob:
             model=self.served_model or "",
             stream=stream,
         )
+        if req.tools is not None:  # an --input line's tools: the server's chat template renders them
+            return replace(call, body={**call.body, "tools": req.tools})
+        return call
 
 
 def _base(job: EngineJob, req: Request) -> dict:

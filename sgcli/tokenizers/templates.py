@@ -112,6 +112,16 @@ def check_messages(messages: Any, *, where: str = "messages") -> list[dict]:
     return messages
 
 
+def check_tools(tools: Any, *, where: str = "tools") -> list[dict]:
+    """A list of tool objects (OpenAI's `tools`), or a UserError saying which item is wrong."""
+    if not isinstance(tools, list):
+        raise UserError(f"{where} must be a list of tools, not {type(tools).__name__}")
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise UserError(f"{where}[{i}] must be an object, not {type(tool).__name__}")
+    return tools
+
+
 RENDER_TIME_S = 10.0  # wall-clock seconds a render may take
 RENDER_MEMORY_MB = 1024  # address space a render may add to the process
 RENDER_MAX_CHARS = 8_000_000  # a rendered prompt longer than any model's context, many times over

@@ -1,0 +1,94 @@
+"""What an --input line may hold: read by the same reader as `template render --messages`, and
+anything else is that line's error record, naming it, never dropped or read as something else."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+TOOLS_TEMPLATE = (
+    "{% if tools %}TOOLS {{ tools | tojson }}\n{% endif %}"
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+)
+
+
+def _one(line: dict, **kw):
+    from sgcli.batch.requests import read_requests
+
+    (item,) = read_requests(json.dumps(line).encode(), "in.jsonl", **kw)
+    return item
+
+
+def _bad(line: dict, **kw) -> str:
+    from sgcli.batch.requests import BadLine
+
+    item = _one(line, **kw)
+    assert isinstance(item, BadLine), item
+    assert str(item.location) == "in.jsonl:1:1"
+    return item.message
+
+
+def test_an_empty_messages_list_is_that_lines_error_as_in_template_render():
+    assert "'messages' must be a non-empty list" in _bad({"id": "e", "messages": []})
+
+
+def test_an_assistant_tool_call_without_content_is_read_as_template_render_reads_it():
+    from sgcli.batch.requests import Request
+
+    chat = [
+        {"role": "user", "content": "w"},
+        {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {}}}]},
+        {"role": "tool", "content": "1"},
+    ]
+    assert isinstance(_one({"id": "tc", "messages": chat}), Request)
+
+
+def test_a_bad_message_is_named_by_its_index():
+    message = _bad({"messages": [{"role": "user", "content": "a"}, {"content": "b"}]})
+    assert "'messages'[1] has no 'role' string" in message
+    assert "'messages'[0] must be an object" in _bad({"messages": ["hi"]})
+
+
+def test_an_unknown_key_is_that_lines_error_with_a_did_you_mean():
+    message = _bad({"id": 1, "prompt": "a", "tool": []})
+    assert "unknown key 'tool'" in message and "Did you mean 'tools'?" in message
+
+
+@pytest.mark.parametrize("tools, needle", [({"a": 1}, "'tools' must be a list"), ([1], "'tools'[0] must be an object")])
+def test_bad_tools_are_that_lines_error(tools, needle):
+    assert needle in _bad({"messages": [{"role": "user", "content": "a"}], "tools": tools})
+
+
+def test_a_lines_tools_reach_the_template_as_template_render_passes_them(tmp_path, smol_tokenizer):
+    from helpers import tokenizer_folder
+
+    from sgcli.batch.requests import PromptOptions, prompt_key, start_prompt, start_prompts
+    from sgcli.tokenizers import load_tokenizer
+
+    tok = load_tokenizer(str(tokenizer_folder(tmp_path / "tok", smol_tokenizer, TOOLS_TEMPLATE)))
+    messages = [{"role": "user", "content": "weather?"}]
+    req = _one({"id": "t", "messages": messages, "tools": TOOLS})
+    bare = _one({"id": "b", "messages": messages})
+    prompt = start_prompt(tok, PromptOptions(), req).result()
+    assert prompt.text == tok.render_prompt(messages, tools=TOOLS).text and "get_weather" in prompt.text
+    assert prompt_key(req, PromptOptions()) != prompt_key(bare, PromptOptions())
+    rendered = start_prompts(tok, PromptOptions(), [req, bare]).result()
+    assert prompt_key(req, PromptOptions()) not in rendered  # rendered in process, with its own tools
+    assert "get_weather" not in rendered[prompt_key(bare, PromptOptions())].text
+
+
+def test_a_lines_tools_go_to_the_server():
+    from sgcli.batch.requests import Request
+    from sgcli.batch.sampling import SamplingParams
+    from sgcli.constraints.spec import ConstraintSpec, Kind
+    from sgcli.serving import get_dialect
+    from sgcli.serving.client import ClientOptions
+    from sgcli.serving.runner import EngineJob
+
+    spec = ConstraintSpec(Kind.REGEX, "a", "--regex")
+    job = EngineJob("vllm", get_dialect("vllm"), spec, SamplingParams(), ClientOptions("http://x"))
+    messages = [{"role": "user", "content": "hi"}]
+    assert job.call(Request(1, None, messages, tools=TOOLS)).body["tools"] == TOOLS
+    assert "tools" not in job.call(Request(1, None, messages)).body
