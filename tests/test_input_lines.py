@@ -92,3 +92,17 @@ def test_a_lines_tools_go_to_the_server():
     messages = [{"role": "user", "content": "hi"}]
     assert job.call(Request(1, None, messages, tools=TOOLS)).body["tools"] == TOOLS
     assert "tools" not in job.call(Request(1, None, messages)).body
+
+
+@pytest.mark.parametrize(
+    "line, needle",
+    [
+        ({"messages": [{"role": "user", "content": "a"}]}, "without the chat template that 'messages' needs"),
+        ({"prompt": "a", "tools": TOOLS}, "without the chat template that 'tools' needs"),
+    ],
+)
+def test_a_chat_line_under_raw_is_that_lines_error_not_templated(line, needle):
+    from sgcli.batch.requests import Request
+
+    assert "--raw sends a 'prompt' as is" in _bad(line, raw=True) and needle in _bad(line, raw=True)
+    assert isinstance(_one({"prompt": "a"}, raw=True), Request)

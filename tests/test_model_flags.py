@@ -173,6 +173,8 @@ def test_help_lists_the_choices(run_cli):
         (["--chat-template-kwargs", "{enable_thinking: false}"], "--chat-template-kwargs: not valid JSON"),
         (["--chat-template-kwargs", "[1]"], "--chat-template-kwargs must be a JSON object, not list"),
         (["--chat-template-kwargs", "{}", "--raw"], "no template to go to with --raw"),
+        (["--raw", "-s", "SYSTEMTEXT"], "--system has no template to go to with --raw"),
+        (["--raw", "--template-name", "nosuch"], "--template-name has no template to go to with --raw"),
         (["--device-map", "everywhere"], "--device-map: not valid JSON"),
         (["--device-map", '"auto"'], "--device-map must be a JSON object, not str"),
         (["--device-map", "auto", "--device", "cpu"], "--device cpu and --device-map both place the model"),

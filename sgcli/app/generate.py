@@ -67,7 +67,7 @@ def run_generate(request: GenerateRequest, reporter: Reporter) -> int:
             if runner.open_at_start:
                 writer.open()  # created, emptied (--force) or repaired (--resume) only now
             if request.batch is not None:
-                return run_batch(runner, request.batch, writer, reporter)
+                return run_batch(runner, request.batch, writer, reporter, raw=request.prompt_options.raw)
             return run_single(runner, request, writer, reporter)
     finally:
         writer.close()  # the lock goes however the run ends; a never-opened output is left as it was
@@ -116,10 +116,12 @@ def _record_prompt(item) -> object:
     return item.prompt if item.messages is None else item.messages
 
 
-def run_batch(runner: Runner, batch: tuple[list[bytes], str], writer: RecordWriter, reporter: Reporter) -> int:
+def run_batch(
+    runner: Runner, batch: tuple[list[bytes], str], writer: RecordWriter, reporter: Reporter, *, raw: bool = False
+) -> int:
     """Every input line answered by one record, in input order; a failing request becomes an error
     record and the batch goes on. With resume, ids already in the output are skipped."""
-    items = list(read_requests(*batch))
+    items = list(read_requests(*batch, raw=raw))
     _warn_duplicates(items, reporter)
     # --resume: lines already answered; a bad line's error record was dropped from the output, and is
     # cheap: always written again (its `line-N` id must not use up the record of a user's id "line-N")

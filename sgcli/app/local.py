@@ -49,7 +49,8 @@ class LocalRunner:
             if request.batch is None:
                 pending = start_prompt(tokenizer, request.prompt_options, Request(None, request.prompt), in_child=True)
             else:  # a batch's prompts render in one child, importing the renderer there, not here
-                reqs = [item for item in read_requests(*request.batch) if isinstance(item, Request)]
+                lines = read_requests(*request.batch, raw=request.prompt_options.raw)
+                reqs = [item for item in lines if isinstance(item, Request)]
                 batch_prompts = start_prompts(tokenizer, request.prompt_options, reqs)
             compiled, fallbacks, kept = compile_checked(
                 local.backend, request.spec, tokenizer, request.sampling.max_tokens, reporter, local.allow_unenforced

@@ -79,11 +79,7 @@ def start_prompts(tokenizer: Tokenizer, opts: PromptOptions, reqs: list[Request]
     (`Tokenizer.start_render_many`): `result()` maps `prompt_key` to the Prompt or the UserError of
     its render; None where the requests are rendered in process instead (raw prompts, no template,
     a failed child). Requests with tools are rendered in process, each with its own."""
-    chats = {
-        prompt_key(r, opts): chat_messages(r, opts.system)
-        for r in reqs
-        if not (opts.raw and r.messages is None or r.tools is not None)
-    }
+    chats = {prompt_key(r, opts): chat_messages(r, opts.system) for r in reqs if not (opts.raw or r.tools is not None)}
     keys = list(chats)
     pending = tokenizer.start_render_many(
         [chats[k] for k in keys], template_name=opts.template_name, template_kwargs=opts.template_kwargs
@@ -114,9 +110,10 @@ def read_input(path: str, max_line_bytes: int = DEFAULT_MAX_PROMPT_BYTES) -> tup
     return read_lines(path, what="input file", limit=max_line_bytes, flag=PROMPT_LIMIT_FLAG)
 
 
-def read_requests(data: bytes | str | list[bytes], origin: str) -> Iterator[Request | BadLine]:
+def read_requests(data: bytes | str | list[bytes], origin: str, *, raw: bool = False) -> Iterator[Request | BadLine]:
     """Each line decoded on its own: a non-UTF-8 or malformed line is rejected alone, by its line number.
-    `data` is the whole text, or its lines (`read_input`)."""
+    `data` is the whole text, or its lines (`read_input`); `raw` (--raw): a chat's line is refused,
+    as it has no prompt to send as is."""
     if isinstance(data, list):
         lines = data
     else:
@@ -134,10 +131,10 @@ def read_requests(data: bytes | str | list[bytes], origin: str) -> Iterator[Requ
             continue
         if not line.strip():
             continue
-        yield _parse_line(line, Location(origin, n, 1), n)
+        yield _parse_line(line, Location(origin, n, 1), n, raw)
 
 
-def _parse_line(line: str, loc: Location, n: int) -> Request | BadLine:
+def _parse_line(line: str, loc: Location, n: int, raw: bool) -> Request | BadLine:
     try:
         obj = strict_json_loads(line)
     except json.JSONDecodeError as exc:
@@ -168,6 +165,9 @@ def _parse_line(line: str, loc: Location, n: int) -> Request | BadLine:
             check_tools(tools, where="'tools'")
     except UserError as exc:
         return BadLine(rid, loc, exc.message)
+    if raw and (messages is not None or tools is not None):
+        what = "'messages'" if messages is not None else "'tools'"
+        return BadLine(rid, loc, f"--raw sends a 'prompt' as is, without the chat template that {what} needs")
     return Request(rid, prompt, messages, Location(loc.path, n), tools)
 
 

@@ -235,9 +235,17 @@ class PromptFlags:
         return json_object(self.chat_template_kwargs, "--chat-template-kwargs", "e.g. '{\"enable_thinking\": false}'")
 
     def check(self) -> None:
+        """--raw sends the prompt without a template: the flags that act on the template are refused with it."""
         kwargs = self.template_kwargs()
-        if kwargs is not None and self.raw:
-            raise UserError("--chat-template-kwargs has no template to go to with --raw", hint="drop one of them")
+        if not self.raw:
+            return
+        for flag, given in (
+            ("--system", self.system is not None),
+            ("--template-name", self.template_name is not None),
+            ("--chat-template-kwargs", kwargs is not None),
+        ):
+            if given:
+                raise UserError(f"{flag} has no template to go to with --raw", hint="drop one of them")
 
     def options(self):
         return PromptOptions(self.system, self.raw, self.template_name, self.template_kwargs())
