@@ -174,6 +174,7 @@ def test_help_lists_the_choices(run_cli):
         (["--chat-template-kwargs", "[1]"], "--chat-template-kwargs must be a JSON object, not list"),
         (["--chat-template-kwargs", "{}", "--raw"], "no template to go to with --raw"),
         (["--raw", "-s", "SYSTEMTEXT"], "--system has no template to go to with --raw"),
+        (["--chat-template-kwargs", '{"chat_template": "x"}'], "'chat_template' is set by the renderer"),
         (["--raw", "--template-name", "nosuch"], "--template-name has no template to go to with --raw"),
         (["--device-map", "everywhere"], "--device-map: not valid JSON"),
         (["--device-map", '"auto"'], "--device-map must be a JSON object, not str"),

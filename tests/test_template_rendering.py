@@ -331,3 +331,28 @@ def test_a_prompt_empty_once_rendered_starts_from_bos_or_is_refused_alone(run_cl
         assert [r["id"] for r in records] == [0, 1, 2], result.output[:500]
         assert records[1]["valid"] is None and "the prompt is empty" in records[1]["errors"][0]
         assert records[0]["valid"] is True and records[2]["valid"] is True
+
+
+@pytest.mark.parametrize(
+    "key, instead",
+    [
+        ("add_generation_prompt", "--no-add-generation-prompt"),
+        ("messages", "--messages"),
+        ("tools", "'tools'"),
+        ("chat_template", "--template-name"),
+        ("documents", "no documents"),
+        ("continue_final_message", "as given"),
+    ],
+)
+def test_a_name_the_renderer_sets_is_refused_in_chat_template_kwargs(run_cli, tmp_path, key, instead):
+    """Not blamed on the template ("got multiple values"), nor a silently different prompt: exit 2
+    naming the flag, the key and what to use instead, before any tokenizer loads."""
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps(HI_MESSAGES))
+    kwargs = json.dumps({key: True})
+    result = run_cli(
+        "template", "render", "--tokenizer", tmp_path / "none", "--messages", chat, "--chat-template-kwargs", kwargs
+    )
+    assert result.exit_code == 2, result.output
+    assert f"--chat-template-kwargs: '{key}' is set by the renderer" in result.stderr and instead in result.stderr
+    assert "template itself is broken" not in result.stderr

@@ -218,6 +218,21 @@ SAMPLING_FLAGS = {
 }
 
 
+# Names the renderer sets itself (transformers' render_jinja_template): as --chat-template-kwargs keys they
+# would clash with its own ("got multiple values") or silently change the prompt. Value: what to use instead.
+RESERVED_TEMPLATE_KWARGS = {
+    "messages": "the chat comes from the prompt, an --input line or --messages",
+    "conversations": "the chat comes from the prompt, an --input line or --messages",
+    "tools": "give 'tools' in an --input line or in the --messages file",
+    "documents": "sgcli passes no documents to the template",
+    "chat_template": "use --template-name",
+    "add_generation_prompt": "use `template render --no-add-generation-prompt`; generate always opens the "
+    "assistant's turn",
+    "continue_final_message": "sgcli always renders the chat as given",
+    "return_assistant_tokens_mask": "sgcli does not take the mask",
+}
+
+
 @dataclass
 class PromptFlags:
     """How the prompt becomes the model's input: system message, chat template and its variables."""
@@ -232,7 +247,14 @@ class PromptFlags:
         if self.chat_template_kwargs is None:
             return None
 
-        return json_object(self.chat_template_kwargs, "--chat-template-kwargs", "e.g. '{\"enable_thinking\": false}'")
+        kwargs = json_object(self.chat_template_kwargs, "--chat-template-kwargs", "e.g. '{\"enable_thinking\": false}'")
+        reserved = next((key for key in kwargs if key in RESERVED_TEMPLATE_KWARGS), None)
+        if reserved is not None:
+            raise UserError(
+                f"--chat-template-kwargs: '{reserved}' is set by the renderer, not a template variable to pass",
+                hint=RESERVED_TEMPLATE_KWARGS[reserved],
+            )
+        return kwargs
 
     def check(self) -> None:
         """--raw sends the prompt without a template: the flags that act on the template are refused with it."""
