@@ -356,3 +356,12 @@ def test_a_name_the_renderer_sets_is_refused_in_chat_template_kwargs(run_cli, tm
     assert result.exit_code == 2, result.output
     assert f"--chat-template-kwargs: '{key}' is set by the renderer" in result.stderr and instead in result.stderr
     assert "template itself is broken" not in result.stderr
+
+
+@pytest.mark.parametrize("command", [("template", "render", "--messages", "chat.json"), ("generate", "hi")])
+def test_an_empty_template_name_is_refused_not_read_as_the_default(run_cli, tmp_path, monkeypatch, command):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "chat.json").write_text(json.dumps(HI_MESSAGES))
+    result = run_cli(*command, "--template-name", "")
+    assert result.exit_code == 2, result.output
+    assert "--template-name" in result.output and "is empty" in result.output

@@ -273,6 +273,14 @@ class PromptFlags:
         return PromptOptions(self.system, self.raw, self.template_name, self.template_kwargs())
 
 
+def _template_name(value: str | None) -> str | None:
+    """Typer callback of --template-name: `--template-name ''` (an unset shell variable) is no name at all,
+    and was read as the default template."""
+    if value is not None and not value.strip():
+        raise typer.BadParameter("is empty; give a template's name (`sgcli tokenizer inspect` lists them) or drop it")
+    return value
+
+
 PROMPT_FLAGS = {
     "system": (
         Annotated[
@@ -297,7 +305,12 @@ PROMPT_FLAGS = {
     "template_name": (
         Annotated[
             Optional[str],
-            typer.Option("--template-name", help="Which named chat template to use.", rich_help_panel=_PROMPT),
+            typer.Option(
+                "--template-name",
+                help="Which named chat template to use.",
+                rich_help_panel=_PROMPT,
+                callback=_template_name,
+            ),
         ],
         None,
     ),
