@@ -54,6 +54,11 @@ def test_a_bad_message_is_named_by_its_index():
 def test_an_unknown_key_is_that_lines_error_with_a_did_you_mean():
     message = _bad({"id": 1, "prompt": "a", "tool": []})
     assert "unknown key 'tool'" in message and "Did you mean 'tools'?" in message
+    assert "Did you mean 'prompt'?" in _bad({"id": 1, "promt": "a"})
+    # a dataset's own fields beside the request are the user's, not a mistake
+    from sgcli.batch.requests import Request
+
+    assert isinstance(_one({"id": 1, "prompt": "a", "label": "yes", "expected": {"x": 1}}), Request)
 
 
 @pytest.mark.parametrize("tools, needle", [({"a": 1}, "'tools' must be a list"), ([1], "'tools'[0] must be an object")])

@@ -149,10 +149,13 @@ def _parse_line(line: str, loc: Location, n: int, raw: bool) -> Request | BadLin
     if surrogate is not None:  # JSON's "\ud800" (half a pair) parses, but no tokenizer, server or output file takes it
         return BadLine(f"line-{n}", loc, f"the line holds a lone surrogate ({surrogate!r}), which is not text")
     rid = obj.get("id", f"line-{n}")
-    unknown = next((key for key in obj if key not in INPUT_KEYS), None)
-    if unknown is not None:
-        known = ", ".join(f"'{key}'" for key in INPUT_KEYS)
-        return BadLine(rid, loc, f"unknown key '{unknown}'.{did_you_mean(unknown, INPUT_KEYS)} A line takes {known}")
+    # a key one typo from a known one ('promt', 'tool') is a mistake; any other is the user's own data
+    # (a label, the expected answer), which a dataset line keeps beside the request: not read, not refused
+    for key in obj:
+        near = "" if key in INPUT_KEYS else did_you_mean(key, INPUT_KEYS)
+        if near:
+            known = ", ".join(f"'{k}'" for k in INPUT_KEYS)
+            return BadLine(rid, loc, f"unknown key '{key}'.{near} A line takes {known} (other keys are left alone)")
     prompt, messages, tools = obj.get("prompt"), obj.get("messages"), obj.get("tools")
     if (prompt is None) == (messages is None):
         return BadLine(rid, loc, "give exactly one of 'prompt' (a string) or 'messages' (a list)")
