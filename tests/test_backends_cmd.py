@@ -57,3 +57,17 @@ def test_kinds_column_says_which_commands_take_kind(run_cli):
         text = " ".join(run_cli(*args).stdout.split())
         assert "(--kind)" not in text
         assert "compile's and lint's --kind" in text
+
+
+def test_a_library_below_sgclis_floor_is_unavailable_naming_the_floor(monkeypatch):
+    """The README's CPU recipe installs xgrammar with --no-deps, which skips pip's floor: 0.1.25 failed
+    the README's own example test while `sgcli backends` listed it as usable."""
+    from sgcli.backends import get_backend, listed_unavailable_reason
+
+    backend = get_backend("llguidance")
+    monkeypatch.setattr(backend, "_version", "1.0.3", raising=False)
+    for reason in (backend.unavailable_reason(), listed_unavailable_reason(backend)):
+        assert reason is not None and "llguidance 1.0.3 is older than the 1.8 sgcli needs" in reason
+        assert "pip install 'llguidance>=1.8'" in reason
+    monkeypatch.setattr(backend, "_version", "1.8.0", raising=False)
+    assert backend.unavailable_reason() is None

@@ -81,7 +81,7 @@ def listed_unavailable_reason(backend: Backend) -> str | None:
 
     module = getattr(backend, "module", None)
     if module is not None and importlib.util.find_spec(module) is not None:
-        return None
+        return backend.too_old()  # from the installed metadata, without importing the library
     return backend.unavailable_reason()  # not found: the import fails at once, with the backend's own message
 
 

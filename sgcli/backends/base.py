@@ -282,7 +282,18 @@ class LibraryBackend:
             # the module that failed: xgrammar installed without torch (README's CPU recipe) needs torch
             missing = getattr(exc, "name", None) or self.module
             return f"cannot import {self.module} ({exc}); {install_hint(missing)}"
-        return None
+        return self.too_old()
+
+    def too_old(self) -> str | None:
+        """Why the installed library is below sgcli's floor for it (None when it is not)."""
+        import importlib.metadata
+
+        from sgcli.extras import too_old
+
+        try:
+            return too_old(self.distribution, self.version())
+        except importlib.metadata.PackageNotFoundError:  # importable but not installed as a distribution
+            return None
 
     def version(self) -> str:
         """The installed distribution's version, read once (importlib.metadata takes ~0.7 ms, more than
