@@ -257,3 +257,13 @@ def test_the_context_limits_rows_as_it_limits_single_requests(sharp_lm, smol_tok
     assert got[1]["usage"]["completion_tokens"] <= 5 and any("cut to 5" in w for w in got[1]["warnings"])
     assert got[2]["output"] is None and "longer than the model's context" in got[2]["errors"][0]
     assert got[0]["usage"]["completion_tokens"] > 5 and got[3]["finish_reason"] != "error"
+
+
+@pytest.mark.parametrize("backend", ["llguidance", "xgrammar", "outlines_core"])
+def test_a_complete_output_at_the_budget_stops_in_a_batch_as_alone(tiny_lm, smol_tokenizer, backend):
+    spec = ConstraintSpec(Kind.REGEX, "[0-9]", "--regex")
+    session = cases.session_for(tiny_lm, smol_tokenizer, spec, backend, max_tokens=1)
+    requests = cases.make_requests(cases.PROMPTS[:3])
+    got = list(session.batch(requests, batch_size=3))
+    assert [cases.comparable(r) for r in got] == [cases.comparable(r) for r in cases.sequential(session, requests)]
+    assert {(r["finish_reason"], r["valid"]) for r in got} == {("stop", True)}

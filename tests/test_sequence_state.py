@@ -148,3 +148,17 @@ def test_a_prompt_ending_in_the_marker_starts_the_output_not_the_thinking(free, 
     assert (seq.thinking, seq.prompt_ended_thinking, seq.text, seq.reasoning) == (False, True, "42", "")
     opened = SequenceState(free, SamplingParams(), max_tokens=50, think_end="</think>", prompt_ids=prompt[:-3])
     assert opened.thinking and not opened.prompt_ended_thinking
+
+
+@pytest.mark.parametrize("backend", ["llguidance", "xgrammar", "outlines_core"])
+@pytest.mark.parametrize(("pattern", "reason"), [("[0-9]", "stop"), ("[0-9]+", "length")])
+def test_the_budgets_last_token_ends_in_stop_where_only_a_stop_token_could_follow(
+    smol_tokenizer, backend, pattern, reason
+):
+    # xgrammar and outlines-core say is_terminated only once the stop token is accepted, llguidance as soon
+    # as nothing else may follow: a complete output at the budget was called cut off on the first two
+    compiled = get_backend(backend).compile(ConstraintSpec(Kind.REGEX, pattern, "--regex"), smol_tokenizer.vocab)
+    seq = SequenceState(compiled, SamplingParams(), max_tokens=1)
+    feed(seq, smol_tokenizer.vocab.encode("5"))
+    finished = seq.finished(prompt_tokens=1, forward_passes=1)
+    assert (finished.finish_reason, finished.output, finished.grammar_complete) == (reason, "5", True)

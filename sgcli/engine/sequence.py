@@ -326,8 +326,20 @@ class SequenceState:
         """Record one sampled token (matcher, text, stop conditions, token budget); the event to stream, if any."""
         event = self._take_thinking(token) if self.thinking else self._take_output(token)
         if not self.done and len(self.ids) >= self.max_tokens:
-            self.end("length")
+            self.end("stop" if self.only_stop_follows() else "length")
         return event
+
+    def only_stop_follows(self) -> bool:
+        """Whether the output is complete and the grammar allows nothing but a stop token next: the
+        budget's last token then finished the output rather than cut it off. Asked only there (it fills
+        one more mask), the same question for every backend (some say `is_terminated` only once the stop
+        token itself is accepted, others as soon as nothing else may follow)."""
+        if self.thinking or not self.matcher.can_stop():
+            return False
+        bitmask = new_bitmask(len(self.vocab))
+        self.matcher.fill_mask(bitmask)
+        ids = np.flatnonzero(unpack_bits(bitmask, len(self.vocab)))
+        return ids.size > 0 and self.stop_ids.issuperset(ids.tolist())
 
     def _take_output(self, token: int) -> TokenEvent | None:
         if token in self.stop_ids and self.matcher.error:  # llguidance in an error state allows only the end
