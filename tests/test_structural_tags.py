@@ -342,3 +342,26 @@ def test_random_model_sequence_outputs_are_validated_by_the_tag_check(tiny_lm, s
             finished += 1
             assert record["valid"] is True, (record["output"], record["errors"])
     assert finished >= 1
+
+
+@pytest.mark.parametrize("key", ["at_least_one", "stop_after_first"])
+def test_a_flag_that_is_not_a_boolean_is_an_error_at_its_value(key):
+    # read by truthiness, "false" meant true on llguidance (xgrammar refused it with no position)
+    doc = new_shape(**{key: "false"})
+    spec = spec_of(doc)
+    with pytest.raises(UserError) as info:
+        structural_tag.parse(spec)
+    assert info.value.message == f"structural tag: '{key}' must be true or false, not \"false\""
+    line = next(i for i, text in enumerate(spec.text.splitlines(), 1) if f'"{key}"' in text)
+    col = spec.text.splitlines()[line - 1].index('"false"') + 1
+    assert (info.value.location.line, info.value.location.col) == (line, col)
+
+
+def test_a_nested_flag_that_is_not_a_boolean_is_unchecked_not_read_as_true():
+    from sgcli.validation.tag_check import tag_errors
+    from sgcli.validation.verdict import Unchecked
+
+    inner = dict(new_shape()["format"], at_least_one="false")
+    doc = {"type": "structural_tag", "format": {"type": "sequence", "elements": [inner]}}
+    with pytest.raises(Unchecked):
+        tag_errors(spec_of(doc), "just text", "ecma")

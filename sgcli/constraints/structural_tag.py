@@ -11,6 +11,7 @@ own terms (`backends/structural_tag.py`); the independent check reads it too (`v
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from sgcli.constraints.jsonpos import locate
@@ -98,9 +99,20 @@ def _new_shape(spec: ConstraintSpec, fmt: dict) -> TriggeredTags:
             where = path + ("end",) if "end" in t else path
             raise tag_error(spec, "'end' must be a string or a list of strings", where)
         tags.append(Tag(_string(spec, t, "begin", path), t["content"], tuple(ends), path))
-    return TriggeredTags(
-        triggers, tuple(tags), bool(fmt.get("at_least_one", False)), bool(fmt.get("stop_after_first", False))
-    )
+    flags = []
+    for key in ("at_least_one", "stop_after_first"):
+        value = flag(fmt, key)
+        if value is None:
+            raise tag_error(spec, f"'{key}' must be true or false, not {json.dumps(fmt[key])}", base + (key,))
+        flags.append(value)
+    return TriggeredTags(triggers, tuple(tags), *flags)
+
+
+def flag(fmt: dict, key: str) -> bool | None:
+    """A triggered_tags option: False where absent, None where not a JSON boolean (read by truthiness,
+    the string "false" meant true; xgrammar refuses it), for every reader of the format to refuse."""
+    value = fmt.get(key, False)
+    return value if isinstance(value, bool) else None
 
 
 def _check_triggers(spec: ConstraintSpec, tt: TriggeredTags) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from sgcli.constraints.structural_tag import Tag, TriggeredTags
+from sgcli.constraints.structural_tag import Tag, TriggeredTags, flag
 from sgcli.validation.verdict import Unchecked, schema_errors
 
 _MAX_CHARS = 8_000  # offsets x parts stays small; a longer output is reported unchecked, not slow
@@ -142,8 +142,9 @@ class _Reader:
     def _tags_with_separator(self, fmt: dict, pos: int) -> frozenset[int]:
         tags = {"type": "or", "elements": fmt.get("tags", [])}
         first = self.ends(tags, pos)
-        out = set(first) if fmt.get("at_least_one") else {pos, *first}
-        if fmt.get("stop_after_first"):
+        at_least_one, stop_after_first = _flags(fmt)
+        out = set(first) if at_least_one else {pos, *first}
+        if stop_after_first:
             return frozenset(out)
         frontier, separator = set(first), fmt.get("separator", "")
         while frontier:
@@ -187,11 +188,17 @@ def _read_triggered(fmt: dict) -> TriggeredTags:
             Tag(t["begin"], t["content"], (t["end"],) if isinstance(t["end"], str) else tuple(t["end"]), ())
             for t in fmt["tags"]
         )
-        return TriggeredTags(
-            tuple(fmt["triggers"]), tags, bool(fmt.get("at_least_one")), bool(fmt.get("stop_after_first"))
-        )
+        return TriggeredTags(tuple(fmt["triggers"]), tags, *_flags(fmt))
     except (KeyError, TypeError) as exc:
         raise Unchecked(f"a triggered_tags format the tag check cannot read ({exc})") from None
+
+
+def _flags(fmt: dict) -> tuple[bool, bool]:
+    """`at_least_one` and `stop_after_first`, read as the file's reader reads them (never by truthiness)."""
+    flags = (flag(fmt, "at_least_one"), flag(fmt, "stop_after_first"))
+    if None in flags:
+        raise Unchecked("'at_least_one' and 'stop_after_first' must be true or false")
+    return flags
 
 
 def triggered(tt: TriggeredTags, output: str, dialect: str) -> list[str]:
