@@ -226,3 +226,13 @@ def test_a_layout_flag_applies_to_a_lark_grammars_json_sub_schemas(run_cli, tmp_
     result = run_cli("compile", lark, "--sub", f"answer={schema}", "--strict-properties", "-b", "llguidance")
     assert result.exit_code == 0, result.stderr
     assert "has no JSON to lay out" not in result.stderr
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n", "\r", "\r\n\r\n", ""])
+def test_a_regex_files_final_line_ending_is_not_part_of_the_pattern(tmp_path, ending):
+    # "\r\n" (Windows) kept "\r" in the pattern: every output had to end in a carriage return
+    from sgcli.constraints.sources import from_file
+
+    path = tmp_path / "yn.regex"
+    path.write_bytes(f"(yes|no){ending}".encode())
+    assert from_file(str(path)).text == "(yes|no)"

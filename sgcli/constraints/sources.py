@@ -104,8 +104,8 @@ def from_file(path: str, kind: Kind | None = None, json_options: JsonOptions | N
             location=Location(origin, 1, 1),
             hint=f"put the {kind.label} text in the file",
         )
-    if kind is Kind.REGEX:
-        text = text.rstrip("\n")
+    if kind is Kind.REGEX:  # the file's final line endings are not the pattern's; "\r\n" (Windows) too
+        text = text.rstrip("\r\n")
     return _checked(spec_from_text(kind, text, origin, json_options, at=Location(origin, 1, 1)))
 
 
