@@ -164,6 +164,7 @@ def test_a_grammar_that_does_not_compile_fails_the_file(run_cli, tmp_path):
     "content,where",
     [
         ('grammar: {kind: regex, text: "[^a]"}\ncases:\n  - {input: "\\udc80", accept: true}\n', ":3:13"),
+        ('grammar: {kind: regex, text: "[^a]"}\ncases:\n  - {input: "\\ud83d\\ude00\\udc80", accept: true}\n', ":3:13"),
         ('grammar: {kind: regex, text: "\\ud800"}\ncases:\n  - {input: "a", accept: true}\n', ":1:30"),
         ('description: "\\ud800"\ngrammar: {kind: regex, text: "a"}\ncases:\n  - {input: a, accept: true}\n', ":1:14"),
     ],
@@ -175,6 +176,17 @@ def test_a_lone_surrogate_escape_is_exit_2_at_its_place(run_cli, tmp_path, conte
     result = run_cli("test", cases, "--json")
     assert result.exit_code == 2, result.output
     assert f"u.test.yaml{where}: lone surrogate: not UTF-8 text" in result.output
+
+
+def test_a_surrogate_pair_escape_as_the_lone_surrogate_hint_says_is_the_character(run_cli, tmp_path):
+    """PyYAML keeps the halves of "\\ud83d\\ude00" apart: the escape the error's hint recommends was refused."""
+    cases = tmp_path / "u.test.yaml"
+    cases.write_text(
+        'grammar: {kind: regex, text: "\\ud83d\\ude00|a"}\ncases:\n'
+        '  - {input: "\\ud83d\\ude00", accept: true}\n  - {input: "x\\ud83d\\ude00", accept: false}\n'
+    )
+    result = run_cli("test", cases, "--backend", "llguidance", "--json")
+    assert result.exit_code == 0, result.output
 
 
 def test_an_inline_choice_grammar_lists_one_choice_a_line(run_cli, tmp_path):

@@ -146,6 +146,14 @@ def lone_surrogate(text: str) -> int | None:
     return next((i for i, ch in enumerate(text) if "\ud800" <= ch <= "\udfff"), None)
 
 
+def join_surrogate_pairs(text: str) -> str:
+    """`text` with each surrogate pair made the one character it escapes (a lone surrogate stays): JSON
+    joins `"\\ud83d\\ude00"`, PyYAML keeps two halves, which `lone_surrogate` would refuse."""
+    if lone_surrogate(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
 LONE_SURROGATE = "lone surrogate: not UTF-8 text"
 LONE_SURROGATE_HINT = "escape the whole character (a surrogate pair, e.g. \\ud83d\\ude00) or write it as it is"
 

@@ -25,7 +25,13 @@ from sgcli.backends.bounded import CompileLimitError
 from sgcli.backends.compile_cache import compile_cached
 from sgcli.backends.matching import feed, tokenizations
 from sgcli.backends.schema_checker import with_checker
-from sgcli.constraints.reading import LONE_SURROGATE, LONE_SURROGATE_HINT, lone_surrogate, read_text
+from sgcli.constraints.reading import (
+    LONE_SURROGATE,
+    LONE_SURROGATE_HINT,
+    join_surrogate_pairs,
+    lone_surrogate,
+    read_text,
+)
 from sgcli.constraints.schema_input import check_schema
 from sgcli.constraints.sources import from_file, spec_from_text
 from sgcli.constraints.spec import ConstraintSpec, Kind
@@ -106,6 +112,7 @@ def load_suite(path: str) -> Suite:
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
+        _join_surrogate_pairs(node)
         data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
@@ -150,6 +157,21 @@ def load_suite(path: str) -> Suite:
     if not isinstance(cases, list) or not cases:
         raise UserError("'cases' must be a non-empty list", location=at("cases") if "cases" in data else at())
     return Suite(origin, spec, [_case(i, c, at) for i, c in enumerate(cases)])
+
+
+def _join_surrogate_pairs(node) -> None:
+    """Make each escaped surrogate pair (`"\\ud83d\\ude00"`, as JSON writes one) the character it means:
+    PyYAML keeps the halves apart. A lone surrogate stays, for `_surrogate_node` to refuse."""
+    stack, seen = ([node] if node is not None else []), set()
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item.value, str):
+            item.value = join_surrogate_pairs(item.value)
+        elif isinstance(item.value, list):
+            stack.extend(part for entry in item.value for part in (entry if isinstance(entry, tuple) else [entry]))
 
 
 def _surrogate_node(node):
