@@ -93,23 +93,21 @@ def test_default_vocab_is_byte_level_without_collisions(smol_tokenizer):
     assert b"".join(vocab.tokens[i] for i in ids) == " héllo\n".encode()
 
 
-def test_xgrammar_hides_empty_and_special_ids_and_replaces_nul_pieces():
-    tokens = [b"\x00", b"\x00ab", b"a", b"", b"<s>", b"</s>", b"{", b"\xff\xfe<sgcli:nul-piece:0>"]
+def test_xgrammar_hides_empty_and_special_ids_and_matches_nul_pieces():
+    # NUL-led pieces were once replaced by placeholders, which left `\x00` to no token at all
+    tokens = [b"\x00", b"\x00ab", b"a", b"", b"<s>", b"</s>", b"{", b"\x01"]
     vocab = Vocab(
         tokens=tokens, special_ids=frozenset({4, 5}), stop_ids=(5,), vocab_type=RAW, source="t", eos_id=5, encode=None
     )
     be = get_backend("xgrammar")
-    encoded, holders = be.pieces_for_xgrammar(vocab)
-    assert sorted(holders) == [0, 1]
-    assert holders[0] != tokens[7] and holders[0].startswith(b"\xff")  # would have collided: lengthened
-    assert len(set(holders.values()) | set(tokens)) == len(holders) + len(set(tokens))
-    assert encoded[3] == b"" and encoded[4] == b"" and encoded[5] == b""
+    encoded = be.pieces_for_xgrammar(vocab)
+    assert encoded[3] == b"" and encoded[4] == b"" and encoded[5] == b"" and encoded[0] == b"\x00"
     info = be.tokenizer_info(vocab)
     assert sorted(info.special_token_ids) == [3, 4] and list(info.stop_token_ids) == [5]
-    compiled = be.compile(ConstraintSpec(Kind.REGEX, "a*"), vocab)
     mask = new_bitmask(len(vocab))
-    compiled.matcher().fill_mask(mask)
-    assert [i for i in range(len(vocab)) if allowed(mask, i)] == [2, 5]
+    for pattern, ids in [("a*", [2, 5]), ("[\\x00-\\x01]", [0, 7]), ("\\x00ab|\\x01", [0, 1, 7])]:
+        be.compile(ConstraintSpec(Kind.REGEX, pattern), vocab).matcher().fill_mask(mask)
+        assert [i for i in range(len(vocab)) if allowed(mask, i)] == ids, pattern
 
 
 @pytest.mark.parametrize("regex", [r"<\|im_end\|>", ".+", "[^,]{10}", "[^,]{13}"])

@@ -24,9 +24,9 @@ from sgcli.cache.paths import atomic_write, cache_root, notify
 # validate; 5: strings generated with one spelling per character, json_layout.UNIQUE_ESCAPES; 6: outlines-core's
 # patterns grouped; 7: keywords the schema's draft ignores left out, draft_reading; 8: `\s` for xgrammar with
 # U+2028/U+2029 outside its class, xgrammar_regex._space; 9: a choice's alternatives longest first;
-# 10: xgrammar's stop ids given no bytes, xgrammar_backend.pieces_for_xgrammar). A release changes the key
-# anyway: sgcli's version is part of it.
-FORMAT_VERSION = 10
+# 10: xgrammar's stop ids given no bytes, xgrammar_backend.pieces_for_xgrammar; 11: xgrammar given pieces that
+# start with NUL as they are). A release changes the key anyway: sgcli's version is part of it.
+FORMAT_VERSION = 11
 
 _unwritable_noticed: set[Path] = set()
 

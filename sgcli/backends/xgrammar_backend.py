@@ -192,41 +192,25 @@ class XGrammarBackend(LibraryBackend):
     )
 
     @staticmethod
-    def pieces_for_xgrammar(vocab: Vocab) -> tuple[list[bytes], dict[int, bytes]]:
-        """(the byte pieces xgrammar is given, {id: placeholder} for pieces starting with NUL).
+    def pieces_for_xgrammar(vocab: Vocab) -> list[bytes]:
+        """The byte pieces xgrammar is given.
 
         Special ids (stop ids included: xgrammar allows those by id where the grammar can
         end) and ids without bytes are given as b"", which xgrammar treats as special:
         never matched as text. A stop id given its bytes was also matched as text, so
         `<|im_end|>` or any 10 bytes of `.+` let the stop token through before the grammar
-        could end (an empty output under `--regex '.+'`). Pieces starting with b"\\x00" are reserved by xgrammar
-        (as in SGLang's Tekken fix): each becomes a placeholder that starts with 0xFF,
-        a byte no UTF-8 text contains, so no grammar can accept it, holds its id, so
-        placeholders are pairwise distinct, and is checked against every real piece,
-        so it collides with none.
+        could end (an empty output under `--regex '.+'`). Every other piece is given as it
+        is, a NUL byte included: xgrammar 0.2.9 (the floor) matches `\\x00` against it, where
+        a placeholder for pieces starting with NUL (once thought reserved) left NUL to no grammar.
         """
         stops = set(vocab.stop_ids)
-        real = set(vocab.tokens)
-        encoded: list[bytes] = []
-        placeholders: dict[int, bytes] = {}
-        for i, piece in enumerate(vocab.tokens):
-            if i in stops or i in vocab.special_ids or not piece:
-                encoded.append(b"")
-            elif piece[0] == 0:
-                holder = b"\xff\xfe<sgcli:nul-piece:%d>" % i
-                while holder in real:
-                    holder += b"\xfe"
-                placeholders[i] = holder
-                encoded.append(holder)
-            else:
-                encoded.append(piece)
-        return encoded, placeholders
+        return [b"" if i in stops or i in vocab.special_ids else piece for i, piece in enumerate(vocab.tokens)]
 
     def tokenizer_info(self, vocab: Vocab):
-        """xgrammar's view of `vocab`: exact bytes, specials hidden, NUL pieces replaced, EOS as stop."""
+        """xgrammar's view of `vocab`: exact bytes, specials hidden, EOS as stop."""
         import xgrammar as xgr
 
-        encoded, _ = self.pieces_for_xgrammar(vocab)
+        encoded = self.pieces_for_xgrammar(vocab)
         try:
             return xgr.TokenizerInfo(
                 encoded,
