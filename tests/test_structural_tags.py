@@ -365,3 +365,25 @@ def test_a_nested_flag_that_is_not_a_boolean_is_unchecked_not_read_as_true():
     doc = {"type": "structural_tag", "format": {"type": "sequence", "elements": [inner]}}
     with pytest.raises(Unchecked):
         tag_errors(spec_of(doc), "just text", "ecma")
+
+
+def test_a_schema_strings_json_error_is_placed_at_the_string_not_inside_it():
+    # the position inside the string was reported as a position in the file (1:2 for line 5's string)
+    doc = json.loads(json.dumps(OLD))
+    doc["structures"][0]["schema"] = "{not json"
+    spec = spec_of(doc)
+    with pytest.raises(UserError) as info:
+        structural_tag.parse(spec)
+    assert "(line 1, column 2 of the string)" in info.value.message
+    line = next(i for i, text in enumerate(spec.text.splitlines(), 1) if "{not json" in text)
+    col = spec.text.splitlines()[line - 1].index('"{not json') + 1
+    assert (info.value.location.line, info.value.location.col) == (line, col)
+
+
+def test_xgrammars_position_in_the_grammar_it_made_of_a_tag_is_not_claimed_as_the_files(smol_tokenizer):
+    # "EBNF parser error at line 1, column 11" was reported as tags.json:1:11, the bad class being elsewhere
+    doc = new_shape()
+    doc["format"]["tags"][0]["content"] = {"type": "regex", "pattern": "[z-a]"}
+    with pytest.raises(UserError) as info:
+        get_backend("xgrammar").compile(spec_of(doc), smol_tokenizer.vocab)
+    assert info.value.location.line is None and "at that position" not in (info.value.hint or "")

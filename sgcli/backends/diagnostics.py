@@ -30,14 +30,14 @@ def grammar_error(backend: str, spec: ConstraintSpec, message: str, *, hint: str
         m = _POSITION.search(text)
         if m:
             line, col = regex_place(spec.text, int(m.group(1)) - 1)
-    else:
+    elif spec.kind is not Kind.STRUCTURAL_TAG:  # a tag's positions are of the grammar the library made of it
         m = _LINE_COL.search(text)
         if m:
             line, col = int(m.group(1)), int(m.group(2))
     return UserError(
         f"{spec.kind.label} rejected by {backend}: {text}",
         location=spec.where(line, col),
-        hint=hint or "fix the grammar at that position",
+        hint=hint or ("fix the grammar at that position" if line else "fix the constraint"),
     )
 
 

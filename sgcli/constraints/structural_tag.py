@@ -57,6 +57,19 @@ def _string(spec, obj: dict, key: str, path: tuple) -> str:
     return obj[key]
 
 
+def _schema_string(spec: ConstraintSpec, text: str, path: tuple):
+    """A schema written as a JSON string, parsed; its errors are placed at the string in the file, their
+    line:col (inside the string, not the file) said in words."""
+    try:
+        return parse_json(text, None)
+    except UserError as exc:
+        where = exc.location
+        inside = f" (line {where.line}, column {where.col} of the string)" if where and where.line else ""
+        message = f"the 'schema' string is not valid JSON: {exc.message.removeprefix('invalid JSON: ')}{inside}"
+        hint = "fix the JSON inside the string, or write the schema as a JSON object"
+        raise tag_error(spec, message, path, hint) from None
+
+
 def _old_shape(spec: ConstraintSpec, doc: dict) -> TriggeredTags:
     triggers = _strings(spec, doc.get("triggers"), ("triggers",), "'triggers'")
     structures = doc["structures"]
@@ -69,7 +82,7 @@ def _old_shape(spec: ConstraintSpec, doc: dict) -> TriggeredTags:
             raise tag_error(spec, "each structure needs 'begin', 'schema' and 'end'", path)
         schema = s["schema"]
         if isinstance(schema, str):  # SGLang also accepts the schema as a JSON string
-            schema = parse_json(schema, spec.origin)
+            schema = _schema_string(spec, schema, path + ("schema",))
         if not isinstance(schema, (dict, bool)):
             raise tag_error(spec, "'schema' must be a JSON Schema object", path + ("schema",))
         tags.append(
