@@ -141,6 +141,17 @@ def test_grammar_paths_are_relative_to_the_test_file_and_library_names_work(run_
             "duplicate key 'grammar' (first at 1:2)",
         ),
         ("cases:\n  - {input: 'a', accept: true}\n", ":1:1:", "no 'grammar' given"),
+        (  # a key beside kind and text was ignored without a word
+            "grammar: {kind: json_schema, text: {type: object}, json_whitespace: compact}\ncases:\n"
+            "  - {input: '{ }', accept: false}\n",
+            ":1:52:",
+            "grammar: unknown key 'json_whitespace'",
+        ),
+        (
+            "grammar: {kind: regex, txt: a, text: a}\ncases:\n  - {input: 'a', accept: true}\n",
+            ":1:24:",
+            "Did you mean 'text'?",
+        ),
         ("grammar: missing.gbnf\ncases:\n  - {input: 'a', accept: true}\n", "missing.gbnf", "not found"),
     ],
 )

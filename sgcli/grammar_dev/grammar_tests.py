@@ -35,7 +35,7 @@ from sgcli.constraints.reading import (
 from sgcli.constraints.schema_input import check_schema
 from sgcli.constraints.sources import from_file, spec_from_text
 from sgcli.constraints.spec import ConstraintSpec, Kind
-from sgcli.errors import Location, UserError
+from sgcli.errors import Location, UserError, did_you_mean
 
 CASE_KEYS = {"input", "accept", "description"}
 KIND_ALIASES = {"gbnf": Kind.EBNF, "schema": Kind.JSON_SCHEMA, "json": Kind.JSON_SCHEMA}
@@ -243,6 +243,14 @@ def _grammar(value, base: Path, origin: str, at) -> ConstraintSpec:
             raise
     if not isinstance(value, dict) or "kind" not in value or "text" not in value:
         raise UserError("'grammar' must be a path, @name, or a mapping with 'kind' and 'text'", location=at("grammar"))
+    unknown = sorted(set(value) - {"kind", "text"}, key=str)
+    if unknown:  # `json_whitespace: compact` beside them was ignored without a word
+        key = str(unknown[0])
+        raise UserError(
+            f"grammar: unknown key '{key}'." + did_you_mean(key, ("kind", "text")),
+            location=at("grammar", unknown[0], at_key=True),
+            hint="an inline grammar has: kind, text",
+        )
     kind = parse_kind(str(value["kind"]), at("grammar", "kind"))
     text = value["text"]
     if kind is Kind.JSON_SCHEMA and isinstance(text, (dict, list, bool)):
