@@ -179,3 +179,22 @@ def test_an_empty_tokenizer_is_refused_not_read_as_the_default(run_cli):
     """`--tokenizer "$TOK"` with TOK unset ran on the embedded model's tokenizer without a word."""
     result = run_cli("masks", "--regex", "a", "--text", "a", "--tokenizer", "")
     assert result.exit_code == 2 and "--tokenizer is empty" in result.stderr
+
+
+@pytest.mark.parametrize("backend", _regex_backends("ab"))
+@pytest.mark.parametrize(("pattern", "text"), [("ab", "a"), ("capital", "cap"), ("abcd", "abc")])
+def test_a_prefix_the_mask_would_split_otherwise_is_a_prefix(run_cli, backend, pattern, text):
+    """llguidance's mask allows only its own split of forced text ("ab" for TEXT "a"): `masks` called a
+    valid prefix rejected (exit 1), its first bad byte 1, past the end of TEXT."""
+    result = run_cli("masks", "--regex", pattern, "--text", text, "--backend", backend, "--json")
+    assert result.exit_code == 0, result.output
+    summary = _trace(result)[-1]
+    assert summary["verdict"] == "prefix" and "rejected" not in summary
+
+
+@pytest.mark.parametrize("backend", _regex_backends("hello world"))
+def test_a_text_past_where_the_grammar_may_stop_must_end_there(run_cli, backend):
+    """It said "no byte may follow", reading whether the grammar could stop before the rejected token."""
+    result = run_cli("masks", "--regex", "hello world", "--text", "hello worlds", "--backend", backend)
+    assert result.exit_code == 1, result.output
+    assert "first bad byte: 11 (s)" in result.stdout and "the text must end there" in result.stdout

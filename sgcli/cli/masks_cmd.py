@@ -168,7 +168,7 @@ def _show(run, vocab, name: str) -> None:
         )
         out.print(f"  allowed there: {_count(r.allowed.n_allowed)}: {escape(_sample(r.allowed, vocab))}")
         if r.next_bytes == "[]":
-            out.print("  no byte may follow: the text must end there" if r.allowed.can_stop else "  no byte may follow")
+            out.print("  no byte may follow: the text must end there" if r.can_stop_at_byte else "  no byte may follow")
         else:
             out.print(f"  next byte must be one of {escape(r.next_bytes)}")
         if r.note:

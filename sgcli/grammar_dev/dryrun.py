@@ -49,6 +49,7 @@ class Rejection:
     next_bytes: str  # the bytes the grammar allowed at byte_offset, as a character class
     allowed: State  # what the mask allowed in place of the token
     note: str | None = None
+    can_stop_at_byte: bool = False  # whether the grammar could stop right before byte_offset
 
 
 @dataclass
@@ -133,8 +134,11 @@ def dry_run(compiled: Compiled, text: str | None, *, top: int = 10) -> DryRun:
     if w.refused is None:
         run.end = states[-1]
         return run
-    run.rejection = _locate(compiled, ids, w.taken, offsets[w.taken], states[w.taken])
-    if w.inconsistent:
+    run.rejection, through = _locate(compiled, ids, w.taken, offsets[w.taken], states[w.taken], top)
+    if through is not None:  # llguidance's mask allows only its own split of forced text ("ab" for TEXT "a")
+        token = piece_text(vocab.tokens[ids[w.taken]])
+        run.end, run.note = through, f"token {w.taken} {token}: {_SPLIT_DIFFERENTLY}; every byte of TEXT is allowed"
+    elif w.inconsistent:
         run.rejection.note = f"{compiled.backend}: the mask allows this token but accept() refused it"
     return run
 
@@ -144,35 +148,52 @@ _SPLIT_DIFFERENTLY = (
 )
 
 
-def _locate(compiled: Compiled, ids: list[int], index: int, offset: int, before: State) -> Rejection:
-    """Replay up to the rejected token, then feed its bytes one by one to find the failing byte."""
+def _locate(
+    compiled: Compiled, ids: list[int], index: int, offset: int, before: State, top: int
+) -> tuple[Rejection | None, State | None]:
+    """Replay up to the rejected token, then feed the rest of the text byte by byte to find the failing
+    byte: (the rejection, None), or (None, the state after TEXT) where the grammar takes every byte of it."""
     vocab = compiled.vocab
     piece = vocab.tokens[ids[index]]
+    rest = b"".join(vocab.tokens[i] for i in ids[index:])
     matcher = compiled.matcher()
     walk(matcher, ids[:index])
     mask = new_bitmask(len(vocab))  # left holding the state before the failing byte (or after the last)
-    singles = byte_ids(vocab, piece) or []
-    good = walk(matcher, singles, mask).taken
-    note = None
+    singles = byte_ids(vocab, rest) or []
+    stops: list[bool] = []  # before each byte: whether the text could end there (asked before a refusal,
+    # which may leave the matcher failed: llguidance's)
+    good = walk(matcher, singles, mask, on_state=lambda *_: stops.append(matcher.can_stop())).taken
     if singles and good == len(singles):
-        note = _SPLIT_DIFFERENTLY
+        return None, _state(compiled, matcher, mask, top)
+    note = _SPLIT_DIFFERENTLY if good >= len(piece) else None
     pieces = [vocab.tokens[i] for i in allowed_ids(mask, len(vocab)) if vocab.tokens[i] and i not in vocab.special_ids]
     firsts = {p[0] for p in pieces}
     if good < len(piece) and piece[good] in firsts:
         # The backend refused the lone byte yet allows tokens starting with it (outlines-core after an
         # accepting state refuses "\xc3", a byte-level split of "é"): blaming that byte would contradict
         # `next_bytes`, so the first bad byte is where the allowed tokens part from this token's bytes.
-        rest = piece[good:]
-        shared = max(_common_prefix(rest, p) for p in pieces)
-        firsts = {p[shared] for p in pieces if len(p) > shared and p[:shared] == rest[:shared]}
+        tail = piece[good:]
+        shared = max(_common_prefix(tail, p) for p in pieces)
+        firsts = {p[shared] for p in pieces if len(p) > shared and p[:shared] == tail[:shared]}
         note = (
             f"{compiled.backend} refuses the lone byte {_byte_char(piece[good])} here (a split of one character "
             "into bytes) though it allows whole tokens starting with it; the first bad byte is read from those"
         )
         good += shared
+        stops = []
         if good >= len(piece):
             note = _SPLIT_DIFFERENTLY
-    return Rejection(index, ids[index], piece, offset, offset + good, char_class(firsts), before, note)
+    return Rejection(
+        index,
+        ids[index],
+        piece,
+        offset,
+        offset + good,
+        char_class(firsts),
+        before,
+        note,
+        good < len(stops) and stops[good],
+    ), None
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:
@@ -254,6 +275,7 @@ def to_records(run: DryRun, vocab: Vocab) -> list[dict]:
             "token_offset": r.token_offset,
             "byte_offset": r.byte_offset,
             "next_bytes": r.next_bytes,
+            "can_stop_at_byte": r.can_stop_at_byte,
             "note": r.note,
             "allowed": state(r.allowed),
         }

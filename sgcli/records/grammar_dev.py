@@ -218,6 +218,7 @@ class MaskRejection(_Strict):
     token_offset: int
     byte_offset: int = Field(..., description="the first byte the grammar refused")
     next_bytes: str = Field(..., description="the bytes that may come there, as a character class")
+    can_stop_at_byte: bool = Field(False, description="the grammar could stop right before that byte")
     note: Optional[str] = None
     allowed: MaskState
 
