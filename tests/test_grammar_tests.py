@@ -228,3 +228,18 @@ def test_a_test_file_whose_aliases_loop_or_nest_is_read_at_once(run_cli, tmp_pat
     path.write_text(text)
     result = run_cli("test", path)
     assert result.exit_code == 2, result.output
+
+
+def test_a_backends_compile_warnings_are_shown_with_its_results(run_cli, tmp_path):
+    """A case failed on outlines_core with no word that it ignores `patternProperties`, which `masks` printed."""
+    cases = tmp_path / "pp.test.yaml"
+    cases.write_text(
+        "grammar: {kind: json_schema, text: {type: object, properties: {a: {type: integer}},\n"
+        "  patternProperties: {'^x-': {}}, additionalProperties: false}}\n"
+        'cases:\n  - {input: \'{"a": 1, "x-foo": 2}\', accept: true}\n'
+    )
+    result = run_cli("test", cases, "--backend", "outlines_core")
+    shown = " ".join(result.stdout.split())  # the table's width wraps long lines
+    assert "warning: outlines_core: 'patternProperties' is ignored by outlines_core" in shown, result.output
+    file_record = _records(run_cli("test", cases, "--backend", "outlines_core", "--json"))[-1]
+    assert "'patternProperties' is ignored by outlines_core" in file_record["backends"][0]["warnings"]

@@ -108,7 +108,8 @@ def _json(report, writer) -> None:
             "kind": report.suite.spec.kind.value,
             "ok": report.ok,
             "backends": [
-                {"backend": b.name, "status": b.status, "message": b.message, "cache": b.cache} for b in report.backends
+                {"backend": b.name, "status": b.status, "message": b.message, "cache": b.cache, "warnings": b.warnings}
+                for b in report.backends
             ],
             "passed": sum(o.passed for o in report.outcomes),
             "failed": sum(not o.passed for o in report.outcomes),
@@ -135,6 +136,8 @@ def _show(report) -> None:
         table.add_row(str(case.index + 1), escape(label), "accept" if case.accept else "reject", *cells)
     print_table(table)
     for b in report.backends:
+        for w in b.warnings:  # a case may fail for a keyword the backend ignored: say so, as `masks` does
+            out.print(f"{escape(suite.path)}: [yellow]warning[/]: {b.name}: {escape(w)}")
         if b.status in ("error", "limit"):
             out.print(f"[red]error[/]: {b.name}: {escape(b.message or '')}")
         elif b.status != "ran":

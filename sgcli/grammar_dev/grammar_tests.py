@@ -88,6 +88,7 @@ class BackendRun:
     status: str  # "ran", "error" (did not compile), "limit" (its compile ran past one), "unsupported", "unavailable"
     message: str | None = None
     cache: str | None = None
+    warnings: list[str] = field(default_factory=list)  # what its compile weakened or ignored, as `masks` prints
 
 
 @dataclass
@@ -335,7 +336,8 @@ def run_suite(suite: Suite, names: list[str], vocab, *, use_cache: bool | None =
         except UserError as exc:
             runs.append(BackendRun(name, "error", exc.render().removeprefix("error: ")))
             continue
-        runs.append(BackendRun(name, "ran", cache=result.status))
+        warnings = list(dict.fromkeys(w.message for w in result.compiled.warnings))  # one per message
+        runs.append(BackendRun(name, "ran", cache=result.status, warnings=warnings))
         checked = with_checker(result.compiled)  # what generation decodes with: grammar + sgcli's schema checker
         outcomes += [check_case(checked, case) for case in suite.cases]
     return Report(suite, runs, outcomes)

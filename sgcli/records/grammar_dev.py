@@ -110,6 +110,7 @@ class TestBackend(_Strict):
     status: str = Field(..., description="ran, or why the backend could not run the file")
     message: Optional[str] = None
     cache: Optional[str] = None
+    warnings: list[str] = Field(default_factory=list, description="what its compile weakened or ignored")
 
 
 class TestFileResult(_Versioned):
