@@ -1263,3 +1263,35 @@ def test_draft_reading_keeps_draft_3s_required_beside_a_ref_and_sees_escaped_key
     assert as_its_draft_reads(d3) is d3  # `required: true` is the parent's properties', not the $ref's sibling
     text = '{"$schema": "' + D7 + '", "type": "array", "pr\\u0065fixItems": [{}], "items": {"type": "string"}}'
     assert "prefixItems" not in as_its_draft_reads(json.loads(text), text)
+
+
+NAME_PATTERNS = [
+    {"type": "object", "properties": {"a": {"type": "integer"}}, "patternProperties": {"^x-": {}}},
+    {"type": "object", "patternProperties": {"^x": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+    {"patternProperties": {"^x": {"type": "integer"}, "y$": {"type": "string"}}, "additionalProperties": False},
+]
+
+
+@pytest.mark.parametrize("generate", [False, True], ids=["dry run", "generate"])
+@pytest.mark.parametrize("schema", NAME_PATTERNS)
+def test_xgrammar_takes_every_name_patternproperties_admits(schema, generate):
+    """xgrammar matched a name against the whole pattern (`^x-` took only `x-`) and dropped the
+    `additionalProperties` beside it: `{"a": 1, "x-foo": 2}` was refused, with no warning (2026-12-06).
+    Its grammar is now open there, and the checker enforces the rest as jsonschema reads it."""
+    closed = dict(schema, additionalProperties=schema.get("additionalProperties", False))
+    spec = spec_of(closed)
+    compiled = compile_for("xgrammar", spec.for_generation() if generate else spec, byte_vocab())[0]
+    assert isinstance(compiled, CheckedCompiled)
+    for value in (
+        {"a": 1, "x-foo": 2},
+        {"x-foo": 2},
+        {"xy": 1},
+        {"xy": "s"},
+        {"ab": 1},
+        {"ab": "s"},
+        {"a": 1},
+        {"zy": "s"},
+        {"zy": 1},
+        {"xy": 1, "ab": "s"},
+    ):
+        assert takes(compiled, value) == (not schema_errors(closed, value)), value

@@ -94,9 +94,36 @@ def _closed_arrays(schema) -> bool:
     return any(_needs_items(node) for _, node in iter_subschemas(schema))
 
 
+def _has_name_patterns(node) -> bool:
+    """A subschema with `patternProperties`, which xgrammar reads over-strictly: a name must match the
+    whole pattern (`^x-` took only `x-`), and the `additionalProperties` beside it was dropped for the
+    other names, so `{"a": 1, "x-foo": 2}` was refused where jsonschema takes it (2026-12-06)."""
+    return (
+        isinstance(node, dict) and isinstance(node.get("patternProperties"), dict) and bool(node["patternProperties"])
+    )
+
+
+def _names_by_pattern(schema) -> bool:
+    from sgcli.backends.schema_warnings import iter_subschemas
+
+    return any(_has_name_patterns(node) for _, node in iter_subschemas(schema))
+
+
+def _open_name_patterns(schema) -> None:
+    """Each such subschema without its `patternProperties` and open to every other name: the grammar
+    then takes every name the schema does (the schema checker enforces the rest: keyword_readings)."""
+    from sgcli.backends.schema_warnings import iter_subschemas
+
+    for _, node in list(iter_subschemas(schema)):
+        if _has_name_patterns(node):
+            del node["patternProperties"]
+            node["additionalProperties"] = True
+
+
 def schema_text(spec: ConstraintSpec, schema, gaps: list[PatternGap]) -> str:
-    """The schema text xgrammar gets: the file's, or a copy without `gaps` and with draft 4's
-    boolean `exclusiveMinimum`/`exclusiveMaximum` in their later form, which xgrammar reads only
+    """The schema text xgrammar gets: the file's, or a copy without `gaps`, open where it names
+    properties by pattern (`_open_name_patterns`), and with draft 4's boolean
+    `exclusiveMinimum`/`exclusiveMaximum` in their later form, which xgrammar reads only
     ("Value must be a number": OpenAPI 3.0's own schema)."""
     if schema is None:  # not a JSON Schema: unused
         return spec.text
@@ -105,9 +132,12 @@ def schema_text(spec: ConstraintSpec, schema, gaps: list[PatternGap]) -> str:
     strict = json_format_kwargs(spec.json_options)["strict_mode"]
     closed = strict and ('"minItems"' in spec.text or '"contains"' in spec.text) and _closed_arrays(schema)
     ignored = as_its_draft_reads(schema, spec.text) is not schema  # keywords its draft ignores: xgrammar reads them
-    if not (gaps or bounds or closed or ignored):
+    named = '"patternProperties"' in spec.text and _names_by_pattern(schema)
+    if not (gaps or bounds or closed or ignored or named):
         return spec.text
     schema = with_patterns(schema, gaps)
+    if named:
+        _open_name_patterns(schema)
     if closed:  # strict mode reads a missing `items` as none allowed: an array that must hold some refused
         from sgcli.backends.schema_warnings import iter_subschemas
 
