@@ -198,3 +198,23 @@ def test_a_text_past_where_the_grammar_may_stop_must_end_there(run_cli, backend)
     result = run_cli("masks", "--regex", "hello world", "--text", "hello worlds", "--backend", backend)
     assert result.exit_code == 1, result.output
     assert "first bad byte: 11 (s)" in result.stdout and "the text must end there" in result.stdout
+
+
+def test_a_raw_byte_and_the_text_backslash_x_read_apart():
+    """Both were shown `\\xe6` (errors="backslashreplace"): the human text doubles a real backslash."""
+    from sgcli.grammar_dev.dryrun import piece_text
+
+    assert piece_text(b"\xe6") == '"\\xe6"' and piece_text(b"\\xe6") == '"\\\\xe6"'
+    assert piece_text("a文\n".encode()) == '"a文\\n"'
+
+
+def test_json_gives_each_tokens_bytes_and_whether_it_is_special(run_cli):
+    """A stop token read as the text it spells (Tekken's `</s>`), and a stray byte as a backslash-x."""
+    result = run_cli("masks", "--regex", "a+", "--text", "a文", "--json")
+    assert result.exit_code == 1
+    rejected = _trace(result)[-1]["rejected"]
+    assert (rejected["text"], rejected["hex"], rejected["special"]) == ("文", "e69687", False)
+    sample = {s["text"]: s for s in rejected["allowed"]["sample"]}
+    assert sample["a"]["hex"] == "61" and not sample["a"]["special"]
+    assert sample["<|im_end|>"]["special"] and sample["<|im_end|>"]["hex"] == b"<|im_end|>".hex()
+    assert '"<|im_end|>"(special)' in run_cli("masks", "--regex", "a+", "--text", "a文").stdout

@@ -12,7 +12,7 @@ from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of, utf8_text
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
-from sgcli.grammar_dev.dryrun import dry_run, piece_text
+from sgcli.grammar_dev.dryrun import dry_run, piece_text, token_text
 from sgcli.tokenizers import load_tokenizer
 
 EXAMPLES = """
@@ -95,7 +95,7 @@ def masks(
 
 
 def _sample(state, vocab, limit_note: bool = True) -> str:
-    shown = " ".join(piece_text(vocab.tokens[i]) for i in state.sample)
+    shown = " ".join(token_text(vocab, i) for i in state.sample)
     more = state.n_allowed - len(state.sample)
     return shown + (f" … +{more}" if more > 0 and limit_note else "")
 
@@ -144,7 +144,7 @@ def _show(run, vocab, name: str) -> None:
         table.add_row(
             str(step.index),
             str(step.offset),
-            escape(f"{piece_text(step.piece)} #{step.token}"),
+            escape(f"{token_text(vocab, step.token)} #{step.token}"),
             "[green]✓[/]" if step.allowed else "[red]✗[/]",
             str(b.n_allowed),
             escape(piece_text(b.forced)) if b.forced else "",
@@ -162,7 +162,7 @@ def _show(run, vocab, name: str) -> None:
     elif run.rejection is not None:
         r = run.rejection
         out.print(
-            f"[red]rejected[/] at token {r.token_index} {escape(piece_text(r.piece))} (id {r.token}, "
+            f"[red]rejected[/] at token {r.token_index} {escape(token_text(vocab, r.token))} (id {r.token}, "
             f"bytes {r.token_offset}-{r.token_offset + len(r.piece)} of TEXT); first bad byte: {r.byte_offset}"
             f"{_byte_at(run.text, r.byte_offset)}"
         )

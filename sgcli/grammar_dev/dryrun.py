@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from dataclasses import dataclass, field
 
 from sgcli.backends.base import Compiled, allowed_ids, new_bitmask
@@ -136,7 +137,7 @@ def dry_run(compiled: Compiled, text: str | None, *, top: int = 10) -> DryRun:
         return run
     run.rejection, through = _locate(compiled, ids, w.taken, offsets[w.taken], states[w.taken], top)
     if through is not None:  # llguidance's mask allows only its own split of forced text ("ab" for TEXT "a")
-        token = piece_text(vocab.tokens[ids[w.taken]])
+        token = token_text(vocab, ids[w.taken])
         run.end, run.note = through, f"token {w.taken} {token}: {_SPLIT_DIFFERENTLY}; every byte of TEXT is allowed"
     elif w.inconsistent:
         run.rejection.note = f"{compiled.backend}: the mask allows this token but accept() refused it"
@@ -234,19 +235,34 @@ def _byte_char(b: int) -> str:
 
 
 def piece_text(piece: bytes) -> str:
-    """A token's bytes as a quoted, escaped string for display."""
-    return json.dumps(piece.decode("utf-8", errors="backslashreplace"), ensure_ascii=False)
+    """A token's bytes as a quoted, escaped string for display: a byte that is not UTF-8 as backslash-x
+    and two hex digits, an escape JSON never writes, so it differs from that text (its backslash doubled)."""
+    quoted = json.dumps(piece.decode("utf-8", errors="surrogateescape"), ensure_ascii=False)
+    return _STRAY_BYTE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}", quoted)
+
+
+def token_text(vocab: Vocab, token: int) -> str:
+    """`piece_text` of a token, marked where it is special: Tekken's stop token `</s>` is no text `</s>`."""
+    shown = piece_text(vocab.tokens[token])
+    return f"{shown}(special)" if token in vocab.special_ids else shown
+
+
+_STRAY_BYTE = re.compile("[\udc80-\udcff]")  # a byte surrogateescape could not decode
 
 
 def to_records(run: DryRun, vocab: Vocab) -> list[dict]:
     """The JSONL trace: one record per step, then one summary record."""
 
+    def piece(token: int, piece: bytes) -> dict:  # `text` readable; `hex` the exact bytes (as tokenizer inspect)
+        return {"text": _text(piece), "hex": piece.hex(), "special": token in vocab.special_ids}
+
     def state(s: State) -> dict:
         return {
             "n_allowed": s.n_allowed,
             "can_stop": s.can_stop,
-            "forced": s.forced.decode("utf-8", errors="backslashreplace"),
-            "sample": [{"id": i, "text": vocab.tokens[i].decode("utf-8", errors="backslashreplace")} for i in s.sample],
+            "forced": _text(s.forced),
+            "forced_hex": s.forced.hex(),
+            "sample": [{"id": i, **piece(i, vocab.tokens[i])} for i in s.sample],
         }
 
     records = [
@@ -254,7 +270,7 @@ def to_records(run: DryRun, vocab: Vocab) -> list[dict]:
             "type": "step",
             "index": s.index,
             "token": s.token,
-            "text": s.piece.decode("utf-8", errors="backslashreplace"),
+            **piece(s.token, s.piece),
             "offset": s.offset,
             "allowed": s.allowed,
             **state(s.before),
@@ -271,7 +287,7 @@ def to_records(run: DryRun, vocab: Vocab) -> list[dict]:
         summary["rejected"] = {
             "token_index": r.token_index,
             "token": r.token,
-            "text": r.piece.decode("utf-8", errors="backslashreplace"),
+            **piece(r.token, r.piece),
             "token_offset": r.token_offset,
             "byte_offset": r.byte_offset,
             "next_bytes": r.next_bytes,
@@ -283,3 +299,7 @@ def to_records(run: DryRun, vocab: Vocab) -> list[dict]:
         summary["note"] = run.note
     records.append(summary)
     return records
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", errors="backslashreplace")

@@ -185,25 +185,30 @@ class BenchBackend(_Versioned):
     generation: Optional[BenchGeneration] = None
 
 
-class MaskSample(_Strict):
+class _MaskPiece(_Strict):
+    text: str = Field(..., description="the token's text (a byte that is not UTF-8 as \\xNN)")
+    hex: str = Field(..., description="the token's bytes exactly, in hex")
+    special: bool = Field(..., description="a special token (a control token, not the text its name spells)")
+
+
+class MaskSample(_MaskPiece):
     id: int
-    text: str
 
 
 class _MaskState(_Strict):
     n_allowed: int = Field(..., description="tokens the mask allows")
     can_stop: bool = Field(..., description="the grammar may end here")
     forced: str = Field(..., description="bytes the grammar forces next (empty: none)")
+    forced_hex: str = Field(..., description="those bytes exactly, in hex")
     sample: list[MaskSample] = Field(..., description="some of the allowed tokens")
 
 
-class MaskStep(_Versioned, _MaskState):
+class MaskStep(_Versioned, _MaskState, _MaskPiece):
     """One token of `sgcli masks --output-format json|jsonl` (type: step): the mask before it."""
 
     type: Literal["step"]
     index: int
     token: int = Field(..., description="the token id")
-    text: str = Field(..., description="the token's text")
     offset: int = Field(..., description="byte offset of the token in --text")
     allowed: bool = Field(..., description="the mask allowed this token")
 
@@ -212,10 +217,9 @@ class MaskState(_MaskState):
     pass
 
 
-class MaskRejection(_Strict):
+class MaskRejection(_MaskPiece):
     token_index: int
     token: int
-    text: str
     token_offset: int
     byte_offset: int = Field(..., description="the first byte the grammar refused")
     next_bytes: str = Field(..., description="the bytes that may come there, as a character class")
