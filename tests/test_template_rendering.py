@@ -300,6 +300,36 @@ def test_mistral_encoding_errors_exit_2(run_cli, tmp_path):
     assert named.exit_code == 2 and "drop --template-name" in named.stderr
 
 
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "assistant", "content": "x"}],  # InvalidMessageStructureException
+        [{"role": "user", "content": "a"}, {"role": "tool", "content": "x"}],
+        [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],  # final assistant, no prefix
+        [
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "tool_calls": [{"id": "abc", "function": {"name": "f", "arguments": "{}"}}]},
+        ],  # InvalidFunctionCallException
+    ],
+)
+def test_mistral_commons_own_exceptions_exit_2(run_cli, tmp_path, messages):
+    """mistral-common's validation raises MistralCommonException subclasses (not ValueError): exit 3 before."""
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(messages))
+    result = run_cli("template", "render", "--tokenizer", "mistral:tekken", "--messages", path)
+    assert result.exit_code == 2, result.output[:500]
+    assert "mistral-common cannot encode" in result.stderr
+
+
+def test_mistral_commons_tool_name_refusal_is_a_user_error():
+    from sgcli.errors import UserError
+    from sgcli.tokenizers import load_tokenizer
+
+    tools = [{"type": "function", "function": {"name": "bad name!", "parameters": {}}}]
+    with pytest.raises(UserError, match="mistral-common cannot encode"):  # InvalidToolException
+        load_tokenizer("mistral:tekken").render_prompt([{"role": "user", "content": "a"}], tools=tools)
+
+
 def test_a_prompt_empty_once_rendered_starts_from_bos_or_is_refused_alone(run_cli, tmp_path, smol_tokenizer):
     """An empty prompt fed no ids to the model (exit 3 in the embedding). With a BOS token it starts from
     BOS, as transformers' generate does; without, a single prompt is exit 2 and a batch line an error

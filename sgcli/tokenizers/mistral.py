@@ -78,6 +78,7 @@ def chat_encoder(path: Path, ref: str):
 
     def encode(messages: list[dict], tools: list | None) -> list[int]:
         try:
+            from mistral_common.exceptions import MistralCommonException
             from mistral_common.protocol.instruct.request import ChatCompletionRequest
         except ImportError as exc:
             from sgcli.extras import import_failure
@@ -88,7 +89,8 @@ def chat_encoder(path: Path, ref: str):
         try:
             request = ChatCompletionRequest(messages=messages, tools=tools)
             return list(_quietly(lambda: built[0].encode_chat_completion(request)).tokens)
-        except (ValueError, TypeError, KeyError, AssertionError) as exc:  # pydantic and mistral-common checks
+        # pydantic's checks, and mistral-common's own (InvalidMessageStructureException, ...)
+        except (ValueError, TypeError, KeyError, AssertionError, MistralCommonException) as exc:
             raise UserError(
                 f"mistral-common cannot encode these messages for {ref}: {' '.join(str(exc).split())[:400]}",
                 hint="roles are system, user, assistant, tool; user and assistant turns alternate",
