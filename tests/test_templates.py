@@ -102,6 +102,14 @@ def test_missing_template_uses_the_raw_prompt_with_a_notice(run_cli, make_folder
     assert record["ids"] and record["num_tokens"] == len(record["ids"])
 
 
+@pytest.mark.parametrize("text", [5, None])
+def test_missing_template_refuses_a_text_part_that_is_not_a_string(run_cli, make_folder, messages, text):
+    msgs = messages([{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": text}]}])
+    result = render(run_cli, make_folder(None), msgs)
+    assert result.exit_code == 2, result.output  # was exit 3: a TypeError in str.join
+    assert "messages[0].content[1].text must be a string" in result.stderr
+
+
 def test_tokens_are_the_prompt_ids(run_cli, make_folder, messages, smol_tokenizer):
     result = render(run_cli, make_folder(CHATML), messages(HI), "--tokens")
     prompt, ids = result.stdout.rstrip("\n").rsplit("\n", 1)

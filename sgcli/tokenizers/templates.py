@@ -87,15 +87,24 @@ def template_names(raw: Any) -> list[str]:
     return []
 
 
-def _text_of(content: Any) -> str:
-    if isinstance(content, list):  # OpenAI content parts
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return "" if content is None else str(content)
+def _text_of(content: Any, where: str) -> str:
+    if not isinstance(content, list):
+        return "" if content is None else str(content)
+    texts = []
+    for j, part in enumerate(content):  # OpenAI content parts
+        if isinstance(part, dict) and "text" in part:
+            if not isinstance(part["text"], str):
+                raise UserError(
+                    f"{where}.content[{j}].text must be a string, not {type(part['text']).__name__}",
+                    hint='a text part is {"type": "text", "text": "..."}',
+                )
+            texts.append(part["text"])
+    return "".join(texts)
 
 
 def raw_prompt(messages: list[dict]) -> str:
     """The prompt used when a tokenizer has no template: the contents, one per line."""
-    return "\n".join(_text_of(m.get("content")) for m in messages)
+    return "\n".join(_text_of(m.get("content"), f"messages[{i}]") for i, m in enumerate(messages))
 
 
 def check_messages(messages: Any, *, where: str = "messages") -> list[dict]:
