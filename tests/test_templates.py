@@ -199,3 +199,39 @@ def test_model_and_tokenizer_together_or_missing_file_exit_2(run_cli, messages, 
     assert both.exit_code == 2 and "not both" in both.stderr
     missing = run_cli("template", "render", "--tokenizer", make_folder(CHATML), "--messages", "nope.json")
     assert missing.exit_code == 2 and "messages file not found" in missing.stderr
+
+
+SURROGATE = [{"role": "user", "content": "a\ud800b"}]
+
+
+@pytest.mark.parametrize(
+    "template, msgs, extra, source",
+    [
+        (CHATML + "\ud800", HI, (), "chat template 'default' puts a lone surrogate"),
+        (CHATML, SURROGATE, (), "messages[0] holds a lone surrogate"),
+        (CHATML, [{"role": "user\ud800", "content": "a"}], (), "messages[0] holds a lone surrogate"),
+        ("{{ x }}" + CHATML, HI, ("--chat-template-kwargs", '{"x": "\\ud800"}'), "--chat-template-kwargs holds"),
+        (None, SURROGATE, (), "messages[0] holds a lone surrogate"),  # no template: the raw prompt
+    ],
+)
+def test_a_lone_surrogate_in_the_prompt_is_refused_naming_its_source(
+    run_cli, make_folder, messages, template, msgs, extra, source
+):
+    """A JSON "\\ud800" escape parses to a lone surrogate, which the tokenizer cannot encode: exit 3 before."""
+    result = render(run_cli, make_folder(template), messages(msgs), *extra)
+    assert result.exit_code == 2, result.output
+    assert source in result.stderr and "surrogate pair" in result.stderr
+
+
+def test_a_lone_surrogate_is_refused_in_the_render_child_and_by_mistral_common(make_folder):
+    from sgcli.errors import UserError
+    from sgcli.tokenizers import load_tokenizer
+
+    tok = load_tokenizer(str(make_folder(CHATML)))
+    with pytest.raises(UserError, match=r"messages\[0\] holds a lone surrogate"):
+        tok.start_render_prompt(SURROGATE).result()
+    first, second = tok.start_render_many([SURROGATE, HI]).result()  # a batch: that chat alone fails
+    assert isinstance(first, UserError) and "messages[0] holds a lone surrogate" in first.message
+    assert second == tok.render_prompt(HI)
+    with pytest.raises(UserError, match=r"messages\[0\] holds a lone surrogate"):  # it encoded U+FFFD
+        load_tokenizer("mistral:tekken").render_prompt(SURROGATE)

@@ -10,6 +10,7 @@ from sgcli.errors import UserError
 from sgcli.tokenizers.templates import (
     ChatTemplate,
     Pending,
+    check_utf8,
     raw_prompt,
     render,
     render_later,
@@ -160,6 +161,7 @@ class Tokenizer:
                 f"{self.name} encodes chats with mistral-common, not a named template ('{template_name}')",
                 hint="drop --template-name",
             )
+        check_utf8(None, messages, tools=tools)  # mistral-common would encode a lone surrogate as U+FFFD
         ids = self.chat_encoder(messages, tools)
         text = b"".join(self.vocab.tokens[i] for i in ids).decode("utf-8", errors="replace")
         how = f"mistral-common's own chat encoding for {self.name}"

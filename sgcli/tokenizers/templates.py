@@ -14,6 +14,7 @@ so a single prompt's render (transformers' import included) overlaps the model's
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -104,7 +105,48 @@ def _text_of(content: Any, where: str) -> str:
 
 def raw_prompt(messages: list[dict]) -> str:
     """The prompt used when a tokenizer has no template: the contents, one per line."""
-    return "\n".join(_text_of(m.get("content"), f"messages[{i}]") for i, m in enumerate(messages))
+    text = "\n".join(_text_of(m.get("content"), f"messages[{i}]") for i, m in enumerate(messages))
+    check_utf8(text, messages)
+    return text
+
+
+def check_utf8(text: str | None, messages: list[dict], *, origin: str = "the template", **inputs: Any) -> None:
+    """Refuse a prompt holding a lone surrogate (what a JSON `"\\ud800"` escape parses to: no tokenizer
+    encodes it), naming the input it came from: a message, `inputs` (tools=, template_kwargs=,
+    special_tokens=) or else the template. `text` None checks the inputs alone."""
+    if text is not None and _is_utf8(text):
+        return
+    for i, message in enumerate(messages):
+        if not _is_utf8(message):
+            raise _surrogate_error(f"messages[{i}]")
+    for name, value in inputs.items():
+        if not _is_utf8(value):
+            raise _surrogate_error(_INPUT_NAMES.get(name, name))
+    if text is not None:
+        raise _surrogate_error(origin, "the prompt it rendered")
+
+
+_INPUT_NAMES = {
+    "tools": "the tools",
+    "template_kwargs": "--chat-template-kwargs",
+    "special_tokens": "the tokenizer's special tokens",
+}
+
+
+def _is_utf8(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _surrogate_error(source: str, what: str = "") -> UserError:
+    return UserError(
+        f"{source} {'puts' if what else 'holds'} a lone surrogate{' in ' + what if what else ''} "
+        '(half a UTF-16 pair, as the JSON escape "\\ud800" gives), which is not text',
+        hint="escape the whole character (a surrogate pair, e.g. \\ud83d\\ude00) or write it as it is",
+    )
 
 
 def check_messages(messages: Any, *, where: str = "messages") -> list[dict]:
@@ -173,6 +215,8 @@ def render(
         text = rendered[0]
     except Exception as exc:  # the template is the user's: whatever it raises is exit 2
         raise _template_error(template, exc) from None
+    inputs = {"tools": tools, "template_kwargs": template_kwargs, "special_tokens": special_tokens}
+    check_utf8(text, messages, origin=f"chat template '{template.name}'", **inputs)
     if len(text) > RENDER_MAX_CHARS:
         raise UserError(
             f"chat template '{template.name}' rendered {len(text):,} characters, over the limit of "
