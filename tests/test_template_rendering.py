@@ -91,6 +91,8 @@ HOSTILE = {
     # no output, so only the time limit can stop it (the endless loops above grow their output: there the
     # memory and the time limit race, and which one fires first depends on the machine's speed)
     "busy loops": "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}",
+    # C-level work: no bytecode runs for minutes, so the in-process signal handler never does
+    "huge power": "{% set x = 7 ** (7 ** 10) %}{{ x > 1 }}",
 }
 
 
@@ -137,7 +139,9 @@ def test_the_child_renders_what_the_process_renders(tmp_path, smol_tokenizer):
     assert bare.start_render_prompt(HI_MESSAGES).result() == bare.render_prompt(HI_MESSAGES)
 
 
-@pytest.mark.parametrize("name", ["20 GB string", "busy loops", "recursive macro", "division by zero", "raise"])
+@pytest.mark.parametrize(
+    "name", ["20 GB string", "busy loops", "huge power", "recursive macro", "division by zero", "raise"]
+)
 def test_a_template_that_fails_in_the_child_fails_as_it_does_here(tmp_path, smol_tokenizer, monkeypatch, name):
     from sgcli.errors import UserError
     from sgcli.tokenizers import load_tokenizer, templates
@@ -215,6 +219,28 @@ def test_one_failing_chat_of_a_batch_fails_alone_as_it_does_here(tmp_path, smol_
         tok.render_prompt(chats[1])
     assert isinstance(got[1], UserError) and (got[1].message, got[1].hint) == (here.value.message, here.value.hint)
     assert got[0] == got[2] == tok.render_prompt(HI_MESSAGES)
+
+
+def test_a_chat_past_the_time_limit_in_a_batch_fails_alone_within_the_limit(tmp_path, smol_tokenizer, monkeypatch):
+    """C-level work (`7 ** (7 ** 10)`) ignores the in-process time limit: the child is ended at the
+    limit, that chat gets the time-limit error and a new child renders the rest (before, the batch
+    fell back to rendering in process, where it hung)."""
+    import time
+
+    from sgcli.errors import UserError
+    from sgcli.tokenizers import load_tokenizer, templates
+
+    monkeypatch.setattr(templates, "RENDER_TIME_S", 1.0)
+    # not a constant (Jinja folds those while compiling): only the chats that say 'no' take the time
+    slow = "{% if messages[0].content == 'no' %}{% set x = 7 ** (7 ** (messages | length * 10)) %}{% endif %}" + RICH
+    tok = load_tokenizer(str(_folder(tmp_path, smol_tokenizer, slow)))
+    no = [{"role": "user", "content": "no"}]
+    started = time.monotonic()
+    got = tok.start_render_many([HI_MESSAGES, no, MESSAGES["list"], no, HI_MESSAGES]).result()
+    assert time.monotonic() - started < 20
+    assert [type(g) is UserError for g in got] == [False, True, False, True, False]
+    assert "chat template 'default' took more than 1 s" in got[1].message
+    assert got[0] == got[4] == tok.render_prompt(HI_MESSAGES) and got[2] == tok.render_prompt(MESSAGES["list"])
 
 
 def test_a_batch_child_that_dies_leaves_the_rendering_to_the_caller(tmp_path, smol_tokenizer, monkeypatch):

@@ -12,7 +12,6 @@ from sgcli.tokenizers.templates import (
     Pending,
     check_utf8,
     raw_prompt,
-    render,
     render_later,
     render_many_later,
     select_template,
@@ -78,14 +77,15 @@ class Tokenizer:
     def _start_chat(
         self, messages: list[dict], template_name: str | None, *, in_child: bool, **options
     ) -> tuple[Pending[str], ChatTemplate | None]:
-        """The chosen template and its text for `messages`, rendered here or in a forked child
-        (`render_later`); the raw prompt where the tokenizer has no template."""
+        """The chosen template and its text for `messages`, rendered in a forked child
+        (`render_later`, which the kernel can stop) that starts at once (`in_child`: while the caller
+        loads the model) or once the renderer is imported here (awaited at once: nothing to overlap);
+        the raw prompt where the tokenizer has no template."""
         tpl = self.template(template_name)
         if tpl is None:
             return Pending.done(raw_prompt(messages)), None
         options = {"special_tokens": self.special_tokens, **options}
-        text = render_later(tpl, messages, **options) if in_child else Pending.done(render(tpl, messages, **options))
-        return text, tpl
+        return render_later(tpl, messages, import_first=not in_child, **options), tpl
 
     def prompt_ids(self, text: str, *, templated: bool) -> list[int]:
         """Ids for a rendered prompt. Templates write BOS themselves; raw prompts get it if the model wants one."""

@@ -7,8 +7,10 @@ own chat encoding (see `sgcli.tokenizers.mistral`). sgcli keeps choosing the tem
 reporting which one it used, and bounding the render: a template is untrusted input, so it
 runs with a time limit and an address-space ceiling (in the main thread, where the CLI renders)
 and an output-size limit, and every way it can fail is a `UserError` (exit 2) naming the
-template, as SGLang answers with a 400. `render_later` runs the same render in a forked child,
-so a single prompt's render (transformers' import included) overlaps the model's loading.
+template, as SGLang answers with a 400. Every render runs in a forked child (`render_later`,
+`render_many_later`), whose time limit ends the process: C-level work in a template never reaches
+the in-process signal handler; a single prompt's child (transformers' import included) overlaps
+the model's loading.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -190,21 +194,17 @@ def render(
     special_tokens: dict[str, str] | None = None,
     tools: list | None = None,
     template_kwargs: dict[str, Any] | None = None,
+    killable: bool = False,
 ) -> str:
     """Render `messages` with transformers' own renderer, within the limits above; every failure
     (syntax, the template's raise_exception, a Python error inside it, a limit) is exit 2.
     `template_kwargs` (--chat-template-kwargs, e.g. enable_thinking) become template variables,
-    as `apply_chat_template(..., **kwargs)` makes them."""
-    try:
-        from transformers.utils.chat_template_utils import render_jinja_template
-    except ImportError as exc:  # the light core has no transformers (nor jinja2)
-        from sgcli.extras import import_failure
-
-        raise import_failure(exc, "rendering a chat template") from None
-
+    as `apply_chat_template(..., **kwargs)` makes them. `killable`: this is a render child, which
+    the time limit ends (`_time_limit`)."""
+    render_jinja_template = _renderer()
     chat = [{k: v for k, v in m.items() if v is not None} for m in messages]  # as apply_chat_template does
     try:
-        with _limits():
+        with _limits(killable):
             rendered, _ = render_jinja_template(
                 [chat],
                 tools=tools,
@@ -224,6 +224,16 @@ def render(
             hint="check the template for loops or repetition that grow the prompt",
         )
     return text
+
+
+def _renderer() -> Callable:
+    try:
+        from transformers.utils.chat_template_utils import render_jinja_template
+    except ImportError as exc:  # the light core has no transformers (nor jinja2)
+        from sgcli.extras import import_failure
+
+        raise import_failure(exc, "rendering a chat template") from None
+    return render_jinja_template
 
 
 # The child's own deadline: the render's limit plus importing transformers on a busy machine.
@@ -250,17 +260,25 @@ class Pending(Generic[T]):
         return Pending(lambda: value)
 
 
-def render_later(template: ChatTemplate, messages: list[dict], **options: Any) -> Pending[str]:
+def render_later(
+    template: ChatTemplate, messages: list[dict], *, import_first: bool = False, **options: Any
+) -> Pending[str]:
     """`render`, started now in a forked child; `result()` gives the text or raises what `render`
     would. Importing transformers for its renderer takes most of a second, which a
     single prompt would otherwise wait for after the model's libraries: in a child it runs on the
-    other core meanwhile (and an untrusted template cannot touch the parent's memory). A child that
+    other core meanwhile (and an untrusted template cannot touch the parent's memory). Every render
+    goes to a child, where the kernel can end C-level work (`7**(7**10)`) that the in-process time
+    limit cannot; `import_first` (nothing to overlap) imports the renderer here once, so that the
+    child need not. A child that ran past its time is the template's time-limit error; one that
     dies for any other reason is not the user's doing: the render is then repeated here, where its
     error (a missing transformers, a bug) surfaces as itself."""
+    if import_first:
+        _renderer()
+    parent = os.getpid()
 
     def in_child() -> dict:
         try:
-            return {"text": render(template, messages, **options)}
+            return {"text": render(template, messages, killable=os.getpid() != parent, **options)}
         except UserError as exc:
             return {"error": exc.as_json()}
 
@@ -284,29 +302,49 @@ def render_many_later(template: ChatTemplate, chats: list[list[dict]], **options
     """`render` of many chats (a batch's requests), started now in one forked child, which imports
     the renderer on the other core while the caller loads the model (in process, that import
     took 0.4-0.7 s of a batch's start). `result()`: per chat its text, or the UserError its render
-    raised (each render within its own limits, in the child as here); None where the child failed
-    as a whole (past its time, a crash), and the caller renders in process, where any error
-    surfaces as itself."""
+    raised (each render within its own limits, in the child as here). The child writes each
+    chat's result as it goes: where it is ended for time, the chat it was rendering gets the
+    template's time-limit error and a new child renders the rest. None where the child failed
+    otherwise (a crash), and the caller renders in process, where any error surfaces as itself."""
+    parent = os.getpid()
+    progress = tempfile.TemporaryFile()  # one JSON line per chat rendered, shared with the child
 
-    def in_child() -> list[dict]:
-        out = []
+    def in_child() -> int:
         for messages in chats:
             try:
-                out.append({"text": render(template, messages, **options)})
+                entry = {"text": render(template, messages, killable=os.getpid() != parent, **options)}
             except UserError as exc:
-                out.append({"error": exc.as_json()})
-        return out
+                entry = {"error": exc.as_json()}
+            progress.write(json.dumps(entry).encode() + b"\n")
+            progress.flush()
+        return len(chats)
 
     child = start_bounded(in_child, timeout_s=CHILD_TIME_S + RENDER_TIME_S * len(chats), memory_mb=0, helper=True)
 
     def wait() -> list | None:
+        hit = None
         try:
-            reply = child.result()
-        except LimitHit:
+            child.result()
+        except LimitHit as exc:
+            hit = exc
+        with progress:
+            progress.seek(0)
+            found = [json.loads(line) for line in progress if line.endswith(b"\n")]
+        done: list = [UserError.from_json(r["error"]) if "error" in r else r["text"] for r in found]
+        if hit is None:
+            return done
+        if hit.kind != "time":
             return None
-        return [UserError.from_json(r["error"]) if "error" in r else r["text"] for r in reply]
+        done.append(_template_error(template, _TemplateTimeout()))
+        rest = chats[len(done) :]
+        more = render_many_later(template, rest, **options).result() if rest else []
+        return None if more is None else done + more
 
-    return Pending(wait, child.cancel)
+    def cancel() -> None:
+        child.cancel()
+        progress.close()
+
+    return Pending(wait, cancel)
 
 
 def _template_error(template: ChatTemplate, exc: Exception) -> UserError:
@@ -339,7 +377,7 @@ _LOOPS = "the template is untrusted input; check it for unbounded loops, repetit
 
 
 @contextlib.contextmanager
-def _limits() -> Iterator[None]:
+def _limits(killable: bool = False) -> Iterator[None]:
     """Time and memory limits around a render, in the main thread only: a signal can only be taken
     there, and lowering the address-space limit while other threads allocate could fail them."""
     import threading
@@ -347,14 +385,16 @@ def _limits() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    with _time_limit(RENDER_TIME_S), _memory_limit(RENDER_MEMORY_MB):
+    with _time_limit(RENDER_TIME_S, kill=killable), _memory_limit(RENDER_MEMORY_MB):
         yield
 
 
 @contextlib.contextmanager
-def _time_limit(seconds: float) -> Iterator[None]:
+def _time_limit(seconds: float, *, kill: bool = False) -> Iterator[None]:
     """Raise `_TemplateTimeout` inside the render after `seconds` (Jinja renders in Python code, so
-    the signal lands between bytecodes)."""
+    the signal lands between bytecodes). `kill`, in a render child: the signal ends the process
+    instead (its default action), which C-level work such as `7**(7**10)`, never reaching a
+    bytecode, cannot hold off; the parent reads that death as the time limit."""
     import signal
 
     if not hasattr(signal, "setitimer"):
@@ -364,13 +404,15 @@ def _time_limit(seconds: float) -> Iterator[None]:
     def expire(signum, frame):
         raise _TemplateTimeout
 
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    previous = signal.signal(signal.SIGALRM, signal.SIG_DFL if kill else expire)
+    started, (outer, _) = time.monotonic(), signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if outer:  # a timer set before (a child's own deadline) runs on
+            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - started), 0.001))
 
 
 @contextlib.contextmanager
