@@ -155,6 +155,36 @@ def test_template_errors_exit_2_with_the_templates_message(run_cli, make_folder,
     assert message in result.stderr and "Traceback" not in result.output
 
 
+def test_template_errors_name_the_file_and_the_template_line(run_cli, make_folder, messages):
+    """Syntax errors named neither file (only `line N`; Jinja gives no column), runtime errors no line."""
+    folder = make_folder("a\n{% for m in messages %}{{ m.content }\n{% endfor %}")
+    result = render(run_cli, folder, messages(HI))
+    assert result.exit_code == 2, result.output
+    assert f"syntax error at line 2 of the chat_template in {folder / 'tokenizer_config.json'}:" in result.stderr
+    folder = make_folder("CONFIG", files={"chat_template.jinja": "a\n\n{{ raise_exception('no') }}"})
+    result = render(run_cli, folder, messages(HI))
+    assert result.exit_code == 2, result.output
+    assert f"rejected the messages: no (line 3 of {folder / 'chat_template.jinja'})" in result.stderr
+    result = render(run_cli, make_folder("x\n{{ messages[5].content + 1 }}"), messages(HI))
+    assert result.exit_code == 2 and "(line 2 of the chat_template in" in result.stderr
+
+
+def test_unreadable_template_files_are_named(run_cli, make_folder, messages):
+    """A non-UTF-8 chat_template.jinja was 'cannot build a vocabulary'; a tokenizer_config.json holding
+    a JSON array was read as empty (no template, silently)."""
+    folder = make_folder("x")
+    (folder / "chat_template.jinja").write_bytes(b"a\xffb")
+    result = render(run_cli, folder, messages(HI))
+    assert result.exit_code == 2, result.output
+    assert f"{folder / 'chat_template.jinja'} is not UTF-8 text (byte 1" in result.stderr
+    assert "vocabulary" not in result.stderr
+    folder = make_folder()
+    (folder / "tokenizer_config.json").write_text("[1, 2]")
+    result = render(run_cli, folder, messages(HI))
+    assert result.exit_code == 2, result.output
+    assert f"{folder / 'tokenizer_config.json'} must hold a JSON object, not list" in result.stderr
+
+
 @pytest.mark.parametrize(
     "data, message",
     [

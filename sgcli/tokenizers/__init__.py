@@ -153,13 +153,13 @@ def _load_folder(folder: Path, *, name: str) -> Tokenizer:
     if (folder / "tokenizer.json").is_file():
         return load_tokenizer_json(folder / "tokenizer.json", name=name)
     if (folder / "tokenizer.model").is_file():
-        from sgcli.tokenizers.hf import folder_chat_template, read_json
+        from sgcli.tokenizers.hf import folder_chat_template, read_json, template_files
         from sgcli.tokenizers.spm import load_spm_tokenizer
 
         cfg = read_json(folder / "tokenizer_config.json")
-        return load_spm_tokenizer(
-            folder / "tokenizer.model", name=name, chat_template=folder_chat_template(folder, cfg)
-        )
+        tok = load_spm_tokenizer(folder / "tokenizer.model", name=name, chat_template=folder_chat_template(folder, cfg))
+        tok.template_files = template_files(folder)
+        return tok
     if (folder / "tekken.json").is_file():
         from sgcli.tokenizers.mistral import load_tekken
 

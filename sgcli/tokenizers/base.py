@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from sgcli.errors import UserError
@@ -40,12 +41,16 @@ class Tokenizer:
     # A library's own chat encoding (mistral-common's for `mistral:*`), used instead of a Jinja
     # template: messages, tools -> prompt ids. None for tokenizers with Jinja templates.
     chat_encoder: Callable[[list[dict], list | None], list[int]] | None = None
+    # template name ("*": any) -> the file it was read from, named in its errors; empty where unknown
+    template_files: dict[str, Path] = field(default_factory=dict)
 
     def encode(self, text: str) -> list[int]:
         return self.encode_fn(text)
 
     def template(self, name: str | None = None) -> ChatTemplate | None:
-        return select_template(self.raw_chat_template, name, origin=self.name)
+        tpl = select_template(self.raw_chat_template, name, origin=self.name)
+        file = tpl and self.template_files.get(tpl.name, self.template_files.get("*"))
+        return replace(tpl, file=str(file)) if file else tpl
 
     def template_label(self, name: str | None = None) -> str:
         """Which chat template a chat goes through, for records: its name, "mistral-common", or "none"."""

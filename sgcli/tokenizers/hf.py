@@ -89,7 +89,9 @@ def read_json(path: Path) -> dict:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot read {path}: {exc}") from None
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        raise UserError(f"{path} must hold a JSON object, not {type(data).__name__}", hint='e.g. {"eos_token": "</s>"}')
+    return data
 
 
 def folder_chat_template(folder: Path, cfg: dict) -> Any:
@@ -98,18 +100,37 @@ def folder_chat_template(folder: Path, cfg: dict) -> Any:
     `chat_template.jinja` and `additional_chat_templates/*.jinja` take priority over
     `chat_template` in tokenizer_config.json; several become an object of named templates.
     """
-    named: dict[str, str] = {}
-    jinja = folder / "chat_template.jinja"
-    if jinja.is_file():
-        named["default"] = jinja.read_text(encoding="utf-8")
-    extra = folder / "additional_chat_templates"
-    if extra.is_dir():
-        named |= {p.stem: p.read_text(encoding="utf-8") for p in sorted(extra.glob("*.jinja"))}
-    if not named:
+    files = template_files(folder)
+    if not any(f.suffix == ".jinja" for f in files.values()):
         return cfg.get("chat_template")
+    named = {name: _template_text(path) for name, path in files.items()}
     if list(named) == ["default"]:
         return named["default"]
     return named
+
+
+def template_files(folder: Path) -> dict[str, Path]:
+    """Template name -> the file it is read from (`folder_chat_template`'s choice): the .jinja files,
+    else tokenizer_config.json (for any name), for errors that name the file to fix."""
+    files: dict[str, Path] = {}
+    if (folder / "chat_template.jinja").is_file():
+        files["default"] = folder / "chat_template.jinja"
+    extra = folder / "additional_chat_templates"
+    if extra.is_dir():
+        files |= {p.stem: p for p in sorted(extra.glob("*.jinja"))}
+    return files or {"*": folder / "tokenizer_config.json"}
+
+
+def _template_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"{path} is not UTF-8 text (byte {exc.start}: {exc.object[exc.start : exc.start + 1]!r})",
+            hint="save the chat template as UTF-8",
+        ) from None
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def _adds_bos(tokenizer_json: dict, bos: str | None, cfg: dict) -> bool:
@@ -184,6 +205,7 @@ def load_tokenizer_json(path: Path, *, name: str | None = None, extra_stop_ids: 
         name=name or str(path),
         encode_fn=encode,
         raw_chat_template=folder_chat_template(folder, cfg),
+        template_files=template_files(folder),
         special_tokens=specials,
         add_bos=_adds_bos(raw, specials.get("bos_token"), cfg),
     )

@@ -36,6 +36,7 @@ class ChatTemplate:
     name: str
     source: str
     how_chosen: str  # a sentence for the user: why this template
+    file: str = ""  # the file it was read from (chat_template.jinja, tokenizer_config.json), if known
 
 
 def select_template(raw: Any, name: str | None, *, origin: str) -> ChatTemplate | None:
@@ -351,10 +352,10 @@ def _template_error(template: ChatTemplate, exc: Exception) -> UserError:
     import jinja2
 
     name = template.name
-    if isinstance(exc, jinja2.exceptions.TemplateSyntaxError):
+    if isinstance(exc, jinja2.exceptions.TemplateSyntaxError):  # Jinja gives a line, no column
         return UserError(
-            f"chat template '{name}' has a syntax error at line {exc.lineno}: {exc.message}",
-            hint="fix the template in tokenizer_config.json / chat_template.jinja",
+            f"chat template '{name}' has a syntax error at line {exc.lineno}{_of_file(template)}: {exc.message}",
+            hint=f"fix the template in {template.file or 'tokenizer_config.json / chat_template.jinja'}",
         )
     if isinstance(exc, _TemplateTimeout):
         return UserError(f"chat template '{name}' took more than {RENDER_TIME_S:g} s to render", hint=_LOOPS)
@@ -362,15 +363,34 @@ def _template_error(template: ChatTemplate, exc: Exception) -> UserError:
         return UserError(f"chat template '{name}' needed more than {RENDER_MEMORY_MB} MB to render", hint=_LOOPS)
     if isinstance(exc, RecursionError):
         return UserError(f"chat template '{name}' recursed too deeply (a macro calling itself?)", hint=_LOOPS)
+    line = _template_line(exc)
+    where = f" (line {line}{_of_file(template)})" if line else ""
     if isinstance(exc, jinja2.exceptions.TemplateError):  # raise_exception(...), sandbox refusals
         return UserError(
-            f"chat template '{name}' rejected the messages: {exc}",
+            f"chat template '{name}' rejected the messages: {exc}{where}",
             hint="check the roles, order and contents of the messages",
         )
     return UserError(
-        f"chat template '{name}' failed on these messages: {type(exc).__name__}: {exc}",
+        f"chat template '{name}' failed on these messages: {type(exc).__name__}: {exc}{where}",
         hint="each message needs 'role' and 'content'; if they have them, the template itself is broken",
     )
+
+
+def _of_file(template: ChatTemplate) -> str:
+    if not template.file:
+        return ""
+    return f" of {template.file}" if template.file.endswith(".jinja") else f" of the chat_template in {template.file}"
+
+
+def _template_line(exc: BaseException) -> int | None:
+    """The template line a render failed at: Jinja rewrites the traceback so that the compiled
+    template's frames carry the template's own line numbers, under the file name `<template>`."""
+    line, tb = None, exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
 
 
 _LOOPS = "the template is untrusted input; check it for unbounded loops, repetition or recursion"
