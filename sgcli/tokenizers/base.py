@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from sgcli.errors import UserError
+from sgcli.tokenizers.surrogates import check_utf8
 from sgcli.tokenizers.templates import (
     ChatTemplate,
     Pending,
-    check_utf8,
     raw_prompt,
     render_later,
     render_many_later,
