@@ -265,3 +265,29 @@ def test_a_lone_surrogate_is_refused_in_the_render_child_and_by_mistral_common(m
     assert second == tok.render_prompt(HI)
     with pytest.raises(UserError, match=r"messages\[0\] holds a lone surrogate"):  # it encoded U+FFFD
         load_tokenizer("mistral:tekken").render_prompt(SURROGATE)
+
+
+def test_a_chat_with_tools_goes_through_the_tool_use_template(run_cli, make_folder, messages):
+    """As transformers' and vLLM's get_chat_template choose: sgcli had rendered 'default' and dropped the tools."""
+    folder = make_folder({"default": CHATML, "tool_use": "TOOLS:{{ tools | length }}:{{ messages[0].content }}"})
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    result = render(run_cli, folder, messages({"messages": HI, "tools": tools}))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "TOOLS:1:Hi" and "template: tool_use" in result.stderr
+    assert render(run_cli, folder, messages(HI)).stdout.startswith("<|im_start|>user")  # no tools: default
+
+
+def test_the_template_sees_the_configs_special_tokens_as_transformers_passes_them(run_cli, make_folder, messages):
+    """An eos_token guessed by name (for stopping) had been given to the template, and sep/cls/mask and
+    additional_special_tokens were not given at all: the prompt differed from apply_chat_template's."""
+    template = "[{{ eos_token }}|{{ sep_token }}|{{ cls_token }}|{{ additional_special_tokens | join(',') }}]"
+    folder = make_folder(
+        template,
+        eos_token=None,
+        sep_token="<filename>",
+        cls_token={"content": "<gh_stars>", "special": True},
+        additional_special_tokens=["<reponame>", {"content": "<issue_start>"}],
+    )
+    result = render(run_cli, folder, messages(HI))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "[|<filename>|<gh_stars>|<reponame>,<issue_start>]"

@@ -70,7 +70,7 @@ class Session:
         elif opts.raw and req.messages is None:
             template = "none"
         else:
-            template = self.tokenizer.template_label(opts.template_name)
+            template = self.tokenizer.template_label(opts.template_name, tools=req.tools is not None)
         return {
             "device": self.lm.device,
             "dtype": self.lm.dtype,

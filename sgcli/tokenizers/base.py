@@ -36,7 +36,7 @@ class Tokenizer:
     name: str
     encode_fn: Callable[[str], list[int]]  # prompt encoding (SentencePiece's dummy prefix included)
     raw_chat_template: Any = None  # str | list | dict | None, as in tokenizer_config.json
-    special_tokens: dict[str, str] = field(default_factory=dict)  # bos_token -> "<s>", ...
+    special_tokens: dict = field(default_factory=dict)  # bos_token -> "<s>", ... (the template's variables)
     add_bos: bool = False  # whether a raw prompt starts with BOS
     # A library's own chat encoding (mistral-common's for `mistral:*`), used instead of a Jinja
     # template: messages, tools -> prompt ids. None for tokenizers with Jinja templates.
@@ -47,16 +47,16 @@ class Tokenizer:
     def encode(self, text: str) -> list[int]:
         return self.encode_fn(text)
 
-    def template(self, name: str | None = None) -> ChatTemplate | None:
-        tpl = select_template(self.raw_chat_template, name, origin=self.name)
+    def template(self, name: str | None = None, *, tools: bool = False) -> ChatTemplate | None:
+        tpl = select_template(self.raw_chat_template, name, origin=self.name, tools=tools)
         file = tpl and self.template_files.get(tpl.name, self.template_files.get("*"))
         return replace(tpl, file=str(file)) if file else tpl
 
-    def template_label(self, name: str | None = None) -> str:
+    def template_label(self, name: str | None = None, *, tools: bool = False) -> str:
         """Which chat template a chat goes through, for records: its name, "mistral-common", or "none"."""
         if self.chat_encoder is not None:
             return "mistral-common"
-        tpl = self.template(name)
+        tpl = self.template(name, tools=tools)
         return tpl.name if tpl is not None else "none"
 
     def render_chat(
@@ -86,7 +86,7 @@ class Tokenizer:
         (`render_later`, which the kernel can stop) that starts at once (`in_child`: while the caller
         loads the model) or once the renderer is imported here (awaited at once: nothing to overlap);
         the raw prompt where the tokenizer has no template."""
-        tpl = self.template(template_name)
+        tpl = self.template(template_name, tools=options.get("tools") is not None)
         if tpl is None:
             return Pending.done(raw_prompt(messages)), None
         options = {"special_tokens": self.special_tokens, **options}

@@ -173,8 +173,9 @@ def load_tokenizer_json(path: Path, *, name: str | None = None, extra_stop_ids: 
         special_ids |= empty
         notes.append(f"{len(empty)} id(s) without any bytes are treated as special")
 
-    specials = _special_tokens(cfg, hf, notes)
-    eos_id = hf.token_to_id(specials["eos_token"]) if "eos_token" in specials else None
+    specials = _special_tokens(cfg)
+    eos_text = specials.get("eos_token") or _guessed_eos(hf, notes)
+    eos_id = hf.token_to_id(eos_text) if eos_text else None
     bos_id = hf.token_to_id(specials["bos_token"]) if "bos_token" in specials else None
     stops = ([eos_id] if eos_id is not None else []) + _generation_stop_ids(folder) + list(extra_stop_ids)
     stop_ids = tuple(i for i in dict.fromkeys(stops) if 0 <= i < size)
@@ -230,15 +231,25 @@ def _token_bytes(hf, size: int, added: dict, vocab_type: str) -> list[bytes]:
     return tokens
 
 
-def _special_tokens(cfg: dict, hf, notes: list[str]) -> dict[str, str]:
-    """bos/eos/pad/unk token texts from tokenizer_config.json; an EOS guessed by name (with a note) when absent."""
-    specials = {k: _token_str(cfg, k) for k in ("bos_token", "eos_token", "pad_token", "unk_token")}
+def _special_tokens(cfg: dict) -> dict:
+    """The special-token variables a chat template sees, as transformers' `apply_chat_template` passes them
+    (its special_tokens_map): every `*_token` of tokenizer_config.json (bos, eos, unk, sep, pad, cls, mask)
+    and `additional_special_tokens`. Only what the file says: a template that prints `eos_token` where the
+    file names none prints nothing, as in transformers."""
+    specials: dict = {k: _token_str(cfg, k) for k in cfg if k.endswith("_token") and isinstance(k, str)}
     specials = {k: v for k, v in specials.items() if v}
-    if "eos_token" not in specials:
-        guess = next((n for n in _EOS_NAMES if hf.token_to_id(n) is not None), None)
-        if guess:
-            specials["eos_token"] = guess
-            notes.append(f"no tokenizer_config.json eos_token: EOS guessed from the token name {guess!r}")
-        else:
-            notes.append("no EOS token known: generation stops only at --max-tokens or a grammar's end")
+    extra = cfg.get("additional_special_tokens")
+    if isinstance(extra, list):
+        texts = [t.get("content") if isinstance(t, dict) else t for t in extra]
+        specials["additional_special_tokens"] = [t for t in texts if isinstance(t, str)]
     return specials
+
+
+def _guessed_eos(hf, notes: list[str]) -> str | None:
+    """Where tokenizer_config.json names no eos_token: one guessed by its name, for stopping only (with a note)."""
+    guess = next((n for n in _EOS_NAMES if hf.token_to_id(n) is not None), None)
+    if guess:
+        notes.append(f"no tokenizer_config.json eos_token: EOS guessed from the token name {guess!r}")
+    else:
+        notes.append("no EOS token known: generation stops only at --max-tokens or a grammar's end")
+    return guess

@@ -40,11 +40,12 @@ class ChatTemplate:
     file: str = ""  # the file it was read from (chat_template.jinja, tokenizer_config.json), if known
 
 
-def select_template(raw: Any, name: str | None, *, origin: str) -> ChatTemplate | None:
+def select_template(raw: Any, name: str | None, *, origin: str, tools: bool = False) -> ChatTemplate | None:
     """Pick a template from the forms `tokenizer_config.json` allows.
 
     `raw` may be a string, a list of `{name, template}`, or an object of named
-    templates. Choice order: `name` if given, else `default`, else the first.
+    templates. Choice order: `name` if given, else `tool_use` for a chat with tools (as
+    transformers and vLLM choose), else `default`, else the first.
     """
     if raw is None:
         if name:
@@ -77,6 +78,8 @@ def select_template(raw: Any, name: str | None, *, origin: str) -> ChatTemplate 
         if name not in named:
             raise UserError(f"{origin} has no chat template named '{name}'", hint="available: " + ", ".join(named))
         return ChatTemplate(name, named[name], f"named by --template-name ({name})")
+    if tools and "tool_use" in named:
+        return ChatTemplate("tool_use", named["tool_use"], "the template named 'tool_use', for a chat with tools")
     if "default" in named:
         return ChatTemplate("default", named["default"], "the template named 'default'")
     first = next(iter(named))
