@@ -131,11 +131,16 @@ def run_batch(
     with reporter.counter(runner.title, len(todo)) as advance:
 
         def put(index: int, record: dict) -> None:
-            ordered.put(index, record)
             tally.add(record, todo[index])
+            ordered.put(index, record)
             advance()
+            if writer.reader_gone:
+                raise _ReaderGone
 
-        runner.run_batch(todo, put)
+        try:
+            runner.run_batch(todo, put)
+        except _ReaderGone:  # `| head`: the rest would be generated for nobody; the exit code is that of those written
+            reporter.notice("note", f"stdout's reader left after {tally.n} of {len(todo)} records: the batch stopped")
     writer.open()  # the run answered (or there was nothing to ask): an empty batch still leaves its file
     if len(todo) < len(items):
         reporter.notice(
@@ -143,6 +148,10 @@ def run_batch(
         )
     reporter.tally(tally)
     return EXIT_FINDINGS if tally.failed else EXIT_OK  # unchecked (null) is not a finding; an error is
+
+
+class _ReaderGone(Exception):
+    """Ends a batch whose records nobody reads any more."""
 
 
 def _warn_duplicates(items: list[Request | BadLine], reporter: Reporter) -> None:

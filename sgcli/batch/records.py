@@ -78,6 +78,8 @@ class RecordWriter:
         self._lock: _Lock | None = None
         self._repair: _Repair | None = None
         if path is None:
+            if self.stream is None or getattr(self.stream, "closed_at_start", False):  # `>&-`
+                raise UserError("stdout is closed, so the records have nowhere to go", hint="pass -o FILE")
             if resume or force:
                 flag = "--resume" if resume else "--force"
                 raise UserError(f"{flag} needs --output FILE", hint=f"{flag} acts on the file given with --output")
@@ -145,6 +147,11 @@ class RecordWriter:
             if self.path is None:
                 raise
             raise _write_error(self.path, exc) from None
+
+    @property
+    def reader_gone(self) -> bool:
+        """stdout's reader left (`| head`): nothing written from now on is read (`sgcli.cli.streams`)."""
+        return self.path is None and bool(getattr(self.stream, "reader_gone", False))
 
     def close(self) -> None:
         """Flush and close an opened file, and release the lock. A writer never opened (the run did

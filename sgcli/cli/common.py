@@ -108,10 +108,8 @@ def handles_errors(fn: Callable) -> Callable:
         except KeyboardInterrupt:
             _console("err").print("interrupted")
             raise typer.Exit(EXIT_INTERRUPTED) from None
-        except BrokenPipeError:
-            raise typer.Exit(0) from None
         except Exception as exc:  # a bug: say so, keep the traceback for reports
-            full = _disk_full(exc)
+            full = _write_failed(exc)
             if full is not None:  # never sgcli's bug, and nothing more can be written where it went
                 fail(full)
                 raise typer.Exit(EXIT_USAGE) from None
@@ -135,17 +133,20 @@ def handles_errors(fn: Callable) -> Callable:
     return wrapper
 
 
-def _disk_full(exc: Exception) -> UserError | None:
+def _write_failed(exc: Exception) -> UserError | None:
     """A disk that filled under a write no other layer names (stdout redirected to a full disk or to
-    /dev/full): exit 2 saying so. What stdout still buffers is dropped, so that Python's own flush at
-    exit does not fail a second time (exit 120)."""
+    /dev/full), or a pipe whose reader left where `sgcli.cli.streams` does not watch (in-process callers'
+    streams): exit 2 saying so, never the 0 of a run that went well. What stdout still buffers is
+    dropped, so that Python's own flush at exit does not fail a second time (exit 120)."""
     import errno
 
-    if not isinstance(exc, OSError) or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+    if not isinstance(exc, OSError) or exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EPIPE):
         return None
     with contextlib.suppress(OSError, ValueError):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     where = exc.filename or "the standard output"
+    if exc.errno == errno.EPIPE:
+        return UserError(f"cannot write {where}: its reader closed it", hint="let the reader take all of it")
     return UserError(f"cannot write {where}: {exc.strerror}", hint="free space on that disk, or write elsewhere")
 
 

@@ -13,15 +13,23 @@ def _interrupt(signum, frame) -> None:
 
 
 def main() -> None:
+    from sgcli.cli import streams
+
+    streams.install()  # a closed stdout or stderr, or a reader that leaves, handled once for every command
     try:
         signal.signal(signal.SIGTERM, _interrupt)  # for every command: a forked compile child exits on its own
         from sgcli.cli.app import main as run
+        from sgcli.errors import EXIT_USAGE, UserError
 
         try:
             run()
         except SystemExit as exc:
             _end_past_given_up_compiles(exc.code)
             raise
+        except UserError as exc:  # raised before any command runs: --help or --version with stdout closed
+            sys.stderr.write(exc.render() + "\n")
+            _end_past_given_up_compiles(EXIT_USAGE)
+            sys.exit(EXIT_USAGE)
         _end_past_given_up_compiles(0)
     except KeyboardInterrupt:
         from sgcli.errors import EXIT_INTERRUPTED
