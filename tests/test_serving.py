@@ -460,6 +460,22 @@ def _schema(tmp_path):
     return path
 
 
+def test_a_servers_error_records_have_the_keys_and_order_of_its_answers(run_cli, tmp_path):
+    """A malformed line's record had `backend: null`, `model: null` and `start_to_first_token_ms` beside
+    answers that had "server", the model and no such key; an HTTP 400's lacked it too."""
+    batch = tmp_path / "in.jsonl"
+    batch.write_text('{"id": "a", "prompt": "x"}\nnot json\n{"id": "b", "prompt": "y"}\n')
+    with Stub(answer=lambda b: "42") as stub:
+        stub.script = [("ok",), ("status", 400)]
+        result = gen(run_cli, stub, "--regex", "[0-9]+", "--input", batch, "--concurrency", "1")
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["finish_reason"] for r in records] == ["stop", "error", "error"]
+    for record in records:
+        assert list(record) == list(records[0]) and list(record["timings"]) == list(records[0]["timings"])
+        assert (record["backend"], record["engine"], record["model"]) == ("server", "vllm", "stub-model")
+        GenerationRecord.model_validate(record)
+
+
 def test_batch_failures_become_error_records_with_every_key(run_cli, tmp_path):
     with Stub(answer=lambda b: json.dumps({"n": _line(b)})) as stub:
         # the first request goes alone; then the next one fails every attempt

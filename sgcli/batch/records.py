@@ -34,17 +34,25 @@ _ONLY_WHERE_GIVEN = (*REASONING_ONLY, *LOCAL_ONLY, "engine")
 NOT_RUN = "nothing was generated, so nothing could be checked: see errors"  # an error record's `unchecked`
 
 
+SERVER_TIMINGS = ("request_ms", "server_ms")  # timings only a server's records (--engine) carry
+
+
 def error_record(rid: Any, prompt: Any, errors: list[str], **context: Any) -> dict:
-    """A record for a request that failed before any output: the documented key set (sgcli/records/),
-    nulls where nothing ran (`valid: null`, `unchecked` saying why), `finish_reason: error`;
-    REASONING_ONLY, LOCAL_ONLY keys and `engine` only where the context has them."""
+    """A record for a request that failed before any output: the keys, in their order, of the records
+    beside it (README: an error record has a normal record's keys), nulls where nothing ran
+    (`valid: null`, `unchecked` saying why), `finish_reason: error`; REASONING_ONLY, LOCAL_ONLY keys,
+    `engine` and SERVER_TIMINGS only where the context has them (a server's records, `engine` given)."""
     from sgcli.records import GenerationRecord
 
     record = GenerationRecord(finish_reason="error", valid=None, unchecked=NOT_RUN, errors=list(errors))
     record = record.model_dump(mode="json")
+    record.update(id=rid, prompt=prompt, **context)  # in the record's order, as a normal record has them
     for key in _ONLY_WHERE_GIVEN:
-        record.pop(key)
-    record.update(id=rid, prompt=prompt, **context)
+        if key not in context:
+            record.pop(key)
+    if "engine" not in context:
+        for key in SERVER_TIMINGS:
+            record["timings"].pop(key)
     return record
 
 

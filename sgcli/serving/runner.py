@@ -86,6 +86,7 @@ def _base(job: EngineJob, req: Request) -> dict:
             "threads": None,
             "compile_ms": None,
             "first_token_ms": None,
+            "start_to_first_token_ms": None,  # a streamed answer's (`_stream`)
             "tokens_per_s": None,
             "mask_ms_p50": None,
             "mask_ms_p99": None,
@@ -102,8 +103,11 @@ def error_record(job: EngineJob, req: Request, message: str) -> dict:
 
 
 def bad_line_record(job: EngineJob, bad) -> dict:
-    """An unreadable input line, with every key a generated record has."""
-    return {**_base(job, Request(bad.id)), **bad.record()}
+    """An unreadable input line: the keys, order and run context (backend, engine, model) of every
+    other record of the run, with its errors."""
+    record = _base(job, Request(bad.id))
+    record["errors"] = bad.record()["errors"]
+    return record
 
 
 def _stopped_at(output: str, stops) -> int | None:
