@@ -800,6 +800,7 @@ def test_text_arguments_that_are_not_utf8_are_exit_2(run_cli, no_model, args):
     [
         ["compile", "--schema", "-"],
         ["lint", "--schema", "-"],
+        ["lint", "-"],  # said it could not tell the kind from the extension
         ["generate", "--schema", str(CAPITAL), "-"],
         [
             "generate",
@@ -813,7 +814,7 @@ def test_text_arguments_that_are_not_utf8_are_exit_2(run_cli, no_model, args):
             "http://127.0.0.1:9",
         ],
     ],
-    ids=["compile", "lint", "prompt", "input"],
+    ids=["compile", "lint", "lint FILE", "prompt", "input"],
 )
 def test_a_closed_stdin_is_exit_2(args):
     """`<&-` (CI steps, daemons): sys.stdin is None, and reading '-' raised AttributeError (exit 3)."""
@@ -823,6 +824,21 @@ def test_a_closed_stdin_is_exit_2(args):
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "stdin is closed" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["lint", "-"], "--kind"),  # the extension '(none)' of '-' named no way out
+        (["compile", "-"], "--kind"),
+        (["convert", "-", "--to", "lark"], "convert does not read stdin"),  # "input not found: -"
+        (["bench", "-"], "bench does not read stdin"),
+    ],
+)
+def test_a_grammar_from_stdin_names_its_kind_or_is_refused_saying_why(run_cli, args, needle):
+    result = run_cli(*args, input='root ::= "a"\n')
+    assert result.exit_code == 2 and needle in result.stderr, result.stderr
+    assert run_cli("lint", "-", "--kind", "ebnf", input='root ::= "a"\n').exit_code == 0
 
 
 @pytest.mark.parametrize(

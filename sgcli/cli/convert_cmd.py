@@ -134,6 +134,11 @@ def convert(
 
 def _source(flags, file: str):
     """The FILE to convert; its dialect comes from its extension alone (convert has no kind flags)."""
+    if file == "-":
+        raise UserError(
+            "convert does not read stdin ('-'): it takes the dialect from the file's extension",
+            hint="save the grammar to a file named .gbnf/.ebnf, .lark, .regex or .json",
+        )
     try:
         return flags.file_spec(file)
     except UserError as exc:

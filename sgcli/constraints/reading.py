@@ -196,12 +196,17 @@ def _hex(digits: str) -> int | None:
         return None
 
 
+def stdin_closed(what: str) -> UserError:
+    """The error for '-' when stdin was closed at start (`<&-`, a daemon): sys.stdin is None."""
+    return UserError(f"the {what} is '-' (stdin), but stdin is closed", hint="pipe it in, or give a file")
+
+
 def _stdin(what: str):
     """The binary stdin for '-', read at most once per command: a second '-' would see only what the
     first left (nothing), and a closed stdin (`<&-`, a daemon) has nothing to read. Both are exit 2."""
     stream = getattr(sys.stdin, "buffer", sys.stdin)
     if stream is None:
-        raise UserError(f"the {what} is '-' (stdin), but stdin is closed", hint="pipe it in, or give a file")
+        raise stdin_closed(what)
     if _stdin_read_as:
         raise UserError(
             f"the {what} is '-' (stdin), but stdin is already read as the {_stdin_read_as[0]}",

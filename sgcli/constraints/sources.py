@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from sgcli.constraints.reading import read_text
+from sgcli.constraints.reading import read_text, stdin_closed
 from sgcli.constraints.schema_input import check_schema
 from sgcli.constraints.spec import (
     EXTENSION_KINDS,
@@ -29,6 +29,14 @@ LIBRARY_DIR = Path(__file__).resolve().parent.parent / "grammars"
 
 
 def kind_from_extension(path: str) -> Kind:
+    if path == "-":  # stdin has no extension: its kind is named, or the stream was never there
+        if sys.stdin is None:
+            raise stdin_closed("grammar")
+        raise UserError(
+            "cannot tell the grammar kind of '-' (stdin): it has no extension",
+            hint="name it with --kind (json_schema, regex, ebnf, lark), or read it with the explicit flag "
+            "(--schema -, --ebnf -, --lark -, --regex -)",
+        )
     name = Path(path).name.lower()
     for ext in sorted(EXTENSION_KINDS, key=len, reverse=True):  # ".llg.json" before ".json"
         if name.endswith(ext):

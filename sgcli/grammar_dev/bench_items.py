@@ -39,6 +39,11 @@ class Item:
 
 def load_items(path: str) -> list[Item]:
     """A folder of grammar files (kind from extension), one such file, or a JSONL file of items."""
+    if path == "-":
+        raise UserError(
+            "bench does not read stdin ('-'): it times grammar files, each compiled afresh",
+            hint="save it to a schema or grammar file, or give a folder of them, or a .jsonl file",
+        )
     p = Path(path)
     if p.is_dir():
         return _folder_items(p)
