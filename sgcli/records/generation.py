@@ -81,8 +81,10 @@ class GenerationRecord(_Strict):
     errors: list[str] = Field(default_factory=list, description="why the output is not valid, or why nothing ran")
     finish_reason: Literal["stop", "length", "repetition", "error"] = Field(
         ...,
-        description="stop: the grammar or the model ended; length: --max-tokens; repetition: the repetition guard "
-        "ended an output stuck repeating one span (errors say which, and from which character); error: see errors",
+        description="stop: the grammar or the model ended (also where the last token --max-tokens allows completed "
+        "the grammar and only a stop token could follow, on every backend); length: --max-tokens; repetition: the "
+        "repetition guard ended an output stuck repeating one span (errors say which, and from which character); "
+        "error: see errors",
     )
     backend: Optional[str] = Field(None, description="the grammar backend that constrained the output")
     fallbacks: list[Fallback] = Field(default_factory=list, description="backends `auto` tried first, and why not")
