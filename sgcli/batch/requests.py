@@ -149,16 +149,16 @@ def _parse_line(line: str, loc: Location, n: int, raw: bool) -> Request | BadLin
     if surrogate is not None:  # JSON's "\ud800" (half a pair) parses, but no tokenizer, server or output file takes it
         return BadLine(f"line-{n}", loc, f"the line holds a lone surrogate ({surrogate!r}), which is not text")
     rid = obj.get("id", f"line-{n}")
-    # a key one typo from a known one ('promt', 'tool') is a mistake; any other is the user's own data
-    # (a label, the expected answer), which a dataset line keeps beside the request: not read, not refused
-    for key in obj:
-        near = "" if key in INPUT_KEYS else did_you_mean(key, INPUT_KEYS)
-        if near:
-            known = ", ".join(f"'{k}'" for k in INPUT_KEYS)
-            return BadLine(rid, loc, f"unknown key '{key}'.{near} A line takes {known} (other keys are left alone)")
     prompt, messages, tools = obj.get("prompt"), obj.get("messages"), obj.get("tools")
+    # Other keys are the user's own data (idx, label, the expected answer), left alone; a key one typo
+    # from a known one is a mistake only where the line lacks what it would stand for ('promt' in a line
+    # with no prompt, 'tool' in one with no tools): an id is optional, so 'idx' or '_id' never is
     if (prompt is None) == (messages is None):
-        return BadLine(rid, loc, "give exactly one of 'prompt' (a string) or 'messages' (a list)")
+        near = _typo_of(obj, ("prompt", "messages")) if prompt is None else ""
+        return BadLine(rid, loc, f"give exactly one of 'prompt' (a string) or 'messages' (a list).{near}")
+    near = _typo_of(obj, ("tools",)) if tools is None else ""
+    if near:
+        return BadLine(rid, loc, f"a key that looks like 'tools' was not read:{near} (other keys are left alone)")
     if prompt is not None and not isinstance(prompt, str):
         return BadLine(rid, loc, "'prompt' must be a string")
     try:  # the reader `template render --messages` uses: the same chats pass, the same fail
@@ -172,6 +172,15 @@ def _parse_line(line: str, loc: Location, n: int, raw: bool) -> Request | BadLin
         what = "'messages'" if messages is not None else "'tools'"
         return BadLine(rid, loc, f"--raw sends a 'prompt' as is, without the chat template that {what} needs")
     return Request(rid, prompt, messages, Location(loc.path, n), tools)
+
+
+def _typo_of(obj: dict, names: tuple[str, ...]) -> str:
+    """ " Did you mean 'x'?" for the first key of `obj` that is not a key of a line but near one of `names`."""
+    for key in obj:
+        near = "" if key in INPUT_KEYS else did_you_mean(key, names)
+        if near:
+            return f" '{key}'?{near}"
+    return ""
 
 
 def duplicate_ids(items: list[Request | BadLine]) -> list[object]:
