@@ -169,6 +169,18 @@ def test_sentencepiece_model_folder_with_template(tmp_path):
     assert tok.render_chat([{"role": "user", "content": "hi"}])[0] == "[INST]hi"
 
 
+def test_sentencepiece_model_folders_template_sees_the_configs_special_tokens(tmp_path):
+    """As a tokenizer.json folder's does (and transformers'): the .model's bos/eos, then the config's own."""
+    from sgcli.tokenizers.mistral import tokenizer_file
+
+    (tmp_path / "tokenizer.model").symlink_to(tokenizer_file("mistral:v3"))
+    template = "{{ bos_token }}|{{ eos_token }}|{{ sep_token }}|{{ additional_special_tokens | join(',') }}"
+    config = {"chat_template": template, "sep_token": "[SEP]", "additional_special_tokens": ["[A]"]}
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    tok = load_tokenizer(str(tmp_path))
+    assert tok.render_chat([{"role": "user", "content": "hi"}])[0] == "<s>|</s>|[SEP]|[A]"
+
+
 @pytest.mark.parametrize(
     "make",
     [

@@ -142,9 +142,12 @@ def _write_failed(exc: Exception) -> UserError | None:
 
     if not isinstance(exc, OSError) or exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EPIPE):
         return None
-    with contextlib.suppress(OSError, ValueError):
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     where = exc.filename or "the standard output"
+    if exc.filename is None:  # stdout failed (not an -o file): what it still buffers has nowhere to go
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
     if exc.errno == errno.EPIPE:
         return UserError(f"cannot write {where}: its reader closed it", hint="let the reader take all of it")
     return UserError(f"cannot write {where}: {exc.strerror}", hint="free space on that disk, or write elsewhere")

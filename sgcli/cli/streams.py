@@ -88,8 +88,11 @@ def _devnull_text():
 
 
 def _is_fd(stream, fd: int) -> bool:
+    """Whether `stream` is Python's own text stream over a plain file descriptor `fd` (never a Windows
+    console's wide-character layer, whose replacement by bytes would garble what it shows)."""
     try:
-        return stream.fileno() == fd and isinstance(stream, io.TextIOWrapper)
+        raw = getattr(stream.buffer, "raw", stream.buffer)
+        return stream.fileno() == fd and isinstance(stream, io.TextIOWrapper) and type(raw) is io.FileIO
     except (OSError, ValueError, AttributeError):
         return False
 

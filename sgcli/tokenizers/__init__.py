@@ -153,12 +153,13 @@ def _load_folder(folder: Path, *, name: str) -> Tokenizer:
     if (folder / "tokenizer.json").is_file():
         return load_tokenizer_json(folder / "tokenizer.json", name=name)
     if (folder / "tokenizer.model").is_file():
-        from sgcli.tokenizers.hf import folder_chat_template, read_json, template_files
+        from sgcli.tokenizers.hf import config_special_tokens, folder_chat_template, read_json, template_files
         from sgcli.tokenizers.spm import load_spm_tokenizer
 
         cfg = read_json(folder / "tokenizer_config.json")
         tok = load_spm_tokenizer(folder / "tokenizer.model", name=name, chat_template=folder_chat_template(folder, cfg))
         tok.template_files = template_files(folder)
+        tok.special_tokens = {**tok.special_tokens, **config_special_tokens(cfg)}  # as transformers' template sees
         return tok
     if (folder / "tekken.json").is_file():
         from sgcli.tokenizers.mistral import load_tekken

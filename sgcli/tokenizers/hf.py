@@ -82,6 +82,12 @@ def _token_str(tok_cfg: dict, key: str) -> str | None:
     return v if isinstance(v, str) else None
 
 
+_OBJECT_HINTS = {
+    "tokenizer_config.json": 'e.g. {"eos_token": "</s>", "chat_template": "..."}',
+    "generation_config.json": 'e.g. {"eos_token_id": 2}',
+}
+
+
 def read_json(path: Path) -> dict:
     if not path.is_file():
         return {}
@@ -90,7 +96,7 @@ def read_json(path: Path) -> dict:
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot read {path}: {exc}") from None
     if not isinstance(data, dict):
-        raise UserError(f"{path} must hold a JSON object, not {type(data).__name__}", hint='e.g. {"eos_token": "</s>"}')
+        raise UserError(f"{path} must hold a JSON object, not {type(data).__name__}", hint=_OBJECT_HINTS.get(path.name))
     return data
 
 
@@ -173,7 +179,7 @@ def load_tokenizer_json(path: Path, *, name: str | None = None, extra_stop_ids: 
         special_ids |= empty
         notes.append(f"{len(empty)} id(s) without any bytes are treated as special")
 
-    specials = _special_tokens(cfg)
+    specials = config_special_tokens(cfg)
     eos_text = specials.get("eos_token") or _guessed_eos(hf, notes)
     eos_id = hf.token_to_id(eos_text) if eos_text else None
     bos_id = hf.token_to_id(specials["bos_token"]) if "bos_token" in specials else None
@@ -231,7 +237,7 @@ def _token_bytes(hf, size: int, added: dict, vocab_type: str) -> list[bytes]:
     return tokens
 
 
-def _special_tokens(cfg: dict) -> dict:
+def config_special_tokens(cfg: dict) -> dict:
     """The special-token variables a chat template sees, as transformers' `apply_chat_template` passes them
     (its special_tokens_map): every `*_token` of tokenizer_config.json (bos, eos, unk, sep, pad, cls, mask)
     and `additional_special_tokens`. Only what the file says: a template that prints `eos_token` where the
