@@ -170,3 +170,11 @@ def test_all_beside_named_backends_is_their_union_in_order(names, expected):
     from sgcli.constraints.spec import ConstraintSpec, Kind
 
     assert pick_backends(names, ConstraintSpec(Kind.REGEX, "[0-9]{2}", "--regex")) == expected
+
+
+@pytest.mark.parametrize("variant", ["indent=²", "indent=٣", "max-whitespace=¹"])
+def test_a_variant_with_non_ascii_digits_is_refused(run_cli, schema_file, variant):
+    """`indent=²` passed str.isdigit and int() raised (exit 3); `indent=٣` was taken as indent 3."""
+    result = run_cli("compare-backends", "--no-generate", "--schema", schema_file, "--whitespace", variant)
+    assert result.exit_code == 2, result.output
+    assert f"unknown --whitespace variant '{variant}'" in result.output

@@ -25,7 +25,7 @@ def test_resolve_ref_walks_objects_and_arrays():
 
 
 def test_resolve_ref_refuses_what_it_cannot_name():
-    for ref in ("#/$defs/missing", "#/$defs/t~0x/2", "#/$defs/t~0x/-", "other.json#/a", "#anchor"):
+    for ref in ("#/$defs/missing", "#/$defs/t~0x/2", "#/$defs/t~0x/-", "other.json#/a", "#anchor", "#/$defs/t~0x/¹"):
         assert resolve_ref(DOC, ref) is None, ref
 
 
@@ -33,6 +33,7 @@ def test_schema_text_path_of_types_array_indexes_from_the_text():
     text = json.dumps(DOC, indent=2)
     stext = SchemaText(text)
     assert stext.path_of("/$defs/t~0x/1") == ("$defs", "t~x", 1)
+    assert stext.path_of("/$defs/t~0x/١") == ("$defs", "t~x", "١")  # an index is ASCII digits (RFC 6901)
     assert stext.path_of("/$defs/a~1b/type") == ("$defs", "a/b", "type")
     line, col = locate(text, stext.path_of("/$defs/t~0x/1"))
     offset = sum(len(x) + 1 for x in text.splitlines()[: line - 1]) + col - 1

@@ -235,3 +235,11 @@ def test_negated_class_escapes_inside_a_class_are_read(tmp_path, pattern, inside
     first = next(n for n in walk(parse_regex(pattern).node) if isinstance(n, Chars))
     assert all(first.contains(ord(c)) for c in inside)
     assert not any(first.contains(ord(c)) for c in outside)
+
+
+def test_an_escaped_non_ascii_digit_is_not_a_backreference():
+    """`\\²` passed str.isdigit and was read as a backreference."""
+    from sgcli.dialects.regex_parse import parse_regex
+
+    assert [f.what for f in parse_regex("a\\²").features] == []
+    assert [f.what for f in parse_regex("(a)\\1").features] == ["backreference"]

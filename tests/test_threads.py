@@ -213,3 +213,10 @@ def test_the_decode_loops_tick_between_steps(sharp_native, smol_tokenizer, monke
     ticks.clear()
     records = list(session.batch(requests, batch_size=4))
     assert len(ticks) >= 2 and all(r["timings"]["threads"] == 1 for r in records)
+
+
+def test_omp_num_threads_takes_ascii_digits_only():
+    """`OMP_NUM_THREADS=²` passed str.isdigit and int() raised; `٣` was read as 3."""
+    assert th.pinned_threads({"OMP_NUM_THREADS": "²"}) is None
+    assert th.pinned_threads({"OMP_NUM_THREADS": "٣"}) is None
+    assert th.pinned_threads({"OMP_NUM_THREADS": "3"}) == 3

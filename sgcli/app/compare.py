@@ -68,7 +68,7 @@ def parse_variants(text: str | None, base: JsonOptions) -> list[tuple[str, JsonO
         key, _, value = item.partition("=")
         if item in ("flexible", "compact"):
             opts = dataclasses.replace(base, whitespace=item, indent=None, max_whitespace=None)
-        elif key in ("indent", "max-whitespace") and value.isdigit():
+        elif key in ("indent", "max-whitespace") and value.isascii() and value.isdigit():
             layout = {"indent": None, "max_whitespace": None}
             layout["indent" if key == "indent" else "max_whitespace"] = int(value)
             opts = dataclasses.replace(base, whitespace="flexible", **layout)

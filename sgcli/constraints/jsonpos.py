@@ -88,7 +88,7 @@ def resolve_ref(doc, ref: str) -> tuple[object, tuple] | None:
     for part in pointer_parts(fragment):
         if isinstance(node, dict) and part in node:
             node, path = node[part], path + (part,)
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        elif isinstance(node, list) and part.isascii() and part.isdigit() and int(part) < len(node):
             node, path = node[int(part)], path + (int(part),)
         else:
             return None
@@ -152,7 +152,7 @@ def _member(text: str, i: int, token: str) -> int | None:
 
 def _element(text: str, i: int, token: str) -> int | None:
     """Offset of element `token` (a canonical decimal index) of the array at `i`."""
-    if not token.isdigit() or str(int(token)) != token:
+    if not (token.isascii() and token.isdigit()) or str(int(token)) != token:
         return None
     want, n = int(token), 0
     i = _ws_end(text, i + 1)
@@ -184,7 +184,7 @@ class SchemaText:
         for token in pointer_parts(pointer):
             container = self.offsets.get(pointer_of(path))
             in_list = container is not None and self.text[container] == "["
-            path.append(int(token) if in_list and token.isdigit() else token)
+            path.append(int(token) if in_list and token.isascii() and token.isdigit() else token)
         return tuple(path)
 
     def key_span(self, path) -> tuple[int, int] | None:

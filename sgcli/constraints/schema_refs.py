@@ -218,7 +218,7 @@ class _Walk:
             if isinstance(node, dict) and part in node:
                 node = node[part]
                 path.append(part)
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            elif isinstance(node, list) and part.isascii() and part.isdigit() and int(part) < len(node):
                 node = node[int(part)]
                 path.append(int(part))
             else:

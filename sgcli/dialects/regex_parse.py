@@ -244,11 +244,11 @@ class _Parser:
             return Opaque(pos, f"\\{ch}", nullable=True, sample="")
         if ch in "AzZG":
             return Opaque(pos, f"anchor \\{ch}", nullable=True, sample="")
-        if ch.isdigit() and ch != "0" or ch == "k":
+        if ch in "123456789k":
             if ch == "k":
                 end = self.src.find(">", self.i)
                 self.i = end + 1 if end > 0 else self.i
-            while self.i < len(self.src) and self.src[self.i].isdigit():
+            while self.i < len(self.src) and self.src[self.i] in "0123456789":
                 self.i += 1
             self.feature("backreference", start)
             return Opaque(pos, "backreference", nullable=None)

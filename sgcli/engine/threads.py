@@ -54,7 +54,7 @@ def default_threads(apply=None, environ=None) -> tuple[int, Governor | None]:
 def pinned_threads(environ=None) -> int | None:
     """The thread count OMP_NUM_THREADS pins (a whole number above 0), or None where it pins none."""
     given = (os.environ if environ is None else environ).get("OMP_NUM_THREADS", "").strip()
-    return int(given) if given.isdigit() and int(given) > 0 else None
+    return int(given) if given.isascii() and given.isdigit() and int(given) > 0 else None
 
 
 def threads_for(usable: int, physical: int, busy: float) -> int:
