@@ -426,3 +426,14 @@ def test_an_input_error_says_its_location_once(tmp_path, run_cli):
     assert result.exit_code == 2, result.output
     assert "items.jsonl:1:1: llguidance: input error: instance 0 is not valid" in " ".join(result.output.split())
     assert result.output.count("items.jsonl:1") == 1
+
+
+def test_nothing_a_chosen_backend_can_run_exits_2_before_loading(tmp_path, run_cli, monkeypatch):
+    """`bench g.lark -b outlines_core` reported '1 unsupported' and exited 0: nothing was measured."""
+    grammar = tmp_path / "g.lark"
+    grammar.write_text('start: "a"\n')
+    monkeypatch.setattr("sgcli.grammar_dev.bench.run", lambda *a, **k: pytest.fail("measured anyway"))
+    result = run_cli("bench", grammar, "--backend", "outlines_core")
+    assert result.exit_code == 2, result.output
+    assert "nothing to measure: outlines_core does not support Lark" in result.output
+    assert "backends that can: llguidance, xgrammar" in result.output

@@ -178,3 +178,15 @@ def test_a_variant_with_non_ascii_digits_is_refused(run_cli, schema_file, varian
     result = run_cli("compare-backends", "--no-generate", "--schema", schema_file, "--whitespace", variant)
     assert result.exit_code == 2, result.output
     assert f"unknown --whitespace variant '{variant}'" in result.output
+
+
+@pytest.mark.parametrize("generate", [False, True])
+def test_every_row_skipped_exits_2_before_anything_loads(run_cli, schema_file, monkeypatch, generate):
+    """`-b llguidance --indent 2` gave a table of skipped rows and exit 0 (with a prompt, after loading the model)."""
+    monkeypatch.setattr("sgcli.cli.compare.run_compare", lambda *a, **k: pytest.fail("loaded anyway"))
+    mode = ["hi"] if generate else ["--no-generate"]
+    args = ["compare-backends", "--schema", schema_file, "-b", "llguidance", "-b", "outlines_core", "--indent", "2"]
+    result = run_cli(*args, *mode)
+    assert result.exit_code == 2, result.output
+    assert "nothing to compare: llguidance does not support the JSON option --indent; outlines_core" in result.output
+    assert "backends that can: xgrammar" in result.output

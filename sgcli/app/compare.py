@@ -15,7 +15,7 @@ from sgcli import RECORD_SCHEMA_VERSION, tokenizers
 from sgcli.app.local import new_session
 from sgcli.app.model import ModelOptions
 from sgcli.app.report import Reporter
-from sgcli.backends import check_supports, get_backend, unsupported_reason
+from sgcli.backends import check_something_runs, check_supports, get_backend, skip_reason, unsupported_reason
 from sgcli.backends.auto import AUTO_ORDER
 from sgcli.backends.compile_cache import compile_cached
 from sgcli.backends.guarantee import unenforced_error
@@ -79,6 +79,12 @@ def parse_variants(text: str | None, base: JsonOptions) -> list[tuple[str, JsonO
             )
         variants.append((item, opts))
     return variants
+
+
+def check_some_row_runs(spec: ConstraintSpec, names: list[str], variants: list[tuple[str, JsonOptions]]) -> None:
+    """Exit 2 before a model or tokenizer loads where every row would be skipped (`-b llguidance --indent 2`)."""
+    pairs = [(n, _with_options(spec, opts)) for n in names for _, opts in variants]
+    check_something_runs(pairs, "compare")
 
 
 def pick_backends(names: list[str] | None, spec: ConstraintSpec) -> list[str]:
@@ -152,12 +158,9 @@ def _base_row(backend: str, variant: str) -> dict:
 
 def _compile(backend_name: str, spec: ConstraintSpec, vocab, row: dict):
     backend = get_backend(backend_name)
-    lacking = unsupported_reason(backend, spec)
-    if lacking is not None or backend.unavailable_reason():
-        reason = (
-            f"does not support {lacking}" if lacking is not None else f"is not usable: {backend.unavailable_reason()}"
-        )
-        row.update(skipped=True, error=f"{backend_name} {reason}")
+    reason = skip_reason(backend, spec)
+    if reason is not None:
+        row.update(skipped=True, error=reason)
         return None
 
     try:

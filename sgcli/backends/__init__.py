@@ -102,6 +102,39 @@ def unsupported_reason(backend: Backend, spec: ConstraintSpec) -> str | None:
     return None
 
 
+def skip_reason(backend: Backend, spec: ConstraintSpec) -> str | None:
+    """Why `backend` cannot run `spec` on this machine (a feature it lacks, or not installed), or None."""
+    lacking = unsupported_reason(backend, spec)
+    if lacking is not None:
+        return f"{backend.name} does not support {lacking}"
+    missing = backend.unavailable_reason()
+    return f"{backend.name} is not usable: {missing}" if missing else None
+
+
+def check_something_runs(pairs: list[tuple[str, ConstraintSpec]], what: str) -> None:
+    """Exit 2, before anything slow loads, where no (backend, constraint) pair can run here: a report
+    whose every row is skipped measured nothing, and exit 0 would pass it off as a result."""
+    reasons = []
+    for name, spec in pairs:
+        reason = skip_reason(get_backend(name), spec)
+        if reason is None:
+            return
+        reasons.append(reason)
+    if not reasons:
+        return
+    able = [
+        n
+        for n in _ADAPTERS
+        if get_backend(n).capabilities.enforces and any(skip_reason(get_backend(n), s) is None for _, s in pairs)
+    ]
+    raise UserError(
+        f"nothing to {what}: " + "; ".join(dict.fromkeys(reasons)),
+        hint=f"backends that can: {', '.join(able)} (choose with --backend)"
+        if able
+        else "drop the option no backend supports here; `sgcli backends` lists what each supports",
+    )
+
+
 _OPTION_FLAGS = {
     "compact": "--json-whitespace compact",
     "whitespace_pattern": "--whitespace-pattern",

@@ -86,7 +86,8 @@ def bench(
     rejected, 2 bad input or usage (a file of a folder or a JSONL line that cannot be read is
     reported as an input error and the rest is measured; so is an instance that sgcli's own
     check, the one generate's outputs get, finds invalid), or a compile limit was hit (see
-    --compile-timeout).
+    --compile-timeout), or no chosen backend can run any item (unsupported or not installed;
+    checked before anything loads).
     """
 
     fmt = output_format_of(output_format, json_out, stream=True)
@@ -96,6 +97,7 @@ def bench(
     _check_generate(generate, model_flags, max_tokens, generate_items, tokenizer)
     names = select_backends(backend)
     items = core.load_items(path)
+    core.check_something_to_measure(items, names)  # before a model loads
     lm = None
     if generate:
         lm, tok = _load_model(model_flags)
@@ -116,12 +118,6 @@ def bench(
     if plot is not None:
         core.plot(results, plot)
         err.print(f"plot written to {plot}")
-    measured = [r for res in results for r in res.items]
-    if measured and all(r.get("reason") == "unavailable" for r in measured):  # nothing ran: not a success
-        raise UserError(
-            "no chosen backend is installed: nothing was measured",
-            hint=next(r["message"] for r in measured).rpartition("; ")[2],
-        )
     if any(r.get("limit") or r.get("reason") == "input error" for res in results for r in res.items):
         raise typer.Exit(EXIT_USAGE)  # a compile limit is the user's to raise, as in `sgcli compile`; bad input
     failed = any(r.get("reason") == "compile error" for res in results for r in res.items)

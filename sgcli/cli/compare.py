@@ -11,7 +11,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from sgcli.app.compare import CompareRequest, parse_variants, pick_backends, refuse_server_side, run_compare
+from sgcli.app.compare import (
+    CompareRequest,
+    check_some_row_runs,
+    parse_variants,
+    pick_backends,
+    refuse_server_side,
+    run_compare,
+)
 from sgcli.app.model import ModelOptions
 from sgcli.backends.bounded import each_on_its_own
 from sgcli.batch.sampling import SamplingParams
@@ -100,7 +107,8 @@ def compare_backends(
     """Run one constraint through several backends and compare compile time, mask time and output.
 
     Exit codes: 0 every row ran and is valid (or, with --no-generate, compiled and
-    accepted --text), 1 some row failed, 2 bad input or flags.
+    accepted --text), 1 some row failed, 2 bad input or flags, or no row can run
+    (no chosen backend supports the constraint or a layout option), checked before anything loads.
     """
     engine_flags.check()
     if not engine_flags.local:
@@ -116,6 +124,7 @@ def compare_backends(
         refuse_server_side(engine_flags.engine, spec, prompt_flags.raw)
     variants = parse_variants(whitespace, spec.json_options)
     names = pick_backends([*(backends_opt or []), *(backends_csv or [])], spec)
+    check_some_row_runs(spec, names, variants)
     if tokenizer_ref is not None and not no_generate:
         raise UserError("--tokenizer is for --no-generate; a generation uses the model's own tokenizer")
     request = CompareRequest(

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sgcli.backends import compile_for, get_backend, unsupported_reason
+from sgcli.backends import check_something_runs, compile_for, get_backend, unsupported_reason
 from sgcli.backends.compile_cache import HIT, cache_enabled, compile_cached
 from sgcli.backends.matching import walk_masks
 from sgcli.constraints.spec import ConstraintSpec, Kind
@@ -24,7 +24,7 @@ from sgcli.extras import MissingExtra
 from sgcli.grammar_dev.bench_items import Item, load_items
 from sgcli.timing import percentile
 
-__all__ = ["BackendResult", "Item", "generate", "load_items", "plot", "run", "summary"]
+__all__ = ["BackendResult", "Item", "check_something_to_measure", "generate", "load_items", "plot", "run", "summary"]
 
 
 @dataclass
@@ -63,6 +63,12 @@ def run(
                 on_item(name, item.name, result.items[-1])
         results.append(result)
     return results
+
+
+def check_something_to_measure(items: list[Item], names: list[str]) -> None:
+    """Exit 2 before anything loads where no chosen backend can run any item (all unsupported or not
+    installed): a report of skips measured nothing. Items that could not be read are reported on their own."""
+    check_something_runs([(n, item.spec) for n in names for item in items if item.error is None], "measure")
 
 
 def _bench_item(result: BackendResult, item: Item, vocab) -> dict:
