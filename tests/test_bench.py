@@ -437,3 +437,16 @@ def test_nothing_a_chosen_backend_can_run_exits_2_before_loading(tmp_path, run_c
     assert result.exit_code == 2, result.output
     assert "nothing to measure: outlines_core does not support Lark" in result.output
     assert "backends that can: llguidance, xgrammar" in result.output
+
+
+def test_generate_has_no_jump_forward_figure_for_a_backend_without_one(tiny_lm, smol_tokenizer):
+    """outlines_core has no jump-forward, yet bench reported tokens_per_s_jump_forward: the plain loop twice."""
+    from sgcli.grammar_dev import bench
+
+    vocab = smol_tokenizer.vocab.padded(tiny_lm.logits_width)
+    items = [bench.Item("digits", bench.ConstraintSpec(bench.Kind.REGEX, "[0-9]{3,5}", "<test>"), ["123"], "given")]
+    results = bench.run(items, ["outlines_core"], vocab)
+    bench.generate(results, items, tiny_lm, smol_tokenizer, max_tokens=8, n_items=1)
+    g = bench.summary(results[0])["generation"]
+    assert g["tokens_per_s"] > 0 and g["tokens_per_s_jump_forward"] is None
+    assert "outlines_core reports no forced text" in g["note"]

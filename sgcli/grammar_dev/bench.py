@@ -256,12 +256,13 @@ def generate(results: list[BackendResult], items: list[Item], lm, tokenizer, *, 
     """With --generate: greedy generation on the first `n_items` compiled items of each backend,
     tokens/s with jump-forward and without, alternating the two so load drift hits both alike.
     tokens/s = completion tokens / decode seconds (prefill included) summed over the items."""
-    jump = has_jump_forward()
+    engine_jumps = has_jump_forward()
     by_name = {item.name: item for item in items}
     warm = next(((r, n) for r in results for n in r.compiled_items), None)
     if warm is not None:  # the first forward passes are slow (allocations, kernels): not charged to a backend
         _generate_one(warm[0].compiled_items[warm[1]], by_name[warm[1]], lm, tokenizer, 2, None)
     for result in results:
+        jump, note = _jump_forward_measured(result.backend, engine_jumps)
         names = list(result.compiled_items)[:n_items]
         totals = {False: [0, 0.0], True: [0, 0.0]}
         completed = 0  # plain runs that ended where the grammar can stop
@@ -278,7 +279,17 @@ def generate(results: list[BackendResult], items: list[Item], lm, tokenizer, *, 
             "tokens_per_s": _rate(*totals[False]),
             "tokens_per_s_jump_forward": _rate(*totals[True]) if jump else None,
             "completed": completed,
-        } | ({} if jump else {"note": JUMP_FORWARD_MISSING})
+        } | ({} if note is None else {"note": note})
+
+
+def _jump_forward_measured(backend: str, engine_jumps: bool) -> tuple[bool, str | None]:
+    """Whether jump-forward can be timed for `backend`, and why not: a backend whose matcher reports no
+    forced text runs the plain loop with the switch on, so a second figure would be the first measured again."""
+    if not engine_jumps:
+        return False, JUMP_FORWARD_MISSING
+    if not get_backend(backend).capabilities.jump_forward:
+        return False, f"{backend} reports no forced text, so there is no jump-forward: only plain tokens/s was measured"
+    return True, None
 
 
 def _as_generate_compiles(compiled):

@@ -164,7 +164,9 @@ class BenchGeneration(_Strict):
     items: int
     max_tokens: int
     tokens_per_s: Optional[float]
-    tokens_per_s_jump_forward: Optional[float]
+    tokens_per_s_jump_forward: Optional[float] = Field(
+        description="null where it was not measured: the engine or the backend has no jump-forward (see note)"
+    )
     completed: int
     note: Optional[str] = None
 
