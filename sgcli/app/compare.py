@@ -138,6 +138,7 @@ def _base_row(backend: str, variant: str) -> dict:
         "backend": backend,
         "variant": variant,
         "compile_ms": None,
+        "cache": None,
         "mask_ms_p50": None,
         "mask_ms_p99": None,
         "tokens": None,
@@ -164,11 +165,13 @@ def _compile(backend_name: str, spec: ConstraintSpec, vocab, row: dict):
         return None
 
     try:
-        compiled = with_checker(compile_cached(backend, spec, vocab).compiled)  # what generate decodes with
+        outcome = compile_cached(backend, spec, vocab)
     except UserError as exc:
         row["error"] = exc.render().removeprefix("error: ")
         return None
+    compiled = with_checker(outcome.compiled)  # what generate decodes with
     row["compile_ms"] = round(compiled.compile_s * 1000, 3)
+    row["cache"] = outcome.status  # a hit's time is a load from disk, not a compile: say which
     row["warnings"] = [str(w) for w in compiled.warnings]
     for gap in compiled_gaps(compiled):
         done = "sgcli's schema checker enforces it" if gap.checker else "nothing enforces it (--allow-unenforced)"

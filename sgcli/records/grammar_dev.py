@@ -34,6 +34,9 @@ class CompareRow(_Versioned):
     backend: str
     variant: str = Field(..., description="the JSON layout variant (--whitespace), e.g. flexible, compact, indent=2")
     compile_ms: Optional[float] = Field(None, description="grammar compile (or cache load) time")
+    cache: Optional[str] = Field(
+        None, description="the on-disk cache: hit (compile_ms is a load), miss, off, not cacheable, ..."
+    )
     mask_ms_p50: Optional[float] = Field(None, description="median time to compute one token mask")
     mask_ms_p99: Optional[float] = Field(None, description="99th percentile of the mask time")
     tokens: Optional[int] = Field(None, description="tokens generated, or walked with --no-generate")
