@@ -254,6 +254,10 @@ class Backend(Protocol):
         `capabilities.prints_schema`."""
         ...
 
+    def forget_compiles(self) -> None:
+        """Drop any in-memory cache of compiled grammars the library keeps (a no-op where none), so the
+        next compile is a real one: `sgcli bench`'s cold column, where a repeated schema was a hit."""
+
     def prepare(self, vocab: Vocab) -> None:
         """Build the per-vocabulary state now (a no-op where there is none), so that a bounded
         compile's forked child (`sgcli.backends.bounded`) inherits it instead of building it for nothing."""
@@ -317,6 +321,9 @@ class LibraryBackend:
 
     def schema_grammar(self, spec: ConstraintSpec) -> str:
         raise NotImplementedError(f"{self.module} prints no grammar for a JSON Schema (capabilities.prints_schema)")
+
+    def forget_compiles(self) -> None:
+        pass
 
     def prepare(self, vocab: Vocab) -> None:
         pass

@@ -78,5 +78,8 @@ class NoneBackend:
     def schema_grammar(self, spec: ConstraintSpec) -> str:
         raise NotImplementedError("the none backend prints no grammar (capabilities.prints_schema)")
 
+    def forget_compiles(self) -> None:
+        pass
+
     def prepare(self, vocab: Vocab) -> None:
         pass

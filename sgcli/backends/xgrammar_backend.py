@@ -229,6 +229,10 @@ class XGrammarBackend(LibraryBackend):
     def prepare(self, vocab: Vocab) -> None:
         self._compiler(vocab)
 
+    def forget_compiles(self) -> None:
+        for _, compiler in self._per_vocab.values():  # GrammarCompiler caches every grammar it compiled
+            compiler.clear_cache()
+
     def _compiler(self, vocab: Vocab):
         import xgrammar as xgr
 
