@@ -479,3 +479,39 @@ def test_a_cold_compile_is_not_a_hit_in_the_librarys_memory(smol_tokenizer, monk
     items = [bench.Item(n, spec, [], "given") for n in ("a", "b")]
     bench.run(items, ["xgrammar"], vocab)
     assert len(calls) == 2  # before each item's cold compile
+
+
+def _rejecting(monkeypatch, text: str) -> None:
+    """Backends that reject `text` at its token 1 (a disagreement with sgcli's own check, as for `1.0`)."""
+    from sgcli.grammar_dev import bench
+
+    walk = bench.walk_masks
+
+    def rejecting(compiled, given):
+        out = walk(compiled, given)
+        return out | ({"accepted": False, "rejected_at_token": 1} if given == text else {})
+
+    monkeypatch.setattr(bench, "walk_masks", rejecting)
+
+
+def test_a_rejected_case_is_named_by_its_test_file_line_and_case(tmp_path, run_cli, monkeypatch):
+    """It said "valid instance 1 rejected at token 1": 0-based, counting accepted cases only."""
+    (tmp_path / "n.regex").write_text("[0-9]+(\\.[0-9]+)?")
+    cases = "grammar: n.regex\ncases:\n  - {input: 'x', accept: false}\n  - {input: '5', accept: true}\n"
+    (tmp_path / "n.test.yaml").write_text(cases + "  - {input: '1.0', accept: true}\n")
+    _rejecting(monkeypatch, "1.0")
+    result = run_cli("bench", tmp_path / "n.regex", "-b", "llguidance")
+    assert result.exit_code == 1, result.output
+    assert f"{tmp_path / 'n.test.yaml'}:5: case 3 '1.0' rejected at token 1 by llguidance" in " ".join(
+        result.stdout.split()
+    )
+
+
+def test_jsonl_items_of_one_name_carry_their_lines(tmp_path, run_cli, monkeypatch):
+    item = {"name": "same", "grammar": "[0-9]+", "kind": "regex", "instances": ["1", "22"]}
+    path = _jsonl(tmp_path, [item, item])
+    _rejecting(monkeypatch, "22")
+    records = _records(run_cli("bench", path, "-b", "llguidance", "--json").stdout)
+    items = [r for r in records if r["type"] == "item"]
+    assert [r["item"] for r in items] == ["same (items.jsonl:1)", "same (items.jsonl:2)"]
+    assert [r["rejected"][0]["where"] for r in items] == [f"{path}:{n}: instance 2" for n in (1, 2)]

@@ -213,10 +213,7 @@ def _show(results, summaries: list[dict], n_items: int) -> None:
                 where, message = _located(r["item"], r["message"])
                 out.print(f"{escape(where)}: {r['backend']}: {r['reason']}: {escape(message)}")
             for rej in r.get("rejected", []):
-                out.print(
-                    f"{escape(r['item'])}: {r['backend']}: valid instance {rej['instance']} rejected at token "
-                    f"{rej['rejected_at_token']}"
-                )
+                out.print(f"{escape(rej['where'])} rejected at token {rej['rejected_at_token']} by {r['backend']}")
     for s in summaries:
         g = s.get("generation")
         if g:

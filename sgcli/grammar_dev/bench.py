@@ -146,7 +146,8 @@ def _walk_all(result: BackendResult, compiled, item: Item, walk_masks) -> dict:
             result.instances_walked += 1
             if not walk["accepted"]:
                 result.instances_rejected += 1
-                rejected.append({"instance": index, "rejected_at_token": walk["rejected_at_token"]})
+                at = walk["rejected_at_token"]
+                rejected.append({"instance": index, "where": item.place(index), "rejected_at_token": at})
     result.mask_ms += mask_ms
     return {
         "instances": len(item.instances),

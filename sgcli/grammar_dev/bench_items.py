@@ -35,6 +35,12 @@ class Item:
     # why the file or line could not be read (spec is None then): reported per backend as an "input error",
     # and the other items are still measured
     error: UserError | None = None
+    # where each instance comes from, for a rejection to name it as `sgcli test` does: "x.test.yaml:6: case 4
+    # '1.0'", "items.jsonl:3: instance 2" (None: "NAME: instance N", N counting from 1)
+    places: list[str] | None = None
+
+    def place(self, index: int) -> str:
+        return self.places[index] if self.places else f"{self.name}: {self.source} instance {index + 1}"
 
 
 def load_items(path: str) -> list[Item]:
@@ -86,22 +92,25 @@ def _unreadable(name: str, exc: UserError) -> Item:
 def _file_item(f: Path) -> Item:
     """One grammar file, with the accepted cases of its NAME.test.yaml or, for a schema, built instances."""
     spec = from_file(str(f))
-    given = _test_file_instances(f, spec)
+    given, places = _test_file_instances(f, spec)
     if given:
-        return Item(f.name, spec, given, "test file")
+        return Item(f.name, spec, given, "test file", places=places)
     return _with_generated(Item(f.name, spec, [], "none"))
 
 
-def _test_file_instances(grammar: Path, spec: ConstraintSpec) -> list[str]:
+def _test_file_instances(grammar: Path, spec: ConstraintSpec) -> tuple[list[str], list[str]]:
     """The accepted cases of a sibling NAME.test.yaml (as in sgcli/grammars/), if there is one, each judged
-    (`_judged`) at its case's line."""
+    (`_judged`) at its case's line; and where each is, as `sgcli test` names a case."""
     stem = grammar.name.split(".")[0]
     test = grammar.with_name(f"{stem}.test.yaml")
     if not test.is_file():
-        return []
+        return [], []
     cases = [c for c in load_suite(str(test)).cases if c.accept]
     _judged(spec, [c.input for c in cases], [Location(str(test), c.line) for c in cases])
-    return [c.input for c in cases]
+    places = [
+        f"{test}:{c.line}: case {c.index + 1} {c.input!r}" if c.line else f"{test}: case {c.index + 1}" for c in cases
+    ]
+    return [c.input for c in cases], places
 
 
 def _judged(spec: ConstraintSpec, instances: list[str], places: list[Location]) -> None:
@@ -134,7 +143,7 @@ def _with_generated(item: Item) -> Item:
             continue
         if text not in texts:
             texts.append(text)
-    return Item(item.name, item.spec, texts, "generated" if texts else "none", item.where)
+    return Item(item.name, item.spec, texts, "generated" if texts else "none", item.where, places=item.places)
 
 
 def _jsonl_items(path: Path) -> list[Item]:
@@ -149,6 +158,16 @@ def _jsonl_items(path: Path) -> list[Item]:
             items.append(_unreadable(f"{path.name}:{n}", exc))
     if not items:
         raise UserError(f"{origin} has no items", hint='one JSON object a line: {"schema": {...}, "instances": [...]}')
+    return _lines_for_repeated_names(items)
+
+
+def _lines_for_repeated_names(items: list[Item]) -> list[Item]:
+    """A name given to several lines gets each one's line ("a (items.jsonl:3)"): their records and rejections
+    would otherwise read as one item's."""
+    seen = [i.name for i in items]
+    for item in items:
+        if seen.count(item.name) > 1 and item.where:
+            item.name = f"{item.name} ({Path(item.where).name})"
     return items
 
 
@@ -166,7 +185,9 @@ def _jsonl_item(path: Path, line: str, at: Location) -> Item:
     instances = _jsonl_instances(obj, at)
     _judged(spec, instances, [at] * len(instances))
     name = str(obj.get("name") or f"{path.name}:{at.line}")
-    return _with_generated(Item(name, spec, instances, "given" if instances else "none", where=spec.origin))
+    places = [f"{at.path}:{at.line}: instance {i + 1}" for i in range(len(instances))]
+    item = Item(name, spec, instances, "given" if instances else "none", where=spec.origin, places=places or None)
+    return _with_generated(item)
 
 
 LINE_KEYS = ("name", "schema", "grammar", "kind", "instances")

@@ -137,7 +137,11 @@ class Percentiles(_Strict):
 
 
 class BenchRejected(_Strict):
-    instance: int
+    instance: int = Field(..., description="its index among the item's instances, from 0")
+    where: str = Field(
+        ...,
+        description="the instance as `sgcli test` names a case: 'x.test.yaml:6: case 4 ...', 'x.jsonl:3: instance 2'",
+    )
     rejected_at_token: Optional[int]
 
 
