@@ -202,3 +202,14 @@ def test_a_row_says_whether_its_compile_time_is_a_cache_load(run_cli, schema_fil
     assert all(r["cache"] == "off" for r in rows(run_cli(*args, "--json", "--no-cache").stdout))
     table = " ".join(run_cli(*args).stdout.split())
     assert "backend compile cache p50" in table and "a load from the on-disk cache where cache is hit" in table
+
+
+def test_the_none_row_judges_text_by_the_independent_check(run_cli, schema_file):
+    """`-b none --text hello` said valid: true (none's masks take anything) for text that is not JSON."""
+    args = ["compare-backends", "--no-generate", "--schema", schema_file, "-b", "none", "-b", "llguidance", "--json"]
+    result = run_cli(*args, "--text", "hello")
+    none, llg = rows(result.stdout)
+    assert none["valid"] is False and "not JSON" in none["errors"][0] and llg["valid"] is False
+    assert any("constrains nothing" in w for w in none["warnings"]) and result.exit_code == 1
+    good = rows(run_cli(*args, "--text", '{"city":"Paris","rank":1}').stdout)
+    assert [r["valid"] for r in good] == [True, True]

@@ -223,10 +223,25 @@ def _compare_masks(request: CompareRequest, vocab) -> list[dict]:
         )
         if walk["error"] is not None:
             row["error"] = f"the {compiled.backend} matcher failed at token {walk['steps'] - 1}: {walk['error']}"
+        if request.text is not None and not get_backend(compiled.backend).capabilities.enforces:
+            _judge_independently(row, compiled.spec, request.text)
     _mark_agreement(rows, "mask_digests")
     for r in rows:
         r.pop("mask_digests", None)
     return rows
+
+
+def _judge_independently(row: dict, spec: ConstraintSpec, text: str) -> None:
+    """A backend that constrains nothing (`none`) takes any --text, so its yes says nothing: its row gets
+    the verdict of sgcli's own check instead, the one generate's outputs get."""
+    from sgcli.validation.validate import validate
+
+    verdict = validate(spec, text, finish_reason="stop", grammar_complete=True)
+    row.update(valid=verdict.valid, errors=verdict.errors)
+    if verdict.valid is None:
+        row["warnings"].append(f"nothing independent could check --text: {verdict.unchecked}")
+    else:
+        row["warnings"].append("valid is sgcli's own check of --text: this backend constrains nothing")
 
 
 def _compare_generations(request: CompareRequest, reporter: Reporter) -> list[dict]:

@@ -45,7 +45,9 @@ class CompareRow(_Versioned):
         None, description="generation only"
     )
     valid: Optional[bool] = Field(
-        None, description="the output passed the independent check (generation), or the backend took --text"
+        None,
+        description="the output passed the independent check (generation), or the backend took --text "
+        "(the independent check's verdict on it for a backend that constrains nothing, `none`)",
     )
     output: Optional[str] = Field(None, description="the generated text (generation only)")
     agree: Optional[bool] = Field(
@@ -54,7 +56,7 @@ class CompareRow(_Versioned):
     warnings: list[str] = Field(default_factory=list, description="what the backend weakened or ignored")
     error: Optional[str] = Field(None, description="why this backend did not compile or could not run")
     skipped: bool = Field(False, description="the backend lacks the kind or option, or is not installed")
-    errors: list[str] = Field(default_factory=list, description="why the output is not valid (generation only)")
+    errors: list[str] = Field(default_factory=list, description="why the output (or, for `none`, --text) is not valid")
     allowed_first: Optional[int] = Field(None, description="--no-generate: tokens the first mask allows")
     rejected_at_token: Optional[int] = Field(None, description="--no-generate: the token index that --text broke at")
 
