@@ -387,3 +387,18 @@ def test_xgrammars_position_in_the_grammar_it_made_of_a_tag_is_not_claimed_as_th
     with pytest.raises(UserError) as info:
         get_backend("xgrammar").compile(spec_of(doc), smol_tokenizer.vocab)
     assert info.value.location.line is None and "at that position" not in (info.value.hint or "")
+
+
+def test_xgrammars_looser_compact_in_a_tag_is_a_warning(smol_tokenizer):
+    """xgrammar's compact tag JSON allows one whitespace character between tokens, said only in a code comment:
+    compare-backends' `compact` row (and generate) now carry a warning saying so."""
+    from sgcli.constraints.spec import JsonOptions
+
+    def warnings(doc, options: JsonOptions) -> list[str]:
+        spec = ConstraintSpec(Kind.STRUCTURAL_TAG, json.dumps(doc), "t.json", json_options=options)
+        return [str(w) for w in get_backend("xgrammar").compile(spec, smol_tokenizer.vocab).warnings]
+
+    (compact,) = [w for w in warnings(SEQUENCE, JsonOptions("compact")) if "structural tag" in w]
+    assert "no compact layout" in compact and "one whitespace character" in compact
+    assert not [w for w in warnings(SEQUENCE, JsonOptions("flexible")) if "structural tag" in w]
+    assert not [w for w in warnings(SEQUENCE, JsonOptions("flexible", max_whitespace=2)) if "structural tag" in w]

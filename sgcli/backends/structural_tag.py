@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 
+from sgcli.backends.base import CompileWarning
 from sgcli.backends.json_layout import json_overrides
-from sgcli.constraints.spec import ConstraintSpec
+from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.constraints.structural_tag import Tag, TriggeredTags, parse, tag_error, to_xgrammar
 
-__all__ = ["bounded_json_layout", "parse", "to_lark", "to_xgrammar"]
+__all__ = ["bounded_json_layout", "layout_warnings", "parse", "to_lark", "to_xgrammar"]
 
 
 def bounded_json_layout(fmt, spec: ConstraintSpec):
@@ -34,6 +35,25 @@ def bounded_json_layout(fmt, spec: ConstraintSpec):
     if out.get("type") == "json_schema" and out.get("style", "json") == "json" and "max_whitespace_cnt" not in out:
         out["max_whitespace_cnt"] = max(1, most)
     return out
+
+
+def layout_warnings(spec: ConstraintSpec) -> list[CompileWarning]:
+    """Where `bounded_json_layout` loosened the layout asked for: compact (or --max-whitespace 0) is at most
+    one whitespace character between a tag's JSON tokens on xgrammar, not none. Said, not left to a comment."""
+    o = spec.json_options
+    asked = o.max_whitespace if o.max_whitespace is not None else 0 if o.whitespace == "compact" else None
+    if spec.kind is not Kind.STRUCTURAL_TAG or asked != 0:
+        return []
+    native = parse(spec)[0]
+    if bounded_json_layout(native, spec) == native:  # no JSON content without its own bound
+        return []
+    layout = "compact" if o.max_whitespace is None else "--max-whitespace 0"
+    return [
+        CompileWarning(
+            f"xgrammar has no {layout} layout for a structural tag's JSON: its content allows one whitespace "
+            "character between tokens"
+        )
+    ]
 
 
 def _regex_literal(text: str) -> str:

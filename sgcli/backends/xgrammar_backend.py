@@ -253,7 +253,7 @@ class XGrammarBackend(LibraryBackend):
                 raise self._error(spec, schema, _UNREADABLE_MESSAGE) from None
         elapsed = time.perf_counter() - t
         warnings = compile_warnings(spec, native_log, schema=schema) + [g.warning() for g in gaps]
-        warnings += lark_priority_warnings(spec)
+        warnings += lark_priority_warnings(spec) + structural_tag.layout_warnings(spec)
         return XGrammarCompiled(self.name, spec, vocab, elapsed, warnings, handle=handle)
 
     def schema_grammar(self, spec: ConstraintSpec) -> str:

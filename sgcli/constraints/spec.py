@@ -72,6 +72,8 @@ class JsonOptions:
 
     Each option means the same on every backend (backends/json_layout.py translates):
     `whitespace_pattern` P: between two JSON tokens, either nothing or one match of P.
+    (One exception, warned of: xgrammar's compact JSON inside a structural tag allows one whitespace
+    character between tokens, backends/structural_tag.py `layout_warnings`.)
     """
 
     whitespace: str = "flexible"  # "flexible" | "compact"
