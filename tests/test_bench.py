@@ -515,3 +515,12 @@ def test_jsonl_items_of_one_name_carry_their_lines(tmp_path, run_cli, monkeypatc
     items = [r for r in records if r["type"] == "item"]
     assert [r["item"] for r in items] == ["same (items.jsonl:1)", "same (items.jsonl:2)"]
     assert [r["rejected"][0]["where"] for r in items] == [f"{path}:{n}: instance 2" for n in (1, 2)]
+
+
+def test_the_table_says_how_many_values_each_percentile_stands_on(tmp_path, run_cli):
+    """`cold ms p50/p99` of three compiles read as a distribution's tail; each cell now gives its n."""
+    path = _jsonl(tmp_path, [ITEMS[2]] * 3)
+    table = " ".join(run_cli("bench", path, "-b", "llguidance", "--no-cache").stdout.split())
+    assert "(n=3)" in table  # three cold compiles
+    masks = _backend_rows(run_cli("bench", path, "-b", "llguidance", "--no-cache", "--json"))["llguidance"]["mask_ms"]
+    assert masks["n"] > 3 and f"(n={masks['n']})" in table

@@ -178,6 +178,11 @@ def _num(v) -> str:
     return "-" if v is None else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
 
 
+def _of(stats: dict) -> str:
+    """How many values a p50/p99 cell stands on: the p99 of 3 compiles is their largest, not a tail."""
+    return f" (n={stats['n']})" if stats["n"] else ""
+
+
 def _mask_ms(v) -> str:
     """A mask time in ms (the unit of every time sgcli prints), to the microsecond: 0.012."""
     return "-" if v is None else f"{v:.3f}"
@@ -201,9 +206,9 @@ def _show(results, summaries: list[dict], n_items: int) -> None:
             s["backend"],
             str(s["compiled"]),
             failed,
-            f"{_num(cold['p50'])} / {_num(cold['p99'])}",
-            f"{_num(cached['p50'])} / {_num(cached['p99'])}",
-            " / ".join(_mask_ms(mask[k]) for k in ("p50", "p99", "max")),
+            f"{_num(cold['p50'])} / {_num(cold['p99'])}{_of(cold)}",
+            f"{_num(cached['p50'])} / {_num(cached['p99'])}{_of(cached)}",
+            " / ".join(_mask_ms(mask[k]) for k in ("p50", "p99", "max")) + _of(mask),
             walked,
         )
     print_table(table)

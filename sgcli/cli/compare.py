@@ -194,7 +194,8 @@ def _table(rows: list[dict], no_generate: bool) -> None:
         pad_edge=False,
         padding=(0, 1, 0, 0),
         caption="times in ms; compile: a load from the on-disk cache where cache is hit; p50/p99: mask time "
-        "per token" + ("; allowed: tokens allowed first" if no_generate else ""),
+        "per token, over the row's masks (one a token: under 100 of them, p99 is the largest)"
+        + ("; allowed: tokens allowed first" if no_generate else ""),
         caption_justify="left",
     )
     variants = len({r["variant"] for r in rows}) > 1
