@@ -159,9 +159,9 @@ def test_a_template_that_fails_in_the_child_fails_as_it_does_here(tmp_path, smol
 
 def test_a_child_past_its_deadline_is_stopped_and_named(tmp_path, smol_tokenizer, monkeypatch):
     from sgcli.errors import UserError
-    from sgcli.tokenizers import load_tokenizer, templates
+    from sgcli.tokenizers import load_tokenizer, render_child
 
-    monkeypatch.setattr(templates, "CHILD_TIME_S", 0.5)  # before the render's own 10 s limit
+    monkeypatch.setattr(render_child, "CHILD_TIME_S", 0.5)  # before the render's own 10 s limit
     tok = load_tokenizer(str(_folder(tmp_path, smol_tokenizer, HOSTILE["endless loops"])))
     with pytest.raises(UserError, match="chat template 'default' took more than"):
         tok.start_render_prompt(HI_MESSAGES).result()
@@ -241,6 +241,33 @@ def test_a_chat_past_the_time_limit_in_a_batch_fails_alone_within_the_limit(tmp_
     assert [type(g) is UserError for g in got] == [False, True, False, True, False]
     assert "chat template 'default' took more than 1 s" in got[1].message
     assert got[0] == got[4] == tok.render_prompt(HI_MESSAGES) and got[2] == tok.render_prompt(MESSAGES["list"])
+
+
+def test_a_batch_whose_every_chat_times_out_restarts_its_child_in_a_loop(tmp_path, smol_tokenizer, monkeypatch):
+    """Each timed-out chat restarts the batch's child; the restarts are a loop, not a recursion that
+    grew the stack per chat (after ~1000 such chats a RecursionError, exit 3, records lost)."""
+    import sys
+
+    from sgcli import limits
+    from sgcli.errors import UserError
+    from sgcli.tokenizers import load_tokenizer, templates
+
+    monkeypatch.setattr(templates, "RENDER_TIME_S", 0.05)
+    depths, real = [], limits.start_bounded
+
+    def start_bounded(*args, **kwargs):
+        depth, frame = 0, sys._getframe()
+        while frame is not None:
+            depth, frame = depth + 1, frame.f_back
+        depths.append(depth)
+        return real(*args, **kwargs)
+
+    patch_everywhere(monkeypatch, limits, "start_bounded", start_bounded)
+    tok = load_tokenizer(str(_folder(tmp_path, smol_tokenizer, HOSTILE["busy loops"])))
+    got = tok.start_render_many([HI_MESSAGES] * 12).result()
+    assert len(got) == 12 and all(isinstance(g, UserError) for g in got)
+    assert all("took more than 0.05 s" in g.message for g in got), {g.message for g in got}
+    assert len(depths) == 12 and max(depths[1:]) == min(depths[1:])  # each restart as deep as the last
 
 
 def test_a_batch_child_that_dies_leaves_the_rendering_to_the_caller(tmp_path, smol_tokenizer, monkeypatch):

@@ -8,15 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from sgcli.errors import UserError
+from sgcli.tokenizers.render_child import render_later, render_many_later
 from sgcli.tokenizers.surrogates import check_utf8
-from sgcli.tokenizers.templates import (
-    ChatTemplate,
-    Pending,
-    raw_prompt,
-    render_later,
-    render_many_later,
-    select_template,
-)
+from sgcli.tokenizers.templates import ChatTemplate, Pending, raw_prompt, select_template
 from sgcli.tokenizers.vocab import Vocab
 
 

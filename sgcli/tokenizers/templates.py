@@ -7,25 +7,21 @@ own chat encoding (see `sgcli.tokenizers.mistral`). sgcli keeps choosing the tem
 reporting which one it used, and bounding the render: a template is untrusted input, so it
 runs with a time limit and an address-space ceiling (in the main thread, where the CLI renders)
 and an output-size limit, and every way it can fail is a `UserError` (exit 2) naming the
-template, as SGLang answers with a 400. Every render runs in a forked child (`render_later`,
-`render_many_later`), whose time limit ends the process: C-level work in a template never reaches
-the in-process signal handler; a single prompt's child (transformers' import included) overlaps
-the model's loading.
+template, as SGLang answers with a 400. Every render runs in a forked child (see
+`sgcli.tokenizers.render_child`), whose time limit ends the process: C-level work in a template
+never reaches the in-process signal handler.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from sgcli.errors import UserError
-from sgcli.limits import LimitHit, start_bounded
 from sgcli.tokenizers.surrogates import check_utf8
 
 T = TypeVar("T")
@@ -202,10 +198,6 @@ def _renderer() -> Callable:
     return render_jinja_template
 
 
-# The child's own deadline: the render's limit plus importing transformers on a busy machine.
-CHILD_TIME_S = RENDER_TIME_S + 60.0
-
-
 def _nothing() -> None:
     pass
 
@@ -224,93 +216,6 @@ class Pending(Generic[T]):
     @staticmethod
     def done(value: T) -> Pending[T]:
         return Pending(lambda: value)
-
-
-def render_later(
-    template: ChatTemplate, messages: list[dict], *, import_first: bool = False, **options: Any
-) -> Pending[str]:
-    """`render`, started now in a forked child; `result()` gives the text or raises what `render`
-    would. Importing transformers for its renderer takes most of a second, which a
-    single prompt would otherwise wait for after the model's libraries: in a child it runs on the
-    other core meanwhile (and an untrusted template cannot touch the parent's memory). Every render
-    goes to a child, where the kernel can end C-level work (`7**(7**10)`) that the in-process time
-    limit cannot; `import_first` (nothing to overlap) imports the renderer here once, so that the
-    child need not. A child that ran past its time is the template's time-limit error; one that
-    dies for any other reason is not the user's doing: the render is then repeated here, where its
-    error (a missing transformers, a bug) surfaces as itself."""
-    if import_first:
-        _renderer()
-    parent = os.getpid()
-
-    def in_child() -> dict:
-        try:
-            return {"text": render(template, messages, killable=os.getpid() != parent, **options)}
-        except UserError as exc:
-            return {"error": exc.as_json()}
-
-    child = start_bounded(in_child, timeout_s=CHILD_TIME_S, memory_mb=0, helper=True)  # render() bounds its memory
-
-    def wait() -> str:
-        try:
-            reply = child.result()
-        except LimitHit as hit:
-            if hit.kind == "time":
-                raise _template_error(template, _TemplateTimeout()) from None
-            return render(template, messages, **options)  # result() has already reaped the child
-        if "error" in reply:
-            raise UserError.from_json(reply["error"])
-        return reply["text"]
-
-    return Pending(wait, child.cancel)
-
-
-def render_many_later(template: ChatTemplate, chats: list[list[dict]], **options: Any) -> Pending[list | None]:
-    """`render` of many chats (a batch's requests), started now in one forked child, which imports
-    the renderer on the other core while the caller loads the model (in process, that import
-    took 0.4-0.7 s of a batch's start). `result()`: per chat its text, or the UserError its render
-    raised (each render within its own limits, in the child as here). The child writes each
-    chat's result as it goes: where it is ended for time, the chat it was rendering gets the
-    template's time-limit error and a new child renders the rest. None where the child failed
-    otherwise (a crash), and the caller renders in process, where any error surfaces as itself."""
-    parent = os.getpid()
-    progress = tempfile.TemporaryFile()  # one JSON line per chat rendered, shared with the child
-
-    def in_child() -> int:
-        for messages in chats:
-            try:
-                entry = {"text": render(template, messages, killable=os.getpid() != parent, **options)}
-            except UserError as exc:
-                entry = {"error": exc.as_json()}
-            progress.write(json.dumps(entry).encode() + b"\n")
-            progress.flush()
-        return len(chats)
-
-    child = start_bounded(in_child, timeout_s=CHILD_TIME_S + RENDER_TIME_S * len(chats), memory_mb=0, helper=True)
-
-    def wait() -> list | None:
-        hit = None
-        try:
-            child.result()
-        except LimitHit as exc:
-            hit = exc
-        with progress:
-            progress.seek(0)
-            found = [json.loads(line) for line in progress if line.endswith(b"\n")]
-        done: list = [UserError.from_json(r["error"]) if "error" in r else r["text"] for r in found]
-        if hit is None:
-            return done
-        if hit.kind != "time":
-            return None
-        done.append(_template_error(template, _TemplateTimeout()))
-        rest = chats[len(done) :]
-        more = render_many_later(template, rest, **options).result() if rest else []
-        return None if more is None else done + more
-
-    def cancel() -> None:
-        child.cancel()
-        progress.close()
-
-    return Pending(wait, cancel)
 
 
 def _template_error(template: ChatTemplate, exc: Exception) -> UserError:
