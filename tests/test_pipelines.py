@@ -115,9 +115,28 @@ def test_a_warning_nobody_can_read_does_not_stop_the_batch(tmp_path):
 def test_a_batch_stops_when_its_reader_leaves_with_the_code_of_what_it_wrote(tmp_path):
     lines = [{"id": f"p{i}", "prompt": f"Q{i}"} for i in range(40)]
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    with Stub(answer=lambda body: "x") as stub:  # every answer invalid: exit 1 from the first record
+    with Stub(answer=lambda body: "x") as stub:  # every answer invalid: exit 1 from the first record read
         args = ["generate", "--engine", "vllm", "--base-url", stub.url, "--regex", "[0-9]+", "--input", "in.jsonl"]
-        done = _sgcli([*args, "--concurrency", "1"], stdout_gone=True, cwd=tmp_path)
-        assert done.returncode == 1, done.stderr
-        assert "the batch stopped" in done.stderr
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sgcli", *args, "--concurrency", "1"], stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+        )  # fmt: skip
+        assert json.loads(proc.stdout.readline())["id"] == "p0"
+        proc.stdout.close()  # `| head -1`
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=120) == 1, err
+        assert "the batch stopped" in err
         assert len(stub.requests) < 40
+
+
+@pytest.mark.parametrize("concurrency", ["1", "4"])
+def test_records_nobody_received_are_not_counted_nor_decide_the_exit_code(tmp_path, concurrency):
+    """The reader left before the first record: the records held for ordering and the one whose write
+    failed were counted (\"reader left after 4 of 40\", exit 1 for failures nobody received)."""
+    lines = [{"id": f"p{i}", "prompt": f"Q{i}"} for i in range(40)]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with Stub(answer=lambda body: "x") as stub:  # every answer invalid
+        args = ["generate", "--engine", "vllm", "--base-url", stub.url, "--regex", "[0-9]+", "--input", "in.jsonl"]
+        done = _sgcli([*args, "--concurrency", concurrency], stdout_gone=True, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "stdout's reader left after 0 of 40 records" in done.stderr

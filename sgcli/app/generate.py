@@ -126,13 +126,19 @@ def run_batch(
     # --resume: lines already answered; a bad line's error record was dropped from the output, and is
     # cheap: always written again (its `line-N` id must not use up the record of a user's id "line-N")
     todo = [item for item in items if isinstance(item, BadLine) or not writer.skip(item.id, _record_prompt(item))]
-    tally = Tally(runner.how)
-    ordered = OrderedWriter(None, lambda record, _: writer.write(record))
+    tally = Tally(runner.how)  # the records written: with a reader that left, those it received
+
+    def write(entry: tuple[dict, Request | BadLine], _sink) -> None:
+        record, item = entry
+        writer.write(record)
+        if not writer.reader_gone:
+            tally.add(record, item)
+
+    ordered = OrderedWriter(None, write)
     with reporter.counter(runner.title, len(todo)) as advance:
 
         def put(index: int, record: dict) -> None:
-            tally.add(record, todo[index])
-            ordered.put(index, record)
+            ordered.put(index, (record, todo[index]))
             advance()
             if writer.reader_gone:
                 raise _ReaderGone
