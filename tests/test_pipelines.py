@@ -99,6 +99,19 @@ def test_generate_with_stdout_closed_asks_for_output_before_anything_runs():
     assert done.returncode == 2 and "stdout is closed" in done.stderr and "-o FILE" in done.stderr
 
 
+def test_the_closed_stdout_check_is_the_generate_commands_not_the_record_writers(monkeypatch):
+    """batch/ does not know the terminal: cli.streams' marker and the flag to pass are cli/'s."""
+    from sgcli.batch.records import RecordWriter
+    from sgcli.cli import generate, streams
+    from sgcli.errors import UserError
+
+    monkeypatch.setattr(sys, "stdout", streams._ClosedStdout())
+    RecordWriter(None)  # would raise with the CLI's wording
+    with pytest.raises(UserError, match="stdout is closed") as refused:
+        generate._stdout_is_open()
+    assert refused.value.hint == "pass -o FILE"
+
+
 def test_a_warning_nobody_can_read_does_not_stop_the_batch(tmp_path):
     """stderr a pipe whose reader left: the duplicate-id warning ended the batch (no record, exit 1)."""
     lines = [{"id": "x", "prompt": "A"}, {"id": "x", "prompt": "B"}, {"id": "y", "prompt": "C"}]

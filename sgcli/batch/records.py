@@ -86,8 +86,6 @@ class RecordWriter:
         self._lock: _Lock | None = None
         self._repair: _Repair | None = None
         if path is None:
-            if self.stream is None or getattr(self.stream, "closed_at_start", False):  # `>&-`
-                raise UserError("stdout is closed, so the records have nowhere to go", hint="pass -o FILE")
             if resume or force:
                 flag = "--resume" if resume else "--force"
                 raise UserError(f"{flag} needs --output FILE", hint=f"{flag} acts on the file given with --output")

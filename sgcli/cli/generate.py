@@ -8,6 +8,7 @@ before anything slow.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
@@ -274,6 +275,8 @@ def generate(
     bundled = spec.source_map.origins() if spec.source_map else []  # the schema's own file, then its $refs'
     inputs = [("--input", batch_flags.input_file), ("the constraint", spec.origin)]
     _output_is_not_an_input(batch_flags.output, inputs + [("a file the schema's $ref reads", p) for p in bundled])
+    if batch_flags.output is None:
+        _stdout_is_open()
     request = GenerateRequest(
         spec,
         prompt,
@@ -288,6 +291,12 @@ def generate(
         **_runs_on(engine_flags, backend, model_flags, prompt_flags, decoding, flags.allow_unenforced),
     )
     raise typer.Exit(run_generate(request, Terminal(quiet=batch_flags.quiet)))
+
+
+def _stdout_is_open() -> None:
+    """Records going to stdout need one: `>&-` is exit 2 before anything loads (`cli.streams`)."""
+    if sys.stdout is None or getattr(sys.stdout, "closed_at_start", False):
+        raise UserError("stdout is closed, so the records have nowhere to go", hint="pass -o FILE")
 
 
 def _inputs(prompt: str | None, io: BatchFlags, flags: co.ConstraintFlags) -> tuple[str | None, tuple | None]:
