@@ -291,3 +291,16 @@ def test_the_template_sees_the_configs_special_tokens_as_transformers_passes_the
     result = render(run_cli, folder, messages(HI))
     assert result.exit_code == 0, result.output
     assert result.stdout == "[|<filename>|<gh_stars>|<reponame>,<issue_start>]"
+
+
+def test_a_lone_surrogate_in_a_chat_is_refused_in_the_words_of_every_other_reader(make_folder):
+    """The tokenizer's check had its own walk and a copy of the hint: one function and one hint now."""
+    from sgcli.errors import UserError
+    from sgcli.lone_surrogates import LONE_SURROGATE_HINT
+    from sgcli.tokenizers import load_tokenizer
+
+    tok = load_tokenizer(str(make_folder(CHATML)))
+    with pytest.raises(UserError) as refused:
+        tok.render_prompt([{"role": "user", "content": "a\ud800"}])
+    assert "messages[0] holds a lone surrogate" in refused.value.message
+    assert refused.value.hint == LONE_SURROGATE_HINT

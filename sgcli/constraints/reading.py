@@ -15,6 +15,8 @@ from pathlib import Path
 
 from sgcli.errors import Location, UserError
 from sgcli.limits import current_limits
+from sgcli.lone_surrogates import lone_surrogate
+from sgcli.lone_surrogates import lone_surrogate_in as lone_surrogate_in  # batch.requests imports it from here
 
 UTF8_BOM = b"\xef\xbb\xbf"
 
@@ -137,41 +139,12 @@ def open_input(path: str, *, what: str = "file"):
             raise UserError(f"cannot read {what} {path}: {exc.strerror}") from None
 
 
-def lone_surrogate(text: str) -> int | None:
-    """Index of the first lone surrogate in `text`, else None. Python holds one where bytes that are not
-    UTF-8 came in by `surrogateescape` (argv) or JSON escaped half a pair (`"\\ud800"`): no tokenizer,
-    server or output file takes it."""
-    if text.isascii():
-        return None
-    return next((i for i, ch in enumerate(text) if "\ud800" <= ch <= "\udfff"), None)
-
-
 def join_surrogate_pairs(text: str) -> str:
     """`text` with each surrogate pair made the one character it escapes (a lone surrogate stays): JSON
     joins `"\\ud83d\\ude00"`, PyYAML keeps two halves, which `lone_surrogate` would refuse."""
     if lone_surrogate(text) is None:
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-
-
-LONE_SURROGATE = "lone surrogate: not UTF-8 text"
-LONE_SURROGATE_HINT = "escape the whole character (a surrogate pair, e.g. \\ud83d\\ude00) or write it as it is"
-
-
-def lone_surrogate_in(value) -> str | None:
-    """The first lone surrogate in any string (or key) of a parsed JSON or YAML value, else None: an escape
-    such as `"\\ud800"` parses, but no tokenizer, grammar library, server or output file takes it."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, str) and (at := lone_surrogate(item)) is not None:
-            return item[at]
-    return None
 
 
 def json_surrogate_col(line: str) -> int | None:

@@ -8,19 +8,14 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from sgcli.constraints.reading import (
-    LONE_SURROGATE,
-    LONE_SURROGATE_HINT,
-    json_surrogate_col,
-    lone_surrogate_in,
-    read_text,
-)
+from sgcli.constraints.reading import json_surrogate_col, read_text
 from sgcli.constraints.schema_input import check_schema
 from sgcli.constraints.sources import from_file, kind_from_extension, spec_from_text
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import Location, UserError, did_you_mean
 from sgcli.grammar_dev.grammar_tests import load_suite, parse_kind
 from sgcli.lint.schema_instances import Impossible, InstanceBuilder
+from sgcli.lone_surrogates import LONE_SURROGATE, LONE_SURROGATE_HINT, lone_surrogate_in
 
 
 @dataclass

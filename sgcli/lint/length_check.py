@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 
 from sgcli.backends.matching import feed
-from sgcli.constraints.reading import lone_surrogate
 from sgcli.dialects.shortest import ShortestStrings, fewest_tokens
 from sgcli.lint.diagnostic import Diagnostic, at_offset
+from sgcli.lone_surrogates import lone_surrogate
 
 
 def shortest_sentence(grammar=None, schema=None, has_schema: bool = False) -> str | None:

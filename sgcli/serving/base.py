@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from sgcli.batch.sampling import SamplingParams
-from sgcli.constraints.reading import lone_surrogate
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import SgcliError, UserError
+from sgcli.lone_surrogates import lone_surrogate
 
 ROUTES = {
     "chat": "/v1/chat/completions",

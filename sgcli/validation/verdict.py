@@ -8,7 +8,7 @@ from typing import Any
 
 from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.formats import format_checker
-from sgcli.constraints.reading import lone_surrogate
+from sgcli.lone_surrogates import lone_surrogate
 
 
 class Unchecked(Exception):
