@@ -134,6 +134,11 @@ def test_grammar_paths_are_relative_to_the_test_file_and_library_names_work(run_
             ":3:32:",
             "duplicate key 'input' (first at 3:6)",
         ),
+        (  # two cases repeat a key: the first in the file is named (the later one was)
+            'grammar: {kind: regex, text: a}\ncases:\n  - {input: "a", input: "b"}\n  - {input: "c", input: "d"}\n',
+            ":3:18:",
+            "duplicate key 'input' (first at 3:6)",
+        ),
         (  # a JSON test file goes through the same reader
             '{"grammar": {"kind": "regex", "text": "a"},\n "cases": [{"input": "a", "accept": true}],\n'
             ' "grammar": "x"}',

@@ -17,6 +17,7 @@ grammar plus sgcli's schema checker for the keywords the grammar leaves unenforc
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,17 +26,12 @@ from sgcli.backends.bounded import CompileLimitError
 from sgcli.backends.compile_cache import compile_cached
 from sgcli.backends.matching import feed, tokenizations
 from sgcli.backends.schema_checker import with_checker
-from sgcli.constraints.reading import (
-    LONE_SURROGATE,
-    LONE_SURROGATE_HINT,
-    join_surrogate_pairs,
-    lone_surrogate,
-    read_text,
-)
+from sgcli.constraints.reading import join_surrogate_pairs, read_text
 from sgcli.constraints.schema_input import check_schema
 from sgcli.constraints.sources import from_file, spec_from_text
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import Location, UserError, did_you_mean
+from sgcli.lone_surrogates import LONE_SURROGATE, LONE_SURROGATE_HINT, lone_surrogate
 
 CASE_KEYS = {"input", "accept", "description"}
 KIND_ALIASES = {"gbnf": Kind.EBNF, "schema": Kind.JSON_SCHEMA, "json": Kind.JSON_SCHEMA}
@@ -160,55 +156,44 @@ def load_suite(path: str) -> Suite:
     return Suite(origin, spec, [_case(i, c, at) for i, c in enumerate(cases)])
 
 
-def _join_surrogate_pairs(node) -> None:
-    """Make each escaped surrogate pair (`"\\ud83d\\ude00"`, as JSON writes one) the character it means:
-    PyYAML keeps the halves apart. A lone surrogate stays, for `_surrogate_node` to refuse."""
+def _nodes(node) -> Iterator:
+    """Every node of a YAML document (mappings' keys too), each once, in document order: an alias is
+    the same node again (`&a [*a]` looped, nested ones blew up)."""
     stack, seen = ([node] if node is not None else []), set()
     while stack:
         item = stack.pop()
         if id(item) in seen:
             continue
         seen.add(id(item))
+        yield item
+        if isinstance(item.value, list):
+            for part in reversed(item.value):
+                stack.extend(reversed(part) if isinstance(part, tuple) else [part])
+
+
+def _join_surrogate_pairs(node) -> None:
+    """Make each escaped surrogate pair (`"\\ud83d\\ude00"`, as JSON writes one) the character it means:
+    PyYAML keeps the halves apart. A lone surrogate stays, for `_surrogate_node` to refuse."""
+    for item in _nodes(node):
         if isinstance(item.value, str):
             item.value = join_surrogate_pairs(item.value)
-        elif isinstance(item.value, list):
-            stack.extend(part for entry in item.value for part in (entry if isinstance(entry, tuple) else [entry]))
 
 
 def _surrogate_node(node):
     """The first scalar node (key or value) whose text holds a lone surrogate, else None."""
-    stack, seen = ([node] if node is not None else []), set()
-    while stack:
-        item = stack.pop()
-        if id(item) in seen:  # an alias is the same node again: `&a [*a]` looped, nested ones blew up
-            continue
-        seen.add(id(item))
-        if isinstance(item.value, str):
-            if lone_surrogate(item.value) is not None:
-                return item
-        elif isinstance(item.value, list):
-            for part in reversed(item.value):
-                stack.extend(reversed(part) if isinstance(part, tuple) else [part])
-    return None
+    return next((n for n in _nodes(node) if isinstance(n.value, str) and lone_surrogate(n.value) is not None), None)
 
 
 def _duplicate_key(node):
     """(the repeated key node, its first occurrence) of the first mapping that repeats a key, else None."""
-    stack, seen_nodes = ([node] if node is not None else []), set()
-    while stack:
-        item = stack.pop()
-        if id(item) in seen_nodes:  # an alias is the same node again
-            continue
-        seen_nodes.add(id(item))
+    for item in _nodes(node):
         if not isinstance(item.value, list):
             continue
         keys: dict = {}
         for part in item.value:
             if not isinstance(part, tuple):
-                stack.append(part)
                 continue
-            key, value = part
-            stack.append(value)
+            key = part[0]
             if isinstance(key.value, str) and key.tag != "tag:yaml.org,2002:merge":
                 if (key.tag, key.value) in keys:
                     return key, keys[key.tag, key.value]
