@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from sgcli.batch.records import error_record, id_key
-from sgcli.constraints.reading import LongLine, lone_surrogate_in, read_lines
+from sgcli.constraints.reading import LongLine, read_lines
 from sgcli.constraints.spec import NotJsonNumber, strict_json_loads
 from sgcli.errors import Location, UserError, did_you_mean
 from sgcli.limits import DEFAULT_MAX_PROMPT_BYTES
+from sgcli.lone_surrogates import lone_surrogate_in
 from sgcli.tokenizers.base import Tokenizer
 from sgcli.tokenizers.templates import Pending, check_messages, check_tools
 

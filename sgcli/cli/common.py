@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from sgcli.cache.paths import set_notifier
-from sgcli.constraints.reading import forget_stdin, lone_surrogate
+from sgcli.constraints.reading import forget_stdin
 from sgcli.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, SgcliError, UserError
 from sgcli.extras import from_import_error
+from sgcli.lone_surrogates import lone_surrogate
 
 if TYPE_CHECKING:
     from rich.console import Console

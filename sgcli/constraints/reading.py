@@ -16,7 +16,6 @@ from pathlib import Path
 from sgcli.errors import Location, UserError
 from sgcli.limits import current_limits
 from sgcli.lone_surrogates import lone_surrogate
-from sgcli.lone_surrogates import lone_surrogate_in as lone_surrogate_in  # batch.requests imports it from here
 
 UTF8_BOM = b"\xef\xbb\xbf"
 
