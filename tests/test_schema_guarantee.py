@@ -1295,3 +1295,13 @@ def test_xgrammar_takes_every_name_patternproperties_admits(schema, generate):
         {"xy": 1, "ab": "s"},
     ):
         assert takes(compiled, value) == (not schema_errors(closed, value)), value
+
+
+def test_patternproperties_alone_still_takes_every_type_on_xgrammar_and_warns():
+    """Opening the object with `additionalProperties: true` where nothing else said "object" made xgrammar
+    refuse every other type, which a schema of patternProperties alone allows (the suite's "ignores arrays")."""
+    schema = {"patternProperties": {"^x": {"type": "integer"}}}
+    compiled = compile_for("xgrammar", spec_of(schema), byte_vocab())[0]
+    for value in ([1], "s", 3, None, {"xa": 1}, {"b": "s"}, {"xa": "s"}):
+        assert takes(compiled, value) == (not schema_errors(schema, value)), value
+    assert [w.pointer for w in compiled.warnings if "patternProperties" in w.message] == ["/patternProperties"]

@@ -20,7 +20,13 @@ from sgcli.backends.diagnostics import _LINE_COL, grammar_error, native_message,
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.pattern_gaps import PatternGap, declared_pattern_gaps
 from sgcli.backends.schema_warnings import compile_warnings
-from sgcli.backends.xgrammar_json import compile_json_safe, json_format_kwargs, json_schema_grammar, schema_text
+from sgcli.backends.xgrammar_json import (
+    compile_json_safe,
+    json_format_kwargs,
+    json_schema_grammar,
+    name_pattern_warnings,
+    schema_text,
+)
 from sgcli.backends.xgrammar_regex import (
     for_xgrammar,
     gbnf_for_xgrammar,
@@ -253,6 +259,8 @@ class XGrammarBackend(LibraryBackend):
                 raise self._error(spec, schema, _UNREADABLE_MESSAGE) from None
         elapsed = time.perf_counter() - t
         warnings = compile_warnings(spec, native_log, schema=schema) + [g.warning() for g in gaps]
+        if schema is not None and '"patternProperties"' in spec.text:
+            warnings += name_pattern_warnings(schema)
         warnings += lark_priority_warnings(spec) + structural_tag.layout_warnings(spec)
         return XGrammarCompiled(self.name, spec, vocab, elapsed, warnings, handle=handle)
 

@@ -117,7 +117,46 @@ def _open_name_patterns(schema) -> None:
     for _, node in list(iter_subschemas(schema)):
         if _has_name_patterns(node):
             del node["patternProperties"]
-            node["additionalProperties"] = True
+            if _OBJECT_KEYWORDS & node.keys():  # open (strict mode closes an object that does not say so)
+                node["additionalProperties"] = True
+            # else nothing says "object": `additionalProperties` alone would make xgrammar refuse every
+            # other type, which a schema of patternProperties alone allows
+
+
+_OBJECT_KEYWORDS = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "minProperties",
+        "maxProperties",
+        "propertyNames",
+        "unevaluatedProperties",
+        "dependentRequired",
+        "dependentSchemas",
+        "dependencies",
+    }
+)
+
+
+def name_pattern_warnings(schema) -> list:
+    """One warning per subschema opened by `_open_name_patterns`: a compile that weakens a keyword says so
+    at its pointer (lint, records), even where sgcli's checker makes up for it."""
+    from sgcli.backends.base import CompileWarning
+    from sgcli.backends.schema_warnings import iter_subschemas
+    from sgcli.constraints.jsonpos import pointer_of
+
+    return [
+        CompileWarning(
+            "`patternProperties` is read over-strictly by xgrammar (a name must match the whole pattern): its grammar "
+            "takes every property name here, and sgcli's schema checker enforces patternProperties and "
+            "additionalProperties",
+            pointer_of(path + ("patternProperties",)),
+        )
+        for path, node in iter_subschemas(schema)
+        if _has_name_patterns(node)
+    ]
 
 
 def schema_text(spec: ConstraintSpec, schema, gaps: list[PatternGap]) -> str:
