@@ -162,6 +162,7 @@ def test_a_choice_item_lists_one_choice_a_line(tmp_path, run_cli):
     assert row["instances_walked"] == 2 and row["instances_rejected"] == 0
 
 
+@pytest.mark.slow  # ~5-12 s: make test-slow, run by CI
 def test_folder_input_with_test_files_and_table(tmp_path, run_cli):
     for name in ("json.gbnf", "json.test.yaml", "tool_call.json"):
         shutil.copy(ROOT / "sgcli" / "grammars" / name, tmp_path / name)

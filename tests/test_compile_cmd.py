@@ -382,6 +382,7 @@ def test_a_150_property_schema_compiles_with_the_cache_on_in_bounded_memory(tmp_
     assert peak_kb < 2 * 1024 * 1024, f"peak {peak_kb / 1024:.0f} MB"
 
 
+@pytest.mark.slow  # ~5-12 s: make test-slow, run by CI
 def test_a_compile_given_up_at_its_limit_does_not_abort_the_process_at_exit():
     """xgrammar's compile, left running on its thread past --compile-timeout, was torn down beneath it
     at Python's exit: exit 134 (SIGABRT) after the limit's message, three runs in three (2026-12-06)."""

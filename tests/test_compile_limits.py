@@ -279,6 +279,7 @@ def test_lint_compile_and_test_go_on_past_a_file_at_its_limit(slow_llguidance, r
     assert "--compile-timeout" in result.output and f"{tmp_path / 'fine'}." in result.stdout, result.output
 
 
+@pytest.mark.slow  # ~5-12 s: make test-slow, run by CI
 def test_the_limits_message_reaches_the_terminal_while_a_compile_captures_its_stderr(tmp_path):
     """The backends capture fd 2 while their library compiles (its C++/Rust warnings): the watchdog that
     ends a compile past --compile-timeout printed its message into that capture, and the run ended

@@ -155,6 +155,7 @@ def test_a_constraint_too_big_for_the_main_threads_stack_compiles_once_on_the_co
     assert forks == [] and threads == ["sgcli-compile"] and _probe_file() == []
 
 
+@pytest.mark.slow  # ~5-12 s: make test-slow, run by CI
 def test_a_big_constraint_compiles_in_a_child_then_in_process_once_it_passed(smol_tokenizer, forks, compiles):
     # a pass is remembered only under a tenth of the time limit (PROBE_MARGIN): this compile took 3-4 s
     # on a loaded 2-core Xeon, past 30 s's tenth, so the limit here leaves that margin whatever the machine

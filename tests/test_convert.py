@@ -62,6 +62,7 @@ def test_gbnf_to_lark_renames_rules_and_translates_repetitions():
     parser.parse("bAcy")  # three items, then y
 
 
+@pytest.mark.slow  # ~5-12 s: make test-slow, run by CI
 def test_library_lark_agrees_with_its_test_cases_under_the_lark_library():
     """The independent check: lark's own parser gives every case of json.test.yaml its verdict."""
     import lark

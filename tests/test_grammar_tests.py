@@ -33,6 +33,7 @@ def test_the_library_has_every_promised_grammar_each_with_a_test_file():
     assert len(CASE_FILES) >= 6
 
 
+@pytest.mark.slow  # ~5-12 s: make test-slow, run by CI
 def test_every_library_grammar_passes_on_every_backend_that_supports_its_kind(run_cli):
     from sgcli.grammar_dev.grammar_tests import load_suite
 

@@ -536,6 +536,7 @@ def _left_recursive_chain(n: int, syntax: str) -> str:
 
 
 @pytest.mark.parametrize("suffix", ["lark", "gbnf"])
+@pytest.mark.slow  # ~5-12 s: make test-slow, run by CI
 def test_ten_thousand_rule_left_recursive_grammar_lints_and_converts(run_cli, tmp_path, suffix):
     """Was RecursionError (exit 3) in lint/structure.py, generate's preflight and convert."""
     path = tmp_path / f"chain.{suffix}"
@@ -549,6 +550,7 @@ def test_ten_thousand_rule_left_recursive_grammar_lints_and_converts(run_cli, tm
     assert converted.exit_code == 0 and converted.output.count("r9999") >= 2, converted.output[-500:]
 
 
+@pytest.mark.slow  # ~5-12 s: make test-slow, run by CI
 def test_ten_thousand_rule_chain_passes_generates_preflight():
     from sgcli.constraints.spec import ConstraintSpec, Kind
     from sgcli.dialects.lark import parse_lark

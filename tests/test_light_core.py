@@ -256,6 +256,7 @@ def _byte_level_gguf(tmp_path: Path, smol_tokenizer, name: str, **extra) -> Path
 
 
 @needs_transformers
+@pytest.mark.slow  # ~5-12 s: make test-slow, run by CI
 def test_light_sentencepiece_gguf_is_transformers_own(tmp_path):
     """No merges in the file: rebuilt from the scores; BOS added, as llama.cpp does for SentencePiece files."""
     gguf = _spm_gguf(tmp_path, "spm")
@@ -276,6 +277,7 @@ def test_light_post_processor_follows_the_files_bos_and_eos_flags(tmp_path):
 
 
 @needs_transformers
+@pytest.mark.slow  # ~5-12 s: make test-slow, run by CI
 def test_light_byte_level_gguf_is_transformers_own(tmp_path, smol_tokenizer):
     """A pre-tokenizer with its own split (qwen2's; the embedded model's `smollm` keeps GPT-2's)."""
     gguf = _byte_level_gguf(tmp_path, smol_tokenizer, "bpe", **{"tokenizer.ggml.pre": "qwen2"})

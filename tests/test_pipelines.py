@@ -71,6 +71,7 @@ def test_a_reader_that_left_after_a_good_run_is_exit_0(args):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow  # ~5-12 s: make test-slow, run by CI
 def test_a_reader_that_left_keeps_the_findings_exit_code(bad, tmp_path):
     """`lint bad.gbnf | head -1` was exit 0: a closed pipe hid the finding (and a missing file's 2)."""
     assert _sgcli(["lint", str(bad)], stdout_gone=True).returncode == 1

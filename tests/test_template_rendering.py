@@ -109,6 +109,7 @@ def test_hostile_templates_exit_2_naming_the_template(run_cli, tmp_path, smol_to
     assert "chat template 'evil'" in result.stderr and "Traceback" not in result.output
 
 
+@pytest.mark.slow  # ~5-12 s: make test-slow, run by CI
 def test_limits_are_lifted_after_a_render(tmp_path, smol_tokenizer):
     """The address-space ceiling and the timer are the render's only: afterwards memory can grow again."""
     import resource
@@ -142,6 +143,7 @@ def test_the_child_renders_what_the_process_renders(tmp_path, smol_tokenizer):
 @pytest.mark.parametrize(
     "name", ["20 GB string", "busy loops", "huge power", "recursive macro", "division by zero", "raise"]
 )
+@pytest.mark.slow  # ~5-12 s: make test-slow, run by CI
 def test_a_template_that_fails_in_the_child_fails_as_it_does_here(tmp_path, smol_tokenizer, monkeypatch, name):
     from sgcli.errors import UserError
     from sgcli.tokenizers import load_tokenizer, templates
