@@ -10,6 +10,7 @@ about serving is tested against a real vLLM (tests/test_serving_engine.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import struct
@@ -96,7 +97,8 @@ class Stub:
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
                 self.end_headers()
-                self.wfile.write(data)
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # a client that stopped reading
+                    self.wfile.write(data)
 
             def _raw(self, status, content_type, data, headers=None):
                 self.send_response(status)
