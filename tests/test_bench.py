@@ -258,14 +258,21 @@ def test_missing_matplotlib_names_the_extra(tmp_path, run_cli, monkeypatch):
     assert "pip install 'sgcli[bench]'" in result.output
 
 
-def test_generate_measures_tokens_per_s(tiny_lm, smol_tokenizer):
+def _generation_of(backend: str, tiny_lm, smol_tokenizer) -> dict:
+    """bench's generation summary for one regex item on `backend`."""
     from sgcli.grammar_dev import bench
 
     vocab = smol_tokenizer.vocab.padded(tiny_lm.logits_width)
     items = [bench.Item("digits", bench.ConstraintSpec(bench.Kind.REGEX, "[0-9]{3,5}", "<test>"), ["123"], "given")]
-    results = bench.run(items, ["llguidance"], vocab)
+    results = bench.run(items, [backend], vocab)
     bench.generate(results, items, tiny_lm, smol_tokenizer, max_tokens=8, n_items=1)
-    g = bench.summary(results[0])["generation"]
+    return bench.summary(results[0])["generation"]
+
+
+def test_generate_measures_tokens_per_s(tiny_lm, smol_tokenizer):
+    from sgcli.grammar_dev import bench
+
+    g = _generation_of("llguidance", tiny_lm, smol_tokenizer)
     assert g["items"] == 1 and g["tokens_per_s"] > 0
     assert g["completed"] == 1  # a random model inside [0-9]{3,5} still ends where the grammar can stop
     if bench.has_jump_forward():
@@ -442,13 +449,7 @@ def test_nothing_a_chosen_backend_can_run_exits_2_before_loading(tmp_path, run_c
 
 def test_generate_has_no_jump_forward_figure_for_a_backend_without_one(tiny_lm, smol_tokenizer):
     """outlines_core has no jump-forward, yet bench reported tokens_per_s_jump_forward: the plain loop twice."""
-    from sgcli.grammar_dev import bench
-
-    vocab = smol_tokenizer.vocab.padded(tiny_lm.logits_width)
-    items = [bench.Item("digits", bench.ConstraintSpec(bench.Kind.REGEX, "[0-9]{3,5}", "<test>"), ["123"], "given")]
-    results = bench.run(items, ["outlines_core"], vocab)
-    bench.generate(results, items, tiny_lm, smol_tokenizer, max_tokens=8, n_items=1)
-    g = bench.summary(results[0])["generation"]
+    g = _generation_of("outlines_core", tiny_lm, smol_tokenizer)
     assert g["tokens_per_s"] > 0 and g["tokens_per_s_jump_forward"] is None
     assert "outlines_core reports no forced text" in g["note"]
 

@@ -103,10 +103,10 @@ def _has_name_patterns(node) -> bool:
     )
 
 
-def _names_by_pattern(schema) -> bool:
+def _name_pattern_paths(schema) -> list[tuple]:
     from sgcli.backends.schema_warnings import iter_subschemas
 
-    return any(_has_name_patterns(node) for _, node in iter_subschemas(schema))
+    return [path for path, node in iter_subschemas(schema) if _has_name_patterns(node)]
 
 
 def _open_name_patterns(schema) -> None:
@@ -144,7 +144,6 @@ def name_pattern_warnings(schema) -> list:
     """One warning per subschema opened by `_open_name_patterns`: a compile that weakens a keyword says so
     at its pointer (lint, records), even where sgcli's checker makes up for it."""
     from sgcli.backends.base import CompileWarning
-    from sgcli.backends.schema_warnings import iter_subschemas
     from sgcli.constraints.jsonpos import pointer_of
 
     return [
@@ -154,8 +153,7 @@ def name_pattern_warnings(schema) -> list:
             "additionalProperties",
             pointer_of(path + ("patternProperties",)),
         )
-        for path, node in iter_subschemas(schema)
-        if _has_name_patterns(node)
+        for path in _name_pattern_paths(schema)
     ]
 
 
@@ -171,7 +169,7 @@ def schema_text(spec: ConstraintSpec, schema, gaps: list[PatternGap]) -> str:
     strict = json_format_kwargs(spec.json_options)["strict_mode"]
     closed = strict and ('"minItems"' in spec.text or '"contains"' in spec.text) and _closed_arrays(schema)
     ignored = as_its_draft_reads(schema, spec.text) is not schema  # keywords its draft ignores: xgrammar reads them
-    named = '"patternProperties"' in spec.text and _names_by_pattern(schema)
+    named = '"patternProperties"' in spec.text and bool(_name_pattern_paths(schema))
     if not (gaps or bounds or closed or ignored or named):
         return spec.text
     schema = with_patterns(schema, gaps)
