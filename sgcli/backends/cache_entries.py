@@ -26,8 +26,10 @@ from sgcli.cache.paths import atomic_write, cache_root, notify
 # U+2028/U+2029 outside its class, xgrammar_regex._space; 9: a choice's alternatives longest first;
 # 10: xgrammar's stop ids given no bytes, xgrammar_backend.pieces_for_xgrammar; 11: xgrammar given pieces that
 # start with NUL as they are; 12: xgrammar's objects with patternProperties open to every name,
-# xgrammar_json). A release changes the key anyway: sgcli's version is part of it.
-FORMAT_VERSION = 12
+# xgrammar_json; 13: objects that list properties closed when generating, listed_properties, and a Lark
+# grammar's inline %json laid out as --sub schemas are). A release changes the key anyway: sgcli's version is
+# part of it.
+FORMAT_VERSION = 13
 
 _unwritable_noticed: set[Path] = set()
 

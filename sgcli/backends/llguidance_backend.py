@@ -30,7 +30,8 @@ from sgcli.backends.diagnostics import (
     schema_error,
 )
 from sgcli.backends.draft_reading import as_its_draft_reads
-from sgcli.backends.json_layout import UNIQUE_ESCAPES, json_overrides, one_spelling_fits, strict_schema
+from sgcli.backends.json_layout import json_overrides, strict_schema
+from sgcli.backends.listed_properties import close_listed_objects
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.pattern_gaps import PatternGap, at, declared_pattern_gaps, with_patterns
 from sgcli.backends.schema_warnings import compile_warnings
@@ -155,6 +156,8 @@ def _schema_entry(spec: ConstraintSpec, schema=None, *, lenient: bool = False) -
     schema = as_its_draft_reads(schema)  # the keywords its draft ignores, left out: llguidance reads them all
     if spec.json_options.strict_properties:
         schema = strict_schema(schema)
+    elif spec.json_options.for_generation:
+        schema = close_listed_objects(schema)
     schema = dict(schema)
     dialect = dialect_of(schema)
     if dialect.note:  # llguidance would try to fetch the URI and refuse: the draft sgcli reads instead
@@ -166,21 +169,25 @@ def _schema_entry(spec: ConstraintSpec, schema=None, *, lenient: bool = False) -
 
 
 def _inline_json_options(spec: ConstraintSpec) -> str:
-    """A Lark grammar's text with each inline `%json` schema's strings narrowed as a `--schema`'s are when
-    generating (`json_layout.UNIQUE_ESCAPES`: `x{"\\u0061": "x"}` passed `%json{"properties": {"a":
-    {"type": "integer"}}}`)."""
-    if not spec.json_options.for_generation or "%json" not in spec.text:
+    """A Lark grammar's text with each inline `%json` schema compiled as a `--sub` schema is: in the
+    spec's JSON layout (compact when generating: llguidance's own flexible whitespace let the default
+    model write newlines between every token), its listed objects closed and its strings narrowed
+    (`json_layout.UNIQUE_ESCAPES`: `x{"\\u0061": "x"}` passed `%json{"properties": {"a":
+    {"type": "integer"}}}`) when generating. An `x-guidance` the user wrote wins."""
+    if "%json" not in spec.text:
         return spec.text
     text = spec.text
-    inline = [e for e in embedded_schemas(spec) if e.text is spec.text and e.label.startswith("%json")]
+    inline = [e for e in embedded_schemas(spec) if e.label.startswith("%json")]  # its own, not a sub-grammar's
     for found in sorted(inline, key=lambda e: e.start, reverse=True):
         schema = json.loads(found.spec.text)
         options = schema.get("x-guidance") if isinstance(schema, dict) else None
         if not isinstance(schema, dict) or not isinstance(options, (dict, type(None))):
-            continue  # a boolean schema has no strings; a malformed x-guidance is llguidance's to report
-        if not one_spelling_fits(schema):
-            continue
-        schema["x-guidance"] = {"json_allowed_escapes": UNIQUE_ESCAPES} | (options or {})
+            continue  # a boolean schema has no layout; a malformed x-guidance is llguidance's to report
+        if spec.json_options.strict_properties:
+            schema = strict_schema(schema)
+        elif spec.json_options.for_generation:
+            schema = dict(close_listed_objects(schema))
+        schema["x-guidance"] = json_overrides(spec, schema) | (options or {})
         end = found.start + len(found.spec.text)
         text = text[: found.start] + json.dumps(schema) + text[end:]
     return text
@@ -198,6 +205,7 @@ def _schema_grammar(spec: ConstraintSpec, schema, unmatchable: list[PatternGap] 
         and schema
         and "x-guidance" not in schema
         and not spec.json_options.strict_properties
+        and not (spec.json_options.for_generation and close_listed_objects(schema) is not schema)
         and not dialect_of(schema).note
         and as_its_draft_reads(schema, spec.text) is schema
     ):

@@ -21,6 +21,7 @@ from sgcli.backends.base import BITS_PER_WORD, Capabilities, Compiled, CompileWa
 from sgcli.backends.diagnostics import positioned_error, regex_place, schema_error
 from sgcli.backends.draft_reading import as_its_draft_reads
 from sgcli.backends.json_layout import strict_schema, whitespace_regex
+from sgcli.backends.listed_properties import close_listed_objects
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.outlines_coverage import concatenated_all_of, dropped_keywords, ungrouped_empty_schema
 from sgcli.backends.pattern_gaps import at, declared_pattern_gaps, with_patterns
@@ -179,6 +180,8 @@ class OutlinesCoreBackend(LibraryBackend):
         schema = as_its_draft_reads(spec.schema(), spec.text)  # outlines-core reads every draft's keywords
         if spec.json_options.strict_properties:
             schema = strict_schema(schema)
+        elif spec.json_options.for_generation:
+            schema = close_listed_objects(schema)
         gaps = declared_pattern_gaps(spec, schema, self.name, self.capabilities.schema_keywords)
         schema = with_patterns(schema, gaps)  # see _warnings
         schema = _grouped_patterns(_exact_formats_only(schema))

@@ -326,8 +326,9 @@ class XGrammarBackend(LibraryBackend):
         if kind is Kind.EBNF:
             return compiler.compile_grammar(gbnf_for_xgrammar(spec.text), root_rule_name="root")
         if kind is Kind.LARK:
-            text = lark_for_xgrammar(for_backends(spec.text)[0])
-            return compiler.compile_lark(text, named_grammars=self._named_grammars(spec))
+            text, inline = _inline_json_named(spec)
+            text = lark_for_xgrammar(for_backends(text)[0])
+            return compiler.compile_lark(text, named_grammars=self._named_grammars(spec) | inline)
         if kind is Kind.STRUCTURAL_TAG:
             native = structural_tag.parse(spec)[0]
             tag = xgr.Grammar.from_structural_tag(tag_for_xgrammar(structural_tag.bounded_json_layout(native, spec)))
@@ -382,3 +383,21 @@ class XGrammarBackend(LibraryBackend):
     def _cached_info(self, vocab: Vocab):
         """The TokenizerInfo of this vocabulary's compiler (building one takes seconds, so share it)."""
         return self._compiler(vocab).compile_grammar('root ::= ""').tokenizer_info
+
+
+def _inline_json_named(spec: ConstraintSpec) -> tuple[str, dict]:
+    """A Lark grammar's text with each inline `%json` schema as a named sub-grammar compiled like a
+    `--sub` schema, in the spec's JSON layout: xgrammar's own `%json` lays JSON out with any
+    whitespace, whatever `--json-whitespace` says. Where sgcli cannot read the grammar, as it is."""
+    from sgcli.dialects.embedded import embedded_schemas
+
+    text, named = spec.text, {}
+    inline = [e for e in embedded_schemas(spec) if e.label.startswith("%json")]  # its own, not a sub-grammar's
+    for n, found in enumerate(sorted(inline, key=lambda e: e.start, reverse=True)):
+        keyword = text.rfind("%json", 0, found.start)
+        name = f"sgcli_inline_json_{n}"
+        while f"@{name}" in spec.text or any(name == sub for sub, _ in spec.subgrammars):
+            name += "_"
+        named[name] = json_schema_grammar(found.spec.text, spec.json_options)
+        text = text[:keyword] + f"@{name}" + text[found.start + len(found.spec.text) :]
+    return text, named

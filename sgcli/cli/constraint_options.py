@@ -219,13 +219,15 @@ class ConstraintFlags:
             )
             if on
         ]
-        if given and specs and not any(s.takes_json_layout() for s in specs):
+        from sgcli.dialects.embedded import embedded_schemas  # an inline %json is JSON to lay out too
+
+        if given and specs and not any(s.takes_json_layout() or embedded_schemas(s) for s in specs):
             first = specs[0]
             raise UserError(
                 f"{', '.join(given)}: {first.name} ({first.kind.label}) has no JSON to lay out; its own text "
                 "decides its whitespace",
                 hint="drop the flag, or write the layout into the grammar (a JSON Schema, a structural tag or a "
-                "Lark grammar's --sub schemas take it)",
+                "Lark grammar's --sub and %json schemas take it)",
             )
         return specs
 
