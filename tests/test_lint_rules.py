@@ -66,6 +66,7 @@ EXPECTED = {
     ),
     # https:// for draft-07's http://: read as draft-07 by sgcli, as 2020-12 by jsonschema alone, refused by llguidance
     "j007_unknown_dialect.json": ({"json_options": COMPACT}, [("J007", 2, 3, None)]),
+    "j008_unbounded_array.json": ({"json_options": COMPACT}, [("J008", 4, 20, None)]),
     "r001_lookahead.regex": ({}, [("R001", 1, 2, None)]),
     "t001_special_token.gbnf": ({"tokenizer": "default"}, [("T001", 1, 16, None)]),
     "l001_max_tokens.gbnf": ({"tokenizer": "default", "max_tokens": 10}, [("L001", 1, 1, None)]),

@@ -349,6 +349,22 @@ _ALL = [
         '{"$schema": "http://json-schema.org/draft-07/schema#", "type": "integer"}',
     ),
     LintRule(
+        "J008",
+        "unbounded-array",
+        WARNING,
+        "structure",
+        "An array in the schema has no `maxItems` (nor a closed `prefixItems`/`items: false` tuple, an `enum` or a "
+        "`const`): the model alone decides how many items it writes within the budget (`--max-tokens`, else "
+        "generate's default of 256).",
+        "The grammar lets the model add item after item, and a small or base model often does until --max-tokens "
+        "cuts the output, leaving it invalid. Measured 2026-12-06 with SmolLM2-135M-Instruct and default flags: "
+        'an invoice\'s `items` array of objects without `maxItems` ran to 256 tokens (`"quantity":1`, 2, ... 10), '
+        "finish length, invalid; with `maxItems: 5` the same run ended by itself, valid, in 158 tokens. With "
+        "`maxItems` the backend forces the closing `]` once the bound is reached.",
+        '{"type": "array", "items": {"type": "integer"}}',
+        '{"type": "array", "items": {"type": "integer"}, "maxItems": 10}',
+    ),
+    LintRule(
         "R001",
         "regex-feature",
         ERROR,

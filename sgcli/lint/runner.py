@@ -247,11 +247,11 @@ class Linter:
             found += self._bounded_schema_rules(schema, stext, runs, spec, chosen[3] if chosen else None)
         if chosen is not None and sel.any("J004", "J005"):
             found += guarantee_findings(*chosen)
-        if schema is not None and "J006" in sel:
+        if schema is not None and sel.any("J006", "J008"):
             from sgcli.batch.sampling import SamplingParams
-            from sgcli.lint.string_budget import string_budget
+            from sgcli.lint.value_budget import value_budget
 
-            found += string_budget(schema, stext, spec.name, self.options.max_tokens or SamplingParams().max_tokens)
+            found += value_budget(schema, stext, spec.name, self.options.max_tokens or SamplingParams().max_tokens)
         if schema is not None and "J007" in sel:
             found += dialect_check(schema, stext, spec.name)
         if self.options.tokenizer is not None and grammar is not None and "T001" in sel:

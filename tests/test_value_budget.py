@@ -1,4 +1,4 @@
-"""J006: which schema strings can run past the token budget (sgcli/lint/string_budget.py)."""
+"""J006 and J008: which schema strings and arrays can run past the token budget (sgcli/lint/value_budget.py)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ import json
 import pytest
 
 from sgcli.constraints.jsonpos import SchemaText
-from sgcli.lint.string_budget import string_budget
+from sgcli.lint.value_budget import value_budget
 
 
-def _flagged(schema, budget: int = 256) -> list[str]:
+def _flagged(schema, budget: int = 256, code: str = "J006") -> list[str]:
     text = json.dumps(schema, indent=1)
-    return [d.message.split(" ")[3] for d in string_budget(schema, SchemaText(text), "s.json", budget)]
+    found = value_budget(schema, SchemaText(text), "s.json", budget)
+    return [d.message.split(" ")[3] for d in found if d.code == code]
 
 
 @pytest.mark.parametrize(
@@ -49,7 +50,7 @@ def test_unbounded_strings_are_named_at_their_pointer(node):
 
 def test_a_bound_costing_more_than_the_budget_is_flagged_and_one_within_it_is_not():
     schema = {"type": "object", "properties": {"essay": {"type": "string", "maxLength": 3000}}}
-    (diagnostic,) = string_budget(schema, SchemaText(json.dumps(schema)), "s.json", 256)
+    (diagnostic,) = value_budget(schema, SchemaText(json.dumps(schema)), "s.json", 256)
     assert "~1000 tokens" in diagnostic.message and "budget of 256" in diagnostic.message
     assert _flagged(schema, budget=2000) == []
 
@@ -75,7 +76,59 @@ def test_xgrammar_admits_no_escape_in_a_string_with_max_length_as_j006_says(run_
 
 def test_a_pattern_bounds_by_its_longest_match_and_the_tighter_bound_counts():
     long_pattern = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]{1,900}-[0-9]{3}$"}}}
-    (diagnostic,) = string_budget(long_pattern, SchemaText(json.dumps(long_pattern)), "s.json", 256)
+    (diagnostic,) = value_budget(long_pattern, SchemaText(json.dumps(long_pattern)), "s.json", 256)
     assert "its pattern allows 904 characters" in diagnostic.message and "~302 tokens" in diagnostic.message
     both = {"type": "string", "pattern": "^[a-z]{1,900}$", "maxLength": 30}
     assert _flagged(both) == []
+
+
+ITEM = {"type": "object", "properties": {"quantity": {"type": "integer"}, "unit_price": {"type": "number"}}}
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        {"type": "array", "items": ITEM, "maxItems": 5},
+        {"type": "array", "prefixItems": [{"type": "number"}, {"type": "number"}], "items": False},
+        {"type": "array", "items": False},  # only the empty array
+        {"type": "array", "items": [{"type": "number"}], "additionalItems": False},  # draft 4-2019-09's tuple
+        {"type": "array", "enum": [[1], [1, 2]]},
+        {"type": "array", "const": [1, 2]},
+        {"type": "object"},
+    ],
+)
+def test_bounded_arrays_and_other_types_pass(node):
+    assert _flagged({"type": "object", "properties": {"x": node}}, code="J008") == []
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        {"type": "array", "items": ITEM},  # the invoice that ran to --max-tokens
+        {"type": ["array", "null"]},
+        {"type": "array", "prefixItems": [{"type": "number"}]},  # an open tuple: more items may follow
+        {"type": "array", "items": [{"type": "number"}]},  # a draft-07 tuple without additionalItems: false
+    ],
+)
+def test_unbounded_arrays_are_named_at_their_pointer_with_the_budget(node):
+    schema = {"type": "object", "properties": {"x": node}}
+    assert _flagged(schema, code="J008") == ["/properties/x"]
+    text = json.dumps(schema)
+    (diagnostic,) = [d for d in value_budget(schema, SchemaText(text), "s.json", 99) if d.code == "J008"]
+    assert diagnostic.severity == "warning" and "--max-tokens (99) is invalid" in diagnostic.message
+    assert (diagnostic.line, diagnostic.col) == (1, text.index('"x": {"type"') + 7)  # at x's "type", as J006
+
+
+def test_one_walk_finds_strings_and_arrays_and_skips_conditions():
+    line = {"type": "object", "properties": {"d": {"type": "string"}}}
+    schema = {
+        "type": "object",
+        "properties": {"lines": {"type": "array", "items": line}},
+        "if": {"type": "array"},
+        "not": {"type": "array"},
+    }
+    found = value_budget(schema, SchemaText(json.dumps(schema, indent=1)), "s.json", 256)
+    assert [(d.code, d.message.split(" ")[3]) for d in found] == [
+        ("J008", "/properties/lines"),
+        ("J006", "/properties/lines/items/properties/d"),
+    ]

@@ -1,4 +1,6 @@
-"""J006: a schema string with no length bound, or one whose bound costs more tokens than the budget.
+"""J006 and J008: a schema string or array whose length only the model decides, in one walk.
+
+J006: a string with no length bound, or one whose bound costs more tokens than the budget.
 
 Inside a JSON string the grammar allows any character, so only the model decides where the string
 ends. A small or base model often never closes it (`"john_john_john_...`): the run ends at
@@ -7,6 +9,10 @@ ends. A small or base model often never closes it (`"john_john_john_...`): the r
 force the closing quote. The cost of a bounded string is estimated at CHARS_PER_TOKEN characters a
 token (short words of English and code in the small vocabularies these models use), which is why a
 bound as long as the budget is flagged too: the model would spend the whole run on one value.
+
+J008: an array with no `maxItems` (nor a closed tuple, an `enum` or a `const`). The grammar lets the
+model add item after item; SmolLM2-135M wrote invoice lines `"quantity":1`, 2, ... 10 until
+--max-tokens, where `maxItems: 5` ended the same run valid in 158 tokens.
 """
 
 from __future__ import annotations
@@ -26,42 +32,69 @@ _NOT_GENERATED = frozenset({"if", "not"})
 _NAMED_SUBSCHEMAS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
 
 
-def string_budget(schema, stext: SchemaText, path: str, budget: int) -> list[Diagnostic]:
-    """J006 for every string subschema of `schema` that the model could write past `budget` tokens."""
+def value_budget(schema, stext: SchemaText, path: str, budget: int) -> list[Diagnostic]:
+    """J006 for every string, J008 for every array, of `schema` that the model could write past `budget` tokens."""
     out = []
     for where, node in iter_subschemas(schema):
-        if not _is_string(node) or _under_condition(where):
+        if _under_condition(where):
             continue
-        longest = _longest(node)
-        cost = None if longest is None else -(-longest[0] // CHARS_PER_TOKEN)
-        if cost is not None and cost <= budget:
-            continue
-        pointer = pointer_of(where) or "/"
-        if cost is None:
-            message = (
-                f"the string at {pointer} has no length bound (no maxLength, enum, or anchored pattern with "
-                f"bounded repetitions): the model alone decides when it ends, and an output cut at "
-                f"--max-tokens ({budget}) is invalid"
-            )
-        else:
-            message = (
-                f"the string at {pointer} may take ~{cost} tokens ({longest[1]}, ~{CHARS_PER_TOKEN} characters "
-                f"a token), more than the budget of {budget} (--max-tokens)"
-            )
-        span = stext.key_span(where + ("type",)) or stext.key_span(where) or (0, None)
-        out.append(
-            at_offset(
-                "J006",
-                stext.text,
-                path,
-                span[0],
-                span[1],
-                message,
-                hint=f"add a maxLength of at most {budget * CHARS_PER_TOKEN // 4} (a quarter of the budget), "
-                "an enum, or a pattern such as ^[A-Za-z ]{1,40}$",
-            )
-        )
+        if _is_type(node, "string"):
+            out += _string_finding(node, where, stext, path, budget)
+        if _is_type(node, "array") and not _bounded_array(node):
+            out.append(_finding("J008", where, stext, path, _unbounded_array(where, budget), _ARRAY_HINT))
     return out
+
+
+_ARRAY_HINT = "add a maxItems (as few as the data needs), or list the items with prefixItems and items: false"
+
+
+def _string_finding(node: dict, where: tuple, stext: SchemaText, path: str, budget: int) -> list[Diagnostic]:
+    longest = _longest(node)
+    cost = None if longest is None else -(-longest[0] // CHARS_PER_TOKEN)
+    if cost is not None and cost <= budget:
+        return []
+    pointer = pointer_of(where) or "/"
+    if cost is None:
+        message = (
+            f"the string at {pointer} has no length bound (no maxLength, enum, or anchored pattern with "
+            f"bounded repetitions): the model alone decides when it ends, and an output cut at "
+            f"--max-tokens ({budget}) is invalid"
+        )
+    else:
+        message = (
+            f"the string at {pointer} may take ~{cost} tokens ({longest[1]}, ~{CHARS_PER_TOKEN} characters "
+            f"a token), more than the budget of {budget} (--max-tokens)"
+        )
+    hint = (
+        f"add a maxLength of at most {budget * CHARS_PER_TOKEN // 4} (a quarter of the budget), "
+        "an enum, or a pattern such as ^[A-Za-z ]{1,40}$"
+    )
+    return [_finding("J006", where, stext, path, message, hint)]
+
+
+def _unbounded_array(where: tuple, budget: int) -> str:
+    return (
+        f"the array at {pointer_of(where) or '/'} has no maxItems (nor a bounded prefixItems/items: false tuple, "
+        f"enum or const): the model alone decides how many items, and an output cut at --max-tokens ({budget}) "
+        "is invalid"
+    )
+
+
+def _finding(code: str, where: tuple, stext: SchemaText, path: str, message: str, hint: str) -> Diagnostic:
+    """`code` at the subschema's `type` keyword (else the subschema itself)."""
+    span = stext.key_span(where + ("type",)) or stext.key_span(where) or (0, None)
+    return at_offset(code, stext.text, path, span[0], span[1], message, hint=hint)
+
+
+def _bounded_array(node: dict) -> bool:
+    """Whether something other than the model ends the array: maxItems, a closed tuple (`items: false`
+    after `prefixItems`, or draft 4-2019-09's list `items` with `additionalItems: false`), enum, const."""
+    if "enum" in node or "const" in node or node.get("items") is False:
+        return True
+    max_items = node.get("maxItems")
+    if isinstance(max_items, (int, float)) and not isinstance(max_items, bool):
+        return True
+    return isinstance(node.get("items"), list) and node.get("additionalItems") is False
 
 
 def _under_condition(path: tuple) -> bool:
@@ -71,9 +104,9 @@ def _under_condition(path: tuple) -> bool:
     )
 
 
-def _is_string(node: dict) -> bool:
+def _is_type(node: dict, name: str) -> bool:
     types = node.get("type")
-    return types == "string" or (isinstance(types, list) and "string" in types)
+    return types == name or (isinstance(types, list) and name in types)
 
 
 def _longest(node: dict) -> tuple[int, str] | None:
