@@ -9,7 +9,16 @@ import json
 import pytest
 
 from sgcli.constraints.spec import ConstraintSpec, Kind
-from sgcli.engine.sequence import REPEAT_MAX_SPAN, REPEAT_MIN_CHARS, REPEAT_MIN_COPIES, Repetition, find_repetition
+from sgcli.engine.repetition import (
+    REPEAT_LONG_MIN_CHARS,
+    REPEAT_LONG_MIN_COPIES,
+    REPEAT_LONG_SPAN,
+    REPEAT_MAX_SPAN,
+    REPEAT_MIN_CHARS,
+    REPEAT_MIN_COPIES,
+    Repetition,
+    find_repetition,
+)
 
 
 @pytest.mark.parametrize(
@@ -29,6 +38,10 @@ def test_a_loop_is_found_with_its_span_and_where_it_began(text, expected):
     assert f"from character {expected.start}" in expected.message() and repr(expected.span) in expected.message()
 
 
+UNREPEATED_129 = "".join(f"{i:03d}" for i in range(43))  # 129 characters, no shorter period
+PEN_BOX = json.dumps({"description": "A box of twelve pens, blue ink", "quantity": 1})
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -40,7 +53,11 @@ def test_a_loop_is_found_with_its_span_and_where_it_began(text, expected):
         json.dumps([f"item{i}" for i in range(60)]),
         json.dumps([{"name": n, "age": 30} for n in ("Ann", "Bob", "Cy", "Dee", "Eve", "Fay", "Gus", "Hal", "Ida")]),
         "abcdefghijklmnopqrstuvwxyz012345" * (REPEAT_MIN_COPIES - 1),  # a long span, one copy short
-        "abcdefghijklmnopqrstuvwxyz0123456" * 12,  # a span past REPEAT_MAX_SPAN: left to --max-tokens
+        "abcdefghijklmnopqrstuvwxyz0123456" * 7,  # a long span of 33: 231 characters, one copy short
+        UNREPEATED_129 * 12,  # a span past REPEAT_LONG_SPAN: left to --max-tokens
+        "[" + ",".join([PEN_BOX] * 3) + "]",  # three equal objects of 64 characters in a row
+        json.dumps([{"name": chr(97 + i) * 3, "v": i} for i in range(40)]),  # equal keys, distinct values
+        json.dumps({"description": " ".join(f"sentence {i} says something else about Paris." for i in range(40))}),
         "The quick brown fox jumps over the lazy dog. " * 1 + "Then it sleeps.",
         "",
     ],
@@ -55,6 +72,10 @@ def test_the_constants_agree_with_their_reasons():
 
     assert RUNAWAY_SPACES == REPEAT_MIN_CHARS
     assert REPEAT_MIN_COPIES * REPEAT_MAX_SPAN >= REPEAT_MIN_CHARS
+    # the long spans' rule asks no fewer copies of a span of 33 than the short spans' does of 32
+    assert -(-REPEAT_LONG_MIN_CHARS // (REPEAT_MAX_SPAN + 1)) == REPEAT_MIN_COPIES
+    assert REPEAT_LONG_MIN_COPIES * REPEAT_LONG_SPAN >= REPEAT_LONG_MIN_CHARS
+    assert len(UNREPEATED_129) == REPEAT_LONG_SPAN + 1 and len(PEN_BOX) == 64
 
 
 # 40 copies of a name. xgrammar's mask allows every spelling of it (`a`, `an`, `ann`, ...), so each

@@ -59,7 +59,7 @@ def decode(
     With `jump_forward` (and a backend that reports forced bytes), text the grammar forces
     is appended in one forward pass and checked position by position against what the
     model samples there (see `sgcli.engine.forced`): the output is the plain loop's.
-    With `repetition_guard`, an output stuck repeating one span ends early (`sequence.find_repetition`).
+    With `repetition_guard`, an output stuck repeating one span ends early (`sgcli.engine.repetition`).
     """
     masker = Masker(lm.logits_width, lm.device, bitmask_words(len(compiled.vocab)))
     no_backtrack = why_no_backtrack(lm, compiled)  # None: backtrack; "": a bare grammar's dead ends end it

@@ -6,7 +6,7 @@ allows (everything while a reasoning model thinks) before any logits are compute
 project only the logits that leave a choice; it samples, and takes the token: the
 matcher, stop tokens and stop strings, the token budget, the end-of-thinking marker and its
 budget, the text that may be shown (held back while it could still become a stop string),
-the repetition guard, and the `Finished` record that says why the sequence ended. The loops
+the repetition guard (`sgcli.engine.repetition`), and the `Finished` record that says why the sequence ended. The loops
 only decide which logits a sequence sees and when.
 
 Backtracking (issue 28). sgcli's schema checker (`sgcli.backends.schema_checker`) refuses tokens
@@ -44,6 +44,7 @@ import torch
 
 from sgcli.backends.base import BITS_PER_WORD, Compiled, new_bitmask, unpack_bits
 from sgcli.engine.forced import encode_bytes
+from sgcli.engine.repetition import find_repetition
 from sgcli.engine.sampling import Masker, SamplingParams, sample
 from sgcli.tokenizers.vocab import IncrementalDetokenizer
 
@@ -100,49 +101,6 @@ def held_back(text: str, stops: Sequence[str]) -> int:
                 hold = max(hold, k)
                 break
     return hold
-
-
-# The repetition guard (issue 29): an output whose text ends in one span repeated back to back is
-# stuck (`john_john_john_...` inside a string, newline after newline in flexible JSON) and ends
-# early, finish_reason "repetition", instead of running to --max-tokens. It reads characters, not
-# token ids, so a loop spelled by different tokens each time ("\n", "\n\n", ...) is still one loop.
-# It fires where the output ends in a span of at most REPEAT_MAX_SPAN characters repeated at least
-# REPEAT_MIN_COPIES times back to back, the copies covering at least REPEAT_MIN_CHARS characters:
-REPEAT_MAX_SPAN = 32  # a value, a key, a short phrase; longer loops are left to --max-tokens
-REPEAT_MIN_COPIES = 8  # `[0, 0, 0]`, a doubled letter or a few equal items in a row stay far below it
-REPEAT_MIN_CHARS = 64  # the run lint W002 calls runaway whitespace (64 spaces); `"aaaa"` is nowhere near
-
-
-@dataclass(frozen=True)
-class Repetition:
-    """Where an output began repeating `span` back to back, and how many copies it holds."""
-
-    start: int  # character offset in the output
-    span: str
-    copies: int
-
-    def message(self) -> str:
-        return (
-            f"repetition guard: the output repeats {self.span!r} {self.copies} times from character {self.start} "
-            "(ended early; --no-repetition-guard turns the guard off)"
-        )
-
-
-def find_repetition(text: str) -> Repetition | None:
-    """The repetition `text` ends in, by the guard's constants (the shortest span that repeats),
-    or None. Each span length costs one character compare unless the text's end repeats at it."""
-    n = len(text)
-    for length in range(1, REPEAT_MAX_SPAN + 1):
-        tail = max(REPEAT_MIN_CHARS, REPEAT_MIN_COPIES * length)
-        if tail > n:
-            return None  # longer spans need longer tails still
-        if text[n - 1] != text[n - 1 - length] or text[n - tail + length :] != text[n - tail : n - length]:
-            continue
-        start = n - tail
-        while start > 0 and text[start - 1] == text[start - 1 + length]:
-            start -= 1
-        return Repetition(start, text[start : start + length], (n - start) // length)
-    return None
 
 
 @dataclass(frozen=True)

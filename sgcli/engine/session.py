@@ -51,7 +51,7 @@ class Session:
     think_budget: int | None = None  # reasoning mode: force the marker after this many thinking tokens
     jump_forward: bool = True  # append grammar-forced text in one forward pass (same outputs, fewer passes)
     weakened: list[dict] = field(default_factory=list)  # [{pointer, keyword, backend}] the backend does not enforce
-    repetition_guard: bool = True  # end an output stuck repeating one span (sgcli.engine.sequence.find_repetition)
+    repetition_guard: bool = True  # end an output stuck repeating one span (sgcli.engine.repetition)
     unenforced: list[dict] = field(default_factory=list)  # ... of which nothing enforces (--allow-unenforced)
     rendered: dict | None = None  # a batch's prompts rendered ahead (`start_prompts`), by `prompt_key`
 
