@@ -237,10 +237,20 @@ class Bounded:
             self._stderr.close()
 
 
+_log_pid = 0  # in a bounded child, its pid: its fd 2 is the log the parent reads when it dies
+
+
+def in_bounded_child() -> bool:
+    """Whether this process is a bounded child, whose fd 2 is the log its parent reads when it dies."""
+    return _log_pid == os.getpid()
+
+
 def _child(fn, write_fd: int, stderr_fd: int, memory_mb: int, timeout_s: float, after=None, done=None) -> None:
+    global _log_pid
     code = 0
     try:
         os.dup2(stderr_fd, 2)
+        _log_pid = os.getpid()
         faulthandler.disable()  # a native crash is reported by the parent, not dumped on the terminal
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
         if after is not None:  # a helper: the one started before it first (its EOF), or HELPER_WAIT_S

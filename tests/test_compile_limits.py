@@ -111,6 +111,16 @@ def test_memory_ceiling_stops_an_allocation_and_names_the_flag():
     assert "--compile-memory" in exc.value.render()
 
 
+def test_outlines_core_under_a_low_memory_ceiling_names_the_flag_not_a_library_bug(smol_tokenizer):
+    """outlines-core aborts on a failed allocation (SIGABRT) after printing it inside the compile's fd 2
+    capture: a capture of the child's own lost that line and the limit read as a crash of the library."""
+    set_limits(Limits(timeout_s=60, memory_mb=20))
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, Path("examples/capital.json").read_text(), "capital.json")
+    with pytest.raises(CompileLimitError) as exc:
+        compile_bounded(get_backend("outlines_core"), spec, smol_tokenizer.vocab)
+    assert exc.value.flag == "--compile-memory" and "20 MB" in exc.value.message
+
+
 def test_a_native_crash_is_a_user_error_and_a_python_bug_stays_a_bug():
     set_limits(Limits(timeout_s=20, memory_mb=0))
     with pytest.raises(UserError, match="crashed the grammar library.*SIGABRT"):

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from sgcli.backends.native_stderr import capture_fd2
+from sgcli.limits import LimitHit, run_bounded
 
 
 def _fd2_identity() -> tuple[int, int]:
@@ -36,3 +39,23 @@ def test_nested_captures_and_long_output():
     assert inner == ["x" * 100_000]
     assert outer == ["outer before", "outer after"]
     assert _fd2_identity() == before
+
+
+def test_in_a_bounded_child_the_last_words_before_an_abort_reach_the_parent():
+    """A capture in a bounded child writes to the log its parent reads: Rust's allocation failure,
+    printed inside a compile's capture just before it aborts, made the limit a 'crash' when lost."""
+
+    def dies_in_a_capture():
+        with capture_fd2():
+            os.write(2, b"memory allocation of 589840 bytes failed\n")
+            os.abort()
+
+    def captures_and_returns():
+        with capture_fd2() as lines:
+            os.write(2, b"Warning: kept\n")
+        return lines
+
+    with pytest.raises(LimitHit) as hit:
+        run_bounded(dies_in_a_capture, timeout_s=20, memory_mb=0)
+    assert hit.value.kind == "memory" and "589840" in hit.value.detail
+    assert run_bounded(captures_and_returns, timeout_s=20, memory_mb=0) == ["Warning: kept"]

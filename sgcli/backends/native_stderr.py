@@ -16,6 +16,8 @@ import sys
 import tempfile
 from collections.abc import Iterator
 
+from sgcli.limits import in_bounded_child
+
 _spare: list[int] = []  # descriptors of emptied capture files of this process, ready for the next capture
 _spare_pid = 0  # a forked child shares its parent's files (and their offsets): it makes its own
 _saved: list[int] = []  # fd 2 as it was before each capture in progress, outermost first
@@ -28,14 +30,31 @@ def give_back_fd2() -> None:
         os.dup2(_saved[0], 2)
 
 
+def capture_fd2() -> contextlib.AbstractContextManager[list[str]]:
+    """fd 2's lines written during the block (the list fills when it ends)."""
+    return _capture_in_log() if in_bounded_child() else _capture_to_file()
+
+
 @contextlib.contextmanager
-def capture_fd2() -> Iterator[list[str]]:
+def _capture_in_log() -> Iterator[list[str]]:
+    """In a bounded child fd 2 already is the log its parent reads if the child dies: captured there, in
+    place, so that the last words of a library that aborts the process reach the parent (Rust's `memory
+    allocation of N bytes failed` under --compile-memory, lost with a capture file of the child's own,
+    was reported as a crash of the library). Read back and cut off when the block ends."""
+    lines: list[str] = []
+    _flush_stderr()
+    start = os.lseek(2, 0, os.SEEK_CUR)
+    try:
+        yield lines
+    finally:
+        lines.extend(_take_lines(2, start))
+
+
+@contextlib.contextmanager
+def _capture_to_file() -> Iterator[list[str]]:
     global _spare, _spare_pid
     lines: list[str] = []
-    try:
-        sys.stderr.flush()
-    except Exception:  # a closed or odd stderr must not break compilation
-        pass
+    _flush_stderr()
     if _spare_pid != os.getpid():
         _spare, _spare_pid = [], os.getpid()
     try:
@@ -52,16 +71,28 @@ def capture_fd2() -> Iterator[list[str]]:
         os.dup2(saved, 2)
         _saved.remove(saved)
         os.close(saved)
-        size = os.lseek(fd, 0, os.SEEK_CUR)  # fd 2 wrote through the same file offset
-        if size:
-            os.lseek(fd, 0, os.SEEK_SET)
-            data = b""
-            while len(data) < size:
-                chunk = os.read(fd, size - len(data))
-                if not chunk:
-                    break
-                data += chunk
-            os.ftruncate(fd, 0)
-            os.lseek(fd, 0, os.SEEK_SET)
-            lines.extend(line for line in data.decode("utf-8", errors="replace").splitlines() if line.strip())
+        lines.extend(_take_lines(fd, 0))
         _spare.append(fd)
+
+
+def _flush_stderr() -> None:
+    try:
+        sys.stderr.flush()
+    except Exception:  # a closed or odd stderr must not break compilation
+        pass
+
+
+def _take_lines(fd: int, start: int) -> list[str]:
+    """The non-blank lines written to `fd`'s file from `start` to its offset, which are then cut off."""
+    size = os.lseek(fd, 0, os.SEEK_CUR) - start  # fd 2 wrote through the same file offset
+    data = b""
+    if size > 0:
+        os.lseek(fd, start, os.SEEK_SET)
+        while len(data) < size:
+            chunk = os.read(fd, size - len(data))
+            if not chunk:
+                break
+            data += chunk
+        os.ftruncate(fd, start)
+        os.lseek(fd, start, os.SEEK_SET)
+    return [line for line in data.decode("utf-8", errors="replace").splitlines() if line.strip()]
