@@ -55,7 +55,14 @@ KEYS: dict[str, Key] = {
     k.name: k
     for k in [
         Key("model", str, "SGCLI_MODEL", "model", "model for generate/compare-backends (HF id, folder, .gguf)"),
-        Key("backend", str, "SGCLI_BACKEND", "backend", "grammar backend for every command that takes --backend"),
+        Key(
+            "backend",
+            str,
+            "SGCLI_BACKEND",
+            "backend",
+            "grammar backend of generate and masks; compile, lint, test and bench run only it instead of their"
+            " default (compare-backends compares what its --backend names)",
+        ),
         Key("device", str, "SGCLI_DEVICE", "device", "auto, cpu, cuda, cuda:N or mps"),
         Key("dtype", str, "SGCLI_DTYPE", "dtype", "auto, float32, bfloat16 or float16"),
         Key("threads", int, "SGCLI_THREADS", "threads", "torch CPU threads"),

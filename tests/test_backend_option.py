@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from typer.main import get_command
@@ -105,6 +106,34 @@ def test_configuration_file_then_env_then_flag(run_cli, tmp_path, monkeypatch):
     monkeypatch.setenv("SGCLI_BACKEND", "llguidance")
     assert _compiled_by(run_cli) == ["llguidance"]
     assert _compiled_by(run_cli, "--backend", "xgrammar") == ["xgrammar"]
+
+
+def _tested_by(run_cli, *args) -> list[str]:
+    Path("cases.yaml").write_text("grammar: g.gbnf\ncases:\n  - {input: 'yes', accept: true}\n")
+    result = run_cli("test", "cases.yaml", *args, "--output-format", "jsonl")
+    assert result.exit_code == 0, result.stderr
+    return [b["backend"] for b in json.loads(result.stdout.splitlines()[-1])["backends"]]
+
+
+def test_test_takes_the_file_then_env_then_flag(run_cli, tmp_path, monkeypatch):
+    """`test` took the file's backend but not SGCLI_BACKEND: the file overrode the environment, unlike
+    compile, bench and lint and every other setting (flag > env > file > default)."""
+    assert len(_tested_by(run_cli)) > 1  # nothing set: every backend
+    (tmp_path / "sgcli.toml").write_text('backend = "llguidance"\n')
+    config.reset()
+    assert _tested_by(run_cli) == ["llguidance"]
+    monkeypatch.setenv("SGCLI_BACKEND", "xgrammar")
+    assert _tested_by(run_cli) == ["xgrammar"]
+    assert _tested_by(run_cli, "-b", "llguidance") == ["llguidance"]
+
+
+def test_compare_backends_compares_every_backend_whatever_is_configured(run_cli, tmp_path, monkeypatch):
+    (tmp_path / "sgcli.toml").write_text('backend = "llguidance"\n')
+    monkeypatch.setenv("SGCLI_BACKEND", "xgrammar")
+    config.reset()
+    result = run_cli("compare-backends", "--no-generate", "--ebnf", "g.gbnf", "--output-format", "jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert {"llguidance", "xgrammar"} <= {json.loads(line)["backend"] for line in result.stdout.splitlines()}
 
 
 def test_lint_checks_each_named_backend(run_cli):

@@ -34,7 +34,7 @@ def test(
     backend: Annotated[
         Optional[list[bo.SeveralBackends]],
         bo.backends_option(
-            "A backend, or 'all' (= 'auto', the default): every backend that supports the grammar's kind.", envvar=False
+            "A backend, or 'all' (= 'auto', the default): every backend that supports the grammar's kind."
         ),
     ] = None,
     tokenizer: co.TokenizerOpt = None,
