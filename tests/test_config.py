@@ -167,9 +167,24 @@ def test_cache_info_and_clear(run_cli, tmp_path, monkeypatch):
             "size_bytes": 1000,
         }
     ]
-    assert run_cli("cache", "clear", "models").exit_code == 2
+    assert run_cli("cache", "clear", "models").exit_code == 0  # nothing in it: nothing to do
     assert run_cli("cache", "clear", "compiled").exit_code == 0
     assert not (tmp_path / "cache" / "compiled").exists()
+
+
+def test_clearing_a_known_section_with_nothing_in_it_is_not_an_error(run_cli, tmp_path, monkeypatch):
+    """`sgcli cache clear compiled` on a fresh cache, or twice, was exit 2 'no cache section named
+    compiled' with a hint listing only the sections present: the docs give it as an ordinary command."""
+    monkeypatch.setenv("SGCLI_CACHE_DIR", str(tmp_path / "cache"))
+    for _ in range(2):
+        result = run_cli("cache", "clear", "compiled", "kernels")
+        assert result.exit_code == 0, result.stderr
+        assert "nothing to clear in compiled" in result.stderr and "nothing to clear in kernels" in result.stderr
+    (tmp_path / "cache" / "models").mkdir(parents=True)
+    result = run_cli("cache", "clear", "kernal")
+    assert result.exit_code == 2
+    assert "Did you mean 'kernels'?" in result.stderr  # every section sgcli keeps, not only the present ones
+    assert "sections: checks, compiled, kernels, models" in result.stderr
 
 
 def test_missing_extra_names_the_install_command():

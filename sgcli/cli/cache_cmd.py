@@ -97,25 +97,31 @@ def clear(
     """Delete cached entries; they are rebuilt on next use."""
     fmt = output_format_of(output_format, json_flag)
     root = cache_root()
-    known = {r["section"]: Path(r["path"]) for r in _sections(root)}
-    chosen = section or sorted(known)
-    unknown = [s for s in chosen if s not in known]
+    present = {r["section"]: Path(r["path"]) for r in _sections(root)}
+    names = sorted({*present, *SECTIONS})  # sgcli's own sections, kept or not, and any other folder there
+    chosen = list(dict.fromkeys(section or sorted(present)))
+    unknown = [s for s in chosen if s not in names]
     if unknown:
         raise UserError(
-            f"no cache section named {', '.join(unknown)} in {root}."
-            + did_you_mean(unknown[0], sorted({*known, *SECTIONS} - {unknown[0]})),
-            hint="sections: " + (", ".join(sorted(known)) or "none (the cache is empty)"),
+            f"no cache section named {', '.join(unknown)} in {root}." + did_you_mean(unknown[0], names),
+            hint="sections: " + ", ".join(names),
         )
+    if not chosen and fmt == "text":
+        err.print(f"nothing to clear: the cache is empty ({root})")
     cleared = []
     for name in chosen:
+        if name not in present:  # a section sgcli has not filled yet, or one cleared before: nothing to do
+            if fmt == "text":
+                err.print(f"nothing to clear in {name} ({root / name})")
+            continue
         try:
-            shutil.rmtree(known[name])
+            shutil.rmtree(present[name])
         except OSError as exc:
-            raise UserError(f"cannot clear {known[name]}: {exc.strerror}") from None
-        cleared.append({"schema_version": VERSION, "section": name, "path": str(known[name])})
+            raise UserError(f"cannot clear {present[name]}: {exc.strerror}") from None
+        cleared.append({"schema_version": VERSION, "section": name, "path": str(present[name])})
         if fmt == "jsonl":
             json_line(cleared[-1])
         elif fmt == "text":
-            err.print(f"cleared {name} ({known[name]})")
+            err.print(f"cleared {name} ({present[name]})")
     if fmt == "json":
         json_line({"schema_version": VERSION, "root": str(root), "cleared": cleared})
