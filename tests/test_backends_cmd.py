@@ -71,3 +71,34 @@ def test_a_library_below_sgclis_floor_is_unavailable_naming_the_floor(monkeypatc
         assert "pip install 'llguidance>=1.8'" in reason
     monkeypatch.setattr(backend, "_version", "1.8.0", raising=False)
     assert backend.unavailable_reason() is None
+
+
+def _options(command: str) -> set[str]:
+    """The flags one sgcli command takes, read from the click command typer builds."""
+    import typer.main
+
+    from sgcli.cli.app import app
+
+    group = typer.main.get_command(app)
+    return {flag for param in group.commands[command].params for flag in getattr(param, "opts", [])}
+
+
+def test_the_commands_said_to_take_kind_flags_take_them():
+    """The footer and the README said `test` took --schema, --regex, ...: it takes a test file ('No such
+    option: --schema'); each command named as taking the kind flags must take them, and test must not be named."""
+    import re
+    from pathlib import Path
+
+    from sgcli.cli.backends_cmd import KINDS_NOTE
+
+    footer = re.search(r"; (.*?) take each by its own flag", KINDS_NOTE).group(1)
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    sentence = re.search(r"Every command that takes a constraint \((.*?)\) takes .*?with one set of rules", readme)
+    all_but = re.search(r"all but (.*?) the same kind flags", sentence.group(0))
+    said = set(re.findall(r"[a-z-]+", footer.replace(" and ", ", ")))
+    excluded = set(re.findall(r"`([a-z-]+)`", all_but.group(1))) if all_but else set()
+    readme_said = set(re.findall(r"`([a-z-]+)`", sentence.group(1))) - excluded
+    assert said == readme_said and "test" not in said, (said, readme_said)
+    for command in said:
+        assert {"--schema", "--regex", "--choice", "--sub"} <= _options(command), command
+    assert "--schema" not in _options("test") and "--sub" in _options("test")

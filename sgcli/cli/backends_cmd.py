@@ -25,8 +25,9 @@ Examples:
 """
 
 KINDS_NOTE = (
-    "kinds: the constraint kinds each one takes, as compile's and lint's --kind name them; generate, masks "
-    "and test take each by its own flag (--schema, --regex, --ebnf, --lark, --choice, --structural-tag)"
+    "kinds: the constraint kinds each one takes, as compile's and lint's --kind name them; generate, "
+    "compare-backends, lint, compile and masks take each by its own flag (--schema, --regex, --ebnf, --lark, "
+    "--choice, --structural-tag), test by its test file's grammar: (a file, @name or {kind, text})"
 )
 
 
