@@ -49,7 +49,7 @@ Examples:
 
   sgcli generate --schema s.json --input prompts.jsonl --output results.jsonl
 
-  echo '{"type":"integer"}' | sgcli generate --schema - "Pick a number"
+  echo '{"type":"integer","minimum":0,"maximum":100}' | sgcli generate --schema - "Pick a number"
 """
 
 PromptArg = Annotated[
