@@ -218,3 +218,30 @@ def test_json_gives_each_tokens_bytes_and_whether_it_is_special(run_cli):
     assert sample["a"]["hex"] == "61" and not sample["a"]["special"]
     assert sample["<|im_end|>"]["special"] and sample["<|im_end|>"]["hex"] == b"<|im_end|>".hex()
     assert '"<|im_end|>"(special)' in run_cli("masks", "--regex", "a+", "--text", "a文").stdout
+
+
+def test_the_help_schema_example_is_accepted(run_cli, monkeypatch):
+    """masks --help's first example typed `{"capital": "Pa` under capital.json, whose first property is
+    "country": rejected at token 1. An example must show a walk that stays in the grammar."""
+    import shlex
+    from pathlib import Path
+
+    from sgcli.cli.masks_cmd import EXAMPLES
+
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    line = next(line for line in EXAMPLES.splitlines() if "examples/capital.json" in line)
+    words = shlex.split(line)
+    assert words[:2] == ["sgcli", "masks"]
+    result = run_cli(*words[1:], "--json")
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("backend", _json_schema_backends())
+def test_properties_out_of_the_schemas_order_are_rejected(run_cli, tmp_path, backend):
+    """What README and docs/guarantee.md say: every backend writes properties in the order the schema
+    lists them, so a valid instance with its keys in another order is rejected at its first key."""
+    schema = tmp_path / "two.json"
+    schema.write_text('{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}')
+    ordered = run_cli("masks", "--schema", schema, "--text", '{"a": 1, "b": 2}', "-b", backend, "--json")
+    reordered = run_cli("masks", "--schema", schema, "--text", '{"b": 2, "a": 1}', "-b", backend, "--json")
+    assert (ordered.exit_code, reordered.exit_code) == (0, 1), (ordered.output, reordered.output)

@@ -18,7 +18,7 @@ from sgcli.tokenizers import load_tokenizer
 EXAMPLES = """
 Examples:
 
-  sgcli masks --schema examples/capital.json --text '{"capital": "Pa'
+  sgcli masks --schema examples/capital.json --text '{"country": "Fr'
 
   sgcli masks @json --text '[1, 2' --top 5
 
