@@ -108,6 +108,19 @@ def random_llama(
     return LoadedModel(TransformersRuntime(model), ModelRef("dir", name, name), "cpu", "float32", vocab_size, 0.0)
 
 
+def cli_options(*command: str) -> dict:
+    """{flag: click parameter} of one sgcli command (`cli_options("tokenizer", "inspect")`), from the
+    click command typer builds: what its --help shows, without rendering it."""
+    from typer.main import get_command
+
+    from sgcli.cli.app import app
+
+    node = get_command(app)
+    for name in command:
+        node = node.commands[name]
+    return {flag: param for param in node.params for flag in getattr(param, "opts", [])}
+
+
 def patch_everywhere(monkeypatch, module, name: str, value) -> None:
     """`monkeypatch.setattr(module, name, value)`, and the same in every sgcli module that imported
     that object by name at its top (`from sgcli.x import name` binds its own reference)."""

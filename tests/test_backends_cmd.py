@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.metadata
 import json
 
+from helpers import cli_options
+
 # The installed distribution behind each backend, named here independently of the adapters.
 DISTRIBUTIONS = {"llguidance": "llguidance", "xgrammar": "xgrammar", "outlines_core": "outlines-core", "none": "sgcli"}
 
@@ -56,7 +58,7 @@ def test_kinds_column_says_which_commands_take_kind(run_cli):
     for args in (["backends"], ["backends", "--engines"]):
         text = " ".join(run_cli(*args).stdout.split())
         assert "(--kind)" not in text
-        assert "compile's and lint's --kind" in text
+        assert "compile's --kind names them (lint's --kind takes all but choice" in text
 
 
 def test_a_library_below_sgclis_floor_is_unavailable_naming_the_floor(monkeypatch):
@@ -71,16 +73,6 @@ def test_a_library_below_sgclis_floor_is_unavailable_naming_the_floor(monkeypatc
         assert "pip install 'llguidance>=1.8'" in reason
     monkeypatch.setattr(backend, "_version", "1.8.0", raising=False)
     assert backend.unavailable_reason() is None
-
-
-def _options(command: str) -> set[str]:
-    """The flags one sgcli command takes, read from the click command typer builds."""
-    import typer.main
-
-    from sgcli.cli.app import app
-
-    group = typer.main.get_command(app)
-    return {flag for param in group.commands[command].params for flag in getattr(param, "opts", [])}
 
 
 def test_the_commands_said_to_take_kind_flags_take_them():
@@ -100,5 +92,5 @@ def test_the_commands_said_to_take_kind_flags_take_them():
     readme_said = set(re.findall(r"`([a-z-]+)`", sentence.group(1))) - excluded
     assert said == readme_said and "test" not in said, (said, readme_said)
     for command in said:
-        assert {"--schema", "--regex", "--choice", "--sub"} <= _options(command), command
-    assert "--schema" not in _options("test") and "--sub" in _options("test")
+        assert {"--schema", "--regex", "--choice", "--sub"} <= set(cli_options(command)), command
+    assert "--schema" not in cli_options("test") and "--sub" in cli_options("test")

@@ -345,3 +345,23 @@ def test_readme_says_what_lint_compiles_against_without_a_tokenizer(run_cli):
     readme = " ".join((ROOT / "README.md").read_text().split())
     paragraph = readme[readme.index("Grammar development, no model needed") :][:600]
     assert "`lint` compiles against a 256-byte vocabulary" in paragraph
+
+
+def test_kind_help_lists_exactly_the_kinds_lint_takes():
+    """lint --kind's help listed json_schema, regex, ebnf, lark, while it took structural_tag and llguidance
+    too (and refused choice, which `sgcli backends` said it named)."""
+    from helpers import cli_options
+
+    from sgcli.cli.backends_cmd import KINDS_NOTE
+    from sgcli.cli.lint_cmd import _kind
+    from sgcli.constraints.spec import Kind
+    from sgcli.errors import UserError
+
+    listed = cli_options("lint")["--kind"].help.split(": ", 1)[1].split(" (also ")[0].split(", ")
+    for kind in Kind:
+        try:
+            taken = _kind(kind.value) is kind
+        except UserError:
+            taken = False
+        assert taken == (kind.value in listed), kind
+    assert "lint's --kind takes all but choice" in KINDS_NOTE

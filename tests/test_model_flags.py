@@ -14,7 +14,7 @@ from typing import Annotated
 
 import pytest
 import typer
-from helpers import patch_everywhere
+from helpers import cli_options, patch_everywhere
 
 from sgcli.errors import UserError
 
@@ -159,8 +159,22 @@ def test_the_flag_and_the_loader_read_devices_with_one_parser(run_cli, no_load, 
 
 
 def test_help_lists_the_choices(run_cli):
+    """Each choice list in the help's one spelling, <a|b>: --device alone wrote [auto|cpu|...]."""
     text = run_cli("generate", "--help").output
-    assert "auto|cpu|cuda|cuda:N|" in text and "float32|bfloat16" in text and "local|vllm|sglang" in text
+    assert "<auto|cpu|cuda|cuda:N|" in text and "<auto|float32|bfloat16" in text and "local|vllm|sglang" in text
+    assert "[auto|" not in text
+
+
+@pytest.mark.parametrize(
+    "command, readme_name",
+    [("generate", "generate"), ("compare-backends", "compare-backends"), ("bench", "bench --generate")],
+)
+def test_each_max_tokens_default_is_shown_and_the_readme_names_it(command, readme_name):
+    """--max-tokens is 256, 128 or 64 by command; the README's shared-flags part named none of them."""
+    option = cli_options(command)["--max-tokens"]
+    assert option.show_default is not False and isinstance(option.default, int)
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    assert f"{option.default} in `{readme_name}`" in readme, (command, option.default)
 
 
 # -- checks before anything loads ----------------------------------------------------------------

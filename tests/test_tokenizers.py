@@ -372,3 +372,27 @@ def test_a_normalizing_tokenizer_still_gets_the_texts_bytes(tmp_path, smol_token
     vocab = load_tokenizer(str(tmp_path / "tokenizer.json")).vocab
     ids = vocab.encode("xﬁ１")
     assert b"".join(vocab.tokens[i] for i in ids) == "xﬁ１".encode()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("compile",),
+        ("masks",),
+        ("test",),
+        ("convert",),
+        ("bench",),
+        ("compare-backends",),
+        ("lint",),
+        ("tokenizer", "inspect"),
+    ],
+)
+def test_every_tokenizer_flag_names_every_form_it_takes(command):
+    """compile, masks, test, convert and bench said 'Model id, folder, .gguf or tokenizer.json' and
+    compare-backends '(model ref, tokenizer.json, .gguf)', while each takes mistral:tekken, mistral:vN and default."""
+    from helpers import cli_options
+
+    from sgcli.cli.common import TOKENIZER_HELP
+
+    text = cli_options(*command)["--tokenizer"].help
+    assert TOKENIZER_HELP in text and all(form in text for form in ("mistral:tekken", "mistral:v1", "'default'")), text

@@ -25,9 +25,10 @@ Examples:
 """
 
 KINDS_NOTE = (
-    "kinds: the constraint kinds each one takes, as compile's and lint's --kind name them; generate, "
-    "compare-backends, lint, compile and masks take each by its own flag (--schema, --regex, --ebnf, --lark, "
-    "--choice, --structural-tag), test by its test file's grammar: (a file, @name or {kind, text})"
+    "kinds: the constraint kinds each one takes, as compile's --kind names them (lint's --kind takes all but "
+    "choice, which lint takes by --choice); generate, compare-backends, lint, compile and masks take each by "
+    "its own flag (--schema, --regex, --ebnf, --lark, --choice, --structural-tag), test by its test file's "
+    "grammar: (a file, @name or {kind, text})"
 )
 
 

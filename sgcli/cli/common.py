@@ -180,6 +180,12 @@ FORMATS_HELP = (
     "concise (for people; alias text), json (one document) or json-lines (one JSON object a line; alias jsonl)"
 )
 
+# Every --tokenizer takes these forms (tokenizers.load_tokenizer reads them all); one text, so no help lists fewer.
+TOKENIZER_HELP = (
+    "Hugging Face id or folder, tokenizer.json, .gguf file, mistral:tekken[-240718|-240911], "
+    "mistral:v1|v2|v3|v7, or 'default' (the embedded SmolLM2)."
+)
+
 OutputFormatOpt = Annotated[
     Optional[OutputFormat],
     typer.Option("--output-format", help=FORMATS_HELP + ".", rich_help_panel="Output"),

@@ -26,7 +26,16 @@ from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
 from sgcli.cli import engine_options as eo
 from sgcli.cli import model_options as mo
-from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of, utf8_text
+from sgcli.cli.common import (
+    TOKENIZER_HELP,
+    JsonFlagOpt,
+    JsonRows,
+    OutputFormatOpt,
+    err,
+    out,
+    output_format_of,
+    utf8_text,
+)
 from sgcli.cli.report import Terminal
 from sgcli.constraints.spec import Kind
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
@@ -77,9 +86,7 @@ TextOpt = Annotated[
 ]
 TokenizerRefOpt = Annotated[
     Optional[str],
-    typer.Option(
-        "--tokenizer", help="Tokenizer for --no-generate (model ref, tokenizer.json, .gguf). Default: --model's."
-    ),
+    typer.Option("--tokenizer", help="Tokenizer for --no-generate: " + TOKENIZER_HELP + " Default: --model's."),
 ]
 
 

@@ -10,6 +10,7 @@ import typer
 
 from sgcli.cli.backend_options import BackendOpt  # noqa: F401  (one --backend: commands use co.BackendOpt)
 from sgcli.cli.coercion import plain
+from sgcli.cli.common import TOKENIZER_HELP
 from sgcli.cli.flag_groups import takes
 from sgcli.constraints.sources import from_file, from_flags, with_subgrammars
 from sgcli.constraints.spec import GENERATE_WHITESPACE, ConstraintSpec, JsonOptions, Kind
@@ -62,9 +63,7 @@ SubOpt = Annotated[
 ]
 TokenizerOpt = Annotated[
     Optional[str],
-    typer.Option(
-        "--tokenizer", help="Model id, folder, .gguf or tokenizer.json. Default: the embedded SmolLM2 tokenizer."
-    ),
+    typer.Option("--tokenizer", help=TOKENIZER_HELP + " Without it: the embedded SmolLM2's."),
 ]
 StructuralTagOpt = Annotated[
     Optional[str],

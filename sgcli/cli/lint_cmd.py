@@ -12,11 +12,11 @@ import typer
 from sgcli.backends.bounded import each_on_its_own
 from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
-from sgcli.cli.common import JsonFlagOpt, canonical_format, fail, plain_err
+from sgcli.cli.common import TOKENIZER_HELP, JsonFlagOpt, canonical_format, fail, plain_err
 from sgcli.constraints.reading import read_text
 from sgcli.constraints.spec import Kind
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
-from sgcli.grammar_dev.grammar_tests import parse_kind
+from sgcli.grammar_dev.grammar_tests import KIND_ALIASES, parse_kind
 from sgcli.lint import FORMATS, RENDERERS, Linter, LintOptions, Selection
 from sgcli.lint.discover import expand
 from sgcli.lint.render import statistics as render_statistics
@@ -53,6 +53,10 @@ A finding is silenced on its line by `# noqa: G001` (GBNF/EBNF) or `// noqa: G00
 LintFormat = Enum("LintFormat", {f: f for f in FORMATS}, type=str)  # the shared names and lint's own
 
 
+# The kinds --kind names: not none, nor choice, which lint takes by --choice (compile reads a file of lines).
+LINTABLE_KINDS = [k for k in Kind if k not in (Kind.NONE, Kind.CHOICE)]
+
+
 def _kind(value: str | None):
     if value is None:
         return None
@@ -61,10 +65,10 @@ def _kind(value: str | None):
         kind = parse_kind(value)
     except UserError:
         kind = Kind.NONE
-    lintable = [k for k in Kind if k not in (Kind.NONE, Kind.CHOICE)]  # both have no file form
-    if kind not in lintable:
+    if kind not in LINTABLE_KINDS:
         raise UserError(
-            f"--kind {value}: not a kind of file sgcli can lint", hint="one of: " + ", ".join(k.value for k in lintable)
+            f"--kind {value}: not a kind of file sgcli can lint",
+            hint="one of: " + ", ".join(k.value for k in LINTABLE_KINDS),
         )
     return kind
 
@@ -108,8 +112,8 @@ TokenizerOpt = Annotated[
     Optional[str],
     typer.Option(
         "--tokenizer",
-        help="Compile against this tokenizer ('default' = the embedded SmolLM2) and run the T and L rules. "
-        "Without it, backends compile against a 256-byte vocabulary.",
+        help="Compile against this tokenizer and run the T and L rules: " + TOKENIZER_HELP + " Without it, "
+        "backends compile against a 256-byte vocabulary.",
     ),
 ]
 MaxTokensOpt = Annotated[
@@ -128,7 +132,13 @@ FormatOpt = Annotated[
     ),
 ]
 KindOpt = Annotated[
-    Optional[str], typer.Option("--kind", help="Kind instead of the extension's: json_schema, regex, ebnf, lark.")
+    Optional[str],
+    typer.Option(
+        "--kind",
+        help="Kind instead of the extension's: "
+        + ", ".join(k.value for k in LINTABLE_KINDS)
+        + f" (also {', '.join(KIND_ALIASES)}); a choice is linted with --choice.",
+    ),
 ]
 ExitZeroOpt = Annotated[
     bool, typer.Option("--exit-zero", help="Exit 0 even when there are findings (2 still means bad input).")

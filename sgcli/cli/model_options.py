@@ -69,7 +69,7 @@ DeviceOpt = Annotated[
         "--device",
         envvar="SGCLI_DEVICE",
         parser=device_option,
-        metavar="[auto|cpu|cuda|cuda:N|mps]",
+        metavar="<auto|cpu|cuda|cuda:N|mps>",
         autocompletion=lambda: list(DEVICES),
         help="auto (CUDA if torch sees one, else CPU), cpu, cuda, cuda:N or mps.",
         rich_help_panel=_MODEL,

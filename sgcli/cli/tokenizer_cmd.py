@@ -9,6 +9,7 @@ import typer
 from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.cli.coercion import Command, Group
 from sgcli.cli.common import (
+    TOKENIZER_HELP,
     JsonFlagOpt,
     OutputFormatOpt,
     escape,
@@ -21,11 +22,6 @@ from sgcli.cli.common import (
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 from sgcli.tokenizers import load_tokenizer
 from sgcli.tokenizers.inspect import diff_tokenizers, inspect_tokenizer
-
-TOKENIZER_HELP = (
-    "Hugging Face id or folder, tokenizer.json, .gguf file, mistral:tekken[-240718|-240911], "
-    "mistral:v1|v2|v3|v7, or 'default' (the embedded SmolLM2)."
-)
 
 app = typer.Typer(help="Inspect and compare tokenizer vocabularies.", no_args_is_help=True, cls=Group)
 
