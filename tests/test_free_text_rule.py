@@ -51,3 +51,26 @@ def test_the_composite_example_is_bounded():
     lark = Path(__file__).resolve().parent.parent / "examples" / "reasoning_json.lark"
     assert g008(Kind.LARK, lark.read_text()) == []
     assert "max_tokens=" in lark.read_text()
+
+
+def g008_message(kind: Kind, text: str) -> str:
+    options = LintOptions(selection=Selection.parse(["G008"], None))
+    (found,) = Linter(options).lint_spec(ConstraintSpec(kind, text, "t")).diagnostics
+    return found.message
+
+
+@pytest.mark.parametrize(
+    "kind, text, follower",
+    [
+        # the rest of the line after the follower (`/ | "--"`) is not what must follow
+        (Kind.LARK, 'start: NOTE "x"\nNOTE: /#[^\\n]*\\n/ | "--"\n', "and `\\n` must follow"),
+        (Kind.LARK, 'start: /a.*(\\n[\\t ]*)+/ | "b"\n', "and `(\\n[\\t ]*)+` must follow"),
+        (Kind.LARK, 'start: RAW "x"\nRAW: /`.*?`/\n', "and `` ` `` must follow"),
+        (Kind.EBNF, 'root ::= "R: " .* "\\nA: " [0-9] | "z"\n', 'and `"\\nA: "` must follow'),
+        # the follower stands where the terminal is used, not on the terminal's line: it says where
+        (Kind.LARK, 'start: "(" C ")" "y"\nC: /\\/\\/[^\\n]*/\n', 'and `")"` (at 1:14) must follow'),
+    ],
+    ids=["regex-then-alternative", "group", "backtick", "gbnf", "other-line"],
+)
+def test_quotes_the_element_that_follows_not_the_rest_of_the_line(kind, text, follower):
+    assert follower in g008_message(kind, text)

@@ -195,6 +195,7 @@ def _postfix(r: Reader, node: Node, start: int) -> Node:
         if found is None:
             if r.peek() == "{":
                 raise r.error("bad repetition braces; write {n}, {n,}, {n,m} or {,m}")
+            node.span = (start, r.pos)
             return node
         lo, hi, r.pos = found
         node = Rep(start, node, lo, hi, op_pos, r.pos)

@@ -17,6 +17,8 @@ MAX_CODE_POINT = 0x10FFFF
 @dataclass
 class Node:
     pos: int  # character offset in the file text
+    # [start, end) of the element's source, operators included, where a reader set it (a sequence's items)
+    span: tuple[int, int] | None = field(default=None, kw_only=True, compare=False, repr=False)
 
 
 @dataclass

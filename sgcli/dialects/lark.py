@@ -224,6 +224,7 @@ class _LarkReader(Reader):
                 if hi < lo:  # Lark refuses it; printed as `{3,1}` it reads back nowhere
                     raise self.error(f"repetition ~ {lo}..{hi} has its maximum below its minimum", op)
             else:
+                node.span = (start, self.pos)
                 return node
             node = Rep(start, node, lo, hi, op, self.pos, lark=True)
         raise stacked_error(start)

@@ -153,15 +153,16 @@ class _Parser:
     def quantified(self, node: Node, start: int) -> Node:
         """Quantifiers after an atom; a repetition is located where the atom starts."""
         for _ in range(MAX_STACKED + 1):
-            if self.i >= len(self.src):
+            found = None
+            if self.i < len(self.src):
+                try:
+                    found = repetition(self.src, self.i, _QUANT)
+                except NotReadAsWritten as exc:  # placed in the file, as the parser's own errors are
+                    raise NotReadAsWritten(exc.message, self.to_file(exc.pos)) from None
+            if found is None:
+                node.span = (self.to_file(start), self.to_file(self.i - 1) + 1)
                 return node
             op = self.i
-            try:
-                found = repetition(self.src, self.i, _QUANT)
-            except NotReadAsWritten as exc:  # placed in the file, as the parser's own errors are
-                raise NotReadAsWritten(exc.message, self.to_file(exc.pos)) from None
-            if found is None:
-                return node
             lo, hi, self.i = found
             if self.i < len(self.src) and self.src[self.i] in "?+":  # lazy / possessive: same language
                 self.i += 1

@@ -72,3 +72,9 @@ def at_offset(
     if end is not None and end > start:
         end_line, end_col = offset_to_line_col(text, end)
     return Diagnostic(code, message, path, line, col, end_line, end_col, hint, backend)
+
+
+def short(src: str, limit: int = 60) -> str:
+    """Source text for a message: on one line, cut to `limit` characters."""
+    src = " ".join(src.split())
+    return src if len(src) <= limit else src[: limit - 1] + "…"

@@ -12,6 +12,8 @@ the model may stop there.
 from __future__ import annotations
 
 from sgcli.dialects.grammar_model import Alt, Chars, Node, Ref, Rep, Seq, rule_fixpoint, walk
+from sgcli.errors import offset_to_line_col
+from sgcli.lint.diagnostic import short
 
 # Excluding only these from "any character" still leaves free text (`.`, `[^\n]`, `[^\r\n]`).
 _LINE_CHARS = {0, 9, 10, 13}
@@ -35,6 +37,16 @@ def is_free_text(node: Node) -> bool:
             cp in _LINE_CHARS for lo, hi in chars.ranges for cp in range(lo, hi + 1)
         )
     return all(chars.contains(cp) for cp in _TEXT_SAMPLE)
+
+
+def quoted_follower(text: str, rep: Rep, after: Node) -> str:
+    """The element that must follow, quoted as written, with its line:col when it stands on another
+    line (another rule, where the free text's terminal is used)."""
+    start, end = after.span or (after.pos, after.pos + len(text[after.pos :].split("\n", 1)[0]))
+    shown = short(text[start:end], 30)
+    quoted = f"`` {shown} ``" if "`" in shown else f"`{shown}`"  # Markdown's quoting of a backtick
+    line, col = offset_to_line_col(text, start)
+    return quoted if line == offset_to_line_col(text, rep.pos)[0] else f"{quoted} (at {line}:{col})"
 
 
 def bounded_by_attribute(rule) -> bool:

@@ -6,8 +6,8 @@ csv.lark took 316 ms a mask on xgrammar (found by a hunt)."""
 from __future__ import annotations
 
 from sgcli.dialects.grammar_model import Rep, walk
-from sgcli.lint.diagnostic import Diagnostic, at_offset
-from sgcli.lint.structure import Structure, short
+from sgcli.lint.diagnostic import Diagnostic, at_offset, short
+from sgcli.lint.structure import Structure
 
 
 def lexerless_repetitions(structure: Structure, backends: list[str]) -> list[Diagnostic]:

@@ -23,8 +23,8 @@ from sgcli.dialects.grammar_model import (
     walk,
 )
 from sgcli.dialects.lark_common import imported_definitions
-from sgcli.lint.diagnostic import Diagnostic, at_offset
-from sgcli.lint.free_text import FreeText, cut_anywhere
+from sgcli.lint.diagnostic import Diagnostic, at_offset, short
+from sgcli.lint.free_text import FreeText, cut_anywhere, quoted_follower
 
 _RANK = {False: 0, None: 1, True: 2}  # nullable: no < unknown < yes
 
@@ -392,7 +392,7 @@ class Structure:
         """G008: unbounded free text with required grammar after it (sgcli/lint/free_text.py)."""
         out = []
         for rep, after in FreeText(self).findings():
-            src, then = self.text[rep.pos : rep.end], self.text[after.pos : _line_end(self.text, after.pos)]
+            src, then = self.text[rep.pos : rep.end], quoted_follower(self.text, rep, after)
             hint = self._bounded_hint(rep)
             if self.g.syntax == "lark":
                 hint = f"give it a rule with a token budget, `reason[max_tokens=64]: /{short(src)}/`, or {hint}"
@@ -401,7 +401,7 @@ class Structure:
                     "G008",
                     rep.pos,
                     rep.end,
-                    f"`{short(src)}` is free text without a bound, and `{short(then, 30)}` must follow: a model "
+                    f"`{short(src)}` is free text without a bound, and {then} must follow: a model "
                     f"that never ends the free text runs to --max-tokens and the rest is never written",
                     hint,
                 )
@@ -431,11 +431,6 @@ class Structure:
         if self.g.syntax == "gbnf":
             out += self.left_recursion() + self.continued_rules()
         return out + self.nullable_root() + self.repetitions() + self.free_text() + self.token_budgets()
-
-
-def short(src: str, limit: int = 60) -> str:
-    src = " ".join(src.split())
-    return src if len(src) <= limit else src[: limit - 1] + "…"
 
 
 def _line_end(text: str, pos: int) -> int:
