@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sgcli.constraints.spec import JsonOptions
+from sgcli.backends import get_backend
+from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
+from sgcli.errors import UserError
 from sgcli.lint import Linter, LintOptions, Selection
 from sgcli.lint.runner import byte_vocab
 
@@ -172,6 +174,17 @@ def test_backend_error_on_the_same_spot_is_folded_into_the_structure_finding():
     assert d.code == "G003" and any("xgrammar" in n and "defined multiple times" in n for n in d.notes)
     (d,) = lint("g003_duplicate_rule.gbnf", selection=Selection.parse(["S"], None), backend="xgrammar")
     assert (d.code, d.line, d.col) == ("S001", 3, 1)  # without G003 selected, the backend's error stands
+
+
+def test_a_lark_file_without_start_is_one_finding_and_llguidance_places_it(tmp_path, smol_tokenizer):
+    g = tmp_path / "common.lark"
+    g.write_text('DIGIT: "0".."9"\n')
+    found = Linter(LintOptions(backend="llguidance")).lint(str(g)).diagnostics
+    assert [(d.code, d.line, d.col) for d in found] == [("G007", 1, 1)]  # llguidance's S001 folded in
+    assert any("no start rule found" in n for n in found[0].notes)
+    with pytest.raises(UserError) as info:
+        get_backend("llguidance").compile(ConstraintSpec(Kind.LARK, g.read_text(), str(g)), smol_tokenizer.vocab)
+    assert (info.value.location.line, info.value.location.col) == (1, 1)
 
 
 def test_unused_rule_hint_and_undefined_rule_suggestion(tmp_path):

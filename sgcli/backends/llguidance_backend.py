@@ -449,6 +449,8 @@ class LLGuidanceBackend(LibraryBackend):
             ref = d.message.removeprefix("unknown grammar ")
             if ref != d.message and ref in spec.text:
                 line, col = offset_to_line_col(spec.text, spec.text.index(ref))
+            elif d.message.startswith("no start rule"):  # about the whole file: at 1:1, as xgrammar and G007 place it
+                line, col = 1, 1
         return positioned_error(self.name, spec, d.message, line=line, col=col)
 
     @staticmethod
