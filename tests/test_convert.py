@@ -493,6 +493,31 @@ def test_the_round_trips_walks_stop_at_their_time_budget(smol_tokenizer, monkeyp
     assert any("0 of 5 within 0 s" in note for note in report.notes), report.notes
 
 
+def test_a_direction_without_samples_is_not_verified(smol_tokenizer, monkeypatch, run_cli, tmp_path):
+    """On a busy machine the source's walks of a SMILES grammar gave no sample within the budget, and
+    the round trip said "ok: 0 source samples, 5 converted samples" on the other direction alone."""
+    from sgcli.grammar_dev import convert
+
+    sampled = convert.sample_strings
+
+    def source_walks_run_out(compiled, count, **kwargs):  # the budget ~0 for the source's walks only
+        source_side = compiled.spec.kind is Kind.REGEX
+        return sampled(compiled, count, **{**kwargs, "seconds": 0.0 if source_side else kwargs["seconds"]})
+
+    monkeypatch.setattr(convert, "sample_strings", source_walks_run_out)
+    source = ConstraintSpec(Kind.REGEX, "[0-9]{2,4}", "--regex")
+    target = ConstraintSpec(Kind.EBNF, "root ::= [0-9] [0-9] ([0-9] [0-9]?)?", "same.ebnf")
+    report = convert.round_trip(source, target, smol_tokenizer.vocab, samples=5, only="llguidance")
+    assert report.checked["source samples"] == 0 and report.checked["converted samples"] > 0
+    assert not report.ok and not report.failures and report.unchecked == ["source"]
+    assert any("not checked in the source -> converted grammar direction" in n for n in report.notes), report.notes
+    (tmp_path / "digits.regex").write_text("[0-9]{2,4}\n")
+    result = run_cli("convert", tmp_path / "digits.regex", "--to", "ebnf", "--samples", "5")
+    assert result.exit_code == 1, result.stderr
+    assert "round trip ok" not in result.stderr and "round trip NOT VERIFIED" in result.stderr
+    assert "not checked in the source -> converted grammar direction" in " ".join(result.stderr.split())
+
+
 def test_schema_conversions_keep_xgrammars_masks_as_cheap_as_the_sources(smol_tokenizer):
     """Issue 29: `x ::= (y x)?` wrapped the right recursion of an email's quoted local part in a rule
     of its own, and xgrammar's masks grew with the string: 2.4 s a mask after 100 characters

@@ -90,7 +90,7 @@ def convert(
     the construct and its line:col.
 
     Exit codes: 0 converted and the round trip agrees, 1 the round trip found a
-    difference (or could not check anything), 2 bad input or flags.
+    difference (or could not check anything, or one direction got no samples), 2 bad input or flags.
     """
 
     if samples < 0:

@@ -52,10 +52,11 @@ class RoundTrip:
     checked: dict[str, int] = field(default_factory=lambda: {"source samples": 0, "converted samples": 0, "cases": 0})
     failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)  # directions asked for samples that got none
 
     @property
     def ok(self) -> bool:
-        return bool(self.backends) and not self.failures and sum(self.checked.values()) > 0
+        return bool(self.backends) and not self.failures and sum(self.checked.values()) > 0 and not self.unchecked
 
 
 Progress = Callable[[str, int, int], None]  # (stage, step, steps in the stage), as cli/progress.py draws it
@@ -161,6 +162,8 @@ def round_trip(
                 )
     if sum(report.checked.values()) == 0:
         report.notes.append("no sample strings found (random walks never ended) and no test cases given")
+    elif samples and not report.failures:
+        _note_unchecked_directions(report, samples)
     failed_on = {failure.split(":", 1)[0] for failure in report.failures if _STUCK not in failure}
     greedy = {name for name in report.backends if get_backend(name).capabilities.lexes_lark_greedily}
     if target.kind is Kind.LARK and failed_on and failed_on <= greedy and len(report.backends) > len(greedy):
@@ -173,6 +176,19 @@ def round_trip(
 
 
 _STUCK = "fails at its first mask"
+
+
+def _note_unchecked_directions(report: RoundTrip, samples: int) -> None:
+    """A direction whose walks gave no sample (a busy machine runs out of SAMPLE_SECONDS) compared
+    nothing: the other direction's samples alone must not make the round trip ok."""
+    for origin, other in (("source", "converted grammar"), ("converted", "source")):
+        if report.checked[f"{origin} samples"] == 0:
+            report.unchecked.append(origin)
+            report.notes.append(
+                f"round trip not checked in the {origin} -> {other} direction: no {origin} samples ({samples} "
+                f"asked, walks stop after {SAMPLE_SECONDS:g} s on each of {', '.join(report.backends)}); rerun on "
+                "an idle machine, or give --cases FILE whose inputs both grammars must agree on"
+            )
 
 
 def _report_stuck(report: RoundTrip, name: str, stuck: dict[str, str | None]) -> None:
