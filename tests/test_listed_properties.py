@@ -41,6 +41,7 @@ def test_an_object_that_lists_properties_is_closed_and_the_input_is_left_alone()
         {"not": {"properties": {"a": {"type": "string"}}}},
         {"if": {"properties": {"a": {}}}, "then": {"required": ["a"]}},
         {"$ref": "other.json", "properties": {"a": {}}},
+        {"$defs": {"A": {"$anchor": "a", "properties": {"a": {}}}}, "oneOf": [{"$ref": "#a"}, {"type": "null"}]},
     ],
 )
 def test_what_closing_would_widen_or_empty_is_left_as_written(schema):

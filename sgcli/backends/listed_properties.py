@@ -96,8 +96,8 @@ def _free_paths(nodes: dict, blocked: set[str]) -> set[tuple] | None:
     free = set()
     for path, node in nodes.items():  # depth first: a parent comes before its children
         ref = node.get("$ref")
-        if ref is not None and (not isinstance(ref, str) or not ref.startswith("#")):
-            return None
+        if ref is not None and (not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/"))):
+            return None  # another document, or an anchor (`#name`): what it names is not followed here
         if _pointer(path) in blocked:
             continue
         if len(path) >= 2 and path[-2] in ("anyOf", "allOf"):
