@@ -418,3 +418,12 @@ def test_the_rust_checks_reading_of_stacked_quantifiers_and_flags(pattern, text,
             fullmatch(pattern, text, RUST)
     else:
         assert fullmatch(pattern, text, RUST) is verdict
+
+
+def test_json_error_positions_are_worded_once():
+    """json's message may end in "at" already: it read "Unterminated string starting at at line 1 column 47"."""
+    from sgcli.validation.verdict import json_verdict
+
+    unterminated = "output is not JSON: Unterminated string starting at line 1 column 7"
+    assert json_verdict({}, '{"a": "b').errors == [unterminated]
+    assert json_verdict({}, "").errors == ["output is not JSON: Expecting value at line 1 column 1"]

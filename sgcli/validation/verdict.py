@@ -29,7 +29,9 @@ def json_verdict(schema, output: str) -> Verdict:
     try:
         parsed = json.loads(output, parse_constant=_not_json, object_pairs_hook=_noting_repeats(repeated))
     except json.JSONDecodeError as exc:
-        msg = f"output is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        # json's own wording may end in "at" already ("Unterminated string starting at")
+        at = "" if exc.msg.endswith(" at") else " at"
+        msg = f"output is not JSON: {exc.msg}{at} line {exc.lineno} column {exc.colno}"
         return Verdict(None, errors=[msg], validated_by="jsonschema")
     except _NotJson as exc:
         return Verdict(None, errors=[f"output is not JSON: {exc} is Python's, not JSON's"], validated_by="jsonschema")
