@@ -427,3 +427,16 @@ def test_json_error_positions_are_worded_once():
     unterminated = "output is not JSON: Unterminated string starting at line 1 column 7"
     assert json_verdict({}, '{"a": "b').errors == [unterminated]
     assert json_verdict({}, "").errors == ["output is not JSON: Expecting value at line 1 column 1"]
+
+
+@pytest.mark.parametrize(
+    ("output", "where"),
+    [("answer: y", "line 1 column 10"), ("answ", "line 1 column 5"), ("answer: yes", "line 1 column 12"), ("", "")],
+)
+def test_a_cut_off_grammar_output_is_reported_as_ending_early(output, where):
+    """`The answer` (cut off by --max-tokens) was "the lark parser stops at line 1 column 1": lark's
+    dynamic lexer fails at the start of a terminal the text only begins; the text ends there."""
+    errors = verdict(ConstraintSpec(Kind.EBNF, GBNF, "a.gbnf"), output).errors
+    assert errors and "the text ends before the grammar is complete (at " + where in errors[0], errors
+    wrong = verdict(ConstraintSpec(Kind.EBNF, GBNF, "a.gbnf"), "answer: maybe.").errors
+    assert wrong == ["output is not a sentence of the grammar: the lark parser stops at line 1 column 9"]

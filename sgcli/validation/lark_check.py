@@ -385,10 +385,33 @@ def checked(spec: ConstraintSpec, output: str) -> tuple[list[str], str]:
             f"sub-grammar {', '.join(prepared.ignoring)} has %ignore, which llguidance applies after each of "
             "its lexemes and lark's %import drops; the output does not parse without it"
         )
+    if _ends_early(_parser(prepared.text, modules, lexers[-1]), error, output):
+        line, col = output.count("\n") + 1, len(output) - output.rfind("\n")
+        return [
+            "output is not a sentence of the grammar: the text ends before the grammar is complete "
+            f"(at line {line} column {col}, lark parser)"
+        ], "lark"
     line, col = getattr(error, "line", -1), getattr(error, "column", -1)
-    if line is None or line < 0:
-        return ["output is not a sentence of the grammar: it ends before the grammar is complete (lark parser)"], "lark"
     return [f"output is not a sentence of the grammar: the lark parser stops at line {line} column {col}"], "lark"
+
+
+def _ends_early(parser, error, output: str) -> bool:
+    """Whether the parse ran out of text rather than met a wrong character. Earley's dynamic lexer
+    matches whole terminals, so `The answer` against `"The answer is " number` fails at column 1
+    (UnexpectedCharacters) though the text is a prefix of a sentence: the rest of the text being
+    the start of a terminal the parser expected there is the same end of input."""
+    import lark
+    import regex
+
+    if isinstance(error, lark.exceptions.UnexpectedEOF) or getattr(error, "line", -1) in (None, -1):
+        return True
+    rest = output[getattr(error, "pos_in_stream", len(output)) :]
+    expected = getattr(error, "allowed", None) or set()
+    return any(
+        regex.fullmatch(t.pattern.to_regexp(), rest, partial=True) is not None
+        for t in parser.terminals
+        if t.name in expected
+    )
 
 
 def _sub_errors(tree, output: str, schemas: dict) -> list[str]:
