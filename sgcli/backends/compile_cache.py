@@ -152,11 +152,13 @@ def compile_cached(
         header = None  # the entry did not load and was removed: compile and store afresh
     compiled = _compile_probed(backend, spec, vocab, key)
     if header is not None:  # a skip entry: measured before, not worth storing
-        return CacheOutcome(compiled, NOT_STORED, key, header.get("reason"), notes)
+        reason = f"decided by an earlier compile: {header.get('reason')}"  # not by this one's time
+        return CacheOutcome(compiled, NOT_STORED, key, reason, notes)
     if not writable(compiled_dir()):
         return CacheOutcome(compiled, OFF, key, f"cache folder {compiled_dir()} is not writable", notes)
     if compiled.compile_s < MIN_STORE_COMPILE_S:
-        reason = f"compiled in under {MIN_STORE_COMPILE_S * 1000:.0f} ms, quicker than any load"
+        ms, least = compiled.compile_s * 1000, MIN_STORE_COMPILE_S * 1000
+        reason = f"compiled in {ms:.0f} ms (under {least:.0f} ms), quicker than any load"
         return CacheOutcome(compiled, NOT_STORED, key, reason, notes)
     if store_running():  # never wait behind another grammar's store: that wait would be the caller's
         reason = "another grammar's store attempt was still running; the next compile of this one tries again"
