@@ -1,4 +1,4 @@
-"""Errors and exit codes, in one place.
+"""Errors and exit codes, in one place, and the wording helpers messages share.
 
 A `UserError` is the user's to fix (bad file, bad flag, unknown model): the CLI prints
 its message, without a traceback, and exits 2. Anything else escaping a command is a
@@ -52,6 +52,11 @@ def _abbreviated(value: str, folded: dict[str, str]) -> list[str]:
     ends = re.compile(rf"\D{number.group()}$")
     found = [c for c in folded if c[:1] == value[:1].lower() and ends.search(c) and c != value.lower()]
     return found if len(found) == 1 else []
+
+
+def plural(n: int | str, word: str, many: str | None = None) -> str:
+    """`1 token`, `2 tokens`: a count whose noun agrees with it (summaries read "1 tokens", "1 items")."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
 
 
 class SgcliError(Exception):

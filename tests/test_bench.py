@@ -526,3 +526,13 @@ def test_the_table_says_how_many_values_each_percentile_stands_on(tmp_path, run_
     assert "(n=3)" in table  # three cold compiles
     masks = _backend_rows(run_cli("bench", path, "-b", "llguidance", "--no-cache", "--json"))["llguidance"]["mask_ms"]
     assert masks["n"] > 3 and f"(n={masks['n']})" in table
+
+
+def test_a_count_of_one_is_singular(tmp_path, run_cli):
+    """The table read "sgcli bench · 1 items", and a generation's line "1 tokens"."""
+    from sgcli.errors import plural
+
+    result = run_cli("bench", _jsonl(tmp_path, ITEMS[2:3]), "--backend", "llguidance", "--no-cache")
+    assert result.stdout.splitlines()[0].rstrip() == "sgcli bench · 1 item", result.stdout
+    assert (plural(1, "token"), plural(0, "token"), plural("-", "token")) == ("1 token", "0 tokens", "- tokens")
+    assert plural(2, "entry", "entries") == "2 entries"

@@ -99,7 +99,7 @@ def test_batch_with_a_bad_line_still_answers_the_others(run_cli, tmp_path):
     assert [r["id"] for r in recs] == [1, "line-2", 3]
     assert recs[0]["valid"] and recs[2]["valid"] and recs[1]["valid"] is None  # nothing ran on line 2
     assert recs[1]["errors"][0].startswith(f"{batch}:2:") and recs[1]["unchecked"]
-    assert "3 records: 2 valid, 0 invalid, 1 errors" in result.stderr  # the batch's closing line
+    assert "3 records: 2 valid, 0 invalid, 1 error ·" in result.stderr  # the batch's closing line
     assert f"✗ {batch}:2:" in result.stderr  # and where the error is
 
 

@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol
 
 from sgcli.batch.output import Failures
+from sgcli.errors import plural
 
 if TYPE_CHECKING:
     from sgcli.batch.records import RecordWriter
@@ -83,6 +84,7 @@ class Tally:
         unchecked = f", {self.unchecked} unchecked" if self.unchecked else ""
         how = self.how() if callable(self.how) else self.how
         return (
-            f"{self.n} records: {self.valid} valid, {self.invalid} invalid{unchecked}, {self.errors} errors · "
-            f"{self.tokens} tokens in {elapsed:.1f} s ({rate})" + (f" · {how}" if how else "")
+            f"{plural(self.n, 'record')}: {self.valid} valid, {self.invalid} invalid{unchecked}, "
+            f"{plural(self.errors, 'error')} · {plural(self.tokens, 'token')} in {elapsed:.1f} s ({rate})"
+            + (f" · {how}" if how else "")
         )

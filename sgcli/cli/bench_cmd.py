@@ -18,7 +18,7 @@ from sgcli.cli import model_options as mo
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
 from sgcli.cli.tables import print_table
 from sgcli.engine import checkpoint
-from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
+from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError, plural
 from sgcli.extras import require
 from sgcli.grammar_dev import bench as core
 from sgcli.tokenizers import load_tokenizer
@@ -192,7 +192,7 @@ def _show(results, summaries: list[dict], n_items: int) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"sgcli bench · {n_items} items", title_justify="left")
+    table = Table(title=f"sgcli bench · {plural(n_items, 'item')}", title_justify="left")
     for col in ("backend", "compiled", "failed", "cold ms p50/p99", "cached ms p50/p99", "mask ms p50/p99/max"):
         table.add_column(col, justify="left" if col in ("backend", "failed") else "right")
     table.add_column("instances", justify="right")
@@ -224,7 +224,7 @@ def _show(results, summaries: list[dict], n_items: int) -> None:
         if g:
             jf = g["tokens_per_s_jump_forward"]
             out.print(
-                f"{s['backend']}: generate {g['items']} items, ≤{g['max_tokens']} tokens: "
+                f"{s['backend']}: generate {plural(g['items'], 'item')}, ≤{plural(g['max_tokens'], 'token')}: "
                 f"{_num(g['tokens_per_s'])} tokens/s; with jump-forward: {_num(jf)}"
                 + (f" ({g['note']})" if g.get("note") else "")
             )

@@ -15,7 +15,7 @@ from sgcli.cli import constraint_options as co
 from sgcli.cli.common import TOKENIZER_HELP, JsonFlagOpt, canonical_format, fail, plain_err
 from sgcli.constraints.reading import read_text
 from sgcli.constraints.spec import Kind
-from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
+from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError, plural
 from sgcli.grammar_dev.grammar_tests import KIND_ALIASES, parse_kind
 from sgcli.lint import FORMATS, RENDERERS, Linter, LintOptions, Selection
 from sgcli.lint.discover import expand
@@ -238,8 +238,7 @@ def _lint_files(linter, targets: list) -> tuple[list, dict[str, str | None], int
         missing.update(result.missing)
         sources[result.path] = _source(result.path)
     for (name, reason), count in skipped.items():
-        files = f"{count} file{'s' if count > 1 else ''}"
-        plain_err(f"note: {name} did not run on {files}: {reason}")
+        plain_err(f"note: {name} did not run on {plural(count, 'file')}: {reason}")
     if missing:  # named once, whatever the number of files: an install, not a finding
         plain_err("note: not installed, so not judged: " + "; ".join(f"{n} ({r})" for n, r in sorted(missing.items())))
     return diagnostics, sources, failed

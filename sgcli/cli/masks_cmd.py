@@ -11,7 +11,7 @@ from sgcli.backends.matching import check_enforces
 from sgcli.cli import constraint_options as co
 from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of, utf8_text
 from sgcli.cli.tables import print_table
-from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
+from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError, plural
 from sgcli.grammar_dev.dryrun import dry_run, piece_text, token_text
 from sgcli.tokenizers import load_tokenizer
 
@@ -100,10 +100,6 @@ def _sample(state, vocab, limit_note: bool = True) -> str:
     return shown + (f" … +{more}" if more > 0 and limit_note else "")
 
 
-def _count(n: int) -> str:
-    return f"{n} token" + ("" if n == 1 else "s")
-
-
 def _byte_at(text: str, offset: int) -> str:
     data = text.encode("utf-8")
     if offset >= len(data):
@@ -122,13 +118,13 @@ def _show(run, vocab, name: str) -> None:
         return
     if run.text is None:
         s = run.end
-        out.print(f"first step of {escape(name)} on {run.backend}: {_count(s.n_allowed)} allowed")
+        out.print(f"first step of {escape(name)} on {run.backend}: {plural(s.n_allowed, 'token')} allowed")
         out.print(f"  allowed: {escape(_sample(s, vocab))}")
         if s.forced:
             out.print(f"  forced: {escape(piece_text(s.forced))}")
         out.print(f"  can stop: {'yes' if s.can_stop else 'no'}")
         return
-    table = Table(title=f"{escape(name)} · {run.backend} · {len(run.tokens)} tokens", title_justify="left")
+    table = Table(title=f"{escape(name)} · {run.backend} · {plural(len(run.tokens), 'token')}", title_justify="left")
     for col, kw in (
         ("#", {"justify": "right"}),
         ("byte", {"justify": "right"}),
@@ -166,7 +162,7 @@ def _show(run, vocab, name: str) -> None:
             f"bytes {r.token_offset}-{r.token_offset + len(r.piece)} of TEXT); first bad byte: {r.byte_offset}"
             f"{_byte_at(run.text, r.byte_offset)}"
         )
-        out.print(f"  allowed there: {_count(r.allowed.n_allowed)}: {escape(_sample(r.allowed, vocab))}")
+        out.print(f"  allowed there: {plural(r.allowed.n_allowed, 'token')}: {escape(_sample(r.allowed, vocab))}")
         if r.next_bytes == "[]":
             out.print("  no byte may follow: the text must end there" if r.can_stop_at_byte else "  no byte may follow")
         else:
@@ -178,7 +174,7 @@ def _show(run, vocab, name: str) -> None:
     else:
         out.print(
             f"[yellow]prefix[/]: every token allowed, but the grammar cannot stop yet; "
-            f"next: {_count(run.end.n_allowed)}: {escape(_sample(run.end, vocab))}"
+            f"next: {plural(run.end.n_allowed, 'token')}: {escape(_sample(run.end, vocab))}"
         )
         if run.end.forced:
             out.print(f"  forced: {escape(piece_text(run.end.forced))}")

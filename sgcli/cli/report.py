@@ -11,6 +11,7 @@ import json
 from sgcli.app.report import Tally
 from sgcli.batch.records import RecordWriter
 from sgcli.cli.common import err, escape
+from sgcli.errors import plural
 
 _COLOURS = {"warning": "yellow", "fallback": "yellow", "note": "cyan"}
 
@@ -80,7 +81,7 @@ def record_summary(record: dict) -> None:
         ttft += f" (ready {t['start_to_first_token_ms'] / 1000:.2f} s from start)"
     forced = f" ({usage['forced_tokens']} forced)" if usage.get("forced_tokens") else ""
     tokens = "-" if usage.get("completion_tokens") is None else usage["completion_tokens"]  # a server sent none
-    threads = f"{t['threads']} thread{'s' if t['threads'] != 1 else ''} · " if t.get("threads") else ""
+    threads = f"{plural(t['threads'], 'thread')} · " if t.get("threads") else ""
     valid = {True: "[green]valid[/]", False: "[red]invalid[/]"}.get(record["valid"], "[yellow]unchecked[/]")
     if record.get("validated_by"):
         valid += f" [dim](checked by {record['validated_by']})[/]"
@@ -91,7 +92,7 @@ def record_summary(record: dict) -> None:
         else ""
     )
     err.print(
-        f"[dim]{record['backend']} · {record['model']}{placed} · {tokens} tokens{forced} · "
+        f"[dim]{record['backend']} · {record['model']}{placed} · {plural(tokens, 'token')}{forced} · "
         f"{tps} · {ttft} · {threads}finish: {record['finish_reason']} ·[/] {valid}"
     )
     for e in record["errors"]:

@@ -19,7 +19,7 @@ from sgcli.cli.common import (
     output_format_of,
     utf8_text,
 )
-from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
+from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError, plural
 from sgcli.tokenizers import load_tokenizer
 from sgcli.tokenizers.inspect import diff_tokenizers, inspect_tokenizer
 
@@ -123,7 +123,7 @@ def _print_tokens(t: dict) -> None:
     if "error" in t:
         out.print(f"[red]{escape(t['error'])}[/]")
         return
-    table = Table(title=f"{len(t['ids'])} tokens for {t['text']!r}", title_justify="left")
+    table = Table(title=f"{plural(len(t['ids']), 'token')} for {t['text']!r}", title_justify="left")
     for col in ("#", "id", "piece", "hex"):
         table.add_column(col, justify="right" if col in ("#", "id") else "left")
     for n, p in enumerate(t["pieces"]):
