@@ -248,6 +248,22 @@ def test_diff_same_and_different(tmp_path, run_cli, smol_tokenizer):
     assert {"id": 10, "a": "[control_8]", "b": "[IMG]"} in report["differing_bytes"]["examples"]
 
 
+@pytest.mark.parametrize(("difference", "said"), [(-16384, "b has 16384 fewer ids"), (1, "b has 1 more id")])
+def test_diff_says_which_tokenizer_has_more_ids_in_words(monkeypatch, difference, said):
+    """It printed "size: b has -16384 ids", which reads as a count, not a difference."""
+    import io
+
+    from rich.console import Console
+
+    from sgcli.cli import tokenizer_cmd
+
+    monkeypatch.setattr(tokenizer_cmd, "out", Console(file=io.StringIO(), width=200))
+    sides = {"a": {"tokenizer": "a", "size": 49152}, "b": {"tokenizer": "b", "size": 49152 + difference}}
+    report = sides | {"same": False, "fields": {}, "size_difference": difference, "differing_bytes": {"count": 0}}
+    tokenizer_cmd._print_diff(report | {"special_only_in_a": [], "special_only_in_b": []})
+    assert f"size: {said}\n" in tokenizer_cmd.out.file.getvalue()
+
+
 def test_inspect_takes_tokenizer_as_every_command_does(run_cli):
     flag = run_cli("tokenizer", "inspect", "--tokenizer", "default", "--json")
     assert flag.exit_code == 0, flag.stderr

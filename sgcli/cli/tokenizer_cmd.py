@@ -159,7 +159,8 @@ def _print_diff(r: dict) -> None:
     for name, v in r["fields"].items():
         out.print(f"[yellow]{name}[/]: a={v['a']!r} b={v['b']!r}")
     if r["size_difference"]:
-        out.print(f"[yellow]size[/]: b has {r['size_difference']:+d} ids")
+        more = r["size_difference"]
+        out.print(f"[yellow]size[/]: b has {plural(abs(more), 'more id' if more > 0 else 'fewer id')}")
     d = r["differing_bytes"]
     if d["count"]:
         out.print(
