@@ -213,3 +213,11 @@ def test_the_none_row_judges_text_by_the_independent_check(run_cli, schema_file)
     assert any("constrains nothing" in w for w in none["warnings"]) and result.exit_code == 1
     good = rows(run_cli(*args, "--text", '{"city":"Paris","rank":1}').stdout)
     assert [r["valid"] for r in good] == [True, True]
+
+
+def test_a_regex_row_has_no_json_layout_variant(run_cli):
+    """A `--regex` run's rows read variant "flexible", and its summary "agree (flexible)": no layout shapes a regex."""
+    args = ["compare-backends", "--no-generate", "--regex", "[a-z]+", "--text", "abc", "-b", "llguidance"]
+    result = run_cli(*args, "-b", "xgrammar", "--json")
+    assert [r["variant"] for r in rows(result.stdout)] == ["-", "-"]
+    assert "agree: llguidance, xgrammar" in result.stderr and "flexible" not in result.stderr

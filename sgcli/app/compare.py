@@ -59,10 +59,14 @@ def run_compare(request: CompareRequest, reporter: Reporter) -> list[dict]:
     return _compare_masks(request, vocab)
 
 
-def parse_variants(text: str | None, base: JsonOptions) -> list[tuple[str, JsonOptions]]:
-    """`flexible,compact,indent=2,max-whitespace=4` -> named JsonOptions (default: just `base`)."""
+NO_LAYOUT = "-"  # the variant of a constraint no JSON layout shapes (a regex's row read "flexible")
+
+
+def parse_variants(text: str | None, spec: ConstraintSpec) -> list[tuple[str, JsonOptions]]:
+    """`flexible,compact,indent=2,max-whitespace=4` -> named JsonOptions (default: just the spec's own)."""
+    base = spec.json_options
     if not text:
-        return [(base.describe(), base)]
+        return [(base.describe() if spec.takes_json_layout() else NO_LAYOUT, base)]
     variants = []
     for item in (part.strip() for part in text.split(",")):
         key, _, value = item.partition("=")

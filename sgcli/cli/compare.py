@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli.app.compare import (
+    NO_LAYOUT,
     CompareRequest,
     check_some_row_runs,
     parse_variants,
@@ -129,7 +130,7 @@ def compare_backends(
     if not engine_flags.local:
         engine_flags.client()
         refuse_server_side(engine_flags.engine, spec, prompt_flags.raw)
-    variants = parse_variants(whitespace, spec.json_options)
+    variants = parse_variants(whitespace, spec)
     names = pick_backends([*(backends_opt or []), *(backends_csv or [])], spec)
     check_some_row_runs(spec, names, variants)
     if tokenizer_ref is not None and not no_generate:
@@ -247,13 +248,20 @@ def _summary(rows: list[dict]) -> None:
 
     for r in rows:
         for w in r["warnings"]:
-            err.print(f"[yellow]warning[/]: {r['backend']} ({r['variant']}): {escape(w)}")
+            err.print(f"[yellow]warning[/]: {r['backend']}{_of_variant(r['variant'])}: {escape(w)}")
     for variant in dict.fromkeys(r["variant"] for r in rows):
         ran = [r for r in rows if r["variant"] == variant and r["agree"] is not None]
         if len(ran) < 2:
             continue
         differ = [r["backend"] for r in ran if not r["agree"]]
         if differ:
-            err.print(f"[yellow]differ[/] ({escape(variant)}): {', '.join(differ)} vs {ran[0]['backend']}")
+            err.print(f"[yellow]differ[/]{_of_variant(variant)}: {', '.join(differ)} vs {ran[0]['backend']}")
         else:
-            err.print(f"agree ({escape(variant)}): {', '.join(r['backend'] for r in ran)}")
+            err.print(f"agree{_of_variant(variant)}: {', '.join(r['backend'] for r in ran)}")
+
+
+def _of_variant(variant: str) -> str:
+    """` (compact)` after a row's backend; nothing for a constraint no JSON layout shapes."""
+    from rich.markup import escape
+
+    return "" if variant == NO_LAYOUT else f" ({escape(variant)})"

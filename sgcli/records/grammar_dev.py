@@ -32,7 +32,11 @@ class CompareRow(_Versioned):
     Every row has every key; nulls where the mode (--no-generate or a generation) does not fill one."""
 
     backend: str
-    variant: str = Field(..., description="the JSON layout variant (--whitespace), e.g. flexible, compact, indent=2")
+    variant: str = Field(
+        ...,
+        description="the JSON layout variant (--whitespace), e.g. flexible, compact, indent=2; '-' for a "
+        "constraint no JSON layout shapes (a regex, a grammar)",
+    )
     compile_ms: Optional[float] = Field(None, description="grammar compile (or cache load) time")
     cache: Optional[str] = Field(
         None, description="the on-disk cache: hit (compile_ms is a load), miss, off, not cacheable, ..."
