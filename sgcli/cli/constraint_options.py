@@ -222,13 +222,26 @@ class ConstraintFlags:
 
         if given and specs and not any(s.takes_json_layout() or embedded_schemas(s) for s in specs):
             first = specs[0]
-            raise UserError(
-                f"{', '.join(given)}: {first.name} ({first.kind.label}) has no JSON to lay out; its own text "
-                "decides its whitespace",
-                hint="drop the flag, or write the layout into the grammar (a JSON Schema, a structural tag or a "
-                "Lark grammar's --sub and %json schemas take it)",
-            )
+            raise _nothing_to_shape(given, first)
         return specs
+
+
+def _nothing_to_shape(given: list[str], spec: ConstraintSpec) -> UserError:
+    """The refusal of layout flags `given` for `spec`, which has no JSON, each flag with its own why:
+    --strict-properties said "its own text decides its whitespace", which is no reason for a property rule."""
+    layout = [flag for flag in given if flag != "--strict-properties"]
+    whys = ["has no JSON to lay out; its own text decides its whitespace"] if layout else []
+    if "--strict-properties" in given:
+        whys.append(
+            "has no JSON object for --strict-properties to close (the flag shapes JSON objects: no property "
+            "beyond those the schema lists)"
+        )
+    drop = "drop the flags" if len(given) > 1 else "drop the flag"
+    takers = "a JSON Schema, a structural tag or a Lark grammar's --sub and %json schemas take it"
+    return UserError(
+        f"{', '.join(given)}: {spec.name} ({spec.kind.label}) " + ", and ".join(whys),
+        hint=drop + (", or write the layout into the grammar" if layout else "") + f" ({takers})",
+    )
 
 
 @dataclass
