@@ -245,3 +245,20 @@ def test_properties_out_of_the_schemas_order_are_rejected(run_cli, tmp_path, bac
     ordered = run_cli("masks", "--schema", schema, "--text", '{"a": 1, "b": 2}', "-b", backend, "--json")
     reordered = run_cli("masks", "--schema", schema, "--text", '{"b": 2, "a": 1}', "-b", backend, "--json")
     assert (ordered.exit_code, reordered.exit_code) == (0, 1), (ordered.output, reordered.output)
+
+
+def test_a_warning_about_several_places_names_each_once(run_cli):
+    """examples/component.json: "Unknown format: path (2 times)" was shown twice, each time at one place."""
+    from pathlib import Path
+
+    from sgcli.backends.base import CompileWarning, warning_lines
+
+    component = Path(__file__).resolve().parent.parent / "examples" / "component.json"
+    result = run_cli("masks", "--schema", component, "-b", "llguidance")
+    lines = [line for line in result.stderr.splitlines() if "Unknown format" in line]
+    assert lines == [
+        "warning: llguidance: Unknown format: path (2 times) "
+        "(at /properties/templateUrl/format and /properties/styleUrls/items/format)"
+    ], result.stderr
+    three = [CompileWarning("m", p) for p in ("/a", "/b", "/c")] + [CompileWarning("n")]
+    assert warning_lines(three) == ["m (at /a, /b and /c)", "n"]

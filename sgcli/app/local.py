@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from sgcli import backends
 from sgcli.app.report import Reporter
 from sgcli.app.request import GenerateRequest
+from sgcli.backends.base import warning_lines
 from sgcli.backends.guarantee import guarantee
 from sgcli.backends.matching import enforcing_backends
 from sgcli.batch.requests import BadLine, PromptOptions, Request, read_requests, start_prompt, start_prompts
@@ -153,9 +154,8 @@ def compile_checked(backend: str, spec, tokenizer, max_tokens: int, reporter: Re
     compiled, fallbacks = backends.compile_for(backend, spec, tokenizer.vocab)
     for fb in fallbacks:
         reporter.notice("fallback", f"{fb['backend']} skipped: {fb['reason']}")
-    for w in compiled.warnings:
-        where = f" (at {w.pointer})" if w.pointer else ""
-        reporter.notice("warning", f"{compiled.backend}: {w.message}{where}")
+    for line in warning_lines(compiled.warnings):
+        reporter.notice("warning", f"{compiled.backend}: {line}")
     kept = guarantee(compiled, allow_unenforced=allow_unenforced)  # exit 2 here, before the model loads
     for note in kept.notes:
         reporter.notice("note", note)

@@ -179,6 +179,24 @@ class CompileWarning:
         return self.message if not self.pointer else f"{self.pointer}: {self.message}"
 
 
+def warning_lines(warnings: list[CompileWarning]) -> list[str]:
+    """One line a message, naming every place it is about: a warning is one a pointer, and
+    `Unknown format: path (2 times)` was shown twice, each time with one of its two places."""
+    places: dict[str, list[str]] = {}
+    for w in warnings:
+        places.setdefault(w.message, [])
+        if w.pointer:
+            places[w.message].append(w.pointer)
+    return [message + _at(pointers) for message, pointers in places.items()]
+
+
+def _at(pointers: list[str]) -> str:
+    if not pointers:
+        return ""
+    head = ", ".join(pointers[:-1])
+    return f" (at {head + ' and ' if head else ''}{pointers[-1]})"
+
+
 class Matcher(Protocol):
     """Per-sequence grammar state."""
 

@@ -6,10 +6,20 @@ from typing import Annotated, Optional
 
 import typer
 
+from sgcli.backends.base import warning_lines
 from sgcli.backends.compile_cache import compile_cached
 from sgcli.backends.matching import check_enforces
 from sgcli.cli import constraint_options as co
-from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of, utf8_text
+from sgcli.cli.common import (
+    JsonFlagOpt,
+    JsonRows,
+    OutputFormatOpt,
+    err,
+    escape,
+    out,
+    output_format_of,
+    utf8_text,
+)
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError, plural
 from sgcli.grammar_dev.dryrun import dry_run, piece_text, token_text
@@ -77,8 +87,8 @@ def masks(
     )
     for fb in fallbacks:
         err.print(f"[yellow]fallback[/]: {fb['backend']} skipped: {fb['reason']}")
-    for w in compiled.warnings:
-        err.print(f"[yellow]warning[/]: {compiled.backend}: {w.message}")
+    for line in warning_lines(compiled.warnings):
+        err.print(f"[yellow]warning[/]: {compiled.backend}: {escape(line)}")
     run = dry_run(compiled, text, top=top)
     fmt = output_format_of(output_format, json_out, stream=True)
     if fmt != "text":  # one record per step, then a summary
@@ -110,7 +120,6 @@ def _byte_at(text: str, offset: int) -> str:
 
 
 def _show(run, vocab, name: str) -> None:
-    from rich.markup import escape
     from rich.table import Table
 
     if run.text is None and run.error is not None:
