@@ -173,7 +173,7 @@ def test_malformed_schema_json_names_file_line_col(run_cli, tmp_path):
 def test_schema_failing_meta_validation_names_the_keyword_position(run_cli, tmp_path):
     bad = tmp_path / "meta.json"
     bad.write_text('{\n  "type": "object",\n  "properties": {\n    "a": {"type": "strnig"}\n  }\n}\n')
-    _user_error(run_cli("generate", "--schema", bad, "x"), f"{bad}:4:19", "invalid JSON Schema", "properties/a/type")
+    _user_error(run_cli("generate", "--schema", bad, "x"), f"{bad}:4:19", "invalid JSON Schema at /properties/a/type:")
 
 
 def test_grammar_syntax_error_names_line_and_column(run_cli, tmp_path):

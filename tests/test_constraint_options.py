@@ -177,7 +177,9 @@ def test_schema_takes_inline_json_as_llm_and_vllm_do(run_cli, tmp_path):
     ("inline", "expected"),
     [
         ('{"type": "integer"', "error: --schema:1:19: invalid JSON"),
-        ('{"type": "integer", "minimum": "x"}', "error: --schema:1:32: invalid JSON Schema at minimum"),
+        ('{"type": "integer", "minimum": "x"}', "error: --schema:1:32: invalid JSON Schema at /minimum:"),
+        ('{"properties": {"a": {"type": "bogus"}}}', "--schema:1:31: invalid JSON Schema at /properties/a/type:"),
+        ('{"$schema": 5}', "error: --schema:1:13: invalid JSON Schema at /$schema:"),
     ],
 )
 def test_bad_inline_schema_is_exit_2_at_its_column(run_cli, inline, expected):

@@ -322,7 +322,7 @@ def test_readme_composite_example_is_validated_by_lark_and_jsonschema():
     assert (good.valid, good.validated_by, good.unchecked) == (True, "lark+jsonschema", None)
     breaks_schema = verdict(spec, 'Reasoning: Paris is a city in France.\nJSON: {"answer": "Maybe"}')
     assert breaks_schema.valid is False and breaks_schema.validated_by == "lark+jsonschema"
-    assert "@answer: schema violation at answer" in breaks_schema.errors[0]
+    assert "@answer: schema violation at /answer:" in breaks_schema.errors[0]
     breaks_grammar = verdict(spec, 'Reasoning: two\nlines\nJSON: {"answer": "Yes"}')
     assert breaks_grammar.valid is False and "lark parser stops" in breaks_grammar.errors[0]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from sgcli.constraints.jsonpos import locate
+from sgcli.constraints.jsonpos import locate, pointer_of
 from sgcli.constraints.reading import read_text
 from sgcli.constraints.schema_refs import Reference, first_cycle, references
 from sgcli.constraints.spec import ConstraintSpec, json_depth
@@ -38,7 +38,7 @@ def meta_validate(spec: ConstraintSpec, schema, cls: type | None = None) -> None
     dialect = schema.get("$schema") if isinstance(schema, dict) else None
     if dialect is not None and not isinstance(dialect, str):
         raise UserError(
-            f"invalid JSON Schema at $schema: {json.dumps(dialect)[:60]} is not a string",
+            f"invalid JSON Schema at /$schema: {json.dumps(dialect)[:60]} is not a string",
             location=Location(spec.origin, *(locate(spec.text, ("$schema",)) or (None, None))),
             hint='name the draft by its URI, e.g. "https://json-schema.org/draft/2020-12/schema"',
         )
@@ -47,9 +47,8 @@ def meta_validate(spec: ConstraintSpec, schema, cls: type | None = None) -> None
         deep_call(lambda: cls.check_schema(schema), frames=12 * json_depth(schema))
     except jsonschema.SchemaError as exc:
         pos = locate(spec.text, exc.path) or (None, None)
-        where = "/".join(str(p) for p in exc.path) or "(root)"
-        raise UserError(
-            f"invalid JSON Schema at {where}: {exc.message}",
+        raise UserError(  # a JSON pointer, as every message names a place in a schema (it read "properties/a/type")
+            f"invalid JSON Schema at {pointer_of(exc.path) or '/'}: {exc.message}",
             location=Location(spec.origin, *pos),
             hint=f"the schema must be valid under {cls.__name__.removesuffix('Validator')}",
         ) from None

@@ -8,6 +8,7 @@ from typing import Any
 
 from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.formats import format_checker
+from sgcli.constraints.jsonpos import pointer_of
 from sgcli.lone_surrogates import lone_surrogate
 
 
@@ -105,6 +106,5 @@ def schema_errors(schema, instance) -> list[str]:
     except Exception as exc:  # referencing.Unresolvable, RefResolutionError, ...: the schema, not the output
         raise Unchecked(f"jsonschema cannot apply the schema: {type(exc).__name__}: {exc}") from None
     for err in found:
-        where = "/".join(str(p) for p in err.absolute_path) or "(root)"
-        out.append(f"schema violation at {where}: {err.message}")
+        out.append(f"schema violation at {pointer_of(err.absolute_path) or '/'}: {err.message}")  # a JSON pointer
     return out
