@@ -215,9 +215,12 @@ def test_the_none_row_judges_text_by_the_independent_check(run_cli, schema_file)
     assert [r["valid"] for r in good] == [True, True]
 
 
-def test_a_regex_row_has_no_json_layout_variant(run_cli):
+def test_a_regex_row_has_no_json_layout_variant(run_cli, tmp_path):
     """A `--regex` run's rows read variant "flexible", and its summary "agree (flexible)": no layout shapes a regex."""
     args = ["compare-backends", "--no-generate", "--regex", "[a-z]+", "--text", "abc", "-b", "llguidance"]
     result = run_cli(*args, "-b", "xgrammar", "--json")
     assert [r["variant"] for r in rows(result.stdout)] == ["-", "-"]
     assert "agree: llguidance, xgrammar" in result.stderr and "flexible" not in result.stderr
+    (tmp_path / "g.lark").write_text('start: %json {"type": "integer"}\n')  # an inline %json is laid out
+    inline = ["compare-backends", "--no-generate", "--lark", tmp_path / "g.lark", "--text", "1", "-b", "llguidance"]
+    assert [r["variant"] for r in rows(run_cli(*inline, "--json").stdout)] == ["compact"]

@@ -25,6 +25,7 @@ from sgcli.backends.schema_checker import with_checker
 from sgcli.batch.requests import PromptOptions, Request
 from sgcli.batch.sampling import SamplingParams
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
+from sgcli.dialects.embedded import embedded_schemas
 from sgcli.engine import checkpoint
 from sgcli.errors import UserError
 from sgcli.serving import check_engine_supports, refuse_backend_choice
@@ -66,7 +67,8 @@ def parse_variants(text: str | None, spec: ConstraintSpec) -> list[tuple[str, Js
     """`flexible,compact,indent=2,max-whitespace=4` -> named JsonOptions (default: just the spec's own)."""
     base = spec.json_options
     if not text:
-        return [(base.describe() if spec.takes_json_layout() else NO_LAYOUT, base)]
+        laid_out = spec.takes_json_layout() or embedded_schemas(spec)  # an inline %json is JSON to lay out too
+        return [(base.describe() if laid_out else NO_LAYOUT, base)]
     variants = []
     for item in (part.strip() for part in text.split(",")):
         key, _, value = item.partition("=")
