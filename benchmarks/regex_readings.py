@@ -4,7 +4,7 @@ independent check.
 Every `pattern` (and `patternProperties` key) in a folder of JSON Schemas becomes a `--regex`; each
 backend compiles it (bounded, as sgcli does) and random walks of its matcher sample up to
 `--samples` strings, each checked with the `regex` package in the backend's dialect
-(`validation/regex_check.py`: Rust for llguidance and outlines-core, ECMAScript for xgrammar). A
+(`constraints/regex_dialects.py`: Rust for llguidance and outlines-core, ECMAScript for xgrammar). A
 sample the check refuses is a misreading: the backend's grammar takes text the regex does not.
 Exit 1 when there is any.
 
@@ -28,10 +28,10 @@ from pathlib import Path
 from sgcli.backends import get_backend
 from sgcli.backends.bounded import compile_bounded
 from sgcli.backends.matching import sample_strings
+from sgcli.constraints import regex_dialects
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import UserError
 from sgcli.tokenizers import load_tokenizer
-from sgcli.validation import regex_check
 
 BACKENDS = ("llguidance", "xgrammar", "outlines_core")
 
@@ -73,8 +73,8 @@ def read_one(backend: str, pattern: str, vocab, samples: int, seconds: float) ->
     for s in sample_strings(compiled, samples, seconds=seconds):
         text = s.decode("utf-8", "replace")
         try:
-            ok = regex_check.fullmatch(pattern, text, dialect)
-        except regex_check.DialectError as exc:
+            ok = regex_dialects.fullmatch(pattern, text, dialect)
+        except regex_dialects.DialectError as exc:
             out["unchecked"] = str(exc)[:120]  # the `regex` package cannot read it in that dialect
             break
         out["samples"] += 1

@@ -169,7 +169,7 @@ def test_outlines_core_takes_a_whole_text_regex_with_its_edge_anchors(smol_token
     Schema Store patterns it refused as `--regex` compile without their edge anchors, which a whole-text
     regex means anyway."""
     from sgcli.backends.matching import accepts_bytes, sample_strings
-    from sgcli.validation.regex_check import fullmatch
+    from sgcli.constraints.regex_dialects import fullmatch
 
     compiled = get_backend("outlines_core").compile(ConstraintSpec(Kind.REGEX, pattern, "r"), smol_tokenizer.vocab)
     assert [accepts_bytes(compiled, s.encode()).accepted for s in taken + refused] == [True] * len(taken) + [

@@ -411,7 +411,7 @@ def test_a_number_past_a_doubles_range_is_judged_but_kept_out_of_parsed():
     ],
 )
 def test_the_rust_checks_reading_of_stacked_quantifiers_and_flags(pattern, text, verdict):
-    from sgcli.validation.regex_check import RUST, DialectError, fullmatch
+    from sgcli.constraints.regex_dialects import RUST, DialectError, fullmatch
 
     if verdict is None:
         with pytest.raises(DialectError):

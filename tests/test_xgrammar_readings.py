@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from sgcli.backends import get_backend
 from sgcli.backends.matching import accepts_bytes, sample_strings
 from sgcli.backends.xgrammar_regex import escapes_for_xgrammar, for_xgrammar, gbnf_for_xgrammar, lark_for_xgrammar
+from sgcli.constraints.regex_dialects import ECMA, fullmatch
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.errors import UserError
-from sgcli.validation.regex_check import ECMA, fullmatch
 
 
 def _tag(pattern: str) -> str:

@@ -15,6 +15,7 @@ import weakref
 from dataclasses import dataclass, field
 
 from sgcli.constraints.formats import user_format_regex
+from sgcli.constraints.regex_dialects import SCHEMA, compiled
 from sgcli.tokenizers.vocab import Vocab
 
 NUMBER_BYTES = frozenset(b"0123456789+-.eE")
@@ -38,9 +39,9 @@ def add_string_rules(rules: StringRules, node: dict) -> None:
         rules.choices.append(frozenset(v for v in node["enum"] if isinstance(v, str)))
     if isinstance(node.get("const"), str):
         rules.choices.append(frozenset({node["const"]}))
-    for pattern in (node.get("pattern"), user_format_regex(node.get("format"))):
+    for pattern, dialect in ((node.get("pattern"), SCHEMA), (user_format_regex(node.get("format")), None)):
         if isinstance(pattern, str) and pattern.startswith("^"):
-            compiled = _prefix_regex(pattern)
+            compiled = _prefix_regex(pattern, dialect)
             if compiled is not None:
                 rules.patterns.append(compiled)
                 rules.ascii_closed.append(_ascii_closed(pattern))
@@ -55,12 +56,14 @@ def _ascii_closed(pattern: str) -> bool:
     return pattern.isascii() and _OPEN.search(pattern) is None
 
 
-def _prefix_regex(pattern: str):
+def _prefix_regex(pattern: str, dialect: str | None):
+    """`pattern` compiled for partial matching: a `pattern` as jsonschema's check reads it (`schema_patterns`),
+    a `--format` REGEX (`dialect` None) as written."""
     import regex
 
     try:
-        return regex.compile(pattern)
-    except Exception:  # regex.error, or a pattern only `re` reads: no prefix check, the completion check stays
+        return compiled(pattern, dialect) if dialect else regex.compile(pattern)
+    except Exception:  # DialectError, or a pattern only `re` reads: no prefix check, the completion check stays
         return None
 
 

@@ -11,13 +11,12 @@ checker (`schema_checker.py`) then validates the whole subschema that holds it. 
 keyword not listed as enforced counts as a gap.
 
 Each gap also says whether the checker can enforce it: the checker is jsonschema, so a remote
-`$ref` it cannot resolve, a `format` it has no checker for, or a `pattern` Python's `re` cannot
-read is enforced by nothing.
+`$ref` it cannot resolve, a `format` it has no checker for, or a `pattern` the `regex` package cannot
+read (`schema_patterns`; meta-validation refuses most such first) is enforced by nothing.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from urllib.parse import unquote
 
@@ -28,6 +27,7 @@ from sgcli.backends.pattern_gaps import declared_pattern_gaps
 from sgcli.backends.schema_doc import SchemaDoc, escape_pointer, subschemas
 from sgcli.constraints.formats import format_checker
 from sgcli.constraints.jsonpos import pointer_parts
+from sgcli.constraints.schema_patterns import regex_error
 from sgcli.constraints.spec import Kind
 from sgcli.dialects.embedded import EmbeddedSchema, embedded_schemas
 from sgcli.errors import UserError
@@ -153,7 +153,7 @@ def _has_dynamic(doc: SchemaDoc) -> bool:
 
 def checker_limits(gaps: list[Gap], doc: SchemaDoc) -> list[Gap]:
     """`gaps` with `checker` set, plus a gap for everything inside the checked subschemas that
-    jsonschema cannot check either (a remote `$ref`, an unknown `format`, a `pattern` `re` cannot read)."""
+    jsonschema cannot check either (a remote `$ref`, an unknown `format`, a `pattern` it cannot read)."""
     out: dict[str, Gap] = {}
     formats = set(format_checker(doc.cls).checkers)
     for gap in gaps:
@@ -183,8 +183,8 @@ def _uncheckable(doc: SchemaDoc, pointer: str, keyword: str, formats: set[str]) 
             return "jsonschema cannot resolve it either (sgcli fetches nothing)"
     if keyword == "format" and value not in formats:
         return f"no checker knows format {value!r} (define it: --format {value}=REGEX)"
-    if keyword == "pattern" and isinstance(value, str) and _bad_regex(value):
-        return "Python's re cannot read the pattern, so jsonschema cannot check it"
+    if keyword == "pattern" and isinstance(value, str) and (why := regex_error(value)) is not None:
+        return _unread_pattern(value, why)
     return None
 
 
@@ -206,21 +206,17 @@ def _inside(doc: SchemaDoc, schema, pointer: str, formats: set[str]) -> list[Gap
                 if target is not None and isinstance(doc.nodes.get(target), dict):
                     stack.append((doc.nodes[target], target))
             if key == "patternProperties" and isinstance(node[key], dict):
-                found += [
-                    Gap(f"{here}/{escape_pointer(p)}", key, "", "Python's re cannot read the pattern", checker=False)
-                    for p in node[key]
-                    if _bad_regex(p)
-                ]
+                for p in node[key]:
+                    if (why := regex_error(p)) is not None:
+                        found.append(
+                            Gap(f"{here}/{escape_pointer(p)}", key, "", _unread_pattern(p, why), checker=False)
+                        )
             stack += list(subschemas(node, key, at))
     return found
 
 
-def _bad_regex(pattern: str) -> bool:
-    try:
-        re.compile(pattern)
-    except (re.error, RecursionError, OverflowError):
-        return True
-    return False
+def _unread_pattern(pattern: str, why: str) -> str:
+    return f"the checker cannot read the regex {pattern!r}: {why}"
 
 
 # ---- for a spec, a backend, a compiled grammar ----
@@ -362,7 +358,7 @@ def weakened_keywords(compiled) -> list[dict]:
 
 def unjudged_gaps(spec, engine: str) -> list[Gap]:
     """Every keyword of `spec` (a JSON Schema sent to `engine`) that sgcli's schema checker cannot judge in
-    the server's answer: a `format` jsonschema has no checker for, a `pattern` Python's `re` cannot read.
+    the server's answer: a `format` jsonschema has no checker for, a `pattern` the checker cannot read.
     Whatever the server's grammar does with them, nothing sgcli runs checks them."""
     if spec.kind is not Kind.JSON_SCHEMA:
         return []

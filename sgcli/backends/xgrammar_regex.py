@@ -19,10 +19,11 @@ from __future__ import annotations
 import re
 from functools import cache, lru_cache
 
+from sgcli.constraints.regex_dialects import ECMA_DOT
 from sgcli.dialects.gbnf import parse_gbnf
 from sgcli.dialects.grammar_model import MAX_CODE_POINT, Alt, Chars, Lit, Opaque, ParseError, Rep, Seq, walk
 from sgcli.dialects.lark import parse_lark
-from sgcli.dialects.regex_parse import ECMA_DOT, WHITESPACE, parse_regex
+from sgcli.dialects.regex_parse import WHITESPACE, parse_regex
 
 # the class escapes a Lark terminal means otherwise than xgrammar reads them (`lark_class`)
 _LARK_ESCAPES = ("\\s", "\\S", "\\d", "\\D", "\\w", "\\W")

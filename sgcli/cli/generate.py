@@ -335,11 +335,11 @@ def _regex_readable(spec) -> None:
     """A server gets the regex as it is, and no local backend compiles it first: one that neither
     sgcli's reader nor the `regex` package (in either backend dialect) can read is malformed, exit 2
     here, instead of an output nothing could check (`valid: null`, exit 0)."""
+    from sgcli.constraints.regex_dialects import ECMA, RUST, DialectError, compiled
     from sgcli.constraints.spec import Kind
     from sgcli.dialects.grammar_model import ParseError
     from sgcli.dialects.regex_parse import parse_regex
     from sgcli.errors import Location
-    from sgcli.validation.regex_check import ECMA, RUST, DialectError, compiled
 
     if spec.kind is not Kind.REGEX:
         return

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
+from sgcli.constraints.schema_patterns import pattern_validator
+
 LATEST_URI = "https://json-schema.org/draft/2020-12/schema"
 
 
@@ -21,7 +23,7 @@ LATEST_URI = "https://json-schema.org/draft/2020-12/schema"
 class Dialect:
     """The draft a schema is read under."""
 
-    cls: type  # jsonschema's validator class for it
+    cls: type  # jsonschema's validator class for it, its regexes read by `schema_patterns`
     uri: str  # the draft's own `$schema` URI
     note: str | None = None  # why, where `$schema` is not that URI (None: as written, or absent)
     near_miss: bool = False  # `$schema` is a draft's URI written a little wrong (else: no draft, or exact)
@@ -35,17 +37,22 @@ def dialect_of(schema) -> Dialect:
 
     written = schema.get("$schema") if isinstance(schema, dict) else None
     if not isinstance(written, str):
-        return Dialect(jsonschema.Draft202012Validator, LATEST_URI)
+        return Dialect(pattern_validator(jsonschema.Draft202012Validator), LATEST_URI)
     exact = validator_for({"$schema": written}, default=None)
     if exact is not None:
-        return Dialect(exact, written)
+        return Dialect(pattern_validator(exact), written)
     near = _drafts().get(_plain(written))
     if near is not None:
         cls, uri = near
         name = cls.__name__.removesuffix("Validator").replace("Draft", "draft ")
-        return Dialect(cls, uri, f"$schema {written!r} is not {name}'s URI ({uri}): read as {name}", near_miss=True)
+        return Dialect(
+            pattern_validator(cls),
+            uri,
+            f"$schema {written!r} is not {name}'s URI ({uri}): read as {name}",
+            near_miss=True,
+        )
     return Dialect(
-        jsonschema.Draft202012Validator,
+        pattern_validator(jsonschema.Draft202012Validator),
         LATEST_URI,
         f"$schema {written!r} names no JSON Schema draft: read as draft 2020-12, the latest",
     )

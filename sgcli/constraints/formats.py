@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
+from sgcli.constraints.schema_patterns import is_regex
 from sgcli.errors import UserError
 
 _BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
@@ -192,6 +193,7 @@ STRICTER = {
     "email": _email_matching(_EMAIL),
     "idn-email": _email_matching(_IDN_EMAIL),
     "relative-json-pointer": _string_matching(_RELATIVE_POINTER),
+    "regex": is_regex,  # with ECMA-262's syntax, as JSON Schema names it, not Python's `re` alone
 }
 
 

@@ -9,6 +9,8 @@ import json
 
 from sgcli.constraints.jsonpos import locate, pointer_of
 from sgcli.constraints.reading import read_text
+from sgcli.constraints.regex_dialects import DialectError
+from sgcli.constraints.schema_patterns import meta_format_checker
 from sgcli.constraints.schema_refs import Reference, first_cycle, references
 from sgcli.constraints.spec import ConstraintSpec, json_depth
 from sgcli.errors import Location, UserError
@@ -44,18 +46,22 @@ def meta_validate(spec: ConstraintSpec, schema, cls: type | None = None) -> None
         )
     cls = cls or dialect_of(schema).cls  # a near miss of a draft's URI: that draft; no draft at all: 2020-12
     try:  # jsonschema recurses ~10 frames per schema level; parse_json has bounded the levels
-        deep_call(lambda: cls.check_schema(schema), frames=12 * json_depth(schema))
+        checker = meta_format_checker(cls)  # a `pattern` read as the checks read it, ECMA-262's syntax too
+        deep_call(lambda: cls.check_schema(schema, format_checker=checker), frames=12 * json_depth(schema))
     except jsonschema.SchemaError as exc:
         pos = locate(spec.text, exc.path) or (None, None)
+        message = exc.message
+        if isinstance(exc.cause, DialectError):
+            message = f"sgcli cannot read the regex {exc.instance!r} (JSON Schema's syntax is ECMA-262's): {exc.cause}"
         raise UserError(  # a JSON pointer, as every message names a place in a schema (it read "properties/a/type")
-            f"invalid JSON Schema at {pointer_of(exc.path) or '/'}: {exc.message}",
+            f"invalid JSON Schema at {pointer_of(exc.path) or '/'}: {message}",
             location=Location(spec.origin, *pos),
             hint=f"the schema must be valid under {cls.__name__.removesuffix('Validator')}",
         ) from None
-    except RecursionError:  # Python's re reads a `pattern` (format "regex") a few frames per nested group
+    except RecursionError:  # the regex package reads a `pattern` (format "regex") a few frames per nested group
         path, depth = _deepest_pattern(schema)
         raise UserError(
-            f"a pattern nests {depth} groups deep, more than Python's re (which jsonschema uses) can read",
+            f"a pattern nests {depth} groups deep, more than the regex package (which sgcli's checks use) can read",
             location=Location(spec.origin, *(locate(spec.text, path) or (None, None))),
             hint="flatten the groups (no backend reads more than a few hundred levels either)",
         ) from None

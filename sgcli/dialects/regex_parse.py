@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from sgcli.constraints.spec import MAX_DEPTH
 from sgcli.dialects.grammar_model import (
@@ -29,7 +30,6 @@ from sgcli.dialects.grammar_model import (
     stacked_error,
 )
 
-ECMA_DOT = r"[^\n\r\u2028\u2029]"  # ECMAScript's `.`: every line terminator out (Rust's: \n only)
 WHITESPACE = [
     (9, 13),
     (32, 32),
@@ -104,6 +104,21 @@ def parse_regex(pattern: str, to_file: Callable[[int], int] = lambda i: i) -> Pa
     if p.i < len(pattern):
         raise ParseError("unbalanced ')' in regex", to_file(p.i))
     return ParsedRegex(node, p.features, p.flags)
+
+
+_SAMPLES = "aA0 _-.:/@éÉßΩж中٣"  # a few letters, digits, marks of common scripts and punctuation
+
+
+@lru_cache(maxsize=256)
+def _class_sample(text: str) -> str | None:
+    """One character the Unicode class `text` (`\\p{Lu}`, `[\\p{L}_]`) takes, from `_SAMPLES`, as the `regex`
+    package reads it; None where none does (the sample stays unknown, as before)."""
+    import regex
+
+    try:
+        return next((ch for ch in _SAMPLES if regex.fullmatch(text, ch)), None)
+    except regex.error:
+        return None
 
 
 class _Parser:
@@ -259,7 +274,7 @@ class _Parser:
                 self.i = end + 1 if end > 0 else self.i + 1
             else:
                 self.i += 1
-            return Opaque(pos, "unicode class", nullable=False)
+            return Opaque(pos, "unicode class", nullable=False, sample=_class_sample(self.src[start : self.i]))
         self.i = start
         return Lit(pos, self.escaped_char())
 
@@ -319,7 +334,12 @@ class _Parser:
             if ch == "]" and not first:
                 self.i += 1
                 if unicode:  # `[\p{L} ]`: a class the ranges here do not spell out
-                    return Opaque(self.to_file(start), "unicode class", nullable=False)
+                    return Opaque(
+                        self.to_file(start),
+                        "unicode class",
+                        nullable=False,
+                        sample=_class_sample(self.src[start : self.i]),
+                    )
                 return Chars(self.to_file(start), ranges, negated)
             first = False
             if self.src.startswith(("\\p", "\\P"), self.i):

@@ -10,9 +10,10 @@ finds the fewest ordinary tokens whose bytes concatenate to it.
 
 from __future__ import annotations
 
-import re
 import weakref
 
+from sgcli.constraints.regex_dialects import DialectError
+from sgcli.constraints.schema_patterns import finds
 from sgcli.dialects.grammar_model import Alt, Chars, Lit, Node, Opaque, ParseError, Ref, Rep, Seq, rule_fixpoint
 from sgcli.dialects.regex_parse import parse_regex
 
@@ -85,17 +86,22 @@ def regex_sample(pattern: str, min_len: int = 0, variant: int = 0) -> str | None
         node = parse_regex(pattern).node
     except ParseError:
         return None
-    try:
-        compiled = re.compile(pattern)
-    except re.error:
-        compiled = None
     for boost in range(0, max(min_len, 0) + 2):
         s = ShortestStrings({}, boost=boost, variant=variant).of(node)
         if s is None:
             return None
-        if len(s) >= min_len and (compiled is None or compiled.search(s)):
+        if len(s) >= min_len and _found(pattern, s):
             return s
     return None
+
+
+def _found(pattern: str, s: str) -> bool:
+    """`pattern` (read as jsonschema's checks read it: `schema_patterns`) finds `s`, or cannot be read to
+    say otherwise."""
+    try:
+        return finds(pattern, s)
+    except DialectError:
+        return True
 
 
 _tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

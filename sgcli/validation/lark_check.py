@@ -315,9 +315,9 @@ def _sub_rule(name: str, subs: dict, prepared: Prepared) -> str:
         prepared.extra.append(f"%import {rule}.start -> {rule}")
         return rule
     elif sub.kind in (Kind.REGEX, Kind.CHOICE):
-        from sgcli.validation.regex_check import RUST, RUST_FLAGS, translate
+        from sgcli.constraints.regex_dialects import RUST, RUST_FLAGS, translate
 
-        # `(?V1)(?-f)`: read with Rust's nested classes and simple case folding, as regex_check reads it
+        # `(?V1)(?-f)`: read with Rust's nested classes and simple case folding, as regex_dialects reads it
         body = RUST_FLAGS + translate(sub.as_regex(), RUST).replace("/", "\\/")
         prepared.extra.append(f"{rule}: {_greedy(f'/{body}/')}")
     else:

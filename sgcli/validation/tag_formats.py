@@ -87,7 +87,7 @@ class _Reader:
         return frozenset(ends)
 
     def _regex(self, fmt: dict, pos: int) -> frozenset[int]:
-        from sgcli.validation.regex_check import DialectError, fullmatch
+        from sgcli.constraints.regex_dialects import DialectError, fullmatch
 
         pattern = fmt.get("pattern", "")
         try:

@@ -6,7 +6,7 @@ output is checked by an independent implementation, and the verdict says which o
 
   kind             validated_by     how
   JSON Schema      jsonschema       json.loads, then the `jsonschema` library (formats too)
-  regex            regex            the `regex` package, in the backend's dialect (regex_check)
+  regex            regex            the `regex` package, in the backend's dialect (constraints/regex_dialects)
   choice           choices          string equality
   Lark / GBNF      lark             the `lark` library's Earley parser (lark_check), llguidance's
                    lark+jsonschema  extensions read; JSON from `@name` / `%json` sub-grammars
@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sgcli.constraints.regex_dialects import DialectError, fullmatch
 from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
-from sgcli.validation.regex_check import DialectError, fullmatch
 from sgcli.validation.verdict import Unchecked, Verdict, json_verdict
 
 

@@ -6,6 +6,10 @@ Schema `pattern`: `\\d` is [0-9], `\\w` is [A-Za-z0-9_]). Python's `re` is neith
 check uses the `regex` package (Unicode classes, `\\p{..}`, possessive quantifiers) after a
 small translation of the few escapes whose meaning differs. `.` never matches a newline in
 either dialect, so neither does it here (nor, in ECMAScript's, a return or U+2028/U+2029).
+
+A third reading, `SCHEMA`, is a JSON Schema `pattern` that Python's `re` (jsonschema's reader) cannot read,
+in the ECMA-262 syntax JSON Schema names and `re` lacks: `\\p{L}`, `(?<name>...)`, `\\u{1F600}`, `\\cJ`
+(`schema_patterns`); the `regex` package's escapes otherwise, as `re`'s.
 """
 
 from __future__ import annotations
@@ -13,9 +17,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from sgcli.dialects.regex_parse import ECMA_DOT
-
-RUST, ECMA = "rust", "ecma"
+RUST, ECMA, SCHEMA = "rust", "ecma", "schema"
+ECMA_DOT = r"[^\n\r\u2028\u2029]"  # ECMAScript's `.`: every line terminator out (Rust's: \n only)
 
 # ECMAScript's `\s`: WhiteSpace and LineTerminator (U+FEFF in, U+0085 out: not Unicode's White_Space)
 _ECMA_SPACE = r"\t\n\x0b\x0c\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
@@ -43,9 +46,13 @@ class DialectError(Exception):
     """The pattern cannot be read in this dialect by the `regex` package."""
 
 
+class TooDeep(DialectError):
+    """The pattern nests deeper than the `regex` package can compile (a valid regex all the same)."""
+
+
 def translate(pattern: str, dialect: str) -> str:
     """`pattern` rewritten so that the `regex` package gives it the dialect's meaning."""
-    outside = _ECMA_OUTSIDE if dialect == ECMA else _RUST_OUTSIDE
+    outside = _ECMA_OUTSIDE if dialect == ECMA else _RUST_OUTSIDE if dialect == RUST else {}
     inside = _ECMA_INSIDE if dialect == ECMA else {}
     out: list[str] = []
     i, in_class, depth = 0, False, 0  # depth: Rust's classes nested inside the outermost
@@ -67,6 +74,10 @@ def translate(pattern: str, dialect: str) -> str:
                 i = braced[1]
                 continue
             table = inside if in_class else outside
+            if dialect != RUST and nxt == "c" and pattern[i + 2 : i + 3].isascii() and pattern[i + 2 : i + 3].isalpha():
+                out.append(f"\\x{ord(pattern[i + 2]) % 32:02x}")  # `\cJ`, a control character, unknown to `regex`
+                i += 3
+                continue
             if nxt in table:
                 out.append(table[nxt])
             elif in_class and dialect == ECMA and nxt in "DWS":
@@ -78,6 +89,10 @@ def translate(pattern: str, dialect: str) -> str:
             else:
                 out.append(pattern[i : i + 2])
             i += 2
+            continue
+        if ch == "[" and in_class and dialect != RUST:  # a literal: `[[:upper:]]` is no POSIX class there
+            out.append("\\[")
+            i += 1
             continue
         if ch == "[" and in_class and dialect == RUST:
             if pattern.startswith("[:", i) and (end := pattern.find(":]", i + 2)) > 0:  # [[:alpha:]]
@@ -144,7 +159,7 @@ def _stacked(out: list[str], ch: str, last: str) -> str:
 def _braced_codepoint(pattern: str, i: int, dialect: str) -> tuple[int, int] | None:
     """(code point, index past it) for the escape at `i` when it is braced hex: Rust's `\\x{..}`,
     `\\u{..}`, `\\U{..}`, ECMAScript's `\\u{..}`; None for any other escape."""
-    letters = "u" if dialect == ECMA else "xuU"
+    letters = "xuU" if dialect == RUST else "u"
     if pattern[i + 1] not in letters or pattern[i + 2 : i + 3] != "{":
         return None
     end = pattern.find("}", i + 3)
@@ -160,20 +175,31 @@ def compiled(pattern: str, dialect: str):
     import regex
 
     try:
-        if dialect == ECMA:  # `[[a-c]x]` is `[[a-c]` then `x]`, as ECMAScript (xgrammar) reads it
+        if dialect != RUST:  # `[[a-c]x]` is `[[a-c]` then `x]`, as ECMAScript (xgrammar) and Python read it
             return regex.compile(translate(pattern, dialect), flags=regex.VERSION0)
         return regex.compile(RUST_FLAGS + translate(pattern, dialect))
     except regex.error as exc:
         raise DialectError(str(exc)) from None
-    except (RecursionError, OverflowError, MemoryError) as exc:  # no verdict from a pattern it cannot hold
+    except RecursionError:  # no verdict from a pattern it cannot hold
+        raise TooDeep("the regex package cannot compile it (RecursionError)") from None
+    except (OverflowError, MemoryError) as exc:
         raise DialectError(f"the regex package cannot compile it ({type(exc).__name__})") from None
+
+
+def search(pattern: str, text: str, dialect: str) -> bool:
+    """Whether `pattern` is found anywhere in `text`; raises DialectError as `fullmatch` does."""
+    return _matched(compiled(pattern, dialect).search, text)
 
 
 def fullmatch(pattern: str, text: str, dialect: str = RUST) -> bool:
     """Whether all of `text` matches `pattern`; raises DialectError when the pattern cannot be
     read, or when matching backtracks past MATCH_TIMEOUT_S (a hostile pattern is no verdict)."""
+    return _matched(compiled(pattern, dialect).fullmatch, text)
+
+
+def _matched(match, text: str) -> bool:
     try:
-        return compiled(pattern, dialect).fullmatch(text, timeout=MATCH_TIMEOUT_S) is not None
+        return match(text, timeout=MATCH_TIMEOUT_S) is not None
     except TimeoutError:
         raise DialectError(f"matching took longer than {MATCH_TIMEOUT_S} s") from None
     except (RecursionError, MemoryError) as exc:
