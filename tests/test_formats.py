@@ -277,3 +277,43 @@ def test_a_user_defined_format_gets_no_unknown_format_warning(run_cli, tmp_path,
     text = " ".join(result.output.split())
     assert "Unknown format" not in text
     assert "sgcli's schema checker enforces `format`" in text
+
+
+EMAIL = {
+    "type": "object",
+    "properties": {"email": {"type": "string", "format": "email", "maxLength": 20}},
+    "required": ["email"],
+    "additionalProperties": False,
+}
+
+
+def test_the_checker_leaves_an_email_room_for_its_at_sign_within_max_length():
+    """xgrammar drops maxLength beside format: its grammar wrote 20 characters with no `@`, and the checker
+    refused only the closing quote, past any repair ("backtracking gave up after 64 undone tokens")."""
+    vocab = byte_vocab()
+    compiled = compile_for("xgrammar", ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(EMAIL), "e.json"), vocab)[0]
+
+    def takes_all(text: str) -> bool:
+        ids = vocab.encode(text)
+        return feed(compiled, ids).taken == len(ids)
+
+    assert not takes_all('{"email":"' + "a" * 19)  # no room left for `@` and a domain
+    assert takes_all('{"email":"' + "a" * 18) and takes_all('{"email":"' + "a" * 18 + "@")
+    assert not takes_all('{"email":"' + "a" * 18 + "@b@")
+    assert feed(compiled, vocab.encode('{"email":"' + "a" * 18 + "@b" + '"}')).accepted
+
+
+def test_generation_of_an_email_under_max_length_on_xgrammar_ends_valid(tiny_lm, smol_tokenizer):
+    from helpers import generate_with
+
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(EMAIL), "e.json", json_options=JsonOptions(whitespace="compact"))
+    for seed in range(4):
+        record = generate_with(tiny_lm, smol_tokenizer, spec, "xgrammar", seed=seed, max_tokens=100)
+        assert record["finish_reason"] == "stop" and record["valid"], (seed, record["output"], record["errors"])
+
+
+def test_a_length_dropped_beside_another_format_says_generation_may_dead_end_and_names_llguidance():
+    uri = {"type": "string", "format": "uri", "maxLength": 20}
+    compiled = compile_for("xgrammar", ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(uri), "u.json"), byte_vocab())[0]
+    (gap,) = [g for g in compiled_gaps(compiled) if g.keyword == "maxLength"]
+    assert "dead end" in gap.reason and "llguidance" in gap.reason, gap.reason

@@ -29,6 +29,10 @@ class StringRules:
     choices: list[frozenset[str]] = field(default_factory=list)  # enum/const strings, one set per subschema
     patterns: list = field(default_factory=list)  # compiled `regex` patterns, anchored at the start
     ascii_closed: list[bool] = field(default_factory=list)  # per pattern: no non-ASCII character can match
+    # `format: email` (or idn-email): a valid string holds an `@` and a character after it, which
+    # `maxLength` must leave room for (xgrammar drops `maxLength` beside `format`: its grammar wrote 20
+    # characters with no `@`, and the checker found out only past the bound)
+    at_sign: bool = False
 
 
 def add_string_rules(rules: StringRules, node: dict) -> None:
@@ -39,6 +43,8 @@ def add_string_rules(rules: StringRules, node: dict) -> None:
         rules.choices.append(frozenset(v for v in node["enum"] if isinstance(v, str)))
     if isinstance(node.get("const"), str):
         rules.choices.append(frozenset({node["const"]}))
+    if node.get("format") in ("email", "idn-email"):
+        rules.at_sign = True
     for pattern, dialect in ((node.get("pattern"), SCHEMA), (user_format_regex(node.get("format")), None)):
         if isinstance(pattern, str) and pattern.startswith("^"):
             compiled = _prefix_regex(pattern, dialect)
@@ -67,6 +73,11 @@ def _prefix_regex(pattern: str, dialect: str | None):
         return None
 
 
+def at_need(content: str) -> int:
+    """The fewest characters an email starting with `content` still needs: an `@` and one after it."""
+    return 2 if "@" not in content else 1 if content.endswith("@") else 0
+
+
 _tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -81,6 +92,8 @@ class VocabTables:
     plain_text: dict[int, str]  # id -> its whole characters
     plain_tail: dict[int, bytes]  # id -> the bytes of the unfinished character it ends with, where it does
     by_text: dict[str, list[int]]  # whole characters -> the ids of the pieces that are exactly them
+    tail: object  # numpy int per id: 1 where a plain piece ends with an unfinished character
+    at_sign: object  # numpy int per id: 1 where a plain piece's characters hold an `@`, 2 where they end with one
 
 
 def vocab_tables(vocab: Vocab) -> VocabTables:
@@ -94,6 +107,7 @@ def vocab_tables(vocab: Vocab) -> VocabTables:
         plain_len = np.full(n, -1, dtype=np.int64)
         first = np.full(n, -1, dtype=np.int64)
         plain_text, plain_tail, by_text = {}, {}, {}
+        tails, at_sign = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
         for i, piece in enumerate(vocab.tokens):
             if i in vocab.special_ids:
                 ends_number[i] = True
@@ -107,11 +121,13 @@ def vocab_tables(vocab: Vocab) -> VocabTables:
                 plain_len[i] = len(text) + (1 if tail else 0)  # an unfinished character counts as one
                 plain_text[i] = text
                 first[i] = ord(text[0]) if text else -1
+                at_sign[i] = 2 if text.endswith("@") else 1 if "@" in text else 0
                 if tail:
                     plain_tail[i] = tail
+                    tails[i] = 1
                 else:
                     by_text.setdefault(text, []).append(i)
-        found = VocabTables(has_quote, ends_number, plain_len, first, plain_text, plain_tail, by_text)
+        found = VocabTables(has_quote, ends_number, plain_len, first, plain_text, plain_tail, by_text, tails, at_sign)
         _tables[vocab] = found
     return found
 
@@ -152,6 +168,12 @@ def string_dead(rules: StringRules, content: str, tail: bytes = b"") -> str | No
     pending = 1 if tail and not (tail[:1] == b"\\" and content[-1:] and 0xD800 <= ord(content[-1]) < 0xDC00) else 0
     if rules.max_length is not None and len(content) + pending > rules.max_length:
         return f"longer than `maxLength` {rules.max_length}"
+    if (
+        rules.max_length is not None
+        and rules.at_sign
+        and len(content) + max(pending, at_need(content)) > rules.max_length
+    ):
+        return f"an email cannot end within `maxLength` {rules.max_length} (it needs an `@` and a domain after it)"
     for choices in rules.choices:
         if not any(goes_on(c, content, tail) for c in choices):
             return "not the start of any `enum`/`const` value"

@@ -48,6 +48,20 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+# a length the grammar drops beside a `format` whose values the checker cannot budget as it goes: the
+# grammar writes the format whatever its length, so the length is found broken only where nothing
+# the format allows can repair it (xgrammar wrote 20 characters of an email with no `@` under
+# maxLength 20, and backtracking gave up). An email's `@` is budgeted (`json_strings.at_need`).
+_LENGTH_DEAD_END = (
+    "; generation may reach a dead end there (a value of the format that cannot end within the length), "
+    "which llguidance, enforcing both, does not"
+)
+
+
+def _length_of_format(node: dict, keyword: str) -> bool:
+    return keyword in ("minLength", "maxLength") and node.get("format") not in ("email", "idn-email")
+
+
 def why_unenforced(
     node: dict, keyword: str, table: SchemaKeywords, keys: list[str], values_meet: Callable[[dict], bool]
 ) -> str | None:
@@ -100,7 +114,7 @@ def why_unenforced(
         present = [k for k in sorted(siblings) if k in node and (k != "format" or node[k] in table.formats)]
         beside = present[0] if keyword == dropped and present else None
         if beside is not None:
-            return f"dropped beside `{beside}`"
+            return f"dropped beside `{beside}`" + (_LENGTH_DEAD_END if _length_of_format(node, keyword) else "")
     if keyword == "format" and node.get("format") not in table.formats:
         return f"format {node.get('format')!r} not enforced"
     if keyword == "format" and node.get("format") in table.approximate_formats:

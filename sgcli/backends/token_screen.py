@@ -13,7 +13,7 @@ nodes, then kind-specific fields; for a string, whether it is a property name at
 
 from __future__ import annotations
 
-from sgcli.backends.json_strings import StringRules, goes_on, pattern_blocked
+from sgcli.backends.json_strings import StringRules, at_need, goes_on, pattern_blocked
 from sgcli.backends.schema_plan import CheckPlan
 
 
@@ -57,6 +57,8 @@ def refused_by_table(tables, ids, rules: StringRules | None, current: str | None
     dead = np.zeros(len(plain), dtype=bool)
     if rules.max_length is not None:
         dead |= tables.plain_len[plain] + len(current) > rules.max_length
+        if rules.at_sign:
+            dead |= _email_too_long(tables, plain, current, rules.max_length)
     tails = [i for i, t in enumerate(plain) if int(t) in tables.plain_tail] if rules.choices else []
     for choices in rules.choices:
         viable = set()
@@ -73,6 +75,20 @@ def refused_by_table(tables, ids, rules: StringRules | None, current: str | None
     for p, closed in zip(rules.patterns, rules.ascii_closed):
         dead |= _pattern_dead(tables, plain, current, p, closed, dead)
     return plain[dead]
+
+
+def _email_too_long(tables, plain, current: str, limit: int):
+    """Which plain pieces leave an email no room within `limit` for the `@` and the character after it
+    (`json_strings.at_need`, piece by piece: a piece's unfinished last character is no `@`)."""
+    import numpy as np
+
+    at, tail = tables.at_sign[plain], tables.tail[plain]
+    text_len = tables.plain_len[plain] - tail
+    if "@" in current:
+        need = np.where(at == 2, 1, np.where(text_len > 0, 0, at_need(current)))
+    else:
+        need = np.where(at == 0, 2, np.where(at == 2, 1, 0))
+    return len(current) + text_len + np.maximum(tail, need) > limit
 
 
 def _pattern_dead(tables, plain, current: str, pattern, closed: bool, already):
