@@ -25,7 +25,7 @@ from sgcli.batch.records import RecordWriter
 from sgcli.batch.requests import BadLine, Request, duplicate_ids, read_requests
 from sgcli.constraints.schema_empty import check_admits_a_value
 from sgcli.constraints.spec import Kind
-from sgcli.errors import EXIT_FINDINGS, EXIT_OK
+from sgcli.errors import EXIT_FINDINGS, EXIT_OK, plural
 from sgcli.serving import check_engine_supports
 
 if TYPE_CHECKING:
@@ -166,9 +166,7 @@ def _warn_duplicates(items: list[Request | BadLine], reporter: Reporter) -> None
         return
     shown = ", ".join(json.dumps(d, ensure_ascii=False) for d in dups[:5]) + (" ..." if len(dups) > 5 else "")
     what = "each line still gets its own record, in input order"  # --resume too: a record per line of the id
-    reporter.notice(
-        "warning", f"{len(dups)} id{'s' if len(dups) > 1 else ''} used on several input lines: {shown} ({what})"
-    )
+    reporter.notice("warning", f"{plural(len(dups), 'id')} used on several input lines: {shown} ({what})")
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ from sgcli.batch.requests import BadLine, PromptOptions, Request, read_requests,
 from sgcli.batch.sampling import SamplingParams
 from sgcli.engine import checkpoint, loader
 from sgcli.engine import threads as cpu_threads
-from sgcli.errors import UserError
+from sgcli.errors import UserError, plural
 from sgcli.lint import preflight
 
 
@@ -123,7 +123,7 @@ class LocalRunner:
         rows = f"batch {size}" if size > 1 else "one request at a time"
         if not threads:
             return rows
-        said = f"{rows}, {threads} thread{'s' if threads != 1 else ''}"
+        said = f"{rows}, {plural(threads, 'thread')}"
         changes = cpu_threads.changes()  # the governor's: other work came or went during the run
         if len(changes) > 3:
             return said + f" (changed {len(changes)} times as other work came and went, {changes[-1]} at the end)"

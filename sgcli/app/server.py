@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from sgcli.app.request import GenerateRequest
 from sgcli.batch.requests import BadLine, Request
+from sgcli.errors import plural
 from sgcli.serving import runner
 from sgcli.serving.base import Dialect
 
@@ -43,4 +44,4 @@ class ServerRunner:
         runner.run_batch(self.job, items, put)
 
     def how(self) -> str:
-        return f"{self.concurrency} concurrent request{'s' if self.concurrency != 1 else ''}"
+        return plural(self.concurrency, "concurrent request")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import IO
 
-from sgcli.errors import Location
+from sgcli.errors import Location, plural
 
 
 class OrderedWriter:
@@ -66,4 +66,4 @@ class Failures:
 
     def lines(self) -> list[str]:
         more = self.count - len(self.shown)
-        return self.shown + ([f"... and {more} more error{'s' if more > 1 else ''}"] if more else [])
+        return self.shown + ([f"... and {plural(more, 'more error')}"] if more else [])

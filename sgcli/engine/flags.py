@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from sgcli.errors import UserError, did_you_mean
+from sgcli.errors import UserError, did_you_mean, plural
 from sgcli.extras import require
 
 DEVICES = ("auto", "cpu", "cuda", "mps")  # and cuda:N
@@ -55,7 +55,7 @@ def check_device(device: str) -> None:
     index = int(device.partition(":")[2] or 0)
     if index >= count:
         raise UserError(
-            f"--device {device}: this machine has {count} CUDA device{'s' if count != 1 else ''}",
+            f"--device {device}: this machine has {plural(count, 'CUDA device')}",
             hint=f"use cuda:0 to cuda:{count - 1}, or --device auto",
         )
 

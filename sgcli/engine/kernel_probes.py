@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from sgcli.cache.paths import atomic_write, cache_root, notify
+from sgcli.errors import plural
 
 FILE = "cpu-kernels.json"
 FORMAT = 1
@@ -53,7 +54,7 @@ def remembered(name: str, measure: Callable[[], Measured], machine: str) -> bool
 
 def machine_id(threads: int, torch_version: str) -> str:
     """What a probe's verdict depends on: the CPU model, the torch build, the threads it ran with."""
-    return f"{_cpu_model()} | torch {torch_version} | {threads} thread{'s' if threads != 1 else ''}"
+    return f"{_cpu_model()} | torch {torch_version} | {plural(threads, 'thread')}"
 
 
 def _cpu_model() -> str:

@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import Callable
 
+from sgcli.errors import plural
 from sgcli.lint.diagnostic import Diagnostic
 from sgcli.lint.rules import RULES
 
@@ -166,16 +167,16 @@ def summary(diags: list[Diagnostic], files: int, unreadable: int = 0, *, skipped
     """The last line on stderr. `skipped`: files of the folders left out (JSON that is not a schema)."""
     also = f", {skipped} skipped" if skipped else ""
     if unreadable:
-        found = f"{len(diags)} diagnostic{'s' if len(diags) != 1 else ''}" if diags else "no diagnostics"
+        found = plural(len(diags), "diagnostic") if diags else "no diagnostics"
         return (
-            f"{unreadable} file{'s' if unreadable != 1 else ''} could not be linted (see the errors above); "
+            f"{plural(unreadable, 'file')} could not be linted (see the errors above); "
             f"{found} in the other {files}{also}."
         )
     if not diags:
-        return f"All checks passed ({files} file{'s' if files != 1 else ''}{also})."
+        return f"All checks passed ({plural(files, 'file')}{also})."
     errors = sum(d.severity == "error" for d in diags)
     warnings = len(diags) - errors
     return (
-        f"Found {len(diags)} diagnostic{'s' if len(diags) != 1 else ''} in {files} file{'s' if files != 1 else ''}"
-        f"{also} ({errors} error{'s' if errors != 1 else ''}, {warnings} warning{'s' if warnings != 1 else ''})."
+        f"Found {plural(len(diags), 'diagnostic')} in {plural(files, 'file')}"
+        f"{also} ({plural(errors, 'error')}, {plural(warnings, 'warning')})."
     )
