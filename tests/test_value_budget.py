@@ -92,6 +92,8 @@ ITEM = {"type": "object", "properties": {"quantity": {"type": "integer"}, "unit_
         {"type": "array", "prefixItems": [{"type": "number"}, {"type": "number"}], "items": False},
         {"type": "array", "items": False},  # only the empty array
         {"type": "array", "items": [{"type": "number"}], "additionalItems": False},  # draft 4-2019-09's tuple
+        {"type": "array", "prefixItems": [{"type": "integer"}], "unevaluatedItems": False},  # closed as well
+        {"type": "array", "items": {"type": "integer"}, "maxItems": 128},  # 255 tokens at the least: within 256
         {"type": "array", "enum": [[1], [1, 2]]},
         {"type": "array", "const": [1, 2]},
         {"type": "object"},
@@ -108,6 +110,8 @@ def test_bounded_arrays_and_other_types_pass(node):
         {"type": ["array", "null"]},
         {"type": "array", "prefixItems": [{"type": "number"}]},  # an open tuple: more items may follow
         {"type": "array", "items": [{"type": "number"}]},  # a draft-07 tuple without additionalItems: false
+        {"type": "array", "prefixItems": [{"type": "integer"}], "contains": {}, "unevaluatedItems": False},
+        {"type": "array", "items": {"type": "integer"}, "unevaluatedItems": False},  # items evaluates them all
     ],
 )
 def test_unbounded_arrays_are_named_at_their_pointer_with_the_budget(node):
@@ -117,6 +121,20 @@ def test_unbounded_arrays_are_named_at_their_pointer_with_the_budget(node):
     (diagnostic,) = [d for d in value_budget(schema, SchemaText(text), "s.json", 99) if d.code == "J008"]
     assert diagnostic.severity == "warning" and "--max-tokens (99) is invalid" in diagnostic.message
     assert (diagnostic.line, diagnostic.col) == (1, text.index('"x": {"type"') + 7)  # at x's "type", as J006
+
+
+def test_a_max_items_costing_more_than_the_budget_is_flagged_and_one_within_it_is_not():
+    schema = {
+        "type": "object",
+        "properties": {"ids": {"type": "array", "items": {"type": "integer"}, "maxItems": 100000}},
+    }
+    (diagnostic,) = value_budget(schema, SchemaText(json.dumps(schema)), "s.json", 256)
+    assert diagnostic.code == "J008" and diagnostic.message.split(" ")[3] == "/properties/ids"
+    assert "~199999 tokens (maxItems 100000" in diagnostic.message and "budget of 256" in diagnostic.message
+    assert "lower maxItems to at most 32" in diagnostic.hint
+    assert _flagged(schema, budget=200000, code="J008") == []
+    infinite = {"type": "array", "maxItems": float("inf")}  # Python's json reads `Infinity`: no bound
+    assert _flagged(infinite, code="J008") == ["/"]
 
 
 def test_one_walk_finds_strings_and_arrays_and_skips_conditions():

@@ -353,9 +353,10 @@ _ALL = [
         "unbounded-array",
         WARNING,
         "structure",
-        "An array in the schema has no `maxItems` (nor a closed `prefixItems`/`items: false` tuple, an `enum` or a "
-        "`const`): the model alone decides how many items it writes within the budget (`--max-tokens`, else "
-        "generate's default of 256).",
+        "An array in the schema has no `maxItems` (nor a closed `prefixItems`/`items: false` or "
+        "`unevaluatedItems: false` tuple, an `enum` or a `const`), or a `maxItems` costing more tokens than the "
+        "budget (at least a token an item and one a separator): the model alone decides how many items it writes "
+        "within the budget (`--max-tokens`, else generate's default of 256).",
         "The grammar lets the model add item after item, and a small or base model often does until --max-tokens "
         "cuts the output, leaving it invalid. Measured 2026-12-06 with SmolLM2-135M-Instruct and default flags: "
         'an invoice\'s `items` array of objects without `maxItems` ran to 256 tokens (`"quantity":1`, 2, ... 10), '

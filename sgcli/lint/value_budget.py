@@ -10,12 +10,16 @@ force the closing quote. The cost of a bounded string is estimated at CHARS_PER_
 token (short words of English and code in the small vocabularies these models use), which is why a
 bound as long as the budget is flagged too: the model would spend the whole run on one value.
 
-J008: an array with no `maxItems` (nor a closed tuple, an `enum` or a `const`). The grammar lets the
-model add item after item; SmolLM2-135M wrote invoice lines `"quantity":1`, 2, ... 10 until
---max-tokens, where `maxItems: 5` ended the same run valid in 158 tokens.
+J008: an array with no `maxItems` (nor a closed tuple, an `enum` or a `const`), or one whose `maxItems`
+costs more tokens than the budget. The grammar lets the model add item after item; SmolLM2-135M wrote
+invoice lines `"quantity":1`, 2, ... 10 until --max-tokens, where `maxItems: 5` ended the same run
+valid in 158 tokens. An item is costed at its floor, ITEM_TOKENS and a separator's SEPARATOR_TOKENS,
+whatever its type: `maxItems: 100000` bounds nothing a budget of hundreds can reach.
 """
 
 from __future__ import annotations
+
+import math
 
 from sgcli.backends.schema_warnings import iter_subschemas
 from sgcli.constraints.jsonpos import SchemaText, pointer_of
@@ -24,10 +28,17 @@ from sgcli.dialects.regex_parse import LOOKAROUNDS, parse_regex
 from sgcli.lint.diagnostic import Diagnostic, at_offset
 
 CHARS_PER_TOKEN = 3
+# The least an array item costs (its value, then the `,` before the next): `[1,2,3]` is about a token each.
+ITEM_TOKENS = 1
+SEPARATOR_TOKENS = 1
 # Formats whose every value has a fixed, short length (the backends spell them out as such).
 BOUNDED_FORMATS = frozenset({"date", "time", "date-time", "uuid", "ipv4", "ipv6"})
 # Subschemas that describe no generated value: a condition (`if`), a negation (`not`).
 _NOT_GENERATED = frozenset({"if", "not"})
+# Keywords that may evaluate items in place, so that `unevaluatedItems: false` no longer closes a tuple.
+_EVALUATE_ITEMS = frozenset(
+    {"additionalItems", "contains", "allOf", "anyOf", "oneOf", "$ref", "$dynamicRef", "if", "dependentSchemas"}
+)
 # Keywords whose children are named by the schema's author: there "if" or "not" is a name, not a keyword.
 _NAMED_SUBSCHEMAS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
 
@@ -40,12 +51,37 @@ def value_budget(schema, stext: SchemaText, path: str, budget: int) -> list[Diag
             continue
         if _is_type(node, "string"):
             out += _string_finding(node, where, stext, path, budget)
-        if _is_type(node, "array") and not _bounded_array(node):
-            out.append(_finding("J008", where, stext, path, _unbounded_array(where, budget), _ARRAY_HINT))
+        if _is_type(node, "array"):
+            out += _array_finding(node, where, stext, path, budget)
     return out
 
 
-_ARRAY_HINT = "add a maxItems (as few as the data needs), or list the items with prefixItems and items: false"
+def _array_finding(node: dict, where: tuple, stext: SchemaText, path: str, budget: int) -> list[Diagnostic]:
+    if _closed_array(node):
+        return []
+    max_items = node.get("maxItems")
+    if not isinstance(max_items, (int, float)) or isinstance(max_items, bool) or not math.isfinite(max_items):
+        hint = "add a maxItems (as few as the data needs), or list the items with prefixItems and items: false"
+        return [_finding("J008", where, stext, path, _unbounded_array(where, budget), hint)]
+    cost = _items_cost(int(max_items))
+    if cost <= budget:
+        return []
+    message = (
+        f"the array at {pointer_of(where) or '/'} may take ~{cost} tokens (maxItems {int(max_items)}, at least "
+        f"{ITEM_TOKENS} token an item and {SEPARATOR_TOKENS} a separator), more than the budget of {budget} "
+        "(--max-tokens)"
+    )
+    most = max(1, (budget // 4 + SEPARATOR_TOKENS) // (ITEM_TOKENS + SEPARATOR_TOKENS))
+    hint = (
+        f"lower maxItems to at most {most} (a quarter of the budget), or list the items with prefixItems and "
+        "items: false"
+    )
+    return [_finding("J008", where, stext, path, message, hint)]
+
+
+def _items_cost(count: int) -> int:
+    """The fewest tokens `count` items take: each at its floor, with a separator between two."""
+    return count * ITEM_TOKENS + max(count - 1, 0) * SEPARATOR_TOKENS
 
 
 def _string_finding(node: dict, where: tuple, stext: SchemaText, path: str, budget: int) -> list[Diagnostic]:
@@ -86,15 +122,20 @@ def _finding(code: str, where: tuple, stext: SchemaText, path: str, message: str
     return at_offset(code, stext.text, path, span[0], span[1], message, hint=hint)
 
 
-def _bounded_array(node: dict) -> bool:
-    """Whether something other than the model ends the array: maxItems, a closed tuple (`items: false`
-    after `prefixItems`, or draft 4-2019-09's list `items` with `additionalItems: false`), enum, const."""
+def _closed_array(node: dict) -> bool:
+    """Whether the schema lists every item the array may hold: a closed tuple (`items: false` after
+    `prefixItems`, draft 4-2019-09's list `items` with `additionalItems: false`, or `unevaluatedItems:
+    false` where only `prefixItems` or a list `items` evaluates items), an enum, a const."""
     if "enum" in node or "const" in node or node.get("items") is False:
         return True
-    max_items = node.get("maxItems")
-    if isinstance(max_items, (int, float)) and not isinstance(max_items, bool):
+    if isinstance(node.get("items"), list) and node.get("additionalItems") is False:
         return True
-    return isinstance(node.get("items"), list) and node.get("additionalItems") is False
+    items = node.get("items")
+    return (
+        node.get("unevaluatedItems") is False
+        and (items is None or isinstance(items, list))
+        and not _EVALUATE_ITEMS.intersection(node)
+    )
 
 
 def _under_condition(path: tuple) -> bool:
