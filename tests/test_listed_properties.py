@@ -9,6 +9,8 @@ from dataclasses import replace
 
 import jsonschema
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from sgcli.backends import check_supports
 from sgcli.backends.listed_properties import close_listed_objects
@@ -42,10 +44,28 @@ def test_an_object_that_lists_properties_is_closed_and_the_input_is_left_alone()
         {"if": {"properties": {"a": {}}}, "then": {"required": ["a"]}},
         {"$ref": "other.json", "properties": {"a": {}}},
         {"$defs": {"A": {"$anchor": "a", "properties": {"a": {}}}}, "oneOf": [{"$ref": "#a"}, {"type": "null"}]},
+        # found in review: each of these had valid instances the closed schema refused or widened
+        {"properties": {"p": POINT}, "patternProperties": {"^p$": {"required": ["b"]}}, "required": ["p"]},
+        {"type": "object", "properties": {"a": False}, "minProperties": 1},
+        {"properties": {"a": {"type": "integer"}}, "propertyNames": {"pattern": "^b"}, "minProperties": 1},
+        {"oneOf": [{"properties": {"x": {"properties": {"a": {}}}}}, {"properties": {"x": {"required": ["b"]}}}]},
+        {"type": "array", "contains": {"properties": {"a": {}}}, "maxContains": 1},
+        {"type": "array", "items": {"properties": {"a": {}}}, "contains": {"required": ["b"]}},
+        {
+            "$defs": {"in": {"$id": "http://e/in", "$defs": {"B": POINT}, "oneOf": [{"$ref": "#/$defs/B"}, {}]}},
+            "$ref": "#/$defs/in",
+        },
     ],
 )
 def test_what_closing_would_widen_or_empty_is_left_as_written(schema):
     assert close_listed_objects(schema) is schema
+
+
+def test_a_property_named_like_a_keyword_is_a_property():
+    schema = {"properties": {"items": {"properties": {"a": {}}}, "anyOf": {"properties": {"b": {}}}}}
+    closed = close_listed_objects(schema)
+    assert closed["properties"]["items"]["additionalProperties"] is False
+    assert closed["properties"]["anyOf"]["additionalProperties"] is False
 
 
 def test_a_definition_shared_with_other_keywords_stays_open_and_one_used_alone_is_closed():
@@ -103,3 +123,63 @@ def test_an_inline_json_schema_in_lark_takes_the_layout(backend_name):
     generating = replace(base, json_options=JsonOptions(whitespace="compact")).for_generation()
     compiled = check_supports(backend_name, generating).compile(generating, byte_vocab())
     assert not accepts_bytes(compiled, b'A: {"x":1,"y":2}').accepted
+
+
+_names = st.sampled_from(["a", "b", "c"])
+_leaf = st.sampled_from([{}, {"type": "integer"}, {"type": "string"}, False])
+
+
+def _object(inner):
+    return st.fixed_dictionaries(
+        {"properties": st.dictionaries(_names, inner, min_size=1, max_size=2)},
+        optional={
+            "required": st.lists(_names, max_size=2, unique=True),
+            "minProperties": st.integers(0, 2),
+            "patternProperties": st.just({"^c$": {"type": "integer"}}),
+            "propertyNames": st.just({"enum": ["a", "b"]}),
+        },
+    )
+
+
+_schemas = st.recursive(
+    _leaf,
+    lambda inner: st.one_of(
+        _object(inner),
+        st.builds(
+            lambda k, parts: {k: parts},
+            st.sampled_from(["anyOf", "oneOf", "allOf"]),
+            st.lists(inner, min_size=1, max_size=2),
+        ),
+        st.builds(
+            lambda o, k, parts: {**o, k: parts},
+            _object(inner),
+            st.sampled_from(["anyOf", "oneOf"]),
+            st.lists(inner, min_size=1, max_size=2),
+        ),
+        st.fixed_dictionaries(
+            {"type": st.just("array"), "items": inner}, optional={"contains": inner, "maxContains": st.just(1)}
+        ),
+    ),
+    max_leaves=6,
+)
+_values = st.recursive(
+    st.one_of(st.integers(0, 2), st.sampled_from(["x"])),
+    lambda inner: st.one_of(st.dictionaries(_names, inner, max_size=3), st.lists(inner, max_size=2)),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_schemas, st.lists(_values, min_size=10, max_size=40))
+@example({"oneOf": [{"properties": {"a": {"properties": {"b": {}}}}}, {}]}, [{"a": {"c": 1}}])
+@example(
+    {"oneOf": [{"items": {"properties": {"a": {}}}, "type": "array"}, {"contains": {"required": ["b"]}}]}, [[{"b": 1}]]
+)
+@example({"type": "array", "contains": {"properties": {"a": {}}}, "maxContains": 1}, [[{"a": 1}, {"a": 1, "b": 2}]])
+def test_closing_only_narrows(schema, instances):
+    """Whatever the closed schema accepts, the schema as written accepts: closing never widens."""
+    closed = close_listed_objects(schema)
+    original, narrowed = jsonschema.Draft202012Validator(schema), jsonschema.Draft202012Validator(closed)
+    for instance in instances:
+        if narrowed.is_valid(instance):
+            assert original.is_valid(instance), (schema, closed, instance)

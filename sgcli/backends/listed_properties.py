@@ -41,6 +41,7 @@ _LEAVE_WHOLE = frozenset(
 )
 _OPEN = ("additionalProperties", "patternProperties", "unevaluatedProperties")
 _COMBINING = frozenset({"allOf", "anyOf", "oneOf", "$ref"})
+
 # a node with one of these constrains the object it shares with its anyOf branches
 _OBJECT_WORDS = frozenset(
     {
@@ -62,19 +63,17 @@ def close_listed_objects(schema):
     if not isinstance(schema, dict):
         return schema
     nodes = dict(iter_subschemas(schema))
-    if any(_LEAVE_WHOLE & node.keys() or _many_parts(node) for node in nodes.values()):
+    if any(_leaves_whole(path, node) for path, node in nodes.items()):
         return schema
-    blocked: set[str] = set()
-    while True:  # a $ref from a shared place shares its target, and what that target refers to
-        free = _free_paths(nodes, blocked)
-        if free is None:
-            return schema
+    kept: set[str] = set()  # pointers of $ref targets a shared or non-narrowing place names
+    while True:  # a $ref from such a place shares its target, and what that target refers to
+        free = _free_paths(nodes, kept)
         now = {
             _ref_path(node["$ref"]) for path, node in nodes.items() if "$ref" in node and not _alone(path, node, free)
         }
-        if now <= blocked:
+        if now <= kept:
             break
-        blocked |= now
+        kept |= now
     closing = [path for path, node in nodes.items() if path in free and _closable(node)]
     if not closing:
         return schema
@@ -85,30 +84,78 @@ def close_listed_objects(schema):
     return result
 
 
+def _leaves_whole(path: tuple, node: dict) -> bool:
+    """A keyword this reading does not follow: the schema stays as written."""
+    if _LEAVE_WHOLE & node.keys() or _many_parts(node):
+        return True
+    if path and isinstance(node.get("$id", node.get("id")), str):
+        return True  # an embedded resource: its `#/...` refs name its own nodes, not the root's
+    ref = node.get("$ref")
+    return ref is not None and (not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")))
+
+
 def _many_parts(node: dict) -> bool:
     parts = node.get("allOf")
     return parts is not None and not (isinstance(parts, list) and len(parts) == 1)
 
 
-def _free_paths(nodes: dict, blocked: set[str]) -> set[tuple] | None:
-    """The paths of subschemas whose instance nothing else constrains; None where a `$ref` is not
-    a pointer into this schema."""
-    free = set()
-    for path, node in nodes.items():  # depth first: a parent comes before its children
-        ref = node.get("$ref")
-        if ref is not None and (not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/"))):
-            return None  # another document, or an anchor (`#name`): what it names is not followed here
-        if _pointer(path) in blocked:
+def _free_paths(nodes: dict, kept: set[str]) -> set[tuple]:
+    """The paths of subschemas that may be closed: every step from the root narrows when what is
+    below it narrows (no `oneOf`, no `contains` counted by `maxContains`), and nothing beside the
+    subschema constrains the same instance (`_shared`). A `$ref` target in `kept` is neither, nor is
+    anything below it."""
+    links = _links(nodes)
+    free, sealed = set(), set()  # sealed: nothing in it narrows its schema safely
+    for path in nodes:  # depth first: a parent comes before its children
+        parent, step = links.get(path, (None, None))
+        holder = nodes[parent] if parent is not None else {}
+        if (
+            _pointer(path) in kept
+            or parent in sealed
+            or step == "oneOf"
+            or (step == "contains" and "maxContains" in holder)
+        ):
+            sealed.add(path)
             continue
-        if len(path) >= 2 and path[-2] in ("anyOf", "allOf"):
-            parent = path[:-2]
-            if parent in free and not (_OBJECT_WORDS & nodes[parent].keys()):
-                free.add(path)
-        elif len(path) >= 2 and path[-2] == "oneOf":
-            continue
-        else:  # the root, a property's value, an item, a definition: an instance of its own
+        if parent is not None and parent not in free and step in ("anyOf", "allOf"):
+            continue  # a branch of a shared holder shares its instance
+        if not _shared(step, holder):
             free.add(path)
     return free
+
+
+def _links(nodes: dict) -> dict:
+    """child path -> (holder path, the keyword it sits under), read from the nodes themselves (a
+    path alone cannot tell a property named `items` from the keyword)."""
+    links = {}
+    for path, node in nodes.items():
+        for key, value in node.items():
+            if isinstance(value, dict) and nodes.get(path + (key,)) is value:
+                links[path + (key,)] = (path, key)
+            elif isinstance(value, dict):
+                links.update(
+                    {path + (key, n): (path, key) for n, c in value.items() if nodes.get(path + (key, n)) is c}
+                )
+            elif isinstance(value, list):
+                links.update(
+                    {path + (key, i): (path, key) for i, c in enumerate(value) if nodes.get(path + (key, i)) is c}
+                )
+    return links
+
+
+def _shared(step: str | None, holder: dict) -> bool:
+    """Whether another keyword of the holder constrains this subschema's instance too: an `anyOf` or
+    `allOf` branch beside object keywords, a property a `patternProperties` regex may also match,
+    items `contains` also judges."""
+    if step in ("anyOf", "allOf"):
+        return bool(_OBJECT_WORDS & holder.keys())
+    if step == "properties":
+        return "patternProperties" in holder
+    if step in ("items", "prefixItems", "additionalItems"):
+        return "contains" in holder
+    if step == "contains":
+        return bool({"items", "prefixItems", "additionalItems"} & holder.keys())
+    return False
 
 
 def _alone(path: tuple, node: dict, free: set[tuple]) -> bool:
@@ -120,13 +167,14 @@ def _closable(node: dict) -> bool:
     listed = node.get("properties")
     if not isinstance(listed, dict) or not listed or _COMBINING & node.keys():
         return False
-    if any(key in node for key in _OPEN) or "dependentRequired" in node:
+    if any(key in node for key in _OPEN) or "dependentRequired" in node or "propertyNames" in node:
         return False
     required = node.get("required")
     if isinstance(required, list) and any(name not in listed for name in required):
         return False
+    allowed = sum(1 for value in listed.values() if value is not False)
     least = node.get("minProperties")
-    return not (isinstance(least, int) and least > len(listed))
+    return not (isinstance(least, int) and least > allowed)
 
 
 def _ref_path(ref: str) -> str:
