@@ -183,3 +183,34 @@ def test_closing_only_narrows(schema, instances):
     for instance in instances:
         if narrowed.is_valid(instance):
             assert original.is_valid(instance), (schema, closed, instance)
+
+
+@pytest.mark.parametrize("backend_name", ["llguidance", "xgrammar"])
+def test_an_inline_json_schema_in_a_lark_sub_grammar_takes_the_layout_too(backend_name):
+    from sgcli.backends.matching import accepts_bytes
+    from sgcli.lint.runner import byte_vocab
+
+    compact = JsonOptions(whitespace="compact")
+    inner = ConstraintSpec(Kind.LARK, "start: %json " + json.dumps(POINT) + "\n", "inner.lark", json_options=compact)
+    main = ConstraintSpec(
+        Kind.LARK, 'start: "A: " @inner\n', "g.lark", json_options=compact, subgrammars=(("inner", inner),)
+    )
+    for spec, extra_key in ((main, True), (main.for_generation(), False)):
+        compiled = check_supports(backend_name, spec).compile(spec, byte_vocab())
+        got = [accepts_bytes(compiled, t).accepted for t in (b'A: {"x":1}', b'A: {"x": 1}', b'A: {"x":1,"y":2}')]
+        assert got == [True, False, extra_key], (spec.json_options, got)
+
+
+def test_a_mistake_beside_an_inline_json_is_placed_in_the_text_as_written():
+    """xgrammar's errors were placed in the rewritten grammar (a six-line %json joined into one name):
+    a bad regex on line 9 was said to be on line 4."""
+    from sgcli.errors import UserError
+    from sgcli.lint.runner import byte_vocab
+
+    schema = json.dumps(POINT, indent=1)  # several lines
+    grammar = f'start: "A: " answer " " BAD\nanswer: %json {schema}\nBAD: /a{{5,2}}/\n'
+    spec = ConstraintSpec(Kind.LARK, grammar, "g.lark", json_options=JsonOptions(whitespace="compact"))
+    bad_line = grammar.splitlines().index("BAD: /a{5,2}/") + 1
+    with pytest.raises(UserError) as info:
+        check_supports("xgrammar", spec).compile(spec, byte_vocab())
+    assert info.value.location.line == bad_line, info.value.render()

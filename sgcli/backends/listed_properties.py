@@ -20,7 +20,9 @@ from __future__ import annotations
 import copy
 from urllib.parse import unquote
 
+from sgcli.backends.json_layout import strict_schema
 from sgcli.backends.schema_warnings import iter_subschemas
+from sgcli.constraints.spec import JsonOptions
 
 # Any of these anywhere: the schema is left as it is (what they combine is not followed here)
 _LEAVE_WHOLE = frozenset(
@@ -55,6 +57,14 @@ _OBJECT_WORDS = frozenset(
         "dependentRequired",
     }
 )
+
+
+def shaped(schema, options: JsonOptions):
+    """The schema a backend compiles for `options`: every object closed under `--strict-properties`,
+    the listed ones when generating, as written otherwise (a dry run judges the schema itself)."""
+    if options.strict_properties:
+        return strict_schema(schema)
+    return close_listed_objects(schema) if options.for_generation else schema
 
 
 def close_listed_objects(schema):

@@ -30,8 +30,8 @@ from sgcli.backends.diagnostics import (
     schema_error,
 )
 from sgcli.backends.draft_reading import as_its_draft_reads
-from sgcli.backends.json_layout import json_overrides, strict_schema
-from sgcli.backends.listed_properties import close_listed_objects
+from sgcli.backends.json_layout import json_overrides
+from sgcli.backends.listed_properties import shaped
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.pattern_gaps import PatternGap, at, declared_pattern_gaps, with_patterns
 from sgcli.backends.schema_warnings import compile_warnings
@@ -140,9 +140,10 @@ def _greedy_encoder(vocab: Vocab):
     return encode
 
 
-def _schema_entry(spec: ConstraintSpec, schema=None, *, lenient: bool = False) -> dict:
+def _schema_entry(spec: ConstraintSpec, schema=None, *, lenient: bool = False, ready: bool = False) -> dict:
     """One `{"json_schema": ...}` grammar with the layout options folded in as `x-guidance`
-    (`schema`: the spec's parsed schema, when the caller has it; left unchanged).
+    (`schema`: the spec's parsed schema, when the caller has it; left unchanged; `ready`: already read
+    as its draft reads and `shaped`).
 
     `lenient`: keywords llguidance does not implement (uniqueItems, not, if/then/else, contains,
     unknown formats, ...) are dropped with a warning instead of refusing the schema, so its grammar
@@ -153,11 +154,8 @@ def _schema_entry(spec: ConstraintSpec, schema=None, *, lenient: bool = False) -
     if isinstance(schema, bool):
         # `false` (nothing is valid) as the one keyword llguidance does not implement: refused, never dropped
         schema, lenient = ({}, lenient) if schema else ({"not": {}}, False)
-    schema = as_its_draft_reads(schema)  # the keywords its draft ignores, left out: llguidance reads them all
-    if spec.json_options.strict_properties:
-        schema = strict_schema(schema)
-    elif spec.json_options.for_generation:
-        schema = close_listed_objects(schema)
+    if not ready:  # the keywords its draft ignores left out (llguidance reads them all), then shaped
+        schema = shaped(as_its_draft_reads(schema), spec.json_options)
     schema = dict(schema)
     dialect = dialect_of(schema)
     if dialect.note:  # llguidance would try to fetch the URI and refuse: the draft sgcli reads instead
@@ -183,10 +181,7 @@ def _inline_json_options(spec: ConstraintSpec) -> str:
         options = schema.get("x-guidance") if isinstance(schema, dict) else None
         if not isinstance(schema, dict) or not isinstance(options, (dict, type(None))):
             continue  # a boolean schema has no layout; a malformed x-guidance is llguidance's to report
-        if spec.json_options.strict_properties:
-            schema = strict_schema(schema)
-        elif spec.json_options.for_generation:
-            schema = dict(close_listed_objects(schema))
+        schema = dict(shaped(schema, spec.json_options))
         schema["x-guidance"] = json_overrides(spec, schema) | (options or {})
         end = found.start + len(found.spec.text)
         text = text[: found.start] + json.dumps(schema) + text[end:]
@@ -200,20 +195,19 @@ def _schema_grammar(spec: ConstraintSpec, schema, unmatchable: list[PatternGap] 
     text was parsed strictly, so llguidance reads the same value."""
     if unmatchable:  # a rewritten copy: encoded
         return json.dumps({"grammars": [_schema_entry(spec, with_patterns(schema, unmatchable), lenient=True)]})
+    ready = shaped(as_its_draft_reads(schema, spec.text), spec.json_options) if isinstance(schema, dict) else schema
     if (
         isinstance(schema, dict)
         and schema
+        and ready is schema
         and "x-guidance" not in schema
-        and not spec.json_options.strict_properties
-        and not (spec.json_options.for_generation and close_listed_objects(schema) is not schema)
         and not dialect_of(schema).note
-        and as_its_draft_reads(schema, spec.text) is schema
     ):
         body = spec.text.rstrip()
         if body.endswith("}"):
             options = json.dumps({**json_overrides(spec, schema), "lenient": True})
             return '{"grammars":[{"json_schema":' + body[:-1] + ',"x-guidance":' + options + "}}]}"
-    return json.dumps({"grammars": [_schema_entry(spec, schema, lenient=True)]})
+    return json.dumps({"grammars": [_schema_entry(spec, ready, lenient=True, ready=isinstance(schema, dict))]})
 
 
 # llguidance's emptiness check gives up on some patterns beside a length ("Unable to determine if regex

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 from sgcli.backends.base import BITS_PER_WORD, Capabilities, Compiled, CompileWarning, LibraryBackend, SchemaKeywords
 from sgcli.backends.diagnostics import positioned_error, regex_place, schema_error
 from sgcli.backends.draft_reading import as_its_draft_reads
-from sgcli.backends.json_layout import strict_schema, whitespace_regex
-from sgcli.backends.listed_properties import close_listed_objects
+from sgcli.backends.json_layout import whitespace_regex
+from sgcli.backends.listed_properties import shaped
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.outlines_coverage import concatenated_all_of, dropped_keywords, ungrouped_empty_schema
 from sgcli.backends.pattern_gaps import at, declared_pattern_gaps, with_patterns
@@ -178,10 +178,7 @@ class OutlinesCoreBackend(LibraryBackend):
         from outlines_core.json_schema import build_regex_from_schema
 
         schema = as_its_draft_reads(spec.schema(), spec.text)  # outlines-core reads every draft's keywords
-        if spec.json_options.strict_properties:
-            schema = strict_schema(schema)
-        elif spec.json_options.for_generation:
-            schema = close_listed_objects(schema)
+        schema = shaped(schema, spec.json_options)
         gaps = declared_pattern_gaps(spec, schema, self.name, self.capabilities.schema_keywords)
         schema = with_patterns(schema, gaps)  # see _warnings
         schema = _grouped_patterns(_exact_formats_only(schema))

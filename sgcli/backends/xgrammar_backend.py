@@ -301,8 +301,10 @@ class XGrammarBackend(LibraryBackend):
         for name, sub in spec.subgrammars:
             if sub.kind is Kind.JSON_SCHEMA:
                 named[name] = json_schema_grammar(sub.text, sub.json_options)
-            elif sub.kind is Kind.LARK:
-                named[name] = lark_for_xgrammar(for_backends(sub.text)[0])
+            elif sub.kind is Kind.LARK:  # its own inline %json laid out as the main grammar's are
+                text, inline = _inline_json_named(sub, f"{name}_")
+                named[name] = lark_for_xgrammar(for_backends(text)[0])
+                named |= inline
             else:
                 from sgcli.errors import UnsupportedError
 
@@ -326,9 +328,16 @@ class XGrammarBackend(LibraryBackend):
         if kind is Kind.EBNF:
             return compiler.compile_grammar(gbnf_for_xgrammar(spec.text), root_rule_name="root")
         if kind is Kind.LARK:
-            text, inline = _inline_json_named(spec)
-            text = lark_for_xgrammar(for_backends(text)[0])
-            return compiler.compile_lark(text, named_grammars=self._named_grammars(spec) | inline)
+            as_written = lark_for_xgrammar(for_backends(spec.text)[0])
+            try:
+                text, inline = _inline_json_named(spec)
+                if inline:
+                    text = lark_for_xgrammar(for_backends(text)[0])
+                    return compiler.compile_lark(text, named_grammars=self._named_grammars(spec) | inline)
+            except Exception:  # noqa: BLE001 - said again from the text as written, where its positions are
+                compiler.compile_lark(as_written, named_grammars=self._named_grammars(spec))
+                raise  # a mistake only the rewritten grammar has: its own message
+            return compiler.compile_lark(as_written, named_grammars=self._named_grammars(spec))
         if kind is Kind.STRUCTURAL_TAG:
             native = structural_tag.parse(spec)[0]
             tag = xgr.Grammar.from_structural_tag(tag_for_xgrammar(structural_tag.bounded_json_layout(native, spec)))
@@ -385,17 +394,19 @@ class XGrammarBackend(LibraryBackend):
         return self._compiler(vocab).compile_grammar('root ::= ""').tokenizer_info
 
 
-def _inline_json_named(spec: ConstraintSpec) -> tuple[str, dict]:
+def _inline_json_named(spec: ConstraintSpec, prefix: str = "") -> tuple[str, dict]:
     """A Lark grammar's text with each inline `%json` schema as a named sub-grammar compiled like a
     `--sub` schema, in the spec's JSON layout: xgrammar's own `%json` lays JSON out with any
-    whitespace, whatever `--json-whitespace` says. Where sgcli cannot read the grammar, as it is."""
+    whitespace, whatever `--json-whitespace` says. Where sgcli cannot read the grammar, as it is.
+    (The rewrite moves what follows a `%json` on its line, and joins a schema's lines: a compile
+    error is said again from the text as written, `_compile`.)"""
     from sgcli.dialects.embedded import embedded_schemas
 
     text, named = spec.text, {}
     inline = [e for e in embedded_schemas(spec) if e.label.startswith("%json")]  # its own, not a sub-grammar's
     for n, found in enumerate(sorted(inline, key=lambda e: e.start, reverse=True)):
         keyword = text.rfind("%json", 0, found.start)
-        name = f"sgcli_inline_json_{n}"
+        name = f"sgcli_inline_json_{prefix}{n}"
         while f"@{name}" in spec.text or any(name == sub for sub, _ in spec.subgrammars):
             name += "_"
         named[name] = json_schema_grammar(found.spec.text, spec.json_options)
