@@ -111,6 +111,7 @@ def test_memory_ceiling_stops_an_allocation_and_names_the_flag():
     assert "--compile-memory" in exc.value.render()
 
 
+@pytest.mark.slow  # a fresh sgcli process that loads the tokenizer: 10 s
 def test_outlines_core_under_a_low_memory_ceiling_names_the_flag_not_a_library_bug(tmp_path):
     """outlines-core aborts on a failed allocation (SIGABRT) after printing it inside the compile's fd 2
     capture: a capture of the child's own lost that line and the limit read as a crash of the library.

@@ -70,6 +70,7 @@ def test_the_outlines_subset_is_most_of_the_suite():
     )
 
 
+@pytest.mark.slow  # the whole suite through three backends: 27 s (CI's slow stage runs it)
 def test_no_keyword_regresses(current):
     _require()
     assert suite.regressions(current, COMMITTED) == []
@@ -79,6 +80,7 @@ def test_no_keyword_regresses(current):
             assert (counts["schemas"], counts["instances"]) == (base["schemas"], base["instances"]), (name, keyword)
 
 
+@pytest.mark.slow  # the whole suite through three backends: 27 s (CI's slow stage runs it)
 def test_no_forbidden_instance_gets_through_sgcli_unnamed_or_checked(current):
     """The measurement `--backend auto` stands on: what a grammar lets through is on a keyword sgcli names
     (llguidance, compiled lenient, drops those it does not implement), and its checker refuses it."""
@@ -88,12 +90,14 @@ def test_no_forbidden_instance_gets_through_sgcli_unnamed_or_checked(current):
         assert (totals["accepted_invalid_unnamed"], totals["accepted_invalid_checked"]) == (0, 0), name
 
 
+@pytest.mark.slow  # the whole suite through three backends: 27 s (CI's slow stage runs it)
 def test_outlines_never_weakens_a_schema_in_silence(current):
     """sgcli's outlines adapter warns (with the pointer) about every keyword outlines-core drops."""
     _require()
     assert current["backends"]["outlines_core"]["totals"]["accepted_invalid_silent"] == 0
 
 
+@pytest.mark.slow  # the whole suite through three backends: 27 s (CI's slow stage runs it)
 def test_llguidance_adapter_matches_llguidance_own_expectations(current):
     _require()
     assert current["backends"]["llguidance"]["differs_from_llguidance_expected"] == []

@@ -169,7 +169,7 @@ _values = st.recursive(
 )
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_schemas, st.lists(_values, min_size=10, max_size=40))
 @example({"oneOf": [{"properties": {"a": {"properties": {"b": {}}}}}, {}]}, [{"a": {"c": 1}}])
 @example(
