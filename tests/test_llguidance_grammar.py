@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from sgcli.backends.llguidance_backend import _schema_entry, _schema_grammar
+from sgcli.backends.llguidance_grammar import schema_entry, schema_grammar
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
 
 CASES = {
@@ -29,12 +29,12 @@ OPTIONS = [JsonOptions(), JsonOptions(whitespace="compact"), JsonOptions(strict_
 def test_the_grammar_holds_the_value_the_encoded_schema_would(name, options):
     spec = ConstraintSpec(Kind.JSON_SCHEMA, CASES[name], "s.json", json_options=options)
     schema = spec.schema()
-    grammar = json.loads(_schema_grammar(spec, schema))
-    assert grammar == json.loads(json.dumps({"grammars": [_schema_entry(spec, schema, lenient=True)]}))
+    grammar = json.loads(schema_grammar(spec, schema))
+    assert grammar == json.loads(json.dumps({"grammars": [schema_entry(spec, schema, lenient=True)]}))
     lenient = grammar["grammars"][0]["json_schema"]["x-guidance"].get("lenient", False)
     assert lenient is (name != "false")  # `false` is the one keyword llguidance must refuse, never drop
 
 
 def test_only_x_guidance_is_added_to_the_schemas_own_text():
     spec = ConstraintSpec(Kind.JSON_SCHEMA, CASES["plain"], "s.json")
-    assert CASES["plain"].rstrip()[:-1] in _schema_grammar(spec, spec.schema())
+    assert CASES["plain"].rstrip()[:-1] in schema_grammar(spec, spec.schema())

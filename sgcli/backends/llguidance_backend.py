@@ -29,16 +29,13 @@ from sgcli.backends.diagnostics import (
     regex_place,
     schema_error,
 )
-from sgcli.backends.draft_reading import as_its_draft_reads
-from sgcli.backends.json_layout import json_overrides
-from sgcli.backends.listed_properties import shaped
+from sgcli.backends.llguidance_grammar import inline_json_options, schema_entry, schema_grammar
 from sgcli.backends.native_stderr import capture_fd2
-from sgcli.backends.pattern_gaps import PatternGap, at, declared_pattern_gaps, with_patterns
+from sgcli.backends.pattern_gaps import PatternGap, at, declared_pattern_gaps
 from sgcli.backends.schema_warnings import compile_warnings
 from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
 from sgcli.dialects.convert import one_char_lexemes
-from sgcli.dialects.embedded import embedded_schemas
 from sgcli.dialects.lark_backends import for_backends
 from sgcli.dialects.regex_parse import LOOKAROUNDS
 from sgcli.errors import Location, UserError, offset_to_line_col
@@ -140,76 +137,6 @@ def _greedy_encoder(vocab: Vocab):
     return encode
 
 
-def _schema_entry(spec: ConstraintSpec, schema=None, *, lenient: bool = False, ready: bool = False) -> dict:
-    """One `{"json_schema": ...}` grammar with the layout options folded in as `x-guidance`
-    (`schema`: the spec's parsed schema, when the caller has it; left unchanged; `ready`: already read
-    as its draft reads and `shaped`).
-
-    `lenient`: keywords llguidance does not implement (uniqueItems, not, if/then/else, contains,
-    unknown formats, ...) are dropped with a warning instead of refusing the schema, so its grammar
-    accepts a superset; only where sgcli's schema checker takes over what was dropped (a top-level
-    `--schema`: keyword_coverage declares the gaps), never for a Lark grammar's `%json`/`@name`."""
-    if schema is None:
-        schema = spec.schema()
-    if isinstance(schema, bool):
-        # `false` (nothing is valid) as the one keyword llguidance does not implement: refused, never dropped
-        schema, lenient = ({}, lenient) if schema else ({"not": {}}, False)
-    if not ready:  # the keywords its draft ignores left out (llguidance reads them all), then shaped
-        schema = shaped(as_its_draft_reads(schema), spec.json_options)
-    schema = dict(schema)
-    dialect = dialect_of(schema)
-    if dialect.note:  # llguidance would try to fetch the URI and refuse: the draft sgcli reads instead
-        schema["$schema"] = dialect.uri
-    schema["x-guidance"] = {**(schema.get("x-guidance") or {}), **json_overrides(spec, schema)}
-    if lenient:
-        schema["x-guidance"]["lenient"] = True
-    return {"json_schema": schema}
-
-
-def _inline_json_options(spec: ConstraintSpec) -> str:
-    """A Lark grammar's text with each inline `%json` schema compiled as a `--sub` schema is: in the
-    spec's JSON layout (compact when generating: llguidance's own flexible whitespace let the default
-    model write newlines between every token), its listed objects closed and its strings narrowed
-    (`json_layout.UNIQUE_ESCAPES`: `x{"\\u0061": "x"}` passed `%json{"properties": {"a":
-    {"type": "integer"}}}`) when generating. An `x-guidance` the user wrote wins."""
-    if "%json" not in spec.text:
-        return spec.text
-    text = spec.text
-    inline = [e for e in embedded_schemas(spec) if e.label.startswith("%json")]  # its own, not a sub-grammar's
-    for found in sorted(inline, key=lambda e: e.start, reverse=True):
-        schema = json.loads(found.spec.text)
-        options = schema.get("x-guidance") if isinstance(schema, dict) else None
-        if not isinstance(schema, dict) or not isinstance(options, (dict, type(None))):
-            continue  # a boolean schema has no layout; a malformed x-guidance is llguidance's to report
-        schema = dict(shaped(schema, spec.json_options))
-        schema["x-guidance"] = json_overrides(spec, schema) | (options or {})
-        end = found.start + len(found.spec.text)
-        text = text[: found.start] + json.dumps(schema) + text[end:]
-    return text
-
-
-def _schema_grammar(spec: ConstraintSpec, schema, unmatchable: list[PatternGap] | tuple = ()) -> str:
-    """The top-level grammar JSON of a `--schema` (lenient, see `_schema_entry`), with each pattern of
-    `unmatchable` replaced as it says. Where only `x-guidance` is added, it goes into the schema's own
-    text instead of encoding the parsed schema again (2 ms of a 240 KB schema's 20 ms compile); the
-    text was parsed strictly, so llguidance reads the same value."""
-    if unmatchable:  # a rewritten copy: encoded
-        return json.dumps({"grammars": [_schema_entry(spec, with_patterns(schema, unmatchable), lenient=True)]})
-    ready = shaped(as_its_draft_reads(schema, spec.text), spec.json_options) if isinstance(schema, dict) else schema
-    if (
-        isinstance(schema, dict)
-        and schema
-        and ready is schema
-        and "x-guidance" not in schema
-        and not dialect_of(schema).note
-    ):
-        body = spec.text.rstrip()
-        if body.endswith("}"):
-            options = json.dumps({**json_overrides(spec, schema), "lenient": True})
-            return '{"grammars":[{"json_schema":' + body[:-1] + ',"x-guidance":' + options + "}}]}"
-    return json.dumps({"grammars": [_schema_entry(spec, ready, lenient=True, ready=isinstance(schema, dict))]})
-
-
 # llguidance's emptiness check gives up on some patterns beside a length ("Unable to determine if regex
 # is empty: (And (SearchRegex /P/) (Regex /(?s:.{1,512})/))": an unanchored search under a long
 # `maxLength`, a cfn-lint IAM path) and refuses the whole schema. Its regexes are written `/.../`.
@@ -257,7 +184,7 @@ class LLGuidanceBackend(LibraryBackend):
         compiles_in_process=True,
         lexes_lark_greedily=True,
         # measured: benchmarks/keyword_positions.py and JSON-Schema-Test-Suite draft2020-12 (no invalid
-        # instance accepted). Compiled lenient (`_schema_entry`): a keyword it does not implement is
+        # instance accepted). Compiled lenient (`llguidance_grammar.schema_entry`): a keyword it does not implement is
         # dropped with a warning, and, unlisted here, is a gap sgcli's schema checker enforces
         schema_keywords=SchemaKeywords(
             enforced=frozenset(
@@ -345,7 +272,7 @@ class LLGuidanceBackend(LibraryBackend):
             schema = spec.schema() if schema is None else schema
             if unmatchable is None:
                 unmatchable = declared_pattern_gaps(spec, schema, self.name, self.capabilities.schema_keywords)
-            return _schema_grammar(spec, schema, unmatchable)
+            return schema_grammar(spec, schema, unmatchable)
         if kind is Kind.REGEX:
             return llg.LLMatcher.grammar_from_regex(spec.text)
         if kind is Kind.CHOICE:
@@ -355,7 +282,7 @@ class LLGuidanceBackend(LibraryBackend):
         if kind is Kind.LARK:
             if spec.subgrammars:
                 return self._composite(spec, tok)
-            return for_backends(_inline_json_options(spec))[0]
+            return for_backends(inline_json_options(spec))[0]
         if kind is Kind.LLGUIDANCE:
             doc = parse_json(spec.text, spec.origin)
             if not isinstance(doc, dict) or not isinstance(doc.get("grammars"), list):
@@ -391,7 +318,7 @@ class LLGuidanceBackend(LibraryBackend):
         """A Lark grammar plus named sub-grammars it refers to as `@name`: llguidance's top-level JSON."""
         import llguidance as llg
 
-        grammars = [{"name": "start", "lark_grammar": for_backends(_inline_json_options(spec))[0]}]
+        grammars = [{"name": "start", "lark_grammar": for_backends(inline_json_options(spec))[0]}]
         for name, sub in spec.subgrammars:
             if sub.kind not in (Kind.JSON_SCHEMA, Kind.LARK, Kind.REGEX, Kind.CHOICE, Kind.EBNF):
                 raise UserError(
@@ -399,7 +326,7 @@ class LLGuidanceBackend(LibraryBackend):
                     hint="use a JSON Schema, Lark, GBNF, regex or choice",
                 )
             if sub.kind is Kind.JSON_SCHEMA:
-                entry = _schema_entry(sub)
+                entry = schema_entry(sub)
             else:
                 entry = {"lark_grammar": self._lark_of(sub)}
             # validate alone first, so an error points into the sub-grammar's own file
