@@ -369,6 +369,25 @@ def test_grammar_past_the_rule_limit_is_unchecked_at_once():
     assert v.valid is None and f"past {MAX_RULES}" in v.unchecked and time.perf_counter() - t < 10
 
 
+@pytest.mark.parametrize("output", ["a" * 60 + "!", "a" * 60])  # a wrong character; cut off (the partial match)
+def test_a_backtracking_terminal_is_bounded_not_a_hang(monkeypatch, output):
+    """`/(a|aa)+b/` backtracks exponentially on a run of a's without the b (36 took 32 s; 60 would
+    take years): the check stops at its deadline with no verdict, before and inside `_ends_early`."""
+    import threading
+
+    from sgcli.validation import lark_check
+
+    monkeypatch.setattr(lark_check, "CHECK_TIMEOUT_S", 0.5)
+    spec = ConstraintSpec(Kind.LARK, 'start: X "c"\nX: /(a|aa)+b/\n', "x.lark")
+    found = []
+    worker = threading.Thread(target=lambda: found.append(verdict(spec, output)), daemon=True)
+    worker.start()
+    worker.join(60)
+    assert found, "the lark check did not stop at its deadline"
+    assert found[0].valid is None and "took longer than 0.5 s" in found[0].unchecked, found[0]
+    assert verdict(spec, "a" * 60 + "bc").valid is True  # the same grammar still checks a sentence at once
+
+
 @pytest.mark.parametrize(
     ("output", "why"),
     [

@@ -21,12 +21,19 @@ A grammar the lark library still cannot read (`&`, `~`, `<|special|>`, `%regex`)
 `Unchecked`: no verdict, never a guess. So does one past `MAX_RULES` rules: lark's Earley
 parser is quadratic or worse in the rules (measured: 1,000 rules took 12 s to build and 19 s
 to parse three characters; 10,000 did not finish in 5 minutes).
+
+Every check is bounded in time: lark's Earley parser asks a terminal's regex for a match at each
+position, and a terminal like `/(a|aa)+b/` backtracks exponentially on `aaaa...` (36 characters
+took 32 s). Each of those calls shares one deadline (`CHECK_TIMEOUT_S` for the whole check);
+past it the verdict is `Unchecked`, never a hang.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -35,6 +42,8 @@ from sgcli.validation.verdict import Unchecked, json_verdict
 
 COMPLETE_LEXER_MAX_CHARS = 4000  # lark's exhaustive lexer is quadratic or worse; past this, no verdict
 MAX_RULES = 500  # measured: 500 rules 2.7 s to build lark's parser, 3.4 s to parse; past this, no verdict
+CHECK_TIMEOUT_S = 10.0  # one whole check: every parse and regex match in it
+_deadline: ContextVar[float] = ContextVar("lark_check_deadline", default=float("inf"))
 # rule attributes that leave the rule's text alone (see the module docstring)
 _TEXT_NEUTRAL_ATTRIBUTES = {"max_tokens", "lazy", "temperature", "capture"}
 
@@ -338,7 +347,7 @@ def _parser(text: str, modules: tuple[tuple[str, str], ...], lexer: str):
         return path, found[name]
 
     try:
-        return lark.Lark(
+        parser = lark.Lark(
             text, parser="earley", lexer=lexer, regex=True, propagate_positions=True, import_paths=[loader]
         )
     except Exception as exc:  # lark raises GrammarError, UnexpectedInput, ... for syntax it lacks
@@ -347,6 +356,36 @@ def _parser(text: str, modules: tuple[tuple[str, str], ...], lexer: str):
             f"the lark library cannot read this grammar ({first}); llguidance-only syntax (`&`, `~`, "
             "`<|special|>`, %regex, ...) has no independent parser"
         ) from None
+    _bound(parser)
+    return parser
+
+
+def _bound(parser) -> None:
+    """Make every terminal match of `parser` honour the check's deadline. Earley's dynamic lexer
+    keeps its compiled terminals in the matcher behind `term_matcher` (lark 1.2 and 1.3)."""
+    matcher = getattr(getattr(parser.parser.parser, "term_matcher", None), "__self__", None)
+    regexps = getattr(matcher, "regexps", None)
+    if not isinstance(regexps, dict):
+        raise Unchecked("this version of the lark library keeps its terminals where sgcli cannot bound them")
+    for name, pattern in regexps.items():
+        regexps[name] = _DeadlinePattern(pattern)
+
+
+class _DeadlinePattern:
+    """A compiled terminal whose matches stop at the check's deadline (the `regex` package's timeout)."""
+
+    def __init__(self, pattern):
+        self.pattern = pattern
+
+    def match(self, text, pos=0):
+        return self.pattern.match(text, pos, timeout=_time_left())
+
+
+def _time_left() -> float:
+    left = _deadline.get() - time.monotonic()
+    if left <= 0:
+        raise TimeoutError
+    return left
 
 
 def check(spec: ConstraintSpec, output: str) -> list[str]:
@@ -357,6 +396,19 @@ def check(spec: ConstraintSpec, output: str) -> list[str]:
 
 def checked(spec: ConstraintSpec, output: str) -> tuple[list[str], str]:
     """(errors, what checked them): "lark", or "lark+jsonschema" where sub-grammar JSON was validated."""
+    token = _deadline.set(time.monotonic() + CHECK_TIMEOUT_S)
+    try:
+        return _checked(spec, output)
+    except TimeoutError:
+        raise Unchecked(
+            f"the lark check took longer than {CHECK_TIMEOUT_S:g} s (a terminal's regex backtracks, or the "
+            "grammar is very ambiguous)"
+        ) from None
+    finally:
+        _deadline.reset(token)
+
+
+def _checked(spec: ConstraintSpec, output: str) -> tuple[list[str], str]:
     import lark
 
     prepared = prepare(spec)
@@ -408,7 +460,7 @@ def _ends_early(parser, error, output: str) -> bool:
     rest = output[getattr(error, "pos_in_stream", len(output)) :]
     expected = getattr(error, "allowed", None) or set()
     return any(
-        regex.fullmatch(t.pattern.to_regexp(), rest, partial=True) is not None
+        regex.fullmatch(t.pattern.to_regexp(), rest, partial=True, timeout=_time_left()) is not None
         for t in parser.terminals
         if t.name in expected
     )
