@@ -116,7 +116,8 @@ def test_lark_converts_to_gbnf_and_round_trips(run_cli, tmp_path):
         ("j.lark", 'start: "x" %json {"type": "integer"}\n', "gbnf", "1:12", "%json"),
         ("sub.lark", 'start: "x" @answer\n', "gbnf", "1:12", "@answer"),
         ("ign.lark", 'start: "a" "b"\n%ignore " "\n', "gbnf", "2:1", "%ignore"),
-        ("imp.lark", "%import common.NUMBER\nstart: NUMBER\n", "gbnf", "1:1", "NUMBER"),
+        ("decl.lark", "%declare INDENT\nstart: INDENT\n", "gbnf", "1:1", "INDENT"),
+        ("imp.lark", '%import other.NUMBER\nstart: NUMBER "!"\n', "gbnf", "1:1", "NUMBER"),  # not common.lark
         ("la.regex", "a(?=b)b\n", "lark", "1:2", "lookahead"),
         # dropped without a word until 2026-12-06
         ("flag.regex", "(?s)a.b", "gbnf", "1:1", "(?s)"),
@@ -132,6 +133,25 @@ def test_constructs_without_an_equivalent_exit_2_at_their_position(run_cli, tmp_
     assert result.exit_code == 2, result.stderr
     assert f"{path}:{where}:" in result.stderr and what in result.stderr, result.stderr
     assert "no equivalent" in result.stderr
+
+
+def test_lark_common_imports_convert_to_gbnf_as_lark_defines_them(run_cli, tmp_path):
+    """`%import common.X` was refused ("comes from %import"): NUMBER, WS_INLINE, CNAME are what Lark grammars
+    import most. They are printed into the GBNF with what they use, renamed apart, in the language lark reads."""
+    from sgcli.dialects.convert import to_lark
+
+    g = tmp_path / "kv.lark"
+    g.write_text(
+        "%import common.NUMBER\n%import common (WS_INLINE, CNAME)\n%import common.ESCAPED_STRING -> STR\n"
+        'start: CNAME WS_INLINE? "=" NUMBER ("," NUMBER)* " " STR\n'
+    )
+    result = run_cli("convert", g, "--to", "gbnf", "--no-check", "--json")  # the round trip: 20-30 s here
+    assert result.exit_code == 0, result.stderr
+    parser = _load_lark(to_lark(_record(result)["text"]))
+    parser.parse('x_1 =1.5e3,1.,.5 "a \\" b"')
+    for wrong in ['1x=1 "a"', 'x=. "a"', 'x=1 "a\nb"', 'x=1 "a\\"']:  # lark's NUMBER, CNAME, ESCAPED_STRING say no
+        with pytest.raises(Exception):  # noqa: B017,PT011 - lark raises several kinds
+            parser.parse(wrong)
 
 
 def test_schema_converts_to_lark_through_xgrammar_and_says_so(run_cli, tmp_path):

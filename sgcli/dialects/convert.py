@@ -9,10 +9,14 @@ compares both grammars on real matchers lives there too.
 
 from __future__ import annotations
 
+import copy
+import re
+
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.dialects.gbnf import parse_gbnf
-from sgcli.dialects.grammar_model import Alt, Chars, Grammar, Lit, Opaque, ParseError, Rep, Rule, Seq, walk
+from sgcli.dialects.grammar_model import Alt, Chars, Grammar, Lit, Opaque, ParseError, Ref, Rep, Rule, Seq, walk
 from sgcli.dialects.lark import parse_lark
+from sgcli.dialects.lark_common import imported_definitions
 from sgcli.dialects.printers import Printer
 from sgcli.dialects.regex_parse import parse_regex
 from sgcli.dialects.resolve import unresolved
@@ -68,6 +72,7 @@ def read_model(spec: ConstraintSpec, text: str | None = None, origin: str | None
             grammar = parse_gbnf(text)
         elif spec.kind is Kind.LARK:
             grammar = parse_lark(text)
+            _inline_common(grammar, text)
             _refuse_lark_only(grammar, text, origin)
         elif spec.kind in (Kind.REGEX, Kind.CHOICE):
             text = spec.as_regex()
@@ -108,6 +113,34 @@ def _refuse_features(features, text: str, origin: str | None) -> None:
     else:
         what, hint = f"a regex {f.what} ({f.source})", "spell the alternatives out without it"
     raise UserError(f"{what} has no equivalent in a grammar", location=_at(text, f.pos, origin), hint=hint)
+
+
+def _inline_common(grammar: Grammar, text: str) -> None:
+    """`%import common.X` as common.lark's definitions, printed with the grammar: GBNF has no imports,
+    and NUMBER, WS, CNAME are what Lark grammars import most (refused until 2026-12-07). Each node sits
+    at the import that brought it in, so an error about one names that line."""
+    found = imported_definitions(grammar.imports)
+    wanted = [local for local in grammar.imports if local in found and local in grammar.external]
+    reached, stack = set(), list(wanted)
+    while stack:  # the imported names and the common.lark definitions they use, nothing else
+        name = stack.pop()
+        if name not in reached and name in found:
+            reached.add(name)
+            stack.extend(node.name for node in walk(found[name].body) if isinstance(node, Ref))
+    first = text.find("%import")
+    for name in [*wanted, *sorted(reached - set(wanted))]:
+        at = _import_at(text, name) if name in wanted else first
+        body = copy.deepcopy(found[name].body)
+        for node in walk(body):
+            node.pos = at
+        grammar.rules.append(Rule(name, body, at, terminal=True))
+        grammar.external.discard(name)
+
+
+def _import_at(text: str, local: str) -> int:
+    """Where the `%import` line that names `local` starts."""
+    m = re.search(rf"^[ \t]*(%import\b[^\n]*\b{re.escape(local)}\b)", text, re.M)
+    return m.start(1) if m else max(text.find("%import"), 0)
 
 
 def _refuse_lark_only(grammar, text: str, origin: str | None) -> None:

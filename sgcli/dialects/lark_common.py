@@ -3,16 +3,20 @@ as sgcli's grammar model, for the analyses that look into definitions (`sgcli li
 
 The backends resolve these imports themselves (each has its own common.lark); sgcli's reader only
 noted the name as external, so `%import common.WS` / `%ignore WS`, Lark's most common idiom, linted
-clean where the same `WS` defined in the file was W001 (found by a hunt). The text is lark 1.x's
-common.lark (MIT licence), the definitions a model can hold.
+clean where the same `WS` defined in the file was W001 (found by a hunt). `sgcli convert` prints them
+into the converted grammar (GBNF has no imports). The text is lark 1.x's common.lark (MIT licence), the
+definitions a model can hold; ESCAPED_STRING, which lark writes with a lazy `.*?` and a lookbehind, is
+its meaning respelled as one regex (`lark_backends.EXACT_ESCAPED_STRING`, what the backends are given).
 """
 
 from __future__ import annotations
 
 from sgcli.dialects.grammar_model import Ref, Rule, walk
 from sgcli.dialects.lark import parse_lark
+from sgcli.dialects.lark_backends import EXACT_ESCAPED_STRING
 
-COMMON_LARK = r"""
+COMMON_LARK = (
+    r"""
 DIGIT: "0".."9"
 HEXDIGIT: "a".."f"|"A".."F"|DIGIT
 INT: DIGIT+
@@ -23,9 +27,6 @@ FLOAT: INT _EXP | DECIMAL _EXP?
 SIGNED_FLOAT: ["+"|"-"] FLOAT
 NUMBER: FLOAT | INT
 SIGNED_NUMBER: ["+"|"-"] NUMBER
-_STRING_INNER: /.*?/
-_STRING_ESC_INNER: _STRING_INNER /(?<!\\)(\\\\)*?/
-ESCAPED_STRING : "\"" _STRING_ESC_INNER "\""
 LCASE_LETTER: "a".."z"
 UCASE_LETTER: "A".."Z"
 LETTER: UCASE_LETTER | LCASE_LETTER
@@ -41,6 +42,8 @@ CPP_COMMENT: /\/\/[^\n]*/
 C_COMMENT: "/*" /(.|\n)*?/ "*/"
 SQL_COMMENT: /--[^\n]*/
 """
+    + f"ESCAPED_STRING: {EXACT_ESCAPED_STRING}\n"
+)
 
 PREFIX = "common."  # the names imported definitions refer to each other by: no name in a file has a dot
 
