@@ -214,3 +214,17 @@ def test_a_mistake_beside_an_inline_json_is_placed_in_the_text_as_written():
     with pytest.raises(UserError) as info:
         check_supports("xgrammar", spec).compile(spec, byte_vocab())
     assert info.value.location.line == bad_line, info.value.render()
+
+
+def test_llguidance_places_a_mistake_after_an_inline_json_on_its_own_line():
+    """The laid-out schema was written on one line, so llguidance's `unknown name` six lines on was said
+    to be at 3:7 (the rewrite's line); the rewrite now keeps the schema's lines."""
+    from sgcli.errors import UserError
+    from sgcli.lint.runner import byte_vocab
+
+    schema = json.dumps(POINT, indent=1)
+    grammar = f'start: "A: " answer " " rest\nanswer: %json {schema}\nrest: "b" nope\n'
+    spec = ConstraintSpec(Kind.LARK, grammar, "g.lark", json_options=JsonOptions(whitespace="compact"))
+    with pytest.raises(UserError) as info:
+        check_supports("llguidance", spec).compile(spec.for_generation(), byte_vocab())
+    assert "nope" in info.value.render() and info.value.location.line == grammar.count("\n"), info.value.render()

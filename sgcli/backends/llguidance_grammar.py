@@ -60,8 +60,18 @@ def inline_json_options(spec: ConstraintSpec) -> str:
         schema = dict(shaped(schema, spec.json_options))
         schema["x-guidance"] = json_overrides(spec, schema) | (options or {})
         end = found.start + len(found.spec.text)
-        text = text[: found.start] + json.dumps(schema) + text[end:]
+        text = text[: found.start] + _in_place(json.dumps(schema), found.spec.text) + text[end:]
     return text
+
+
+def _in_place(new: str, old: str) -> str:
+    """The JSON `new` over as many lines as `old` took, its last line as long: an error llguidance reports
+    after it names the user's line:col (a 4-line schema put `rest: "b" nope` at 3:7, not 6:11)."""
+    breaks = old.count("\n")
+    if not breaks:
+        return new
+    last = len(old) - old.rfind("\n") - 1
+    return new[:-1] + "\n" * breaks + " " * max(last - 1, 0) + new[-1]
 
 
 def schema_grammar(spec: ConstraintSpec, schema, unmatchable: list[PatternGap] | tuple = ()) -> str:
