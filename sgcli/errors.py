@@ -99,6 +99,12 @@ class UserError(SgcliError):
         return text
 
 
+class ConstraintError(UserError):
+    """A mistake in the constraint itself, whichever backend reads it (a schema written inside a grammar
+    that is not valid JSON Schema, a count past 2**32): `--backend auto` stops at it instead of saying
+    it once per backend."""
+
+
 class UnsupportedError(UserError):
     """A backend was asked for something it cannot do; names who can."""
 

@@ -402,3 +402,39 @@ def test_xgrammars_looser_compact_in_a_tag_is_a_warning(smol_tokenizer):
     assert "no compact layout" in compact and "one whitespace character" in compact
     assert not [w for w in warnings(SEQUENCE, JsonOptions("flexible")) if "structural tag" in w]
     assert not [w for w in warnings(SEQUENCE, JsonOptions("flexible", max_whitespace=2)) if "structural tag" in w]
+
+
+def _bad_content(json_schema) -> str:
+    tag = {"begin": "<function=weather>", "content": {"type": "json_schema", "json_schema": json_schema}}
+    doc = {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<function="], "tags": []}}
+    doc["format"]["tags"].append(tag | {"end": "</function>"})
+    return json.dumps(doc, indent=2)
+
+
+@pytest.mark.parametrize(
+    "command", [["compile"], ["lint", "--kind", "structural_tag"], ["lint"], ["generate", "--backend", "none"]]
+)
+def test_a_tags_invalid_schema_is_exit_2_at_its_keyword_before_any_backend(run_cli, tmp_path, command):
+    """Each backend said only `Invalid type: strin` for the file, and auto said it once per backend. A
+    constraint flag is exit 2, as `--schema` is; a file lint reads is an S003 finding, as a schema file's."""
+    path = tmp_path / "tag.json"
+    text = _bad_content({"type": "object", "properties": {"city": {"type": "strin"}}})
+    path.write_text(text)
+    line = next(n for n, row in enumerate(text.splitlines(), 1) if '"strin"' in row)
+    col = text.splitlines()[line - 1].index('"type": "strin"') + 1
+    as_file = "--kind" in command
+    given = [str(path)] if as_file else ["--structural-tag", str(path)] + (["hi"] if command[0] == "generate" else [])
+    result = run_cli(*command, *given)
+    assert result.exit_code == (1 if as_file else 2), result.output
+    out = result.stdout if as_file else result.stderr
+    assert f"{path}:{line}:{col}" in out and "invalid JSON Schema at /properties/city/type" in out, out
+    assert "every backend failed" not in result.stderr and out.count("'strin'") == 1
+    assert ("S003" in out) is as_file
+
+
+def test_an_inline_json_that_is_not_a_schema_is_exit_2_at_its_keyword(run_cli, tmp_path):
+    path = tmp_path / "g.lark"
+    path.write_text('start: "A: " %json {\n  "type": "object",\n  "properties": {"city": {"type": "strin"}}\n}\n')
+    result = run_cli("compile", path)
+    assert result.exit_code == 2 and f"{path}:3:27: %json #1: invalid JSON Schema" in result.stderr, result.stderr
+    assert run_cli("lint", path).stdout.count(f"{path}:3:27: S003 %json #1") == 1

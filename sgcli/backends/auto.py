@@ -30,7 +30,7 @@ from sgcli.backends.bounded import CompileLimitError
 from sgcli.backends.compile_cache import compile_cached
 from sgcli.backends.keyword_coverage import schema_gaps
 from sgcli.constraints.spec import ConstraintSpec
-from sgcli.errors import UserError
+from sgcli.errors import ConstraintError, UserError
 
 AUTO_ORDER = ("llguidance", "xgrammar", "outlines_core")
 NOT_USABLE = "not usable: "  # the reason of a backend skipped because it is not installed
@@ -98,8 +98,9 @@ def compile_auto(spec: ConstraintSpec, vocab, compile_one=None) -> tuple[Compile
         name = backend.name
         try:
             compiled = compile_one(backend) if compile_one else compile_cached(backend, spec, vocab).compiled
-        except CompileLimitError:
-            raise  # a limit is not a refusal: on a busy machine the next backend would be chosen by load
+        except (CompileLimitError, ConstraintError):
+            raise  # a limit is not a refusal (on a busy machine the next backend would be chosen by load); a
+            # mistake in the constraint is the same on the next backend
         except UserError as exc:
             first_error = first_error or exc
             fallbacks.append({"backend": name, "reason": _one_line(exc)})

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 
 from sgcli.constraints.spec import ConstraintSpec, Kind, check_size
-from sgcli.errors import UserError
+from sgcli.errors import ConstraintError, UserError
 from sgcli.limits import LimitHit, Limits, current_limits, run_bounded
 
 # A fork copies only the forking thread: a library lock held by another thread at that moment
@@ -151,6 +151,10 @@ def compile_bounded(backend, spec: ConstraintSpec, vocab, *, trusted: bool = Fal
     limits = current_limits()
     check_size(spec, limits)
     check_read_as_written(spec)
+    if spec.kind in (Kind.LARK, Kind.STRUCTURAL_TAG):  # a schema written inside: valid, or exit 2 at its keyword
+        from sgcli.dialects.embedded import check_embedded
+
+        check_embedded(spec)
     if spec.kind is Kind.NONE:
         return backend.compile(spec, vocab)
     if not (limits.timeout_s or limits.memory_mb):  # limits off: in this process, still on a stack that holds it
@@ -171,7 +175,7 @@ def check_read_as_written(spec: ConstraintSpec) -> None:
             message, pos = found
             line = part.text.count("\n", 0, pos) + 1
             col = pos - (part.text.rfind("\n", 0, pos) + 1) + 1
-            raise UserError(message, location=part.where(line, col), hint="fix it at that position")
+            raise ConstraintError(message, location=part.where(line, col), hint="fix it at that position")
 
 
 @functools.lru_cache(maxsize=64)

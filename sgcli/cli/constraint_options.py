@@ -164,7 +164,7 @@ class ConstraintFlags:
 
     def spec(self, *, required: bool = True) -> ConstraintSpec:
         """The one constraint the kind flags name, with the layout and `--sub` sub-grammars."""
-        return self.layout_used([self._flag_spec(required)])[0]
+        return self._ready([self._flag_spec(required)])[0]
 
     def _flag_spec(self, required: bool) -> ConstraintSpec:
         spec = from_flags(
@@ -183,7 +183,7 @@ class ConstraintFlags:
 
     def file_spec(self, path: str, kind: Kind | None = None) -> ConstraintSpec:
         """A grammar FILE argument (or @name) read as the kind flags would read it."""
-        return self.layout_used([self._file_spec(path, kind)])[0]
+        return self._ready([self._file_spec(path, kind)])[0]
 
     def _file_spec(self, path: str, kind: Kind | None) -> ConstraintSpec:
         return with_subgrammars(from_file(path, kind, self.layout()), self.sub or [])
@@ -193,7 +193,7 @@ class ConstraintFlags:
         import dataclasses
 
         spec = with_subgrammars(dataclasses.replace(spec, json_options=self.layout()), self.sub or [])
-        return self.layout_used([spec])[0]
+        return self._ready([spec])[0]
 
     def specs(self, files: list[str] | None, kind: Kind | None = None) -> list[ConstraintSpec]:
         """FILE arguments and/or one constraint flag -> specs; neither is exit 2."""
@@ -202,12 +202,17 @@ class ConstraintFlags:
             specs.append(self._flag_spec(required=True))
         if not specs:
             raise no_grammar()
-        return self.layout_used(specs)
+        return self._ready(specs)
 
-    def layout_used(self, specs: list[ConstraintSpec]) -> list[ConstraintSpec]:
-        """`specs`, unless a layout flag was given and none of them has JSON for it to shape: a flag that
-        would change nothing is exit 2, never ignored. (--json-whitespace is left out: sgcli.toml and
-        SGCLI_JSON_WHITESPACE set it for every command, whatever the grammar.)"""
+    def _ready(self, specs: list[ConstraintSpec]) -> list[ConstraintSpec]:
+        """`specs`, checked before anything loads: each schema written inside a grammar or tag is valid JSON
+        Schema (exit 2 at its keyword), and a layout flag was not given where none of them has JSON for it
+        to shape: a flag that would change nothing is exit 2, never ignored. (--json-whitespace is left
+        out: sgcli.toml and SGCLI_JSON_WHITESPACE set it for every command, whatever the grammar.)"""
+        from sgcli.dialects.embedded import check_embedded, embedded_schemas  # an inline %json is JSON to lay out too
+
+        for spec in specs:
+            check_embedded(spec)
         given = [
             flag
             for flag, on in (
@@ -218,8 +223,6 @@ class ConstraintFlags:
             )
             if on
         ]
-        from sgcli.dialects.embedded import embedded_schemas  # an inline %json is JSON to lay out too
-
         if given and specs and not any(s.takes_json_layout() or embedded_schemas(s) for s in specs):
             first = specs[0]
             raise _nothing_to_shape(given, first)

@@ -6,6 +6,7 @@ value. Each failure is an exit 2 at the keyword's file:line:col.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from sgcli.constraints.jsonpos import locate, pointer_of
 from sgcli.constraints.reading import read_text
@@ -25,23 +26,33 @@ def check_schema(spec: ConstraintSpec) -> ConstraintSpec:
     return check_refs(spec, schema)
 
 
-def meta_validate(spec: ConstraintSpec, schema, cls: type | None = None) -> None:
+def meta_validate(
+    spec: ConstraintSpec, schema, cls: type | None = None, where: Callable[[tuple], Location] | None = None
+) -> None:
     """The schema (`spec`'s parsed text) is valid under its draft's meta-schema (or `cls`'s: a file
-    bundled into a schema of that draft), or exit 2 at the keyword."""
+    bundled into a schema of that draft), or exit 2 at the keyword. `where`: the place of a path in
+    the schema, for a schema inside another file (a structural tag's content, a Lark `%json`)."""
     import jsonschema
 
     from sgcli.constraints.dialect import dialect_of
 
+    def at(path) -> Location:
+        return (
+            where(tuple(path))
+            if where is not None
+            else Location(spec.origin, *(locate(spec.text, path) or (None, None)))
+        )
+
     if not isinstance(schema, (dict, bool)):
         raise UserError(
             f"a JSON Schema must be an object or a boolean, not {type(schema).__name__}",
-            location=Location(spec.origin, 1, 1),
+            location=at(()) if where is not None else Location(spec.origin, 1, 1),
         )
     dialect = schema.get("$schema") if isinstance(schema, dict) else None
     if dialect is not None and not isinstance(dialect, str):
         raise UserError(
             f"invalid JSON Schema at /$schema: {json.dumps(dialect)[:60]} is not a string",
-            location=Location(spec.origin, *(locate(spec.text, ("$schema",)) or (None, None))),
+            location=at(("$schema",)),
             hint='name the draft by its URI, e.g. "https://json-schema.org/draft/2020-12/schema"',
         )
     cls = cls or dialect_of(schema).cls  # a near miss of a draft's URI: that draft; no draft at all: 2020-12
@@ -49,20 +60,19 @@ def meta_validate(spec: ConstraintSpec, schema, cls: type | None = None) -> None
         checker = meta_format_checker(cls)  # a `pattern` read as the checks read it, ECMA-262's syntax too
         deep_call(lambda: cls.check_schema(schema, format_checker=checker), frames=12 * json_depth(schema))
     except jsonschema.SchemaError as exc:
-        pos = locate(spec.text, exc.path) or (None, None)
         message = exc.message
         if isinstance(exc.cause, DialectError):
             message = f"sgcli cannot read the regex {exc.instance!r} (JSON Schema's syntax is ECMA-262's): {exc.cause}"
         raise UserError(  # a JSON pointer, as every message names a place in a schema (it read "properties/a/type")
             f"invalid JSON Schema at {pointer_of(exc.path) or '/'}: {message}",
-            location=Location(spec.origin, *pos),
+            location=at(exc.path),
             hint=f"the schema must be valid under {cls.__name__.removesuffix('Validator')}",
         ) from None
     except RecursionError:  # the regex package reads a `pattern` (format "regex") a few frames per nested group
         path, depth = _deepest_pattern(schema)
         raise UserError(
             f"a pattern nests {depth} groups deep, more than the regex package (which sgcli's checks use) can read",
-            location=Location(spec.origin, *(locate(spec.text, path) or (None, None))),
+            location=at(path),
             hint="flatten the groups (no backend reads more than a few hundred levels either)",
         ) from None
 

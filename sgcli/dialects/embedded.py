@@ -19,7 +19,7 @@ from sgcli.constraints.jsonpos import SchemaText, pointer_of
 from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
 from sgcli.dialects.grammar_model import Opaque, ParseError, walk
 from sgcli.dialects.lark import parse_lark
-from sgcli.errors import Location, UserError, offset_to_line_col
+from sgcli.errors import ConstraintError, Location, UserError, offset_to_line_col
 
 _INLINE = re.compile(r"%json\s*")
 
@@ -50,6 +50,21 @@ class EmbeddedSchema:
         if self.text is self.spec.text:  # a sub-grammar file: bundled, its parts are in their own files
             return self.spec.where(line, col)
         return Location(self.spec.origin, line, col)
+
+
+def check_embedded(spec: ConstraintSpec) -> None:
+    """Each schema written inside a grammar or tag is valid JSON Schema, or exit 2 at the keyword in the
+    user's file: the backends said `Invalid type: strin` at the tag file or the `%json` (2026-12-07). A
+    `--sub` schema file was checked when it was read."""
+    from sgcli.constraints.schema_input import meta_validate
+
+    for inner in embedded_schemas(spec):
+        if inner.text is inner.spec.text:
+            continue
+        try:
+            meta_validate(inner.spec, inner.spec.schema(), where=lambda path, e=inner: e.location(pointer_of(path)))
+        except UserError as exc:
+            raise ConstraintError(f"{inner.label}: {exc.message}", location=exc.location, hint=exc.hint) from None
 
 
 def embedded_schemas(spec: ConstraintSpec) -> list[EmbeddedSchema]:

@@ -19,7 +19,13 @@ def input_problem(spec: ConstraintSpec) -> tuple[ConstraintSpec, Diagnostic | No
     `generate` refuses with exit 2; a schema whose `$ref`s name other files comes back bundled."""
     code, check = ("S003", _schema_checks) if spec.kind is Kind.JSON_SCHEMA else ("S004", _nesting)
     try:
-        return check(spec), None
+        spec = check(spec)
+        if spec.kind in (Kind.LARK, Kind.STRUCTURAL_TAG):  # a schema written inside, as every compile checks it
+            from sgcli.dialects.embedded import check_embedded
+
+            code = "S003"
+            check_embedded(spec)
+        return spec, None
     except UserError as exc:
         loc = exc.location
         path = (loc.path if loc else None) or spec.name

@@ -91,7 +91,8 @@ _ALL = [
         ERROR,
         "structure",
         "The schema file is not valid JSON, not a valid JSON Schema (meta-schema validation), or a schema "
-        "that admits no value at all (`enum: []`, `minLength` over `maxLength`, a date under `maxLength: 5`).",
+        "that admits no value at all (`enum: []`, `minLength` over `maxLength`, a date under `maxLength: 5`); "
+        "or a schema written inside a Lark grammar (`%json {...}`) or a structural tag is not valid JSON Schema.",
         "Backends disagree about malformed schemas: some refuse them, some compile whatever they "
         "understand. sgcli checks the file itself first and points at the offending value; `generate` "
         "refuses the same schemas (exit 2) before any model loads.",

@@ -210,6 +210,10 @@ class Linter:
 
                 structure = Structure(grammar, spec.text, spec.name)
                 found += structure.run()
+        elif spec.kind is Kind.STRUCTURAL_TAG:
+            spec, problem = input_problem(spec)
+            if problem is not None:
+                return FileResult(spec.name, finish([problem], sel), notes)
 
         wants_backends = (
             sel.needs("backend", schema=schema is not None)
