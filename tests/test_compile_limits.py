@@ -316,6 +316,22 @@ def test_the_limits_message_reaches_the_terminal_while_a_compile_captures_its_st
         "sys.argv = ['sgcli', 'compile', '--regex', 'a', '-b', 'xgrammar', '--compile-timeout', '1', '--no-cache']\n"
         "main()\n"
     )
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180)
     assert done.returncode == 2
     assert "took longer than the 1 s time limit" in done.stderr, done.stderr
+
+
+def test_a_compile_given_up_on_the_compile_thread_gives_fd_2_back(monkeypatch, smol_tokenizer):
+    """xgrammar's compile captures fd 2 (its C++ warnings); given up at its limit on the compile thread, it
+    still held the capture, so `generate`'s message about the limit went into it: exit 2 and not a word."""
+    import os
+
+    from sgcli.backends import xgrammar_backend as xb
+    from sgcli.backends.bounded import each_on_its_own
+
+    monkeypatch.setattr(xb.XGrammarBackend, "_compile", lambda self, *a, **k: time.sleep(3))
+    before = os.fstat(2).st_ino
+    set_limits(Limits(timeout_s=0.3))
+    with each_on_its_own(), pytest.raises(CompileLimitError, match="0.3 s"):
+        compile_bounded(get_backend("xgrammar"), ConstraintSpec(Kind.REGEX, "a", "--regex"), smol_tokenizer.vocab)
+    assert os.fstat(2).st_ino == before

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 
+from sgcli.backends.native_stderr import give_back_fd2
 from sgcli.constraints.spec import ConstraintSpec, Kind, check_size
 from sgcli.errors import ConstraintError, UserError
 from sgcli.limits import LimitHit, Limits, current_limits, run_bounded
@@ -223,7 +224,8 @@ def _compile_watched(backend, spec: ConstraintSpec, vocab, limits: Limits, *, tr
         if not trusted and needs > _Worker.stack_bytes() and (limits.timeout_s or limits.memory_mb):
             return _compile_in_child(backend, spec, vocab, limits)  # its stack could not be had (ulimit -v)
         box = worker.run(lambda: backend.compile(spec, vocab), limits.timeout_s or None)
-    if box is None:
+    if box is None:  # the compile left running still holds its capture of fd 2 (native_stderr): what
+        give_back_fd2()  # follows is for the user (`generate` ended with exit 2 and not a word, 2026-12-07)
         raise _limit_error(LimitHit("time"), backend.name, spec, limits)
     if "error" in box:
         raise box["error"]
