@@ -654,6 +654,27 @@ def test_a_success_status_with_a_bad_body_is_exit_2_or_an_error_record(run_cli, 
         GenerationRecord.model_validate(record)
 
 
+def test_an_answer_holding_an_integer_longer_than_python_reads_is_unchecked_and_the_batch_goes_on(run_cli, tmp_path):
+    """A 5,000-digit integer as the output: the output check's json.loads raised Python's 4,300-digit
+    ValueError, exit 3; in a batch the later lines were never answered and --resume met it again."""
+    schema = tmp_path / "int.json"
+    schema.write_text('{"type": "integer", "minimum": 0}')
+    big = "9" * 5000
+    with Stub(answer=lambda b: big if _line(b) == 1 else "7") as stub:
+        single = gen(run_cli, stub, "--schema", schema, "--json", "line 1")
+        out = tmp_path / "out.jsonl"
+        batch = gen(run_cli, stub, "--schema", schema, "--input", _batch_file(tmp_path, 3), "--output", out)
+    assert single.exit_code == 0 and "internal error" not in single.output, single.output
+    record = json.loads(single.stdout)
+    assert record["output"] == big and record["valid"] is None and "5000 digits" in record["unchecked"]
+    assert batch.exit_code == 0 and "internal error" not in batch.output, batch.output
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["id"], r["valid"]) for r in records] == [("r0", True), ("r1", None), ("r2", True)]
+    assert records[1]["output"] == big and records[1]["parsed"] is None
+    for record in records:
+        GenerationRecord.model_validate(record)
+
+
 def test_a_stream_answered_as_json_is_exit_2(run_cli):
     with Stub() as stub:
         stub.script = [("raw", 200, "application/json", b'{"choices": [{"message": {"content": "a"}}]}')]

@@ -459,3 +459,22 @@ def test_a_cut_off_grammar_output_is_reported_as_ending_early(output, where):
     assert errors and "the text ends before the grammar is complete (at " + where in errors[0], errors
     wrong = verdict(ConstraintSpec(Kind.EBNF, GBNF, "a.gbnf"), "answer: maybe.").errors
     assert wrong == ["output is not a sentence of the grammar: the lark parser stops at line 1 column 9"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "constraint", "output"),
+    [
+        (Kind.JSON_SCHEMA, '{"type": "integer", "minimum": 0}', "9" * 5000),
+        (Kind.JSON_SCHEMA, '{"type": "array"}', "[1, -" + "9" * 5000 + "]"),
+        (Kind.STRUCTURAL_TAG, json.dumps(WEATHER_TAGS), '<function=weather>{"city": ' + "9" * 5000 + "}</function>"),
+        (Kind.LARK, 'start: "n=" %json {"type": "integer"}\n', "n=" + "9" * 5000),
+    ],
+    ids=["integer", "in-an-array", "in-a-tag", "in-a-lark-json"],
+)
+def test_an_integer_longer_than_python_reads_is_unchecked_not_a_crash(kind, constraint, output):
+    """A server answered a 5,000-digit integer: json.loads raised Python's "Exceeds the limit (4300 digits)"
+    ValueError, exit 3, and a batch stopped there (--resume hit the same line again). The output may well
+    be valid; sgcli cannot read it, so no verdict, and the reason says why."""
+    v = verdict(ConstraintSpec(kind, constraint, "c.json"), output)
+    assert v.valid is None and v.parsed is None, v
+    assert "5000 digits" in v.unchecked and "4300" in v.unchecked.replace(",", ""), v.unchecked

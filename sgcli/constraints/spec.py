@@ -213,7 +213,8 @@ def _float(text: str) -> float:
     return value
 
 
-def _int(text: str) -> int:
+def json_int(text: str) -> int:
+    """json's `parse_int` that raises NotJsonNumber, not a bare ValueError, past Python's int limit."""
     try:
         return int(text)
     except ValueError:  # past sys.get_int_max_str_digits()
@@ -222,7 +223,7 @@ def _int(text: str) -> int:
 
 def strict_json_loads(text: str):
     """`json.loads` that refuses NaN, Infinity, infinite floats and over-long integers (NotJsonNumber)."""
-    return json.loads(text, parse_constant=_constant, parse_float=_float, parse_int=_int)
+    return json.loads(text, parse_constant=_constant, parse_float=_float, parse_int=json_int)
 
 
 def parse_json(text: str, origin: str | None):

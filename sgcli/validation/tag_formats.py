@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 
+from sgcli.constraints.spec import NotJsonNumber, json_int
 from sgcli.constraints.structural_tag import Tag, TriggeredTags, flag
-from sgcli.validation.verdict import Unchecked, schema_errors
+from sgcli.validation.verdict import Unchecked, schema_errors, unreadable_integer
 
 _MAX_CHARS = 8_000  # offsets x parts stays small; a longer output is reported unchecked, not slow
 _WHITESPACE = " \t\n\r"
@@ -74,7 +75,9 @@ class _Reader:
         while start < len(self.text) and self.text[start] in _WHITESPACE:
             start += 1
         try:
-            value, end = json.JSONDecoder().raw_decode(self.text, start)
+            value, end = json.JSONDecoder(parse_int=json_int).raw_decode(self.text, start)
+        except NotJsonNumber as exc:
+            raise unreadable_integer(exc) from None
         except ValueError as exc:
             return self.fail(start, f"not JSON: {exc}")
         errors = schema_errors(fmt.get("json_schema", {}), value)

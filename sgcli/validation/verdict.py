@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.formats import format_checker
 from sgcli.constraints.jsonpos import pointer_of
+from sgcli.constraints.spec import NotJsonNumber, json_int
 from sgcli.lone_surrogates import lone_surrogate
 
 
@@ -28,7 +30,9 @@ class Verdict:
 def json_verdict(schema, output: str) -> Verdict:
     repeated: list[str] = []
     try:
-        parsed = json.loads(output, parse_constant=_not_json, object_pairs_hook=_noting_repeats(repeated))
+        parsed = json.loads(
+            output, parse_constant=_not_json, parse_int=json_int, object_pairs_hook=_noting_repeats(repeated)
+        )
     except json.JSONDecodeError as exc:
         # json's own wording may end in "at" already ("Unterminated string starting at")
         at = "" if exc.msg.endswith(" at") else " at"
@@ -36,6 +40,8 @@ def json_verdict(schema, output: str) -> Verdict:
         return Verdict(None, errors=[msg], validated_by="jsonschema")
     except _NotJson as exc:
         return Verdict(None, errors=[f"output is not JSON: {exc} is Python's, not JSON's"], validated_by="jsonschema")
+    except NotJsonNumber as exc:
+        raise unreadable_integer(exc) from None
     surrogate, infinite = _odd_parts(parsed)
     if surrogate:  # no UTF-8 text holds one: neither a record nor a reader of the output could
         return Verdict(None, errors=[f"output cannot be judged: it holds {surrogate}"], validated_by="jsonschema")
@@ -48,6 +54,16 @@ def json_verdict(schema, output: str) -> Verdict:
     # `548e+28668683` is JSON, read as infinity, which jsonschema judges; the record keeps the output text
     # alone, since its `parsed` must stay strict JSON (`Infinity` broke every reader of the JSONL)
     return Verdict(None, parsed=None if infinite else parsed, errors=errors, validated_by="jsonschema")
+
+
+def unreadable_integer(exc: NotJsonNumber) -> Unchecked:
+    """An integer longer than Python reads is JSON all the same, and may well meet the schema: no verdict
+    (a 5,000-digit answer raised Python's ValueError, exit 3, and a batch stopped at that line)."""
+    digits = len(exc.literal.lstrip("-"))
+    return Unchecked(
+        f"the output holds an integer of {digits} digits, longer than Python reads "
+        f"({sys.get_int_max_str_digits():,} digits), so sgcli cannot check it"
+    )
 
 
 class _NotJson(ValueError):
