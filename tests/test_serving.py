@@ -626,6 +626,9 @@ BAD_REPLIES = {
     # a body its Content-Encoding does not describe: httpx's DecodingError was exit 3
     "gzip-lie": ("raw", 200, "application/json", b'{"choices": []}', {"content-encoding": "gzip"}),
     "redirect": ("raw", 307, "text/plain", b"", {"location": "/v2/elsewhere"}),
+    # json recurses per level: RecursionError, exit 3, and a batch wrote nothing
+    "nested-200000": ("raw", 200, "application/json", b"[" * 200_000 + b"]" * 200_000),
+    "nested-600": ("raw", 200, "application/json", b'{"choices": ' + b"[" * 600 + b"]" * 600 + b"}"),
 }
 
 
@@ -673,6 +676,30 @@ def test_an_answer_holding_an_integer_longer_than_python_reads_is_unchecked_and_
     assert records[1]["output"] == big and records[1]["parsed"] is None
     for record in records:
         GenerationRecord.model_validate(record)
+
+
+DEEP = b"[" * 200_000 + b"]" * 200_000
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        ("raw", 200, "text/event-stream", b"data: " + DEEP + b"\n\n"),
+        ("raw", 200, "text/event-stream", b"data: " + DEEP),  # no blank line: read at the stream's end
+        ("raw", 400, "application/json", DEEP),  # a rejection's reason
+        ("raw", 503, "application/json", DEEP),  # the last failure's reason
+    ],
+    ids=["event", "event-unended", "rejection", "server-error"],
+)
+def test_a_reply_nested_past_the_depth_limit_is_exit_2_naming_the_server(run_cli, step):
+    """A stream event or an error body 200,000 levels deep: RecursionError, exit 3."""
+    with Stub() as stub:
+        stub.script = [step]
+        result = gen(run_cli, stub, "--regex", "a", "--retries", "0", "x")  # a single prompt without --json streams
+    assert result.exit_code == 2 and "internal error" not in result.output, result.output
+    assert stub.url in result.stderr, result.stderr
+    if step[1] == 200:
+        assert "nested more than 512 levels" in result.stderr, result.stderr
 
 
 def test_a_stream_answered_as_json_is_exit_2(run_cli):

@@ -226,11 +226,35 @@ def strict_json_loads(text: str):
     return json.loads(text, parse_constant=_constant, parse_float=_float, parse_int=json_int)
 
 
+class TooDeep(ValueError):
+    """JSON nested more than MAX_JSON_DEPTH levels: json and every walk after it recurse per level."""
+
+
+def loads_within_depth(text: str | bytes, loads=json.loads):
+    """`loads(text)`, refusing nesting past MAX_JSON_DEPTH with TooDeep rather than a RecursionError
+    (in json's reader, or later in whatever walks the value): every JSON sgcli reads is bounded so,
+    a file the user gave or a server's reply."""
+    try:
+        value = loads(text)
+    except RecursionError:
+        value = _TOO_DEEP
+    # each level opens a bracket: a text with few of them needs no walk (most schemas: 5-10 us saved)
+    opens = (b"{", b"[") if isinstance(text, bytes) else ("{", "[")
+    if value is _TOO_DEEP or (
+        text.count(opens[0]) + text.count(opens[1]) > MAX_JSON_DEPTH and not _within_depth(value, MAX_JSON_DEPTH)
+    ):
+        raise TooDeep(f"nested more than {MAX_JSON_DEPTH} levels deep (sgcli's depth limit)")
+    return value
+
+
+_TOO_DEEP = object()
+
+
 def parse_json(text: str, origin: str | None):
     """Parse JSON input; bad syntax, numbers JSON has no value for and nesting past MAX_JSON_DEPTH
     are the user's to fix, with line:col."""
     try:
-        value = strict_json_loads(text)
+        return loads_within_depth(text, strict_json_loads)
     except json.JSONDecodeError as exc:
         raise UserError(
             f"invalid JSON: {exc.msg}",
@@ -243,22 +267,13 @@ def parse_json(text: str, origin: str | None):
         raise UserError(
             f"invalid JSON: {exc}", location=Location(origin, line, col), hint="write a finite number there"
         ) from None
-    except RecursionError:
-        value = _TOO_DEEP
-    # each level opens a bracket: a text with few of them needs no walk (most schemas: 5-10 us saved)
-    if value is _TOO_DEEP or (
-        text.count("{") + text.count("[") > MAX_JSON_DEPTH and not _within_depth(value, MAX_JSON_DEPTH)
-    ):
+    except TooDeep as exc:
         line, col = offset_to_line_col(text, _deep_offset(text, MAX_JSON_DEPTH))
         raise UserError(
-            f"JSON nested more than {MAX_JSON_DEPTH} levels deep (sgcli's depth limit)",
+            f"JSON {exc}",
             location=Location(origin, line, col),
             hint="move nested parts into $defs and refer to them with $ref",
-        )
-    return value
-
-
-_TOO_DEEP = object()
+        ) from None
 
 
 def _within_depth(value, limit: int) -> bool:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from sgcli.constraints.spec import TooDeep, loads_within_depth
 from sgcli.errors import SgcliError
 from sgcli.serving.base import BadReply, reply_object
 
@@ -60,8 +61,8 @@ def make_client(opts: ClientOptions) -> httpx.AsyncClient:
 def server_reason(response: httpx.Response) -> str:
     """The message a server put in its error body (OpenAI shape, FastAPI shape, or plain text)."""
     try:
-        body = response.json()
-    except ValueError:
+        body = loads_within_depth(response.content)
+    except ValueError:  # TooDeep too
         return response.text.strip()[:500] or response.reason_phrase
     if isinstance(body, dict):
         error = body.get("error", body.get("detail", body.get("message")))
@@ -143,7 +144,9 @@ def json_body(response: httpx.Response, what: str):
     if kind and kind != "application/json" and not kind.endswith("+json"):
         raise BadReply(f"{what} came back as {kind}, not JSON: {response.text[:120]!r}")
     try:
-        return response.json()
+        return loads_within_depth(response.content)
+    except TooDeep as exc:  # json recurses per level: 200,000 of them were a RecursionError, exit 3
+        raise BadReply(f"{what} is JSON {exc}") from None
     except ValueError:  # JSONDecodeError, UnicodeDecodeError
         raise BadReply(f"{what} is not JSON: {response.text[:120]!r}") from None
 
@@ -188,7 +191,9 @@ async def stream_json(client: httpx.AsyncClient, path: str, body: dict) -> Async
                 if data.strip() == "[DONE]":
                     return
                 try:
-                    event = json.loads(data)
+                    event = loads_within_depth(data)
+                except TooDeep as exc:
+                    raise BadReply(f"the server sent a stream event {exc}") from None
                 except ValueError:
                     raise BadReply(f"the server sent a stream event that is not JSON: {data[:200]!r}") from None
                 _raise_stream_error(event)
@@ -222,7 +227,9 @@ def _whole(text: str) -> bool:
     if text.strip() == "[DONE]":
         return True
     try:
-        json.loads(text)
+        loads_within_depth(text)
+    except TooDeep:  # given on, for the reader to name
+        return True
     except ValueError:
         return False
     return True
