@@ -441,3 +441,28 @@ def test_the_cache_docs_name_every_status_and_the_cacheable_backends():
     for name in backend_names():
         said = re.search(r"`cacheable`.*?: (.*?)\.", " ".join(section.split())).group(1)
         assert get_backend(name).capabilities.cacheable == (name in cacheable and cacheable[name] in said), name
+
+
+def test_an_invalid_or_unreadable_file_gets_its_rows_and_every_other_file_still_compiles(run_cli, tmp_path):
+    from sgcli.records import CompileRow
+
+    good, bad, missing, unknown = (tmp_path / n for n in ("good.json", "bad_type.json", "missing.json", "g.xyz"))
+    bad.write_text('{"type": ["string", "intrinsic"]}')
+    good.write_text('{"type": "integer"}')
+    unknown.write_text("x")
+    result = run_cli("compile", bad, missing, unknown, good, "--backend", "llguidance", "--json")
+    assert result.exit_code == 2, result.output  # bad input, as one bad file alone is
+    rows = {r["path"]: r for r in _records(result)}
+    assert list(rows) == [str(bad), str(missing), str(unknown), str(good)]  # in the order given, each its row
+    assert rows[str(unknown)]["status"] == "error" and rows[str(unknown)]["kind"] is None
+    assert rows[str(good)]["status"] == "ok"
+    assert (rows[str(bad)]["status"], rows[str(bad)]["line"], rows[str(bad)]["col"]) == ("error", 1, 10)
+    assert "invalid JSON Schema at /type" in rows[str(bad)]["message"]
+    assert rows[str(missing)]["status"] == "error" and rows[str(missing)]["kind"] == "json_schema"
+    for row in rows.values():
+        CompileRow.model_validate(row)
+    assert f"{bad}:1:10: invalid JSON Schema at /type" in result.stderr  # exit 2's reason, on stderr
+    assert str(missing) in result.stderr
+    text = run_cli("compile", good, bad, "--backend", "llguidance")
+    assert text.exit_code == 2 and f"{bad}:1:10: invalid JSON Schema" in text.stderr
+    assert str(good) in text.stdout and "ok" in text.stdout

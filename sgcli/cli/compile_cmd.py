@@ -16,7 +16,7 @@ from sgcli.backends.keyword_coverage import compiled_gaps, unchecked
 from sgcli.backends.matching import backends_for, select_backends
 from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
-from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
+from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, fail, out, output_format_of
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
 from sgcli.grammar_dev.grammar_tests import parse_kind
@@ -80,36 +80,48 @@ def compile_files(
     row; one that nothing enforces is exit 2, naming it at file:line:col, unless --allow-unenforced.
 
     Exit codes: 0 all compiled, 1 some grammar failed to compile, 2 bad usage, an
-    unreadable file, or a keyword nothing would enforce.
+    unreadable or invalid file (its rows say error; every other file still compiles), or a
+    keyword nothing would enforce.
     """
 
     chosen_kind = parse_kind(kind) if kind else None
     names = select_backends(backend)
-    # bad input: exit 2 before any compile. Compiled as generate compiles (xgrammar's strict_mode), so
-    # --print shows generate's grammar and the cache entry is the one generate reads.
-    specs = [spec.for_generation() for spec in flags.specs(files, chosen_kind)]
-    vocab = load_tokenizer(tokenizer).vocab
+    # a bad file is its rows' error (exit 2), the others compile. Compiled as generate compiles (xgrammar's
+    # strict_mode), so --print shows generate's grammar and the cache entry is the one generate reads.
+    specs = [s if isinstance(s, co.BadInput) else s.for_generation() for s in flags.specs(files, chosen_kind)]
+    good = [s for s in specs if not isinstance(s, co.BadInput)]
+    vocab = load_tokenizer(tokenizer).vocab if good else None  # every file bad: exit 2 before anything loads
     with each_on_its_own(len(specs) * len(names) > 1):  # a limit ends one row, not the run
-        rows = [compile_row(spec, name, vocab) for spec in specs for name in names]
+        rows = [
+            _bad_input_row(spec, name) if isinstance(spec, co.BadInput) else compile_row(spec, name, vocab)
+            for spec in specs
+            for name in names
+        ]
     fmt = output_format_of(output_format, json_out, stream=True)
     if fmt != "text":
         writer = JsonRows(fmt)
         for row in rows:
-            writer.write({k: v for k, v in row.items() if (k != "normalized" or print_grammar) and k != "refusal"})
+            writer.write({k: v for k, v in row.items() if (k != "normalized" or print_grammar) and k not in _OWN})
         writer.close()
-    else:
+    elif good:  # every file bad: their errors alone, as before any compile
         _show(rows, print_grammar)
     raise typer.Exit(_exit_code(rows, flags.allow_unenforced))
 
 
+_OWN = ("refusal", "bad_input")  # what a row carries for the exit code, not for its record
+
+
 def _exit_code(rows: list[dict], allow_unenforced: bool) -> int:
-    """1 where a grammar failed to compile; 2 where no backend could, a compile limit was hit, or a keyword
-    nothing enforces was not allowed (each such refusal said on stderr)."""
-    if not any(r["status"] in ("ok", "error") for r in rows):
+    """1 where a grammar failed to compile; 2 where a file was unreadable or invalid, no backend could
+    compile, a compile limit was hit, or a keyword nothing enforces was not allowed (each such refusal
+    and bad file said on stderr)."""
+    bad = list(dict.fromkeys(r["bad_input"] for r in rows if r.get("bad_input")))  # once, not once per backend
+    for exc in bad:
+        fail(exc)  # as lint says a file it cannot read
+    compiled = [r for r in rows if not r.get("bad_input")]
+    if compiled and not any(r["status"] in ("ok", "error") for r in compiled):
         err.print("[bold red]error[/]: no chosen backend can compile these files (see the rows above)")
         return EXIT_USAGE
-    if any(r.get("limit") for r in rows):
-        return EXIT_USAGE  # a compile limit is the user's to raise, like bad input
     refusals = [r["refusal"] for r in rows if r.get("refusal")]
     if refusals and not allow_unenforced:
         from rich.markup import escape
@@ -117,16 +129,44 @@ def _exit_code(rows: list[dict], allow_unenforced: bool) -> int:
         for refusal in refusals:
             err.print(escape(refusal.render()), highlight=False)
         return EXIT_USAGE
+    if bad or any(r.get("limit") for r in rows):
+        return EXIT_USAGE  # bad input, or a compile limit: the user's to raise
     return EXIT_FINDINGS if any(r["status"] == "error" for r in rows) else EXIT_OK
+
+
+def _row(path: str, kind: str | None, name: str) -> dict:
+    from sgcli import RECORD_SCHEMA_VERSION
+
+    return {"schema_version": RECORD_SCHEMA_VERSION, "path": path, "kind": kind, "backend": name}
+
+
+def _error(exc: UserError, where: str) -> dict:
+    """A row's error: the message, hint and place of `exc` (`where` where it names none)."""
+    loc = exc.location
+    return {
+        "status": "error",
+        "message": exc.message,
+        "hint": exc.hint,
+        "location": str(loc) if loc else where,
+        "line": loc.line if loc else None,
+        "col": loc.col if loc else None,
+    }
+
+
+def _bad_input_row(bad: co.BadInput, name: str) -> dict:
+    """The row of a file that could not be read as a grammar, on backend `name`: its error, no compile."""
+    return (
+        _row(bad.path, bad.kind.value if bad.kind else None, name)
+        | _error(bad.error, bad.path)
+        | {"bad_input": bad.error}
+    )
 
 
 def compile_row(spec, name: str, vocab) -> dict:
     """One report row: status ok | error | unsupported | unavailable, with the details."""
 
     impl = get_backend(name)
-    from sgcli import RECORD_SCHEMA_VERSION
-
-    row: dict = {"schema_version": RECORD_SCHEMA_VERSION, "path": spec.name, "kind": spec.kind.value, "backend": name}
+    row = _row(spec.name, spec.kind.value, name)
     reason = unsupported_reason(impl, spec)
     if reason is not None:
         return row | {
@@ -141,17 +181,14 @@ def compile_row(spec, name: str, vocab) -> dict:
     try:
         outcome = compile_cached(impl, spec, vocab)
     except UserError as exc:
-        loc = exc.location
-        return row | {
-            "status": "error",
-            "message": exc.message,
-            "hint": exc.hint,
-            "location": str(loc) if loc else spec.name,
-            "line": loc.line if loc else None,
-            "col": loc.col if loc else None,
-            "compile_ms": round((time.perf_counter() - t) * 1000, 2),
-            "limit": getattr(exc, "flag", None),  # a compile limit: the flag that raises it
-        }
+        return (
+            row
+            | _error(exc, spec.name)
+            | {
+                "compile_ms": round((time.perf_counter() - t) * 1000, 2),
+                "limit": getattr(exc, "flag", None),  # a compile limit: the flag that raises it
+            }
+        )
     compiled = outcome.settled().compiled  # the record says whether it was stored
     gaps = compiled_gaps(compiled)
     nothing = unchecked(gaps)
@@ -205,7 +242,7 @@ def _show(rows: list[dict], print_grammar: bool) -> None:
         )
     print_table(table)
     for r in rows:  # details as plain lines: greppable, never wrapped inside a table cell
-        if r["status"] == "error":
+        if r["status"] == "error" and not r.get("bad_input"):  # a bad file's error: on stderr, once
             out.print(f"{escape(r['location'])}: error: {r['backend']}: {escape(r['message'])}")
             if r.get("hint"):
                 out.print(f"  hint: {escape(r['hint'])}")

@@ -12,7 +12,7 @@ from sgcli.cli.backend_options import BackendOpt  # noqa: F401  (one --backend: 
 from sgcli.cli.coercion import plain
 from sgcli.cli.common import TOKENIZER_HELP
 from sgcli.cli.flag_groups import takes
-from sgcli.constraints.sources import from_file, from_flags, with_subgrammars
+from sgcli.constraints.sources import from_file, from_flags, kind_from_extension, resolve_library, with_subgrammars
 from sgcli.constraints.spec import GENERATE_WHITESPACE, ConstraintSpec, JsonOptions, Kind
 from sgcli.errors import UserError
 
@@ -195,24 +195,53 @@ class ConstraintFlags:
         spec = with_subgrammars(dataclasses.replace(spec, json_options=self.layout()), self.sub or [])
         return self._ready([spec])[0]
 
-    def specs(self, files: list[str] | None, kind: Kind | None = None) -> list[ConstraintSpec]:
-        """FILE arguments and/or one constraint flag -> specs; neither is exit 2."""
-        specs = [self._file_spec(f, kind) for f in files or []]
+    def specs(self, files: list[str] | None, kind: Kind | None = None) -> list[ConstraintSpec | BadInput]:
+        """FILE arguments and/or one constraint flag -> specs, checked as `_ready` checks them. A file that
+        cannot be read or is not valid is a `BadInput` in its place, so it never hides the other files'
+        results; no grammar at all, a bad flag, or a layout flag nothing takes is exit 2."""
+        from sgcli.dialects.embedded import check_embedded
+
+        layout = self.layout()  # a flag's mistake is the run's exit 2, not each file's
+        read = [self._file_or_bad(f, kind, layout) for f in files or []]
         if self.given():
-            specs.append(self._flag_spec(required=True))
-        if not specs:
+            read.append(self._flag_spec(required=True))
+            check_embedded(read[-1])
+        if not read:
             raise no_grammar()
-        return self._ready(specs)
+        self._layout_used([s for s in read if not isinstance(s, BadInput)])
+        return read
+
+    def _file_or_bad(self, path: str, kind: Kind | None, layout: JsonOptions) -> ConstraintSpec | BadInput:
+        """The file's spec, or its own error as a `BadInput` (a --sub mistake stays the run's exit 2)."""
+        from sgcli.dialects.embedded import check_embedded
+
+        try:
+            spec = from_file(path, kind, layout)
+        except UserError as exc:
+            return BadInput(path, kind or _kind_or_none(path), exc)
+        spec = with_subgrammars(spec, self.sub or [])
+        try:
+            check_embedded(spec)
+        except UserError as exc:
+            return BadInput(path, spec.kind, exc)
+        return spec
 
     def _ready(self, specs: list[ConstraintSpec]) -> list[ConstraintSpec]:
         """`specs`, checked before anything loads: each schema written inside a grammar or tag is valid JSON
-        Schema (exit 2 at its keyword), and a layout flag was not given where none of them has JSON for it
-        to shape: a flag that would change nothing is exit 2, never ignored. (--json-whitespace is left
-        out: sgcli.toml and SGCLI_JSON_WHITESPACE set it for every command, whatever the grammar.)"""
-        from sgcli.dialects.embedded import check_embedded, embedded_schemas  # an inline %json is JSON to lay out too
+        Schema (exit 2 at its keyword), and `_layout_used`."""
+        from sgcli.dialects.embedded import check_embedded
 
         for spec in specs:
             check_embedded(spec)
+        self._layout_used(specs)
+        return specs
+
+    def _layout_used(self, specs: list[ConstraintSpec]) -> None:
+        """A layout flag was not given where none of `specs` has JSON for it to shape: a flag that would
+        change nothing is exit 2, never ignored. (--json-whitespace is left out: sgcli.toml and
+        SGCLI_JSON_WHITESPACE set it for every command, whatever the grammar.)"""
+        from sgcli.dialects.embedded import embedded_schemas  # an inline %json is JSON to lay out too
+
         given = [
             flag
             for flag, on in (
@@ -226,7 +255,23 @@ class ConstraintFlags:
         if given and specs and not any(s.takes_json_layout() or embedded_schemas(s) for s in specs):
             first = specs[0]
             raise _nothing_to_shape(given, first)
-        return specs
+
+
+@dataclass(frozen=True)
+class BadInput:
+    """A FILE argument that could not be read as a constraint (unreadable, not valid): its exit-2 error,
+    kept for the file's own report while the files after it still run. `kind`: None where not known."""
+
+    path: str
+    kind: Kind | None
+    error: UserError
+
+
+def _kind_or_none(path: str) -> Kind | None:
+    try:
+        return kind_from_extension(resolve_library(path) if path.startswith("@") else path)
+    except UserError:
+        return None
 
 
 def _nothing_to_shape(given: list[str], spec: ConstraintSpec) -> UserError:

@@ -69,7 +69,7 @@ class CompileRow(_Versioned):
     """One row of `sgcli compile --output-format json|jsonl`: one file on one backend."""
 
     path: str = Field(..., description="the grammar file, @name, or the flag that gave the constraint")
-    kind: str
+    kind: Optional[str] = Field(..., description="null for a file whose kind its name does not tell (error)")
     backend: str
     status: Literal["ok", "error", "unsupported", "unavailable"]
     compile_ms: Optional[float] = Field(None, description="compile (or cache load) time; absent where none ran")
