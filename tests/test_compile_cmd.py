@@ -456,13 +456,13 @@ def test_an_invalid_or_unreadable_file_gets_its_rows_and_every_other_file_still_
     assert list(rows) == [str(bad), str(missing), str(unknown), str(good)]  # in the order given, each its row
     assert rows[str(unknown)]["status"] == "error" and rows[str(unknown)]["kind"] is None
     assert rows[str(good)]["status"] == "ok"
-    assert (rows[str(bad)]["status"], rows[str(bad)]["line"], rows[str(bad)]["col"]) == ("error", 1, 10)
+    assert (rows[str(bad)]["status"], rows[str(bad)]["line"], rows[str(bad)]["col"]) == ("error", 1, 21)
     assert "invalid JSON Schema at /type" in rows[str(bad)]["message"]
     assert rows[str(missing)]["status"] == "error" and rows[str(missing)]["kind"] == "json_schema"
     for row in rows.values():
         CompileRow.model_validate(row)
-    assert f"{bad}:1:10: invalid JSON Schema at /type" in result.stderr  # exit 2's reason, on stderr
+    assert f"{bad}:1:21: invalid JSON Schema at /type/1" in result.stderr  # exit 2's reason, on stderr
     assert str(missing) in result.stderr
     text = run_cli("compile", good, bad, "--backend", "llguidance")
-    assert text.exit_code == 2 and f"{bad}:1:10: invalid JSON Schema" in text.stderr
+    assert text.exit_code == 2 and f"{bad}:1:21: invalid JSON Schema" in text.stderr
     assert str(good) in text.stdout and "ok" in text.stdout

@@ -4,6 +4,7 @@ flags, with the same conflict rules."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -185,6 +186,53 @@ def test_schema_takes_inline_json_as_llm_and_vllm_do(run_cli, tmp_path):
 def test_bad_inline_schema_is_exit_2_at_its_column(run_cli, inline, expected):
     result = run_cli("compile", "--schema", inline, "-b", "llguidance")
     assert result.exit_code == 2 and expected in result.stderr, result.stderr
+
+
+_TYPES = "(array, boolean, integer, null, number, object, string)"
+
+
+@pytest.mark.parametrize(
+    ("inline", "expected"),
+    [  # the first mistake in the file, and how many follow it (jsonschema's walk met `properties` first)
+        (
+            '{"minimum": "x", "properties": {"a": {"type": "bogus"}, "b": {"type": ["string", "intrinsic"]}}}',
+            "--schema:1:13: invalid JSON Schema at /minimum: 'x' is not of type 'number' (and 2 more)",
+        ),
+        (
+            '{"type": ["string", "intrinsic"]}',
+            f"--schema:1:21: invalid JSON Schema at /type/1: 'intrinsic' is not a JSON Schema type {_TYPES}\n",
+        ),
+        (
+            '{"items": {"type": "strin"}}',
+            f"--schema:1:20: invalid JSON Schema at /items/type: 'strin' is not a JSON Schema type {_TYPES}\n",
+        ),
+    ],
+)
+def test_an_invalid_schema_is_refused_at_its_first_mistake_in_words_for_its_author(run_cli, inline, expected):
+    result = run_cli("compile", "--schema", inline, "-b", "llguidance")
+    assert result.exit_code == 2 and expected in result.stderr, result.stderr
+
+
+def test_a_schema_with_many_mistakes_is_refused_at_the_same_place_on_every_run():
+    """jsonschema walks a draft-07 `properties` in set order: check_schema's error moved with the hash seed."""
+    import subprocess
+    import sys
+
+    props = {name: {"type": ["string", "intrinsic"]} for name in "abcdefgh"}
+    schema = json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "properties": props})
+    code = (
+        "import sys; from sgcli.constraints.schema_input import check_schema; from sgcli.constraints.spec import "
+        "ConstraintSpec, Kind; from sgcli.errors import UserError\ntry: check_schema(ConstraintSpec(Kind.JSON_SCHEMA, "
+        "sys.argv[1], 's.json'))\nexcept UserError as e: print(e.location, e.message)"
+    )
+    seen = set()
+    for seed in range(4):
+        env = {**os.environ, "PYTHONHASHSEED": str(seed)}
+        run = subprocess.run([sys.executable, "-c", code, schema], capture_output=True, text=True, env=env, check=True)
+        seen.add(run.stdout.strip())
+    assert len(seen) == 1, seen
+    first = "/properties/a/type/1: 'intrinsic' is not a JSON Schema type"
+    assert seen.pop() == f"s.json:1:96 invalid JSON Schema at {first} {_TYPES} (and 7 more)"
 
 
 def test_a_schema_file_name_is_still_a_file(run_cli, tmp_path):

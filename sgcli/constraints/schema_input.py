@@ -30,8 +30,9 @@ def meta_validate(
     spec: ConstraintSpec, schema, cls: type | None = None, where: Callable[[tuple], Location] | None = None
 ) -> None:
     """The schema (`spec`'s parsed text) is valid under its draft's meta-schema (or `cls`'s: a file
-    bundled into a schema of that draft), or exit 2 at the keyword. `where`: the place of a path in
-    the schema, for a schema inside another file (a structural tag's content, a Lark `%json`)."""
+    bundled into a schema of that draft), or exit 2 at the first invalid keyword in the file, saying how
+    many more there are. `where`: the place of a path in the schema, for a schema inside another file (a
+    structural tag's content, a Lark `%json`)."""
     import jsonschema
 
     from sgcli.constraints.dialect import dialect_of
@@ -56,18 +57,12 @@ def meta_validate(
             hint='name the draft by its URI, e.g. "https://json-schema.org/draft/2020-12/schema"',
         )
     cls = cls or dialect_of(schema).cls  # a near miss of a draft's URI: that draft; no draft at all: 2020-12
+    # check_schema's own walk, every error kept: it raises whichever comes first in an order that changes
+    # from run to run, so a schema with many mistakes was refused at a different place each time
+    meta = jsonschema.validators.validator_for(cls.META_SCHEMA, default=cls)
+    validator = meta(cls.META_SCHEMA, format_checker=meta_format_checker(cls))  # a `pattern` read as sgcli does
     try:  # jsonschema recurses ~10 frames per schema level; parse_json has bounded the levels
-        checker = meta_format_checker(cls)  # a `pattern` read as the checks read it, ECMA-262's syntax too
-        deep_call(lambda: cls.check_schema(schema, format_checker=checker), frames=12 * json_depth(schema))
-    except jsonschema.SchemaError as exc:
-        message = exc.message
-        if isinstance(exc.cause, DialectError):
-            message = f"sgcli cannot read the regex {exc.instance!r} (JSON Schema's syntax is ECMA-262's): {exc.cause}"
-        raise UserError(  # a JSON pointer, as every message names a place in a schema (it read "properties/a/type")
-            f"invalid JSON Schema at {pointer_of(exc.path) or '/'}: {message}",
-            location=at(exc.path),
-            hint=f"the schema must be valid under {cls.__name__.removesuffix('Validator')}",
-        ) from None
+        errors = deep_call(lambda: list(validator.iter_errors(schema)), frames=12 * json_depth(schema))
     except RecursionError:  # the regex package reads a `pattern` (format "regex") a few frames per nested group
         path, depth = _deepest_pattern(schema)
         raise UserError(
@@ -75,6 +70,45 @@ def meta_validate(
             location=at(path),
             hint="flatten the groups (no backend reads more than a few hundred levels either)",
         ) from None
+    if errors:
+        first = min(errors, key=lambda e: (_document_order(schema, e.path), e.message))
+        more = len({(tuple(e.path), e.message) for e in errors}) - 1
+        error = jsonschema.exceptions.best_match([first])  # into anyOf's branches, where one says more
+        raise UserError(  # a JSON pointer, as every message names a place in a schema (it read "properties/a/type")
+            f"invalid JSON Schema at {pointer_of(error.absolute_path) or '/'}: {_message(error)}"
+            + (f" (and {more} more)" if more else ""),
+            location=at(error.absolute_path),
+            hint=f"the schema must be valid under {cls.__name__.removesuffix('Validator')}",
+        )
+
+
+_TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
+
+
+def _message(error) -> str:
+    """What `error` says, in words for a schema's author where jsonschema's are the meta-schema's."""
+    if isinstance(error.cause, DialectError):
+        return f"sgcli cannot read the regex {error.instance!r} (JSON Schema's syntax is ECMA-262's): {error.cause}"
+    for e in (error, *error.context):  # `type`'s anyOf (a name, or a list of names) keeps its enum check below
+        names = e.validator_value if e.validator == "enum" else None
+        if isinstance(names, list) and set(_TYPES) <= set(map(str, names)) and not isinstance(e.instance, list):
+            return f"{e.instance!r} is not a JSON Schema type ({', '.join(_TYPES)})"
+    return error.message
+
+
+def _document_order(schema, path) -> tuple[int, ...]:
+    """Where `path` lies in the schema's text, as a sort key: at each step the key's place among its
+    object's keys (json keeps the file's order) or the array index."""
+    order, node = [], schema
+    for part in path:
+        if isinstance(node, dict) and part in node:
+            order.append(list(node).index(part))
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            order.append(part)
+        else:
+            break
+        node = node[part]
+    return tuple(order)
 
 
 def _deepest_pattern(schema) -> tuple[tuple, int]:
