@@ -249,3 +249,36 @@ def test_a_backends_compile_warnings_are_shown_with_its_results(run_cli, tmp_pat
     assert "warning: outlines_core: 'patternProperties' is ignored by outlines_core" in shown, result.output
     file_record = _records(run_cli("test", cases, "--backend", "outlines_core", "--json"))[-1]
     assert "'patternProperties' is ignored by outlines_core" in file_record["backends"][0]["warnings"]
+
+
+@pytest.mark.parametrize(
+    "cases,where",
+    [
+        ("[" * 600 + "]" * 600, f":2:{7 + 512}:"),
+        ("{a: " * 5000 + "1" + "}" * 5000, f":2:{8 + 4 * 511}:"),  # the file's mapping is level 1
+        # a list of one mapping a level (2 levels each): level 513 is the 256th mapping
+        ("\n" + "".join(" " * i + "- a:\n" for i in range(0, 2 * 1000, 2)) + " " * 2000 + "b\n", ":258:513:"),
+    ],
+    ids=["flow-sequences", "flow-mappings", "block"],
+)
+def test_a_test_file_nested_past_the_json_depth_limit_is_exit_2_at_the_first_deep_level(
+    run_cli, tmp_path, cases, where
+):
+    """PyYAML's composer recurses per level: 500 levels were a RecursionError (exit 3), 300 read fine."""
+    from sgcli.constraints.spec import MAX_JSON_DEPTH
+
+    path = tmp_path / "t.test.yaml"
+    path.write_text("grammar: {kind: regex, text: a}\ncases: " + cases + "\n")
+    result = run_cli("test", path, "--backend", "llguidance")
+    assert result.exit_code == 2, result.output
+    assert f"t.test.yaml{where} YAML nested more than {MAX_JSON_DEPTH} levels deep" in result.output
+
+
+def test_a_schema_written_as_yaml_as_deep_as_json_may_be_is_read(tmp_path):
+    """The depth limit is JSON's: a schema 250 levels of `properties` deep (500 + the file's own levels) is taken."""
+    from sgcli.grammar_dev.grammar_tests import load_suite
+
+    schema = "{type: object, properties: {a: " * 250 + "{type: string}" + "}}" * 250
+    path = tmp_path / "t.test.yaml"
+    path.write_text(f"grammar: {{kind: schema, text: {schema}}}\ncases:\n  - {{input: '1', accept: false}}\n")
+    assert load_suite(str(path)).spec.text.count("properties") == 250

@@ -192,6 +192,11 @@ MAX_DEPTH = 100  # grammar and regex groups: every reader of them (lint's, the b
 MAX_JSON_DEPTH = 512
 
 
+def too_deep(what: str) -> str:
+    """The one wording for input nested past MAX_JSON_DEPTH (JSON, and the YAML test files that hold it)."""
+    return f"{what} nested more than {MAX_JSON_DEPTH} levels deep (sgcli's depth limit)"
+
+
 class NotJsonNumber(ValueError):
     """A number JSON has no value for: NaN, Infinity, one past a float's range (1e999) or an integer
     longer than Python reads (4,300 digits). Python's json module takes the first three; nothing
@@ -243,7 +248,7 @@ def loads_within_depth(text: str | bytes, loads=json.loads):
     if value is _TOO_DEEP or (
         text.count(opens[0]) + text.count(opens[1]) > MAX_JSON_DEPTH and not _within_depth(value, MAX_JSON_DEPTH)
     ):
-        raise TooDeep(f"nested more than {MAX_JSON_DEPTH} levels deep (sgcli's depth limit)")
+        raise TooDeep(too_deep("JSON"))
     return value
 
 
@@ -267,10 +272,10 @@ def parse_json(text: str, origin: str | None):
         raise UserError(
             f"invalid JSON: {exc}", location=Location(origin, line, col), hint="write a finite number there"
         ) from None
-    except TooDeep as exc:
+    except TooDeep:
         line, col = offset_to_line_col(text, _deep_offset(text, MAX_JSON_DEPTH))
         raise UserError(
-            f"JSON {exc}",
+            too_deep("JSON"),
             location=Location(origin, line, col),
             hint="move nested parts into $defs and refer to them with $ref",
         ) from None

@@ -29,8 +29,9 @@ from sgcli.backends.schema_checker import with_checker
 from sgcli.constraints.reading import join_surrogate_pairs, read_text
 from sgcli.constraints.schema_input import check_schema
 from sgcli.constraints.sources import from_file, spec_from_text
-from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.constraints.spec import MAX_JSON_DEPTH, ConstraintSpec, Kind, too_deep
 from sgcli.errors import Location, UserError, did_you_mean
+from sgcli.limits import deep_call
 from sgcli.lone_surrogates import LONE_SURROGATE, LONE_SURROGATE_HINT, lone_surrogate
 
 CASE_KEYS = {"input", "accept", "description"}
@@ -106,9 +107,9 @@ def load_suite(path: str) -> Suite:
     import yaml
 
     text, origin = read_text(path, what="test file")
-    loader = yaml.SafeLoader(text)
+    loader = _bounded_loader(origin)(text)
     try:
-        node = loader.get_single_node()
+        node = deep_call(loader.get_single_node, frames=_FRAMES_PER_LEVEL * MAX_JSON_DEPTH + 100)
         _join_surrogate_pairs(node)
         data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
@@ -154,6 +155,37 @@ def load_suite(path: str) -> Suite:
     if not isinstance(cases, list) or not cases:
         raise UserError("'cases' must be a non-empty list", location=at("cases") if "cases" in data else at())
     return Suite(origin, spec, [_case(i, c, at) for i, c in enumerate(cases)])
+
+
+_FRAMES_PER_LEVEL = 3  # compose_node (ours, then PyYAML's) and compose_{sequence,mapping}_node
+
+
+def _bounded_loader(origin: str):
+    """PyYAML's SafeLoader, refusing a sequence or mapping nested past MAX_JSON_DEPTH at its first
+    deep one: the composer recurses per level (a RecursionError, exit 3, past ~480 levels), so it runs
+    with room for that bound (`deep_call`). The depth is JSON's: a schema may be written as YAML."""
+    import yaml
+
+    class Bounded(yaml.SafeLoader):
+        depth = 0
+
+        def compose_node(self, parent, index):
+            event = self.peek_event()
+            nested = isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent))
+            self.depth += nested
+            try:
+                if self.depth > MAX_JSON_DEPTH:
+                    mark = event.start_mark
+                    raise UserError(
+                        too_deep("YAML"),
+                        location=Location(origin, mark.line + 1, mark.column + 1),
+                        hint="nest less there (a schema can move nested parts into $defs and refer to them with $ref)",
+                    )
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= nested
+
+    return Bounded
 
 
 def _nodes(node) -> Iterator:

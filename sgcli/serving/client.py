@@ -146,7 +146,7 @@ def json_body(response: httpx.Response, what: str):
     try:
         return loads_within_depth(response.content)
     except TooDeep as exc:  # json recurses per level: 200,000 of them were a RecursionError, exit 3
-        raise BadReply(f"{what} is JSON {exc}") from None
+        raise BadReply(f"{what} is {exc}") from None
     except ValueError:  # JSONDecodeError, UnicodeDecodeError
         raise BadReply(f"{what} is not JSON: {response.text[:120]!r}") from None
 
@@ -193,7 +193,7 @@ async def stream_json(client: httpx.AsyncClient, path: str, body: dict) -> Async
                 try:
                     event = loads_within_depth(data)
                 except TooDeep as exc:
-                    raise BadReply(f"the server sent a stream event {exc}") from None
+                    raise BadReply(f"the server sent a stream event that is {exc}") from None
                 except ValueError:
                     raise BadReply(f"the server sent a stream event that is not JSON: {data[:200]!r}") from None
                 _raise_stream_error(event)
