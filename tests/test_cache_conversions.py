@@ -64,6 +64,20 @@ def test_damaged_conversions_are_detected_reported_and_set_aside(tmp_path, how):
     assert not out.exists()
 
 
+def test_a_conversion_that_cannot_be_looked_at_is_converted_again_not_a_crash(tmp_path, monkeypatch):
+    """Another user's folder in a shared cache (stat: EACCES) was a PermissionError, exit 3."""
+    out = _converted(tmp_path)
+    real = os.stat
+
+    def stat(path, *args, **kwargs):
+        if os.fspath(path) == str(out):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    assert not conversions.usable(out, "conversion of m.gguf")
+
+
 def test_the_key_is_the_content_not_the_path(tmp_path):
     data = os.urandom(3 << 20)
     a, b = tmp_path / "venv1" / "m.gguf", tmp_path / "venv2" / "m.gguf"

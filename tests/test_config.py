@@ -172,6 +172,90 @@ def test_cache_info_and_clear(run_cli, tmp_path, monkeypatch):
     assert not (tmp_path / "cache" / "compiled").exists()
 
 
+def _unstatable(monkeypatch, name: str) -> None:
+    """Every stat of a path named `name` is refused, as for another user's entry in a shared cache
+    (or /proc/1/cwd for root): tests run as root, whom permissions do not stop."""
+    import os
+
+    real = os.stat
+
+    def stat(path, *args, **kwargs):
+        if os.path.basename(os.fspath(path)) == name:
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+
+
+def test_cache_info_and_clear_leave_out_an_entry_they_cannot_read_and_say_so(run_cli, tmp_path, monkeypatch):
+    """`cache info` and `cache clear` were an internal error (PermissionError, exit 3) on a cache
+    holding an entry they could not stat (`SGCLI_CACHE_DIR=/proc/1 sgcli cache info` as root)."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv("SGCLI_CACHE_DIR", str(root))
+    (root / "compiled" / "k1").mkdir(parents=True)
+    (root / "compiled" / "k1" / "blob").write_bytes(b"x" * 1000)
+    (root / "compiled" / "k1" / "locked").write_bytes(b"x" * 5)
+    (root / "locked").mkdir()
+    _unstatable(monkeypatch, "locked")
+    result = run_cli("cache", "info", "--json")
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)["sections"]
+    assert row["section"] == "compiled" and row["entries"] == 1 and row["size_bytes"] == 1000
+    for path in (root / "locked", root / "compiled" / "k1" / "locked"):
+        assert f"cannot read {path} (Permission denied): left out" in result.stderr
+    result = run_cli("cache", "clear")
+    assert result.exit_code == 0, result.output
+    assert f"cannot read {root / 'locked'} (Permission denied): left out" in result.stderr
+    monkeypatch.undo()
+    assert not (root / "compiled").exists() and (root / "locked").exists()
+
+
+def test_cache_clear_removes_all_it_can_and_is_exit_2_naming_what_stays(run_cli, tmp_path, monkeypatch):
+    import os
+
+    root = tmp_path / "cache"
+    monkeypatch.setenv("SGCLI_CACHE_DIR", str(root))
+    for part in ("compiled/k1/locked", "compiled/k1/blob", "compiled/k2", "models/m"):
+        (root / part).parent.mkdir(parents=True, exist_ok=True)
+        (root / part).write_bytes(b"x")
+    real = os.unlink
+
+    def unlink(path, *args, **kwargs):
+        if os.path.basename(os.fspath(path)) == "locked":
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    result = run_cli("cache", "clear")
+    assert result.exit_code == 2, result.output
+    assert f"cannot remove {root / 'compiled' / 'k1' / 'locked'} (Permission denied)" in result.stderr
+    assert "cleared models" in result.stderr and not (root / "models").exists()
+    assert sorted(p.name for p in root.rglob("*")) == ["compiled", "k1", "locked"]
+
+
+def test_a_cache_folder_that_cannot_be_listed_is_exit_2_naming_it(run_cli, tmp_path, monkeypatch):
+    import os
+
+    root = tmp_path / "cache"
+    (root / "compiled").mkdir(parents=True)
+    monkeypatch.setenv("SGCLI_CACHE_DIR", str(root))
+
+    def refused(real):
+        def listing(path="."):
+            if os.fspath(path) == str(root):
+                raise PermissionError(13, "Permission denied", os.fspath(path))
+            return real(path)
+
+        return listing
+
+    monkeypatch.setattr(os, "listdir", refused(os.listdir))
+    monkeypatch.setattr(os, "scandir", refused(os.scandir))
+    for command in ("info", "clear"):
+        result = run_cli("cache", command)
+        assert result.exit_code == 2, result.output
+        assert f"cannot read the cache folder {root} (Permission denied)" in result.stderr
+
+
 def test_clearing_a_known_section_with_nothing_in_it_is_not_an_error(run_cli, tmp_path, monkeypatch):
     """`sgcli cache clear compiled` on a fresh cache, or twice, was exit 2 'no cache section named
     compiled' with a hint listing only the sections present: the docs give it as an ordinary command."""

@@ -129,7 +129,10 @@ def _rewrite_manifest(folder: Path, manifest: dict) -> None:
 def usable(out: Path, what: str, source: Path | None = None) -> bool:
     """True when `out` holds a good conversion (of `source`, where given); a damaged or stale one is
     reported and set aside."""
-    if not out.exists():
+    try:
+        if not out.exists():
+            return False
+    except OSError:  # cannot be looked at (another user's folder): converted again, or exit 2 by `staging`
         return False
     found = problem(out, source)
     if found is None:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from sgcli import RECORD_SCHEMA_VERSION as VERSION
-from sgcli.cache.paths import SECTIONS, cache_root
+from sgcli.cache.paths import SECTIONS, cache_root, notify
 from sgcli.cli.coercion import Command, Group
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, handles_errors, json_line, output_format_of
 from sgcli.cli.tables import print_table
@@ -20,21 +23,56 @@ app = typer.Typer(
 )
 
 
+def _left_out(errors: list[OSError]) -> None:
+    """One notice for what could not be read (a task folder of /proc/1 holds dozens)."""
+    if errors:
+        first, more = errors[0], f" and {len(errors) - 1} more there" if len(errors) > 1 else ""
+        notify(f"cannot read {first.filename} ({first.strerror}){more}: left out")
+
+
 def _size(path: Path) -> tuple[int, int]:
-    """(entries, bytes) under a cache section; entries are its immediate children."""
+    """(entries, bytes) under a cache section; entries are its immediate children. What cannot be
+    read (another user's folder in a shared cache) is left out with a notice, never fatal."""
     entries = total = 0
-    for child in path.iterdir():
-        entries += 1
-        files = [child] if child.is_file() else (p for p in child.rglob("*") if p.is_file())
-        total += sum(f.stat().st_size for f in files if not f.is_symlink())
+    errors: list[OSError] = []
+    for top, folders, files in os.walk(path, onerror=errors.append):
+        entries += len(folders) + len(files) if top == str(path) else 0
+        for name in files:
+            try:
+                st = os.stat(os.path.join(top, name), follow_symlinks=False)
+            except OSError as exc:
+                errors.append(exc)
+                continue
+            total += st.st_size if stat.S_ISREG(st.st_mode) else 0
+    _left_out(errors)
     return entries, total
 
 
-def _sections(root: Path) -> list[dict]:
-    if not root.is_dir():
+def _section_paths(root: Path) -> list[Path]:
+    """The folders under the cache root; an entry that cannot be looked at is left out with a notice,
+    a root that cannot be listed is exit 2 naming it."""
+    try:
+        children = sorted(root.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
         return []
+    except OSError as exc:
+        raise UserError(
+            f"cannot read the cache folder {root} ({exc.strerror})",
+            hint="give yourself access to it, or set SGCLI_CACHE_DIR to another folder",
+        ) from None
+    folders = []
+    for child in children:
+        try:
+            if child.is_dir():
+                folders.append(child)
+        except OSError as exc:
+            _left_out([exc])
+    return folders
+
+
+def _sections(root: Path) -> list[dict]:
     rows = []
-    for section in sorted(p for p in root.iterdir() if p.is_dir()):
+    for section in _section_paths(root):
         entries, size = _size(section)
         rows.append(
             {
@@ -84,6 +122,16 @@ def info(output_format: OutputFormatOpt = None, json_flag: JsonFlagOpt = False) 
     print_table(table)
 
 
+def _remove(folder: Path) -> list[tuple[str, OSError]]:
+    """Remove `folder` as far as it can be: (path, error) of each part that stays."""
+    errors: list[tuple[str, OSError]] = []
+    if sys.version_info >= (3, 12):  # onerror is deprecated there
+        shutil.rmtree(folder, onexc=lambda _fn, path, exc: errors.append((path, exc)))
+    else:
+        shutil.rmtree(folder, onerror=lambda _fn, path, info: errors.append((path, info[1])))
+    return errors
+
+
 @app.command("clear", cls=Command)
 @handles_errors
 def clear(
@@ -97,7 +145,7 @@ def clear(
     """Delete cached entries; they are rebuilt on next use."""
     fmt = output_format_of(output_format, json_flag)
     root = cache_root()
-    present = {r["section"]: Path(r["path"]) for r in _sections(root)}
+    present = {p.name: p for p in _section_paths(root)}
     names = sorted({*present, *SECTIONS})  # sgcli's own sections, kept or not, and any other folder there
     chosen = list(dict.fromkeys(section or sorted(present)))
     unknown = [s for s in chosen if s not in names]
@@ -108,16 +156,16 @@ def clear(
         )
     if not chosen and fmt == "text":
         err.print(f"nothing to clear: the cache is empty ({root})")
-    cleared = []
+    cleared, failed = [], []
     for name in chosen:
         if name not in present:  # a section sgcli has not filled yet, or one cleared before: nothing to do
             if fmt == "text":
                 err.print(f"nothing to clear in {name} ({root / name})")
             continue
-        try:
-            shutil.rmtree(present[name])
-        except OSError as exc:
-            raise UserError(f"cannot clear {present[name]}: {exc.strerror}") from None
+        errors = _remove(present[name])
+        if errors:
+            failed += errors
+            continue
         cleared.append({"schema_version": VERSION, "section": name, "path": str(present[name])})
         if fmt == "jsonl":
             json_line(cleared[-1])
@@ -125,3 +173,9 @@ def clear(
             err.print(f"cleared {name} ({present[name]})")
     if fmt == "json":
         json_line({"schema_version": VERSION, "root": str(root), "cleared": cleared})
+    if failed:
+        (path, first), more = failed[0], f" and {len(failed) - 1} more" if len(failed) > 1 else ""
+        raise UserError(
+            f"cannot remove {path} ({first.strerror}){more}: the rest is cleared",
+            hint="remove it yourself, or ask its owner to",
+        )
