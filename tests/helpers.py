@@ -199,3 +199,21 @@ def output_locked_by_another_process(out):
     finally:
         holder.kill()
         holder.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def bounded_hang(seconds: int = 30):
+    """Fail the test when its block blocks past `seconds` (SIGALRM in the main thread), rather than hang
+    the suite: for reads that must never wait, such as a FIFO nothing writes to."""
+    import signal
+
+    def hung(signum, frame):
+        raise AssertionError(f"blocked for {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

@@ -209,14 +209,27 @@ def _entry(backend, spec, vocab):
     return path
 
 
-@pytest.mark.parametrize("damage", ["flip a byte", "truncate", "empty", "unloadable with a good checksum"])
+@pytest.mark.parametrize(
+    "damage", ["flip a byte", "truncate", "empty", "unloadable with a good checksum", "a named pipe"]
+)
 def test_a_damaged_entry_is_detected_rebuilt_and_reported(smol_tokenizer, damage):
+    """A named pipe in an entry's place hung the compile forever, past --compile-timeout."""
+    from helpers import bounded_hang
+
     from sgcli.backends.compile_cache import compile_cached
 
     backend = _Slow(get_backend(_cacheable_backend()))
     spec, vocab = _spec("@iso8601"), smol_tokenizer.vocab
     assert compile_cached(backend, spec, vocab).settled().status == "miss"
     path = _entry(backend, spec, vocab)
+    if damage == "a named pipe":
+        path.unlink()
+        os.mkfifo(path)
+        with bounded_hang(30):
+            rebuilt = compile_cached(backend, spec, vocab).settled()
+        assert rebuilt.status == "miss" and any("is not a regular file: removed" in n for n in rebuilt.notes)
+        assert compile_cached(backend, spec, vocab).status == "hit"
+        return
     raw = bytearray(path.read_bytes())
     if damage == "flip a byte":
         raw[-100] ^= 0x01

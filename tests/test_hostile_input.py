@@ -922,18 +922,9 @@ def test_a_refusal_inside_a_drafts_meta_schema_is_placed_at_the_users_ref(run_cl
 
 def test_a_named_pipe_nothing_writes_to_is_read_as_empty_not_waited_on(run_cli, no_model, tmp_path):
     """`sgcli compile p.gbnf` on a FIFO with no writer blocked in open() until killed (2026-12-06)."""
-    import signal
+    from helpers import bounded_hang
 
     fifo = tmp_path / "p.gbnf"
     os.mkfifo(fifo)
-
-    def hung(signum, frame):
-        raise AssertionError("the read waited for a writer")
-
-    previous = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(30)
-    try:
+    with bounded_hang(30):
         _refused(run_cli("compile", fifo, "-b", "llguidance"), f"{fifo}:1:1:", "is empty")
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from sgcli.backends.base import Compiled
-from sgcli.cache.paths import atomic_write, cache_root, notify
+from sgcli.cache.paths import NotARegularFile, atomic_write, cache_root, notify, read_regular
 
 # bump when the entry layout, what sgcli hands a library for the same spec, or the warnings sgcli adds to
 # an entry change (3: the JSON layout inside tags; 4: outlines_core's warnings name only keywords that
@@ -46,7 +46,10 @@ def read_entry(key: str, notes: list[str]) -> tuple[dict | None, bytes]:
     """(header, payload) of the entry for `key`; (None, b"") when absent or bad (bad ones removed)."""
     path = entry_path(key)
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
+    except NotARegularFile:  # a FIFO there hung the compile, past --compile-timeout
+        drop_entry(path, f"compiled-grammar cache entry {path} is not a regular file: removed, compiling afresh", notes)
+        return None, b""
     except OSError:
         return None, b""
     newline = raw.find(b"\n")

@@ -38,6 +38,7 @@ from sgcli.backends.cache_entries import (
     write_file,
 )
 from sgcli.backends.cache_store import PendingStore, settle_pending, start_store, store_running
+from sgcli.cache.paths import read_regular
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions
 from sgcli.limits import current_limits
 from sgcli.tokenizers.vocab import Vocab
@@ -191,7 +192,7 @@ def _compile_probed(backend: Backend, spec: ConstraintSpec, vocab: Vocab, key: s
 
 def _probe_passed(path: Path, key: str, limits) -> bool:
     try:
-        record = json.loads(path.read_bytes())
+        record = json.loads(read_regular(path))
         if record.get("format") != FORMAT_VERSION or record.get("key") != key:
             return False
         fast = not limits.timeout_s or record["compile_s"] * PROBE_MARGIN < limits.timeout_s

@@ -22,13 +22,14 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sgcli.cache.paths import atomic_write, notify, sampled_digest
+from sgcli.cache.paths import atomic_write, notify, read_regular, sampled_digest
 from sgcli.errors import UserError
 
 MANIFEST = "sgcli-converted.json"
@@ -85,7 +86,7 @@ def problem(folder: Path, source: Path | None = None) -> str | None:
     """What is wrong with a converted folder (cheap check), or None when it matches its manifest (and
     `source`, where given, is the file it was converted from)."""
     try:
-        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        manifest = json.loads(read_regular(folder / MANIFEST))
         files = manifest["files"]
     except FileNotFoundError:
         return f"its manifest {MANIFEST} is missing"
@@ -100,6 +101,8 @@ def problem(folder: Path, source: Path | None = None) -> str | None:
             st = path.stat()
         except OSError:
             return f"{name} is missing"
+        if not stat.S_ISREG(st.st_mode):  # a FIFO would hang the checksum's read
+            return f"{name} is not a regular file"
         if st.st_size != want.get("size"):
             return f"{name} has {st.st_size:,} bytes, {want.get('size'):,} were written"
         if st.st_mtime_ns != want.get("mtime_ns"):  # touched since it was written: every byte is checked

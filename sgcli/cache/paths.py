@@ -3,9 +3,11 @@ two things every cache writer shares: atomic writes and notices about cache trou
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import os
+import stat
 import tempfile
 import warnings
 from collections.abc import Callable
@@ -60,6 +62,25 @@ def atomic_write(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+class NotARegularFile(OSError):
+    """A path that holds a FIFO, a device or a folder where a file was expected."""
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of a file, read only when it is a regular file: opened without blocking (a FIFO left in
+    the cache would wait for a writer forever, past every time limit) and checked before any read.
+    Anything else raises NotARegularFile, an OSError, which cache readers take as a damaged entry."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotARegularFile(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
 
 
 _SAMPLE = 64 << 10  # bytes per sampled chunk

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sgcli.cache.paths import atomic_write, cache_root
+from sgcli.cache.paths import atomic_write, cache_root, read_regular
 
 
 def checks_file() -> Path:
@@ -32,7 +32,7 @@ def device_key(device: str) -> str:
 
 def _read() -> dict:
     try:
-        data = json.loads(checks_file().read_text(encoding="utf-8"))
+        data = json.loads(read_regular(checks_file()))
     except (OSError, ValueError):
         return {}  # no check yet, or an unreadable file: nothing is trusted
     return data if isinstance(data, dict) else {}

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from sgcli.cache.paths import atomic_write, cache_root, notify
+from sgcli.cache.paths import atomic_write, cache_root, notify, read_regular
 from sgcli.errors import plural
 
 FILE = "cpu-kernels.json"
@@ -86,7 +86,7 @@ def describe_cpu(cpuinfo: str) -> str | None:
 
 def _read(path: Path) -> dict:
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(read_regular(path))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError):
