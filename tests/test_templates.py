@@ -186,6 +186,51 @@ def test_unreadable_template_files_are_named(run_cli, make_folder, messages):
 
 
 @pytest.mark.parametrize(
+    "place", ["chat_template.jinja", "additional_chat_templates/tool_use.jinja", "tokenizer_config.json"]
+)
+@pytest.mark.parametrize("what", ["a directory", "a link to /dev/zero", "a named pipe", "too large", "a broken link"])
+def test_a_template_file_that_is_not_a_readable_text_file_is_exit_2_naming_it(
+    run_cli, make_folder, messages, monkeypatch, place, what
+):
+    """A chat_template.jinja that was a folder, a FIFO or a link to /dev/zero was taken for no template: the
+    prompt went out raw, exit 0. Each is exit 2 naming the file and why, before any model loads, and read no
+    further than the limit (/dev/zero was read to the end where the name was found)."""
+    import os
+
+    from helpers import bounded_hang
+
+    from sgcli.tokenizers import hf
+
+    limit = 1 << 16
+    monkeypatch.setattr(hf, "TEXT_FILE_MAX_BYTES", limit, raising=False)  # the real one is 64 MiB
+    folder = make_folder(CHATML)
+    path = folder / place
+    path.parent.mkdir(exist_ok=True)
+    path.unlink(missing_ok=True)
+    if what == "a directory":
+        path.mkdir()
+    elif what == "a link to /dev/zero":
+        path.symlink_to("/dev/zero")
+    elif what == "a named pipe":
+        os.mkfifo(path)
+    elif what == "too large":
+        path.write_bytes(b" " * (limit + 1))
+    else:
+        path.symlink_to(folder / "missing.jinja")
+    why = {
+        "a directory": "a directory, not a regular file",
+        "a link to /dev/zero": "a device, not a regular file",
+        "a named pipe": "a named pipe (FIFO), not a regular file",
+        "too large": f"over the limit of {limit:,} bytes",
+        "a broken link": "No such file or directory",
+    }[what]
+    with bounded_hang(30):
+        result = render(run_cli, folder, messages(HI))
+    assert result.exit_code == 2, result.output
+    assert f"cannot read {path}: {why}" in result.stderr
+
+
+@pytest.mark.parametrize(
     "data, message",
     [
         ('[{"role": "user", "content": "Hi"},]', "not valid JSON"),

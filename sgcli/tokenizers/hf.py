@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+from sgcli.cache.paths import read_regular
 from sgcli.errors import UserError
 from sgcli.tokenizers.base import Tokenizer
 from sgcli.tokenizers.pieces import byte_fallback_piece, byte_level_piece
@@ -88,12 +90,28 @@ _OBJECT_HINTS = {
 }
 
 
+# tokenizer_config.json (a few MB with its added tokens at most) and chat templates (KBs): read no further
+TEXT_FILE_MAX_BYTES = 64 << 20
+
+
+def _read_text(path: Path) -> str:
+    """A file beside the tokenizer, as Python's text mode reads it, only when it is a regular file no
+    longer than TEXT_FILE_MAX_BYTES: a folder, a FIFO or /dev/zero in its place is exit 2 naming it."""
+    try:
+        data = read_regular(path, TEXT_FILE_MAX_BYTES)
+    except OSError as exc:
+        raise UserError(
+            f"cannot read {path}: {exc.strerror or exc}", hint=f"put a text file there, or remove {path.name}"
+        ) from None
+    return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+
+
 def read_json(path: Path) -> dict:
-    if not path.is_file():
+    if not os.path.lexists(path):  # a broken link is there, and named
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        data = json.loads(_read_text(path))
+    except ValueError as exc:
         raise UserError(f"cannot read {path}: {exc}") from None
     if not isinstance(data, dict):
         raise UserError(f"{path} must hold a JSON object, not {type(data).__name__}", hint=_OBJECT_HINTS.get(path.name))
@@ -119,7 +137,7 @@ def template_files(folder: Path) -> dict[str, Path]:
     """Template name -> the file it is read from (`folder_chat_template`'s choice): the .jinja files,
     else tokenizer_config.json (for any name), for errors that name the file to fix."""
     files: dict[str, Path] = {}
-    if (folder / "chat_template.jinja").is_file():
+    if os.path.lexists(folder / "chat_template.jinja"):  # whatever it is: one that cannot be read is named
         files["default"] = folder / "chat_template.jinja"
     extra = folder / "additional_chat_templates"
     if extra.is_dir():
@@ -129,14 +147,12 @@ def template_files(folder: Path) -> dict[str, Path]:
 
 def _template_text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return _read_text(path)
     except UnicodeDecodeError as exc:
         raise UserError(
             f"{path} is not UTF-8 text (byte {exc.start}: {exc.object[exc.start : exc.start + 1]!r})",
             hint="save the chat template as UTF-8",
         ) from None
-    except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def _adds_bos(tokenizer_json: dict, bos: str | None, cfg: dict) -> bool:
