@@ -286,7 +286,48 @@ def test_retries_exhausted_is_exit_2_for_a_single_prompt(run_cli):
         stub.script = [("status", 503)] * 2
         result = gen(run_cli, stub, "--regex", "a", "--retries", "1", "x")
     assert result.exit_code == 2
-    assert "no answer after 2 attempts" in result.stderr and "HTTP 503" in result.stderr
+    assert "HTTP 503: stub says 503 (after 2 attempts)" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("step", "says", "hint"),
+    [
+        (("status", 503), "HTTP 503: stub says 503 (after 1 attempt)", "--retries (now 0)"),
+        (("status", 429, {"retry-after": "0"}), "HTTP 429: stub says 429 (after 1 attempt)", "rate-limiting"),
+        (("raw", 502, "text/html", b"<html>" + b"x" * 2000 + b"</html>"), "HTTP 502: Bad Gateway (after", "later"),
+        (
+            ("raw", 200, "text/event-stream", b'event: error\ndata: {"error": {"message": "overloaded"}}\n\n'),
+            "an error event in the stream: overloaded",
+            "try again later\n",
+        ),
+    ],
+    ids=["503", "429", "html-502", "stream-error-event"],
+)
+def test_a_server_that_answers_with_an_error_is_not_called_unreachable(run_cli, step, says, hint):
+    """A 5xx, a 429 or a stream's error event read "cannot reach ... is the server up?" (and "1 attempts"):
+    the server answered. The message says so, with its status or its words, and a hint that fits."""
+    with Stub() as stub:
+        stub.script = [step]
+        result = run_cli(
+            "generate", "--engine", "vllm", "--base-url", stub.url, "--retries", "0", "--regex", "a", "x"
+        )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert f"vllm at {stub.url} answered with an error: {says}" in result.stderr
+    assert hint in result.stderr + "\n" and "cannot reach" not in result.stderr and "server up?" not in result.stderr
+    assert "xxxx" not in result.stderr
+
+
+def test_a_batch_line_the_server_fails_says_it_answered(run_cli, tmp_path):
+    with Stub(answer=lambda b: "a") as stub:
+        stub.script = [("ok",), ("status", 503)]
+        result = gen(
+            run_cli, stub, "--regex", "a", "--retries", "0", "--concurrency", "1", "--input", _batch_file(tmp_path, 2)
+        )
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert result.exit_code == 1 and len(records) == 2, result.output
+    assert records[1]["errors"] == [
+        f"vllm at {stub.url} answered with an error: HTTP 503: stub says 503 (after 1 attempt)"
+    ]
 
 
 def test_a_rejection_is_exit_2_with_the_servers_reason(run_cli):

@@ -3,7 +3,8 @@
 Retried: 429, 5xx, connection errors (refused, reset) and timeouts, up to `retries` times
 with exponential backoff (a 429's Retry-After wins when it says longer). Not retried: other
 4xx answers, which are the server rejecting the request; they raise `Rejected` with the
-server's own reason. What stays failing after the retries raises `Unreachable`. A success
+server's own reason. What stays failing after the retries raises `ServerFailed` where the server
+answered (429/5xx: it is up, but overloaded or broken), `Unreachable` where it did not. A success
 status is not trusted either: an answer that is not JSON (or not an event stream), or whose
 JSON has the wrong shape, raises `BadReply` (a proxy's login page, another service on the port).
 """
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 import httpx
 
 from sgcli.constraints.spec import TooDeep, loads_within_depth
-from sgcli.errors import SgcliError
+from sgcli.errors import SgcliError, plural
 from sgcli.serving.base import BadReply, reply_object
 
 
@@ -33,7 +34,17 @@ class Rejected(SgcliError):
 
 
 class Unreachable(SgcliError):
-    """No usable answer after every retry (connection failures, 429/5xx, timeouts)."""
+    """No answer at all after every retry (connection failures, resets, timeouts)."""
+
+
+class ServerFailed(SgcliError):
+    """The server answered, with an error: 429/5xx to the last of its attempts (`retried`), or an error
+    event in a stream. Not `Unreachable`: the server is there, and "is it up?" would mislead."""
+
+    def __init__(self, message: str, status: int | None, *, retried: bool):
+        super().__init__(message)
+        self.status = status
+        self.retried = retried
 
 
 @dataclass(frozen=True)
@@ -59,10 +70,13 @@ def make_client(opts: ClientOptions) -> httpx.AsyncClient:
 
 
 def server_reason(response: httpx.Response) -> str:
-    """The message a server put in its error body (OpenAI shape, FastAPI shape, or plain text)."""
+    """The message a server put in its error body (OpenAI shape, FastAPI shape, or plain text); an HTML
+    page (a proxy's error page) is its status's reason phrase, not 500 characters of markup."""
     try:
         body = loads_within_depth(response.content)
     except ValueError:  # TooDeep too
+        if _content_type(response) == "text/html":
+            return response.reason_phrase or "an HTML page"
         return response.text.strip()[:500] or response.reason_phrase
     if isinstance(body, dict):
         error = body.get("error", body.get("detail", body.get("message")))
@@ -112,7 +126,10 @@ async def with_retries(opts: ClientOptions, attempt_fn: Callable, on_retry: Call
             if on_retry:
                 on_retry(last)
             await asyncio.sleep(_wait_s(opts, attempt, response))
-    raise Unreachable(f"no answer after {opts.retries + 1} attempts; last: {last}")
+    tries = plural(opts.retries + 1, "attempt")
+    if response is not None:  # the last attempt was answered: the server is up, and failing
+        raise ServerFailed(f"{last} (after {tries})", response.status_code, retried=True)
+    raise Unreachable(f"no answer after {tries}; last: {last}")
 
 
 class _Retry(Exception):
@@ -244,7 +261,9 @@ def _raise_stream_error(event) -> None:
     code = error.get("code") if isinstance(error, dict) else None
     if isinstance(code, int) and 400 <= code < 500:
         raise Rejected(code, message)
-    raise Unreachable(f"the server reported an error in the stream: {message}")
+    raise ServerFailed(
+        f"an error event in the stream: {message}", code if isinstance(code, int) else None, retried=False
+    )
 
 
 async def served_models(client: httpx.AsyncClient, opts: ClientOptions) -> list[str]:

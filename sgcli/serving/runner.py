@@ -20,7 +20,7 @@ from sgcli.batch.sampling import SamplingParams
 from sgcli.constraints.spec import ConstraintSpec
 from sgcli.errors import UserError
 from sgcli.serving.base import BadReply, Call, Delta, Dialect, Reply
-from sgcli.serving.client import ClientOptions, Rejected, Unreachable
+from sgcli.serving.client import ClientOptions, Rejected, ServerFailed, Unreachable
 from sgcli.timing import start_to_first_token_ms
 from sgcli.validation.validate import validate
 
@@ -213,6 +213,11 @@ async def _resolve_model(job: EngineJob, http) -> None:
 
     try:
         models = await served_models(http, job.client)
+    except ServerFailed as exc:
+        raise UserError(
+            f"{job.engine} at {job.client.base_url} answered GET /v1/models with an error: {exc}",
+            hint=_failing_hint(job, exc),
+        ) from None
     except (Unreachable, Rejected, BadReply) as exc:
         raise UserError(
             f"cannot list the models of {job.engine} at {job.client.base_url}: {exc}",
@@ -239,7 +244,20 @@ def _fail_fast(job: EngineJob, exc: Exception) -> UserError:
             f"{job.engine} at {job.client.base_url} rejected the request: {exc.reason}",
             hint=f"HTTP {exc.status}: a constraint the server cannot compile, an unknown model, a bad parameter...",
         )
+    if isinstance(exc, ServerFailed):
+        return UserError(_answered_error(job, exc), hint=_failing_hint(job, exc))
     return UserError(f"cannot reach {job.engine} at {job.client.base_url}: {exc}", hint="is the server up?")
+
+
+def _answered_error(job: EngineJob, exc: ServerFailed) -> str:
+    return f"{job.engine} at {job.client.base_url} answered with an error: {exc}"
+
+
+def _failing_hint(job: EngineJob, exc: ServerFailed) -> str:
+    """The server is up but failing (overloaded, rate-limiting, broken): waiting helps, and so may more tries."""
+    why = "the server is rate-limiting" if exc.status == 429 else "the server is up but failing or overloaded"
+    more = f", or allow more attempts with --retries (now {job.client.retries})" if exc.retried else ""
+    return f"{why}: try again later{more}"
 
 
 def run_single(job: EngineJob, req: Request, on_text: Callable[[str], None] | None) -> dict:
@@ -251,7 +269,7 @@ def run_single(job: EngineJob, req: Request, on_text: Callable[[str], None] | No
             await _resolve_model(job, http)
             try:
                 return await (_stream(job, http, req, on_text) if on_text else _post(job, http, req))
-            except (Rejected, Unreachable, BadReply) as exc:
+            except (Rejected, ServerFailed, Unreachable, BadReply) as exc:
                 raise _fail_fast(job, exc) from None
 
     return asyncio.run(main())
@@ -272,6 +290,8 @@ def run_batch(job: EngineJob, items: list, put: Callable[[int, dict], None]) -> 
                 record = await _post(job, http, item)
             except Rejected as exc:
                 record = error_record(job, item, f"server rejected the request (HTTP {exc.status}): {exc.reason}")
+            except ServerFailed as exc:
+                record = error_record(job, item, _answered_error(job, exc))
             except (Unreachable, BadReply) as exc:
                 record = error_record(job, item, f"{job.engine} at {job.client.base_url}: {exc}")
         put(index, record)
@@ -282,7 +302,7 @@ def run_batch(job: EngineJob, items: list, put: Callable[[int, dict], None]) -> 
             first = next((i for i, item in enumerate(items) if isinstance(item, Request)), None)
             try:  # nothing is put (written) before the server answered: a dead server loses no earlier output
                 answer = None if first is None else await _post(job, http, items[first])
-            except (Rejected, Unreachable, BadReply) as exc:
+            except (Rejected, ServerFailed, Unreachable, BadReply) as exc:
                 raise _fail_fast(job, exc) from None
             for i in range(first if first is not None else len(items)):
                 put(i, bad_line_record(job, items[i]))
