@@ -957,3 +957,43 @@ def test_a_servers_answer_past_a_stop_string_is_cut_there():
 
     assert _stopped_at('{"capital": "Paris"}', ("Par", "cap")) == 2
     assert _stopped_at("Paris", ("xyz",)) is None and _stopped_at("Paris", ()) is None
+
+
+def _choice(index, text, finish, stream):
+    return {
+        "index": index,
+        "finish_reason": finish,
+        **({"delta": {"content": text}} if stream else {"message": {"content": text}}),
+    }
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_only_the_choice_sgcli_asked_for_is_read(run_cli, stream):
+    """A server that sent a second choice (index 1) beside the one asked for had it concatenated into the
+    output (`garbage{"country": ...}`): index 0 is the answer, the others are named in a warning."""
+    if stream:
+        events = [{"choices": [_choice(1, "garbage", None, True)]}, {"choices": [_choice(0, "a", "stop", True)]}]
+        body = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+        step = ("raw", 200, "text/event-stream", body.encode())
+    else:
+        reply = {"choices": [_choice(1, "garbage", "length", False), _choice(0, "a", "stop", False)]}
+        step = ("raw", 200, "application/json", json.dumps(reply).encode())
+    with Stub() as stub:
+        stub.script = [step]
+        result = gen(run_cli, stub, "--regex", "a", *([] if stream else ["--json"]), "x")
+    assert result.exit_code == 0, result.output
+    if stream:
+        assert result.stdout.strip() == "a"
+    else:
+        record = json.loads(result.stdout)
+        assert record["output"] == "a" and record["finish_reason"] == "stop" and record["valid"] is True
+        assert "index 1" in record["warnings"][0] and "only index 0 is read" in record["warnings"][0]
+
+
+def test_a_reply_without_the_asked_choice_is_exit_2():
+    from sgcli.serving.base import BadReply, Call
+
+    dialect = get_dialect("vllm")
+    with pytest.raises(BadReply, match=r"no choice with index 0.*\[1\]"):
+        dialect.reply(Call("chat", {}), {"choices": [_choice(1, "garbage", "stop", False)]})
+    assert dialect.reply(Call("chat", {}), {"choices": [{"message": {"content": "a"}}]}).output == "a"  # no index

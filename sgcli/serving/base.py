@@ -95,6 +95,7 @@ class Reply:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     server_timings: dict = field(default_factory=dict)
+    ignored_choices: tuple[int, ...] = ()  # indexes of choices sgcli did not ask for (`asked_choice`)
 
 
 @dataclass
@@ -106,6 +107,7 @@ class Delta:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cumulative: bool = False  # `text` is the whole output so far, not just the new part
+    ignored_choices: tuple[int, ...] = ()
 
 
 class Dialect:
@@ -153,6 +155,22 @@ def structural_tag_object(spec: ConstraintSpec) -> dict:
     return tag if "type" in tag else {"type": "structural_tag", **tag}
 
 
+def asked_choice(choices: list, what: str) -> tuple[dict | None, tuple[int, ...]]:
+    """The choice sgcli asked for, index 0 (it asks for one, n=1; a choice without `index` counts by its
+    place), and the indexes of the others, which are not its answer: a server that sent a second choice
+    had it concatenated into the output (`garbage{"country": ...}`)."""
+    chosen, others = None, []
+    for place, choice in enumerate(choices):
+        choice = reply_object(choice, f"`choices[{place}]`{what}")
+        index = reply_field(choice, "index", int, f"choices[{place}].")
+        index = place if index is None else index
+        if index == 0 and chosen is None:
+            chosen = choice
+        else:
+            others.append(index)
+    return chosen, tuple(others)
+
+
 class OpenAICompatible(Dialect):
     """Chat and completions bodies, replies and stream chunks in the OpenAI shapes."""
 
@@ -190,7 +208,9 @@ class OpenAICompatible(Dialect):
         choices = reply_field(body, "choices", list, "")
         if not choices:
             raise BadReply("the reply has no `choices`: no completion came back")
-        choice = reply_object(choices[0], "`choices[0]`")
+        choice, ignored = asked_choice(choices, "")
+        if choice is None:
+            raise BadReply(f"the reply has no choice with index 0, the one sgcli asked for (only {list(ignored)})")
         if call.route == "chat":
             message = reply_field(choice, "message", dict, "choices[0].") or {}
             text = reply_field(message, "content", str, "choices[0].message.") or ""
@@ -202,6 +222,7 @@ class OpenAICompatible(Dialect):
             reply_field(choice, "finish_reason", str, "choices[0].") or "unknown",
             reply_field(usage, "prompt_tokens", int, "usage."),
             reply_field(usage, "completion_tokens", int, "usage."),
+            ignored_choices=ignored,
         )
 
     def delta(self, call: Call, chunk: dict) -> Delta:
@@ -209,8 +230,8 @@ class OpenAICompatible(Dialect):
         usage = reply_field(chunk, "usage", dict, "") or {}
         choices = reply_field(chunk, "choices", list, "") or []
         text, finish = "", None
-        if choices:
-            c = reply_object(choices[0], "`choices[0]` of a stream event")
+        c, ignored = asked_choice(choices, " of a stream event")
+        if c is not None:
             if call.route == "chat":
                 text = reply_field(
                     reply_field(c, "delta", dict, "choices[0].") or {}, "content", str, "choices[0].delta."
@@ -223,4 +244,5 @@ class OpenAICompatible(Dialect):
             finish,
             reply_field(usage, "prompt_tokens", int, "usage."),
             reply_field(usage, "completion_tokens", int, "usage."),
+            ignored_choices=ignored,
         )

@@ -133,6 +133,11 @@ def reply_record(job: EngineJob, req: Request, reply: Reply, elapsed: float, fir
     tokens = reply.completion_tokens
     if cut is not None:
         record["warnings"].append(f"the server went on past a --stop string: its answer is cut at character {cut}")
+    if reply.ignored_choices:
+        indexes = ", ".join(map(str, sorted(set(reply.ignored_choices))))
+        record["warnings"].append(
+            f"the server sent choices sgcli did not ask for (index {indexes}; it asks for one): only index 0 is read"
+        )
     record.update(
         output=output,
         parsed=verdict.parsed,
@@ -171,12 +176,13 @@ async def _stream(job: EngineJob, http, req: Request, on_text: Callable[[str], N
 
     async def attempt():
         t = time.perf_counter()
-        text, first, last = "", None, Delta()
+        text, first, last, ignored = "", None, Delta(), set()
 
         async def consume():
             nonlocal text, first, last
             async for chunk in stream_json(http, call.path, call.body):
                 delta = job.dialect.delta(call, chunk)
+                ignored.update(delta.ignored_choices)
                 new = delta.text[len(text) :] if delta.cumulative else delta.text
                 if new:
                     first = first if first is not None else time.perf_counter() - t
@@ -197,7 +203,8 @@ async def _stream(job: EngineJob, http, req: Request, on_text: Callable[[str], N
             if text:  # shown text cannot be taken back, so no retry
                 raise Unreachable(f"the stream broke after {len(text)} characters: {exc}") from None
             raise
-        reply = Reply(text, last.finish_reason or "unknown", last.prompt_tokens, last.completion_tokens)
+        finish = last.finish_reason or "unknown"
+        reply = Reply(text, finish, last.prompt_tokens, last.completion_tokens, ignored_choices=tuple(ignored))
         record = reply_record(job, req, reply, time.perf_counter() - t, first)
         record["timings"]["start_to_first_token_ms"] = start_to_first_token_ms(None if first is None else t + first)
         return record
