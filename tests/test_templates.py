@@ -349,3 +349,28 @@ def test_a_lone_surrogate_in_a_chat_is_refused_in_the_words_of_every_other_reade
         tok.render_prompt([{"role": "user", "content": "a\ud800"}])
     assert "messages[0] holds a lone surrogate" in refused.value.message
     assert refused.value.hint == LONE_SURROGATE_HINT
+
+
+@pytest.mark.parametrize(
+    ("config", "key", "shown"),
+    [
+        ({"bos_token": 5}, "bos_token", "5"),
+        ({"bos_token": {"content": 5}}, "bos_token", '{"content": 5}'),
+        ({"eos_token": ["</s>"]}, "eos_token", '["</s>"]'),
+        ({"pad_token": True}, "pad_token", "true"),
+        ({"unk_token": {"special": True}}, "unk_token", '{"special": true}'),
+        ({"additional_special_tokens": ["<a>", 7]}, "additional_special_tokens[1]", "7"),
+        ({"additional_special_tokens": "<a>"}, "additional_special_tokens", '"<a>"'),
+    ],
+    ids=["bos-int", "bos-content-int", "eos-list", "pad-bool", "unk-no-content", "extra-int", "extra-string"],
+)
+def test_a_special_token_that_is_not_text_is_exit_2_naming_the_file_and_key(
+    run_cli, make_folder, messages, config, key, shown
+):
+    """`"bos_token": 5` was dropped, and a template printing it read "the prompt is empty ... and the model
+    has no BOS token": the file's value is named instead, as transformers would refuse it."""
+    folder = make_folder("{{ bos_token }}{{ eos_token }}{{ messages[0].content }}", **config)
+    result = render(run_cli, folder, messages(HI))
+    assert result.exit_code == 2, result.output
+    assert f"{folder / 'tokenizer_config.json'}: `{key}` is {shown}, not " in result.stderr
+    assert "no BOS token" not in result.stderr and "Traceback" not in result.output

@@ -181,6 +181,17 @@ def test_sentencepiece_model_folders_template_sees_the_configs_special_tokens(tm
     assert tok.render_chat([{"role": "user", "content": "hi"}])[0] == "<s>|</s>|[SEP]|[A]"
 
 
+def test_sentencepiece_model_folders_special_token_that_is_not_text_is_exit_2(tmp_path):
+    from sgcli.errors import UserError
+    from sgcli.tokenizers.mistral import tokenizer_file
+
+    (tmp_path / "tokenizer.model").symlink_to(tokenizer_file("mistral:v3"))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"eos_token": {"content": 2}}))
+    with pytest.raises(UserError, match=r"`eos_token` is \{\"content\": 2\}, not a string") as refused:
+        load_tokenizer(str(tmp_path))
+    assert refused.value.location.path == str(tmp_path / "tokenizer_config.json")
+
+
 @pytest.mark.parametrize(
     "make",
     [

@@ -159,7 +159,10 @@ def _load_folder(folder: Path, *, name: str) -> Tokenizer:
         cfg = read_json(folder / "tokenizer_config.json")
         tok = load_spm_tokenizer(folder / "tokenizer.model", name=name, chat_template=folder_chat_template(folder, cfg))
         tok.template_files = template_files(folder)
-        tok.special_tokens = {**tok.special_tokens, **config_special_tokens(cfg)}  # as transformers' template sees
+        tok.special_tokens = {
+            **tok.special_tokens,
+            **config_special_tokens(cfg, folder / "tokenizer_config.json"),
+        }  # as transformers' template sees
         return tok
     if (folder / "tekken.json").is_file():
         from sgcli.tokenizers.mistral import load_tekken

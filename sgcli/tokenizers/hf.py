@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sgcli.cache.paths import read_regular
-from sgcli.errors import UserError
+from sgcli.errors import Location, UserError
 from sgcli.tokenizers.base import Tokenizer
 from sgcli.tokenizers.pieces import byte_fallback_piece, byte_level_piece
 from sgcli.tokenizers.vocab import BYTE_FALLBACK, BYTE_LEVEL, RAW, Vocab
@@ -195,7 +195,7 @@ def load_tokenizer_json(path: Path, *, name: str | None = None, extra_stop_ids: 
         special_ids |= empty
         notes.append(f"{len(empty)} id(s) without any bytes are treated as special")
 
-    specials = config_special_tokens(cfg)
+    specials = config_special_tokens(cfg, folder / "tokenizer_config.json")
     eos_text = specials.get("eos_token") or _guessed_eos(hf, notes)
     eos_id = hf.token_to_id(eos_text) if eos_text else None
     bos_id = hf.token_to_id(specials["bos_token"]) if "bos_token" in specials else None
@@ -253,18 +253,40 @@ def _token_bytes(hf, size: int, added: dict, vocab_type: str) -> list[bytes]:
     return tokens
 
 
-def config_special_tokens(cfg: dict) -> dict:
+# transformers' SPECIAL_TOKENS_ATTRIBUTES: where the file gives one, it must be a token's text.
+_SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+
+
+def config_special_tokens(cfg: dict, path: Path) -> dict:
     """The special-token variables a chat template sees, as transformers' `apply_chat_template` passes them
     (its special_tokens_map): every `*_token` of tokenizer_config.json (bos, eos, unk, sep, pad, cls, mask)
     and `additional_special_tokens`. Only what the file says: a template that prints `eos_token` where the
-    file names none prints nothing, as in transformers."""
+    file names none prints nothing, as in transformers. A special token that is not text (`"bos_token": 5`)
+    is refused naming `path` and the key: dropped, it read as "the model has no BOS token"."""
+    for key in _SPECIAL_NAMES:
+        if cfg.get(key) is not None and _token_str(cfg, key) is None:
+            raise _not_text(path, key, cfg[key])
     specials: dict = {k: _token_str(cfg, k) for k in cfg if k.endswith("_token") and isinstance(k, str)}
     specials = {k: v for k, v in specials.items() if v}
     extra = cfg.get("additional_special_tokens")
-    if isinstance(extra, list):
+    if extra is not None and not isinstance(extra, list):
+        raise _not_text(path, "additional_special_tokens", extra, "a list of tokens")
+    if extra is not None:
         texts = [t.get("content") if isinstance(t, dict) else t for t in extra]
-        specials["additional_special_tokens"] = [t for t in texts if isinstance(t, str)]
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise _not_text(path, f"additional_special_tokens[{i}]", extra[i])
+        specials["additional_special_tokens"] = texts
     return specials
+
+
+def _not_text(path: Path, key: str, value, wanted: str = 'a string (or {"content": "..."})') -> UserError:
+    example = '"additional_special_tokens": ["<tool>"]' if key.startswith("additional") else f'"{key}": "<s>"'
+    return UserError(
+        f"`{key}` is {json.dumps(value)[:80]}, not {wanted}",
+        location=Location(str(path)),
+        hint=f"write the token's text, e.g. {example}",
+    )
 
 
 def _guessed_eos(hf, notes: list[str]) -> str | None:
