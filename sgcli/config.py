@@ -130,8 +130,8 @@ class Config:
         """The setting that gave `command` its `param`."""
         return next(name for name in self.file_values if KEYS[name].param == param and _reaches(name, command))
 
-    def location_of(self, key: str) -> Location | None:
-        return _Where(self.path, self.table or "", self.text).at(key) if self.path else None
+    def location_of(self, key: str, item: str | None = None) -> Location | None:
+        return _Where(self.path, self.table or "", self.text).at(key, item) if self.path else None
 
     def origin(self) -> str:
         return f"{self.path} {self.table}".rstrip() if self.path else "none"
@@ -322,11 +322,22 @@ class _Where:
     def inside(self) -> str:
         return f" in {self.table}" if self.table else ""
 
-    def at(self, raw_key: str) -> Location:
-        """Where `raw_key` is set: its `key =` line, else its `[table]` header."""
-        name = re.escape(raw_key.rpartition(".")[2])
-        line = _line_of(self.text, rf"[\"']?{name}[\"']?\s*=") or _line_of(self.text, rf"\[[\w.]*?\b{name}\s*\]")
+    def at(self, raw_key: str, item: str | None = None) -> Location:
+        """Where `raw_key` (or, given, its table's entry `item`, such as a per-file-ignores glob) is set:
+        its `key =` line, else its `[table]` header. A dotted key counts in either place (`a.b.c = 1`,
+        `lint.select =`, `[a.b]`): such a key had no line."""
+        line = (_key_line(self.text, item) if item else None) or _key_line(self.text, raw_key.rpartition(".")[2])
         return Location(str(self.path), line)
+
+
+_PREFIX = r"(?:[\w\"'-]+\s*\.\s*)*"  # the dotted key parts before a name: `lint.`, `tool.sgcli.`
+
+
+def _key_line(text: str, name: str) -> int | None:
+    """The line that sets key `name` (bare or quoted, maybe the last or a middle part of a dotted key),
+    else the `[table]` header naming it."""
+    key = rf"[\"']?{re.escape(name)}[\"']?\s*"
+    return _line_of(text, rf"{_PREFIX}{key}[=.]") or _line_of(text, rf"\[\s*{_PREFIX}{key}[\].]")
 
 
 def _line_of(text: str, pattern: str) -> int | None:

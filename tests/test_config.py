@@ -339,6 +339,17 @@ def test_a_tool_table_in_sgcli_toml_is_exit_2_with_the_fix(run_cli, tmp_path, mo
         ('[lint]\noutput-format = "githb"\n', ":2: lint.output-format = 'githb': 'githb' is not one of"),
         ('json-whitespace = "compat"\n', ":1: json-whitespace = 'compat': 'compat' is not one of"),
         ('[lint]\nselect = ["J", "ZZZ"]\n', ":2: lint.select = ['J', 'ZZZ']: no rule code starts with 'ZZZ'"),
+        ("threads = 1\na.b.c = 1\n", ":2: unknown setting 'a'."),  # dotted keys and tables had no line
+        ("threads = 1\n[a.b]\nc = 1\n", ":2: unknown setting 'a'."),
+        ('\nlint.selct = ["G"]\n', ":2: unknown setting 'lint.selct'. Did you mean 'lint.select'?"),
+        (
+            '[lint]\nper-file-ignores = {"*.json" = ["ZZZ9"]}\n',
+            ":2: lint.per-file-ignores '*.json' = ['ZZZ9']: no rule code starts with 'ZZZ9'",
+        ),
+        (
+            '[lint.per-file-ignores]\n"*.gbnf" = ["G"]\n"*.json" = ["J", "ZZZ9"]\n',
+            ":3: lint.per-file-ignores '*.json' = ['J', 'ZZZ9']: no rule code starts with 'ZZZ9'",
+        ),
     ],
 )
 def test_a_misspelt_setting_or_value_is_exit_2_at_its_line_with_a_did_you_mean(
@@ -359,6 +370,11 @@ def test_a_misspelt_setting_or_value_is_exit_2_at_its_line_with_a_did_you_mean(
     [
         ("sgcli.toml", 'backend = "nope"\n', "sgcli.toml:1: backend = 'nope': 'nope' is not one of"),
         ("pyproject.toml", "[tool]\nsgcli = 5\n", "pyproject.toml:2: 'tool.sgcli' must be a table"),
+        (
+            "pyproject.toml",
+            '[tool.sgcli.lint.per-file-ignores]\n"*.json" = ["ZZZ9"]\n',
+            "pyproject.toml:2: lint.per-file-ignores '*.json' = ['ZZZ9'] in [tool.sgcli]: no rule code",
+        ),
     ],
 )
 def test_config_refuses_what_every_other_command_refuses(run_cli, tmp_path, monkeypatch, name, body, expected):

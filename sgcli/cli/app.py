@@ -55,6 +55,7 @@ def checked_file_values(cfg, commands: dict, ctx: typer.Context) -> dict[str, di
     options: it showed a value every other command refuses, exit 0."""
     default_map = cfg.default_map({name: {p.name for p in cmd.params} for name, cmd in commands.items()})
     _check_env(cfg, commands, ctx)
+    _check_per_file_ignores(cfg)
     for name, values in default_map.items():
         for param in commands[name].params:
             if param.name not in values:
@@ -69,6 +70,21 @@ def checked_file_values(cfg, commands: dict, ctx: typer.Context) -> dict[str, di
                     f"{key} = {cfg.file_values[key]!r}{cfg.inside()}: {exc.message}", location=cfg.location_of(key)
                 ) from None
     return default_map
+
+
+def _check_per_file_ignores(cfg) -> None:
+    """lint.per-file-ignores' codes, checked as --ignore's are, at the glob's line: it defaults no option,
+    so only lint read it, and its error named neither the file nor the line."""
+    from sgcli.lint.select import unknown_selector
+
+    for glob, codes in (cfg.file_values.get("lint.per-file-ignores") or {}).items():
+        why = next(filter(None, map(unknown_selector, codes)), None)
+        if why is not None:
+            raise UserError(
+                f"lint.per-file-ignores {glob!r} = {codes!r}{cfg.inside()}: {why}",
+                location=cfg.location_of("lint.per-file-ignores", glob),
+                hint="see `sgcli rule --all` for the codes",
+            )
 
 
 def _check_env(cfg, commands: dict, ctx: typer.Context) -> None:
