@@ -19,6 +19,9 @@ and a `pyproject.toml` holds the same under `[tool.sgcli]` (and `[tool.sgcli.lin
 A `[tool.sgcli]` table pasted into a `sgcli.toml`, an unknown setting or a value of the
 wrong type is exit 2 at its line, with the fix (a did-you-mean for a misspelt name).
 
+An `SGCLI_*` variable set but empty counts as unset (as click reads an option's variable, and XDG
+its own): the file's value or the default applies, and `sgcli config` says so.
+
 Flags and environment variables reach commands through click (an option's `envvar`
 and the context's `default_map`), so each command reads its parameters as usual.
 """
@@ -380,6 +383,10 @@ def _check(raw_key: str, value: Any, where: _Where) -> str:
     if key.name == "lint.per-file-ignores":
         ok = isinstance(value, dict) and all(
             isinstance(v, list) and all(isinstance(c, str) for c in v) for v in value.values()
+        )
+    if ok and key.type is str and not key.sequence and not value.strip():  # `cache-dir = ""` meant the default
+        raise UserError(
+            f"'{raw_key}' is empty", location=where.at(raw_key), hint="give a value, or delete the line for the default"
         )
     if ok:  # a number the flag's own check would refuse: refused here, at its line
         _in_range(name, value, f"'{raw_key}' = {value!r}", where.at(raw_key))

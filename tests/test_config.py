@@ -456,3 +456,40 @@ def test_config_names_the_file_for_its_cache_dir_and_resolves_aliases(run_cli, t
     assert settings["cache-dir"]["value"] == str(tmp_path / "c")
     assert settings["cache-dir"]["source"] == str(tmp_path / "sgcli.toml")  # not "env": sgcli exported it itself
     assert (settings["backend"]["value"], settings["backend"]["source"]) == ("llguidance", str(tmp_path / "sgcli.toml"))
+
+
+@pytest.mark.parametrize("body", ['threads = 1\ncache-dir = ""\n', "threads = 1\nmodel = '  '\n"])
+def test_an_empty_string_setting_is_exit_2_at_its_line(run_cli, tmp_path, monkeypatch, body):
+    """`cache-dir = ""` was accepted, and `sgcli config` showed the default folder with the file as its source."""
+    (tmp_path / "sgcli.toml").write_text(body)
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("config")
+    assert result.exit_code == 2, result.output
+    key = body.split("\n")[1].split(" ")[0]
+    assert f"{tmp_path / 'sgcli.toml'}:2: '{key}' is empty" in result.stderr and "delete the line" in result.stderr
+
+
+def test_an_empty_sgcli_cache_dir_counts_as_unset_says_so_and_clears_nothing(run_cli, tmp_path, monkeypatch):
+    """`SGCLI_CACHE_DIR= sgcli cache clear` emptied the default cache without a word: an empty variable counts
+    as unset (as click reads every option's), `config` says so, and `cache clear` refuses rather than guess."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # the default cache, here
+    monkeypatch.setenv("SGCLI_CACHE_DIR", "")
+    (tmp_path / "xdg" / "sgcli" / "compiled" / "k1").mkdir(parents=True)
+    settings = {s["key"]: s for s in json.loads(run_cli("config", "--json").stdout)["settings"]}
+    assert settings["cache-dir"]["value"] == str(tmp_path / "xdg" / "sgcli")
+    assert settings["cache-dir"]["source"] == "default (SGCLI_CACHE_DIR is empty, which counts as unset)"
+    result = run_cli("cache", "clear")
+    assert result.exit_code == 2, result.output
+    assert "SGCLI_CACHE_DIR is set but empty" in result.stderr and "unset SGCLI_CACHE_DIR" in result.stderr
+    assert (tmp_path / "xdg" / "sgcli" / "compiled" / "k1").is_dir()
+    info = run_cli("cache", "info")
+    assert info.exit_code == 0 and "SGCLI_CACHE_DIR is empty, which counts as unset" in info.stderr
+    (tmp_path / "sgcli.toml").write_text('cache-dir = "mine"\n')  # the file's folder applies: cleared there
+    (tmp_path / "mine" / "compiled").mkdir(parents=True)
+    from sgcli import config
+
+    config.reset()
+    result = run_cli("cache", "clear")
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "mine" / "compiled").exists() and (tmp_path / "xdg" / "sgcli" / "compiled").is_dir()

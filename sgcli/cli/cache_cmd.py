@@ -101,6 +101,8 @@ def info(output_format: OutputFormatOpt = None, json_flag: JsonFlagOpt = False) 
     root = cache_root()
     rows = _sections(root)
     fmt = output_format_of(output_format, json_flag)
+    if os.environ.get("SGCLI_CACHE_DIR") == "":
+        err.print(f"note: SGCLI_CACHE_DIR is empty, which counts as unset: the cache is the default {root}")
     if fmt == "json":
         size = sum(r["size_bytes"] for r in rows)
         json_line({"schema_version": VERSION, "root": str(root), "sections": rows, "size_bytes": size})
@@ -145,6 +147,11 @@ def clear(
     """Delete cached entries; they are rebuilt on next use."""
     fmt = output_format_of(output_format, json_flag)
     root = cache_root()
+    if os.environ.get("SGCLI_CACHE_DIR") == "":  # `SGCLI_CACHE_DIR=$UNSET_VAR`: not a wish to clear the default
+        raise UserError(
+            f"SGCLI_CACHE_DIR is set but empty, which counts as unset: clear would empty the default cache {root}",
+            hint="unset SGCLI_CACHE_DIR to clear the default cache, or set it to the cache folder you meant",
+        )
     present = {p.name: p for p in _section_paths(root)}
     names = sorted({*present, *SECTIONS})  # sgcli's own sections, kept or not, and any other folder there
     chosen = list(dict.fromkeys(section or sorted(present)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from enum import Enum
 from typing import Annotated, Any
 
@@ -65,7 +66,7 @@ def show_config(
             "schema_version": VERSION,
             "key": s.key,
             "value": _effective(s, defaults),
-            "source": "env OMP_NUM_THREADS" if _pinned_by_omp(s) else s.source,
+            "source": "env OMP_NUM_THREADS" if _pinned_by_omp(s) else s.source + _empty_env(s),
             "help": config.KEYS[s.key].help,
         }
         for s in cfg.settings()
@@ -93,6 +94,15 @@ def show_config(
     for row in rows:
         table.add_row(escape(row["key"]), escape(_shown(row["value"])), escape(row["source"]))
     print_table(table)
+
+
+def _empty_env(setting: config.Setting) -> str:
+    """Where the setting's variable is set but empty, which counts as unset: a note saying so (the
+    default cache folder, shown with no word on SGCLI_CACHE_DIR=, is what `cache clear` would empty)."""
+    env = config.KEYS[setting.key].env
+    if env is None or os.environ.get(env) != "":
+        return ""
+    return f" ({env} is empty, which counts as unset)"
 
 
 def _pinned_by_omp(setting: config.Setting) -> bool:
