@@ -213,6 +213,18 @@ def test_gbnf_conversion_error_points_into_the_gbnf(smol_tokenizer):
             "concatenation, which is never valid JSON (at /allOf)",
             (2, 12),
         ),
+        (  # a draft-7 tuple is respelled as prefixItems for xgrammar, but not beside one a $ref keeps
+            "xgrammar",
+            {
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "properties": {
+                    "a": {"items": [{"type": "integer"}], "prefixItems": [{}]},
+                    "b": {"$ref": "#/properties/a/prefixItems/0"},
+                },
+            },
+            "JSON Schema rejected by xgrammar: items must be a boolean or an object (at /properties/a/items)",
+            (5, 16),
+        ),
     ],
 )
 def test_schema_errors_point_at_the_keyword(smol_tokenizer, backend, schema, message, pointer_line_col):

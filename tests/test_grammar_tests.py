@@ -72,6 +72,48 @@ def test_a_failing_case_exits_1_and_names_case_and_backend(run_cli, tmp_path):
     assert [r["passed"] for r in records if r["type"] == "case"] == [True, False, True]
 
 
+DRAFT7_TUPLES = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "properties": {
+        "closed": {"type": "array", "items": [{"type": "integer"}, {"type": "string"}], "additionalItems": False},
+        "rest": {"type": "array", "items": [{"type": "integer"}], "additionalItems": {"type": "string"}},
+        "open": {"type": "array", "items": [{"type": "integer"}]},
+        "ref": {"$ref": "#/properties/closed/items/1"},
+    },
+}
+
+
+@pytest.mark.parametrize("backend", ["xgrammar", "llguidance"])
+def test_a_draft_7_tuple_compiles_and_reads_as_jsonschema_reads_it(run_cli, tmp_path, backend):
+    """xgrammar refused commitlint's and cspell's draft-7 tuples (`items: [...]`, `additionalItems`): "items
+    must be a boolean or an object", with no position. It is given them as 2020-12 spells them."""
+    import jsonschema
+
+    (tmp_path / "t.json").write_text(json.dumps(DRAFT7_TUPLES, indent=1))
+    cases = {
+        '{"closed":[1,"a"]}': True,
+        '{"closed":[1]}': True,
+        '{"closed":[1,"a",3]}': False,
+        '{"closed":["a",1]}': False,
+        '{"rest":[1,"a","b"]}': True,
+        '{"rest":[1,2]}': False,
+        '{"open":[1,"x",null]}': True,
+        '{"open":["x"]}': False,
+        '{"ref":"s"}': True,
+        '{"ref":1}': False,
+    }
+    validator = jsonschema.Draft7Validator(DRAFT7_TUPLES)
+    assert all(validator.is_valid(json.loads(text)) == accept for text, accept in cases.items())
+    suite = tmp_path / "t.test.yaml"
+    rows = "".join(f"  - {{input: '{text}', accept: {str(accept).lower()}}}\n" for text, accept in cases.items())
+    suite.write_text("grammar: t.json\ncases:\n" + rows)
+    result = run_cli("test", suite, "--backend", backend, "--json")
+    records = _records(result)
+    assert [r["input"] for r in records if r["type"] == "case" and not r["passed"]] == [], result.stdout
+    assert result.exit_code == 0 and sum(r["type"] == "case" for r in records) == len(cases)
+
+
 def test_inputs_go_through_real_tokenizations(smol_tokenizer):
     from sgcli.backends.matching import tokenizations
 

@@ -1157,6 +1157,8 @@ def test_values_a_grammar_reads_otherwise_than_jsonschema_are_left_to_the_checke
 
 D7 = "http://json-schema.org/draft-07/schema#"
 D4 = "http://json-schema.org/draft-04/schema#"
+D2019 = "https://json-schema.org/draft/2019-09/schema"
+D7_TUPLE = {"type": "array", "items": [{"type": "integer"}, {"type": "string"}], "additionalItems": False}
 
 
 @pytest.mark.parametrize(
@@ -1188,8 +1190,26 @@ D4 = "http://json-schema.org/draft-04/schema#"
         # a companion without its keyword, and draft 4 knows no const
         ({"$schema": D7, "type": "string", "then": {"type": "integer"}}, "x", None),
         ({"$schema": D4, "type": "integer", "const": 1}, 2, None),
+        # up to 2019-09 a list `items` is a tuple, `additionalItems` the rest (xgrammar refused the list)
+        ({"$schema": D7, **D7_TUPLE}, [1, "a"], [1, "a", 3]),
+        (
+            {"$schema": D2019, "type": "array", "items": [{"type": "integer"}], "additionalItems": {"type": "string"}},
+            [1],
+            [1, 2],
+        ),
+        ({"$schema": D4, **D7_TUPLE}, [1, "a"], ["a", 1]),
     ],
-    ids=["d7-prefixItems", "2020-additionalItems", "d7-ref-sibling", "d4-ref-enum", "then-alone", "d4-const"],
+    ids=[
+        "d7-prefixItems",
+        "2020-additionalItems",
+        "d7-ref-sibling",
+        "d4-ref-enum",
+        "then-alone",
+        "d4-const",
+        "d7-tuple",
+        "2019-tuple-rest",
+        "d4-tuple",
+    ],
 )
 @pytest.mark.parametrize("backend", ["llguidance", "xgrammar", "outlines_core"])
 def test_each_backend_reads_a_schema_as_its_draft_does(backend, schema, valid, invalid):
@@ -1263,6 +1283,28 @@ def test_draft_reading_keeps_draft_3s_required_beside_a_ref_and_sees_escaped_key
     assert as_its_draft_reads(d3) is d3  # `required: true` is the parent's properties', not the $ref's sibling
     text = '{"$schema": "' + D7 + '", "type": "array", "pr\\u0065fixItems": [{}], "items": {"type": "string"}}'
     assert "prefixItems" not in as_its_draft_reads(json.loads(text), text)
+
+
+def test_a_tuple_of_drafts_before_2020_is_respelled_nested_and_where_a_ref_points_into_it():
+    from sgcli.backends.draft_reading import tuples_as_prefix_items
+
+    nested = {"items": [{"items": [{"type": "integer"}], "additionalItems": False}], "additionalItems": {"items": [{}]}}
+    schema = {
+        "$schema": D7,
+        "properties": {"n": nested, "a": {"$ref": "#/properties/n/items/0/items/0"}, "b": {"$ref": "#/definitions/x"}},
+        "definitions": {"x": {"$ref": "#/properties/n/additionalItems/items/0"}},
+    }
+    text = json.dumps(schema)
+    read = tuples_as_prefix_items(schema, text)
+    assert read["properties"]["n"] == {
+        "prefixItems": [{"prefixItems": [{"type": "integer"}], "items": False}],
+        "items": {"prefixItems": [{}]},
+    }
+    assert read["properties"]["a"] == {"$ref": "#/properties/n/prefixItems/0/prefixItems/0"}
+    assert read["definitions"]["x"] == {"$ref": "#/properties/n/items/prefixItems/0"}
+    assert read["properties"]["b"] == {"$ref": "#/definitions/x"} and json.loads(text) == schema  # a copy
+    for untouched in ({"$schema": D7, "items": {"type": "integer"}}, {"prefixItems": [{}], "items": False}):
+        assert tuples_as_prefix_items(untouched, json.dumps(untouched)) is untouched
 
 
 NAME_PATTERNS = [

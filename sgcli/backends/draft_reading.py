@@ -7,7 +7,9 @@ meet it: xgrammar and outlines-core applied a draft-7 `prefixItems` and wrote `[
 for strings; llguidance, given `additionalItems` beside `prefixItems`, dropped `prefixItems`; and a
 draft-7 `$ref` beside `type` was refused as unsatisfiable. So each library gets the schema without the
 keywords its draft ignores, and reads it as jsonschema does. The keyword coverage (`SchemaDoc`) reads
-only the draft's keywords too, so what it declares enforced is what the library was given.
+only the draft's keywords too, so what it declares enforced is what the library was given. A tuple of
+drafts 3 to 2019-09 (a list `items`) is respelled for the libraries that read only 2020-12's
+(`tuples_as_prefix_items`).
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import re
 from functools import cache
 from urllib.parse import unquote
 
+from sgcli.backends.pattern_gaps import at
 from sgcli.backends.schema_doc import COMPANIONS
 from sgcli.backends.schema_warnings import iter_subschemas
+from sgcli.constraints.jsonpos import pointer_of, resolve_ref
 
 # Keywords a draft reads inside another keyword's validator (not in its VALIDATORS table): draft 3/4's
 # boolean `exclusiveMaximum` belongs to `maximum`; draft 3's `required: true` to `properties`.
@@ -90,6 +94,59 @@ def as_its_draft_reads(schema, text: str | None = None):
             if key not in targets and not _holds_an_identifier(node[key]):
                 node.pop(key)
     return schema
+
+
+_LIST_ITEMS = re.compile(r'"items"\s*:\s*\[')
+
+
+def reads_tuples_from_items(schema) -> bool:
+    """Whether `schema`'s draft spells a tuple as a list `items` (drafts 3 to 2019-09), not `prefixItems`."""
+    from sgcli.constraints.dialect import dialect_of
+
+    return isinstance(schema, dict) and "prefixItems" not in dialect_of(schema).cls.VALIDATORS
+
+
+def tuples_as_prefix_items(schema, text: str | None = None):
+    """`schema` (as its draft reads it), or a copy with each tuple of drafts 3 to 2019-09 spelled as 2020-12
+    does: the list `items` as `prefixItems`, its `additionalItems` as `items`. xgrammar refused a list
+    `items` ("items must be a boolean or an object", commitlint's and cspell's schemas) and outlines-core
+    cannot read one; llguidance reads both spellings. A local `$ref` into a tuple is respelled with it.
+    A node that also holds `prefixItems` (kept as a reference's target) is left as written."""
+    if not reads_tuples_from_items(schema) or (text is not None and "\\u" not in text and not _LIST_ITEMS.search(text)):
+        return schema
+    tuples = [path for path, node in iter_subschemas(schema) if _a_tuple(node)]
+    if not tuples:
+        return schema
+    schema = copy.deepcopy(schema)
+    refs = [(node, _respelled(schema, node["$ref"], tuples)) for node in _walk(schema) if "$ref" in node]
+    for path in reversed(tuples):  # the deepest first: a path still reads as written above it
+        node = at(schema, path)
+        node["prefixItems"] = node.pop("items")
+        if "additionalItems" in node:
+            node["items"] = node.pop("additionalItems")
+    for node, ref in refs:
+        if ref is not None:
+            node["$ref"] = ref
+    return schema
+
+
+def _a_tuple(node: dict) -> bool:
+    return isinstance(node.get("items"), list) and "prefixItems" not in node
+
+
+def _respelled(schema, ref, tuples: list[tuple]) -> str | None:
+    """`ref` as it reads once `tuples` are respelled, where it points into one of them (else None)."""
+    found = resolve_ref(schema, ref) if isinstance(ref, str) else None
+    if found is None:
+        return None
+    written, starts = found[1], set(tuples)
+    path = [
+        ("prefixItems" if step == "items" else "items")
+        if written[:i] in starts and step in ("items", "additionalItems")
+        else step
+        for i, step in enumerate(written)
+    ]
+    return None if tuple(path) == written else "#" + pointer_of(path)
 
 
 _IDENTIFIERS = frozenset({"$id", "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor"})

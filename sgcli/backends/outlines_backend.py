@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from sgcli.backends.base import BITS_PER_WORD, Capabilities, Compiled, CompileWarning, LibraryBackend, SchemaKeywords
 from sgcli.backends.diagnostics import positioned_error, regex_place, schema_error
-from sgcli.backends.draft_reading import as_its_draft_reads
+from sgcli.backends.draft_reading import as_its_draft_reads, tuples_as_prefix_items
 from sgcli.backends.json_layout import whitespace_regex
 from sgcli.backends.listed_properties import shaped
 from sgcli.backends.native_stderr import capture_fd2
@@ -183,8 +183,8 @@ class OutlinesCoreBackend(LibraryBackend):
         schema = with_patterns(schema, gaps)  # see _warnings
         schema = _grouped_patterns(_exact_formats_only(schema))
         self._refuse_broken(spec, schema)
-        try:
-            built = build_regex_from_schema(json.dumps(schema), _WS_MARK)
+        try:  # a draft's tuple as `prefixItems`: paths above are the file's
+            built = build_regex_from_schema(json.dumps(tuples_as_prefix_items(schema)), _WS_MARK)
         except ValueError as exc:
             raise self._schema_error(spec, str(exc)) from None
         except TypeError as exc:  # its JSON reader stops at 128 levels: "Expected a valid JSON string."

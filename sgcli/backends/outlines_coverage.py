@@ -6,11 +6,14 @@ every other keyword of that subschema: `minimum` next to `type: integer`, `patte
 next to `maxLength`, `required` on an object without `properties`... An output can then
 break the schema although the backend compiled it. This walks the schema the way
 outlines-core does (its `json_schema/parsing.rs`) and reports each dropped keyword with
-its JSON pointer, so sgcli can warn instead of weakening the schema in silence.
+its JSON pointer, so sgcli can warn instead of weakening the schema in silence. A tuple of drafts 3 to
+2019-09 (a list `items`) reaches it as `prefixItems` (`draft_reading.tuples_as_prefix_items`): it is
+read here where the file has it.
 """
 
 from __future__ import annotations
 
+from sgcli.backends.draft_reading import reads_tuples_from_items
 from sgcli.backends.schema_doc import COMPANIONS
 from sgcli.backends.schema_warnings import iter_subschemas
 from sgcli.constraints.dialect import dialect_of
@@ -82,13 +85,29 @@ def _honoured(node: dict, branch: str) -> set[str]:
     return out
 
 
-def _children(node: dict, branch: str, path: tuple):
+def _tuple_key(node: dict, list_items: bool) -> str | None:
+    """Where `node`'s tuple is: `prefixItems`, or a list `items` where the draft reads that as one."""
+    if "prefixItems" in node:
+        return "prefixItems"
+    return "items" if list_items and isinstance(node.get("items"), list) else None
+
+
+def _branch(node: dict, list_items: bool) -> str | None:
+    """The keyword outlines-core reads `node` by (a list `items` in a draft's tuple stands for prefixItems)."""
+    for key in _BRANCHES:
+        if key in node or (key == "prefixItems" and _tuple_key(node, list_items)):
+            return key
+    return "type" if "type" in node else None
+
+
+def _children(node: dict, branch: str, path: tuple, list_items: bool = False):
+    key = _tuple_key(node, list_items) if branch == "prefixItems" else branch
     if branch == "properties" and isinstance(node.get("properties"), dict):
         for name, sub in node["properties"].items():
             yield sub, path + ("properties", name)
-    elif branch in ("allOf", "anyOf", "oneOf", "prefixItems") and isinstance(node.get(branch), list):
-        for i, sub in enumerate(node[branch]):
-            yield sub, path + (branch, i)
+    elif branch in ("allOf", "anyOf", "oneOf", "prefixItems") and isinstance(node.get(key), list):
+        for i, sub in enumerate(node[key]):
+            yield sub, path + (key, i)
     elif branch == "type":
         for key in ("items", "additionalProperties"):
             if isinstance(node.get(key), dict):
@@ -111,12 +130,13 @@ def dropped_keywords(schema) -> list[tuple[str, str]]:
     seen: set[tuple] = set()
     # only keys the draft validates by count: Snowplow's `self` or an `x-` extension constrains nothing
     validating = (set(dialect_of(schema).cls.VALIDATORS) | set(COMPANIONS)) - _HARMLESS
+    list_items = reads_tuples_from_items(schema)
 
     def visit(node, path: tuple) -> None:
         if not isinstance(node, dict) or not node or path in seen:
             return
         seen.add(path)
-        branch = next((k for k in _BRANCHES if k in node), "type" if "type" in node else None)
+        branch = _branch(node, list_items)
         if branch is None:
             found.extend(
                 (pointer_of(path + (k,)), f"'{k}' is ignored by outlines_core") for k in node if k in validating
@@ -130,7 +150,7 @@ def dropped_keywords(schema) -> list[tuple[str, str]]:
             target, target_path = resolve_ref(schema, str(node["$ref"])) or (None, None)
             if target is not None:
                 visit(target, target_path)
-        for sub, sub_path in _children(node, branch, path):
+        for sub, sub_path in _children(node, branch, path, list_items):
             visit(sub, sub_path)
 
     visit(schema, ())
@@ -141,7 +161,7 @@ def concatenated_all_of(schema) -> str | None:
     """Pointer of an allOf with several subschemas: outlines-core concatenates their regexes,
     so no output could ever be valid JSON."""
     for path, node in iter_subschemas(schema):
-        branch = next((k for k in _BRANCHES if k in node), None)
+        branch = _branch(node, False)
         if branch == "allOf" and isinstance(node["allOf"], list) and len(node["allOf"]) > 1:
             return pointer_of(path + ("allOf",))
     return None
@@ -156,13 +176,15 @@ def ungrouped_empty_schema(schema) -> str | None:
     and an object schema accepts a bare `null`. (Grouping it by hand is correct but makes
     the DFA explode: minutes for a tuple of three.)
     """
+    list_items = reads_tuples_from_items(schema)
     for path, node in iter_subschemas(schema):
         for name, sub in (node.get("properties") or {}).items() if isinstance(node.get("properties"), dict) else ():
             if sub == {}:
                 return pointer_of(path + ("properties", name))
-        for i, sub in enumerate(node.get("prefixItems") or []) if isinstance(node.get("prefixItems"), list) else ():
+        key = _tuple_key(node, list_items)
+        for i, sub in enumerate(node[key]) if key and isinstance(node[key], list) else ():
             if sub == {}:
-                return pointer_of(path + ("prefixItems", i))
+                return pointer_of(path + (key, i))
         if node.get("additionalProperties") == {} and "properties" not in node:
             return pointer_of(path + ("additionalProperties",))
     return None

@@ -166,6 +166,15 @@ _RULES: list[tuple[re.Pattern, Callable[[object, re.Match], list[tuple]]]] = [
         re.compile(r"Ignoring the length constraints of string", re.I),
         lambda s, m: find_all(s, lambda n: tuple(k for k in _LENGTHS if k in n)),
     ),
+    # xgrammar reads no list `items`: sgcli respells a draft's tuple (draft_reading), but not beside a
+    # `prefixItems` a reference keeps
+    (
+        re.compile(r"items must be a boolean or an object"),
+        lambda s, m: (
+            find(s, lambda n: "items" if isinstance(n.get("items"), list) and "prefixItems" in n else None)
+            or find(s, lambda n: "items" if isinstance(n.get("items"), list) else None)
+        ),
+    ),
     (
         re.compile(r"Unknown format: (\S+)"),
         lambda s, m: find(s, lambda n: "format" if n.get("format") == m.group(1) else None),

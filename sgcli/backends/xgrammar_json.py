@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from sgcli.backends.draft_reading import as_its_draft_reads
+from sgcli.backends.draft_reading import as_its_draft_reads, tuples_as_prefix_items
 from sgcli.backends.pattern_gaps import PatternGap, with_patterns
 from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions
@@ -158,7 +158,8 @@ def name_pattern_warnings(schema) -> list:
 
 
 def schema_text(spec: ConstraintSpec, schema, gaps: list[PatternGap]) -> str:
-    """The schema text xgrammar gets: the file's, or a copy without `gaps`, open where it names
+    """The schema text xgrammar gets: the file's, or a copy without `gaps`, read as its draft reads it
+    (`draft_reading`: a draft-7 tuple as `prefixItems`), open where it names
     properties by pattern (`_open_name_patterns`), and with draft 4's boolean
     `exclusiveMinimum`/`exclusiveMaximum` in their later form, which xgrammar reads only
     ("Value must be a number": OpenAPI 3.0's own schema)."""
@@ -167,12 +168,16 @@ def schema_text(spec: ConstraintSpec, schema, gaps: list[PatternGap]) -> str:
     draft = dialect_of(schema).cls.__name__
     bounds = '"exclusiveM' in spec.text and draft in ("Draft3Validator", "Draft4Validator")
     strict = json_format_kwargs(spec.json_options)["strict_mode"]
-    closed = strict and ('"minItems"' in spec.text or '"contains"' in spec.text) and _closed_arrays(schema)
-    ignored = as_its_draft_reads(schema, spec.text) is not schema  # keywords its draft ignores: xgrammar reads them
+    # keywords its draft ignores (xgrammar reads them), and its tuples as 2020-12 spells them
+    read = tuples_as_prefix_items(as_its_draft_reads(schema, spec.text), spec.text)
+    drafted = read is not schema
+    closed = strict and ('"minItems"' in spec.text or '"contains"' in spec.text) and _closed_arrays(read)
     named = '"patternProperties"' in spec.text and bool(_name_pattern_paths(schema))
-    if not (gaps or bounds or closed or ignored or named):
+    if not (gaps or bounds or closed or drafted or named):
         return spec.text
     schema = with_patterns(schema, gaps)
+    if drafted:  # after the patterns, whose paths are the file's
+        schema = tuples_as_prefix_items(as_its_draft_reads(schema))
     if named:
         _open_name_patterns(schema)
     if closed:  # strict mode reads a missing `items` as none allowed: an array that must hold some refused
@@ -189,4 +194,4 @@ def schema_text(spec: ConstraintSpec, schema, gaps: list[PatternGap]) -> str:
                 if isinstance(node.get(exclusive), bool):
                     if node.pop(exclusive) and isinstance(node.get(bound), (int, float)):
                         node[exclusive] = node.pop(bound)
-    return json.dumps(as_its_draft_reads(schema) if ignored else schema)
+    return json.dumps(schema)
