@@ -235,6 +235,73 @@ def test_schema_errors_point_at_the_keyword(smol_tokenizer, backend, schema, mes
     assert (info.value.location.line, info.value.location.col) == pointer_line_col
 
 
+_NO_BRANCH = (
+    "outlines-core reads a subschema by one of type, properties, allOf, anyOf, oneOf, prefixItems, enum, const "
+    "or $ref, and this one has none"
+)
+_OTHERS = ", or use --backend llguidance or xgrammar"
+
+
+@pytest.mark.parametrize(
+    "schema, why, pointer, hint",
+    [
+        (  # aws-sam's policy templates, cibuildwheel: names by pattern only, others refused
+            {"type": "object", "additionalProperties": False, "patternProperties": {"^[a-z]+$": {"type": "string"}}},
+            "false: outlines-core reads `additionalProperties: false` only beside `properties`, and has no "
+            "`patternProperties`",
+            "/additionalProperties",
+            "list the allowed properties under `properties`" + _OTHERS,
+        ),
+        (  # dbt's `"AnyValue": true`, reached through a $ref
+            {"properties": {"meta": {"$ref": "#/definitions/AnyValue"}}, "definitions": {"AnyValue": True}},
+            "true: outlines-core reads no boolean subschema (`true`)",
+            "/definitions/AnyValue",
+            'write the types it allows (`"type": [...]`) instead' + _OTHERS,
+        ),
+        (
+            {"type": "array", "items": False},
+            "false: outlines-core reads no boolean subschema (`items: false`)",
+            "/items",
+            "write `maxItems: 0` for an empty array" + _OTHERS,
+        ),
+        (  # datacite's iso-8601: a pattern it would write raw is left to the checker: it sees a description
+            {"type": "string", "anyOf": [{"description": "Date.", "pattern": "^a.b$"}, {"type": "string"}]},
+            '{"description":"Date."}: ' + _NO_BRANCH,
+            "/anyOf/0",
+            "give it a `type`" + _OTHERS,
+        ),
+    ],
+    ids=["additionalProperties-false", "true-by-ref", "items-false", "no-branch-keyword"],
+)
+def test_a_subschema_outlines_cannot_read_is_named_at_its_place(smol_tokenizer, schema, why, pointer, hint):
+    """outlines-core says "Unsupported JSON Schema structure false" and no more: no place, and a hint that
+    named no keyword. The subschema is found by walking the schema as outlines-core does."""
+    from sgcli.constraints.jsonpos import locate, pointer_parts
+
+    text = json.dumps(schema, indent=2)
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, text, "s.json")
+    with pytest.raises(UserError) as info:
+        get_backend("outlines_core").compile(spec, smol_tokenizer.vocab)
+    error = info.value
+    assert (
+        error.message
+        == f"JSON Schema rejected by outlines_core: Unsupported JSON Schema structure {why} (at {pointer})"
+    )
+    assert (error.location.line, error.location.col) == locate(text, pointer_parts(pointer)) and error.hint == hint
+
+
+def test_a_ref_outlines_cannot_follow_is_named(smol_tokenizer):
+    """outlines-core follows a $ref through object keys only ("Invalid reference path: 0", nothing more)."""
+    schema = {"properties": {"t": {"prefixItems": [{"type": "string"}]}, "s": {"$ref": "#/properties/t/prefixItems/0"}}}
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema, indent=2), "s.json")
+    with pytest.raises(UserError) as info:
+        get_backend("outlines_core").compile(spec, smol_tokenizer.vocab)
+    assert (
+        info.value.message == "JSON Schema rejected by outlines_core: Invalid reference path: 0 (at /properties/s/$ref)"
+    )
+    assert info.value.location.line == 11 and "$defs" in info.value.hint
+
+
 def test_a_large_subschema_outlines_quotes_is_clipped_and_pointed_at(smol_tokenizer):
     """outlines-core quotes the subschema it cannot read whole: a CloudFormation region table (cfn-lint's
     data) put 8 KB of JSON into one error line. The quote is cut; the pointer says where it is."""
@@ -245,7 +312,7 @@ def test_a_large_subschema_outlines_quotes_is_clipped_and_pointed_at(smol_tokeni
         get_backend("outlines_core").compile(spec, smol_tokenizer.vocab)
     message = info.value.message
     assert message.startswith("JSON Schema rejected by outlines_core: Unsupported JSON Schema structure {")
-    assert len(message) < 300 and message.endswith(" chars) (at /properties/InstanceType)"), message
+    assert len(message) < 400 and message.endswith(" chars): " + _NO_BRANCH + " (at /properties/InstanceType)")
     assert (info.value.location.line, info.value.location.col) == (3, 21)
 
 

@@ -16,6 +16,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 from sgcli.backends.base import BITS_PER_WORD, Capabilities, Compiled, CompileWarning, LibraryBackend, SchemaKeywords
 from sgcli.backends.diagnostics import positioned_error, regex_place, schema_error
@@ -23,7 +24,13 @@ from sgcli.backends.draft_reading import as_its_draft_reads, tuples_as_prefix_it
 from sgcli.backends.json_layout import whitespace_regex
 from sgcli.backends.listed_properties import shaped
 from sgcli.backends.native_stderr import capture_fd2
-from sgcli.backends.outlines_coverage import concatenated_all_of, dropped_keywords, ungrouped_empty_schema
+from sgcli.backends.outlines_coverage import (
+    concatenated_all_of,
+    dropped_keywords,
+    ungrouped_empty_schema,
+    unreadable_reason,
+    unreadable_subschema,
+)
 from sgcli.backends.pattern_gaps import at, declared_pattern_gaps, with_patterns
 from sgcli.backends.schema_warnings import find
 from sgcli.constraints.jsonpos import locate, pointer_parts
@@ -186,7 +193,7 @@ class OutlinesCoreBackend(LibraryBackend):
         try:  # a draft's tuple as `prefixItems`: paths above are the file's
             built = build_regex_from_schema(json.dumps(tuples_as_prefix_items(schema)), _WS_MARK)
         except ValueError as exc:
-            raise self._schema_error(spec, str(exc)) from None
+            raise self._schema_error(spec, str(exc), schema) from None
         except TypeError as exc:  # its JSON reader stops at 128 levels: "Expected a valid JSON string."
             raise self._schema_error(spec, f"{exc} (outlines-core reads JSON nested at most 128 levels)") from None
         return _place_whitespace(built, whitespace_regex(spec.json_options))
@@ -255,26 +262,35 @@ class OutlinesCoreBackend(LibraryBackend):
         escaped = [gap.warning() for gap in gaps]
         return [CompileWarning(message, pointer) for pointer, message in dropped_keywords(schema)] + escaped
 
-    def _schema_error(self, spec: ConstraintSpec, message: str) -> UserError:
+    def _schema_error(self, spec: ConstraintSpec, message: str, given=None) -> UserError:
+        """outlines-core's words at the place they are about. `given`: the schema it was given, with the
+        file's paths (a pattern or format sgcli left out of it changes what it quotes)."""
         first = message.split("\n")[0].strip()
         schema = spec.schema()
-        paths = []
+        given = schema if given is None else given
+        paths, hint = [], None
         m = re.match(r"Format (\S+) is not supported", first)
         if m:
             paths = find(schema, lambda n: "format" if n.get("format") == m.group(1) else None)
+        m = re.match(r"Invalid reference path: (.*)$", first)
+        if m:  # it follows a pointer through object keys only
+            paths = find(schema, lambda n: "$ref" if _ref_steps_through(n.get("$ref"), m.group(1)) else None)
+            hint = "outlines-core follows a $ref through object keys only: refer to a subschema under $defs/definitions"
         m = re.match(r"Unsupported JSON Schema structure (.*)$", first)
         if m:
-            try:
-                fragment = json.loads(m.group(1))
-            except ValueError:
-                fragment = None
-            from sgcli.backends.schema_warnings import iter_subschemas
-
-            paths = [p for p, node in iter_subschemas(schema) if node == fragment][:1]
-            quoted = m.group(1)
-            if len(quoted) > _FRAGMENT_CHARS:  # outlines-core quotes the whole subschema: a root's is the file
-                first = f"Unsupported JSON Schema structure {quoted[:_FRAGMENT_CHARS]}... ({len(quoted):,} chars)"
-        return schema_error(self.name, spec, first, paths)
+            quoted, found = m.group(1), unreadable_subschema(given)
+            clip = _FRAGMENT_CHARS if found is None else _FRAGMENT_CHARS // 2  # a pointer says where the rest is
+            if len(quoted) > clip:  # outlines-core quotes the whole subschema: a root's is the file
+                first = f"Unsupported JSON Schema structure {quoted[:clip]}... ({len(quoted):,} chars)"
+            if found is not None:
+                paths = [found[0]]
+                why, hint = unreadable_reason(given, *found)
+            else:
+                why = "outlines-core reads a subschema only as an object with one of type, properties, allOf, anyOf, "
+                why += "oneOf, prefixItems, enum, const or $ref (no `true`/`false`, no `patternProperties`)"
+                hint = "find that subschema in the file and give it a `type`, or use --backend llguidance or xgrammar"
+            first += f": {why}"
+        return schema_error(self.name, spec, first, paths, hint=hint)
 
     def _regex_error(self, spec: ConstraintSpec, message: str) -> UserError:
         """outlines-core says little ("error building NFA"); Python's `re` often says where."""
@@ -301,7 +317,11 @@ class OutlinesCoreBackend(LibraryBackend):
         )
 
 
-_FRAGMENT_CHARS = 160  # of a subschema quoted in an error; the pointer says where the rest is
+_FRAGMENT_CHARS = 160  # of a subschema quoted in an error
+
+
+def _ref_steps_through(ref, step: str) -> bool:
+    return isinstance(ref, str) and ref.startswith("#") and step in pointer_parts(unquote(ref[1:]))
 
 
 # A marker outlines-core places wherever JSON whitespace may go (no schema text contains \x01).

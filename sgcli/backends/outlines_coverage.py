@@ -13,7 +13,10 @@ read here where the file has it.
 
 from __future__ import annotations
 
+import json
+
 from sgcli.backends.draft_reading import reads_tuples_from_items
+from sgcli.backends.pattern_gaps import at
 from sgcli.backends.schema_doc import COMPANIONS
 from sgcli.backends.schema_warnings import iter_subschemas
 from sgcli.constraints.dialect import dialect_of
@@ -188,3 +191,109 @@ def ungrouped_empty_schema(schema) -> str | None:
         if node.get("additionalProperties") == {} and "properties" not in node:
             return pointer_of(path + ("additionalProperties",))
     return None
+
+
+_REF_DEPTH = 3  # outlines-core follows $refs nested this deep, then gives up on the property holding one
+
+
+class _TooDeep(Exception):
+    """outlines-core's $ref limit, met under a property: it leaves that property out and goes on."""
+
+
+def unreadable_subschema(schema) -> tuple[tuple, object] | None:
+    """(path, value) of the first subschema outlines-core cannot read, its "Unsupported JSON Schema
+    structure ...", which quotes the value but says not where: a boolean (`additionalProperties: false`
+    without `properties`, `"AnyValue": true`) or a list where it reads a subschema, or an object with none
+    of the keywords it reads one by. Walked as its `to_regex` walks (the first recognised keyword, the
+    `additionalProperties`/`items` of a `type`, local $refs); None where this walk finds none."""
+    list_items = reads_tuples_from_items(schema)
+    done: dict[tuple[int, int], object] = {}
+
+    def walk(node, path: tuple, depth: int):
+        """`inside`, once per subschema and $ref depth (a subschema many $refs reach is read once)."""
+        if not isinstance(node, dict):
+            return path, node
+        key = (id(node), depth)
+        if key not in done:
+            try:
+                done[key] = inside(node, path, depth)
+            except _TooDeep as exc:
+                done[key] = exc
+        if isinstance(done[key], _TooDeep):
+            raise done[key]
+        return done[key]
+
+    def inside(node: dict, path: tuple, depth: int):
+        branch = _branch(node, list_items) if node else "empty"
+        if branch is None:
+            return path, node
+        if branch == "properties" and isinstance(node["properties"], dict):
+            for sub, sub_path in _children(node, branch, path):
+                try:
+                    hit = walk(sub, sub_path, depth)
+                except _TooDeep:
+                    continue
+                if hit:
+                    return hit
+        elif branch == "$ref" and isinstance(node["$ref"], str):
+            if depth > _REF_DEPTH:
+                raise _TooDeep
+            target = resolve_ref(schema, node["$ref"])
+            if target is not None and not any(isinstance(step, int) for step in target[1]):
+                return walk(target[0], target[1], depth + 1)  # (a list index it cannot follow: its own error)
+        elif branch in ("allOf", "anyOf", "oneOf", "prefixItems"):
+            for sub, sub_path in _children(node, branch, path, list_items):
+                hit = walk(sub, sub_path, depth)
+                if hit:
+                    return hit
+        elif branch == "type":
+            return in_type(node, path, depth)
+        return None
+
+    def in_type(node: dict, path: tuple, depth: int):
+        types = node["type"] if isinstance(node["type"], list) else [node["type"]]
+        for kind, key, most in (("array", "items", "maxItems"), ("object", "additionalProperties", "maxProperties")):
+            bound = node.get(most)
+            if kind not in types or key not in node or node[key] is True:
+                continue
+            if isinstance(bound, int) and not isinstance(bound, bool) and bound < 1:
+                continue  # `[]` or `{}` outright, the subschema unread
+            hit = walk(node[key], path + (key,), depth)
+            if hit:
+                return hit
+        return None
+
+    try:
+        return walk(schema, (), 0)
+    except (_TooDeep, RecursionError):  # its own error then, not this one
+        return None
+
+
+def unreadable_reason(schema, path: tuple, value) -> tuple[str, str]:
+    """(why outlines-core cannot read `value` at `path`, what the user can do) in words."""
+    other = "or use --backend llguidance or xgrammar"
+    holder = at(schema, path[:-1]) if path else None
+    if value is False and path and path[-1] == "additionalProperties":
+        why = "outlines-core reads `additionalProperties: false` only beside `properties`"
+        if isinstance(holder, dict) and "patternProperties" in holder:
+            why += ", and has no `patternProperties`"
+        return why, f"list the allowed properties under `properties`, {other}"
+    if value is False and path and path[-1] == "items":
+        return (
+            "outlines-core reads no boolean subschema (`items: false`)",
+            f"write `maxItems: 0` for an empty array, {other}",
+        )
+    if isinstance(value, bool):
+        return (
+            f"outlines-core reads no boolean subschema (`{json.dumps(value)}`)",
+            f'write the types it allows (`"type": [...]`) instead, {other}'
+            if value
+            else f"remove it (it allows no value), {other}",
+        )
+    if isinstance(value, dict):
+        keys = ", ".join(_BRANCHES[:-1]) + f" or {_BRANCHES[-1]}"
+        return (
+            f"outlines-core reads a subschema by one of type, {keys}, and this one has none",
+            f"give it a `type`, {other}",
+        )
+    return "outlines-core reads a subschema only as an object", f"write a subschema there, {other}"
