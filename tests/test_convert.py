@@ -190,6 +190,50 @@ def test_a_keyword_the_printed_grammar_drops_is_exit_2_unless_allowed(run_cli, t
     assert _record(allowed)["unenforced"][0]["keyword"] == keyword.split("`")[1]
 
 
+@pytest.mark.parametrize(
+    ("schema", "pointer", "at"),
+    [
+        ({"$ref": "#foo", "$defs": {"A": {"$anchor": "foo", "type": "integer"}}}, "/$ref", "1:2"),
+        (  # a plain-name fragment to a $dynamicAnchor
+            {
+                "type": "array",
+                "items": {"$ref": "#items"},
+                "$defs": {"foo": {"$dynamicAnchor": "items", "type": "string"}},
+            },
+            "/items/$ref",
+            "1:29",
+        ),
+        (  # an `$id` inside `then`: referencing resolves it, xgrammar does not
+            {"$ref": "http://example.com/ref/then", "then": {"$id": "http://example.com/ref/then", "type": "integer"}},
+            "/$ref",
+            "1:2",
+        ),
+        (  # a URN base
+            {
+                "$id": "urn:uuid:deadbeef-1234-0000-0000-4321feebdaed",
+                "properties": {"foo": {"$ref": "urn:uuid:deadbeef-1234-0000-0000-4321feebdaed#/$defs/bar"}},
+                "$defs": {"bar": {"type": "string"}},
+            },
+            "/properties/foo/$ref",
+            "1:81",
+        ),
+    ],
+)
+def test_a_ref_the_translator_leaves_unresolved_is_exit_2_as_lint_says(run_cli, tmp_path, schema, pointer, at):
+    """xgrammar prints a `$ref` it cannot resolve as any JSON value and only warns on stderr; convert took the
+    declared gaps alone and printed a grammar accepting `"a"` for `{"$ref": "#foo"}` with exit 0 and
+    `unenforced: []`, while lint named the `$ref` (J004). Its warnings count for convert as for lint."""
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(schema))
+    refused = run_cli("convert", path, "--to", "gbnf", "--no-check")
+    assert refused.exit_code == 2, refused.output
+    assert f"s.json:{at}" in refused.output and f"`$ref` at {pointer}" in refused.output
+    assert "::=" not in refused.stdout
+    allowed = run_cli("convert", path, "--to", "gbnf", "--no-check", "--allow-unenforced", "--json")
+    assert allowed.exit_code == 0
+    assert {"pointer": pointer, "keyword": "$ref", "backend": "xgrammar"} in _record(allowed)["unenforced"]
+
+
 def test_a_layout_flag_the_translator_lacks_is_exit_2_not_dropped(run_cli, tmp_path):
     """`--whitespace-pattern` was dropped: the printed grammar had unbounded whitespace at every token."""
     path = tmp_path / "s.json"
@@ -385,7 +429,7 @@ def test_cli_reports_the_check_and_exits_1_when_the_round_trip_fails(run_cli, tm
     assert ok.exit_code == 0 and "cases from" in ok.stderr and "round trip ok" in ok.stderr
     # A converter with a bug: the check must say so and fail the command.
     wrong = ConstraintSpec(Kind.EBNF, "root ::= [0-9] [0-9] [0-9]\n", "wrong.gbnf")
-    monkeypatch.setattr(convert_cmd, "convert_spec", lambda spec, to: wrong)
+    monkeypatch.setattr(convert_cmd, "convert_spec", lambda spec, to: (wrong, []))
     bad = run_cli("convert", tmp_path / "digits.regex", "--to", "ebnf", "--cases", cases, "--samples", "3")
     assert bad.exit_code == 1
     assert "round trip FAILED" in bad.stderr and "case 1 is accepted by the source but rejected" in bad.stderr
@@ -434,7 +478,7 @@ def test_the_schema_translator_is_the_backend_whose_capabilities_say_so():
     printers = [n for n in backend_names() if get_backend(n).capabilities.prints_schema]
     assert printers and printed_by(schema) == printers[0]
     assert printed_by(ConstraintSpec(Kind.REGEX, "[0-9]+", "--regex")) is None  # sgcli's own readers
-    assert "::=" in get_backend(printers[0]).schema_grammar(schema)
+    assert "::=" in get_backend(printers[0]).schema_grammar(schema)[0]
     for name in set(backend_names()) - set(printers):
         with pytest.raises(NotImplementedError):
             get_backend(name).schema_grammar(schema)
@@ -567,7 +611,7 @@ def test_schema_conversions_keep_xgrammars_masks_as_cheap_as_the_sources(smol_to
 
     reference = mask_seconds(source)
     for to in ("lark", "gbnf"):
-        converted = convert_spec(source, to)
+        converted, _ = convert_spec(source, to)
         assert mask_seconds(converted) < 10 * reference + 0.05, converted.text
 
 

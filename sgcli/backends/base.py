@@ -267,8 +267,9 @@ class Backend(Protocol):
         `data` is stale or unreadable (the cache then recompiles). Only called when
         `capabilities.cacheable`."""
 
-    def schema_grammar(self, spec: ConstraintSpec) -> str:
-        """The grammar text this backend compiles for a JSON Schema spec; only where
+    def schema_grammar(self, spec: ConstraintSpec) -> tuple[str, list[CompileWarning]]:
+        """The grammar text this backend compiles for a JSON Schema spec, and the warnings `compile` would
+        give for it (what the text leaves out: `keyword_coverage.warned_gaps`); only where
         `capabilities.prints_schema`."""
         ...
 
@@ -337,7 +338,7 @@ class LibraryBackend:
     def deserialize(self, data: bytes, spec: ConstraintSpec, vocab: Vocab) -> Compiled | None:
         return None
 
-    def schema_grammar(self, spec: ConstraintSpec) -> str:
+    def schema_grammar(self, spec: ConstraintSpec) -> tuple[str, list[CompileWarning]]:
         raise NotImplementedError(f"{self.module} prints no grammar for a JSON Schema (capabilities.prints_schema)")
 
     def forget_compiles(self) -> None:

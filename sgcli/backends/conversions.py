@@ -24,9 +24,12 @@ def printed_by(spec: ConstraintSpec) -> str | None:
     return translator() if spec.kind is Kind.JSON_SCHEMA else None
 
 
-def json_schema_to_ebnf(spec: ConstraintSpec) -> str:
-    """The EBNF the translating backend compiles for `spec`, honouring its JSON layout options."""
+def json_schema_to_ebnf(spec: ConstraintSpec) -> tuple[str, list]:
+    """The EBNF the translating backend compiles for `spec`, honouring its JSON layout options, and the
+    keywords that text does not enforce (`keyword_coverage` Gaps: the declared ones and those its own
+    warnings point at, as lint counts them): a grammar file carries no schema checker, so all are lost."""
     from sgcli.backends import get_backend, unsupported_reason
+    from sgcli.backends.keyword_coverage import warned_gaps
 
     assert spec.kind is Kind.JSON_SCHEMA
     name = translator()
@@ -40,12 +43,5 @@ def json_schema_to_ebnf(spec: ConstraintSpec) -> str:
             f"{name}'s translator, which prints a JSON Schema as grammar text, does not support {lacks}",
             hint="drop that flag (--json-whitespace, --indent and --max-whitespace it takes)",
         )
-    return backend.schema_grammar(spec)
-
-
-def printed_gaps(spec: ConstraintSpec) -> list:
-    """The keywords of the JSON Schema `spec` that the translator's printed grammar does not enforce
-    (`keyword_coverage` Gaps): a grammar file carries no schema checker, so all of them are lost."""
-    from sgcli.backends.keyword_coverage import schema_gaps
-
-    return schema_gaps(spec, translator()) if spec.kind is Kind.JSON_SCHEMA else []
+    text, warnings = backend.schema_grammar(spec)
+    return text, warned_gaps(spec, name, warnings)

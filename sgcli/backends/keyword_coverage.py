@@ -323,21 +323,27 @@ def _nearest_anchor(doc: SchemaDoc, pointer: str) -> str:
 def compiled_gaps(compiled) -> list[Gap]:
     """The gaps of a compiled JSON Schema: the declared ones, plus every keyword the backend's own
     compile warnings point at."""
-    gaps = schema_gaps(compiled.spec, compiled.backend)
-    if compiled.spec.kind is not Kind.JSON_SCHEMA:
+    return warned_gaps(compiled.spec, compiled.backend, compiled.warnings)
+
+
+def warned_gaps(spec, backend: str, warnings: list) -> list[Gap]:
+    """The declared gaps of `spec` on `backend`, plus every keyword its `warnings` (a compile's, or those
+    of printing the schema as grammar text) point at: what lint, compile and convert all name."""
+    gaps = schema_gaps(spec, backend)
+    if spec.kind is not Kind.JSON_SCHEMA:
         return gaps  # warnings point into the grammar, not into the schemas inside it
     declared = {g.pointer for g in gaps}
     try:
-        doc = SchemaDoc(compiled.spec.schema())
+        doc = SchemaDoc(spec.schema())
     except Exception:
         return gaps
     extra, known = [], set(declared)
-    for w in compiled.warnings:
+    for w in warnings:
         if w.pointer and w.pointer not in known:
             known.add(w.pointer)
             keyword = pointer_parts(w.pointer)[-1]
             parent = "/".join(w.pointer.split("/")[:-1])
-            extra.append(Gap(w.pointer, keyword, compiled.backend, w.message, anchors=(_nearest_anchor(doc, parent),)))
+            extra.append(Gap(w.pointer, keyword, backend, w.message, anchors=(_nearest_anchor(doc, parent),)))
     # what the checker cannot take inside a warned subschema may be declared already: one gap per keyword
     return gaps + [g for g in checker_limits(extra, doc) if g.pointer not in declared] if extra else gaps
 

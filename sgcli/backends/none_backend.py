@@ -75,7 +75,7 @@ class NoneBackend:
     def deserialize(self, data: bytes, spec: ConstraintSpec, vocab: Vocab) -> Compiled | None:
         return None
 
-    def schema_grammar(self, spec: ConstraintSpec) -> str:
+    def schema_grammar(self, spec: ConstraintSpec) -> tuple[str, list]:
         raise NotImplementedError("the none backend prints no grammar (capabilities.prints_schema)")
 
     def forget_compiles(self) -> None:

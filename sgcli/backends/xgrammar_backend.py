@@ -11,6 +11,7 @@ from sgcli.backends import structural_tag
 from sgcli.backends.base import (
     Capabilities,
     Compiled,
+    CompileWarning,
     LibraryBackend,
     SchemaKeywords,
     bitmask_words,
@@ -258,24 +259,30 @@ class XGrammarBackend(LibraryBackend):
             except UnicodeDecodeError:  # its message cut a character in two (`root ::= règle`): unreadable
                 raise self._error(spec, schema, _UNREADABLE_MESSAGE) from None
         elapsed = time.perf_counter() - t
+        warnings = self._warnings(spec, schema, native_log, gaps)
+        return XGrammarCompiled(self.name, spec, vocab, elapsed, warnings, handle=handle)
+
+    def schema_grammar(self, spec: ConstraintSpec) -> tuple[str, list[CompileWarning]]:
+        """xgrammar's EBNF for a JSON Schema (`str(Grammar.from_json_schema(...))`), honouring its layout
+        options, as `compile` hands it over (patterns it would write raw left out), and the warnings
+        `compile` would give: a `$ref` it cannot resolve is only a line on stderr, printed as any value."""
+
+        schema = spec.schema()  # positioned error for malformed JSON first
+        gaps = self._pattern_gaps(spec, schema)
+        with capture_fd2() as native_log:
+            try:
+                grammar = json_schema_grammar(schema_text(spec, schema, gaps), spec.json_options)
+            except RuntimeError as exc:
+                raise self._error(spec, schema, str(exc)) from None
+        return str(grammar), self._warnings(spec, schema, native_log, gaps)
+
+    def _warnings(self, spec: ConstraintSpec, schema, native_log: list[str], gaps) -> list[CompileWarning]:
+        """What a compile (or a printed schema) weakened: xgrammar's log, each at its schema pointer,
+        the patterns left to the checker, and sgcli's own rewrites."""
         warnings = compile_warnings(spec, native_log, schema=schema) + [g.warning() for g in gaps]
         if schema is not None and '"patternProperties"' in spec.text:
             warnings += name_pattern_warnings(schema)
-        warnings += lark_priority_warnings(spec) + structural_tag.layout_warnings(spec)
-        return XGrammarCompiled(self.name, spec, vocab, elapsed, warnings, handle=handle)
-
-    def schema_grammar(self, spec: ConstraintSpec) -> str:
-        """xgrammar's EBNF for a JSON Schema (`str(Grammar.from_json_schema(...))`), honouring its layout
-        options, as `compile` hands it over (patterns it would write raw left out)."""
-
-        schema = spec.schema()  # positioned error for malformed JSON first
-        text = schema_text(spec, schema, self._pattern_gaps(spec, schema))
-        with capture_fd2():
-            try:
-                grammar = json_schema_grammar(text, spec.json_options)
-            except RuntimeError as exc:
-                raise self._error(spec, schema, str(exc)) from None
-        return str(grammar)
+        return warnings + lark_priority_warnings(spec) + structural_tag.layout_warnings(spec)
 
     def _pattern_gaps(self, spec: ConstraintSpec, schema) -> list[PatternGap]:
         """Patterns xgrammar would write raw (pattern_gaps): left out where sgcli's checker takes them."""

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from sgcli.backends.conversions import printed_by, printed_gaps
+from sgcli.backends.conversions import printed_by
 from sgcli.backends.guarantee import printed_weaker_error
 from sgcli.cli import constraint_options as co
 from sgcli.cli.coercion import plain
@@ -96,9 +96,8 @@ def convert(
     if samples < 0:
         raise UserError("--samples must be 0 or more")
     source = _source(flags, file).for_generation()  # a schema prints as generate compiles it (strict_mode)
-    target = convert_spec(source, to)
+    target, lost = convert_spec(source, to)
     via = printed_by(source)
-    lost = printed_gaps(source)
     if lost and not flags.allow_unenforced:
         raise printed_weaker_error(source, via, lost)
     case_file, case_list = (cases, load_suite(cases).cases) if cases else sibling_cases(source.origin)

@@ -27,12 +27,13 @@ from sgcli.errors import UserError
 from sgcli.grammar_dev.grammar_tests import load_suite
 
 
-def convert_spec(spec: ConstraintSpec, to: str) -> ConstraintSpec:
-    """The converted grammar as a spec of the target kind; a JSON Schema through a backend's EBNF."""
+def convert_spec(spec: ConstraintSpec, to: str) -> tuple[ConstraintSpec, list]:
+    """The converted grammar as a spec of the target kind, and the schema keywords it does not enforce
+    (`keyword_coverage` Gaps; none for a grammar source); a JSON Schema through a backend's EBNF."""
     target = target_of(spec, to)
     if spec.kind is not Kind.JSON_SCHEMA:
-        return print_model(spec, read_model(spec), target)
-    text, origin = json_schema_to_ebnf(spec), f"{printed_by(spec)}'s EBNF for {spec.name}"
+        return print_model(spec, read_model(spec), target), []
+    (text, lost), origin = json_schema_to_ebnf(spec), f"{printed_by(spec)}'s EBNF for {spec.name}"
     grammar, text, origin = read_model(spec, text, origin)
     for rule in grammar.rules:  # its lookaheads only repeat what the JSON grammar makes follow
         rule.body = without_lookaheads(rule.body)
@@ -40,7 +41,7 @@ def convert_spec(spec: ConstraintSpec, to: str) -> ConstraintSpec:
     # uses it or not: the rules the root never reaches are left out, so sgcli's own output lints clean
     reached = grammar.reached()
     grammar.rules = [rule for rule in grammar.rules if rule.name in reached]
-    return print_model(spec, (grammar, text, origin), target)
+    return print_model(spec, (grammar, text, origin), target), lost
 
 
 SAMPLE_SECONDS = 15.0  # per backend and direction: the walks stop there, and the note says so
