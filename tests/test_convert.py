@@ -439,6 +439,33 @@ def test_cli_reports_the_check_and_exits_1_when_the_round_trip_fails(run_cli, tm
     assert unknown.exit_code == 1 and "round trip NOT VERIFIED" in unknown.stderr and "FAILED" not in unknown.stderr
 
 
+@pytest.mark.parametrize("check", [[], ["--no-check"]], ids=["checked", "no-check"])
+def test_a_source_no_backend_reads_is_exit_2_at_its_position_before_anything_is_printed(run_cli, tmp_path, check):
+    """sgcli's regex reader gives `a{,3}` Python's meaning (0 to 3), which every backend refuses: convert
+    printed `root ::= "a"{0,3}` and called it "round trip FAILED" (exit 1). It is bad input."""
+    path = tmp_path / "open.regex"
+    path.write_text("a{,3}")
+    result = run_cli("convert", path, "--to", "gbnf", *check)
+    assert result.exit_code == 2, result.output
+    assert "open.regex:1:3" in result.stderr and "no backend reads" in result.stderr
+    assert "repetition" in result.stderr and "xgrammar" in result.stderr  # the backends' reasons
+    assert result.stdout == "" and "FAILED" not in result.stderr and "::=" not in result.stderr
+
+
+def test_a_converted_grammar_no_backend_compiles_is_not_verified_not_failed(run_cli, tmp_path, monkeypatch):
+    """Nothing was compared where no backend compiles both: `_show` says NOT VERIFIED for that, but the
+    line went to the failures and the verdict read FAILED."""
+    import sgcli.cli.convert_cmd as convert_cmd
+
+    (tmp_path / "d.regex").write_text("[0-9]{2}\n")
+    unreadable = ConstraintSpec(Kind.EBNF, "root ::= [9-0]\n", "wrong.gbnf")
+    monkeypatch.setattr(convert_cmd, "convert_spec", lambda spec, to: (unreadable, []))
+    result = run_cli("convert", tmp_path / "d.regex", "--to", "gbnf", "--samples", "2")
+    assert result.exit_code == 1
+    assert "no backend compiles both" in result.stderr and "round trip NOT VERIFIED" in result.stderr
+    assert "FAILED" not in result.stderr
+
+
 def test_a_schema_pattern_converts_as_xgrammar_matches_it(run_cli, tmp_path):
     """xgrammar prints a pattern as `Regex("...", json_string=true)`, whose `.` never takes what JSON
     escapes; read as a plain regex, ansible-lint's changelog schema (`\\d+.\\d+.\\d+.*`) converted to a

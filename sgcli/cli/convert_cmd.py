@@ -15,7 +15,7 @@ from sgcli.cli.coercion import plain
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, json_line, out, output_format_of
 from sgcli.dialects.convert import TARGETS
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
-from sgcli.grammar_dev.convert import convert_spec, round_trip, sibling_cases
+from sgcli.grammar_dev.convert import convert_spec, refuse_unreadable, round_trip, sibling_cases
 from sgcli.grammar_dev.grammar_tests import load_suite
 
 EXAMPLES = """
@@ -102,7 +102,9 @@ def convert(
         raise printed_weaker_error(source, via, lost)
     case_file, case_list = (cases, load_suite(cases).cases) if cases else sibling_cases(source.origin)
     report = None
-    if not no_check:
+    if no_check:
+        refuse_unreadable(source, only=via)
+    else:
         from sgcli.cli.progress import stage_progress
         from sgcli.tokenizers import load_tokenizer
 

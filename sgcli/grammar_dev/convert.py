@@ -64,11 +64,13 @@ Progress = Callable[[str, int, int], None]  # (stage, step, steps in the stage),
 
 
 def _compile_all(
-    spec: ConstraintSpec, vocab, report: RoundTrip, role: str, only: str | None, progress: Progress
+    spec: ConstraintSpec, vocab, report: RoundTrip, role: str, only: str | None, progress: Progress, first=False
 ) -> dict:
-    """Compile `spec` with every enforcing backend that supports it (or just `only`); notes for those that cannot."""
+    """Compile `spec` with every enforcing backend that supports it (or just `only`; with `first`, up to the
+    first that compiles it); notes for those that cannot. Where every installed one refuses the source,
+    it is bad input (`_unreadable`)."""
 
-    compiled = {}
+    compiled, refused = {}, {}
     names = [n for n in backends_for(spec) if only is None or n == only]
     for i, name in enumerate(names):
         impl = get_backend(name)
@@ -83,8 +85,35 @@ def _compile_all(
         except CompileLimitError:
             raise  # a limit is the user's to raise (exit 2), not a note about the conversion
         except UserError as exc:
+            refused[name] = exc
             report.notes.append(f"{role} not checked on {name}: it does not compile there: {exc.message}")
+            continue
+        if first:
+            break
+    if role == "source" and refused and not compiled:
+        raise _unreadable(spec, refused)
     return compiled
+
+
+def _unreadable(spec: ConstraintSpec, refused: dict[str, UserError]) -> UserError:
+    """Exit 2 at the first backend's position: sgcli's own reader is kinder in places (`a{,3}`, Python's
+    0 to 3, is an error to every backend), and a grammar printed from what nothing runs was reported
+    as a failed round trip (exit 1)."""
+    first = next(iter(refused.values()))
+    others = "; ".join(f"{name}: {' '.join(exc.message.split())}" for name, exc in list(refused.items())[1:])
+    return UserError(
+        f"no backend reads this {spec.kind.label}: {first.message}",
+        location=first.location,
+        hint=(first.hint or "fix it there") + (f" ({others})" if others else ""),
+    )
+
+
+def refuse_unreadable(source: ConstraintSpec, only: str | None = None) -> None:
+    """Without a round trip (--no-check), still exit 2 where no backend reads the source: compiled on the
+    256-byte vocabulary lint uses, up to the first backend that takes it."""
+    from sgcli.lint.runner import byte_vocab
+
+    _compile_all(source, byte_vocab(), RoundTrip(), "source", only, lambda stage, i, n: None, first=True)
 
 
 def round_trip(
@@ -111,8 +140,8 @@ def round_trip(
     sources = _compile_all(source, vocab, report, "source", only, step)
     targets = _compile_all(target, vocab, report, "converted grammar", only, step)
     report.backends = [name for name in sources if name in targets]
-    if not report.backends:
-        report.failures.append(
+    if not report.backends:  # nothing compared: NOT VERIFIED, not a failure of the conversion
+        report.notes.append(
             "no backend compiles both the source and the converted grammar "
             f"(source: {', '.join(sources) or 'none'}; converted: {', '.join(targets) or 'none'})"
         )
