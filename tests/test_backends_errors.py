@@ -434,3 +434,14 @@ def test_xgrammars_byte_column_is_given_in_characters(smol_tokenizer, prefix):
     with pytest.raises(UserError) as caught:
         get_backend("xgrammar").compile(spec, smol_tokenizer.vocab)
     assert (caught.value.location.line, caught.value.location.col) == (1, 18)
+
+
+def test_xgrammars_log_prefix_is_cut_wherever_it_stands(smol_tokenizer):
+    """xgrammar puts "[02:12:54] /project/cpp/regex_converter.cc:94: " inside its regex errors, after its own
+    words: the message a user reads keeps xgrammar's words and drops the timestamp and build path."""
+    spec = ConstraintSpec(Kind.LARK, "start: /[a-z/\n", "g.lark")
+    with pytest.raises(UserError) as caught:
+        get_backend("xgrammar").compile(spec, smol_tokenizer.vocab)
+    message = caught.value.message
+    assert "failed to compile regular expression: Regex parsing error at position 5: Unclosed '['" in message
+    assert "project/cpp" not in message and not re.search(r"\[\d\d:\d\d:\d\d\]", message)

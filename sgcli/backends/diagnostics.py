@@ -11,13 +11,16 @@ from sgcli.errors import Location, UserError, offset_to_line_col
 
 _LINE_COL = re.compile(r"line (\d+),? col(?:umn)? (\d+)", re.I)
 _POSITION = re.compile(r"at position (\d+)", re.I)
-_LOG_PREFIX = re.compile(r"^\[[\d:]+\] \S+:\d+: ")  # "[20:38:07] /project/cpp/x.cc:820: "
+# "[20:38:07] /project/cpp/x.cc:820: ", at the start of a line or after xgrammar's own words ("failed to compile
+# regular expression: [02:12:54] /project/cpp/regex_converter.cc:94: Regex parsing error ...")
+_LOG_PREFIX = re.compile(r"\[\d\d?:\d\d:\d\d\] \S+:\d+: ")
 _WARNING_TAG = re.compile(r"^warning:\s*", re.I)  # "Warning: ", "WARNING: "
 
 
 def native_message(line: str) -> str:
-    """A native library's error or log line in its own words: without the log prefix
-    ("[20:38:07] /project/cpp/x.cc:820: ") or a "Warning:" tag. The one place that scrapes them."""
+    """A native library's error or log line in its own words: without its log prefixes
+    ("[20:38:07] /project/cpp/x.cc:820: ", wherever one stands) or a "Warning:" tag. The one place that
+    scrapes them."""
     return _WARNING_TAG.sub("", _LOG_PREFIX.sub("", line.strip())).strip()
 
 
