@@ -219,6 +219,20 @@ def test_a_grammar_that_does_not_compile_fails_the_file(run_cli, tmp_path):
     assert "error: xgrammar" in result.stdout and "missing" in result.stdout
 
 
+def test_the_summary_names_the_backend_that_did_not_compile(run_cli, tmp_path):
+    """Every case passed on llguidance and xgrammar refused the grammar: the verdict line said "FAILED: 2/2 case
+    runs passed on llguidance", which reads as a contradiction; it says what failed."""
+    path = tmp_path / "negation.test.yaml"  # llguidance reads `~"b"` (any lexeme but b); xgrammar refuses it
+    path.write_text(
+        'grammar: {kind: lark, text: \'start: "a" ~"b"\'}\n'
+        "cases:\n  - {input: 'ac', accept: true}\n  - {input: 'ab', accept: false}\n"
+    )
+    result = run_cli("test", path, "--backend", "all")
+    assert result.exit_code == 1
+    summary = result.stdout.strip().splitlines()[-1]
+    assert summary == "FAILED: xgrammar did not compile the grammar; 2/2 case runs passed on llguidance", summary
+
+
 @pytest.mark.parametrize(
     "content,where",
     [

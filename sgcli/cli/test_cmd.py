@@ -159,9 +159,20 @@ def _show(report) -> None:
         )
         for o in noted[:3]:
             out.print(f"[dim]  case {o.case.index + 1} on {o.backend}: {escape(o.notes[0])}[/]")
+    out.print(_verdict(report, ran))
+
+
+def _verdict(report, ran: list[str]) -> str:
+    """The summary line, naming a backend that did not compile the grammar first: "FAILED: 2/2 case runs
+    passed on llguidance" alone read as a contradiction when xgrammar's compile was what failed."""
+    from rich.markup import escape
+
+    stopped = {"error": "did not compile the grammar", "limit": "ran past a compile limit"}
+    why = [f"{b.name} {stopped[b.status]}" for b in report.backends if b.status in stopped]
     passed = sum(o.passed for o in report.outcomes)
+    counted = f"{passed}/{len(report.outcomes)} case runs passed on {', '.join(ran) or 'no backend'}"
     verdict = "[green]ok[/]" if report.ok else "[red]FAILED[/]"
-    out.print(f"{verdict}: {passed}/{len(report.outcomes)} case runs passed on {', '.join(ran) or 'no backend'}")
+    return f"{verdict}: {escape('; '.join([*why, counted]))}"
 
 
 def _short(text: str, limit: int = 40) -> str:
