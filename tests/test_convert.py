@@ -679,6 +679,12 @@ def test_a_grammar_that_ends_at_a_newline_is_verified_not_left_unchecked(run_cli
         ("rep.regex", "a{3,1}", "1:2", "maximum below its minimum"),
         ("rep.lark", 'start: "a" ~ 3..1\n', "1:12", "maximum below its minimum"),
         ("range.lark", 'start: "b".."a"\n', "1:8", "backwards"),
+        ("esc.gbnf", 'root ::= "a\\q" [\\z]\n', "1:12", "unknown escape \\q"),
+        ("cls.gbnf", 'root ::= "a" [\\z]\n', "1:15", "unknown escape \\z"),
+        ("hex.gbnf", 'root ::= "a" "\\x4"\n', "1:15", "\\x needs 2 hex digits"),
+        ("brace.gbnf", 'root ::= "\\u{41}"\n', "1:11", "\\u needs 4 hex digits"),
+        ("esc.lark", 'start: "a\\q"\n', "1:10", "unknown escape \\q"),
+        ("bell.lark", 'start: "\\a"\n', "1:9", "unknown escape \\a"),  # Python's bell; no Lark backend's
     ],
 )
 def test_input_no_engine_reads_as_written_is_exit_2_at_its_position(run_cli, tmp_path, name, text, where, what):
@@ -718,3 +724,20 @@ def test_a_failing_string_is_shown_as_it_reads():
 
     assert _clip("ab߆cd".encode(), 3) == "ab⟨߆⟩cd"
     assert _clip(b"a\x08\xffb", 2) == "a\\x08⟨\\xff⟩b"
+
+
+def test_gbnf_reads_every_escape_llama_cpp_or_xgrammar_defines():
+    """llama.cpp's `\\[ \\] \\-` and xgrammar's `\\e \\0 \\? \\' \\/`, as each reads them (`\\e` had been `e`)."""
+    from sgcli.dialects.gbnf import parse_gbnf
+
+    text = 'root ::= "\\x41\\u00e9\\U0001F600\\t\\r\\n\\\\\\"\\[\\]\\-\\f\\v\\0\\a\\b\\e\\\'\\?\\/" [\\]\\-]\n'
+    string, chars = parse_gbnf(text).rules[0].body.items
+    assert string.text == "Aé\U0001f600\t\r\n\\\"[]-\f\v\0\a\b\x1b'?/"
+    assert chars.ranges == [(ord("]"), ord("]")), (ord("-"), ord("-"))]
+
+
+def test_lark_reads_every_escape_llguidance_defines():
+    from sgcli.dialects.lark import parse_lark
+
+    string = parse_lark('start: "\\x41\\u00e9\\t\\r\\n\\b\\f\\\\\\"\\/"\n').rules[0].body
+    assert string.text == 'Aé\t\r\n\b\f\\"/'

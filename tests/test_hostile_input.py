@@ -880,7 +880,9 @@ def test_an_empty_prompt_from_stdin_is_exit_2(run_cli, no_model):
         ("wrap.gbnf", 'root ::= "a"{4294967297}\n', "wrap.gbnf:1:13", "xgrammar wraps it around"),
         ("wrap.lark", "start: /a{4294967297}/\n", "wrap.lark:1:10", "repetition count"),
         ("big.gbnf", 'root ::= "a" "\\U0011FFFF"\n', "big.gbnf:1:15", "past U+10FFFF"),
-        ("big.lark", 'start: "\\U0011FFFF"\n', "big.lark:1:9", "past U+10FFFF"),
+        ("big.lark", 'start: "\\U0011FFFF"\n', "big.lark:1:9", "unknown escape \\U"),  # no \U in a Lark string
+        ("esc.gbnf", 'root ::= "a\\q" [\\z]\n', "esc.gbnf:1:12", "unknown escape \\q"),
+        ("hex.gbnf", 'root ::= "a" "\\x4"\n', "hex.gbnf:1:15", "\\x needs 2 hex digits"),
     ],
 )
 @pytest.mark.parametrize("backend", ["xgrammar", "llguidance"])
@@ -895,6 +897,16 @@ def test_a_spelling_no_backend_reads_as_written_is_exit_2_at_its_place(
     assert result.exit_code == 1 and "internal error" not in result.output, result.output
     assert needle in result.output and where in result.output.replace(str(tmp_path) + "/", ""), result.output
     _refused(run_cli("masks", path, "--text", "a", "--backend", backend), needle)
+
+
+def test_lint_finds_an_escape_llama_cpp_refuses_on_the_default_backend(run_cli, tmp_path):
+    """`"a\\q" [\\z]`: llama.cpp and xgrammar refuse `\\q`; sgcli's reader took it for `q`, so lint on the
+    default backend (llguidance, which gets sgcli's print) said "All checks passed" and convert printed "aq"."""
+    path = tmp_path / "badesc.gbnf"
+    path.write_text('root ::= "a\\q" [\\z]\n')
+    result = run_cli("lint", path)
+    assert result.exit_code == 1, result.output
+    assert f"{path}:1:12: S0" in result.output and "unknown escape \\q" in result.output, result.output
 
 
 def test_an_empty_stop_string_is_exit_2(run_cli, no_model):

@@ -84,7 +84,7 @@ def test_the_rewrite_changes_only_what_xgrammar_misreads():
         'x ::= "" | "a" ( "b" | "" )\ny ::= "c" | ""\nz ::= "d" |\n  "e"'
     )
     assert gbnf_for_xgrammar('r ::= "." [.] .{,2}?  # a . here') == 'r ::= "." [.] ([^]{0,2})?  # a . here'
-    assert lark_for_xgrammar('start: /[\\^~]./ "[\\^" // [\\^') == 'start: /[~\\^]./ "[\\^" // [\\^'
+    assert lark_for_xgrammar('start: /[\\^~]./ "[\\\\^" // [\\^') == 'start: /[~\\^]./ "[\\\\^" // [\\^'
 
 
 @pytest.mark.parametrize(

@@ -173,15 +173,15 @@ def check_read_as_written(spec: ConstraintSpec) -> None:
     for _, part in ((None, spec), *spec.subgrammars):
         found = _not_read_as_written(part.kind, part.text)
         if found is not None:
-            message, pos = found
+            message, pos, hint = found
             line = part.text.count("\n", 0, pos) + 1
             col = pos - (part.text.rfind("\n", 0, pos) + 1) + 1
-            raise ConstraintError(message, location=part.where(line, col), hint="fix it at that position")
+            raise ConstraintError(message, location=part.where(line, col), hint=hint or "fix it at that position")
 
 
 @functools.lru_cache(maxsize=64)
-def _not_read_as_written(kind: Kind, text: str) -> tuple[str, int] | None:
-    """(message, offset) of the first spelling sgcli's reader refuses as read by no backend as written, else
+def _not_read_as_written(kind: Kind, text: str) -> tuple[str, int, str | None] | None:
+    """(message, offset, hint) of the first spelling sgcli's reader refuses as read by no backend as written, else
     None (a text it cannot follow for another reason is the backend's to judge)."""
     from sgcli.dialects.grammar_model import NotReadAsWritten, ParseError
 
@@ -193,7 +193,7 @@ def _not_read_as_written(kind: Kind, text: str) -> tuple[str, int] | None:
     try:
         getattr(importlib.import_module(module), name)(text)
     except NotReadAsWritten as exc:
-        return exc.message, exc.pos
+        return exc.message, exc.pos, exc.hint
     except (ParseError, RecursionError):
         return None
     return None

@@ -83,7 +83,7 @@ def read_model(spec: ConstraintSpec, text: str | None = None, origin: str | None
             raise UserError(f"no conversion from {spec.kind.label}", hint="convert GBNF, Lark, regex or JSON Schema")
     except ParseError as exc:
         raise UserError(
-            f"cannot read this {spec.kind.label}: {exc.message}", location=_at(text, exc.pos, origin)
+            f"cannot read this {spec.kind.label}: {exc.message}", location=_at(text, exc.pos, origin), hint=exc.hint
         ) from None
     return grammar, text, origin
 

@@ -27,7 +27,7 @@ from sgcli.dialects.grammar_model import (
     stacked_error,
     walk,
 )
-from sgcli.dialects.reader import Reader
+from sgcli.dialects.reader import GBNF_ESCAPES, Reader
 from sgcli.dialects.regex_parse import parse_regex
 
 # xgrammar's names take dots too (its JSON Schema translation names rules after `$defs` keys such as
@@ -38,7 +38,7 @@ _BRACES = re.compile(r"\{\s*(\d*)\s*(,?)\s*(-1|\d*)\s*\}")  # xgrammar prints {n
 
 def parse_gbnf(text: str, root: str = "root") -> Grammar:
     """The grammar in `text`; raises ParseError at the first thing it cannot read."""
-    r = Reader(text, ("#",))
+    r = Reader(text, ("#",), GBNF_ESCAPES)
     grammar = r.grammar = Grammar("gbnf", root)
     r.skip_space()
     while not r.eof():

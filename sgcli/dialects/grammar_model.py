@@ -293,10 +293,11 @@ def components(names, edges) -> list[list[str]]:
 class ParseError(Exception):
     """sgcli's own reader could not follow the file here (offset into the text)."""
 
-    def __init__(self, message: str, pos: int):
+    def __init__(self, message: str, pos: int, *, hint: str | None = None):
         super().__init__(message)
         self.message = message
         self.pos = pos
+        self.hint = hint
 
 
 class NotReadAsWritten(ParseError):

@@ -32,7 +32,7 @@ from sgcli.dialects.grammar_model import (
     repetition,
     stacked_error,
 )
-from sgcli.dialects.reader import Reader
+from sgcli.dialects.reader import LARK_ESCAPES, Reader
 from sgcli.dialects.regex_parse import parse_regex
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
@@ -55,7 +55,7 @@ def parse_lark(text: str, root: str = "start") -> Grammar:
 
 class _LarkReader(Reader):
     def __init__(self, text: str):
-        super().__init__(text, ("//", "#"))
+        super().__init__(text, ("//", "#"), LARK_ESCAPES)
         self.grammar = Grammar("lark", "start")
         self.insensitive = False  # the last string literal had the `i` flag
 

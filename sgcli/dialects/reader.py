@@ -2,18 +2,41 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from sgcli.constraints.spec import MAX_DEPTH
 from sgcli.dialects.grammar_model import NotReadAsWritten, ParseError
 
-_SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "0": "\0", "f": "\f", "v": "\v", "a": "\a", "b": "\b"}
-_HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
+
+class Escapes(NamedTuple):
+    """What a dialect reads after a backslash: `table` maps each escape to the character it stands for, or to
+    how many hex digits follow it. Any other is refused where it stands (NotReadAsWritten): sgcli had read `\\q`
+    as `q`, which llama.cpp, xgrammar and llguidance refuse, and `\\x4`, where llama.cpp wants two digits."""
+
+    engines: str  # the engines whose escapes the table joins: each refuses one outside it
+    exact: str  # the engine that wants exactly that many hex digits
+    table: dict[str, str | int]
+
+
+GBNF_ESCAPES = Escapes(  # llama.cpp's parse_char, and what xgrammar's EBNF adds (\f \v \0 \a \b \e \' \? \/)
+    "llama.cpp and xgrammar",
+    "llama.cpp",
+    {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "[": "[", "]": "]", "-": "-", "x": 2, "u": 4, "U": 8}
+    | {"f": "\f", "v": "\v", "0": "\0", "a": "\a", "b": "\b", "e": "\x1b", "'": "'", "?": "?", "/": "/"},
+)
+LARK_ESCAPES = Escapes(  # a Lark string's: JSON's and \xHH, as llguidance reads them (xgrammar reads JSON's)
+    "llguidance and xgrammar",
+    "llguidance",
+    {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f", "\\": "\\", '"': '"', "/": "/", "x": 2, "u": 4},
+)
 
 
 class Reader:
-    def __init__(self, text: str, comment_starts: tuple[str, ...]):
+    def __init__(self, text: str, comment_starts: tuple[str, ...], escapes: Escapes):
         self.text = text
         self.pos = 0
         self._comments = comment_starts
+        self._escapes = escapes
         self.depth = 0  # open groups: every walk of the model recurses per group, so it is bounded
         self.grammar = None  # the Grammar being read, for what a reader records beside the rules
 
@@ -87,22 +110,22 @@ class Reader:
             raise self.error("a backslash ends the file", start)
         ch = self.text[self.pos]
         self.pos += 1
-        if ch in _SIMPLE_ESCAPES:
-            return _SIMPLE_ESCAPES[ch]
-        if ch in _HEX_ESCAPES:
-            if ch == "u" and self.peek() == "{":  # \u{1F600}
-                end = self.text.find("}", self.pos)
-                digits, after = (self.text[self.pos + 1 : end], end + 1) if end > 0 else ("", self.pos)
-            else:
-                digits = self.text[self.pos : self.pos + _HEX_ESCAPES[ch]]
-                after = self.pos + _HEX_ESCAPES[ch]
-            try:
-                value = int(digits, 16)
-            except ValueError:
-                raise self.error(f"bad \\{ch} escape", start) from None
-            if value > 0x10FFFF:  # chr() raises past Unicode's last code point; backends read it otherwise
-                message = f"\\{ch}{digits} is past U+10FFFF, the last Unicode code point"
-                raise NotReadAsWritten(message, start)
-            self.pos = after
-            return chr(value)
-        return ch
+        meaning = self._escapes.table.get(ch)
+        if meaning is None:
+            shown = "a backslash before a line break" if ch in "\r\n" else f"unknown escape \\{ch}"
+            hint = "write the character itself, \\\\ for a backslash, or \\uHHHH for any character"
+            raise NotReadAsWritten(f"{shown}: {self._escapes.engines} refuse it", start, hint=hint)
+        if isinstance(meaning, str):
+            return meaning
+        digits = self.text[self.pos : self.pos + meaning]
+        if len(digits) < meaning or not all(d in "0123456789abcdefABCDEF" for d in digits):
+            raise NotReadAsWritten(
+                f"\\{ch} needs {meaning} hex digits: {self._escapes.exact} refuses fewer",
+                start,
+                hint=f"write all {meaning}: \\{ch}{'0' * (meaning - 1)}9 is U+0009",
+            )
+        value = int(digits, 16)
+        if value > 0x10FFFF:  # chr() raises past Unicode's last code point; backends read it otherwise
+            raise NotReadAsWritten(f"\\{ch}{digits} is past U+10FFFF, the last Unicode code point", start)
+        self.pos += meaning
+        return chr(value)
