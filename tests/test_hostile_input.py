@@ -899,6 +899,29 @@ def test_a_spelling_no_backend_reads_as_written_is_exit_2_at_its_place(
     _refused(run_cli("masks", path, "--text", "a", "--backend", backend), needle)
 
 
+@pytest.mark.parametrize(
+    ("text", "where", "what", "hint"),
+    [
+        ('start: "abc\nnext: "x"\n', "1:8", "unterminated string", 'close it with " on its line'),
+        ('start: "\\q"\n', "1:9", "unknown escape \\q", "the character itself"),
+        ('root ::= "a" b\nb ::= "x"\n', "1:1", "`root ::=` is a GBNF rule, not Lark", "--kind ebnf"),
+        ('start: "a" b\nb ::= "x"\n', "2:1", "`b ::=` is a GBNF rule, not Lark", "rename it to .gbnf"),
+    ],
+)
+def test_lark_mistakes_are_placed_and_named_by_sgclis_reader(run_cli, tmp_path, text, where, what, hint):
+    """llguidance said only "lexer error", at the end of the line, for an unclosed string and `\\q`, and
+    "Expected token '_', found '='" for GBNF in a .lark file; sgcli's reader says what and where first."""
+    path = tmp_path / "g.lark"
+    path.write_text(text)
+    linted = run_cli("lint", path, "--output-format", "json")
+    found = json.loads(linted.stdout)
+    assert linted.exit_code == 1 and len(found) == 1, linted.output
+    assert f"{found[0]['line']}:{found[0]['col']}" == where and what in found[0]["message"], found
+    assert hint in found[0]["hint"], found
+    _refused(run_cli("convert", path, "--to", "gbnf", "--no-check"), f"{path}:{where}:", what, hint)
+    _refused(run_cli("masks", path, "--text", "a"), f"{path}:{where}:", what, hint)
+
+
 def test_lint_finds_an_escape_llama_cpp_refuses_on_the_default_backend(run_cli, tmp_path):
     """`"a\\q" [\\z]`: llama.cpp and xgrammar refuse `\\q`; sgcli's reader took it for `q`, so lint on the
     default backend (llguidance, which gets sgcli's print) said "All checks passed" and convert printed "aq"."""

@@ -41,6 +41,7 @@ _BRACES = re.compile(r"\{\s*(\d*)\s*(,?)\s*(\d*)\s*\}")
 _TILDE = re.compile(r"~\s*(\d+)(?:\s*\.\.\s*(\d+))?")
 _BLANKS = re.compile(r"[ \t]*")
 _DIRECTIVE = re.compile(r"%([a-z_]+)")
+_GBNF_RULE = re.compile(r"([A-Za-z0-9_.-]+)[ \t]*::=")  # `name ::=`: GBNF pasted into a Lark file
 
 
 def is_terminal_name(name: str) -> bool:
@@ -54,6 +55,8 @@ def parse_lark(text: str, root: str = "start") -> Grammar:
 
 
 class _LarkReader(Reader):
+    unclosed_string = NotReadAsWritten
+
     def __init__(self, text: str):
         super().__init__(text, ("//", "#"), LARK_ESCAPES)
         self.grammar = Grammar("lark", "start")
@@ -73,6 +76,12 @@ class _LarkReader(Reader):
 
     def definition(self, grammar: Grammar, mode: str = "define") -> None:
         m = _HEADER.match(self.text, self.pos)
+        if not m and (gbnf := _GBNF_RULE.match(self.text, self.pos)):  # llguidance: "Expected token '_'"
+            raise NotReadAsWritten(
+                f"`{gbnf[1]} ::=` is a GBNF rule, not Lark: a Lark rule is `{gbnf[1]}: ...`",
+                self.pos,
+                hint="if the file is GBNF, rename it to .gbnf or pass it with --ebnf (lint: --kind ebnf)",
+            )
         if not m:
             raise self.error("expected a rule or terminal definition like `name: ...`")
         name = m.group(1)
@@ -148,7 +157,7 @@ class _LarkReader(Reader):
             return False
         if self.peek() == "%":
             return not any(self.startswith(w) for w in ("%json", "%regex", "%if"))
-        return bool(_HEADER.match(self.text, self.pos))
+        return bool(_HEADER.match(self.text, self.pos) or _GBNF_RULE.match(self.text, self.pos))
 
     def expansions(self) -> Node:
         start = self.pos

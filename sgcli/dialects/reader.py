@@ -32,6 +32,10 @@ LARK_ESCAPES = Escapes(  # a Lark string's: JSON's and \xHH, as llguidance reads
 
 
 class Reader:
+    # GBNF: llama.cpp reads a line break inside a string and sgcli's reader does not (S004, its limitation);
+    # Lark: no engine does (llguidance said "lexer error" at the end of the line), so it is refused at the quote
+    unclosed_string: type[ParseError] = ParseError
+
     def __init__(self, text: str, comment_starts: tuple[str, ...], escapes: Escapes):
         self.text = text
         self.pos = 0
@@ -91,7 +95,7 @@ class Reader:
         out = []
         while True:
             if self.eof() or self.peek() == "\n":
-                raise self.error("unterminated string literal", start)
+                raise self.unclosed_string("unterminated string literal", start, hint='close it with " on its line')
             ch = self.peek()
             if ch == '"':
                 self.pos += 1
