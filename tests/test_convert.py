@@ -741,3 +741,60 @@ def test_lark_reads_every_escape_llguidance_defines():
 
     string = parse_lark('start: "\\x41\\u00e9\\t\\r\\n\\b\\f\\\\\\"\\/"\n').rules[0].body
     assert string.text == 'Aé\t\r\n\b\f\\"/'
+
+
+def test_lark_templates_are_expanded_into_gbnf_as_lark_reads_them(run_cli, tmp_path):
+    """`_sep{WORD, ","}` was refused at 1:1 ("`sep` comes from %import/%declare or a template ... define `sep`"):
+    templates are macros, so each use is the template's body with its parameters replaced by the arguments,
+    nested uses and uses inside other templates included; the GBNF takes what the lark library does."""
+    from sgcli.dialects.convert import to_lark
+
+    source = (
+        'start: _sep{item, ","} ";" _pair{"(", _sep{WORD, "|"}}\n'
+        '_sep{x, sep}: x (sep x)*\n_pair{open, inner}: open inner ")"\n'
+        "item: WORD | NUMBER\nWORD: /[a-z]+/\nNUMBER: /[0-9]+/\n"
+    )
+    g = tmp_path / "tmpl.lark"
+    g.write_text(source)
+    result = run_cli("convert", g, "--to", "gbnf", "--no-check", "--json")
+    assert result.exit_code == 0, result.stderr
+    converted, original = _load_lark(to_lark(_record(result)["text"])), _load_lark(source)
+    for text in ["a,1,b;(x|y)", "a;(x)", "a,;(x)", "a;(x|)", ";(x)", "a;(1)", "a;x"]:
+        assert _parses(converted, text) == _parses(original, text), text
+
+
+def _parses(parser, text: str) -> bool:
+    try:
+        parser.parse(text)
+    except Exception:  # noqa: BLE001 - lark raises several kinds
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    "text, where, what, hint",
+    [
+        ('start: _l{"a"}\n_l{x}: x | x _l{x}\n', "2:14", "template `_l` uses itself", "write `_l` as a rule"),
+        ('start: _a{"a"}\n_a{x}: _b{x}\n_b{y}: y _a{y}\n', "3:10", "template `_a` uses itself", "write `_a`"),
+        ('start: _sep{"a"}\n_sep{x, sep}: x (sep x)*\n', "1:8", "`_sep` takes 2 arguments (x, sep), given 1", "_sep{"),
+        ("start: _sep\n_sep{x, sep}: x (sep x)*\n", "1:8", "`_sep` is a template", "_sep{"),
+    ],
+)
+def test_a_template_that_cannot_be_expanded_is_refused_at_its_place(run_cli, tmp_path, text, where, what, hint):
+    path = tmp_path / "t.lark"
+    path.write_text(text)
+    result = run_cli("convert", path, "--to", "gbnf", "--no-check")
+    assert result.exit_code == 2, result.output
+    assert f"{path}:{where}:" in result.stderr and what in result.stderr and hint in result.stderr, result.stderr
+
+
+def test_a_declared_name_is_refused_at_its_declaration():
+    from sgcli.constraints.spec import ConstraintSpec, Kind
+    from sgcli.dialects.convert import convert_grammar
+    from sgcli.errors import UserError
+
+    text = 'start: "a" OTHER\n%import common.WS\n%declare OTHER\n'
+    with pytest.raises(UserError) as caught:
+        convert_grammar(ConstraintSpec(Kind.LARK, text, "d.lark"), "gbnf")
+    assert (caught.value.location.line, caught.value.location.col) == (3, 1)
+    assert "`OTHER` comes from %declare" in caught.value.message, caught.value.message

@@ -17,6 +17,7 @@ from sgcli.dialects.gbnf import parse_gbnf
 from sgcli.dialects.grammar_model import Alt, Chars, Grammar, Lit, Opaque, ParseError, Ref, Rep, Rule, Seq, walk
 from sgcli.dialects.lark import parse_lark
 from sgcli.dialects.lark_common import imported_definitions
+from sgcli.dialects.lark_templates import expand_templates
 from sgcli.dialects.printers import Printer
 from sgcli.dialects.regex_parse import parse_regex
 from sgcli.dialects.resolve import unresolved
@@ -72,6 +73,7 @@ def read_model(spec: ConstraintSpec, text: str | None = None, origin: str | None
             grammar = parse_gbnf(text)
         elif spec.kind is Kind.LARK:
             grammar = parse_lark(text)
+            expand_templates(grammar, text, origin)
             _inline_common(grammar, text)
             _refuse_lark_only(grammar, text, origin)
         elif spec.kind in (Kind.REGEX, Kind.CHOICE):
@@ -129,7 +131,7 @@ def _inline_common(grammar: Grammar, text: str) -> None:
             stack.extend(node.name for node in walk(found[name].body) if isinstance(node, Ref))
     first = text.find("%import")
     for name in [*wanted, *sorted(reached - set(wanted))]:
-        at = _import_at(text, name) if name in wanted else first
+        at = _directive_at(text, name) if name in wanted else first
         body = copy.deepcopy(found[name].body)
         for node in walk(body):
             node.pos = at
@@ -137,10 +139,10 @@ def _inline_common(grammar: Grammar, text: str) -> None:
         grammar.external.discard(name)
 
 
-def _import_at(text: str, local: str) -> int:
-    """Where the `%import` line that names `local` starts."""
-    m = re.search(rf"^[ \t]*(%import\b[^\n]*\b{re.escape(local)}\b)", text, re.M)
-    return m.start(1) if m else max(text.find("%import"), 0)
+def _directive_at(text: str, local: str) -> int:
+    """Where the `%import` (or `%declare`) line that names `local` starts."""
+    m = re.search(rf"^[ \t]*(%(?:import|declare)\b[^\n]*\b{re.escape(local)}\b)", text, re.M)
+    return m.start(1) if m else max(text.find("%import"), text.find("%declare"), 0)
 
 
 def _refuse_lark_only(grammar, text: str, origin: str | None) -> None:
@@ -166,11 +168,12 @@ def _refuse_lark_only(grammar, text: str, origin: str | None) -> None:
             location=_at(text, text.find("%ignore"), origin),
             hint="write the whitespace into the rules where it may appear",
         )
-    if grammar.external:
+    if grammar.external:  # templates are expanded: what is left was imported or declared
         name = sorted(grammar.external)[0]
-        where = max(text.find("%import"), text.find("%declare"), 0)
+        where = _directive_at(text, name)
+        directive = text[where:].split(maxsplit=1)[0] if text.startswith("%", where) else "%import/%declare"
         raise UserError(
-            f"`{name}` comes from %import/%declare or a template, which GBNF has no equivalent for",
+            f"`{name}` comes from {directive}, which GBNF has no equivalent for",
             location=_at(text, where, origin),
             hint=f"define `{name}` in the grammar itself",
         )

@@ -51,9 +51,11 @@ class Chars(Node):
 
 @dataclass
 class Ref(Node):
-    """A reference to a rule or terminal by name."""
+    """A reference to a rule or terminal by name; a use of a Lark template (`_sep{WORD, ","}`) has its
+    arguments (None where the reader could not read them)."""
 
     name: str
+    args: list[Node] | None = field(default=None, kw_only=True)
 
 
 @dataclass
@@ -131,6 +133,7 @@ class Rule:
     pos: int  # offset of the rule name in its definition
     terminal: bool = False  # Lark terminals (UPPERCASE) are lexemes, not parser rules
     attributes: str = ""  # llguidance Lark `name[lazy, max_tokens=N]:`, the text inside the brackets
+    params: tuple[str, ...] = ()  # a Lark template's parameters: `_sep{x, sep}: x (sep x)*`
 
 
 @dataclass
@@ -188,6 +191,8 @@ def walk(node: Node):
             stack.append(current.body)
         elif isinstance(current, Opaque):
             stack.extend(reversed(current.children))
+        elif isinstance(current, Ref) and current.args:  # a template's arguments are referenced too
+            stack.extend(reversed(current.args))
 
 
 def refs(node: Node) -> list[Ref]:

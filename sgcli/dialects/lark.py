@@ -89,11 +89,11 @@ class _LarkReader(Reader):
         if m.group(5):
             grammar.priority_spans.append(m.span(5))
         self.pos = m.end()
-        if m.group(3):  # template parameters are names local to the body
-            grammar.external.update(p.strip() for p in m.group(3)[1:-1].split(",") if p.strip())
+        params = tuple(p.strip() for p in (m.group(3) or "{}")[1:-1].split(",") if p.strip())
+        grammar.external.update(params)  # template parameters: names local to the body, defined by each use
         body = self.expansions()
         attributes = (m.group(4) or "")[1:-1]
-        rule = Rule(name, body, name_pos, terminal=is_terminal_name(name), attributes=attributes)
+        rule = Rule(name, body, name_pos, terminal=is_terminal_name(name), attributes=attributes, params=params)
         existing = next((r for r in grammar.rules if r.name == name), None)
         if mode == "extend" and existing is not None:
             existing.body = Alt(existing.body.pos, [existing.body, body])
@@ -303,9 +303,33 @@ class _LarkReader(Reader):
                 self.pos += 2
                 self.balanced_call()
             elif self.peek() == "{" and not _BRACES.match(self.text, self.pos):  # template usage
-                self.skip_balanced("{", "}")
+                return Ref(start, m.group(), args=self.template_args())
             return Ref(start, m.group())
         raise self.error(f"unexpected {ch!r}")
+
+    def template_args(self) -> list[Node] | None:
+        """The arguments of a template use, `_sep{WORD, ","}`: names, strings, regexes, ranges or other uses, as
+        Lark writes them. None, the braces skipped, where they are something else (no backend reads templates)."""
+        start, depth = self.pos, self.depth
+        args: list[Node] = []
+        try:
+            self.open_group(start)  # uses nest in arguments: bounded like groups
+            self.pos += 1
+            while True:
+                self.skip_space()
+                args.append(self.atom())
+                self.skip_space()
+                if self.peek() == "}":
+                    self.pos += 1
+                    self.depth = depth
+                    return args
+                self.expect(",", "',' or '}' after a template argument")
+        except NotReadAsWritten:
+            raise
+        except ParseError:
+            self.pos, self.depth = start, depth
+            self.skip_balanced("{", "}")
+            return None
 
     def string(self) -> str:
         start = self.pos
