@@ -107,3 +107,9 @@ def test_a_message_xgrammar_cuts_in_two_is_an_error_not_a_crash(smol_tokenizer, 
 
     with pytest.raises(UserError, match="beyond ASCII"):
         get_backend("xgrammar").compile(ConstraintSpec(Kind.EBNF, text, "g.gbnf"), smol_tokenizer.vocab)
+
+
+def test_an_escape_past_the_last_code_point_is_left_for_the_backends_to_refuse():
+    """`/\\U0011FFFF/` names no character: chr() raised ValueError (exit 3) while the escapes were spelled out."""
+    assert for_backends("start: /\\U0011FFFF/\n")[0] == "start: /\\U0011FFFF/\n"
+    assert for_backends("start: /a\\x2b/\n")[0] == "start: /a+/\n"  # one that names regex syntax is still spelled

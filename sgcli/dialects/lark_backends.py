@@ -59,7 +59,10 @@ def _evaluated_escapes(text: str) -> str:
     def evaluated(m: re.Match) -> str:
         if m[0] == "\\\\":
             return m[0]
-        ch = chr(int(m[0][2:], 16))
+        code = int(m[0][2:], 16)
+        if code > 0x10FFFF:  # no character: left for the backends (and the reader) to refuse at its place
+            return m[0]
+        ch = chr(code)
         return ch if ch in _REGEX_SYNTAX else m[0]
 
     for start, end in sorted(spans, reverse=True):

@@ -90,9 +90,23 @@ def _compile_all(
             continue
         if first:
             break
-    if role == "source" and refused and not compiled:
+    if role == "source" and refused and not compiled and not _lark_reads(spec):
         raise _unreadable(spec, refused)
     return compiled
+
+
+def _lark_reads(spec: ConstraintSpec) -> bool:
+    """A Lark grammar the lark library itself reads is Lark all the same, though no backend takes it
+    (templates: both refuse them, and converting expands them): it converts, NOT VERIFIED."""
+    if spec.kind is not Kind.LARK:
+        return False
+    import lark
+
+    try:
+        lark.Lark(spec.text, parser="earley", lexer="dynamic", regex=True)
+    except Exception:  # noqa: BLE001 - lark raises GrammarError, UnexpectedInput, ...: it does not read it
+        return False
+    return True
 
 
 def _unreadable(spec: ConstraintSpec, refused: dict[str, UserError]) -> UserError:
