@@ -1,9 +1,10 @@
 """The native forward of every family it runs, against transformers' own classes on the same weights.
 
 Each case is a tiny random checkpoint built from transformers' config class of its family (Llama
-with each rope scaling, Mistral with a sliding window, Qwen2 with and without sliding layers,
-Qwen3, Gemma 2 and Gemma 3 with sliding and global layers and soft-capping), saved to a folder as
-any checkpoint is and loaded by `load_model(impl="native")`. Its logits must be transformers'
+with each rope scaling, Mistral with a sliding window, Ministral's full and sliding layers also as a
+mistral config.json with `layer_types` ships them, Qwen2 with and without sliding layers, Qwen3,
+Gemma 2 and Gemma 3 with sliding and global layers and soft-capping), saved to a folder as any
+checkpoint is and loaded by `load_model(impl="native")`. Its logits must be transformers'
 through a prefill, cached single steps, a draft cropped and replaced, and batched passes with
 left-padded rows, right-padded feeds and positions given explicitly: in float32 within 1e-5 (the
 two differ only in the order of their sums), in bfloat16 and float16 within the bound `_BF16`
@@ -38,6 +39,7 @@ HALF = 8  # head width 16: 8 rotary frequencies
 _LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
 _LONGROPE = {"short_factor": [1.0 + i / 8 for i in range(HALF)], "long_factor": [2.0 + i for i in range(HALF)]}
 _GEMMA = dict(head_dim=16, query_pre_attn_scalar=12, sliding_window=WINDOW)
+_INTERLEAVED = ["sliding_attention", "full_attention", "full_attention", "sliding_attention"]
 
 
 def _config(case: str):
@@ -63,6 +65,8 @@ def _config(case: str):
         return t.LlamaConfig(**SHAPE, attention_bias=True, mlp_bias=True, tie_word_embeddings=True)
     if case == "mistral":
         return t.MistralConfig(**SHAPE, sliding_window=WINDOW, head_dim=24)
+    if case in ("ministral", "mistral-layer-types"):
+        return t.MinistralConfig(**SHAPE, sliding_window=WINDOW, layer_types=_INTERLEAVED, head_dim=16)
     if case == "qwen2":
         return t.Qwen2Config(**SHAPE, tie_word_embeddings=True)
     if case == "qwen2-sliding":
@@ -94,6 +98,8 @@ CASES = [
     "llama-longrope",
     "llama-biases",
     "mistral",
+    "ministral",
+    "mistral-layer-types",
     "qwen2",
     "qwen2-sliding",
     "qwen3",
@@ -101,7 +107,17 @@ CASES = [
     "gemma2",
     "gemma3",
 ]
-WINDOWED = {"mistral", "qwen2-sliding", "gemma2", "gemma3"}
+WINDOWED = {"mistral", "ministral", "mistral-layer-types", "qwen2-sliding", "gemma2", "gemma3"}
+
+
+def _save(model, folder, case: str) -> None:
+    """`model` saved as a checkpoint; "mistral-layer-types" as Ministral 8B ships: a mistral
+    config.json that lists `layer_types`, which transformers' AutoConfig reads as Ministral."""
+    model.save_pretrained(folder)
+    if case == "mistral-layer-types":
+        config = json.loads((folder / "config.json").read_text())
+        config.update(model_type="mistral", architectures=["MistralForCausalLM"])
+        (folder / "config.json").write_text(json.dumps(config))
 
 
 def _random_model(config, seed: int = 7):
@@ -123,7 +139,7 @@ def twins(request, tmp_path_factory):
     """(case, transformers' float32 model never run, the native models by dtype name)."""
     model = _random_model(_config(request.param))
     folder = tmp_path_factory.mktemp(request.param)
-    model.save_pretrained(folder)
+    _save(model, folder, request.param)
     ref = resolve_model(str(folder))
     natives = {d: load_model(ref, device="cpu", dtype=d, impl="native") for d in ("float32", "bfloat16", "float16")}
     assert {lm.impl for lm in natives.values()} == {"native"}
@@ -255,6 +271,7 @@ def test_half_precision_logits_are_as_close_to_float32_as_transformers_own(twins
     "case, name",
     [
         ("mistral", "sliding_window"),
+        ("mistral-layer-types", "layer_types"),
         ("qwen2-sliding", "sliding_window"),
         ("gemma2", "sliding_window"),
         ("gemma2", "attn_logit_softcapping"),
@@ -264,12 +281,13 @@ def test_half_precision_logits_are_as_close_to_float32_as_transformers_own(twins
     ],
 )
 def test_the_windows_and_soft_caps_of_the_cases_change_the_logits(case, name):
-    """The cases' windows and caps are small enough to matter: without one (a window longer than the
-    sequence, no cap), transformers' own logits differ, so a native forward that ignored it could
-    not pass the tests above."""
+    """The cases' windows, layer types and caps are small enough to matter: without one (a window
+    longer than the sequence, every layer sliding, no cap), transformers' own logits differ, so a
+    native forward that ignored it could not pass the tests above."""
     config = _config(case)
     model = _random_model(config)
-    plain = _random_model(type(config)(**{**config.to_dict(), name: 4096 if name == "sliding_window" else None}))
+    plain = {"sliding_window": 4096, "layer_types": ["sliding_attention"] * len(_INTERLEAVED)}.get(name)
+    plain = _random_model(type(config)(**{**config.to_dict(), name: plain}))
     plain.load_state_dict(model.state_dict())
     with torch.inference_mode():
         assert not torch.allclose(
@@ -282,7 +300,10 @@ def _older_file(case: str) -> dict:
     the other keys instead of `rope_parameters`, Gemma 3's local base as `rope_local_base_freq` and
     its layer pattern as `sliding_window_pattern`, no `layer_types` (the config class fills them in)."""
     config = _config(case).to_dict()
-    config.pop("layer_types", None)
+    if case == "mistral-layer-types":
+        config.update(model_type="mistral", architectures=["MistralForCausalLM"])
+    elif case != "ministral":  # Ministral's layer types have no older spelling
+        config.pop("layer_types", None)
     rope = config.pop("rope_parameters")
     if case == "gemma3":
         config["rope_theta"] = rope["full_attention"].pop("rope_theta")
@@ -323,6 +344,36 @@ def test_what_the_native_forward_does_not_implement_is_named(change, reason):
     assert families.misfit(_config("llama").to_dict()) is None
 
 
+def test_a_mistral_config_with_layer_types_is_read_as_transformers_reads_it(tmp_path):
+    """transformers' AutoConfig reads a mistral config.json that lists `layer_types` as Ministral's,
+    full and sliding layers interleaved (the reference the cases above are compared with); so does
+    the native forward, where it once made every layer slide."""
+    from transformers import AutoConfig
+
+    _save(_random_model(_config("mistral-layer-types")), tmp_path, "mistral-layer-types")
+    theirs = AutoConfig.from_pretrained(tmp_path)
+    assert (theirs.model_type, theirs.layer_types) == ("ministral", _INTERLEAVED)
+    arch = families.read(json.loads((tmp_path / "config.json").read_text()))
+    assert arch.windows == (WINDOW, None, None, WINDOW)
+
+
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ({"layer_types": ["full_attention", "chunked_attention"] * 2}, "'chunked_attention' layers"),
+        ({"layer_types": ["full_attention"] * 3}, "layer_types that are not a list of its 4 layers"),
+        ({"sliding_window": None}, "sliding layers without a sliding_window"),
+    ],
+)
+@pytest.mark.parametrize("model_type", ["mistral", "ministral", "qwen2", "gemma2"])
+def test_layer_types_the_native_forward_cannot_honour_are_named(model_type, change, reason):
+    """Such a config runs on transformers (which refuses it too), the record saying why."""
+    config = {**_config("ministral").to_dict(), "model_type": model_type, "architectures": None}
+    config |= {"use_sliding_window": True, "layer_types": _INTERLEAVED} | change
+    assert reason in families.misfit(config)
+    assert families.misfit({**config, "layer_types": ["attention"] * 4, "sliding_window": None}) is None
+
+
 def _records(lm, tokenizer, prompts, *, batch: bool):
     from sgcli.backends import check_supports
     from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind
@@ -344,7 +395,9 @@ def _records(lm, tokenizer, prompts, *, batch: bool):
 PROMPTS = ["Capital of France?", "x", "Tell me about the number seven, please.", "Hi", "One more."]
 
 
-@pytest.mark.parametrize("case", ["llama-llama3", "mistral", "qwen2-sliding", "qwen3", "gemma2", "gemma3"])
+@pytest.mark.parametrize(
+    "case", ["llama-llama3", "mistral", "mistral-layer-types", "qwen2-sliding", "qwen3", "gemma2", "gemma3"]
+)
 def test_each_family_writes_transformers_records_alone_and_batched(case, tmp_path, smol_tokenizer):
     """Greedy constrained records of transformers' single-stream loop, and the same from the native
     forward alone (with jump-forward drafts, cropped where turned down) and batched (rows spliced,
@@ -354,7 +407,7 @@ def test_each_family_writes_transformers_records_alone_and_batched(case, tmp_pat
     config = _config(case)
     config.vocab_size, config.initializer_range = len(smol_tokenizer.vocab), 0.3
     model = _random_model(config)
-    model.save_pretrained(tmp_path)
+    _save(model, tmp_path, case)
     native = load_model(resolve_model(str(tmp_path)), device="cpu", impl="native")
     reference = LoadedModel(TransformersRuntime(model), native.ref, "cpu", "float32", native.logits_width, 0.0)
     expected = [r["output"] for r in _records(reference, smol_tokenizer, PROMPTS, batch=False)]

@@ -1,6 +1,6 @@
 """Which checkpoints sgcli's own forward computes, each read into one description (`Arch`).
 
-Why apart from the model (`sgcli.engine.llama`): Llama, Mistral, Qwen2, Qwen3, Gemma 2 and Gemma 3
+Why apart from the model (`sgcli.engine.llama`): Llama, Mistral (Ministral), Qwen2, Qwen3, Gemma 2 and Gemma 3
 are one decoder with a few switches (biases, query/key norms, sliding-window layers, Gemma's norms,
 scaled embeddings and soft-capping, rotary scalings). Reading a config.json into those switches is
 where the families differ: a key may be missing where it equals its class's default, or written in
@@ -29,7 +29,7 @@ class Family:
     qkv_bias: bool = False  # query, key and value projections always biased (Qwen2)
     attention_bias: bool = False  # reads `attention_bias`: every attention projection biased
     mlp_bias: bool = False  # reads `mlp_bias`: every MLP projection biased
-    windows: str = "none"  # which layers slide: none, all (Mistral), qwen (from max_window_layers), types
+    windows: str = "none"  # which layers slide, by default: none, all (Mistral), qwen (from max_window_layers), types
 
 
 _COMMON = {"num_key_value_heads": None, "head_dim": None, "hidden_act": "silu", "rms_norm_eps": 1e-6}
@@ -41,6 +41,9 @@ _GEMMA = _COMMON | {"vocab_size": 256000, "hidden_size": 2304, "intermediate_siz
 _GEMMA |= {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "tie_word_embeddings": True}
 _GEMMA |= {"hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 256, "sliding_window": 4096}
 _GEMMA |= {"layer_types": None, "use_bidirectional_attention": None}
+_MISTRAL = _COMMON | {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32}
+_MISTRAL |= {"num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 131072}
+_MISTRAL |= {"sliding_window": 4096, "layer_types": None}
 
 FAMILIES = {
     "llama": Family(
@@ -51,14 +54,10 @@ FAMILIES = {
         attention_bias=True,
         mlp_bias=True,
     ),
-    "mistral": Family(
-        "MistralForCausalLM",
-        _COMMON
-        | {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32}
-        | {"num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 131072}
-        | {"sliding_window": 4096},
-        windows="all",
-    ),
+    "mistral": Family("MistralForCausalLM", _MISTRAL, windows="all"),
+    # Mistral with `layer_types` (Ministral 8B: full and sliding layers interleaved); transformers reads a
+    # mistral config.json that lists them as this (AutoConfig), so `read` does too
+    "ministral": Family("MinistralForCausalLM", _MISTRAL, windows="all"),
     "qwen2": Family("Qwen2ForCausalLM", _QWEN, qkv_bias=True, windows="qwen"),
     "qwen3": Family("Qwen3ForCausalLM", _QWEN | {"head_dim": 128}, qk_norm=True, attention_bias=True, windows="qwen"),
     "gemma2": Family(
@@ -114,9 +113,12 @@ class Arch:
 def read(config: dict) -> Arch:
     """`config` (a config.json) as an `Arch`; raises `Misfit` naming what is not implemented."""
     model_type = config.get("model_type")
-    family = FAMILIES.get(model_type)
+    read_as = model_type
+    if model_type == "mistral" and "layer_types" in config:
+        read_as = "ministral"  # transformers' AutoConfig reads it so, whatever `architectures` says
+    family = FAMILIES.get(read_as)
     architectures = config.get("architectures") or [family.architecture if family else None]
-    if family is None or architectures != [family.architecture]:
+    if family is None or architectures not in ([family.architecture], [FAMILIES[model_type].architecture]):
         names = ", ".join(map(str, architectures))
         raise Misfit(f"its architecture is {model_type} ({names}), which the native forward does not implement")
 
@@ -134,14 +136,15 @@ def read(config: dict) -> Arch:
         problems.append("a quantization config")
     if family.gemma and get("use_bidirectional_attention"):
         problems.append("bidirectional attention")
-    windows = _windows(family, get, layers)
-    ropes, layer_rope = _ropes(model_type, config, get, head_dim, layers, problems)
+    types = _layer_types(family, get, layers, problems)
+    windows = _windows(family, get, types, problems)
+    ropes, layer_rope = _ropes(read_as, config, get, head_dim, types, problems)
     if problems:
         raise Misfit(f"it uses {' and '.join(problems)}")
     biased = family.attention_bias and bool(get("attention_bias"))
     scalar = get("query_pre_attn_scalar") if family.gemma else None
     return Arch(
-        model_type=model_type,
+        model_type=read_as,
         vocab_size=get("vocab_size"),
         hidden_size=get("hidden_size"),
         intermediate_size=get("intermediate_size"),
@@ -176,35 +179,50 @@ def misfit(config: dict) -> str | None:
     return None
 
 
-def _layer_types(family: Family, get, layers: int) -> list[str]:
-    """Each layer's attention type, as the config class fills `layer_types` in when it is missing."""
+def _layer_types(family: Family, get, layers: int, problems: list[str]) -> list[str]:
+    """Each layer's attention type: `layer_types` as given (transformers' older name "attention" read
+    as "full_attention"), else as the config class fills it in. A type this forward does not compute,
+    or a list of another length than the layers, is a problem (transformers refuses both too)."""
     given = get("layer_types")
+    if family.windows == "none":
+        return ["full_attention"] * layers  # transformers' Llama reads no layer types
     if given is not None:
-        return list(given)
+        if not isinstance(given, list) or len(given) != layers:
+            problems.append(f"layer_types that are not a list of its {layers} layers")
+            return ["full_attention"] * layers
+        types = ["full_attention" if t == "attention" else t for t in given]
+        problems += [f"{t!r} layers" for t in dict.fromkeys(map(str, types)) if t not in _ATTENTION]
+        return types
+    window = get("sliding_window")
+    if family.windows == "all":  # Mistral (and Ministral's default): every layer slides, if a window is set
+        return ["sliding_attention" if window is not None else "full_attention"] * layers
     if family.windows == "qwen":
-        window = get("sliding_window") if get("use_sliding_window") else None
+        window = window if get("use_sliding_window") else None
         first = get("max_window_layers")
         return ["sliding_attention" if window is not None and i >= first else "full_attention" for i in range(layers)]
     pattern = get("sliding_window_pattern") if family.architecture == "Gemma3ForCausalLM" else 2  # Gemma 2 alternates
     return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(layers)]
 
 
-def _windows(family: Family, get, layers: int) -> tuple[int | None, ...]:
+_ATTENTION = ("full_attention", "sliding_attention")
+
+
+def _windows(family: Family, get, types: list[str], problems: list[str]) -> tuple[int | None, ...]:
     """Each layer's sliding window (None: it attends to every earlier position)."""
     if family.windows == "none":
-        return (None,) * layers  # transformers' Llama ignores any sliding_window
+        return (None,) * len(types)  # transformers' Llama ignores any sliding_window
     window = get("sliding_window")
-    if family.windows == "all":
-        return (window,) * layers
     if family.windows == "qwen" and not get("use_sliding_window"):
         window = None
-    return tuple(window if t == "sliding_attention" else None for t in _layer_types(family, get, layers))
+    if window is None and "sliding_attention" in types:  # transformers' sliding mask raises on it
+        problems.append("sliding layers without a sliding_window")
+    return tuple(window if t == "sliding_attention" else None for t in types)
 
 
-def _ropes(model_type: str, config: dict, get, head_dim: int, layers: int, problems: list[str]):
+def _ropes(model_type: str, config: dict, get, head_dim: int, types: list[str], problems: list[str]):
     """(the distinct rotary embeddings, which one each layer uses), from `rope_parameters` (5.x) or
     `rope_theta` and `rope_scaling` (older files), as transformers standardises them."""
-    family = FAMILIES[model_type]
+    layers = len(types)
     if model_type not in _THETA:
         theta = config.get("rope_theta", 10000.0)
         rope = _rope(config.get("rope_scaling") or config.get("rope_parameters") or {}, theta, head_dim, get, problems)
@@ -220,7 +238,6 @@ def _ropes(model_type: str, config: dict, get, head_dim: int, layers: int, probl
     full.setdefault("rope_theta", config.get("rope_theta", _THETA[model_type]["full_attention"]))
     sliding.setdefault("rope_theta", config.get("rope_local_base_freq", _THETA[model_type]["sliding_attention"]))
     ropes = (_rope(full, None, head_dim, get, problems), _rope(sliding, None, head_dim, get, problems))
-    types = _layer_types(family, get, layers)
     return ropes, tuple(1 if t == "sliding_attention" else 0 for t in types)
 
 
