@@ -374,6 +374,28 @@ def test_layer_types_the_native_forward_cannot_honour_are_named(model_type, chan
     assert families.misfit({**config, "layer_types": ["attention"] * 4, "sliding_window": None}) is None
 
 
+@pytest.mark.parametrize("differs", [True, False])
+def test_a_tied_config_whose_checkpoint_ships_its_own_head_is_read_as_transformers_reads_it(tmp_path, differs):
+    """`tie_word_embeddings: true` beside a shipped `lm_head.weight`: transformers keeps that head
+    where it differs from the embeddings (and ties them where it does not); the native logits are
+    transformers' either way, where the native forward once always reused the embeddings."""
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    model = _random_model(LlamaConfig(**SHAPE, tie_word_embeddings=False))
+    if not differs:
+        with torch.no_grad():
+            model.lm_head.weight.copy_(model.model.embed_tokens.weight)
+    model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "tie_word_embeddings": True}))
+    theirs = TransformersRuntime(AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32).eval())
+    native = load_model(resolve_model(str(tmp_path)), device="cpu", dtype="float32", impl="native")
+    assert native.impl == "native"
+    with torch.inference_mode():
+        got, want = _logits(native.runtime, IDS)[0], _logits(theirs, IDS)[0]
+    assert torch.allclose(got, want, rtol=1e-5, atol=1e-5), (got - want).abs().max()
+
+
 def _records(lm, tokenizer, prompts, *, batch: bool):
     from sgcli.backends import check_supports
     from sgcli.constraints.spec import ConstraintSpec, JsonOptions, Kind

@@ -362,6 +362,8 @@ def load(folder: Path, config: dict, dtype: torch.dtype, weights: dict[str, torc
     state: dict[str, torch.Tensor] = dict(weights or {})
     for file in [] if weights is not None else weight_files(folder):
         state.update(load_file(str(file)))
+    if _own_head(state, dtype):
+        config = {**config, "tie_word_embeddings": False}
     model = NativeLlama(config)
     a = model.arch
     embed = state.pop("model.embed_tokens.weight", None)
@@ -403,6 +405,16 @@ def load(folder: Path, config: dict, dtype: torch.dtype, weights: dict[str, torc
     if left:
         raise ValueError(f"weight {left[0]} is missing")
     return model.eval()
+
+
+def _own_head(state: dict[str, torch.Tensor], dtype: torch.dtype) -> bool:
+    """Whether the weights hold an `lm_head.weight` other than the embeddings (in `dtype`): transformers
+    then keeps it even where the config ties the two ("both are present in the checkpoints with
+    different values, so we will NOT tie them"), and so does this forward."""
+    head, embed = state.get("lm_head.weight"), state.get("model.embed_tokens.weight")
+    if head is None or embed is None:
+        return False
+    return head.shape != embed.shape or not torch.equal(head.to(dtype), embed.to(dtype))
 
 
 def _rows(parts: list[torch.Tensor]) -> torch.Tensor:
