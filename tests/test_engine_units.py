@@ -68,3 +68,14 @@ def test_detokenizer_never_splits_a_multibyte_character():
 def test_padded_vocab_marks_extra_ids_special():
     v = _vocab([b"a", b"b"]).padded(5)
     assert len(v) == 5 and {2, 3, 4} <= v.special_ids and v.tokens[4] == b""
+    assert v.padding == 3 and v.padded(40).padding == 38  # ids no tokenizer names: never sampled
+
+
+def test_an_unconstrained_mask_allows_every_token_and_no_padding():
+    from sgcli.backends.base import allow_every_token
+
+    for size, padding in ((70, 26), (64, 32), (33, 0), (32, 33)):
+        vocab = _vocab([b"x"] * size).padded(size + padding)
+        mask = np.zeros((size + padding + 31) // 32, dtype=np.int32)
+        allow_every_token(mask, vocab)
+        assert allowed_ids(mask, size + padding).tolist() == list(range(size))

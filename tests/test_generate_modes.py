@@ -83,3 +83,31 @@ def test_a_prompt_that_already_closed_thinking_is_constrained_from_the_first_tok
         decode(tiny_lm, smol_tokenizer.encode("Q:<think>"), compiled, params=params, max_tokens=5, think_end="</think>")
     )[-1]
     assert not still_open.prompt_ended_thinking and still_open.reasoning
+
+
+def test_ids_past_the_tokenizer_are_never_sampled_where_nothing_constrains(smol_tokenizer):
+    """A model with more logit rows than its tokenizer has ids (Qwen pads its head), the padding rows'
+    logits the largest: the none backend, and a grammar's free thinking phase, alone and batched, write
+    only the tokenizer's ids, where they once wrote padding ids (tokens counted, no text, no warning)."""
+    import torch
+    from helpers import random_llama
+
+    from sgcli.engine.batching import decode_batch
+
+    size = len(smol_tokenizer.vocab)
+    lm = random_llama(size + 64, "padded-head")
+    with torch.no_grad():
+        lm.runtime.module.lm_head.weight[size:] *= 100
+    ids = smol_tokenizer.encode("Q:")
+    params = SamplingParams(temperature=1.0, seed=0)
+    cases = [("none", ConstraintSpec(Kind.NONE, "", None), None)]
+    cases.append(("xgrammar", ConstraintSpec(Kind.REGEX, "(yes|no)", "--regex"), "</think>"))
+    for backend, spec, think_end in cases:
+        compiled = get_backend(backend).compile(spec, smol_tokenizer.vocab.padded(lm.logits_width))
+        single = list(decode(lm, ids, compiled, params=params, max_tokens=8, think_end=think_end))[-1]
+        [(_, batched)] = list(
+            decode_batch(lm, [ids], compiled, params=params, max_tokens=8, batch_size=2, think_end=think_end)
+        )
+        for f in (single, batched):
+            assert len(f.token_ids) == 8 and max(f.token_ids) < size, (backend, f.token_ids)
+            assert f.output or f.reasoning

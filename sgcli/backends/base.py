@@ -34,6 +34,17 @@ def new_bitmask(vocab_size: int) -> np.ndarray:
     return np.full(bitmask_words(vocab_size), -1, dtype=np.int32)
 
 
+def allow_every_token(bitmask: np.ndarray, vocab: Vocab) -> None:
+    """Fill `bitmask` allowing every id of `vocab`'s tokenizer and none past it: a model's logit rows
+    that `Vocab.padded` added have no token, no text (grammar backends refuse them as special ids), so an
+    unconstrained step (the none backend, a reasoning model's thinking) must not sample them either."""
+    bitmask.fill(-1)
+    word, bit = divmod(len(vocab) - vocab.padding, BITS_PER_WORD)
+    if word < bitmask.size:
+        bitmask[word] &= (1 << bit) - 1  # the low `bit` ids of that word
+        bitmask[word + 1 :] = 0
+
+
 def allowed(bitmask: np.ndarray, token_id: int) -> bool:
     """Whether `token_id`'s bit is set: bit i%32 of word i//32."""
     word, bit = divmod(token_id, BITS_PER_WORD)

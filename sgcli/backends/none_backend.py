@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from sgcli.backends.base import Capabilities, Compiled
+from sgcli.backends.base import Capabilities, Compiled, allow_every_token
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.tokenizers.vocab import Vocab
 
@@ -17,12 +17,13 @@ class NoneMatcher:
     error = None
 
     def __init__(self, vocab: Vocab):
+        self._vocab = vocab
         self._stops = set(vocab.stop_ids)
         self._stopped = False
         self._history: list[int] = []
 
     def fill_mask(self, bitmask: np.ndarray) -> None:
-        bitmask.fill(-1)
+        allow_every_token(bitmask, self._vocab)
 
     def accept(self, token_id: int) -> bool:
         self._history.append(token_id)

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from sgcli.backends.base import BITS_PER_WORD, Compiled, new_bitmask, unpack_bits
+from sgcli.backends.base import BITS_PER_WORD, Compiled, allow_every_token, new_bitmask, unpack_bits
 from sgcli.engine.forced import encode_bytes
 from sgcli.engine.repetition import find_repetition
 from sgcli.engine.sampling import Masker, SamplingParams, sample
@@ -192,7 +192,7 @@ class SequenceState:
         t = time.perf_counter()
         banned = self.banned.get(len(self.ids))
         if self.thinking:
-            self.bitmask.fill(-1)
+            allow_every_token(self.bitmask, self.vocab)
         else:
             self.matcher.fill_mask(self.bitmask)
             if banned:

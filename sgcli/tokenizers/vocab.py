@@ -39,6 +39,8 @@ class Vocab:
     # What a reader of `sgcli tokenizer inspect` should know about how this vocabulary
     # was built (e.g. an EOS guessed from a token's name).
     notes: tuple[str, ...] = ()
+    # How many of the last ids `padded` added: a model's logit rows past its tokenizer, never sampled.
+    padding: int = 0
 
     def __post_init__(self) -> None:
         if self.encode is not None and not getattr(self.encode, "spells_text", False):
@@ -56,7 +58,8 @@ class Vocab:
         if size <= len(self.tokens):
             return self
         extra = range(len(self.tokens), size)
-        return replace(self, tokens=self.tokens + [b""] * len(extra), special_ids=self.special_ids | frozenset(extra))
+        tokens, special = self.tokens + [b""] * len(extra), self.special_ids | frozenset(extra)
+        return replace(self, tokens=tokens, special_ids=special, padding=self.padding + len(extra))
 
     def piece(self, token_id: int) -> bytes:
         return self.tokens[token_id]
