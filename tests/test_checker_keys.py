@@ -160,6 +160,9 @@ def test_a_failed_backend_matcher_stays_failed_under_the_checker():
             bitmask[:] = 0
             bitmask[0] = 1 << 2  # the end token
 
+        def can_stop(self):
+            return False
+
     matcher = checked.matcher()
     matcher._inner = Failed()
     mask = new_bitmask(len(checked.vocab))
