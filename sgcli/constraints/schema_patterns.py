@@ -53,7 +53,7 @@ def finds(pattern: str, text: str) -> bool:
     return _bounded_search(by_re, text)
 
 
-_SHORT = 4  # backtracking over so few characters is at most (alternatives per repeat) ** 4 steps
+_SHORT = 8  # no pattern backtracks for long on fewer characters than this
 _PLAIN = re.compile(r"[\x00-\x1b\x20-\x7f]*")  # where `re`'s and the regex package's classes agree
 
 
