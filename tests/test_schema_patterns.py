@@ -103,3 +103,52 @@ def test_generation_gives_only_outputs_the_pattern_takes(tiny_lm, smol_tokenizer
             assert regex.fullmatch("\\p{Lu}\\p{Ll}+", json.loads(record["output"])["name"]), record["output"]
         else:
             assert record["valid"] is False
+
+
+def _within(seconds: float, fn):
+    """fn's result, or the test fails when it has not returned within `seconds` (a hang, not a slow pass)."""
+    import threading
+
+    found = []
+    worker = threading.Thread(target=lambda: found.append(_outcome(fn)), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert found, f"still running after {seconds} s"
+    return found[0]
+
+
+def _outcome(fn):
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - the test reads which
+        return exc
+
+
+@pytest.mark.parametrize("text", ["a" * 40 + "!", "a" * 40 + "é!"])  # read by the regex package; by `re`, bounded
+def test_a_backtracking_pattern_is_no_verdict_in_bounded_time_not_a_hang(monkeypatch, text):
+    """`^(a|aa)+$` on 40 a's and a wrong last character: Python's `re` (jsonschema's reader, no timeout)
+    backtracked for hours, in the output check and the decode loop's checker."""
+    from sgcli.constraints import regex_dialects, schema_patterns
+
+    monkeypatch.setattr(regex_dialects, "MATCH_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(schema_patterns, "MATCH_TIMEOUT_S", 0.5)
+    schema = {"type": "string", "pattern": "^(a|aa)+$"}
+    found = _within(60, lambda: schema_errors(schema, text))
+    assert "longer than 0.5 s" in str(found), found
+    assert schema_errors(schema, "a" * 40) == []  # a match is found at once either way
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["héllo wörld", "a\x1cb", "x²", "ab ", "İi", "KI", "\u212aı", "a_1 b", "٣٤", "a\u2028b", "a\x85b"],
+)
+@pytest.mark.parametrize("pattern", ["^(\\w+\\s?)+$", "^(?i:(ki|i)+)$", "^(\\d+|x)+\\W*$"])
+def test_a_bounded_match_reads_the_pattern_as_re_does(pattern, text):
+    """The bounded readings (the regex package on plain text, `re` in a child otherwise) give `re`'s answer:
+    its `\\w`, `\\d`, `\\s` and case folding differ from the regex package's beyond ASCII and at U+001C-U+001F."""
+    import re
+
+    from sgcli.constraints.schema_patterns import _may_backtrack, finds
+
+    assert _may_backtrack(pattern)
+    assert finds(pattern, text * 3) is (re.search(pattern, text * 3) is not None), (pattern, text)

@@ -188,16 +188,16 @@ def compiled(pattern: str, dialect: str):
 
 def search(pattern: str, text: str, dialect: str) -> bool:
     """Whether `pattern` is found anywhere in `text`; raises DialectError as `fullmatch` does."""
-    return _matched(compiled(pattern, dialect).search, text)
+    return bounded_match(compiled(pattern, dialect).search, text)
 
 
 def fullmatch(pattern: str, text: str, dialect: str = RUST) -> bool:
     """Whether all of `text` matches `pattern`; raises DialectError when the pattern cannot be
     read, or when matching backtracks past MATCH_TIMEOUT_S (a hostile pattern is no verdict)."""
-    return _matched(compiled(pattern, dialect).fullmatch, text)
+    return bounded_match(compiled(pattern, dialect).fullmatch, text)
 
 
-def _matched(match, text: str) -> bool:
+def bounded_match(match, text: str) -> bool:
     try:
         return match(text, timeout=MATCH_TIMEOUT_S) is not None
     except TimeoutError:

@@ -13,7 +13,15 @@ from __future__ import annotations
 import re
 from functools import cache, lru_cache
 
-from sgcli.constraints.regex_dialects import SCHEMA, DialectError, TooDeep, compiled, search
+from sgcli.constraints.regex_dialects import (
+    MATCH_TIMEOUT_S,
+    SCHEMA,
+    DialectError,
+    TooDeep,
+    bounded_match,
+    compiled,
+    search,
+)
 
 
 @lru_cache(maxsize=256)
@@ -26,9 +34,85 @@ def _by_re(pattern: str) -> re.Pattern | None:
 
 
 def finds(pattern: str, text: str) -> bool:
-    """JSON Schema's `pattern`: whether `pattern` is found in `text` (DialectError: it cannot be read)."""
+    """JSON Schema's `pattern`: whether `pattern` is found in `text` (DialectError: it cannot be read, or
+    matching took longer than MATCH_TIMEOUT_S).
+
+    Python's `re` has no timeout, and `^(a|aa)+$` on 40 a's and a `!` backtracks for hours (found in the
+    decode loop's checker and the output check, 2026-12-07). A pattern that can backtrack that way (a
+    repeat holding a repeat or an alternation, or three unbounded repeats) is matched with a bound: on
+    a text both packages read alike (ASCII but the separators U+001C-U+001F, which only `re`'s `\\s`
+    takes) by the `regex` package, whose matching has a timeout; on any other text by `re` in a
+    bounded child process."""
     by_re = _by_re(pattern)
-    return by_re.search(text) is not None if by_re is not None else search(pattern, text, SCHEMA)
+    if by_re is None:
+        return search(pattern, text, SCHEMA)
+    if not _may_backtrack(pattern) or len(text) < _SHORT:
+        return by_re.search(text) is not None
+    if _PLAIN.fullmatch(text):
+        return bounded_match(_as_regex(pattern).search, text)
+    return _bounded_search(by_re, text)
+
+
+_SHORT = 8  # no pattern backtracks for long on fewer characters than this
+_PLAIN = re.compile(r"[\x00-\x1b\x20-\x7f]*")  # where `re`'s and the regex package's classes agree
+
+
+@lru_cache(maxsize=256)
+def _may_backtrack(pattern: str) -> bool:
+    """Whether `pattern` has the shape of exponential or high-polynomial backtracking: a repeat whose
+    body holds another repeat or an alternation, or three unbounded repeats. Conservative: `([a-z]+-)*`
+    is counted though it cannot blow up (the separator decides), which costs only the bounded match."""
+    from re import _constants as c  # Python's own reading of the pattern it will run
+    from re import _parser
+
+    try:
+        tree = _parser.parse(pattern)
+    except Exception:  # noqa: BLE001 - `re` compiled it, so this does not happen; bound it if it does
+        return True
+    unbounded = 0
+    stack = [(tree, False)]
+    while stack:
+        items, in_repeat = stack.pop()
+        for op, av in items:
+            if op in (c.MAX_REPEAT, c.MIN_REPEAT):
+                lo, hi, body = av
+                if in_repeat and hi > 1:
+                    return True
+                unbounded += hi == c.MAXREPEAT
+                stack.append((body, in_repeat or hi > 1))
+            elif op is c.BRANCH:
+                if in_repeat:
+                    return True
+                stack.extend((branch, in_repeat) for branch in av[1])
+            elif op is c.SUBPATTERN:
+                stack.append((av[-1], in_repeat))
+            elif op in (c.ASSERT, c.ASSERT_NOT):
+                stack.append((av[1], in_repeat))
+            elif op is c.GROUPREF_EXISTS:
+                stack.extend((part, in_repeat) for part in av[1:] if part is not None)
+            elif op is c.ATOMIC_GROUP:
+                stack.append((av, in_repeat))
+    return unbounded >= 3
+
+
+@lru_cache(maxsize=256)
+def _as_regex(pattern: str):
+    """`pattern` for the regex package, read as `re` reads it (VERSION0 is its `re`-compatible mode)."""
+    import regex
+
+    try:
+        return regex.compile(pattern, flags=regex.VERSION0)
+    except Exception as exc:  # noqa: BLE001 - regex refuses what re reads: no bounded reading of it
+        raise DialectError(f"the regex package cannot read it to bound the match ({exc})") from None
+
+
+def _bounded_search(by_re: re.Pattern, text: str) -> bool:
+    from sgcli.limits import LimitHit, run_bounded
+
+    try:
+        return bool(run_bounded(lambda: by_re.search(text) is not None, timeout_s=MATCH_TIMEOUT_S, memory_mb=1024))
+    except LimitHit as hit:
+        raise DialectError(f"matching stopped ({hit.kind}): it took longer than {MATCH_TIMEOUT_S:g} s") from None
 
 
 def regex_error(pattern: str) -> str | None:
