@@ -21,19 +21,14 @@ def _private_cache(tmp_path, monkeypatch):
 
 @pytest.fixture
 def failing(monkeypatch):
-    """llguidance's matcher, failed from its first mask on (filled, or given as bytes to the compile)."""
-    original, original_bytes = LLGuidanceMatcher.fill_mask, LLGuidanceMatcher.mask_bytes
+    """llguidance's matcher, failed from its first mask on."""
+    original = LLGuidanceMatcher.fill_mask
 
     def fill_mask(self, bitmask):
         original(self, bitmask)
         self.failed = True
 
-    def mask_bytes(self):
-        self.failed = True
-        return original_bytes(self)
-
     monkeypatch.setattr(LLGuidanceMatcher, "fill_mask", fill_mask)
-    monkeypatch.setattr(LLGuidanceMatcher, "mask_bytes", mask_bytes)
     monkeypatch.setattr(
         LLGuidanceMatcher, "error", property(lambda self: FAILURE if getattr(self, "failed", 0) else None)
     )
