@@ -335,3 +335,110 @@ def test_a_compile_given_up_on_the_compile_thread_gives_fd_2_back(monkeypatch, s
     with each_on_its_own(), pytest.raises(CompileLimitError, match="0.3 s"):
         compile_bounded(get_backend("xgrammar"), ConstraintSpec(Kind.REGEX, "a", "--regex"), smol_tokenizer.vocab)
     assert os.fstat(2).st_ino == before
+
+
+# -- the first mask: part of the bounded compile --------------------------------------------------
+STUCK_S = 30  # far past the limits below: a command that waits for it has hung
+
+
+@pytest.fixture
+def stuck_first_mask(monkeypatch):
+    """llguidance's first mask of a grammar in a file named stuck.lark sleeps, as its mask of
+    `start: /a+/ "a"` never ended (memory growing to GBs); its masks of other grammars are counted.
+    Returns {"seconds": how long the stuck mask sleeps, "filled": masks of the others}."""
+    from sgcli.backends import llguidance_backend
+
+    real = llguidance_backend.LLGuidanceCompiled.matcher
+    state = {"seconds": STUCK_S, "filled": 0}
+
+    def matcher(self):
+        m, stuck = real(self), (self.spec.origin or "").endswith("stuck.lark")
+
+        def counted(fn):
+            def call(*args):
+                if stuck:
+                    time.sleep(state["seconds"])
+                state["filled"] += not stuck
+                return fn(*args)
+
+            return call
+
+        for name in ("fill_mask", "mask_bytes"):
+            if hasattr(m, name):
+                setattr(m, name, counted(getattr(m, name)))
+        return m
+
+    monkeypatch.setattr(llguidance_backend.LLGuidanceCompiled, "matcher", matcher)
+    return state
+
+
+@pytest.mark.parametrize("command", ["masks", "test", "lint"])
+def test_a_first_mask_that_never_ends_is_a_compile_past_its_limit(
+    stuck_first_mask, run_cli, tmp_path, command, smol_tokenizer
+):
+    """`masks`, `test` and `convert` hung at llguidance's first mask of `start: /a+/ "a"` (SIGTERM could not
+    end them) and lint said "All checks passed": the mask is filled inside the bounded compile now.
+    (`smol_tokenizer`: loaded before the clock starts, as the commands load it.)"""
+    grammar = tmp_path / "stuck.lark"
+    grammar.write_text('start: "a"\n')
+    (tmp_path / "stuck.test.yaml").write_text("grammar: stuck.lark\ncases:\n  - {input: a, accept: true}\n")
+    args = {
+        "masks": ["masks", grammar, "-b", "llguidance", "--text", "a"],
+        "test": ["test", tmp_path / "stuck.test.yaml", "-b", "llguidance"],
+        "lint": ["lint", grammar],
+    }[command]
+    started = time.perf_counter()
+    result = run_cli(*args, "--compile-timeout", "2")
+    assert time.perf_counter() - started < STUCK_S, "it waited for the first mask"
+    assert result.exit_code == 2, result.output
+    assert "stuck.lark with llguidance (its first token mask" in result.output
+    assert "took longer than the 2 s time limit" in result.output and "--compile-timeout" in result.output
+
+
+def test_on_the_main_thread_the_watchdog_ends_a_first_mask_past_the_limit(stuck_first_mask, smol_tokenizer):
+    """The `sgcli` process compiles one input on its main thread, under the watchdog that ends the run."""
+    from sgcli.backends import bounded
+
+    ended = []
+    stuck_first_mask["seconds"] = 1.2
+    spec = ConstraintSpec(Kind.LARK, 'start: "a"\n', "stuck.lark")
+    set_limits(Limits(timeout_s=0.4))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bounded, "MAIN_THREAD_MIN_S", 0.1)
+        mp.setattr(bounded, "_overrun", ended.append)
+        compile_bounded(get_backend("llguidance"), spec, smol_tokenizer.vocab)
+    assert [e.flag for e in ended] == ["--compile-timeout"]  # the CLI's handler ends the process here
+    assert "its first token mask" in ended[0].message
+
+
+def test_the_first_mask_is_filled_once_in_the_compile_and_read_by_the_checks(stuck_first_mask, smol_tokenizer):
+    """The checks on the first step (lint, generate's preflight, convert) read the mask the bounded compile
+    filled: it is not filled again."""
+    from sgcli.backends.matching import accepts_nothing, first_mask_error
+
+    spec = ConstraintSpec(Kind.LARK, 'start: "yes" | "no"\n', "fine.lark")
+    compiled = compile_bounded(get_backend("llguidance"), spec, smol_tokenizer.vocab)
+    assert stuck_first_mask["filled"] == 1
+    assert first_mask_error(compiled) is None and not accepts_nothing(compiled)
+    assert stuck_first_mask["filled"] == 1
+
+
+@pytest.mark.slow  # a fresh sgcli process, the real mask: 10-20 s
+def test_llguidances_first_mask_that_never_ends_is_exit_2_naming_the_limit(tmp_path):
+    """The real grammar: llguidance 1.9's first mask of `start: /a+/ "a"` never returns, its memory growing."""
+    import resource
+    import subprocess
+    import sys
+
+    (tmp_path / "hang.lark").write_text('start: /a+/ "a"\n')
+
+    def ceiling():  # the hang grows to GBs: this run cannot take the machine down with it
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "sgcli", "convert", "hang.lark", "--to", "gbnf", "--compile-timeout", "3"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, preexec_fn=ceiling,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "its first token mask" in done.stderr and "--compile-timeout" in done.stderr

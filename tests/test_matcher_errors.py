@@ -21,14 +21,19 @@ def _private_cache(tmp_path, monkeypatch):
 
 @pytest.fixture
 def failing(monkeypatch):
-    """llguidance's matcher, failed from its first mask on."""
-    original = LLGuidanceMatcher.fill_mask
+    """llguidance's matcher, failed from its first mask on (filled, or given as bytes to the compile)."""
+    original, original_bytes = LLGuidanceMatcher.fill_mask, LLGuidanceMatcher.mask_bytes
 
     def fill_mask(self, bitmask):
         original(self, bitmask)
         self.failed = True
 
+    def mask_bytes(self):
+        self.failed = True
+        return original_bytes(self)
+
     monkeypatch.setattr(LLGuidanceMatcher, "fill_mask", fill_mask)
+    monkeypatch.setattr(LLGuidanceMatcher, "mask_bytes", mask_bytes)
     monkeypatch.setattr(
         LLGuidanceMatcher, "error", property(lambda self: FAILURE if getattr(self, "failed", 0) else None)
     )

@@ -232,6 +232,15 @@ class Matcher(Protocol):
         """The text so far is a complete match: a stop token would be allowed now."""
 
 
+@dataclass(frozen=True)
+class FirstStep:
+    """What a fresh matcher says before any token: its mask, its error, whether it may stop there."""
+
+    mask: bytes  # the bitmask's int32 words (numpy-free: `sgcli lint` does not load numpy)
+    error: str | None
+    can_stop: bool
+
+
 @dataclass(eq=False)
 class Compiled:
     """A grammar compiled for one vocabulary by one backend.
@@ -246,9 +255,26 @@ class Compiled:
     compile_s: float
     warnings: list[CompileWarning] = field(default_factory=list)
     normalized: str | None = None  # the grammar text the backend actually compiled, where it has one
+    _first: FirstStep | None = field(default=None, init=False, repr=False)
 
     def matcher(self) -> Matcher:
         raise NotImplementedError
+
+    def first_step(self) -> FirstStep:
+        """A fresh matcher's first mask, filled once. The bounded compile fills it (`bounded.py`), so a
+        grammar whose first mask never ends (llguidance on `start: /a+/ "a"` grew to GBs) is a compile
+        past its limit, not a hang in whichever command asks next; the commands read it here."""
+        if self._first is None:
+            matcher = self.matcher()
+            mask = self._mask_bytes(matcher)
+            self._first = FirstStep(mask, matcher.error, matcher.can_stop())
+        return self._first
+
+    def _mask_bytes(self, matcher: Matcher) -> bytes:
+        """`matcher`'s next mask as bytes; an adapter whose library gives them without numpy says so."""
+        mask = new_bitmask(len(self.vocab))
+        matcher.fill_mask(mask)
+        return mask.tobytes()
 
     def serialize(self) -> bytes | None:
         """The grammar as bytes for the on-disk cache; None when it cannot be stored

@@ -1,6 +1,7 @@
 """Compiles that cannot take the process down: a time and a memory ceiling on every compile, one compile each.
 
-Every compile in every command goes through `compile_bounded`, which compiles once, in one of two places:
+Every compile in every command goes through `compile_bounded`, which compiles once (the first mask of a
+fresh matcher included: `_compile`), in one of two places:
 - in this process, where the backend's work grows with the constraint (`Capabilities.compiles_in_process`:
   llguidance, xgrammar, measured) and the constraint fits (`fits_in_process`: no count past SMALL_COUNT,
   and a stack that its deepest nesting cannot overflow), or where this very grammar already passed a
@@ -203,33 +204,48 @@ def _compile_watched(backend, spec: ConstraintSpec, vocab, limits: Limits, *, tr
     """The compile in this process: on the calling thread (the main thread, under the watchdog) where
     that is allowed and its stack holds the constraint, else on the compile thread, which the caller
     waits for up to the time limit. A compile that outlives it is left to finish on its own (these
-    compiles always end: their work grows with the constraint), its thread is given up, and the limit
-    reported. A trusted grammar passed a forked child's compile on the stack of the thread that forked."""
+    compiles end, their work growing with the constraint; a first mask that never ends runs until the
+    process does, which the CLI ends after the run), its thread is given up, and the limit reported.
+    A trusted grammar passed a forked child's compile on the stack of the thread that forked."""
     handler = _overrun
+    masking: list[bool] = []  # set once the compile itself is done and its first mask is being filled
     needs = _text_bytes(spec) * STACK_PER_BYTE
     fits_here = trusted or needs <= _main_stack_bytes()  # a thread's default stack is RLIMIT_STACK too
     if fits_here and not limits.timeout_s:
-        return backend.compile(spec, vocab)
+        return _compile(backend, spec, vocab, masking)
     on_main = threading.current_thread() is threading.main_thread()
     if fits_here and handler is not None and on_main and limits.timeout_s >= MAIN_THREAD_MIN_S:
         with (
             _compile_lock,
             _Watchdog.armed(
-                limits.timeout_s, lambda: handler(_limit_error(LimitHit("time"), backend.name, spec, limits))
+                limits.timeout_s, lambda: handler(_limit_error(LimitHit("time"), backend.name, spec, limits, masking))
             ),
         ):
-            return backend.compile(spec, vocab)
+            return _compile(backend, spec, vocab, masking)
     with _compile_lock:  # no fork of ours happens while the compile thread is inside a grammar library
         worker = _Worker.current()
         if not trusted and needs > _Worker.stack_bytes() and (limits.timeout_s or limits.memory_mb):
             return _compile_in_child(backend, spec, vocab, limits)  # its stack could not be had (ulimit -v)
-        box = worker.run(lambda: backend.compile(spec, vocab), limits.timeout_s or None)
+        box = worker.run(lambda: _compile(backend, spec, vocab, masking), limits.timeout_s or None)
     if box is None:  # the compile left running still holds its capture of fd 2 (native_stderr): what
         give_back_fd2()  # follows is for the user (`generate` ended with exit 2 and not a word, 2026-12-07)
-        raise _limit_error(LimitHit("time"), backend.name, spec, limits)
+        raise _limit_error(LimitHit("time"), backend.name, spec, limits, masking)
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+def _compile(backend, spec: ConstraintSpec, vocab, masking: list[bool] | None = None):
+    """`backend.compile` and its first mask (`Compiled.first_step`), both under the compile's limits: a
+    library whose first mask never ends (llguidance on `start: /a+/ "a"`, memory growing to GBs) is a
+    compile past --compile-timeout, never a command that hangs at its first step. Where a forked child
+    compiled, the parent's own compile fills it when first asked: the child's pass bounds it.
+    `masking` hears when the mask starts, for the limit's message."""
+    compiled = backend.compile(spec, vocab)
+    if masking is not None:
+        masking.append(True)
+    compiled.first_step()
+    return compiled
 
 
 class _Worker:
@@ -338,7 +354,7 @@ def _compile_in_child(backend, spec: ConstraintSpec, vocab, limits: Limits):
     def child():
         t = time.perf_counter()
         try:
-            compiled = backend.compile(spec, vocab)
+            compiled = _compile(backend, spec, vocab)
         except UserError as exc:  # a refusal comes back as itself; another kind the parent meets again
             return {"compiled": False, "refusal": exc.as_json() if _plain(exc) else None}
         data = compiled.serialize() if ships else None
@@ -370,8 +386,12 @@ def _plain(exc: UserError) -> bool:
     return type(exc) is UserError and not set(vars(exc)) - {"message", "location", "hint"}
 
 
-def _limit_error(hit: LimitHit, backend_name: str, spec: ConstraintSpec, limits: Limits) -> UserError:
+def _limit_error(
+    hit: LimitHit, backend_name: str, spec: ConstraintSpec, limits: Limits, masking: list[bool] | None = None
+) -> UserError:
     what = f"compiling the {spec.kind.label}" + (f" of {spec.origin}" if spec.origin else "") + f" with {backend_name}"
+    if masking:  # it compiled: the library's first token mask is what did not end
+        what += " (its first token mask, after the grammar itself compiled)"
     if hit.kind == "time":
         return CompileLimitError(f"{what} took longer than the {limits.timeout_s:g} s time limit", "--compile-timeout")
     if hit.kind == "memory":

@@ -73,6 +73,10 @@ class LLGuidanceMatcher:
         assert bitmask.dtype == "int32" and bitmask.flags.c_contiguous
         self._m.unsafe_compute_mask_ptr(bitmask.ctypes.data, bitmask.nbytes)
 
+    def mask_bytes(self) -> bytes:
+        """The next mask as `fill_mask` writes it, without numpy (lint's first step)."""
+        return self._m.compute_bitmask()
+
     def accept(self, token_id: int) -> bool:
         return self._m.consume_token(token_id)
 
@@ -95,6 +99,9 @@ class LLGuidanceCompiled(Compiled):
 
     def matcher(self) -> LLGuidanceMatcher:
         return LLGuidanceMatcher(self.prototype, gbnf=self.spec.kind is Kind.EBNF)
+
+    def _mask_bytes(self, matcher: LLGuidanceMatcher) -> bytes:
+        return matcher.mask_bytes()
 
 
 # GBNF reaches llguidance as one-character lexemes (`_gbnf`), which multiply the Earley items a mask

@@ -176,18 +176,17 @@ def _fill(matcher: Matcher, mask, result: Walk, on_state, index: int, token: int
     result.mask_s.append(time.perf_counter() - t)
     if on_state is not None:
         on_state(index, token)
-    failed = _failed(matcher, mask)
+    failed = _failed(matcher.error, mask)
     if failed is not None:
         result.refused, result.error = "error", failed
         return False
     return True
 
 
-def _failed(matcher: Matcher, mask) -> str | None:
+def _failed(error: str | None, mask) -> str | None:
     """The matcher's error where its mask still allows tokens: it failed, and the mask means nothing. An
     error beside an empty mask is a dead end (sgcli's schema checker found no continuation): the text
     so far cannot be completed, which the next token's refusal reports."""
-    error = matcher.error
     if error is None or not allowed_ids(mask, len(mask) * 32).size:
         return None
     return error
@@ -195,19 +194,22 @@ def _failed(matcher: Matcher, mask) -> str | None:
 
 def first_mask_error(compiled: Compiled) -> str | None:
     """The matcher's own error after its first mask (llguidance's "Too many items" on a grammar of
-    short, overlapping lexemes), or None: such a grammar compiles, then fails at the first step."""
-    matcher = compiled.matcher()
-    mask = new_bitmask(len(compiled.vocab))
-    matcher.fill_mask(mask)
-    return _failed(matcher, mask)
+    short, overlapping lexemes), or None: such a grammar compiles, then fails at the first step. The
+    mask is the one the bounded compile filled (`Compiled.first_step`), not filled again."""
+    step = compiled.first_step()
+    return _failed(step.error, _words(step.mask))
 
 
 def accepts_nothing(compiled: Compiled) -> bool:
     """True when the grammar's first step allows no token and it cannot stop: no text matches at all."""
-    matcher = compiled.matcher()
-    mask = new_bitmask(len(compiled.vocab))
-    matcher.fill_mask(mask)
-    return not allowed_ids(mask, len(compiled.vocab)).size and not matcher.can_stop()
+    step = compiled.first_step()
+    return not allowed_ids(_words(step.mask), len(compiled.vocab)).size and not step.can_stop
+
+
+def _words(mask: bytes):
+    import numpy as np
+
+    return np.frombuffer(mask, dtype=np.int32)
 
 
 @dataclass
