@@ -1,7 +1,8 @@
 """For each keyword of a schema, an instance that violates that keyword and nothing else.
 
-Start from a valid instance (every property present); at the subschema that holds the
-keyword, swap in a value that breaks the keyword's constraint. A candidate counts only
+Start from a valid instance holding every optional part that leads to the subschema with the
+keyword (and no other: on Kubernetes' Pod, 68 s against 4 s); there, swap in a value that breaks
+the keyword's constraint. A candidate counts only
 when the `jsonschema` library agrees on both halves: the whole instance is invalid, and
 it becomes valid once that one keyword is deleted from the schema. Keywords for which
 no such instance is found are simply not probed (no verdict rather than a wrong one).
@@ -212,32 +213,74 @@ def keyword_probes(schema) -> tuple[object, list[Probe]]:
     builder = InstanceBuilder(schema, full=True)
     base = builder.build()
     whole = validator(schema)
+    parents = _parents(schema, builder)
     probes = []
     for path, node in iter_subschemas(schema):
         try:
             v = builder.value(node, 0)
         except Impossible:
             continue
+        focus = _leading_to(node, parents)
         for kw in list(node):
-            probe = _probe(schema, whole, builder, path, node, kw, v)
+            probe = _probe(schema, whole, builder, path, node, kw, v, focus)
             if probe is not None:
                 probes.append(probe)
     return base, probes
 
 
-def _probe(schema, whole, builder: InstanceBuilder, path: tuple, node: dict, kw: str, v) -> Probe | None:
+def _parents(schema, builder: InstanceBuilder) -> dict[int, set[int]]:
+    """id of every dict or list in `schema` -> the ids of those holding it, or naming it by `$ref`."""
+    parents: dict[int, set[int]] = {}
+    seen: set[int] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        children = list(node.values()) if isinstance(node, dict) else list(node)
+        if isinstance(node, dict) and isinstance(node.get("$ref"), str):
+            try:
+                children.append(builder.resolve(node["$ref"], node))
+            except Impossible:
+                pass
+        for child in children:
+            if isinstance(child, (dict, list)):
+                parents.setdefault(id(child), set()).add(id(node))
+                stack.append(child)
+    return parents
+
+
+def _leading_to(node, parents: dict[int, set[int]]) -> set[int]:
+    """The ids of `node` and of every part of the schema it can be reached from."""
+    found = {id(node)}
+    stack = [id(node)]
+    while stack:
+        for parent in parents.get(stack.pop(), ()):
+            if parent not in found:
+                found.add(parent)
+                stack.append(parent)
+    return found
+
+
+def _probe(
+    schema, whole, builder: InstanceBuilder, path: tuple, node: dict, kw: str, v, focus: set[int]
+) -> Probe | None:
+    """The first candidate value that, swapped in at `node` of an instance holding only the optional
+    parts that lead to it (`focus`), breaks `kw` alone."""
     values = candidates(node, kw, v, builder)
     if not values:
         return None
     relaxed = None
     for value in values:
         builder.override = (id(node), lambda _variant, value=value: copy.deepcopy(value))
+        builder.focus = focus
         try:
             instance = builder.value(schema, 0)
         except Impossible:
             continue
         finally:
-            builder.override = None
+            builder.override = builder.focus = None
         if whole.is_valid(instance):
             continue
         if relaxed is None:
