@@ -40,7 +40,8 @@ demo: setup
 	@$(SGCLI) generate --schema examples/capital.json "What is the capital of France?"
 
 # A newcomer's first check (under 5 minutes on 2 cores): everything but the real default model
-# (`model`), the wheel test and the few tests over ~8 s each (`slow`) and the vLLM server (`engine`);
+# (`model`), the wheel test, the tests marked `slow` and the cases of 2.5 s or more listed in
+# tests/slow_cases.txt (CI runs both in test-slow), and the vLLM server (`engine`);
 # a tiny random model with the real tokenizer stands in. One pytest worker per core (pytest-xdist:
 # 186 s against 297 s in one process, 2 idle cores), one torch thread per worker (tests/conftest.py:
 # 196 s against 313 s with a thread per core in each, 2-core Xeon); the slowest tests are listed at the end.

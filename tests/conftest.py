@@ -13,6 +13,26 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+SLOW_CASES = Path(__file__).with_name("slow_cases.txt")
+
+
+def slow_cases() -> dict[str, float]:
+    """The cases `make test` leaves to the slow stage (tests/slow_cases.txt): node id -> seconds measured."""
+    out = {}
+    for line in SLOW_CASES.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            seconds, node = line.split(" ", 1)
+            out[node] = float(seconds)
+    return out
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Mark the cases listed in tests/slow_cases.txt `slow`, before `-m` selects."""
+    listed = slow_cases()
+    for item in items:
+        if item.nodeid in listed:
+            item.add_marker(pytest.mark.slow)
 
 # One torch thread per pytest-xdist worker (`make test` starts one worker per core). With torch's
 # default of a thread per core in every worker, the workers' OpenMP threads spin against each other:
