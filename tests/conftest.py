@@ -34,6 +34,7 @@ def pytest_collection_modifyitems(config, items):
         if item.nodeid in listed:
             item.add_marker(pytest.mark.slow)
 
+
 # One torch thread per pytest-xdist worker (`make test` starts one worker per core). With torch's
 # default of a thread per core in every worker, the workers' OpenMP threads spin against each other:
 # on 2 cores the random-model and batching tests took 162 s against 34 s with one thread each. Set
