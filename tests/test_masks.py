@@ -98,6 +98,24 @@ def test_accepted_text_walks_to_acceptance(run_cli, schema_file, smol_tokenizer)
     assert [s["offset"] for s in steps] == [sum(len(t["text"].encode()) for t in steps[:i]) for i in range(len(steps))]
 
 
+@pytest.mark.parametrize("backend", _json_schema_backends())
+def test_a_valid_text_a_backend_never_spells_that_way_is_told_apart_from_an_invalid_one(run_cli, tmp_path, backend):
+    """`"\\u0041"` is a valid string of at most 5 characters, but every backend's grammar writes the character
+    itself: masks said only "rejected", as for a text that breaks the schema."""
+    schema = tmp_path / "s.json"
+    schema.write_text('{"type": "string", "maxLength": 5}')
+    args = ("masks", "--schema", schema, "--backend", backend)
+    summary = _trace(run_cli(*args, "--text", '"\\u0041"', "--json"))[-1]
+    assert summary["verdict"] == "rejected", summary
+    assert summary["independent"] == {"valid": True, "validated_by": "jsonschema", "errors": [], "unchecked": None}
+    assert "another spelling of the same value" in " ".join(run_cli(*args, "--text", '"\\u0041"').stdout.split())
+    bad = run_cli(*args, "--text", '"abcdef"')
+    assert bad.exit_code == 1 and "another spelling" not in bad.stdout
+    assert _trace(run_cli(*args, "--text", '"abcdef"', "--json"))[-1]["independent"]["valid"] is False
+    good = _trace(run_cli(*args, "--text", '"abc"', "--json"))[-1]
+    assert good["verdict"] == "accepted" and good["independent"]["valid"] is True
+
+
 def test_a_valid_prefix_is_not_a_rejection(run_cli, schema_file):
     result = run_cli("masks", "--schema", schema_file, "--text", '{"a": 1', "--json")
     assert result.exit_code == 0

@@ -178,8 +178,20 @@ def _show(run, vocab, name: str) -> None:
             out.print(f"  next byte must be one of {escape(r.next_bytes)}")
         if r.note:
             out.print(f"  note: {escape(r.note)}")
+        if run.independent is not None and run.independent.valid:
+            out.print(
+                f"  note: TEXT meets the constraint ({run.independent.validated_by} says valid): {run.backend}'s "
+                "grammar takes another spelling of the same value (backends write some values one way only: "
+                "string escapes, number forms, whitespace), so generation never writes this one"
+            )
     elif run.end.can_stop:
         out.print("[green]accepted[/]: the text is a complete match (the grammar can stop here)")
+        if run.independent is not None and run.independent.valid is False:
+            out.print(
+                f"[yellow]warning[/]: {run.backend}'s grammar takes TEXT, but it breaks the constraint "
+                f"({run.independent.validated_by}): {escape(run.independent.errors[0])}; `sgcli lint` names the "
+                "keywords a backend leaves to sgcli's checker"
+            )
     else:
         out.print(
             f"[yellow]prefix[/]: every token allowed, but the grammar cannot stop yet; "

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from sgcli.backends.base import Compiled, allowed_ids, new_bitmask
 from sgcli.backends.matching import byte_ids, canonical_ids, walk
 from sgcli.tokenizers.vocab import Vocab
+from sgcli.validation.validate import validate
+from sgcli.validation.verdict import Verdict
 
 ACCEPTED, PREFIX, REJECTED, START, ERROR = "accepted", "prefix", "rejected", "start", "error"
 
@@ -64,6 +66,8 @@ class DryRun:
     note: str | None = None
     error: str | None = None  # the matcher failed at step len(steps): no verdict on the text
     error_state: State | None = None  # what the failed matcher's mask showed there
+    # the independent check's verdict on a TEXT the matcher accepted or rejected (sgcli.validation)
+    independent: Verdict | None = None
 
     @property
     def verdict(self) -> str:
@@ -134,6 +138,7 @@ def dry_run(compiled: Compiled, text: str | None, *, top: int = 10) -> DryRun:
         return run
     if w.refused is None:
         run.end = states[-1]
+        _judge(compiled, run)
         return run
     run.rejection, through = _locate(compiled, ids, w.taken, offsets[w.taken], states[w.taken], top)
     if through is not None:  # llguidance's mask allows only its own split of forced text ("ab" for TEXT "a")
@@ -141,7 +146,20 @@ def dry_run(compiled: Compiled, text: str | None, *, top: int = 10) -> DryRun:
         run.end, run.note = through, f"token {w.taken} {token}: {_SPLIT_DIFFERENTLY}; every byte of TEXT is allowed"
     elif w.inconsistent:
         run.rejection.note = f"{compiled.backend}: the mask allows this token but accept() refused it"
+    _judge(compiled, run)
     return run
+
+
+def _judge(compiled: Compiled, run: DryRun) -> None:
+    """The independent check's verdict on a whole TEXT the matcher accepted or rejected: where the two
+    differ, the backend's language is not the constraint's (a valid text spelled a way its grammar never
+    writes, like `"\u0041"`; an invalid one a keyword it does not enforce lets through)."""
+    if run.verdict not in (ACCEPTED, REJECTED):
+        return
+    from sgcli.backends import get_backend
+
+    dialect = get_backend(compiled.backend).capabilities.regex_dialect
+    run.independent = validate(compiled.spec, run.text, finish_reason="stop", grammar_complete=True, dialect=dialect)
 
 
 _SPLIT_DIFFERENTLY = (
@@ -297,6 +315,14 @@ def to_records(run: DryRun, vocab: Vocab) -> list[dict]:
         }
     if run.note:
         summary["note"] = run.note
+    if run.independent is not None:
+        v = run.independent
+        summary["independent"] = {
+            "valid": v.valid,
+            "validated_by": v.validated_by,
+            "errors": v.errors,
+            "unchecked": v.unchecked,
+        }
     records.append(summary)
     return records
 

@@ -249,6 +249,15 @@ class MaskError(_Strict):
     mask: MaskState = Field(..., description="what the failed matcher's mask showed (no verdict on the text)")
 
 
+class MaskCheck(_Strict):
+    """The independent check on the whole --text (where the matcher accepted or rejected it)."""
+
+    valid: Optional[bool] = Field(..., description="true, false, or null where nothing independent could check it")
+    validated_by: Optional[str] = Field(None, description="jsonschema, lark, regex, ... as in generate's records")
+    errors: list[str] = Field(default_factory=list, description="why the text breaks the constraint")
+    unchecked: Optional[str] = Field(None, description="why nothing could check it (valid is null)")
+
+
 class MaskSummary(_Versioned):
     """The last record of `sgcli masks --output-format json|jsonl` (type: summary)."""
 
@@ -262,6 +271,12 @@ class MaskSummary(_Versioned):
     rejected: Optional[MaskRejection] = None
     error: Optional[MaskError] = None
     note: Optional[str] = None
+    independent: Optional[MaskCheck] = Field(
+        None,
+        description="the independent check on the text, apart from the backend: where it says valid and the "
+        "verdict is rejected, the backend's grammar takes another spelling of the same value; where it says "
+        "invalid and the verdict is accepted, the grammar does not enforce a keyword (sgcli's checker does)",
+    )
 
 
 class Rule(_Versioned):
