@@ -72,6 +72,28 @@ def test_a_failing_case_exits_1_and_names_case_and_backend(run_cli, tmp_path):
     assert [r["passed"] for r in records if r["type"] == "case"] == [True, False, True]
 
 
+@pytest.mark.parametrize("backend", ["xgrammar", "llguidance", "outlines_core"])
+def test_a_failing_case_says_what_the_independent_check_makes_of_its_input(run_cli, tmp_path, backend):
+    """A valid `"\\u0041"` rejected by a backend (which writes the character itself) failed exactly as an
+    invalid input does: nothing told a spelling the backend never writes from a wrong expectation."""
+    cases = tmp_path / "short.test.yaml"
+    cases.write_text(
+        "grammar: {kind: json_schema, text: {type: string, maxLength: 5}}\n"
+        "cases:\n"
+        "  - {input: '\"\\u0041\"', accept: true}\n"
+        "  - {input: '\"abcdefg\"', accept: true}\n"
+        "  - {input: '\"abc\"', accept: true}\n"
+    )
+    result = run_cli("test", cases, "--backend", backend)
+    shown = " ".join(result.stdout.split())
+    assert result.exit_code == 1 and "jsonschema finds the input valid" in shown, result.stdout
+    assert "finds the input invalid too" in shown and "'abcdefg' is too long" in shown
+    records = [r for r in _records(run_cli("test", cases, "--backend", backend, "--json")) if r["type"] == "case"]
+    assert [r["passed"] for r in records] == [False, False, True]
+    assert "another spelling" in records[0]["independent"] and "accept: true" in records[1]["independent"]
+    assert records[2]["independent"] is None
+
+
 DRAFT7_TUPLES = {
     "$schema": "http://json-schema.org/draft-07/schema#",
     "type": "object",

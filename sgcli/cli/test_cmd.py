@@ -98,6 +98,7 @@ def _json(report, writer) -> None:
                 "checked": o.checked,
                 "problems": o.problems,
                 "notes": o.notes,
+                "independent": o.independent,
             }
         )
     writer.write(
@@ -151,6 +152,8 @@ def _show(report) -> None:
             )
             for problem in o.problems:
                 out.print(f"  {escape(problem)}")
+            if o.independent:
+                out.print(f"  note: {escape(o.independent)}")
     noted = [o for o in report.outcomes if o.notes]
     if noted:
         out.print(

@@ -33,6 +33,7 @@ from sgcli.constraints.spec import MAX_JSON_DEPTH, ConstraintSpec, Kind, too_dee
 from sgcli.errors import Location, UserError, did_you_mean
 from sgcli.limits import deep_call
 from sgcli.lone_surrogates import LONE_SURROGATE, LONE_SURROGATE_HINT, lone_surrogate
+from sgcli.validation.validate import validate
 
 CASE_KEYS = {"input", "accept", "description"}
 KIND_ALIASES = {"gbnf": Kind.EBNF, "schema": Kind.JSON_SCHEMA, "json": Kind.JSON_SCHEMA}
@@ -77,6 +78,7 @@ class Outcome:
     checked: list[str] = field(default_factory=list)  # spellings checked: bytes, canonical, longest
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # e.g. a token the mask forbids but accept() takes
+    independent: str | None = None  # on a failure: what the independent check says of the input
 
 
 @dataclass
@@ -329,7 +331,33 @@ def check_case(compiled, case: Case) -> Outcome:
             outcome.passed = False
             what = result.problem if not result.accepted else "accepted"
             outcome.problems.append(f"{how}: {what} (expected {'accept' if case.accept else 'reject'})")
+    if not outcome.passed and not outcome.problems[0].endswith("(a backend bug: mask and matcher disagree)"):
+        outcome.independent = _independent_note(compiled, case)
     return outcome
+
+
+def _independent_note(compiled, case: Case) -> str | None:
+    """What the independent check `generate` uses says of a failing case's input: a valid input a backend
+    rejects is one it spells another way (`"\\u0041"`), an invalid one it was expected to accept is the
+    case's own mistake."""
+    verdict = validate(
+        compiled.spec,
+        case.input,
+        finish_reason="stop",
+        grammar_complete=True,
+        dialect=get_backend(compiled.backend).capabilities.regex_dialect,
+    )
+    if verdict.valid is True and case.accept:
+        return (
+            f"{verdict.validated_by} finds the input valid: {compiled.backend}'s grammar takes another spelling of "
+            "the same value (backends write some values one way only: string escapes, number forms, whitespace, "
+            "the schema's property order)"
+        )
+    if verdict.valid is False and case.accept:
+        return f"{verdict.validated_by} finds the input invalid too ({verdict.errors[0]}): is `accept: true` right?"
+    if verdict.valid is False and not case.accept:
+        return f"{verdict.validated_by} finds the input invalid ({verdict.errors[0]}), and {compiled.backend} took it"
+    return None
 
 
 def run_suite(suite: Suite, names: list[str], vocab, *, use_cache: bool | None = None) -> Report:

@@ -111,6 +111,11 @@ class TestCaseResult(_Versioned):
     checked: list[str] = Field(..., description="how it was fed: bytes, canonical, greedy tokenizations")
     problems: list[str] = Field(default_factory=list, description="why it failed")
     notes: list[str] = Field(default_factory=list)
+    independent: Optional[str] = Field(
+        None,
+        description="on a failed case: what the independent check generate uses says of the input (valid but "
+        "spelled another way than the backend writes it, or invalid so the case's expectation is wrong)",
+    )
 
 
 class TestBackend(_Strict):
