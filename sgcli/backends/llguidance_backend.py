@@ -33,6 +33,7 @@ from sgcli.backends.llguidance_grammar import inline_json_options, schema_entry,
 from sgcli.backends.native_stderr import capture_fd2
 from sgcli.backends.pattern_gaps import PatternGap, at, declared_pattern_gaps
 from sgcli.backends.schema_warnings import compile_warnings
+from sgcli.backends.unsatisfiable import left_out, unsatisfiable_pointer
 from sgcli.constraints.dialect import dialect_of
 from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
 from sgcli.dialects.convert import one_char_lexemes
@@ -152,6 +153,13 @@ _SLASHED = re.compile(r"/((?:\\.|[^/\\])*)/")
 _RETRIES = 8  # compiles after the first, each leaving out what the last one's error named
 
 
+def _without_impossible(message: str, schema) -> tuple[object, list[str]] | None:
+    """`schema` with the branches and optional properties that can only hold the subschema llguidance
+    calls unsatisfiable made `false` (`backends/unsatisfiable.py`), and their pointers; None: nothing."""
+    pointer = unsatisfiable_pointer(message)
+    return None if pointer is None or schema is None else left_out(schema, pointer)
+
+
 def _undecided_patterns(message: str, schema, known: list[PatternGap]) -> list[PatternGap]:
     """The patterns llguidance's error `message` says it cannot decide beside a length, those not in
     `known`: each is left out of its grammar, which keeps the length (so the string stays bounded),
@@ -242,17 +250,24 @@ class LLGuidanceBackend(LibraryBackend):
             # errors are state; no stderr noise while decoding. Its error and warnings are those of
             # validate_grammar_with_warnings (the same on all 383 suite schemas), which would compile twice.
             prototype = llg.LLMatcher(tok, grammar, log_level=0, limits=_limits(spec))
+            compiled_schema, impossible = schema, []  # the schema less what no instance can take
             for _ in range(_RETRIES if schema is not None else 0):
                 if not prototype.is_error():
                     break
                 more = _undecided_patterns(prototype.get_error(), schema, unmatchable)
+                pruned = _without_impossible(prototype.get_error(), compiled_schema)
                 if more:
                     unmatchable = unmatchable + more
+                elif pruned is not None:
+                    compiled_schema, places = pruned
+                    impossible += places
                 elif any(u.relaxed is not None for u in unmatchable):  # a relaxed one it still cannot read
                     unmatchable = [replace(u, relaxed=None) for u in unmatchable]
                 else:
                     break
-                grammar = self.grammar(spec, tok, schema=schema, unmatchable=unmatchable)
+                grammar = self.grammar(
+                    spec, tok, schema=compiled_schema, unmatchable=unmatchable, as_written=compiled_schema is schema
+                )
                 prototype = llg.LLMatcher(tok, grammar, log_level=0)
         if prototype.is_error():
             raise self._error(spec, prototype.get_error(), schema)
@@ -260,6 +275,14 @@ class LLGuidanceBackend(LibraryBackend):
         messages = prototype.get_grammar_warnings() + native_log
         warnings = self._warnings(spec, messages, schema) if messages else []
         warnings += [u.warning() for u in unmatchable]  # gaps sgcli's schema checker takes
+        if impossible:  # no pointer: the schema's instances are the same, nothing is left to the checker
+            shown = ", ".join(impossible[:4]) + (f" (and {len(impossible) - 4} more)" if len(impossible) > 4 else "")
+            warnings.append(
+                CompileWarning(
+                    f"compiled with {shown} made false: llguidance finds no value they could hold, so the "
+                    "schema's instances are the same"
+                )
+            )
         note = dialect_of(schema).note
         if note:
             warnings.append(CompileWarning(note))
@@ -268,10 +291,10 @@ class LLGuidanceBackend(LibraryBackend):
 
     # ---- building the grammar ----
 
-    def grammar(self, spec: ConstraintSpec, tok=None, *, schema=None, unmatchable=None) -> str:
+    def grammar(self, spec: ConstraintSpec, tok=None, *, schema=None, unmatchable=None, as_written=True) -> str:
         """The llguidance grammar (Lark text or top-level grammar JSON) for `spec` (`schema`: its
         parsed JSON Schema, and `unmatchable`: its patterns llguidance cannot match, when the caller
-        has them)."""
+        has them; `as_written`: False where `schema` is a rewritten copy of it)."""
         import llguidance as llg
 
         kind = spec.kind
@@ -279,7 +302,7 @@ class LLGuidanceBackend(LibraryBackend):
             schema = spec.schema() if schema is None else schema
             if unmatchable is None:
                 unmatchable = declared_pattern_gaps(spec, schema, self.name, self.capabilities.schema_keywords)
-            return schema_grammar(spec, schema, unmatchable)
+            return schema_grammar(spec, schema, unmatchable, as_written=as_written)
         if kind is Kind.REGEX:
             return llg.LLMatcher.grammar_from_regex(spec.text)
         if kind is Kind.CHOICE:

@@ -74,16 +74,20 @@ def _in_place(new: str, old: str) -> str:
     return new[:-1] + "\n" * breaks + " " * max(last - 1, 0) + new[-1]
 
 
-def schema_grammar(spec: ConstraintSpec, schema, unmatchable: list[PatternGap] | tuple = ()) -> str:
+def schema_grammar(
+    spec: ConstraintSpec, schema, unmatchable: list[PatternGap] | tuple = (), *, as_written: bool = True
+) -> str:
     """The top-level grammar JSON of a `--schema` (lenient, see `schema_entry`), with each pattern of
-    `unmatchable` replaced as it says. Where only `x-guidance` is added, it goes into the schema's own
-    text instead of encoding the parsed schema again (2 ms of a 240 KB schema's 20 ms compile); the
-    text was parsed strictly, so llguidance reads the same value."""
+    `unmatchable` replaced as it says. Where only `x-guidance` is added to the schema as written
+    (`as_written`: `schema` is the spec's text parsed, not a rewritten copy), it goes into the schema's
+    own text instead of encoding the parsed schema again (2 ms of a 240 KB schema's 20 ms compile);
+    the text was parsed strictly, so llguidance reads the same value."""
     if unmatchable:  # a rewritten copy: encoded
         return json.dumps({"grammars": [schema_entry(spec, with_patterns(schema, unmatchable), lenient=True)]})
     ready = shaped(as_its_draft_reads(schema, spec.text), spec.json_options) if isinstance(schema, dict) else schema
     if (
-        isinstance(schema, dict)
+        as_written
+        and isinstance(schema, dict)
         and schema
         and ready is schema
         and "x-guidance" not in schema
