@@ -108,3 +108,15 @@ def test_a_schema_refused_for_a_required_impossible_property_is_still_refused(ru
     path.write_text(json.dumps(required))
     result = run_cli("compile", "--schema", path, "--backend", "llguidance", "--no-cache")
     assert result.exit_code == 1 and "Unsatisfiable" in result.output and "made false" not in result.output
+
+
+def test_lint_places_the_note_at_a_place_it_made_false(run_cli, tmp_path):
+    path = tmp_path / "dbt-shaped.json"
+    path.write_text(json.dumps(SCHEMA, indent=2))
+    lines = [line for line in run_cli("lint", path).output.splitlines() if "S002" in line and "made false" in line]
+    assert len(lines) == 1, lines
+    pointer = lines[0].rsplit("(at ", 1)[1].rstrip(")")
+    assert pointer in ("/properties/maybe", "/properties/partition_by/anyOf/1")
+    key = '"maybe"' if pointer.endswith("maybe") else '"$ref"'
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if key in text)
+    assert f"{path}:{line}:" in lines[0], (lines[0], line)

@@ -151,6 +151,11 @@ _RULES: list[tuple[re.Pattern, Callable[[object, re.Match], list[tuple]]]] = [
     # llguidance names the subschema it was building ("Unable to determine if regex is empty: ...
     # while processing json-schema:///#/definitions/X"): the most precise place there is
     (re.compile(r"while processing json-schema:///(#/[^\s)]*)"), lambda s, m: _subschema_at(s, m.group(1))),
+    # sgcli's own note on llguidance's compile (backends/unsatisfiable.py) names the places it made false
+    (
+        re.compile(r"^compiled with (/.*?) made false"),
+        lambda s, m: [p for part in m.group(1).split(", ") for p in _subschema_at(s, "#" + part.split(" ")[0])],
+    ),
     (
         re.compile(r"allOf with multiple", re.I),
         lambda s, m: find(s, lambda n: "allOf" if isinstance(n.get("allOf"), list) and len(n["allOf"]) > 1 else None),
