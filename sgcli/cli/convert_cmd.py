@@ -83,7 +83,9 @@ def convert(
     The check compiles both grammars on each backend that takes both and feeds each
     one strings the other accepts (random walks, and the cases of a test file). A JSON
     Schema is printed by xgrammar's translator (the only backend that prints one), in the
-    JSON layout generate compiles (compact unless a JSON-layout flag says), and compared on
+    JSON layout generate compiles (compact unless a JSON-layout flag says), with an object that
+    says nothing of other keys closed to the keys it lists, as generate closes it (fewer texts
+    than the schema allows, never an invalid one; README, "Objects"), and compared on
     xgrammar; a keyword its grammar does not enforce (sgcli's schema checker does, while
     generating, but a grammar file carries none) is exit 2 naming it, unless --allow-unenforced.
     What the target cannot express (a lookahead, %json, @name, %ignore) is exit 2, naming
