@@ -315,14 +315,9 @@ def to_records(run: DryRun, vocab: Vocab) -> list[dict]:
         }
     if run.note:
         summary["note"] = run.note
-    if run.independent is not None:
-        v = run.independent
-        summary["independent"] = {
-            "valid": v.valid,
-            "validated_by": v.validated_by,
-            "errors": v.errors,
-            "unchecked": v.unchecked,
-        }
+    if run.independent is not None:  # the verdict less the parsed value (the text is the step records')
+        keys = ("valid", "validated_by", "errors", "unchecked")
+        summary["independent"] = {k: getattr(run.independent, k) for k in keys}
     records.append(summary)
     return records
 
