@@ -78,6 +78,17 @@ def test_the_pruned_schema_has_the_same_instances():
         {"properties": {"a": {"$ref": "#/definitions/I", "minProperties": 1}}, "definitions": {"I": IMPOSSIBLE}},
         # every branch of the anyOf: the refusal is right
         {"anyOf": [{"$ref": "#/definitions/I"}, {"$ref": "#/definitions/I"}], "definitions": {"I": IMPOSSIBLE}},
+        # below an embedded `$id`, `#/definitions/I` is that resource's own, not the root's
+        {
+            "definitions": {"I": IMPOSSIBLE},
+            "properties": {
+                "a": {
+                    "$id": "https://example.com/a",
+                    "anyOf": [{"type": "string"}, {"$ref": "#/definitions/I"}],
+                    "definitions": {"I": {"type": "integer"}},
+                }
+            },
+        },
     ],
 )
 def test_a_place_that_must_hold_a_value_keeps_the_refusal(schema):

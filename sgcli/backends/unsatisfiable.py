@@ -35,18 +35,20 @@ def left_out(schema, pointer: str) -> tuple[object, list[str]] | None:
     none (or where every branch of some `anyOf` would go: the refusal is then right)."""
     out = copy.deepcopy(schema)
     places: list[str] = []
-    stack: list[tuple[object, str]] = [(out, "")]
+    # (node, its pointer, whether a `#...` reference there is read against the root: not below an `$id`)
+    stack: list[tuple[object, str, bool]] = [(out, "", True)]
     while stack:
-        node, at = stack.pop()
+        node, at, rooted = stack.pop()
         if isinstance(node, list):
-            stack.extend((v, f"{at}/{i}") for i, v in enumerate(node))
+            stack.extend((v, f"{at}/{i}", rooted) for i, v in enumerate(node))
             continue
         if not isinstance(node, dict):
             continue
+        rooted = rooted and (at == "" or not any(isinstance(node.get(k), str) for k in ("$id", "id")))
         for key in ("anyOf", "oneOf"):
             branches = node.get(key)
             if isinstance(branches, list):
-                gone = [i for i, b in enumerate(branches) if _holds_only(b, f"{at}/{key}/{i}", pointer)]
+                gone = [i for i, b in enumerate(branches) if _holds_only(b, f"{at}/{key}/{i}", pointer, rooted)]
                 if gone and len(gone) < len(branches):
                     for i in gone:
                         branches[i] = False
@@ -56,18 +58,19 @@ def left_out(schema, pointer: str) -> tuple[object, list[str]] | None:
             required = set(required) if isinstance(required, list) else set()
             for name, sub in props.items():
                 where = f"{at}/properties/{_escaped(name)}"
-                if name not in required and _holds_only(sub, where, pointer):
+                if name not in required and _holds_only(sub, where, pointer, rooted):
                     props[name] = False
                     places.append(where)
-        stack.extend((v, f"{at}/{_escaped(k)}") for k, v in node.items() if isinstance(v, (dict, list)))
+        stack.extend((v, f"{at}/{_escaped(k)}", rooted) for k, v in node.items() if isinstance(v, (dict, list)))
     return (out, places) if places else None
 
 
-def _holds_only(sub, at: str, pointer: str) -> bool:
-    """Whether the subschema `sub` (at `at`) is the one at `pointer`, or only a `$ref` to it."""
+def _holds_only(sub, at: str, pointer: str, rooted: bool) -> bool:
+    """Whether the subschema `sub` (at `at`) is the one at `pointer`, or only a `$ref` to it (`rooted`: a
+    `#...` reference there names the root's pointer, not one inside an embedded `$id`'s resource)."""
     if at == pointer:
         return True
-    if not isinstance(sub, dict) or not isinstance(sub.get("$ref"), str):
+    if not rooted or not isinstance(sub, dict) or not isinstance(sub.get("$ref"), str):
         return False
     ref = unquote(sub["$ref"])
     asserting = [k for k in sub if k not in _ANNOTATIONS]
