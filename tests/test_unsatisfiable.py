@@ -78,6 +78,8 @@ def test_the_pruned_schema_has_the_same_instances():
         {"properties": {"a": {"$ref": "#/definitions/I", "minProperties": 1}}, "definitions": {"I": IMPOSSIBLE}},
         # every branch of the anyOf: the refusal is right
         {"anyOf": [{"$ref": "#/definitions/I"}, {"$ref": "#/definitions/I"}], "definitions": {"I": IMPOSSIBLE}},
+        # a value, not a schema, that looks like one
+        {"enum": [{"anyOf": [1, {"$ref": "#/definitions/I"}]}], "definitions": {"I": IMPOSSIBLE}},
         # below an embedded `$id`, `#/definitions/I` is that resource's own, not the root's
         {
             "definitions": {"I": IMPOSSIBLE},

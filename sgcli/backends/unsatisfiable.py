@@ -61,8 +61,13 @@ def left_out(schema, pointer: str) -> tuple[object, list[str]] | None:
                 if name not in required and _holds_only(sub, where, pointer, rooted):
                     props[name] = False
                     places.append(where)
-        stack.extend((v, f"{at}/{_escaped(k)}", rooted) for k, v in node.items() if isinstance(v, (dict, list)))
+        inner = [(k, v) for k, v in node.items() if isinstance(v, (dict, list)) and k not in _DATA]
+        stack.extend((v, f"{at}/{_escaped(k)}", rooted) for k, v in inner)
     return (out, places) if places else None
+
+
+# keywords whose values are instances, never schemas (a property of that name is passed over too: no harm)
+_DATA = {"enum", "const", "default", "examples"}
 
 
 def _holds_only(sub, at: str, pointer: str, rooted: bool) -> bool:
