@@ -154,12 +154,16 @@ def _judge(compiled: Compiled, run: DryRun) -> None:
     """The independent check's verdict on a whole TEXT the matcher accepted or rejected: where the two
     differ, the backend's language is not the constraint's (a valid text spelled a way its grammar never
     writes, like `"\u0041"`; an invalid one a keyword it does not enforce lets through)."""
-    if run.verdict not in (ACCEPTED, REJECTED):
-        return
+    if run.verdict in (ACCEPTED, REJECTED):
+        run.independent = independent_verdict(compiled, run.text)
+
+
+def independent_verdict(compiled: Compiled, text: str) -> Verdict:
+    """The check `generate` gives its outputs, on a whole `text`, reading regexes as `compiled`'s backend does."""
     from sgcli.backends import get_backend
 
     dialect = get_backend(compiled.backend).capabilities.regex_dialect
-    run.independent = validate(compiled.spec, run.text, finish_reason="stop", grammar_complete=True, dialect=dialect)
+    return validate(compiled.spec, text, finish_reason="stop", grammar_complete=True, dialect=dialect)
 
 
 _SPLIT_DIFFERENTLY = (

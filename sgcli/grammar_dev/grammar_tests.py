@@ -31,9 +31,9 @@ from sgcli.constraints.schema_input import check_schema
 from sgcli.constraints.sources import from_file, spec_from_text
 from sgcli.constraints.spec import MAX_JSON_DEPTH, ConstraintSpec, Kind, too_deep
 from sgcli.errors import Location, UserError, did_you_mean
+from sgcli.grammar_dev.dryrun import independent_verdict
 from sgcli.limits import deep_call
 from sgcli.lone_surrogates import LONE_SURROGATE, LONE_SURROGATE_HINT, lone_surrogate
-from sgcli.validation.validate import validate
 
 CASE_KEYS = {"input", "accept", "description"}
 KIND_ALIASES = {"gbnf": Kind.EBNF, "schema": Kind.JSON_SCHEMA, "json": Kind.JSON_SCHEMA}
@@ -340,13 +340,7 @@ def _independent_note(compiled, case: Case) -> str | None:
     """What the independent check `generate` uses says of a failing case's input: a valid input a backend
     rejects is one it spells another way (`"\\u0041"`), an invalid one it was expected to accept is the
     case's own mistake."""
-    verdict = validate(
-        compiled.spec,
-        case.input,
-        finish_reason="stop",
-        grammar_complete=True,
-        dialect=get_backend(compiled.backend).capabilities.regex_dialect,
-    )
+    verdict = independent_verdict(compiled, case.input)
     if verdict.valid is True and case.accept:
         return (
             f"{verdict.validated_by} finds the input valid: {compiled.backend}'s grammar takes another spelling of "
