@@ -763,6 +763,21 @@ def test_lark_templates_are_expanded_into_gbnf_as_lark_reads_them(run_cli, tmp_p
         assert _parses(converted, text) == _parses(original, text), text
 
 
+def test_a_template_grammar_past_the_lark_librarys_rule_limit_is_not_built_by_it(run_cli, tmp_path, monkeypatch):
+    """No backend reads templates, so convert asked the lark library whether it does, building its parser
+    unbounded: minutes past MAX_RULES rules. Past it, the library is not asked: exit 2, no backend reads it."""
+    import lark
+
+    from sgcli.validation.lark_check import MAX_RULES
+
+    monkeypatch.setattr(lark, "Lark", lambda *a, **k: pytest.fail("the lark library built its parser"))
+    rules = "".join(f'r{i}: "a{i}"\n' for i in range(MAX_RULES + 1))
+    g = tmp_path / "big.lark"
+    g.write_text('start: _sep{r0, ","}\n_sep{x, sep}: x (sep x)*\n' + rules)
+    result = run_cli("convert", g, "--to", "gbnf", "--no-check")
+    assert result.exit_code == 2 and "no backend reads" in result.output, result.output
+
+
 def _parses(parser, text: str) -> bool:
     try:
         parser.parse(text)

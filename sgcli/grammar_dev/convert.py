@@ -98,7 +98,9 @@ def _compile_all(
 def _lark_reads(spec: ConstraintSpec) -> bool:
     """A Lark grammar the lark library itself reads is Lark all the same, though no backend takes it
     (templates: both refuse them, and converting expands them): it converts, NOT VERIFIED."""
-    if spec.kind is not Kind.LARK:
+    from sgcli.validation.lark_check import MAX_RULES, rule_count
+
+    if spec.kind is not Kind.LARK or rule_count(spec.text) > MAX_RULES:  # past it, lark takes minutes to build
         return False
     import lark
 

@@ -90,6 +90,11 @@ def _time_left() -> float:
     return left
 
 
+def rule_count(text: str) -> int:
+    """How many rules a Lark text defines (lark's Earley parser is quadratic or worse in them: `MAX_RULES`)."""
+    return len(re.findall(r"^[ \t]*[?!]?[A-Za-z_][A-Za-z0-9_]*(?:\.-?\d+)?[ \t]*:(?!:)", text, flags=re.M))
+
+
 def check(spec: ConstraintSpec, output: str) -> list[str]:
     """Errors of `output` against a Lark/GBNF `spec` (empty when it parses and every sub-grammar's
     JSON validates); raises Unchecked when no independent verdict is possible."""
@@ -114,7 +119,7 @@ def _checked(spec: ConstraintSpec, output: str) -> tuple[list[str], str]:
     import lark
 
     prepared = prepare(spec)
-    rules = len(re.findall(r"^[ \t]*[?!]?[A-Za-z_][A-Za-z0-9_]*(?:\.-?\d+)?[ \t]*:(?!:)", prepared.text, flags=re.M))
+    rules = rule_count(prepared.text)
     if rules > MAX_RULES:
         raise Unchecked(
             f"the grammar has {rules:,} rules; the lark library's Earley parser takes minutes past {MAX_RULES} "
