@@ -499,3 +499,50 @@ def test_a_literal_another_lexeme_ends_inside_is_split_so_greedy_lexers_keep_the
     assert _convert('root ::= x y\nx ::= "a" | "ab"\ny ::= "bc"\n', "gbnf") == (
         'start: x y\nx: "a" | "a" "b"\ny: "b" "c"\n'
     )
+
+
+def test_a_literal_no_rival_at_its_place_ends_inside_stays_whole():
+    """Which lexemes compete is a question of place (`dialects/lexeme_follow.py`): the issue's
+    `("yes" | "no") " " [ a-z]{1,40}` printed `"y" "e" "s"`, because `[ a-z]` matches `y` somewhere
+    else. A literal beside a rival that matches its prefix at the same place is still split: after
+    `=` the class competes with "yes"; at the start, through a nullable rule, it does too."""
+    whole = _convert('root ::= ("yes" | "no") " " [ a-z]{1,40}\n', "gbnf")
+    assert whole == 'start: ("yes" | "no") " " /[ a-z]/ ~ 1..40\n', whole
+    beside = _convert('root ::= "=" ("yes" | [a-z]) " " "yes"\n', "gbnf")
+    assert beside == 'start: "=" ("y" "e" "s" | /[a-z]/) " " "y" "e" "s"\n', beside
+    through = _convert('root ::= pre "no" | [m-o] "x"\npre ::= "" | "-"\n', "gbnf")
+    assert '"n" "o"' in through, through
+    # at the end of a rule, what follows its uses competes: `w` ends, then "no" or `[n]` may come
+    ended = _convert('root ::= w "no" | w [n] "x"\nw ::= "a" | "b"\n', "gbnf")
+    assert '"n" "o"' in ended, ended
+    loop = _convert('root ::= ("ab" | [a]){1,3} "c"\n', "gbnf")  # a repetition is its own follower
+    assert '"a" "b"' in loop, loop
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(g=grammars(), seed=st.integers(0, 2**16))
+def test_a_literal_kept_whole_costs_a_greedy_lexer_nothing_the_place_blind_split_kept(g, seed):
+    """Against the rule it replaced (split wherever any rival anywhere matches a literal's prefix):
+    whatever llguidance accepts with that print it accepts with the print that splits by place,
+    which accepts no string the exact parser (xgrammar, on the GBNF) refuses."""
+    import sgcli.dialects.convert as convert_module
+
+    gbnf = Printer(g, "gbnf", "", None).grammar()
+    by_place = _convert(gbnf, "gbnf")
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(convert_module, "rival_sets", lambda grammar: None)
+        place_blind = _convert(gbnf, "gbnf")
+    vocab = byte_vocab()
+    llg, exact = get_backend("llguidance"), get_backend("xgrammar")
+    if llg.unavailable_reason() or exact.unavailable_reason():
+        pytest.fail("the comparison needs llguidance and xgrammar")
+    new, old = (llg.compile(ConstraintSpec(Kind.LARK, text, "<lark>"), vocab) for text in (by_place, place_blind))
+    reference = exact.compile(ConstraintSpec(Kind.EBNF, gbnf, "<gbnf>"), vocab)
+    rng = random.Random(seed)
+    strings = [s.encode() for s in (draw_string(g, rng) for _ in range(6)) if s is not None]
+    strings += [d for c in (reference, old, new) for d in sample_strings(c, 4, seed=seed) if b"\x00" not in d]
+    for data in strings:
+        if accepts_bytes(old, data).accepted:
+            assert accepts_bytes(new, data).accepted, (data, gbnf, place_blind, by_place)
+        if accepts_bytes(new, data).accepted:
+            assert accepts_bytes(reference, data).accepted, (data, gbnf, by_place)

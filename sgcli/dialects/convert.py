@@ -18,6 +18,7 @@ from sgcli.dialects.grammar_model import Alt, Chars, Grammar, Lit, Opaque, Parse
 from sgcli.dialects.lark import parse_lark
 from sgcli.dialects.lark_common import imported_definitions
 from sgcli.dialects.lark_templates import expand_templates
+from sgcli.dialects.lexeme_follow import rival_sets, rivals_inside
 from sgcli.dialects.printers import Printer
 from sgcli.dialects.regex_parse import parse_regex
 from sgcli.dialects.resolve import unresolved
@@ -203,14 +204,23 @@ def split_prefixed_literals(grammar: Grammar) -> None:
 
     GBNF and regexes read characters; a Lark literal is a lexeme, and llguidance lexes greedily: in
     `"f" | "false" | [a-z]+ ";"` printed as Lark, `fa;` was refused, its lexer having gone on from `f`
-    into `false` (2026-12-06). Where no other lexeme (a literal, or a one-character class) matches a
-    proper prefix of a literal, no lexer can stop inside it, and it is printed whole: readable. Split
-    literals make new one-character lexemes, so this runs until nothing changes."""
+    into `false` (2026-12-06). Only lexemes the parser may allow at the same place compete
+    (`dialects/lexeme_follow.py`): where none of them (a literal, or a one-character class) matches a
+    proper prefix of a literal, no lexer can stop inside it, and it is printed whole: readable
+    (`("yes" | "no") " " [ a-z]+` keeps its words). Split literals make new one-character lexemes,
+    so this runs until nothing changes. A grammar with opaque parts (special tokens, lookarounds)
+    takes the place-blind rule: any such lexeme anywhere."""
     while True:
-        nodes = [n for rule in grammar.rules for n in walk(rule.body)]
-        texts = {n.text for n in nodes if isinstance(n, Lit) and n.text}
-        classes = [n for n in nodes if isinstance(n, Chars)]
-        if not _split_literals(grammar, lambda lit, texts=texts, classes=classes: _prefixed(lit, texts, classes)):
+        sets = rival_sets(grammar)
+        if sets is not None:
+            texts = rivals_inside(sets)
+            which = lambda lit, texts=texts: lit.text in texts  # noqa: E731
+        else:
+            nodes = [n for rule in grammar.rules for n in walk(rule.body)]
+            texts = {n.text for n in nodes if isinstance(n, Lit) and n.text}
+            classes = [n for n in nodes if isinstance(n, Chars)]
+            which = lambda lit, texts=texts, classes=classes: _prefixed(lit, texts, classes)  # noqa: E731
+        if not _split_literals(grammar, which):
             return
 
 
