@@ -44,13 +44,17 @@ def rival_sets(grammar: Grammar) -> list[frozenset] | None:
     rule_ends_in: list[tuple[str, str]] = []  # (rule a, rule b): a can end b, so FOLLOW(b) is in FOLLOW(a)
     for name, rule in defs.items():
         _place(rule.body, name, info, follow, rule_follow, ends_in, rule_ends_in)
-    changed = True
-    while changed:  # FOLLOW of a rule that ends another takes that one's; monotone, so it ends
-        changed = False
-        for inner, outer in rule_ends_in:
-            if inner in rule_follow and not rule_follow[outer] <= rule_follow[inner]:
+    ended_by: dict[str, list[str]] = {}  # FOLLOW of a rule that ends another takes that one's
+    for inner, outer in rule_ends_in:
+        ended_by.setdefault(outer, []).append(inner)
+    work = list(ended_by)
+    while work:  # a worklist: a chain of 10,000 rules costs one pass, not one per link
+        outer = work.pop()
+        for inner in ended_by[outer]:
+            if not rule_follow[outer] <= rule_follow[inner]:
                 rule_follow[inner] |= rule_follow[outer]
-                changed = True
+                if inner in ended_by:
+                    work.append(inner)
     for key, name in ends_in:
         follow.setdefault(key, set()).update(rule_follow[name])
     root = defs.get(grammar.root)
