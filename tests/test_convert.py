@@ -12,7 +12,9 @@ import corpora
 import pytest
 
 from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.dialects.gbnf import parse_gbnf
 from sgcli.dialects.grammar_model import Chars, walk
+from sgcli.dialects.lark import parse_lark
 
 
 @pytest.fixture(autouse=True)
@@ -813,3 +815,35 @@ def test_a_declared_name_is_refused_at_its_declaration():
         convert_grammar(ConstraintSpec(Kind.LARK, text, "d.lark"), "gbnf")
     assert (caught.value.location.line, caught.value.location.col) == (3, 1)
     assert "`OTHER` comes from %declare" in caught.value.message, caught.value.message
+
+
+def test_a_regex_class_escape_converts_in_the_reading_of_the_backends_that_share_it(run_cli, tmp_path):
+    """A Lark terminal's `\\d` and `\\w` are Unicode's (the lark library, llguidance, and xgrammar as sgcli
+    respells them); the converter printed ASCII's `[0-9]`, so `٣` fell out on the way to GBNF. A `.regex`
+    means Unicode's to llguidance and ASCII's to xgrammar (ECMAScript): the conversion follows Rust's
+    reading, and the round trip says it cannot compare on xgrammar rather than fail there."""
+    from sgcli.dialects.convert import convert_grammar, read_otherwise
+
+    lark = ConstraintSpec(Kind.LARK, 'start: /\\d+/ " " /\\w/ /\\s/\n', "dw.lark")
+    gbnf = convert_grammar(lark, "gbnf").text
+    digit, word, space = _classes(parse_gbnf(gbnf))
+    assert digit.contains(ord("٣")) and word.contains(ord("é")), gbnf
+    assert space.contains(0x2028) and space.contains(0x85) and not space.contains(0xFEFF), gbnf  # White_Space
+    path = tmp_path / "dw.lark"
+    path.write_text(lark.text)
+    result = run_cli("convert", path, "--to", "gbnf", "--samples", "8")
+    assert result.exit_code == 0, result.stderr
+    assert "round trip ok" in result.stderr and "llguidance, xgrammar" in result.stderr, result.stderr
+
+    assert read_otherwise(ConstraintSpec(Kind.REGEX, "a\\d", "r"))
+    assert not read_otherwise(ConstraintSpec(Kind.REGEX, "a[0-9]x", "r"))
+    path = tmp_path / "digits.regex"
+    path.write_text("[a-z]+\\.\\d{2}")
+    result = run_cli("convert", path, "--to", "lark", "--samples", "8")
+    assert result.exit_code == 0, result.stderr
+    assert "not compared on xgrammar" in result.stderr and "(compared on llguidance)" in result.stderr, result.stderr
+    assert _classes(parse_lark(result.stdout))[-1].contains(ord("٣")), result.stdout
+
+
+def _classes(grammar) -> list:
+    return [n for rule in grammar.rules for n in walk(rule.body) if isinstance(n, Chars)]

@@ -19,11 +19,11 @@ from __future__ import annotations
 import re
 from functools import cache, lru_cache
 
-from sgcli.constraints.regex_dialects import ECMA_DOT
+from sgcli.constraints.regex_dialects import ECMA_DOT, RUST
 from sgcli.dialects.gbnf import parse_gbnf
 from sgcli.dialects.grammar_model import MAX_CODE_POINT, Alt, Chars, Lit, Opaque, ParseError, Rep, Seq, walk
 from sgcli.dialects.lark import parse_lark
-from sgcli.dialects.regex_parse import WHITESPACE, parse_regex
+from sgcli.dialects.regex_parse import class_escape, parse_regex
 
 # the class escapes a Lark terminal means otherwise than xgrammar reads them (`lark_class`)
 _LARK_ESCAPES = ("\\s", "\\S", "\\d", "\\D", "\\w", "\\W")
@@ -48,14 +48,7 @@ def lark_class(escape: str) -> str:
     """The members of a class for `\\s`, `\\d`, `\\w` as the lark check reads them (the `regex` package:
     Unicode's, as Rust's and so llguidance's; `\\w` 817 ranges), `\\S`, `\\D`, `\\W` their complements.
     xgrammar's are ECMAScript's: ASCII digits and word characters, where `٣` and `é` are a Lark `\\d`, `\\w`."""
-    letter = escape[1].lower()
-    if letter == "s":
-        ranges = list(WHITESPACE)
-    else:
-        import regex
-
-        every = "".join(map(chr, range(0x110000)))  # one pass in C: a match's span is its code points
-        ranges = [(m.start(), m.end() - 1) for m in regex.finditer("\\" + letter + "+", every)]
+    ranges = list(class_escape(escape[1], RUST))
     if escape[1].isupper():
         ranges = _complement(ranges)
     return "".join(_code(lo) + ("-" + _code(hi) if hi > lo else "") for lo, hi in ranges)

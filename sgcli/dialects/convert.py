@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import re
 
+from sgcli.constraints.regex_dialects import ECMA, RUST
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.dialects.gbnf import parse_gbnf
 from sgcli.dialects.grammar_model import Alt, Chars, Grammar, Lit, Opaque, ParseError, Ref, Rep, Rule, Seq, walk
@@ -65,6 +66,26 @@ def print_model(spec: ConstraintSpec, model: tuple, target: str) -> ConstraintSp
     return ConstraintSpec(_KINDS[target], printed, f"{spec.name} (as {_KINDS[target].label})")
 
 
+def read_otherwise(spec: ConstraintSpec) -> bool:
+    """Whether a regex source means other strings in ECMAScript's reading (xgrammar's) than in Rust's,
+    which a conversion follows (`\\d`, `\\w` Unicode's there, ASCII's in ECMAScript; `\\s`, `.`):
+    a backend of the other reading compiles another language from the same text."""
+    if spec.kind not in (Kind.REGEX, Kind.CHOICE):
+        return False
+    text = spec.as_regex()
+    try:
+        return (
+            Printer(_regex_grammar(text, ECMA), "gbnf", text, None).grammar()
+            != Printer(_regex_grammar(text, RUST), "gbnf", text, None).grammar()
+        )
+    except (ParseError, UserError):
+        return False
+
+
+def _regex_grammar(text: str, dialect: str) -> Grammar:
+    return Grammar("regex", "root", [Rule("root", parse_regex(text, dialect=dialect).node, 0)])
+
+
 def read_model(spec: ConstraintSpec, text: str | None = None, origin: str | None = None):
     """(grammar model, the text its positions refer to, that text's name) for a GBNF, Lark, regex or
     choice spec; `text`/`origin` read other GBNF text in the spec's place (a translated schema)."""
@@ -79,7 +100,7 @@ def read_model(spec: ConstraintSpec, text: str | None = None, origin: str | None
             _refuse_lark_only(grammar, text, origin)
         elif spec.kind in (Kind.REGEX, Kind.CHOICE):
             text = spec.as_regex()
-            parsed = parse_regex(text)
+            parsed = parse_regex(text, dialect=RUST)  # as llguidance and outlines-core read it
             _refuse_features(parsed.features + parsed.flags, text, origin)
             grammar = Grammar("regex", "root", [Rule("root", parsed.node, 0)])
         else:

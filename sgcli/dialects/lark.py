@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 
+from sgcli.constraints.regex_dialects import RUST
 from sgcli.dialects.grammar_model import (
     MAX_STACKED,
     Alt,
@@ -357,7 +358,7 @@ class _LarkReader(Reader):
             flags += self.peek()
             self.pos += 1
         try:
-            parsed = parse_regex(self.text[body_start:i], lambda k: body_start + k)
+            parsed = parse_regex(self.text[body_start:i], lambda k: body_start + k, RUST)
         except NotReadAsWritten:  # read, and refused: no backend reads it as written
             raise
         except ParseError:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 
+from sgcli.constraints.regex_dialects import ECMA, RUST
 from sgcli.constraints.spec import MAX_DEPTH
 from sgcli.dialects.grammar_model import (
     MAX_CODE_POINT,
@@ -30,7 +31,7 @@ from sgcli.dialects.grammar_model import (
     stacked_error,
 )
 
-WHITESPACE = [
+WHITESPACE = [  # Unicode's White_Space: Rust's `\s` (llguidance, outlines-core), the `regex` package's
     (9, 13),
     (32, 32),
     (0x85, 0x85),
@@ -42,16 +43,34 @@ WHITESPACE = [
     (0x205F, 0x205F),
     (0x3000, 0x3000),
 ]
+# ECMAScript's `\s` (xgrammar, JSON Schema's `pattern`): WhiteSpace and LineTerminator, U+FEFF in, U+0085 out
+ECMA_WHITESPACE = sorted({*WHITESPACE, (0xFEFF, 0xFEFF)} - {(0x85, 0x85)})
 DIGITS = [(48, 57)]
 WORD = [(48, 57), (65, 90), (95, 95), (97, 122)]
-_CLASS_ESCAPES = {
-    "d": (DIGITS, False),
-    "D": (DIGITS, True),
-    "w": (WORD, False),
-    "W": (WORD, True),
-    "s": (WHITESPACE, False),
-    "S": (WHITESPACE, True),
-}
+_CLASS_LETTERS = frozenset("dDwWsS")
+# `.`: Rust's stops at a newline only; ECMAScript's at every line terminator
+_DOT = {RUST: [(10, 10)], ECMA: [(10, 10), (13, 13), (0x2028, 0x2029)]}
+
+
+@cache
+def class_escape(letter: str, dialect: str) -> tuple[tuple[int, int], ...]:
+    """The code point ranges of `\\d`, `\\w` or `\\s` (`letter` in either case: the complement's are these,
+    negated) as `dialect` reads them: ECMAScript's are ASCII digits and word characters, Rust's (so the
+    lark library's and llguidance's) Unicode's (`٣` a digit, `é` a word character; `\\w` is 817 ranges,
+    read off the `regex` package, which reads them as Rust does)."""
+    letter = letter.lower()
+    if letter == "s":
+        return tuple(WHITESPACE if dialect == RUST else ECMA_WHITESPACE)
+    if dialect != RUST:
+        return tuple(DIGITS if letter == "d" else WORD)
+    import array
+
+    import regex
+
+    every = array.array("I", range(MAX_CODE_POINT + 1)).tobytes().decode("utf-32-le", "surrogatepass")
+    return tuple((m.start(), m.end() - 1) for m in regex.finditer("\\" + letter + "+", every))
+
+
 _CHAR_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0", "a": "\a", "e": "\x1b"}
 
 
@@ -96,10 +115,12 @@ class ParsedRegex:
     flags: list[RegexFeature] = field(default_factory=list)
 
 
-def parse_regex(pattern: str, to_file: Callable[[int], int] = lambda i: i) -> ParsedRegex:
+def parse_regex(pattern: str, to_file: Callable[[int], int] = lambda i: i, dialect: str = ECMA) -> ParsedRegex:
     """Parse `pattern`; node positions are `to_file(index)` (which must also accept
-    len(pattern), for the end of a feature at the very end). Raises ParseError (file offset)."""
-    p = _Parser(pattern, to_file)
+    len(pattern), for the end of a feature at the very end). Raises ParseError (file offset).
+    `dialect` says what `\\d`, `\\w`, `\\s` and `.` hold: ECMAScript's (JSON Schema's `pattern`,
+    xgrammar) or Rust's (a Lark terminal, llguidance and outlines-core: Unicode classes)."""
+    p = _Parser(pattern, to_file, dialect)
     node = p.alternatives(top=True)
     if p.i < len(pattern):
         raise ParseError("unbalanced ')' in regex", to_file(p.i))
@@ -122,8 +143,9 @@ def _class_sample(text: str) -> str | None:
 
 
 class _Parser:
-    def __init__(self, src: str, to_file: Callable[[int], int]):
+    def __init__(self, src: str, to_file: Callable[[int], int], dialect: str):
         self.src = src
+        self.dialect = dialect
         self.i = 0
         self.to_file = to_file
         self.features: list[RegexFeature] = []
@@ -194,7 +216,7 @@ class _Parser:
             return self.char_class()
         if ch == ".":
             self.i += 1
-            return Chars(pos, [(10, 10)], negated=True)
+            return Chars(pos, list(_DOT[self.dialect]), negated=True)
         if ch == "\\":
             return self.escape_atom()
         if ch in "*+?":
@@ -252,9 +274,8 @@ class _Parser:
         start = self.i
         pos = self.to_file(start)
         ch = self.after_backslash()
-        if ch in _CLASS_ESCAPES:
-            ranges, negated = _CLASS_ESCAPES[ch]
-            return Chars(pos, list(ranges), negated)
+        if ch in _CLASS_LETTERS:
+            return Chars(pos, list(class_escape(ch, self.dialect)), ch.isupper())
         if ch in "bB":
             self.feature("word boundary" if ch == "b" else "non-word-boundary", start)
             return Opaque(pos, f"\\{ch}", nullable=True, sample="")
@@ -352,15 +373,16 @@ class _Parser:
                 raise self.error("POSIX classes like [:alpha:] are not read by sgcli")
             if ch == "[" or self.src.startswith(("&&", "--", "~~"), self.i):
                 raise self.error("nested classes and class set operations are not read by sgcli")
-            if ch == "\\" and self.i + 1 < len(self.src) and self.src[self.i + 1] in _CLASS_ESCAPES:
-                sub, sub_neg = _CLASS_ESCAPES[self.src[self.i + 1]]
+            if ch == "\\" and self.i + 1 < len(self.src) and self.src[self.i + 1] in _CLASS_LETTERS:
+                letter = self.src[self.i + 1]
+                sub = list(class_escape(letter, self.dialect))
                 self.i += 2
-                ranges.extend(_complement(sub) if sub_neg else sub)  # [\s\S] is any character
+                ranges.extend(_complement(sub) if letter.isupper() else sub)  # [\s\S] is any character
                 continue
             lo = self.class_char()
             if self.src.startswith("-", self.i) and self.i + 1 < len(self.src) and self.src[self.i + 1] != "]":
                 self.i += 1
-                if self.src.startswith("\\", self.i) and self.src[self.i + 1 : self.i + 2] in _CLASS_ESCAPES:
+                if self.src.startswith("\\", self.i) and self.src[self.i + 1 : self.i + 2] in _CLASS_LETTERS:
                     raise self.error("a class escape cannot end a character range")
                 hi = self.class_char()
                 if ord(hi) < ord(lo):
