@@ -159,6 +159,28 @@ def test_tokenizer_json_without_config_guesses_eos_and_says_so(tmp_path, smol_to
     assert any("guessed" in note for note in vocab.notes)
 
 
+def test_an_eos_guessed_by_name_is_a_special_token_before_an_ordinary_one(tmp_path):
+    """Gemma 3's tokenizer.json alone holds `</s>` as ordinary text (id 212) and `<eos>` as its special end:
+    the name list's first, `</s>`, was taken, and a regex match ended at text that spelled it."""
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import models, pre_tokenizers
+
+    words = {"<pad>": 0, "</s>": 1, "a": 2, "b": 3}
+    hf = HFTokenizer(models.WordLevel(words, unk_token="<pad>"))
+    hf.pre_tokenizer = pre_tokenizers.Whitespace()
+    hf.add_special_tokens(["<eos>"])
+    hf.save(str(tmp_path / "tokenizer.json"))
+    vocab = load_tokenizer(str(tmp_path / "tokenizer.json")).vocab
+    assert vocab.eos_id == 4 and vocab.stop_ids == (4,), vocab.notes
+    assert any("'<eos>'" in note and "ordinary" not in note for note in vocab.notes), vocab.notes
+
+    hf = HFTokenizer(models.WordLevel(words, unk_token="<pad>"))  # no special one: the ordinary, said so
+    (tmp_path / "plain").mkdir()
+    hf.save(str(tmp_path / "plain" / "tokenizer.json"))
+    vocab = load_tokenizer(str(tmp_path / "plain" / "tokenizer.json")).vocab
+    assert vocab.eos_id == 1 and any("ordinary token" in note for note in vocab.notes), vocab.notes
+
+
 def test_sentencepiece_model_folder_with_template(tmp_path):
     from sgcli.tokenizers.mistral import tokenizer_file
 

@@ -290,10 +290,18 @@ def _not_text(path: Path, key: str, value, wanted: str = 'a string (or {"content
 
 
 def _guessed_eos(hf, notes: list[str]) -> str | None:
-    """Where tokenizer_config.json names no eos_token: one guessed by its name, for stopping only (with a note)."""
-    guess = next((n for n in _EOS_NAMES if hf.token_to_id(n) is not None), None)
+    """Where tokenizer_config.json names no eos_token: one guessed by its name, for stopping only (with a note).
+    A token marked special comes first: Gemma 3's vocabulary holds `</s>` as ordinary text (id 212) and
+    `<eos>` as its special end, and guessing `</s>` ended a match at text that spelled it."""
+    try:
+        special = {t.content for t in hf.get_added_tokens_decoder().values() if t.special}
+    except AttributeError:  # a tokenizers release without the added-token table
+        special = set()
+    present = [n for n in _EOS_NAMES if hf.token_to_id(n) is not None]
+    guess = next((n for n in present if n in special), present[0] if present else None)
     if guess:
-        notes.append(f"no tokenizer_config.json eos_token: EOS guessed from the token name {guess!r}")
+        kind = "" if guess in special else " (an ordinary token there: no name in the list is marked special)"
+        notes.append(f"no tokenizer_config.json eos_token: EOS guessed from the token name {guess!r}{kind}")
     else:
         notes.append("no EOS token known: generation stops only at --max-tokens or a grammar's end")
     return guess
