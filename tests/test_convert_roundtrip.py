@@ -314,6 +314,9 @@ def test_random_grammars_read_back_and_every_parser_agrees_with_the_model(g, see
         ("root ::= [\\x01\\x30]\n", "0", "1"),  # xgrammar read `[\\u0001\\u0030]` as one escape: the digit goes first
         ("root ::= [\\x5E]\n", "^", "a"),  # a lone ^ must not negate
         ("root ::= [\\x5Ea]\n", "^", "b"),
+        ("root ::= [\\x2D^]\n", "-", "a"),  # the `-` cut out left `^` first: printed `[^-]`, a negation
+        ("root ::= [\\x5Ea-]\n", "a", "b"),
+        ("root ::= [\\^\\.\\{]\n", "^", "\\"),  # xgrammar reads a regex's syntax escaped in a class as itself
         ("root ::= [+-\\x2D]\n", ",", "."),  # a range that ends at -
         ('root ::= [\\]\\\\\\["/]\n', "]", "a"),
         ('root ::= [é-ë😀] "\\u00e9"\n', "😀é", "a"),

@@ -27,7 +27,7 @@ from sgcli.dialects.grammar_model import (
     stacked_error,
     walk,
 )
-from sgcli.dialects.reader import GBNF_ESCAPES, Reader
+from sgcli.dialects.reader import GBNF_CLASS_ESCAPES, GBNF_ESCAPES, Reader
 from sgcli.dialects.regex_parse import parse_regex
 
 # xgrammar's names take dots too (its JSON Schema translation names rules after `$defs` keys such as
@@ -228,7 +228,7 @@ def _char_class(r: Reader) -> Chars:
 
 def _class_char(r: Reader) -> str:
     if r.peek() == "\\":
-        return r.escape()
+        return r.escape(GBNF_CLASS_ESCAPES)
     ch = r.peek()
     r.pos += 1
     return ch

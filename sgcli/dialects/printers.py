@@ -221,19 +221,20 @@ _LARK_CLASS = "\\][^-/"
 _DASH, _CARET = 0x2D, 0x5E
 
 
-def _gbnf_chars(parts: list, special: str) -> str:
+def _gbnf_chars(parts: list, special: str, *, hex_first: bool = False) -> str:
     """Code points (ints) and syntax (strs, written as they are) as GBNF text: a backslash before
-    `special`, `\\n \\r \\t`, `\\xHH` for other ASCII controls and for a hex digit right after
-    such an escape (xgrammar would read it as part of the escape), everything else as itself."""
+    `special`, `\\n \\r \\t`, `\\xHH` for other ASCII controls, for the first part where `hex_first`,
+    and for a hex digit right after such an escape (xgrammar would read it as part of the escape),
+    everything else as itself."""
     out: list[str] = []
-    after_hex = False
+    after_hex = hex_first
     for part in parts:
         if isinstance(part, str):
             out.append(part)
             after_hex = False
             continue
         ch = chr(part)
-        hexed = (after_hex and ch in _HEX_DIGITS) or ((part < 32 or part == 127) and ch not in _NAMED)
+        hexed = (after_hex and (ch in _HEX_DIGITS or not out)) or ((part < 32 or part == 127) and ch not in _NAMED)
         if hexed:
             out.append(f"\\x{part:02X}")
         elif ch in special:
@@ -261,7 +262,8 @@ def _gbnf_class(ranges: list[tuple[int, int]], negated: bool) -> str:
             pieces = [(lo, hi)]
         for a, b in pieces:
             parts += [a] if a == b else [a, "-", b]
-    body = _gbnf_chars(parts + (["-"] if dash else []), _GBNF_CLASS)
+    # a `^` that the cut `-` left first would negate the class (`[-^]` printed `[^-]`): written `\x5E`
+    body = _gbnf_chars(parts + (["-"] if dash else []), _GBNF_CLASS, hex_first=parts[:1] == [_CARET])
     return f"[{'^' if negated else ''}{body}]"
 
 

@@ -24,6 +24,9 @@ GBNF_ESCAPES = Escapes(  # llama.cpp's parse_char, and what xgrammar's EBNF adds
     {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "[": "[", "]": "]", "-": "-", "x": 2, "u": 4, "U": 8}
     | {"f": "\f", "v": "\v", "0": "\0", "a": "\a", "b": "\b", "e": "\x1b", "'": "'", "?": "?", "/": "/"},
 )
+# inside a GBNF class xgrammar also reads a regex's syntax characters escaped as themselves (`[\\^a]`, `[\\.]`);
+# llama.cpp refuses them, llguidance compiles sgcli's print of the class
+GBNF_CLASS_ESCAPES = {ch: ch for ch in "^$()*+.{|}"}
 LARK_ESCAPES = Escapes(  # a Lark string's: JSON's and \xHH, as llguidance reads them (xgrammar reads JSON's)
     "llguidance and xgrammar",
     "llguidance",
@@ -106,15 +109,16 @@ class Reader:
                 out.append(ch)
                 self.pos += 1
 
-    def escape(self) -> str:
-        """Decode the escape after a backslash (the cursor is on the backslash)."""
+    def escape(self, more: dict[str, str] | None = None) -> str:
+        """Decode the escape after a backslash (the cursor is on the backslash); `more` adds escapes that
+        this context reads besides the dialect's own."""
         start = self.pos
         self.pos += 1
         if self.eof():
             raise self.error("a backslash ends the file", start)
         ch = self.text[self.pos]
         self.pos += 1
-        meaning = self._escapes.table.get(ch)
+        meaning = self._escapes.table.get(ch) or (more or {}).get(ch)
         if meaning is None:
             shown = "a backslash before a line break" if ch in "\r\n" else f"unknown escape \\{ch}"
             hint = "write the character itself, \\\\ for a backslash, or \\uHHHH for any character"
