@@ -686,6 +686,7 @@ def test_a_grammar_that_ends_at_a_newline_is_verified_not_left_unchecked(run_cli
         ("hex.gbnf", 'root ::= "a" "\\x4"\n', "1:15", "\\x needs 2 hex digits"),
         ("brace.gbnf", 'root ::= "\\u{41}"\n', "1:11", "\\u needs 4 hex digits"),
         ("esc.lark", 'start: "a\\q"\n', "1:10", "unknown escape \\q"),
+        ("group.lark", 'start: /(ab/ "c"\n', "1:9", "unclosed group"),  # said "regex has no equivalent in GBNF"
         ("bell.lark", 'start: "\\a"\n', "1:9", "unknown escape \\a"),  # Python's bell; no Lark backend's
     ],
 )
