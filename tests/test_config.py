@@ -8,6 +8,7 @@ import re
 import pytest
 
 from sgcli import RECORD_SCHEMA_VERSION, config
+from sgcli.cache.paths import TAG, cache_folder
 
 SCHEMA = '{"type": "object", "properties": {"a": {"type": "integer"}}}'
 
@@ -155,7 +156,7 @@ def test_env_values_a_command_takes_are_checked_naming_the_variable(run_cli, tmp
 
 def test_cache_info_and_clear(run_cli, tmp_path, monkeypatch):
     monkeypatch.setenv("SGCLI_CACHE_DIR", str(tmp_path / "cache"))
-    (tmp_path / "cache" / "compiled" / "k1").mkdir(parents=True)
+    cache_folder(tmp_path / "cache" / "compiled" / "k1")  # as sgcli makes it: the section tagged
     (tmp_path / "cache" / "compiled" / "k1" / "blob").write_bytes(b"x" * 1000)
     info = json.loads(run_cli("cache", "info", "--json").stdout)
     assert info["sections"] == [
@@ -192,22 +193,23 @@ def test_cache_info_and_clear_leave_out_an_entry_they_cannot_read_and_say_so(run
     holding an entry they could not stat (`SGCLI_CACHE_DIR=/proc/1 sgcli cache info` as root)."""
     root = tmp_path / "cache"
     monkeypatch.setenv("SGCLI_CACHE_DIR", str(root))
-    (root / "compiled" / "k1").mkdir(parents=True)
+    cache_folder(root / "compiled" / "k1")
     (root / "compiled" / "k1" / "blob").write_bytes(b"x" * 1000)
     (root / "compiled" / "k1" / "locked").write_bytes(b"x" * 5)
-    (root / "locked").mkdir()
+    (root / "kernels").mkdir()  # a section's own folder that cannot be looked at
+    _unstatable(monkeypatch, "kernels")
     _unstatable(monkeypatch, "locked")
     result = run_cli("cache", "info", "--json")
     assert result.exit_code == 0, result.output
     (row,) = json.loads(result.stdout)["sections"]
     assert row["section"] == "compiled" and row["entries"] == 1 and row["size_bytes"] == 1000
-    for path in (root / "locked", root / "compiled" / "k1" / "locked"):
+    for path in (root / "kernels", root / "compiled" / "k1" / "locked"):
         assert f"cannot read {path} (Permission denied): left out" in result.stderr
     result = run_cli("cache", "clear")
     assert result.exit_code == 0, result.output
-    assert f"cannot read {root / 'locked'} (Permission denied): left out" in result.stderr
+    assert f"cannot read {root / 'kernels'} (Permission denied): left out" in result.stderr
     monkeypatch.undo()
-    assert not (root / "compiled").exists() and (root / "locked").exists()
+    assert not (root / "compiled").exists() and (root / "kernels").exists()
 
 
 def test_cache_clear_removes_all_it_can_and_is_exit_2_naming_what_stays(run_cli, tmp_path, monkeypatch):
@@ -216,7 +218,7 @@ def test_cache_clear_removes_all_it_can_and_is_exit_2_naming_what_stays(run_cli,
     root = tmp_path / "cache"
     monkeypatch.setenv("SGCLI_CACHE_DIR", str(root))
     for part in ("compiled/k1/locked", "compiled/k1/blob", "compiled/k2", "models/m"):
-        (root / part).parent.mkdir(parents=True, exist_ok=True)
+        cache_folder((root / part).parent)
         (root / part).write_bytes(b"x")
     real = os.unlink
 
@@ -486,10 +488,37 @@ def test_an_empty_sgcli_cache_dir_counts_as_unset_says_so_and_clears_nothing(run
     info = run_cli("cache", "info")
     assert info.exit_code == 0 and "SGCLI_CACHE_DIR is empty, which counts as unset" in info.stderr
     (tmp_path / "sgcli.toml").write_text('cache-dir = "mine"\n')  # the file's folder applies: cleared there
-    (tmp_path / "mine" / "compiled").mkdir(parents=True)
     from sgcli import config
 
     config.reset()
+    (tmp_path / "mine" / "compiled").mkdir(parents=True)
+    (tmp_path / "mine" / "compiled" / "CACHEDIR.TAG").write_bytes(TAG)
     result = run_cli("cache", "clear")
     assert result.exit_code == 0, result.output
     assert not (tmp_path / "mine" / "compiled").exists() and (tmp_path / "xdg" / "sgcli" / "compiled").is_dir()
+
+
+def test_cache_clear_removes_only_the_folders_sgcli_made(run_cli, tmp_path, monkeypatch):
+    """`cache-dir = "."` in a project's sgcli.toml, then `sgcli cache clear`: every folder there went, `.git` and
+    `src` with it (hostile-input tour, 2026-12-07). Only sgcli's sections are listed or cleared, and in a
+    cache folder of the user's choosing only those sgcli created (tagged CACHEDIR.TAG when made)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SGCLI_CACHE_DIR", "")  # unset: the file's cache-dir applies (sgcli exports it; undone after)
+    for part in ("src/main.py", ".git/HEAD", "models/mine.bin"):  # the project's own `models` folder too
+        (tmp_path / part).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / part).write_text("keep")
+    (tmp_path / "sgcli.toml").write_text('cache-dir = "."\n')
+    config.reset()
+    info = json.loads(run_cli("cache", "info", "--json").stdout)
+    assert [row["section"] for row in info["sections"]] == ["models"]
+    result = run_cli("cache", "clear")
+    assert result.exit_code == 2 and "no CACHEDIR.TAG" in result.stderr and "left alone" in result.stderr
+    result = run_cli("cache", "clear", "src")
+    assert result.exit_code == 2 and "no cache section named src" in result.stderr
+    assert all((tmp_path / part).read_text() == "keep" for part in ("src/main.py", ".git/HEAD", "models/mine.bin"))
+    cache_folder(tmp_path / "compiled" / "k")  # a section sgcli makes is tagged, and cleared
+    tag = (tmp_path / "compiled" / "CACHEDIR.TAG").read_bytes()
+    assert tag.startswith(b"Signature: 8a477f597d28d172789f06886806bc55")
+    result = run_cli("cache", "clear", "compiled")
+    assert result.exit_code == 0 and not (tmp_path / "compiled").exists(), result.output
+    assert (tmp_path / "models" / "mine.bin").exists()

@@ -145,8 +145,10 @@ def test_schema_and_cache_clear_formats(run_cli, monkeypatch, tmp_path):
     one_line = run_cli("schema", "compare", "--output-format", "jsonl").stdout
     assert one_line.count("\n") == 1
     assert json.loads(one_line) == json.loads(run_cli("schema", "compare", "--json").stdout)
+    from sgcli.cache.paths import cache_folder
+
     monkeypatch.setenv("SGCLI_CACHE_DIR", str(tmp_path / "cache"))
-    (tmp_path / "cache" / "compiled").mkdir(parents=True)
+    cache_folder(tmp_path / "cache" / "compiled")
     (tmp_path / "cache" / "compiled" / "x.entry").write_text("x")
     result = run_cli("cache", "clear", "--output-format", "json")
     assert result.exit_code == 0

@@ -185,8 +185,10 @@ def test_rule_and_config_json_match_the_models(run_cli, tmp_path, monkeypatch):
 
 
 def test_cache_json_matches_the_models(run_cli, tmp_path, monkeypatch):
+    from sgcli.cache.paths import cache_folder
+
     monkeypatch.setenv("SGCLI_CACHE_DIR", str(tmp_path / "cache"))
-    (tmp_path / "cache" / "compiled").mkdir(parents=True)
+    cache_folder(tmp_path / "cache" / "compiled")
     (tmp_path / "cache" / "compiled" / "e").write_text("x")
     _valid(MODELS["cache-info"], json.loads(run_cli("cache", "info", "--output-format", "json").stdout))
     (row,) = _rows(run_cli("cache", "info", "--output-format", "jsonl").stdout)
@@ -194,7 +196,7 @@ def test_cache_json_matches_the_models(run_cli, tmp_path, monkeypatch):
     assert row["entries"] == 1 and row["size_bytes"] == 1
     (row,) = _rows(run_cli("cache", "clear", "--output-format", "jsonl").stdout)
     _valid(MODELS["cache-cleared-section"], row)
-    (tmp_path / "cache" / "compiled").mkdir()
+    cache_folder(tmp_path / "cache" / "compiled")
     _valid(MODELS["cache-cleared"], json.loads(run_cli("cache", "clear", "--output-format", "json").stdout))
 
 

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from sgcli.backends.base import Compiled
-from sgcli.cache.paths import NotARegularFile, atomic_write, cache_root, notify, read_regular
+from sgcli.cache.paths import NotARegularFile, atomic_write, cache_folder, cache_root, notify, read_regular
 
 # bump when the entry layout, what sgcli hands a library for the same spec, or the warnings sgcli adds to
 # an entry change (3: the JSON layout inside tags; 4: outlines_core's warnings name only keywords that
@@ -118,7 +118,7 @@ def write_entry(key: str, header: dict, payload: bytes) -> None:
 
 def write_file(path: Path, data: bytes) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        cache_folder(path.parent)
         atomic_write(path, data)
     except OSError:
         pass  # the folder was checked writable; a full disk only costs speed
@@ -133,7 +133,7 @@ def writable(folder: Path) -> bool:
     if folder in _writable_folders:
         return True
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        cache_folder(folder)
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".probe-")
         os.close(fd)
         os.unlink(probe)

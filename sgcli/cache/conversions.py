@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sgcli.cache.paths import atomic_write, notify, read_regular, sampled_digest
+from sgcli.cache.paths import atomic_write, cache_folder, notify, read_regular, sampled_digest
 from sgcli.errors import UserError
 
 MANIFEST = "sgcli-converted.json"
@@ -158,7 +158,7 @@ def discard(out: Path, message: str) -> None:
 def staging(out: Path) -> Path:
     """A fresh, unique folder beside `out` to convert into; exit 2 when the cache cannot be written."""
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
+        cache_folder(out.parent)
         _drop_stale_staging(out)
         folder = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.partial-"))
         folder.chmod(0o755)  # mkdtemp's 0700 would keep other users of a shared cache out

@@ -35,6 +35,42 @@ def _root(sgcli_dir: str | None, xdg_dir: str | None, home: str | None) -> Path:
     return Path.home() / ".cache" / "sgcli"
 
 
+# The Cache Directory Tagging Specification's tag (bford.info/cachedir): written into each section sgcli
+# creates, so that `cache clear` removes only folders sgcli made (a `cache-dir = "."` had it delete a
+# project's `.git` and `src`), and backup tools skip what is rebuilt on use
+TAG_NAME = "CACHEDIR.TAG"
+TAG = b"Signature: 8a477f597d28d172789f06886806bc55\n# sgcli's cache: rebuilt on use (sgcli cache clear)\n"
+
+
+def cache_folder(path: Path) -> None:
+    """`mkdir -p` for a folder under the cache root; the section folder it creates gets the tag."""
+    root = cache_root()
+    try:
+        section = root / path.relative_to(root).parts[0]
+    except (ValueError, IndexError):
+        section = None
+    fresh = section is not None and not os.path.lexists(section)
+    path.mkdir(parents=True, exist_ok=True)
+    if fresh:
+        try:
+            atomic_write(section / TAG_NAME, TAG)
+        except OSError:
+            pass  # an untagged section is only one `cache clear` leaves alone
+
+
+def tagged(section: Path) -> bool:
+    """Whether sgcli created this section folder (its tag is there, with the specification's signature)."""
+    try:
+        return read_regular(section / TAG_NAME, limit=4096).startswith(TAG[:43])
+    except OSError:
+        return False
+
+
+def default_root() -> Path:
+    """The cache root when SGCLI_CACHE_DIR (or `cache-dir`) says nothing: a folder named for sgcli."""
+    return _root(None, os.environ.get("XDG_CACHE_HOME"), os.environ.get("HOME"))
+
+
 def set_notifier(fn: Callable[[str], None] | None) -> Callable[[str], None] | None:
     """Where cache notices go (the CLI prints them on stderr); without one, Python warnings.
     Returns the previous one, to put back."""

@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli import RECORD_SCHEMA_VERSION as VERSION
-from sgcli.cache.paths import SECTIONS, cache_root, notify
+from sgcli.cache.paths import SECTIONS, TAG_NAME, cache_root, default_root, notify, tagged
 from sgcli.cli.coercion import Command, Group
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, handles_errors, json_line, output_format_of
 from sgcli.cli.tables import print_table
@@ -36,7 +36,9 @@ def _size(path: Path) -> tuple[int, int]:
     entries = total = 0
     errors: list[OSError] = []
     for top, folders, files in os.walk(path, onerror=errors.append):
-        entries += len(folders) + len(files) if top == str(path) else 0
+        if top == str(path):
+            files = [name for name in files if name != TAG_NAME]  # sgcli's tag, not an entry
+            entries += len(folders) + len(files)
         for name in files:
             try:
                 st = os.stat(os.path.join(top, name), follow_symlinks=False)
@@ -62,6 +64,8 @@ def _section_paths(root: Path) -> list[Path]:
         ) from None
     folders = []
     for child in children:
+        if child.name not in SECTIONS:  # not sgcli's: never listed, never cleared (a `cache-dir = "."`)
+            continue
         try:
             if child.is_dir():
                 folders.append(child)
@@ -153,14 +157,16 @@ def clear(
             hint="unset SGCLI_CACHE_DIR to clear the default cache, or set it to the cache folder you meant",
         )
     present = {p.name: p for p in _section_paths(root)}
-    names = sorted({*present, *SECTIONS})  # sgcli's own sections, kept or not, and any other folder there
+    names = sorted(SECTIONS)
     chosen = list(dict.fromkeys(section or sorted(present)))
     unknown = [s for s in chosen if s not in names]
     if unknown:
         raise UserError(
             f"no cache section named {', '.join(unknown)} in {root}." + did_you_mean(unknown[0], names),
-            hint="sections: " + ", ".join(names),
+            hint="sgcli's sections: " + ", ".join(names) + " (other folders there are not sgcli's: it leaves them)",
         )
+    own_root = root.resolve() == default_root().resolve()  # a folder named for sgcli: its sections are sgcli's
+    untagged = []
     if not chosen and fmt == "text":
         err.print(f"nothing to clear: the cache is empty ({root})")
     cleared, failed = [], []
@@ -168,6 +174,9 @@ def clear(
         if name not in present:  # a section sgcli has not filled yet, or one cleared before: nothing to do
             if fmt == "text":
                 err.print(f"nothing to clear in {name} ({root / name})")
+            continue
+        if not own_root and not tagged(present[name]):
+            untagged.append(present[name])
             continue
         errors = _remove(present[name])
         if errors:
@@ -180,6 +189,12 @@ def clear(
             err.print(f"cleared {name} ({present[name]})")
     if fmt == "json":
         json_line({"schema_version": VERSION, "root": str(root), "cleared": cleared})
+    if untagged:
+        raise UserError(
+            f"{', '.join(map(str, untagged))}: no {TAG_NAME} that sgcli writes into each cache folder it creates, so "
+            f"it may not be sgcli's: left alone (cache-dir / SGCLI_CACHE_DIR is {root})",
+            hint="if it is a cache of an older sgcli, remove it yourself; check that cache-dir names a cache folder",
+        )
     if failed:
         (path, first), more = failed[0], f" and {len(failed) - 1} more" if len(failed) > 1 else ""
         raise UserError(

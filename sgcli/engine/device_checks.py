@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sgcli.cache.paths import atomic_write, cache_root, read_regular
+from sgcli.cache.paths import atomic_write, cache_folder, cache_root, read_regular
 
 
 def checks_file() -> Path:
@@ -65,6 +65,6 @@ def record(device: str, result: dict) -> Path:
     data = _read()
     data[device_key(device)] = result
     path = checks_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    cache_folder(path.parent)
     atomic_write(path, json.dumps(data, indent=2, sort_keys=True).encode("utf-8"))
     return path

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from sgcli.cache.paths import atomic_write, cache_root, notify, read_regular
+from sgcli.cache.paths import atomic_write, cache_folder, cache_root, notify, read_regular
 from sgcli.errors import plural
 
 FILE = "cpu-kernels.json"
@@ -99,7 +99,7 @@ def _read(path: Path) -> dict:
 
 def _write(path: Path, machines: dict) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        cache_folder(path.parent)
         atomic_write(path, json.dumps({"format": FORMAT, "machines": machines}, indent=1).encode("utf-8"))
     except OSError as exc:
         if path.parent not in _unwritable_noticed:
