@@ -247,7 +247,7 @@ def _has_sgcli_table(text: str) -> bool:
         return False
     try:
         tool = tomllib.loads(text).get("tool")
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         return "[tool.sgcli" in text
     if isinstance(tool, dict):
         return "sgcli" in tool
@@ -258,7 +258,7 @@ def _peek(pyproject: Path) -> str:
     """A pyproject.toml's text, to see whether it mentions sgcli's table; one that cannot be read is
     exit 2 naming it (it may hold sgcli's settings: running without them would be a silent change)."""
     try:
-        return pyproject.read_text(encoding="utf-8", errors="replace")
+        return _bounded_text(pyproject, errors="replace")
     except OSError as exc:
         raise UserError(f"cannot read the configuration: {exc.strerror}", location=Location(str(pyproject))) from None
 
@@ -301,8 +301,14 @@ def _read_toml(path: Path) -> tuple[str, dict]:
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _bounded_text(path)
         return text, tomllib.loads(text)
+    except RecursionError:  # tomllib recurses per nested array or inline table: `a = [[[...]]]`
+        raise UserError(
+            "a value nested too deeply for Python's TOML reader (it recurses per level)",
+            location=Location(str(path)),
+            hint="flatten the nested arrays or inline tables",
+        ) from None
     except OSError as exc:
         raise UserError(f"cannot read the configuration: {exc.strerror}", location=Location(str(path))) from None
     except UnicodeDecodeError as exc:
@@ -312,6 +318,30 @@ def _read_toml(path: Path) -> tuple[str, dict]:
         line, col = (int(at.group(1)), int(at.group(2))) if at else (None, None)
         message = re.sub(r" \(at (line \d+, column \d+|end of document)\)", "", str(exc))
         raise UserError(f"invalid TOML: {message}", location=Location(str(path), line, col)) from None
+
+
+MAX_CONFIG_BYTES = 1 << 20  # read on every command: a 160 MB pyproject.toml took 73 s and 862 MB
+
+
+def _bounded_text(path: Path, errors: str = "strict") -> str:
+    """The file's text, read only from a regular file (a FIFO would wait for a writer) and only up to
+    MAX_CONFIG_BYTES: past it, exit 2."""
+    import os
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UserError("not a regular file: sgcli reads its settings from a file", location=Location(str(path)))
+        os.set_blocking(fd, True)
+        data = f.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise UserError(
+            f"the configuration file is over {MAX_CONFIG_BYTES:,} bytes, which no settings file needs",
+            location=Location(str(path)),
+            hint="keep sgcli's settings in a small sgcli.toml beside it (it is read first)",
+        )
+    return data.decode("utf-8", errors)
 
 
 @dataclass(frozen=True)

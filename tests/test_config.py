@@ -522,3 +522,24 @@ def test_cache_clear_removes_only_the_folders_sgcli_made(run_cli, tmp_path, monk
     result = run_cli("cache", "clear", "compiled")
     assert result.exit_code == 0 and not (tmp_path / "compiled").exists(), result.output
     assert (tmp_path / "models" / "mine.bin").exists()
+
+
+@pytest.mark.parametrize(
+    "name, text, says",
+    [
+        ("sgcli.toml", "a = " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+        ("sgcli.toml", "x = " + "{a = " * 3000 + "1" + "}" * 3000 + "\n", "nested too deeply"),
+        ("pyproject.toml", "[tool.x]\na = " + "[" * 5000 + "]" * 5000 + "\n[tool.sgcli]\nthreads = 1\n", "too deeply"),
+        ("pyproject.toml", "[tool.sgcli]\nthreads = 1\n[tool.x]\n" + "k = 1\n" * 200_000, "over 1,048,576 bytes"),
+    ],
+    ids=["deep-array", "deep-table", "deep-elsewhere", "huge"],
+)
+def test_a_configuration_file_nested_too_deeply_or_too_big_is_exit_2(run_cli, tmp_path, monkeypatch, name, text, says):
+    """Every command reads the configuration: a 5,000-deep array was exit 3 (RecursionError in tomllib) for all
+    of them, and a 160 MB pyproject.toml took 73 s and 862 MB (hostile-input tour, 2026-12-07)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / name).write_text(text)
+    config.reset()
+    result = run_cli("config")
+    assert result.exit_code == 2, result.output
+    assert f"{tmp_path / name}: " in result.stderr and says in result.stderr, result.stderr
