@@ -59,6 +59,9 @@ def _refused(result, *needles: str) -> str:
         (["--grammar", "@../../x"], ["not a library grammar name"]),
         (["--grammar", "@*"], ["not a library grammar name"]),
         (["--grammar", "@nope"], ["no grammar named @nope", "available"]),
+        # json.loads recursed past Python's limit: exit 3 (hostile-input tour, 2026-12-07)
+        (["--chat-template-kwargs", '{"a":' * 3000 + "1" + "}" * 3000], ["--chat-template-kwargs: JSON nested"]),
+        (["--device-map", '{"a":' * 3000 + "1" + "}" * 3000], ["--device-map: JSON nested more than 512"]),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) and v and v[0].startswith("-") else None,
 )
@@ -963,3 +966,15 @@ def test_a_named_pipe_nothing_writes_to_is_read_as_empty_not_waited_on(run_cli, 
     os.mkfifo(fifo)
     with bounded_hang(30):
         _refused(run_cli("compile", fifo, "-b", "llguidance"), f"{fifo}:1:1:", "is empty")
+
+
+def test_deep_json_in_a_bench_line_or_lark_options_is_exit_2_at_its_place(run_cli, tmp_path):
+    """A bench JSONL line nested 3,000 deep and `%llguidance {...}` nested so were exit 3 (RecursionError)."""
+    items = tmp_path / "b.jsonl"
+    items.write_text('{"schema": {"type": "integer"}, "instances": [1]}\n{"schema":' + "[" * 3000 + "]" * 3000 + "}\n")
+    result = run_cli("bench", items, "--backend", "llguidance")
+    assert f"{items}:2:1: llguidance: input error: JSON nested more than 512" in result.output, result.output
+    grammar = tmp_path / "o.lark"
+    grammar.write_text("%llguidance " + '{"a":' * 3000 + "1" + "}" * 3000 + '\nstart: "a"\n')
+    result = run_cli("convert", grammar, "--to", "gbnf")
+    assert result.exit_code == 2 and f"{grammar}:1:13" in result.stderr and "nested more than 512" in result.stderr

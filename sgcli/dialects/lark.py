@@ -16,6 +16,7 @@ import json
 import re
 
 from sgcli.constraints.regex_dialects import RUST
+from sgcli.constraints.spec import TooDeep, loads_within_depth
 from sgcli.dialects.grammar_model import (
     MAX_STACKED,
     Alt,
@@ -128,7 +129,9 @@ class _LarkReader(Reader):
             start_json = self.pos
             self.json_object()
             try:
-                options = json.loads(self.text[start_json : self.pos])
+                options = loads_within_depth(self.text[start_json : self.pos])
+            except TooDeep as exc:
+                raise self.error(f"%llguidance: {exc}", start_json) from None
             except ValueError:
                 raise self.error("%llguidance needs a JSON object", start_json) from None
             if isinstance(options, dict):

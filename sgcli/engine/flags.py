@@ -82,10 +82,14 @@ def json_object(text: str, flag: str, expected: str = "a JSON object") -> dict:
     """`text` parsed as a JSON object, or exit 2 naming the flag and where the JSON breaks."""
     import json
 
+    from sgcli.constraints.spec import TooDeep, loads_within_depth
+
     try:
-        value = json.loads(text)
+        value = loads_within_depth(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{flag}: not valid JSON at column {exc.colno}: {exc.msg}", hint=f"give {expected}") from None
+    except TooDeep as exc:
+        raise UserError(f"{flag}: {exc}", hint=f"give {expected}") from None
     if not isinstance(value, dict):
         raise UserError(f"{flag} must be a JSON object, not {type(value).__name__}", hint=f"give {expected}")
     return value

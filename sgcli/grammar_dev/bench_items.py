@@ -11,7 +11,7 @@ from pathlib import Path
 from sgcli.constraints.reading import json_surrogate_col, read_text
 from sgcli.constraints.schema_input import check_schema
 from sgcli.constraints.sources import from_file, kind_from_extension, spec_from_text
-from sgcli.constraints.spec import ConstraintSpec, Kind
+from sgcli.constraints.spec import ConstraintSpec, Kind, TooDeep, loads_within_depth
 from sgcli.errors import Location, UserError, did_you_mean
 from sgcli.grammar_dev.grammar_tests import load_suite, parse_kind
 from sgcli.lint.schema_instances import Impossible, InstanceBuilder
@@ -168,9 +168,11 @@ def _lines_for_repeated_names(items: list[Item]) -> list[Item]:
 
 def _jsonl_item(path: Path, line: str, at: Location) -> Item:
     try:
-        obj = json.loads(line)
+        obj = loads_within_depth(line)
     except json.JSONDecodeError as exc:
         raise UserError(f"malformed JSON: {exc.msg}", location=Location(at.path, at.line, exc.colno)) from None
+    except TooDeep as exc:
+        raise UserError(str(exc), location=at, hint="move nested parts into $defs and refer to them with $ref") from None
     if lone_surrogate_in(obj) is not None:
         col = json_surrogate_col(line) or 1
         raise UserError(LONE_SURROGATE, location=Location(at.path, at.line, col), hint=LONE_SURROGATE_HINT)
