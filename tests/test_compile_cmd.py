@@ -210,7 +210,18 @@ def _entry(backend, spec, vocab):
 
 
 @pytest.mark.parametrize(
-    "damage", ["flip a byte", "truncate", "empty", "unloadable with a good checksum", "a named pipe"]
+    "damage",
+    [
+        "flip a byte",
+        "truncate",
+        "empty",
+        "unloadable with a good checksum",
+        "a named pipe",
+        # the header is read as data, outside the checksum: a changed one was exit 3 (TypeError)
+        "warnings of strings",
+        "compile_s a string",
+        "meta a list",
+    ],
 )
 def test_a_damaged_entry_is_detected_rebuilt_and_reported(smol_tokenizer, damage):
     """A named pipe in an entry's place hung the compile forever, past --compile-timeout."""
@@ -238,6 +249,15 @@ def test_a_damaged_entry_is_detected_rebuilt_and_reported(smol_tokenizer, damage
         payload = b"not a compiled grammar"
         header |= {"size": len(payload), "sha256": hashlib.sha256(payload).hexdigest()}
         raw = bytearray(json.dumps(header).encode() + b"\n" + payload)
+    changed = {"warnings of strings": ("warnings", ["X"]), "compile_s a string": ("compile_s", "x")}
+    if damage in changed or damage == "meta a list":
+        newline = raw.index(b"\n")
+        header = json.loads(raw[:newline])
+        if damage == "meta a list":
+            header["meta"] = []
+        else:
+            header["meta"][changed[damage][0]] = changed[damage][1]
+        raw = bytearray(json.dumps(header).encode()) + raw[newline:]
     path.write_bytes(bytes(raw[: len(raw) // 2] if damage == "truncate" else b"" if damage == "empty" else raw))
     rebuilt = compile_cached(backend, spec, vocab).settled()
     assert rebuilt.status == "miss"

@@ -55,7 +55,7 @@ def read_entry(key: str, notes: list[str]) -> tuple[dict | None, bytes]:
     newline = raw.find(b"\n")
     try:
         header = json.loads(raw[:newline]) if newline > 0 else None
-    except ValueError:
+    except (ValueError, RecursionError):
         header = None
     payload = raw[newline + 1 :] if newline > 0 else b""
     problem = _entry_problem(header, payload, key)
@@ -72,7 +72,24 @@ def _entry_problem(header: dict | None, payload: bytes, key: str) -> str | None:
         return "belongs to another grammar (its header names another key)"
     if len(payload) != header.get("size") or hashlib.sha256(payload).hexdigest() != header.get("sha256"):
         return "is corrupt or truncated (checksum mismatch)"
+    if not _meta_ok(header.get("meta", {})):  # the checksum covers the payload; the header is read as data
+        return "has a header of the wrong shape"
     return None
+
+
+def _meta_ok(meta) -> bool:
+    """Whether a stored entry's `meta` has the shape `stored_header` writes (a changed header was exit 3)."""
+    if not isinstance(meta, dict):
+        return False
+    compile_s, warnings = meta.get("compile_s", 0), meta.get("warnings", [])
+    if isinstance(compile_s, bool) or not isinstance(compile_s, (int, float)) or not 0 <= compile_s < float("inf"):
+        return False
+    if not isinstance(meta.get("normalized"), (str, type(None))) or not isinstance(warnings, list):
+        return False
+    return all(
+        isinstance(w, dict) and isinstance(w.get("message"), str) and isinstance(w.get("pointer"), (str, type(None)))
+        for w in warnings
+    )
 
 
 def drop_entry(path: Path, message: str, notes: list[str]) -> None:

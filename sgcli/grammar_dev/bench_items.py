@@ -172,7 +172,8 @@ def _jsonl_item(path: Path, line: str, at: Location) -> Item:
     except json.JSONDecodeError as exc:
         raise UserError(f"malformed JSON: {exc.msg}", location=Location(at.path, at.line, exc.colno)) from None
     except TooDeep as exc:
-        raise UserError(str(exc), location=at, hint="move nested parts into $defs and refer to them with $ref") from None
+        hint = "move nested parts into $defs and refer to them with $ref"
+        raise UserError(str(exc), location=at, hint=hint) from None
     if lone_surrogate_in(obj) is not None:
         col = json_surrogate_col(line) or 1
         raise UserError(LONE_SURROGATE, location=Location(at.path, at.line, col), hint=LONE_SURROGATE_HINT)
