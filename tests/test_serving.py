@@ -997,3 +997,27 @@ def test_a_reply_without_the_asked_choice_is_exit_2():
     with pytest.raises(BadReply, match=r"no choice with index 0.*\[1\]"):
         dialect.reply(Call("chat", {}), {"choices": [_choice(1, "garbage", "stop", False)]})
     assert dialect.reply(Call("chat", {}), {"choices": [{"message": {"content": "a"}}]}).output == "a"  # no index
+
+
+@pytest.mark.parametrize(
+    "step, stream, says",
+    [
+        (("raw", 200, "application/json", b'{"choices": [' + b" " * 20_000 + b"]}"), False, "the answer to POST"),
+        (("raw", 200, "text/event-stream", b"data: " + b"x" * 20_000), True, "the streamed answer to POST"),
+        (("ok",), True, "the streamed answer to POST"),  # a stream of small events that goes on and on
+        (("raw", 500, "text/plain", b"e" * 20_000), False, "the answer to POST"),  # an error's body too
+    ],
+    ids=["body", "one endless line", "many events", "error body"],
+)
+def test_a_reply_past_the_size_limit_is_a_bad_reply_naming_the_server(run_cli, monkeypatch, step, stream, says):
+    """A server sending a 2 GB line grew sgcli to 2.3 GB before it was killed, and one ignoring max_tokens
+    wrote 327 MB in 60 s (hostile-input tour, 2026-12-07): every answer is read up to a limit."""
+    from sgcli.serving import client
+
+    monkeypatch.setattr(client, "MAX_REPLY_BYTES", 10_000)
+    with Stub(answer=lambda b: "7" * 20_000) as stub:
+        stub.script = [step]
+        args = ["--regex", "[0-9]+", "--retries", "0", "n?"]
+        result = gen(run_cli, stub, *(args if stream else ["--json", *args]))
+    assert result.exit_code == 2, result.output
+    assert f"{says} /v1/chat/completions ran past 10,000 bytes" in result.stderr, result.stderr

@@ -69,6 +69,52 @@ def make_client(opts: ClientOptions) -> httpx.AsyncClient:
     )
 
 
+# An answer of --max-tokens tokens is kilobytes: past this many bytes a server is misbehaving (one that sent a
+# 2 GB line, or ignored max_tokens, grew sgcli past 2 GB before)
+MAX_REPLY_BYTES = 32 << 20
+
+
+def _too_big(what: str) -> BadReply:
+    return BadReply(f"{what} ran past {MAX_REPLY_BYTES:,} bytes, more than any answer of --max-tokens tokens")
+
+
+async def bounded_request(client: httpx.AsyncClient, method: str, path: str, **kwargs) -> httpx.Response:
+    """The answer, read whole but never past MAX_REPLY_BYTES (BadReply then), as a Response whose
+    `content` is that body (already decoded: the transfer and content encodings are taken off)."""
+    async with client.stream(method, path, **kwargs) as response:
+        return await _read_whole(response, f"the answer to {method} {path}")
+
+
+async def _read_whole(response: httpx.Response, what: str) -> httpx.Response:
+    data = bytearray()
+    async for chunk in response.aiter_bytes():
+        data += chunk
+        if len(data) > MAX_REPLY_BYTES:
+            raise _too_big(what)
+    dropped = ("content-encoding", "content-length", "transfer-encoding")
+    headers = [(k, v) for k, v in response.headers.items() if k.lower() not in dropped]
+    return httpx.Response(response.status_code, headers=headers, content=bytes(data), request=response.request)
+
+
+async def _bounded_lines(response: httpx.Response, what: str) -> AsyncIterator[str]:
+    """The lines of a streamed answer (ended by `\\n` or `\\r\\n`), never reading past MAX_REPLY_BYTES in
+    all: a line that never ends is a BadReply, not a buffer that grows until memory runs out."""
+    pending, total = bytearray(), 0
+    async for chunk in response.aiter_bytes():
+        total += len(chunk)
+        if total > MAX_REPLY_BYTES:
+            raise _too_big(what)
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            pending += chunk[start:end]
+            yield bytes(pending).rstrip(b"\r").decode("utf-8", "replace")
+            pending.clear()
+            start = end + 1
+        pending += chunk[start:]
+    if pending:
+        yield bytes(pending).rstrip(b"\r").decode("utf-8", "replace")
+
+
 def server_reason(response: httpx.Response) -> str:
     """The message a server put in its error body (OpenAI shape, FastAPI shape, or plain text); an HTML
     page (a proxy's error page) is its status's reason phrase, not 500 characters of markup."""
@@ -181,7 +227,7 @@ async def post_json(client: httpx.AsyncClient, opts: ClientOptions, path: str, b
     async def attempt():
         t = time.perf_counter()
         try:
-            response = await asyncio.wait_for(client.post(path, json=body), opts.request_timeout)
+            response = await asyncio.wait_for(bounded_request(client, "POST", path, json=body), opts.request_timeout)
         except asyncio.TimeoutError:
             raise deadline_passed(opts.request_timeout) from None
         except httpx.DecodingError as exc:
@@ -198,13 +244,11 @@ async def stream_json(client: httpx.AsyncClient, path: str, body: dict) -> Async
     try:
         async with client.stream("POST", path, json=body) as response:
             if response.status_code >= 300:
-                await response.aread()
-                _check(response)
+                _check(await _read_whole(response, f"the answer to POST {path}"))
             kind = _content_type(response)
             if kind and kind != "text/event-stream":
-                await response.aread()
                 raise BadReply(f"the streamed answer to POST {path} came back as {kind}, not an event stream")
-            async for data in _events(response.aiter_lines()):
+            async for data in _events(_bounded_lines(response, f"the streamed answer to POST {path}")):
                 if data.strip() == "[DONE]":
                     return
                 try:
@@ -271,7 +315,7 @@ async def served_models(client: httpx.AsyncClient, opts: ClientOptions) -> list[
 
     async def attempt():
         try:
-            response = await client.get("/v1/models")
+            response = await bounded_request(client, "GET", "/v1/models")
         except httpx.DecodingError as exc:
             raise undecodable(exc) from None
         _check(response)
