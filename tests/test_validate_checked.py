@@ -188,6 +188,23 @@ def test_output_nested_too_deeply_to_check_is_unchecked_not_a_crash():
     assert v.valid is None and "nested too deeply" in v.unchecked
 
 
+@pytest.mark.parametrize(
+    "schema, output, valid",
+    [
+        ('{"type": "object"}', "[" * 50000 + "]" * 50000, False),  # passed as unchecked, exit 0, from a server
+        ('{"type": ["string", "null"]}', '{"a":' * 50000 + "1" + "}" * 50000, False),
+        ('{"type": "integer"}', " " + "[" * 50000 + "]" * 50000, False),
+        ('{"type": "array"}', "[" * 50000 + "]" * 50000, None),  # the top is right: what is inside, unknown
+        ('{"items": {"type": "string"}}', "[" * 50000 + "]" * 50000, None),  # no `type` at the root
+    ],
+)
+def test_an_output_nested_past_the_checker_is_still_judged_by_its_top(schema, output, valid):
+    v = verdict(ConstraintSpec(Kind.JSON_SCHEMA, schema, "s.json"), output)
+    assert v.valid is valid, (v.errors, v.unchecked)
+    if valid is False:
+        assert "at the top, where the schema's `type` is" in v.errors[0] and "`type` at the root" in v.validated_by
+
+
 def test_formats_are_checked():
     spec = ConstraintSpec(Kind.JSON_SCHEMA, '{"type": "string", "format": "date"}', "s.json")
     assert (verdict(spec, '"2024-01-02"').valid, verdict(spec, '"2024-13-45"').valid) == (True, False)

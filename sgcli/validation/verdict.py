@@ -42,6 +42,11 @@ def json_verdict(schema, output: str) -> Verdict:
         return Verdict(None, errors=[f"output is not JSON: {exc} is Python's, not JSON's"], validated_by="jsonschema")
     except NotJsonNumber as exc:
         raise unreadable_integer(exc) from None
+    except RecursionError:  # json recurses per level; so would jsonschema
+        wrong = _wrong_root_type(schema, output)
+        if wrong is None:
+            raise Unchecked("the output is nested too deeply for the checker") from None
+        return Verdict(None, errors=[wrong], validated_by="jsonschema's `type` at the root (nested past its depth)")
     surrogate, infinite = _odd_parts(parsed)
     if surrogate:  # no UTF-8 text holds one: neither a record nor a reader of the output could
         return Verdict(None, errors=[f"output cannot be judged: it holds {surrogate}"], validated_by="jsonschema")
@@ -54,6 +59,27 @@ def json_verdict(schema, output: str) -> Verdict:
     # `548e+28668683` is JSON, read as infinity, which jsonschema judges; the record keeps the output text
     # alone, since its `parsed` must stay strict JSON (`Infinity` broke every reader of the JSONL)
     return Verdict(None, parsed=None if infinite else parsed, errors=errors, validated_by="jsonschema")
+
+
+_ROOT_TYPES = {"{": ("object",), "[": ("array",), '"': ("string",), "t": ("boolean",), "f": ("boolean",)}
+
+
+def _wrong_root_type(schema, output: str) -> str | None:
+    """Where an output nests past what json and jsonschema can read, its first character still says
+    what it is at the top: one the root's `type` rules out is invalid whatever lies inside (a server
+    answering `[[[...]]]` to `{"type": "object"}` had passed as unchecked, exit 0)."""
+    wanted = schema.get("type") if isinstance(schema, dict) else None
+    wanted = [wanted] if isinstance(wanted, str) else wanted
+    head = output.lstrip(" \t\n\r")[:1]
+    is_type = _ROOT_TYPES.get(head) or (
+        ("null",) if head == "n" else ("number", "integer") if head in "-0123456789" else ()
+    )
+    if not isinstance(wanted, list) or not head or not is_type or any(t in wanted for t in is_type):
+        return None
+    article = "an" if is_type[0][0] in "aeiou" else "a"
+    return (
+        f"the output is {article} {is_type[0]} at the top, where the schema's `type` is {' or '.join(map(str, wanted))}"
+    )
 
 
 def unreadable_integer(exc: NotJsonNumber) -> Unchecked:
