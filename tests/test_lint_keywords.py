@@ -180,3 +180,20 @@ def test_an_instance_is_built_through_anchors_and_embedded_ids():
     assert isinstance(instance["u"]["id"], str)
     found = Linter(LintOptions()).lint_spec(ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(ANCHORED), "a.json"))
     assert "J003" not in {d.code for d in found.diagnostics}, found.diagnostics
+
+
+@pytest.mark.parametrize(
+    "schema, says",
+    [
+        (True, None),  # nothing to probe: `true` stopped the probes with a TypeError, shown as J003
+        ({"type": "string", "minLength": 1e30}, "could not build a valid instance"),  # an OverflowError
+        ({"type": "array", "minItems": 10**9}, "could not build a valid instance"),
+        ({"type": "string", "maxLength": 1e30}, None),  # a maximum that large bounds nothing
+    ],
+    ids=["true", "minLength 1e30", "minItems 1e9", "maxLength 1e30"],
+)
+def test_the_probes_stop_with_a_reason_not_an_internal_error(schema, says):
+    _, found = j001(schema, "llguidance")
+    unprobed = [d.message for d in found if d.code == "J003"]
+    assert not any("Error:" in m for m in unprobed), unprobed
+    assert (says is None and not unprobed) or (says is not None and says in unprobed[0]), unprobed

@@ -76,12 +76,21 @@ _MAX_DEPTH = 12
 MAX_BUILD_STEPS = 20_000
 
 
+MAX_BUILT = 1 << 16  # the largest minLength/minItems/minProperties an instance is built for
+
+
 def count(schema, key: str, default: int = 0) -> int:
-    """A length/size keyword as an int (JSON allows 2.0 for 2); `default` when absent or odd."""
+    """A length/size keyword as an int (JSON allows 2.0 for 2); `default` when absent or odd. A minimum
+    past MAX_BUILT is Impossible: `minLength: 1e30` asked for a string of 10**30 characters (the probes
+    stopped with an OverflowError); a maximum that large bounds nothing and is `default`."""
     v = schema.get(key, default) if isinstance(schema, dict) else default
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 0:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
         return default
-    return int(v)
+    if v > MAX_BUILT:
+        if key.startswith("min"):
+            raise Impossible(f"`{key}` of {v:g} asks for more than sgcli builds an instance of ({MAX_BUILT:,})")
+        return default
+    return int(v) if v == int(v) else default
 
 
 def _is_name_map(pointer: str) -> bool:

@@ -210,6 +210,10 @@ def _without(schema, path: tuple):
 def keyword_probes(schema) -> tuple[object, list[Probe]]:
     """(the valid instance, one probe per keyword that could be violated alone).
     Raises Impossible when no valid instance can be built."""
+    if schema is True:  # any JSON: no keyword to probe (`true` stopped the probes with a TypeError)
+        return None, []
+    if not isinstance(schema, dict):
+        raise Impossible("the schema `false` holds no instance")
     builder = InstanceBuilder(schema, full=True)
     base = builder.build()
     whole = validator(schema)
