@@ -202,6 +202,9 @@ def test_unreadable_input_files(run_cli, tmp_path):
     d = tmp_path / "dir.json"
     d.mkdir()
     _user_error(run_cli("generate", "--schema", d, "x"), "is a directory")
+    # inline JSON that is no schema, and an empty value: said as such, not "file not found" or "a directory"
+    _user_error(run_cli("generate", "--schema", "[1]", "x"), "a JSON Schema must be an object or a boolean, not list")
+    _user_error(run_cli("generate", "--schema", "", "x"), "--schema is empty")
 
 
 def test_two_constraints_name_both(run_cli):

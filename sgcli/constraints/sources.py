@@ -158,8 +158,11 @@ def _checked(spec: ConstraintSpec) -> ConstraintSpec:
 
 
 def is_inline_schema(value: str) -> bool:
-    """`--schema '{"type": "integer"}'`: the schema itself, as llm and vLLM take it, not a file name."""
-    return value.lstrip().startswith("{")
+    """`--schema '{"type": "integer"}'`: the schema itself, as llm and vLLM take it, not a file name; so is
+    JSON that no schema is (`[1]`, refused as such, where it had been "file not found: [1]"), and `true` or
+    `false` where no file has that name."""
+    text = value.strip()
+    return text.startswith(("{", "[")) or (text in ("true", "false") and not Path(value).exists())
 
 
 def from_pydantic(target: str, json_options: JsonOptions | None = None) -> ConstraintSpec:
@@ -232,6 +235,10 @@ def from_flags(
     opts = json_options or JsonOptions()
     flag = present[0]
     if flag == "--schema":
+        if not schema.strip():
+            raise UserError(
+                "--schema is empty", hint="""give a file, - for stdin, or the schema: --schema '{"type": "integer"}'"""
+            )
         if is_inline_schema(schema):
             return _checked(ConstraintSpec(Kind.JSON_SCHEMA, schema, "--schema", json_options=opts))
         return from_file(schema, Kind.JSON_SCHEMA, opts)
