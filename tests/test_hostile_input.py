@@ -776,10 +776,16 @@ def test_an_unreadable_pyproject_is_exit_2_naming_it(run_cli, in_folder, monkeyp
     """It may hold sgcli's settings: reading past it would run without them, silently."""
     (in_folder / "pyproject.toml").write_text('[tool.sgcli]\nbackend = "llguidance"\n')
 
-    def unreadable(self, *args, **kwargs):
-        raise PermissionError(13, "Permission denied", str(self))
+    import os
 
-    monkeypatch.setattr(Path, "read_text", unreadable)
+    real_open = os.open
+
+    def unreadable(path, *args, **kwargs):  # tests run as root, whom permissions do not stop
+        if os.fspath(path).endswith("pyproject.toml"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", unreadable)
     _refused(run_cli("lint", CAPITAL), "pyproject.toml: cannot read the configuration: Permission denied")
 
 
