@@ -177,6 +177,20 @@ class Server:
                     self.wfile.write(b"data: {not json\n\n")
                     self.close_connection = True
                     return
+                if mode == "endless-line":  # one event that never ends: 40 MB without a newline
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.send_header("connection", "close")
+                    self.end_headers()
+                    with contextlib.suppress(OSError):  # sgcli stops reading at its limit
+                        self.wfile.write(b"data: ")
+                        for _ in range(40):
+                            self.wfile.write(b"x" * (1 << 20))
+                    self.close_connection = True
+                    return
+                if mode == "deep-output":  # an array nested past every checker's depth, for an object schema
+                    reply = {"choices": [{"index": 0, "message": {"content": "[" * 50000 + "]" * 50000}}]}
+                    return self._raw(200, "application/json", json.dumps(reply).encode())
                 if mode == "stream-cut":  # a few events, then the connection closes: no finish, no [DONE]
                     self.send_response(200)
                     self.send_header("content-type", "text/event-stream")
@@ -397,6 +411,18 @@ def untouched(name: str, content: str) -> Callable[[Ctx, Run], None]:
         now = ctx.path(name).read_text() if ctx.path(name).exists() else None
         if now != content:
             ctx.problems.append(f"{name} was changed: {str(now)[:200]!r}")
+
+    return check
+
+
+def never(*needles: str) -> Callable[[Ctx, Run], None]:
+    """None of `needles` in the output: an internal error shown as a finding (`TypeError:`) is still one."""
+
+    def check(ctx: Ctx, run: Run) -> None:
+        text = _text(run.stdout) + _text(run.stderr)
+        for needle in needles:
+            if needle in text:
+                ctx.problems.append(f"the output says {needle!r}: {text[:200]!r}")
 
     return check
 
@@ -1702,6 +1728,92 @@ def catalogue() -> list[Case]:
         *server_cases(),
         *disk_cases(),
         *signal_cases(),
+        *tour_cases(),
+    ]
+
+
+def tour_cases() -> list[Case]:
+    """Found by a hostile-input tour on 2026-12-07, each in the category it belongs to."""
+    deep_json = '{"a":' * 3000 + "1" + "}" * 3000
+    project = {"sgcli.toml": 'cache-dir = "."\n', "src/main.py": "keep", ".git/HEAD": "keep", "models/m.bin": "keep"}
+    kept = both(untouched("src/main.py", "keep"), untouched(".git/HEAD", "keep"), untouched("models/m.bin", "keep"))
+    return [
+        Case(
+            "files",
+            "sgcli.toml nested 5,000 deep",
+            ["config"],
+            2,
+            files={"sgcli.toml": "a = " + "[" * 5000 + "]" * 5000},
+        ),
+        Case(
+            "files",
+            "pyproject.toml of 3 MB",
+            ["config"],
+            2,
+            files={"pyproject.toml": "[tool.sgcli]\n" + "#" * (3 << 20)},
+        ),
+        Case(
+            "files",
+            "cache clear with cache-dir '.' in a project",
+            ["cache", "clear"],
+            2,
+            files=project,
+            env={"SGCLI_CACHE_DIR": ""},
+            check=both(kept, says("left alone")),
+        ),
+        Case(
+            "flags",
+            "--chat-template-kwargs nested 3,000 deep",
+            gen(*SCHEMA, "--chat-template-kwargs", deep_json, "x"),
+            2,
+            server={},
+            check=says("nested more than 512"),
+        ),
+        Case(
+            "files",
+            "bench: a JSONL line nested 3,000 deep",
+            ["bench", "{d}/b.jsonl", "--backend", "llguidance"],
+            2,
+            files={
+                "b.jsonl": '{"schema": {"type": "integer"}, "instances": [1]}\n{"schema":'
+                + "[" * 3000
+                + "]" * 3000
+                + "}\n"
+            },
+            check=says("nested more than 512", where="stdout"),
+        ),
+        Case(
+            "grammars",
+            "%llguidance options nested 3,000 deep",
+            ["convert", "{d}/o.lark", "--to", "gbnf"],
+            2,
+            files={"o.lark": "%llguidance " + deep_json + '\nstart: "a"\n'},
+            check=says("nested more than 512"),
+        ),
+        Case(
+            "servers",
+            "an event that never ends (40 MB, no newline)",
+            gen(*SCHEMA, "--retries", "0", "x"),
+            2,
+            server={"mode": "endless-line"},
+            check=says("ran past"),
+        ),
+        Case(
+            "servers",
+            "an output nested past the checker, wrong at its top",
+            gen(*SCHEMA, "--json", "x"),
+            1,
+            server={"mode": "deep-output"},
+            check=says("at the top", where="stdout"),
+        ),
+        Case(
+            "schemas",
+            "lint: minLength 1e30",
+            ["lint", "{d}/s.json"],
+            (0, 1),
+            files={"s.json": '{"type": "string", "minLength": 1e30}'},
+            check=never("Error:"),
+        ),
     ]
 
 
