@@ -984,3 +984,17 @@ def test_deep_json_in_a_bench_line_or_lark_options_is_exit_2_at_its_place(run_cl
     grammar.write_text("%llguidance " + '{"a":' * 3000 + "1" + "}" * 3000 + '\nstart: "a"\n')
     result = run_cli("convert", grammar, "--to", "gbnf")
     assert result.exit_code == 2 and f"{grammar}:1:13" in result.stderr and "nested more than 512" in result.stderr
+
+
+def test_a_utf16_file_is_one_message_naming_utf16(run_cli, no_model, tmp_path):
+    """Windows' "Unicode" save: an --input file gave an error record for every line (NULs between the
+    characters), a schema "not UTF-8 at byte 0"; now one exit 2 at its start, naming the encoding."""
+    batch = tmp_path / "in.jsonl"
+    batch.write_bytes('{"prompt": "a"}\n{"prompt": "b"}\n'.encode("utf-16"))
+    schema = tmp_path / "s.json"
+    schema.write_bytes('{"type": "integer"}'.encode("utf-16"))
+    for args in (["generate", "--regex", "a", "--input", batch, "-o", tmp_path / "o.jsonl"], ["lint", schema]):
+        result = run_cli(*args)
+        assert result.exit_code == 2, result.output
+        assert ":1:1: " in result.stderr and "UTF-16 or UTF-32 text" in result.stderr, result.stderr
+    assert not (tmp_path / "o.jsonl").exists()

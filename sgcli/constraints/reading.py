@@ -33,6 +33,7 @@ def read_text(
     """(text, origin) of a path, or of stdin for '-', bounded as `read_bytes` is. A UTF-8 byte order
     mark (Windows editors write one; RFC 8259 lets a reader ignore it) is dropped."""
     data, origin = read_bytes(path, what=what, limit=limit, flag=flag)
+    _refuse_utf16(data, what, origin)
     try:
         return data.removeprefix(UTF8_BOM).decode("utf-8"), origin
     except UnicodeDecodeError as exc:
@@ -40,6 +41,17 @@ def read_text(
         raise UserError(
             f"{what} is not UTF-8 text", location=Location(origin, line, col), hint="save the file as UTF-8"
         ) from None
+
+
+def _refuse_utf16(head: bytes, what: str, origin: str) -> None:
+    """A UTF-16 or UTF-32 file (Windows' "Unicode" saves one, byte order mark first) is one message at its
+    start, not an error for every line of a batch (each of which held NULs between its characters)."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")):
+        raise UserError(
+            f"{what} is UTF-16 or UTF-32 text (its byte order mark says so): sgcli reads UTF-8",
+            location=Location(origin, 1, 1),
+            hint="save it as UTF-8 (iconv -f UTF-16 -t UTF-8 FILE > NEW)",
+        )
 
 
 def read_bytes(
@@ -83,6 +95,8 @@ def read_lines(path: str, *, what: str, limit: int, flag: str) -> tuple[list[byt
             line = _readline(stream, limit + 1 if limit else -1)
             if not line:
                 return lines, origin
+            if not lines:
+                _refuse_utf16(line, what, origin)
             if line.endswith(b"\n"):
                 line = line[:-1]
             elif limit and len(line) > limit:
