@@ -998,3 +998,14 @@ def test_a_utf16_file_is_one_message_naming_utf16(run_cli, no_model, tmp_path):
         assert result.exit_code == 2, result.output
         assert ":1:1: " in result.stderr and "UTF-16 or UTF-32 text" in result.stderr, result.stderr
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_a_control_character_in_a_model_id_or_api_key_is_exit_2_naming_the_flag(run_cli, no_model, monkeypatch):
+    """`--served-model $'m\\r\\nX-Evil: 1'` was echoed raw into the summary; a key with a newline failed in
+    httpx as "cannot list the models", blaming the server."""
+    server = ["generate", "--engine", "openai", "--base-url", "http://127.0.0.1:9", "--regex", "a"]
+    result = run_cli(*server, "--served-model", "m\r\nX-Evil: 1", "hi")
+    assert result.exit_code == 2 and "--served-model" in result.stderr and "control character" in result.stderr
+    monkeypatch.setenv("TEST_SERVER_KEY", "abc\n")
+    result = run_cli(*server, "--api-key-env", "TEST_SERVER_KEY", "hi")
+    assert result.exit_code == 2 and "--api-key-env TEST_SERVER_KEY" in result.stderr and "control" in result.stderr

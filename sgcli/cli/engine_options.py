@@ -107,6 +107,11 @@ class EngineFlags:
             raise UserError(f"--base-url must start with http:// or https://, got {self.base_url!r}")
         if self.concurrency < 1:
             raise UserError("--concurrency must be at least 1")
+        if self.served_model is not None and not self.served_model.isprintable():  # `m\r\nX-Evil: 1`
+            raise UserError(
+                f"--served-model {self.served_model!r} holds a control character, which no model id does",
+                hint="give the id GET /v1/models lists",
+            )
         if self.retries < 0:
             raise UserError("--retries must be 0 or more")
         if not self.request_timeout > 0:  # NaN too: httpx's deadline would fail on it mid-request
@@ -116,6 +121,11 @@ class EngineFlags:
             api_key = os.environ.get(self.api_key_env)
             if not api_key:
                 raise UserError(f"--api-key-env {self.api_key_env}: that environment variable is not set or empty")
+            if not api_key.isprintable():  # a newline in it made httpx fail, which read as the server's fault
+                raise UserError(
+                    f"--api-key-env {self.api_key_env}: the key holds a control character (a newline?)",
+                    hint="strip it: export the key without its line break",
+                )
         return ClientOptions(self.base_url, api_key, self.concurrency, self.retries, self.request_timeout)
 
 
