@@ -326,22 +326,20 @@ MAX_CONFIG_BYTES = 1 << 20  # read on every command: a 160 MB pyproject.toml too
 def _bounded_text(path: Path, errors: str = "strict") -> str:
     """The file's text, read only from a regular file (a FIFO would wait for a writer) and only up to
     MAX_CONFIG_BYTES: past it, exit 2."""
-    import os
-    import stat
+    from sgcli.regular_files import FileTooLarge, NotARegularFile, read_regular
 
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UserError("not a regular file: sgcli reads its settings from a file", location=Location(str(path)))
-        os.set_blocking(fd, True)
-        data = f.read(MAX_CONFIG_BYTES + 1)
-    if len(data) > MAX_CONFIG_BYTES:
+    try:
+        return read_regular(path, limit=MAX_CONFIG_BYTES).decode("utf-8", errors)
+    except NotARegularFile:
+        raise UserError(
+            "not a regular file: sgcli reads its settings from a file", location=Location(str(path))
+        ) from None
+    except FileTooLarge:
         raise UserError(
             f"the configuration file is over {MAX_CONFIG_BYTES:,} bytes, which no settings file needs",
             location=Location(str(path)),
             hint="keep sgcli's settings in a small sgcli.toml beside it (it is read first)",
-        )
-    return data.decode("utf-8", errors)
+        ) from None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ import tempfile
 from pathlib import Path
 
 from sgcli.backends.base import Compiled
-from sgcli.cache.paths import NotARegularFile, atomic_write, cache_folder, cache_root, notify, read_regular
+from sgcli.cache.paths import atomic_write, cache_folder, cache_root, notify
+from sgcli.regular_files import NotARegularFile, read_regular
 
 # bump when the entry layout, what sgcli hands a library for the same spec, or the warnings sgcli adds to
 # an entry change (3: the JSON layout inside tags; 4: outlines_core's warnings name only keywords that

@@ -38,9 +38,9 @@ from sgcli.backends.cache_entries import (
     write_file,
 )
 from sgcli.backends.cache_store import PendingStore, settle_pending, start_store, store_running
-from sgcli.cache.paths import read_regular
 from sgcli.constraints.spec import ConstraintSpec, JsonOptions
 from sgcli.limits import current_limits
+from sgcli.regular_files import read_regular
 from sgcli.tokenizers.vocab import Vocab
 
 # A compile quicker than this is never stored, nor tried: reading, checking and loading an entry took

@@ -29,8 +29,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sgcli.cache.paths import atomic_write, cache_folder, notify, read_regular, sampled_digest
+from sgcli.cache.paths import atomic_write, cache_folder, notify, sampled_digest
 from sgcli.errors import UserError
+from sgcli.regular_files import read_regular
 
 MANIFEST = "sgcli-converted.json"
 

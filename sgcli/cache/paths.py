@@ -3,15 +3,15 @@ two things every cache writer shares: atomic writes and notices about cache trou
 
 from __future__ import annotations
 
-import errno
 import functools
 import hashlib
 import os
-import stat
 import tempfile
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+
+from sgcli.regular_files import read_regular
 
 _notifier: Callable[[str], None] | None = None
 
@@ -98,42 +98,6 @@ def atomic_write(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-class NotARegularFile(OSError):
-    """A path that holds a FIFO, a device or a folder where a file was expected."""
-
-
-class FileTooLarge(OSError):
-    """A file past the size limit its reader set."""
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a named pipe (FIFO)"
-    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket"
-
-
-def read_regular(path: Path, limit: int = 0) -> bytes:
-    """The bytes of a file, read only when it is a regular file: opened without blocking (a FIFO left in
-    the cache would wait for a writer forever, past every time limit) and checked before any read.
-    Anything else raises NotARegularFile, an OSError, which cache readers take as a damaged entry;
-    past `limit` bytes (0: none), FileTooLarge, after reading one byte more than it."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotARegularFile(errno.EINVAL, f"{_kind(mode)}, not a regular file", str(path))
-        os.set_blocking(fd, True)
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(limit + 1 if limit else -1)
-    finally:
-        os.close(fd)
-    if limit and len(data) > limit:
-        raise FileTooLarge(errno.EFBIG, f"over the limit of {limit:,} bytes", str(path))
-    return data
 
 
 _SAMPLE = 64 << 10  # bytes per sampled chunk

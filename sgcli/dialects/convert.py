@@ -95,8 +95,8 @@ def read_model(spec: ConstraintSpec, text: str | None = None, origin: str | None
             grammar = parse_gbnf(text)
         elif spec.kind is Kind.LARK:
             grammar = parse_lark(text)
-            for start, end in grammar.regex_spans:  # one sgcli cannot read: its reason, not "no equivalent"
-                parse_regex(text[start:end], lambda k, start=start: start + k, RUST)
+            if grammar.unread_regexes:  # its reason and place, not "regex has no equivalent in GBNF"
+                raise grammar.unread_regexes[0]
             expand_templates(grammar, text, origin)
             _inline_common(grammar, text)
             _refuse_lark_only(grammar, text, origin)

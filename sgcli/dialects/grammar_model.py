@@ -148,6 +148,7 @@ class Grammar:
     imports: dict[str, str] = field(default_factory=dict)  # Lark: local name -> what it imports ("common.WS")
     regex_features: list = field(default_factory=list)  # RegexFeature found in regex literals
     regex_spans: list[tuple[int, int]] = field(default_factory=list)  # where each regex literal's body is
+    unread_regexes: list = field(default_factory=list)  # Lark: the ParseError of each regex sgcli cannot read
     empty_alternatives: list[int] = field(default_factory=list)  # GBNF: just past the `::=`, `|` or `(` before one
     # GBNF: where a rule's body goes on after a newline outside parentheses (llama.cpp ends the rule there)
     continuations: list[int] = field(default_factory=list)

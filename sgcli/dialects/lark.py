@@ -364,7 +364,8 @@ class _LarkReader(Reader):
             parsed = parse_regex(self.text[body_start:i], lambda k: body_start + k, RUST)
         except NotReadAsWritten:  # read, and refused: no backend reads it as written
             raise
-        except ParseError:
+        except ParseError as exc:  # the backends may read it; a conversion cannot, and says why (`unread_regexes`)
+            self.grammar.unread_regexes.append(exc)
             return Opaque(start, "regex", nullable=None)
         if flags.replace("u", ""):  # `/[a-z]+/i`, `/./s`, `/^x/m`: a language the reader does not model
             self.grammar.regex_features.extend(parsed.features)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sgcli.cache.paths import atomic_write, cache_folder, cache_root, read_regular
+from sgcli.cache.paths import atomic_write, cache_folder, cache_root
+from sgcli.regular_files import read_regular
 
 
 def checks_file() -> Path:

@@ -21,8 +21,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from sgcli.cache.paths import atomic_write, cache_folder, cache_root, notify, read_regular
+from sgcli.cache.paths import atomic_write, cache_folder, cache_root, notify
 from sgcli.errors import plural
+from sgcli.regular_files import read_regular
 
 FILE = "cpu-kernels.json"
 FORMAT = 1

@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sgcli.cache.paths import read_regular
 from sgcli.errors import Location, UserError
+from sgcli.regular_files import read_regular
 from sgcli.tokenizers.base import Tokenizer
 from sgcli.tokenizers.pieces import byte_fallback_piece, byte_level_piece
 from sgcli.tokenizers.vocab import BYTE_FALLBACK, BYTE_LEVEL, RAW, Vocab
