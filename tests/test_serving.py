@@ -232,6 +232,18 @@ def test_retries_429_503_and_reset_then_succeeds(run_cli):
     assert stub.requests[-1]["body"]["structured_outputs"] == {"regex": "[0-9]+"}
 
 
+def test_retry_after_is_bounded_by_the_request_timeout(run_cli):
+    """A 429 asking for an hour (or nan) waits at most --request-timeout before the next attempt."""
+    with Stub(answer=lambda b: "42") as stub:
+        stub.script = [("status", 429, {"retry-after": "3600"}), ("status", 429, {"retry-after": "nan"})]
+        started = time.monotonic()
+        result = gen(run_cli, stub, "--regex", "[0-9]+", "--json", "--request-timeout", "0.5", "n?")
+        took = time.monotonic() - started
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["output"] == "42" and len(stub.requests) == 3
+    assert took < 8, f"waited {took:.1f} s for a Retry-After past --request-timeout 0.5"
+
+
 def test_slow_answer_times_out_then_retries(run_cli):
     with Stub(answer=lambda b: "7") as stub:
         stub.script = [("slow", 3.0)]

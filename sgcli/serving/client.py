@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -138,12 +139,18 @@ def _retryable(status: int) -> bool:
 
 
 def _wait_s(opts: ClientOptions, attempt: int, response: httpx.Response | None) -> float:
+    """The backoff before attempt `attempt + 1`. A 429's Retry-After lengthens it, but never past four
+    times the longest backoff nor past --request-timeout: a server asking for an hour does not hold
+    the run for an hour (the user's time limit is the request's)."""
     wait = min(opts.max_backoff_s, opts.backoff_s * 2**attempt)
     if response is not None and response.status_code == 429:
         try:
-            wait = max(wait, min(opts.max_backoff_s * 4, float(response.headers.get("retry-after", 0))))
-        except ValueError:
-            pass
+            asked = float(response.headers.get("retry-after", 0))
+        except ValueError:  # an HTTP date, or nonsense: the backoff alone
+            asked = 0.0
+        if not math.isfinite(asked):  # nan would win every comparison's tie-break in min()
+            asked = 0.0
+        wait = max(wait, min(opts.max_backoff_s * 4, opts.request_timeout, asked))
     return wait
 
 
