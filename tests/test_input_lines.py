@@ -113,3 +113,21 @@ def test_a_chat_line_under_raw_is_that_lines_error_not_templated(line, needle):
 
     assert "--raw sends a 'prompt' as is" in _bad(line, raw=True) and needle in _bad(line, raw=True)
     assert isinstance(_one({"prompt": "a"}, raw=True), Request)
+
+
+@pytest.mark.parametrize("end", [b"\r", b"\r\n", b"\n"])
+def test_every_line_end_an_editor_writes_separates_records(end):
+    """A file saved with classic Mac line ends (a lone CR) is three records, not one invalid line."""
+    from sgcli.batch.requests import BadLine, Request
+
+    data = end.join([b'{"prompt": "a"}', b"not json", b'{"id": 7, "prompt": "c"}']) + end
+    items = list(read_requests_of(data))
+    assert [type(i) for i in items] == [Request, BadLine, Request]
+    assert [i.prompt for i in items if isinstance(i, Request)] == ["a", "c"]
+    assert str(items[1].location) == "in.jsonl:2:1" and items[2].id == 7
+
+
+def read_requests_of(data: bytes):
+    from sgcli.batch.requests import read_requests
+
+    return read_requests(data, "in.jsonl")

@@ -119,7 +119,7 @@ def read_requests(data: bytes | str | list[bytes], origin: str, *, raw: bool = F
         lines = data
     else:
         lines = (data.encode("utf-8") if isinstance(data, str) else data).split(b"\n")
-    for n, chunk in enumerate(lines, start=1):
+    for n, chunk in enumerate(_universal_lines(lines), start=1):
         if isinstance(chunk, LongLine):
             yield BadLine(f"line-{n}", Location(origin, n, 1), chunk.message())
             continue
@@ -133,6 +133,17 @@ def read_requests(data: bytes | str | list[bytes], origin: str, *, raw: bool = F
         if not line.strip():
             continue
         yield _parse_line(line, Location(origin, n, 1), n, raw)
+
+
+def _universal_lines(lines: list) -> Iterator:
+    """Lines as an editor numbers them: a lone carriage return ends a line too (a file saved with classic
+    Mac line ends is one `\\n`-line holding every record, which would be one error for the whole file).
+    A raw CR cannot stand inside a JSON string, so splitting there never cuts a record's text."""
+    for chunk in lines:
+        if isinstance(chunk, LongLine) or b"\r" not in chunk:
+            yield chunk
+            continue
+        yield from chunk.removesuffix(b"\r").split(b"\r")
 
 
 def _parse_line(line: str, loc: Location, n: int, raw: bool) -> Request | BadLine:
