@@ -131,3 +131,19 @@ def read_requests_of(data: bytes):
     from sgcli.batch.requests import read_requests
 
     return read_requests(data, "in.jsonl")
+
+
+@pytest.mark.parametrize(
+    "line, key, col",
+    [
+        (b'{"prompt": "a", "prompt": "b"}', "prompt", 17),
+        (b'{"messages": [{"role": "user", "content": "x", "role": "system"}]}', "role", 48),
+    ],
+)
+def test_a_key_given_twice_is_that_lines_error_not_one_of_them_silently(line, key, col):
+    """json keeps the last of two equal keys and other readers the first: neither is a guess to make."""
+    from sgcli.batch.requests import BadLine
+
+    (item,) = read_requests_of(line + b"\n")
+    assert isinstance(item, BadLine) and f"key '{key}' appears twice" in item.message
+    assert str(item.location) == f"in.jsonl:1:{col}"

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from sgcli.batch.records import error_record, id_key
 from sgcli.constraints.reading import LongLine, read_lines
-from sgcli.constraints.spec import NotJsonNumber, strict_json_loads
+from sgcli.constraints.spec import DuplicateKeys, NotJsonNumber, strict_json_loads
 from sgcli.errors import Location, UserError, did_you_mean
 from sgcli.limits import DEFAULT_MAX_PROMPT_BYTES
 from sgcli.lone_surrogates import lone_surrogate_in
@@ -147,8 +147,9 @@ def _universal_lines(lines: list) -> Iterator:
 
 
 def _parse_line(line: str, loc: Location, n: int, raw: bool) -> Request | BadLine:
+    twice = DuplicateKeys()
     try:
-        obj = strict_json_loads(line)
+        obj = strict_json_loads(line, twice)
     except json.JSONDecodeError as exc:
         return BadLine(f"line-{n}", Location(loc.path, n, exc.colno), f"invalid JSON: {exc.msg}")
     except NotJsonNumber as exc:
@@ -157,6 +158,11 @@ def _parse_line(line: str, loc: Location, n: int, raw: bool) -> Request | BadLin
         return BadLine(f"line-{n}", loc, "JSON nested too deeply")
     if not isinstance(obj, dict):
         return BadLine(f"line-{n}", loc, "each line must be a JSON object with 'prompt' or 'messages'")
+    if twice.key is not None:  # {"prompt": "a", "prompt": "b"}: which one was meant is not for sgcli to guess
+        quoted = json.dumps(twice.key, ensure_ascii=False)  # as typed, unless the key was written with escapes
+        second = line.find(quoted, line.find(quoted) + 1)
+        where = Location(loc.path, n, second + 1 if second > 0 else 1)
+        return BadLine(f"line-{n}", where, f"key {twice.key!r} appears twice in one object: keep one")
     surrogate = lone_surrogate_in(obj)
     if surrogate is not None:  # JSON's "\ud800" (half a pair) parses, but no tokenizer, server or output file takes it
         return BadLine(f"line-{n}", loc, f"the line holds a lone surrogate ({surrogate!r}), which is not text")

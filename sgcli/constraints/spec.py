@@ -226,9 +226,26 @@ def json_int(text: str) -> int:
         raise NotJsonNumber(text, f"an integer of {len(text)} digits is too long") from None
 
 
-def strict_json_loads(text: str):
+def strict_json_loads(text: str, object_pairs_hook=None):
     """`json.loads` that refuses NaN, Infinity, infinite floats and over-long integers (NotJsonNumber)."""
-    return json.loads(text, parse_constant=_constant, parse_float=_float, parse_int=json_int)
+    return json.loads(
+        text, parse_constant=_constant, parse_float=_float, parse_int=json_int, object_pairs_hook=object_pairs_hook
+    )
+
+
+class DuplicateKeys:
+    """An `object_pairs_hook` that notes the first key an object holds twice (json keeps the last
+    silently; other readers keep the first): `.key` after a parse, None when every key was unique."""
+
+    def __init__(self):
+        self.key: str | None = None
+
+    def __call__(self, pairs: list) -> dict:
+        obj = dict(pairs)
+        if self.key is None and len(obj) < len(pairs):
+            seen = set()
+            self.key = next(k for k, _ in pairs if k in seen or seen.add(k))
+        return obj
 
 
 class TooDeep(ValueError):
