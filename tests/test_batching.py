@@ -212,14 +212,16 @@ def test_cli_batch_sizes_give_the_same_records(run_cli, tmp_path):
     batch = tmp_path / "prompts.jsonl"
     batch.write_text("\n".join(lines) + "\n")
     outs = {}
-    for size in (1, 3):
+    for size in (1, 3, 32):
         result = run_cli("generate", "--regex", "[0-9]{1,3}", "--input", batch, "--batch-size", size, "--threads", 1)
         outs[size] = [json.loads(line) for line in result.stdout.splitlines()]
         assert result.exit_code == 1, result.output  # the bad line is an invalid record, not a crash
-        how = "batch 3, 1 thread" if size == 3 else "one request at a time, 1 thread"
+        # the rows the batch ran with: 32 asked for 5 requests is a batch of 5
+        how = {1: "one request at a time", 3: "batch 3", 32: "batch 5"}[size] + ", 1 thread"
         assert f"tok/s) · {how}" in result.stderr, result.stderr  # the summary says what the batch ran with
     assert [r["id"] for r in outs[3]] == ["q0", "bad", "q1", "q2", "q3", "q4"]
     assert [cases.comparable(r) for r in outs[3]] == [cases.comparable(r) for r in outs[1]]
+    assert [cases.comparable(r) for r in outs[32]] == [cases.comparable(r) for r in outs[1]]
     assert all(r["valid"] for r in outs[3] if r["id"] != "bad")
 
 

@@ -109,7 +109,7 @@ class LocalRunner:
 
     def _records(self, requests: list[Request]) -> Iterator[dict]:
         """Records for `requests` in input order: batched, or one after another at batch size 1."""
-        size = self.batch_size
+        size = self.batch_size = max(1, min(self.batch_size, len(requests)))  # rows there are to fill
         why = self.session.batch_unsupported() if size > 1 else None
         if why:
             self.reporter.notice("note", f"--batch-size {size} not used, decoding one request at a time: {why}")
