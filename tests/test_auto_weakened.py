@@ -14,7 +14,7 @@ from sgcli.lint.schema_checks import accepts
 
 
 def compiled_auto(schema):
-    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema), "s.json")
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema), "s.json").for_generation()  # as generate does
     return compile_for("auto", spec, byte_vocab())
 
 

@@ -152,7 +152,8 @@ def test_an_approximated_format_is_enforced_by_the_checker():
     schema = {"type": "object", "properties": {"d": {"type": "string", "format": "date"}}, "required": ["d"]}
     vocab = byte_vocab()
     for backend in ("llguidance", "xgrammar", "outlines_core"):
-        compiled = compile_for(backend, ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema), "d.json"), vocab)[0]
+        spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema), "d.json").for_generation()  # as generate does
+        compiled = compile_for(backend, spec, vocab)[0]
         assert [(g.pointer, g.checker) for g in compiled_gaps(compiled)] == [("/properties/d/format", True)], backend
         assert feed(compiled, vocab.encode('{"d":"2024-02-29"}')).accepted, backend
         for bad in ('{"d":"2023-02-30"}', '{"d":"2023-02-29"}'):

@@ -87,6 +87,12 @@ class SchemaKeywords:
     drops_beside_values: frozenset[str] = frozenset()
     disjoint_one_of: bool = False  # oneOf whose branches each admit one distinct JSON type is enforced (as anyOf)
     escaped_names: bool = True  # property names that need JSON escapes (quotes, control characters) work
+    # a property name written with a JSON escape (`{"\\u0061": "x"}`) is matched as its raw text, so it is
+    # another name to the grammar than the one jsonschema reads (llguidance, xgrammar; found 2026-12-07):
+    # "" never; "dry-run" except in a grammar compiled to generate from, whose strings are narrowed to one
+    # spelling per character (json_layout.UNIQUE_ESCAPES); "dry-run-or-control" also where the schema names
+    # a character only `\\uXXXX` writes, which keeps every escape (json_layout.one_spelling_fits)
+    raw_escaped_names: str = ""
     # property names beyond ASCII are matched (False, xgrammar: `{"é": "x"}` under `properties: {"é":
     # integer}` and `additionalProperties: string` was read as an additional property; 2026-12-06)
     ascii_names: bool = True

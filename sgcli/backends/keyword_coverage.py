@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from urllib.parse import unquote
 
 from sgcli.backends.base import SchemaKeywords
+from sgcli.backends.json_layout import one_spelling_fits
 from sgcli.backends.keyword_readings import why_unenforced
 from sgcli.backends.outlines_coverage import dropped_keywords
 from sgcli.backends.pattern_gaps import declared_pattern_gaps
@@ -250,7 +251,7 @@ def schema_gaps(spec, backend_name: str) -> list[Gap]:
         why = exc.message if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
         reason = "sgcli cannot walk the schema to know what the grammar enforces"
         return [Gap("", "$schema", backend.name, reason, checker=False, why_not_checked=why)]
-    table = backend.capabilities.schema_keywords
+    table = _as_compiled(backend.capabilities.schema_keywords, spec, schema)
     try:
         gaps = grammar_gaps(schema, backend.name, table, doc)
         if table is not None and table.first_branch:
@@ -260,6 +261,15 @@ def schema_gaps(spec, backend_name: str) -> list[Gap]:
         # conservative: nothing of it counts as enforced by the grammar; the checker validates it whole
         gaps = [Gap("", "$schema", backend.name, f"sgcli could not walk the schema ({type(exc).__name__}: {exc})")]
     return checker_limits(gaps, doc)
+
+
+def _as_compiled(table: SchemaKeywords | None, spec, schema) -> SchemaKeywords | None:
+    """`table` for the grammar `spec` compiles to: whether its names may be written with escapes the
+    grammar reads as raw text depends on how it is compiled (`raw_escaped_names`), "always" where so."""
+    if table is None or not table.raw_escaped_names:
+        return table
+    narrowed = spec.json_options.for_generation and (table.raw_escaped_names == "dry-run" or one_spelling_fits(schema))
+    return replace(table, raw_escaped_names="" if narrowed else "always")
 
 
 def _unreadable(spec, backend_name: str) -> list[Gap]:

@@ -30,6 +30,12 @@ _TYPE_OF = {
 }
 
 
+# keywords that apply by a property's name: a grammar that reads a name as its raw text misses them where
+# an escape spells it (with `additionalProperties: false` such a name is refused instead: no value passes)
+NAMED_BY_KEY = ("properties", "patternProperties", "propertyNames", "dependentRequired", "dependentSchemas")
+NAMED_BY_KEY += ("dependencies",)
+
+
 def _single_type(node: dict) -> set[str]:
     """The one JSON type `type` names (a list of types was not measured, so it counts as none)."""
     t = node.get("type")
@@ -133,6 +139,15 @@ def why_unenforced(
     if keyword == "properties" and not table.escaped_names and isinstance(node.get("properties"), dict):
         if any(_needs_escape(name) for name in node["properties"]):
             return "property names that need JSON escapes are not matched correctly"
+    if (
+        keyword in NAMED_BY_KEY
+        and table.raw_escaped_names == "always"
+        and node.get("additionalProperties") is not False
+    ):
+        # `{"\u0061": "x"}` beside `properties: {"a": integer}` is an additional property to the grammar
+        return (
+            "a property name written with a JSON escape (`\\u0061`) is matched as its raw text, not the name it spells"
+        )
     if keyword == "properties" and not table.ascii_names and isinstance(node.get("properties"), dict):
         if not all(name.isascii() for name in node["properties"]):
             return "property names beyond ASCII are matched as additional properties"

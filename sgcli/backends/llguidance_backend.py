@@ -214,6 +214,7 @@ class LLGuidanceBackend(LibraryBackend):
             formats=LLGUIDANCE_FORMATS,
             # 2023-02-29, second 60; a hostname past 253 characters (2026-12-06)
             approximate_formats=frozenset({"date", "date-time", "time", "hostname"}),
+            raw_escaped_names="dry-run-or-control",
             counts_all_required=True,  # its compile warns: "min/maxProperties only supported when all keys..."
             # its regexes are DFAs over bytes: look-around, backreferences and `\b` relaxed (pattern_gaps)
             unmatchable=LOOKAROUNDS | {"backreference", "word boundary", "non-word-boundary"},

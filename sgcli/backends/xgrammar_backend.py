@@ -182,6 +182,7 @@ class XGrammarBackend(LibraryBackend):
             disjoint_one_of=True,
             escaped_names=False,
             ascii_names=False,
+            raw_escaped_names="dry-run",
             exclusive_groups=(
                 frozenset({"pattern", "format"}),
                 frozenset({"pattern", "minLength"}),

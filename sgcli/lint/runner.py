@@ -186,6 +186,7 @@ class Linter:
         return self.lint_spec(with_subgrammars(spec, list(self.options.subs)))
 
     def lint_spec(self, spec: ConstraintSpec) -> FileResult:
+        spec = spec.for_generation()  # judged as `generate` compiles it (its escapes), not as a dry run reads
         sel = self.options.selection
         result = FileResult(spec.name, [])
         notes, skipped = result.notes, result.skipped
