@@ -90,3 +90,22 @@ def test_a_budget_too_small_is_reported_before_the_model_loads(run_cli, tmp_path
     assert len(no_model) == 1  # a warning, not a refusal: the run goes on to the model
     enough = run_cli("generate", "--schema", schema, "-n", "64", "x")
     assert "L001" not in enough.stderr and "model loader reached" in enough.stderr
+
+
+@pytest.mark.parametrize("command", ["generate", "masks", "test"])
+def test_a_rule_that_never_ends_is_exit_2_before_anything_loads(run_cli, tmp_path, command):
+    """`root ::= "x" root` compiled on every backend, ran generations to --max-tokens, and xgrammar's
+    forced-text search grew to 19.6 GB before the kernel killed it: now G011, exit 2, at the rule."""
+    grammar = tmp_path / "never.gbnf"
+    grammar.write_text('root ::= "a" | "b" item\nitem ::= "c" item\n')
+    if command == "generate":
+        args = ("generate", "--ebnf", grammar, "--backend", "xgrammar", "-n", "5", "x")
+    elif command == "masks":
+        args = ("masks", grammar, "--backend", "xgrammar", "--text", "bc")
+    else:
+        cases = tmp_path / "never.test.yaml"
+        cases.write_text("grammar: never.gbnf\ncases:\n  - {input: a, accept: true}\n")
+        args = ("test", cases)
+    result = run_cli(*args)
+    assert result.exit_code == 2, result.output
+    assert "never.gbnf:2:1" in result.stderr and "G011" in result.stderr and "`item` never ends" in result.stderr

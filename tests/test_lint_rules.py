@@ -39,6 +39,8 @@ EXPECTED = {
     "g008_unbounded_free_text.lark": ({}, [("G008", 2, 23, None)]),
     "g009_continued_rule.gbnf": ({}, [("G009", 3, 3, None)]),
     "g010_cut_token_budget.lark": ({}, [("G010", 2, 1, None)]),
+    "g011_rule_never_ends.gbnf": ({}, [("G011", 2, 1, None)]),  # `item` has no base case
+    "g011_rule_never_ends.lark": ({}, [("G011", 1, 1, None)]),  # the root: no text at all
     "w001_unbounded_whitespace.gbnf": ({}, [("W001", 2, 8, None)]),
     "w001_ignore_whitespace.lark": ({}, [("W001", 2, 1, None)]),
     "w001_imported_whitespace.lark": ({}, [("W001", 3, 1, None)]),  # `%ignore WS` of lark's common.WS

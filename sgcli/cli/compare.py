@@ -40,6 +40,7 @@ from sgcli.cli.common import (
 from sgcli.cli.report import Terminal
 from sgcli.constraints.spec import Kind
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
+from sgcli.lint import preflight
 
 EXAMPLES = """
 Examples:
@@ -125,6 +126,7 @@ def compare_backends(
     if not no_generate:  # generated as `generate` compiles it; --no-generate judges a given text
         spec = spec.for_generation()
     _check_flags(spec, prompt, whitespace=whitespace, no_generate=no_generate, text=text)
+    preflight.structure_errors(spec)  # an undefined rule, or one that never ends (G011), before anything loads
     for group in (sampling, prompt_flags, model_flags):
         group.check()
     if not engine_flags.local:

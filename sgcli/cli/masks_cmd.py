@@ -23,6 +23,7 @@ from sgcli.cli.common import (
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError, plural
 from sgcli.grammar_dev.dryrun import dry_run, piece_text, token_text
+from sgcli.lint import preflight
 from sgcli.tokenizers import load_tokenizer
 
 EXAMPLES = """
@@ -75,8 +76,12 @@ def masks(
     if top < 0:
         raise UserError("--top must be 0 or more")
     if grammar_file is not None and flags.given():
-        raise UserError("give the grammar either as an argument or with a constraint flag, not both")
+        raise UserError(
+            "give the grammar either as an argument or with a constraint flag, not both",
+            hint="the text to step through goes in --text: sgcli masks --schema S.json --text '{\"a\": 1}'",
+        )
     spec = flags.file_spec(grammar_file) if grammar_file is not None else flags.spec()
+    preflight.structure_errors(spec)  # an undefined rule, or one that never ends (G011), before the tokenizer
     backend = backend or backends.DEFAULT_BACKEND
     if backend != "auto":
         check_enforces(backend)

@@ -15,6 +15,7 @@ from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, out, output
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
 from sgcli.grammar_dev.grammar_tests import load_suite, run_suite
+from sgcli.lint import preflight
 from sgcli.tokenizers import load_tokenizer
 
 EXAMPLES = """
@@ -56,6 +57,7 @@ def test(
     suites = [load_suite(f) for f in files]  # a malformed file fails (exit 2) before any compile
     for suite in suites:  # the grammar is the test file's; layout and sub-grammars are the flags'
         suite.spec = flags.apply(suite.spec)
+        preflight.structure_errors(suite.spec)  # a rule that never ends (G011) runs no backend out of memory
     names = select_backends(backend)
     if backend and not {"all", "auto"} & set(backend):  # named: each must take the grammar
         for suite in suites:

@@ -19,7 +19,7 @@ from sgcli.lint.inputs import read_grammar
 from sgcli.lint.length_check import shortest_sentence, too_long
 from sgcli.lint.structure import Structure
 
-FATAL_STRUCTURE = ("G001", "G007")  # every backend rejects these grammars
+FATAL_STRUCTURE = ("G001", "G007", "G011")  # every backend rejects these grammars, or never ends them
 
 
 def structure_errors(spec: ConstraintSpec) -> None:

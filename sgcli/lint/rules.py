@@ -228,6 +228,19 @@ _ALL = [
         "start: body\nbody: /[a-z]{3,10}[0-9]/",
     ),
     LintRule(
+        "G011",
+        "rule-never-ends",
+        ERROR,
+        "structure",
+        "A rule the root reaches that no finite text completes: every alternative recurses (no base case).",
+        "Backends compile such a grammar and let the model into the rule, then never let it stop: the output "
+        "runs to --max-tokens and is invalid, and xgrammar's search for forced text grew past 19 GB of memory "
+        'on `root ::= "x" root`. Where it is the root, the grammar accepts no text at all. `generate` '
+        "refuses it (exit 2) before the model loads.",
+        'root ::= "x" root',
+        'root ::= "x" root | "x"',
+    ),
+    LintRule(
         "W001",
         "unbounded-whitespace",
         WARNING,
