@@ -74,6 +74,13 @@ def test_exit_zero_and_statistics(run_cli, tree):
     stats = _lint(run_cli, tree / "a.gbnf", tree / "sub" / "c.lark", "--statistics")
     assert stats.exit_code == 1
     assert stats.stdout.splitlines() == ["2\tG002\tunused-rule"]
+    as_json = _lint(run_cli, tree / "a.gbnf", tree / "sub" / "c.lark", "--statistics", "--output-format", "json")
+    assert as_json.exit_code == 1 and json.loads(as_json.stdout) == [
+        {"code": "G002", "name": "unused-rule", "count": 2}
+    ]
+    lines = _lint(run_cli, tree / "a.gbnf", "--statistics", "--json").stdout.splitlines()
+    assert [json.loads(line) for line in lines] == [{"code": "G002", "name": "unused-rule", "count": 1}]
+    assert _lint(run_cli, tree / "a.gbnf", "--statistics", "--output-format", "sarif").exit_code == 2
 
 
 def test_sarif_output_is_sarif_2_1_0(run_cli, tree):

@@ -173,6 +173,11 @@ def lint(
     """
 
     output_format = _format(output_format, json_out)
+    if statistics and output_format in ("github", "sarif"):
+        raise UserError(
+            f"--statistics prints counts per rule, which --output-format {output_format} has no place for",
+            hint="--statistics with --output-format concise, json or json-lines",
+        )
     names = bo.chosen(backend, "auto")  # each name already checked against the registry (exit 2 naming them)
     options = LintOptions(
         backend=next((w for w in ("all", "auto") if w in names), tuple(names)),
@@ -196,11 +201,11 @@ def lint(
         diagnostics, sources, failed = _lint_files(Linter(options), targets)
     diagnostics = _without_silenced(diagnostics, sources)
     if statistics:
-        sys.stdout.write(render_statistics(diagnostics))
+        sys.stdout.write(render_statistics(diagnostics, output_format))
     else:
         sys.stdout.write(RENDERERS[output_format](diagnostics, sources))
     sys.stdout.flush()
-    if output_format in ("concise", "full") or statistics:
+    if output_format in ("concise", "full") or (statistics and output_format not in ("json", "json-lines")):
         plain_err(summary(diagnostics, len(targets) - failed, failed, skipped=len(not_schemas)))
     if failed:
         raise typer.Exit(EXIT_USAGE)

@@ -139,16 +139,23 @@ def sarif(diags: list[Diagnostic], sources: dict[str, str]) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
-def statistics(diags: list[Diagnostic]) -> str:
-    """Counts per rule, most frequent first, as `ruff --statistics` prints them."""
+def statistics(diags: list[Diagnostic], output_format: str = "concise") -> str:
+    """Counts per rule, most frequent first, as `ruff --statistics` prints them: a table for people,
+    a JSON array (`json`) or one object a line (`json-lines`) of {code, name, count} for programs."""
     from collections import Counter
 
     counts = Counter(d.code for d in diags)
-    width = len(str(max(counts.values()))) if counts else 1
-    return "".join(
-        f"{n:>{width}}\t{code}\t{diags[[d.code for d in diags].index(code)].name}\n"
+    names = {d.code: d.name for d in diags}
+    rows = [
+        {"code": code, "name": names[code], "count": n}
         for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    )
+    ]
+    if output_format == "json":
+        return json.dumps(rows, indent=2) + "\n"
+    if output_format in ("json-lines", "jsonl"):
+        return "".join(json.dumps(row) + "\n" for row in rows)
+    width = len(str(max(counts.values()))) if counts else 1
+    return "".join(f"{r['count']:>{width}}\t{r['code']}\t{r['name']}\n" for r in rows)
 
 
 RENDERERS: dict[str, Callable[[list[Diagnostic], dict[str, str]], str]] = {
