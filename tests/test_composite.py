@@ -83,3 +83,10 @@ def test_unknown_reference_points_at_it_in_the_lark_file(smol_tokenizer):
     e = info.value
     assert e.message == "Lark rejected by llguidance: unknown grammar @other"
     assert (e.location.path, e.location.line, e.location.col) == ("top.lark", 1, 12)
+    assert "--sub other=FILE" in e.hint  # the grammar is fine: the command lacks the sub-grammar
+
+
+def test_lint_of_a_lark_file_without_its_sub_grammar_names_the_flag(run_cli):
+    result = run_cli("lint", "examples/reasoning_json.lark", "--output-format", "json")
+    (finding,) = [d for d in json.loads(result.stdout) if d["code"] == "S001"]
+    assert "--sub answer=FILE" in finding["hint"]

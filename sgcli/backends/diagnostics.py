@@ -40,8 +40,20 @@ def grammar_error(backend: str, spec: ConstraintSpec, message: str, *, hint: str
     return UserError(
         f"{spec.kind.label} rejected by {backend}: {text}",
         location=spec.where(line, col),
-        hint=hint or ("fix the grammar at that position" if line else "fix the constraint"),
+        hint=hint or _default_hint(text, line),
     )
+
+
+# llguidance: "unknown grammar @answer"; xgrammar: "unknown named grammar '@answer'"
+_UNKNOWN_SUB = re.compile(r"unknown (?:named )?grammar '?@([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _default_hint(message: str, line: int | None) -> str:
+    """What to do about a compile error the backend gave no hint for."""
+    sub = _UNKNOWN_SUB.search(message)
+    if sub:  # a Lark `@name` with no sub-grammar given: the grammar is fine, the command lacks a flag
+        return f"give the sub-grammar `@{sub.group(1)}` with --sub {sub.group(1)}=FILE (a JSON Schema, .lark or .gbnf)"
+    return "fix the grammar at that position" if line else "fix the constraint"
 
 
 def regex_place(text: str, offset: int) -> tuple[int, int]:
@@ -111,7 +123,7 @@ def positioned_error(
     return UserError(
         f"{spec.kind.label} rejected by {backend}: {message}",
         location=Location(origin, line, col) if origin else spec.where(line, col),
-        hint=hint or ("fix the grammar at that position" if line else "fix the constraint"),
+        hint=hint or _default_hint(message, line),
     )
 
 
