@@ -6,6 +6,8 @@ Each unsatisfiable form is named at its keyword; each look-alike that some value
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from sgcli.constraints.schema_empty import check_admits_a_value, empty_reason
@@ -182,3 +184,42 @@ def test_the_error_is_at_the_keywords_line_and_column():
     assert err.value.message.startswith("the JSON Schema admits no value: `enum` lists no value")
     assert err.value.hint
     check_admits_a_value(ConstraintSpec(Kind.JSON_SCHEMA, '{"minLength": 5, "maxLength": 2}', "t.json"))  # no error
+
+
+NODE = {"type": "object", "properties": {"next": {"$ref": "#/$defs/n"}}, "required": ["next"]}
+ENDLESS = {
+    "itself": ({"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]}, ("properties", "a", "$ref")),
+    "a linked list with no end": (
+        {"$defs": {"n": NODE}, "type": "object", "properties": {"head": {"$ref": "#/$defs/n"}}, "required": ["head"]},
+        ("$defs", "n", "properties", "next", "$ref"),
+    ),
+    "through allOf": (
+        {"allOf": [{"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]}]},
+        ("allOf", 0, "properties", "a", "$ref"),
+    ),
+}
+ENDS = {
+    "optional recursion": {"type": "object", "properties": {"a": {"$ref": "#"}}},
+    "an array that may be empty": {"$defs": {"n": NODE}, "type": "array", "items": {"$ref": "#/$defs/n"}},
+    "a branch that ends": {"type": "object", "properties": {"a": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}}}
+    | {"required": ["a"]},
+    "not only an object": {"type": ["object", "null"], "properties": {"a": {"$ref": "#"}}, "required": ["a"]},
+    "the same subschema twice, no cycle": {"$defs": {"s": {"type": "string"}}, "type": "object"}
+    | {"properties": {"a": {"$ref": "#/$defs/s"}, "b": {"$ref": "#/$defs/s"}}, "required": ["a", "b"]},
+}
+
+
+@pytest.mark.parametrize(("schema", "path"), ENDLESS.values(), ids=ENDLESS.keys())
+def test_a_value_that_must_hold_itself_without_end_admits_nothing(schema, path):
+    """Every backend compiled `{"properties": {"a": {"$ref": "#"}}, "required": ["a"]}`; generation ran until
+    the backend's item limit (exit 1, "ambiguous") and outlines-core's regex took an invalid instance."""
+    found = empty_reason(schema)
+    assert found is not None and found.path == path and "without end" in found.reason
+    with pytest.raises(UserError) as info:
+        check_admits_a_value(ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema), "s.json"))
+    assert "no finite value fits" in info.value.message
+
+
+@pytest.mark.parametrize("schema", ENDS.values(), ids=ENDS.keys())
+def test_recursion_with_a_way_out_is_not_flagged(schema):
+    assert empty_reason(schema) is None

@@ -40,7 +40,10 @@ class Empty(NamedTuple):
 
 
 def empty_reason(schema) -> Empty | None:
-    """The first keyword (in document order) that leaves `schema` no value, or None where none is found."""
+    """The first keyword (in document order) that leaves `schema` no value, or None where none is found:
+    one that admits nothing where it stands, or a chain of what must hold that comes back to where it
+    began (`{"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]}`: every value
+    must hold another inside it, without end, so no finite value fits)."""
     if schema is False:
         return Empty((), "false", "it is `false`")
     if not isinstance(schema, dict):
@@ -49,7 +52,7 @@ def empty_reason(schema) -> Empty | None:
     if isinstance(dialect, str) and "draft-03" in dialect:
         return None  # required, type and extends work otherwise there; not worth a second set of rules
     walk = _Walk(schema, const=not (isinstance(dialect, str) and "draft-04" in dialect))
-    return walk.run()
+    return walk.run() or walk.endless()
 
 
 class _Walk:
@@ -91,6 +94,36 @@ class _Walk:
             if found is not None:
                 return found._replace(reason=_with(found.reason, via))
             stack.extend(reversed(below))  # the first in the document is judged first
+        return None
+
+    def endless(self) -> Empty | None:
+        """A cycle among the subschemas that must hold (after `run` found none empty): each step inward
+        is a required property's value or a subschema of the same value, so a cycle that passes a
+        required property asks for a value nested in itself without end (one that does not, `$ref`
+        to itself alone, check_refs refuses first). Iterative depth-first search, each subschema once."""
+        state: dict[int, int] = {id(self.root): 1}  # 1: on the current path, 2: done
+        frames = [(self.root, (), iter(self.visit(self.root, (), "")[1]))]
+        while frames:
+            node, path, children = frames[-1]
+            child = next(children, None)
+            if child is None:
+                state[id(node)] = 2
+                frames.pop()
+                continue
+            sub, at, via = child
+            if not isinstance(sub, dict) or state.get(id(sub)) == 2:
+                continue
+            if state.get(id(sub)) == 1:
+                where = (*path, "$ref") if "$ref" in node else at
+                back = pointer_of(self.path_of(sub)) or "the root"
+                return Empty(
+                    where,
+                    _keyword_of(where),
+                    f"what must hold here leads back to {back} through a required property ({via}): every "
+                    "value would have to hold another inside it without end, so no finite value fits",
+                )
+            state[id(sub)] = 1
+            frames.append((sub, at, iter(self.visit(sub, at, via)[1])))
         return None
 
     def visit(self, node: dict, path: tuple, via: str) -> tuple[Empty | None, list[tuple[object, tuple, str]]]:
