@@ -28,9 +28,10 @@ from sgcli.regular_files import NotARegularFile, read_regular
 # 10: xgrammar's stop ids given no bytes, xgrammar_backend.pieces_for_xgrammar; 11: xgrammar given pieces that
 # start with NUL as they are; 12: xgrammar's objects with patternProperties open to every name,
 # xgrammar_json; 13: objects that list properties closed when generating, listed_properties, and a Lark
-# grammar's inline %json laid out as --sub schemas are). A release changes the key anyway: sgcli's version is
-# part of it.
-FORMAT_VERSION = 13
+# grammar's inline %json laid out as --sub schemas are; 14: xgrammar and outlines-core given a pattern with a
+# lookaround, backreference or `\b` relaxed, pattern_gaps.unmatchable_patterns). A release changes the key
+# anyway: sgcli's version is part of it.
+FORMAT_VERSION = 14
 
 _unwritable_noticed: set[Path] = set()
 

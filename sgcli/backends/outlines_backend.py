@@ -36,7 +36,7 @@ from sgcli.backends.schema_warnings import find
 from sgcli.constraints.jsonpos import locate, pointer_parts
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.dialects.grammar_model import Alt, Opaque, ParseError, Seq
-from sgcli.dialects.regex_parse import parse_regex
+from sgcli.dialects.regex_parse import LOOKAROUNDS, parse_regex
 from sgcli.errors import UserError
 from sgcli.tokenizers.vocab import Vocab
 
@@ -148,6 +148,8 @@ class OutlinesCoreBackend(LibraryBackend):
             escaped_values=False,
             required_listed=True,  # `{"required": ["zz", "y"], "properties": {"y": ...}}` took {"y": -6}
             raw_patterns="any",  # `.` wrote a raw quote
+            # its DFA has none of these ("Failed to build DFA"): handed the pattern relaxed, the checker the rest
+            unmatchable=LOOKAROUNDS | {"backreference", "word boundary", "non-word-boundary"},
             root_fragments=True,
             wide_shorthands=frozenset("dDwWsS"),  # `\\w` took combining marks, `\\d` U+1E5F5 (2026-12-06)
         ),

@@ -41,6 +41,7 @@ from sgcli.backends.xgrammar_regex import (
 from sgcli.constraints.jsonpos import pointer_of
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.dialects.lark_backends import for_backends
+from sgcli.dialects.regex_parse import LOOKAROUNDS
 from sgcli.errors import UserError, offset_to_line_col
 from sgcli.tokenizers.vocab import Vocab
 
@@ -183,6 +184,11 @@ class XGrammarBackend(LibraryBackend):
             escaped_names=False,
             ascii_names=False,
             raw_escaped_names="dry-run",
+            # it ignores a lookahead ("not supported and is ignored") and refuses a lookbehind, a backreference
+            # or `\b` ("not supported yet"): handed the pattern relaxed, the checker the rest; declared, so
+            # auto ranks by it before compiling (it chose xgrammar over llguidance for a lookahead, saying
+            # xgrammar enforced every keyword, while both left the pattern to the checker)
+            unmatchable=LOOKAROUNDS | {"backreference", "word boundary", "non-word-boundary"},
             exclusive_groups=(
                 frozenset({"pattern", "format"}),
                 frozenset({"pattern", "minLength"}),
