@@ -22,15 +22,15 @@ from sgcli.lint.structure import Structure
 FATAL_STRUCTURE = ("G001", "G007", "G011")  # every backend rejects these grammars, or never ends them
 
 
-def structure_errors(spec: ConstraintSpec) -> None:
-    """Raise the first fatal structure finding as a positioned UserError (exit 2)."""
+def structure_errors(spec: ConstraintSpec, codes: tuple[str, ...] = FATAL_STRUCTURE) -> None:
+    """Raise the first fatal structure finding (of `codes`) as a positioned UserError (exit 2)."""
     if spec.kind not in (Kind.EBNF, Kind.LARK):
         return
 
     grammar, _, _ = read_grammar(spec)
     if grammar is None:  # sgcli's reader gave up: the backend's compile will say what is wrong
         return
-    fatal = [d for d in Structure(grammar, spec.text, spec.name).run() if d.code in FATAL_STRUCTURE]
+    fatal = [d for d in Structure(grammar, spec.text, spec.name).run() if d.code in codes]
     if fatal:
         d = min(fatal, key=Diagnostic.sort_key)
         raise UserError(f"{d.message} ({d.code})", location=Location(spec.name, d.line, d.col), hint=d.hint)
