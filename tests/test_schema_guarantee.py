@@ -1386,3 +1386,13 @@ def test_a_name_written_with_an_escape_is_the_name_it_spells(backend, schema, ge
     keyword = "properties" if "properties" in schema else "patternProperties"
     assert any(g.keyword == keyword for g in schema_gaps(spec_of(schema), backend))  # the checker reads it
     assert not accepts_bytes(compile_for(backend, generating, vocab)[0], invalid).accepted
+
+
+@pytest.mark.parametrize("backend", ["llguidance", "xgrammar"])
+def test_a_lookahead_pattern_does_not_close_a_prefix_that_can_still_match(backend):
+    """`regex`'s partial matching read the end of "ab" as the end of the text inside `(?!ab$)`: the checker
+    masked "c" after "ab", so `"abc"` (valid) could never be written; the completion check stays."""
+    schema = {"type": "object", "properties": {"u": {"type": "string", "pattern": "^(?!ab$)[a-z]+$"}}}
+    compiled = compile_for(backend, gen_spec_of(schema), byte_vocab())[0]
+    assert accepts_bytes(compiled, b'{"u":"abc"}').accepted and not schema_errors(schema, {"u": "abc"})
+    assert not accepts_bytes(compiled, b'{"u":"ab"}').accepted  # the pattern, where the value ends

@@ -62,11 +62,19 @@ def _ascii_closed(pattern: str) -> bool:
     return pattern.isascii() and _OPEN.search(pattern) is None
 
 
+# a lookahead: `regex`'s partial matching reads the end of a prefix as the end of the text inside it, so
+# `^(?!ab$)[a-z]+$` called "ab" a dead end though "abc" matches (generation could never write "abc")
+_LOOKAHEAD = re.compile(r"(?<!\\)\(\?[=!]")
+
+
 def _prefix_regex(pattern: str, dialect: str | None):
     """`pattern` compiled for partial matching: a `pattern` as jsonschema's check reads it (`schema_patterns`),
-    a `--format` REGEX (`dialect` None) as written."""
+    a `--format` REGEX (`dialect` None) as written; None where a prefix cannot be judged soundly (a
+    lookahead), which leaves the check to the value's completion."""
     import regex
 
+    if _LOOKAHEAD.search(pattern):
+        return None
     try:
         return compiled(pattern, dialect) if dialect else regex.compile(pattern)
     except Exception:  # DialectError, or a pattern only `re` reads: no prefix check, the completion check stays
