@@ -1396,3 +1396,21 @@ def test_a_lookahead_pattern_does_not_close_a_prefix_that_can_still_match(backen
     compiled = compile_for(backend, gen_spec_of(schema), byte_vocab())[0]
     assert accepts_bytes(compiled, b'{"u":"abc"}').accepted and not schema_errors(schema, {"u": "abc"})
     assert not accepts_bytes(compiled, b'{"u":"ab"}').accepted  # the pattern, where the value ends
+
+
+def test_an_integer_whose_digits_can_no_longer_reach_its_bounds_is_a_dead_end():
+    """outlines-core's integer takes any digits and leaves `minimum`/`maximum` to the checker: "3" under
+    [500, 510] can only become 3, 30-39, 300-399 or past 510, and the model wrote "3046" after 64 backtracks."""
+    from sgcli.backends.schema_plan import _digits_reach
+
+    vocab = byte_vocab()
+    schema = {"type": "integer", "minimum": 500, "maximum": 510}
+    compiled = compile_for("outlines_core", gen_spec_of(schema), vocab)[0]
+    assert feed(compiled, vocab.encode("505"), check_mask=True).accepted
+    for dead in ("3", "-5", "52"):
+        result = feed(compiled, vocab.encode(dead + "0"), check_mask=True)
+        # the mask after `dead` is empty (the checker's verdict; the matcher's own accept() is the grammar's)
+        masked = any("the mask forbids it" in n for n in result.notes)
+        assert not result.accepted and (masked or result.taken <= len(dead)), (dead, result)
+    assert [_digits_reach(d, 500, 510) for d in (3, 5, 50, 51, 511)] == [False, True, True, True, False]
+    assert _digits_reach(7, None, 5) is False and _digits_reach(1, 10**9, None) is True
