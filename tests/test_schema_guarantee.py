@@ -1414,3 +1414,16 @@ def test_an_integer_whose_digits_can_no_longer_reach_its_bounds_is_a_dead_end():
         assert not result.accepted and (masked or result.taken <= len(dead)), (dead, result)
     assert [_digits_reach(d, 500, 510) for d in (3, 5, 50, 51, 511)] == [False, True, True, True, False]
     assert _digits_reach(7, None, 5) is False and _digits_reach(1, 10**9, None) is True
+
+
+def test_xgrammar_strict_mode_leaves_an_object_that_must_hold_more_than_it_lists_open():
+    """Generating, xgrammar's strict mode closes unlisted properties: `{"type": "object", "minProperties": 1}`
+    was refused ("1 > 0", no pointer) though the schema forbids no property."""
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "maxLength": 20}, "metadata": {"type": "object", "minProperties": 1}},
+        "required": ["name", "metadata"],
+    }
+    compiled = compile_for("xgrammar", gen_spec_of(schema), byte_vocab())[0]
+    assert accepts_bytes(compiled, b'{"name":"a","metadata":{"k":1}}').accepted
+    assert not accepts_bytes(compiled, b'{"name":"a","metadata":{}}').accepted

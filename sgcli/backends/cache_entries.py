@@ -29,7 +29,8 @@ from sgcli.regular_files import NotARegularFile, read_regular
 # start with NUL as they are; 12: xgrammar's objects with patternProperties open to every name,
 # xgrammar_json; 13: objects that list properties closed when generating, listed_properties, and a Lark
 # grammar's inline %json laid out as --sub schemas are; 14: xgrammar and outlines-core given a pattern with a
-# lookaround, backreference or `\b` relaxed, pattern_gaps.unmatchable_patterns). A release changes the key
+# lookaround, backreference or `\b` relaxed, pattern_gaps.unmatchable_patterns, and xgrammar an object that must
+# hold more than it lists left open, xgrammar_json._needs_properties). A release changes the key
 # anyway: sgcli's version is part of it.
 FORMAT_VERSION = 14
 

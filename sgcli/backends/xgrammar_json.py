@@ -88,10 +88,26 @@ def _needs_items(node) -> bool:
     return "contains" in node or (isinstance(least, int) and not isinstance(least, bool) and least > len(prefix))
 
 
+def _needs_properties(node) -> bool:
+    """An object subschema that must hold more properties than it lists, with nothing said of the others:
+    strict mode allows it no other, and refused `{"type": "object", "minProperties": 1}` (a schema's
+    "non-empty metadata") with "minProperties is greater than the number of properties, but additional
+    properties aren't allowed: 1 > 0", no pointer (a held-out tour, 2026-12-07)."""
+    if not isinstance(node, dict) or "additionalProperties" in node or "patternProperties" in node:
+        return False
+    kind = node.get("type")
+    if not (kind is None or kind == "object" or (isinstance(kind, list) and "object" in kind)):
+        return False
+    listed = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+    least = node.get("minProperties")
+    return isinstance(least, int) and not isinstance(least, bool) and least > len(listed)
+
+
 def _closed_arrays(schema) -> bool:
+    """Whether strict mode would close an array or an object that must hold more than it lists."""
     from sgcli.backends.schema_warnings import iter_subschemas
 
-    return any(_needs_items(node) for _, node in iter_subschemas(schema))
+    return any(_needs_items(node) or _needs_properties(node) for _, node in iter_subschemas(schema))
 
 
 def _has_name_patterns(node) -> bool:
@@ -171,7 +187,9 @@ def schema_text(spec: ConstraintSpec, schema, gaps: list[PatternGap]) -> str:
     # keywords its draft ignores (xgrammar reads them), and its tuples as 2020-12 spells them
     read = tuples_as_prefix_items(as_its_draft_reads(schema, spec.text), spec.text)
     drafted = read is not schema
-    closed = strict and ('"minItems"' in spec.text or '"contains"' in spec.text) and _closed_arrays(read)
+    closed = (
+        strict and any(k in spec.text for k in ('"minItems"', '"contains"', '"minProperties"')) and _closed_arrays(read)
+    )
     named = '"patternProperties"' in spec.text and bool(_name_pattern_paths(schema))
     if not (gaps or bounds or closed or drafted or named):
         return spec.text
@@ -186,6 +204,8 @@ def schema_text(spec: ConstraintSpec, schema, gaps: list[PatternGap]) -> str:
         for _, node in iter_subschemas(schema):
             if _needs_items(node):
                 node["items"] = True
+            if _needs_properties(node):
+                node["additionalProperties"] = True
     if bounds:
         from sgcli.backends.schema_warnings import iter_subschemas
 
