@@ -411,6 +411,14 @@ def test_the_encoder_spells_the_texts_own_bytes_with_ordinary_tokens(smol_tokeni
     ids = vocab.encode("a<|im_end|>b")
     assert b"".join(vocab.tokens[i] for i in ids) == b"a<|im_end|>b"
     assert not set(ids) & vocab.special_ids
+    # and as the tokenizer itself spells those characters as text (transformers' split_special_tokens),
+    # where longest-match had spelled text around them in other pieces (Gemma: "H" as byte <0x48>)
+    from tokenizers import Tokenizer
+
+    plain = Tokenizer.from_file(vocab.source)
+    plain.encode_special_tokens = True
+    for text in ("a<|im_end|>b", "Hello <|im_end|> world  x_y\tH", "<|im_start|>user"):
+        assert vocab.encode(text) == plain.encode(text, add_special_tokens=False).ids, text
 
 
 def test_a_normalizing_tokenizer_still_gets_the_texts_bytes(tmp_path, smol_tokenizer):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from sgcli.errors import Location, UserError
 from sgcli.regular_files import read_regular
 from sgcli.tokenizers.base import Tokenizer
 from sgcli.tokenizers.pieces import byte_fallback_piece, byte_level_piece
-from sgcli.tokenizers.vocab import BYTE_FALLBACK, BYTE_LEVEL, RAW, Vocab
+from sgcli.tokenizers.vocab import BYTE_FALLBACK, BYTE_LEVEL, RAW, Vocab, text_encoder
 
 # Names an end-of-sequence token goes by, for tokenizer.json files found without a config.
 _EOS_NAMES = ("</s>", "<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<eos>", "<|end|>")
@@ -205,11 +206,13 @@ def load_tokenizer_json(path: Path, *, name: str | None = None, extra_stop_ids: 
     add_prefix = _add_prefix_space(raw)
     continuation = HFTokenizer.from_str(json.dumps(_without_prefix_space(raw))) if add_prefix else hf
 
-    def encode(text: str) -> list[int]:
-        return hf.encode(text, add_special_tokens=False).ids
+    lock = threading.Lock()  # the flag text_encoder sets is the object's, and `continuation` may be `hf`
 
-    def encode_continuation(text: str) -> list[int]:
-        return continuation.encode(text, add_special_tokens=False).ids
+    def encode(text: str) -> list[int]:
+        with lock:
+            return hf.encode(text, add_special_tokens=False).ids
+
+    encode_continuation = text_encoder(continuation, frozenset(special_ids), lock)
 
     vocab = Vocab(
         tokens=tokens,

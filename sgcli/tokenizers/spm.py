@@ -12,12 +12,13 @@ pieces are one raw byte, `▁` is a space, control pieces keep their text.
 from __future__ import annotations
 
 import struct
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from sgcli.errors import UserError
 from sgcli.tokenizers.base import Tokenizer
-from sgcli.tokenizers.vocab import BYTE_FALLBACK, RAW, Vocab
+from sgcli.tokenizers.vocab import BYTE_FALLBACK, RAW, Vocab, text_encoder
 
 # SentencePiece.Type in sentencepiece_model.proto
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -200,8 +201,7 @@ def load_spm_tokenizer(path: Path, *, name: str, chat_template=None, special_tok
     def encode(text: str) -> list[int]:
         return prompt_encoder.encode(text, add_special_tokens=False).ids
 
-    def encode_continuation(text: str) -> list[int]:
-        return continuation.encode(text, add_special_tokens=False).ids
+    encode_continuation = text_encoder(continuation, frozenset(special), threading.Lock())  # its own object
 
     names = {k: model.pieces[i][0] for k, i in (("bos_token", bos), ("eos_token", eos)) if i is not None}
     vocab = Vocab(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import codecs
 import functools
+import threading
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -146,6 +147,27 @@ class IncrementalDetokenizer:
 
     def restore(self, state: tuple) -> None:
         self._decoder.setstate(state)
+
+
+def text_encoder(tok, special_ids: frozenset[int], lock: threading.Lock) -> Callable[[str], list[int]]:
+    """`tok.encode` (a `tokenizers.Tokenizer`) of text as text: where it reads a special token's spelling
+    (`<start_of_turn>` written in the text) as that token, the text is encoded again with the library's
+    `encode_special_tokens` on, the tokenizer's own spelling of those characters (transformers'
+    `split_special_tokens`). Longest-match had spelled all of such a text in byte-fallback pieces. The
+    flag is the object's: `lock` guards it from every other use of `tok` (the prompt encoder may share it)."""
+
+    def encode(text: str) -> list[int]:
+        with lock:
+            ids = tok.encode(text, add_special_tokens=False).ids
+            if not any(i in special_ids for i in ids):
+                return ids
+            tok.encode_special_tokens = True
+            try:
+                return tok.encode(text, add_special_tokens=False).ids
+            finally:
+                tok.encode_special_tokens = False
+
+    return encode
 
 
 def _spelling_exactly(vocab: Vocab, encode: Callable[[str], list[int]]) -> Callable[[str], list[int]]:
