@@ -59,6 +59,15 @@ def test_no_generate_walks_the_text_through_every_backend(run_cli, schema_file, 
     assert out[0]["agree"] is True  # the reference row
 
 
+def test_no_generate_says_a_prefix_is_one(run_cli, schema_file):
+    """A text the grammar takes whole but cannot stop after was `valid: false` with no error at all."""
+    result = run_cli("compare-backends", "--no-generate", "--schema", schema_file, "--text", '{"city":"Pa', "--json")
+    assert result.exit_code == 1, result.output
+    for r in rows(result.stdout):
+        assert r["valid"] is False and r["rejected_at_token"] is None
+        assert r["errors"] == ["a prefix: the grammar takes every token of the text but cannot stop after it"]
+
+
 def test_whitespace_variants_show_what_each_backend_cannot_do(run_cli, schema_file):
     result = run_cli(
         "compare-backends",

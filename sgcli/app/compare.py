@@ -229,6 +229,9 @@ def _compare_masks(request: CompareRequest, vocab) -> list[dict]:
         )
         if walk["error"] is not None:
             row["error"] = f"the {compiled.backend} matcher failed at token {walk['steps'] - 1}: {walk['error']}"
+        elif request.text is not None and not walk["accepted"] and walk["rejected_at_token"] is None:
+            # every token taken, and the grammar cannot stop there: `masks` calls this a prefix
+            row["errors"] = ["a prefix: the grammar takes every token of the text but cannot stop after it"]
         if request.text is not None and not get_backend(compiled.backend).capabilities.enforces:
             _judge_independently(row, compiled.spec, request.text)
     _mark_agreement(rows, "mask_digests")

@@ -228,7 +228,11 @@ def _table(rows: list[dict], no_generate: bool) -> None:
             continue
         cells += [_fmt(r["compile_ms"]), _fmt(r["cache"]), _fmt(r["mask_ms_p50"], 3), _fmt(r["mask_ms_p99"], 3)]
         if no_generate:
-            cells += [_fmt(r["tokens"]), _fmt(r.get("allowed_first")), _fmt(r["valid"]), _fmt(r["agree"])]
+            ok = _fmt(r["valid"])
+            if r["valid"] is False:  # where it stopped: a refused token, or the end of a prefix (as `masks` says)
+                at = r.get("rejected_at_token")
+                ok += " (prefix)" if at is None else f" (token {at})"
+            cells += [_fmt(r["tokens"]), _fmt(r.get("allowed_first")), ok, _fmt(r["agree"])]
         else:
             output = r["output"] if len(r["output"]) <= 60 else r["output"][:57] + "..."
             cells += [
