@@ -147,3 +147,21 @@ def test_a_key_given_twice_is_that_lines_error_not_one_of_them_silently(line, ke
     (item,) = read_requests_of(line + b"\n")
     assert isinstance(item, BadLine) and f"key '{key}' appears twice" in item.message
     assert str(item.location) == f"in.jsonl:1:{col}"
+
+
+@pytest.mark.parametrize(
+    "message, needle",
+    [
+        ({"role": "user", "contnet": "x"}, "a key 'contnet' that chat templates do not read. Did you mean 'content'?"),
+        ({"role": "usr", "content": "x"}, "the role 'usr', not one of system, user, assistant"),
+    ],
+)
+def test_a_typo_in_a_message_is_that_lines_error_not_the_templates(message, needle):
+    """`contnet` reached the template, whose error named sgcli's cached chat_template.jinja, line 4; `usr` passed."""
+    assert needle in _bad({"id": "t", "messages": [message]})
+
+
+def test_a_role_of_the_templates_own_passes():
+    from sgcli.batch.requests import Request
+
+    assert isinstance(_one({"messages": [{"role": "ipython", "content": "x"}]}), Request)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from sgcli.errors import UserError
+from sgcli.errors import UserError, did_you_mean
 from sgcli.tokenizers.surrogates import check_utf8
 
 T = TypeVar("T")
@@ -124,9 +124,32 @@ def check_messages(messages: Any, *, where: str = "messages") -> list[dict]:
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
             raise UserError(f"{where}[{i}] must be an object with 'role' and 'content', not {type(m).__name__}")
+        missing = [k for k in ("role", "content") if k not in m]
+        for key in m:  # 'contnet' beside no 'content': the template would fail on the key it lacks, naming itself
+            near = did_you_mean(key, missing) if key not in MESSAGE_KEYS else ""
+            if near:
+                raise UserError(f"{where}[{i}] has a key {key!r} that chat templates do not read.{near}")
         if not isinstance(m.get("role"), str):
             raise UserError(f"{where}[{i}] has no 'role' string", hint="roles are system, user, assistant, tool")
+        if m["role"] not in ROLES and _is_text(m["role"]):  # a template may take its own roles (ipython): a near miss
+            near = did_you_mean(m["role"], ROLES)
+            if near:
+                raise UserError(f"{where}[{i}] has the role {m['role']!r}, not one of {', '.join(ROLES)}.{near}")
     return messages
+
+
+def _is_text(value: str) -> bool:
+    """No lone surrogate (which is its own error, said where the prompt's text is checked)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+# what OpenAI's chat messages hold, which chat templates read (others are left to the template)
+MESSAGE_KEYS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", "thinking"})
+ROLES = ("system", "user", "assistant", "tool", "developer", "function")
 
 
 def check_tools(tools: Any, *, where: str = "tools") -> list[dict]:
