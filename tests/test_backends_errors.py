@@ -445,3 +445,37 @@ def test_xgrammars_log_prefix_is_cut_wherever_it_stands(smol_tokenizer):
     message = caught.value.message
     assert "failed to compile regular expression: Regex parsing error at position 5: Unclosed '['" in message
     assert "project/cpp" not in message and not re.search(r"\[\d\d:\d\d:\d\d\]", message)
+
+
+@pytest.mark.parametrize(
+    "backend, schema, pointer",
+    [
+        (
+            "xgrammar",
+            {"type": "object", "properties": {"a": {"type": "string"}, "legacy": False}},
+            "/properties/legacy",
+        ),
+        ("xgrammar", {"type": "object", "propertyNames": False}, "/propertyNames"),
+        (
+            "xgrammar",
+            {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1.5}}},
+            "/properties/n/minimum",
+        ),
+        (
+            "llguidance",
+            {"type": "object", "properties": {"x": {"type": "number", "maximum": 1e308}}},
+            "/properties/x/maximum",
+        ),
+        (
+            "llguidance",
+            {"type": "object", "properties": {"x": {"type": "number", "minimum": 1e-300}}},
+            "/properties/x/minimum",
+        ),
+    ],
+)
+def test_refusals_that_name_no_place_are_placed_at_their_keyword(smol_tokenizer, backend, schema, pointer):
+    """Each of these was exit 2 with no line (a held-out tour, 2026-12-07)."""
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema, indent=2), "s.json")
+    with pytest.raises(UserError) as info:
+        get_backend(backend).compile(spec, smol_tokenizer.vocab)
+    assert info.value.message.endswith(f"(at {pointer})") and info.value.location.line is not None

@@ -385,7 +385,8 @@ class LLGuidanceBackend(LibraryBackend):
 
             if schema is None:
                 schema = spec.schema()
-            paths = pattern_paths(schema, d.regex) if d.regex is not None else paths_for(schema, d.message)
+            # a regex it built from a number's bounds is in no `pattern`: then the message's own rule places it
+            paths = (pattern_paths(schema, d.regex) if d.regex is not None else []) or paths_for(schema, d.message)
             return schema_error(self.name, spec, d.message, paths)
         line, col = d.line, d.col
         if spec.kind is Kind.REGEX:  # llguidance's line:col is of the Lark it made from the regex

@@ -147,7 +147,46 @@ def _subschema_at(schema, ref: str) -> list[tuple]:
 
 
 # (what the message says, how to find the places it can be about)
+def _false_subschemas(schema) -> list[tuple]:
+    """Paths of every `false` a subschema's applicator holds (`properties: {"legacy": false}`)."""
+    hits = []
+    for path, node in iter_subschemas(schema):
+        for key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"):
+            if isinstance(node.get(key), dict):
+                hits += [(*path, key, name) for name, sub in node[key].items() if sub is False]
+        for key in ("allOf", "anyOf", "oneOf", "prefixItems"):
+            if isinstance(node.get(key), list):
+                hits += [(*path, key, i) for i, sub in enumerate(node[key]) if sub is False]
+        keys = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
+        hits += [(*path, key) for key in keys if node.get(key) is False]
+    return hits
+
+
+def _fractional_integer_bound(node: dict) -> tuple[str, ...]:
+    if node.get("type") != "integer":
+        return ()
+    bounds = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+    return tuple(k for k in bounds if isinstance(node.get(k), float) and not node[k].is_integer())
+
+
+_NUMBER_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
 _RULES: list[tuple[re.Pattern, Callable[[object, re.Match], list[tuple]]]] = [
+    # errors of xgrammar and llguidance that name no place (a held-out tour, 2026-12-07)
+    (re.compile(r"Schema 'false' cannot accept any value"), lambda s, m: _false_subschemas(s)),
+    (
+        re.compile(r"propertyNames must be an object"),
+        lambda s, m: find(s, lambda n: "propertyNames" if "propertyNames" in n else None),
+    ),
+    (re.compile(r"Integer constraint must be a whole number"), lambda s, m: find_all(s, _fractional_integer_bound)),
+    (
+        re.compile(r"minProperties is greater than the number of properties"),
+        lambda s, m: find(s, lambda n: "minProperties" if "minProperties" in n else None),
+    ),
+    (
+        re.compile(r"regex for (?:float|integer) range|nested parentheses/brackets"),
+        lambda s, m: find_all(s, lambda n: tuple(k for k in _NUMBER_BOUNDS if k in n)),
+    ),
     # llguidance names the subschema it was building ("Unable to determine if regex is empty: ...
     # while processing json-schema:///#/definitions/X"): the most precise place there is
     (re.compile(r"while processing json-schema:///(#/[^\s)]*)"), lambda s, m: _subschema_at(s, m.group(1))),
