@@ -90,7 +90,7 @@ def test_a_failing_case_says_what_the_independent_check_makes_of_its_input(run_c
     assert "finds the input invalid too" in shown and "'abcdefg' is too long" in shown
     records = [r for r in _records(run_cli("test", cases, "--backend", backend, "--json")) if r["type"] == "case"]
     assert [r["passed"] for r in records] == [False, False, True]
-    assert "another spelling" in records[0]["independent"] and "accept: true" in records[1]["independent"]
+    assert "refuses this spelling" in records[0]["independent"] and "accept: true" in records[1]["independent"]
     assert records[2]["independent"] is None
 
 

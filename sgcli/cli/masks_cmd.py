@@ -185,9 +185,9 @@ def _show(run, vocab, name: str) -> None:
             out.print(f"  note: {escape(r.note)}")
         if run.independent is not None and run.independent.valid:
             out.print(
-                f"  note: TEXT meets the constraint ({run.independent.validated_by} says valid): {run.backend}'s "
-                "grammar takes another spelling of the same value (backends write some values one way only: "
-                "string escapes, number forms, whitespace), so generation never writes this one"
+                f"  note: TEXT meets the constraint ({run.independent.validated_by} says valid), and {run.backend}'s "
+                "grammar refuses this spelling of it: generation never writes it so (backends write some values one "
+                "way only: string escapes, number forms, whitespace), nor at all where the grammar has no other"
             )
     elif run.end.can_stop:
         out.print("[green]accepted[/]: the text is a complete match (the grammar can stop here)")

@@ -343,9 +343,9 @@ def _independent_note(compiled, case: Case) -> str | None:
     verdict = independent_verdict(compiled, case.input)
     if verdict.valid is True and case.accept:
         return (
-            f"{verdict.validated_by} finds the input valid: {compiled.backend}'s grammar takes another spelling of "
-            "the same value (backends write some values one way only: string escapes, number forms, whitespace, "
-            "the schema's property order)"
+            f"{verdict.validated_by} finds the input valid, and {compiled.backend}'s grammar refuses this spelling "
+            "of it (backends write some values one way only: string escapes, number forms, whitespace, the "
+            "schema's property order; where the grammar has no other, it cannot write the value at all)"
         )
     if verdict.valid is False and case.accept:
         return f"{verdict.validated_by} finds the input invalid too ({verdict.errors[0]}): is `accept: true` right?"
