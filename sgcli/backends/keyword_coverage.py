@@ -22,7 +22,7 @@ from urllib.parse import unquote
 
 from sgcli.backends.base import SchemaKeywords
 from sgcli.backends.json_layout import one_spelling_fits
-from sgcli.backends.keyword_readings import why_unenforced
+from sgcli.backends.keyword_readings import INEXACT_NUMBER, inexact, why_unenforced
 from sgcli.backends.outlines_coverage import dropped_keywords
 from sgcli.backends.pattern_gaps import declared_pattern_gaps
 from sgcli.backends.schema_doc import SchemaDoc, escape_pointer, subschemas
@@ -158,7 +158,7 @@ def checker_limits(gaps: list[Gap], doc: SchemaDoc) -> list[Gap]:
     out: dict[str, Gap] = {}
     formats = set(format_checker(doc.cls).checkers)
     for gap in gaps:
-        why = _uncheckable(doc, gap.pointer, gap.keyword, formats)
+        why = _uncheckable(doc, gap.pointer, gap.keyword, formats) or _unwritable(doc, gap)
         out.setdefault(gap.pointer, replace(gap, checker=why is None, why_not_checked=why))
         parent = "/".join(gap.pointer.split("/")[:-1])
         node = doc.nodes.get(parent)
@@ -170,6 +170,22 @@ def checker_limits(gaps: list[Gap], doc: SchemaDoc) -> list[Gap]:
                         inner.pointer, replace(inner, backend=gap.backend, anchors=gap.anchors, reason=around)
                     )
     return list(out.values())
+
+
+def _unwritable(doc: SchemaDoc, gap: Gap) -> str | None:
+    """Why the checker cannot take an `enum`/`const` whose every value is a number the grammar writes
+    rounded: the grammar offers only the rounded literal, which the checker refuses, so every generation
+    backtracked to its limit and failed (`enum: [12345678901234567890]`, a held-out tour, 2026-12-07)."""
+    if gap.keyword not in ("enum", "const") or not gap.reason.startswith(INEXACT_NUMBER):
+        return None
+    node = doc.nodes.get("/".join(gap.pointer.split("/")[:-1]))
+    values = node.get("enum") if isinstance(node, dict) and gap.keyword == "enum" else [node.get("const")]
+    if not isinstance(values, list) or not values or not all(inexact(v) for v in values):
+        return None
+    return (
+        "every value it lists is a number the grammar writes rounded, which the check then refuses: no output "
+        "could pass (write the value as a string, or with at most 15 significant digits)"
+    )
 
 
 def _uncheckable(doc: SchemaDoc, pointer: str, keyword: str, formats: set[str]) -> str | None:

@@ -110,8 +110,8 @@ def why_unenforced(
         return "a bound past 2**53, which the grammar rounds to a float (9007199254740993 read as ...992)"
     if table.decimal_bounds and _exclusive(node, keyword) and node.get("type") != "integer":
         return "an exclusive bound the grammar compares in decimal: a value that rounds onto it in floats passes"
-    if keyword in ("enum", "const") and any(_inexact(v) for v in (value if keyword == "enum" else [value]) or ()):
-        return "a number no grammar is known to write exactly (past 2**53, or more than 15 significant digits)"
+    if keyword in ("enum", "const") and any(inexact(v) for v in (value if keyword == "enum" else [value]) or ()):
+        return INEXACT_NUMBER + " (past 2**53, or more than 15 significant digits)"
     if keyword in table.typed and _TYPE_OF.get(keyword) not in _single_type(node):
         return f'enforced only beside `"type": "{_TYPE_OF[keyword]}"`'
     if keyword in table.integer_only and (node.get("type") != "integer" or not _is_int(node.get(keyword))):
@@ -173,7 +173,10 @@ def _exclusive(node: dict, keyword: str) -> bool:
     return flag is not None and node.get(flag) is True
 
 
-def _inexact(value) -> bool:
+INEXACT_NUMBER = "a number no grammar is known to write exactly"
+
+
+def inexact(value) -> bool:
     """A number (anywhere in an enum/const value) a grammar may write as another: llguidance wrote
     9007199254740993 as ...992, 1e23 as 100000000000000000000000 and 123456789.12345679 as ...568."""
     if isinstance(value, bool):
@@ -183,8 +186,8 @@ def _inexact(value) -> bool:
     if isinstance(value, float):
         return abs(value) >= 2**53 or float(f"{value:.15g}") != value
     if isinstance(value, dict):
-        return any(_inexact(v) for v in value.values())
-    return isinstance(value, list) and any(_inexact(v) for v in value)
+        return any(inexact(v) for v in value.values())
+    return isinstance(value, list) and any(inexact(v) for v in value)
 
 
 def _draft3_required(sub) -> bool:
