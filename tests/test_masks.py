@@ -280,3 +280,25 @@ def test_a_warning_about_several_places_names_each_once(run_cli):
     ], result.stderr
     three = [CompileWarning("m", p) for p in ("/a", "/b", "/c")] + [CompileWarning("n")]
     assert warning_lines(three) == ["m (at /a, /b and /c)", "n"]
+
+
+@pytest.mark.parametrize(
+    "module, args",
+    [("masks_cmd", ("masks", "--regex", "a+", "--text", "aa")), ("compile_cmd", ("compile", "--regex", "a+"))],
+)
+def test_a_slow_tokenizer_conversion_is_said_on_stderr(run_cli, monkeypatch, smol_tokenizer, module, args):
+    """The first command in a fresh cache converted the GGUF tokenizer for 12-19 s and said nothing when
+    stderr was not a terminal (a CI log): the loader's progress reaches stderr as a note."""
+    import importlib
+
+    cmd = importlib.import_module(f"sgcli.cli.{module}")
+
+    def slow_load(ref, *, progress=None, **_):
+        assert progress is not None
+        progress("converting the GGUF tokenizer (once; cached afterwards)")
+        return smol_tokenizer
+
+    monkeypatch.setattr(cmd, "load_tokenizer", slow_load)
+    result = run_cli(*args)
+    assert result.exit_code == 0, result.output
+    assert "note: converting the GGUF tokenizer (once; cached afterwards)" in result.stderr

@@ -15,7 +15,7 @@ from sgcli.batch.sampling import SamplingParams
 from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
 from sgcli.cli import model_options as mo
-from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, out, output_format_of
+from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, loading_note, out, output_format_of
 from sgcli.cli.tables import print_table
 from sgcli.engine import checkpoint
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError, plural
@@ -104,7 +104,7 @@ def bench(
         checkpoint.check_logits_fit(lm, checkpoint.text_tokens(tok.vocab))
         vocab = tok.vocab.padded(lm.logits_width)
     else:
-        vocab = load_tokenizer(tokenizer).vocab
+        vocab = load_tokenizer(tokenizer, progress=loading_note).vocab
     writer = JsonRows(fmt) if fmt != "text" else None
     with _progress(names, items, writer) as on_item, each_on_its_own(len(items) * len(names) > 1):
         results = core.run(items, names, vocab, on_item)

@@ -59,6 +59,12 @@ def plain_err(line: str) -> None:
     sys.stderr.flush()
 
 
+def loading_note(what: str) -> None:
+    """A slow first-run step of loading a tokenizer (converting a GGUF's, 10-20 s), said before it runs,
+    on a terminal and in a CI log alike: a command silent that long looks hung."""
+    plain_err(f"note: {what}")
+
+
 def escape(text: str) -> str:
     """`text` shown literally by rich (file names and messages may contain [brackets])."""
     from rich.markup import escape as rich_escape

@@ -16,7 +16,7 @@ from sgcli.backends.keyword_coverage import compiled_gaps, unchecked
 from sgcli.backends.matching import backends_for, select_backends
 from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
-from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, fail, out, output_format_of
+from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, err, fail, loading_note, out, output_format_of
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError
 from sgcli.grammar_dev.grammar_tests import parse_kind
@@ -90,7 +90,9 @@ def compile_files(
     # strict_mode), so --print shows generate's grammar and the cache entry is the one generate reads.
     specs = [s if isinstance(s, co.BadInput) else s.for_generation() for s in flags.specs(files, chosen_kind)]
     good = [s for s in specs if not isinstance(s, co.BadInput)]
-    vocab = load_tokenizer(tokenizer).vocab if good else None  # every file bad: exit 2 before anything loads
+    vocab = (
+        load_tokenizer(tokenizer, progress=loading_note).vocab if good else None
+    )  # every file bad: exit 2 before anything loads
     with each_on_its_own(len(specs) * len(names) > 1):  # a limit ends one row, not the run
         rows = [
             _bad_input_row(spec, name) if isinstance(spec, co.BadInput) else compile_row(spec, name, vocab)

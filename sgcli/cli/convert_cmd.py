@@ -12,7 +12,7 @@ from sgcli.backends.conversions import printed_by
 from sgcli.backends.guarantee import printed_weaker_error
 from sgcli.cli import constraint_options as co
 from sgcli.cli.coercion import plain
-from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, json_line, out, output_format_of
+from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, json_line, loading_note, out, output_format_of
 from sgcli.dialects.convert import TARGETS
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 from sgcli.grammar_dev.convert import convert_spec, refuse_unreadable, round_trip, sibling_cases
@@ -112,7 +112,7 @@ def convert(
 
         with stage_progress("round trip") as progress:
             progress("loading the tokenizer", 0, 1)
-            vocab = load_tokenizer(tokenizer).vocab
+            vocab = load_tokenizer(tokenizer, progress=loading_note).vocab
             report = round_trip(
                 source, target, vocab, samples=samples, seed=seed, cases=case_list, only=via, progress=progress
             )

@@ -16,6 +16,7 @@ from sgcli.cli.common import (
     OutputFormatOpt,
     err,
     escape,
+    loading_note,
     out,
     output_format_of,
     utf8_text,
@@ -86,7 +87,7 @@ def masks(
     if backend != "auto":
         check_enforces(backend)
         backends.check_supports(backend, spec)  # fail fast, before the tokenizer loads
-    vocab = load_tokenizer(tokenizer).vocab
+    vocab = load_tokenizer(tokenizer, progress=loading_note).vocab
     compiled, fallbacks = backends.compile_for(
         backend, spec, vocab, compile_one=lambda chosen: compile_cached(chosen, spec, vocab).compiled
     )

@@ -11,7 +11,7 @@ from sgcli.backends.bounded import each_on_its_own
 from sgcli.backends.matching import select_backends
 from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
-from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, out, output_format_of
+from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, loading_note, out, output_format_of
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
 from sgcli.grammar_dev.grammar_tests import load_suite, run_suite
@@ -64,7 +64,7 @@ def test(
         for suite in suites:
             for name in names:
                 check_supports(name, suite.spec)  # exit 2, naming the backends that can
-    vocab = load_tokenizer(tokenizer).vocab
+    vocab = load_tokenizer(tokenizer, progress=loading_note).vocab
     fmt = output_format_of(output_format, json_out, stream=True)
     writer = JsonRows(fmt)
     all_ok, limited = True, False
