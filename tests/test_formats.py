@@ -221,6 +221,7 @@ def test_generation_under_a_user_format_gives_only_valid_outputs(path_format, ti
     "value, says",
     [
         ("path", "expected NAME=REGEX"),
+        ("json", "for the output's format: --output-format json"),  # the flag mistaken for --output-format
         ("email=.", "already has its standard meaning"),
         ("path=(a", "does not compile at column 1"),
     ],

@@ -255,6 +255,10 @@ class UserFormat:
 _user_formats: tuple[UserFormat, ...] = ()
 
 
+# the names --output-format takes on some command (`sgcli lint --format json` meant one of them)
+_OUTPUT_FORMAT_NAMES = frozenset({"json", "jsonl", "json-lines", "text", "concise", "full", "github", "sarif"})
+
+
 def parse_user_format(value: str) -> UserFormat:
     """`NAME=REGEX` as `--format` and the config file give it; exit 2 naming the value where it is not
     that, REGEX does not compile (at its column), or NAME already means something sgcli checks."""
@@ -262,9 +266,13 @@ def parse_user_format(value: str) -> UserFormat:
     name = name.strip()
     where = f"--format {value!r}"
     if not sep or not name or not regex:
+        # `--format json` is most likely meant as the output's format, which --output-format picks
+        output = not sep and value.strip().lower() in _OUTPUT_FORMAT_NAMES
         raise UserError(
-            f"{where}: expected NAME=REGEX",
-            hint="e.g. --format 'path=^[A-Za-z0-9_./-]+$': a string of that format is one REGEX is found in",
+            f"{where}: expected NAME=REGEX (--format defines a JSON Schema `format`)",
+            hint=f"for the output's format: --output-format {value.strip().lower()}"
+            if output
+            else "e.g. --format 'path=^[A-Za-z0-9_./-]+$': a string of that format is one REGEX is found in",
         )
     if name in _known_names():
         raise UserError(
