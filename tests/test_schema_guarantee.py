@@ -722,7 +722,10 @@ def test_llguidances_property_counts_beside_optional_properties_are_left_to_the_
     property is required it counts them all, and nothing is left."""
     schema = {"type": "object", "properties": {"x": {"type": "string"}}, "required": required, "maxProperties": 1}
     spec = spec_of(schema)  # a dry run's grammar: it also reads names written with escapes as raw text
-    counted = lambda gaps: [g.pointer for g in gaps if g.keyword != "properties"]  # noqa: E731
+
+    def counted(gaps) -> list[str]:
+        return [g.pointer for g in gaps if g.keyword != "properties"]
+
     declared = counted(schema_gaps(spec, "llguidance"))
     compiled = get_backend("llguidance").compile(spec, smol_tokenizer.vocab)
     checked = with_checker(compiled)
@@ -1269,15 +1272,15 @@ def test_an_integer_past_its_bound_that_can_only_grow_is_a_dead_end_at_once(back
         assert not matcher.accept(vocab.encode("4")[0])
 
 
-def test_past_bound_reads_an_integer_of_any_length_and_only_where_a_bound_applies():
+def test_a_number_past_its_bound_is_read_at_any_length_and_only_where_a_bound_applies():
     """int() of 4,301 digits raised ValueError inside fill_mask (exit 3) while a runaway integer grew."""
     from sgcli.backends.schema_plan import CheckPlan
 
     schema = {"type": "object", "properties": {"a": {"type": "integer", "maximum": 99}, "b": {"type": "integer"}}}
     plan = CheckPlan(schema, ["/properties/a", "/properties/b"], byte_vocab())
-    assert "past `maximum` 99" in plan.past_bound(("/properties/a",), b"1" * 5000)
-    assert plan.past_bound(("/properties/b",), b"1" * 5000) is None
-    assert plan.past_bound(("/properties/b", "/properties/a"), b"100") == "past `maximum` 99 at /properties/a"
+    assert "past `maximum` 99" in plan.digits_refused(("/properties/a",), b"1" * 5000)
+    assert plan.digits_refused(("/properties/b",), b"1" * 5000) is None
+    assert plan.digits_refused(("/properties/b", "/properties/a"), b"100") == "past `maximum` 99 at /properties/a"
 
 
 def test_draft_reading_keeps_draft_3s_required_beside_a_ref_and_sees_escaped_keys():
@@ -1400,7 +1403,7 @@ def test_a_lookahead_pattern_does_not_close_a_prefix_that_can_still_match(backen
 def test_an_integer_whose_digits_can_no_longer_reach_its_bounds_is_a_dead_end():
     """outlines-core's integer takes any digits and leaves `minimum`/`maximum` to the checker: "3" under
     [500, 510] can only become 3, 30-39, 300-399 or past 510, and the model wrote "3046" after 64 backtracks."""
-    from sgcli.backends.schema_plan import _digits_reach
+    from sgcli.backends.number_prefix import digits_reach
 
     vocab = byte_vocab()
     schema = {"type": "integer", "minimum": 500, "maximum": 510}
@@ -1411,8 +1414,8 @@ def test_an_integer_whose_digits_can_no_longer_reach_its_bounds_is_a_dead_end():
         # the mask after `dead` is empty (the checker's verdict; the matcher's own accept() is the grammar's)
         masked = any("the mask forbids it" in n for n in result.notes)
         assert not result.accepted and (masked or result.taken <= len(dead)), (dead, result)
-    assert [_digits_reach(d, 500, 510) for d in (3, 5, 50, 51, 511)] == [False, True, True, True, False]
-    assert _digits_reach(7, None, 5) is False and _digits_reach(1, 10**9, None) is True
+    assert [digits_reach(d, 500, 510) for d in (3, 5, 50, 51, 511)] == [False, True, True, True, False]
+    assert digits_reach(7, None, 5) is False and digits_reach(1, 10**9, None) is True
 
 
 def test_xgrammar_strict_mode_leaves_an_object_that_must_hold_more_than_it_lists_open():

@@ -32,8 +32,14 @@ _TYPE_OF = {
 
 # keywords that apply by a property's name: a grammar that reads a name as its raw text misses them where
 # an escape spells it (with `additionalProperties: false` such a name is refused instead: no value passes)
-NAMED_BY_KEY = ("properties", "patternProperties", "propertyNames", "dependentRequired", "dependentSchemas")
-NAMED_BY_KEY += ("dependencies",)
+NAMED_BY_KEY = (
+    "properties",
+    "patternProperties",
+    "propertyNames",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+)
 
 
 def _single_type(node: dict) -> set[str]:

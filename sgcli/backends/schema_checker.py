@@ -113,8 +113,7 @@ class CheckedMatcher:
             return
         plan, top = self._plan, self._stack[-1]
         if top[0] == "num":
-            raw = bytes(self._text[top[1] :])
-            why = plan.past_bound(plan.checks(top[2]), raw) or plan.out_of_reach(plan.checks(top[2]), raw)
+            why = plan.digits_refused(plan.checks(top[2]), bytes(self._text[top[1] :]))
             if why and self._number_only_grows(ids):  # the grammar takes only more digits (an integer): dead
                 bitmask.view(np.uint8)[:] = 0
                 self._error = f"the schema allows no continuation here: a number {why}"

@@ -9,6 +9,7 @@ import re
 import warnings
 
 from sgcli.backends.json_strings import StringRules, add_string_rules, vocab_tables
+from sgcli.backends.number_prefix import BOUNDS, digits_refused
 from sgcli.backends.schema_doc import SchemaDoc, escape_pointer, fragment
 from sgcli.constraints.formats import format_checker
 from sgcli.tokenizers.vocab import Vocab
@@ -322,53 +323,11 @@ class CheckPlan:
                 return f"{'below' if negative else 'above'} the bounds at {p or '/'}"
         return None
 
-    def past_bound(self, pointers: tuple[str, ...], raw: bytes) -> str | None:
-        """Why a number whose integer digits so far are `raw` (no fraction, no exponent) is already past
-        an anchor's bound, were it only to take more digits: each digit moves it further away."""
-        negative = raw[:1] == b"-"
-        digits = raw[1:] if negative else raw
-        if not digits.isdigit() or digits[:1] == b"0":
-            return None
-        nodes = [(p, node) for p, node in zip(pointers, map(self._applies, pointers)) if node and _BOUNDS & node.keys()]
-        if not nodes:
-            return None
-        if len(digits) > 400:  # past any bound a double holds (and Python's 4,300-digit int() limit)
-            digits = b"9" * 400
-        value = -int(digits) if negative else int(digits)
-        for p, node in nodes:
-            for key, past in (
-                ("maximum", lambda bound: not negative and value > bound),
-                ("exclusiveMaximum", lambda bound: not negative and value >= bound),
-                ("minimum", lambda bound: negative and value < bound),
-                ("exclusiveMinimum", lambda bound: negative and value <= bound),
-            ):
-                bound = node.get(key)
-                if _number(bound) and past(bound):
-                    return f"past `{key}` {bound} at {p or '/'}"
-        return None
-
-    def out_of_reach(self, pointers: tuple[str, ...], raw: bytes) -> str | None:
-        """Why an integer whose digits so far are `raw` can meet no anchor's bounds however many digits
-        follow (it is d, or d·10^k up to (d+1)·10^k - 1): "3" under [500, 510] is 3, 30-39, 300-399, then
-        past 510. Only for a number the grammar lets grow by digits alone (outlines-core's integer wrote
-        "3046" after 64 backtracks); `past_bound` is the case where the number is already past a bound."""
-        negative = raw[:1] == b"-"
-        digits = raw[1:] if negative else raw
-        if not digits.isdigit() or digits[:1] == b"0" or len(digits) > 400:
-            return None
-        nodes = [(p, node) for p, node in zip(pointers, map(self._applies, pointers)) if node and _BOUNDS & node.keys()]
-        start = int(digits)
-        for p, node in nodes:
-            low, high = _integer_bounds(node)
-            if negative:  # -m within [low, high] is m within [-high, -low]
-                low, high = (None if high is None else -high), (None if low is None else -low)
-            if not _digits_reach(start, low, high):
-                shown = f"[{'-inf' if low is None else low}, {'inf' if high is None else high}]"
-                sign = "-" if negative else ""
-                return f"starting {sign}{start}, no integer more digits make is within the bounds at {p or '/'}" + (
-                    f" (its magnitude must be in {shown})"
-                )
-        return None
+    def digits_refused(self, pointers: tuple[str, ...], raw: bytes) -> str | None:
+        """Why an integer written so far as `raw`, growing by digits alone, can meet an anchor's bounds no
+        more (`number_prefix.digits_refused`)."""
+        nodes = [(p, node) for p, node in zip(pointers, map(self._applies, pointers)) if node and BOUNDS & node.keys()]
+        return digits_refused(nodes, raw)
 
     def contains_refused(self, pointer: str, node: dict, items: list) -> str | None:
         """Why an array that starts with `items` can no longer meet the anchor's `contains` counts: more
@@ -407,38 +366,6 @@ class CheckPlan:
             if "propertyNames" in node and not self.valid(f"{p}/propertyNames", key):
                 return f"`propertyNames` at {p or '/'}"
         return None
-
-
-_BOUNDS = frozenset({"maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum"})
-
-
-def _integer_bounds(node: dict) -> tuple[int | None, int | None]:
-    """The least and greatest integers `node`'s numeric bounds allow (None: unbounded); draft 4's boolean
-    `exclusiveMinimum`/`exclusiveMaximum` is read as inclusive (looser: never a wrong "dead")."""
-    import math
-
-    lows, highs = [], []
-    if _number(node.get("minimum")):
-        lows.append(math.ceil(node["minimum"]))
-    if _number(node.get("exclusiveMinimum")):
-        lows.append(math.floor(node["exclusiveMinimum"]) + 1)
-    if _number(node.get("maximum")):
-        highs.append(math.floor(node["maximum"]))
-    if _number(node.get("exclusiveMaximum")):
-        highs.append(math.ceil(node["exclusiveMaximum"]) - 1)
-    return (max(lows) if lows else None), (min(highs) if highs else None)
-
-
-def _digits_reach(start: int, low: int | None, high: int | None) -> bool:
-    """Whether some k >= 0 puts [start·10^k, (start+1)·10^k - 1] (start > 0) within [low, high]."""
-    if high is None:
-        return True  # enough digits pass any lower bound
-    scale = 1
-    while start * scale <= high:
-        if low is None or (start + 1) * scale - 1 >= low:
-            return True
-        scale *= 10
-    return False
 
 
 def _number(value) -> bool:

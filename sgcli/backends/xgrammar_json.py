@@ -103,7 +103,7 @@ def _needs_properties(node) -> bool:
     return isinstance(least, int) and not isinstance(least, bool) and least > len(listed)
 
 
-def _closed_arrays(schema) -> bool:
+def _closed_too_soon(schema) -> bool:
     """Whether strict mode would close an array or an object that must hold more than it lists."""
     from sgcli.backends.schema_warnings import iter_subschemas
 
@@ -188,7 +188,9 @@ def schema_text(spec: ConstraintSpec, schema, gaps: list[PatternGap]) -> str:
     read = tuples_as_prefix_items(as_its_draft_reads(schema, spec.text), spec.text)
     drafted = read is not schema
     closed = (
-        strict and any(k in spec.text for k in ('"minItems"', '"contains"', '"minProperties"')) and _closed_arrays(read)
+        strict
+        and any(k in spec.text for k in ('"minItems"', '"contains"', '"minProperties"'))
+        and _closed_too_soon(read)
     )
     named = '"patternProperties"' in spec.text and bool(_name_pattern_paths(schema))
     if not (gaps or bounds or closed or drafted or named):

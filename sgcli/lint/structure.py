@@ -25,6 +25,7 @@ from sgcli.dialects.grammar_model import (
 from sgcli.dialects.lark_common import imported_definitions
 from sgcli.lint.diagnostic import Diagnostic, at_offset, short
 from sgcli.lint.free_text import FreeText, cut_anywhere, quoted_follower
+from sgcli.lint.never_ending import never_ending
 
 _RANK = {False: 0, None: 1, True: 2}  # nullable: no < unknown < yes
 
@@ -88,8 +89,6 @@ class Structure:
             operator.or_,
         )
         self._ws = rule_fixpoint(names, lambda n, read: self._whitespace(body[n], read), "other", _lower_ws)
-        # a rule ends where some way through it reaches only rules that end (no base case: it never does)
-        self._ends = rule_fixpoint(names, lambda n, read: self._can_end(body[n], read), False, operator.or_)
         self._unbounded = rule_fixpoint(names, lambda n, read: self._has_unbounded(body[n], read), False, operator.or_)
 
     # --- facts ------------------------------------------------------------------------
@@ -116,20 +115,6 @@ class Structure:
         if isinstance(node, Opaque):
             return node.nullable
         return None
-
-    def _can_end(self, node: Node, read) -> bool:
-        """Whether some finite text matches `node`; what sgcli cannot see into counts as ending."""
-        if isinstance(node, Ref):
-            return read(node.name) if node.name in self.known else True
-        if isinstance(node, Seq):
-            return all(self._can_end(i, read) for i in node.items)
-        if isinstance(node, Alt):
-            return any(self._can_end(a, read) for a in node.alts)
-        if isinstance(node, Rep):
-            return node.min == 0 or self._can_end(node.body, read)
-        if isinstance(node, Chars):
-            return bool(node.ranges) or node.negated
-        return True  # a literal, an opaque part (`%json`, a special token, a lookaround)
 
     def _follows(self, ref: Ref, terminal_ctx: bool) -> Rule | None:
         """The rule a reference leads to, for analyses that look through references. In Lark a
@@ -298,30 +283,8 @@ class Structure:
         return out
 
     def never_ending(self) -> list[Diagnostic]:
-        """G011: a rule the root reaches that no finite text completes (`root ::= "x" root`: no base case).
-        A backend lets the model into it and then never lets it stop: the output runs to --max-tokens,
-        and xgrammar's jump-forward search grew to 19.6 GB on `root ::= "x" root`."""
-        if self.g.root not in self.defs:
-            return []
-        out = []
-        for name in sorted(self.g.reached(), key=lambda n: self.defs[n].pos if n in self.defs else -1):
-            rule = self.defs.get(name)
-            if rule is None or self._ends.get(name, True):
-                continue
-            what = (
-                "the grammar accepts no text at all" if name == self.g.root else "generation that enters it never ends"
-            )
-            out.append(
-                self._at_name(
-                    "G011",
-                    rule,
-                    f"rule `{name}` never ends: every way through it reaches a rule that never ends "
-                    f"(itself, with no alternative that stops): {what}",
-                    "give it a base case, an alternative without the recursion "
-                    f'(e.g. `{name} ::= "x" {name} | "x"`), or make the recursion optional',
-                )
-            )
-        return out
+        """G011 (sgcli/lint/never_ending.py): a rule the root reaches that no finite text completes."""
+        return never_ending(self.g, self.known, self.text, self.path)
 
     def nullable_root(self) -> list[Diagnostic]:
         rule = self.defs.get(self.g.root)
