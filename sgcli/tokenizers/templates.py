@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from sgcli.errors import UserError, did_you_mean
+from sgcli.lone_surrogates import lone_surrogate
 from sgcli.tokenizers.surrogates import check_utf8
 
 T = TypeVar("T")
@@ -131,20 +132,12 @@ def check_messages(messages: Any, *, where: str = "messages") -> list[dict]:
                 raise UserError(f"{where}[{i}] has a key {key!r} that chat templates do not read.{near}")
         if not isinstance(m.get("role"), str):
             raise UserError(f"{where}[{i}] has no 'role' string", hint="roles are system, user, assistant, tool")
-        if m["role"] not in ROLES and _is_text(m["role"]):  # a template may take its own roles (ipython): a near miss
+        # a template may take its own roles (ipython): only a near miss; a lone surrogate is its own error later
+        if m["role"] not in ROLES and lone_surrogate(m["role"]) is None:
             near = did_you_mean(m["role"], ROLES)
             if near:
                 raise UserError(f"{where}[{i}] has the role {m['role']!r}, not one of {', '.join(ROLES)}.{near}")
     return messages
-
-
-def _is_text(value: str) -> bool:
-    """No lone surrogate (which is its own error, said where the prompt's text is checked)."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 # what OpenAI's chat messages hold, which chat templates read (others are left to the template)
