@@ -41,6 +41,7 @@ EXPECTED = {
     "g010_cut_token_budget.lark": ({}, [("G010", 2, 1, None)]),
     "g011_rule_never_ends.gbnf": ({}, [("G011", 2, 1, None)]),  # `item` has no base case
     "g011_rule_never_ends.lark": ({}, [("G011", 1, 1, None)]),  # the root: no text at all
+    "g012_greedy_lexeme.lark": ({}, [("G012", 1, 19, None)]),  # `0.`: llguidance reads the `.` into NUMBER
     "w001_unbounded_whitespace.gbnf": ({}, [("W001", 2, 8, None)]),
     "w001_ignore_whitespace.lark": ({}, [("W001", 2, 1, None)]),
     "w001_imported_whitespace.lark": ({}, [("W001", 3, 1, None)]),  # `%ignore WS` of lark's common.WS

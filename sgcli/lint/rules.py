@@ -241,6 +241,20 @@ _ALL = [
         'root ::= "x" root | "x"',
     ),
     LintRule(
+        "G012",
+        "greedy-lexeme",
+        WARNING,
+        "structure",
+        "A Lark lexeme that can go on with the first character of a lexeme that may follow it (llguidance).",
+        "llguidance lexes Lark greedily: it ends a terminal only where the next character cannot continue it. "
+        'So in `start: NUMBER "."` the `.` after `1` is read as more of `NUMBER: /[0-9]+(\\.[0-9]+)?/`, '
+        'and `1.` is refused; `"<a>" TEXT "</a>"` with `TEXT: /[^\\n]*/` accepts no text at all, so a '
+        "generation runs to --max-tokens. xgrammar reads terminals as rules of characters and takes both. "
+        "Judged only where a backend that lexes greedily reads the file.",
+        'start: "<a>" TEXT "</a>"\nTEXT: /[^\\n]*/',
+        'start: "<a>" text\ntext[stop="</a>"]: /[^\\n]*/',
+    ),
+    LintRule(
         "W001",
         "unbounded-whitespace",
         WARNING,

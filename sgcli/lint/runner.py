@@ -161,16 +161,17 @@ class Linter:
             )
         return [judged]
 
-    def _lexerless(self, spec: ConstraintSpec, runs: list) -> list[str]:
-        """The backends judging this file that read Lark without a lexer (G006 through terminals): those
-        that compiled it, or, where no backend rule ran, the ones `--backend` chooses."""
+    def _lark_readers(self, spec: ConstraintSpec, runs: list, greedy: bool) -> list[str]:
+        """The backends judging this file that lex Lark greedily (`greedy`: G012) or read it without a lexer
+        (G006 through terminals): those that compiled it, or, where no backend rule ran, the ones
+        `--backend` chooses."""
         if runs:
             names = [run.name for run in runs]
         elif self.options.backend == "auto":
             names = [backend.name for backend, _, _ in itertools.islice(candidates(spec, []), 1)]
         else:
             names = self.backends(spec, [], {})
-        return [name for name in names if not get_backend(name).capabilities.lexes_lark_greedily]
+        return [name for name in names if get_backend(name).capabilities.lexes_lark_greedily == greedy]
 
     def lint(self, path: str) -> FileResult:
         if path.startswith("@"):  # a grammar of the library in sgcli/grammars/
@@ -234,7 +235,11 @@ class Linter:
         if structure is not None and grammar.syntax == "lark" and "G006" in sel:
             from sgcli.lint.lexerless import lexerless_repetitions
 
-            found += lexerless_repetitions(structure, self._lexerless(spec, runs))
+            found += lexerless_repetitions(structure, self._lark_readers(spec, runs, greedy=False))
+        if structure is not None and grammar.syntax == "lark" and "G012" in sel:
+            from sgcli.lint.greedy_lexemes import greedy_lexemes
+
+            found += greedy_lexemes(structure, self._lark_readers(spec, runs, greedy=True))
         if "R001" in sel:
             verdicts = bc.feature_verdicts(runs, spec, features, self._vocab) if runs else {}
             found += bc.feature_diagnostics(spec, features, verdicts)
