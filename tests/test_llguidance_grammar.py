@@ -38,3 +38,16 @@ def test_the_grammar_holds_the_value_the_encoded_schema_would(name, options):
 def test_only_x_guidance_is_added_to_the_schemas_own_text():
     spec = ConstraintSpec(Kind.JSON_SCHEMA, CASES["plain"], "s.json")
     assert CASES["plain"].rstrip()[:-1] in schema_grammar(spec, spec.schema())
+
+
+def test_a_panic_inside_llguidance_reads_as_its_bug_without_the_frames():
+    """A Lark `[lazy]` rule over `/[^\\n]*/` made llguidance 1.9.1 assert at the first mask (`masks`,
+    `generate`): the message came with ~100 backtrace frames, and `masks` said "PoisonError" (the
+    prototype's lock, poisoned by the first panic). Now one line, from the first panic."""
+    from sgcli.backends.diagnostics import diagnose_llguidance
+
+    raw = "panic: assertion failed: !state.has_lowest_match()\n<backtrace>\n 0: <unknown>\n 1: f at x.c:1\n"
+    message = diagnose_llguidance(raw).message
+    assert message == (
+        "llguidance panicked (its own bug, not a mistake in the input): assertion failed: !state.has_lowest_match()"
+    )

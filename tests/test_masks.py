@@ -302,3 +302,20 @@ def test_a_slow_tokenizer_conversion_is_said_on_stderr(run_cli, monkeypatch, smo
     result = run_cli(*args)
     assert result.exit_code == 0, result.output
     assert "note: converting the GGUF tokenizer (once; cached afterwards)" in result.stderr
+
+
+def test_a_matcher_that_fails_at_its_first_mask_is_reported_as_the_compile_saw_it(tmp_path, smol_tokenizer):
+    """llguidance 1.9.1 panics at the first mask of a `[lazy]` rule over `/[^\\n]*/`; the bounded compile
+    keeps that first step, and a second matcher from the same prototype then said only "PoisonError".
+    The dry run reports the first step's own error (whatever this llguidance version says there)."""
+    from sgcli.backends import get_backend
+    from sgcli.backends.matching import first_mask_error
+    from sgcli.constraints.spec import ConstraintSpec, Kind
+    from sgcli.grammar_dev.dryrun import dry_run
+
+    spec = ConstraintSpec(Kind.LARK, 'start: "<a>" text "</a>"\ntext[lazy]: /[^\\n]*/\n', "lazy.lark")
+    compiled = get_backend("llguidance").compile(spec, smol_tokenizer.vocab)
+    failed = first_mask_error(compiled)
+    run = dry_run(compiled, "<a>hi</a>")
+    assert run.error == failed
+    assert "PoisonError" not in (run.error or "") and "<backtrace>" not in (run.error or "")

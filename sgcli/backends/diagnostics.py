@@ -91,7 +91,9 @@ class Diagnosis:
 
 
 def diagnose_llguidance(text: str) -> Diagnosis:
-    text = text.strip()
+    text = text.split("<backtrace>")[0].strip()  # a panic's frames: 100 lines of addresses, none of them news
+    if text.startswith("panic:"):  # an assertion inside llguidance, caught at its Python boundary
+        text = f"llguidance panicked (its own bug, not a mistake in the input):{text.removeprefix('panic:')}"
     line = col = None
     m = _LLG_POS.match(text)
     if m:

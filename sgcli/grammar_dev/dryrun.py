@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from sgcli.backends.base import Compiled, allowed_ids, new_bitmask
-from sgcli.backends.matching import byte_ids, canonical_ids, walk
+from sgcli.backends.matching import byte_ids, canonical_ids, first_mask_error, walk
 from sgcli.tokenizers.vocab import Vocab
 from sgcli.validation.validate import validate
 from sgcli.validation.verdict import Verdict
@@ -105,6 +105,14 @@ def _state(compiled: Compiled, matcher, mask, top: int) -> State:
 def dry_run(compiled: Compiled, text: str | None, *, top: int = 10) -> DryRun:
     """Step `compiled` through the tokens of `text` (None: just the first step), following the mask."""
     vocab = compiled.vocab
+    failed = first_mask_error(compiled)  # as the bounded compile saw it: a matcher that panicked there is spent
+    if failed is not None:
+        import numpy as np
+
+        step = compiled.first_step()
+        ids = allowed_ids(np.frombuffer(step.mask, dtype=np.int32), len(vocab))
+        state = State(int(len(ids)), readable_order(vocab, ids)[:top], b"", step.can_stop)
+        return DryRun(compiled.backend, text, [], error=failed, error_state=state)
     matcher = compiled.matcher()
     mask = new_bitmask(len(vocab))
     states: list[State] = []
