@@ -306,6 +306,26 @@ def test_the_light_path_runs_where_transformers_is_missing(tmp_path, monkeypatch
     assert len(tok.vocab) == 49152 and tok.vocab.eos_id == 2
 
 
+@needs_transformers
+@pytest.mark.slow  # ~10 s (transformers' import and refusal, then the light conversion): make test-slow, run by CI
+def test_an_architecture_transformers_does_not_convert_goes_to_the_light_converter(
+    tmp_path, monkeypatch, smol_tokenizer
+):
+    """transformers refuses a .gguf of an architecture it has no model for ("GGUF model with architecture mpt
+    is not supported yet"), whatever its vocabulary: the full install refused five llama.cpp vocabularies
+    (mpt, gpt-neox, command-r, baichuan, refact) that the light install read. Now the light converter
+    reads them there too, into its own cache folder."""
+    import sgcli.tokenizers as tokenizers_pkg
+    from sgcli.tokenizers import load_tokenizer
+
+    monkeypatch.setenv("SGCLI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(tokenizers_pkg, "_loaded", {})
+    gguf = _byte_level_gguf(tmp_path, smol_tokenizer, "mpt", **{"general.architecture": "mpt"})
+    tok = load_tokenizer(str(gguf))
+    assert "tokenizer-light" in tok.vocab.source
+    assert tok.vocab.tokens == _light(gguf, tmp_path).vocab.tokens
+
+
 def test_a_tokenizer_only_transformers_rebuilds_names_the_generate_extra(tmp_path, run_cli, monkeypatch):
     _without_transformers(monkeypatch, tmp_path)
     meta = {

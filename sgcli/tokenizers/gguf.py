@@ -38,12 +38,36 @@ END_OF_TURN_TEXTS = frozenset(
 _CONTROL = 3  # tokenizer.ggml.token_type of a control token
 
 
+class _ArchitectureUnknown(Exception):
+    """transformers' converter refuses the file's architecture (mpt, gpt-neox, command-r, baichuan...)."""
+
+
 def cached_tokenizer_dir(gguf: Path, progress: ProgressFn | None = None) -> Path:
     """A folder holding tokenizer.json for `gguf`, converting it on first use (~10 s with transformers,
     under a second without). The cache folder is keyed by the transformers version ("none" without it,
     `converted_dir`) and the light converter's folder by its format, so a folder is only ever read by
-    the converter that wrote it."""
-    light = not _transformers_converts()
+    the converter that wrote it. An architecture transformers does not convert goes to the light
+    converter, which reads the vocabulary from the metadata whatever the model (found by a tour: the
+    light install read five llama.cpp vocabularies the full one refused)."""
+    if _transformers_converts():
+        try:
+            return _cached_dir(gguf, progress, light=False)
+        except _ArchitectureUnknown as exc:
+            refused = str(exc)
+        from sgcli.extras import MissingExtra
+
+        try:
+            return _cached_dir(gguf, progress, light=True)
+        except MissingExtra as exc:
+            raise UserError(
+                f"cannot read the tokenizer of {gguf.name}: transformers' converter says {refused!r}, and "
+                f"sgcli's own cannot rebuild it either ({exc.message})",
+                hint="pass the model's tokenizer.json (--tokenizer FILE), or a folder holding one",
+            ) from None
+    return _cached_dir(gguf, progress, light=True)
+
+
+def _cached_dir(gguf: Path, progress: ProgressFn | None, light: bool) -> Path:
     out = converted_dir(gguf) / (f"tokenizer-light{FOLDER_FORMAT}" if light else f"tokenizer{FOLDER_FORMAT}")
     if conversions.usable(out, f"tokenizer of {gguf.name}"):
         return out
@@ -81,6 +105,8 @@ def _convert_with_transformers(gguf: Path, folder: Path) -> None:
     try:
         tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     except ValueError as exc:
+        if "is not supported yet" in str(exc):  # "GGUF model with architecture mpt is not supported yet."
+            raise _ArchitectureUnknown(str(exc)) from None
         if "GGMLQuantizationType" not in str(exc):
             raise
         # gguf-py reads every tensor's header: a type it does not know fails the tokenizer too
