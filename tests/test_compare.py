@@ -121,6 +121,11 @@ def test_table_lists_every_backend(run_cli, schema_file):
     assert result.exit_code == 0, result.output
     for name in ("llguidance", "xgrammar", "outlines_core", "compile", "p50", "p99", "times in ms"):
         assert name in result.stdout
+    # piped, the table keeps its cells whole (it was cut at 80 columns: `outlines_cor`, `agre`, `no (token`)
+    result = run_cli("compare-backends", "--no-generate", "--schema", schema_file, "--text", '{"city": 1}')
+    header = next(line for line in result.stdout.splitlines() if "backend" in line).split()
+    assert header[-4:] == ["steps", "allowed", "ok", "agree"], result.stdout
+    assert "outlines_core" in result.stdout and "(token " in result.stdout
 
 
 @pytest.mark.model

@@ -365,3 +365,15 @@ def test_kind_help_lists_exactly_the_kinds_lint_takes():
             taken = False
         assert taken == (kind.value in listed), kind
     assert "lint's --kind takes all but choice" in KINDS_NOTE
+
+
+def test_the_backend_that_constrains_nothing_is_refused(run_cli, monkeypatch):
+    """`--backend none` judged nothing and said "All checks passed" (exit 0), where compile, test and
+    bench refuse it: now exit 2 here too, from the flag and from SGCLI_BACKEND alike."""
+    grammar = ROOT / "examples" / "answer.gbnf"
+    for args in (["-b", "none"], ["-b", "llguidance", "-b", "none"]):
+        result = run_cli("lint", grammar, *args)
+        assert result.exit_code == 2 and "constrains nothing" in result.output, result.output
+    monkeypatch.setenv("SGCLI_BACKEND", "none")
+    result = run_cli("lint", grammar)
+    assert result.exit_code == 2 and "constrains nothing" in result.output, result.output

@@ -38,6 +38,7 @@ from sgcli.cli.common import (
     utf8_text,
 )
 from sgcli.cli.report import Terminal
+from sgcli.cli.tables import print_table
 from sgcli.constraints.spec import Kind
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
 from sgcli.lint import preflight
@@ -244,7 +245,7 @@ def _table(rows: list[dict], no_generate: bool) -> None:
                 escape(output),
             ]
         table.add_row(*cells)
-    out.print(table)
+    print_table(table)
     for note in notes:
         out.print(escape(note))
 

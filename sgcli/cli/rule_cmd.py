@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, json_line, out, output_format_of
+from sgcli.cli.common import JsonFlagOpt, JsonRows, OutputFormatOpt, json_line, output_format_of
+from sgcli.cli.tables import print_table
 from sgcli.errors import UserError, did_you_mean
 from sgcli.lint.rules import FAMILIES, RULES
 from sgcli.lint.rules import all_rules as every_rule
@@ -49,7 +50,7 @@ def rule(
             table.add_column(col, overflow="fold")
         for r in every_rule():
             table.add_row(r.code, r.name, r.severity, r.needs, r.summary)
-        out.print(table)
+        print_table(table)
         return
     if code is None:
         raise UserError("give a rule code, or --all to list them", hint="e.g. sgcli rule G001")

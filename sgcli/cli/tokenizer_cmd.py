@@ -19,6 +19,7 @@ from sgcli.cli.common import (
     output_format_of,
     utf8_text,
 )
+from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError, plural
 from sgcli.tokenizers import load_tokenizer
 from sgcli.tokenizers.inspect import diff_tokenizers, inspect_tokenizer
@@ -128,7 +129,7 @@ def _print_tokens(t: dict) -> None:
         table.add_column(col, justify="right" if col in ("#", "id") else "left")
     for n, p in enumerate(t["pieces"]):
         table.add_row(str(n), str(p["id"]), escape(f"'{p['text']}'"), p["hex"])
-    out.print(table)
+    print_table(table)
     if not t["round_trip"]:
         out.print("[red]the tokens' bytes do not spell the text back[/]")
 
