@@ -111,6 +111,31 @@ def test_lark_converts_to_gbnf_and_round_trips(run_cli, tmp_path):
     _load_lark(_record(again)["text"]).parse("hello Ada!")
 
 
+def test_left_recursion_prints_as_repetition_that_llama_cpp_reads(run_cli, tmp_path):
+    """Lark's idiom for lists and left-associative operators printed as GBNF that llama.cpp refuses (G004),
+    and the round trip passed: xgrammar and llguidance both read left recursion."""
+    from sgcli.lint import Linter, LintOptions
+
+    g = tmp_path / "calc.lark"
+    g.write_text(
+        '?start: sum\n?sum: sum "+" product | sum "-" product | product\n'
+        '?product: product "*" atom | atom\natom: /[0-9]+/ | "(" sum ")"\n'
+    )
+    result = run_cli("convert", g, "--to", "gbnf", "--samples", "8", "--json")
+    record = _record(result)
+    assert result.exit_code == 0 and record["round_trip"]["ok"], record
+    assert 'sum ::= product ("+" product | "-" product)*' in record["text"]
+    printed = tmp_path / "calc.gbnf"
+    printed.write_text(record["text"])
+    assert [d.code for d in Linter(LintOptions(backend="xgrammar")).lint(str(printed)).diagnostics] == []
+    parse_gbnf(record["text"])
+    indirect = tmp_path / "indirect.lark"  # through another rule: printed as it stands, and said so
+    indirect.write_text('start: a\na: b "x" | "y"\nb: a "z"\n')
+    result = run_cli("convert", indirect, "--to", "gbnf", "--no-check")
+    assert result.exit_code == 0
+    assert "2:7: `a` is left-recursive (a → b → a); llama.cpp's GBNF engine rejects this (G004)" in result.stderr
+
+
 @pytest.mark.parametrize(
     "name, text, to, where, what",
     [
@@ -400,6 +425,14 @@ def test_a_difference_only_llguidances_greedy_lexer_makes_is_explained(smol_toke
     report = round_trip(source, by_hand, smol_tokenizer.vocab, samples=5, cases=[Case(0, "abc", True, "")])
     assert not report.ok and all(f.startswith("llguidance:") for f in report.failures)
     assert any("lexes Lark greedily" in n and "xgrammar found no difference" in n for n in report.notes)
+    # the case is marked where the grammar that refuses it stops (it was always byte 0: `⟨a⟩bc`)
+    assert (
+        "llguidance: case 1 is accepted by the source but rejected by the converted grammar: ab⟨c⟩" in report.failures
+    )
+    # and from the Lark side too (Lark -> GBNF), where the source is the one read with a lexer
+    back = round_trip(by_hand, source, smol_tokenizer.vocab, samples=0, cases=[Case(0, "abc", False, "")])
+    assert "llguidance: case 1 is rejected by the source but accepted by the converted grammar: ab⟨c⟩" in back.failures
+    assert any("lexes Lark greedily" in n for n in back.notes)
 
 
 def test_a_grammar_that_fails_at_its_first_mask_fails_the_round_trip(smol_tokenizer, monkeypatch):

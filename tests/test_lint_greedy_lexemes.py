@@ -31,6 +31,7 @@ def accepted(backend: str, grammar: str, text: str) -> bool:
 FLAGGED = [
     ('start: NUMBER "."\nNUMBER: /[0-9]+(\\.[0-9]+)?/\n', (1, 8), "0.", "0."),
     ('start: NAME "x"\nNAME: /[a-z]+/\n', (1, 8), None, "ax"),
+    ('start: ID "bc"\nID: "a" | "ab"\n', (1, 8), "abc", "abc"),  # llguidance's own example: two texts in step
     ("start: /[a-z]+/ /[a-z0-9]+/\n", (1, 9), "aa", "aa"),  # an inline regex is one lexeme
     ('start: a b\na: "x" TEXT?\nb: "</a>"\nTEXT: /.+/\n', (1, 8), None, "xy</a>"),  # across rules
     ('start: DIGITS "9"\nDIGITS: /[0-9]{2,4}/\n', (1, 8), "009", "009"),  # a bounded repetition, written out

@@ -15,7 +15,7 @@ from sgcli.cli.coercion import plain
 from sgcli.cli.common import JsonFlagOpt, OutputFormatOpt, err, json_line, loading_note, out, output_format_of
 from sgcli.dialects.convert import TARGETS
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError
-from sgcli.grammar_dev.convert import convert_spec, refuse_unreadable, round_trip, sibling_cases
+from sgcli.grammar_dev.convert import convert_spec, llama_cpp_refusals, refuse_unreadable, round_trip, sibling_cases
 from sgcli.grammar_dev.grammar_tests import load_suite
 
 EXAMPLES = """
@@ -102,6 +102,8 @@ def convert(
     via = printed_by(source)
     if lost and not flags.allow_unenforced:
         raise printed_weaker_error(source, via, lost)
+    for refusal in llama_cpp_refusals(target):
+        err.print(f"warning: the printed GBNF at {refusal}", markup=False, highlight=False)
     case_file, case_list = (cases, load_suite(cases).cases) if cases else sibling_cases(source.origin)
     report = None
     if no_check:

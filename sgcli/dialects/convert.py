@@ -19,6 +19,7 @@ from sgcli.dialects.grammar_model import Alt, Chars, Grammar, Lit, Opaque, Parse
 from sgcli.dialects.lark import parse_lark
 from sgcli.dialects.lark_common import imported_definitions
 from sgcli.dialects.lark_templates import expand_templates
+from sgcli.dialects.left_recursion import unfold_direct
 from sgcli.dialects.lexeme_follow import rival_sets, rivals_inside
 from sgcli.dialects.printers import Printer
 from sgcli.dialects.regex_parse import parse_regex
@@ -62,6 +63,8 @@ def print_model(spec: ConstraintSpec, model: tuple, target: str) -> ConstraintSp
     refuse_unresolved(grammar, text, origin)
     if target == "lark":  # from characters (GBNF, regex) to lexemes
         split_prefixed_literals(grammar)
+    else:  # Lark's left-recursive lists and operators, which llama.cpp's GBNF refuses (G004)
+        unfold_direct(grammar)
     printed = Printer(grammar, target, text, origin).grammar()
     return ConstraintSpec(_KINDS[target], printed, f"{spec.name} (as {_KINDS[target].label})")
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import json
 from collections import deque
+from dataclasses import replace
 
 from sgcli.dialects.grammar_model import Alt, Chars, Lit, Node, Opaque, Ref, Rep, Seq, rule_fixpoint
 from sgcli.dialects.shortest import pick_char
@@ -26,6 +27,7 @@ MAX_CODE_POINT = 0x10FFFF
 _MAX_POSITIONS = 4096  # a lexeme's automaton past this many positions is not judged
 _UNROLL = 256  # `x{m,n}` is written out while its copies hold at most this many positions
 _MAX_INLINE = 64  # terminals defined through terminals, this deep at most
+_MAX_STATES = 2048  # nor one whose deterministic automaton has more states
 _MAX_FINDINGS = 20
 
 Ranges = tuple[tuple[int, int], ...]  # sorted, disjoint, inclusive code point ranges
@@ -153,46 +155,72 @@ class _Automaton:
 
 
 class _Lexeme:
-    """What greedy lexing needs of one lexeme: the characters it can start with and, per accepting
-    position, the characters that continue it there."""
+    """What greedy lexing needs of one lexeme, read off its deterministic automaton (the sets of
+    positions one text can reach: `x: "a" | "ab"` is at the end of `"a"` and inside `"ab"` after `a`):
+    the characters it can start with and, per state where it may end, those that continue it there."""
 
     def __init__(self, node: Node, terminals: dict):
         automaton = _Automaton(terminals)
         nullable, first, last = automaton.build(node)
-        self.automaton, self.first_positions = automaton, first
-        self.first = _union(automaton.labels[p] for p in first)
-        self.goes_on = {p: _union(automaton.labels[q] for q in automaton.follow[p]) for p in last}
+        self.labels, self.follow = automaton.labels, automaton.follow
+        self.first = _union(self.labels[p] for p in first)
         self.nullable = nullable
+        start: frozenset[int] = frozenset([-1])  # before any character: its successors are `first`
+        self.follow.append(set(first))  # position -1, read as the list's last entry
+        self.edges: dict[frozenset, list[tuple[Ranges, frozenset]]] = {}
+        self.parent: dict[frozenset, tuple[frozenset, str] | None] = {start: None}
+        self.goes_on: dict[frozenset, Ranges] = {}  # accepting state -> what continues the lexeme there
+        queue = deque([start])
+        while queue:
+            state = queue.popleft()
+            out = self.edges[state] = self._moves(state)
+            if state & last or (state == start and nullable):
+                self.goes_on[state] = _union(ranges for ranges, _ in out)
+            for ranges, target in out:
+                if target not in self.parent:
+                    if len(self.parent) >= _MAX_STATES:
+                        raise _Unknown
+                    self.parent[target] = (state, _char(ranges))
+                    queue.append(target)
+        self.start = start
 
-    def shortest_to(self, target: int) -> str:
-        """The shortest text of the lexeme that reaches position `target`."""
-        return self._walk(self.first_positions, lambda p: p == target, None)
+    def _moves(self, state: frozenset) -> list[tuple[Ranges, frozenset]]:
+        """The state's transitions: the alphabet cut where its successors' classes begin and end."""
+        successors = sorted({q for p in state for q in self.follow[p]})
+        cuts = sorted({b for q in successors for lo, hi in self.labels[q] for b in (lo, hi + 1)})
+        moves: dict[frozenset, list[tuple[int, int]]] = {}
+        for lo, next_lo in zip(cuts, cuts[1:]):
+            target = frozenset(q for q in successors if _intersect(self.labels[q], ((lo, lo),)))
+            if target:
+                moves.setdefault(target, []).append((lo, next_lo - 1))
+        return [(_union([tuple(r)]), target) for target, r in moves.items()]
+
+    def shortest_to(self, state: frozenset) -> str:
+        """The shortest text of the lexeme that reaches `state`."""
+        path = []
+        while self.parent[state] is not None:
+            state, char = self.parent[state]
+            path.append(char)
+        return "".join(reversed(path))
 
     def shortest_from(self, char: str) -> str:
         """The shortest complete text of the lexeme that begins with `char`."""
-        starts = [p for p in self.first_positions if _intersect(self.automaton.labels[p], ((ord(char),) * 2,))]
-        return char + self._walk(starts, self.goes_on.__contains__, char)[1:]
-
-    def _walk(self, starts, done, first: str | None) -> str:
-        """The characters along a shortest path from `starts` to a position `done` accepts (breadth first),
-        the first one `first` where given."""
-        parent: dict[int, int | None] = dict.fromkeys(starts)
-        queue, end = deque(starts), None
+        first = next(target for ranges, target in self.edges[self.start] if _intersect(ranges, ((ord(char),) * 2,)))
+        parent: dict[frozenset, tuple[frozenset, str] | None] = {first: None}
+        queue, end = deque([first]), first
         while queue:
-            p = queue.popleft()
-            if done(p):
-                end = p
+            end = queue.popleft()
+            if end in self.goes_on:
                 break
-            for q in self.automaton.follow[p]:
-                if q not in parent:
-                    parent[q] = p
-                    queue.append(q)
+            for ranges, target in self.edges[end]:
+                if target not in parent:
+                    parent[target] = (end, _char(ranges))
+                    queue.append(target)
         path = []
-        while end is not None:
-            path.append(_char(self.automaton.labels[end]))
-            end = parent[end]
-        text = "".join(reversed(path))
-        return text if first is None else first + text[1:]
+        while parent[end] is not None:
+            end, c = parent[end]
+            path.append(c)
+        return char + "".join(reversed(path))
 
 
 class _Summaries:
@@ -331,13 +359,23 @@ def greedy_lexemes(structure, backends: list[str]) -> list[Diagnostic]:
                 stack.append(node.body)
     ignored = [lexeme(key) for key in map(summaries.key, structure.g.ignores) if key is not None]
     separators = [i.first for i in ignored if i is not None]
-    out = []
+    first: dict[tuple, Diagnostic] = {}  # one finding a lexeme, at its first place; the other followers named
+    others: dict[tuple, list[str]] = {}
     for (before, after), where in sorted(pairs.items(), key=lambda kv: kv[1].pos):
+        if before in first:
+            if _finding(structure, summaries, lexeme(before), lexeme(after), before, after, where, separators):
+                others[before].append(_shown(summaries, after))
+            continue
         finding = _finding(structure, summaries, lexeme(before), lexeme(after), before, after, where, separators)
-        if finding is not None:
-            out.append(finding)
-        if len(out) >= _MAX_FINDINGS:
-            break
+        if finding is not None and len(first) < _MAX_FINDINGS:
+            first[before], others[before] = finding, []
+    out = []
+    for key, finding in first.items():
+        more = list(dict.fromkeys(others[key]))
+        if more:
+            shown = ", ".join(more[:4]) + (f" and {len(more) - 4} more" if len(more) > 4 else "")
+            finding = replace(finding, message=f"{finding.message} (the same before {shown})")
+        out.append(finding)
     return out
 
 
@@ -352,7 +390,7 @@ def _finding(structure, summaries, lexeme, follower, before, after, where, separ
     if not clashes or any(not _covers(lexeme.goes_on[p], first) for p in clashes for first in separators):
         return None
     never = all(_covers(goes_on, follower.first) for goes_on in lexeme.goes_on.values())
-    p = min(clashes, key=lambda q: (len(lexeme.shortest_to(q)), q))
+    p = min(clashes, key=lambda q: (len(lexeme.shortest_to(q)), lexeme.shortest_to(q)))
     prefix, char = lexeme.shortest_to(p), _char(clashes[p])
     name, then = _shown(summaries, before), _shown(summaries, after)
     if never:
