@@ -360,3 +360,20 @@ def test_a_schema_written_as_yaml_as_deep_as_json_may_be_is_read(tmp_path):
     path = tmp_path / "t.test.yaml"
     path.write_text(f"grammar: {{kind: schema, text: {schema}}}\ncases:\n  - {{input: '1', accept: false}}\n")
     assert load_suite(str(path)).spec.text.count("properties") == 250
+
+
+def test_case_inputs_show_as_written_in_the_table(run_cli, tmp_path):
+    """The case column showed `"\\["` as `"\\["` with one backslash eaten (rich's markup read it), a raw DEL,
+    and a raw U+2028 that broke the row; now each input is its JSON string, what a terminal hides escaped."""
+    cases = tmp_path / "display.test.yaml"
+    cases.write_text(
+        'grammar: {kind: ebnf, text: "root ::= \\"\\\\\\\\\\" [\\\\[\\\\]] | \\"\\\\x7F\\""}\n'
+        "cases:\n"
+        '  - {input: "\\\\[", accept: true}\n'
+        '  - {input: "\\x7F", accept: true}\n'
+        '  - {input: "a\\u2028b", accept: false}\n'
+    )
+    result = run_cli("test", cases, "--backend", "llguidance")
+    assert result.exit_code == 0, result.output
+    assert '"\\\\["' in result.stdout and '"\\u007f"' in result.stdout and '"a\\u2028b"' in result.stdout
+    assert "\x7f" not in result.stdout and "\u2028" not in result.stdout

@@ -124,6 +124,7 @@ def _json(report, writer) -> None:
 def _show(report) -> None:
     from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     suite = report.suite
     ran = [b.name for b in report.backends if b.status == "ran"]
@@ -137,7 +138,7 @@ def _show(report) -> None:
     for case in suite.cases:
         label = case.description or _short(case.input)
         cells = ["[green]pass[/]" if by_key[(case.index, n)].passed else "[red]FAIL[/]" for n in ran]
-        table.add_row(str(case.index + 1), escape(label), "accept" if case.accept else "reject", *cells)
+        table.add_row(str(case.index + 1), Text(label), "accept" if case.accept else "reject", *cells)
     print_table(table)
     for b in report.backends:
         for w in b.warnings:  # a case may fail for a keyword the backend ignored: say so, as `masks` does
@@ -149,10 +150,7 @@ def _show(report) -> None:
     for o in report.outcomes:
         if not o.passed:
             where = f"{suite.path}:{o.case.line}" if o.case.line else suite.path
-            out.print(
-                f"{escape(where)}: case {o.case.index + 1} failed on {o.backend}: "
-                f"input {escape(_short(o.case.input, 60))}"
-            )
+            out.print(Text(f"{where}: case {o.case.index + 1} failed on {o.backend}: input {_short(o.case.input, 60)}"))
             for problem in o.problems:
                 out.print(f"  {escape(problem)}")
             if o.independent:
@@ -182,7 +180,14 @@ def _verdict(report, ran: list[str]) -> str:
 
 
 def _short(text: str, limit: int = 40) -> str:
+    """A case's input as a JSON string, with what a terminal would not show visibly escaped too (DEL, C1
+    controls, U+2028/U+2029 line breaks, format characters: a raw U+2028 broke the table's row)."""
     import json
+    import unicodedata
 
-    shown = json.dumps(text, ensure_ascii=False)
+    hidden = ("Cc", "Cf", "Zl", "Zp")
+    shown = "".join(
+        f"\\u{ord(c):04x}" if c == "\x7f" or (not c.isascii() and unicodedata.category(c) in hidden) else c
+        for c in json.dumps(text, ensure_ascii=False)
+    )
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"
