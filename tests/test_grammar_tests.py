@@ -377,3 +377,18 @@ def test_case_inputs_show_as_written_in_the_table(run_cli, tmp_path):
     assert result.exit_code == 0, result.output
     assert '"\\\\["' in result.stdout and '"\\u007f"' in result.stdout and '"a\\u2028b"' in result.stdout
     assert "\x7f" not in result.stdout and "\u2028" not in result.stdout
+
+
+def test_a_regex_text_a_backend_refuses_is_not_called_another_spelling(run_cli, tmp_path):
+    """A regex text has one spelling: where outlines-core refuses `AB-123.xyz` under
+    `[A-Z]{2}-[0-9]{3}(\\.[a-z]+)?` (its dropped continuation after an accepting state), the note said
+    "refuses this spelling ... string escapes, number forms", which is JSON's story."""
+    cases = tmp_path / "plate.test.yaml"
+    cases.write_text(
+        "grammar: {kind: regex, text: '[A-Z]{2}-[0-9]{3}(\\.[a-z]+)?'}\n"
+        "cases:\n  - {input: 'AB-123.xyz', accept: true}\n"
+    )
+    records = [r for r in _records(run_cli("test", cases, "--backend", "all", "--json")) if r["type"] == "case"]
+    failed = [r for r in records if not r["passed"]]
+    assert [r["backend"] for r in failed] == ["outlines_core"]  # llguidance and xgrammar take it
+    assert "reads this regex otherwise" in failed[0]["independent"] and "spelling" not in failed[0]["independent"]

@@ -23,7 +23,7 @@ from sgcli.cli.common import (
 )
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError, plural
-from sgcli.grammar_dev.dryrun import dry_run, piece_text, token_text
+from sgcli.grammar_dev.dryrun import dry_run, piece_text, refused_valid_note, token_text
 from sgcli.lint import preflight
 from sgcli.tokenizers import load_tokenizer
 
@@ -106,7 +106,7 @@ def masks(
             writer.write({"schema_version": RECORD_SCHEMA_VERSION} | record)
         writer.close()
     else:
-        _show(run, vocab, spec.name)
+        _show(run, vocab, spec)
     raise typer.Exit(EXIT_FINDINGS if run.verdict in ("rejected", "error") else EXIT_OK)
 
 
@@ -125,7 +125,8 @@ def _byte_at(text: str, offset: int) -> str:
     return " (" + (repr(chr(byte))[1:-1] if byte < 0x80 else f"\\x{byte:02x}") + ")"
 
 
-def _show(run, vocab, name: str) -> None:
+def _show(run, vocab, spec) -> None:
+    name = spec.name
     from rich.table import Table
 
     if run.text is None and run.error is not None:
@@ -185,11 +186,7 @@ def _show(run, vocab, name: str) -> None:
         if r.note:
             out.print(f"  note: {escape(r.note)}")
         if run.independent is not None and run.independent.valid:
-            out.print(
-                f"  note: TEXT meets the constraint ({run.independent.validated_by} says valid), and {run.backend}'s "
-                "grammar refuses this spelling of it: generation never writes it so (backends write some values one "
-                "way only: string escapes, number forms, whitespace), nor at all where the grammar has no other"
-            )
+            out.print(f"  note: {escape(refused_valid_note(run.backend, spec.kind, run.independent.validated_by))}")
     elif run.end.can_stop:
         out.print("[green]accepted[/]: the text is a complete match (the grammar can stop here)")
         if run.independent is not None and run.independent.valid is False:

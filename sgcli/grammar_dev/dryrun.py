@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from sgcli.backends.base import Compiled, allowed_ids, new_bitmask
 from sgcli.backends.matching import byte_ids, canonical_ids, first_mask_error, walk
+from sgcli.constraints.spec import Kind
 from sgcli.tokenizers.vocab import Vocab
 from sgcli.validation.validate import validate
 from sgcli.validation.verdict import Verdict
@@ -164,6 +165,23 @@ def _judge(compiled: Compiled, run: DryRun) -> None:
     writes, like `"\u0041"`; an invalid one a keyword it does not enforce lets through)."""
     if run.verdict in (ACCEPTED, REJECTED):
         run.independent = independent_verdict(compiled, run.text)
+
+
+def refused_valid_note(backend: str, kind: Kind, validated_by: str) -> str:
+    """Why a backend's grammar refuses a text the independent check finds valid. JSON has many spellings of
+    one value and grammars write one; a regex or grammar text has one spelling, so there the backend reads
+    the constraint otherwise (outlines-core drops `x(ab)?`'s `ab` after an accepting `x`)."""
+    if kind not in (Kind.REGEX, Kind.CHOICE, Kind.EBNF):  # JSON may stand inside (Lark's %json)
+        return (
+            f"{validated_by} finds the input valid, and {backend}'s grammar refuses this spelling of it: "
+            "generation never writes it so (backends write some values one way only: string escapes, number "
+            "forms, whitespace, the schema's property order; where the grammar has no other, not at all)"
+        )
+    return (
+        f"the independent check ({validated_by}) matches the text, and {backend} refuses it: it reads this "
+        f"{kind.label} otherwise, and generation never writes such a text there (docs/grammar-development.md "
+        "lists the known readings; `sgcli compare-backends --no-generate --text` puts the backends side by side)"
+    )
 
 
 def independent_verdict(compiled: Compiled, text: str) -> Verdict:

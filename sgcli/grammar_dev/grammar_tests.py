@@ -31,7 +31,7 @@ from sgcli.constraints.schema_input import check_schema
 from sgcli.constraints.sources import from_file, spec_from_text
 from sgcli.constraints.spec import MAX_JSON_DEPTH, ConstraintSpec, Kind, too_deep
 from sgcli.errors import Location, UserError, did_you_mean
-from sgcli.grammar_dev.dryrun import independent_verdict
+from sgcli.grammar_dev.dryrun import independent_verdict, refused_valid_note
 from sgcli.limits import deep_call
 from sgcli.lone_surrogates import LONE_SURROGATE, LONE_SURROGATE_HINT, lone_surrogate
 
@@ -342,11 +342,7 @@ def _independent_note(compiled, case: Case) -> str | None:
     case's own mistake."""
     verdict = independent_verdict(compiled, case.input)
     if verdict.valid is True and case.accept:
-        return (
-            f"{verdict.validated_by} finds the input valid, and {compiled.backend}'s grammar refuses this spelling "
-            "of it (backends write some values one way only: string escapes, number forms, whitespace, the "
-            "schema's property order; where the grammar has no other, it cannot write the value at all)"
-        )
+        return refused_valid_note(compiled.backend, compiled.spec.kind, verdict.validated_by)
     if verdict.valid is False and case.accept:
         return f"{verdict.validated_by} finds the input invalid too ({verdict.errors[0]}): is `accept: true` right?"
     if verdict.valid is False and not case.accept:
