@@ -20,6 +20,7 @@ def test_plural_agrees_with_the_count():
 def test_lint_summary_reads_one_file_one_error():
     assert summary([], 1) == "All checks passed (1 file)."
     assert summary([], 1, 1).startswith("1 file could not be linted")
+    assert summary([], 0, 1) == "1 file could not be linted (see the errors above)."  # not "in the other 0"
 
 
 def test_no_module_writes_its_own_plural():

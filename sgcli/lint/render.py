@@ -174,6 +174,8 @@ def summary(diags: list[Diagnostic], files: int, unreadable: int = 0, *, skipped
     """The last line on stderr. `skipped`: files of the folders left out (JSON that is not a schema)."""
     also = f", {skipped} skipped" if skipped else ""
     if unreadable:
+        if not files:  # nothing else was linted: no count of "the other 0"
+            return f"{plural(unreadable, 'file')} could not be linted (see the errors above){also}."
         found = plural(len(diags), "diagnostic") if diags else "no diagnostics"
         return (
             f"{plural(unreadable, 'file')} could not be linted (see the errors above); "
