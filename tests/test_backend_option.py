@@ -170,3 +170,16 @@ def test_a_typo_gets_a_did_you_mean(run_cli, command):
     result = run_cli(command, *args, "--backend", "llguidence")
     assert result.exit_code == 2
     assert "Did you mean 'llguidance'?" in _flat(result.stderr) and "Value error" not in result.stderr
+
+
+def test_all_where_one_backend_is_taken_says_which_commands_take_it(run_cli, monkeypatch):
+    """SGCLI_BACKEND=all suits lint, compile, test and bench; masks and generate refused it with only the
+    list of names (and `sgcli config` too), which read as if 'all' were unknown."""
+    result = run_cli("masks", "--regex", "a", "--text", "a", "-b", "all")
+    flat = " ".join(result.output.replace("│", " ").split())
+    assert result.exit_code == 2 and "'all' runs every backend in lint, compile, test and bench" in flat, flat
+    monkeypatch.setenv("SGCLI_BACKEND", "all")
+    result = run_cli("masks", "--regex", "a", "--text", "a")
+    assert result.exit_code == 2 and "this command takes one" in " ".join(result.output.split())
+    result = run_cli("lint", "--regex", "a")
+    assert result.exit_code == 0, result.output  # where it applies, it is taken

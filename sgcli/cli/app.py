@@ -98,7 +98,8 @@ def _check_env(cfg, commands: dict, ctx: typer.Context) -> None:
         key = KEYS[setting.key]
         if not setting.source.startswith("env "):
             continue
-        for param in (p for cmd in commands.values() for p in cmd.params):
+        refusals = []  # one variable serves several commands: a value one of them takes is not an error
+        for param in (p for cmd in commands.values() for p in cmd.params):  # (SGCLI_BACKEND=all: lint's, not masks')
             envvar = getattr(param, "envvar", None)
             if param.name != key.param or key.env not in ([envvar] if isinstance(envvar, str) else envvar or ()):
                 continue
@@ -108,7 +109,12 @@ def _check_env(cfg, commands: dict, ctx: typer.Context) -> None:
             try:
                 check_value(param, value, ctx)
             except typer.BadParameter as exc:
-                raise UserError(f"{key.env}={os.environ[key.env]!r}: {exc.message}") from None
+                refusals.append(exc.message)
+            else:
+                refusals = None
+                break
+        if refusals:
+            raise UserError(f"{key.env}={os.environ[key.env]!r}: {refusals[0]}") from None
 
 
 # name -> (module in sgcli.cli, its command function or typer app, wrapped in the compile limits?)

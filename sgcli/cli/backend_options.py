@@ -24,6 +24,8 @@ def _choices(*extra: str) -> type[Enum]:
 
 
 OneBackend = _choices("auto")  # generate, masks
+# SGCLI_BACKEND=all suits lint and its kind; here it is the one value said twice, so say why it is refused
+OneBackend.refused_here = {"all": "'all' runs every backend in lint, compile, test and bench; this command takes one"}
 # compile, test, bench, compare-backends, lint. 'auto' is the command's default (lint: the backends that
 # start without torch; the others: all), so a configured `backend = "auto"` (generate's) suits them too.
 SeveralBackends = _choices("all", "auto")

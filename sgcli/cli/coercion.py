@@ -98,8 +98,13 @@ def choice(enum: type[Enum], value: Any, param=None, ctx=None, *, folds: bool = 
         if member.value == value or (folds and str(member.value).lower() == str(value).lower()):
             return member
     values = [str(m.value) for m in enum]
+    why = getattr(enum, "refused_here", {}).get(value)  # a value other commands take (SGCLI_BACKEND=all)
     raise BadParameter(
-        f"'{value}' is not one of " + ", ".join(f"'{v}'" for v in values) + "." + did_you_mean(str(value), values),
+        (f"{why}: " if why else "")
+        + f"'{value}' is not one of "
+        + ", ".join(f"'{v}'" for v in values)
+        + "."
+        + ("" if why else did_you_mean(str(value), values)),
         ctx=ctx,
         param=param,
     )
