@@ -1123,6 +1123,29 @@ def test_a_pattern_a_grammar_reads_otherwise_than_jsonschema_is_left_to_the_chec
     assert not accepts_bytes(compiled, text).accepted
 
 
+@pytest.mark.parametrize(
+    "schema, value",
+    [
+        ({"type": "string", "pattern": "^\\S+$"}, "a\x1fb"),
+        (
+            {"properties": {"e": {"pattern": "^[^\\s@]+@[^\\s@]+$"}}, "required": ["e"], "additionalProperties": False},
+            {"e": "a\x1c@b"},
+        ),
+    ],
+)
+def test_llguidance_reads_not_whitespace_wider_than_jsonschema(schema, value):
+    """Python's `\\s` holds U+001C-U+001F, Rust's (Unicode White_Space) does not, so llguidance's `\\S` and
+    `[^\\s]` take them: `sgcli masks`/`test` accepted `{"e": "a\\u001c@b"}` under a closed object (found by a
+    held-out tour, 2026-12-07). Generation writes no `\\u` escape there; a dry run reads every spelling."""
+    assert schema_errors(schema, value)
+    text = json.dumps(value).encode()  # the control character as `\\u001f`: the one spelling JSON has
+    spec = spec_of(schema)  # as masks and test read it
+    assert accepts_bytes(get_backend("llguidance").compile(spec, byte_vocab()), text).accepted  # the bare grammar
+    compiled = compile_for("llguidance", spec, byte_vocab())[0]
+    assert isinstance(compiled, CheckedCompiled)
+    assert not accepts_bytes(compiled, text).accepted
+
+
 DRAFT4 = "http://json-schema.org/draft-04/schema#"
 ID_REF = {
     "$id": "http://x.test/r",

@@ -30,9 +30,9 @@ from sgcli.regular_files import NotARegularFile, read_regular
 # xgrammar_json; 13: objects that list properties closed when generating, listed_properties, and a Lark
 # grammar's inline %json laid out as --sub schemas are; 14: xgrammar and outlines-core given a pattern with a
 # lookaround, backreference or `\b` relaxed, pattern_gaps.unmatchable_patterns, and xgrammar an object that must
-# hold more than it lists left open, xgrammar_json._needs_properties). A release changes the key
-# anyway: sgcli's version is part of it.
-FORMAT_VERSION = 14
+# hold more than it lists left open, xgrammar_json._needs_properties; 15: llguidance's `\S` and `[^\s]` left
+# to the checker, pattern_gaps.reads_shorthand_wider). A release changes the key anyway: sgcli's version is part of it.
+FORMAT_VERSION = 15
 
 _unwritable_noticed: set[Path] = set()
 

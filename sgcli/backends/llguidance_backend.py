@@ -220,7 +220,7 @@ class LLGuidanceBackend(LibraryBackend):
             unmatchable=LOOKAROUNDS | {"backreference", "word boundary", "non-word-boundary"},
             negated_escapes=True,
             decimal_bounds=True,
-            wide_shorthands=frozenset("DW"),  # `\\W` took "ۿ" (U+06FF), `\\D` took "٠" (U+0660)
+            wide_shorthands=frozenset("DWS"),  # `\\W` took "ۿ" (U+06FF), `\\D` "٠" (U+0660), `\\S` U+001F
             rust_classes=True,  # `^[a-z&&[^aeiou]]+$` took "wlkkq", `^[[:upper:]]{2,3}$` took "CCC" (2026-12-06)
         ),
     )
