@@ -312,3 +312,24 @@ def test_help_reflows_docstrings_and_keeps_brackets():
     assert "[tool.sgcli] table" in shown["config"]
     # the source wraps after "regex,"; reflowed, rich wraps the paragraph at the terminal's width instead
     assert "regex,\n ...);" not in shown["generate"] and "...); the record's validated_by" in shown["generate"]
+
+
+def test_pydantic_models_with_postponed_annotations_load(tmp_path):
+    """`from __future__ import annotations` (string annotations, common in pydantic code) made
+    `--pydantic file.py:M` exit 3: pydantic resolves them in sys.modules[M.__module__], and the file's
+    module was never registered there. A model pydantic cannot build a schema for is exit 2 naming it."""
+    from sgcli.constraints.sources import from_pydantic
+    from sgcli.errors import UserError
+
+    models = tmp_path / "json.py"  # a file named as a standard module: loaded under a name of its own
+    models.write_text(
+        "from __future__ import annotations\nfrom typing import Optional\nfrom pydantic import BaseModel\n"
+        "class Item(BaseModel):\n    name: str\n"
+        "class M(BaseModel):\n    x: Optional[int] = None\n    items: list[Item] = []\n"
+        "class Broken(BaseModel):\n    y: Undefined\n"
+    )
+    schema = json.loads(from_pydantic(f"{models}:M").text)
+    assert set(schema["properties"]) == {"x", "items"} and "Item" in schema["$defs"]
+    assert json.loads('{"a": 1}') == {"a": 1}  # the real json module is untouched
+    with pytest.raises(UserError, match="pydantic cannot build its JSON Schema"):
+        from_pydantic(f"{models}:Broken")

@@ -172,10 +172,14 @@ def from_pydantic(target: str, json_options: JsonOptions | None = None) -> Const
     module_name, _, cls_name = target.rpartition(":")
     try:
         if module_name.endswith(".py"):
-            spec_ = importlib.util.spec_from_file_location(Path(module_name).stem, module_name)
+            # registered as a module of its own name: pydantic resolves a model's string annotations (`from
+            # __future__ import annotations`) in sys.modules[cls.__module__], where an unregistered one was missing
+            name = f"sgcli_models_{Path(module_name).stem}"  # never a real module's name (`json.py` is not json)
+            spec_ = importlib.util.spec_from_file_location(name, module_name)
             if spec_ is None or not Path(module_name).is_file():
                 raise ImportError(f"no file {module_name}")
             module = importlib.util.module_from_spec(spec_)
+            sys.modules[name] = module
             spec_.loader.exec_module(module)
         else:
             sys.path.insert(0, str(Path.cwd()))
@@ -189,7 +193,13 @@ def from_pydantic(target: str, json_options: JsonOptions | None = None) -> Const
     cls = getattr(module, cls_name, None)
     if cls is None or not hasattr(cls, "model_json_schema"):
         raise UserError(f"{target} is not a pydantic model class", hint="it must have model_json_schema()")
-    text = json.dumps(cls.model_json_schema(), indent=2)
+    try:
+        text = json.dumps(cls.model_json_schema(), indent=2)
+    except Exception as exc:  # pydantic's own refusal (an undefined annotation, a type with no schema)
+        raise UserError(
+            f"{target}: pydantic cannot build its JSON Schema: {type(exc).__name__}: {exc}",
+            hint="check the model with `python -c 'import ...; print(Model.model_json_schema())'`",
+        ) from None
     spec = ConstraintSpec(Kind.JSON_SCHEMA, text, target, json_options=json_options or JsonOptions())
     return check_schema(spec)
 
