@@ -1466,3 +1466,26 @@ def test_an_enum_of_numbers_no_grammar_writes_exactly_is_enforced_by_nothing(bac
         assert gap.checker is False and "rounded" in gap.why_not_checked, schema
     (gap,) = [g for g in schema_gaps(gen_spec_of(also), backend) if g.keyword == "enum"]
     assert gap.checker is True
+
+
+def test_outlines_core_follows_every_ref_of_nested_models():
+    """Five nested pydantic models (`L1` -> ... -> `L5`, each a `$ref` into `$defs`): outlines-core's default
+    recursion depth, 3, wrote the innermost ones as `{}` only, so no valid instance could be generated (the
+    checker refused each, and generation backtracked to its limit; found by a tour). An acyclic schema now
+    gets the depth of its longest chain of references; a cycle keeps the default."""
+    from sgcli.backends.outlines_backend import OUTLINES_REF_DEPTH, ref_depth
+
+    defs = {
+        f"L{i}": {"type": "object", "properties": {f"l{i + 1}": {"$ref": f"#/$defs/L{i + 1}"}}} for i in range(1, 5)
+    }
+    defs["L5"] = {"type": "object", "properties": {"leaf": {"type": "integer", "minimum": 0, "maximum": 5}}}
+    for sub in defs.values():
+        sub["required"] = list(sub["properties"])
+    schema = {"type": "object", "properties": {"l1": {"$ref": "#/$defs/L1"}}, "required": ["l1"], "$defs": defs}
+    value = {"l1": {"l2": {"l3": {"l4": {"l5": {"leaf": 3}}}}}}
+    assert not schema_errors(schema, value)
+    compiled = compile_for("outlines_core", spec_of(schema).for_generation(), byte_vocab())[0]
+    assert accepts_bytes(compiled, json.dumps(value, separators=(",", ":")).encode()).accepted
+    assert ref_depth(schema) == 5
+    linked = {"$defs": {"N": {"properties": {"next": {"$ref": "#/$defs/N"}}}}, "$ref": "#/$defs/N"}
+    assert ref_depth(linked) == OUTLINES_REF_DEPTH

@@ -31,7 +31,8 @@ from sgcli.regular_files import NotARegularFile, read_regular
 # grammar's inline %json laid out as --sub schemas are; 14: xgrammar and outlines-core given a pattern with a
 # lookaround, backreference or `\b` relaxed, pattern_gaps.unmatchable_patterns, and xgrammar an object that must
 # hold more than it lists left open, xgrammar_json._needs_properties; 15: llguidance's `\S` and `[^\s]` left
-# to the checker, pattern_gaps.reads_shorthand_wider). A release changes the key anyway: sgcli's version is part of it.
+# to the checker, pattern_gaps.reads_shorthand_wider; outlines-core told to follow every `$ref` of an acyclic
+# schema, outlines_backend.ref_depth). A release changes the key anyway: sgcli's version is part of it.
 FORMAT_VERSION = 15
 
 _unwritable_noticed: set[Path] = set()

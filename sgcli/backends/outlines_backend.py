@@ -193,7 +193,7 @@ class OutlinesCoreBackend(LibraryBackend):
         schema = _grouped_patterns(_exact_formats_only(schema))
         self._refuse_broken(spec, schema)
         try:  # a draft's tuple as `prefixItems`: paths above are the file's
-            built = build_regex_from_schema(json.dumps(tuples_as_prefix_items(schema)), _WS_MARK)
+            built = build_regex_from_schema(json.dumps(tuples_as_prefix_items(schema)), _WS_MARK, ref_depth(schema))
         except ValueError as exc:
             raise self._schema_error(spec, str(exc), schema) from None
         except TypeError as exc:  # its JSON reader stops at 128 levels: "Expected a valid JSON string."
@@ -324,6 +324,60 @@ _FRAGMENT_CHARS = 160  # of a subschema quoted in an error
 
 def _ref_steps_through(ref, step: str) -> bool:
     return isinstance(ref, str) and ref.startswith("#") and step in pointer_parts(unquote(ref[1:]))
+
+
+OUTLINES_REF_DEPTH = 3  # outlines-core's own `max_recursion_depth`: past it a `$ref` is written as `{}` alone
+_MAX_REF_DEPTH = 32
+
+
+def ref_depth(schema) -> int:
+    """The `max_recursion_depth` that lets outlines-core follow every `$ref` of an acyclic schema: the longest
+    chain of local `$defs`/`definitions` references. Its default, 3, wrote five nested pydantic models'
+    innermost ones as `{}` only (no valid instance could be generated; found by a tour). A schema whose
+    references form a cycle keeps the default: deeper, its regex grows exponentially."""
+    defs: dict[str, object] = {}
+    for key in ("$defs", "definitions"):
+        if isinstance(schema, dict) and isinstance(schema.get(key), dict):
+            defs.update({f"#/{key}/{name}": sub for name, sub in schema[key].items()})
+    edges = {name: _local_refs(sub) for name, sub in defs.items()}
+    edges["#"] = _local_refs(schema, skip=("$defs", "definitions"))
+    if any(ref not in edges for refs in edges.values() for ref in refs):  # a pointer elsewhere: not followed
+        return OUTLINES_REF_DEPTH
+    depth: dict[str, int] = {}
+    for start in edges:  # longest path by depth-first search; a node met on the stack is a cycle
+        stack, on_stack = [(start, iter(edges[start]))], {start}
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                stack.pop()
+                on_stack.discard(node)
+                depth[node] = (
+                    1 + max((depth[c] for c in edges[node]), default=0)
+                    if node != "#"
+                    else max((depth[c] for c in edges[node]), default=0)
+                )
+            elif child in on_stack:
+                return OUTLINES_REF_DEPTH
+            elif child not in depth:
+                stack.append((child, iter(edges[child])))
+                on_stack.add(child)
+    return min(max(OUTLINES_REF_DEPTH, depth["#"]), _MAX_REF_DEPTH)
+
+
+def _local_refs(schema, skip: tuple[str, ...] = ()) -> set[str]:
+    """The `$ref`s under `schema` (its `$defs` left out where `skip` says), each as the pointer it names."""
+    found, stack = set(), [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                found.add(ref)
+            stack.extend(v for k, v in node.items() if not (node is schema and k in skip))
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
 
 
 # A marker outlines-core places wherever JSON whitespace may go (no schema text contains \x01).
