@@ -495,3 +495,37 @@ def test_an_integer_longer_than_python_reads_is_unchecked_not_a_crash(kind, cons
     v = verdict(ConstraintSpec(kind, constraint, "c.json"), output)
     assert v.valid is None and v.parsed is None, v
     assert "5000 digits" in v.unchecked and "4300" in v.unchecked.replace(",", ""), v.unchecked
+
+
+def test_alternative_subgrammars_are_judged_by_the_one_the_text_fits():
+    """`"<tool_call>" (@time | @weather) "</tool_call>"`: lark's parse resolved any JSON object to the first
+    alternative, so a valid weather call was `valid: false` against the time schema (exit 1; found by a tour).
+    Every reading of the parse forest is tried; a text no alternative takes is still invalid."""
+    import json as _json
+
+    def tool(name: str, args: dict, required: list[str]) -> ConstraintSpec:
+        schema = {
+            "type": "object",
+            "properties": {"name": {"const": name}, "arguments": {"type": "object", "properties": args}},
+            "required": ["name", "arguments"],
+            "additionalProperties": False,
+        }
+        schema["properties"]["arguments"]["required"] = required
+        return ConstraintSpec(Kind.JSON_SCHEMA, _json.dumps(schema), f"{name}.json")
+
+    time = tool("get_time", {"tz": {"type": "string", "pattern": "^[A-Z][a-z]+/[A-Z][a-z]+$"}}, ["tz"])
+    weather = tool("get_weather", {"city": {"type": "string", "minLength": 1}}, ["city"])
+    spec = ConstraintSpec(
+        Kind.LARK,
+        'start: "<tool_call>" (@time | @weather) "</tool_call>"\n',
+        "tools.lark",
+        subgrammars=(("time", time), ("weather", weather)),
+    )
+    for call in (
+        {"name": "get_weather", "arguments": {"city": "Paris"}},
+        {"name": "get_time", "arguments": {"tz": "Europe/Paris"}},
+    ):
+        got = verdict(spec, f"<tool_call>{_json.dumps(call)}</tool_call>")
+        assert (got.valid, got.validated_by) == (True, "lark+jsonschema"), got
+    wrong = verdict(spec, '<tool_call>{"name": "get_weather", "arguments": {"tz": "Europe/Paris"}}</tool_call>')
+    assert wrong.valid is False and wrong.errors

@@ -37,7 +37,7 @@ _deadline: ContextVar[float] = ContextVar("lark_check_deadline", default=float("
 
 
 @lru_cache(maxsize=16)
-def _parser(text: str, modules: tuple[tuple[str, str], ...], lexer: str):
+def _parser(text: str, modules: tuple[tuple[str, str], ...], lexer: str, ambiguity: str = "resolve"):
     import lark
 
     found = dict(modules)
@@ -50,7 +50,13 @@ def _parser(text: str, modules: tuple[tuple[str, str], ...], lexer: str):
 
     try:
         parser = lark.Lark(
-            text, parser="earley", lexer=lexer, regex=True, propagate_positions=True, import_paths=[loader]
+            text,
+            parser="earley",
+            lexer=lexer,
+            regex=True,
+            propagate_positions=True,
+            import_paths=[loader],
+            ambiguity=ambiguity,
         )
     except Exception as exc:  # lark raises GrammarError, UnexpectedInput, ... for syntax it lacks
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -135,7 +141,10 @@ def _checked(spec: ConstraintSpec, output: str) -> tuple[list[str], str]:
             error = exc
             continue
         by = "lark+jsonschema" if prepared.schemas else "lark"
-        return _sub_errors(tree, output, prepared.schemas), by
+        errors = _sub_errors(tree, output, prepared.schemas)
+        if errors and _some_reading_valid(_parser(prepared.text, modules, lexer, "forest"), output, prepared.schemas):
+            return [], by
+        return errors, by
     if len(lexers) == 1:
         raise Unchecked(f"the output is longer than {COMPLETE_LEXER_MAX_CHARS} characters for lark's complete lexer")
     if prepared.ignoring:  # parsing without the ignore reads a subset of the backends' language: a pass is
@@ -187,6 +196,58 @@ def _sub_errors(tree, output: str, schemas: dict) -> list[str]:
         name = _label(str(node.data))
         errors += [f"{name}: {e}" for e in json_verdict(schema, piece).errors]  # NaN and the like too
     return errors
+
+
+def _some_reading_valid(parser, output: str, schemas: dict) -> bool:
+    """Whether some parse of `output` puts JSON that validates under every sub-grammar it passes through.
+    The one tree lark resolves to may not: `(@time | @weather)` parsed any JSON object as the first
+    alternative, and a valid weather call was judged against the time schema (found by a tour). The
+    parse forest holds every reading; a node is good where its own schema (if any) takes its text and
+    one of its derivations is good, each node judged once, so the walk is polynomial in the forest."""
+    from lark.parsers.earley_forest import PackedNode, SymbolNode
+
+    good: dict[int, bool] = {}
+    root = parser.parse(output)
+    stack: list[tuple[object, bool]] = [(root, False)]
+    on_stack: set[int] = set()
+    steps = 0
+    while stack:
+        node, expanded = stack.pop()
+        steps += 1
+        if steps % 4096 == 0:
+            _time_left()  # raises past the check's deadline: no verdict, never a hang
+        key = id(node)
+        if key in good:
+            continue
+        kids = (
+            list(node.children)
+            if isinstance(node, SymbolNode)
+            else [k for k in (node.left, node.right) if k is not None]
+            if isinstance(node, PackedNode)
+            else []
+        )
+        if not kids or expanded:
+            on_stack.discard(key)
+            kid_good = [good.get(id(k), False) for k in kids]  # a node met again on the way down: a cycle, not good
+            if isinstance(node, SymbolNode):
+                ok = any(kid_good) and _own_schema_takes(node, output, schemas)
+            else:
+                ok = all(kid_good) if isinstance(node, PackedNode) else True
+            good[key] = ok
+            continue
+        on_stack.add(key)
+        stack.append((node, True))
+        stack.extend((k, False) for k in kids if id(k) not in good and id(k) not in on_stack)
+    return good.get(id(root), False)
+
+
+def _own_schema_takes(node, output: str, schemas: dict) -> bool:
+    symbol = node.s
+    name = getattr(symbol, "name", None) if not node.is_intermediate else None
+    schema = schemas.get(str(name)) if name is not None else None
+    if schema is None or node.start == node.end:
+        return True
+    return not json_verdict(schema, output[node.start : node.end]).errors
 
 
 def _label(rule: str) -> str:
