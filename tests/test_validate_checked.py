@@ -529,3 +529,23 @@ def test_alternative_subgrammars_are_judged_by_the_one_the_text_fits():
         assert (got.valid, got.validated_by) == (True, "lark+jsonschema"), got
     wrong = verdict(spec, '<tool_call>{"name": "get_weather", "arguments": {"tz": "Europe/Paris"}}</tool_call>')
     assert wrong.valid is False and wrong.errors
+
+
+def test_a_reasoning_rule_with_an_inline_regex_that_may_be_empty_is_checked():
+    """`thought[max_tokens=40]: /[^<]*/`: lark's dynamic lexer refuses a zero-width regex, so the whole
+    grammar went `unchecked` (the same regex as a named terminal was rewritten and checked)."""
+    sub = ConstraintSpec(
+        Kind.JSON_SCHEMA, '{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}', "w"
+    )
+    spec = ConstraintSpec(
+        Kind.LARK,
+        'start: "<think>" thought "</think>\\n" call\nthought[max_tokens=40]: /[^<]*/\n'
+        'call: "<tool_call>" @weather "</tool_call>"\n',
+        "think.lark",
+        subgrammars=(("weather", sub),),
+    )
+    for thought in ("hmm", ""):
+        got = verdict(spec, f'<think>{thought}</think>\n<tool_call>{{"city": "Rome"}}</tool_call>')
+        assert (got.valid, got.validated_by, got.unchecked) == (True, "lark+jsonschema", None), got
+    wrong = verdict(spec, '<think>x</think>\n<tool_call>{"town": "Rome"}</tool_call>')
+    assert (wrong.valid, wrong.validated_by) == (False, "lark+jsonschema")

@@ -84,7 +84,10 @@ def prepare(spec: ConstraintSpec) -> Prepared:
         if end > i:
             if not text.startswith("//", i):
                 last = len(out)
-            out.append(_greedy(text[i:end]) if text[i] == "/" and not text.startswith("//", i) else text[i:end])
+            literal = text[i:end]
+            out.append(
+                _nonempty_inline(_greedy(literal)) if text[i] == "/" and not text.startswith("//", i) else literal
+            )
             i = end
             continue
         m = re.compile(r"@([A-Za-z_][A-Za-z0-9_]*)").match(text, i)
@@ -225,6 +228,23 @@ def _nonempty_terminals(text: str) -> tuple[str, set[str]]:
 
     fixed = re.sub(r"^([A-Z_][A-Z0-9_]*)[ \t]*:[ \t]*/((?:\\.|[^/\\\n])*)/([imslux]*)[ \t]*$", fix, text, flags=re.M)
     return fixed, changed
+
+
+def _nonempty_inline(literal: str) -> str:
+    """A `/regex/` written in a rule that matches the empty string, as `_nonempty_terminals` rewrites a named
+    one: `/[^<]*/` -> `(/[^<]+/)?`. A reasoning rule `thought[max_tokens=40]: /[^<]*/` left the whole
+    grammar unchecked ("zero-width regexps"), where the same regex as a terminal was checked."""
+    import regex
+
+    body = literal[1:-1]
+    atom = _OPTIONAL_ATOM.match(body)
+    try:
+        if atom is None or regex.fullmatch(body, "") is None:
+            return literal
+    except regex.error:
+        return literal
+    op = atom.group(2)
+    return "(/" + atom.group(1) + ("+" if op == "*" else "" if op == "?" else "{1," + atom.group(3) + "}") + "/)?"
 
 
 def _skip_literal(text: str, i: int) -> int:
