@@ -438,3 +438,26 @@ def test_an_inline_json_that_is_not_a_schema_is_exit_2_at_its_keyword(run_cli, t
     result = run_cli("compile", path)
     assert result.exit_code == 2 and f"{path}:3:27: %json #1: invalid JSON Schema" in result.stderr, result.stderr
     assert run_cli("lint", path).stdout.count(f"{path}:3:27: S003 %json #1") == 1
+
+
+def test_free_text_in_a_tag_ends_at_the_tags_end():
+    """`<think>a</think>b</think>...` is not one think tag: xgrammar's masks refuse it, and the independent
+    tag check took it (any_text ran past the first `</think>`), a `valid: true` the backend never meant."""
+    from sgcli.backends.matching import accepts_bytes
+    from sgcli.lint.runner import byte_vocab
+    from sgcli.validation.validate import validate
+
+    think = {"type": "tag", "begin": "<think>", "content": {"type": "any_text"}, "end": "</think>"}
+    call = {"type": "tag", "begin": "<c>", "content": {"type": "json_schema", "json_schema": {"type": "integer"}}}
+    call["end"] = "</c>"
+    doc = {"type": "structural_tag", "format": {"type": "sequence", "elements": [think, call]}}
+    spec = ConstraintSpec(Kind.STRUCTURAL_TAG, json.dumps(doc), "t.json")
+
+    def valid(text: str):
+        return validate(spec, text, finish_reason="stop", grammar_complete=True).valid
+
+    assert valid("<think>a b</think><c>1</c>") is True
+    assert valid("<think>a</think>b</think><c>1</c>") is False
+    compiled = get_backend("xgrammar").compile(spec, byte_vocab())
+    assert not accepts_bytes(compiled, b"<think>a</think>b</think><c>1</c>").accepted  # as the backend reads it
+    assert accepts_bytes(compiled, b"<think>a b</think><c>1</c>").accepted

@@ -37,6 +37,7 @@ class _Reader:
     def __init__(self, text: str, dialect: str):
         self.text, self.dialect = text, dialect
         self.memo: dict[tuple[int, int], frozenset[int]] = {}
+        self.bounded: dict[int, dict] = {}  # a tag's any_text content with the tag's end excluded, one per tag
         self.furthest: tuple[int, str] = (0, "nothing matched")
 
     def fail(self, at: int, why: str) -> frozenset[int]:
@@ -134,8 +135,15 @@ class _Reader:
         ends = [end] if isinstance(end, str) else end
         if not self.text.startswith(begin, pos):
             return self.fail(pos, f"expected the tag {begin!r}")
+        content = fmt.get("content", {})
+        if isinstance(content, dict) and content.get("type") == "any_text":  # free text ends at the tag's end:
+            # `<think>a</think>b</think>` is not one think tag (the backends refuse it; this read took it)
+            key = id(fmt)
+            if key not in self.bounded:
+                self.bounded[key] = {**content, "excludes": [*content.get("excludes", []), *ends]}
+            content = self.bounded[key]
         found = set()
-        for inner in self.ends(fmt.get("content", {}), pos + len(begin)):
+        for inner in self.ends(content, pos + len(begin)):
             closed = {inner + len(e) for e in ends if self.text.startswith(e, inner)}
             if not closed:
                 self.fail(inner, f"the tag {begin!r} must end with one of {ends}")
