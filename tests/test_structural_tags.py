@@ -440,6 +440,20 @@ def test_an_inline_json_that_is_not_a_schema_is_exit_2_at_its_keyword(run_cli, t
     assert run_cli("lint", path).stdout.count(f"{path}:3:27: S003 %json #1") == 1
 
 
+def test_an_inline_json_that_is_not_json_is_exit_2_at_its_place_in_the_file(run_cli, tmp_path):
+    """A trailing comma in the second `%json`: llguidance said "trailing comma at line 3 column 42", counted
+    from the JSON's own start, with no file position (xgrammar placed it at the `%json`)."""
+    path = tmp_path / "g.lark"
+    path.write_text(
+        'start: "<a>" first "</a><b>" second "</b>"\nfirst: %json {"type": "object"}\n'
+        'second: %json {\n  "type": "object",\n  "properties": {"y": {"type": "string"},}\n}\n'
+    )
+    for command in (["compile", "-b", "llguidance"], ["compile", "-b", "xgrammar"], ["generate", "--lark"]):
+        result = run_cli(*command, path, *(["hi"] if command[0] == "generate" else []))
+        assert result.exit_code == 2 and f"{path}:5:42: %json #2: not JSON" in result.stderr, result.output
+    assert f"{path}:5:42: S003 %json #2: not JSON" in run_cli("lint", path).stdout
+
+
 def test_free_text_in_a_tag_ends_at_the_tags_end():
     """`<think>a</think>b</think>...` is not one think tag: xgrammar's masks refuse it, and the independent
     tag check took it (any_text ran past the first `</think>`), a `valid: true` the backend never meant."""

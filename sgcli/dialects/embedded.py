@@ -58,6 +58,19 @@ def check_embedded(spec: ConstraintSpec) -> None:
     `--sub` schema file was checked when it was read."""
     from sgcli.constraints.schema_input import meta_validate
 
+    if spec.kind is Kind.LARK:  # llguidance placed a `%json` syntax error in the JSON alone ("line 3 column 42")
+        for n, start in enumerate(_inline_starts(spec.text)):
+            try:
+                json.JSONDecoder().raw_decode(spec.text, start)
+            except json.JSONDecodeError as exc:  # its position is the file's: the decode started there
+                line, col = offset_to_line_col(spec.text, exc.pos)
+                raise ConstraintError(
+                    f"%json #{n + 1}: not JSON: {exc.msg}",
+                    location=Location(spec.origin or spec.name, line, col),
+                    hint="a %json schema is one JSON object: no trailing commas, keys in double quotes",
+                ) from None
+            except RecursionError:
+                continue  # nested past Python's stack: the compile's own depth limit says so
     for inner in embedded_schemas(spec):
         if inner.text is inner.spec.text:
             continue
