@@ -549,3 +549,13 @@ def test_a_reasoning_rule_with_an_inline_regex_that_may_be_empty_is_checked():
         assert (got.valid, got.validated_by, got.unchecked) == (True, "lark+jsonschema", None), got
     wrong = verdict(spec, '<think>x</think>\n<tool_call>{"town": "Rome"}</tool_call>')
     assert (wrong.valid, wrong.validated_by) == (False, "lark+jsonschema")
+
+
+def test_an_inline_json_is_numbered_as_lint_numbers_it():
+    """`%json #n` counts the inline schemas only: beside an `@s` sub-grammar, the first `%json` was called
+    `%json #2` in a record's errors, where lint and the record's `unenforced` say `%json #1`."""
+    sub = ConstraintSpec(Kind.JSON_SCHEMA, '{"type": "integer"}', "s.json")
+    grammar = 'start: "a=" @s " b=" b\nb: %json {"type": "array", "uniqueItems": true}\n'
+    spec = ConstraintSpec(Kind.LARK, grammar, "t.lark", subgrammars=(("s", sub),))
+    got = verdict(spec, "a=1 b=[1,1]")
+    assert got.valid is False and got.errors[0].startswith("%json #1: ")

@@ -110,7 +110,7 @@ def prepare(spec: ConstraintSpec) -> Prepared:
                 schema, end = json.JSONDecoder().raw_decode(text, m.end())
             except json.JSONDecodeError as exc:
                 raise Unchecked(f"cannot read the %json schema: {exc.msg}") from None
-            name = f"sginline_json{len(prepared.schemas)}"
+            name = f"sginline_json{sum(k.startswith('sginline_json') for k in prepared.schemas)}"  # `%json #n`
             prepared.schemas[name] = schema
             last = len(out)
             out.append(name)
