@@ -475,3 +475,15 @@ def test_free_text_in_a_tag_ends_at_the_tags_end():
     compiled = get_backend("xgrammar").compile(spec, byte_vocab())
     assert not accepts_bytes(compiled, b"<think>a</think>b</think><c>1</c>").accepted  # as the backend reads it
     assert accepts_bytes(compiled, b"<think>a b</think><c>1</c>").accepted
+
+
+def test_a_structural_tag_file_given_as_a_file_is_read_as_one(run_cli, tmp_path):
+    """`sgcli lint tags.json` (compile, masks) read a structural tag as a JSON Schema: "S003 'structural_tag'
+    is not a JSON Schema type", with no word of --structural-tag. Its `"type"` says what it is."""
+    path = tmp_path / "tags.json"
+    path.write_text(json.dumps(new_shape()))
+    result = run_cli("lint", path)
+    assert result.exit_code == 0 and "S003" not in result.stdout, result.output
+    result = run_cli("compile", path, "-b", "xgrammar", "--json")
+    assert result.exit_code == 0 and '"kind": "structural_tag"' in result.stdout, result.output
+    assert run_cli("lint", path, "--kind", "json_schema").exit_code == 1  # asked as a schema, judged as one

@@ -100,12 +100,26 @@ def check_nesting(spec: ConstraintSpec) -> None:
             depth -= 1
 
 
+def sniffed_kind(kind: Kind, text: str) -> Kind:
+    """A `.json` file that is a structural tag (`{"type": "structural_tag", ...}`), read as one: read as a
+    JSON Schema it was "'structural_tag' is not a JSON Schema type" with no word of --structural-tag."""
+    if kind is not Kind.JSON_SCHEMA or '"structural_tag"' not in text:
+        return kind
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        return kind
+    return Kind.STRUCTURAL_TAG if isinstance(doc, dict) and doc.get("type") == "structural_tag" else kind
+
+
 def from_file(path: str, kind: Kind | None = None, json_options: JsonOptions | None = None) -> ConstraintSpec:
     if path.startswith("@"):
         path = resolve_library(path)
+    sniff = kind is None
     if kind is None:
         kind = kind_from_extension(path)
     text, origin = read_text(path, what=f"{kind.label} file")
+    kind = sniffed_kind(kind, text) if sniff else kind
     if not text.strip():
         raise UserError(
             f"{kind.label} file {origin} is empty",

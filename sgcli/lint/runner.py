@@ -25,6 +25,7 @@ from sgcli.constraints.reading import read_text
 from sgcli.constraints.sources import (
     kind_from_extension,
     resolve_library,
+    sniffed_kind,
     spec_from_text,
     with_subgrammars,
 )
@@ -178,6 +179,8 @@ class Linter:
             path = resolve_library(path)
         kind = self.options.kind or kind_from_extension(path)
         text, origin = read_text(path, what=f"{kind.label} file")
+        if self.options.kind is None:
+            kind = sniffed_kind(kind, text)
         if kind is Kind.REGEX:
             text = text.rstrip("\n")
         spec = spec_from_text(kind, text, origin, self.options.json_options, at=Location(origin, 1, 1))
