@@ -88,5 +88,19 @@ def test_unknown_reference_points_at_it_in_the_lark_file(smol_tokenizer):
 
 def test_lint_of_a_lark_file_without_its_sub_grammar_names_the_flag(run_cli):
     result = run_cli("lint", "examples/reasoning_json.lark", "--output-format", "json")
-    (finding,) = [d for d in json.loads(result.stdout) if d["code"] == "S001"]
+    (finding,) = json.loads(result.stdout)  # sgcli's own finding, before any backend's "unknown grammar"
+    assert (finding["code"], finding["line"], finding["col"]) == ("G001", 3, 40), finding
     assert "--sub answer=FILE" in finding["hint"]
+
+
+def test_a_missing_sub_grammar_is_exit_2_at_its_reference_naming_the_flag(run_cli):
+    """Without `--sub answer=FILE` each backend said "unknown grammar @answer" in its own words, then "every
+    backend failed"; none said how to give it."""
+    for args in (
+        ["generate", "--lark", "examples/reasoning_json.lark", "hi"],
+        ["compile", "examples/reasoning_json.lark"],
+    ):
+        result = run_cli(*args)
+        assert result.exit_code == 2, result.output
+        assert "examples/reasoning_json.lark:3:40: `@answer` names a sub-grammar" in result.stderr
+        assert "--sub answer=FILE" in result.stderr and "every backend failed" not in result.stderr

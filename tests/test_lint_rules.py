@@ -211,12 +211,16 @@ def test_llguidance_dialect_has_no_false_positives(tmp_path):
         "pick: perm::0x0\n"
         "%ignore /[ ]{0,4}/\n"
     )
-    found = Linter(LintOptions(selection=Selection.parse(["G", "W", "R"], None))).lint(str(g)).diagnostics
+    (tmp_path / "s.json").write_text('{"type": "integer"}')
+    options = LintOptions(selection=Selection.parse(["G", "W", "R"], None), subs=(f"schema={tmp_path / 's.json'}",))
+    found = Linter(options).lint(str(g)).diagnostics
     assert found == []  # nothing about %json, @schema, special tokens, attributes or parameters
     without_option = g.read_text().replace('{"skip_repetition": "once"}', "{}")
     g.write_text(without_option)  # now the bounded %ignore may repeat: a true W001
-    found = Linter(LintOptions(selection=Selection.parse(["G", "W", "R"], None))).lint(str(g)).diagnostics
+    found = Linter(options).lint(str(g)).diagnostics
     assert [(d.code, d.line, d.col) for d in found] == [("W001", 9, 1)]
+    found = Linter(LintOptions(selection=Selection.parse(["G"], None))).lint(str(g)).diagnostics
+    assert [(d.code, d.line, d.col) for d in found] == [("G001", 4, 37)]  # @schema with no --sub for it
 
 
 @pytest.mark.parametrize(

@@ -58,6 +58,8 @@ def check_embedded(spec: ConstraintSpec) -> None:
     `--sub` schema file was checked when it was read."""
     from sgcli.constraints.schema_input import meta_validate
 
+    if spec.kind is Kind.LARK:
+        _refuse_missing_subs(spec)
     if spec.kind is Kind.LARK:  # llguidance placed a `%json` syntax error in the JSON alone ("line 3 column 42")
         for n, start in enumerate(_inline_starts(spec.text)):
             try:
@@ -106,6 +108,33 @@ def _in_lark(spec: ConstraintSpec, within: str = "") -> list[EmbeddedSchema]:
         schema = replace(spec, kind=Kind.JSON_SCHEMA, text=spec.text[start:end], subgrammars=())
         found.append(EmbeddedSchema(f"{within}%json #{n + 1}", schema, spec.text, start=start))
     return found
+
+
+class MissingSub(ConstraintError):
+    """An `@name` with no sub-grammar given for it: lint's G001 (a reference nothing defines)."""
+
+
+def _refuse_missing_subs(spec: ConstraintSpec) -> None:
+    """Exit 2 at the first `@name` no `--sub name=FILE` gives: each backend said "unknown grammar @answer"
+    in its own words, then "every backend failed", and none said how to give it."""
+    if "@" not in spec.text:
+        return
+    try:
+        grammar = parse_lark(spec.text)
+    except (ParseError, RecursionError):
+        return  # the compile says what is wrong with the grammar
+    given = {name for name, _ in spec.subgrammars}
+    for rule in grammar.rules:
+        for node in walk(rule.body):
+            if isinstance(node, Opaque) and node.what.startswith("@") and node.what[1:] not in given:
+                name = node.what[1:]
+                line, col = offset_to_line_col(spec.text, node.pos)
+                raise MissingSub(
+                    f"`@{name}` names a sub-grammar, and none was given for it",
+                    location=Location(spec.origin or spec.name, line, col),
+                    hint=f"pass --sub {name}=FILE (a .json schema, .lark, .gbnf or .regex file)"
+                    + (f"; given: {', '.join(sorted(given))}" if given else ""),
+                )
 
 
 def _inline_starts(text: str) -> list[int]:

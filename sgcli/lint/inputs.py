@@ -27,9 +27,12 @@ def input_problem(spec: ConstraintSpec) -> tuple[ConstraintSpec, Diagnostic | No
             check_embedded(spec)
         return spec, None
     except UserError as exc:
+        from sgcli.dialects.embedded import MissingSub
+
         loc = exc.location
         path = (loc.path if loc else None) or spec.name
         line, col = (loc.line, loc.col) if loc else (None, None)
+        code = "G001" if isinstance(exc, MissingSub) else code  # an `@name` nothing defines
         return spec, Diagnostic(code, exc.message, path, line, col, hint=exc.hint)
 
 
