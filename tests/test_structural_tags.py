@@ -472,6 +472,11 @@ def test_free_text_in_a_tag_ends_at_the_tags_end():
 
     assert valid("<think>a b</think><c>1</c>") is True
     assert valid("<think>a</think>b</think><c>1</c>") is False
+    # and a schema violation after it is the reason given (the think tag's free text, running on, was "furthest")
+    errors = validate(spec, '<think>a</think><c>"x"</c>', finish_reason="stop", grammar_complete=True).errors
+    assert errors == [
+        "the output does not match the structural tag at offset 19: schema violation at /: 'x' is not of type 'integer'"
+    ]
     compiled = get_backend("xgrammar").compile(spec, byte_vocab())
     assert not accepts_bytes(compiled, b"<think>a</think>b</think><c>1</c>").accepted  # as the backend reads it
     assert accepts_bytes(compiled, b"<think>a b</think><c>1</c>").accepted
