@@ -111,7 +111,7 @@ def test_compare_backends_judges_generates_layout_and_masks_the_schemas_language
 def test_lint_takes_sub_grammars(run_cli):
     lark, answer = EXAMPLES / "reasoning_json.lark", EXAMPLES / "answer.schema.json"
     without = run_cli("lint", lark, "--backend", "llguidance")
-    assert without.exit_code == 1 and "S001" in without.stdout and "@answer" in without.stdout
+    assert without.exit_code == 1 and "G001" in without.stdout and "@answer" in without.stdout
     result = run_cli("lint", lark, "--sub", f"answer={answer}")
     assert result.exit_code == 0, result.stdout + result.stderr
     assert "All checks passed" in result.stderr

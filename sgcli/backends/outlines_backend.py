@@ -332,18 +332,23 @@ _MAX_REF_DEPTH = 32
 
 def ref_depth(schema) -> int:
     """The `max_recursion_depth` that lets outlines-core follow every `$ref` of an acyclic schema: the longest
-    chain of local `$defs`/`definitions` references. Its default, 3, wrote five nested pydantic models'
+    chain of references into `$defs`/`definitions`. Its default, 3, wrote five nested pydantic models'
     innermost ones as `{}` only (no valid instance could be generated; found by a tour). A schema whose
-    references form a cycle keeps the default: deeper, its regex grows exponentially."""
-    defs: dict[str, object] = {}
-    for key in ("$defs", "definitions"):
-        if isinstance(schema, dict) and isinstance(schema.get(key), dict):
-            defs.update({f"#/{key}/{name}": sub for name, sub in schema[key].items()})
-    edges = {name: _local_refs(sub) for name, sub in defs.items()}
-    edges["#"] = _local_refs(schema, skip=("$defs", "definitions"))
-    if any(ref not in edges for refs in edges.values() for ref in refs):  # a pointer elsewhere: not followed
-        return OUTLINES_REF_DEPTH
-    depth: dict[str, int] = {}
+    references form a cycle, or name anything but a whole definition, keeps the default: deeper, a
+    recursive schema's regex grows exponentially."""
+    from sgcli.constraints.schema_refs import references
+
+    def owner(path) -> tuple:  # the definition a path lies in, or the root
+        return tuple(path[:2]) if len(path) >= 2 and path[0] in ("$defs", "definitions") else ()
+
+    edges: dict[tuple, set[tuple]] = {(): set()}
+    for ref in references(schema):
+        target = ref.target_path
+        if target is None or len(target) != 2 or owner(target) != tuple(target):
+            return OUTLINES_REF_DEPTH
+        edges.setdefault(owner(ref.path), set()).add(tuple(target))
+        edges.setdefault(tuple(target), set())
+    depth: dict[tuple, int] = {}
     for start in edges:  # longest path by depth-first search; a node met on the stack is a cycle
         stack, on_stack = [(start, iter(edges[start]))], {start}
         while stack:
@@ -352,32 +357,13 @@ def ref_depth(schema) -> int:
             if child is None:
                 stack.pop()
                 on_stack.discard(node)
-                depth[node] = (
-                    1 + max((depth[c] for c in edges[node]), default=0)
-                    if node != "#"
-                    else max((depth[c] for c in edges[node]), default=0)
-                )
+                depth[node] = (1 if node else 0) + max((depth[c] for c in edges[node]), default=0)
             elif child in on_stack:
                 return OUTLINES_REF_DEPTH
             elif child not in depth:
                 stack.append((child, iter(edges[child])))
                 on_stack.add(child)
-    return min(max(OUTLINES_REF_DEPTH, depth["#"]), _MAX_REF_DEPTH)
-
-
-def _local_refs(schema, skip: tuple[str, ...] = ()) -> set[str]:
-    """The `$ref`s under `schema` (its `$defs` left out where `skip` says), each as the pointer it names."""
-    found, stack = set(), [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str):
-                found.add(ref)
-            stack.extend(v for k, v in node.items() if not (node is schema and k in skip))
-        elif isinstance(node, list):
-            stack.extend(node)
-    return found
+    return min(max(OUTLINES_REF_DEPTH, depth[()]), _MAX_REF_DEPTH)
 
 
 # A marker outlines-core places wherever JSON whitespace may go (no schema text contains \x01).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated, ClassVar, Optional
 
 import typer
 
@@ -132,6 +132,7 @@ class ConstraintFlags:
     grammar: str | None = None
     structural_tag: str | None = None
     sub: list[str] | None = None
+    takes_subs: ClassVar[bool] = True  # False for a command without --sub (convert): no "pass --sub" advice
     json_whitespace: str | None = None  # None: not given (see `default_whitespace`)
     whitespace_pattern: str | None = None
     indent: int | None = None
@@ -205,7 +206,7 @@ class ConstraintFlags:
         read = [self._file_or_bad(f, kind, layout) for f in files or []]
         if self.given():
             read.append(self._flag_spec(required=True))
-            check_embedded(read[-1])
+            check_embedded(read[-1], subs_taken=self.takes_subs)
         if not read:
             raise no_grammar()
         self._layout_used([s for s in read if not isinstance(s, BadInput)])
@@ -221,7 +222,7 @@ class ConstraintFlags:
             return BadInput(path, kind or _kind_or_none(path), exc)
         spec = with_subgrammars(spec, self.sub or [])
         try:
-            check_embedded(spec)
+            check_embedded(spec, subs_taken=self.takes_subs)
         except UserError as exc:
             return BadInput(path, spec.kind, exc)
         return spec
@@ -232,7 +233,7 @@ class ConstraintFlags:
         from sgcli.dialects.embedded import check_embedded
 
         for spec in specs:
-            check_embedded(spec)
+            check_embedded(spec, subs_taken=self.takes_subs)
         self._layout_used(specs)
         return specs
 
@@ -341,5 +342,7 @@ def takes_constraint(*, kinds: bool = True, generates: bool = True, guarantee: b
     `guarantee`: also --allow-unenforced (commands that compile for generating). `subgrammars=False`:
     no --sub (a command whose grammar cannot hold @name sub-grammars, like a conversion's)."""
     cls = GenerationConstraintFlags if generates else ConstraintFlags
+    if not subgrammars:
+        cls = type(cls.__name__, (cls,), {"takes_subs": False})
     layout = _LAYOUT_FLAGS if subgrammars else {k: v for k, v in _LAYOUT_FLAGS.items() if k != "sub"}
     return takes("flags", cls, {**(_KIND_FLAGS if kinds else {}), **layout, **(_GUARANTEE_FLAGS if guarantee else {})})

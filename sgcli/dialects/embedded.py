@@ -52,13 +52,13 @@ class EmbeddedSchema:
         return Location(self.spec.origin, line, col)
 
 
-def check_embedded(spec: ConstraintSpec) -> None:
+def check_embedded(spec: ConstraintSpec, *, subs_taken: bool = True) -> None:
     """Each schema written inside a grammar or tag is valid JSON Schema, or exit 2 at the keyword in the
     user's file: the backends said `Invalid type: strin` at the tag file or the `%json` (2026-12-07). A
     `--sub` schema file was checked when it was read."""
     from sgcli.constraints.schema_input import meta_validate
 
-    if spec.kind is Kind.LARK:
+    if spec.kind is Kind.LARK and subs_taken:  # (a command without --sub says what it cannot do with @name)
         _refuse_missing_subs(spec)
     if spec.kind is Kind.LARK:  # llguidance placed a `%json` syntax error in the JSON alone ("line 3 column 42")
         for n, start in enumerate(_inline_starts(spec.text)):
