@@ -166,6 +166,7 @@ def test_a_big_constraint_compiles_in_a_child_then_in_process_once_it_passed(smo
     second = _compile(smol_tokenizer.vocab, _big_schema())
     assert len(forks) == 1 and compiles == ["llguidance", "llguidance"]  # no second child
     assert second.status == first.status == "not cacheable"
+    assert second.reason == "llguidance has no serialized form of a compiled grammar: it compiles each run"
 
 
 def test_a_big_constraint_refused_in_the_child_is_not_compiled_again(smol_tokenizer, forks, compiles):

@@ -59,7 +59,7 @@ class CacheOutcome:
     compiled: Compiled
     status: str  # HIT, MISS (compiled and stored), NOT_STORED (compiled, not worth storing), OFF, NOT_CACHEABLE
     key: str | None = None
-    reason: str | None = None  # why NOT_STORED or OFF
+    reason: str | None = None  # why NOT_STORED, OFF or NOT_CACHEABLE
     notes: list[str] = field(default_factory=list)
     store: PendingStore | None = None  # a store attempt still running (status MISS until it says otherwise)
 
@@ -138,11 +138,12 @@ def compile_cached(
     """
     if not (_enabled if use_cache is None else use_cache):
         return CacheOutcome(compile_bounded(backend, spec, vocab), OFF)
+    why = f"{backend.name} has no serialized form of a compiled grammar: it compiles each run"
     if not is_cacheable(backend) and backend.capabilities.compiles_in_process and fits_in_process(spec):
-        return CacheOutcome(compile_bounded(backend, spec, vocab), NOT_CACHEABLE)  # no key, no record needed
+        return CacheOutcome(compile_bounded(backend, spec, vocab), NOT_CACHEABLE, reason=why)  # no key, no record
     key = cache_key(backend, spec, vocab)
     if not is_cacheable(backend):
-        return CacheOutcome(_compile_probed(backend, spec, vocab, key), NOT_CACHEABLE)
+        return CacheOutcome(_compile_probed(backend, spec, vocab, key), NOT_CACHEABLE, reason=why)
     notes: list[str] = []
     settle_pending(key)  # this grammar's own store attempt, still running: its entry decides below
     header, payload = read_entry(key, notes)
