@@ -7,9 +7,11 @@ NUMBER, never as the `"."` the grammar allows there, so `1.` is refused; `"<a>" 
 xgrammar reads terminals as rules of characters and takes both.
 
 For each lexeme that can end somewhere in a parser rule, the characters that continue it after a
-complete match (read off its position automaton, Glushkov's: a lexeme's positions are its
-characters and classes, bounded repetitions written out) are compared with the first characters
-of the lexemes that may come right after it there (FIRST/LAST of the parser rules, a fixpoint).
+complete match are compared with the first characters of the lexemes that may come right after it
+there (FIRST/LAST of the parser rules, a fixpoint). The lexer's state after a text is a set of
+positions (Glushkov's automaton: a lexeme's characters and classes, bounded repetitions written
+out), so the continuations are read per state of its subset construction: `x: "a" | "ab"` both ends
+and goes on after `a`.
 """
 
 from __future__ import annotations
@@ -19,11 +21,10 @@ import json
 from collections import deque
 from dataclasses import replace
 
-from sgcli.dialects.grammar_model import Alt, Chars, Lit, Node, Opaque, Ref, Rep, Seq, rule_fixpoint
+from sgcli.dialects.grammar_model import MAX_CODE_POINT, Alt, Chars, Lit, Node, Opaque, Ref, Rep, Seq, rule_fixpoint
 from sgcli.dialects.shortest import pick_char
 from sgcli.lint.diagnostic import Diagnostic, at_offset, short
 
-MAX_CODE_POINT = 0x10FFFF
 _MAX_POSITIONS = 4096  # a lexeme's automaton past this many positions is not judged
 _UNROLL = 256  # `x{m,n}` is written out while its copies hold at most this many positions
 _MAX_INLINE = 64  # terminals defined through terminals, this deep at most
