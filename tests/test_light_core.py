@@ -324,6 +324,12 @@ def test_an_architecture_transformers_does_not_convert_goes_to_the_light_convert
     tok = load_tokenizer(str(gguf))
     assert "tokenizer-light" in tok.vocab.source
     assert tok.vocab.tokens == _light(gguf, tmp_path).vocab.tokens
+    # and later runs read that folder, without asking transformers (10 s) to refuse the file again
+    import sgcli.tokenizers.gguf as gguf_tokenizers
+
+    monkeypatch.setattr(tokenizers_pkg, "_loaded", {})
+    monkeypatch.setattr(gguf_tokenizers, "_convert_with_transformers", lambda *a: pytest.fail("asked again"))
+    assert load_tokenizer(str(gguf)).vocab.source == tok.vocab.source
 
 
 def test_a_tokenizer_only_transformers_rebuilds_names_the_generate_extra(tmp_path, run_cli, monkeypatch):

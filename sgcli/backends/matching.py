@@ -46,16 +46,21 @@ def backends_for(spec: ConstraintSpec) -> list[str]:
 
 def select_backends(choices: list[str] | None) -> list[str]:
     """`--backend NAME... | all | auto` (none given, 'all', 'auto': all) -> names; an unknown name is a usage error."""
-    from sgcli.backends import get_backend
-
-    named = [
-        get_backend(c).name for c in choices or [] if c not in ("all", "auto")
-    ]  # a UserError naming the known ones
-    for name in named:
-        check_enforces(name)  # also beside 'all': dropping it silently would hide the mistake
+    named = refuse_unenforcing(choices)
     if not choices or "all" in choices or "auto" in choices:
         return enforcing_backends()
     return list(dict.fromkeys(named))
+
+
+def refuse_unenforcing(choices: list[str] | None) -> list[str]:
+    """The backends `choices` names (not 'all' or 'auto'), each a known one that constrains: exit 2 otherwise,
+    also beside 'all' (dropping it silently would hide the mistake)."""
+    from sgcli.backends import get_backend
+
+    named = [get_backend(c).name for c in choices or [] if c not in ("all", "auto")]  # a UserError naming the known
+    for name in named:
+        check_enforces(name)
+    return named
 
 
 def check_enforces(name: str) -> None:

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from sgcli.backends.bounded import each_on_its_own
-from sgcli.backends.matching import check_enforces
+from sgcli.backends.matching import refuse_unenforcing
 from sgcli.cli import backend_options as bo
 from sgcli.cli import constraint_options as co
 from sgcli.cli.common import TOKENIZER_HELP, JsonFlagOpt, canonical_format, fail, plain_err
@@ -180,9 +180,7 @@ def lint(
             hint="--statistics with --output-format concise, json or json-lines",
         )
     names = bo.chosen(backend, "auto")  # each name already checked against the registry (exit 2 naming them)
-    for name in names:
-        if name not in ("all", "auto"):
-            check_enforces(name)  # `none` judges nothing: "All checks passed" would be a claim of no checks
+    refuse_unenforcing(names)  # `none` judges nothing: "All checks passed" would be a claim of no checks
     options = LintOptions(
         backend=next((w for w in ("all", "auto") if w in names), tuple(names)),
         tokenizer=tokenizer,

@@ -58,9 +58,10 @@ def check_embedded(spec: ConstraintSpec, *, subs_taken: bool = True) -> None:
     `--sub` schema file was checked when it was read."""
     from sgcli.constraints.schema_input import meta_validate
 
-    if spec.kind is Kind.LARK and subs_taken:  # (a command without --sub says what it cannot do with @name)
-        _refuse_missing_subs(spec)
-    if spec.kind is Kind.LARK:  # llguidance placed a `%json` syntax error in the JSON alone ("line 3 column 42")
+    if spec.kind is Kind.LARK:
+        if subs_taken:  # (a command without --sub says what it cannot do with @name)
+            _refuse_missing_subs(spec)
+        # llguidance placed a `%json` syntax error in the JSON alone ("line 3 column 42"), xgrammar at the `%json`
         for n, start in enumerate(_inline_starts(spec.text)):
             try:
                 json.JSONDecoder().raw_decode(spec.text, start)
@@ -104,7 +105,7 @@ def _in_lark(spec: ConstraintSpec, within: str = "") -> list[EmbeddedSchema]:
         try:
             _, end = json.JSONDecoder().raw_decode(spec.text, start)
         except (json.JSONDecodeError, RecursionError):
-            continue  # not JSON: the backend's compile reports it, positioned
+            continue  # not JSON: `check_embedded` refuses it at its place
         schema = replace(spec, kind=Kind.JSON_SCHEMA, text=spec.text[start:end], subgrammars=())
         found.append(EmbeddedSchema(f"{within}%json #{n + 1}", schema, spec.text, start=start))
     return found
@@ -117,12 +118,9 @@ class MissingSub(ConstraintError):
 def _refuse_missing_subs(spec: ConstraintSpec) -> None:
     """Exit 2 at the first `@name` no `--sub name=FILE` gives: each backend said "unknown grammar @answer"
     in its own words, then "every backend failed", and none said how to give it."""
-    if "@" not in spec.text:
-        return
-    try:
-        grammar = parse_lark(spec.text)
-    except (ParseError, RecursionError):
-        return  # the compile says what is wrong with the grammar
+    grammar = _lark_model(spec.text) if "@" in spec.text else None
+    if grammar is None:
+        return  # no @name, or a grammar the compile will say is wrong
     given = {name for name, _ in spec.subgrammars}
     for rule in grammar.rules:
         for node in walk(rule.body):
@@ -137,15 +135,23 @@ def _refuse_missing_subs(spec: ConstraintSpec) -> None:
                 )
 
 
+@lru_cache(maxsize=16)
+def _lark_model(text: str):
+    """The Lark reader's model of `text`, read once for every check here; None where it cannot read it."""
+    try:
+        return parse_lark(text)
+    except (ParseError, RecursionError):
+        return None
+
+
 def _inline_starts(text: str) -> list[int]:
     """Where each inline `%json` schema's JSON starts: read by the Lark reader, so a `%json` inside a
     string, regex or comment is not one; by a plain scan where the reader cannot read the grammar (an
     extra match there only names more keywords, never fewer)."""
     if "%json" not in text:
         return []
-    try:
-        grammar = parse_lark(text)
-    except (ParseError, RecursionError):
+    grammar = _lark_model(text)
+    if grammar is None:
         return [m.end() for m in _INLINE.finditer(text)]
     starts = []
     for rule in grammar.rules:

@@ -49,7 +49,8 @@ def cached_tokenizer_dir(gguf: Path, progress: ProgressFn | None = None) -> Path
     the converter that wrote it. An architecture transformers does not convert goes to the light
     converter, which reads the vocabulary from the metadata whatever the model (found by a tour: the
     light install read five llama.cpp vocabularies the full one refused)."""
-    if _transformers_converts():
+    if _transformers_converts() and not conversions.usable(_folder(gguf, light=True), f"tokenizer of {gguf.name}"):
+        # (a light folder under transformers' key: it refused this file before, and would again, slowly)
         try:
             return _cached_dir(gguf, progress, light=False)
         except _ArchitectureUnknown as exc:
@@ -67,8 +68,12 @@ def cached_tokenizer_dir(gguf: Path, progress: ProgressFn | None = None) -> Path
     return _cached_dir(gguf, progress, light=True)
 
 
+def _folder(gguf: Path, light: bool) -> Path:
+    return converted_dir(gguf) / (f"tokenizer-light{FOLDER_FORMAT}" if light else f"tokenizer{FOLDER_FORMAT}")
+
+
 def _cached_dir(gguf: Path, progress: ProgressFn | None, light: bool) -> Path:
-    out = converted_dir(gguf) / (f"tokenizer-light{FOLDER_FORMAT}" if light else f"tokenizer{FOLDER_FORMAT}")
+    out = _folder(gguf, light)
     if conversions.usable(out, f"tokenizer of {gguf.name}"):
         return out
     if not light:

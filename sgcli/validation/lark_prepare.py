@@ -208,21 +208,13 @@ def _nonempty_terminals(text: str) -> tuple[str, set[str]]:
     """lark's dynamic Earley lexer refuses terminals that match the empty string (llguidance takes
     them). `T: /X{0,n}/` becomes `T: /X{1,n}/` (and `X*` -> `X+`, `X?` -> `X`), with every use of
     T made optional by the caller; other empty-matching terminals are left for lark to refuse."""
-    import regex
-
     changed: set[str] = set()
 
     def fix(m: re.Match) -> str:
-        name, body, flags = m.group(1), m.group(2), m.group(3)
-        atom = _OPTIONAL_ATOM.match(body)
-        try:
-            empty = regex.fullmatch(body, "") is not None
-        except regex.error:
+        name, flags = m.group(1), m.group(3)
+        new = _nonempty(m.group(2))
+        if new is None:
             return m.group(0)
-        if not empty or atom is None:
-            return m.group(0)
-        op = atom.group(2)
-        new = atom.group(1) + ("+" if op == "*" else "" if op == "?" else "{1," + atom.group(3) + "}")
         changed.add(name)
         return f"{name}: /{new}/{flags}"
 
@@ -234,17 +226,23 @@ def _nonempty_inline(literal: str) -> str:
     """A `/regex/` written in a rule that matches the empty string, as `_nonempty_terminals` rewrites a named
     one: `/[^<]*/` -> `(/[^<]+/)?`. A reasoning rule `thought[max_tokens=40]: /[^<]*/` left the whole
     grammar unchecked ("zero-width regexps"), where the same regex as a terminal was checked."""
+    new = _nonempty(literal[1:-1])
+    return literal if new is None else f"(/{new}/)?"
+
+
+def _nonempty(body: str) -> str | None:
+    """`X{0,n}`, `X*`, `X?` (one atom X, the whole regex) as `X{1,n}`, `X+`, `X`; None for a regex that
+    cannot match the empty string, or one of another shape (lark then refuses it, and says why)."""
     import regex
 
-    body = literal[1:-1]
     atom = _OPTIONAL_ATOM.match(body)
     try:
         if atom is None or regex.fullmatch(body, "") is None:
-            return literal
+            return None
     except regex.error:
-        return literal
+        return None
     op = atom.group(2)
-    return "(/" + atom.group(1) + ("+" if op == "*" else "" if op == "?" else "{1," + atom.group(3) + "}") + "/)?"
+    return atom.group(1) + ("+" if op == "*" else "" if op == "?" else "{1," + atom.group(3) + "}")
 
 
 def _skip_literal(text: str, i: int) -> int:
