@@ -311,6 +311,38 @@ def test_lazy_terminal_is_read_as_the_backends_read_it(grammar, good, bad):
     assert [verdict(spec, o).valid for o in good + bad] == [True] * len(good) + [False] * len(bad)
 
 
+# a grammar with a `[lazy]` rule, texts llguidance takes, texts it refuses (the rule ends at its first match)
+LAZY_RULES = [
+    ('start: "<t>" body "</t>"\nbody[lazy]: /.+/\n', ["<t>a</t>"], ["<t>ab</t>", "<t>a</t>b</t>"]),
+    ('start: "<t>" body "</t>"\nbody[lazy]: "a" /b+/\n', ["<t>ab</t>"], ["<t>abb</t>"]),
+    ("start: body+\nbody[lazy]: /x+/\n", ["xxx"], []),  # lark's longest match first; one x each is a reading
+    ('start: body ("," body)*\n?body[lazy]: /[a-z]+/\n', ["a,b"], ["ab,c"]),  # inlined: judged as a token
+    ('start: _body "c"\n_body[lazy]: X "!"\nX: /[a-z]+/\n', ["ab!c"], []),  # a body naming a terminal
+    ('start: word "."\nword[lazy, max_tokens=8]: /[a-z]+/\n', ["a."], ["abc."]),
+]
+
+
+@pytest.mark.parametrize(("grammar", "good", "bad"), LAZY_RULES)
+def test_lazy_rule_ends_at_its_first_match_as_llguidance_reads_it(grammar, good, bad):
+    """The check dropped `[lazy]` and read the wider language: `<t>ab</t>` was valid under
+    `body[lazy]: /.+/`, which llguidance ends after one character (a tour found it)."""
+    from test_lint_greedy_lexemes import accepted
+
+    spec = ConstraintSpec(Kind.LARK, grammar, "lazy.lark")
+    texts = good + bad
+    expected = [True] * len(good) + [False] * len(bad)
+    assert [accepted("llguidance", grammar, t) for t in texts] == expected
+    assert [verdict(spec, t).valid for t in texts] == expected
+
+
+def test_lazy_rule_error_names_where_it_ends():
+    spec = ConstraintSpec(Kind.LARK, 'start: "<t>" body "</t>"\nbody[lazy]: /.+/\n', "lazy.lark")
+    assert verdict(spec, "<t>ab</t>").errors == [
+        'rule `body` is [lazy]: llguidance ends it at its first match, "a" (line 1 column 5); the output goes on '
+        'to "ab"'
+    ]
+
+
 def test_regex_subgrammar_nests_classes_as_rust_does():
     sub = ConstraintSpec(Kind.REGEX, "[[a-c]x]{1,5}", "--sub")
     spec = ConstraintSpec(Kind.LARK, 'start: "x=" @w "!"\n', "top.lark", subgrammars=(("w", sub),))
@@ -347,7 +379,7 @@ def test_readme_composite_example_is_validated_by_lark_and_jsonschema():
 @pytest.mark.parametrize(
     ("grammar", "good", "bad"),
     [
-        ('start: word "."\nword[lazy, max_tokens=8, temperature=0.2]: /[a-z]+/\n', "abc.", "ab1."),
+        ('start: word "."\nword[max_tokens=8, temperature=0.2]: /[a-z]+/\n', "abc.", "ab1."),
         ('%llguidance {\n  "no_forcing": true\n}\nstart: "a" "b"\n', "ab", "ba"),
         ('start: "x"{2,3} "y"{2,}\n', "xxyyy", "xyy"),
         ('# a comment\nstart: two-words\ntwo-words: "a" " " "b"  # trailing\n', "a b", "ab"),

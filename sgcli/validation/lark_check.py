@@ -141,9 +141,14 @@ def _checked(spec: ConstraintSpec, output: str) -> tuple[list[str], str]:
             error = exc
             continue
         by = "lark+jsonschema" if prepared.schemas else "lark"
-        errors = _sub_errors(tree, output, prepared.schemas)
-        if errors and _some_reading_valid(_parser(prepared.text, modules, lexer, "forest"), output, prepared.schemas):
-            return [], by
+        judge = _Judge(_parser(prepared.text, modules, lexer), output, prepared)
+        errors = _sub_errors(tree, judge)
+        if errors:  # some other reading may pass: every tokenization where a lazy rule may end earlier
+            complete = prepared.lazy and len(output) <= COMPLETE_LEXER_MAX_CHARS
+            if _some_reading_valid(
+                _parser(prepared.text, modules, "dynamic_complete" if complete else lexer, "forest"), judge
+            ):
+                return [], by
         return errors, by
     if len(lexers) == 1:
         raise Unchecked(f"the output is longer than {COMPLETE_LEXER_MAX_CHARS} characters for lark's complete lexer")
@@ -182,32 +187,73 @@ def _ends_early(parser, error, output: str) -> bool:
     )
 
 
-def _sub_errors(tree, output: str, schemas: dict) -> list[str]:
-    """Validate every sub-grammar JSON in the parse tree against its schema. A `?start` that inlines
-    down to one terminal parses to a bare Token (outlines' json.lark on `"abc"`): no sub-grammar there."""
+class _Judge:
+    """What the grammar alone does not say about a piece of a parse: a sub-grammar's JSON must
+    validate against its schema, and a `[lazy]` rule's text must end at the first prefix its body
+    matches (llguidance ends the lexeme there: `body[lazy]: /.+/` is one character)."""
+
+    def __init__(self, parser, output: str, prepared):
+        import regex
+
+        self.output, self.schemas, self.lazy = output, prepared.schemas, prepared.lazy
+        self.bodies = {t: regex.compile(parser.get_terminal(t).pattern.to_regexp()) for t in prepared.lazy}
+
+    def rule_errors(self, rule: str, start: int, end: int) -> list[str]:
+        schema = self.schemas.get(rule)
+        if schema is None or start == end:
+            return []
+        return [f"{_label(rule)}: {e}" for e in json_verdict(schema, self.output[start:end]).errors]  # NaN too
+
+    def token_errors(self, terminal: str, start: int, end: int) -> list[str]:
+        body = self.bodies.get(terminal)
+        if body is None:
+            return []
+        for stop in range(start + 1, end):
+            if body.fullmatch(self.output, start, stop, timeout=_time_left()):
+                line = self.output.count("\n", 0, stop) + 1
+                column = stop - self.output.rfind("\n", 0, stop)
+                return [
+                    f"rule `{self.lazy[terminal]}` is [lazy]: llguidance ends it at its first match, "
+                    f"{_excerpt(self.output[start:stop])} (line {line} column {column}); the output goes on to "
+                    f"{_excerpt(self.output[start:end])}"
+                ]
+        return []
+
+
+def _excerpt(text: str, most: int = 40) -> str:
+    import json
+
+    return json.dumps(text if len(text) <= most else text[: most - 1] + "…", ensure_ascii=False)
+
+
+def _sub_errors(tree, judge: _Judge) -> list[str]:
+    """Judge every sub-grammar's JSON and `[lazy]` rule in the parse tree. A `?start` that inlines
+    down to one terminal parses to a bare Token (outlines' json.lark on `"abc"`)."""
+    from lark import Token
+
+    if isinstance(tree, Token):
+        return judge.token_errors(tree.type, tree.start_pos, tree.end_pos)
     errors = []
-    if not hasattr(tree, "iter_subtrees_topdown"):
-        return errors
     for node in tree.iter_subtrees_topdown():
-        schema = schemas.get(str(node.data))
-        if schema is None or node.meta.empty:
-            continue
-        piece = output[node.meta.start_pos : node.meta.end_pos]
-        name = _label(str(node.data))
-        errors += [f"{name}: {e}" for e in json_verdict(schema, piece).errors]  # NaN and the like too
+        if not node.meta.empty:
+            errors += judge.rule_errors(str(node.data), node.meta.start_pos, node.meta.end_pos)
+        for kid in node.children:
+            if isinstance(kid, Token):
+                errors += judge.token_errors(kid.type, kid.start_pos, kid.end_pos)
     return errors
 
 
-def _some_reading_valid(parser, output: str, schemas: dict) -> bool:
-    """Whether some parse of `output` puts JSON that validates under every sub-grammar it passes through.
-    The one tree lark resolves to may not: `(@time | @weather)` parsed any JSON object as the first
-    alternative, and a valid weather call was judged against the time schema (found by a tour). The
-    parse forest holds every reading; a node is good where its own schema (if any) takes its text and
-    one of its derivations is good, each node judged once, so the walk is polynomial in the forest."""
-    from lark.parsers.earley_forest import PackedNode, SymbolNode
+def _some_reading_valid(parser, judge: _Judge) -> bool:
+    """Whether some parse of the output passes every judge (`_Judge`). The one tree lark resolves to
+    may not: `(@time | @weather)` parsed any JSON object as the first alternative, and a valid weather
+    call was judged against the time schema (found by a tour); lark's dynamic lexer may end a lazy
+    rule later than another reading would. The parse forest holds every reading; a node is good where
+    its own judge takes its text and one of its derivations is good, each node judged once, so the
+    walk is polynomial in the forest."""
+    from lark.parsers.earley_forest import PackedNode, SymbolNode, TokenNode
 
     good: dict[int, bool] = {}
-    root = parser.parse(output)
+    root = parser.parse(judge.output)
     stack: list[tuple[object, bool]] = [(root, False)]
     on_stack: set[int] = set()
     steps = 0
@@ -230,7 +276,11 @@ def _some_reading_valid(parser, output: str, schemas: dict) -> bool:
             on_stack.discard(key)
             kid_good = [good.get(id(k), False) for k in kids]  # a node met again on the way down: a cycle, not good
             if isinstance(node, SymbolNode):
-                ok = any(kid_good) and _own_schema_takes(node, output, schemas)
+                name = None if node.is_intermediate else getattr(node.s, "name", None)
+                ok = any(kid_good) and not (name and judge.rule_errors(str(name), node.start, node.end))
+            elif isinstance(node, TokenNode):
+                token = node.token
+                ok = not judge.token_errors(token.type, token.start_pos, token.end_pos)
             else:
                 ok = all(kid_good) if isinstance(node, PackedNode) else True
             good[key] = ok
@@ -239,15 +289,6 @@ def _some_reading_valid(parser, output: str, schemas: dict) -> bool:
         stack.append((node, True))
         stack.extend((k, False) for k in kids if id(k) not in good and id(k) not in on_stack)
     return good.get(id(root), False)
-
-
-def _own_schema_takes(node, output: str, schemas: dict) -> bool:
-    symbol = node.s
-    name = getattr(symbol, "name", None) if not node.is_intermediate else None
-    schema = schemas.get(str(name)) if name is not None else None
-    if schema is None or node.start == node.end:
-        return True
-    return not json_verdict(schema, output[node.start : node.end]).errors
 
 
 def _label(rule: str) -> str:

@@ -7,10 +7,12 @@ of Lark, so that its grammars get a verdict too:
   `lark+jsonschema`); Lark, GBNF, regex and choice sub-grammars are imported under their own
   namespace (a Lark sub-grammar's `%ignore`, which llguidance applies after each of its lexemes,
   is dropped by the import: an output that does not parse without it is `Unchecked`);
-- rule attributes `name[max_tokens=N, lazy, temperature=T, capture]` are dropped: a token budget
-  and a sampling temperature do not change the text a rule stands for, and `lazy` only chooses
-  where a lexeme ends while generating (the check reads the language without it, a superset);
-  `stop=...` and the other attributes that change the text are `Unchecked`;
+- rule attributes `name[max_tokens=N, temperature=T, capture]` are dropped: a token budget and a
+  sampling temperature do not change the text a rule stands for; `stop=...` and the other
+  attributes that change the text are `Unchecked`. A `[lazy]` rule is one lexeme that llguidance
+  ends at its first match (`body[lazy]: /.+/` is one character): it becomes a terminal of its own
+  (`Prepared.lazy`), and the check refuses a reading where that terminal's text goes past the
+  first prefix it matches (the language without it is wider than both backends');
 - `%llguidance {...}` options (JSON, possibly over several lines) are dropped; `x{m,n}`
   repetition becomes lark's `x ~ m..n`; `#` comments and `-` in names are rewritten.
 
@@ -26,8 +28,8 @@ from dataclasses import dataclass, field
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.validation.verdict import Unchecked
 
-# rule attributes that leave the rule's text alone (see the module docstring)
-_TEXT_NEUTRAL_ATTRIBUTES = {"max_tokens", "lazy", "temperature", "capture"}
+# rule attributes that leave the rule's text alone (see the module docstring); `lazy` is read apart
+_TEXT_NEUTRAL_ATTRIBUTES = {"max_tokens", "temperature", "capture"}
 
 _JSON_RULES = r"""
 sgjson_value: sgjson_object | sgjson_array | SGJSON_STRING | SGJSON_NUMBER | "true" | "false" | "null"
@@ -49,6 +51,7 @@ class Prepared:
     schemas: dict[str, object] = field(default_factory=dict)  # rule name -> JSON Schema
     extra: list[str] = field(default_factory=list)  # rules and imports for the sub-grammars
     ignoring: list[str] = field(default_factory=list)  # sub-grammars with an %ignore the import drops
+    lazy: dict[str, str] = field(default_factory=dict)  # terminal standing for a `[lazy]` rule -> the rule
 
 
 def lark_text(spec: ConstraintSpec) -> str:
@@ -70,7 +73,7 @@ def prepare(spec: ConstraintSpec) -> Prepared:
     prepared = Prepared("")
     subs = dict(spec.subgrammars)
     out: list[str] = []
-    text = _without_attributes(_without_options(lark_text(spec)))
+    text = _without_attributes(_without_options(lark_text(spec)), prepared.lazy)
     text, empty_terminals = _nonempty_terminals(text)
     groups: list[int] = []  # where each open '(' sits in `out`
     last = 0  # where the last complete element starts in `out` (for `{n,}`)
@@ -183,18 +186,28 @@ _ATTRIBUTES = re.compile(
 )
 
 
-def _without_attributes(text: str) -> str:
-    """`name[max_tokens=64, lazy]: ...` -> `name: ...`; attributes that change the text are Unchecked."""
+def _without_attributes(text: str, lazy: dict[str, str]) -> str:
+    """`name[max_tokens=64]: ...` -> `name: ...`; attributes that change the text are Unchecked.
+    `name[lazy]: BODY` -> `name: SGLAZYn` and `SGLAZYn: BODY`, recorded in `lazy`: llguidance reads a
+    lazy rule as one lexeme (its body may name terminals only), so its body is a terminal's too."""
 
     def drop(m: re.Match) -> str:
-        for key in re.findall(r"([A-Za-z_]+)\s*(?:=\s*(?:\"(?:[^\"\\]|\\.)*\"|[^,\]]*))?", m.group(2)):
-            if key not in _TEXT_NEUTRAL_ATTRIBUTES:
-                name = m.group(1).strip().lstrip("?!")
+        head = m.group(1)
+        name = head.strip().lstrip("?!")
+        keys = re.findall(r"([A-Za-z_]+)\s*(?:=\s*(?:\"(?:[^\"\\]|\\.)*\"|[^,\]]*))?", m.group(2))
+        for key in keys:
+            if key not in _TEXT_NEUTRAL_ATTRIBUTES | {"lazy"}:
                 raise Unchecked(
                     f"rule `{name}` has the llguidance attribute `{key}`, which changes the text the rule stands "
                     "for; no independent parser reads it"
                 )
-        return m.group(1)
+        if "lazy" not in keys:
+            return head
+        if "{" in name:
+            raise Unchecked(f"rule `{name}` is a lazy template rule, which no independent parser reads")
+        terminal = f"SGLAZY{len(lazy)}"
+        lazy[terminal] = name
+        return f"{head}: {terminal}\n{terminal}"
 
     return _ATTRIBUTES.sub(drop, text)
 
