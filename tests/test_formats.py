@@ -217,6 +217,19 @@ def test_generation_under_a_user_format_gives_only_valid_outputs(path_format, ti
     assert finished
 
 
+def test_a_user_format_inside_a_grammar_says_the_flag_stops_there(path_format):
+    """--format is read by sgcli's checker, which follows a --schema output only: in a `%json` schema
+    the refusal says so and what does reach the grammar (a `pattern`), where it said only the former."""
+    from sgcli.backends.keyword_coverage import schema_gaps
+
+    schema = {"type": "string", "format": "path"}
+    spec = ConstraintSpec(Kind.LARK, f'start: "p=" %json {json.dumps(schema)}\n', "p.lark")
+    (gap,) = schema_gaps(spec, "xgrammar")
+    assert (gap.pointer, gap.checker) == ("/format", False)
+    assert "--format path=REGEX does not reach it" in gap.why_not_checked
+    assert "`pattern`" in gap.why_not_checked
+
+
 @pytest.mark.parametrize(
     "value, says",
     [

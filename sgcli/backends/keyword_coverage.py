@@ -26,7 +26,7 @@ from sgcli.backends.keyword_readings import INEXACT_NUMBER, inexact, why_unenfor
 from sgcli.backends.outlines_coverage import dropped_keywords
 from sgcli.backends.pattern_gaps import declared_pattern_gaps
 from sgcli.backends.schema_doc import SchemaDoc, escape_pointer, subschemas
-from sgcli.constraints.formats import format_checker
+from sgcli.constraints.formats import format_checker, user_format_regex
 from sgcli.constraints.jsonpos import pointer_parts
 from sgcli.constraints.schema_patterns import regex_error
 from sgcli.constraints.spec import Kind
@@ -243,12 +243,29 @@ def _unread_pattern(pattern: str, why: str) -> str:
 EMBEDDED_UNCHECKED = "the schema checker follows only a --schema output, not a schema inside a grammar"
 
 
+def _embedded_unchecked(gap: Gap, inner: EmbeddedSchema) -> str:
+    """Why the checker cannot take `gap` inside a grammar; for a format `--format NAME=REGEX` defined,
+    also that the flag stops there (only the checker reads it) and what does reach: a `pattern`."""
+    if gap.keyword != "format":
+        return EMBEDDED_UNCHECKED
+    node = inner.spec.schema()
+    for part in pointer_parts(gap.pointer)[:-1]:
+        node = node[int(part)] if isinstance(node, list) else node.get(part, {}) if isinstance(node, dict) else {}
+    name = node.get("format") if isinstance(node, dict) else None
+    if user_format_regex(name) is None:
+        return EMBEDDED_UNCHECKED
+    return (
+        f"{EMBEDDED_UNCHECKED}, so --format {name}=REGEX does not reach it; there, write REGEX as the "
+        "string's `pattern`, which the grammar enforces"
+    )
+
+
 def schema_gaps(spec, backend_name: str) -> list[Gap]:
     """The gaps of `spec` on `backend_name`, before compiling (declared data only): of a JSON Schema,
     or of each schema inside a grammar (`dialects.embedded`), which nothing but the grammar enforces."""
     if spec.kind is not Kind.JSON_SCHEMA:
         return [
-            replace(gap, checker=False, why_not_checked=EMBEDDED_UNCHECKED, embedded=inner)
+            replace(gap, checker=False, why_not_checked=_embedded_unchecked(gap, inner), embedded=inner)
             for inner in embedded_schemas(spec)
             for gap in _unreadable(inner.spec, backend_name) or schema_gaps(inner.spec, backend_name)
         ]
