@@ -89,7 +89,7 @@ def grammar_gaps(schema, backend: str, table: SchemaKeywords | None, doc: Schema
         keys = doc.constraint_keys(node)
         for key in keys:
             here = f"{pointer}/{escape_pointer(key)}"
-            why = why_unenforced(node, key, table, keys, values_meet)
+            why = why_unenforced(node, key, table, keys, values_meet, lambda ref, at=pointer: _node_at(doc, at, ref))
             if why is None and key in ("$ref", *_DYNAMIC):
                 why, target = _ref_gap(doc, pointer, node, key, table)
                 if why is None:
@@ -241,6 +241,12 @@ def _unread_pattern(pattern: str, why: str) -> str:
 
 # why sgcli's schema checker cannot take a keyword of a schema inside a grammar
 EMBEDDED_UNCHECKED = "the schema checker follows only a --schema output, not a schema inside a grammar"
+
+
+def _node_at(doc: SchemaDoc, pointer: str, ref: str):
+    """The subschema of this file that `ref`, written at `pointer`, names (None: another file, or none)."""
+    target, _ = doc.resolve(pointer, ref)
+    return None if target is None else doc.nodes.get(target)
 
 
 def _embedded_unchecked(gap: Gap, inner: EmbeddedSchema) -> str:

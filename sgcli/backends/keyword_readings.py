@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sgcli.backends.base import SchemaKeywords
-from sgcli.backends.outlines_coverage import disjoint_types
+from sgcli.backends.disjoint import disjoint_types
 from sgcli.backends.pattern_gaps import name_pattern_misread
 from sgcli.backends.schema_doc import COMPANIONS, lists_optional_properties
 
@@ -75,11 +75,16 @@ def _length_of_format(node: dict, keyword: str) -> bool:
 
 
 def why_unenforced(
-    node: dict, keyword: str, table: SchemaKeywords, keys: list[str], values_meet: Callable[[dict], bool]
+    node: dict,
+    keyword: str,
+    table: SchemaKeywords,
+    keys: list[str],
+    values_meet: Callable[[dict], bool],
+    resolve: Callable[[str], object] | None = None,
 ) -> str | None:
     """Why `table`'s backend does not enforce `keyword` of `node` (None when it does); `keys`: the
     node's constraint keywords; `values_meet(node)`: whether every value its `enum`/`const` lists meets
-    the node's other keywords."""
+    the node's other keywords; `resolve(ref)`: the subschema a `$ref` of `node` names (or None)."""
     beside = next((k for k in table.drops_beside if k in node and k != keyword), None)
     if beside is not None and keyword not in table.drops_beside:
         return f"dropped beside `{beside}`"
@@ -103,7 +108,7 @@ def why_unenforced(
     if keyword in COMPANIONS and keyword not in table.enforced:
         return f"part of `{COMPANIONS[keyword]}`, not enforced"
     if keyword == "oneOf" and keyword not in table.enforced:
-        if table.disjoint_one_of and disjoint_types(node.get("oneOf")):
+        if table.disjoint_one_of and disjoint_types(node.get("oneOf"), resolve):
             return None
         return "enforced as anyOf (an instance may match several branches)"
     if keyword not in table.enforced:

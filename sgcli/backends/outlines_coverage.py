@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 
+from sgcli.backends.disjoint import disjoint_types
 from sgcli.backends.draft_reading import reads_tuples_from_items
 from sgcli.backends.pattern_gaps import at
 from sgcli.backends.schema_doc import COMPANIONS
@@ -117,16 +118,6 @@ def _children(node: dict, branch: str, path: tuple, list_items: bool = False):
                 yield node[key], path + (key,)
 
 
-def disjoint_types(branches) -> bool:
-    """Branches that each admit one distinct JSON type cannot overlap: anyOf is then exactly oneOf."""
-    if not isinstance(branches, list):
-        return False
-    types = [b.get("type") if isinstance(b, dict) else None for b in branches]
-    if not all(isinstance(t, str) for t in types) or len(set(types)) != len(types):
-        return False
-    return not {"integer", "number"} <= set(types)
-
-
 def dropped_keywords(schema) -> list[tuple[str, str]]:
     """[(JSON pointer, explanation)] for every keyword outlines-core ignores or weakens."""
     found: list[tuple[str, str]] = []
@@ -147,7 +138,9 @@ def dropped_keywords(schema) -> list[tuple[str, str]]:
             return
         for key in sorted((set(node) & validating) - _honoured(node, branch)):
             found.append((pointer_of(path + (key,)), f"'{key}' is ignored by outlines_core"))
-        if branch == "oneOf" and not disjoint_types(node["oneOf"]):
+        if branch == "oneOf" and not disjoint_types(
+            node["oneOf"], lambda ref: (resolve_ref(schema, ref) or (None,))[0]
+        ):
             found.append((pointer_of(path + ("oneOf",)), "oneOf is enforced as anyOf by outlines_core"))
         if branch == "$ref":
             target, target_path = resolve_ref(schema, str(node["$ref"])) or (None, None)

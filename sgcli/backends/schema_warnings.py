@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 
 from sgcli.backends.base import CompileWarning
 from sgcli.backends.diagnostics import native_message
+from sgcli.backends.disjoint import disjoint_types
 from sgcli.backends.schema_doc import lists_optional_properties
 from sgcli.constraints.formats import user_format_regex
 from sgcli.constraints.jsonpos import pointer_of, resolve_ref
@@ -162,6 +163,15 @@ def _false_subschemas(schema) -> list[tuple]:
     return hits
 
 
+def _exclusive(schema, node: dict) -> bool:
+    """Whether `node`'s `oneOf` branches are provably disjoint (`disjoint`): then its anyOf reading is exact."""
+    return disjoint_types(node["oneOf"], lambda ref: (resolve_ref(schema, ref) or (None,))[0])
+
+
+# a library's note that it writes oneOf as anyOf: nothing to say where every oneOf is exclusive
+_ONE_OF_AS_ANY_OF = re.compile(r"\boneOf\b.*\banyOf\b", re.I | re.S)
+
+
 def _fractional_integer_bound(node: dict) -> tuple[str, ...]:
     if node.get("type") != "integer":
         return ()
@@ -199,7 +209,10 @@ _RULES: list[tuple[re.Pattern, Callable[[object, re.Match], list[tuple]]]] = [
         re.compile(r"allOf with multiple", re.I),
         lambda s, m: find(s, lambda n: "allOf" if isinstance(n.get("allOf"), list) and len(n["allOf"]) > 1 else None),
     ),
-    (re.compile(r"\boneOf\b"), lambda s, m: find(s, lambda n: "oneOf" if "oneOf" in n else None)),
+    (
+        re.compile(r"\boneOf\b"),
+        lambda s, m: find(s, lambda n: "oneOf" if "oneOf" in n and not _exclusive(s, n) else None),
+    ),
     (re.compile(r"\banyOf\b"), lambda s, m: find(s, lambda n: "anyOf" if "anyOf" in n else None)),
     (
         re.compile(r"(pattern|format) combined with minLength/maxLength"),
@@ -289,6 +302,8 @@ def compile_warnings(spec, lines: list[str], clean=None, schema=None) -> list:
         if not message or _defined_by_the_user(message):
             continue
         pointers = pointers_for(schema, message) if schema is not None else []
+        if not pointers and schema is not None and _ONE_OF_AS_ANY_OF.search(message):
+            continue
         for pointer in pointers or [None]:
             out[CompileWarning(message, pointer)] = None
     return list(out)
