@@ -185,6 +185,39 @@ def test_the_lock_holds_against_another_process(tmp_path):
     RecordWriter(out).close()  # the kernel dropped the dead process's lock
 
 
+def test_a_second_writer_through_a_hard_link_is_refused(tmp_path):
+    """The lock file is named after the output's path; a hard link is another path to the same file,
+    and two writers mixed and tore records in it (a tour). The output itself is locked too."""
+    out, alias = tmp_path / "o.jsonl", tmp_path / "alias.jsonl"
+    out.write_text("")
+    os.link(out, alias)
+    with output_locked_by_another_process(out):
+        with pytest.raises(UserError, match="through another name: a hard link or a mount"):
+            RecordWriter(alias, force=True)
+    RecordWriter(alias, force=True).close()
+
+
+def test_what_stands_at_the_lock_path_is_never_overwritten_or_removed(tmp_path):
+    """A symbolic link at `<output>.lock` was followed (its target overwritten with a pid) and a user's
+    own file of that name deleted: both are left alone, exit 2 naming the path."""
+    out = tmp_path / "o.jsonl"
+    lock = Path(str(out) + ".lock")
+    target = tmp_path / "important.txt"
+    target.write_text("important user text\n")
+    lock.symlink_to(target)
+    with pytest.raises(UserError, match="is a symbolic link, which sgcli does not follow"):
+        RecordWriter(out)
+    assert lock.is_symlink() and target.read_text() == "important user text\n"
+    lock.unlink()
+    lock.write_text("my notes\n")
+    with pytest.raises(UserError, match="is not sgcli's lock file"):
+        RecordWriter(out)
+    assert lock.read_text() == "my notes\n" and not out.exists()
+    lock.write_text("12345\n")  # a lock a killed run left: taken over, and removed at the end
+    RecordWriter(out).close()
+    assert not lock.exists()
+
+
 def test_a_write_failure_later_is_a_user_error(tmp_path, monkeypatch):
     writer = RecordWriter(tmp_path / "o.jsonl")
     writer.write({"id": 1})
