@@ -1489,3 +1489,35 @@ def test_outlines_core_follows_every_ref_of_nested_models():
     assert ref_depth(schema) == 5
     linked = {"$defs": {"N": {"properties": {"next": {"$ref": "#/$defs/N"}}}}, "$ref": "#/$defs/N"}
     assert ref_depth(linked) == OUTLINES_REF_DEPTH
+
+
+@pytest.mark.parametrize(
+    ("bounds", "empty"),
+    [
+        ({"minimum": 1e-7, "maximum": 2e-7}, True),
+        ({"minimum": 1.0000001, "maximum": 1.0000002}, True),
+        ({"exclusiveMinimum": 1e-6, "exclusiveMaximum": 2e-6}, True),
+        ({"minimum": -2e-7, "maximum": -1e-7}, True),
+        ({"minimum": 1e-6, "exclusiveMaximum": 2e-6}, False),  # 0.000001
+        ({"minimum": 5e-7, "maximum": 1.5e-6}, False),
+        ({"minimum": 1e-7}, False),  # one bound: numbers of every size above it
+    ],
+)
+def test_a_range_xgrammar_writes_no_number_in_is_refused_not_left_to_the_checker(bounds, empty):
+    """Between two bounds xgrammar writes numbers of at most 6 decimal places: `[1e-7, 2e-7]` left its
+    grammar only the empty text, which `sgcli test` accepted and compile called ok (a tour). Each premise
+    is checked on xgrammar's own grammar, so a release that writes more places fails this test."""
+    schema = {"type": "number", **bounds}
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(schema), "n.json")
+    vocab = byte_vocab()
+    compiled = compile_for("xgrammar", spec, vocab)[0]
+    grammar = compiled.inner if isinstance(compiled, CheckedCompiled) else compiled
+    assert accepts_bytes(grammar, b"").accepted is empty
+    gaps = [g for g in schema_gaps(spec, "xgrammar") if g.keyword in bounds]
+    if not empty:
+        assert gaps == []
+        return
+    assert {g.keyword for g in gaps} == set(bounds) and not any(g.checker for g in gaps)
+    with pytest.raises(UserError, match="the grammar takes no number in the range"):
+        guarantee(compiled)
+    assert ranked(spec)[0][0] == "llguidance"

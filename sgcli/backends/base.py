@@ -136,6 +136,9 @@ class SchemaKeywords:
     # it compares numbers in decimal, jsonschema in floats: an exclusive bound took a value that rounds onto
     # it (llguidance: `exclusiveMaximum: 1` took 0.99999999999999999, which is 1.0 to jsonschema)
     decimal_bounds: bool = False
+    # between two bounds it writes a number with at most this many decimal places (xgrammar: 6), so a range
+    # holding no such number leaves the grammar only the empty text there (`[1e-7, 2e-7]`: a tour, 2026-12-07)
+    bounded_places: int | None = None
     # it resolves a `#/...` reference against the document's root, not the `$id` of the subschema around
     # it (xgrammar, outlines-core: `#/$defs/B` inside `"$id": ".../c"` took the root's `B`; 2026-12-06)
     root_fragments: bool = False

@@ -22,7 +22,7 @@ from urllib.parse import unquote
 
 from sgcli.backends.base import SchemaKeywords
 from sgcli.backends.json_layout import one_spelling_fits
-from sgcli.backends.keyword_readings import INEXACT_NUMBER, inexact, why_unenforced
+from sgcli.backends.keyword_readings import INEXACT_NUMBER, NO_NUMBER_BETWEEN, inexact, why_unenforced
 from sgcli.backends.outlines_coverage import dropped_keywords
 from sgcli.backends.pattern_gaps import declared_pattern_gaps
 from sgcli.backends.schema_doc import SchemaDoc, escape_pointer, subschemas
@@ -173,9 +173,15 @@ def checker_limits(gaps: list[Gap], doc: SchemaDoc) -> list[Gap]:
 
 
 def _unwritable(doc: SchemaDoc, gap: Gap) -> str | None:
-    """Why the checker cannot take an `enum`/`const` whose every value is a number the grammar writes
-    rounded: the grammar offers only the rounded literal, which the checker refuses, so every generation
+    """Why the checker cannot take a range in which the grammar writes no number (`_no_number_between`),
+    or an `enum`/`const` whose every value is a number the grammar writes rounded: the grammar offers
+    only the rounded literal, which the checker refuses, so every generation
     backtracked to its limit and failed (`enum: [12345678901234567890]`, a held-out tour, 2026-12-07)."""
+    if gap.reason.startswith(NO_NUMBER_BETWEEN):
+        return (
+            "the grammar takes no number in the range (only an empty text), so the checker has nothing to accept: "
+            "no output could pass"
+        )
     if gap.keyword not in ("enum", "const") or not gap.reason.startswith(INEXACT_NUMBER):
         return None
     node = doc.nodes.get("/".join(gap.pointer.split("/")[:-1]))

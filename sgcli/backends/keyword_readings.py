@@ -119,6 +119,8 @@ def why_unenforced(
         return "a fractional divisor: the grammar's decimal arithmetic and jsonschema's float arithmetic disagree"
     if keyword in _BOUNDS and _is_number(value) and abs(value) > 2**53:
         return "a bound past 2**53, which the grammar rounds to a float (9007199254740993 read as ...992)"
+    if keyword in _BOUNDS and table.bounded_places is not None and _no_number_between(node, table.bounded_places):
+        return f"{NO_NUMBER_BETWEEN} {table.bounded_places} decimal places, the only numbers written between two bounds"
     if table.decimal_bounds and _exclusive(node, keyword) and node.get("type") != "integer":
         return "an exclusive bound the grammar compares in decimal: a value that rounds onto it in floats passes"
     if keyword in ("enum", "const") and any(inexact(v) for v in (value if keyword == "enum" else [value]) or ()):
@@ -176,6 +178,26 @@ def why_unenforced(
     return None
 
 
+def _no_number_between(node: dict, places: int) -> bool:
+    """Whether `node`'s two bounds leave no multiple of 10**-places between them (exact decimal
+    arithmetic on the numbers as written; draft 4's boolean exclusive flags read too)."""
+    from decimal import Decimal
+    from math import ceil, floor
+
+    if node.get("type") != "number":
+        return False
+    low = [(node[k], _exclusive(node, k)) for k in ("minimum", "exclusiveMinimum") if _is_number(node.get(k))]
+    high = [(node[k], _exclusive(node, k)) for k in ("maximum", "exclusiveMaximum") if _is_number(node.get(k))]
+    if not low or not high:
+        return False
+    scale = Decimal(10) ** places
+    lo, lo_open = max(((Decimal(repr(v)) * scale, o) for v, o in low), key=lambda b: (b[0], b[1]))
+    hi, hi_open = min(((Decimal(repr(v)) * scale, o) for v, o in high), key=lambda b: (b[0], not b[1]))
+    first = floor(lo) + 1 if lo_open and lo == floor(lo) else ceil(lo)
+    last = ceil(hi) - 1 if hi_open and hi == ceil(hi) else floor(hi)
+    return first > last
+
+
 def _exclusive(node: dict, keyword: str) -> bool:
     """Whether `keyword` is an exclusive numeric bound of `node` (draft 4's boolean form: on its bound)."""
     if keyword in ("exclusiveMinimum", "exclusiveMaximum"):
@@ -185,6 +207,7 @@ def _exclusive(node: dict, keyword: str) -> bool:
 
 
 INEXACT_NUMBER = "a number no grammar is known to write exactly"
+NO_NUMBER_BETWEEN = "a range that holds no number of at most"
 
 
 def inexact(value) -> bool:

@@ -202,6 +202,7 @@ class XGrammarBackend(LibraryBackend):
                 ("multipleOf", frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})),
             ),
             integer_only=frozenset({"multipleOf"}),
+            bounded_places=6,  # measured: `[1e-6, 2e-6]` takes 0.000001 and 0.000002 only, `[1e-7, 2e-7]` nothing
         ),
     )
 
