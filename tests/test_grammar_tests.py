@@ -392,3 +392,24 @@ def test_a_regex_text_a_backend_refuses_is_not_called_another_spelling(run_cli, 
     failed = [r for r in records if not r["passed"]]
     assert [r["backend"] for r in failed] == ["outlines_core"]  # llguidance and xgrammar take it
     assert "reads this regex otherwise" in failed[0]["independent"] and "spelling" not in failed[0]["independent"]
+
+
+def test_a_json_value_no_spelling_of_which_is_taken_is_called_a_narrowing(run_cli, tmp_path):
+    """outlines-core writes a top-level number as an integer: `4.9` has no other spelling, and the note
+    said "refuses this spelling of it" (a tour). Where the compact spelling is taken, the note shows it."""
+    cases = tmp_path / "n.test.yaml"
+    cases.write_text("grammar: {kind: json_schema, text: {type: number}}\ncases:\n  - {input: '4.9', accept: true}\n")
+    records = [
+        r for r in _records(run_cli("test", cases, "--backend", "outlines_core", "--json")) if r["type"] == "case"
+    ]
+    assert not records[0]["passed"]
+    assert "narrower than the schema here" in records[0]["independent"]
+    assert "spelling" not in records[0]["independent"]
+    escaped = tmp_path / "s.test.yaml"
+    escaped.write_text(
+        "grammar: {kind: json_schema, text: {type: string}}\ncases:\n  - {input: '\"\\u0041\"', accept: true}\n"
+    )
+    records = [
+        r for r in _records(run_cli("test", escaped, "--backend", "llguidance", "--json")) if r["type"] == "case"
+    ]
+    assert not records[0]["passed"] and 'it takes "\\"A\\""' in records[0]["independent"]

@@ -23,7 +23,7 @@ from sgcli.cli.common import (
 )
 from sgcli.cli.tables import print_table
 from sgcli.errors import EXIT_FINDINGS, EXIT_OK, UserError, plural
-from sgcli.grammar_dev.dryrun import dry_run, piece_text, refused_valid_note, token_text
+from sgcli.grammar_dev.dryrun import dry_run, piece_text, token_text
 from sgcli.lint import preflight
 from sgcli.tokenizers import load_tokenizer
 
@@ -185,8 +185,8 @@ def _show(run, vocab, spec) -> None:
             out.print(f"  next byte must be one of {escape(r.next_bytes)}")
         if r.note:
             out.print(f"  note: {escape(r.note)}")
-        if run.independent is not None and run.independent.valid:
-            out.print(f"  note: {escape(refused_valid_note(run.backend, spec.kind, run.independent.validated_by))}")
+        if run.refused_valid is not None:
+            out.print(f"  note: {escape(run.refused_valid)}")
     elif run.end.can_stop:
         out.print("[green]accepted[/]: the text is a complete match (the grammar can stop here)")
         if run.independent is not None and run.independent.valid is False:

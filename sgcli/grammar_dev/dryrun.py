@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from sgcli.backends.base import Compiled, allowed_ids, new_bitmask
-from sgcli.backends.matching import byte_ids, canonical_ids, first_mask_error, walk
+from sgcli.backends.matching import byte_ids, canonical_ids, feed, first_mask_error, walk
 from sgcli.constraints.spec import Kind
 from sgcli.tokenizers.vocab import Vocab
 from sgcli.validation.validate import validate
@@ -69,6 +69,7 @@ class DryRun:
     error_state: State | None = None  # what the failed matcher's mask showed there
     # the independent check's verdict on a TEXT the matcher accepted or rejected (sgcli.validation)
     independent: Verdict | None = None
+    refused_valid: str | None = None  # where a valid TEXT is rejected: why (`refused_valid_note`)
 
     @property
     def verdict(self) -> str:
@@ -165,23 +166,50 @@ def _judge(compiled: Compiled, run: DryRun) -> None:
     writes, like `"\u0041"`; an invalid one a keyword it does not enforce lets through)."""
     if run.verdict in (ACCEPTED, REJECTED):
         run.independent = independent_verdict(compiled, run.text)
+    if run.verdict == REJECTED and run.independent is not None and run.independent.valid:
+        run.refused_valid = refused_valid_note(compiled, run.text, run.independent.validated_by)
 
 
-def refused_valid_note(backend: str, kind: Kind, validated_by: str) -> str:
+def refused_valid_note(compiled: Compiled, text: str, validated_by: str) -> str:
     """Why a backend's grammar refuses a text the independent check finds valid. JSON has many spellings of
-    one value and grammars write one; a regex or grammar text has one spelling, so there the backend reads
-    the constraint otherwise (outlines-core drops `x(ab)?`'s `ab` after an accepting `x`)."""
+    one value and grammars write one: where the compact spelling of the value is taken, that is the story,
+    and the note shows it; where it is refused too, the grammar is narrower than the schema there (it
+    said "another spelling" of `4.9` under outlines-core's top-level number, which has none: a tour). A
+    regex or grammar text has one spelling, so there the backend reads the constraint otherwise."""
+    backend, kind = compiled.backend, compiled.spec.kind
     if kind not in (Kind.REGEX, Kind.CHOICE, Kind.EBNF):  # JSON may stand inside (Lark's %json)
+        compact = _compact_spelling(text) if kind is Kind.JSON_SCHEMA else None
+        if compact is None:
+            return (
+                f"{validated_by} finds the input valid, and {backend}'s grammar refuses this spelling of it: "
+                "generation never writes it so (backends write some values one way only: string escapes, number "
+                "forms, whitespace, the schema's property order; where the grammar has no other, not at all)"
+            )
+        if compact != text and feed(compiled, compiled.vocab.encode(compact)).accepted:
+            return (
+                f"{validated_by} finds the input valid, and {backend}'s grammar refuses this spelling of it: it "
+                f"takes {json.dumps(compact, ensure_ascii=False)[:200]} (backends write some values one way only: "
+                "string escapes, number forms, whitespace)"
+            )
         return (
-            f"{validated_by} finds the input valid, and {backend}'s grammar refuses this spelling of it: "
-            "generation never writes it so (backends write some values one way only: string escapes, number "
-            "forms, whitespace, the schema's property order; where the grammar has no other, not at all)"
+            f"{validated_by} finds the input valid, and {backend}'s grammar refuses it, written compactly too: "
+            "the grammar is narrower than the schema here (or writes the properties in the schema's order), so "
+            "generation never writes this value (docs/guarantee.md lists each backend's known narrowings)"
         )
     return (
         f"the independent check ({validated_by}) matches the text, and {backend} refuses it: it reads this "
         f"{kind.label} otherwise, and generation never writes such a text there (docs/grammar-development.md "
         "lists the known readings; `sgcli compare-backends --no-generate --text` puts the backends side by side)"
     )
+
+
+def _compact_spelling(text: str) -> str | None:
+    """The value `text` spells, written compactly as generation's default layout writes it (None: not JSON)."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def independent_verdict(compiled: Compiled, text: str) -> Verdict:

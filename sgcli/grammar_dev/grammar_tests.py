@@ -342,7 +342,7 @@ def _independent_note(compiled, case: Case) -> str | None:
     case's own mistake."""
     verdict = independent_verdict(compiled, case.input)
     if verdict.valid is True and case.accept:
-        return refused_valid_note(compiled.backend, compiled.spec.kind, verdict.validated_by)
+        return refused_valid_note(compiled, case.input, verdict.validated_by)
     if verdict.valid is False and case.accept:
         return f"{verdict.validated_by} finds the input invalid too ({verdict.errors[0]}): is `accept: true` right?"
     if verdict.valid is False and not case.accept:
