@@ -16,7 +16,23 @@ EXIT_OK = 0
 EXIT_FINDINGS = 1  # some output invalid, lint findings, failing test cases
 EXIT_USAGE = 2  # the user's input or flags are wrong
 EXIT_INTERNAL = 3  # a bug in sgcli
-EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it); SIGTERM is 143 (`interrupted_code`)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM, raised where the main thread was: ends the run as Ctrl-C does (whole records,
+    the lock given back), with the exit code shells give that signal (a script tells `timeout` from ^C)."""
+
+    def __init__(self, signum: int = 2):
+        super().__init__()
+        self.signum = signum
+
+
+def interrupted_code(exc: BaseException | None = None, signum: int | None = None) -> int:
+    """128 + the signal that ended the run: 130 for Ctrl-C (a bare KeyboardInterrupt), 143 for SIGTERM."""
+    if signum is None:
+        signum = exc.signum if isinstance(exc, Interrupted) else 2
+    return 128 + signum
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,21 @@ def test_resume_asks_only_for_the_ids_not_yet_answered_and_says_how_many(tmp_pat
     assert ("note", f"--resume: 1 of 2 lines were already answered in {out}") in reporter.notices
 
 
+def test_a_resumed_batch_counts_the_records_it_kept(tmp_path):
+    """A run killed after writing an invalid record, then resumed, exited 0 with "2 valid, 0 invalid"
+    while the file held `valid: false`: the exit code and the summary count the kept records too."""
+    out = tmp_path / "o.jsonl"
+    out.write_text(json.dumps({"id": 1, "prompt": "a", "valid": False, "finish_reason": "stop"}) + "\n")
+    runner, reporter = TableRunner({"a": True, "b": True}), RecordingReporter()
+    writer = RecordWriter(out, resume=True)
+    code = run_batch(runner, _lines({"id": 1, "prompt": "a"}, {"id": 2, "prompt": "b"}), writer, reporter)
+    writer.close()
+    assert runner.asked == ["b"] and code == EXIT_FINDINGS
+    (tally,) = reporter.tallies
+    assert (tally.n, tally.kept, tally.valid, tally.invalid) == (2, 1, 1, 1)
+    assert tally.summary().startswith("2 records (1 kept from the output file): 1 valid, 1 invalid")
+
+
 def test_duplicate_ids_are_named_once(tmp_path):
     writer, reporter = RecordWriter(tmp_path / "o.jsonl"), RecordingReporter()
     lines = _lines({"id": "x", "prompt": "a"}, {"id": "x", "prompt": "a"}, {"id": 2, "prompt": "a"})

@@ -53,5 +53,5 @@ def test_a_signal_ends_the_process_while_the_main_thread_is_stuck_in_native_code
         _, err = child.communicate(timeout=30)  # the stuck call lasts 60 s
     finally:
         child.kill()
-    assert child.returncode == 130, err
+    assert child.returncode == 128 + sig, err  # 130 for Ctrl-C, 143 for SIGTERM, as shells report them
     assert err.strip().endswith("interrupted") and "Traceback" not in err, err

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
 from sgcli import backends
-from sgcli.app.report import Reporter, Tally
+from sgcli.app.report import KEPT, Reporter, Tally
 from sgcli.app.request import GenerateRequest
 from sgcli.backends.guarantee import Guarantee, server_guarantee
 from sgcli.batch.output import OrderedWriter
@@ -25,7 +25,7 @@ from sgcli.batch.records import RecordWriter
 from sgcli.batch.requests import BadLine, Request, duplicate_ids, read_requests
 from sgcli.constraints.schema_empty import check_admits_a_value
 from sgcli.constraints.spec import Kind
-from sgcli.errors import EXIT_FINDINGS, EXIT_OK, plural
+from sgcli.errors import EXIT_FINDINGS, EXIT_OK, Interrupted, plural
 from sgcli.serving import check_engine_supports
 
 if TYPE_CHECKING:
@@ -152,6 +152,8 @@ def run_batch(
         reporter.notice(
             "note", f"--resume: {len(items) - len(todo)} of {len(items)} lines were already answered in {writer.path}"
         )
+    for record in writer.kept:  # an invalid record an earlier run left fails the batch as it did that run
+        tally.add(record, KEPT)
     reporter.tally(tally)
     return EXIT_FINDINGS if tally.failed else EXIT_OK  # unchecked (null) is not a finding; an error is
 
@@ -184,4 +186,4 @@ def _sigterm_interrupts() -> Iterator[None]:
 
 
 def _interrupt(signum, frame):
-    raise KeyboardInterrupt
+    raise Interrupted(signum)

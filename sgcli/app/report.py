@@ -51,6 +51,9 @@ class Reporter(Protocol):
         ...
 
 
+KEPT = object()  # Tally.add's item for a record --resume kept from an earlier run (`RecordWriter.kept`)
+
+
 class Tally:
     """How a batch's records fared and how fast: the line a batch ends with, its first errors (each at
     its --input file:line), and its exit code."""
@@ -61,16 +64,19 @@ class Tally:
         self.start = time.perf_counter()
         self.n = self.valid = self.invalid = self.unchecked = self.errors = self.tokens = 0
         self.failed = 0  # records that are invalid or errors: exit 1
+        self.kept = 0  # records an earlier run left in the output (--resume): counted, not generated now
         self.failures = Failures()
 
     def add(self, record: dict, item=None) -> None:
         """`item`: the Request or BadLine the record answers (its `location` is the input line)."""
         self.n += 1
-        self.tokens += (record.get("usage") or {}).get("completion_tokens") or 0
+        self.tokens += ((record.get("usage") or {}).get("completion_tokens") or 0) if item is not KEPT else 0
+        self.kept += item is KEPT
         self.failed += record.get("valid") is False or record.get("finish_reason") == "error"
         if record.get("finish_reason") == "error":
             self.errors += 1
-            self.failures.add(record, getattr(item, "location", None))
+            if item is not KEPT:
+                self.failures.add(record, getattr(item, "location", None))
         elif record.get("valid") is True:
             self.valid += 1
         elif record.get("valid") is None:
@@ -83,8 +89,9 @@ class Tally:
         rate = f"{self.tokens / elapsed:.1f} tok/s" if elapsed > 0 and self.tokens else "- tok/s"
         unchecked = f", {self.unchecked} unchecked" if self.unchecked else ""
         how = self.how() if callable(self.how) else self.how
+        kept = f" ({self.kept} kept from the output file)" if self.kept else ""
         return (
-            f"{plural(self.n, 'record')}: {self.valid} valid, {self.invalid} invalid{unchecked}, "
+            f"{plural(self.n, 'record')}{kept}: {self.valid} valid, {self.invalid} invalid{unchecked}, "
             f"{plural(self.errors, 'error')} · {plural(self.tokens, 'token')} in {elapsed:.1f} s ({rate})"
             + (f" · {how}" if how else "")
         )

@@ -18,7 +18,6 @@ import os
 import stat
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -81,7 +80,9 @@ class RecordWriter:
     def __init__(self, path: Path | None, *, resume: bool = False, force: bool = False):
         self.path = path
         self.resume = resume
-        self.answered: dict[str, Counter] = {}  # id -> its records' prompts already in the output (resume)
+        # id -> prompt -> the `valid` of each of its records already in the output (resume)
+        self.answered: dict[str, dict[str | None, list]] = {}
+        self.kept: list[dict] = []  # the records `skip` found answering a line (resume): they count in the tally
         self.stream: IO[str] | None = sys.stdout if path is None else None
         self._lock: _Lock | None = None
         self._repair: _Repair | None = None
@@ -130,8 +131,8 @@ class RecordWriter:
             return False
         keys = list(by_prompt) if prompt is ANY_PROMPT else [prompt_key(prompt), None]
         for key in keys:
-            if by_prompt.get(key, 0) > 0:
-                by_prompt[key] -= 1
+            if by_prompt.get(key):
+                self.kept.append(by_prompt[key].pop(0))
                 return True
         return False
 
@@ -380,7 +381,7 @@ class _Repair:
     `keep` is where the complete lines end (bytes after it are a killed process's partial line);
     `dropped` are the (start, end) offsets of error records, whose ids are answered again."""
 
-    answered: dict[str, Counter] = field(default_factory=dict)
+    answered: dict[str, dict[str | None, list]] = field(default_factory=dict)
     size: int = 0
     keep: int = 0
     newline: bool = False  # the last complete record lacks its newline
@@ -426,7 +427,8 @@ def _scan_for_resume(path: Path) -> _Repair:
                     repair.newline = False
                 else:
                     prompt = prompt_key(record["prompt"]) if "prompt" in record else None
-                    repair.answered.setdefault(id_key(record["id"]), Counter())[prompt] += 1
+                    kept = {k: record.get(k) for k in ("valid", "finish_reason")}  # what a tally reads
+                    repair.answered.setdefault(id_key(record["id"]), {}).setdefault(prompt, []).append(kept)
                     repair.newline = not complete
     except OSError as exc:
         raise UserError(f"--resume: cannot read the output file {path}: {exc.strerror}") from None

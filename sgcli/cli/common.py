@@ -16,7 +16,7 @@ import typer
 
 from sgcli.cache.paths import set_notifier
 from sgcli.constraints.reading import forget_stdin
-from sgcli.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, SgcliError, UserError
+from sgcli.errors import EXIT_INTERNAL, EXIT_USAGE, SgcliError, UserError, interrupted_code
 from sgcli.extras import from_import_error
 from sgcli.lone_surrogates import lone_surrogate
 
@@ -112,9 +112,9 @@ def handles_errors(fn: Callable) -> Callable:
         except SgcliError as exc:
             _console("err").print(f"[bold red]error[/]: {escape(str(exc))}")
             raise typer.Exit(exc.exit_code) from None
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             _console("err").print("interrupted")
-            raise typer.Exit(EXIT_INTERRUPTED) from None
+            raise typer.Exit(interrupted_code(exc)) from None
         except Exception as exc:  # a bug: say so, keep the traceback for reports
             full = _write_failed(exc)
             if full is not None:  # never sgcli's bug, and nothing more can be written where it went

@@ -1,12 +1,13 @@
 """The `sgcli` console script. Ctrl-C or SIGTERM while the command line is still importing (about half
 a second: typer, rich, the backends' modules) ended it with a KeyboardInterrupt traceback, or with
-SIGTERM's exit 143 and no word; here both end it as they do later: "interrupted", exit 130.
+SIGTERM's exit 143 and no word; here both end it as they do later: "interrupted", exit 130 (Ctrl-C) or
+143 (SIGTERM), as shells report each.
 
 A Python signal handler runs only when the main thread runs bytecode: inside a native call that never
 returns (llguidance's first mask on `start: /a+/ "a"`, with --compile-timeout 0) neither Ctrl-C nor
 `timeout`'s SIGTERM ended the process, only SIGKILL. The signal's C handler also writes its number to a
 pipe (`signal.set_wakeup_fd`); a thread reading it ends the process the same way ("interrupted", exit
-130) where the main thread has not moved for GRACE_S. Where it moves, its own handler runs as before (a
+130 or 143) where the main thread has not moved for GRACE_S. Where it moves, its own handler runs as before (a
 KeyboardInterrupt: a batch's records written so far are whole). The thread needs the GIL, which the grammar
 libraries, numpy and torch give up in their long calls; a call that holds it cannot be interrupted."""
 
@@ -22,7 +23,9 @@ GRACE_S = 1.0  # a main thread that runs Python reaches its handler within micro
 
 
 def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
+    from sgcli.errors import Interrupted
+
+    raise Interrupted(signum)
 
 
 def main() -> None:
@@ -45,12 +48,12 @@ def main() -> None:
             _end_past_given_up_compiles(EXIT_USAGE)
             sys.exit(EXIT_USAGE)
         _end_past_given_up_compiles(0)
-    except KeyboardInterrupt:
-        from sgcli.errors import EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        from sgcli.errors import interrupted_code
 
         sys.stderr.write("interrupted\n")
-        _end_past_given_up_compiles(EXIT_INTERRUPTED)
-        sys.exit(EXIT_INTERRUPTED)
+        _end_past_given_up_compiles(interrupted_code(exc))
+        sys.exit(interrupted_code(exc))
 
 
 def _end_past_given_up_compiles(code) -> None:
@@ -94,7 +97,7 @@ def _watch(fd: int) -> None:
         if not got:
             return
         if (signal.SIGINT in got or signal.SIGTERM in got) and _stuck(main):
-            _end_now()
+            _end_now(signal.SIGTERM if signal.SIGTERM in got else signal.SIGINT)
 
 
 def _stuck(main: int | None) -> bool:
@@ -114,11 +117,11 @@ def _position(main: int | None) -> tuple | None:
     return None if frame is None else (frame, frame.f_lasti)
 
 
-def _end_now() -> None:
-    """What the main thread's KeyboardInterrupt would do, from this thread: "interrupted", exit 130, output
+def _end_now(signum: int) -> None:
+    """What the main thread's KeyboardInterrupt would do, from this thread: "interrupted", exit 128 + signum, output
     written so far flushed (where the main thread does not hold the stream) and the terminal's fd 2 back
     from a library's capture. Exit handlers are not run: they may wait on what the main thread holds."""
-    from sgcli.errors import EXIT_INTERRUPTED
+    from sgcli.errors import interrupted_code
 
     captured = sys.modules.get("sgcli.backends.native_stderr")
     if captured is not None:
@@ -130,7 +133,7 @@ def _end_now() -> None:
         os.write(2, b"interrupted\n")
     except OSError:
         pass
-    os._exit(EXIT_INTERRUPTED)
+    os._exit(interrupted_code(signum=signum))
 
 
 def _flush() -> None:
