@@ -125,3 +125,22 @@ def test_choice_flags_show_their_choices_and_to_takes_any_case(run_cli, tmp_path
     monkeypatch.chdir(tmp_path)
     result = run_cli("convert", "g.gbnf", "--to", "LARK", "--no-check")
     assert result.exit_code == 0 and result.stdout.startswith("start:"), result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--input", "a.jsonl", "--input", "b.jsonl"], "--input: given twice ('a.jsonl', then 'b.jsonl')"),
+        (["--input", "a.jsonl", "-o", "r1.jsonl", "--output=r2.jsonl"], "--output: given twice ('r1.jsonl', then 'r2"),
+    ],
+)
+def test_an_option_of_one_value_given_twice_is_exit_2(run_cli, tmp_path, monkeypatch, args, says):
+    """click kept the last value: `--input a.jsonl --input b.jsonl` answered b's lines only and dropped
+    a's without a word (a tour). Given twice with one value, or a repeatable option, is fine."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("a.jsonl", "b.jsonl"):
+        (tmp_path / name).write_text('{"prompt": "x"}\n')
+    result = run_cli("generate", "--regex", "a", *args)
+    assert result.exit_code == 2 and says in " ".join(result.output.replace("│", " ").split()), result.output
+    same = run_cli("compile", "--regex", "a", "--backend", "llguidance", "--backend", "llguidance")
+    assert same.exit_code == 0, same.output

@@ -169,6 +169,42 @@ class Command(TyperCommand):
     def get_params(self, ctx):
         return _defer(super().get_params(ctx))
 
+    def parse_args(self, ctx, args):
+        _refuse_repeated(self.get_params(ctx), args)
+        return super().parse_args(ctx, args)
+
+
+def _refuse_repeated(params, args: list[str]) -> None:
+    """An option that takes one value, given twice with two values, is a usage error (exit 2): click
+    keeps the last, and `--input a.jsonl --input b.jsonl` answered b's lines only, a's dropped
+    without a word (a tour, 2026-12-07). Repeatable options (`--stop`, `--sub`) are lists."""
+    single = {
+        name: param
+        for param in params  # typer's Option, on its own copy of click or on click's (duck-typed)
+        if getattr(param, "param_type_name", "") == "option"
+        and not (param.multiple or param.is_flag or param.count)
+        and param.nargs == 1
+        for name in param.opts + param.secondary_opts
+    }
+    seen: dict[str, tuple[str, str]] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            return
+        name, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        param = single.get(name)
+        i += 1
+        if param is None:
+            continue
+        if not eq:
+            if i >= len(args):
+                return  # click says the value is missing
+            value, i = args[i], i + 1
+        first = seen.setdefault(param.name, (name, value))
+        if first[1] != value:
+            raise BadParameter(f"given twice ({first[1]!r}, then {value!r}): it takes one value", param_hint=name)
+
 
 _BREAK_AFTER = (".", ":", "!", "?")
 _BREAK_BEFORE = ("- ", "* ", " ", "\t")
