@@ -116,6 +116,22 @@ def test_duplicate_ids_are_named_once(tmp_path):
     assert warnings == ['1 id used on several input lines: "x" (each line still gets its own record, in input order)']
 
 
+def test_a_long_duplicate_id_is_cut_in_the_warning(tmp_path):
+    writer, reporter = RecordWriter(tmp_path / "o.jsonl"), RecordingReporter()
+    long = "x" * 200_000
+    run_batch(
+        TableRunner({"a": True}), _lines({"id": long, "prompt": "a"}, {"id": long, "prompt": "a"}), writer, reporter
+    )
+    writer.close()
+    (warning,) = [m for label, m in reporter.notices if label == "warning"]
+    assert len(warning) < 300 and "(200,002 characters)" in warning
+
+
+def test_an_empty_input_path_is_named_empty(run_cli):
+    result = run_cli("generate", "--regex", "a", "--input", "")
+    assert result.exit_code == 2 and "the path is empty" in result.output, result.output
+
+
 def _request(tmp_path, **kw) -> GenerateRequest:
     kw.setdefault("local", LocalOptions(backend="llguidance"))
     return GenerateRequest(CHOICE, "Is water wet?", output=tmp_path / "o.jsonl", **kw)

@@ -166,9 +166,15 @@ def _warn_duplicates(items: list[Request | BadLine], reporter: Reporter) -> None
     dups = duplicate_ids(items)
     if not dups:
         return
-    shown = ", ".join(json.dumps(d, ensure_ascii=False) for d in dups[:5]) + (" ..." if len(dups) > 5 else "")
+    shown = ", ".join(_short_id(d) for d in dups[:5]) + (" ..." if len(dups) > 5 else "")
     what = "each line still gets its own record, in input order"  # --resume too: a record per line of the id
     reporter.notice("warning", f"{plural(len(dups), 'id')} used on several input lines: {shown} ({what})")
+
+
+def _short_id(rid, most: int = 80) -> str:
+    """An id as JSON, cut to `most` characters (a 200,000-character id was printed whole: 200 KB of stderr)."""
+    text = json.dumps(rid, ensure_ascii=False)
+    return text if len(text) <= most else f"{text[: most - 1]}… ({len(text):,} characters)"
 
 
 @contextlib.contextmanager

@@ -134,6 +134,8 @@ def open_input(path: str, *, what: str = "file"):
     if path == "-":
         yield _stdin(what), "<stdin>"
         return
+    if not path:  # Path("") is ".": "is a directory" named nothing the user typed
+        raise UserError(f"{what}: the path is empty", hint="give a file's path, or - for stdin")
     p = Path(path).expanduser()
     try:
         stream = _open_fifo(p) if _is_fifo(p) else p.open("rb")
