@@ -116,6 +116,22 @@ def test_duplicate_ids_are_named_once(tmp_path):
     assert warnings == ['1 id used on several input lines: "x" (each line still gets its own record, in input order)']
 
 
+def test_resume_names_records_that_answer_no_input_line(tmp_path):
+    """An edited prompt left its old record beside the new one, 4 records for 3 lines, and only "2 of 3
+    lines were already answered" was said (a tour): the records no line claims are named."""
+    out = tmp_path / "o.jsonl"
+    old = [{"id": 1, "prompt": "one", "valid": True, "finish_reason": "stop"}]
+    old.append({"id": 2, "prompt": "b", "valid": True, "finish_reason": "stop"})
+    out.write_text("".join(json.dumps(r) + "\n" for r in old))
+    runner, reporter = TableRunner({"edited": True, "b": True}), RecordingReporter()
+    writer = RecordWriter(out, resume=True)
+    run_batch(runner, _lines({"id": 1, "prompt": "edited"}, {"id": 2, "prompt": "b"}), writer, reporter)
+    writer.close()
+    assert runner.asked == ["edited"]
+    (warning,) = [m for label, m in reporter.notices if label == "warning"]
+    assert f"1 record in {out} answer no line of the input (first: {out}:1" in warning
+
+
 def test_a_long_duplicate_id_is_cut_in_the_warning(tmp_path):
     writer, reporter = RecordWriter(tmp_path / "o.jsonl"), RecordingReporter()
     long = "x" * 200_000

@@ -152,6 +152,13 @@ def run_batch(
         reporter.notice(
             "note", f"--resume: {len(items) - len(todo)} of {len(items)} lines were already answered in {writer.path}"
         )
+    unmatched = writer.unmatched()
+    if unmatched:  # kept as they are: the file no longer holds one record per input line
+        reporter.notice(
+            "warning",
+            f"--resume: {plural(len(unmatched), 'record')} in {writer.path} answer no line of the input (first: "
+            f"{writer.path}:{unmatched[0]}; an edited prompt, or another input's records); they stay in the file",
+        )
     for record in writer.kept:  # an invalid record an earlier run left fails the batch as it did that run
         tally.add(record, KEPT)
     reporter.tally(tally)

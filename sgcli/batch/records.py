@@ -136,6 +136,13 @@ class RecordWriter:
                 return True
         return False
 
+    def unmatched(self) -> list[int]:
+        """Lines of the output (resume) whose records `skip` gave to no input line: an edited prompt, another
+        input's records, a line answered twice. They stay in the file; the batch says so."""
+        return sorted(
+            kept["line"] for by_prompt in self.answered.values() for left in by_prompt.values() for kept in left
+        )
+
     def open(self) -> None:
         """The run can start (the model loaded, the server answered): create, empty (--force) or
         repair (--resume) the file now. Writing opens it too; calling this again does nothing."""
@@ -427,7 +434,7 @@ def _scan_for_resume(path: Path) -> _Repair:
                     repair.newline = False
                 else:
                     prompt = prompt_key(record["prompt"]) if "prompt" in record else None
-                    kept = {k: record.get(k) for k in ("valid", "finish_reason")}  # what a tally reads
+                    kept = {k: record.get(k) for k in ("valid", "finish_reason")} | {"line": n}  # what a tally reads
                     repair.answered.setdefault(id_key(record["id"]), {}).setdefault(prompt, []).append(kept)
                     repair.newline = not complete
     except OSError as exc:
