@@ -332,7 +332,8 @@ def test_older_config_files_read_as_transformers_reads_them(case):
     [
         ({"hidden_act": "gelu"}, "the activation gelu"),
         ({"rope_parameters": {"rope_type": "proportional", "rope_theta": 10000.0}}, "proportional rope scaling"),
-        ({"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}}, "partial"),
+        # the default rope ignores a partial factor (tests/test_family_configs_s63.py); a scaling cannot
+        ({"rope_parameters": {"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": 0.5}}, "partial_rota"),
         ({"quantization_config": {"quant_method": "gptq"}}, "a quantization config"),
         ({"model_type": "phi3", "architectures": ["Phi3ForCausalLM"]}, "architecture is phi3"),
         ({"architectures": ["LlamaForSequenceClassification"]}, "LlamaForSequenceClassification"),

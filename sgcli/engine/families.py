@@ -20,6 +20,12 @@ class Misfit(ValueError):
     """What the native forward does not implement for a config."""
 
 
+class Unrunnable(Misfit):
+    """What neither forward runs: transformers fails deep inside its forward on it (a tensor size
+    mismatch, a ValueError from its masks), which would read as a bug in sgcli, so the loader refuses
+    it up front under every --model-impl (`unrunnable`)."""
+
+
 @dataclass(frozen=True)
 class Family:
     architecture: str  # the transformers class of its causal LM
@@ -129,7 +135,8 @@ def read(config: dict) -> Arch:
     head_dim = get("head_dim") or get("hidden_size") // heads
     activation = get("hidden_activation") if family.gemma else get("hidden_act")
     layers = get("num_hidden_layers")
-    problems = []
+    problems: list[str] = []
+    broken = [why] if (why := _heads_problem(heads, get("num_key_value_heads"))) else []
     if activation != ("gelu_pytorch_tanh" if family.gemma else "silu"):
         problems.append(f"the activation {activation}")
     if config.get("quantization_config"):
@@ -137,8 +144,11 @@ def read(config: dict) -> Arch:
     if family.gemma and get("use_bidirectional_attention"):
         problems.append("bidirectional attention")
     types = _layer_types(family, get, layers, problems)
-    windows = _windows(family, get, types, problems)
+    windows = _windows(family, get, config.get("layer_types") is not None, types, broken)
     ropes, layer_rope = _ropes(read_as, config, get, head_dim, types, problems)
+    _partial_rope(read_as, ropes, problems, broken)
+    if broken:
+        raise Unrunnable("; ".join(broken))
     if problems:
         raise Misfit(f"it uses {' and '.join(problems)}")
     biased = family.attention_bias and bool(get("attention_bias"))
@@ -179,6 +189,28 @@ def misfit(config: dict) -> str | None:
     return None
 
 
+def unrunnable(config: dict) -> str | None:
+    """Why neither forward can run `config`'s model, naming its keys (None where one can): key and
+    value heads that do not divide the query heads (any model type: transformers' attention repeats
+    each key head over a whole group), and, in `FAMILIES`, what `read` finds transformers cannot run."""
+    why = _heads_problem(config.get("num_attention_heads"), config.get("num_key_value_heads"))
+    if why is not None or config.get("model_type") not in FAMILIES:
+        return why
+    try:
+        read(config)
+    except Unrunnable as exc:
+        return str(exc)
+    except Misfit:
+        return None
+    return None
+
+
+def _heads_problem(heads, kv_heads) -> str | None:
+    if isinstance(heads, int) and isinstance(kv_heads, int) and kv_heads > 0 and heads % kv_heads:
+        return f"num_key_value_heads ({kv_heads}) does not divide num_attention_heads ({heads})"
+    return None
+
+
 def _layer_types(family: Family, get, layers: int, problems: list[str]) -> list[str]:
     """Each layer's attention type: `layer_types` as given (transformers' older name "attention" read
     as "full_attention"), else as the config class fills it in. A type this forward does not compute,
@@ -207,15 +239,18 @@ def _layer_types(family: Family, get, layers: int, problems: list[str]) -> list[
 _ATTENTION = ("full_attention", "sliding_attention")
 
 
-def _windows(family: Family, get, types: list[str], problems: list[str]) -> tuple[int | None, ...]:
-    """Each layer's sliding window (None: it attends to every earlier position)."""
+def _windows(family: Family, get, listed: bool, types: list[str], broken: list[str]) -> tuple[int | None, ...]:
+    """Each layer's sliding window (None: it attends to every earlier position). Sliding layers
+    without a window are `broken`: transformers' sliding mask raises on them (Qwen2, Qwen3, Gemma)."""
     if family.windows == "none":
         return (None,) * len(types)  # transformers' Llama ignores any sliding_window
     window = get("sliding_window")
-    if family.windows == "qwen" and not get("use_sliding_window"):
+    off = family.windows == "qwen" and not get("use_sliding_window")
+    if off:
         window = None
-    if window is None and "sliding_attention" in types:  # transformers' sliding mask raises on it
-        problems.append("sliding layers without a sliding_window")
+    if window is None and "sliding_attention" in types:
+        whence = "layer_types lists them" if listed else "its family's default layer pattern"
+        broken.append(f"sliding layers without a sliding_window ({whence}{'; use_sliding_window is false' * off})")
     return tuple(window if t == "sliding_attention" else None for t in types)
 
 
@@ -250,11 +285,32 @@ def _rope(params, theta, head_dim: int, get, problems: list[str]) -> Rope:
     theta = params.pop("rope_theta", theta if theta is not None else 10000.0)
     if kind not in KINDS:
         problems.append(f"{kind} rope scaling")
-    partial = params.get("partial_rotary_factor", get("partial_rotary_factor"))
+    partial = params.pop("partial_rotary_factor", get("partial_rotary_factor"))
     if partial not in (None, 1, 1.0):
-        problems.append("a partial rotary embedding")
+        params["partial_rotary_factor"] = partial  # read by `_partial_rope`; the frequencies ignore it
     if kind in ("llama3", "yarn", "longrope"):
         params.setdefault("original_max_position_embeddings", get("max_position_embeddings"))
     if get("original_max_position_embeddings") is not None and kind in ("llama3", "yarn", "longrope"):
         params["original_max_position_embeddings"] = get("original_max_position_embeddings")  # Phi-3's spelling wins
     return Rope(kind, float(theta), head_dim, get("max_position_embeddings"), params)
+
+
+def _partial_rope(model_type: str, ropes: tuple[Rope, ...], problems: list[str], broken: list[str]) -> None:
+    """A `partial_rotary_factor` below 1: the default rotary embedding of these families ignores it
+    (their `compute_default_rope_parameters` rotates the whole head; transformers' logits with and
+    without it are equal), so the native forward does too. With a scaling, transformers computes
+    frequencies for part of the head and then rotates all of it: a size mismatch in each family of
+    `_PARTIAL_FAILS` and every scaling of `KINDS` (transformers 5.25); Gemma 3 runs it, and the
+    native forward leaves it, as the others' untried cases, to transformers."""
+    for rope in ropes:
+        partial = rope.get("partial_rotary_factor")
+        if partial is None or rope.kind == "default":
+            continue
+        if model_type in _PARTIAL_FAILS and rope.kind in KINDS:
+            broken.append(f"partial_rotary_factor {partial} with {rope.kind} rope scaling")
+        else:
+            problems.append("a partial rotary embedding")
+        return
+
+
+_PARTIAL_FAILS = ("llama", "mistral", "qwen2", "qwen3", "gemma2")

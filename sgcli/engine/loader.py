@@ -199,7 +199,9 @@ def choose_impl(
     the model fits it (`llama.misfit` on the checkpoint's config: a folder's, a hub id's local
     snapshot's, a .gguf's conversion, made here once and cached) and, under auto on an accelerator,
     only where benchmarks/gpu_check.sh has checked it (`engine/device_checks.py`). Asking for the
-    native forward where it cannot run is exit 2, saying why."""
+    native forward where it cannot run is exit 2, saying why; so is a config neither forward can run
+    (`families.unrunnable`), under every impl, before any weights are read."""
+    _refuse_unrunnable(ref, progress)
     if impl == "transformers":
         return False, None
     why = _native_misfit(ref, placement, progress)
@@ -208,6 +210,29 @@ def choose_impl(
     if why is None and impl == "auto":
         why = device_checks.untrusted_reason(device)
     return why is None, why
+
+
+def _refuse_unrunnable(ref: ModelRef, progress: Progress | None = None) -> None:
+    """Exit 2 naming the config file and its keys where neither forward can run the model: else
+    transformers fails deep in its forward (a tensor size mismatch, a ValueError from its masks) and
+    the run ends as an internal error. A hub model not yet in the local cache is checked by the probe
+    pass `runtime.TransformersRuntime` makes instead."""
+    from sgcli.engine import families
+
+    folder = _native_folder(ref, progress)  # a .gguf's conversion: made here, as either forward needs it
+    config = None if folder is None else folder / "config.json"
+    if config is None or not config.is_file():
+        return  # transformers reports a missing config in its own words
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    why = families.unrunnable(data) if isinstance(data, dict) else None
+    if why is not None:
+        raise UserError(
+            f"the model config {config} describes a model neither sgcli's forward nor transformers' can run: {why}",
+            hint="correct those keys in config.json (compare with the model's original release)",
+        )
 
 
 def _native_refused(name: str, why: str) -> UserError:

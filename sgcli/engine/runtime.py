@@ -155,9 +155,9 @@ def cache_keyword(version: str) -> str:
 
 
 class TransformersRuntime:
-    """A transformers `PreTrainedModel`: its caches are transformers' own (`DynamicCache`, built from
-    its config so sliding-window and hybrid layers get their kind); its output head is used only
-    where a probe shows it gives the model's logits (soft-capping, scaling: `OutputHead`)."""
+    """A transformers `PreTrainedModel`: its caches are transformers' own (`DynamicCache` of its config,
+    sliding-window layers kept full: `new_cache` says why); its output head is used only where a
+    probe shows it gives the model's logits (soft-capping, scaling: `OutputHead`)."""
 
     impl = "transformers"
 
@@ -168,15 +168,18 @@ class TransformersRuntime:
         self.module = model
         self.keyword = cache_keyword(transformers.__version__)
         self._head: OutputHead | None | object = _UNCHECKED
-        cache = self.new_cache()
-        plain = cache is not None and bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
+        kinds = _config_cache(model.config)  # the layers transformers' own cache would give: what slides
+        plain = kinds is not None and bool(kinds.layers) and all(type(layer) is DynamicLayer for layer in kinds.layers)
         self.supports = Supports(
-            # a sliding-window layer says it crops, yet refuses to once past its window (transformers 5.24)
-            crop=plain and cache.is_croppable,
-            splice=None if plain else "it uses a sliding-window or hybrid KV cache, which batching does not splice",
+            crop=(cache := self.new_cache()) is not None and bool(cache.layers) and cache.is_croppable,
+            # sliding and hybrid models stay unspliced: their masks' windows were never checked on spliced rows
+            splice=_batch_rope(model.config)
+            or (None if plain else "it uses a sliding-window or hybrid KV cache, which batching does not splice"),
         )
 
     def hidden(self, input_ids, cache, *, attention_mask=None, position_ids=None, use_cache=True):
+        if cache is None and use_cache:
+            cache = self.new_cache()  # else the model builds one from its config (`new_cache` says why not)
         out = self.module.base_model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -190,6 +193,7 @@ class TransformersRuntime:
         raise NotImplementedError("transformers' forward runs one group of rows a pass (supports.parts is False)")
 
     def logits(self, input_ids, cache, keep):
+        cache = self.new_cache() if cache is None else cache
         out = self.module(input_ids=input_ids, use_cache=True, logits_to_keep=keep, **{self.keyword: cache})
         return out.logits.float(), out.get(self.keyword)
 
@@ -219,20 +223,30 @@ class TransformersRuntime:
         once: `OutputHead._finish`); a scaling or cap left out differs by far more."""
         device = next(self.module.parameters()).device
         ids = torch.arange(3, device=device)[None] % self.module.config.vocab_size
-        with torch.inference_mode():
-            raw = self.module(input_ids=ids, use_cache=False).logits[0]
-            got = head.logits(self.hidden(ids, None, use_cache=False)[0][0])
+        try:
+            with torch.inference_mode():
+                raw = self.module(input_ids=ids, use_cache=False).logits[0]
+                got = head.logits(self.hidden(ids, None, use_cache=False)[0][0])
+        except (ValueError, RuntimeError, TypeError, IndexError) as exc:  # the first pass the model makes
+            raise _cannot_run(self.module, exc) from None
         tolerance = max(1e-3, 4 * torch.finfo(raw.dtype).eps) if raw.is_floating_point() else 1e-3
         expected = raw.float()
         return got.shape == expected.shape and torch.allclose(got, expected, rtol=tolerance, atol=tolerance)
 
     def new_cache(self):
-        from transformers.cache_utils import DynamicCache
+        """transformers' cache for the model's config, its sliding-window layers replaced by full ones
+        (None where the config cannot be read: the model then makes its own). The model's masks apply
+        each layer's window over absolute positions whatever the cache keeps, so full layers give the
+        uncached forward's logits; the config's sliding layers drop keys where the attention does not
+        slide (a Llama config.json with a `sliding_window`, which Llama's attention ignores) or still
+        needs them (Mistral's `sliding_window` 1), and cached decoding then differed from the forward
+        by up to 12 in the logits. Other kinds (recurrent, hybrid, shared) stay the config's."""
+        from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
-        try:
-            return DynamicCache(config=self.module.config)
-        except (TypeError, ValueError, AttributeError):  # a config DynamicCache cannot read: the model's own
-            return None
+        cache = _config_cache(self.module.config)
+        if cache is not None:
+            cache.layers = [DynamicLayer() if type(lay) is DynamicSlidingWindowLayer else lay for lay in cache.layers]
+        return cache
 
     def cache_from(self, layers):
         from transformers.cache_utils import DynamicCache
@@ -259,6 +273,41 @@ class TransformersRuntime:
 
 
 _UNCHECKED = object()  # a transformers runtime's head before its first use
+
+
+def _config_cache(config):
+    """transformers' own cache for `config` (its layers say which slide), None where it cannot read it."""
+    from transformers.cache_utils import DynamicCache
+
+    try:
+        return DynamicCache(config=config)
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def _batch_rope(config) -> str | None:
+    """Why transformers' rotary embedding makes a batched row differ from the row alone (None where
+    it does not): its LongRoPE picks the long or short factors from the longest position of the
+    whole batch (`engine/rope.py`), so rows short of `original_max_position_embeddings` rotate with
+    the long ones' factors once another row passes it (6 of 8 rows differed in a tester's batch)."""
+    params = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    if not isinstance(params, dict):
+        return None
+    nested = [p for p in params.values() if isinstance(p, dict)] or [params]
+    kinds = {p.get("rope_type", p.get("type")) for p in nested}
+    if "longrope" in kinds:
+        return "transformers' longrope rotary embedding takes a whole batch's longest position for every row"
+    return None
+
+
+def _cannot_run(model, exc: Exception) -> UserError:
+    """transformers' forward failing on its first pass: the config asks for what it cannot compute
+    (sliding layers without a window, a partial rotary embedding with a scaling), not a bug in sgcli."""
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return UserError(
+        f"transformers' {type(model).__name__} cannot run this model's config: {type(exc).__name__}: {first}",
+        hint="its config.json asks for something its code does not compute; compare it with the model's original",
+    )
 
 
 def _positive(value) -> int | None:
