@@ -1,4 +1,4 @@
-"""Configs of the native families that one forward or both mishandled (a tester's sweep, s63).
+"""Configs of the native families that one forward or both mishandled (a held-out tour, 2026-12-07).
 
 Why: each runtime must either compute a config as transformers' uncached forward does or refuse
 it at load with exit 2 naming the config's keys; a crash deep in a forward reads as a bug in sgcli
