@@ -44,7 +44,7 @@ class TableRunner:
         for index in reversed(range(len(items))):  # a server's requests complete in any order
             item = items[index]
             if isinstance(item, BadLine):
-                put(index, self.record(item.id, None, False, "error"))
+                put(index, item.record())  # the error record a runner writes for it
             else:
                 self.asked.append(item.prompt)
                 put(index, self.record(item.id, item.prompt, self.valid[item.prompt]))
@@ -71,7 +71,13 @@ def test_records_are_written_in_input_order_whatever_order_they_finish(tmp_path)
     assert [r["id"] for r in _records(out)] == [1, 2, "line-3", 4]
     assert code == EXIT_FINDINGS  # the bad line's error record is a finding; unchecked (null) is not
     (tally,) = reporter.tallies
-    assert (tally.n, tally.valid, tally.unchecked, tally.errors, tally.tokens) == (4, 2, 1, 1, 8)
+    assert (tally.n, tally.valid, tally.unchecked, tally.errors, tally.tokens) == (
+        4,
+        2,
+        1,
+        1,
+        6,
+    )  # none for the bad line
     assert reporter.counted == [(runner.title, 4, 4)]
 
 
@@ -130,6 +136,22 @@ def test_resume_names_records_that_answer_no_input_line(tmp_path):
     assert runner.asked == ["edited"]
     (warning,) = [m for label, m in reporter.notices if label == "warning"]
     assert f"1 record in {out} answer no line of the input (first: {out}:1" in warning
+
+
+def test_resume_keeps_a_bad_lines_error_record_in_place(tmp_path):
+    """A resume with nothing to do rewrote a, line-2, c as a, c, line-2: a bad line's error record was
+    dropped and written again at the end (a tour). Still bad in the same words, it stays, counted."""
+    out, lines = tmp_path / "o.jsonl", _lines({"id": 1, "prompt": "a"}, "not json", {"id": 3, "prompt": "c"})
+    first = RecordWriter(out)
+    assert run_batch(TableRunner({"a": True, "c": True}), lines, first, RecordingReporter()) == EXIT_FINDINGS
+    first.close()
+    before = out.read_bytes()
+    runner, reporter, writer = TableRunner({"a": True, "c": True}), RecordingReporter(), RecordWriter(out, resume=True)
+    assert run_batch(runner, lines, writer, reporter) == EXIT_FINDINGS  # the bad line still fails the batch
+    writer.close()
+    assert runner.asked == [] and out.read_bytes() == before
+    (tally,) = reporter.tallies
+    assert (tally.n, tally.kept, tally.errors) == (3, 3, 1)
 
 
 def test_a_long_duplicate_id_is_cut_in_the_warning(tmp_path):

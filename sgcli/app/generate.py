@@ -123,9 +123,17 @@ def run_batch(
     record and the batch goes on. With resume, ids already in the output are skipped."""
     items = list(read_requests(*batch, raw=raw))
     _warn_duplicates(items, reporter)
-    # --resume: lines already answered; a bad line's error record was dropped from the output, and is
-    # cheap: always written again (its `line-N` id must not use up the record of a user's id "line-N")
-    todo = [item for item in items if isinstance(item, BadLine) or not writer.skip(item.id, _record_prompt(item))]
+    # --resume: lines already answered; a bad line whose error record the output holds in the same words
+    # keeps it in place (its `line-N` id must not use up the record of a user's id "line-N")
+    todo = [
+        item
+        for item in items
+        if not (
+            writer.keep_error(item.id, item.record()["errors"])
+            if isinstance(item, BadLine)
+            else writer.skip(item.id, _record_prompt(item))
+        )
+    ]
     tally = Tally(runner.how)  # the records written: with a reader that left, those it received
 
     def write(entry: tuple[dict, Request | BadLine], _sink) -> None:

@@ -136,6 +136,20 @@ class RecordWriter:
                 return True
         return False
 
+    def keep_error(self, rid: Any, errors: list[str]) -> bool:
+        """With resume: True where the output already holds this error record (a bad input line, still bad
+        and in the same words), which then stays where it is rather than dropped and written again at the
+        end: a resume moved every bad line's record after the others, even with nothing to do (a tour)."""
+        repair = self._repair
+        if repair is None:
+            return False
+        for span in repair.dropped:
+            if repair.errors.get(span) == (id_key(rid), errors):
+                repair.dropped.remove(span)
+                self.kept.append({"valid": None, "finish_reason": "error"})  # still a failed line: exit 1
+                return True
+        return False
+
     def unmatched(self) -> list[int]:
         """Lines of the output (resume) whose records `skip` gave to no input line: an edited prompt, another
         input's records, a line answered twice. They stay in the file; the batch says so."""
@@ -393,6 +407,8 @@ class _Repair:
     keep: int = 0
     newline: bool = False  # the last complete record lacks its newline
     dropped: list[tuple[int, int]] = field(default_factory=list)
+    # of those, each error record's (id, errors): a bad input line's, given again, stays where it is
+    errors: dict[tuple[int, int], tuple[str, list]] = field(default_factory=dict)
 
     def apply(self, path: Path) -> None:
         if self.dropped:
@@ -431,6 +447,7 @@ def _scan_for_resume(path: Path) -> _Repair:
                 repair.keep = offset
                 if record.get("finish_reason") == "error":
                     repair.dropped.append((start, offset))
+                    repair.errors[(start, offset)] = (id_key(record["id"]), record.get("errors"))
                     repair.newline = False
                 else:
                     prompt = prompt_key(record["prompt"]) if "prompt" in record else None
