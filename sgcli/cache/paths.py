@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import mmap
 import os
 import tempfile
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from sgcli.gguf_layout import header_end
 from sgcli.regular_files import read_regular
 
 _notifier: Callable[[str], None] | None = None
@@ -121,12 +123,27 @@ def sampled_digest(path: Path) -> str:
 
 
 def content_identity(path: Path) -> str:
-    """A short key for the file's content (size + sampled hash), not its path: the same .gguf in
-    three virtual environments is converted once. Computed once per (path, size, mtime)."""
+    """A short key for the file's content (size + sampled hash, and for a GGUF every byte of its header,
+    metadata and tensor directory), not its path: the same .gguf in three virtual environments is
+    converted once. The samples alone missed an edited chat template (1.8 MB into the file, between
+    two samples; GGUF padding keeps the size), and the stale conversion rendered the old template.
+    Computed once per (path, size, mtime)."""
     st = path.stat()
     memo = (str(path.resolve()), st.st_size, st.st_mtime_ns)
     if memo not in _identities:
-        _identities[memo] = sampled_digest(path)[:16]
+        h = hashlib.sha256(sampled_digest(path).encode())
+        with path.open("rb") as f:
+            try:
+                blob = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            except ValueError:  # an empty file
+                blob = None
+            if blob is not None:
+                with blob:
+                    end = header_end(blob)
+                    if end is not None:
+                        h.update(b"gguf-header")
+                        h.update(blob[:end])
+        _identities[memo] = h.hexdigest()[:16]
     return _identities[memo]
 
 

@@ -24,6 +24,27 @@ class RenderedPrompt:
     notices: tuple[str, ...] = ()
 
 
+def dropped_prompt(tpl: ChatTemplate | None, messages: list[dict], text: str) -> tuple[str, ...]:
+    """A warning where a template's prompt is empty or lacks the last user message's text (a plain string):
+    such a template (a fixed text, an empty file) sent the model nothing of the chat, without a word. Only
+    said, not refused: a template may rewrite what it quotes."""
+    if tpl is None:
+        return ()
+    if not text.strip():
+        return (f"chat template '{tpl.name}' rendered an empty prompt: the messages never reach the model",)
+    last = next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), None)
+    if not isinstance(last, str) or not last.strip():
+        return ()
+    import json
+
+    if last.strip() in text or json.dumps(last.strip(), ensure_ascii=False)[1:-1] in text:
+        return ()
+    return (
+        f"the prompt chat template '{tpl.name}' rendered does not hold the last user message's text: "
+        "the model never sees it (check the template, or pass --raw)",
+    )
+
+
 @dataclass(eq=False)
 class Tokenizer:
     vocab: Vocab
@@ -120,7 +141,12 @@ class Tokenizer:
             return Pending.done(self._encoded_chat(messages, template_name, options.get("tools")))
         text, tpl = self._start_chat(messages, template_name, in_child=in_child, **options)
         notices = () if tpl is not None else (f"{self.name} has no chat template: the prompt is sent as is",)
-        return text.then(lambda t: RenderedPrompt(t, self.prompt_ids(t, templated=tpl is not None), tpl, notices))
+
+        def done(t: str) -> RenderedPrompt:
+            said = notices + dropped_prompt(tpl, messages, t)
+            return RenderedPrompt(t, self.prompt_ids(t, templated=tpl is not None), tpl, said)
+
+        return text.then(done)
 
     def start_render_many(
         self, chats: list[list[dict]], *, template_name: str | None = None, template_kwargs: dict | None = None
@@ -142,15 +168,15 @@ class Tokenizer:
         def prompts(found: list | None) -> list | None:
             if found is None:
                 return None
-            return [t if isinstance(t, UserError) else self._rendered(t, tpl) for t in found]
+            return [t if isinstance(t, UserError) else self._rendered(t, tpl, m) for t, m in zip(found, chats)]
 
         return texts.then(prompts)
 
-    def _rendered(self, text: str, tpl: ChatTemplate) -> RenderedPrompt | UserError:
+    def _rendered(self, text: str, tpl: ChatTemplate, messages: list[dict]) -> RenderedPrompt | UserError:
         """One chat of a batch as `start_render_many` gives it: the prompt, or the error of its ids
         alone (an empty one), so the other chats are still answered."""
         try:
-            return RenderedPrompt(text, self.prompt_ids(text, templated=True), tpl)
+            return RenderedPrompt(text, self.prompt_ids(text, templated=True), tpl, dropped_prompt(tpl, messages, text))
         except UserError as exc:
             return exc
 

@@ -8,6 +8,7 @@ against its manifest on every use (`sgcli.cache.conversions`)."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -18,8 +19,8 @@ from sgcli.errors import UserError
 
 ProgressFn = Callable[[str], None]
 # Raise when a converter writes a different folder: earlier caches are then left unread. 2: the file's
-# end-of-generation tokens in generation_config.json.
-FOLDER_FORMAT = 2
+# end-of-generation tokens in generation_config.json. 3: its named templates in additional_chat_templates/.
+FOLDER_FORMAT = 3
 # Control tokens that end a turn in the chat templates of the families llama.cpp knows (its EOG set
 # beyond eos/eot/eom): a .gguf carries no generation_config.json to list them.
 END_OF_TURN_TEXTS = frozenset(
@@ -76,8 +77,9 @@ def _cached_dir(gguf: Path, progress: ProgressFn | None, light: bool) -> Path:
     out = _folder(gguf, light)
     if conversions.usable(out, f"tokenizer of {gguf.name}"):
         return out
-    if not light:
-        read_gguf_metadata(gguf)  # transformers' own reader fails on a truncated file with a bare struct.error
+    # before converting: transformers' own reader fails on a truncated file with a bare struct.error, and
+    # on a special id beyond the vocabulary with an IndexError
+    check_special_ids(gguf, read_gguf_metadata(gguf))
     staged = conversions.staging(out)  # exit 2 now if the cache is read-only
     try:
         if progress:
@@ -120,7 +122,9 @@ def _convert_with_transformers(gguf: Path, folder: Path) -> None:
             hint="upgrade gguf (pip install -U gguf), or use a .gguf converted with a current llama.cpp",
         ) from None
     tok.save_pretrained(str(folder))
-    write_end_ids(read_gguf_metadata(gguf), folder)
+    metadata = read_gguf_metadata(gguf)
+    write_end_ids(metadata, folder)
+    write_named_templates(gguf, metadata, folder)
 
 
 def convert_light(gguf: Path, folder: Path) -> None:
@@ -133,9 +137,33 @@ def convert_light(gguf: Path, folder: Path) -> None:
         metadata = read_gguf_metadata(gguf)
         write_folder(metadata, folder)
         write_end_ids(metadata, folder)
+        write_named_templates(gguf, metadata, folder)
     except Unsupported as exc:
         missing = (_missing_for_transformers() or ["transformers"])[0]
         raise MissingExtra(missing, "generate", f"the tokenizer of {gguf.name} ({exc})") from None
+
+
+# the special ids both converters look up in tokenizer.ggml.tokens
+SPECIAL_ID_KEYS = tuple(f"tokenizer.ggml.{k}_token_id" for k in ("bos", "eos", "unknown", "padding"))
+
+
+def check_special_ids(gguf: Path, metadata: dict) -> None:
+    """A bos/eos/unk/pad id that is not a token of the file is exit 2 naming the file and key: transformers'
+    converter failed on it with a bare IndexError (exit 3), after seconds of work."""
+    tokens = metadata.get("tokenizer.ggml.tokens")
+    size = len(tokens) if isinstance(tokens, list) else 0
+    for key in SPECIAL_ID_KEYS:
+        value = metadata.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < size:
+            what = f"{value!r}, not a token id" if not isinstance(value, int) or isinstance(value, bool) else value
+            raise UserError(
+                f"{gguf}: metadata key {key} is {what}: its vocabulary (tokenizer.ggml.tokens) has ids 0 to "
+                f"{size - 1:,}",
+                hint=f"set {key} to the id of the right token (gguf-py's gguf_set_metadata.py), or pass the "
+                "model's tokenizer.json (--tokenizer FILE)",
+            )
 
 
 def end_ids(metadata: dict) -> list[int]:
@@ -162,6 +190,33 @@ def write_end_ids(metadata: dict, folder: Path) -> None:
         (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": ids}) + "\n", encoding="utf-8")
 
 
+TEMPLATE_KEY = "tokenizer.chat_template"
+_TEMPLATE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
+
+
+def template_key(name: str) -> str:
+    """The metadata key a GGUF keeps the chat template `name` under (llama.cpp's converter's)."""
+    return TEMPLATE_KEY if name == "default" else f"{TEMPLATE_KEY}.{name}"
+
+
+def write_named_templates(gguf: Path, metadata: dict, folder: Path) -> None:
+    """llama.cpp's named templates (`tokenizer.chat_template.tool_use`, ...) as the folder form keeps them,
+    `additional_chat_templates/NAME.jinja`: neither converter read them, so `--template-name tool_use` was
+    refused and a file with named templates only was said to have no chat template."""
+    named = {k.removeprefix(f"{TEMPLATE_KEY}."): v for k, v in metadata.items() if k.startswith(f"{TEMPLATE_KEY}.")}
+    for name, text in named.items():
+        if not _TEMPLATE_NAME.fullmatch(name) or name == "default" or not isinstance(text, str):
+            what = "a string" if isinstance(text, str) else type(text).__name__
+            raise UserError(
+                f"{gguf}: metadata key {TEMPLATE_KEY}.{name[:80]} holds {what}, not a named chat template sgcli "
+                "reads (a name of letters, digits, '_', '.', '-', and the template's text)",
+                hint="rename or remove that key, or pass the model's tokenizer folder (--tokenizer DIR)",
+            )
+        extra = folder / "additional_chat_templates"
+        extra.mkdir(exist_ok=True)
+        (extra / f"{name}.jinja").write_text(text, encoding="utf-8")
+
+
 def read_gguf_metadata(gguf: Path) -> dict[str, object]:
     """The metadata of `gguf` by sgcli's own reader; a file it cannot read is exit 2 naming the file."""
     from sgcli.tokenizers.gguf_meta import GGUFError, read_metadata
@@ -176,13 +231,22 @@ def read_gguf_metadata(gguf: Path) -> dict[str, object]:
         ) from None
 
 
+def _named_by_the_file(tokenizer, gguf: Path):
+    """`tokenizer` whose template errors name the .gguf (and its key, `sgcli.tokenizers.templates`), not the
+    cache copy: "fix the template in <cache>/chat_template.jinja" sent the user to edit the cache."""
+    files = getattr(tokenizer, "template_files", None)
+    if isinstance(files, dict):
+        tokenizer.template_files = dict.fromkeys(files, gguf)
+    return tokenizer
+
+
 def load_converted(gguf: Path, load_folder: Callable[[Path], object], progress: ProgressFn | None = None):
     """`load_folder` of the cached tokenizer conversion; one that cannot be read is a cache problem:
     reported, converted again once, and only a fresh conversion that fails blames the .gguf file."""
     for attempt in (1, 2):
         folder = cached_tokenizer_dir(gguf, progress)
         try:
-            return load_folder(folder)
+            return _named_by_the_file(load_folder(folder), gguf)
         except (UserError, OSError, ValueError, RuntimeError, KeyError) as exc:
             found = exc.message if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
             if attempt == 2:

@@ -3,11 +3,7 @@
 Enough to build the file's tokenizer without transformers or the `gguf` package, and to find each
 tensor's bytes for `sgcli.engine.gguf_recipe`: the header, the key-value section and the tensor
 infos are parsed from a memory map, tensor data is never touched (a 100 MB model reads in
-milliseconds). Layout (GGUF v2 and v3, little-endian): magic `GGUF`, u32 version, u64
-tensor count, u64 key count, then per key a string, a u32 value type and the value; strings are
-a u64 length and UTF-8 bytes, arrays a u32 element type, a u64 count and the elements. Then per
-tensor: its name, a u32 dimension count, u64 dimensions (innermost first), a u32 ggml type and a u64
-offset into the data section, which starts at the next multiple of `general.alignment` (32).
+milliseconds). The layout: `sgcli.gguf_layout`.
 """
 
 from __future__ import annotations
@@ -17,11 +13,10 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-MAGIC = b"GGUF"
-VERSIONS = (2, 3)  # v1 counted in 32 bits; llama.cpp has not written it since 2023
-_STRING, _ARRAY = 8, 9
-# value type -> struct format of the fixed-size scalars: u8 i8 u16 i16 u32 i32 f32 bool u64 i64 f64
-_SCALAR = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+from sgcli.gguf_layout import ARRAY as _ARRAY
+from sgcli.gguf_layout import MAGIC, VERSIONS
+from sgcli.gguf_layout import SCALAR as _SCALAR
+from sgcli.gguf_layout import STRING as _STRING
 
 
 class GGUFError(ValueError):

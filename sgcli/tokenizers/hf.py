@@ -167,10 +167,60 @@ def _adds_bos(tokenizer_json: dict, bos: str | None, cfg: dict) -> bool:
     return bool(cfg.get("add_bos_token", False))
 
 
-def _generation_stop_ids(folder: Path) -> list[int]:
-    eos = read_json(folder / "generation_config.json").get("eos_token_id")
+def _configured_eos_ids(path: Path, size: int) -> list[int] | None:
+    """`eos_token_id` of generation_config.json or config.json (an id or a list of ids); None where the file
+    or key is absent. An id that is not a token (negative, beyond the vocabulary, not an integer) is exit 2
+    naming the file and key: dropped, it left a model whose eos was unknown without a stop token."""
+    if not os.path.lexists(path):
+        return None
+    eos = read_json(path).get("eos_token_id")
+    if eos is None:
+        return None
     ids = eos if isinstance(eos, list) else [eos]
-    return [i for i in ids if isinstance(i, int)]
+    for i in ids:
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < size:
+            raise UserError(
+                f"`eos_token_id` is {json.dumps(eos)[:80]}: {json.dumps(i)[:40]} is not a token id of this "
+                f"tokenizer (ids 0 to {size - 1:,})",
+                location=Location(str(path)),
+                hint="write the id (or list of ids) of the model's end-of-sequence token(s), or remove the key",
+            )
+    return ids
+
+
+def _say(notes: list[str], note: str) -> None:
+    """A note on the vocabulary (`tokenizer inspect`) that every command prints on stderr too."""
+    from sgcli.cache.paths import notify
+
+    notes.append(note)
+    notify(note)
+
+
+def _check_model_config(path: Path, size: int, notes: list[str]) -> None:
+    """config.json's `eos_token_id` where the tokenizer's own eos is known: sgcli does not stop on it, but a
+    nonsense one is said (it was accepted without a word) rather than refused."""
+    try:
+        _configured_eos_ids(path, size)
+    except UserError as exc:
+        _say(notes, f"{path}: {exc.message}; ignored: the tokenizer's eos_token is used")
+
+
+def _unknown_eos(eos_text: str, path: Path, folder: Path, size: int, configured: list[int] | None):
+    """(eos id, where it came from) for an `eos_token` the vocabulary lacks: the first id of
+    generation_config.json, else config.json; with neither, exit 2 naming the file and key (unknown,
+    it reached llguidance as "Invalid buffer size", exit 3, and xgrammar as wrong verdicts)."""
+    source = folder / "generation_config.json"
+    if not configured:
+        source = folder / "config.json"
+        configured = _configured_eos_ids(source, size)
+    if configured:
+        return configured[0], source
+    raise UserError(
+        f"`eos_token` {json.dumps(eos_text)[:80]} is not a token of {path}",
+        location=Location(str(folder / "tokenizer_config.json")),
+        hint="write the text of the model's end-of-sequence token there (one of tokenizer.json's tokens), or "
+        'give its id in generation_config.json (e.g. {"eos_token_id": 2})',
+    )
 
 
 def load_tokenizer_json(path: Path, *, name: str | None = None, extra_stop_ids: tuple[int, ...] = ()) -> Tokenizer:
@@ -199,8 +249,18 @@ def load_tokenizer_json(path: Path, *, name: str | None = None, extra_stop_ids: 
     specials = config_special_tokens(cfg, folder / "tokenizer_config.json")
     eos_text = specials.get("eos_token") or _guessed_eos(hf, notes)
     eos_id = hf.token_to_id(eos_text) if eos_text else None
+    configured = _configured_eos_ids(folder / "generation_config.json", size)
+    if eos_id is None and eos_text:
+        eos_id, source = _unknown_eos(eos_text, path, folder, size, configured)
+        note = (
+            f"eos_token {eos_text!r} of tokenizer_config.json is not a token of {path.name}: EOS is id {eos_id} "
+            f"({hf.id_to_token(eos_id)!r}), the eos_token_id of {source}"
+        )
+        _say(notes, note)
+    elif eos_id is not None:
+        _check_model_config(folder / "config.json", size, notes)
     bos_id = hf.token_to_id(specials["bos_token"]) if "bos_token" in specials else None
-    stops = ([eos_id] if eos_id is not None else []) + _generation_stop_ids(folder) + list(extra_stop_ids)
+    stops = ([eos_id] if eos_id is not None else []) + (configured or []) + list(extra_stop_ids)
     stop_ids = tuple(i for i in dict.fromkeys(stops) if 0 <= i < size)
 
     add_prefix = _add_prefix_space(raw)

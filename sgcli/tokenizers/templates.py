@@ -234,30 +234,52 @@ class Pending(Generic[T]):
         return Pending(lambda: value)
 
 
+QUOTED_CHARS = 300  # of a template's own error text in a message: `raise_exception('E' * 2e8)` wrote 200 MB
+
+
+def bounded(text: str, limit: int = QUOTED_CHARS) -> str:
+    """`text`, cut to `limit` characters saying how long it was: a template's error text is the template's
+    to choose, and went whole to stderr and into every batch record."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text):,} characters in all)"
+
+
 def _template_error(template: ChatTemplate, exc: Exception) -> UserError:
     import jinja2
 
     name = template.name
     if isinstance(exc, jinja2.exceptions.TemplateSyntaxError):  # Jinja gives a line, no column
         return UserError(
-            f"chat template '{name}' has a syntax error at line {exc.lineno}{_of_file(template)}: {exc.message}",
-            hint=f"fix the template in {template.file or 'tokenizer_config.json / chat_template.jinja'}",
+            f"chat template '{name}' has a syntax error at line {exc.lineno}{_of_file(template)}: "
+            f"{bounded(exc.message or '')}",
+            hint=f"fix the template in {_fix_in(template)}",
         )
+    of = _of_file(template)
+    at = f" ({of.removeprefix(' of ')})" if of else ""
     if isinstance(exc, _TemplateTimeout):
-        return UserError(f"chat template '{name}' took more than {RENDER_TIME_S:g} s to render", hint=_LOOPS)
+        return UserError(f"chat template '{name}' took more than {RENDER_TIME_S:g} s to render{at}", hint=_LOOPS)
     if isinstance(exc, MemoryError):
-        return UserError(f"chat template '{name}' needed more than {RENDER_MEMORY_MB} MB to render", hint=_LOOPS)
+        return UserError(f"chat template '{name}' needed more than {RENDER_MEMORY_MB} MB to render{at}", hint=_LOOPS)
     if isinstance(exc, RecursionError):
-        return UserError(f"chat template '{name}' recursed too deeply (a macro calling itself?)", hint=_LOOPS)
+        return UserError(f"chat template '{name}' recursed too deeply (a macro calling itself?){at}", hint=_LOOPS)
     line = _template_line(exc)
-    where = f" (line {line}{_of_file(template)})" if line else ""
-    if isinstance(exc, jinja2.exceptions.TemplateError):  # raise_exception(...), sandbox refusals
+    where = f" (line {line}{of})" if line else at
+    if isinstance(exc, (jinja2.exceptions.UndefinedError, jinja2.exceptions.SecurityError)):
+        # the template's own fault, whatever the messages: "check the messages" sent users to the wrong file
+        kind = "is not allowed in the sandbox" if isinstance(exc, jinja2.exceptions.SecurityError) else "is undefined"
         return UserError(
-            f"chat template '{name}' rejected the messages: {exc}{where}",
+            f"chat template '{name}' is broken: {bounded(str(exc))}{where}",
+            hint=f"something the template uses {kind}: fix the template in {_fix_in(template)}, or pick another "
+            "(--template-name, --raw)",
+        )
+    if isinstance(exc, jinja2.exceptions.TemplateError):  # raise_exception(...)
+        return UserError(
+            f"chat template '{name}' rejected the messages: {bounded(str(exc))}{where}",
             hint="check the roles, order and contents of the messages",
         )
     return UserError(
-        f"chat template '{name}' failed on these messages: {type(exc).__name__}: {exc}{where}",
+        f"chat template '{name}' failed on these messages: {type(exc).__name__}: {bounded(str(exc))}{where}",
         hint="each message needs 'role' and 'content'; if they have them, the template itself is broken",
     )
 
@@ -265,7 +287,20 @@ def _template_error(template: ChatTemplate, exc: Exception) -> UserError:
 def _of_file(template: ChatTemplate) -> str:
     if not template.file:
         return ""
+    if template.file.endswith(".gguf"):
+        return f" of {_fix_in(template)}"
     return f" of {template.file}" if template.file.endswith(".jinja") else f" of the chat_template in {template.file}"
+
+
+def _fix_in(template: ChatTemplate) -> str:
+    """Where the user edits the template: its file, and for a .gguf the metadata key (llama.cpp keeps named
+    templates as `tokenizer.chat_template.NAME`), never the converted copy in sgcli's cache."""
+    if not template.file:
+        return "tokenizer_config.json / chat_template.jinja"
+    if template.file.endswith(".gguf"):
+        key = "tokenizer.chat_template" + ("" if template.name == "default" else f".{template.name}")
+        return f"{template.file}, metadata key {key}"
+    return template.file
 
 
 def _template_line(exc: BaseException) -> int | None:
