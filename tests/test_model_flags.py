@@ -505,7 +505,7 @@ def test_session_renders_with_the_kwargs(tiny_lm, thinking_folder):
     compiled = check_supports("llguidance", spec).compile(spec, tok.vocab.padded(tiny_lm.logits_width))
     options = PromptOptions(template_kwargs={"enable_thinking": False})
     session = Session(tiny_lm, tok, compiled, SamplingParams(0.0), 4, (), options)
-    text, _, _ = session.render(Request(None, "Hi"))
+    text, *_ = session.render(Request(None, "Hi"))
     assert text.endswith("<think>\n\n</think>\n\n")
     assert session.placement(Request(None, "Hi"))["chat_template"] == "default"
 

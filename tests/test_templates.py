@@ -125,7 +125,7 @@ def test_same_renderer_as_generate(run_cli, messages, smol_tokenizer):
     session = Session(
         lm=None, tokenizer=smol_tokenizer, compiled=None, params=None, max_tokens=1, prompt_options=PromptOptions()
     )
-    text, ids, _ = session.render(Request(None, prompt="Hi"))
+    text, ids, *_ = session.render(Request(None, prompt="Hi"))
     assert record["template"] == "default"
     assert (record["prompt"], record["ids"]) == (text, ids)
 

@@ -202,7 +202,7 @@ def test_a_template_that_renders_the_users_message_is_not_warned_about(make_fold
 
     chat = [{"role": "user", "content": ' Say "hi"\nplease '}]
     rendered = load_tokenizer(str(make_folder(template))).render_prompt(chat)
-    assert rendered.notices == ()
+    assert rendered.warnings == ()
 
 
 def test_a_batch_render_warns_per_chat(make_folder):
@@ -210,5 +210,16 @@ def test_a_batch_render_warns_per_chat(make_folder):
 
     tok = load_tokenizer(str(make_folder("{% if messages[-1].content == 'keep' %}keep{% else %}other{% endif %}")))
     found = tok.start_render_many([[{"role": "user", "content": "keep"}], MSGS]).result()
-    assert found[0].notices == ()
-    assert "does not hold the last user message's text" in found[1].notices[0]
+    assert found[0].warnings == ()
+    assert "does not hold the last user message's text" in found[1].warnings[0]
+
+
+def test_a_dropped_message_reaches_the_prompt_generate_decodes(make_folder):
+    """The warning rode only on stderr: the request's Prompt carries it, and its record's `warnings` say it
+    (`Session.record(prompt_warnings=...)`)."""
+    from sgcli.batch.requests import PromptOptions, Request, start_prompt
+    from sgcli.tokenizers import load_tokenizer
+
+    tok = load_tokenizer(str(make_folder("You are a bot. Answer:")))
+    prompt = start_prompt(tok, PromptOptions(), Request(None, "What is 2+2?")).result()
+    assert len(prompt.warnings) == 1 and "does not hold the last user message's text" in prompt.warnings[0]

@@ -52,6 +52,7 @@ class Prompt(NamedTuple):
     text: str
     ids: list[int]
     notices: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()  # about this prompt (a template that dropped the user's message): in its record
 
 
 def start_prompt(tokenizer: Tokenizer, opts: PromptOptions, req: Request, *, in_child: bool = False) -> Pending[Prompt]:
@@ -67,7 +68,7 @@ def start_prompt(tokenizer: Tokenizer, opts: PromptOptions, req: Request, *, in_
         tools=req.tools,
         in_child=in_child,
     )
-    return pending.then(lambda r: Prompt(r.text, r.ids, r.notices))
+    return pending.then(lambda r: Prompt(r.text, r.ids, r.notices, r.warnings))
 
 
 def prompt_key(req: Request, opts: PromptOptions) -> str:
@@ -89,7 +90,10 @@ def start_prompts(tokenizer: Tokenizer, opts: PromptOptions, reqs: list[Request]
     def by_key(found: list | None) -> dict | None:
         if found is None:
             return None
-        return {k: r if isinstance(r, UserError) else Prompt(r.text, r.ids, r.notices) for k, r in zip(keys, found)}
+        return {
+            k: r if isinstance(r, UserError) else Prompt(r.text, r.ids, r.notices, r.warnings)
+            for k, r in zip(keys, found)
+        }
 
     return pending.then(by_key)
 

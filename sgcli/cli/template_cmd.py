@@ -99,6 +99,8 @@ def render(
         err.print(f"[dim]template[/]: {tpl.name} — {tpl.how_chosen}", highlight=False)
     for notice in rendered.notices:
         err.print(f"[cyan]note[/]: {notice}", highlight=False)
+    for warning in rendered.warnings:
+        err.print(f"[yellow]warning[/]: {warning}", highlight=False)
     if output_format_of(output_format, json_out) != "text":
         from sgcli import RECORD_SCHEMA_VERSION
 

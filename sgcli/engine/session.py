@@ -83,7 +83,7 @@ class Session:
     def stream(self, req: Request, prompt: Prompt | None = None) -> Iterator[TokenEvent | Done]:
         """Decode one request (`prompt`: its prompt, when rendered ahead by `start_prompt`)."""
         prompt = prompt if prompt is not None else self.render(req)
-        ids, notices = prompt.ids, list(prompt.notices)
+        ids, notices = prompt.ids, [*prompt.notices, *prompt.warnings]
         max_tokens, limit_note = self.fit_context(ids)
         if limit_note:
             notices.append(limit_note)
@@ -105,7 +105,7 @@ class Session:
             else:
                 yield event
         assert finished is not None
-        yield Done(self.record(req, finished, limit_note), notices)
+        yield Done(self.record(req, finished, limit_note, prompt.warnings), notices)
 
     def fit_context(self, ids: list[int]) -> tuple[int, str | None]:
         """(max new tokens, warning): a prompt that fills the context is refused, a long one gets fewer
@@ -172,10 +172,11 @@ class Session:
         from sgcli.engine.batching import decode_batch
 
         done: dict[int, dict] = {}  # records not yet yielded, by request index
-        rows, prompts, budgets, notes = [], [], [], {}
+        rows, prompts, budgets, notes, said = [], [], [], {}, {}
         for i, req in enumerate(requests):
             try:
-                ids = self.render(req).ids
+                prompt = self.render(req)
+                ids, said[i] = prompt.ids, prompt.warnings
                 budget, notes[i] = self.fit_context(ids)
             except UserError as exc:
                 done[i] = self.error_record(req, [exc.render().removeprefix("error: ")])
@@ -198,7 +199,7 @@ class Session:
         )
         flushed = 0
         for row, f in finished:
-            done[rows[row]] = self.record(requests[rows[row]], f, notes[rows[row]])
+            done[rows[row]] = self.record(requests[rows[row]], f, notes[rows[row]], said[rows[row]])
             while flushed in done:
                 yield done.pop(flushed)
                 flushed += 1
@@ -206,8 +207,9 @@ class Session:
             yield done.pop(flushed)
             flushed += 1
 
-    def record(self, req: Request, f: Finished, limit_note: str | None = None) -> dict:
-        """The request's record; `limit_note` says why it got fewer tokens than --max-tokens."""
+    def record(self, req: Request, f: Finished, limit_note: str | None = None, prompt_warnings=()) -> dict:
+        """The request's record; `limit_note` says why it got fewer tokens than --max-tokens, and
+        `prompt_warnings` what is wrong with its prompt (a template that dropped the user's message)."""
         try:
             verdict = _verdict(self.compiled, f)
         except Exception as exc:  # a checker that cannot run on this output: fail closed, keep the output
@@ -246,6 +248,7 @@ class Session:
                 "mask_ms_p99": percentile(mask_ms, 0.99, 4),
             },
         }
+        record["warnings"][:0] = prompt_warnings
         if limit_note:
             record["warnings"].append(limit_note)
         if self.think_end is not None:

@@ -22,6 +22,7 @@ class RenderedPrompt:
     ids: list[int]
     template: ChatTemplate | None  # None: no template, the raw prompt was used
     notices: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()  # about this chat's prompt (`dropped_prompt`): its record says them too
 
 
 def dropped_prompt(tpl: ChatTemplate | None, messages: list[dict], text: str) -> tuple[str, ...]:
@@ -143,8 +144,8 @@ class Tokenizer:
         notices = () if tpl is not None else (f"{self.name} has no chat template: the prompt is sent as is",)
 
         def done(t: str) -> RenderedPrompt:
-            said = notices + dropped_prompt(tpl, messages, t)
-            return RenderedPrompt(t, self.prompt_ids(t, templated=tpl is not None), tpl, said)
+            ids = self.prompt_ids(t, templated=tpl is not None)
+            return RenderedPrompt(t, ids, tpl, notices, dropped_prompt(tpl, messages, t))
 
         return text.then(done)
 
@@ -176,7 +177,9 @@ class Tokenizer:
         """One chat of a batch as `start_render_many` gives it: the prompt, or the error of its ids
         alone (an empty one), so the other chats are still answered."""
         try:
-            return RenderedPrompt(text, self.prompt_ids(text, templated=True), tpl, dropped_prompt(tpl, messages, text))
+            return RenderedPrompt(
+                text, self.prompt_ids(text, templated=True), tpl, (), dropped_prompt(tpl, messages, text)
+            )
         except UserError as exc:
             return exc
 
