@@ -217,3 +217,35 @@ def bounded_hang(seconds: int = 30):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def _gguf_value(value) -> tuple[int, bytes]:
+    """(GGUF value type, encoded value) for a Python value: str, bool, int (i32), float (f32), list."""
+    import struct
+
+    if isinstance(value, str):
+        raw = value.encode("utf-8")
+        return 8, struct.pack("<Q", len(raw)) + raw
+    if isinstance(value, bool):
+        return 7, struct.pack("<?", value)
+    if isinstance(value, int):
+        return 5, struct.pack("<i", value)
+    if isinstance(value, float):
+        return 6, struct.pack("<f", value)
+    if isinstance(value, list):
+        encoded = [_gguf_value(v) for v in value]
+        element = encoded[0][0] if encoded else 8
+        return 9, struct.pack("<IQ", element, len(value)) + b"".join(raw for _, raw in encoded)
+    raise TypeError(type(value))
+
+
+def gguf_bytes(metadata: dict) -> bytes:
+    """A GGUF v3 file's bytes holding `metadata` and no tensors (a writer for tests)."""
+    import struct
+
+    body = b""
+    for key, value in metadata.items():
+        kind, raw = _gguf_value(value)
+        name = key.encode("utf-8")
+        body += struct.pack("<Q", len(name)) + name + struct.pack("<I", kind) + raw
+    return b"GGUF" + struct.pack("<IQQ", 3, 0, len(metadata)) + body

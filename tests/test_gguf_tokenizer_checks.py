@@ -8,32 +8,11 @@ import struct
 from pathlib import Path
 
 import pytest
+from helpers import gguf_bytes as _gguf_bytes
 
 TEMPLATE_V1 = "VERSION-1 {{ messages[-1].content }}"
 TEMPLATE_V2 = "VERSION-2 {{ messages[-1].content }}"
 MESSAGES = [{"role": "user", "content": "Hello there"}]
-
-
-def _gguf_value(value) -> tuple[int, bytes]:
-    if isinstance(value, str):
-        raw = value.encode("utf-8")
-        return 8, struct.pack("<Q", len(raw)) + raw
-    if isinstance(value, int):
-        return 5, struct.pack("<i", value)
-    if isinstance(value, list):
-        encoded = [_gguf_value(v) for v in value]
-        element = encoded[0][0] if encoded else 8
-        return 9, struct.pack("<IQ", element, len(value)) + b"".join(raw for _, raw in encoded)
-    raise TypeError(type(value))
-
-
-def _gguf_bytes(metadata: dict) -> bytes:
-    body = b""
-    for key, value in metadata.items():
-        kind, raw = _gguf_value(value)
-        name = key.encode("utf-8")
-        body += struct.pack("<Q", len(name)) + name + struct.pack("<I", kind) + raw
-    return b"GGUF" + struct.pack("<IQQ", 3, 0, len(metadata)) + body
 
 
 def _byte_alphabet() -> list[str]:

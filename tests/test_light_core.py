@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import gguf_bytes
 
 from sgcli.tokenizers.gguf_meta import GGUFError, read_metadata
 
@@ -28,32 +29,9 @@ needs_transformers = pytest.mark.skipif(not HAS_TRANSFORMERS, reason="the full p
 # --- a GGUF writer for tests: metadata only, no tensors -------------------------------------------
 
 
-def _gguf_value(value) -> tuple[int, bytes]:
-    """(GGUF value type, encoded value) for a Python value: str, bool, int (i32), float (f32), list."""
-    if isinstance(value, str):
-        raw = value.encode("utf-8")
-        return 8, struct.pack("<Q", len(raw)) + raw
-    if isinstance(value, bool):
-        return 7, struct.pack("<?", value)
-    if isinstance(value, int):
-        return 5, struct.pack("<i", value)
-    if isinstance(value, float):
-        return 6, struct.pack("<f", value)
-    if isinstance(value, list):
-        encoded = [_gguf_value(v) for v in value]
-        element = encoded[0][0] if encoded else 8
-        return 9, struct.pack("<IQ", element, len(value)) + b"".join(raw for _, raw in encoded)
-    raise TypeError(type(value))
-
-
 def write_gguf(path: Path, metadata: dict) -> Path:
     """A GGUF v3 file holding `metadata` and no tensors."""
-    body = b""
-    for key, value in metadata.items():
-        kind, raw = _gguf_value(value)
-        name = key.encode("utf-8")
-        body += struct.pack("<Q", len(name)) + name + struct.pack("<I", kind) + raw
-    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, len(metadata)) + body)
+    path.write_bytes(gguf_bytes(metadata))
     return path
 
 
