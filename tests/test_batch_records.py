@@ -194,6 +194,7 @@ def test_a_second_writer_through_a_hard_link_is_refused(tmp_path):
     with output_locked_by_another_process(out):
         with pytest.raises(UserError, match="through another name: a hard link or a mount"):
             RecordWriter(alias, force=True)
+        assert not Path(str(alias) + ".lock").exists()  # its own lock file is not left behind
     RecordWriter(alias, force=True).close()
 
 

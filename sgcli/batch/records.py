@@ -80,7 +80,7 @@ class RecordWriter:
     def __init__(self, path: Path | None, *, resume: bool = False, force: bool = False):
         self.path = path
         self.resume = resume
-        # id -> prompt -> the `valid` of each of its records already in the output (resume)
+        # id -> prompt -> each of its records already in the output (resume): valid, finish_reason, line
         self.answered: dict[str, dict[str | None, list]] = {}
         self.kept: list[dict] = []  # the records `skip` found answering a line (resume): they count in the tally
         self.stream: IO[str] | None = sys.stdout if path is None else None
@@ -242,6 +242,10 @@ class _Lock:
         lock = cls(path, fd)
         try:
             _check_own(fd, output, path)
+        except UserError:
+            lock.release(remove=False)  # not ours: left as it is
+            raise
+        try:
             lock.output_fd = _lock_output(output, fcntl)
             os.ftruncate(fd, 0)
             os.write(fd, f"{os.getpid()}\n".encode())
@@ -252,7 +256,7 @@ class _Lock:
                 hint="choose an --output on a disk with free space",
             ) from None
         except UserError:
-            lock.release(remove=False)
+            lock.release()
             raise
         return lock
 
