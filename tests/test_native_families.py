@@ -446,7 +446,7 @@ def test_a_hub_id_runs_natively_once_its_snapshot_is_complete_in_the_hub_cache(t
     every weight file are in the cache; before that it runs transformers and the record says why."""
     from huggingface_hub import constants
 
-    from sgcli.engine.loader import choose_impl
+    from sgcli.engine.impl_choice import choose_impl
     from sgcli.models.refs import ModelRef
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))

@@ -5,7 +5,7 @@ operations: a pass over new tokens (a prefill, a single step, a draft, a batched
 a KV cache, logits for the last positions, an empty cache or one built from spliced tensors. Each
 `Runtime` implements them for its forward and declares what it supports (`Supports`) when it is
 built, so no caller asks the model what it is (no hasattr, no reading of signatures); the loader
-builds one, after `loader.choose_impl` decided which.
+builds one, after `impl_choice.choose_impl` decided which.
 """
 
 from __future__ import annotations
