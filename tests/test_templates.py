@@ -199,10 +199,10 @@ def test_a_template_file_that_is_not_a_readable_text_file_is_exit_2_naming_it(
 
     from helpers import bounded_hang
 
-    from sgcli.tokenizers import hf
+    from sgcli.tokenizers import files
 
-    limit = 1 << 16
-    monkeypatch.setattr(hf, "TEXT_FILE_MAX_BYTES", limit, raising=False)  # the real one is 64 MiB
+    limit = 8 << 20  # over the tokenizer.json beside it
+    monkeypatch.setattr(files, "TOKENIZER_FILE_MAX_BYTES", limit)  # the real one is 64 MiB
     folder = make_folder(CHATML)
     path = folder / place
     path.parent.mkdir(exist_ok=True)
@@ -221,13 +221,14 @@ def test_a_template_file_that_is_not_a_readable_text_file_is_exit_2_naming_it(
         "a directory": "a directory, not a regular file",
         "a link to /dev/zero": "a device, not a regular file",
         "a named pipe": "a named pipe (FIFO), not a regular file",
-        "too large": f"over the limit of {limit:,} bytes",
+        "too large": f"is over {limit:,} bytes, more than any tokenizer file sgcli reads",
         "a broken link": "No such file or directory",
     }[what]
     with bounded_hang(30):
         result = render(run_cli, folder, messages(HI))
     assert result.exit_code == 2, result.output
-    assert f"cannot read {path}: {why}" in result.stderr
+    expected = f"{path} {why}" if what == "too large" else f"cannot read {path}: {why}"
+    assert expected in result.stderr
 
 
 @pytest.mark.parametrize(

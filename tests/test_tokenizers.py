@@ -453,3 +453,28 @@ def test_every_tokenizer_flag_names_every_form_it_takes(command):
 
     text = cli_options(*command)["--tokenizer"].help
     assert TOKENIZER_HELP in text and all(form in text for form in ("mistral:tekken", "mistral:v1", "'default'")), text
+
+
+@pytest.mark.parametrize("kind", ["tokenizer.json", "folder", "sentencepiece", "tekken"])
+def test_a_tokenizer_file_past_the_size_limit_is_exit_2_unread(tmp_path, run_cli, monkeypatch, smol_tokenizer, kind):
+    """A 69 MB tokenizer.json (3 million tokens) took 44 s and 1.6 GB, read without a limit by each
+    loader: each now reads at most TOKENIZER_FILE_MAX_BYTES (64 MiB; here the file's size less one)."""
+    from sgcli.tokenizers import files
+
+    if kind in ("tokenizer.json", "folder"):
+        folder = _tokenizer_folder(tmp_path, smol_tokenizer, {"eos_token": "<|im_end|>"})
+        path = folder / "tokenizer.json"
+        ref = folder if kind == "folder" else path
+    else:
+        source = "mistral_instruct_tokenizer_240323.model.v3" if kind == "sentencepiece" else "tekken_240911.json"
+        path = ref = tmp_path / source
+        path.write_bytes((_mistral_data() / source).read_bytes())
+    limit = path.stat().st_size - 1
+    monkeypatch.setattr(files, "TOKENIZER_FILE_MAX_BYTES", limit)
+    result = run_cli("masks", "--regex", "a", "--text", "a", "--tokenizer", ref, "--backend", "llguidance")
+    assert result.exit_code == 2, result.output
+    assert f"{path} is over {limit:,} bytes, more than any tokenizer file sgcli reads" in result.output
+    if kind != "sentencepiece":  # (the quickest to load)
+        return
+    monkeypatch.setattr(files, "TOKENIZER_FILE_MAX_BYTES", limit + 1)  # the file's own size passes
+    assert run_cli("masks", "--regex", "a", "--text", "a", "--tokenizer", ref, "--backend", "llguidance").exit_code == 0

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from sgcli.errors import Location, UserError
-from sgcli.regular_files import read_regular
 from sgcli.tokenizers.base import Tokenizer
+from sgcli.tokenizers.files import read_tokenizer_file
 from sgcli.tokenizers.pieces import byte_fallback_piece, byte_level_piece
 from sgcli.tokenizers.vocab import BYTE_FALLBACK, BYTE_LEVEL, RAW, Vocab, text_encoder
 
@@ -91,19 +91,9 @@ _OBJECT_HINTS = {
 }
 
 
-# tokenizer_config.json (a few MB with its added tokens at most) and chat templates (KBs): read no further
-TEXT_FILE_MAX_BYTES = 64 << 20
-
-
 def _read_text(path: Path) -> str:
-    """A file beside the tokenizer, as Python's text mode reads it, only when it is a regular file no
-    longer than TEXT_FILE_MAX_BYTES: a folder, a FIFO or /dev/zero in its place is exit 2 naming it."""
-    try:
-        data = read_regular(path, TEXT_FILE_MAX_BYTES)
-    except OSError as exc:
-        raise UserError(
-            f"cannot read {path}: {exc.strerror or exc}", hint=f"put a text file there, or remove {path.name}"
-        ) from None
+    """A file beside the tokenizer, as Python's text mode reads it (bounded by read_tokenizer_file)."""
+    data = read_tokenizer_file(path)
     return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
 
 
@@ -227,9 +217,11 @@ def load_tokenizer_json(path: Path, *, name: str | None = None, extra_stop_ids: 
     """A Tokenizer from `tokenizer.json`, with `tokenizer_config.json` and chat templates beside it."""
     from tokenizers import Tokenizer as HFTokenizer
 
+    data = read_tokenizer_file(path)
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        hf = HFTokenizer.from_file(str(path))
+        text = data.decode("utf-8")
+        raw = json.loads(text)
+        hf = HFTokenizer.from_str(text)
     except (OSError, ValueError, Exception) as exc:  # the Rust loader raises plain Exception
         raise UserError(f"cannot read tokenizer {path}: {exc}") from None
     folder = path.parent

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from sgcli.errors import UserError
 from sgcli.tokenizers.base import Tokenizer
+from sgcli.tokenizers.files import read_tokenizer_file
 from sgcli.tokenizers.spm import load_spm_tokenizer
 from sgcli.tokenizers.vocab import RAW, Vocab
 
@@ -135,6 +136,7 @@ def load_tekken(path: Path, ref: str) -> Tokenizer:
         from sgcli.extras import import_failure
 
         raise import_failure(exc, f"tokenizer {ref}") from None
+    read_tokenizer_file(path)  # a regular file of a bounded size, before mistral-common reads it whole
     try:
         tk = _quietly(lambda: Tekkenizer.from_file(path))
     except (AssertionError, ValueError, KeyError, OSError) as exc:

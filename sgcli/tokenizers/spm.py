@@ -18,6 +18,7 @@ from pathlib import Path
 
 from sgcli.errors import UserError
 from sgcli.tokenizers.base import Tokenizer
+from sgcli.tokenizers.files import read_tokenizer_file
 from sgcli.tokenizers.vocab import BYTE_FALLBACK, RAW, Vocab, text_encoder
 
 # SentencePiece.Type in sentencepiece_model.proto
@@ -96,8 +97,8 @@ def looks_like_spm(path: Path) -> bool:
 
 def read_spm(path: Path) -> SpmModel:
     """Parse a SentencePiece model file; a malformed file is the user's error."""
+    data = read_tokenizer_file(Path(path))
     try:
-        data = Path(path).read_bytes()
         pieces: list[tuple[str, float, int]] = []
         trainer: dict[int, object] = {}
         normalizer: dict[int, object] = {}
