@@ -88,8 +88,17 @@ def test_template_files_take_priority_over_the_config(run_cli, make_folder, mess
     folder = make_folder(
         "CONFIG", files={"chat_template.jinja": CHATML, "additional_chat_templates/tool_use.jinja": TOOLS}
     )
-    assert render(run_cli, folder, messages(HI)).stdout.startswith("<|im_start|>user")
+    result = render(run_cli, folder, messages(HI))
+    assert result.stdout.startswith("<|im_start|>user")
+    said = "its chat_template ('default') is not used: the .jinja files beside it take its place"
+    assert f"{folder / 'tokenizer_config.json'}: {said}" in result.stderr  # an edit there changed nothing unsaid
     assert render(run_cli, folder, messages(HI), "--template-name", "tool_use").stdout == "TOOLS:Hi"
+
+
+def test_a_config_template_equal_to_the_jinja_file_is_not_mentioned(run_cli, make_folder, messages):
+    folder = make_folder(CHATML, files={"chat_template.jinja": CHATML})  # as transformers 4.4x saved both
+    result = render(run_cli, folder, messages(HI))
+    assert result.exit_code == 0 and "is not used" not in result.stderr
 
 
 def test_missing_template_uses_the_raw_prompt_with_a_notice(run_cli, make_folder, messages):

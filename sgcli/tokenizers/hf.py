@@ -119,9 +119,30 @@ def folder_chat_template(folder: Path, cfg: dict) -> Any:
     if not any(f.suffix == ".jinja" for f in files.values()):
         return cfg.get("chat_template")
     named = {name: _template_text(path) for name, path in files.items()}
+    _say_overridden(folder, cfg.get("chat_template"), named)
     if list(named) == ["default"]:
         return named["default"]
     return named
+
+
+def _say_overridden(folder: Path, configured: Any, named: dict[str, str]) -> None:
+    """Say where tokenizer_config.json holds a template the .jinja files take the place of (as
+    transformers reads the folder): an edit made there alone would change nothing, without a word."""
+    if isinstance(configured, str):
+        configured = {"default": configured}
+    if not isinstance(configured, list | dict):
+        return
+    if isinstance(configured, list):  # [{"name": ..., "template": ...}], transformers' saved form
+        configured = {t.get("name"): t.get("template") for t in configured if isinstance(t, dict)}
+    differ = sorted(str(n) for n, text in configured.items() if text != named.get(n))
+    if differ:
+        from sgcli.cache.paths import notify
+
+        which = ", ".join(repr(n) for n in differ)
+        notify(
+            f"{folder / 'tokenizer_config.json'}: its chat_template ({which}) is not used: the .jinja files "
+            "beside it take its place, as transformers reads the folder, and hold other text"
+        )
 
 
 def template_files(folder: Path) -> dict[str, Path]:
