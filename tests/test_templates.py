@@ -111,6 +111,18 @@ def test_missing_template_uses_the_raw_prompt_with_a_notice(run_cli, make_folder
     assert record["ids"] and record["num_tokens"] == len(record["ids"])
 
 
+def test_a_template_that_writes_a_list_of_parts_as_python_text_says_so(run_cli, make_folder, messages):
+    """OpenAI's content parts under a template that prints `message['content']`: the model read
+    "[{'type': 'text', 'text': 'Hi'}]", without a word."""
+    parts = [{"type": "text", "text": "Hi"}]
+    result = render(run_cli, make_folder(CHATML), messages([{"role": "user", "content": parts}]), "--json")
+    assert result.exit_code == 0, result.output
+    assert str(parts) in json.loads(result.stdout)["prompt"]  # as transformers renders it too
+    assert "wrote messages[0].content, a list of parts, as Python's text of the list" in result.stderr
+    plain = render(run_cli, make_folder(CHATML), messages(HI))
+    assert "list of parts" not in plain.stderr
+
+
 @pytest.mark.parametrize("text", [5, None])
 def test_missing_template_refuses_a_text_part_that_is_not_a_string(run_cli, make_folder, messages, text):
     msgs = messages([{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": text}]}])

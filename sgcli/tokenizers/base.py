@@ -22,7 +22,29 @@ class RenderedPrompt:
     ids: list[int]
     template: ChatTemplate | None  # None: no template, the raw prompt was used
     notices: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()  # about this chat's prompt (`dropped_prompt`): its record says them too
+    warnings: tuple[str, ...] = ()  # about this chat's prompt (`prompt_warnings`): its record says them too
+
+
+def prompt_warnings(tpl: ChatTemplate | None, messages: list[dict], text: str) -> tuple[str, ...]:
+    """What a rendered prompt shows the template did not mean: the chat dropped, or parts written as a list."""
+    return dropped_prompt(tpl, messages, text) + parts_as_a_list(tpl, messages, text)
+
+
+def parts_as_a_list(tpl: ChatTemplate | None, messages: list[dict], text: str) -> tuple[str, ...]:
+    """A warning where a template that reads `content` as a string wrote a list of parts
+    (`[{"type": "text", ...}]`, OpenAI's form) as Python's text of the list, as Jinja prints one: the
+    model reads "[{'type': 'text', 'text': ...}]". Only said: vLLM joins the text parts for such
+    templates, transformers renders them as sgcli does."""
+    if tpl is None:
+        return ()
+    listed = [i for i, m in enumerate(messages) if isinstance(m.get("content"), list) and str(m["content"]) in text]
+    if not listed:
+        return ()
+    where = ", ".join(f"messages[{i}].content" for i in listed[:3]) + (", ..." if len(listed) > 3 else "")
+    return (
+        f"chat template '{tpl.name}' reads each message's content as a string, and wrote {where}, a list of "
+        "parts, as Python's text of the list (\"[{'type': 'text', ...}]\"): give the content as one string",
+    )
 
 
 def dropped_prompt(tpl: ChatTemplate | None, messages: list[dict], text: str) -> tuple[str, ...]:
@@ -145,7 +167,7 @@ class Tokenizer:
 
         def done(t: str) -> RenderedPrompt:
             ids = self.prompt_ids(t, templated=tpl is not None)
-            return RenderedPrompt(t, ids, tpl, notices, dropped_prompt(tpl, messages, t))
+            return RenderedPrompt(t, ids, tpl, notices, prompt_warnings(tpl, messages, t))
 
         return text.then(done)
 
@@ -178,7 +200,7 @@ class Tokenizer:
         alone (an empty one), so the other chats are still answered."""
         try:
             return RenderedPrompt(
-                text, self.prompt_ids(text, templated=True), tpl, (), dropped_prompt(tpl, messages, text)
+                text, self.prompt_ids(text, templated=True), tpl, (), prompt_warnings(tpl, messages, text)
             )
         except UserError as exc:
             return exc
