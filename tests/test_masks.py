@@ -124,6 +124,19 @@ def test_a_valid_prefix_is_not_a_rejection(run_cli, schema_file):
     assert any(t["text"] == "}" for t in summary["end"]["sample"]) or summary["end"]["n_allowed"] > 8
 
 
+def test_text_dash_reads_what_a_pipe_gives_and_one_stdin_only(run_cli, schema_file):
+    """`--text -` was the one-character text "-"; with the grammar from stdin as well, the grammar was
+    read as the text's bytes' schema ("a JSON Schema must be an object ..."), or compare-backends
+    judged the text as the grammar (exit 1, a finding)."""
+    piped = run_cli("masks", "--schema", schema_file, "--text", "-", "--json", input='{"a": 1}\n')
+    assert piped.exit_code == 0, piped.output
+    assert _trace(piped)[-1]["verdict"] == "accepted"  # echo's newline dropped, as $(...) drops it
+    for command in (["masks", "--schema", "-"], ["masks", "-"], ["compare-backends", "--no-generate", "--ebnf", "-"]):
+        both = run_cli(*command, "--text", "-", input='root ::= "a"')
+        assert both.exit_code == 2, both.output
+        assert "and --text are '-': only one input can come from stdin" in both.output
+
+
 def test_without_text_shows_the_first_step(run_cli, schema_file):
     result = run_cli("masks", "--schema", schema_file, "--backend", "xgrammar", "--json")
     assert result.exit_code == 0

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from sgcli.cache.paths import set_notifier
-from sgcli.constraints.reading import forget_stdin
+from sgcli.constraints.reading import forget_stdin, read_text
 from sgcli.errors import EXIT_INTERNAL, EXIT_USAGE, SgcliError, UserError, interrupted_code
 from sgcli.extras import from_import_error
 from sgcli.lone_surrogates import lone_surrogate
@@ -85,6 +85,18 @@ def utf8_text(value):
                     f"not UTF-8 text ({byte} at character {at + 1}); set a UTF-8 locale or convert it (iconv)"
                 )
     return value
+
+
+def sample_text(value: str | None) -> str | None:
+    """--text of the dry-run commands: '-' reads it from stdin (once per command, as every '-' is;
+    bounded by --max-constraint-bytes), one trailing newline dropped as `$(...)` drops it, so
+    `model ... | sgcli masks --schema S.json --text -` steps through what the model wrote."""
+    if value != "-":
+        return value
+    from sgcli.limits import current_limits
+
+    text = read_text("-", what="--text", limit=current_limits().max_bytes)[0]
+    return text.removesuffix("\n").removesuffix("\r")
 
 
 def stop_strings(value):

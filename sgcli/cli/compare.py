@@ -35,6 +35,7 @@ from sgcli.cli.common import (
     err,
     out,
     output_format_of,
+    sample_text,
     utf8_text,
 )
 from sgcli.cli.report import Terminal
@@ -85,7 +86,11 @@ WhitespaceOpt = Annotated[
 NoGenerateOpt = Annotated[bool, typer.Option("--no-generate", help="Compile and time masks only; no model is loaded.")]
 TextOpt = Annotated[
     Optional[str],
-    typer.Option("--text", help="With --no-generate: walk the masks along this sample output.", callback=utf8_text),
+    typer.Option(
+        "--text",
+        help="With --no-generate: walk the masks along this sample output ('-': read it from stdin).",
+        callback=utf8_text,
+    ),
 ]
 TokenizerRefOpt = Annotated[
     Optional[str],
@@ -123,10 +128,12 @@ def compare_backends(
     engine_flags.check()
     if not engine_flags.local:
         flags.for_server()
+    flags.one_stdin({"--text": text})
     spec = flags.spec()
     if not no_generate:  # generated as `generate` compiles it; --no-generate judges a given text
         spec = spec.for_generation()
     _check_flags(spec, prompt, whitespace=whitespace, no_generate=no_generate, text=text)
+    text = sample_text(text)  # '-': stdin, unless the constraint was read from there
     preflight.structure_errors(spec)  # an undefined rule, or one that never ends (G011), before anything loads
     for group in (sampling, prompt_flags, model_flags):
         group.check()

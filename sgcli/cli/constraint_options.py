@@ -163,6 +163,18 @@ class ConstraintFlags:
         kinds = (self.schema, self.pydantic, self.regex, self.ebnf, self.lark, self.choice, self.grammar)
         return any(v is not None for v in (*kinds, self.structural_tag))
 
+    def one_stdin(self, others: dict[str, str | None]) -> None:
+        """Stdin can be read once: two inputs given as '-' (a constraint flag or `others`: a grammar
+        argument, --text, --input, the prompt) are exit 2 before either is read (the second would see
+        nothing, or the first would swallow the other's text)."""
+        files = ("schema", "ebnf", "lark", "grammar", "structural_tag")  # the constraint flags that name a file
+        given = {f"--{name.replace('_', '-')}": getattr(self, name) for name in files} | others
+        readers = [name for name, value in given.items() if value == "-"]
+        if len(readers) > 1:
+            raise UserError(
+                f"{' and '.join(readers)} are '-': only one input can come from stdin", hint="put the others in files"
+            )
+
     def spec(self, *, required: bool = True) -> ConstraintSpec:
         """The one constraint the kind flags name, with the layout and `--sub` sub-grammars."""
         return self._ready([self._flag_spec(required)])[0]

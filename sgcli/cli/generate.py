@@ -258,7 +258,7 @@ def generate(
     # A single prompt prints its record (json or jsonl: one object either way) or its text.
     json_out = output_format_of(output_format, json_out, stream=True) != "text"
     backend = backend or backends.DEFAULT_BACKEND
-    _one_stdin(flags, prompt, batch_flags.input_file)
+    flags.one_stdin({"--input": batch_flags.input_file, "the prompt": prompt})
     engine_flags.check()
     if not engine_flags.local:
         flags.for_server()
@@ -316,19 +316,6 @@ def _inputs(prompt: str | None, io: BatchFlags, flags: co.ConstraintFlags) -> tu
     if io.resume and batch is None:
         raise UserError("--resume is for batches", hint="use --resume with --input FILE --output FILE")
     return prompt, batch
-
-
-def _one_stdin(flags: co.ConstraintFlags, prompt: str | None, input_file: str | None) -> None:
-    """Stdin can be read once: two inputs given as '-' is exit 2 before either is read (the second
-    would see nothing, or the first would swallow the other's text)."""
-    files = ("schema", "ebnf", "lark", "grammar", "structural_tag")  # the constraint flags that name a file
-    given = {"--input": input_file, "the prompt": prompt}
-    given.update({f"--{name.replace('_', '-')}": getattr(flags, name) for name in files})
-    readers = [name for name, value in given.items() if value == "-"]
-    if len(readers) > 1:
-        raise UserError(
-            f"{' and '.join(readers)} are '-': only one input can come from stdin", hint="put the others in files"
-        )
 
 
 def _regex_readable(spec) -> None:

@@ -19,6 +19,7 @@ from sgcli.cli.common import (
     loading_note,
     out,
     output_format_of,
+    sample_text,
     utf8_text,
 )
 from sgcli.cli.tables import print_table
@@ -53,7 +54,9 @@ def masks(
     text: Annotated[
         Optional[str],
         typer.Option(
-            "--text", help="Text to tokenize and step through. Omit to see the first step.", callback=utf8_text
+            "--text",
+            help="Text to tokenize and step through ('-': read it from stdin). Omit to see the first step.",
+            callback=utf8_text,
         ),
     ] = None,
     tokenizer: co.TokenizerOpt = None,
@@ -81,7 +84,9 @@ def masks(
             "give the grammar either as an argument or with a constraint flag, not both",
             hint="the text to step through goes in --text: sgcli masks --schema S.json --text '{\"a\": 1}'",
         )
+    flags.one_stdin({"the grammar": grammar_file, "--text": text})
     spec = flags.file_spec(grammar_file) if grammar_file is not None else flags.spec()
+    text = sample_text(text)  # '-': stdin, unless the grammar was read from there
     preflight.structure_errors(spec)  # an undefined rule, or one that never ends (G011), before the tokenizer
     backend = backend or backends.DEFAULT_BACKEND
     if backend != "auto":
