@@ -168,7 +168,7 @@ class ConstraintFlags:
         argument, --text, --input, the prompt) are exit 2 before either is read (the second would see
         nothing, or the first would swallow the other's text)."""
         files = ("schema", "ebnf", "lark", "grammar", "structural_tag")  # the constraint flags that name a file
-        given = {f"--{name.replace('_', '-')}": getattr(self, name) for name in files} | others
+        given = others | {f"--{name.replace('_', '-')}": getattr(self, name) for name in files}
         readers = [name for name, value in given.items() if value == "-"]
         if len(readers) > 1:
             raise UserError(
