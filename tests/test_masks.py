@@ -213,7 +213,7 @@ def test_an_empty_tokenizer_is_refused_not_read_as_the_default(run_cli):
 
 
 @pytest.mark.parametrize("backend", _regex_backends("ab"))
-@pytest.mark.parametrize(("pattern", "text"), [("ab", "a"), ("capital", "cap"), ("abcd", "abc")])
+@pytest.mark.parametrize(("pattern", "text"), [("ab", "a"), ("capital", "cap"), ("abcd", "abc"), ("x(ab)?", "xa")])
 def test_a_prefix_the_mask_would_split_otherwise_is_a_prefix(run_cli, backend, pattern, text):
     """llguidance's mask allows only its own split of forced text ("ab" for TEXT "a"): `masks` called a
     valid prefix rejected (exit 1), its first bad byte 1, past the end of TEXT."""
@@ -332,3 +332,16 @@ def test_a_matcher_that_fails_at_its_first_mask_is_reported_as_the_compile_saw_i
     run = dry_run(compiled, "<a>hi</a>")
     assert run.error == failed
     assert "PoisonError" not in (run.error or "") and "<backtrace>" not in (run.error or "")
+
+
+@pytest.mark.parametrize("backend", _regex_backends("ab"))
+@pytest.mark.parametrize(("text", "bad"), [("abcd", 3), ("abx", 2)])
+def test_a_token_refused_for_its_split_before_the_text_goes_wrong_says_both(run_cli, backend, text, bad):
+    """llguidance refused token 0 ("ab": it forces "abc") and `masks` said the text wanted another split,
+    blaming that token for a byte (3, "d") past its end: no split of "abcd" is accepted."""
+    result = run_cli("masks", "--regex", "abc", "--text", text, "--backend", backend, "--json")
+    assert result.exit_code == 1, result.output
+    rejected = _trace(result)[-1]["rejected"]
+    assert rejected["byte_offset"] == bad
+    note = rejected["note"] or ""
+    assert "split differently" not in note or f"TEXT goes wrong after it anyway, at byte {bad}" in note

@@ -258,8 +258,16 @@ def _locate(
         )
         good += shared
         stops = []
+        if good >= len(rest):  # TEXT ends inside tokens the backend allows: a prefix, not a rejection
+            going_on = [i for i in allowed_ids(mask, len(vocab)) if vocab.tokens[i].startswith(tail)]
+            return None, State(len(going_on), readable_order(vocab, going_on)[:top], b"", False)
         if good >= len(piece):
             note = _SPLIT_DIFFERENTLY
+    if note == _SPLIT_DIFFERENTLY and good < len(rest):  # the text also goes wrong after this token
+        note = (
+            "every byte of this token is allowed, but not this token (the grammar wants its text split "
+            f"differently); TEXT goes wrong after it anyway, at byte {offset + good}"
+        )
     return Rejection(
         index,
         ids[index],
