@@ -100,6 +100,12 @@ def test_the_rewrite_changes_only_what_xgrammar_misreads():
         (Kind.REGEX, "a^+", (1, 3), "'+' has nothing to repeat"),  # xgrammar took "aaaa" (found by the property test)
         (Kind.LARK, 'start: "x"\nY: /a$b/', (2, 6), "`$` where text can come after it"),
         (Kind.STRUCTURAL_TAG, _tag("a$b"), (None, None), "(in the regex 'a$b')"),
+        # email's `[\041-\176]+:` allowed only 1, 4, 6, 7 (and NUL); rich's ANSI `\033\[` forced "\u000033["
+        (Kind.REGEX, "[\\041-\\176]+:", (1, 2), "`\\041`, a backreference or an octal escape to Python's re"),
+        (Kind.REGEX, "(a)\\1", (1, 4), "`\\1`, a backreference"),  # read as the digit 1, with a warning
+        # ECMAScript's `[^]` (any character) then `a]+`: xgrammar wrote "Ia]" where Rust and Python mean [^\]a]+
+        (Kind.REGEX, "[^]a]+", (1, 1), "a class opening with `]`"),
+        (Kind.REGEX, "x[]a]", (1, 2), "a class opening with `]`"),
     ],
 )
 def test_what_no_spelling_fixes_is_refused_at_its_place(smol_tokenizer, kind, text, where, says):

@@ -35,6 +35,7 @@ from sgcli.backends.pattern_gaps import PatternGap, at, declared_pattern_gaps
 from sgcli.backends.schema_warnings import compile_warnings
 from sgcli.backends.unsatisfiable import left_out, unsatisfiable_pointer
 from sgcli.constraints.dialect import dialect_of
+from sgcli.constraints.regex_dialects import without_verbose
 from sgcli.constraints.spec import ConstraintSpec, Kind, parse_json
 from sgcli.dialects.convert import one_char_lexemes
 from sgcli.dialects.lark_backends import for_backends
@@ -305,7 +306,7 @@ class LLGuidanceBackend(LibraryBackend):
                 unmatchable = declared_pattern_gaps(spec, schema, self.name, self.capabilities.schema_keywords)
             return schema_grammar(spec, schema, unmatchable, as_written=as_written)
         if kind is Kind.REGEX:
-            return llg.LLMatcher.grammar_from_regex(spec.text)
+            return llg.LLMatcher.grammar_from_regex(without_verbose(spec.text))
         if kind is Kind.CHOICE:
             return "start: " + " | ".join(json.dumps(c) for c in spec.choices) + "\n"
         if kind is Kind.EBNF:
@@ -371,7 +372,7 @@ class LLGuidanceBackend(LibraryBackend):
         if spec.kind is Kind.REGEX:
             import llguidance as llg
 
-            return "start: /" + llg.regex_to_lark(spec.text, "") + "/\n"
+            return "start: /" + llg.regex_to_lark(without_verbose(spec.text), "") + "/\n"
         if spec.kind is Kind.EBNF:
             return self._gbnf(spec)
         return self.grammar(spec)

@@ -12,6 +12,7 @@ import json
 
 from sgcli.backends.base import CompileWarning
 from sgcli.backends.json_layout import json_overrides
+from sgcli.constraints.regex_dialects import without_verbose
 from sgcli.constraints.spec import ConstraintSpec, Kind
 from sgcli.constraints.structural_tag import Tag, TriggeredTags, parse, tag_error, to_xgrammar
 
@@ -87,7 +88,7 @@ def _content_lark(spec: ConstraintSpec, tag: Tag, backend: str) -> str:
     if kind == "regex" and isinstance(c.get("pattern"), str):
         from llguidance import regex_to_lark
 
-        return "/" + regex_to_lark(c["pattern"]) + "/"
+        return "/" + regex_to_lark(without_verbose(c["pattern"])) + "/"
     if kind == "any_text" and not c.get("excludes") and c.get("max_tokens") is None and c.get("max_chars") is None:
         stop = "|".join(_regex_literal(e) for e in tag.ends)
         return f"/(.|\\n)*/ & ~/(.|\\n)*({stop})(.|\\n)*/"

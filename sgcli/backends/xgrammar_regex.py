@@ -288,6 +288,19 @@ def misread(pattern: str) -> tuple[int, str, str] | None:
     (`^`) or follow (`$`), which ECMAScript (and llguidance) reads as matching nothing there and xgrammar
     skips (`a\\s*^b` took `ab`)."""
     for m in re.finditer(r"\\.|\[", pattern, re.S):
+        if m.group()[1:].isdigit() and (m.group() != "\\0" or pattern[m.end() : m.end() + 1].isdigit()):
+            written = re.match(r"\\[0-9][0-7]{0,2}", pattern[m.start() :]).group()
+            what = (
+                f"`{written}`, a backreference or an octal escape to Python's re, which xgrammar reads otherwise "
+                "(with a warning) where ECMAScript refuses it"
+            )
+            return m.start(), what, "write the character as \\xHH"
+        if m.group() == "[" and pattern[m.end() :].startswith(("]", "^]")):
+            what = (
+                "a class opening with `]`, which xgrammar reads as ECMAScript does (`[]` matches nothing, `[^]` "
+                "any character) and Python and Rust as a literal ]"
+            )
+            return m.start(), what, "escape it: \\]"
         if m.group() in ("\\A", "\\Z", "\\z"):
             letter = m.group()[1]
             what = f"`{m.group()}`, which xgrammar reads as the letter {letter} (as ECMAScript does); Python anchors"

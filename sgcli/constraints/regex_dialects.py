@@ -59,6 +59,10 @@ def translate(pattern: str, dialect: str) -> str:
     last = None  # outside a class: "quant" after a quantifier, "lazy" after its `?`, "count" after `{m,n}`
     if dialect == RUST and _CRLF_FLAG.search(pattern):
         raise DialectError("the CRLF flag `R`, which the regex package reads as recursion")
+    if dialect == RUST:
+        pattern = without_verbose(pattern)
+    # Rust's and ECMAScript's `$` is the end of the text; Python's also before a last "\n" (`a$` took "a\n")
+    end_anchor = r"\Z" if dialect in (RUST, ECMA) and not _MULTILINE_FLAG.search(pattern) else "$"
     while i < len(pattern):
         ch = pattern[i]
         if dialect == RUST and not in_class and ch in "*+?" and last is not None:
@@ -127,12 +131,89 @@ def translate(pattern: str, dialect: str) -> str:
             continue
         if ch == "]" and in_class:
             in_class = False
-        out.append(ECMA_DOT if ch == "." and not in_class and dialect == ECMA else ch)
+        if ch == "$" and not in_class:
+            out.append(end_anchor)
+        else:
+            out.append(ECMA_DOT if ch == "." and not in_class and dialect == ECMA else ch)
         i += 1
     return "".join(out)
 
 
 _CRLF_FLAG = re.compile(r"\(\?[a-zA-Z-]*R[a-zA-Z-]*[:)]")
+_VERBOSE_FLAG = re.compile(r"\(\?[a-zA-Z]*x")  # `(?x)`, `(?ix:`: verbose mode turned on somewhere
+_MULTILINE_FLAG = re.compile(r"\(\?[a-zA-Z]*m")
+_FLAGS = re.compile(r"\(\?([a-zA-Z-]*)([:)])")
+
+
+def without_verbose(pattern: str) -> str:
+    """`pattern` (Rust's syntax) with what its verbose mode (`x`) ignores left out: whitespace and `#`
+    comments to the end of the line, inside classes too (Rust reads `(?x)[ a]` as `[a]`), where the
+    flag is on (`(?x)` to the end of its group, `(?x:...)` within it, `(?-x)` off). An escaped space
+    becomes `\\x20`, the same character without the flag. Readers that get the whitespace wrong then
+    have none to read: llguidance's regex-to-Lark step wrote a raw line break as `\\n`, which verbose
+    mode keeps (`(?x)a\n|b` took only "a\n"), and Python's verbose mode keeps whitespace and `#` in a class."""
+    if not _VERBOSE_FLAG.search(pattern):
+        return pattern
+    out: list[str] = []
+    stack: list[bool] = []  # the flag outside each open group
+    verbose, depth, i = False, 0, 0  # depth: character classes open (Rust nests them)
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            out.append(
+                f"\\x{ord(nxt):02x}"
+                if nxt.isspace() and ord(nxt) < 0x100
+                else f"\\u{ord(nxt):04x}"
+                if nxt.isspace()
+                else pattern[i : i + 2]
+            )
+            i += 2
+        elif verbose and ch.isspace():
+            i += 1
+        elif verbose and ch == "#":
+            end = pattern.find("\n", i)
+            i = len(pattern) if end < 0 else end + 1
+        elif ch == "[":
+            if depth and pattern.startswith("[:", i) and (end := pattern.find(":]", i + 2)) > 0:
+                out.append(pattern[i : end + 2])  # [[:alpha:]]
+                i = end + 2
+                continue
+            depth += 1
+            out.append(ch)
+            i += 1
+            if depth == 1:  # a leading `]` (or `^]`) is a literal
+                lead = re.match(r"\^?\]?", pattern[i:]).group()
+                out.append(lead)
+                i += len(lead)
+        elif ch == "]" and depth:
+            depth -= 1
+            out.append(ch)
+            i += 1
+        elif depth:
+            out.append(ch)
+            i += 1
+        elif ch == "(":
+            m = _FLAGS.match(pattern, i)
+            turned = verbose
+            if m:
+                on, _, off = m.group(1).partition("-")
+                turned = (verbose or "x" in on) and "x" not in off
+            if m and m.group(2) == ")":
+                verbose = turned  # to the end of the enclosing group
+            else:
+                stack.append(verbose)
+                verbose = turned
+            out.append(m.group() if m else ch)
+            i = m.end() if m else i + 1
+        elif ch == ")":
+            verbose = stack.pop() if stack else verbose
+            out.append(ch)
+            i += 1
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
 
 
 def _stacked(out: list[str], ch: str, last: str) -> str:

@@ -316,6 +316,14 @@ class _Parser:
     def escaped_char(self) -> str:
         """One character written with a backslash; the cursor is on the backslash."""
         ch = self.after_backslash()
+        if ch.isdigit() and (ch != "0" or self.dialect == RUST or self.src[self.i : self.i + 1].isdigit()):
+            digits = re.match(r"[0-7]{0,2}", self.src[self.i :]).group() if ch in "01234567" else ""
+            self.i -= 2  # `[\041-\176]` was read as NUL, "4", "1", ...: Python's octal is no escape elsewhere
+            raise self.error(
+                f"\\{ch}{digits} is an octal escape to Python's re "
+                "and an error (a backreference) to Rust's regex and ECMAScript's with the u flag: write the "
+                "character as \\xHH"
+            )
         if ch in _CHAR_ESCAPES:
             return _CHAR_ESCAPES[ch]
         if ch in "xuU":
