@@ -881,3 +881,14 @@ def test_a_regex_class_escape_converts_in_the_reading_of_the_backends_that_share
 
 def _classes(grammar) -> list:
     return [n for rule in grammar.rules for n in walk(rule.body) if isinstance(n, Chars)]
+
+
+@pytest.mark.parametrize(("pattern", "col", "written"), [("[\\041-\\176]+:", 2, "\\041"), ("a\\0", 2, "\\0")])
+def test_an_octal_escape_is_refused_not_read_as_nul_and_digits(run_cli, tmp_path, pattern, col, written):
+    """email's `[\\041-\\176]+:` converted to `[\\x00\\x31\\x34\\x36-7]+ ":"` and "round trip ok": Python's
+    octal escape, an error to Rust (and ECMAScript's u flag), was read as NUL then the digits."""
+    path = tmp_path / "h.regex"
+    path.write_text(pattern)
+    result = run_cli("convert", path, "--to", "gbnf")
+    assert result.exit_code == 2, result.output
+    assert f"{path}:1:{col}:" in result.output and f"{written} is an octal escape to Python's re" in result.output
