@@ -57,6 +57,9 @@ def did_you_mean(value: str, choices: Iterable[str]) -> str:
     choices = list(choices)
     folded = {c.lower(): c for c in choices}
     close = difflib.get_close_matches(value.lower(), list(folded), n=1, cutoff=0.6) or _abbreviated(value, folded)
+    if not close and len(value) >= 2:  # the start of one name only (xgr: xgrammar)
+        starting = [c for c in folded if c.startswith(value.lower())]
+        close = starting if len(starting) == 1 else []
     return f" Did you mean '{folded[close[0]]}'?" if close else ""
 
 

@@ -104,6 +104,9 @@ def _flat(text: str) -> str:
         (["generate", "--grammar", "@jsn", "x"], "no grammar named @jsn in the library. Did you mean '@json'?"),
         (["rule", "J0001"], "no rule J0001. Did you mean 'J001'?"),
         (["lint", "g.gbnf", "--json-whitespace", "compat"], "'compat' is not one of 'compact', 'flexible'."),
+        (["lint", "g.gbnf", "--kind", "gbfn"], "not a kind of file sgcli can lint. Did you mean 'gbnf'?"),
+        (["compile", "g.gbnf", "--kind", "lrak"], "unknown grammar kind 'lrak'. Did you mean 'lark'?"),
+        (["compile", "g.gbnf", "-b", "xgr"], "Did you mean 'xgrammar'?"),  # the start of one name only
     ],
 )
 def test_a_misspelt_value_gets_a_did_you_mean(run_cli, tmp_path, monkeypatch, args, expected):

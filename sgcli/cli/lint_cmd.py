@@ -16,7 +16,7 @@ from sgcli.cli import constraint_options as co
 from sgcli.cli.common import TOKENIZER_HELP, JsonFlagOpt, canonical_format, fail, plain_err
 from sgcli.constraints.reading import read_text
 from sgcli.constraints.spec import Kind
-from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError, plural
+from sgcli.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UserError, did_you_mean, plural
 from sgcli.grammar_dev.grammar_tests import KIND_ALIASES, parse_kind
 from sgcli.lint import FORMATS, RENDERERS, Linter, LintOptions, Selection
 from sgcli.lint.discover import expand
@@ -67,9 +67,11 @@ def _kind(value: str | None):
     except UserError:
         kind = Kind.NONE
     if kind not in LINTABLE_KINDS:
+        names = [k.value for k in LINTABLE_KINDS]
+        aliases = [a for a, k in KIND_ALIASES.items() if k in LINTABLE_KINDS]
         raise UserError(
-            f"--kind {value}: not a kind of file sgcli can lint",
-            hint="one of: " + ", ".join(k.value for k in LINTABLE_KINDS),
+            f"--kind {value}: not a kind of file sgcli can lint." + did_you_mean(value, [*names, *aliases]),
+            hint="one of: " + ", ".join(names) + " (or " + ", ".join(aliases) + ")",
         )
     return kind
 

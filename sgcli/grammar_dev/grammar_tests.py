@@ -45,10 +45,11 @@ def parse_kind(value: str, location: Location | None = None) -> Kind:
         name = value.lower().replace("-", "_")
         return KIND_ALIASES.get(name) or Kind(name)
     except (ValueError, AttributeError):
+        names = [k.value for k in Kind if k is not Kind.NONE]
         raise UserError(
-            f"unknown grammar kind '{value}'",
+            f"unknown grammar kind '{value}'." + did_you_mean(str(value), [*names, *KIND_ALIASES]),
             location=location,
-            hint="one of: " + ", ".join(k.value for k in Kind if k is not Kind.NONE),
+            hint="one of: " + ", ".join(names) + " (or " + ", ".join(KIND_ALIASES) + ")",
         ) from None
 
 
