@@ -170,3 +170,28 @@ def test_a_failed_backend_matcher_stays_failed_under_the_checker():
     assert np.count_nonzero(mask) and matcher.error == Failed.error
     checked.matcher = lambda: matcher
     assert first_mask_error(checked) == Failed.error
+
+
+OPEN = {"type": "object", "properties": {"x": {"type": "integer"}}, "additionalProperties": True}
+
+
+@pytest.mark.parametrize("backend", ["llguidance", "xgrammar"])  # outlines-core closes objects (guarantee.md)
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        ('{"x":1,"x":2}', 9),  # the quote closing the second "x"
+        ('{"x":1,"yy":2,"yy":3}', 17),
+        ('{"x":1,"a":{"b":1,"b":2}}', 20),  # in an inner object too
+        ('{"x":1,"a":{"x":1},"b":[{"x":1}]}', None),  # the same key in other objects is no repeat
+    ],
+)
+def test_a_repeated_key_is_masked_where_no_checker_runs(backend, text, where):
+    """Every backend's grammar lets a key repeat in an object open to unlisted names, and with no keyword
+    left to sgcli's checker nothing masked it: a random model wrote `{"x8":811,"x8":80134...}` (finish
+    `stop`, `valid: false`). The guard refuses the token that closes the repeated key."""
+    from sgcli.backends.repeated_keys import KeyGuardCompiled
+
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(OPEN), "s.json").for_generation()
+    guarded = compile_for(backend, spec, byte_vocab())[0]
+    assert isinstance(guarded, KeyGuardCompiled)  # no gap: the light guard, not the checker
+    assert refused_at(guarded, text) == where

@@ -81,6 +81,26 @@ def test_every_schema_output_parses_and_validates(tiny_lm, smol_tokenizer, schem
         assert record["valid"] and record["parsed"] == (parsed if _finite(parsed) else None) and not record["errors"]
 
 
+# An object open to names it does not list: every backend's grammar lets a key repeat there
+OPEN_KEYS = {"type": "object", "properties": {"x": {"type": "integer"}}, "additionalProperties": {"type": "integer"}}
+
+
+@pytest.mark.parametrize("backend", backends_taking(Kind.JSON_SCHEMA))
+def test_no_output_repeats_a_key_where_no_checker_runs(tiny_lm, smol_tokenizer, backend):
+    """A tiny random model wrote `{"x8":811,"x8":8013498665985}` under llguidance (patternProperties and
+    maxProperties; finish `stop`, `valid: false`): no checker ran, and the grammar lets a key repeat. The
+    repeated-key guard masks it."""
+    spec = ConstraintSpec(Kind.JSON_SCHEMA, json.dumps(OPEN_KEYS), "test", json_options=JsonOptions("compact"))
+    for seed in SEEDS:
+        record = generate_with(tiny_lm, smol_tokenizer, spec, backend, seed=seed, max_tokens=60)
+        if record["finish_reason"] != "stop":
+            assert record["valid"] is False, record
+            continue
+        pairs = json.loads(record["output"], object_pairs_hook=lambda kv: kv)
+        assert len({k for k, _ in pairs}) == len(pairs), record["output"]
+        assert record["valid"], record
+
+
 def _finite(value) -> bool:
     if isinstance(value, float):
         return value not in (float("inf"), float("-inf"))

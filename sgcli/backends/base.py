@@ -265,6 +265,9 @@ class Compiled:
     warnings: list[CompileWarning] = field(default_factory=list)
     normalized: str | None = None  # the grammar text the backend actually compiled, where it has one
     _first: FirstStep | None = field(default=None, init=False, repr=False)
+    # whether a mask may leave nothing allowed (sgcli's own checks on top of a grammar): decoding then
+    # backtracks; a bare backend's masks do not dead-end
+    may_dead_end: ClassVar[bool] = False
 
     def matcher(self) -> Matcher:
         raise NotImplementedError

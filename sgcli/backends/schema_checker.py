@@ -38,17 +38,19 @@ from sgcli.backends.base import Compiled, Matcher, allowed_ids
 from sgcli.backends.json_reader import JsonReader, Refused, View
 from sgcli.backends.json_strings import NUMBER_BYTES
 from sgcli.backends.keyword_coverage import compiled_gaps
+from sgcli.backends.repeated_keys import KeyGuardCompiled, with_key_guard
 from sgcli.backends.schema_plan import CheckPlan
 from sgcli.backends.token_screen import refused_by_table, to_look_at
+from sgcli.constraints.spec import Kind
 
 
 def with_checker(compiled: Compiled) -> Compiled:
     """`compiled`, or a wrapper whose matchers also enforce what its grammar does not."""
-    if isinstance(compiled, CheckedCompiled):
+    if isinstance(compiled, CheckedCompiled | KeyGuardCompiled):
         return compiled
     gaps = [g for g in compiled_gaps(compiled) if g.checker]
-    if not gaps:
-        return compiled
+    if not gaps:  # the checker's reader would refuse a repeated key: without it, the lighter guard does
+        return with_key_guard(compiled) if compiled.spec.kind is Kind.JSON_SCHEMA else compiled
     plan = CheckPlan(compiled.spec.schema(), [a for g in gaps for a in g.anchors], compiled.vocab)
     return CheckedCompiled(
         compiled.backend,
@@ -69,6 +71,7 @@ class CheckedCompiled(Compiled):
 
     inner: Compiled = field(kw_only=True)
     plan: CheckPlan = field(kw_only=True)
+    may_dead_end = True
     gaps: list = field(kw_only=True, default_factory=list)  # the keyword_coverage.Gap list it enforces
 
     def matcher(self) -> CheckedMatcher:

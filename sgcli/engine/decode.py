@@ -12,8 +12,9 @@ Backtracking (issue 28; the rules and bounds are `sgcli.engine.sequence`'s): whe
 checker leaves no token allowed, the last token is undone, its KV cache column cropped, and its
 position's logits recomputed by feeding the token before it again (one forward pass per undone
 token), then sampled with the undone token banned there. Only for a checked grammar
-(`CheckedCompiled`: bare backends' masks do not dead-end) on a runtime whose cache crops; without
-one, a dead end ends the sequence as before, its error saying why nothing was undone. While
+(`Compiled.may_dead_end`: sgcli's schema checker, or its guard against a repeated key; bare
+backends' masks do not dead-end) on a runtime whose cache crops; without one, a dead end ends the
+sequence as before, its error saying why nothing was undone. While
 backtracking is on, the stream holds back the text of the last `BACKTRACK_WINDOW` tokens, so
 text once shown is never taken back.
 """
@@ -26,7 +27,6 @@ import torch
 
 from sgcli.backends import get_backend
 from sgcli.backends.base import Compiled, bitmask_words
-from sgcli.backends.schema_checker import CheckedCompiled
 from sgcli.engine import threads
 from sgcli.engine.forced import Spellings, draft_tokens
 from sgcli.engine.head import narrow_limit, row_logits
@@ -84,7 +84,7 @@ def decode(
 def why_no_backtrack(lm: LoadedModel, compiled: Compiled) -> str | None:
     """Why a dead end of this decode cannot be backtracked out of (None: it can; "": a grammar without
     sgcli's schema checker, whose backend's masks do not dead-end, so there is nothing to explain)."""
-    if not isinstance(compiled, CheckedCompiled):
+    if not compiled.may_dead_end:
         return ""
     if not lm.runtime.supports.crop:
         return "this model's KV cache cannot be cropped"
