@@ -44,12 +44,26 @@ def test_real_record_matches_model_and_json_schema(tiny_lm, smol_tokenizer):
 
     spec = ConstraintSpec(Kind.REGEX, "[0-9]{1,3}", "--regex")
     compiled = get_backend("llguidance").compile(spec, smol_tokenizer.vocab.padded(tiny_lm.logits_width))
-    session = Session(tiny_lm, smol_tokenizer, compiled, SamplingParams(1.0, 1.0, 0, 7), max_tokens=8)
+    from sgcli.batch.requests import PromptOptions
+
+    params = SamplingParams(1.0, 0.9, 5, 7, max_tokens=8, stop=("zz",))
+    options = PromptOptions(system="Be brief.")
+    session = Session(tiny_lm, smol_tokenizer, compiled, params, max_tokens=8, prompt_options=options)
     (done,) = [e for e in session.stream(Request("r1", "pick a number")) if isinstance(e, Done)]
     record = done.record
     GenerationRecord.model_validate(record)
     jsonschema.validate(record, json_schema("record"))
     assert set(record) <= set(GenerationRecord.model_fields)
+    # a record said nothing of how it was sampled: with its prompt, it could not be asked for again
+    assert record["sampling"] == {
+        "temperature": 1.0,
+        "top_p": 0.9,
+        "top_k": 5,
+        "seed": 7,
+        "max_tokens": 8,
+        "stop": ["zz"],
+        "system": "Be brief.",
+    }
 
 
 def test_bad_batch_line_record_has_the_same_keys_as_a_normal_record():

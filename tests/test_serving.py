@@ -223,11 +223,12 @@ def gen(run_cli, stub, *args):
 def test_retries_429_503_and_reset_then_succeeds(run_cli):
     with Stub(answer=lambda b: "42") as stub:
         stub.script = [("status", 429, {"retry-after": "0"}), ("status", 503), ("reset",)]
-        result = gen(run_cli, stub, "--regex", "[0-9]+", "--json", "How many?")
+        result = gen(run_cli, stub, "--regex", "[0-9]+", "--json", "-s", "Count.", "--seed", "3", "How many?")
     assert result.exit_code == 0, result.stderr
     record = json.loads(result.stdout)
     assert record["valid"] is True and record["output"] == "42" and record["engine"] == "vllm"
     GenerationRecord.model_validate(record)
+    assert (record["sampling"]["seed"], record["sampling"]["system"]) == (3, "Count.")  # how to ask again
     assert len(stub.requests) == 4
     assert stub.requests[-1]["body"]["structured_outputs"] == {"regex": "[0-9]+"}
 

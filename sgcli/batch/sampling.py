@@ -30,6 +30,18 @@ class SamplingParams:
     def __post_init__(self) -> None:
         object.__setattr__(self, "stop", tuple(self.stop or ()))  # a repeatable flag gives a list, or None
 
+    def record(self, system: str | None = None) -> dict:
+        """The record's `sampling`: these values as given, and the system prompt (`system`)."""
+        return {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "top_k": self.top_k,
+            "seed": self.seed,
+            "max_tokens": self.max_tokens,
+            "stop": list(self.stop),
+            "system": system,
+        }
+
     def check(self) -> None:
         """Every field in range, or a UserError naming the flag and its range."""
         if not math.isfinite(self.temperature) or not 0 <= self.temperature <= MAX_TEMPERATURE:

@@ -143,6 +143,7 @@ class Session:
             "warnings": [str(w) for w in self.compiled.warnings],
             "model": self.lm.ref.display,
             **self.placement(req),
+            "sampling": self.params.record(self.prompt_options.system),
         }
 
     def error_record(self, req: Request | None, errors: list[str], *, rid: Any = None) -> dict:

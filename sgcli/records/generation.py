@@ -45,6 +45,20 @@ class ThinkBudget(_Strict):
     forced_end: bool = Field(False, description="the budget ran out and the end-of-thinking marker was forced")
 
 
+class Sampling(_Strict):
+    """How the output was sampled, as given: with the prompt, enough to ask for the same output again."""
+
+    temperature: float = Field(0.0, description="0: greedy")
+    top_p: float = 1.0
+    top_k: int = Field(0, description="0: off")
+    seed: Optional[int] = Field(
+        None, description="the sampler's seed (every request of a batch starts from it); null: none sent"
+    )
+    max_tokens: Optional[int] = Field(None, description="--max-tokens as given (a prompt near the context gets less)")
+    stop: list[str] = Field(default_factory=list, description="--stop strings")
+    system: Optional[str] = Field(None, description="the system prompt (-s) the prompt went with")
+
+
 class Fallback(_Strict):
     backend: str
     reason: str
@@ -125,6 +139,10 @@ class GenerationRecord(_Strict):
         None,
         description="the chat template the prompt went through: its name (default, or the --template-name), "
         "mistral-common, none (--raw, or a tokenizer without one), or null (a batch line that was no request)",
+    )
+    sampling: Optional[Sampling] = Field(
+        None,
+        description="how the run was asked to sample (its error records say it too): with the prompt, how to ask again",
     )
     usage: Usage = Field(default_factory=Usage, description="token counts")
     timings: Timings = Field(default_factory=Timings, description="where the time went")

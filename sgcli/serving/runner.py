@@ -74,6 +74,7 @@ def _base(job: EngineJob, req: Request) -> dict:
         "unenforced": list(job.unenforced),
         "warnings": [],
         "model": job.served_model,
+        "sampling": job.sampling.record(job.system),
         "usage": {
             "prompt_tokens": None,
             "completion_tokens": None,
