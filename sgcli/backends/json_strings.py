@@ -47,7 +47,7 @@ def add_string_rules(rules: StringRules, node: dict) -> None:
         rules.at_sign = True
     for pattern, dialect in ((node.get("pattern"), SCHEMA), (user_format_regex(node.get("format")), None)):
         if isinstance(pattern, str) and pattern.startswith("^"):
-            compiled = _prefix_regex(pattern, dialect)
+            compiled = prefix_regex(pattern, dialect)
             if compiled is not None:
                 rules.patterns.append(compiled)
                 rules.ascii_closed.append(_ascii_closed(pattern))
@@ -67,7 +67,7 @@ def _ascii_closed(pattern: str) -> bool:
 _LOOKAHEAD = re.compile(r"(?<!\\)\(\?[=!]")
 
 
-def _prefix_regex(pattern: str, dialect: str | None):
+def prefix_regex(pattern: str, dialect: str | None):
     """`pattern` compiled for partial matching: a `pattern` as jsonschema's check reads it (`schema_patterns`),
     a `--format` REGEX (`dialect` None) as written; None where a prefix cannot be judged soundly (a
     lookahead), which leaves the check to the value's completion."""

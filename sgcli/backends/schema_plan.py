@@ -8,10 +8,11 @@ from __future__ import annotations
 import re
 import warnings
 
-from sgcli.backends.json_strings import StringRules, add_string_rules, vocab_tables
+from sgcli.backends.json_strings import StringRules, add_string_rules, prefix_regex, vocab_tables
 from sgcli.backends.number_prefix import BOUNDS, digits_refused
 from sgcli.backends.schema_doc import SchemaDoc, escape_pointer, fragment
 from sgcli.constraints.formats import format_checker
+from sgcli.constraints.regex_dialects import SCHEMA
 from sgcli.tokenizers.vocab import Vocab
 
 # the keywords whose subschemas a container's children are read through
@@ -230,6 +231,11 @@ class CheckPlan:
             names = self._listed_names(p, node)
             if names is not None:
                 rules.choices.append(names[0])
+            else:
+                either = names_or_patterns(node)
+                if either is not None:
+                    rules.patterns.append(either)
+                    rules.ascii_closed.append(False)
             names_node = self._applies(f"{p}/propertyNames")  # None beside a draft-7 $ref, which overrides it
             if names_node is not None:
                 add_string_rules(rules, names_node)
@@ -398,3 +404,22 @@ def _search(pattern: str, text: str) -> bool:
             compiled = False
         _regex_cache[pattern] = compiled
     return bool(compiled and compiled.search(text))
+
+
+def names_or_patterns(node: dict):
+    """One pattern for the names an object closed by `additionalProperties: false` beside
+    `patternProperties` takes (a listed name, or one matching a pattern), checkable on a prefix: a
+    random model wrote keys like `{"{generational ...` under `^x[01]$` until --max-tokens, the name
+    refused only once complete. None where some pattern is not anchored at the start (any prefix can
+    still match it) or the patterns cannot be read for prefixes."""
+    import regex
+
+    patterns = node.get("patternProperties")
+    if node.get("additionalProperties") is not False or not isinstance(patterns, dict) or not patterns:
+        return None
+    if not all(isinstance(k, str) and k.startswith("^") for k in patterns):
+        return None
+    props = node.get("properties")
+    listed = [regex.escape(n) for n in (props if isinstance(props, dict) else ())]
+    either = "^(?:" + "|".join(listed + [f"(?:{k[1:]})" for k in patterns]) + ")"
+    return prefix_regex(either, SCHEMA)
