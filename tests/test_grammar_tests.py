@@ -413,3 +413,13 @@ def test_a_json_value_no_spelling_of_which_is_taken_is_called_a_narrowing(run_cl
         r for r in _records(run_cli("test", escaped, "--backend", "llguidance", "--json")) if r["type"] == "case"
     ]
     assert not records[0]["passed"] and 'it takes "\\"A\\""' in records[0]["independent"]
+
+
+def test_a_case_expected_refused_that_the_check_finds_valid_asks_about_the_case(run_cli, tmp_path):
+    """`accept: false` on an input the regex matches failed on every backend with no word, where the
+    mirror case (`accept: true` on an invalid input) asks whether the case is right."""
+    cases = tmp_path / "ws.test.yaml"
+    cases.write_text("grammar: {kind: regex, text: 'a b'}\ncases:\n  - {input: 'a b', accept: false}\n")
+    records = [r for r in _records(run_cli("test", cases, "--backend", "llguidance", "--json")) if r["type"] == "case"]
+    assert not records[0]["passed"]
+    assert records[0]["independent"] == "regex finds the input valid too: is `accept: false` right?"

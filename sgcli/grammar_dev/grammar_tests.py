@@ -348,6 +348,8 @@ def _independent_note(compiled, case: Case) -> str | None:
         return f"{verdict.validated_by} finds the input invalid too ({verdict.errors[0]}): is `accept: true` right?"
     if verdict.valid is False and not case.accept:
         return f"{verdict.validated_by} finds the input invalid ({verdict.errors[0]}), and {compiled.backend} took it"
+    if verdict.valid is True and not case.accept:
+        return f"{verdict.validated_by} finds the input valid too: is `accept: false` right?"
     return None
 
 
