@@ -113,3 +113,23 @@ def test_an_escape_past_the_last_code_point_is_left_for_the_backends_to_refuse()
     """`/\\U0011FFFF/` names no character: chr() raised ValueError (exit 3) while the escapes were spelled out."""
     assert for_backends("start: /\\U0011FFFF/\n")[0] == "start: /\\U0011FFFF/\n"
     assert for_backends("start: /a\\x2b/\n")[0] == "start: /a+/\n"  # one that names regex syntax is still spelled
+
+
+@pytest.mark.parametrize(
+    "low, high, texts",
+    [
+        ("^", "a", ["a", "^_", "b", "-"]),  # the lark library built [^-a]: everything but - and a
+        ("!", "/", ["/", "-", "!", "0"]),
+        ("[", "]", ["\\\\", "]", "a"]),
+        ("a", "z", ["q", "A"]),
+    ],
+)
+def test_a_range_literal_is_read_as_the_backends_read_it(smol_tokenizer, low, high, texts):
+    """`C: "^".."a"` is the code points from ^ to a for llguidance and xgrammar; the lark library wrote
+    `[^-a]`, so the lark check called `b` valid and `a` invalid (a dry-run tour)."""
+    spec = ConstraintSpec(Kind.LARK, f'start: C+\nC: "{low}".."{high}"\n', "r.lark")
+    compiled = get_backend("llguidance").compile(spec, smol_tokenizer.vocab)
+    for text in texts:
+        text = text.encode().decode("unicode_escape")
+        taken = accepts_bytes(compiled, text.encode()).accepted
+        assert (lark_check.check(spec, text) == []) == taken, (text, taken)

@@ -84,6 +84,12 @@ def prepare(spec: ConstraintSpec) -> Prepared:
             i = len(text) if end < 0 else end
             continue
         end = _skip_literal(text, i)
+        ranged = _range(text, i, end) if end > i and text[i] == '"' else None
+        if ranged is not None:  # "^".."a": the lark library wrote [^-a], a negated class
+            last = len(out)
+            out.append(ranged[0])
+            i = ranged[1]
+            continue
         if end > i:
             if not text.startswith("//", i):
                 last = len(out)
@@ -269,6 +275,37 @@ def _skip_literal(text: str, i: int) -> int:
     while j < len(text) and text[j] != quote:
         j += 2 if text[j] == "\\" else 1
     return min(j + 1, len(text))
+
+
+_RANGE_DOTS = re.compile(r"\s*\.\.\s*")
+
+
+def _range(text: str, i: int, end: int) -> tuple[str, int] | None:
+    """A range literal `"a".."z"` starting at `i` (its first string ending at `end`) as a regex of two
+    escaped code points, and where the range ends; None for any other string. The lark library
+    builds `[%s-%s]` from the characters as they are: `"^".."a"` became `[^-a]` (everything but `-`
+    and `a`), where llguidance and xgrammar read the code points from `^` to `a`."""
+    import ast
+
+    dots = _RANGE_DOTS.match(text, end)
+    if dots is None or not text.startswith('"', dots.end()):
+        return None
+    stop = _skip_literal(text, dots.end())
+    try:
+        low, high = ast.literal_eval(text[i:end]), ast.literal_eval(text[dots.end() : stop])
+    except (ValueError, SyntaxError):
+        return None
+    if not (isinstance(low, str) and isinstance(high, str) and len(low) == len(high) == 1):
+        return None
+    return f"/[{_class_char(low)}-{_class_char(high)}]/", stop
+
+
+def _class_char(c: str) -> str:
+    """`c` inside a class of a Lark regex literal (whose `\\xHH` the lark library turns back into the
+    character before the regex is built: the special ones are escaped as themselves)."""
+    if c in "\\]^-[/":
+        return "\\" + c
+    return c if c.isprintable() else f"\\u{ord(c):04x}"
 
 
 _COUNTED = re.compile(r"\{(?:\d+(?:,\d*)?|,\d+)\}")
