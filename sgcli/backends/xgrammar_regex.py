@@ -288,7 +288,8 @@ def misread(pattern: str) -> tuple[int, str, str] | None:
     (`^`) or follow (`$`), which ECMAScript (and llguidance) reads as matching nothing there and xgrammar
     skips (`a\\s*^b` took `ab`)."""
     for m in re.finditer(r"\\.|\[", pattern, re.S):
-        if m.group()[1:].isdigit() and (m.group() != "\\0" or pattern[m.end() : m.end() + 1].isdigit()):
+        digit = m.group()[1:] in tuple("0123456789")  # ASCII's: `\\²` is no backreference
+        if digit and (m.group() != "\\0" or pattern[m.end() : m.end() + 1] in tuple("0123456789")):
             written = re.match(r"\\[0-9][0-7]{0,2}", pattern[m.start() :]).group()
             what = (
                 f"`{written}`, a backreference or an octal escape to Python's re, which xgrammar reads otherwise "

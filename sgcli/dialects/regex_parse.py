@@ -71,6 +71,7 @@ def class_escape(letter: str, dialect: str) -> tuple[tuple[int, int], ...]:
     return tuple((m.start(), m.end() - 1) for m in regex.finditer("\\" + letter + "+", every))
 
 
+_DIGITS = "0123456789"  # ASCII's: `\\²` is no backreference
 _CHAR_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0", "a": "\a", "e": "\x1b"}
 
 
@@ -316,7 +317,8 @@ class _Parser:
     def escaped_char(self) -> str:
         """One character written with a backslash; the cursor is on the backslash."""
         ch = self.after_backslash()
-        if ch.isdigit() and (ch != "0" or self.dialect == RUST or self.src[self.i : self.i + 1].isdigit()):
+        after = self.src[self.i : self.i + 1]
+        if ch in _DIGITS and (ch != "0" or self.dialect == RUST or (after != "" and after in _DIGITS)):
             digits = re.match(r"[0-7]{0,2}", self.src[self.i :]).group() if ch in "01234567" else ""
             self.i -= 2  # `[\041-\176]` was read as NUL, "4", "1", ...: Python's octal is no escape elsewhere
             raise self.error(
