@@ -30,13 +30,19 @@ Examples:
 
 # What applies where a command's option has no default value of its own (None: "not given").
 WHEN_UNSET: dict[str, Any] = {
-    "model": f"{DEFAULT_MODEL_NAME} (embedded)",
+    "model": DEFAULT_MODEL_NAME,
     "backend": DEFAULT_BACKEND,
-    "json-whitespace": "compact where sgcli generates (generate, compare-backends, compile, lint, convert); "
-    "flexible where it judges given texts (masks, test)",
+    "json-whitespace": "compact",
     "lint.select": ["ALL"],
     "lint.ignore": [],
     "lint.per-file-ignores": {},
+}
+# What a built-in value needs said beside it (`note`: the human table shows it in parentheses), so
+# that `value` stays a value a script can compare
+DEFAULT_NOTES: dict[str, str] = {
+    "model": "the embedded model",
+    "json-whitespace": "where sgcli generates (generate, compare-backends, compile, lint, convert); "
+    "flexible where it judges given texts (masks, test)",
 }
 
 
@@ -66,6 +72,7 @@ def show_config(
             "schema_version": VERSION,
             "key": s.key,
             "value": _effective(s, defaults),
+            "note": _note(s),
             "source": "env OMP_NUM_THREADS" if _pinned_by_omp(s) else s.source + _empty_env(s),
             "help": config.KEYS[s.key].help,
         }
@@ -92,7 +99,8 @@ def show_config(
     for column in ("setting", "value", "source"):
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(escape(row["key"]), escape(_shown(row["value"])), escape(row["source"]))
+        shown = _shown(row["value"]) + (f" ({row['note']})" if row["note"] else "")
+        table.add_row(escape(row["key"]), escape(shown), escape(row["source"]))
     print_table(table)
 
 
@@ -103,6 +111,15 @@ def _empty_env(setting: config.Setting) -> str:
     if env is None or os.environ.get(env) != "":
         return ""
     return f" ({env} is empty, which counts as unset)"
+
+
+def _note(setting: config.Setting) -> str | None:
+    """What the built-in value needs said beside it (None where the value says it all)."""
+    if setting.source != "default" or _pinned_by_omp(setting):
+        return None
+    if setting.key == "threads":  # chosen when the model loads, from the cores free then
+        return f"{default_cpu_threads()} now: usable cores less busy ones"
+    return DEFAULT_NOTES.get(setting.key)
 
 
 def _pinned_by_omp(setting: config.Setting) -> bool:
@@ -141,7 +158,7 @@ def built_in_defaults() -> dict[str, Any]:
             if value is not None and not callable(value):
                 found.setdefault(param.name, []).append(value)
     # --threads is chosen when the model loads, from the cores free then
-    defaults = dict(WHEN_UNSET, threads=f"auto ({default_cpu_threads()} now: usable cores less busy ones)")
+    defaults = dict(WHEN_UNSET, threads="auto")
     for name, key in config.KEYS.items():
         values = list(dict.fromkeys(map(repr, found.get(key.param, [])))) if key.param else []
         if len(values) == 1:

@@ -55,6 +55,9 @@ class ConfigSetting(_Versioned):
     value: Any = Field(
         None, description="the value that applies (flags aside): the environment's, the file's or the built-in default"
     )
+    note: Optional[str] = Field(
+        None, description="what the built-in value needs said beside it (threads: how many now), else null"
+    )
     source: str = Field(..., description="default, env SGCLI_X, or the file and table it came from")
     help: str
 
