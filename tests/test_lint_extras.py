@@ -7,7 +7,11 @@ import os
 import subprocess
 from pathlib import Path
 
+import jsonschema
 import pytest
+
+from sgcli import RECORD_SCHEMA_VERSION
+from sgcli.records import json_schema
 
 UNUSED = 'root ::= "a"\nunused ::= "b"\n'
 
@@ -75,11 +79,14 @@ def test_exit_zero_and_statistics(run_cli, tree):
     assert stats.exit_code == 1
     assert stats.stdout.splitlines() == ["2\tG002\tunused-rule"]
     as_json = _lint(run_cli, tree / "a.gbnf", tree / "sub" / "c.lark", "--statistics", "--output-format", "json")
+    version = {"schema_version": RECORD_SCHEMA_VERSION}  # its rows had none, and no `sgcli schema` model
     assert as_json.exit_code == 1 and json.loads(as_json.stdout) == [
-        {"code": "G002", "name": "unused-rule", "count": 2}
+        {**version, "code": "G002", "name": "unused-rule", "count": 2}
     ]
     lines = _lint(run_cli, tree / "a.gbnf", "--statistics", "--json").stdout.splitlines()
-    assert [json.loads(line) for line in lines] == [{"code": "G002", "name": "unused-rule", "count": 1}]
+    assert [json.loads(line) for line in lines] == [{**version, "code": "G002", "name": "unused-rule", "count": 1}]
+    for line in lines:
+        jsonschema.validate(json.loads(line), json_schema("lint-statistics"))
     assert _lint(run_cli, tree / "a.gbnf", "--statistics", "--output-format", "sarif").exit_code == 2
 
 

@@ -25,9 +25,9 @@ Examples:
 """
 # The names of sgcli/records/ MODELS, spelled here so `--help` needs no pydantic (tests check they match).
 NAMES = (
-    "record, diagnostic, backend, engine, compare, compile, test-case, test-file, bench-item, bench-backend, "
-    "mask-step, mask-summary, rule, convert, template-render, config, config-setting, cache-info, cache-section, "
-    "cache-cleared, cache-cleared-section, tokenizer, tokenizer-diff, schema-name"
+    "record, diagnostic, lint-statistics, backend, engine, compare, compile, test-case, test-file, bench-item, "
+    "bench-backend, mask-step, mask-summary, rule, convert, template-render, config, config-setting, cache-info, "
+    "cache-section, cache-cleared, cache-cleared-section, tokenizer, tokenizer-diff, schema-name"
 )
 
 

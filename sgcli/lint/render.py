@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import Callable
 
+from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.errors import plural
 from sgcli.lint.diagnostic import Diagnostic
 from sgcli.lint.rules import RULES
@@ -141,13 +142,14 @@ def sarif(diags: list[Diagnostic], sources: dict[str, str]) -> str:
 
 def statistics(diags: list[Diagnostic], output_format: str = "concise") -> str:
     """Counts per rule, most frequent first, as `ruff --statistics` prints them: a table for people,
-    a JSON array (`json`) or one object a line (`json-lines`) of {code, name, count} for programs."""
+    a JSON array (`json`) or one object a line (`json-lines`) of {schema_version, code, name, count}
+    (`sgcli schema lint-statistics`) for programs."""
     from collections import Counter
 
     counts = Counter(d.code for d in diags)
     names = {d.code: d.name for d in diags}
     rows = [
-        {"code": code, "name": names[code], "count": n}
+        {"schema_version": RECORD_SCHEMA_VERSION, "code": code, "name": names[code], "count": n}  # RuleCount
         for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     ]
     if output_format == "json":

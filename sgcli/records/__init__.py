@@ -42,6 +42,7 @@ from sgcli.records.grammar_dev import (
     MaskStep,
     MaskSummary,
     Rule,
+    RuleCount,
     TestCaseResult,
     TestFileResult,
 )
@@ -49,6 +50,7 @@ from sgcli.records.grammar_dev import (
 MODELS: dict[str, type[BaseModel]] = {
     "record": GenerationRecord,
     "diagnostic": Diagnostic,
+    "lint-statistics": RuleCount,
     "backend": BackendRow,
     "engine": EngineRow,
     "compare": CompareRow,

@@ -284,6 +284,14 @@ class MaskSummary(_Versioned):
     )
 
 
+class RuleCount(_Versioned):
+    """One rule's findings, from `sgcli lint --statistics --output-format json|json-lines` (most first)."""
+
+    code: str = Field(..., description="rule code, e.g. G001")
+    name: str
+    count: int = Field(..., description="how many findings of this rule")
+
+
 class Rule(_Versioned):
     """One lint rule, from `sgcli rule CODE|--all --output-format json|jsonl`."""
 
