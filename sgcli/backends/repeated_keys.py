@@ -13,10 +13,11 @@ three quotes elsewhere), found by table, not by trying each allowed token.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 
 from sgcli.backends.base import Compiled, Matcher
+from sgcli.backends.on_top import OnTopCompiled, OnTopMatcher
 from sgcli.tokenizers.vocab import Vocab
 
 _QUOTE, _BACKSLASH = 0x22, 0x5C
@@ -114,47 +115,26 @@ def _tables(vocab: Vocab) -> _Tables:
 
 
 @dataclass(eq=False)
-class KeyGuardCompiled(Compiled):
-    """A compiled JSON Schema grammar whose matchers also refuse a key twice in one object."""
-
-    inner: Compiled = field(kw_only=True)
-    may_dead_end = True  # a key forced whole (`^x8$`) can be ruled out only once written: backtracking applies
+class KeyGuardCompiled(OnTopCompiled):
+    """A compiled JSON Schema grammar whose matchers also refuse a key twice in one object (a key forced
+    whole, `^x8$`, can be ruled out only once written: decoding backtracks)."""
 
     def matcher(self) -> KeyGuardMatcher:
         return KeyGuardMatcher(self.inner.matcher(), self.vocab)
 
-    def serialize(self) -> bytes | None:
-        return self.inner.serialize()
-
-    def size_info(self) -> dict[str, int]:
-        return self.inner.size_info()
-
 
 def with_key_guard(compiled: Compiled) -> KeyGuardCompiled:
-    return KeyGuardCompiled(
-        compiled.backend,
-        compiled.spec,
-        compiled.vocab,
-        compiled.compile_s,
-        list(compiled.warnings),
-        compiled.normalized,
-        inner=compiled,
-    )
+    return KeyGuardCompiled.around(compiled)
 
 
-class KeyGuardMatcher:
+class KeyGuardMatcher(OnTopMatcher):
     """A backend's matcher that also masks the tokens closing a key already in its object."""
 
     def __init__(self, inner: Matcher, vocab: Vocab):
-        self._inner, self._vocab = inner, vocab
+        super().__init__(inner)
+        self._vocab = vocab
         self._tables = _tables(vocab)
         self._state = _START
-        self._history: list[tuple] = []
-        self._error: str | None = None
-
-    @property
-    def error(self) -> str | None:
-        return self._error or self._inner.error
 
     def fill_mask(self, bitmask) -> None:
         import numpy as np
@@ -205,20 +185,8 @@ class KeyGuardMatcher:
         self._state = state
         return True
 
-    def rollback(self, n: int) -> None:
-        if n <= 0:
-            return
-        self._inner.rollback(n)
-        n = min(n, len(self._history))
-        self._state = self._history[-n]
-        del self._history[-n:]
-        self._error = None
-
-    def jump_forward(self) -> bytes:
-        return self._inner.jump_forward()  # a draft only: every drafted token still passes the mask
-
-    def is_terminated(self) -> bool:
-        return self._inner.is_terminated()
+    def _restore(self, snapshot: tuple) -> None:
+        self._state = snapshot
 
     def can_stop(self) -> bool:
         return self._inner.can_stop()

@@ -38,7 +38,8 @@ from sgcli.backends.base import Compiled, Matcher, allowed_ids
 from sgcli.backends.json_reader import JsonReader, Refused, View
 from sgcli.backends.json_strings import NUMBER_BYTES
 from sgcli.backends.keyword_coverage import compiled_gaps
-from sgcli.backends.repeated_keys import KeyGuardCompiled, with_key_guard
+from sgcli.backends.on_top import OnTopCompiled, OnTopMatcher
+from sgcli.backends.repeated_keys import with_key_guard
 from sgcli.backends.schema_plan import CheckPlan
 from sgcli.backends.token_screen import refused_by_table, to_look_at
 from sgcli.constraints.spec import Kind
@@ -46,56 +47,36 @@ from sgcli.constraints.spec import Kind
 
 def with_checker(compiled: Compiled) -> Compiled:
     """`compiled`, or a wrapper whose matchers also enforce what its grammar does not."""
-    if isinstance(compiled, CheckedCompiled | KeyGuardCompiled):
+    if isinstance(compiled, OnTopCompiled):
         return compiled
     gaps = [g for g in compiled_gaps(compiled) if g.checker]
     if not gaps:  # the checker's reader would refuse a repeated key: without it, the lighter guard does
         return with_key_guard(compiled) if compiled.spec.kind is Kind.JSON_SCHEMA else compiled
     plan = CheckPlan(compiled.spec.schema(), [a for g in gaps for a in g.anchors], compiled.vocab)
-    return CheckedCompiled(
-        compiled.backend,
-        compiled.spec,
-        compiled.vocab,
-        compiled.compile_s,
-        list(compiled.warnings),
-        compiled.normalized,
-        inner=compiled,
-        plan=plan,
-        gaps=gaps,
-    )
+    return CheckedCompiled.around(compiled, plan=plan, gaps=gaps)
 
 
 @dataclass(eq=False)
-class CheckedCompiled(Compiled):
+class CheckedCompiled(OnTopCompiled):
     """A compiled grammar whose matchers are checked by sgcli (the backend's name and spec unchanged)."""
 
-    inner: Compiled = field(kw_only=True)
     plan: CheckPlan = field(kw_only=True)
-    may_dead_end = True
     gaps: list = field(kw_only=True, default_factory=list)  # the keyword_coverage.Gap list it enforces
 
     def matcher(self) -> CheckedMatcher:
         return CheckedMatcher(self.inner.matcher(), self.plan)
 
-    def size_info(self) -> dict[str, int]:
-        return self.inner.size_info()
 
-
-class CheckedMatcher:
+class CheckedMatcher(OnTopMatcher):
     """A backend's matcher plus the schema check (see the module docstring)."""
 
     def __init__(self, inner: Matcher, plan: CheckPlan):
-        self._inner, self._plan = inner, plan
+        super().__init__(inner)
+        self._plan = plan
         self._reader = JsonReader(plan)
         self._text = bytearray()
         self._stack: tuple = (("top", 0, plan.root_nodes),)
-        self._history: list[tuple[tuple, int]] = []
         self._outcomes: dict[int, object] = {}
-        self._error: str | None = None
-
-    @property
-    def error(self) -> str | None:
-        return self._error or self._inner.error
 
     @property
     def pointer(self) -> str:
@@ -167,24 +148,12 @@ class CheckedMatcher:
         self._outcomes.clear()
         return True
 
-    def rollback(self, n: int) -> None:
-        if n <= 0:
-            return
-        self._inner.rollback(n)
-        n = min(n, len(self._history))
-        stack, size = self._history[-n]
-        del self._history[-n:]
+    def _restore(self, snapshot: tuple[tuple, int]) -> None:
+        stack, size = snapshot
         self._stack = stack
         del self._text[size:]
         self._reader.forget()
         self._outcomes.clear()
-        self._error = None
-
-    def jump_forward(self) -> bytes:
-        return self._inner.jump_forward()  # a draft only: every drafted token still passes the mask
-
-    def is_terminated(self) -> bool:
-        return self._inner.is_terminated()
 
     def can_stop(self) -> bool:
         if not self._inner.can_stop():
