@@ -132,10 +132,10 @@ def test_readme_and_config_name_the_same_compact_commands():
     compact-by-default ones: both now name the commands whose constraint flags generate's layout."""
     from pathlib import Path
 
-    from sgcli.cli.config_cmd import WHEN_UNSET
+    from sgcli.cli.config_cmd import DEFAULT_NOTES
 
     readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
     listed = re.search(r"compiles for `generate` \(([^;)]*)", readme).group(1)
     in_readme = set(re.findall(r"`([a-z-]+)`", listed))
-    in_config = set(re.search(r"\(([^)]*)\)", WHEN_UNSET["json-whitespace"]).group(1).split(", "))
+    in_config = set(re.search(r"\(([^)]*)\)", DEFAULT_NOTES["json-whitespace"]).group(1).split(", "))
     assert in_readme == in_config == {"generate", "compare-backends", "compile", "lint", "convert"}
