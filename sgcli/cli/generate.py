@@ -107,7 +107,8 @@ OutputOpt = Annotated[
     typer.Option(
         "--output",
         "-o",
-        help="Write records here instead of stdout ('-': stdout).",
+        help="Write here what stdout would get ('-': stdout): a batch's records, a single prompt's text "
+        "(its record with --json).",
         rich_help_panel="Output",
         callback=lambda value: None if value is not None and str(value) == "-" else value,  # not a file named '-'
     ),
