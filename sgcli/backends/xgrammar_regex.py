@@ -19,11 +19,11 @@ from __future__ import annotations
 import re
 from functools import cache, lru_cache
 
-from sgcli.constraints.regex_dialects import ECMA_DOT, RUST
+from sgcli.constraints.regex_dialects import ECMA, ECMA_DOT, RUST
 from sgcli.dialects.gbnf import parse_gbnf
 from sgcli.dialects.grammar_model import MAX_CODE_POINT, Alt, Chars, Lit, Opaque, ParseError, Rep, Seq, walk
 from sgcli.dialects.lark import parse_lark
-from sgcli.dialects.regex_parse import class_escape, parse_regex
+from sgcli.dialects.regex_parse import class_escape, octal_escape, parse_regex
 
 # the class escapes a Lark terminal means otherwise than xgrammar reads them (`lark_class`)
 _LARK_ESCAPES = ("\\s", "\\S", "\\d", "\\D", "\\w", "\\W")
@@ -288,9 +288,8 @@ def misread(pattern: str) -> tuple[int, str, str] | None:
     (`^`) or follow (`$`), which ECMAScript (and llguidance) reads as matching nothing there and xgrammar
     skips (`a\\s*^b` took `ab`)."""
     for m in re.finditer(r"\\.|\[", pattern, re.S):
-        digit = m.group()[1:] in tuple("0123456789")  # ASCII's: `\\²` is no backreference
-        if digit and (m.group() != "\\0" or pattern[m.end() : m.end() + 1] in tuple("0123456789")):
-            written = re.match(r"\\[0-9][0-7]{0,2}", pattern[m.start() :]).group()
+        written = octal_escape(pattern, m.start(), ECMA) if m.group() != "[" else None
+        if written:
             what = (
                 f"`{written}`, a backreference or an octal escape to Python's re, which xgrammar reads otherwise "
                 "(with a warning) where ECMAScript refuses it"

@@ -71,7 +71,6 @@ def class_escape(letter: str, dialect: str) -> tuple[tuple[int, int], ...]:
     return tuple((m.start(), m.end() - 1) for m in regex.finditer("\\" + letter + "+", every))
 
 
-_DIGITS = "0123456789"  # ASCII's: `\\²` is no backreference
 _CHAR_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0", "a": "\a", "e": "\x1b"}
 
 
@@ -141,6 +140,16 @@ def _class_sample(text: str) -> str | None:
         return next((ch for ch in _SAMPLES if regex.fullmatch(text, ch)), None)
     except regex.error:
         return None
+
+
+def octal_escape(src: str, i: int, dialect: str) -> str | None:
+    """The escape at `i` (its backslash) as written, where Python's re reads it as a backreference or an
+    octal escape (`\\1`, `\\041`), which Rust's regex and ECMAScript's u flag refuse; ECMAScript's `\\0`
+    alone is NUL. ASCII digits only: `\\²` is none. None for any other escape."""
+    m = re.compile(r"\\(?:[0-7]{1,3}|[89])").match(src, i)
+    if m is None or (m.group() == "\\0" and dialect != RUST and src[m.end() : m.end() + 1] not in tuple("89")):
+        return None
+    return m.group()
 
 
 class _Parser:
@@ -316,16 +325,13 @@ class _Parser:
 
     def escaped_char(self) -> str:
         """One character written with a backslash; the cursor is on the backslash."""
-        ch = self.after_backslash()
-        after = self.src[self.i : self.i + 1]
-        if ch in _DIGITS and (ch != "0" or self.dialect == RUST or (after != "" and after in _DIGITS)):
-            digits = re.match(r"[0-7]{0,2}", self.src[self.i :]).group() if ch in "01234567" else ""
-            self.i -= 2  # `[\041-\176]` was read as NUL, "4", "1", ...: Python's octal is no escape elsewhere
+        written = octal_escape(self.src, self.i, self.dialect)
+        if written:  # `[\041-\176]` was read as NUL, "4", "1", ...: Python's octal is no escape elsewhere
             raise self.error(
-                f"\\{ch}{digits} is an octal escape to Python's re "
-                "and an error (a backreference) to Rust's regex and ECMAScript's with the u flag: write the "
-                "character as \\xHH"
+                f"{written} is an octal escape to Python's re and an error (a backreference) to Rust's regex "
+                "and ECMAScript's with the u flag: write the character as \\xHH"
             )
+        ch = self.after_backslash()
         if ch in _CHAR_ESCAPES:
             return _CHAR_ESCAPES[ch]
         if ch in "xuU":
