@@ -202,6 +202,17 @@ def test_stop_string_ends_generation_and_is_not_output(tiny_lm, smol_tokenizer):
     record = generate_with(tiny_lm, smol_tokenizer, spec, seed=3, max_tokens=40, stop=("X",))
     assert record["finish_reason"] == "stop"
     assert record["output"] == "aa"
+    # the stop string, not the model, cut the text short of the regex: the record says so
+    assert record["valid"] is False
+    assert any("--stop string 'X' ended the output at character 2" in w for w in record["warnings"])
+
+
+def test_a_stop_string_after_a_complete_output_says_nothing(tiny_lm, smol_tokenizer):
+    spec = ConstraintSpec(Kind.REGEX, "a{2}(X[a-z ]{5,30})?", "--regex")
+    assert generate_with(tiny_lm, smol_tokenizer, spec, seed=6, max_tokens=40)["output"].startswith("aaX ")
+    record = generate_with(tiny_lm, smol_tokenizer, spec, seed=6, max_tokens=40, stop=("X",))
+    assert record["output"] == "aa" and record["valid"] is True and record["finish_reason"] == "stop"
+    assert not any("--stop" in w for w in record["warnings"])
 
 
 def test_greedy_is_deterministic_and_seeded_sampling_reproducible(tiny_lm, smol_tokenizer):

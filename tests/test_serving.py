@@ -972,6 +972,14 @@ def test_a_servers_answer_past_a_stop_string_is_cut_there():
     assert _stopped_at("Paris", ("xyz",)) is None and _stopped_at("Paris", ()) is None
 
 
+def test_a_stop_string_that_cut_the_answer_short_is_named(run_cli):
+    with Stub(answer=lambda b: "abcd") as stub:
+        result = gen(run_cli, stub, "--regex", "abcd", "--stop", "c", "--json", "x")
+    record = json.loads(result.stdout)
+    assert result.exit_code == 1 and record["output"] == "ab" and record["valid"] is False
+    assert any("--stop string 'c' ended the output at character 2" in w for w in record["warnings"])
+
+
 def _choice(index, text, finish, stream):
     return {
         "index": index,

@@ -55,6 +55,14 @@ def error_record(rid: Any, prompt: Any, errors: list[str], **context: Any) -> di
     return record
 
 
+def stop_cut_warning(stop: str, at: int) -> str:
+    """Why an output that a --stop string ended does not validate: the stop string, not the model, cut it."""
+    return (
+        f"the --stop string {stop!r} ended the output at character {at}, before the constraint was complete: "
+        "leave --stop out, or choose a string the constraint's text cannot hold"
+    )
+
+
 def id_key(rid: Any) -> str:
     """Ids are any JSON value; compare them by their canonical JSON text."""
     return json.dumps(rid, sort_keys=True, ensure_ascii=False)

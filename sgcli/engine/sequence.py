@@ -77,6 +77,7 @@ class Finished:
     prompt_ended_thinking: bool = False  # the prompt already ended with the end-of-thinking marker
     first_token_at: float | None = None  # time.perf_counter() at the first token (start-to-first-token)
     backtracks: int = 0  # tokens undone at dead ends (see the module docstring)
+    stop_string: str | None = None  # the --stop string that ended the output, cut before it
 
     @property
     def completion_tokens(self) -> int:
@@ -172,6 +173,7 @@ class SequenceState:
         self.thinking = self.thinking and not self.prompt_ended_thinking
         self.text, self.emitted, self.ids, self.mask_s = "", 0, [], []
         self.first_token_s, self.reason, self.error, self.done = None, "length", None, False
+        self.stop_string: str | None = None  # the --stop string that ended the output
         self.dropped = False  # the last sampled token is not fed to the model (a stop token while thinking)
         self.forced = 0  # jump-forward tokens the model agreed with (counted by the single loop)
         self.repetition_guard = repetition_guard
@@ -314,7 +316,7 @@ class SequenceState:
         self.marks.append((len(self.text), self.detok.state()))
         hit = next((s for s in self.stop if s in self.text), None)
         if hit is not None:
-            self.text = self.text[: self.text.index(hit)]
+            self.text, self.stop_string = self.text[: self.text.index(hit)], hit
             self.end("stop")
             return None
         visible = len(self.text) - held_back(self.text, self.stop)
@@ -393,4 +395,5 @@ class SequenceState:
             prompt_ended_thinking=self.prompt_ended_thinking,
             first_token_at=None if self.first_token_s is None else self.start + self.first_token_s,
             backtracks=self.backtracks,
+            stop_string=self.stop_string,
         )

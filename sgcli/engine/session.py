@@ -14,7 +14,7 @@ from sgcli import RECORD_SCHEMA_VERSION
 from sgcli.backends import get_backend
 from sgcli.backends.base import Compiled
 from sgcli.backends.matching import feed
-from sgcli.batch.records import REASONING_ONLY, error_record
+from sgcli.batch.records import REASONING_ONLY, error_record, stop_cut_warning
 from sgcli.batch.requests import Prompt, PromptOptions, Request, prompt_key, start_prompt
 from sgcli.constraints.spec import Kind
 from sgcli.engine import threads
@@ -252,6 +252,8 @@ class Session:
         record["warnings"][:0] = prompt_warnings
         if limit_note:
             record["warnings"].append(limit_note)
+        if f.stop_string is not None and record["valid"] is not True:
+            record["warnings"].append(stop_cut_warning(f.stop_string, len(f.output)))
         if self.think_end is not None:
             record["reasoning"] = f.reasoning
             record["think_budget"] = {"tokens": self.think_budget, "forced_end": f.think_forced}

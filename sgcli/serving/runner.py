@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from sgcli import RECORD_SCHEMA_VERSION
-from sgcli.batch.records import NOT_RUN
+from sgcli.batch.records import NOT_RUN, stop_cut_warning
 from sgcli.batch.requests import Request, chat_messages
 from sgcli.batch.sampling import SamplingParams
 from sgcli.constraints.spec import ConstraintSpec
@@ -148,6 +148,9 @@ def reply_record(job: EngineJob, req: Request, reply: Reply, elapsed: float, fir
         errors=errors,
         finish_reason=finish,
     )
+    if cut is not None and record["valid"] is not True:
+        hit = next(s for s in job.sampling.stop if s and reply.output.find(s) == cut)
+        record["warnings"].append(stop_cut_warning(hit, cut))
     record["usage"].update(prompt_tokens=reply.prompt_tokens, completion_tokens=tokens)
     record["timings"].update(
         first_token_ms=None if first_token_s is None else round(first_token_s * 1000, 4),
