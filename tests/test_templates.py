@@ -123,6 +123,17 @@ def test_a_template_that_writes_a_list_of_parts_as_python_text_says_so(run_cli, 
     assert "list of parts" not in plain.stderr
 
 
+def test_a_template_variable_the_template_never_reads_is_named(run_cli, make_folder, messages):
+    """`--chat-template-kwargs '{"enable_thinkng": false}'` rendered as if not given, without a word."""
+    thinking = CHATML + "{% if enable_thinking is defined and not enable_thinking %}<think></think>{% endif %}"
+    folder = make_folder(thinking)
+    typo = render(run_cli, folder, messages(HI), "--chat-template-kwargs", '{"enable_thinkng": false}')
+    assert typo.exit_code == 0, typo.output
+    assert "chat template 'default' never reads 'enable_thinkng' (--chat-template-kwargs)" in typo.stderr
+    right = render(run_cli, folder, messages(HI), "--chat-template-kwargs", '{"enable_thinking": false}')
+    assert right.stdout.rstrip().endswith("<think></think>") and "never reads" not in right.stderr
+
+
 @pytest.mark.parametrize("text", [5, None])
 def test_missing_template_refuses_a_text_part_that_is_not_a_string(run_cli, make_folder, messages, text):
     msgs = messages([{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": text}]}])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,9 +26,32 @@ class RenderedPrompt:
     warnings: tuple[str, ...] = ()  # about this chat's prompt (`prompt_warnings`): its record says them too
 
 
-def prompt_warnings(tpl: ChatTemplate | None, messages: list[dict], text: str) -> tuple[str, ...]:
-    """What a rendered prompt shows the template did not mean: the chat dropped, or parts written as a list."""
-    return dropped_prompt(tpl, messages, text) + parts_as_a_list(tpl, messages, text)
+def prompt_warnings(
+    tpl: ChatTemplate | None, messages: list[dict], text: str, template_kwargs: dict | None = None
+) -> tuple[str, ...]:
+    """What a rendered prompt shows the template did not mean: the chat dropped, parts written as a
+    list, variables given that it never reads."""
+    return (
+        dropped_prompt(tpl, messages, text)
+        + parts_as_a_list(tpl, messages, text)
+        + unread_variables(tpl, template_kwargs)
+    )
+
+
+def unread_variables(tpl: ChatTemplate | None, template_kwargs: dict | None) -> tuple[str, ...]:
+    """A warning for each --chat-template-kwargs variable the template's source never names: Jinja
+    renders on without it, so a misspelt `enable_thinking`, or another family's variable, changed
+    nothing without a word."""
+    if tpl is None or not template_kwargs:
+        return ()
+    unread = [k for k in template_kwargs if not re.search(rf"(?<![\w.]){re.escape(k)}(?!\w)", tpl.source)]
+    if not unread:
+        return ()
+    names = ", ".join(f"'{k}'" for k in unread)
+    return (
+        f"chat template '{tpl.name}' never reads {names} (--chat-template-kwargs): it renders as if "
+        "not given; check the name against the variables the template reads",
+    )
 
 
 def parts_as_a_list(tpl: ChatTemplate | None, messages: list[dict], text: str) -> tuple[str, ...]:
@@ -167,7 +191,8 @@ class Tokenizer:
 
         def done(t: str) -> RenderedPrompt:
             ids = self.prompt_ids(t, templated=tpl is not None)
-            return RenderedPrompt(t, ids, tpl, notices, prompt_warnings(tpl, messages, t))
+            said = prompt_warnings(tpl, messages, t, options.get("template_kwargs"))
+            return RenderedPrompt(t, ids, tpl, notices, said)
 
         return text.then(done)
 
@@ -191,16 +216,25 @@ class Tokenizer:
         def prompts(found: list | None) -> list | None:
             if found is None:
                 return None
-            return [t if isinstance(t, UserError) else self._rendered(t, tpl, m) for t, m in zip(found, chats)]
+            return [
+                t if isinstance(t, UserError) else self._rendered(t, tpl, m, template_kwargs)
+                for t, m in zip(found, chats)
+            ]
 
         return texts.then(prompts)
 
-    def _rendered(self, text: str, tpl: ChatTemplate, messages: list[dict]) -> RenderedPrompt | UserError:
+    def _rendered(
+        self, text: str, tpl: ChatTemplate, messages: list[dict], template_kwargs: dict | None
+    ) -> RenderedPrompt | UserError:
         """One chat of a batch as `start_render_many` gives it: the prompt, or the error of its ids
         alone (an empty one), so the other chats are still answered."""
         try:
             return RenderedPrompt(
-                text, self.prompt_ids(text, templated=True), tpl, (), prompt_warnings(tpl, messages, text)
+                text,
+                self.prompt_ids(text, templated=True),
+                tpl,
+                (),
+                prompt_warnings(tpl, messages, text, template_kwargs),
             )
         except UserError as exc:
             return exc
