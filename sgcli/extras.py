@@ -1,9 +1,11 @@
 """Optional dependency groups ("extras") and the exit-2 message when one is missing.
 
-The light core (`pip install sgcli`) lints, compiles, steps masks, runs grammar tests and converts
+The light core (sgcli without extras) lints, compiles, steps masks, runs grammar tests and converts
 with llguidance, on tokenizer.json files and GGUF vocabularies (the `tokenizers` package is a core
 dependency); generation, xgrammar, outlines-core and Mistral tokenizers each come with an extra.
-A missing extra is the user's to fix, so it is a `UserError` naming the install command. Every
+A missing extra is the user's to fix, so it is a `UserError` naming the install command: the extra's
+own requirements, read from sgcli's metadata, since `sgcli` on PyPI is another project (a 2011 curses
+app) that `pip install 'sgcli[...]'` would fetch. Every
 ImportError of an optional module goes through here: `require` before the work starts,
 `import_failure` where an import fails, and `cli.common.handles_errors` for any that escapes.
 """
@@ -41,7 +43,7 @@ class MissingExtra(UserError):
         need = f"{what} needs" if what else "this command needs"
         super().__init__(
             f"{need} the Python package '{module}', which is not installed",
-            hint=f"{_torch_first(extra)}pip install 'sgcli[{extra}]'  (or 'sgcli[all]')",
+            hint=f"{_torch_first(extra)}{pip_extra(extra)}",
         )
         self.module = module
         self.extra = extra
@@ -50,7 +52,35 @@ class MissingExtra(UserError):
 def install_hint(module: str) -> str:
     """The pip command that brings `module` (an extra of sgcli where it is one)."""
     extra = EXTRA_OF_MODULE.get(module.split(".")[0])
-    return f"{_torch_first(extra)}pip install 'sgcli[{extra}]'" if extra else f"pip install {module}"
+    return f"{_torch_first(extra)}{pip_extra(extra)}" if extra else f"pip install {module}"
+
+
+def pip_extra(extra: str) -> str:
+    """The pip command that installs sgcli's `extra`: its requirements by name (sgcli is not on PyPI),
+    or, run from a source tree that was never installed, the checkout's own extra."""
+    requirements = extra_requirements(extra)
+    if importlib.util.find_spec("torch") is None and extra in ("generate", "xgrammar"):
+        requirements = [r for r in requirements if _normal(re.split(r"[<>=!~\[ ]", r)[0]) != "torch"]
+    if not requirements:
+        return f"pip install -e '.[{extra}]' in sgcli's checkout"
+    return "pip install " + " ".join(f"'{r}'" for r in requirements) + f"  (sgcli's [{extra}] extra)"
+
+
+def extra_requirements(extra: str) -> list[str]:
+    """The requirements sgcli's metadata lists for `extra` (an extra made of extras, as [all], expanded);
+    [] where sgcli is not installed."""
+    found: list[str] = []
+    for line in _requires():
+        requirement, _, marker = line.partition(";")
+        named = re.search(r"""extra\s*==\s*["']([^"']+)["']""", marker)
+        if named is None or _normal(named.group(1)) != _normal(extra):
+            continue
+        inner = re.fullmatch(r"\s*sgcli\s*\[([^\]]*)\]\s*", requirement)
+        if inner:
+            found += [r for part in inner.group(1).split(",") for r in extra_requirements(part.strip())]
+        else:
+            found.append(requirement.replace(" ", ""))
+    return list(dict.fromkeys(found))
 
 
 def _torch_first(extra: str | None) -> str:
@@ -76,7 +106,7 @@ def import_failure(exc: ImportError, what: str) -> UserError:
     if missing is not None:
         return missing
     module = getattr(exc, "name", None)
-    hint = install_hint(module) if module else "pip install 'sgcli[all]' brings every optional package"
+    hint = install_hint(module) if module else f"{pip_extra('all')} brings every optional package"
     return UserError(f"{what} cannot import {module or 'what it needs'}: {exc}", hint=hint)
 
 
@@ -102,14 +132,19 @@ def too_old(distribution: str, installed: str) -> str | None:
 
 
 @functools.cache
-def _floors() -> dict[str, str]:
+def _requires() -> tuple[str, ...]:
+    """sgcli's requirements as its installed metadata lists them (pyproject.toml read back: one source)."""
     import importlib.metadata
 
     try:
-        requires = importlib.metadata.requires("sgcli") or []
+        return tuple(importlib.metadata.requires("sgcli") or ())
     except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
-        return {}
-    found = (re.match(r"\s*([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?\s*>=\s*([0-9][0-9.]*)", line) for line in requires)
+        return ()
+
+
+@functools.cache
+def _floors() -> dict[str, str]:
+    found = (re.match(r"\s*([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?\s*>=\s*([0-9][0-9.]*)", line) for line in _requires())
     return {_normal(m.group(1)): m.group(2).rstrip(".") for m in found if m}
 
 

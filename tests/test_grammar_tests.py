@@ -175,6 +175,16 @@ def test_grammar_paths_are_relative_to_the_test_file_and_library_names_work(run_
     assert run_cli("test", relative, library).exit_code == 0
 
 
+def test_a_library_name_runs_that_grammars_own_test_file(run_cli):
+    """`sgcli test @csv` was "test file not found": an installed sgcli's tests live in site-packages."""
+    result = run_cli("test", "@iso8601", "--backend", "llguidance", "--json")
+    assert result.exit_code == 0, result.output
+    cases = [r for r in map(json.loads, result.stdout.splitlines()) if r["type"] == "case"]
+    assert cases and all(r["path"].endswith("iso8601.test.yaml") and r["passed"] for r in cases)
+    typo = run_cli("test", "@iso8061")
+    assert typo.exit_code == 2 and "no grammar named @iso8061 in the library" in typo.output
+
+
 @pytest.mark.parametrize(
     "text, where, what",
     [

@@ -322,7 +322,7 @@ def test_a_tokenizer_only_transformers_rebuilds_names_the_generate_extra(tmp_pat
     result = run_cli("compile", ROOT / "examples" / "capital.json", "--tokenizer", path, "--backend", "llguidance")
     assert result.exit_code == 2, result.output
     flat = " ".join(result.output.split())
-    assert "'transformers'" in flat and "pip install 'sgcli[generate]'" in flat and "t5" in flat
+    assert "'transformers'" in flat and "sgcli's [generate] extra" in flat and "t5" in flat
 
 
 # --- no heavy import, and the extra named where one is needed -------------------------------------
@@ -398,7 +398,7 @@ def test_commands_beyond_the_light_core_name_their_extra(tmp_path, args, extra):
         args = [*args[:3], str(messages)]
     result = _sgcli_without_extras(tmp_path, *args)
     assert result.returncode == 2, (result.stdout, result.stderr)
-    assert f"pip install 'sgcli[{extra}]'" in " ".join(result.stderr.split())
+    assert f"sgcli's [{extra}] extra" in " ".join(result.stderr.split())
     assert "internal error" not in result.stderr
 
 
@@ -431,3 +431,23 @@ def test_missing_default_model_hint_names_the_commands_own_flag(run_cli, monkeyp
     assert "--tokenizer" not in hints["inspect"] and "--model" not in hints["inspect"]
     if importlib.util.find_spec("torch") is not None:  # else generate names the extra first
         assert "--model" in hints["generate"]
+
+
+def test_install_hints_name_the_extras_own_requirements_never_the_pypi_name():
+    """`sgcli` on PyPI is another project (a 2011 curses app): `pip install 'sgcli[outlines]'` fetched it,
+    and with -U replaced this sgcli with it. Each hint lists the extra's requirements instead."""
+    import re
+
+    import tomllib
+
+    from sgcli.extras import pip_extra
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for extra, requirements in declared.items():
+        if extra in ("all", "test"):
+            continue
+        hint = pip_extra(extra)
+        assert "sgcli[" not in hint and f"sgcli's [{extra}] extra" in hint, hint
+        names = {re.split(r"[<>=\[ ]", r)[0] for r in requirements} - {"torch"}  # torch may go first, alone
+        assert all(f"'{name}" in hint for name in names), (extra, hint)
+    assert "sgcli[" not in pip_extra("all") and "'outlines-core" in pip_extra("all")

@@ -235,7 +235,7 @@ def test_a_missing_accelerate_names_the_extra(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "accelerate" else real(name))
     with pytest.raises(UserError) as caught:
         parse_device_map("auto")
-    assert "accelerate" in caught.value.message and "sgcli[generate]" in caught.value.hint
+    assert "accelerate" in caught.value.message and "sgcli's [generate] extra" in caught.value.hint
     assert parse_device_map(None) is None
 
 
@@ -534,7 +534,7 @@ def test_generate_without_the_generate_extra_names_it_before_the_model(run_cli, 
     patch_everywhere(monkeypatch, models, "resolve_model", lambda *a, **k: pytest.fail("the model was looked up first"))
     result = run_cli("generate", "--choice", "yes", "--choice", "no", "Is water wet?")
     assert result.exit_code == 2, result.output
-    assert "torch" in result.output and "sgcli[generate]" in _flat(result.output)
+    assert "torch" in result.output and "sgcli's [generate] extra" in _flat(result.output)
 
 
 def test_a_tokenizer_bigger_than_the_models_vocabulary_is_exit_2_naming_both(run_cli, smol_tokenizer, tmp_path):

@@ -64,6 +64,16 @@ def resolve_library(name: str) -> str:
     return str(matches[0])
 
 
+def resolve_library_tests(name: str) -> str:
+    """`@csv` -> sgcli/grammars/csv.test.yaml, the test file of a library grammar (`sgcli test @csv`,
+    where an installed sgcli's grammars are in site-packages)."""
+    grammar = Path(resolve_library(name))
+    tests = grammar.with_name(grammar.name.split(".")[0] + ".test.yaml")
+    if not tests.is_file():
+        raise UserError(f"the library grammar {name} has no test file", hint=f"its grammar is {grammar}")
+    return str(tests)
+
+
 def _library_kind(path: Path) -> bool:
     """A grammar file of the library (not its .test.yaml)."""
     return path.is_file() and any(path.name.endswith(ext) for ext in EXTENSION_KINDS) and ".test." not in path.name

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sgcli.constraints.reading import json_surrogate_col, read_text
 from sgcli.constraints.schema_input import check_schema
-from sgcli.constraints.sources import from_file, kind_from_extension, spec_from_text
+from sgcli.constraints.sources import from_file, kind_from_extension, resolve_library, spec_from_text
 from sgcli.constraints.spec import ConstraintSpec, Kind, TooDeep, loads_within_depth
 from sgcli.errors import Location, UserError, did_you_mean
 from sgcli.grammar_dev.grammar_tests import load_suite, parse_kind
@@ -45,6 +45,8 @@ def load_items(path: str) -> list[Item]:
             "bench does not read stdin ('-'): it times grammar files, each compiled afresh",
             hint="save it to a schema or grammar file, or give a folder of them, or a .jsonl file",
         )
+    if path.startswith("@"):  # a grammar of the library in sgcli/grammars/
+        path = resolve_library(path)
     p = Path(path)
     if p.is_dir():
         return _folder_items(p)

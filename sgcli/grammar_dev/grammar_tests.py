@@ -28,7 +28,7 @@ from sgcli.backends.matching import feed, tokenizations
 from sgcli.backends.schema_checker import with_checker
 from sgcli.constraints.reading import join_surrogate_pairs, read_text
 from sgcli.constraints.schema_input import check_schema
-from sgcli.constraints.sources import from_file, spec_from_text
+from sgcli.constraints.sources import from_file, resolve_library_tests, spec_from_text
 from sgcli.constraints.spec import MAX_JSON_DEPTH, ConstraintSpec, Kind, too_deep
 from sgcli.errors import Location, UserError, did_you_mean
 from sgcli.grammar_dev.dryrun import independent_verdict, refused_valid_note
@@ -109,6 +109,8 @@ def load_suite(path: str) -> Suite:
     """Read and check a test file; every mistake is a UserError at its line:col."""
     import yaml
 
+    if path.startswith("@"):  # a library grammar's own test file
+        path = resolve_library_tests(path)
     text, origin = read_text(path, what="test file")
     loader = _bounded_loader(origin)(text)
     try:

@@ -1,6 +1,6 @@
 """A GGUF file's tokenizer as a tokenizer folder, built with the `tokenizers` library alone.
 
-The light core (`pip install sgcli`: no torch, no transformers) reads the embedded model's
+The light core (sgcli without extras: no torch, no transformers) reads the embedded model's
 vocabulary, and any GGUF whose tokenizer is byte-level BPE (`tokenizer.ggml.model = gpt2`) or
 SentencePiece BPE (`llama`), through this. Where transformers is installed its own converter
 (`AutoTokenizer.from_pretrained(gguf_file=...)`) runs instead (`sgcli.tokenizers.gguf`), and the
