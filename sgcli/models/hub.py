@@ -18,10 +18,15 @@ PROBE_S = 3.0
 _PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 
 
+def offline_by_setting() -> bool:
+    """HF_HUB_OFFLINE asks for the local hub cache only, whatever the network."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
 @functools.lru_cache(maxsize=1)
 def offline() -> bool:
     """True when the hub cannot be reached (a proxy is trusted: the probe cannot see through it)."""
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+    if offline_by_setting():
         return True
     if any(os.environ.get(v) for v in _PROXY_VARS):
         return False
@@ -39,6 +44,11 @@ def hub_options() -> dict:
 
 
 def offline_error(repo: str, what: str) -> UserError:
+    if offline_by_setting():
+        return UserError(
+            f"HF_HUB_OFFLINE is set, so sgcli reads the local hub cache only, and '{repo}' has no {what} there",
+            hint="unset HF_HUB_OFFLINE to download it, or pass a local model folder or .gguf file",
+        )
     return UserError(
         f"the Hugging Face hub is not reachable and '{repo}' has no {what} in the local hub cache",
         hint="connect to the network, or pass a local model folder or .gguf file (HF_HUB_OFFLINE=1 skips the probe)",
