@@ -200,6 +200,11 @@ def test_vllm_per_request_compact_json_is_refused(run_cli, tmp_path):
         (["--engine", "vllm"], "needs --base-url"),
         (["--engine", "tgi", "--base-url", "http://x"], "'tgi' is not one of"),
         (["--engine", "vllm", "--base-url", "127.0.0.1:1"], "must start with http"),
+        # each was exit 3 (an OverflowError or InvalidURL inside the client)
+        (["--engine", "vllm", "--base-url", "http://127.0.0.1:99999"], "is not a URL: Port out of range"),
+        (["--engine", "vllm", "--base-url", "http://[::1"], "is not a URL: Invalid IPv6 URL"),
+        (["--engine", "vllm", "--base-url", "http://127.0.0.1:1 x"], "is not a URL: it holds a space"),
+        (["--engine", "vllm", "--base-url", "http://127.0.0.1:-1"], "is not a URL: Port could not be cast"),
         (["--engine", "vllm", "--base-url", "http://x", "--concurrency", "0"], "--concurrency"),
         (["--engine", "vllm", "--base-url", "http://x", "--api-key-env", "SGCLI_NO_SUCH_VAR"], "not set"),
         (["--engine", "vllm", "--base-url", "http://x", "--reasoning"], "local engine only"),

@@ -105,6 +105,9 @@ class EngineFlags:
             raise UserError(f"--engine {self.engine} needs --base-url", hint="e.g. --base-url http://127.0.0.1:8000")
         if not self.base_url.startswith(("http://", "https://")):
             raise UserError(f"--base-url must start with http:// or https://, got {self.base_url!r}")
+        problem = _url_problem(self.base_url)
+        if problem:
+            raise UserError(f"--base-url {self.base_url!r} is not a URL: {problem}", hint="e.g. http://127.0.0.1:8000")
         if self.concurrency < 1:
             raise UserError("--concurrency must be at least 1")
         if self.served_model is not None and not self.served_model.isprintable():  # `m\r\nX-Evil: 1`
@@ -143,3 +146,22 @@ ENGINE_FLAGS = {
 def takes_engine(**kw):
     """The command gets `engine_flags: EngineFlags`."""
     return takes("engine_flags", EngineFlags, ENGINE_FLAGS, **kw)
+
+
+def _url_problem(url: str) -> str | None:
+    """What makes `url` unusable as a server address (a port out of range, a broken IPv6 bracket, spaces),
+    found before any request: the client raised them as errors no record could hold (exit 3)."""
+    from urllib.parse import urlsplit
+
+    if any(ch.isspace() for ch in url):
+        return "it holds a space"
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # ValueError past 65535 or not a number
+    except ValueError as exc:
+        return str(exc)
+    if not parts.hostname:
+        return "it names no host"
+    if port == 0:
+        return "port 0 is no server's port"
+    return None
