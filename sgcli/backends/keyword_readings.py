@@ -115,8 +115,9 @@ def why_unenforced(
         return "not enforced"
     value = node.get(keyword)
     if keyword == "multipleOf" and isinstance(value, float) and not value.is_integer():
-        # the grammar divides in decimal, jsonschema in floats: 0.07 is a multiple of 0.01 only to the first
-        return "a fractional divisor: the grammar's decimal arithmetic and jsonschema's float arithmetic disagree"
+        # the grammar divides the number as written, the check the float it is read as (exact_numbers): past
+        # 15 digits they differ (1234567890123456.9 is a multiple of 0.3; the float it reads as is not)
+        return "a fractional divisor: the grammar divides the number as written, the check the float it reads as"
     if keyword in _BOUNDS and _is_number(value) and abs(value) > 2**53:
         return "a bound past 2**53, which the grammar rounds to a float (9007199254740993 read as ...992)"
     if keyword in _BOUNDS and table.bounded_places is not None and _no_number_between(node, table.bounded_places):

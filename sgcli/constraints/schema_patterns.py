@@ -152,11 +152,15 @@ def meta_format_checker(cls: type):
 
 @cache
 def pattern_validator(cls: type) -> type:
-    """jsonschema's validator class `cls` with `pattern` and `patternProperties` read here; its name
-    stays the draft's (`Draft7Validator`), which the draft readings key on."""
+    """jsonschema's validator class `cls` with `pattern` and `patternProperties` read here, and
+    `multipleOf` in exact arithmetic (`exact_numbers`); its name stays the draft's (`Draft7Validator`),
+    which the draft readings key on."""
     from jsonschema import validators
 
-    extended = validators.extend(cls, {"pattern": _pattern, "patternProperties": _pattern_properties})
+    from sgcli.constraints.exact_numbers import multiple_of
+
+    keywords = {"pattern": _pattern, "patternProperties": _pattern_properties, "multipleOf": multiple_of}
+    extended = validators.extend(cls, keywords)
     extended.__name__ = extended.__qualname__ = cls.__name__
     return extended
 
