@@ -152,3 +152,29 @@ def test_a_bounded_match_reads_the_pattern_as_re_does(pattern, text):
 
     assert _may_backtrack(pattern)
     assert finds(pattern, text * 3) is (re.search(pattern, text * 3) is not None), (pattern, text)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text", "found"),
+    [
+        ("^[a-z]+$", "abc\n", False),  # `re`'s `$` matched before a last newline: a server's "abc\n" was valid
+        ("^\\d+$", "12\n", False),
+        ("^[a-z]+$", "abc", True),
+        ("a$?b", "ab", True),  # a quantified `$` still reads
+        ("^[$]+$", "$$", True),  # inside a class, a literal
+        ("^a\\$$", "a$", True),  # escaped, a literal
+        ("(?m)^a$", "a\nb", True),  # asked for: line ends
+        ("^\\p{Lu}+$", "AB\n", False),  # a pattern only the regex package reads, the same way
+    ],
+)
+def test_dollar_is_the_end_of_the_text_as_ecma_reads_it(pattern, text, found):
+    schema = {"type": "string", "pattern": pattern}
+    assert (schema_errors(schema, text) == []) is found
+
+
+def test_a_name_with_a_last_newline_is_no_match_for_a_pattern_property(run_cli, tmp_path):
+    schema = tmp_path / "p.json"
+    schema.write_text(json.dumps({"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}}))
+    result = run_cli("masks", "--schema", schema, "-b", "xgrammar", "--text", '{"abc\\n": 1}', "--json")
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout.splitlines()[-1])["verdict"] != "accepted"

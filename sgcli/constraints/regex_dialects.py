@@ -62,7 +62,8 @@ def translate(pattern: str, dialect: str) -> str:
     if dialect == RUST:
         pattern = without_verbose(pattern)
     # Rust's and ECMAScript's `$` is the end of the text; Python's also before a last "\n" (`a$` took "a\n")
-    end_anchor = r"\Z" if dialect in (RUST, ECMA) and not _MULTILINE_FLAG.search(pattern) else "$"
+    # (a JSON Schema `pattern` too: ECMA-262's, which the SCHEMA reading keeps apart from `re`'s `$`)
+    end_anchor = r"\Z" if not _MULTILINE_FLAG.search(pattern) else "$"
     while i < len(pattern):
         ch = pattern[i]
         if dialect == RUST and not in_class and ch in "*+?" and last is not None:
@@ -135,6 +136,34 @@ def translate(pattern: str, dialect: str) -> str:
             out.append(end_anchor)
         else:
             out.append(ECMA_DOT if ch == "." and not in_class and dialect == ECMA else ch)
+        i += 1
+    return "".join(out)
+
+
+def end_of_text(pattern: str) -> str:
+    """`pattern` for Python's `re` with each `$` outside a class read as ECMA-262 and Rust read it, the end
+    of the text (Python's `$` also matches before a last newline: `^[a-z]+$` found "abc\n"), unless a
+    multiline flag asks for line ends. Nothing else changes."""
+    if "$" not in pattern or _MULTILINE_FLAG.search(pattern):
+        return pattern
+    out: list[str] = []
+    i, in_class = 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if ch == "[" and not in_class:
+            in_class, j = True, i + 1
+            j += pattern[j : j + 1] == "^"
+            j += pattern[j : j + 1] == "]"  # a leading `]` is a literal
+            out.append(pattern[i:j])
+            i = j
+            continue
+        if ch == "]" and in_class:
+            in_class = False
+        out.append(r"(?:\Z)" if ch == "$" and not in_class else ch)  # grouped: `$?` is a valid pattern
         i += 1
     return "".join(out)
 

@@ -6,6 +6,9 @@ Why: jsonschema reads them with Python's `re`, which refuses `\\p{L}`, `(?<name>
 was a keyword nothing could check. Here a regex `re` reads is read by `re`, as jsonschema always has
 (its `\\w` is not the `regex` package's), and one it cannot by `regex_dialects` (the `regex` package, its
 `SCHEMA` reading: that syntax too), so a schema meta-validation lets through is one the checks can read.
+One reading departs from `re` in both: `$` is the end of the text, as in ECMA-262 and in every backend's
+grammar (`re`'s `$` also matched before a last newline, and a server's `{"p": "abc\n"}` passed
+`^[a-z]+$` as valid). jsonschema's own `additionalProperties` still joins `patternProperties` for `re`.
 """
 
 from __future__ import annotations
@@ -20,15 +23,17 @@ from sgcli.constraints.regex_dialects import (
     TooDeep,
     bounded_match,
     compiled,
+    end_of_text,
     search,
 )
 
 
 @lru_cache(maxsize=256)
 def _by_re(pattern: str) -> re.Pattern | None:
-    """`pattern` as Python's `re` reads it, or None where it cannot (then the `regex` package reads it)."""
+    """`pattern` as Python's `re` reads it, but for `$`, the end of the text as ECMA-262 reads it
+    (`end_of_text`), or None where it cannot (then the `regex` package reads it)."""
     try:
-        return re.compile(pattern)
+        return re.compile(end_of_text(pattern))
     except (re.error, RecursionError, OverflowError, ValueError):
         return None
 
@@ -101,7 +106,7 @@ def _as_regex(pattern: str):
     import regex
 
     try:
-        return regex.compile(pattern, flags=regex.VERSION0)
+        return regex.compile(end_of_text(pattern), flags=regex.VERSION0)
     except Exception as exc:  # noqa: BLE001 - regex refuses what re reads: no bounded reading of it
         raise DialectError(f"the regex package cannot read it to bound the match ({exc})") from None
 
