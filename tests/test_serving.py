@@ -568,6 +568,30 @@ def test_batch_failures_become_error_records_with_every_key(run_cli, tmp_path):
     assert all(r["valid"] for r in records)
 
 
+def test_a_first_request_the_server_refuses_alone_is_that_lines_error_record(run_cli, tmp_path):
+    """vLLM answers 400 to a prompt past the context: on the first line, that ended the whole batch with
+    exit 2 and no record, and `--resume` could never get past it."""
+    with Stub(answer=lambda b: json.dumps({"n": _line(b)})) as stub:
+        stub.script = [("status", 400)]  # the first line only; the second, sent alone too, is answered
+        result = gen(
+            run_cli, stub, "--schema", _schema(tmp_path), "--input", _batch_file(tmp_path, 3), "--concurrency", "1"
+        )
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert result.exit_code == 1, result.stderr
+    assert [(r["id"], r["finish_reason"]) for r in records] == [("r0", "error"), ("r1", "stop"), ("r2", "stop")]
+    assert "HTTP 400" in records[0]["errors"][0] and records[1]["valid"] is True
+
+
+def test_a_server_that_refuses_the_first_two_requests_fails_fast(run_cli, tmp_path):
+    out = tmp_path / "out.jsonl"
+    with Stub(answer=lambda b: "{}") as stub:
+        stub.script = [("status", 400), ("status", 400)]
+        result = gen(run_cli, stub, "--schema", _schema(tmp_path), "--input", _batch_file(tmp_path, 4), "-o", out)
+        sent = len(stub.requests)
+    assert result.exit_code == 2 and "rejected the request" in result.stderr, result.stderr
+    assert sent == 2 and not out.exists()  # not one error record a line
+
+
 # --- nothing the user has is lost ------------------------------------------------------------
 
 

@@ -35,7 +35,12 @@ class Rejected(SgcliError):
 
 
 class Unreachable(SgcliError):
-    """No answer at all after every retry (connection failures, resets, timeouts)."""
+    """No answer at all after every retry (connection failures, resets, timeouts); `timed_out`: the last
+    attempt ran past --request-timeout (a server that is there, maybe slow on this one prompt)."""
+
+    def __init__(self, message: str, *, timed_out: bool = False):
+        super().__init__(message)
+        self.timed_out = timed_out
 
 
 class ServerFailed(SgcliError):
@@ -164,7 +169,7 @@ def undecodable(exc: httpx.DecodingError) -> BadReply:
 
 async def with_retries(opts: ClientOptions, attempt_fn: Callable, on_retry: Callable[[str], None] | None = None):
     """Run `attempt_fn()` (an async call that raises `_Retry` or a network error to ask again)."""
-    last = ""
+    last, timed_out = "", False
     for attempt in range(opts.retries + 1):
         response = None
         try:
@@ -173,6 +178,7 @@ async def with_retries(opts: ClientOptions, attempt_fn: Callable, on_retry: Call
             response, last = exc.response, f"HTTP {exc.response.status_code}: {server_reason(exc.response)}"
         except _NETWORK_ERRORS as exc:
             last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            timed_out = isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout)
             if isinstance(exc, httpx.TimeoutException) and "--request-timeout" not in last:
                 last += f" (within --request-timeout {opts.request_timeout:g} s)"  # a connect under load, too
         if attempt < opts.retries:
@@ -182,7 +188,7 @@ async def with_retries(opts: ClientOptions, attempt_fn: Callable, on_retry: Call
     tries = plural(opts.retries + 1, "attempt")
     if response is not None:  # the last attempt was answered: the server is up, and failing
         raise ServerFailed(f"{last} (after {tries})", response.status_code, retried=True)
-    raise Unreachable(f"no answer after {tries}; last: {last}")
+    raise Unreachable(f"no answer after {tries}; last: {last}", timed_out=timed_out)
 
 
 class _Retry(Exception):

@@ -257,6 +257,11 @@ def _fail_fast(job: EngineJob, exc: Exception) -> UserError:
         )
     if isinstance(exc, ServerFailed):
         return UserError(_answered_error(job, exc), hint=_failing_hint(job, exc))
+    if isinstance(exc, Unreachable) and exc.timed_out:
+        return UserError(
+            f"{job.engine} at {job.client.base_url} did not answer in time: {exc}",
+            hint="raise --request-timeout (a long answer, or a busy server), or check the server's log",
+        )
     return UserError(f"cannot reach {job.engine} at {job.client.base_url}: {exc}", hint="is the server up?")
 
 
@@ -299,10 +304,31 @@ def run_single(job: EngineJob, req: Request, on_text: Callable[[str], None] | No
     return _run_loop(main())
 
 
+def _failed_record(job: EngineJob, item: Request, exc: Exception) -> dict:
+    """The error record of one request the server did not answer."""
+    if isinstance(exc, Rejected):
+        return error_record(job, item, f"server rejected the request (HTTP {exc.status}): {exc.reason}")
+    if isinstance(exc, ServerFailed):
+        return error_record(job, item, _answered_error(job, exc))
+    return error_record(job, item, f"{job.engine} at {job.client.base_url}: {exc}")
+
+
+def _whole_server(exc: Exception) -> bool:
+    """A failure no other prompt could escape: nothing listens there, or the server wants a key."""
+    if isinstance(exc, Unreachable):
+        return not exc.timed_out
+    return isinstance(exc, Rejected) and exc.status in (401, 403)
+
+
+PROBES = 2  # requests sent alone at the start: a failure on each is the server's, not one prompt's
+
+
 def run_batch(job: EngineJob, items: list, put: Callable[[int, dict], None]) -> None:
     """Every item (a Request, or a bad line with its own `.record()`), `job.client.concurrency` at a
-    time; `put(index, record)` as each finishes. The first request goes alone, so a constraint the
-    server rejects (or a server that is not there) fails fast with exit 2 instead of N error records."""
+    time; `put(index, record)` as each finishes. The first requests go alone, so a constraint the
+    server rejects (or a server that is not there) fails fast with exit 2 instead of N error records;
+    a first request that fails while the next is answered (vLLM's 400 for a prompt past the context,
+    a timeout on one long answer) is that line's error record, and the batch goes on."""
     from sgcli.serving.client import make_client
 
     async def one(index: int, item, http, gate) -> None:
@@ -312,27 +338,38 @@ def run_batch(job: EngineJob, items: list, put: Callable[[int, dict], None]) -> 
         async with gate:
             try:
                 record = await _post(job, http, item)
-            except Rejected as exc:
-                record = error_record(job, item, f"server rejected the request (HTTP {exc.status}): {exc.reason}")
-            except ServerFailed as exc:
-                record = error_record(job, item, _answered_error(job, exc))
-            except (Unreachable, BadReply) as exc:
-                record = error_record(job, item, f"{job.engine} at {job.client.base_url}: {exc}")
+            except (Rejected, ServerFailed, Unreachable, BadReply) as exc:
+                record = _failed_record(job, item, exc)
         put(index, record)
+
+    async def probe(http) -> tuple[dict[int, dict], int]:
+        """The records of the requests sent alone, and the index the rest start after (-1: none sent).
+        Nothing is put (written) before the server answered one: a dead server loses no earlier output."""
+        records: dict[int, dict] = {}
+        failures: list[Exception] = []
+        last = -1
+        for i in (i for i, item in enumerate(items) if isinstance(item, Request)):
+            last = i
+            try:
+                records[i] = await _post(job, http, items[i])
+                return records, last
+            except (Rejected, ServerFailed, Unreachable, BadReply) as exc:
+                failures.append(exc)
+                if _whole_server(exc) or len(failures) == PROBES:
+                    break
+                records[i] = _failed_record(job, items[i], exc)
+        if failures:
+            raise _fail_fast(job, failures[0]) from None
+        return records, last
 
     async def main():
         async with make_client(job.client) as http:
             await _resolve_model(job, http)
-            first = next((i for i, item in enumerate(items) if isinstance(item, Request)), None)
-            try:  # nothing is put (written) before the server answered: a dead server loses no earlier output
-                answer = None if first is None else await _post(job, http, items[first])
-            except (Rejected, ServerFailed, Unreachable, BadReply) as exc:
-                raise _fail_fast(job, exc) from None
-            for i in range(first if first is not None else len(items)):
-                put(i, bad_line_record(job, items[i]))
-            if first is None:
+            probed, first = await probe(http)
+            for i in range(first + 1 if first >= 0 else len(items)):
+                put(i, probed[i] if i in probed else bad_line_record(job, items[i]))
+            if first < 0:
                 return
-            put(first, answer)
             gate = asyncio.Semaphore(job.client.concurrency)
             tasks = [asyncio.ensure_future(one(i, items[i], http, gate)) for i in range(first + 1, len(items))]
             try:
