@@ -41,6 +41,8 @@ EXPECTED = {
     "g010_cut_token_budget.lark": ({}, [("G010", 2, 1, None)]),
     "g011_rule_never_ends.gbnf": ({}, [("G011", 2, 1, None)]),  # `item` has no base case
     "g011_rule_never_ends.lark": ({}, [("G011", 1, 1, None)]),  # the root: no text at all
+    "g011_empty_class.gbnf": ({}, [("G011", 2, 1, None)]),  # the class holds no character
+    "g011_empty_class.lark": ({}, [("G011", 1, 1, None)]),  # a regex terminal whose class holds nothing
     "g012_greedy_lexeme.lark": ({}, [("G012", 1, 19, None)]),  # `0.`: llguidance reads the `.` into NUMBER
     "w001_unbounded_whitespace.gbnf": ({}, [("W001", 2, 8, None)]),
     "w001_ignore_whitespace.lark": ({}, [("W001", 2, 1, None)]),
@@ -264,3 +266,21 @@ def test_an_escaped_non_ascii_digit_is_not_a_backreference():
 
     assert [f.what for f in parse_regex("a\\²").features] == []
     assert [f.what for f in parse_regex("(a)\\1").features] == ["backreference"]
+
+
+@pytest.mark.parametrize(
+    ("ranges", "negated", "holds"),
+    [
+        ([(0, 0x10FFFF)], True, False),  # every character left out
+        ([(0xD800, 0xDFFF)], False, False),  # surrogates: no UTF-8 text holds one
+        ([(0, 0xD7FF), (0xE000, 0x10FFFF)], True, False),  # every scalar value left out, surrogates aside
+        ([(0, 0xD7FF), (0xE000, 0x10FFFE)], True, True),  # U+10FFFF stays
+        ([(0x61, 0x7A), (0x41, 0x5A), (0x60, 0x62)], False, True),
+        ([], True, True),  # `.`
+        ([], False, False),
+    ],
+)
+def test_a_class_holds_text_where_some_scalar_value_is_in_it(ranges, negated, holds):
+    from sgcli.dialects.grammar_model import Chars
+
+    assert Chars(0, ranges, negated).holds_text() is holds

@@ -28,6 +28,9 @@ class Lit(Node):
     text: str
 
 
+_SCALARS = 0x110000 - 0x800  # Unicode's code points less the surrogates
+
+
 @dataclass
 class Chars(Node):
     """A set of characters: [a-z0-9], [^"], `.` (negated and empty) or \\d, \\s in regexes."""
@@ -38,6 +41,18 @@ class Chars(Node):
     def contains(self, cp: int) -> bool:
         inside = any(lo <= cp <= hi for lo, hi in self.ranges)
         return inside != self.negated
+
+    def holds_text(self) -> bool:
+        """Whether some character of text (a Unicode scalar value: no surrogate, which UTF-8 cannot
+        write) is in the set: `[^\x00-\U0010ffff]` and `[\ud800-\udfff]` hold none."""
+        covered, last = 0, -1
+        for lo, hi in sorted(self.ranges):
+            lo, hi = max(lo, last + 1), min(hi, 0x10FFFF)
+            if lo > hi:
+                continue
+            covered += hi - lo + 1 - max(0, min(hi, 0xDFFF) - max(lo, 0xD800) + 1)
+            last = hi
+        return covered < _SCALARS if self.negated else covered > 0
 
     def members(self, limit: int = 0x110000) -> list[int] | None:
         """The code points, when the set is small and not negated; None otherwise."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 
 from sgcli.dialects.grammar_model import Alt, Chars, Grammar, Node, Ref, Rep, Rule, Seq, rule_fixpoint
+from sgcli.errors import offset_to_line_col
 from sgcli.lint.diagnostic import Diagnostic, at_offset
 
 
@@ -27,14 +28,24 @@ def never_ending(grammar: Grammar, known: dict[str, Rule], text: str, path: str)
         if rule is None or ends.get(name, True):
             continue
         what = "the grammar accepts no text at all" if name == grammar.root else "generation that enters it never ends"
-        message = (
-            f"rule `{name}` never ends: every way through it reaches a rule that never ends "
-            f"(itself, with no alternative that stops): {what}"
-        )
-        hint = (
-            f'give it a base case, an alternative without the recursion (e.g. `{name} ::= "x" {name} | "x"`), '
-            "or make the recursion optional"
-        )
+        empty = _empty_class(rule.body)
+        if empty is not None:
+            line, col = offset_to_line_col(text, empty.pos)
+            subject = "the regex" if grammar.syntax == "regex" else f"rule `{name}`"
+            message = (
+                f"{subject} never ends: every way through it needs the character class at {line}:{col}, "
+                f"which holds no character: {what}"
+            )
+            hint = "leave some character in the class (a negated class that leaves out every character holds none)"
+        else:
+            message = (
+                f"rule `{name}` never ends: every way through it reaches a rule that never ends "
+                f"(itself, with no alternative that stops): {what}"
+            )
+            hint = (
+                f'give it a base case, an alternative without the recursion (e.g. `{name} ::= "x" {name} | "x"`), '
+                "or make the recursion optional"
+            )
         out.append(at_offset("G011", text, path, rule.pos, rule.pos + len(name), message, hint=hint))
     return out
 
@@ -50,5 +61,19 @@ def _can_end(node: Node, known: dict[str, Rule], read) -> bool:
     if isinstance(node, Rep):
         return node.min == 0 or _can_end(node.body, known, read)
     if isinstance(node, Chars):
-        return bool(node.ranges) or node.negated
+        return node.holds_text()
     return True  # a literal, an opaque part (`%json`, a special token, a lookaround)
+
+
+def _empty_class(node: Node) -> Chars | None:
+    """The first character class in `node` that holds no character, where every way through needs it."""
+    if isinstance(node, Chars):
+        return None if node.holds_text() else node
+    if isinstance(node, Seq):
+        return next(filter(None, (_empty_class(i) for i in node.items)), None)
+    if isinstance(node, Alt):
+        found = [_empty_class(a) for a in node.alts]
+        return found[0] if found and all(found) else None
+    if isinstance(node, Rep) and node.min > 0:
+        return _empty_class(node.body)
+    return None

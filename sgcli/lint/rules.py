@@ -232,7 +232,8 @@ _ALL = [
         "rule-never-ends",
         ERROR,
         "structure",
-        "A rule the root reaches that no finite text completes: every alternative recurses (no base case).",
+        "A rule the root reaches that no finite text completes: every alternative recurses (no base case), "
+        "or needs a character class that holds no character (`[^\\x00-\\U0010FFFF]`, surrogates only).",
         "Backends compile such a grammar and let the model into the rule, then never let it stop: the output "
         "runs to --max-tokens and is invalid, and xgrammar's search for forced text grew past 19 GB of memory "
         'on `root ::= "x" root`. Where it is the root, the grammar accepts no text at all. `generate` '
