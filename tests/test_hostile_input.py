@@ -894,6 +894,9 @@ def test_an_empty_prompt_from_stdin_is_exit_2(run_cli, no_model):
         ("big.lark", 'start: "\\U0011FFFF"\n', "big.lark:1:9", "unknown escape \\U"),  # no \U in a Lark string
         ("esc.gbnf", 'root ::= "a\\q" [\\z]\n', "esc.gbnf:1:12", "unknown escape \\q"),
         ("hex.gbnf", 'root ::= "a" "\\x4"\n', "hex.gbnf:1:15", "\\x needs 2 hex digits"),
+        # xgrammar wrote a lone surrogate's three bytes, no UTF-8 text (lint passed, auto chose xgrammar)
+        ("half.gbnf", 'root ::= "a" "\\ud800"\n', "half.gbnf:1:15", "half of a UTF-16 surrogate pair"),
+        ("half.lark", 'start: "a" /x\\ud800/\n', "half.lark:1:", "ud800"),
     ],
 )
 @pytest.mark.parametrize("backend", ["xgrammar", "llguidance"])

@@ -106,6 +106,10 @@ def test_the_rewrite_changes_only_what_xgrammar_misreads():
         # ECMAScript's `[^]` (any character) then `a]+`: xgrammar wrote "Ia]" where Rust and Python mean [^\]a]+
         (Kind.REGEX, "[^]a]+", (1, 1), "a class opening with `]`"),
         (Kind.REGEX, "x[]a]", (1, 2), "a class opening with `]`"),
+        # a lone surrogate: xgrammar wrote its three bytes, which no UTF-8 text holds
+        (Kind.REGEX, "[a-z]\\ud800", (1, 6), "half of a UTF-16 surrogate pair"),
+        (Kind.REGEX, "x[\\uD83D-\\uDFFF]", (1, 3), "half of a UTF-16 surrogate pair"),
+        (Kind.REGEX, "x\\u{d800}", (1, 2), "half of a UTF-16 surrogate pair"),
     ],
 )
 def test_what_no_spelling_fixes_is_refused_at_its_place(smol_tokenizer, kind, text, where, says):

@@ -33,6 +33,7 @@ _CARET = re.compile(r"\\\^|\\x5[eE]|\\u005[eE]|\\u\{0*5[eE]\}")
 _HEX2 = re.compile(r"\\x([0-9A-Fa-f]{2})")
 # a backslash and what it escapes, left to right; `\xHH` caught where a hex digit follows it
 _ESCAPE = re.compile(r"\\(?:x([0-9A-Fa-f]{2})(?=[0-9A-Fa-f])|[\s\S])")
+_SURROGATE = re.compile(r"\\u(?:[dD][89a-fA-F][0-9a-fA-F]{2}|\{0*[dD][89a-fA-F][0-9a-fA-F]{2}\})")
 _ANY_ESCAPE = re.compile(r"\\(?:x([0-9A-Fa-f]{2})|[\s\S])")
 
 
@@ -301,6 +302,12 @@ def misread(pattern: str) -> tuple[int, str, str] | None:
                 "any character) and Python and Rust as a literal ]"
             )
             return m.start(), what, "escape it: \\]"
+        half = _SURROGATE.match(pattern, m.start()) if m.group() == "\\u" else None
+        if half:
+            what = (
+                f"`{half.group()}`, half of a UTF-16 surrogate pair, which xgrammar writes as bytes no UTF-8 text holds"
+            )
+            return m.start(), what, "write the character itself, or its code point (\\u{1F600} for 😀)"
         if m.group() in ("\\A", "\\Z", "\\z"):
             letter = m.group()[1]
             what = f"`{m.group()}`, which xgrammar reads as the letter {letter} (as ECMAScript does); Python anchors"

@@ -215,6 +215,7 @@ def _char_class(r: Reader) -> Chars:
         if r.peek() == "]":
             r.pos += 1
             return Chars(start, ranges, negated)
+        at = r.pos
         lo = _class_char(r)
         if r.peek() == "-" and r.text[r.pos + 1 : r.pos + 2] not in ("]", ""):
             r.pos += 1
@@ -222,7 +223,9 @@ def _char_class(r: Reader) -> Chars:
             if ord(hi) < ord(lo):
                 raise r.error(f"character range {lo!r}-{hi!r} is backwards", start)
             ranges.append((ord(lo), ord(hi)))
-        else:
+        else:  # a member alone: a lone surrogate is refused as in a string
+            r.pos = at
+            lo = r.character(lambda: _class_char(r))
             ranges.append((ord(lo), ord(lo)))
 
 

@@ -307,7 +307,19 @@ class _Parser:
                 self.i += 1
             return Opaque(pos, "unicode class", nullable=False, sample=_class_sample(self.src[start : self.i]))
         self.i = start
-        return Lit(pos, self.escaped_char())
+        return Lit(pos, self.whole(self.escaped_char(), start))
+
+    def whole(self, ch: str, start: int) -> str:
+        """`ch`, written at `start`, unless it is a lone surrogate: Rust's regex refuses one, and xgrammar
+        wrote its three bytes, which no UTF-8 text holds. (A class's range may end on one, as xgrammar's
+        printed JSON classes do: `Chars.holds_text` judges the range.)"""
+        if 0xD800 <= ord(ch) <= 0xDFFF:
+            raise ParseError(
+                f"{self.src[start : self.i]} is half of a UTF-16 surrogate pair, which no UTF-8 text holds: write "
+                "the character itself, or its code point (\\U0001F600 for 😀)",
+                self.to_file(start),
+            )
+        return ch
 
     def _unknown_letter(self, ch: str) -> ParseError:
         """`\\Q`, `\\N`, `\\R`, `\\h`: an error to Python's re (so to jsonschema), another thing to each
@@ -395,6 +407,7 @@ class _Parser:
                 self.i += 2
                 ranges.extend(_complement(sub) if letter.isupper() else sub)  # [\s\S] is any character
                 continue
+            at = self.i
             lo = self.class_char()
             if self.src.startswith("-", self.i) and self.i + 1 < len(self.src) and self.src[self.i + 1] != "]":
                 self.i += 1
@@ -405,7 +418,7 @@ class _Parser:
                     raise self.error(f"character range {lo!r}-{hi!r} is backwards")
                 ranges.append((ord(lo), ord(hi)))
             else:
-                ranges.append((ord(lo), ord(lo)))
+                ranges.append((ord(self.whole(lo, at)), ord(lo)))
 
     def class_char(self) -> str:
         if self.src.startswith("\\b", self.i):  # backspace inside a class, in every regex dialect
