@@ -110,6 +110,13 @@ class UserError(SgcliError):
         where = fields.get("location")
         return cls(fields["message"], location=Location(*where) if where else None, hint=fields.get("hint"))
 
+    def one_line(self, location: Location | None = None) -> str:
+        """The error as one line, for a record's `errors` or a table cell (`location`: where, if the
+        error names no place of its own: the --input line of a request)."""
+        where = self.location or location
+        text = f"{where}: {self.message}" if where else self.message
+        return f"{text} (hint: {self.hint})" if self.hint else text
+
     def render(self) -> str:
         where = f"{self.location}: " if self.location else ""
         text = f"error: {where}{self.message}"

@@ -287,6 +287,8 @@ def test_error_records_have_the_normal_key_set(session, tmp_path, monkeypatch, c
     for failed in (records["line-2"], long):  # nothing ran: no verdict, and the record says why
         assert failed["valid"] is None and failed["unchecked"] and failed["errors"], failed
     assert long["output"] is None and "longer than the model's context of 40" in (long["errors"][0])
+    # one line, at its --input line, as a bad line's (it held a literal "\n  hint: ..." and no place)
+    assert long["errors"][0].startswith("p.jsonl:3: ") and "\n" not in long["errors"][0], long["errors"]
     assert long["backend"] == "llguidance" and set(long["usage"]) == set(records["ok"]["usage"])
     assert all(v is None for v in long["usage"].values()) and all(v is None for v in long["timings"].values())
     from sgcli.records import GenerationRecord

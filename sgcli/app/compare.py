@@ -173,7 +173,7 @@ def _compile(backend_name: str, spec: ConstraintSpec, vocab, row: dict):
     try:
         outcome = compile_cached(backend, spec, vocab)
     except UserError as exc:
-        row["error"] = exc.render().removeprefix("error: ")
+        row["error"] = exc.one_line()
         return None
     compiled = with_checker(outcome.compiled)  # what generate decodes with
     row["compile_ms"] = round(compiled.compile_s * 1000, 3)

@@ -143,7 +143,7 @@ def run_checked(session, request: Request) -> dict:
             if isinstance(event, Done):
                 return event.record
     except UserError as exc:
-        return session.error_record(request, [exc.render().removeprefix("error: ")])
+        return session.error_record(request, [exc.one_line(request.location)])
     raise AssertionError("stream ended without a record")
 
 

@@ -180,7 +180,7 @@ class Session:
                 ids, said[i] = prompt.ids, prompt.warnings
                 budget, notes[i] = self.fit_context(ids)
             except UserError as exc:
-                done[i] = self.error_record(req, [exc.render().removeprefix("error: ")])
+                done[i] = self.error_record(req, [exc.one_line(req.location)])
                 continue
             rows.append(i)
             prompts.append(ids)

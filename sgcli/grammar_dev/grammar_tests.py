@@ -371,10 +371,10 @@ def run_suite(suite: Suite, names: list[str], vocab, *, use_cache: bool | None =
         try:
             result = compile_cached(impl, suite.spec, vocab, use_cache=use_cache)
         except CompileLimitError as exc:  # the user's to raise, not a failing grammar: exit 2 once every file ran
-            runs.append(BackendRun(name, "limit", exc.render().removeprefix("error: ")))
+            runs.append(BackendRun(name, "limit", exc.one_line()))
             continue
         except UserError as exc:
-            runs.append(BackendRun(name, "error", exc.render().removeprefix("error: ")))
+            runs.append(BackendRun(name, "error", exc.one_line()))
             continue
         warnings = list(dict.fromkeys(w.message for w in result.compiled.warnings))  # one per message
         runs.append(BackendRun(name, "ran", cache=result.status, warnings=warnings))
