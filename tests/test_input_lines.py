@@ -165,3 +165,13 @@ def test_a_role_of_the_templates_own_passes():
     from sgcli.batch.requests import Request
 
     assert isinstance(_one({"messages": [{"role": "ipython", "content": "x"}]}), Request)
+
+
+def test_a_raw_control_character_is_named_whole():
+    """json's message stopped at "Invalid control character at"."""
+    from sgcli.batch.requests import BadLine
+
+    (item,) = read_requests_of(b'{"prompt": "a\x00b"}\n')
+    assert isinstance(item, BadLine) and str(item.location) == "in.jsonl:1:14"
+    said = "invalid JSON: a raw control character (U+0000) inside a string, which JSON writes as \\u0000"
+    assert item.message == said

@@ -150,12 +150,20 @@ def _universal_lines(lines: list) -> Iterator:
         yield from chunk.removesuffix(b"\r").split(b"\r")
 
 
+def _json_problem(exc: json.JSONDecodeError) -> str:
+    """json's message, whole: its "Invalid control character at" expects the position after it."""
+    if exc.msg.startswith("Invalid control character") and exc.pos < len(exc.doc):
+        code = ord(exc.doc[exc.pos])
+        return f"a raw control character (U+{code:04X}) inside a string, which JSON writes as \\u{code:04x}"
+    return exc.msg
+
+
 def _parse_line(line: str, loc: Location, n: int, raw: bool) -> Request | BadLine:
     twice = DuplicateKeys()
     try:
         obj = strict_json_loads(line, twice)
     except json.JSONDecodeError as exc:
-        return BadLine(f"line-{n}", Location(loc.path, n, exc.colno), f"invalid JSON: {exc.msg}")
+        return BadLine(f"line-{n}", Location(loc.path, n, exc.colno), f"invalid JSON: {_json_problem(exc)}")
     except NotJsonNumber as exc:
         return BadLine(f"line-{n}", Location(loc.path, n, max(1, line.find(exc.literal) + 1)), f"invalid JSON: {exc}")
     except RecursionError:
