@@ -57,7 +57,7 @@ class Runner(Protocol):
 def run_generate(request: GenerateRequest, reporter: Reporter) -> int:
     """Run `request`; returns the exit code (0 no output invalid, 1 some output invalid or failed)."""
     # A bad or locked --output fails here, before anything loads; nothing is written until the run starts.
-    writer = RecordWriter(request.output, resume=request.resume, force=request.force)
+    writer = RecordWriter(request.output, resume=request.resume, force=request.force, batch=request.batch is not None)
     try:
         with _sigterm_interrupts():  # SIGTERM ends any run as Ctrl-C does: exit 130, the lock given back
             dialect, kept = check_request(request)

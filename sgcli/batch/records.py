@@ -85,7 +85,8 @@ class RecordWriter:
     when the writer was never opened.
     """
 
-    def __init__(self, path: Path | None, *, resume: bool = False, force: bool = False):
+    def __init__(self, path: Path | None, *, resume: bool = False, force: bool = False, batch: bool = True):
+        """`batch`: the run answers --input lines (--resume applies), not a single prompt."""
         self.path = path
         self.resume = resume
         # id -> prompt -> each of its records already in the output (resume): valid, finish_reason, line
@@ -114,10 +115,10 @@ class RecordWriter:
         self._lock = OutputLock.take(path)
         try:
             if mode and not resume and not force and path.stat().st_size > 0:
+                keep = "add --resume to keep them and answer only the missing ids, or " if batch else "pass "
                 raise UserError(
                     f"--output {path} already holds {path.stat().st_size:,} bytes (an earlier run's records?)",
-                    hint="add --resume to keep them and answer only the missing ids, "
-                    "or --force to overwrite them (or choose another --output)",
+                    hint=f"{keep}--force to overwrite them (or choose another --output)",
                 )
             if resume and mode:
                 self._repair = _scan_for_resume(path)
