@@ -206,6 +206,7 @@ def test_vllm_per_request_compact_json_is_refused(run_cli, tmp_path):
         (["--engine", "vllm", "--base-url", "http://127.0.0.1:1 x"], "is not a URL: it holds a space"),
         (["--engine", "vllm", "--base-url", "http://127.0.0.1:-1"], "is not a URL: Port could not be cast"),
         (["--engine", "vllm", "--base-url", "http://x", "--concurrency", "0"], "--concurrency"),
+        (["--concurrency", "0"], "--concurrency must be at least 1"),  # the local engine took it silently
         (["--engine", "vllm", "--base-url", "http://x", "--api-key-env", "SGCLI_NO_SUCH_VAR"], "not set"),
         (["--engine", "vllm", "--base-url", "http://x", "--reasoning"], "local engine only"),
         (["--engine", "vllm", "--base-url", "http://x", "--revision", "v2"], "--revision applies to the local"),

@@ -80,7 +80,9 @@ class EngineFlags:
 
     def check(self) -> None:
         """A server's flags with the local engine would be ignored: the run would load the in-process
-        model (tens of seconds) where the user meant a server."""
+        model (tens of seconds) where the user meant a server. A value no engine takes is exit 2 with either."""
+        if self.concurrency < 1:
+            raise UserError("--concurrency must be at least 1")
         if not self.local:
             return
         for flag, value in (
