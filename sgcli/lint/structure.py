@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import re
 
 from sgcli.dialects import resolve
 from sgcli.dialects.grammar_model import (
@@ -417,6 +418,18 @@ class Structure:
         """G010: `name[max_tokens=N]` on a rule that a cut can leave unfinished."""
         out = []
         for rule in self.g.rules:
+            budget = re.search(r"max_tokens\s*=\s*(\d+)", rule.attributes or "")
+            if budget is not None and int(budget.group(1)) == 0:
+                out.append(
+                    self._at_name(
+                        "G010",
+                        rule,
+                        f"`{rule.name}[{rule.attributes}]` allows no token: xgrammar refuses it, and llguidance ends "
+                        f"`{rule.name}` before its first character, where it matches nothing, whatever it needs",
+                        "give it a budget of at least 1 token, or drop the attribute",
+                    )
+                )
+                continue
             if "max_tokens" not in rule.attributes or cut_anywhere(rule.body):
                 continue
             out.append(
