@@ -51,3 +51,11 @@ def test_a_panic_inside_llguidance_reads_as_its_bug_without_the_frames():
     assert message == (
         "llguidance panicked (its own bug, not a mistake in the input): assertion failed: !state.has_lowest_match()"
     )
+
+
+def test_a_matcher_with_no_way_on_is_said_in_words_not_its_rust_name():
+    """`masks` and generation records showed llguidance's bare "NoExtensionBias"."""
+    from sgcli.backends.diagnostics import diagnose_llguidance
+
+    message = diagnose_llguidance("NoExtensionBias").message
+    assert "allows no next token and no end here" in message and "NoExtensionBias" in message

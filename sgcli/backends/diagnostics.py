@@ -108,6 +108,11 @@ def diagnose_llguidance(text: str) -> Diagnosis:
         regex, offset = r.group(2), len(r.group(3)) - len(r.group(1))
         text = (text[: r.start()] + r.group(4)).strip()
     text = text.split("\n<state>")[0].strip()
+    if text == "NoExtensionBias":  # its matcher's name for a state where no token, nor the end, is allowed
+        text = (
+            "llguidance's grammar allows no next token and no end here (its NoExtensionBias): the constraint, as "
+            "llguidance built it, holds no text past this point"
+        )
     return Diagnosis(" ".join(text.split()), line, col, regex, offset)
 
 

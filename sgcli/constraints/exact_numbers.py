@@ -1,8 +1,8 @@
 """`multipleOf` as the numbers are written, not as floats divide them.
 
 jsonschema divides in floats: 0.3 / 0.1 is 2.9999999999999996, so 0.3, 0.6, 0.7 and 1.2 were "not a
-multiple of 0.1". The decode-loop checker refused them, and under `minimum: 0.25, maximum: 0.35,
-multipleOf: 0.1` no value was left (llguidance's `NoExtensionBias` at the first token). JSON Schema
+multiple of 0.1": a server's `{"f": 0.3}` was reported invalid, and the decode-loop checker (which
+enforces a fractional `multipleOf` for every backend) refused them while generating. JSON Schema
 means the division of the numbers themselves: each is read here as the shortest decimal that gives
 back its float (what `repr` prints, what the JSON text said for any number of up to 15 digits), and
 divided exactly, with fractions.
