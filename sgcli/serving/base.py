@@ -56,6 +56,30 @@ def reply_field(obj: dict, key: str, kind: type | tuple, where: str):
     return value
 
 
+def usage_counts(obj: dict, key: str, where: str) -> tuple[int | None, int | None, tuple[str, ...]]:
+    """(prompt_tokens, completion_tokens, what was odd) of `obj[key]`: a count that is not a whole number
+    of 0 or more (a string, NaN, -1) is left null and named, never a reason to drop the answer it came
+    with (a server's `"prompt_tokens": "lots"` had thrown away a valid completion)."""
+    usage = obj.get(key)
+    if usage is None:
+        return None, None, ()
+    if not isinstance(usage, dict):
+        return None, None, (f"`{where}{key}` is a JSON {_json_type(usage)}, not an object",)
+    counts, odd = [], []
+    for name in ("prompt_tokens", "completion_tokens"):
+        value = usage.get(name)
+        fine = value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
+        counts.append(value if fine else None)
+        if not fine:
+            shown = (
+                "NaN or an infinity, which JSON has no number for"
+                if value != value or value in (float("inf"), float("-inf"))
+                else f"{value!r}"
+            )
+            odd.append(f"`{where}{key}.{name}` is {shown}, not a count")
+    return counts[0], counts[1], tuple(odd)
+
+
 def _json_type(value) -> str:
     names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
     return "null" if value is None else names.get(type(value), type(value).__name__)
@@ -96,6 +120,7 @@ class Reply:
     completion_tokens: int | None = None
     server_timings: dict = field(default_factory=dict)
     ignored_choices: tuple[int, ...] = ()  # indexes of choices sgcli did not ask for (`asked_choice`)
+    odd_usage: tuple[str, ...] = ()  # usage fields that held no count, left null (`usage_count`)
 
 
 @dataclass
@@ -108,6 +133,7 @@ class Delta:
     completion_tokens: int | None = None
     cumulative: bool = False  # `text` is the whole output so far, not just the new part
     ignored_choices: tuple[int, ...] = ()
+    odd_usage: tuple[str, ...] = ()
 
 
 class Dialect:
@@ -216,18 +242,19 @@ class OpenAICompatible(Dialect):
             text = reply_field(message, "content", str, "choices[0].message.") or ""
         else:
             text = reply_field(choice, "text", str, "choices[0].") or ""
-        usage = reply_field(body, "usage", dict, "") or {}
+        prompt_tokens, completion_tokens, odd = usage_counts(body, "usage", "")
         return Reply(
             text,
             reply_field(choice, "finish_reason", str, "choices[0].") or "unknown",
-            reply_field(usage, "prompt_tokens", int, "usage."),
-            reply_field(usage, "completion_tokens", int, "usage."),
+            prompt_tokens,
+            completion_tokens,
             ignored_choices=ignored,
+            odd_usage=odd,
         )
 
     def delta(self, call: Call, chunk: dict) -> Delta:
         chunk = reply_object(chunk, "a stream event")
-        usage = reply_field(chunk, "usage", dict, "") or {}
+        prompt_tokens, completion_tokens, odd = usage_counts(chunk, "usage", "")
         choices = reply_field(chunk, "choices", list, "") or []
         text, finish = "", None
         c, ignored = asked_choice(choices, " of a stream event")
@@ -239,10 +266,4 @@ class OpenAICompatible(Dialect):
             else:
                 text = reply_field(c, "text", str, "choices[0].")
             finish = reply_field(c, "finish_reason", str, "choices[0].")
-        return Delta(
-            text or "",
-            finish,
-            reply_field(usage, "prompt_tokens", int, "usage."),
-            reply_field(usage, "completion_tokens", int, "usage."),
-            ignored_choices=ignored,
-        )
+        return Delta(text or "", finish, prompt_tokens, completion_tokens, ignored_choices=ignored, odd_usage=odd)

@@ -123,7 +123,10 @@ def reply_record(job: EngineJob, req: Request, reply: Reply, elapsed: float, fir
     finish, output, cut = reply.finish_reason, reply.output, _stopped_at(reply.output, job.sampling.stop)
     if cut is not None:  # a server that ignored --stop: its answer read as a local run's would end
         output, finish = output[:cut], "stop"
-    ended = [] if finish in ("stop", "length") else [f"the server ended with finish_reason {finish!r}"]
+    if finish == "unknown":  # no finish_reason at all: a stream that broke off, or a server that sends none
+        ended = [f"the server sent no finish_reason: its answer may be cut short ({len(reply.output)} characters came)"]
+    else:
+        ended = [] if finish in ("stop", "length") else [f"the server ended with finish_reason {finish!r}"]
     if ended:  # abort, tool_calls, content_filter...: not a finished output
         finish = "error"
     # The server's grammar engine never vouches for its own output: the same independent checkers as
@@ -134,6 +137,8 @@ def reply_record(job: EngineJob, req: Request, reply: Reply, elapsed: float, fir
     tokens = reply.completion_tokens
     if cut is not None:
         record["warnings"].append(f"the server went on past a --stop string: its answer is cut at character {cut}")
+    for odd in reply.odd_usage:
+        record["warnings"].append(f"{odd}: left null (the answer itself is kept and checked)")
     if reply.ignored_choices:
         indexes = ", ".join(map(str, sorted(set(reply.ignored_choices))))
         record["warnings"].append(
@@ -180,13 +185,14 @@ async def _stream(job: EngineJob, http, req: Request, on_text: Callable[[str], N
 
     async def attempt():
         t = time.perf_counter()
-        text, first, last, ignored = "", None, Delta(), set()
+        text, first, last, ignored, odd = "", None, Delta(), set(), {}
 
         async def consume():
             nonlocal text, first, last
             async for chunk in stream_json(http, call.path, call.body):
                 delta = job.dialect.delta(call, chunk)
                 ignored.update(delta.ignored_choices)
+                odd.update(dict.fromkeys(delta.odd_usage))
                 new = delta.text[len(text) :] if delta.cumulative else delta.text
                 if new:
                     first = first if first is not None else time.perf_counter() - t
@@ -208,7 +214,14 @@ async def _stream(job: EngineJob, http, req: Request, on_text: Callable[[str], N
                 raise Unreachable(f"the stream broke after {len(text)} characters: {exc}") from None
             raise
         finish = last.finish_reason or "unknown"
-        reply = Reply(text, finish, last.prompt_tokens, last.completion_tokens, ignored_choices=tuple(ignored))
+        reply = Reply(
+            text,
+            finish,
+            last.prompt_tokens,
+            last.completion_tokens,
+            ignored_choices=tuple(ignored),
+            odd_usage=tuple(odd),
+        )
         record = reply_record(job, req, reply, time.perf_counter() - t, first)
         record["timings"]["start_to_first_token_ms"] = start_to_first_token_ms(None if first is None else t + first)
         return record
