@@ -66,6 +66,7 @@ CLEAN = [
     'start: sentence+\nsentence: WORD+ "."\nWORD: /[a-z]+/\n%ignore " "\n',  # a word after a word: one word
     'start: NAME NAME\nNAME: /[a-z]+/\n%ignore " "\n',  # whitespace ends a word, as in any lexer
     'start: "<a>" text\ntext[stop="</a>"]: /[^\\n]*/\n',  # llguidance's stop ends the text
+    'start: "a" t\nt[lazy]: /.*/ "END"\n',  # lazy: one lexeme, ended at the first END (llguidance took axyzEND)
 ]
 
 

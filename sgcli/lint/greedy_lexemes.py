@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import re
 from collections import deque
 from dataclasses import replace
 
@@ -334,7 +335,7 @@ def greedy_lexemes(structure, backends: list[str]) -> list[Diagnostic]:
                 pairs.setdefault((last, first), before)
 
     for rule in structure.defs.values():
-        if rule.terminal or rule.params:
+        if rule.terminal or rule.params or _lazy(rule):
             continue
         stack = [rule.body]
         while stack:
@@ -378,6 +379,12 @@ def greedy_lexemes(structure, backends: list[str]) -> list[Diagnostic]:
             finding = replace(finding, message=f"{finding.message} (the same before {shown})")
         out.append(finding)
     return out
+
+
+def _lazy(rule) -> bool:
+    """llguidance's `name[lazy]: ...`: the rule is one lexeme that ends at the first place its text can end,
+    so nothing inside it is lexed greedily (`t[lazy]: /.*/ "END"` ends at the first END)."""
+    return "lazy" in re.split(r"[\s,=]+", rule.attributes or "")
 
 
 def _finding(structure, summaries, lexeme, follower, before, after, where, separators) -> Diagnostic | None:
