@@ -133,3 +133,14 @@ def test_a_range_literal_is_read_as_the_backends_read_it(smol_tokenizer, low, hi
         text = text.encode().decode("unicode_escape")
         taken = accepts_bytes(compiled, text.encode()).accepted
         assert (lark_check.check(spec, text) == []) == taken, (text, taken)
+
+
+def test_lint_places_the_priorities_warning_at_the_first_one(run_cli, tmp_path):
+    """The S002 was the only finding with no line:col."""
+    path = tmp_path / "p.lark"
+    path.write_text(GRAMMAR)
+    result = run_cli("lint", path, "--backend", "llguidance", "--output-format", "json")
+    import json
+
+    (finding,) = [d for d in json.loads(result.stdout) if d["code"] == "S002"]
+    assert (finding["line"], finding["col"]) == (2, 5)  # `stmt.2:`'s `.2`

@@ -179,7 +179,24 @@ def warning(run: BackendCompile, w: CompileWarning, spec: ConstraintSpec, stext)
         return Diagnostic(
             "S002", message, spec.name, 1, min(int(position.group(1)), max(len(spec.text), 1)), backend=run.name
         )
+    span = _first_priority(spec) if "priorities (`NAME.N:`)" in w.message else None
+    if span is not None:  # at the first priority left out (a warning about the text: no pointer, no regex offset)
+        return at_offset("S002", spec.text, spec.name, span[0], span[1], message, backend=run.name)
     return Diagnostic("S002", message, spec.name, backend=run.name)
+
+
+def _first_priority(spec: ConstraintSpec) -> tuple[int, int] | None:
+    """Where the first rule or terminal priority (`A.2:`) of a Lark grammar is written."""
+    from sgcli.dialects.grammar_model import ParseError
+    from sgcli.dialects.lark import parse_lark
+
+    if spec.kind is not Kind.LARK:
+        return None
+    try:
+        spans = parse_lark(spec.text).priority_spans
+    except ParseError:
+        return None
+    return min(spans) if spans else None
 
 
 def neutralized(spec: ConstraintSpec, features: list[RegexFeature]) -> ConstraintSpec:
