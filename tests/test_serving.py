@@ -1096,3 +1096,15 @@ def test_no_finish_reason_is_named_as_missing_not_as_the_reason_unknown(run_cli,
     record = json.loads(result.stdout)
     assert result.exit_code == 1 and record["finish_reason"] == "error"
     assert "the server sent no finish_reason: its answer may be cut short (8 characters came)" in record["errors"][0]
+
+
+def test_a_refusal_is_named_not_read_as_a_broken_answer(run_cli, tmp_path):
+    """OpenAI's `message.refusal` was dropped: the record said only "output is not JSON"."""
+    reply = b'{"choices": [{"message": {"content": null, "refusal": "I cannot help with that."}, '
+    reply += b'"finish_reason": "stop"}]}'
+    with Stub() as stub:
+        stub.script = [("raw", 200, "application/json", reply)]
+        result = gen(run_cli, stub, "--schema", _schema(tmp_path), "--json", "x")
+    record = json.loads(result.stdout)
+    assert result.exit_code == 1 and record["finish_reason"] == "error" and record["valid"] is False
+    assert record["errors"][0] == "the server's model refused: I cannot help with that."

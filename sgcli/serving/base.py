@@ -121,6 +121,7 @@ class Reply:
     server_timings: dict = field(default_factory=dict)
     ignored_choices: tuple[int, ...] = ()  # indexes of choices sgcli did not ask for (`asked_choice`)
     odd_usage: tuple[str, ...] = ()  # usage fields that held no count, left null (`usage_count`)
+    refusal: str | None = None  # OpenAI's `message.refusal`: the model declined, in its words
 
 
 @dataclass
@@ -237,9 +238,11 @@ class OpenAICompatible(Dialect):
         choice, ignored = asked_choice(choices, "")
         if choice is None:
             raise BadReply(f"the reply has no choice with index 0, the one sgcli asked for (only {list(ignored)})")
+        refusal = None
         if call.route == "chat":
             message = reply_field(choice, "message", dict, "choices[0].") or {}
             text = reply_field(message, "content", str, "choices[0].message.") or ""
+            refusal = reply_field(message, "refusal", str, "choices[0].message.")
         else:
             text = reply_field(choice, "text", str, "choices[0].") or ""
         prompt_tokens, completion_tokens, odd = usage_counts(body, "usage", "")
@@ -250,6 +253,7 @@ class OpenAICompatible(Dialect):
             completion_tokens,
             ignored_choices=ignored,
             odd_usage=odd,
+            refusal=refusal,
         )
 
     def delta(self, call: Call, chunk: dict) -> Delta:

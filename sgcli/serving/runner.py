@@ -123,7 +123,9 @@ def reply_record(job: EngineJob, req: Request, reply: Reply, elapsed: float, fir
     finish, output, cut = reply.finish_reason, reply.output, _stopped_at(reply.output, job.sampling.stop)
     if cut is not None:  # a server that ignored --stop: its answer read as a local run's would end
         output, finish = output[:cut], "stop"
-    if finish == "unknown":  # no finish_reason at all: a stream that broke off, or a server that sends none
+    if reply.refusal:  # OpenAI's structured-output refusal: no answer to the constraint, in the model's words
+        ended = [f"the server's model refused: {reply.refusal}"]
+    elif finish == "unknown":  # no finish_reason at all: a stream that broke off, or a server that sends none
         ended = [f"the server sent no finish_reason: its answer may be cut short ({len(reply.output)} characters came)"]
     else:
         ended = [] if finish in ("stop", "length") else [f"the server ended with finish_reason {finish!r}"]
