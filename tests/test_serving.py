@@ -1074,14 +1074,19 @@ def test_a_reply_past_the_size_limit_is_a_bad_reply_naming_the_server(run_cli, m
     assert f"{says} /v1/chat/completions ran past 10,000 bytes" in result.stderr, result.stderr
 
 
+def _one_raw_reply(run_cli, tmp_path, body: bytes):
+    """A single prompt's run against a server answering `body` (a 200 with JSON): (result, its record)."""
+    with Stub() as stub:
+        stub.script = [("raw", 200, "application/json", body)]
+        result = gen(run_cli, stub, "--schema", _schema(tmp_path), "--json", "x")
+    return result, json.loads(result.stdout)
+
+
 def test_a_count_that_is_no_count_leaves_usage_null_and_keeps_the_answer(run_cli, tmp_path):
     """`"prompt_tokens": "lots"` (or NaN) made an error record of a valid completion, "nothing was generated"."""
     reply = b'{"choices": [{"message": {"content": "{\\"n\\": 1}"}, "finish_reason": "stop"}], '
     reply += b'"usage": {"prompt_tokens": "lots", "completion_tokens": NaN}}'
-    with Stub() as stub:
-        stub.script = [("raw", 200, "application/json", reply)]
-        result = gen(run_cli, stub, "--schema", _schema(tmp_path), "--json", "x")
-    record = json.loads(result.stdout)
+    result, record = _one_raw_reply(run_cli, tmp_path, reply)
     assert result.exit_code == 0 and record["valid"] is True and record["output"] == '{"n": 1}', result.output
     assert record["usage"]["prompt_tokens"] is None and record["usage"]["completion_tokens"] is None
     said = " ".join(record["warnings"])
@@ -1090,10 +1095,7 @@ def test_a_count_that_is_no_count_leaves_usage_null_and_keeps_the_answer(run_cli
 
 def test_no_finish_reason_is_named_as_missing_not_as_the_reason_unknown(run_cli, tmp_path):
     reply = b'{"choices": [{"message": {"content": "{\\"n\\": 1}"}}]}'
-    with Stub() as stub:
-        stub.script = [("raw", 200, "application/json", reply)]
-        result = gen(run_cli, stub, "--schema", _schema(tmp_path), "--json", "x")
-    record = json.loads(result.stdout)
+    result, record = _one_raw_reply(run_cli, tmp_path, reply)
     assert result.exit_code == 1 and record["finish_reason"] == "error"
     assert "the server sent no finish_reason: its answer may be cut short (8 characters came)" in record["errors"][0]
 
@@ -1102,9 +1104,6 @@ def test_a_refusal_is_named_not_read_as_a_broken_answer(run_cli, tmp_path):
     """OpenAI's `message.refusal` was dropped: the record said only "output is not JSON"."""
     reply = b'{"choices": [{"message": {"content": null, "refusal": "I cannot help with that."}, '
     reply += b'"finish_reason": "stop"}]}'
-    with Stub() as stub:
-        stub.script = [("raw", 200, "application/json", reply)]
-        result = gen(run_cli, stub, "--schema", _schema(tmp_path), "--json", "x")
-    record = json.loads(result.stdout)
+    result, record = _one_raw_reply(run_cli, tmp_path, reply)
     assert result.exit_code == 1 and record["finish_reason"] == "error" and record["valid"] is False
     assert record["errors"][0] == "the server's model refused: I cannot help with that."
