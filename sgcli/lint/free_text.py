@@ -11,6 +11,8 @@ the model may stop there.
 
 from __future__ import annotations
 
+import re
+
 from sgcli.dialects.grammar_model import Alt, Chars, Node, Ref, Rep, Seq, rule_fixpoint, walk
 from sgcli.errors import offset_to_line_col
 from sgcli.lint.diagnostic import short
@@ -107,3 +109,25 @@ class FreeText:
                     if found is not None:
                         out.setdefault(id(found), (found, after))
         return sorted(out.values(), key=lambda pair: pair[0].pos)
+
+
+def budget_problem(rule) -> tuple[str, str] | None:
+    """G010's (message, hint) for a Lark rule's token budget `name[max_tokens=N]`: none at all (N = 0), or
+    one a cut can leave unfinished (`cut_anywhere`); None where the budget is sound or absent."""
+    attributes = rule.attributes or ""
+    if "max_tokens" not in attributes:
+        return None
+    budget = re.search(r"max_tokens\s*=\s*(\d+)", attributes)
+    if budget is not None and int(budget.group(1)) == 0:
+        return (
+            f"`{rule.name}[{attributes}]` allows no token: xgrammar refuses it, and llguidance ends "
+            f"`{rule.name}` before its first character, where it matches nothing, whatever it needs",
+            "give it a budget of at least 1 token, or drop the attribute",
+        )
+    if cut_anywhere(rule.body):
+        return None
+    return (
+        f"`{rule.name}[{attributes}]` ends `{rule.name}` after that many tokens wherever it stands "
+        f"(llguidance and xgrammar), so the output can end in text `{rule.name}` does not match",
+        "use it only on a repetition of one character set (`/[^\\n]+/`), or bound the text itself with `{m,n}`",
+    )

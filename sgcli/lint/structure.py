@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import operator
-import re
 
 from sgcli.dialects import resolve
 from sgcli.dialects.grammar_model import (
@@ -25,7 +24,7 @@ from sgcli.dialects.grammar_model import (
 )
 from sgcli.dialects.lark_common import imported_definitions
 from sgcli.lint.diagnostic import Diagnostic, at_offset, short
-from sgcli.lint.free_text import FreeText, cut_anywhere, quoted_follower
+from sgcli.lint.free_text import FreeText, budget_problem, quoted_follower
 from sgcli.lint.never_ending import never_ending
 
 _RANK = {False: 0, None: 1, True: 2}  # nullable: no < unknown < yes
@@ -415,34 +414,9 @@ class Structure:
         return out
 
     def token_budgets(self) -> list[Diagnostic]:
-        """G010: `name[max_tokens=N]` on a rule that a cut can leave unfinished."""
-        out = []
-        for rule in self.g.rules:
-            budget = re.search(r"max_tokens\s*=\s*(\d+)", rule.attributes or "")
-            if budget is not None and int(budget.group(1)) == 0:
-                out.append(
-                    self._at_name(
-                        "G010",
-                        rule,
-                        f"`{rule.name}[{rule.attributes}]` allows no token: xgrammar refuses it, and llguidance ends "
-                        f"`{rule.name}` before its first character, where it matches nothing, whatever it needs",
-                        "give it a budget of at least 1 token, or drop the attribute",
-                    )
-                )
-                continue
-            if "max_tokens" not in rule.attributes or cut_anywhere(rule.body):
-                continue
-            out.append(
-                self._at_name(
-                    "G010",
-                    rule,
-                    f"`{rule.name}[{rule.attributes}]` ends `{rule.name}` after that many tokens wherever it stands "
-                    f"(llguidance and xgrammar), so the output can end in text `{rule.name}` does not match",
-                    "use it only on a repetition of one character set (`/[^\\n]+/`), or bound the text itself "
-                    "with `{m,n}`",
-                )
-            )
-        return out
+        """G010: `name[max_tokens=N]` on a rule that a cut can leave unfinished, or with no token at all."""
+        found = ((rule, budget_problem(rule)) for rule in self.g.rules)
+        return [self._at_name("G010", rule, *problem) for rule, problem in found if problem is not None]
 
     def run(self) -> list[Diagnostic]:
         out = self.undefined() + self.duplicates() + self.missing_root() + self.unused()
