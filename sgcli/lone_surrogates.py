@@ -15,6 +15,15 @@ def lone_surrogate(text: str) -> int | None:
 
 
 LONE_SURROGATE = "lone surrogate: not UTF-8 text"
+HALF_PAIR_HINT = "write the character itself, or its code point (\\U0001F600 for 😀)"
+
+
+def half_pair(written: str) -> str:
+    """Why a grammar's escape `written` (`\\ud800`) that spells a lone surrogate is refused: xgrammar wrote
+    its three bytes, which are no UTF-8 text, and llguidance and Rust's regex refuse it."""
+    return f"{written} is half of a UTF-16 surrogate pair, which no UTF-8 text holds"
+
+
 LONE_SURROGATE_HINT = "escape the whole character (a surrogate pair, e.g. \\ud83d\\ude00) or write it as it is"
 
 

@@ -144,12 +144,15 @@ class SchemaKeywords:
     root_fragments: bool = False
 
 
+PRIORITIES_LEFT_OUT = "rule and terminal priorities (`NAME.N:`) left out"  # lint places it at the first
+
+
 def lark_priority_warnings(spec: ConstraintSpec) -> list[CompileWarning]:
     """The warning of a backend that compiled a Lark grammar without its priorities (`dialects.lark.for_backends`)."""
     dropped = for_backends(spec.text)[1] if spec.kind is Kind.LARK else 0
     if not dropped:
         return []
-    message = f"{dropped} rule and terminal priorities (`NAME.N:`) left out: they choose among the parses of a text"
+    message = f"{dropped} {PRIORITIES_LEFT_OUT}: they choose among the parses of a text"
     return [CompileWarning(message + " and change no text the grammar accepts")]
 
 

@@ -24,6 +24,7 @@ from sgcli.dialects.gbnf import parse_gbnf
 from sgcli.dialects.grammar_model import MAX_CODE_POINT, Alt, Chars, Lit, Opaque, ParseError, Rep, Seq, walk
 from sgcli.dialects.lark import parse_lark
 from sgcli.dialects.regex_parse import class_escape, octal_escape, parse_regex
+from sgcli.lone_surrogates import half_pair
 
 # the class escapes a Lark terminal means otherwise than xgrammar reads them (`lark_class`)
 _LARK_ESCAPES = ("\\s", "\\S", "\\d", "\\D", "\\w", "\\W")
@@ -304,9 +305,7 @@ def misread(pattern: str) -> tuple[int, str, str] | None:
             return m.start(), what, "escape it: \\]"
         half = _SURROGATE.match(pattern, m.start()) if m.group() == "\\u" else None
         if half:
-            what = (
-                f"`{half.group()}`, half of a UTF-16 surrogate pair, which xgrammar writes as bytes no UTF-8 text holds"
-            )
+            what = f"{half_pair(f'`{half.group()}`')}: xgrammar writes its three bytes"
             return m.start(), what, "write the character itself, or its code point (\\u{1F600} for 😀)"
         if m.group() in ("\\A", "\\Z", "\\z"):
             letter = m.group()[1]

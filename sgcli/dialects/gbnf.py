@@ -224,9 +224,7 @@ def _char_class(r: Reader) -> Chars:
                 raise r.error(f"character range {lo!r}-{hi!r} is backwards", start)
             ranges.append((ord(lo), ord(hi)))
         else:  # a member alone: a lone surrogate is refused as in a string
-            r.pos = at
-            lo = r.character(lambda: _class_char(r))
-            ranges.append((ord(lo), ord(lo)))
+            ranges.append((ord(r.whole(lo, at)), ord(lo)))
 
 
 def _class_char(r: Reader) -> str:

@@ -6,6 +6,7 @@ from typing import NamedTuple
 
 from sgcli.constraints.spec import MAX_DEPTH
 from sgcli.dialects.grammar_model import NotReadAsWritten, ParseError
+from sgcli.lone_surrogates import HALF_PAIR_HINT, half_pair, lone_surrogate
 
 
 class Escapes(NamedTuple):
@@ -104,24 +105,18 @@ class Reader:
                 self.pos += 1
                 return "".join(out)
             if ch == "\\":
-                out.append(self.character(self.escape))
+                start = self.pos
+                out.append(self.whole(self.escape(), start))
             else:
                 out.append(ch)
                 self.pos += 1
 
-    def character(self, read) -> str:
-        """One character that `read()` takes (an escape): refused where it is a lone surrogate, which
-        xgrammar wrote as three bytes that are no UTF-8 text and llguidance refused. (A class's range
-        may end on one: xgrammar's own printed JSON classes do, and `holds_text` judges the range.)"""
-        start = self.pos
-        got = read()
-        if len(got) == 1 and 0xD800 <= ord(got) <= 0xDFFF:
-            raise NotReadAsWritten(
-                f"{self.text[start : self.pos]} is half of a UTF-16 surrogate pair, which no UTF-8 text holds",
-                start,
-                hint="write the character itself, or its code point (\\U0001F600 for 😀)",
-            )
-        return got
+    def whole(self, ch: str, start: int) -> str:
+        """`ch`, read from `start` (an escape), unless it is a lone surrogate (`half_pair`). A class's range
+        may end on one: xgrammar's own printed JSON classes do, and `Chars.holds_text` judges the range."""
+        if lone_surrogate(ch) is not None:
+            raise NotReadAsWritten(half_pair(self.text[start : self.pos]), start, hint=HALF_PAIR_HINT)
+        return ch
 
     def escape(self, more: dict[str, str] | None = None) -> str:
         """Decode the escape after a backslash (the cursor is on the backslash); `more` adds escapes that

@@ -30,6 +30,7 @@ from sgcli.dialects.grammar_model import (
     repetition,
     stacked_error,
 )
+from sgcli.lone_surrogates import HALF_PAIR_HINT, half_pair, lone_surrogate
 
 WHITESPACE = [  # Unicode's White_Space: Rust's `\s` (llguidance, outlines-core), the `regex` package's
     (9, 13),
@@ -313,12 +314,8 @@ class _Parser:
         """`ch`, written at `start`, unless it is a lone surrogate: Rust's regex refuses one, and xgrammar
         wrote its three bytes, which no UTF-8 text holds. (A class's range may end on one, as xgrammar's
         printed JSON classes do: `Chars.holds_text` judges the range.)"""
-        if 0xD800 <= ord(ch) <= 0xDFFF:
-            raise ParseError(
-                f"{self.src[start : self.i]} is half of a UTF-16 surrogate pair, which no UTF-8 text holds: write "
-                "the character itself, or its code point (\\U0001F600 for 😀)",
-                self.to_file(start),
-            )
+        if lone_surrogate(ch) is not None:
+            raise ParseError(f"{half_pair(self.src[start : self.i])}: {HALF_PAIR_HINT}", self.to_file(start))
         return ch
 
     def _unknown_letter(self, ch: str) -> ParseError:

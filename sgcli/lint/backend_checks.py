@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from sgcli.backends import check_supports
-from sgcli.backends.base import Compiled, CompileWarning
+from sgcli.backends.base import PRIORITIES_LEFT_OUT, Compiled, CompileWarning
 from sgcli.backends.bounded import CompileLimitError
 from sgcli.backends.compile_cache import compile_cached
 from sgcli.backends.diagnostics import native_message
@@ -179,7 +179,7 @@ def warning(run: BackendCompile, w: CompileWarning, spec: ConstraintSpec, stext)
         return Diagnostic(
             "S002", message, spec.name, 1, min(int(position.group(1)), max(len(spec.text), 1)), backend=run.name
         )
-    span = _first_priority(spec) if "priorities (`NAME.N:`)" in w.message else None
+    span = _first_priority(spec) if PRIORITIES_LEFT_OUT in w.message else None
     if span is not None:  # at the first priority left out (a warning about the text: no pointer, no regex offset)
         return at_offset("S002", spec.text, spec.name, span[0], span[1], message, backend=run.name)
     return Diagnostic("S002", message, spec.name, backend=run.name)

@@ -10,6 +10,7 @@ dialect only says where the constraint goes.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -71,11 +72,8 @@ def usage_counts(obj: dict, key: str, where: str) -> tuple[int | None, int | Non
         fine = value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
         counts.append(value if fine else None)
         if not fine:
-            shown = (
-                "NaN or an infinity, which JSON has no number for"
-                if value != value or value in (float("inf"), float("-inf"))
-                else f"{value!r}"
-            )
+            infinite = isinstance(value, float) and not math.isfinite(value)
+            shown = "NaN or an infinity, which JSON has no number for" if infinite else f"{value!r}"
             odd.append(f"`{where}{key}.{name}` is {shown}, not a count")
     return counts[0], counts[1], tuple(odd)
 
@@ -120,7 +118,7 @@ class Reply:
     completion_tokens: int | None = None
     server_timings: dict = field(default_factory=dict)
     ignored_choices: tuple[int, ...] = ()  # indexes of choices sgcli did not ask for (`asked_choice`)
-    odd_usage: tuple[str, ...] = ()  # usage fields that held no count, left null (`usage_count`)
+    odd_usage: tuple[str, ...] = ()  # usage fields that held no count, left null (`usage_counts`)
     refusal: str | None = None  # OpenAI's `message.refusal`: the model declined, in its words
 
 
